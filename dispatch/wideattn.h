@@ -1,0 +1,197 @@
+/*
+ * wideattn.h - the C API of libwideattn: attention kernels for wide heads (head dim 512).
+ *
+ * A host engine opens a context on a kernel bundle (cubins + manifest.json), fills a
+ * wideattn_prefill_params struct with device pointers and strides, and calls
+ * wideattn_prefill() on its own CUDA stream. The library resolves the CUDA driver at run
+ * time (dlopen), so it loads on machines without a driver and reports that from a launch.
+ *
+ * Every call returns a wideattn_status; on failure wideattn_last_error() returns a message
+ * (thread-local, valid until the next call on the same thread) naming the offending
+ * argument and its value.
+ *
+ * This header is also included by the device kernels: the params struct is the exact
+ * kernel argument (passed by value), so host and device share one definition.
+ */
+#ifndef WIDEATTN_H
+#define WIDEATTN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WIDEATTN_VERSION_MAJOR 0
+#define WIDEATTN_VERSION_MINOR 1
+#define WIDEATTN_VERSION_PATCH 0
+
+/* Status codes. */
+typedef enum wideattn_status {
+    WIDEATTN_OK = 0,
+    WIDEATTN_ERROR_INVALID_ARGUMENT = 1, /* a parameter is null, misaligned, out of range... */
+    WIDEATTN_ERROR_UNSUPPORTED = 2,      /* no kernel in the bundle for this device/shape/dtype */
+    WIDEATTN_ERROR_NO_DRIVER = 3,        /* libcuda.so.1 could not be loaded or is incomplete */
+    WIDEATTN_ERROR_NO_DEVICE = 4,        /* the driver reports no usable device or context */
+    WIDEATTN_ERROR_BUNDLE = 5,           /* manifest or cubin missing, unreadable or corrupt */
+    WIDEATTN_ERROR_CUDA = 6              /* a CUDA driver call failed (message has the code) */
+} wideattn_status;
+
+/* Element types. Values are stable: they appear in the manifest and in kernel arguments. */
+typedef enum wideattn_dtype {
+    WIDEATTN_DTYPE_BF16 = 0,
+    WIDEATTN_DTYPE_F16 = 1,
+    WIDEATTN_DTYPE_F32 = 2,
+    WIDEATTN_DTYPE_F64 = 3,
+    WIDEATTN_DTYPE_E4M3 = 4
+} wideattn_dtype;
+
+/*
+ * Prefill attention over a variable-length batch with a paged KV cache.
+ *
+ * Semantics (see DESIGN.md section 2):
+ *   - sequence s owns query tokens cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 (q_len of them)
+ *     and sees seq_lens_k[s] keys (cached context + its q_len new tokens);
+ *   - causal, bottom-right aligned: query i (0-based within the sequence) sees keys
+ *     0 .. seq_lens_k[s] - q_len + i;
+ *   - query head h reads KV head h / (num_q_heads / num_kv_heads);
+ *   - key j of sequence s lives in physical block block_table[s * block_table_stride +
+ *     j / block_size], slot j % block_size;
+ *   - o = softmax(scale * q k^T) v, accumulated in fp32 (fp64 for the reference kernel);
+ *     a row with no visible key is written as zeros and its LSE as -infinity.
+ *
+ * All strides are in elements of the tensor's own dtype; the head dimension is contiguous
+ * (stride 1). Pointers are device pointers. The struct is plain data: zero-initialise it,
+ * fill what you use, and pass it to wideattn_prefill().
+ */
+typedef struct wideattn_prefill_params {
+    /* q[token][q_head][d], token in 0 .. total_q-1. 16-byte aligned. */
+    const void* q;
+    int64_t q_token_stride;
+    int64_t q_head_stride;
+
+    /* k_cache[block][slot][kv_head][d] and the same for v_cache. 16-byte aligned. */
+    const void* k_cache;
+    int64_t k_block_stride;
+    int64_t k_slot_stride;
+    int64_t k_head_stride;
+    const void* v_cache;
+    int64_t v_block_stride;
+    int64_t v_slot_stride;
+    int64_t v_head_stride;
+
+    /* o[token][q_head][d]. 16-byte aligned. Every element is written. */
+    void* o;
+    int64_t o_token_stride;
+    int64_t o_head_stride;
+
+    /* Optional log-sum-exp (natural log, of the scaled scores) lse[q_head][token]:
+     * float, or double when o_dtype is F64. NULL to skip. */
+    void* lse;
+    int64_t lse_head_stride;
+
+    /* int32 cu_seqlens_q[num_seqs + 1] (cu_seqlens_q[0] = 0, cu_seqlens_q[num_seqs] =
+     * total_q, non-decreasing) and seq_lens_k[num_seqs] (>= the sequence's q_len). */
+    const int32_t* cu_seqlens_q;
+    const int32_t* seq_lens_k;
+
+    /* int32 block_table[num_seqs][block_table_stride]; a sequence with L keys uses its first
+     * ceil(L / block_size) entries, each in 0 .. num_blocks-1. A contiguous KV tensor is the
+     * identity table. */
+    const int32_t* block_table;
+    int64_t block_table_stride;
+
+    /* Per-tensor dequantisation scales (device pointers to one float each) for the 8-bit
+     * variants; NULL for 16-bit inputs. */
+    const float* q_scale;
+    const float* k_scale;
+    const float* v_scale;
+
+    int32_t num_seqs;     /* >= 1 */
+    int32_t total_q;      /* rows of q and o, = cu_seqlens_q[num_seqs]; >= 0 */
+    int32_t num_q_heads;  /* multiple of num_kv_heads */
+    int32_t num_kv_heads; /* >= 1 */
+    int32_t head_dim;     /* 512 (the bundle's kernels say which head dims they serve) */
+    int32_t block_size;   /* KV slots per block, a multiple of 16 */
+    int32_t num_blocks;   /* physical blocks in k_cache/v_cache (bounds block_table values) */
+    int32_t q_dtype;      /* wideattn_dtype */
+    int32_t kv_dtype;     /* wideattn_dtype */
+    int32_t o_dtype;      /* wideattn_dtype; F64 selects the fp64 reference kernel */
+    float softmax_scale;  /* > 0 and finite; Gemma 4 uses 1.0 */
+    int32_t reserved;     /* must be 0 */
+} wideattn_prefill_params;
+
+typedef struct wideattn_context wideattn_context;
+
+/* Information about one kernel of the opened bundle (pointers live as long as the context). */
+typedef struct wideattn_kernel_info {
+    const char* name;     /* e.g. "reference_f64" */
+    const char* symbol;   /* kernel symbol in the cubin */
+    const char* arch;     /* e.g. "sm_90a" */
+    const char* cubin;    /* file name inside the bundle directory */
+    int32_t q_dtype, kv_dtype, o_dtype;
+    int32_t head_dim_min, head_dim_max; /* supported head dims: multiples of head_dim_step */
+    int32_t head_dim_step;
+    int32_t group_min, group_max;      /* supported num_q_heads / num_kv_heads */
+    int32_t tile_tokens;               /* query tokens per block */
+    int32_t tile_keys;                 /* keys per inner-loop tile */
+    int32_t heads_per_block_max;       /* query heads of one KV head per block */
+    int32_t threads;                   /* threads per block */
+    int32_t dynamic_smem;              /* bytes of dynamic shared memory */
+    int32_t registers;                 /* from the build's ptxas report, -1 unknown */
+    int32_t spill_bytes;               /* spill stores + loads from ptxas, -1 unknown */
+    int32_t stack_bytes;               /* stack frame from ptxas, -1 unknown */
+    const char* features;              /* comma-separated, e.g. "varlen,paged,causal,lse" */
+} wideattn_kernel_info;
+
+/* Library version string, e.g. "0.1.0". */
+const char* wideattn_version(void);
+
+/* Name of a status code, e.g. "WIDEATTN_ERROR_INVALID_ARGUMENT". */
+const char* wideattn_status_string(wideattn_status status);
+
+/* Message of the last failed call on this thread ("" if none). */
+const char* wideattn_last_error(void);
+
+/*
+ * Opens a context on a bundle directory. bundle_dir NULL means: the environment variable
+ * WIDEATTN_BUNDLE if set, else the directory the library was installed with. Reads and
+ * checks manifest.json; cubins are loaded lazily at the first launch on each device.
+ * Does not need a driver or a GPU.
+ */
+wideattn_status wideattn_open(wideattn_context** ctx, const char* bundle_dir);
+
+/* Closes a context (NULL is ignored). Loaded modules are unloaded. */
+void wideattn_close(wideattn_context* ctx);
+
+/* Bundle directory the context was opened on. */
+const char* wideattn_bundle_dir(const wideattn_context* ctx);
+
+/* Number of kernels in the bundle, and their descriptions (index 0 .. count-1). */
+int32_t wideattn_kernel_count(const wideattn_context* ctx);
+wideattn_status wideattn_get_kernel_info(const wideattn_context* ctx, int32_t index,
+                                         wideattn_kernel_info* info);
+
+/*
+ * Whether the bundle has a kernel for these params on a device of compute capability
+ * cc_major.cc_minor. Validates the params exactly as wideattn_prefill() does and runs the
+ * same selection; never touches the driver. On WIDEATTN_OK, *kernel_index (if not NULL)
+ * is the kernel that would run.
+ */
+wideattn_status wideattn_is_supported(const wideattn_context* ctx,
+                                      const wideattn_prefill_params* params, int cc_major,
+                                      int cc_minor, int32_t* kernel_index);
+
+/*
+ * Launches prefill attention on `stream` (a CUstream / cudaStream_t; NULL is the legacy
+ * default stream) in the calling thread's current CUDA context. Asynchronous: returns
+ * after the launch is queued. Thread-safe.
+ */
+wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_params* params,
+                                 void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WIDEATTN_H */

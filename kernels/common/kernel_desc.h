@@ -1,0 +1,60 @@
+// kernel_desc.h - the compile-time description every kernel's traits struct exports.
+//
+// One KernelDesc per kernel, defined in the kernel's traits header, is read by three
+// consumers: the kernel itself (tile sizes, threads), the manifest generator (which writes
+// manifest.json at build time) and, through the manifest, the dispatcher. Host and device
+// therefore cannot disagree. This header is plain C++17 constexpr so host code includes it.
+#pragma once
+
+#include <cstdint>
+
+namespace wideattn {
+
+// Values match wideattn_dtype in dispatch/wideattn.h.
+enum DType : int32_t { kBF16 = 0, kF16 = 1, kF32 = 2, kF64 = 3, kE4M3 = 4 };
+
+struct KernelDesc {
+    const char* name;         // stable kernel name, also the cubin file stem
+    const char* symbol;       // extern "C" __global__ entry point
+    int32_t q_dtype;
+    int32_t kv_dtype;
+    int32_t o_dtype;
+    int32_t head_dim_min;     // supported head dims: min..max in steps of head_dim_step
+    int32_t head_dim_max;
+    int32_t head_dim_step;
+    int32_t group_min;        // supported num_q_heads / num_kv_heads
+    int32_t group_max;
+    int32_t tile_tokens;      // query tokens of one sequence per block
+    int32_t tile_keys;        // keys per inner-loop tile
+    int32_t heads_per_block_max;  // query heads (of one KV head) per block
+    int32_t threads;          // threads per block
+    int32_t dynamic_smem;     // bytes of dynamic shared memory per block
+    int32_t min_sm;           // lowest compute capability (major*10+minor) it is built for
+    const char* features;     // comma-separated feature list
+};
+
+// Launch geometry shared by every prefill kernel and the dispatcher.
+//   grid.x = token tiles: enough for every sequence's ceil(q_len / tile_tokens) tiles;
+//            blocks past the last tile exit at once.
+//   grid.y = num_q_heads / heads_per_block.
+//   block  = desc.threads, dynamic shared memory desc.dynamic_smem.
+constexpr int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
+
+// Largest divisor of `group` that is <= max_heads: the query heads one block handles.
+constexpr int32_t heads_per_block(int32_t group, int32_t max_heads) {
+    int32_t best = 1;
+    for (int32_t h = 1; h <= max_heads && h <= group; ++h)
+        if (group % h == 0) best = h;
+    return best;
+}
+
+// Upper bound of sum over sequences of ceil(q_len_s / tile_tokens).
+constexpr int64_t token_tile_count(int64_t total_q, int64_t num_seqs, int32_t tile_tokens) {
+    return (total_q + num_seqs * (tile_tokens - 1) + tile_tokens - 1) / tile_tokens;
+}
+
+constexpr int32_t kSmemLimitSm120 = 99 * 1024;  // opt-in dynamic shared memory per block, sm_120/sm_89/sm_86
+constexpr int32_t kSmemLimitSm80 = 163 * 1024;
+constexpr int32_t kSmemLimitSm90 = 227 * 1024;
+
+}  // namespace wideattn
