@@ -8,6 +8,12 @@
 
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define WIDEATTN_HOST_DEVICE __host__ __device__
+#else
+#define WIDEATTN_HOST_DEVICE
+#endif
+
 namespace wideattn {
 
 // Values match wideattn_dtype in dispatch/wideattn.h.
@@ -38,10 +44,10 @@ struct KernelDesc {
 //            blocks past the last tile exit at once.
 //   grid.y = num_q_heads / heads_per_block.
 //   block  = desc.threads, dynamic shared memory desc.dynamic_smem.
-constexpr int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
+WIDEATTN_HOST_DEVICE constexpr int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
 
 // Largest divisor of `group` that is <= max_heads: the query heads one block handles.
-constexpr int32_t heads_per_block(int32_t group, int32_t max_heads) {
+WIDEATTN_HOST_DEVICE constexpr int32_t heads_per_block(int32_t group, int32_t max_heads) {
     int32_t best = 1;
     for (int32_t h = 1; h <= max_heads && h <= group; ++h)
         if (group % h == 0) best = h;
@@ -49,7 +55,7 @@ constexpr int32_t heads_per_block(int32_t group, int32_t max_heads) {
 }
 
 // Upper bound of sum over sequences of ceil(q_len_s / tile_tokens).
-constexpr int64_t token_tile_count(int64_t total_q, int64_t num_seqs, int32_t tile_tokens) {
+WIDEATTN_HOST_DEVICE constexpr int64_t token_tile_count(int64_t total_q, int64_t num_seqs, int32_t tile_tokens) {
     return (total_q + num_seqs * (tile_tokens - 1) + tile_tokens - 1) / tile_tokens;
 }
 
