@@ -1,0 +1,852 @@
+#!/usr/bin/env python3
+"""Peer harness: wideattn prefill against PyTorch SDPA and a Triton paged prefill kernel.
+
+Runs on one GPU in one process (DESIGN.md section 7): builds the Gemma 4 global-layer suite
+(Hq 32, Hkv 4, D 512, bf16, page 16, shuffled block table), cross-checks every implementation
+against an fp64 reference (the bundle's fp64 reference kernel through libwideattn, or a torch
+float64 computation on sampled query rows when the library is unavailable), then times all of
+them interleaved with CUDA events and reports ms, TFLOP/s, the percentage of the tensor rate
+measured in the same run, and wideattn's speedup over each peer. Writes a JSON report.
+
+Everything above `run_gpu_suite` is plain Python (case construction, FLOP counting,
+statistics, table formatting) and imports without torch; torch and triton load only when the
+GPU part runs.
+"""
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import warnings
+
+TOOLS_DIR = os.path.dirname(os.path.abspath(__file__))
+if TOOLS_DIR not in sys.path:
+    sys.path.insert(0, TOOLS_DIR)
+
+from peers import wideattn_ctypes  # noqa: E402  (standard library only)
+
+# Gemma 4 31B global layers (DESIGN.md sections 1 and 7).
+NUM_Q_HEADS = 32
+NUM_KV_HEADS = 4
+TP4_Q_HEADS = NUM_Q_HEADS // 4
+TP4_KV_HEADS = NUM_KV_HEADS // 4
+HEAD_DIM = 512
+PAGE_SIZE = 16
+SOFTMAX_SCALE = 1.0
+K1 = 1024
+QUICK_SCALE = 8                      # --quick divides every token count by this
+
+# Accuracy.
+MISMATCH_REL_L2 = 2e-2               # refuse to time an implementation above this
+REF_ROWS_PER_SEQ = 64                # query rows per sequence of the torch fp64 fallback
+DEFAULT_Q_STD = HEAD_DIM ** -0.5     # q * k scores of unit variance at scale 1.0
+
+# Timing.
+DEFAULT_REPS = 20
+DEFAULT_WARMUP = 3
+MIN_BUDGET_REPS = 5                  # floor when --impl-budget-s trims an implementation
+TUNE_SCREEN_REPS = 1                 # timed runs per tuning candidate (after one warm-up)
+TUNE_FINAL_REPS = 3                  # timed runs of each finalist
+TUNE_FINALISTS = 3
+ROTATE_FACTOR = 3                    # input copies so one rotation touches >= 3x the L2
+MAX_COPIES = 8
+GEMM_SIZE = 8192                     # cuBLAS bf16 GEMM for the measured tensor rate
+GEMM_REPS = 20
+
+IMPL_WIDEATTN = "wideattn"
+IMPL_TRITON_ENGINE = "triton-engine"
+IMPL_TRITON_TUNED = "triton-tuned"
+IMPL_SDPA = "sdpa"
+IMPL_SDPA_EXPANDED = "sdpa-expanded"
+ALL_IMPLS = (IMPL_WIDEATTN, IMPL_TRITON_ENGINE, IMPL_TRITON_TUNED, IMPL_SDPA, IMPL_SDPA_EXPANDED)
+IMPL_NOTES = {
+    IMPL_WIDEATTN: "libwideattn, dispatcher's bf16 kernel, paged cache",
+    IMPL_TRITON_ENGINE: "Triton paged prefill as an engine ships it (M16 N32 w4 s3)",
+    IMPL_TRITON_TUNED: "Triton paged prefill, best config per case (incl. head packing)",
+    IMPL_SDPA: "torch SDPA, enable_gqa=True, contiguous per-sequence K/V prepared untimed",
+    IMPL_SDPA_EXPANDED: "torch SDPA, K/V repeat_interleave'd to Hq heads, prepared untimed",
+}
+
+STATUS_OK = "ok"
+STATUS_OOM = "oom"
+STATUS_MISMATCH = "mismatch"
+STATUS_UNAVAILABLE = "unavailable"
+STATUS_FAILED = "failed"
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One attention call: per-sequence new tokens and cached context."""
+
+    name: str
+    q_lens: tuple
+    contexts: tuple
+    num_q_heads: int = NUM_Q_HEADS
+    num_kv_heads: int = NUM_KV_HEADS
+    head_dim: int = HEAD_DIM
+
+    @property
+    def seq_lens_k(self):
+        return tuple(q + c for q, c in zip(self.q_lens, self.contexts))
+
+    @property
+    def total_q(self):
+        return sum(self.q_lens)
+
+    @property
+    def flops(self):
+        return causal_flops(self.head_dim, self.num_q_heads, self.q_lens, self.contexts)
+
+    def shape(self):
+        seqs = " ".join(f"{q}@{c}" for q, c in zip(self.q_lens, self.contexts))
+        return f"Hq{self.num_q_heads}/Hkv{self.num_kv_heads} q@ctx {seqs}"
+
+
+def causal_flops(head_dim, num_q_heads, q_lens, contexts):
+    """DESIGN.md section 7: 4 * D * Hq * (q * context + q * (q + 1) / 2), summed."""
+    return sum(4 * head_dim * num_q_heads * (q * c + q * (q + 1) // 2)
+               for q, c in zip(q_lens, contexts))
+
+
+def build_suite(quick=False):
+    """The Gemma 4 31B global-layer suite; --quick divides every length by QUICK_SCALE."""
+    scale = QUICK_SCALE if quick else 1
+
+    def n(tokens):
+        return max(1, tokens // scale)
+
+    def single(name, q, ctx, **heads):
+        return Case(name, (n(q),), (n(ctx) if ctx else 0,), **heads)
+
+    return [
+        single("prompt-4k", 4 * K1, 0),
+        single("prompt-16k", 16 * K1, 0),
+        single("prompt-20k", 20 * K1, 0),
+        single("chunk-4k@8k", 4 * K1, 8 * K1),
+        single("chunk-8k@8k", 8 * K1, 8 * K1),
+        single("chunk-4k@16k", 4 * K1, 16 * K1),
+        single("chunk-8k@16k", 8 * K1, 16 * K1),
+        Case("mixed-4seq", tuple(n(q) for q in (3000, 1500, 700, 64)),
+             tuple(n(c) if c else 0 for c in (0, 4096, 9000, 16000))),
+        single("tp4-prompt-16k", 16 * K1, 0, num_q_heads=TP4_Q_HEADS, num_kv_heads=TP4_KV_HEADS),
+    ]
+
+
+def select_cases(suite, names):
+    """The cases named in `names` (comma-separated), in suite order; all if empty."""
+    if not names:
+        return list(suite)
+    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    known = {case.name for case in suite}
+    unknown = [name for name in wanted if name not in known]
+    if unknown:
+        raise ValueError(f"unknown case(s) {unknown}; known: {sorted(known)}")
+    return [case for case in suite if case.name in wanted]
+
+
+def input_copies(working_set_bytes, l2_bytes):
+    """Rotated input copies so that one rotation touches at least ROTATE_FACTOR x the L2."""
+    if working_set_bytes <= 0:
+        return 1
+    return max(1, min(MAX_COPIES, math.ceil(ROTATE_FACTOR * l2_bytes / working_set_bytes)))
+
+
+def blocks_needed(seq_len_k, page_size=PAGE_SIZE):
+    return -(-seq_len_k // page_size)
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def percentile(values, fraction):
+    """Linear-interpolated percentile (fraction in 0..1) of a non-empty list."""
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize_times(times_ms):
+    return {"ms_median": statistics.median(times_ms), "ms_min": min(times_ms),
+            "ms_p90": percentile(times_ms, 0.9), "reps": len(times_ms)}
+
+
+def tflops(flops, ms):
+    return flops / (ms * 1e-3) / 1e12
+
+
+def budget_reps(reps, ms_per_run, budget_s):
+    """Repetitions an implementation gets under a per-implementation time budget."""
+    if not budget_s or ms_per_run <= 0:
+        return reps
+    return max(MIN_BUDGET_REPS, min(reps, int(budget_s * 1e3 / ms_per_run)))
+
+
+# ----------------------------------------------------------------------------- output
+
+
+TABLE_COLUMNS = (("case", "<", 14), ("impl", "<", 13), ("ms", ">", 8), ("min", ">", 8),
+                 ("p90", ">", 8), ("TFLOP/s", ">", 7), ("%gemm", ">", 5), ("%mma", ">", 5),
+                 ("wa x", ">", 5), ("relL2", ">", 7), ("meanabs", ">", 7), ("maxabs", ">", 7),
+                 ("note", "<", 0))
+
+
+def _fmt(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def table_rows(report):
+    """One row (list of strings) per (case, implementation) of a report dict."""
+    rows = []
+    full_reps = report["environment"].get("reps", DEFAULT_REPS)
+    for case in report["cases"]:
+        wideattn_ms = case["impls"].get(IMPL_WIDEATTN, {}).get("ms_median")
+        for name, impl in case["impls"].items():
+            ms = impl.get("ms_median")
+            speedup = None
+            if name != IMPL_WIDEATTN and ms and wideattn_ms:
+                speedup = ms / wideattn_ms
+            err = impl.get("error") or {}
+            note = impl["status"] if impl["status"] != STATUS_OK else ""
+            if impl.get("config"):
+                note = (note + " " + impl["config"]).strip()
+            if impl.get("reps") and impl["reps"] < full_reps:
+                note = (note + f" reps={impl['reps']}").strip()
+            rows.append([case["name"], name, _fmt(ms, ".3f"), _fmt(impl.get("ms_min"), ".3f"),
+                         _fmt(impl.get("ms_p90"), ".3f"), _fmt(impl.get("tflops"), ".1f"),
+                         _fmt(impl.get("pct_gemm"), ".1f"), _fmt(impl.get("pct_mma"), ".1f"),
+                         _fmt(speedup, ".2f"), _fmt(err.get("rel_l2"), ".1e"),
+                         _fmt(err.get("mean_abs"), ".1e"), _fmt(err.get("max_abs"), ".1e"), note])
+    return rows
+
+
+def format_table(report):
+    """The compact stdout table of a report dict."""
+    header = [name for name, _, _ in TABLE_COLUMNS]
+    lines = []
+    for row in [header] + table_rows(report):
+        cells = [format(cell, f"{align}{width}") if width else cell
+                 for cell, (_, align, width) in zip(row, TABLE_COLUMNS)]
+        lines.append(" ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def format_header(report):
+    env = report["environment"]
+    rates = report["rates"]
+    mma = rates.get("mma_tflops")
+    lines = [
+        f"{env['date']}  {env['gpu']}  torch {env['torch']}  triton {env['triton']}  "
+        f"commit {env.get('commit') or '-'}  {'QUICK (/' + str(QUICK_SCALE) + ')' if env['quick'] else 'full'}",
+        f"tensor rate: cuBLAS bf16 {GEMM_SIZE}^3 {rates['gemm_tflops']:.1f} TFLOP/s (%gemm); "
+        f"mma.sync bf16 {('%.1f TFLOP/s (--mma-rate)' % mma) if mma else 'not given'} (%mma)",
+        f"wideattn: {report['wideattn']['status']} {report['wideattn'].get('detail', '')}".rstrip(),
+        f"sdpa backends accepting D={HEAD_DIM}: gqa {report['sdpa_backends']['gqa']}, "
+        f"expanded {report['sdpa_backends']['expanded']}",
+        "wa x = peer ms / wideattn ms; errors vs fp64 reference; SDPA K/V gathered untimed",
+    ]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- GPU part
+
+
+def _lazy_torch():
+    import torch
+    return torch
+
+
+class CaseData:
+    """Device tensors of one case: rotated input copies, paged caches, per-sequence views."""
+
+    def __init__(self, case, copies, q_std, generators):
+        torch = _lazy_torch()
+        self.case = case
+        self.copies = copies
+        dev = "cuda"
+        bf16 = torch.bfloat16
+        hq, hkv, d = case.num_q_heads, case.num_kv_heads, case.head_dim
+        self.group = hq // hkv
+        blocks_per_seq = [blocks_needed(length) for length in case.seq_lens_k]
+        self.num_blocks = sum(blocks_per_seq)
+        max_blocks = max(blocks_per_seq)
+
+        cpu_generator, cuda_generator = generators
+        permutation = torch.randperm(self.num_blocks, generator=cpu_generator)
+        table = torch.zeros(len(case.q_lens), max_blocks, dtype=torch.int32)
+        start = 0
+        for seq, count in enumerate(blocks_per_seq):
+            table[seq, :count] = permutation[start:start + count]
+            start += count
+        self.block_table = table.to(dev)
+        cu = [0]
+        for q_len in case.q_lens:
+            cu.append(cu[-1] + q_len)
+        self.cu_host = cu
+        self.cu_seqlens_q = torch.tensor(cu, dtype=torch.int32, device=dev)
+        self.seq_lens_k = torch.tensor(case.seq_lens_k, dtype=torch.int32, device=dev)
+
+        def randn(*shape, std=1.0):
+            values = torch.randn(*shape, generator=cuda_generator, dtype=torch.float32, device=dev)
+            return (values * std).to(bf16)
+
+        cache_shape = (self.num_blocks, PAGE_SIZE, hkv, d)
+        self.q = [randn(case.total_q, hq, d, std=q_std) for _ in range(copies)]
+        self.k_cache = [randn(*cache_shape) for _ in range(copies)]
+        self.v_cache = [randn(*cache_shape) for _ in range(copies)]
+
+    def contiguous_kv(self, copy, seq):
+        """K and V of one sequence gathered from the paged cache: [Hkv, L, D] each."""
+        length = self.case.seq_lens_k[seq]
+        blocks = self.block_table[seq, :blocks_needed(length)].long()
+        hkv, d = self.case.num_kv_heads, self.case.head_dim
+        k = self.k_cache[copy][blocks].reshape(-1, hkv, d)[:length]
+        v = self.v_cache[copy][blocks].reshape(-1, hkv, d)[:length]
+        return k.permute(1, 0, 2).contiguous(), v.permute(1, 0, 2).contiguous()
+
+    def q_rows(self, copy, seq):
+        return self.q[copy][self.cu_host[seq]:self.cu_host[seq + 1]]
+
+
+def error_stats(out, ref):
+    """rel L2, mean abs, max abs and non-finite count of out against an fp64 reference."""
+    torch = _lazy_torch()
+    diff = out.double() - ref
+    nonfinite = int((~torch.isfinite(diff)).sum().item())
+    diff = torch.nan_to_num(diff, nan=float("inf"))
+    ref_norm = ref.norm().item()
+    return {"rel_l2": diff.norm().item() / ref_norm if ref_norm > 0 else float("inf"),
+            "mean_abs": diff.abs().mean().item(), "max_abs": diff.abs().max().item(),
+            "nonfinite": nonfinite}
+
+
+def torch_reference_rows(data, copy=0):
+    """fp64 attention of sampled query rows: returns (row indices, [rows, Hq, D] float64)."""
+    torch = _lazy_torch()
+    case = data.case
+    hkv, d, group = case.num_kv_heads, case.head_dim, data.group
+    all_rows, outputs = [], []
+    for seq, (q_len, ctx) in enumerate(zip(case.q_lens, case.contexts)):
+        count = min(q_len, REF_ROWS_PER_SEQ)
+        sel = sorted({round(i * (q_len - 1) / max(count - 1, 1)) for i in range(count)})
+        sel_t = torch.tensor(sel, device="cuda")
+        k, v = data.contiguous_kv(copy, seq)
+        k, v = k.double(), v.double()                                  # [Hkv, L, D]
+        q = data.q_rows(copy, seq)[sel_t].double().view(len(sel), hkv, group, d)
+        scores = torch.einsum("rhgd,hld->hgrl", q, k) * SOFTMAX_SCALE
+        keys = torch.arange(k.shape[1], device="cuda")
+        visible = keys[None, :] <= (ctx + sel_t)[:, None]               # [r, L]
+        scores = scores.masked_fill(~visible, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        out = torch.einsum("hgrl,hld->rhgd", probs, v).reshape(len(sel), hkv * group, d)
+        all_rows.append(sel_t + data.cu_host[seq])
+        outputs.append(out)
+    return torch.cat(all_rows), torch.cat(outputs)
+
+
+class Wideattn:
+    """libwideattn through ctypes: availability, params per copy, bf16 and fp64 launches."""
+
+    def __init__(self, lib_path, bundle_dir):
+        self.lib = None
+        self.status = STATUS_UNAVAILABLE
+        self.detail = ""
+        self.kernels = []
+        try:
+            self.lib = wideattn_ctypes.Library(lib_path, bundle_dir)
+            self.kernels = self.lib.kernels()
+            self.status = STATUS_OK
+            self.detail = (f"v{self.lib.version()} bundle {self.lib.bundle_dir()} kernels "
+                           f"{[k['name'] + '/' + k['arch'] for k in self.kernels]}")
+        except (OSError, wideattn_ctypes.WideattnError) as exc:
+            self.detail = f"({exc})"
+
+    def params(self, data, copy, o, lse, o_dtype):
+        case = data.case
+        q, k, v = data.q[copy], data.k_cache[copy], data.v_cache[copy]
+        p = wideattn_ctypes.PrefillParams()
+        p.q, p.q_token_stride, p.q_head_stride = q.data_ptr(), q.stride(0), q.stride(1)
+        p.k_cache = k.data_ptr()
+        p.k_block_stride, p.k_slot_stride, p.k_head_stride = k.stride(0), k.stride(1), k.stride(2)
+        p.v_cache = v.data_ptr()
+        p.v_block_stride, p.v_slot_stride, p.v_head_stride = v.stride(0), v.stride(1), v.stride(2)
+        p.o, p.o_token_stride, p.o_head_stride = o.data_ptr(), o.stride(0), o.stride(1)
+        if lse is not None:
+            p.lse, p.lse_head_stride = lse.data_ptr(), lse.stride(0)
+        p.cu_seqlens_q = data.cu_seqlens_q.data_ptr()
+        p.seq_lens_k = data.seq_lens_k.data_ptr()
+        p.block_table = data.block_table.data_ptr()
+        p.block_table_stride = data.block_table.stride(0)
+        p.num_seqs = len(case.q_lens)
+        p.total_q = case.total_q
+        p.num_q_heads, p.num_kv_heads, p.head_dim = case.num_q_heads, case.num_kv_heads, case.head_dim
+        p.block_size, p.num_blocks = PAGE_SIZE, data.num_blocks
+        p.q_dtype = p.kv_dtype = wideattn_ctypes.DTYPE_BF16
+        p.o_dtype = o_dtype
+        p.softmax_scale = SOFTMAX_SCALE
+        return p
+
+    def kernel_for(self, params, capability):
+        """(kernel name, None) if the bundle serves params on this device, else (None, why)."""
+        try:
+            index = self.lib.is_supported(params, *capability)
+            return self.kernels[index]["name"], None
+        except wideattn_ctypes.WideattnError as exc:
+            return None, str(exc)
+
+    def launch(self, params):
+        self.lib.prefill(params, _lazy_torch().cuda.current_stream().cuda_stream)
+
+
+def reference_f64(wa, data, capability, log):
+    """Full fp64 output from the bundle's reference kernel, or None with the reason."""
+    torch = _lazy_torch()
+    case = data.case
+    o = torch.empty(case.total_q, case.num_q_heads, case.head_dim, dtype=torch.float64, device="cuda")
+    lse = torch.empty(case.num_q_heads, case.total_q, dtype=torch.float64, device="cuda")
+    params = wa.params(data, 0, o, lse, wideattn_ctypes.DTYPE_F64)
+    name, why = wa.kernel_for(params, capability)
+    if name is None:
+        return None, why
+    start = time.time()
+    try:
+        wa.launch(params)
+        torch.cuda.synchronize()
+    except wideattn_ctypes.WideattnError as exc:
+        return None, str(exc)
+    log(f"  fp64 reference ({name}) {time.time() - start:.2f} s")
+    return o, None
+
+
+class Impl:
+    """An implementation under test: run(copy) launches once; output() is copy 0's result."""
+
+    def __init__(self, name, run, output, config=None):
+        self.name = name
+        self.run = run
+        self.output = output
+        self.config = config
+
+
+class TritonPeer:
+    """The Triton launcher of one case and the output buffer all its configs write."""
+
+    def __init__(self, data):
+        torch = _lazy_torch()
+        from peers.triton_paged_prefill import PagedPrefill
+        case = data.case
+        self.data = data
+        self.launcher = PagedPrefill(case.q_lens, data.cu_seqlens_q, data.seq_lens_k,
+                                     data.block_table, case.num_q_heads, case.num_kv_heads,
+                                     PAGE_SIZE, SOFTMAX_SCALE)
+        self.o = torch.empty_like(data.q[0])
+
+
+def make_triton(peer, config):
+    torch = _lazy_torch()
+    data, launcher, o = peer.data, peer.launcher, peer.o
+
+    def run(copy):
+        launcher(data.q[copy], data.k_cache[copy], data.v_cache[copy], o, config)
+
+    def output():
+        run(0)
+        torch.cuda.synchronize()
+        return o
+
+    return run, output
+
+
+def make_sdpa(data, expanded):
+    """SDPA per sequence on contiguous K/V prepared here (untimed), bottom-right causal."""
+    torch = _lazy_torch()
+    import torch.nn.functional as F
+    case = data.case
+    per_copy = []
+    for copy in range(data.copies):
+        seqs = []
+        for seq, (q_len, ctx) in enumerate(zip(case.q_lens, case.contexts)):
+            k, v = data.contiguous_kv(copy, seq)
+            if expanded:
+                k = k.repeat_interleave(data.group, dim=0)
+                v = v.repeat_interleave(data.group, dim=0)
+            q = data.q_rows(copy, seq).transpose(0, 1).unsqueeze(0)        # [1, Hq, q, D] view
+            mask = None
+            if ctx:
+                keys = torch.arange(q_len + ctx, device="cuda")
+                mask = keys[None, :] <= (ctx + torch.arange(q_len, device="cuda"))[:, None]
+            seqs.append((q, k.unsqueeze(0), v.unsqueeze(0), mask))
+        per_copy.append(seqs)
+
+    def run(copy, keep=False):
+        outs = []
+        for q, k, v, mask in per_copy[copy]:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
+                                                 scale=SOFTMAX_SCALE, enable_gqa=not expanded)
+            if keep:
+                outs.append(out)
+        return outs
+
+    def output():
+        outs = run(0, keep=True)
+        return torch.cat([out[0].transpose(0, 1) for out in outs], dim=0)
+
+    return run, output
+
+
+def probe_sdpa_backends():
+    """SDPA backends that accept a D=512 GQA call (enable_gqa) and an expanded-KV call."""
+    torch = _lazy_torch()
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    tokens = 64
+    q = torch.randn(1, NUM_Q_HEADS, tokens, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
+    kv = torch.randn(1, NUM_KV_HEADS, tokens, HEAD_DIM, dtype=torch.bfloat16, device="cuda")
+    kv_expanded = kv.repeat_interleave(NUM_Q_HEADS // NUM_KV_HEADS, dim=1)
+    result = {"gqa": [], "expanded": []}
+    backends = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    for backend in backends:
+        for key, k, gqa in (("gqa", kv, True), ("expanded", kv_expanded, False)):
+            try:
+                with sdpa_kernel([backend]), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    F.scaled_dot_product_attention(q, k, k, is_causal=True, enable_gqa=gqa)
+                torch.cuda.synchronize()
+                result[key].append(backend.name.lower())
+            except RuntimeError:
+                pass
+    return result
+
+
+def is_oom(exc):
+    torch = _lazy_torch()
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc)
+
+
+def time_interleaved(impls, reps, warmup, copies, budget_s):
+    """Round-robin CUDA-event timing: each repetition runs every implementation once.
+
+    Returns ({name: [ms, ...]}, {name: status}) where the second dict names the
+    implementations that ran out of memory or raised (they are dropped from then on).
+    """
+    torch = _lazy_torch()
+    failed = {}
+
+    def attempt(impl, copy):
+        try:
+            impl.run(copy)
+            return True
+        except Exception as exc:  # out of memory or a launch error: drop this implementation
+            failed[impl.name] = STATUS_OOM if is_oom(exc) else \
+                f"{STATUS_FAILED}: {type(exc).__name__}: {str(exc)[:200]}"
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            return False
+
+    counts = {}
+    for impl in impls:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        for i in range(warmup):
+            start.record()
+            if not attempt(impl, i % copies):
+                break
+            end.record()
+        estimate = 0.0
+        if warmup and impl.name not in failed:
+            end.synchronize()
+            estimate = start.elapsed_time(end)
+        counts[impl.name] = budget_reps(reps, estimate, budget_s)
+    events = {impl.name: [] for impl in impls}
+    for rep in range(reps):
+        for impl in impls:
+            if rep >= counts[impl.name] or impl.name in failed:
+                continue
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            if attempt(impl, rep % copies):
+                end.record()
+                events[impl.name].append((start, end))
+        torch.cuda.synchronize()
+    times = {name: [s.elapsed_time(e) for s, e in pairs]
+             for name, pairs in events.items() if name not in failed and pairs}
+    return times, failed
+
+
+def tune_triton(peer, check, log):
+    """Best Triton config for this case by timing; every candidate is also checked for accuracy."""
+    torch = _lazy_torch()
+    from peers.triton_paged_prefill import tuning_space
+    results = []
+    data = peer.data
+    for config in tuning_space(data.group):
+        entry = {"config": config.label()}
+        try:
+            run, output = make_triton(peer, config)
+            err = check(output())
+            entry["rel_l2"] = err["rel_l2"]
+            if not err["rel_l2"] <= MISMATCH_REL_L2:
+                entry["status"] = STATUS_MISMATCH
+            else:
+                times, _ = time_interleaved([Impl(entry["config"], run, output)],
+                                            TUNE_SCREEN_REPS, 0, data.copies, None)
+                times = times[entry["config"]]
+                entry.update(status=STATUS_OK, ms=min(times), _run=run, _output=output,
+                             _config=config)
+        except Exception as exc:  # compile errors, shared memory / register limits
+            torch.cuda.synchronize()
+            entry.update(status=STATUS_FAILED, reason=f"{type(exc).__name__}: {str(exc)[:120]}")
+        results.append(entry)
+    ok = sorted((e for e in results if e["status"] == STATUS_OK), key=lambda e: e["ms"])
+    for entry in ok[:TUNE_FINALISTS]:
+        times, _ = time_interleaved([Impl(entry["config"], entry["_run"], entry["_output"])],
+                                    TUNE_FINAL_REPS, 0, data.copies, None)
+        entry["ms"] = statistics.median(times[entry["config"]])
+    finalists = sorted(ok[:TUNE_FINALISTS], key=lambda e: e["ms"])
+    failed = [e for e in results if e["status"] != STATUS_OK]
+    log(f"  tuning: {len(ok)} configs ran, {len(failed)} skipped"
+        + (f"; best {finalists[0]['config']} {finalists[0]['ms']:.3f} ms" if finalists else ""))
+    table = [{k: v for k, v in e.items() if not k.startswith("_")} for e in results]
+    return (finalists[0] if finalists else None), table
+
+
+def measure_gemm_rate():
+    torch = _lazy_torch()
+    a = torch.randn(GEMM_SIZE, GEMM_SIZE, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(GEMM_SIZE, GEMM_SIZE, dtype=torch.bfloat16, device="cuda")
+    run = Impl("gemm", lambda _copy: torch.matmul(a, b), None)
+    times, _ = time_interleaved([run], GEMM_REPS, DEFAULT_WARMUP, 1, None)
+    times = times["gemm"]
+    return 2 * GEMM_SIZE ** 3 / (statistics.median(times) * 1e-3) / 1e12
+
+
+def run_case(case, args, wa, capability, l2_bytes, generators, rates, log):
+    """Builds one case, cross-checks every implementation, times the survivors."""
+    torch = _lazy_torch()
+    torch.cuda.empty_cache()
+    q_bytes = case.total_q * case.num_q_heads * case.head_dim * 2
+    kv_bytes = 2 * sum(blocks_needed(n) for n in case.seq_lens_k) * PAGE_SIZE \
+        * case.num_kv_heads * case.head_dim * 2
+    copies = input_copies(2 * q_bytes + kv_bytes, l2_bytes)
+    data = CaseData(case, copies, args.q_std, generators)
+    log(f"{case.name}: {case.shape()}  {case.flops / 1e12:.2f} TFLOP  copies {copies}")
+    impls_wanted = [name for name in args.impls.split(",") if name]
+    result = {"name": case.name, "q_lens": list(case.q_lens), "contexts": list(case.contexts),
+              "num_q_heads": case.num_q_heads, "num_kv_heads": case.num_kv_heads,
+              "head_dim": case.head_dim, "page_size": PAGE_SIZE, "num_blocks": data.num_blocks,
+              "flops": case.flops, "copies": copies, "impls": {}}
+
+    ref_rows, ref = None, None
+    if wa.status == STATUS_OK:
+        ref, why = reference_f64(wa, data, capability, log)
+        if ref is None:
+            log(f"  fp64 reference kernel unavailable: {why}")
+    if ref is not None:
+        result["reference"] = "wideattn reference_f64 kernel (all rows)"
+        rows, sampled = torch_reference_rows(data)
+        result["reference_check"] = error_stats(ref[rows], sampled)
+        log(f"  fp64 kernel vs torch fp64 on {rows.numel()} rows: "
+            f"rel L2 {result['reference_check']['rel_l2']:.1e}")
+    else:
+        ref_rows, ref = torch_reference_rows(data)
+        result["reference"] = f"torch float64 on {ref_rows.numel()} sampled query rows"
+
+    def check(out):
+        return error_stats(out if ref_rows is None else out[ref_rows], ref)
+
+    candidates = []
+    if IMPL_WIDEATTN in impls_wanted:
+        if wa.status != STATUS_OK:
+            result["impls"][IMPL_WIDEATTN] = {"status": STATUS_UNAVAILABLE}
+        else:
+            o = torch.empty_like(data.q[0])
+            params = [wa.params(data, c, o, None, wideattn_ctypes.DTYPE_BF16) for c in range(copies)]
+            name, why = wa.kernel_for(params[0], capability)
+            if name is None:
+                log(f"  wideattn bf16 unavailable: {why}")
+                result["impls"][IMPL_WIDEATTN] = {"status": STATUS_UNAVAILABLE, "reason": why}
+            else:
+                def wa_output(o=o, p=params[0]):
+                    wa.launch(p)
+                    torch.cuda.synchronize()
+                    return o
+                candidates.append(Impl(IMPL_WIDEATTN, lambda c, p=params: wa.launch(p[c]),
+                                       wa_output, config=name))
+    triton_peer = TritonPeer(data) if {IMPL_TRITON_ENGINE, IMPL_TRITON_TUNED} & set(impls_wanted) \
+        else None
+    if IMPL_TRITON_ENGINE in impls_wanted:
+        from peers.triton_paged_prefill import ENGINE_CONFIG
+        run, output = make_triton(triton_peer, ENGINE_CONFIG)
+        candidates.append(Impl(IMPL_TRITON_ENGINE, run, output, config=ENGINE_CONFIG.label()))
+    if IMPL_TRITON_TUNED in impls_wanted:
+        best, tuning = tune_triton(triton_peer, check, log)
+        result["tuning"] = tuning
+        if best is None:
+            result["impls"][IMPL_TRITON_TUNED] = {"status": STATUS_FAILED}
+        else:
+            candidates.append(Impl(IMPL_TRITON_TUNED, best["_run"], best["_output"],
+                                   config=best["config"]))
+    for name, expanded in ((IMPL_SDPA, False), (IMPL_SDPA_EXPANDED, True)):
+        if name in impls_wanted:
+            try:
+                run, output = make_sdpa(data, expanded)
+                candidates.append(Impl(name, run, output))
+            except Exception as exc:
+                if not is_oom(exc):
+                    raise
+                result["impls"][name] = {"status": STATUS_OOM}
+                torch.cuda.empty_cache()
+
+    timed = []
+    for impl in candidates:
+        entry = {"status": STATUS_OK, "config": impl.config}
+        try:
+            out = impl.output()
+            entry["error"] = check(out)
+            del out
+            if not entry["error"]["rel_l2"] <= MISMATCH_REL_L2:
+                entry["status"] = STATUS_MISMATCH
+            else:
+                timed.append(impl)
+        except Exception as exc:
+            if isinstance(exc, wideattn_ctypes.WideattnError):
+                entry.update(status=STATUS_FAILED, reason=str(exc))
+            elif is_oom(exc):
+                entry["status"] = STATUS_OOM
+            else:
+                entry.update(status=STATUS_FAILED, reason=f"{type(exc).__name__}: {exc}"[:300])
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        result["impls"][impl.name] = entry
+    ref = None  # the fp64 reference is not needed while timing; free its memory
+    errs = {n: e["error"] for n, e in result["impls"].items() if "error" in e}
+    log("  accuracy (mean/max abs): " + ", ".join(
+        f"{n} {e['mean_abs']:.1e}/{e['max_abs']:.1e}" for n, e in errs.items()))
+
+    times, failed = time_interleaved(timed, args.reps, args.warmup, copies, args.impl_budget_s) \
+        if timed else ({}, {})
+    for name, status in failed.items():
+        result["impls"][name]["status"] = status
+    for name, samples in times.items():
+        entry = result["impls"][name]
+        entry.update(summarize_times(samples))
+        entry["tflops"] = tflops(case.flops, entry["ms_median"])
+        entry["pct_gemm"] = 100 * entry["tflops"] / rates["gemm_tflops"]
+        if rates.get("mma_tflops"):
+            entry["pct_mma"] = 100 * entry["tflops"] / rates["mma_tflops"]
+    log("  median ms: " + ", ".join(
+        f"{name} {result['impls'][name]['ms_median']:.3f}" for name in times))
+    ordered = {name: result["impls"][name] for name in ALL_IMPLS if name in result["impls"]}
+    result["impls"] = ordered
+    del data, candidates, timed, triton_peer
+    torch.cuda.empty_cache()
+    return result
+
+
+def run_gpu_suite(args, log):
+    torch = _lazy_torch()
+    import triton
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")           # creates the primary context wideattn launches in
+    props = torch.cuda.get_device_properties(0)
+    capability = torch.cuda.get_device_capability(0)
+    l2_bytes = getattr(props, "L2_cache_size", 50 * 2 ** 20)
+    report = {"environment": {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": props.name, "capability": list(capability), "l2_bytes": l2_bytes,
+        "torch": torch.__version__, "triton": triton.__version__, "commit": args.commit,
+        "quick": args.quick, "reps": args.reps, "warmup": args.warmup, "q_std": args.q_std,
+        "impl_budget_s": args.impl_budget_s, "seed": args.seed},
+        "impl_notes": IMPL_NOTES}
+    wa = Wideattn(args.lib, args.bundle)
+    report["wideattn"] = {"status": wa.status, "detail": wa.detail, "kernels": wa.kernels}
+    rates = {"gemm_tflops": measure_gemm_rate(), "mma_tflops": args.mma_rate}
+    report["rates"] = rates
+    report["sdpa_backends"] = probe_sdpa_backends()
+    report["cases"] = []
+    log(format_header(report))
+    generator = (torch.Generator().manual_seed(args.seed),
+                 torch.Generator(device="cuda").manual_seed(args.seed))
+    for case in select_cases(build_suite(args.quick), args.cases):
+        report["cases"].append(run_case(case, args, wa, capability, l2_bytes, generator, rates, log))
+        if args.json:
+            write_json(args.json, report)
+    return report
+
+
+def write_json(path, report):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as handle:
+        json.dump(report, handle, indent=1)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--lib", default="build/dispatch/libwideattn.so",
+                        help="path of libwideattn.so; if it fails to load, wideattn is reported "
+                             "'unavailable' and the peers still run")
+    parser.add_argument("--bundle", default="build/bundle",
+                        help="bundle directory (cubins + manifest.json) passed to wideattn_open")
+    parser.add_argument("--cases", default="",
+                        help="comma-separated case names to run (default: the whole suite): "
+                             + ", ".join(case.name for case in build_suite()))
+    parser.add_argument("--quick", action="store_true",
+                        help=f"divide every token count by {QUICK_SCALE} (validation run)")
+    parser.add_argument("--impls", default=",".join(ALL_IMPLS),
+                        help="comma-separated implementations to run")
+    parser.add_argument("--reps", type=int, default=DEFAULT_REPS,
+                        help="timed repetitions per implementation (median reported)")
+    parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP,
+                        help="untimed runs per implementation before timing")
+    parser.add_argument("--impl-budget-s", type=float, default=None,
+                        help="cap each implementation's timed seconds per case; a slow one then "
+                             f"gets fewer reps (at least {MIN_BUDGET_REPS}, flagged reps=N)")
+    parser.add_argument("--mma-rate", type=float, default=None,
+                        help="mma.sync bf16 TFLOP/s measured by the C++ bench; adds the %%mma "
+                             "column (omitted when not given)")
+    parser.add_argument("--q-std", type=float, default=DEFAULT_Q_STD,
+                        help="standard deviation of q (K and V are standard normal); the default "
+                             "gives scores of unit variance at scale 1.0")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the input generator")
+    parser.add_argument("--commit", default=None, help="git commit to record in the JSON report")
+    parser.add_argument("--json", default=None, help="write the JSON report to this path")
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.impls.split(",") if name and name not in ALL_IMPLS]
+    if unknown:
+        parser.error(f"unknown implementation(s) {unknown}; known: {list(ALL_IMPLS)}")
+    try:
+        select_cases(build_suite(args.quick), args.cases)
+    except ValueError as exc:
+        parser.error(str(exc))
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+
+    def log(message):
+        print(message, flush=True)
+
+    report = run_gpu_suite(args, log)
+    print()
+    print(format_header(report))
+    print(format_table(report))
+    if args.json:
+        write_json(args.json, report)
+        print(f"json: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

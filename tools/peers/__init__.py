@@ -1,0 +1,1 @@
+"""Peer implementations and bindings used by tools/peer_bench.py."""
