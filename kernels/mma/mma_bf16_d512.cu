@@ -1,0 +1,62 @@
+// mma_bf16_d512.cu - entry point of the BF16 mma.sync prefill kernel for head dim 512,
+// GQA group 8 (traits: mma_traits.h; loop: mma_mainloop.cuh; output: mma_epilogue.cuh).
+//
+// Launch: grid.x = token_tile_count(total_q, num_seqs, kTileTokens), grid.y = num_q_heads / 8,
+// block = kThreads, dynamic shared memory kSmemBytes. Each block computes 64 rows (8 tokens
+// x the 8 query heads of one KV head) over every key they can see.
+#include <cstdint>
+#include <cuda_bf16.h>
+
+#include "kernels/mma/mma_epilogue.cuh"
+#include "kernels/mma/mma_mainloop.cuh"
+#include "kernels/mma/mma_tile_order.cuh"
+#include "kernels/mma/mma_traits.h"
+
+extern "C" __global__ void __launch_bounds__(wideattn::MmaBf16D512Traits::kThreads, 1)
+wideattn_mma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
+    using namespace wideattn;
+    using namespace wideattn::mma;
+    extern __shared__ __align__(16) unsigned char smem[];
+
+    const BlockWork work = find_block_work(p, Tr::kTileTokens);
+    if (!work.tile.found) return;
+    const TokenTile& tile = work.tile;
+
+    const int32_t warp = threadIdx.x / Tr::kWarpSize;
+    const int32_t lane = threadIdx.x % Tr::kWarpSize;
+    const int32_t half = warp % Tr::kDimSplit;
+    const int32_t row_tile = warp / Tr::kDimSplit;
+    const int32_t head = work.kv_head * Tr::kGroup + lane / 4;  // query head of the thread's rows
+    const int64_t first_token = static_cast<int64_t>(tile.q_begin) + tile.tile_begin;
+
+    // Bottom-right causal: token t of the tile sees keys [0, context + tile_begin + t + 1),
+    // never past what the block table can address.
+    const int32_t num_keys = __ldg(p.seq_lens_k + tile.seq);
+    const int64_t context_end = static_cast<int64_t>(num_keys) - tile.q_len + tile.tile_begin;
+    const int64_t addressable = p.block_table_stride * p.block_size;
+    auto visible_keys = [&](int64_t tokens_in) {
+        const int64_t end = context_end + tokens_in < addressable ? context_end + tokens_in : addressable;
+        return static_cast<int32_t>(end > 0 ? end : 0);
+    };
+    BlockGeometry geometry;
+    geometry.kv_end = visible_keys(tile.tile_len);
+    geometry.num_tiles = (geometry.kv_end + Tr::kTileKeys - 1) / Tr::kTileKeys;
+    geometry.first_masked = visible_keys(1);
+    geometry.visible[0] = visible_keys(row_tile * Tr::kTokensPerRowTile + 1);
+    geometry.visible[1] = visible_keys(row_tile * Tr::kTokensPerRowTile + 2);
+    geometry.kv_head = work.kv_head;
+    geometry.table_row = p.block_table + static_cast<int64_t>(tile.seq) * p.block_table_stride;
+
+    uint32_t q[Tr::kQkSteps][4];
+    load_q_fragments(p, q, first_token, tile.tile_len, row_tile, head, half, lane);
+
+    float o[Tr::kDimNTiles][4];
+#pragma unroll
+    for (int32_t n = 0; n < Tr::kDimNTiles; ++n)
+#pragma unroll
+        for (int32_t c = 0; c < 4; ++c) o[n][c] = 0.0f;
+    RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+
+    attention_mainloop(p, geometry, q, o, state, smem);
+    write_output(p, o, state, first_token, tile.tile_len, row_tile, head, half, lane);
+}

@@ -1,0 +1,46 @@
+// mma_epilogue.cuh - finishes a block of the mma prefill kernel: reduces the row sums over
+// the quad of lanes holding a row, normalises O, writes bf16 rows of valid tokens only, and
+// the optional natural-log LSE. Rows without a visible key get zeros and LSE -inf.
+#pragma once
+
+#include <cstdint>
+#include <cuda_bf16.h>
+
+#include "kernels/mma/mma_mainloop.cuh"
+
+namespace wideattn::mma {
+
+__device__ __forceinline__ void write_output(const wideattn_prefill_params& p, const float (&o)[Tr::kDimNTiles][4],
+                                             RowState& state, int64_t first_token, int32_t tile_len,
+                                             int32_t row_tile, int32_t head, int32_t half, int32_t lane) {
+    constexpr uint32_t kFullMask = 0xffffffffu;
+    constexpr float kLn2 = 0.6931471805599453f;
+    float inv_sum[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        float total = state.sum[r];
+        total += __shfl_xor_sync(kFullMask, total, 1);
+        total += __shfl_xor_sync(kFullMask, total, 2);
+        state.sum[r] = total;
+        inv_sum[r] = total > 0.0f ? 1.0f / total : 0.0f;
+    }
+    __nv_bfloat16* o_base = static_cast<__nv_bfloat16*>(p.o);
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        const int32_t token = row_tile * Tr::kTokensPerRowTile + r;
+        if (token >= tile_len) continue;
+        __nv_bfloat16* row = o_base + (first_token + token) * p.o_token_stride + head * p.o_head_stride +
+                             half * Tr::kDimsPerWarp + 2 * (lane % 4);
+#pragma unroll
+        for (int32_t n = 0; n < Tr::kDimNTiles; ++n)
+            *reinterpret_cast<uint32_t*>(row + n * Tr::kMmaN) =
+                pack_bf16x2(o[n][2 * r] * inv_sum[r], o[n][2 * r + 1] * inv_sum[r]);
+        if (p.lse != nullptr && half == 0 && lane % 4 == 0) {
+            const float total = state.sum[r];
+            static_cast<float*>(p.lse)[head * p.lse_head_stride + first_token + token] =
+                total > 0.0f ? state.max_log2[r] * kLn2 + logf(total) : -INFINITY;
+        }
+    }
+}
+
+}  // namespace wideattn::mma

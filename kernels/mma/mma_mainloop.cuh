@@ -1,0 +1,251 @@
+// mma_mainloop.cuh - the streaming loop of the mma prefill kernel: K/V chunk loads into the
+// shared-memory ring (cp.async, paged, swizzled), Q K^T on the warp's half of the dims, the
+// pair-wise partial-score exchange, the online softmax (exp2, lazy rescale) and P V.
+//
+// Shared memory: ring of kRingSlots chunks [kTileKeys][kHeadDim] bf16, the 16-byte column
+// index XOR-swizzled with (row % 8) so ldmatrix and ldmatrix.trans are conflict-free; then
+// the exchange buffer, float4 [warp][key n-tile][lane].
+//
+// Chunk c of a block is K of key tile c/2 (c even) or V of key tile c/2 (c odd); it lives
+// in slot c % kRingSlots. Tile j waits for chunks <= 2j+1, then issues chunks 2j+3 (V of
+// tile j+1) and 2j+4 (K of tile j+2) into the slots of tile j-1, freed by the barrier.
+#pragma once
+
+#include <cstdint>
+#include <cuda_bf16.h>
+
+#include "wideattn.h"
+#include "kernels/mma/mma_primitives.cuh"
+#include "kernels/mma/mma_traits.h"
+
+namespace wideattn::mma {
+
+using Tr = MmaBf16D512Traits;
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Byte offset of element (row, 16-byte column vec) inside a swizzled chunk.
+__device__ __forceinline__ uint32_t chunk_offset(int32_t row, int32_t vec) {
+    return static_cast<uint32_t>((row * Tr::kHeadDim + ((vec ^ (row % Tr::kSwizzleRows)) * Tr::kVecElems)) *
+                                 Tr::kElemBytes);
+}
+
+// Issues the cp.async copies of one chunk (K or V of one key tile of one KV head) and
+// commits them as one group; a chunk past the last tile commits an empty group so that
+// every thread always has the same group count. Keys >= kv_end are zero-filled.
+__device__ __forceinline__ void issue_chunk(const wideattn_prefill_params& p, int32_t chunk, int32_t num_tiles,
+                                            int32_t kv_end, int32_t kv_head, const int32_t* table_row,
+                                            uint32_t ring) {
+    const int32_t key_tile = chunk >> 1;
+    if (key_tile < num_tiles) {
+        const bool is_value = chunk & 1;
+        const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(is_value ? p.v_cache : p.k_cache);
+        const int64_t block_stride = is_value ? p.v_block_stride : p.k_block_stride;
+        const int64_t slot_stride = is_value ? p.v_slot_stride : p.k_slot_stride;
+        const int64_t head_offset = kv_head * (is_value ? p.v_head_stride : p.k_head_stride);
+        const uint32_t slot_base = ring + (chunk % Tr::kRingSlots) * Tr::kChunkBytes;
+        const int32_t vec = threadIdx.x % Tr::kVecsPerRow;
+        const int32_t first_row = threadIdx.x / Tr::kVecsPerRow;
+#pragma unroll
+        for (int32_t i = 0; i < Tr::kVecsPerThread; ++i) {
+            const int32_t row = first_row + i * Tr::kRowsPerLoadPass;
+            const int32_t key = key_tile * Tr::kTileKeys + row;
+            const __nv_bfloat16* src = cache;
+            uint32_t bytes = 0;
+            if (key < kv_end) {
+                const int64_t page = __ldg(table_row + key / p.block_size);
+                src = cache + page * block_stride + (key % p.block_size) * slot_stride + head_offset +
+                      vec * Tr::kVecElems;
+                bytes = Tr::kVecElems * Tr::kElemBytes;
+            }
+            cp_async_16(slot_base + chunk_offset(row, vec), src, bytes);
+        }
+    }
+    cp_async_commit();
+}
+
+// Online-softmax state of the thread's two rows (row g and row g + 8 of its m-tile).
+struct RowState {
+    float max_log2[2];  // running maximum of the scaled scores, log2 units (lazily updated)
+    float sum[2];       // this thread's part of the row sum of 2^(score - max)
+};
+
+// Loads the warp's Q fragments (A operand, rows of its m-tile, its half of the dims)
+// straight from global memory. Rows past the tile read the last valid token (discarded).
+__device__ __forceinline__ void load_q_fragments(const wideattn_prefill_params& p, uint32_t (&q)[Tr::kQkSteps][4],
+                                                 int64_t first_token, int32_t tile_len, int32_t row_tile,
+                                                 int32_t head, int32_t half, int32_t lane) {
+    const __nv_bfloat16* q_base = static_cast<const __nv_bfloat16*>(p.q);
+    const __nv_bfloat16* rows[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        const int32_t token = min(row_tile * Tr::kTokensPerRowTile + r, tile_len - 1);
+        rows[r] = q_base + (first_token + token) * p.q_token_stride + head * p.q_head_stride +
+                  half * Tr::kDimsPerWarp + 2 * (lane % 4);
+    }
+#pragma unroll
+    for (int32_t kk = 0; kk < Tr::kQkSteps; ++kk) {
+        const int32_t col = kk * Tr::kMmaK;
+        q[kk][0] = __ldg(reinterpret_cast<const uint32_t*>(rows[0] + col));
+        q[kk][1] = __ldg(reinterpret_cast<const uint32_t*>(rows[1] + col));
+        q[kk][2] = __ldg(reinterpret_cast<const uint32_t*>(rows[0] + col + Tr::kMmaK / 2));
+        q[kk][3] = __ldg(reinterpret_cast<const uint32_t*>(rows[1] + col + Tr::kMmaK / 2));
+    }
+}
+
+// Everything the main loop needs that is fixed for the block.
+struct BlockGeometry {
+    int32_t num_tiles;       // key tiles to visit (causal: fully masked tiles are skipped)
+    int32_t kv_end;          // keys [0, kv_end) are loaded
+    int32_t first_masked;    // first key of the tile range that needs a causal mask
+    int32_t visible[2];      // keys visible to the thread's two rows
+    int32_t kv_head;
+    const int32_t* table_row;
+};
+
+// Runs the whole key loop for this warp: o accumulates unnormalised P V, state holds the
+// running max and partial sums.
+__device__ __forceinline__ void attention_mainloop(const wideattn_prefill_params& p, const BlockGeometry& g,
+                                                   const uint32_t (&q)[Tr::kQkSteps][4],
+                                                   float (&o)[Tr::kDimNTiles][4], RowState& state,
+                                                   unsigned char* smem) {
+    const int32_t warp = threadIdx.x / Tr::kWarpSize;
+    const int32_t lane = threadIdx.x % Tr::kWarpSize;
+    const int32_t half = warp % Tr::kDimSplit;
+    const int32_t row_tile = warp / Tr::kDimSplit;
+    const uint32_t ring = shared_address(smem);
+    float4* exchange = reinterpret_cast<float4*>(smem + Tr::kRingBytes);
+    constexpr int32_t kVecBytes = Tr::kVecElems * Tr::kElemBytes;
+    constexpr int32_t kRowBytes = Tr::kHeadDim * Tr::kElemBytes;
+    constexpr int32_t kHalfBytes = Tr::kDimsPerWarp * Tr::kElemBytes;
+    constexpr int32_t kSwizzleSpanBytes = Tr::kSwizzleRows * kVecBytes;  // 8 vecs: one XOR period
+    constexpr uint32_t kFullMask = 0xffffffffu;
+
+    // ldmatrix lane addresses. K (B of Q K^T, non-transposed): matrices (keys 0-7, dims
+    // +0/+8), (keys 8-15, dims +0/+8). V (B of P V, transposed): (keys 0-7 / 8-15, dims +0),
+    // then dims +8. Column vec index low bits are XORed with (row % 8) = lane % 8.
+    const int32_t lane_row8 = lane % 8;
+    const int32_t k_row = (lane / 16) * 8 + lane_row8;
+    const int32_t k_vec_bit = (lane / 8) % 2;
+    const int32_t v_row = ((lane / 8) % 2) * 8 + lane_row8;
+    const int32_t v_vec_bit = lane / 16;
+    uint32_t k_offset[4], v_offset[4];
+#pragma unroll
+    for (int32_t m = 0; m < 4; ++m) {
+        k_offset[m] = k_row * kRowBytes + half * kHalfBytes + (((2 * m + k_vec_bit) ^ lane_row8) * kVecBytes);
+        v_offset[m] = v_row * kRowBytes + half * kHalfBytes + (((2 * m + v_vec_bit) ^ lane_row8) * kVecBytes);
+    }
+
+    const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
+    const uint32_t pair_barrier = 1 + row_tile;
+    constexpr uint32_t kPairThreads = Tr::kDimSplit * Tr::kWarpSize;
+
+    issue_chunk(p, 0, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
+    issue_chunk(p, 1, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
+    issue_chunk(p, 2, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
+
+    for (int32_t j = 0; j < g.num_tiles; ++j) {
+        cp_async_wait<1>();
+        __syncthreads();
+        issue_chunk(p, 2 * j + 3, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
+        issue_chunk(p, 2 * j + 4, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
+        const uint32_t k_slot = ring + ((2 * j) % Tr::kRingSlots) * Tr::kChunkBytes;
+        const uint32_t v_slot = ring + ((2 * j + 1) % Tr::kRingSlots) * Tr::kChunkBytes;
+
+        // Partial scores over this warp's half of the dims.
+        float s[Tr::kKeyNTiles][4];
+#pragma unroll
+        for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
+#pragma unroll
+            for (int32_t c = 0; c < 4; ++c) s[n][c] = 0.0f;
+#pragma unroll
+        for (int32_t kk = 0; kk < Tr::kQkSteps; ++kk) {
+            uint32_t b[4];
+            ldmatrix_x4(b, k_slot + k_offset[kk % 4] + (kk / 4) * kSwizzleSpanBytes);
+            mma_bf16_16816(s[0], q[kk], b[0], b[1]);
+            mma_bf16_16816(s[1], q[kk], b[2], b[3]);
+        }
+
+        // Pair exchange: both warps end with own + partner, bitwise identical sums.
+#pragma unroll
+        for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
+            exchange[(warp * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane] = make_float4(s[n][0], s[n][1], s[n][2], s[n][3]);
+        named_barrier_sync(pair_barrier, kPairThreads);
+#pragma unroll
+        for (int32_t n = 0; n < Tr::kKeyNTiles; ++n) {
+            const float4 other = exchange[((warp ^ 1) * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane];
+            s[n][0] = (s[n][0] + other.x) * scale_log2;
+            s[n][1] = (s[n][1] + other.y) * scale_log2;
+            s[n][2] = (s[n][2] + other.z) * scale_log2;
+            s[n][3] = (s[n][3] + other.w) * scale_log2;
+        }
+
+        const int32_t tile_key0 = j * Tr::kTileKeys;
+        if (tile_key0 + Tr::kTileKeys > g.first_masked) {
+#pragma unroll
+            for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
+#pragma unroll
+                for (int32_t c = 0; c < 4; ++c) {
+                    const int32_t key = tile_key0 + n * Tr::kMmaN + 2 * (lane % 4) + (c % 2);
+                    if (key >= g.visible[c / 2]) s[n][c] = -INFINITY;
+                }
+        }
+
+        // Online softmax with lazy rescale (warp-uniform decision).
+        float tile_max[2];
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r) {
+            float m = fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1]));
+            m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 2));
+            tile_max[r] = m;
+        }
+        const bool grows = tile_max[0] > state.max_log2[0] + Tr::kRescaleThresholdLog2 ||
+                           tile_max[1] > state.max_log2[1] + Tr::kRescaleThresholdLog2;
+        if (__any_sync(kFullMask, grows)) {
+            float alpha[2];
+#pragma unroll
+            for (int32_t r = 0; r < 2; ++r) {
+                const float updated = fmaxf(state.max_log2[r], tile_max[r]);
+                alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(state.max_log2[r] - updated);
+                state.max_log2[r] = updated;
+                state.sum[r] *= alpha[r];
+            }
+#pragma unroll
+            for (int32_t n = 0; n < Tr::kDimNTiles; ++n) {
+                o[n][0] *= alpha[0];
+                o[n][1] *= alpha[0];
+                o[n][2] *= alpha[1];
+                o[n][3] *= alpha[1];
+            }
+        }
+        float base[2];
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r) base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r];
+#pragma unroll
+        for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
+#pragma unroll
+            for (int32_t c = 0; c < 4; ++c) {
+                s[n][c] = fast_exp2(s[n][c] - base[c / 2]);
+                state.sum[c / 2] += s[n][c];
+            }
+
+        // P stays in registers: the accumulator layout of two key n-tiles is the A fragment.
+        const uint32_t prob[4] = {pack_bf16x2(s[0][0], s[0][1]), pack_bf16x2(s[0][2], s[0][3]),
+                                  pack_bf16x2(s[1][0], s[1][1]), pack_bf16x2(s[1][2], s[1][3])};
+#pragma unroll
+        for (int32_t np = 0; np < Tr::kDimNTiles / 2; ++np) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, v_slot + v_offset[np % 4] + (np / 4) * kSwizzleSpanBytes);
+            mma_bf16_16816(o[2 * np], prob, b[0], b[1]);
+            mma_bf16_16816(o[2 * np + 1], prob, b[2], b[3]);
+        }
+    }
+    cp_async_wait<0>();
+}
+
+}  // namespace wideattn::mma
