@@ -18,6 +18,12 @@
 
 #include <stdint.h>
 
+#if defined(__GNUC__)
+#define WIDEATTN_API __attribute__((visibility("default")))
+#else
+#define WIDEATTN_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -145,31 +151,32 @@ typedef struct wideattn_kernel_info {
 } wideattn_kernel_info;
 
 /* Library version string, e.g. "0.1.0". */
-const char* wideattn_version(void);
+WIDEATTN_API const char* wideattn_version(void);
 
 /* Name of a status code, e.g. "WIDEATTN_ERROR_INVALID_ARGUMENT". */
-const char* wideattn_status_string(wideattn_status status);
+WIDEATTN_API const char* wideattn_status_string(wideattn_status status);
 
 /* Message of the last failed call on this thread ("" if none). */
-const char* wideattn_last_error(void);
+WIDEATTN_API const char* wideattn_last_error(void);
 
 /*
  * Opens a context on a bundle directory. bundle_dir NULL means: the environment variable
  * WIDEATTN_BUNDLE if set, else the directory the library was installed with. Reads and
- * checks manifest.json; cubins are loaded lazily at the first launch on each device.
+ * checks manifest.json and every cubin's size and checksum (WIDEATTN_ERROR_BUNDLE names the
+ * file); cubins are loaded into a CUDA context lazily, at the first launch in that context.
  * Does not need a driver or a GPU.
  */
-wideattn_status wideattn_open(wideattn_context** ctx, const char* bundle_dir);
+WIDEATTN_API wideattn_status wideattn_open(wideattn_context** ctx, const char* bundle_dir);
 
 /* Closes a context (NULL is ignored). Loaded modules are unloaded. */
-void wideattn_close(wideattn_context* ctx);
+WIDEATTN_API void wideattn_close(wideattn_context* ctx);
 
 /* Bundle directory the context was opened on. */
-const char* wideattn_bundle_dir(const wideattn_context* ctx);
+WIDEATTN_API const char* wideattn_bundle_dir(const wideattn_context* ctx);
 
 /* Number of kernels in the bundle, and their descriptions (index 0 .. count-1). */
-int32_t wideattn_kernel_count(const wideattn_context* ctx);
-wideattn_status wideattn_get_kernel_info(const wideattn_context* ctx, int32_t index,
+WIDEATTN_API int32_t wideattn_kernel_count(const wideattn_context* ctx);
+WIDEATTN_API wideattn_status wideattn_get_kernel_info(const wideattn_context* ctx, int32_t index,
                                          wideattn_kernel_info* info);
 
 /*
@@ -178,7 +185,7 @@ wideattn_status wideattn_get_kernel_info(const wideattn_context* ctx, int32_t in
  * same selection; never touches the driver. On WIDEATTN_OK, *kernel_index (if not NULL)
  * is the kernel that would run.
  */
-wideattn_status wideattn_is_supported(const wideattn_context* ctx,
+WIDEATTN_API wideattn_status wideattn_is_supported(const wideattn_context* ctx,
                                       const wideattn_prefill_params* params, int cc_major,
                                       int cc_minor, int32_t* kernel_index);
 
@@ -187,7 +194,7 @@ wideattn_status wideattn_is_supported(const wideattn_context* ctx,
  * default stream) in the calling thread's current CUDA context. Asynchronous: returns
  * after the launch is queued. Thread-safe.
  */
-wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_params* params,
+WIDEATTN_API wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_params* params,
                                  void* stream);
 
 #ifdef __cplusplus

@@ -1,0 +1,277 @@
+// api.cpp - the C API of wideattn.h: context, bundle manifest, lazy per-context module
+// cache, and the launch path (validate -> driver -> select -> load -> cuLaunchKernel).
+#include <cuda.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dispatch/driver.h"
+#include "dispatch/manifest.h"
+#include "dispatch/manifest_format.h"
+#include "dispatch/selection.h"
+#include "wideattn.h"
+
+#ifndef WIDEATTN_DEFAULT_BUNDLE_DIR
+#define WIDEATTN_DEFAULT_BUNDLE_DIR "/usr/local/share/wideattn/bundle"
+#endif
+
+// The params struct is an ABI: kernels take it by value and bindings (ctypes) mirror it.
+static_assert(sizeof(wideattn_prefill_params) == 232, "wideattn_prefill_params layout changed: update bindings");
+
+namespace {
+
+constexpr int kStaticSmemLimit = 48 * 1024;  // above this a kernel must opt in per function
+
+thread_local std::string g_last_error;
+
+wideattn_status fail(wideattn_status status, std::string message) {
+    g_last_error = std::move(message);
+    return status;
+}
+
+struct LoadedKernel {
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+};
+
+}  // namespace
+
+struct wideattn_context {
+    std::string bundle_dir;
+    wideattn::Manifest manifest;
+    std::vector<wideattn_kernel_info> infos;  // string fields point into manifest
+    std::mutex mutex;                          // guards `loaded`
+    std::map<std::pair<CUcontext, int32_t>, LoadedKernel> loaded;
+};
+
+namespace {
+
+// Reads a kernel's cubin and checks it against the manifest's size and checksum.
+wideattn_status read_cubin(const std::string& bundle_dir, const wideattn::ManifestKernel& k, std::string* image) {
+    const std::string path = bundle_dir + "/" + k.cubin;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return fail(WIDEATTN_ERROR_BUNDLE, "cannot open cubin " + path + " of kernel " + k.name + " (" + k.arch + ")");
+    image->assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (image->size() != k.cubin_bytes)
+        return fail(WIDEATTN_ERROR_BUNDLE, "cubin " + path + " has " + std::to_string(image->size()) +
+                                               " bytes, manifest says " + std::to_string(k.cubin_bytes) +
+                                               " (truncated or replaced file)");
+    char hash[24];
+    std::snprintf(hash, sizeof hash, "%016llx",
+                  static_cast<unsigned long long>(wideattn::fnv1a64(image->data(), image->size())));
+    if (k.cubin_fnv1a64 != hash)
+        return fail(WIDEATTN_ERROR_BUNDLE, "cubin " + path + " checksum " + hash + " does not match the manifest's " +
+                                               k.cubin_fnv1a64 + " (corrupt file)");
+    return WIDEATTN_OK;
+}
+
+// Loads (once per CUDA context) the cubin of kernel `index` and returns its function.
+wideattn_status get_function(wideattn_context* ctx, const wideattn::Driver& drv, CUcontext cu_ctx, int32_t index,
+                             CUfunction* function) {
+    std::lock_guard<std::mutex> lock(ctx->mutex);
+    const auto key = std::make_pair(cu_ctx, index);
+    if (const auto it = ctx->loaded.find(key); it != ctx->loaded.end()) {
+        *function = it->second.function;
+        return WIDEATTN_OK;
+    }
+    const wideattn::ManifestKernel& k = ctx->manifest.kernels[index];
+    const std::string path = ctx->bundle_dir + "/" + k.cubin;
+    std::string image;
+    if (const wideattn_status status = read_cubin(ctx->bundle_dir, k, &image); status != WIDEATTN_OK) return status;
+    LoadedKernel loaded;
+    CUresult r = drv.cuModuleLoadData(&loaded.module, image.data());
+    if (r != CUDA_SUCCESS)
+        return fail(WIDEATTN_ERROR_BUNDLE, "cuModuleLoadData(" + path + ") failed: " + wideattn::cuda_error_text(drv, r));
+    r = drv.cuModuleGetFunction(&loaded.function, loaded.module, k.symbol.c_str());
+    if (r != CUDA_SUCCESS) {
+        drv.cuModuleUnload(loaded.module);
+        return fail(WIDEATTN_ERROR_BUNDLE,
+                    "cubin " + path + " has no symbol " + k.symbol + ": " + wideattn::cuda_error_text(drv, r));
+    }
+    if (k.dynamic_smem > kStaticSmemLimit) {
+        r = drv.cuFuncSetAttribute(loaded.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_smem);
+        if (r != CUDA_SUCCESS) {
+            drv.cuModuleUnload(loaded.module);
+            return fail(WIDEATTN_ERROR_CUDA, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES=" +
+                                                 std::to_string(k.dynamic_smem) + ") for " + k.name +
+                                                 " failed: " + wideattn::cuda_error_text(drv, r));
+        }
+    }
+    ctx->loaded.emplace(key, loaded);
+    *function = loaded.function;
+    return WIDEATTN_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* wideattn_version(void) {
+#define WIDEATTN_STR2(x) #x
+#define WIDEATTN_STR(x) WIDEATTN_STR2(x)
+    return WIDEATTN_STR(WIDEATTN_VERSION_MAJOR) "." WIDEATTN_STR(WIDEATTN_VERSION_MINOR) "." WIDEATTN_STR(
+        WIDEATTN_VERSION_PATCH);
+}
+
+const char* wideattn_status_string(wideattn_status status) {
+    switch (status) {
+        case WIDEATTN_OK: return "WIDEATTN_OK";
+        case WIDEATTN_ERROR_INVALID_ARGUMENT: return "WIDEATTN_ERROR_INVALID_ARGUMENT";
+        case WIDEATTN_ERROR_UNSUPPORTED: return "WIDEATTN_ERROR_UNSUPPORTED";
+        case WIDEATTN_ERROR_NO_DRIVER: return "WIDEATTN_ERROR_NO_DRIVER";
+        case WIDEATTN_ERROR_NO_DEVICE: return "WIDEATTN_ERROR_NO_DEVICE";
+        case WIDEATTN_ERROR_BUNDLE: return "WIDEATTN_ERROR_BUNDLE";
+        case WIDEATTN_ERROR_CUDA: return "WIDEATTN_ERROR_CUDA";
+    }
+    return "WIDEATTN_STATUS_UNKNOWN";
+}
+
+const char* wideattn_last_error(void) { return g_last_error.c_str(); }
+
+wideattn_status wideattn_open(wideattn_context** out, const char* bundle_dir) {
+    if (!out) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx (the output pointer) is NULL");
+    *out = nullptr;
+    std::string dir;
+    if (bundle_dir && *bundle_dir) {
+        dir = bundle_dir;
+    } else if (const char* env = std::getenv("WIDEATTN_BUNDLE"); env && *env) {
+        dir = env;
+    } else {
+        dir = WIDEATTN_DEFAULT_BUNDLE_DIR;
+    }
+    auto ctx = std::make_unique<wideattn_context>();
+    ctx->bundle_dir = dir;
+    std::string error;
+    if (!wideattn::load_manifest(dir, &ctx->manifest, &error)) return fail(WIDEATTN_ERROR_BUNDLE, error);
+    // Every cubin must be present and intact now, so a damaged bundle fails at open, not
+    // at some later launch.
+    for (const wideattn::ManifestKernel& k : ctx->manifest.kernels) {
+        std::string image;
+        if (const wideattn_status status = read_cubin(dir, k, &image); status != WIDEATTN_OK) return status;
+    }
+    for (const wideattn::ManifestKernel& k : ctx->manifest.kernels) {
+        wideattn_kernel_info info{};
+        info.name = k.name.c_str();
+        info.symbol = k.symbol.c_str();
+        info.arch = k.arch.c_str();
+        info.cubin = k.cubin.c_str();
+        info.q_dtype = k.q_dtype;
+        info.kv_dtype = k.kv_dtype;
+        info.o_dtype = k.o_dtype;
+        info.head_dim_min = k.head_dim_min;
+        info.head_dim_max = k.head_dim_max;
+        info.head_dim_step = k.head_dim_step;
+        info.group_min = k.group_min;
+        info.group_max = k.group_max;
+        info.tile_tokens = k.tile_tokens;
+        info.tile_keys = k.tile_keys;
+        info.heads_per_block_max = k.heads_per_block_max;
+        info.threads = k.threads;
+        info.dynamic_smem = k.dynamic_smem;
+        info.registers = k.registers;
+        info.spill_bytes = k.spill_stores < 0 ? -1 : k.spill_stores + k.spill_loads;
+        info.stack_bytes = k.stack;
+        info.features = k.features_csv.c_str();
+        ctx->infos.push_back(info);
+    }
+    *out = ctx.release();
+    return WIDEATTN_OK;
+}
+
+void wideattn_close(wideattn_context* ctx) {
+    if (!ctx) return;
+    if (!ctx->loaded.empty()) {
+        wideattn_status status;
+        std::string error;
+        if (const wideattn::Driver* drv = wideattn::load_driver(&status, &error))
+            for (auto& entry : ctx->loaded) drv->cuModuleUnload(entry.second.module);
+    }
+    delete ctx;
+}
+
+const char* wideattn_bundle_dir(const wideattn_context* ctx) { return ctx ? ctx->bundle_dir.c_str() : ""; }
+
+int32_t wideattn_kernel_count(const wideattn_context* ctx) {
+    return ctx ? static_cast<int32_t>(ctx->infos.size()) : 0;
+}
+
+wideattn_status wideattn_get_kernel_info(const wideattn_context* ctx, int32_t index, wideattn_kernel_info* info) {
+    if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+    if (!info) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "info is NULL");
+    if (index < 0 || index >= static_cast<int32_t>(ctx->infos.size()))
+        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "index=" + std::to_string(index) + " outside 0.." +
+                                                         std::to_string(static_cast<int>(ctx->infos.size()) - 1));
+    *info = ctx->infos[index];
+    return WIDEATTN_OK;
+}
+
+wideattn_status wideattn_is_supported(const wideattn_context* ctx, const wideattn_prefill_params* params,
+                                      int cc_major, int cc_minor, int32_t* kernel_index) {
+    if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+    std::string message;
+    wideattn_status status = wideattn::validate_params(params, &message);
+    if (status != WIDEATTN_OK) return fail(status, message);
+    int32_t index = -1;
+    status = wideattn::select_kernel(ctx->manifest.kernels, *params, cc_major, cc_minor, &index, &message);
+    if (status != WIDEATTN_OK) return fail(status, message);
+    if (kernel_index) *kernel_index = index;
+    return WIDEATTN_OK;
+}
+
+wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_params* params, void* stream) {
+    if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+    std::string message;
+    wideattn_status status = wideattn::validate_params(params, &message);
+    if (status != WIDEATTN_OK) return fail(status, message);
+
+    const wideattn::Driver* drv = wideattn::load_driver(&status, &message);
+    if (!drv) return fail(status, message);
+    CUcontext cu_ctx = nullptr;
+    CUresult r = drv->cuCtxGetCurrent(&cu_ctx);
+    if (r != CUDA_SUCCESS) return fail(WIDEATTN_ERROR_CUDA, "cuCtxGetCurrent failed: " + wideattn::cuda_error_text(*drv, r));
+    if (!cu_ctx)
+        return fail(WIDEATTN_ERROR_NO_DEVICE,
+                    "no current CUDA context on this thread (make one current first, e.g. any CUDA runtime call "
+                    "or cuDevicePrimaryCtxRetain + cuCtxSetCurrent)");
+    CUdevice device = 0;
+    int cc_major = 0, cc_minor = 0, smem_optin = 0;
+    if ((r = drv->cuCtxGetDevice(&device)) != CUDA_SUCCESS ||
+        (r = drv->cuDeviceGetAttribute(&cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)) != CUDA_SUCCESS ||
+        (r = drv->cuDeviceGetAttribute(&cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)) != CUDA_SUCCESS ||
+        (r = drv->cuDeviceGetAttribute(&smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device)) !=
+            CUDA_SUCCESS)
+        return fail(WIDEATTN_ERROR_CUDA, "querying the current device failed: " + wideattn::cuda_error_text(*drv, r));
+
+    int32_t index = -1;
+    status = wideattn::select_kernel(ctx->manifest.kernels, *params, cc_major, cc_minor, &index, &message);
+    if (status != WIDEATTN_OK) return fail(status, message);
+    const wideattn::ManifestKernel& kernel = ctx->manifest.kernels[index];
+    if (kernel.dynamic_smem > smem_optin)
+        return fail(WIDEATTN_ERROR_UNSUPPORTED, kernel.name + " needs " + std::to_string(kernel.dynamic_smem) +
+                                                    " bytes of shared memory; the device allows " +
+                                                    std::to_string(smem_optin));
+    const wideattn::LaunchGeometry g = wideattn::launch_geometry(kernel, *params);
+    if (g.grid_x == 0) return WIDEATTN_OK;  // total_q == 0: nothing to compute or write
+
+    CUfunction function = nullptr;
+    status = get_function(ctx, *drv, cu_ctx, index, &function);
+    if (status != WIDEATTN_OK) return status;
+    wideattn_prefill_params args = *params;
+    void* kernel_args[] = {&args};
+    r = drv->cuLaunchKernel(function, g.grid_x, g.grid_y, 1, g.block_x, 1, 1, g.dynamic_smem,
+                            static_cast<CUstream>(stream), kernel_args, nullptr);
+    if (r != CUDA_SUCCESS)
+        return fail(WIDEATTN_ERROR_CUDA, "cuLaunchKernel(" + kernel.name + ", grid " + std::to_string(g.grid_x) + "x" +
+                                             std::to_string(g.grid_y) + ") failed: " + wideattn::cuda_error_text(*drv, r));
+    return WIDEATTN_OK;
+}
+
+}  // extern "C"

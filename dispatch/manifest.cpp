@@ -1,0 +1,223 @@
+// manifest.cpp - reads and checks manifest.json (see manifest.h).
+#include "dispatch/manifest.h"
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "dispatch/json.h"
+#include "dispatch/manifest_format.h"
+
+namespace wideattn {
+namespace {
+
+constexpr int32_t kMaxThreadsPerBlock = 1024;
+constexpr int32_t kMaxSmemBytes = 256 * 1024;
+
+class KernelReader {
+public:
+    KernelReader(const JsonValue& node, size_t index) : node_(node), index_(index) {}
+
+    bool string(const char* key, std::string* out) {
+        const JsonValue* v = node_.find(key);
+        if (!v || v->type != JsonValue::Type::kString) return fail(key, "a string");
+        *out = v->string;
+        return true;
+    }
+    bool integer(const JsonValue& parent, const char* key, const char* path, int64_t lo, int64_t hi, int64_t* out) {
+        const JsonValue* v = parent.find(key);
+        if (!v || v->type != JsonValue::Type::kNumber || std::floor(v->number) != v->number || v->number < lo ||
+            v->number > hi) {
+            std::ostringstream what;
+            what << "an integer in " << lo << ".." << hi;
+            return fail(path, what.str().c_str());
+        }
+        *out = static_cast<int64_t>(v->number);
+        return true;
+    }
+    bool int32(const JsonValue& parent, const char* key, const char* path, int64_t lo, int64_t hi, int32_t* out) {
+        int64_t value = 0;
+        if (!integer(parent, key, path, lo, hi, &value)) return false;
+        *out = static_cast<int32_t>(value);
+        return true;
+    }
+    const JsonValue* object(const char* key) {
+        const JsonValue* v = node_.find(key);
+        if (!v || v->type != JsonValue::Type::kObject) {
+            fail(key, "an object");
+            return nullptr;
+        }
+        return v;
+    }
+    bool dtype(const char* key, int32_t* out) {
+        std::string name;
+        if (!string(key, &name)) return false;
+        *out = dtype_from_name(name.c_str());
+        if (*out < 0) return fail(key, "a dtype name (bf16, f16, f32, f64, e4m3)");
+        return true;
+    }
+    bool fail(const char* field, const char* expected) {
+        std::ostringstream msg;
+        msg << "kernels[" << index_ << "]";
+        if (const JsonValue* name = node_.find("name"); name && name->type == JsonValue::Type::kString)
+            msg << " (" << name->string << ")";
+        msg << ": field '" << field << "' must be " << expected;
+        error = msg.str();
+        return false;
+    }
+    const JsonValue& node() const { return node_; }
+    std::string error;
+
+private:
+    const JsonValue& node_;
+    size_t index_;
+};
+
+bool read_kernel(const JsonValue& node, size_t index, ManifestKernel* k, std::string* error) {
+    KernelReader r(node, index);
+    if (node.type != JsonValue::Type::kObject) {
+        *error = "kernels[" + std::to_string(index) + "] is not an object";
+        return false;
+    }
+    const JsonValue* head_dim = nullptr;
+    const JsonValue* group = nullptr;
+    const JsonValue* tile = nullptr;
+    const JsonValue* ptxas = nullptr;
+    int64_t cubin_bytes = 0;
+    bool ok = r.string("name", &k->name) && r.string("symbol", &k->symbol) && r.string("arch", &k->arch) &&
+              r.string("cubin", &k->cubin) && r.string("cubin_fnv1a64", &k->cubin_fnv1a64) &&
+              r.integer(node, "cubin_bytes", "cubin_bytes", 1, int64_t{1} << 40, &cubin_bytes) &&
+              r.dtype("q_dtype", &k->q_dtype) && r.dtype("kv_dtype", &k->kv_dtype) &&
+              r.dtype("o_dtype", &k->o_dtype) && (head_dim = r.object("head_dim")) &&
+              r.int32(*head_dim, "min", "head_dim.min", 1, 4096, &k->head_dim_min) &&
+              r.int32(*head_dim, "max", "head_dim.max", 1, 4096, &k->head_dim_max) &&
+              r.int32(*head_dim, "step", "head_dim.step", 1, 4096, &k->head_dim_step) &&
+              (group = r.object("group")) && r.int32(*group, "min", "group.min", 1, 1 << 20, &k->group_min) &&
+              r.int32(*group, "max", "group.max", 1, 1 << 20, &k->group_max) && (tile = r.object("tile")) &&
+              r.int32(*tile, "tokens", "tile.tokens", 1, 4096, &k->tile_tokens) &&
+              r.int32(*tile, "keys", "tile.keys", 1, 4096, &k->tile_keys) &&
+              r.int32(*tile, "heads", "tile.heads", 1, 1024, &k->heads_per_block_max) &&
+              r.int32(node, "threads", "threads", 32, kMaxThreadsPerBlock, &k->threads) &&
+              r.int32(node, "dynamic_smem", "dynamic_smem", 0, kMaxSmemBytes, &k->dynamic_smem) &&
+              r.int32(node, "min_sm", "min_sm", 10, 1000, &k->min_sm) && (ptxas = r.object("ptxas")) &&
+              r.int32(*ptxas, "registers", "ptxas.registers", -1, 255, &k->registers) &&
+              r.int32(*ptxas, "spill_stores", "ptxas.spill_stores", -1, 1 << 30, &k->spill_stores) &&
+              r.int32(*ptxas, "spill_loads", "ptxas.spill_loads", -1, 1 << 30, &k->spill_loads) &&
+              r.int32(*ptxas, "stack", "ptxas.stack", -1, 1 << 30, &k->stack);
+    if (!ok) {
+        *error = r.error;
+        return false;
+    }
+    k->cubin_bytes = static_cast<uint64_t>(cubin_bytes);
+    if (!parse_arch(k->arch, &k->arch_major, &k->arch_minor, &k->arch_specific)) {
+        r.fail("arch", "of the form sm_NN or sm_NNa");
+        *error = r.error;
+        return false;
+    }
+    if (k->cubin.empty() || k->cubin.find('/') != std::string::npos || k->cubin[0] == '.') {
+        r.fail("cubin", "a plain file name inside the bundle directory");
+        *error = r.error;
+        return false;
+    }
+    if (k->head_dim_min > k->head_dim_max || k->group_min > k->group_max) {
+        r.fail("head_dim/group", "ranges with min <= max");
+        *error = r.error;
+        return false;
+    }
+    const JsonValue* features = node.find("features");
+    if (!features || features->type != JsonValue::Type::kArray) {
+        r.fail("features", "an array of strings");
+        *error = r.error;
+        return false;
+    }
+    for (const JsonValue& f : features->array) {
+        if (f.type != JsonValue::Type::kString) {
+            r.fail("features", "an array of strings");
+            *error = r.error;
+            return false;
+        }
+        k->features.push_back(f.string);
+        k->features_csv += (k->features_csv.empty() ? "" : ",") + f.string;
+    }
+    return true;
+}
+
+}  // namespace
+
+bool ManifestKernel::has_feature(const std::string& feature) const {
+    for (const std::string& f : features)
+        if (f == feature) return true;
+    return false;
+}
+
+bool parse_arch(const std::string& arch, int32_t* major, int32_t* minor, bool* arch_specific) {
+    if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0) return false;
+    std::string digits = arch.substr(3);
+    *arch_specific = !digits.empty() && digits.back() == 'a';
+    if (*arch_specific) digits.pop_back();
+    if (digits.size() < 2 || digits.size() > 3) return false;
+    for (char c : digits)
+        if (c < '0' || c > '9') return false;
+    const int value = std::stoi(digits);
+    *major = value / 10;
+    *minor = value % 10;
+    return true;
+}
+
+bool parse_manifest(const std::string& text, Manifest* out, std::string* error) {
+    JsonValue root;
+    std::string json_error;
+    if (!parse_json(text, &root, &json_error)) {
+        *error = "manifest.json is not valid JSON (" + json_error + ")";
+        return false;
+    }
+    const JsonValue* format = root.find("format");
+    if (!format || format->type != JsonValue::Type::kNumber) {
+        *error = "manifest.json: missing numeric field 'format'";
+        return false;
+    }
+    if (format->number != kManifestFormatVersion) {
+        *error = "manifest.json: format " + std::to_string(static_cast<int>(format->number)) +
+                 " is not the supported format " + std::to_string(kManifestFormatVersion);
+        return false;
+    }
+    const JsonValue* kernels = root.find("kernels");
+    if (!kernels || kernels->type != JsonValue::Type::kArray) {
+        *error = "manifest.json: missing array field 'kernels'";
+        return false;
+    }
+    Manifest m;
+    m.format = kManifestFormatVersion;
+    if (const JsonValue* v = root.find("library_version"); v && v->type == JsonValue::Type::kString)
+        m.library_version = v->string;
+    for (size_t i = 0; i < kernels->array.size(); ++i) {
+        ManifestKernel k;
+        std::string kernel_error;
+        if (!read_kernel(kernels->array[i], i, &k, &kernel_error)) {
+            *error = "manifest.json: " + kernel_error;
+            return false;
+        }
+        m.kernels.push_back(std::move(k));
+    }
+    *out = std::move(m);
+    return true;
+}
+
+bool load_manifest(const std::string& bundle_dir, Manifest* out, std::string* error) {
+    const std::string path = bundle_dir + "/" + kManifestFileName;
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        *error = "cannot open " + path + " (is bundle_dir '" + bundle_dir + "' a wideattn bundle?)";
+        return false;
+    }
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string parse_error;
+    if (!parse_manifest(text, out, &parse_error)) {
+        *error = path + ": " + parse_error;
+        return false;
+    }
+    return true;
+}
+
+}  // namespace wideattn

@@ -1,0 +1,38 @@
+// selection.h - the pure functions behind wideattn_prefill and wideattn_is_supported:
+// argument validation and kernel selection. No driver, no I/O: unit-testable on any machine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dispatch/manifest.h"
+#include "wideattn.h"
+
+namespace wideattn {
+
+// Bytes per element of a wideattn_dtype (0 for an unknown value).
+int32_t dtype_size(int32_t dtype);
+
+// Checks every argument that can be checked on the host. On failure returns
+// WIDEATTN_ERROR_INVALID_ARGUMENT and sets *message, naming the argument and its value.
+wideattn_status validate_params(const wideattn_prefill_params* p, std::string* message);
+
+// Whether a cubin built for `kernel.arch` runs on a device of compute capability major.minor.
+bool arch_runs_on(const ManifestKernel& kernel, int32_t cc_major, int32_t cc_minor);
+
+// Picks the kernel for already validated params on a cc_major.cc_minor device: the first
+// kernel in manifest order whose dtypes, head dim, group and features fit, preferring the
+// cubin whose arch is closest to the device. Returns WIDEATTN_OK and *index, or
+// WIDEATTN_ERROR_UNSUPPORTED with *message saying what is missing.
+wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_prefill_params& p,
+                              int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
+
+// Launch geometry of DESIGN.md / kernel_desc.h for a selected kernel.
+struct LaunchGeometry {
+    uint32_t grid_x = 0, grid_y = 0, block_x = 0;
+    uint32_t dynamic_smem = 0;
+};
+LaunchGeometry launch_geometry(const ManifestKernel& kernel, const wideattn_prefill_params& p);
+
+}  // namespace wideattn

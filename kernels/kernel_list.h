@@ -1,0 +1,9 @@
+// kernel_list.h - every kernel of the bundle, as an X-macro over its traits struct.
+// The manifest generator expands it to find a kernel's KernelDesc by name; adding a kernel
+// means adding its traits here and its source to kernels/meson.build.
+#pragma once
+
+#include "kernels/reference/reference_traits.h"
+
+#define WIDEATTN_FOR_EACH_KERNEL(X) \
+    X(::wideattn::ReferenceF64Traits)

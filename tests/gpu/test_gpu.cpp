@@ -1,0 +1,174 @@
+// test_gpu.cpp - the GPU suite (run on a GPU machine; exits 77 = skipped where there is none).
+// The fp64 GPU kernel against the CPU fp64 reference on small varlen / paged / context
+// shapes, its bad-input and empty-batch behaviour, and every fast kernel of the bundle
+// against the fp64 kernel on the shape list.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tools/harness/checks.h"
+
+using namespace wideattn;
+
+namespace {
+
+constexpr double kFp64RelL2 = 1e-12;
+constexpr double kFp64LseAbs = 1e-9;
+constexpr double kBf16RelL2 = 1e-2;
+constexpr double kFp32LseAbs = 1e-3;
+constexpr int kSkipExitCode = 77;  // meson: test skipped
+
+struct Gpu {
+    std::unique_ptr<GpuSession> session;
+    wideattn_context* ctx = nullptr;
+};
+
+Gpu& gpu() {
+    static Gpu g = [] {
+        Gpu made;
+        wideattn_status status;
+        std::string error;
+        made.session = GpuSession::open(0, &status, &error);
+        if (!made.session) {
+            std::printf("GPU suite skipped: %s: %s\n", wideattn_status_string(status), error.c_str());
+            std::exit(kSkipExitCode);
+        }
+        if (wideattn_open(&made.ctx, nullptr) != WIDEATTN_OK) {
+            std::printf("cannot open bundle: %s\n", wideattn_last_error());
+            std::exit(1);
+        }
+        std::printf("GPU suite on %s (sm_%d%d)\n", made.session->name().c_str(), made.session->cc_major(),
+                    made.session->cc_minor());
+        return made;
+    }();
+    return g;
+}
+
+ProblemSpec spec_of(std::vector<int32_t> q_lens, std::vector<int32_t> contexts, int32_t hq, int32_t hkv,
+                    int32_t block_size, uint64_t seed) {
+    ProblemSpec s;
+    s.q_lens = std::move(q_lens);
+    s.contexts = std::move(contexts);
+    s.num_q_heads = hq;
+    s.num_kv_heads = hkv;
+    s.block_size = block_size;
+    s.seed = seed;
+    return s;
+}
+
+uint64_t fresh_seed() {
+    static uint64_t seed = static_cast<uint64_t>(std::time(nullptr));
+    return ++seed;
+}
+
+void check_reference_case(const ProblemSpec& spec) {
+    CAPTURE(spec.describe());
+    const CaseResult r = run_case(*gpu().session, gpu().ctx, spec, WIDEATTN_DTYPE_F64, ReferenceKind::kCpu);
+    REQUIRE_MESSAGE(r.error.empty(), r.error);
+    INFO(accuracy::format_error_stats(r.stats));
+    CHECK(r.kernel == "reference_f64");
+    CHECK(r.stats.nonfinite == 0);
+    CHECK(r.stats.rel_l2 <= kFp64RelL2);
+    CHECK(r.lse_nonfinite == 0);
+    CHECK(r.lse_max_abs <= kFp64LseAbs);
+    CHECK(r.deterministic);
+}
+
+bool bundle_has_bf16_output_kernel() {
+    for (int i = 0; i < wideattn_kernel_count(gpu().ctx); ++i) {
+        wideattn_kernel_info k{};
+        wideattn_get_kernel_info(gpu().ctx, i, &k);
+        if (k.o_dtype == WIDEATTN_DTYPE_BF16) return true;
+    }
+    return false;
+}
+
+void check_bf16_case(const ProblemSpec& spec) {
+    CAPTURE(spec.describe());
+    const CaseResult r = run_case(*gpu().session, gpu().ctx, spec, WIDEATTN_DTYPE_BF16, ReferenceKind::kGpuF64);
+    REQUIRE_MESSAGE(r.error.empty(), r.error);
+    std::printf("  %-16s %-60s %s\n", r.kernel.c_str(), spec.describe().c_str(),
+                accuracy::format_error_stats(r.stats).c_str());
+    INFO(accuracy::format_error_stats(r.stats));
+    CHECK(r.stats.nonfinite == 0);
+    CHECK(r.stats.rel_l2 <= kBf16RelL2);
+    CHECK(r.lse_nonfinite == 0);
+    CHECK(r.lse_max_abs <= kFp32LseAbs);
+    CHECK(r.deterministic);
+}
+
+}  // namespace
+
+TEST_CASE("gpu fp64 kernel: matches the CPU reference on varlen, paged, context shapes") {
+    const uint64_t seed = fresh_seed();
+    check_reference_case(spec_of({65}, {0}, 8, 1, 16, seed));
+    check_reference_case(spec_of({1, 7, 0, 63, 64}, {0, 777, 5, 1, 33}, 16, 2, 32, seed + 1));
+    ProblemSpec outlier = spec_of({129}, {300}, 8, 1, 128, seed + 2);
+    outlier.k_outlier = 10.0f;
+    check_reference_case(outlier);
+    ProblemSpec padded = spec_of({33, 17}, {16, 0}, 12, 3, 16, seed + 3);  // group 4, padded rows
+    padded.q_token_pad = 16;
+    padded.shuffle_blocks = false;
+    check_reference_case(padded);
+    ProblemSpec wide_group = spec_of({20}, {5}, 16, 1, 48, seed + 4);  // group 16: two blocks per KV head
+    wide_group.head_dim = 256;
+    check_reference_case(wide_group);
+    ProblemSpec no_lse = spec_of({9}, {1}, 8, 1, 16, seed + 5);
+    no_lse.want_lse = false;
+    check_reference_case(no_lse);
+}
+
+TEST_CASE("gpu: an empty batch launches nothing and succeeds") {
+    HostProblem h;
+    REQUIRE(make_problem(spec_of({0, 0}, {3, 0}, 8, 1, 16, 1), &h).empty());
+    DeviceProblem d;
+    REQUIRE(d.create(*gpu().session, h, WIDEATTN_DTYPE_F64).empty());
+    CHECK(wideattn_prefill(gpu().ctx, &d.params, nullptr) == WIDEATTN_OK);
+}
+
+TEST_CASE("gpu: bad input on a GPU gets the same clear errors") {
+    HostProblem h;
+    REQUIRE(make_problem(spec_of({4}, {0}, 8, 1, 16, 2), &h).empty());
+    DeviceProblem d;
+    REQUIRE(d.create(*gpu().session, h, WIDEATTN_DTYPE_F64).empty());
+    wideattn_prefill_params p = d.params;
+    p.head_dim = 640;
+    CHECK(wideattn_prefill(gpu().ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(std::string(wideattn_last_error()).find("head_dim=640") != std::string::npos);
+    p = d.params;
+    p.o_dtype = WIDEATTN_DTYPE_F32;
+    CHECK(wideattn_prefill(gpu().ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
+    // The process and the context keep working after refusals.
+    CHECK(d.run(*gpu().session, gpu().ctx).empty());
+}
+
+TEST_CASE("gpu bf16 kernels: the issue's shape list against the fp64 kernel") {
+    if (!bundle_has_bf16_output_kernel()) {
+        MESSAGE("no bf16-output kernel in the bundle yet");
+        return;
+    }
+    uint64_t seed = fresh_seed() * 1000;
+    const int32_t q_lens[] = {1, 7, 63, 64, 65, 1000, 4096 + 13};
+    const int32_t contexts[] = {0, 1, 777, 8192};
+    const int32_t block_sizes[] = {16, 32, 128};
+    int variant = 0;
+    for (int32_t q_len : q_lens)
+        for (int32_t context : contexts) {
+            ProblemSpec s = spec_of({q_len}, {context}, 32, 4, block_sizes[variant % 3], ++seed);
+            if (variant % 4 == 1) s.num_q_heads = 8, s.num_kv_heads = 1;
+            if (variant % 5 == 2) s.k_outlier = 12.0f;
+            ++variant;
+            check_bf16_case(s);
+        }
+    ProblemSpec batch = spec_of({1, 1000, 0, 65, 4109}, {8192, 0, 777, 1, 13}, 32, 4, 32, ++seed);
+    batch.q_token_pad = 8;
+    check_bf16_case(batch);
+    ProblemSpec tp4 = spec_of({63, 64}, {777, 8192}, 8, 1, 128, ++seed);
+    tp4.k_outlier = 12.0f;
+    check_bf16_case(tp4);
+}

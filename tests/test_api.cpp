@@ -1,0 +1,149 @@
+// test_api.cpp - the C API without a GPU: opening bundles (good, missing, corrupt), kernel
+// info, is_supported, and the no-driver path of wideattn_prefill.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "dispatch/manifest.h"
+#include "tests/test_helpers.h"
+#include "wideattn.h"
+
+using namespace wideattn;
+
+namespace {
+
+// Copies the built bundle into a temp dir so a test can damage it.
+std::string copy_bundle(const test::TempDir& dir) {
+    const std::string target = dir.path() + "/bundle";
+    const std::string command = "cp -r '" + test::built_bundle() + "' '" + target + "'";
+    REQUIRE(std::system(command.c_str()) == 0);
+    return target;
+}
+
+std::string first_cubin(const std::string& bundle) {
+    Manifest m;
+    std::string err;
+    REQUIRE(load_manifest(bundle, &m, &err));
+    REQUIRE(!m.kernels.empty());
+    return bundle + "/" + m.kernels[0].cubin;
+}
+
+}  // namespace
+
+TEST_CASE("api: version and status names") {
+    CHECK(std::strcmp(wideattn_version(), "0.1.0") == 0);
+    CHECK(std::strcmp(wideattn_status_string(WIDEATTN_ERROR_NO_DRIVER), "WIDEATTN_ERROR_NO_DRIVER") == 0);
+    CHECK(std::strcmp(wideattn_status_string(static_cast<wideattn_status>(99)), "WIDEATTN_STATUS_UNKNOWN") == 0);
+}
+
+TEST_CASE("api: opens the built bundle and describes its kernels") {
+    wideattn_context* ctx = nullptr;
+    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
+    CHECK(std::strcmp(wideattn_bundle_dir(ctx), test::built_bundle().c_str()) == 0);
+    const int count = wideattn_kernel_count(ctx);
+    REQUIRE(count >= 2);
+    wideattn_kernel_info info{};
+    REQUIRE(wideattn_get_kernel_info(ctx, 0, &info) == WIDEATTN_OK);
+    CHECK(info.threads > 0);
+    CHECK(info.registers > 0);
+    CHECK(info.spill_bytes == 0);
+    CHECK(wideattn_get_kernel_info(ctx, count, &info) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "index=" + std::to_string(count) + " outside 0.." + std::to_string(count - 1));
+    CHECK(wideattn_get_kernel_info(ctx, 0, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "info is NULL");
+    wideattn_close(ctx);
+    wideattn_close(nullptr);
+}
+
+TEST_CASE("api: bundle directory from the argument, then WIDEATTN_BUNDLE") {
+    wideattn_context* ctx = nullptr;
+    const std::string saved = test::built_bundle();
+    setenv("WIDEATTN_BUNDLE", "/nonexistent/env-bundle", 1);
+    CHECK(wideattn_open(&ctx, nullptr) == WIDEATTN_ERROR_BUNDLE);
+    CHECK(std::string(wideattn_last_error()).find("/nonexistent/env-bundle/manifest.json") != std::string::npos);
+    CHECK(ctx == nullptr);
+    CHECK(wideattn_open(&ctx, saved.c_str()) == WIDEATTN_OK);  // the argument wins
+    wideattn_close(ctx);
+    setenv("WIDEATTN_BUNDLE", saved.c_str(), 1);
+    CHECK(wideattn_open(&ctx, nullptr) == WIDEATTN_OK);
+    wideattn_close(ctx);
+    CHECK(wideattn_open(nullptr, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "ctx (the output pointer) is NULL");
+}
+
+TEST_CASE("api: damaged bundles fail at open with the file named") {
+    test::TempDir tmp;
+    const std::string bundle = copy_bundle(tmp);
+    wideattn_context* ctx = nullptr;
+
+    SUBCASE("corrupt manifest") {
+        test::write_file(bundle + "/manifest.json", "{\"format\": 1, \"kernels\": [");
+        CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
+        CHECK(std::string(wideattn_last_error()).find("manifest.json is not valid JSON") != std::string::npos);
+    }
+    SUBCASE("missing manifest") {
+        std::remove((bundle + "/manifest.json").c_str());
+        CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
+        CHECK(std::string(wideattn_last_error()).find("cannot open") != std::string::npos);
+    }
+    SUBCASE("missing cubin") {
+        const std::string cubin = first_cubin(bundle);
+        std::remove(cubin.c_str());
+        CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
+        CHECK(std::string(wideattn_last_error()).find("cannot open cubin " + cubin) != std::string::npos);
+    }
+    SUBCASE("truncated cubin") {
+        const std::string cubin = first_cubin(bundle);
+        const std::string image = test::read_file(cubin);
+        test::write_file(cubin, image.substr(0, image.size() / 2));
+        CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
+        CHECK(std::string(wideattn_last_error()).find("truncated or replaced") != std::string::npos);
+    }
+    SUBCASE("corrupt cubin of the right size") {
+        const std::string cubin = first_cubin(bundle);
+        std::string image = test::read_file(cubin);
+        image[image.size() / 2] ^= 0x5a;
+        test::write_file(cubin, image);
+        CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
+        CHECK(std::string(wideattn_last_error()).find("(corrupt file)") != std::string::npos);
+    }
+    CHECK(ctx == nullptr);
+}
+
+TEST_CASE("api: is_supported runs validation and selection without a driver") {
+    wideattn_context* ctx = nullptr;
+    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
+    wideattn_prefill_params p = test::valid_params();
+    p.o_dtype = WIDEATTN_DTYPE_F64;
+    int32_t index = -1;
+    REQUIRE(wideattn_is_supported(ctx, &p, 9, 0, &index) == WIDEATTN_OK);
+    wideattn_kernel_info info{};
+    REQUIRE(wideattn_get_kernel_info(ctx, index, &info) == WIDEATTN_OK);
+    CHECK(std::string(info.name) == "reference_f64");
+    CHECK(std::string(info.arch).rfind("sm_90", 0) == 0);
+    CHECK(wideattn_is_supported(ctx, &p, 7, 0, &index) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(std::string(wideattn_last_error()).find("on sm_70") != std::string::npos);
+    p.block_size = 8;
+    CHECK(wideattn_is_supported(ctx, &p, 9, 0, &index) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "block_size=8 is not a positive multiple of 16");
+    CHECK(wideattn_is_supported(nullptr, &p, 9, 0, &index) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    wideattn_close(ctx);
+}
+
+TEST_CASE("api: without a driver, launching returns NO_DRIVER and the process keeps working") {
+    // Force the no-driver path even on a machine that has one (first driver use in this process).
+    setenv("WIDEATTN_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+    wideattn_context* ctx = nullptr;
+    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
+    wideattn_prefill_params p = test::valid_params();
+    p.o_dtype = WIDEATTN_DTYPE_F64;
+    CHECK(wideattn_prefill(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+    CHECK(std::string(wideattn_last_error()).find("cannot load /nonexistent/libcuda.so.1") != std::string::npos);
+    // Validation still comes first.
+    p.q = nullptr;
+    CHECK(wideattn_prefill(ctx, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "q is NULL");
+    CHECK(wideattn_prefill(nullptr, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    wideattn_close(ctx);
+}

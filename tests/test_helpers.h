@@ -1,0 +1,99 @@
+// test_helpers.h - shared fixtures for the CPU tests: a temporary directory, file writing,
+// a synthetic manifest, and well-formed prefill params with fake (never dereferenced)
+// device pointers.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "wideattn.h"
+
+namespace wideattn::test {
+
+class TempDir {
+public:
+    TempDir() {
+        char pattern[] = "/tmp/wideattn-test-XXXXXX";
+        path_ = mkdtemp(pattern);
+    }
+    ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+inline void write_file(const std::string& path, const std::string& text) {
+    std::ofstream(path, std::ios::binary) << text;
+}
+
+inline std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The bundle built by this build tree (tests/meson.build sets WIDEATTN_BUNDLE).
+inline std::string built_bundle() {
+    const char* dir = std::getenv("WIDEATTN_BUNDLE");
+    return dir ? dir : "build/bundle";
+}
+
+// One manifest kernel entry as JSON (fields as manifest_gen writes them).
+inline std::string kernel_json(const std::string& name, const std::string& arch, const std::string& o_dtype,
+                               int head_min, int head_max, int head_step, int group_min, int group_max,
+                               const std::string& features = "\"varlen\", \"paged\", \"lse\"", int cubin_bytes = 4,
+                               const std::string& hash = "0000000000000000") {
+    return "{\"name\": \"" + name + "\", \"symbol\": \"wideattn_" + name + "\", \"arch\": \"" + arch +
+           "\", \"cubin\": \"" + name + "." + arch + ".cubin\", \"cubin_bytes\": " + std::to_string(cubin_bytes) +
+           ", \"cubin_fnv1a64\": \"" + hash + "\", \"q_dtype\": \"bf16\", \"kv_dtype\": \"bf16\", \"o_dtype\": \"" +
+           o_dtype + "\", \"head_dim\": {\"min\": " + std::to_string(head_min) + ", \"max\": " +
+           std::to_string(head_max) + ", \"step\": " + std::to_string(head_step) + "}, \"group\": {\"min\": " +
+           std::to_string(group_min) + ", \"max\": " + std::to_string(group_max) +
+           "}, \"tile\": {\"tokens\": 8, \"keys\": 32, \"heads\": 8}, \"threads\": 256, \"dynamic_smem\": 98304, "
+           "\"min_sm\": 80, \"features\": [" + features +
+           "], \"ptxas\": {\"registers\": 128, \"spill_stores\": 0, \"spill_loads\": 0, \"stack\": 0}}";
+}
+
+inline std::string manifest_json(const std::vector<std::string>& kernels) {
+    std::string text = "{\"format\": 1, \"library_version\": \"0.1.0\", \"kernels\": [";
+    for (size_t i = 0; i < kernels.size(); ++i) text += (i ? ", " : "") + kernels[i];
+    return text + "]}";
+}
+
+// A valid bf16 prefill problem description (Gemma 4 global layer at TP=1, page 16) with
+// fake, 256-byte aligned device addresses. Nothing here is ever dereferenced on the host.
+inline wideattn_prefill_params valid_params() {
+    wideattn_prefill_params p{};
+    const int64_t hq = 32, hkv = 4, d = 512, block = 16;
+    auto fake = [](uintptr_t address) { return reinterpret_cast<void*>(address); };
+    p.q = fake(0x10000000);
+    p.q_token_stride = hq * d;
+    p.q_head_stride = d;
+    p.k_cache = fake(0x20000000);
+    p.v_cache = fake(0x30000000);
+    p.k_slot_stride = p.v_slot_stride = hkv * d;
+    p.k_head_stride = p.v_head_stride = d;
+    p.k_block_stride = p.v_block_stride = block * hkv * d;
+    p.o = fake(0x40000000);
+    p.o_token_stride = hq * d;
+    p.o_head_stride = d;
+    p.cu_seqlens_q = static_cast<const int32_t*>(fake(0x50000000));
+    p.seq_lens_k = static_cast<const int32_t*>(fake(0x50001000));
+    p.block_table = static_cast<const int32_t*>(fake(0x50002000));
+    p.block_table_stride = 1024;
+    p.num_seqs = 2;
+    p.total_q = 100;
+    p.num_q_heads = static_cast<int32_t>(hq);
+    p.num_kv_heads = static_cast<int32_t>(hkv);
+    p.head_dim = static_cast<int32_t>(d);
+    p.block_size = static_cast<int32_t>(block);
+    p.num_blocks = 2048;
+    p.q_dtype = p.kv_dtype = p.o_dtype = WIDEATTN_DTYPE_BF16;
+    p.softmax_scale = 1.0f;
+    return p;
+}
+
+}  // namespace wideattn::test

@@ -1,0 +1,72 @@
+// test_problem.cpp - the random problem builder used by selftest, GPU tests and benchmarks.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "tools/harness/problem.h"
+
+using namespace wideattn;
+
+TEST_CASE("problem: shapes, shuffled block table and determinism") {
+    ProblemSpec spec;
+    spec.q_lens = {5, 0, 40};
+    spec.contexts = {10, 3, 100};
+    spec.num_q_heads = 8;
+    spec.num_kv_heads = 1;
+    spec.head_dim = 64;
+    spec.block_size = 32;
+    spec.seed = 9;
+    HostProblem a, b;
+    REQUIRE(make_problem(spec, &a).empty());
+    REQUIRE(make_problem(spec, &b).empty());
+    CHECK(a.q == b.q);
+    CHECK(a.k == b.k);
+    CHECK(a.block_table == b.block_table);
+    CHECK(a.total_q == 45);
+    CHECK(a.cu_seqlens_q == std::vector<int32_t>{0, 5, 5, 45});
+    CHECK(a.seq_lens_k == std::vector<int32_t>{15, 3, 140});
+    CHECK(a.table_stride == 5);  // ceil(140 / 32)
+    // Used entries are distinct physical blocks, all inside the pool.
+    std::set<int32_t> used;
+    std::vector<int32_t> in_order;
+    const int32_t blocks_per_seq[] = {1, 1, 5};
+    for (int s = 0; s < 3; ++s)
+        for (int i = 0; i < blocks_per_seq[s]; ++i) {
+            const int32_t block = a.block_table[s * a.table_stride + i];
+            CHECK(block >= 0);
+            CHECK(block < a.num_blocks);
+            CHECK(used.insert(block).second);
+            in_order.push_back(block);
+        }
+    CHECK_FALSE(std::is_sorted(in_order.begin(), in_order.end()));  // shuffled
+    spec.seed = 10;
+    REQUIRE(make_problem(spec, &b).empty());
+    CHECK(a.q != b.q);
+}
+
+TEST_CASE("problem: causal FLOP count of DESIGN.md section 7") {
+    ProblemSpec spec;
+    spec.q_lens = {16384};
+    spec.contexts = {0};
+    spec.head_dim = 8;  // keep the allocation small; the formula scales with D
+    spec.num_q_heads = 32;
+    spec.num_kv_heads = 4;
+    spec.block_size = 16;
+    HostProblem h;
+    REQUIRE(make_problem(spec, &h).empty());
+    CHECK(h.flops() == doctest::Approx(4.0 * 8 * 32 * (16384.0 * 16385.0 / 2)));
+    spec.q_lens = {3, 2};
+    spec.contexts = {10, 0};
+    REQUIRE(make_problem(spec, &h).empty());
+    CHECK(h.flops() == doctest::Approx(4.0 * 8 * 32 * ((3 * 10 + 6) + 3)));
+}
+
+TEST_CASE("problem: bad specs are refused") {
+    ProblemSpec spec;
+    HostProblem h;
+    CHECK(make_problem(spec, &h).find("non-empty") != std::string::npos);
+    spec.q_lens = {1, 2};
+    spec.contexts = {0};
+    CHECK(make_problem(spec, &h).find("equal length") != std::string::npos);
+}

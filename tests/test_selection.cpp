@@ -1,0 +1,144 @@
+// test_selection.cpp - which kernel for which arch and shape, clear refusals, launch geometry.
+#include <doctest/doctest.h>
+
+#include "dispatch/manifest.h"
+#include "dispatch/selection.h"
+#include "kernels/common/kernel_desc.h"
+#include "tests/test_helpers.h"
+
+using namespace wideattn;
+
+namespace {
+
+Manifest synthetic_bundle() {
+    Manifest m;
+    std::string err;
+    const bool ok = parse_manifest(
+        test::manifest_json({
+            test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),
+            test::kernel_json("mma_bf16_d512", "sm_120a", "bf16", 512, 512, 512, 8, 8),
+            test::kernel_json("mma_bf16_d512", "sm_80", "bf16", 512, 512, 512, 8, 8),
+            test::kernel_json("mma_bf16_d512", "sm_86", "bf16", 512, 512, 512, 8, 8),
+            test::kernel_json("reference_f64", "sm_80", "f64", 32, 512, 32, 1, 65536),
+            test::kernel_json("reference_f64", "sm_90a", "f64", 32, 512, 32, 1, 65536),
+            test::kernel_json("nolse_bf16", "sm_90a", "bf16", 256, 256, 256, 8, 8, "\"varlen\""),
+        }),
+        &m, &err);
+    REQUIRE_MESSAGE(ok, err);
+    return m;
+}
+
+std::string select_name(const Manifest& m, const wideattn_prefill_params& p, int major, int minor, std::string* why) {
+    int32_t index = -1;
+    if (select_kernel(m.kernels, p, major, minor, &index, why) != WIDEATTN_OK) return "";
+    return m.kernels[index].name + "@" + m.kernels[index].arch;
+}
+
+}  // namespace
+
+TEST_CASE("selection: arch compatibility of cubins") {
+    ManifestKernel k;
+    k.arch_major = 9;
+    k.arch_minor = 0;
+    k.arch_specific = true;
+    CHECK(arch_runs_on(k, 9, 0));
+    CHECK_FALSE(arch_runs_on(k, 10, 0));
+    CHECK_FALSE(arch_runs_on(k, 8, 9));
+    k.arch_major = 8;
+    k.arch_specific = false;
+    CHECK(arch_runs_on(k, 8, 0));
+    CHECK(arch_runs_on(k, 8, 6));
+    CHECK(arch_runs_on(k, 8, 9));
+    CHECK_FALSE(arch_runs_on(k, 9, 0));  // SASS does not carry across major versions
+    k.arch_minor = 6;
+    CHECK_FALSE(arch_runs_on(k, 8, 0));
+    k.arch_major = 12;
+    k.arch_minor = 0;
+    k.arch_specific = true;
+    CHECK(arch_runs_on(k, 12, 0));
+    CHECK_FALSE(arch_runs_on(k, 12, 1));
+}
+
+TEST_CASE("selection: picks the kernel and the closest cubin for the device") {
+    const Manifest m = synthetic_bundle();
+    wideattn_prefill_params p = test::valid_params();
+    std::string why;
+    CHECK(select_name(m, p, 9, 0, &why) == "mma_bf16_d512@sm_90a");
+    CHECK(select_name(m, p, 12, 0, &why) == "mma_bf16_d512@sm_120a");
+    CHECK(select_name(m, p, 8, 0, &why) == "mma_bf16_d512@sm_80");
+    CHECK(select_name(m, p, 8, 6, &why) == "mma_bf16_d512@sm_86");
+    CHECK(select_name(m, p, 8, 9, &why) == "mma_bf16_d512@sm_86");
+    p.o_dtype = WIDEATTN_DTYPE_F64;
+    CHECK(select_name(m, p, 9, 0, &why) == "reference_f64@sm_90a");
+    CHECK(select_name(m, p, 8, 9, &why) == "reference_f64@sm_80");
+    p.num_q_heads = 12;
+    p.num_kv_heads = 12;  // group 1: only the reference serves it
+    CHECK(select_name(m, p, 9, 0, &why) == "reference_f64@sm_90a");
+}
+
+TEST_CASE("selection: refusals say what is missing") {
+    const Manifest m = synthetic_bundle();
+    std::string why;
+    wideattn_prefill_params p = test::valid_params();
+
+    SUBCASE("no cubin for the device's arch") {
+        CHECK(select_name(m, p, 7, 5, &why).empty());
+        CHECK(why.find("on sm_75") != std::string::npos);
+        CHECK(why.find("does not run on sm_75") != std::string::npos);
+        CHECK(select_name(m, p, 10, 0, &why).empty());
+        CHECK(why.find("sm_100") != std::string::npos);
+    }
+    SUBCASE("head dim") {
+        p.head_dim = 384;
+        CHECK(select_name(m, p, 9, 0, &why).empty());
+        CHECK(why.find("head_dim=384") != std::string::npos);
+        CHECK(why.find("serves head_dim 512..512") != std::string::npos);
+    }
+    SUBCASE("group") {
+        p.num_q_heads = 16;  // group 4
+        CHECK(select_name(m, p, 9, 0, &why).empty());
+        CHECK(why.find("group=4") != std::string::npos);
+        CHECK(why.find("serves group 8..8") != std::string::npos);
+    }
+    SUBCASE("dtypes") {
+        p.o_dtype = WIDEATTN_DTYPE_F32;
+        CHECK(select_name(m, p, 9, 0, &why).empty());
+        CHECK(why.find("o_dtype=f32") != std::string::npos);
+        CHECK(why.find("no kernel has these dtypes") != std::string::npos);
+    }
+    SUBCASE("lse needs the feature") {
+        p.head_dim = 256;
+        p.lse = reinterpret_cast<void*>(0x60000000);
+        p.lse_head_stride = p.total_q;
+        CHECK(select_name(m, p, 9, 0, &why).empty());
+        CHECK(why.find("with lse") != std::string::npos);
+        CHECK(why.find("nolse_bf16 cannot write lse") != std::string::npos);
+        p.lse = nullptr;
+        CHECK(select_name(m, p, 9, 0, &why) == "nolse_bf16@sm_90a");
+    }
+}
+
+TEST_CASE("selection: launch geometry covers every token tile") {
+    const Manifest m = synthetic_bundle();
+    wideattn_prefill_params p = test::valid_params();
+    p.num_seqs = 3;
+    p.total_q = 17;
+    const LaunchGeometry g = launch_geometry(m.kernels[0], p);
+    CHECK(g.grid_x == 5);  // ceil((17 + 3 * (8 - 1)) / 8): an upper bound on sum ceil(q_len / 8)
+    CHECK(g.grid_y == 4);  // 32 heads / 8 per block
+    CHECK(g.block_x == 256);
+    CHECK(g.dynamic_smem == 98304);
+    // Exhaustive check of the bound against every split of small batches.
+    for (int tile = 1; tile <= 16; ++tile)
+        for (int a = 0; a <= 20; ++a)
+            for (int b = 0; b <= 20; ++b) {
+                const int64_t need = (a + tile - 1) / tile + (b + tile - 1) / tile;
+                CHECK(token_tile_count(a + b, 2, tile) >= need);
+            }
+    CHECK(token_tile_count(100, 5, 1) == 100);
+    CHECK(heads_per_block(8, 8) == 8);
+    CHECK(heads_per_block(12, 8) == 6);
+    CHECK(heads_per_block(7, 8) == 7);
+    CHECK(heads_per_block(11, 8) == 1);
+    CHECK(heads_per_block(16, 8) == 8);
+}

@@ -1,0 +1,138 @@
+// test_validation.cpp - every bad argument gets its own case and a message naming the
+// argument and its value; wideattn_is_supported and wideattn_prefill validate identically.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "dispatch/selection.h"
+#include "tests/test_helpers.h"
+
+using namespace wideattn;
+
+namespace {
+
+struct BadCase {
+    const char* label;
+    std::function<void(wideattn_prefill_params&)> mutate;
+    const char* expected;
+};
+
+std::string validate(const wideattn_prefill_params& p) {
+    std::string message;
+    if (validate_params(&p, &message) != WIDEATTN_ERROR_INVALID_ARGUMENT) return "<accepted>";
+    return message;
+}
+
+void* fake(uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+}  // namespace
+
+TEST_CASE("validation: the baseline params are valid") {
+    std::string message;
+    wideattn_prefill_params p = test::valid_params();
+    CHECK(validate_params(&p, &message) == WIDEATTN_OK);
+    p.lse = fake(0x60000000);
+    p.lse_head_stride = p.total_q;
+    CHECK(validate_params(&p, &message) == WIDEATTN_OK);
+    p.total_q = 0;  // an empty batch is valid: nothing to do
+    CHECK(validate_params(&p, &message) == WIDEATTN_OK);
+}
+
+TEST_CASE("validation: null params") {
+    std::string message;
+    CHECK(validate_params(nullptr, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "params is NULL");
+}
+
+TEST_CASE("validation: each bad input is refused with its own message") {
+    const BadCase cases[] = {
+        {"q null", [](auto& p) { p.q = nullptr; }, "q is NULL"},
+        {"k_cache null", [](auto& p) { p.k_cache = nullptr; }, "k_cache is NULL"},
+        {"v_cache null", [](auto& p) { p.v_cache = nullptr; }, "v_cache is NULL"},
+        {"o null", [](auto& p) { p.o = nullptr; }, "o is NULL"},
+        {"cu_seqlens_q null", [](auto& p) { p.cu_seqlens_q = nullptr; }, "cu_seqlens_q is NULL"},
+        {"seq_lens_k null", [](auto& p) { p.seq_lens_k = nullptr; }, "seq_lens_k is NULL"},
+        {"block_table null", [](auto& p) { p.block_table = nullptr; }, "block_table is NULL"},
+        {"q misaligned", [](auto& p) { p.q = fake(0x10000008); }, "q=0x10000008 is not 16-byte aligned"},
+        {"k misaligned", [](auto& p) { p.k_cache = fake(0x20000002); }, "k_cache=0x20000002 is not 16-byte aligned"},
+        {"v misaligned", [](auto& p) { p.v_cache = fake(0x30000004); }, "v_cache=0x30000004 is not 16-byte aligned"},
+        {"o misaligned", [](auto& p) { p.o = fake(0x4000000a); }, "o=0x4000000a is not 16-byte aligned"},
+        {"cu_seqlens misaligned", [](auto& p) { p.cu_seqlens_q = static_cast<const int32_t*>(fake(0x50000002)); },
+         "cu_seqlens_q=0x50000002 is not 4-byte aligned"},
+        {"block_table misaligned", [](auto& p) { p.block_table = static_cast<const int32_t*>(fake(0x50002001)); },
+         "block_table=0x50002001 is not 4-byte aligned"},
+        {"lse misaligned",
+         [](auto& p) {
+             p.lse = fake(0x60000002);
+             p.lse_head_stride = p.total_q;
+         },
+         "lse=0x60000002 is not 4-byte aligned"},
+        {"lse stride too small",
+         [](auto& p) {
+             p.lse = fake(0x60000000);
+             p.lse_head_stride = 99;
+         },
+         "lse_head_stride=99 is smaller than total_q=100"},
+        {"num_seqs 0", [](auto& p) { p.num_seqs = 0; }, "num_seqs=0 must be >= 1"},
+        {"total_q negative", [](auto& p) { p.total_q = -1; }, "total_q=-1 must be >= 0"},
+        {"num_kv_heads 0", [](auto& p) { p.num_kv_heads = 0; }, "num_kv_heads=0 must be >= 1"},
+        {"num_q_heads 0", [](auto& p) { p.num_q_heads = 0; }, "num_q_heads=0 must be >= 1"},
+        {"heads do not divide", [](auto& p) { p.num_q_heads = 30; },
+         "num_q_heads=30 is not a multiple of num_kv_heads=4"},
+        {"head_dim 0", [](auto& p) { p.head_dim = 0; }, "head_dim=0 must be >= 1"},
+        {"head_dim not 16 bytes", [](auto& p) { p.head_dim = 500; }, "head_dim=500 is not a multiple of 16 bytes"},
+        {"block_size 8", [](auto& p) { p.block_size = 8; }, "block_size=8 is not a positive multiple of 16"},
+        {"block_size 24", [](auto& p) { p.block_size = 24; }, "block_size=24 is not a positive multiple of 16"},
+        {"block_size 0", [](auto& p) { p.block_size = 0; }, "block_size=0 is not a positive multiple of 16"},
+        {"num_blocks 0", [](auto& p) { p.num_blocks = 0; }, "num_blocks=0 must be >= 1"},
+        {"table stride 0", [](auto& p) { p.block_table_stride = 0; }, "block_table_stride=0 must be >= 1"},
+        {"scale zero", [](auto& p) { p.softmax_scale = 0.0f; }, "softmax_scale=0 must be finite and > 0"},
+        {"scale negative", [](auto& p) { p.softmax_scale = -1.0f; }, "softmax_scale=-1 must be finite and > 0"},
+        {"scale nan", [](auto& p) { p.softmax_scale = NAN; }, "softmax_scale=nan must be finite and > 0"},
+        {"scale inf", [](auto& p) { p.softmax_scale = INFINITY; }, "softmax_scale=inf must be finite and > 0"},
+        {"reserved", [](auto& p) { p.reserved = 3; }, "reserved=3 must be 0"},
+        {"q dtype", [](auto& p) { p.q_dtype = 9; }, "q_dtype=9 is not a wideattn_dtype"},
+        {"kv dtype", [](auto& p) { p.kv_dtype = -1; }, "kv_dtype=-1 is not a wideattn_dtype"},
+        {"o dtype", [](auto& p) { p.o_dtype = 5; }, "o_dtype=5 is not a wideattn_dtype"},
+        {"q token stride misaligned", [](auto& p) { p.q_token_stride = 16388; },
+         "q_token_stride=16388 is not a multiple of 8 elements"},
+        {"q head stride zero", [](auto& p) { p.q_head_stride = 0; }, "q_head_stride=0 must be >= 1"},
+        {"k block stride misaligned", [](auto& p) { p.k_block_stride = 33; },
+         "k_block_stride=33 is not a multiple of 8 elements"},
+        {"k slot stride", [](auto& p) { p.k_slot_stride = -8; }, "k_slot_stride=-8 must be >= 1"},
+        {"k head stride", [](auto& p) { p.k_head_stride = 4; }, "k_head_stride=4 is not a multiple of 8 elements"},
+        {"v block stride", [](auto& p) { p.v_block_stride = 0; }, "v_block_stride=0 must be >= 1"},
+        {"v slot stride", [](auto& p) { p.v_slot_stride = 12; }, "v_slot_stride=12 is not a multiple of 8 elements"},
+        {"v head stride", [](auto& p) { p.v_head_stride = 1; }, "v_head_stride=1 is not a multiple of 8 elements"},
+        {"o token stride", [](auto& p) { p.o_token_stride = 2; }, "o_token_stride=2 is not a multiple of 8 elements"},
+        {"o head stride", [](auto& p) { p.o_head_stride = 0; }, "o_head_stride=0 must be >= 1"},
+        {"o rows overlap", [](auto& p) { p.o_head_stride = 256; },
+         "o_token_stride=16384 and o_head_stride=256 make output rows overlap"},
+        {"o tokens overlap", [](auto& p) { p.o_token_stride = 512 * 16; },
+         "o_token_stride=8192 and o_head_stride=512 make output rows overlap"},
+        {"fp8 kv without scale", [](auto& p) { p.kv_dtype = WIDEATTN_DTYPE_E4M3; },
+         "k_scale is NULL but kv_dtype=e4m3 needs a scale"},
+        {"fp8 q without scale", [](auto& p) { p.q_dtype = WIDEATTN_DTYPE_E4M3; },
+         "q_scale is NULL but q_dtype=e4m3 needs a scale"},
+        {"scale on bf16", [](auto& p) { p.v_scale = static_cast<const float*>(fake(0x70000000)); },
+         "v_scale=0x70000000 is set but kv_dtype=bf16 takes no scale"},
+    };
+    for (const BadCase& c : cases) {
+        wideattn_prefill_params p = test::valid_params();
+        c.mutate(p);
+        CAPTURE(c.label);
+        const std::string message = validate(p);
+        CHECK_MESSAGE(message.find(c.expected) != std::string::npos, message);
+    }
+}
+
+TEST_CASE("validation: head-major output layout is accepted") {
+    wideattn_prefill_params p = test::valid_params();
+    p.o_token_stride = 512;                 // o[head][token][d]
+    p.o_head_stride = int64_t{512} * 100;   // total_q tokens per head
+    std::string message;
+    CHECK(validate_params(&p, &message) == WIDEATTN_OK);
+    p.o_head_stride = int64_t{512} * 99;
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+}

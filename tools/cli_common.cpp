@@ -1,0 +1,59 @@
+// cli_common.cpp - see cli_common.h.
+#include "tools/cli_common.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "dispatch/manifest_format.h"
+
+namespace wideattn::cli {
+
+std::string resolve_bundle_dir(const std::string& flag_value, const char* argv0) {
+    if (!flag_value.empty()) return flag_value;
+    if (const char* env = std::getenv("WIDEATTN_BUNDLE"); env && *env) return env;
+    char exe[PATH_MAX] = {};
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    std::string path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string(argv0 ? argv0 : "");
+    const size_t slash = path.find_last_of('/');
+    if (slash != std::string::npos) {
+        const std::string candidate = path.substr(0, slash) + "/../bundle";
+        char resolved[PATH_MAX] = {};
+        if (std::ifstream(candidate + "/" + kManifestFileName) && realpath(candidate.c_str(), resolved)) return resolved;
+    }
+    return {};
+}
+
+wideattn_context* open_bundle(const std::string& bundle_dir, const char* command) {
+    wideattn_context* ctx = nullptr;
+    const wideattn_status status = wideattn_open(&ctx, bundle_dir.empty() ? nullptr : bundle_dir.c_str());
+    if (status != WIDEATTN_OK) {
+        std::fprintf(stderr, "wideattn %s: %s: %s\n", command, wideattn_status_string(status), wideattn_last_error());
+        return nullptr;
+    }
+    return ctx;
+}
+
+bool parse_int(const char* command, const char* option, const char* text, long long min_value, long long* out) {
+    if (!text) {
+        std::fprintf(stderr, "wideattn %s: option %s needs a value\n", command, option);
+        return false;
+    }
+    char* end = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(text, &end, 10);
+    if (errno || !end || *end || end == text || value < min_value) {
+        std::fprintf(stderr, "wideattn %s: %s='%s' is not an integer >= %lld\n", command, option, text, min_value);
+        return false;
+    }
+    *out = value;
+    return true;
+}
+
+const char* dtype_label(int dtype) { return dtype_name(dtype); }
+
+}  // namespace wideattn::cli

@@ -1,0 +1,79 @@
+// checks.cpp - see checks.h.
+#include "tools/harness/checks.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "accuracy/reference_cpu.h"
+
+namespace wideattn {
+namespace {
+
+std::string reference_on_cpu(const HostProblem& h, std::vector<double>* dense, std::vector<double>* lse) {
+    std::vector<double> strided(static_cast<size_t>(h.out_elements()), 0.0);
+    lse->assign(h.spec.want_lse ? static_cast<size_t>(h.lse_elements()) : 0, 0.0);
+    const wideattn_prefill_params p =
+        h.params(h.q.data(), h.k.data(), h.v.data(), strided.data(), lse->empty() ? nullptr : lse->data(),
+                 h.cu_seqlens_q.data(), h.seq_lens_k.data(), h.block_table.data(), WIDEATTN_DTYPE_F64);
+    std::string err = accuracy::reference_attention_cpu(p, strided.data(), lse->empty() ? nullptr : lse->data());
+    *dense = dense_rows(h, strided);
+    return err;
+}
+
+std::string reference_on_gpu(const GpuSession& gpu, wideattn_context* ctx, const HostProblem& h,
+                             std::vector<double>* dense, std::vector<double>* lse) {
+    DeviceProblem ref;
+    std::string err = ref.create(gpu, h, WIDEATTN_DTYPE_F64);
+    if (err.empty()) err = ref.run(gpu, ctx);
+    if (err.empty()) err = ref.download_output(h, dense);
+    if (err.empty()) err = ref.download_lse(h, lse);
+    return err.empty() ? err : "fp64 GPU reference: " + err;
+}
+
+}  // namespace
+
+CaseResult run_case(const GpuSession& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
+                    ReferenceKind reference) {
+    CaseResult result;
+    HostProblem h;
+    if ((result.error = make_problem(spec, &h)).size()) return result;
+    result.flops = h.flops();
+
+    DeviceProblem cand;
+    if ((result.error = cand.create(gpu, h, o_dtype)).size()) return result;
+    int32_t index = -1;
+    if (wideattn_is_supported(ctx, &cand.params, gpu.cc_major(), gpu.cc_minor(), &index) != WIDEATTN_OK) {
+        result.error = std::string("not supported: ") + wideattn_last_error();
+        return result;
+    }
+    wideattn_kernel_info info{};
+    wideattn_get_kernel_info(ctx, index, &info);
+    result.kernel = info.name;
+
+    std::vector<double> out, lse, ref_out, ref_lse;
+    std::vector<unsigned char> first_raw, second_raw;
+    if ((result.error = cand.run(gpu, ctx)).size() || (result.error = cand.download_output(h, &out)).size() ||
+        (result.error = cand.download_lse(h, &lse)).size() || (result.error = cand.download_raw(&first_raw)).size())
+        return result;
+    if ((result.error = cand.run(gpu, ctx)).size() || (result.error = cand.download_raw(&second_raw)).size())
+        return result;
+    result.deterministic = first_raw == second_raw;
+
+    result.error = reference == ReferenceKind::kCpu ? reference_on_cpu(h, &ref_out, &ref_lse)
+                                                     : reference_on_gpu(gpu, ctx, h, &ref_out, &ref_lse);
+    if (!result.error.empty()) return result;
+    result.stats = accuracy::compute_error_stats(ref_out.data(), out.data(), accuracy::OutputType::kF64,
+                                                 static_cast<int64_t>(ref_out.size()));
+    for (size_t i = 0; i < lse.size(); ++i) {
+        if (std::isnan(lse[i]) || (std::isinf(lse[i]) && lse[i] != ref_lse[i])) {
+            ++result.lse_nonfinite;
+            continue;
+        }
+        if (std::isinf(ref_lse[i])) continue;
+        result.lse_max_abs = std::fmax(result.lse_max_abs, std::fabs(lse[i] - ref_lse[i]));
+    }
+    return result;
+}
+
+}  // namespace wideattn

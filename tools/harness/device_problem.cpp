@@ -1,0 +1,156 @@
+// device_problem.cpp - see device_problem.h.
+#include "tools/harness/device_problem.h"
+
+#include <cstring>
+
+#include "accuracy/bf16.h"
+#include "dispatch/selection.h"
+
+namespace wideattn {
+
+std::unique_ptr<GpuSession> GpuSession::open(int ordinal, wideattn_status* status, std::string* error) {
+    const Driver* drv = load_driver(status, error);
+    if (!drv) return nullptr;
+    std::unique_ptr<GpuSession> s(new GpuSession());
+    s->driver_ = drv;
+    int count = 0;
+    CUresult r = drv->cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS || ordinal < 0 || ordinal >= count) {
+        *status = WIDEATTN_ERROR_NO_DEVICE;
+        *error = "device " + std::to_string(ordinal) + " not present (" + std::to_string(count) + " CUDA devices)";
+        return nullptr;
+    }
+    char name[256] = {};
+    if ((r = drv->cuDeviceGet(&s->device_, ordinal)) != CUDA_SUCCESS ||
+        (r = drv->cuDeviceGetName(name, sizeof name - 1, s->device_)) != CUDA_SUCCESS ||
+        (r = drv->cuDeviceGetAttribute(&s->cc_major_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, s->device_)) !=
+            CUDA_SUCCESS ||
+        (r = drv->cuDeviceGetAttribute(&s->cc_minor_, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, s->device_)) !=
+            CUDA_SUCCESS ||
+        (r = drv->cuDeviceGetAttribute(&s->multiprocessors_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, s->device_)) !=
+            CUDA_SUCCESS ||
+        (r = drv->cuDevicePrimaryCtxRetain(&s->context_, s->device_)) != CUDA_SUCCESS ||
+        (r = drv->cuCtxSetCurrent(s->context_)) != CUDA_SUCCESS) {
+        *status = WIDEATTN_ERROR_CUDA;
+        *error = "opening device " + std::to_string(ordinal) + ": " + cuda_error_text(*drv, r);
+        if (s->context_) drv->cuDevicePrimaryCtxRelease(s->device_);
+        s->context_ = nullptr;
+        return nullptr;
+    }
+    s->name_ = name;
+    return s;
+}
+
+GpuSession::~GpuSession() {
+    if (context_) driver_->cuDevicePrimaryCtxRelease(device_);
+}
+
+std::string GpuSession::check(CUresult result, const char* what) const {
+    return result == CUDA_SUCCESS ? std::string() : std::string(what) + ": " + cuda_error_text(*driver_, result);
+}
+
+DeviceBuffer::~DeviceBuffer() {
+    if (ptr_) gpu_->driver().cuMemFree(ptr_);
+}
+
+std::string DeviceBuffer::allocate(const GpuSession& gpu, size_t bytes) {
+    gpu_ = &gpu;
+    bytes_ = bytes;
+    // Never allocate 0 bytes: a valid, aligned pointer keeps validation meaningful.
+    return gpu.check(gpu.driver().cuMemAlloc(&ptr_, bytes ? bytes : 16), "cuMemAlloc");
+}
+
+std::string DeviceBuffer::upload(const void* host, size_t bytes) {
+    if (!bytes) return {};
+    return gpu_->check(gpu_->driver().cuMemcpyHtoD(ptr_, host, bytes), "cuMemcpyHtoD");
+}
+
+std::string DeviceBuffer::download(void* host, size_t bytes) const {
+    if (!bytes) return {};
+    return gpu_->check(gpu_->driver().cuMemcpyDtoH(host, ptr_, bytes), "cuMemcpyDtoH");
+}
+
+std::string DeviceBuffer::fill(unsigned char byte) {
+    if (!bytes_) return {};
+    return gpu_->check(gpu_->driver().cuMemsetD8(ptr_, byte, bytes_), "cuMemsetD8");
+}
+
+std::string DeviceProblem::create(const GpuSession& gpu, const HostProblem& h, int32_t out_dtype) {
+    o_dtype = out_dtype;
+    const size_t lse_size = out_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
+    struct Upload {
+        DeviceBuffer* buffer;
+        const void* data;
+        size_t bytes;
+    } uploads[] = {
+        {&q, h.q.data(), h.q.size() * sizeof(uint16_t)},
+        {&k, h.k.data(), h.k.size() * sizeof(uint16_t)},
+        {&v, h.v.data(), h.v.size() * sizeof(uint16_t)},
+        {&cu_seqlens_q, h.cu_seqlens_q.data(), h.cu_seqlens_q.size() * sizeof(int32_t)},
+        {&seq_lens_k, h.seq_lens_k.data(), h.seq_lens_k.size() * sizeof(int32_t)},
+        {&block_table, h.block_table.data(), h.block_table.size() * sizeof(int32_t)},
+    };
+    for (const Upload& u : uploads) {
+        std::string err = u.buffer->allocate(gpu, u.bytes);
+        if (err.empty()) err = u.buffer->upload(u.data, u.bytes);
+        if (!err.empty()) return err;
+    }
+    std::string err = o.allocate(gpu, static_cast<size_t>(h.out_elements()) * dtype_size(out_dtype));
+    if (err.empty()) err = lse.allocate(gpu, static_cast<size_t>(h.lse_elements()) * lse_size);
+    if (!err.empty()) return err;
+    params = h.params(q.get(), k.get(), v.get(), o.get(), lse.get(), static_cast<const int32_t*>(cu_seqlens_q.get()),
+                      static_cast<const int32_t*>(seq_lens_k.get()), static_cast<const int32_t*>(block_table.get()),
+                      out_dtype);
+    return {};
+}
+
+std::string DeviceProblem::run(const GpuSession& gpu, wideattn_context* ctx) {
+    std::string err = o.fill(kPoisonByte);
+    if (err.empty()) err = lse.fill(kPoisonByte);
+    if (!err.empty()) return err;
+    const wideattn_status status = wideattn_prefill(ctx, &params, nullptr);
+    if (status != WIDEATTN_OK) return std::string(wideattn_status_string(status)) + ": " + wideattn_last_error();
+    return gpu.check(gpu.driver().cuCtxSynchronize(), "kernel execution (cuCtxSynchronize)");
+}
+
+std::string DeviceProblem::download_raw(std::vector<unsigned char>* bytes) const {
+    bytes->resize(o.bytes());
+    return o.download(bytes->data(), bytes->size());
+}
+
+std::string DeviceProblem::download_output(const HostProblem& h, std::vector<double>* dense) const {
+    std::vector<unsigned char> raw;
+    std::string err = download_raw(&raw);
+    if (!err.empty()) return err;
+    const int64_t n = h.out_elements();
+    std::vector<double> strided(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+        if (o_dtype == WIDEATTN_DTYPE_F64) {
+            std::memcpy(&strided[i], raw.data() + i * sizeof(double), sizeof(double));
+        } else if (o_dtype == WIDEATTN_DTYPE_F32) {
+            float f;
+            std::memcpy(&f, raw.data() + i * sizeof(float), sizeof(float));
+            strided[i] = f;
+        } else {
+            uint16_t b;
+            std::memcpy(&b, raw.data() + i * sizeof(uint16_t), sizeof(uint16_t));
+            strided[i] = bf16_to_float(b);
+        }
+    }
+    *dense = dense_rows(h, strided);
+    return {};
+}
+
+std::string DeviceProblem::download_lse(const HostProblem& h, std::vector<double>* out) const {
+    out->clear();
+    if (!h.spec.want_lse) return {};
+    const int64_t n = h.lse_elements();
+    out->resize(static_cast<size_t>(n));
+    if (o_dtype == WIDEATTN_DTYPE_F64) return lse.download(out->data(), static_cast<size_t>(n) * sizeof(double));
+    std::vector<float> f(static_cast<size_t>(n));
+    std::string err = lse.download(f.data(), f.size() * sizeof(float));
+    for (int64_t i = 0; i < n; ++i) (*out)[i] = f[i];
+    return err;
+}
+
+}  // namespace wideattn

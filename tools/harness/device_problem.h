@@ -1,0 +1,82 @@
+// device_problem.h - a GPU session (primary context of one device, through the dlopen'd
+// driver) and a HostProblem uploaded to device memory, with poisoned outputs and a launch
+// through the public C API. Shared by `wideattn selftest`, the GPU tests and `wideattn bench`.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dispatch/driver.h"
+#include "tools/harness/problem.h"
+#include "wideattn.h"
+
+namespace wideattn {
+
+class GpuSession {
+public:
+    // Retains device `ordinal`'s primary context and makes it current on this thread.
+    // Returns nullptr with *status / *error when there is no driver or no such device.
+    static std::unique_ptr<GpuSession> open(int ordinal, wideattn_status* status, std::string* error);
+    ~GpuSession();
+    GpuSession(const GpuSession&) = delete;
+    GpuSession& operator=(const GpuSession&) = delete;
+
+    const Driver& driver() const { return *driver_; }
+    int cc_major() const { return cc_major_; }
+    int cc_minor() const { return cc_minor_; }
+    int multiprocessors() const { return multiprocessors_; }
+    const std::string& name() const { return name_; }
+    // Checks a driver result; on failure returns "what: CUDA_ERROR_..." else "".
+    std::string check(CUresult result, const char* what) const;
+
+private:
+    GpuSession() = default;
+    const Driver* driver_ = nullptr;
+    CUdevice device_ = 0;
+    CUcontext context_ = nullptr;
+    int cc_major_ = 0, cc_minor_ = 0, multiprocessors_ = 0;
+    std::string name_;
+};
+
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    ~DeviceBuffer();
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    std::string allocate(const GpuSession& gpu, size_t bytes);
+    std::string upload(const void* host, size_t bytes);
+    std::string download(void* host, size_t bytes) const;
+    std::string fill(unsigned char byte);  // e.g. 0xFF: every bf16/f32/f64 becomes NaN
+    void* get() const { return reinterpret_cast<void*>(ptr_); }
+    size_t bytes() const { return bytes_; }
+
+private:
+    const GpuSession* gpu_ = nullptr;
+    CUdeviceptr ptr_ = 0;
+    size_t bytes_ = 0;
+};
+
+constexpr unsigned char kPoisonByte = 0xFF;  // NaN in every float format we write
+
+struct DeviceProblem {
+    DeviceBuffer q, k, v, cu_seqlens_q, seq_lens_k, block_table, o, lse;
+    int32_t o_dtype = WIDEATTN_DTYPE_BF16;
+    wideattn_prefill_params params{};
+
+    // Uploads the inputs and allocates o (o_dtype) and lse (f32, or f64 for F64 output).
+    std::string create(const GpuSession& gpu, const HostProblem& host, int32_t o_dtype);
+    // Poisons o and lse, launches through wideattn_prefill on the default stream and waits.
+    // Returns "" or a message (status name + wideattn_last_error()).
+    std::string run(const GpuSession& gpu, wideattn_context* ctx);
+    // Downloads o as doubles in dense [token][head][d] order (bf16 / f32 / f64 output).
+    std::string download_output(const HostProblem& host, std::vector<double>* dense) const;
+    // Downloads o's raw bytes (for bit-identity checks).
+    std::string download_raw(std::vector<unsigned char>* bytes) const;
+    // Downloads lse as doubles [head][token] (empty when the problem has no lse).
+    std::string download_lse(const HostProblem& host, std::vector<double>* lse_out) const;
+};
+
+}  // namespace wideattn

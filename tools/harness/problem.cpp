@@ -1,0 +1,147 @@
+// problem.cpp - see problem.h.
+#include "tools/harness/problem.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "accuracy/bf16.h"
+
+namespace wideattn {
+namespace {
+
+// splitmix64: fast, seedable, good enough for test data.
+struct Rng {
+    uint64_t state;
+    uint64_t next() {
+        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+    // Approximately standard normal (Irwin-Hall sum of four uniforms, variance-corrected).
+    float normal() {
+        constexpr double kTerms = 4.0;
+        const double sum = uniform() + uniform() + uniform() + uniform();
+        return static_cast<float>((sum - kTerms / 2) * std::sqrt(12.0 / kTerms));
+    }
+};
+
+template <typename Container>
+std::string join(const Container& values) {
+    std::ostringstream s;
+    s << "[";
+    const size_t shown = std::min<size_t>(values.size(), 8);
+    for (size_t i = 0; i < shown; ++i) s << (i ? "," : "") << values[i];
+    if (values.size() > shown) s << ",...";
+    s << "]";
+    return s.str();
+}
+
+}  // namespace
+
+std::string ProblemSpec::describe() const {
+    std::ostringstream s;
+    s << "seqs=" << q_lens.size() << " q=" << join(q_lens) << " ctx=" << join(contexts) << " H=" << num_q_heads
+      << "/" << num_kv_heads << " D=" << head_dim << " bs=" << block_size << (shuffle_blocks ? " shuffled" : "")
+      << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "");
+    return s.str();
+}
+
+std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
+    if (spec.q_lens.empty() || spec.q_lens.size() != spec.contexts.size())
+        return "make_problem: q_lens and contexts must be non-empty and of equal length";
+    HostProblem p;
+    p.spec = spec;
+    Rng rng{spec.seed};
+    const int32_t num_seqs = static_cast<int32_t>(spec.q_lens.size());
+    p.cu_seqlens_q.push_back(0);
+    int32_t max_blocks = 1;
+    for (int32_t s = 0; s < num_seqs; ++s) {
+        p.cu_seqlens_q.push_back(p.cu_seqlens_q.back() + spec.q_lens[s]);
+        p.seq_lens_k.push_back(spec.contexts[s] + spec.q_lens[s]);
+        max_blocks = std::max(max_blocks, (p.seq_lens_k.back() + spec.block_size - 1) / spec.block_size);
+    }
+    p.total_q = p.cu_seqlens_q.back();
+    p.table_stride = max_blocks;
+    int32_t used_blocks = 0;
+    for (int32_t s = 0; s < num_seqs; ++s) used_blocks += (p.seq_lens_k[s] + spec.block_size - 1) / spec.block_size;
+    p.num_blocks = used_blocks + spec.spare_blocks;
+    std::vector<int32_t> physical(p.num_blocks);
+    std::iota(physical.begin(), physical.end(), 0);
+    if (spec.shuffle_blocks)
+        for (int32_t i = p.num_blocks - 1; i > 0; --i) std::swap(physical[i], physical[rng.next() % (i + 1)]);
+    // Unused table entries point at a spare block, never at garbage.
+    p.block_table.assign(static_cast<size_t>(num_seqs) * p.table_stride, physical.back());
+    int32_t next = 0;
+    for (int32_t s = 0; s < num_seqs; ++s) {
+        const int32_t blocks = (p.seq_lens_k[s] + spec.block_size - 1) / spec.block_size;
+        for (int32_t b = 0; b < blocks; ++b) p.block_table[s * p.table_stride + b] = physical[next++];
+    }
+
+    const int64_t q_elems = int64_t{p.total_q} * p.q_token_stride();
+    const int64_t kv_elems = int64_t{p.num_blocks} * spec.block_size * spec.num_kv_heads * spec.head_dim;
+    p.q.resize(static_cast<size_t>(q_elems));
+    p.k.resize(static_cast<size_t>(kv_elems));
+    p.v.resize(static_cast<size_t>(kv_elems));
+    for (auto& x : p.q) x = float_to_bf16(rng.normal() * spec.input_scale);
+    const int32_t outlier_channel = static_cast<int32_t>(rng.next() % spec.head_dim);
+    for (int64_t i = 0; i < kv_elems; ++i) {
+        float k = rng.normal() * spec.input_scale;
+        if (spec.k_outlier != 0.0f && i % spec.head_dim == outlier_channel) k += spec.k_outlier;
+        p.k[i] = float_to_bf16(k);
+        p.v[i] = float_to_bf16(rng.normal());
+    }
+    *out = std::move(p);
+    return {};
+}
+
+wideattn_prefill_params HostProblem::params(const void* q_ptr, const void* k_ptr, const void* v_ptr, void* o_ptr,
+                                            void* lse_ptr, const int32_t* cu_ptr, const int32_t* seq_k_ptr,
+                                            const int32_t* table_ptr, int32_t o_dtype) const {
+    wideattn_prefill_params prm{};
+    const int64_t D = spec.head_dim;
+    prm.q = q_ptr;
+    prm.q_token_stride = q_token_stride();
+    prm.q_head_stride = D;
+    prm.k_cache = k_ptr;
+    prm.v_cache = v_ptr;
+    prm.k_slot_stride = prm.v_slot_stride = spec.num_kv_heads * D;
+    prm.k_head_stride = prm.v_head_stride = D;
+    prm.k_block_stride = prm.v_block_stride = int64_t{spec.block_size} * spec.num_kv_heads * D;
+    prm.o = o_ptr;
+    prm.o_token_stride = q_token_stride();
+    prm.o_head_stride = D;
+    prm.lse = spec.want_lse ? lse_ptr : nullptr;
+    prm.lse_head_stride = total_q;
+    prm.cu_seqlens_q = cu_ptr;
+    prm.seq_lens_k = seq_k_ptr;
+    prm.block_table = table_ptr;
+    prm.block_table_stride = table_stride;
+    prm.num_seqs = static_cast<int32_t>(spec.q_lens.size());
+    prm.total_q = total_q;
+    prm.num_q_heads = spec.num_q_heads;
+    prm.num_kv_heads = spec.num_kv_heads;
+    prm.head_dim = spec.head_dim;
+    prm.block_size = spec.block_size;
+    prm.num_blocks = num_blocks;
+    prm.q_dtype = WIDEATTN_DTYPE_BF16;
+    prm.kv_dtype = WIDEATTN_DTYPE_BF16;
+    prm.o_dtype = o_dtype;
+    prm.softmax_scale = spec.softmax_scale;
+    return prm;
+}
+
+double HostProblem::flops() const {
+    double total = 0.0;
+    for (size_t s = 0; s < spec.q_lens.size(); ++s) {
+        const double q = spec.q_lens[s], c = spec.contexts[s];
+        total += 4.0 * spec.head_dim * spec.num_q_heads * (q * c + q * (q + 1) / 2);
+    }
+    return total;
+}
+
+}  // namespace wideattn

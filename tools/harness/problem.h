@@ -1,0 +1,67 @@
+// problem.h - random attention problems on the host: varlen batches with context, a paged
+// KV cache with a (shuffled) block table, and the matching wideattn_prefill_params. Used by
+// `wideattn selftest`, the GPU test suite and the benchmarks, so they all test one layout.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wideattn.h"
+
+namespace wideattn {
+
+struct ProblemSpec {
+    std::vector<int32_t> q_lens;    // new tokens per sequence (0 allowed)
+    std::vector<int32_t> contexts;  // cached keys before the new tokens, per sequence
+    int32_t num_q_heads = 32;
+    int32_t num_kv_heads = 4;
+    int32_t head_dim = 512;
+    int32_t block_size = 16;
+    bool shuffle_blocks = true;     // random physical order of KV blocks
+    int32_t spare_blocks = 3;       // unused blocks in the pool (catch wrong table reads)
+    int32_t q_token_pad = 0;        // extra elements per q/o token row (caller strides), multiple of 8
+    float input_scale = 0.21f;      // q and k ~ N(0, input_scale^2); v ~ N(0, 1)
+    float softmax_scale = 1.0f;     // Gemma 4 uses 1.0 (QK-norm carries the scale)
+    float k_outlier = 0.0f;         // added to one K channel (a large-magnitude outlier)
+    bool want_lse = true;
+    uint64_t seed = 1;
+
+    std::string describe() const;   // one line, e.g. "seqs=5 q=[1,7,...] ctx=[...] H=32/4 bs=16"
+};
+
+struct HostProblem {
+    ProblemSpec spec;
+    int32_t total_q = 0;
+    int32_t num_blocks = 0;
+    int32_t table_stride = 0;        // block table columns
+    std::vector<uint16_t> q, k, v;   // bf16 bits
+    std::vector<int32_t> cu_seqlens_q, seq_lens_k, block_table;
+
+    // Params with the problem's shapes/strides and the given data pointers (host or device).
+    wideattn_prefill_params params(const void* q_ptr, const void* k_ptr, const void* v_ptr, void* o_ptr,
+                                   void* lse_ptr, const int32_t* cu_ptr, const int32_t* seq_k_ptr,
+                                   const int32_t* table_ptr, int32_t o_dtype) const;
+    int64_t q_token_stride() const { return int64_t{spec.num_q_heads} * spec.head_dim + spec.q_token_pad; }
+    int64_t out_elements() const { return int64_t{total_q} * q_token_stride(); }
+    int64_t lse_elements() const { return int64_t{spec.num_q_heads} * total_q; }
+    // Causal FLOPs of DESIGN.md section 7: 4 D Hq (q_len*context + q_len*(q_len+1)/2).
+    double flops() const;
+};
+
+// Builds the problem deterministically from spec.seed. Returns an empty string or an error.
+std::string make_problem(const ProblemSpec& spec, HostProblem* out);
+
+// Packs the valid output rows ([token][head][d], skipping q_token_pad) into a dense vector.
+template <typename T>
+std::vector<T> dense_rows(const HostProblem& problem, const std::vector<T>& strided) {
+    std::vector<T> dense;
+    const int64_t row = int64_t{problem.spec.num_q_heads} * problem.spec.head_dim;
+    dense.reserve(static_cast<size_t>(problem.total_q * row));
+    for (int32_t t = 0; t < problem.total_q; ++t)
+        dense.insert(dense.end(), strided.begin() + t * problem.q_token_stride(),
+                     strided.begin() + t * problem.q_token_stride() + row);
+    return dense;
+}
+
+}  // namespace wideattn

@@ -1,0 +1,124 @@
+// inspect.cpp - `wideattn inspect`: lists the bundle's kernels (arch, dtypes, tile, threads,
+// shared memory) with register/spill counts read from the cubins through the driver where a
+// device can load them, and from the build's ptxas report otherwise.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+
+#include "dispatch/driver.h"
+#include "tools/cli_common.h"
+#include "tools/harness/device_problem.h"
+#include "tools/subcommands.h"
+
+namespace wideattn::cli {
+namespace {
+
+struct LiveResources {
+    bool ok = false;
+    int registers = 0, local_bytes = 0;
+    std::string why;
+};
+
+// Loads the cubin on the session's device and reads the function's attributes.
+LiveResources read_live(const GpuSession* gpu, const std::string& dir, const wideattn_kernel_info& k) {
+    LiveResources live;
+    if (!gpu) {
+        live.why = "no GPU";
+        return live;
+    }
+    const Driver& drv = gpu->driver();
+    std::ifstream in(dir + "/" + k.cubin, std::ios::binary);
+    const std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    if (image.empty() || drv.cuModuleLoadData(&module, image.data()) != CUDA_SUCCESS) {
+        live.why = "cubin does not load on this device";
+        return live;
+    }
+    if (drv.cuModuleGetFunction(&function, module, k.symbol) == CUDA_SUCCESS &&
+        drv.cuFuncGetAttribute(&live.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, function) == CUDA_SUCCESS &&
+        drv.cuFuncGetAttribute(&live.local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function) == CUDA_SUCCESS) {
+        live.ok = true;
+    } else {
+        live.why = "symbol not found";
+    }
+    drv.cuModuleUnload(module);
+    return live;
+}
+
+void print_help() {
+    std::printf(
+        "usage: wideattn inspect [--bundle DIR] [--device N]\n\n"
+        "Lists every kernel of the bundle: name, arch, dtypes (q/kv/o), head dims, group range,\n"
+        "tile (query tokens x keys x heads per block), threads, dynamic shared memory, and the\n"
+        "register, spill and stack bytes. With a CUDA driver and a device that can load a cubin,\n"
+        "registers and local (spill+stack) bytes are read from the loaded cubin (source 'driver');\n"
+        "otherwise they come from the build's ptxas report (source 'ptxas').\n\n"
+        "  --bundle DIR   bundle directory (default: $WIDEATTN_BUNDLE, the build tree's bundle, or the installed one)\n"
+        "  --device N     CUDA device ordinal used to read live attributes (default 0)\n");
+}
+
+}  // namespace
+
+int inspect_main(int argc, char** argv) {
+    std::string bundle_flag;
+    long long device = 0;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--help" || arg == "-h") {
+            print_help();
+            return 0;
+        } else if (arg == "--bundle" && i + 1 < argc) {
+            bundle_flag = argv[++i];
+        } else if (arg == "--device") {
+            if (!parse_int("inspect", "--device", i + 1 < argc ? argv[++i] : nullptr, 0, &device)) return 2;
+        } else {
+            std::fprintf(stderr, "wideattn inspect: unknown argument '%s' (see --help)\n", arg.c_str());
+            return 2;
+        }
+    }
+    wideattn_context* ctx = open_bundle(resolve_bundle_dir(bundle_flag, argv[0]), "inspect");
+    if (!ctx) return 2;
+    const std::string dir = wideattn_bundle_dir(ctx);
+    wideattn_status status;
+    std::string gpu_error;
+    std::unique_ptr<GpuSession> gpu = GpuSession::open(static_cast<int>(device), &status, &gpu_error);
+    const int count = wideattn_kernel_count(ctx);
+    std::printf("bundle: %s (%d kernels, library %s)\n", dir.c_str(), count, wideattn_version());
+    if (gpu)
+        std::printf("device %lld: %s, sm_%d%d, %d SMs\n", device, gpu->name().c_str(), gpu->cc_major(), gpu->cc_minor(),
+                    gpu->multiprocessors());
+    else
+        std::printf("device: none (%s); register counts from the build's ptxas report\n", gpu_error.c_str());
+    std::printf("%-16s %-8s %-15s %-10s %-9s %-12s %7s %8s %5s %6s %6s %-7s %s\n", "kernel", "arch", "q/kv/o",
+                "head_dim", "group", "tile t*k*h", "threads", "smem", "regs", "spill", "stack", "source", "features");
+    for (int i = 0; i < count; ++i) {
+        wideattn_kernel_info k{};
+        wideattn_get_kernel_info(ctx, i, &k);
+        const LiveResources live = read_live(gpu.get(), dir, k);
+        char dtypes[32], dims[24], group[24], tile[32];
+        std::snprintf(dtypes, sizeof dtypes, "%s/%s/%s", dtype_label(k.q_dtype), dtype_label(k.kv_dtype),
+                      dtype_label(k.o_dtype));
+        if (k.head_dim_min == k.head_dim_max)
+            std::snprintf(dims, sizeof dims, "%d", k.head_dim_min);
+        else
+            std::snprintf(dims, sizeof dims, "%d..%d/%d", k.head_dim_min, k.head_dim_max, k.head_dim_step);
+        std::snprintf(group, sizeof group, k.group_min == k.group_max ? "%d" : "%d..%d", k.group_min, k.group_max);
+        std::snprintf(tile, sizeof tile, "%dx%dx%d", k.tile_tokens, k.tile_keys, k.heads_per_block_max);
+        if (live.ok)
+            std::printf("%-16s %-8s %-15s %-10s %-9s %-12s %7d %8d %5d %6s %6d %-7s %s\n", k.name, k.arch, dtypes, dims,
+                        group, tile, k.threads, k.dynamic_smem, live.registers, "-", live.local_bytes, "driver",
+                        k.features);
+        else
+            std::printf("%-16s %-8s %-15s %-10s %-9s %-12s %7d %8d %5d %6d %6d %-7s %s\n", k.name, k.arch, dtypes, dims,
+                        group, tile, k.threads, k.dynamic_smem, k.registers, k.spill_bytes, k.stack_bytes, "ptxas",
+                        k.features);
+    }
+    wideattn_close(ctx);
+    return 0;
+}
+
+}  // namespace wideattn::cli

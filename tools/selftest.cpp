@@ -1,0 +1,170 @@
+// selftest.cpp - `wideattn selftest`: on a GPU, runs every kernel the device supports on
+// random inputs (outputs poisoned first) against the fp64 reference and prints error
+// statistics; exits non-zero when any case fails.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "dispatch/selection.h"
+#include "tools/cli_common.h"
+#include "tools/harness/checks.h"
+#include "tools/subcommands.h"
+
+namespace wideattn::cli {
+namespace {
+
+// fp64 vs fp64 (GPU kernel vs Eigen): only summation order differs.
+constexpr double kReferenceRelL2 = 1e-12;
+constexpr double kReferenceLseAbs = 1e-9;
+// bf16 output of a bf16 kernel vs fp64: bf16 rounding alone gives ~2e-3.
+constexpr double kBf16RelL2 = 1e-2;
+constexpr double kFp32LseAbs = 1e-3;
+
+struct NamedSpec {
+    const char* label;
+    ProblemSpec spec;
+};
+
+ProblemSpec make_spec(std::vector<int32_t> q_lens, std::vector<int32_t> contexts, int32_t hq, int32_t hkv,
+                      int32_t block_size, uint64_t seed) {
+    ProblemSpec s;
+    s.q_lens = std::move(q_lens);
+    s.contexts = std::move(contexts);
+    s.num_q_heads = hq;
+    s.num_kv_heads = hkv;
+    s.block_size = block_size;
+    s.seed = seed;
+    return s;
+}
+
+// Small enough for the CPU reference; not multiples of any tile.
+std::vector<NamedSpec> reference_cases(uint64_t seed) {
+    std::vector<NamedSpec> cases = {
+        {"prompt 65", make_spec({65}, {0}, 8, 1, 16, seed)},
+        {"mixed batch", make_spec({1, 7, 0, 130, 64}, {0, 777, 5, 1, 33}, 16, 2, 32, seed + 1)},
+        {"context+outlier", make_spec({300}, {200}, 8, 1, 128, seed + 2)},
+        {"group 4, D 256", make_spec({37, 20}, {11, 0}, 8, 2, 16, seed + 3)},
+    };
+    cases[1].spec.q_token_pad = 8;
+    cases[2].spec.k_outlier = 8.0f;
+    cases[3].spec.head_dim = 256;
+    return cases;
+}
+
+// Larger shapes for the fast kernels, checked against the fp64 GPU kernel.
+std::vector<NamedSpec> kernel_cases(uint64_t seed) {
+    std::vector<NamedSpec> cases = {
+        {"decode-like q=1", make_spec({1}, {777}, 32, 4, 16, seed)},
+        {"prompt 1000", make_spec({1000}, {0}, 32, 4, 16, seed + 1)},
+        {"chunk 65 @ 8192", make_spec({65}, {8192}, 32, 4, 32, seed + 2)},
+        {"mixed batch", make_spec({1, 7, 0, 63, 64}, {0, 777, 5, 1, 8192}, 32, 4, 128, seed + 3)},
+        {"TP=4 rank + outlier", make_spec({4109}, {1}, 8, 1, 16, seed + 4)},
+    };
+    cases[3].spec.q_token_pad = 8;
+    cases[4].spec.k_outlier = 8.0f;
+    return cases;
+}
+
+void print_help() {
+    std::printf(
+        "usage: wideattn selftest [--bundle DIR] [--device N] [--seed S] [--skip-without-gpu]\n\n"
+        "Runs every kernel of the bundle that the device supports on fresh random inputs\n"
+        "(outputs poisoned with NaN first; varlen batches, shuffled paged KV, context, odd sizes)\n"
+        "and compares against the fp64 reference: the fp64 GPU kernel against the CPU reference\n"
+        "(rel L2 <= %.0e), every other kernel against the fp64 GPU kernel (rel L2 <= %.0e, all\n"
+        "outputs finite, bit-identical across two runs). Prints one line per case and a summary.\n"
+        "Exit 0 when all pass, 1 when any fails, 2 on usage or setup errors.\n\n"
+        "  --bundle DIR          bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
+        "  --device N            CUDA device ordinal (default 0)\n"
+        "  --seed S              base seed of the random inputs (default: time-based, printed)\n"
+        "  --skip-without-gpu    exit 0 with a message when no driver/GPU is present (for scripts)\n",
+        kReferenceRelL2, kBf16RelL2);
+}
+
+}  // namespace
+
+int selftest_main(int argc, char** argv) {
+    std::string bundle_flag;
+    long long device = 0;
+    long long seed = static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() % 1000003);
+    bool skip_without_gpu = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--help" || arg == "-h") {
+            print_help();
+            return 0;
+        } else if (arg == "--bundle" && i + 1 < argc) {
+            bundle_flag = argv[++i];
+        } else if (arg == "--device") {
+            if (!parse_int("selftest", "--device", i + 1 < argc ? argv[++i] : nullptr, 0, &device)) return 2;
+        } else if (arg == "--seed") {
+            if (!parse_int("selftest", "--seed", i + 1 < argc ? argv[++i] : nullptr, 0, &seed)) return 2;
+        } else if (arg == "--skip-without-gpu") {
+            skip_without_gpu = true;
+        } else {
+            std::fprintf(stderr, "wideattn selftest: unknown argument '%s' (see --help)\n", arg.c_str());
+            return 2;
+        }
+    }
+    wideattn_context* ctx = open_bundle(resolve_bundle_dir(bundle_flag, argv[0]), "selftest");
+    if (!ctx) return 2;
+    wideattn_status status;
+    std::string error;
+    std::unique_ptr<GpuSession> gpu = GpuSession::open(static_cast<int>(device), &status, &error);
+    if (!gpu) {
+        wideattn_close(ctx);
+        std::fprintf(skip_without_gpu ? stdout : stderr, "wideattn selftest: %s: %s\n",
+                     skip_without_gpu ? "skipped, no GPU" : wideattn_status_string(status), error.c_str());
+        return skip_without_gpu ? 0 : 2;
+    }
+    std::printf("selftest on %s (sm_%d%d), bundle %s, seed %lld\n", gpu->name().c_str(), gpu->cc_major(),
+                gpu->cc_minor(), wideattn_bundle_dir(ctx), seed);
+
+    // One entry per dtype combination the device can run: the dispatcher picks the kernel.
+    std::set<std::tuple<int, int, int>> combos;
+    for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
+        wideattn_kernel_info k{};
+        wideattn_get_kernel_info(ctx, i, &k);
+        ManifestKernel probe;
+        if (!parse_arch(k.arch, &probe.arch_major, &probe.arch_minor, &probe.arch_specific)) continue;
+        if (arch_runs_on(probe, gpu->cc_major(), gpu->cc_minor())) combos.insert({k.q_dtype, k.kv_dtype, k.o_dtype});
+    }
+    int passed = 0, failed = 0;
+    if (combos.empty()) {
+        std::printf("no kernel in the bundle runs on sm_%d%d\n", gpu->cc_major(), gpu->cc_minor());
+        ++failed;
+    }
+    for (const auto& [q_dtype, kv_dtype, o_dtype] : combos) {
+        const bool is_reference = o_dtype == WIDEATTN_DTYPE_F64;
+        const std::vector<NamedSpec> cases = is_reference ? reference_cases(seed) : kernel_cases(seed);
+        for (const NamedSpec& c : cases) {
+            const auto start = std::chrono::steady_clock::now();
+            const CaseResult r = run_case(*gpu, ctx, c.spec, o_dtype,
+                                          is_reference ? ReferenceKind::kCpu : ReferenceKind::kGpuF64);
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            bool ok = r.error.empty();
+            if (ok) {
+                ok = r.stats.nonfinite == 0 && r.lse_nonfinite == 0 && r.deterministic &&
+                     r.stats.rel_l2 <= (is_reference ? kReferenceRelL2 : kBf16RelL2) &&
+                     r.lse_max_abs <= (is_reference ? kReferenceLseAbs : kFp32LseAbs);
+            }
+            std::printf("%s %-14s %-20s %s\n", ok ? "PASS" : "FAIL", r.kernel.empty() ? "?" : r.kernel.c_str(), c.label,
+                        c.spec.describe().c_str());
+            if (r.error.empty())
+                std::printf("     %s lse_max_abs=%.2e%s (%.1fs)\n", accuracy::format_error_stats(r.stats).c_str(),
+                            r.lse_max_abs, r.deterministic ? "" : " NOT bit-identical across runs", seconds);
+            else
+                std::printf("     error: %s\n", r.error.c_str());
+            (ok ? passed : failed)++;
+        }
+    }
+    wideattn_close(ctx);
+    std::printf("selftest: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+
+}  // namespace wideattn::cli

@@ -1,0 +1,39 @@
+// wideattn.cpp - the `wideattn` command line tool: dispatches to the subcommands.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "accuracy/accuracy_cli.h"
+#include "tools/subcommands.h"
+#include "wideattn.h"
+
+namespace {
+
+void print_help() {
+    std::printf(
+        "usage: wideattn <command> [options]   (wideattn <command> --help for each)\n\n"
+        "commands:\n"
+        "  inspect    list the kernel bundle: kernels, archs, tiles, threads, shared memory, registers\n"
+        "  selftest   on a GPU: run every kernel the device supports against the fp64 reference\n"
+        "  accuracy   error statistics, KL drift of logit dumps, and the acceptance gate\n"
+        "  version    print the library version\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+        print_help();
+        return argc < 2 ? 2 : 0;
+    }
+    const std::string command = argv[1];
+    if (command == "inspect") return wideattn::cli::inspect_main(argc - 1, argv + 1);
+    if (command == "selftest") return wideattn::cli::selftest_main(argc - 1, argv + 1);
+    if (command == "accuracy") return wideattn::accuracy::accuracy_main(argc - 1, argv + 1);
+    if (command == "version") {
+        std::printf("wideattn %s\n", wideattn_version());
+        return 0;
+    }
+    std::fprintf(stderr, "wideattn: unknown command '%s' (see wideattn --help)\n", command.c_str());
+    return 2;
+}
