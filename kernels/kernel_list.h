@@ -3,7 +3,9 @@
 // means adding its traits here and its source to kernels/meson.build.
 #pragma once
 
+#include "kernels/mma/mma_traits.h"
 #include "kernels/reference/reference_traits.h"
 
 #define WIDEATTN_FOR_EACH_KERNEL(X) \
-    X(::wideattn::ReferenceF64Traits)
+    X(::wideattn::ReferenceF64Traits) \
+    X(::wideattn::MmaBf16D512Traits)

@@ -33,10 +33,18 @@ struct MmaBf16D512Traits {
     static constexpr int32_t kDimsPerWarp = kHeadDim / kDimSplit;  // Q/O columns per warp
     static constexpr int32_t kRowTiles = kRowsPerBlock / kMmaM;    // m-tiles per block
     static constexpr int32_t kTokensPerRowTile = kMmaM / kGroup;   // tokens in one m-tile
+    // Ping-pong: warps 0..3 (group 0) run Q K^T, softmax, P V of key tile j; warps 4..7
+    // (group 1) run P V of tile j-1, then Q K^T and softmax of tile j. So each group's
+    // softmax overlaps the other group's matrix products on the same SM sub-partition.
+    static constexpr int32_t kWarpGroups = 2;
+    static constexpr int32_t kWarpsPerGroup = kWarps / kWarpGroups;
+    // Independent accumulator chains per score n-tile in Q K^T (k-steps alternate between
+    // them) so a single warp keeps enough mma.sync in flight to cover their latency.
+    static constexpr int32_t kQkChains = 2;
 
     // Key tiles and the shared-memory ring.
     static constexpr int32_t kTileKeys = 16;
-    static constexpr int32_t kRingSlots = 5;  // K_j, V_j, K_j+1, V_j+1, K_j+2 in flight
+    static constexpr int32_t kRingSlots = 5;  // V_j-1, K_j, V_j in use; K_j+1, V_j+1 loading
     static constexpr int32_t kElemBytes = 2;  // bf16
     static constexpr int32_t kChunkElems = kTileKeys * kHeadDim;
     static constexpr int32_t kChunkBytes = kChunkElems * kElemBytes;
@@ -73,7 +81,10 @@ struct MmaBf16D512Traits {
     static_assert(kThreads % kVecsPerRow == 0, "a load pass covers whole rows");
     static_assert(kRowsPerLoadPass % kSwizzleRows == 0 || kSwizzleRows % kRowsPerLoadPass == 0,
                   "swizzle phase of a thread's rows is fixed");
-    static_assert(kRingSlots == 5, "the issue schedule (V_j+1 then K_j+2 per tile) needs 5 slots");
+    static_assert(kRingSlots == 5, "the issue schedule (K_j+1, V_j+1 during tile j) needs 5 slots");
+    static_assert(kWarpsPerGroup * kWarpGroups == kWarps && kWarpsPerGroup % kDimSplit == 0,
+                  "warp pairs never straddle the ping-pong groups");
+    static_assert(kQkSteps % kQkChains == 0, "k-steps split evenly over the accumulator chains");
     static_assert(kSmemBytes <= kSmemLimitSm120, "must fit sm_120 / sm_89 / sm_86 shared memory");
     static_assert(kSmemBytes <= kSmemLimitSm80, "must fit sm_80 shared memory");
 
