@@ -659,6 +659,7 @@ def run_case(case, args, wa, capability, l2_bytes, generators, rates, log):
     else:
         ref_rows, ref = torch_reference_rows(data)
         result["reference"] = f"torch float64 on {ref_rows.numel()} sampled query rows"
+        log(f"  reference: {result['reference']}")
 
     def check(out):
         return error_stats(out if ref_rows is None else out[ref_rows], ref)

@@ -103,7 +103,7 @@ class KernelInfo(ctypes.Structure):
 # The C layout, by hand from wideattn.h (LP64): params = 23 eight-byte members (pointers and
 # int64 strides, offsets 0..176) + 12 four-byte members (offsets 184..228) = 232 bytes;
 # kernel_info = 4 pointers (0..24) + 16 int32 (32..92) + 1 pointer (96) = 104 bytes.
-# gcc's offsetof agrees (scratch check, 2026 build machine).
+# gcc's sizeof/offsetof on the header agree.
 EXPECTED_LAYOUT = {
     PrefillParams: (232, {"lse": 112, "q_scale": 160, "num_seqs": 184,
                           "softmax_scale": 224, "reserved": 228}),
