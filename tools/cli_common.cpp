@@ -13,15 +13,21 @@
 
 namespace wideattn::cli {
 
-std::string resolve_bundle_dir(const std::string& flag_value, const char* argv0) {
-    if (!flag_value.empty()) return flag_value;
-    if (const char* env = std::getenv("WIDEATTN_BUNDLE"); env && *env) return env;
+std::string executable_dir() {
     char exe[PATH_MAX] = {};
     const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    std::string path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string(argv0 ? argv0 : "");
+    const std::string path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
     const size_t slash = path.find_last_of('/');
-    if (slash != std::string::npos) {
-        const std::string candidate = path.substr(0, slash) + "/../bundle";
+    return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+std::string resolve_bundle_dir(const std::string& flag_value, const char* argv0) {
+    (void)argv0;
+    if (!flag_value.empty()) return flag_value;
+    if (const char* env = std::getenv("WIDEATTN_BUNDLE"); env && *env) return env;
+    const std::string dir = executable_dir();
+    if (!dir.empty()) {
+        const std::string candidate = dir + "/../bundle";
         char resolved[PATH_MAX] = {};
         if (std::ifstream(candidate + "/" + kManifestFileName) && realpath(candidate.c_str(), resolved)) return resolved;
     }

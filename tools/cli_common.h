@@ -12,6 +12,9 @@ namespace wideattn::cli {
 // build tree's bundle next to this executable (../bundle), else the installed default (NULL).
 std::string resolve_bundle_dir(const std::string& flag_value, const char* argv0);
 
+// Directory of the running executable ("" if unknown).
+std::string executable_dir();
+
 // Opens the context or prints "wideattn <cmd>: <status>: <message>" and returns nullptr.
 wideattn_context* open_bundle(const std::string& bundle_dir, const char* command);
 

@@ -1,6 +1,7 @@
 // selftest.cpp - `wideattn selftest`: on a GPU, runs every kernel the device supports on
 // random inputs (outputs poisoned first) against the fp64 reference and prints error
 // statistics; exits non-zero when any case fails.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -23,6 +24,7 @@ constexpr double kReferenceLseAbs = 1e-9;
 // bf16 output of a bf16 kernel vs fp64: bf16 rounding alone gives ~2e-3.
 constexpr double kBf16RelL2 = 1e-2;
 constexpr double kFp32LseAbs = 1e-3;
+constexpr size_t kQuickCases = 2;  // --quick: the two smallest cases per dtype combination
 
 struct NamedSpec {
     const char* label;
@@ -71,7 +73,7 @@ std::vector<NamedSpec> kernel_cases(uint64_t seed) {
 
 void print_help() {
     std::printf(
-        "usage: wideattn selftest [--bundle DIR] [--device N] [--seed S] [--skip-without-gpu]\n\n"
+        "usage: wideattn selftest [--bundle DIR] [--device N] [--seed S] [--quick] [--skip-without-gpu]\n\n"
         "Runs every kernel of the bundle that the device supports on fresh random inputs\n"
         "(outputs poisoned with NaN first; varlen batches, shuffled paged KV, context, odd sizes)\n"
         "and compares against the fp64 reference: the fp64 GPU kernel against the CPU reference\n"
@@ -81,6 +83,7 @@ void print_help() {
         "  --bundle DIR          bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N            CUDA device ordinal (default 0)\n"
         "  --seed S              base seed of the random inputs (default: time-based, printed)\n"
+        "  --quick               only the two smallest cases per kernel (for compute-sanitizer runs)\n"
         "  --skip-without-gpu    exit 0 with a message when no driver/GPU is present (for scripts)\n",
         kReferenceRelL2, kBf16RelL2);
 }
@@ -92,6 +95,7 @@ int selftest_main(int argc, char** argv) {
     long long device = 0;
     long long seed = static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() % 1000003);
     bool skip_without_gpu = false;
+    bool quick = false;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         if (arg == "--help" || arg == "-h") {
@@ -105,6 +109,8 @@ int selftest_main(int argc, char** argv) {
             if (!parse_int("selftest", "--seed", i + 1 < argc ? argv[++i] : nullptr, 0, &seed)) return 2;
         } else if (arg == "--skip-without-gpu") {
             skip_without_gpu = true;
+        } else if (arg == "--quick") {
+            quick = true;
         } else {
             std::fprintf(stderr, "wideattn selftest: unknown argument '%s' (see --help)\n", arg.c_str());
             return 2;
@@ -140,7 +146,8 @@ int selftest_main(int argc, char** argv) {
     }
     for (const auto& [q_dtype, kv_dtype, o_dtype] : combos) {
         const bool is_reference = o_dtype == WIDEATTN_DTYPE_F64;
-        const std::vector<NamedSpec> cases = is_reference ? reference_cases(seed) : kernel_cases(seed);
+        std::vector<NamedSpec> cases = is_reference ? reference_cases(seed) : kernel_cases(seed);
+        if (quick) cases.resize(std::min<size_t>(cases.size(), kQuickCases));
         for (const NamedSpec& c : cases) {
             const auto start = std::chrono::steady_clock::now();
             const CaseResult r = run_case(*gpu, ctx, c.spec, o_dtype,

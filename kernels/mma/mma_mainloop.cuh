@@ -7,8 +7,10 @@
 // the exchange buffer, float4 [warp][key n-tile][lane].
 //
 // Chunk c of a block is K of key tile c/2 (c even) or V of key tile c/2 (c odd); it lives
-// in slot c % kRingSlots. Tile j waits for chunks <= 2j+1, then issues chunks 2j+3 (V of
-// tile j+1) and 2j+4 (K of tile j+2) into the slots of tile j-1, freed by the barrier.
+// in slot c % kRingSlots. Ping-pong: in step j group 0 does Q K^T, softmax and P V of tile
+// j; group 1 does P V of tile j-1, then Q K^T and softmax of tile j. Step j waits for all
+// issued chunks (<= 2j+1), one barrier, then issues chunks 2j+2 and 2j+3 (K, V of tile j+1)
+// into the slots of K_j-1 and V_j-2, the only ones no warp reads in step j.
 #pragma once
 
 #include <cstdint>
@@ -107,6 +109,166 @@ struct BlockGeometry {
     const int32_t* table_row;
 };
 
+// ldmatrix lane addresses. K (B of Q K^T, non-transposed): matrices (keys 0-7, dims +0/+8),
+// (keys 8-15, dims +0/+8). V (B of P V, transposed): (keys 0-7 / 8-15, dims +0), then
+// dims +8. The 16-byte column index c = 8 * span + 2 * step + bit is stored at
+// c ^ (row % 8); with row % 8 = lane % 8 that is 8 * span + 2 * (step ^ swap) + (bit ^ flip),
+// swap = (lane % 8) / 2, flip = lane % 2, so one base per operand plus the per-step term
+// 32 * (step ^ swap) bytes gives every address.
+constexpr int32_t kSwizzleSpanBytes = Tr::kSwizzleRows * Tr::kVecElems * Tr::kElemBytes;  // one XOR period
+
+struct LaneOffsets {
+    uint32_t k_base;
+    uint32_t v_base;
+    uint32_t swap;
+};
+
+constexpr int32_t kVecBytes = Tr::kVecElems * Tr::kElemBytes;
+constexpr int32_t kPairVecBytes = 2 * kVecBytes;
+
+__device__ __forceinline__ LaneOffsets lane_offsets(int32_t lane, int32_t half) {
+    constexpr int32_t kRowBytes = Tr::kHeadDim * Tr::kElemBytes;
+    constexpr int32_t kHalfBytes = Tr::kDimsPerWarp * Tr::kElemBytes;
+    const int32_t lane_row8 = lane % 8;
+    const int32_t k_row = (lane / 16) * 8 + lane_row8;
+    const int32_t k_vec_bit = (lane / 8) % 2;
+    const int32_t v_row = ((lane / 8) % 2) * 8 + lane_row8;
+    const int32_t v_vec_bit = lane / 16;
+    LaneOffsets offsets;
+    offsets.k_base = k_row * kRowBytes + half * kHalfBytes + ((k_vec_bit ^ (lane_row8 % 2)) * kVecBytes);
+    offsets.v_base = v_row * kRowBytes + half * kHalfBytes + ((v_vec_bit ^ (lane_row8 % 2)) * kVecBytes);
+    offsets.swap = lane_row8 / 2;
+    return offsets;
+}
+
+// Byte offset of pair-step `step` (0..kHeadDim/16-1 within the half) for this lane.
+__device__ __forceinline__ uint32_t step_offset(const LaneOffsets& offsets, int32_t step) {
+    return (((step % 4) ^ offsets.swap) * kPairVecBytes) + (step / 4) * kSwizzleSpanBytes;
+}
+
+
+// Scores of the warp's 16 rows against key tile `tile` (in log2 units, scaled, masked):
+// partial Q K^T over the warp's half of the dims, then own + partner through shared memory.
+__device__ __forceinline__ void tile_scores(const wideattn_prefill_params& p, const BlockGeometry& g,
+                                            const uint32_t (&q)[Tr::kQkSteps][4], const LaneOffsets& offsets,
+                                            uint32_t k_slot, float4* exchange, int32_t tile, float scale_log2,
+                                            float (&s)[Tr::kKeyNTiles][4]) {
+    const int32_t warp = threadIdx.x / Tr::kWarpSize;
+    const int32_t lane = threadIdx.x % Tr::kWarpSize;
+    float chain[Tr::kQkChains][Tr::kKeyNTiles][4];
+#pragma unroll
+    for (int32_t c = 0; c < Tr::kQkChains; ++c)
+#pragma unroll
+        for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
+#pragma unroll
+            for (int32_t e = 0; e < 4; ++e) chain[c][n][e] = 0.0f;
+#pragma unroll
+    for (int32_t kk = 0; kk < Tr::kQkSteps; ++kk) {
+        uint32_t b[4];
+        ldmatrix_x4(b, k_slot + offsets.k_base + step_offset(offsets, kk));
+        mma_bf16_16816(chain[kk % Tr::kQkChains][0], q[kk], b[0], b[1]);
+        mma_bf16_16816(chain[kk % Tr::kQkChains][1], q[kk], b[2], b[3]);
+    }
+#pragma unroll
+    for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) {
+            float sum = chain[0][n][e];
+#pragma unroll
+            for (int32_t c = 1; c < Tr::kQkChains; ++c) sum += chain[c][n][e];
+            s[n][e] = sum;
+        }
+
+    // Pair exchange: both warps end with own + partner, bitwise identical sums.
+#pragma unroll
+    for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
+        exchange[(warp * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane] = make_float4(s[n][0], s[n][1], s[n][2], s[n][3]);
+    named_barrier_sync(1 + warp / Tr::kDimSplit, Tr::kDimSplit * Tr::kWarpSize);
+#pragma unroll
+    for (int32_t n = 0; n < Tr::kKeyNTiles; ++n) {
+        const float4 other = exchange[((warp ^ 1) * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane];
+        s[n][0] = (s[n][0] + other.x) * scale_log2;
+        s[n][1] = (s[n][1] + other.y) * scale_log2;
+        s[n][2] = (s[n][2] + other.z) * scale_log2;
+        s[n][3] = (s[n][3] + other.w) * scale_log2;
+    }
+
+    const int32_t tile_key0 = tile * Tr::kTileKeys;
+    if (tile_key0 + Tr::kTileKeys > g.first_masked) {
+#pragma unroll
+        for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
+#pragma unroll
+            for (int32_t e = 0; e < 4; ++e) {
+                const int32_t key = tile_key0 + n * Tr::kMmaN + 2 * (lane % 4) + (e % 2);
+                if (key >= g.visible[e / 2]) s[n][e] = -INFINITY;
+            }
+    }
+}
+
+// Online softmax with lazy rescale (warp-uniform decision); returns P as the A fragment of
+// P V (the accumulator layout of two key n-tiles is the A layout).
+__device__ __forceinline__ void softmax_update(float (&s)[Tr::kKeyNTiles][4], float (&o)[Tr::kDimNTiles][4],
+                                               RowState& state, uint32_t (&prob)[4]) {
+    constexpr uint32_t kFullMask = 0xffffffffu;
+    float tile_max[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        float m = fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1]));
+        m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 2));
+        tile_max[r] = m;
+    }
+    const bool grows = tile_max[0] > state.max_log2[0] + Tr::kRescaleThresholdLog2 ||
+                       tile_max[1] > state.max_log2[1] + Tr::kRescaleThresholdLog2;
+    if (__any_sync(kFullMask, grows)) {
+        float alpha[2];
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r) {
+            const float updated = fmaxf(state.max_log2[r], tile_max[r]);
+            alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(state.max_log2[r] - updated);
+            state.max_log2[r] = updated;
+            state.sum[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int32_t n = 0; n < Tr::kDimNTiles; ++n) {
+            o[n][0] *= alpha[0];
+            o[n][1] *= alpha[0];
+            o[n][2] *= alpha[1];
+            o[n][3] *= alpha[1];
+        }
+    }
+    float base[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r];
+#pragma unroll
+    for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) {
+            s[n][e] = fast_exp2(s[n][e] - base[e / 2]);
+            state.sum[e / 2] += s[n][e];
+        }
+    prob[0] = pack_bf16x2(s[0][0], s[0][1]);
+    prob[1] = pack_bf16x2(s[0][2], s[0][3]);
+    prob[2] = pack_bf16x2(s[1][0], s[1][1]);
+    prob[3] = pack_bf16x2(s[1][2], s[1][3]);
+}
+
+// o += P V over the warp's half of the dims for one key tile.
+__device__ __forceinline__ void accumulate_pv(float (&o)[Tr::kDimNTiles][4], const uint32_t (&prob)[4],
+                                              const LaneOffsets& offsets, uint32_t v_slot) {
+#pragma unroll
+    for (int32_t np = 0; np < Tr::kDimNTiles / 2; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, v_slot + offsets.v_base + step_offset(offsets, np));
+        mma_bf16_16816(o[2 * np], prob, b[0], b[1]);
+        mma_bf16_16816(o[2 * np + 1], prob, b[2], b[3]);
+    }
+}
+
+__device__ __forceinline__ uint32_t slot_address(uint32_t ring, int32_t chunk) {
+    return ring + (chunk % Tr::kRingSlots) * Tr::kChunkBytes;
+}
+
 // Runs the whole key loop for this warp: o accumulates unnormalised P V, state holds the
 // running max and partial sums.
 __device__ __forceinline__ void attention_mainloop(const wideattn_prefill_params& p, const BlockGeometry& g,
@@ -115,136 +277,28 @@ __device__ __forceinline__ void attention_mainloop(const wideattn_prefill_params
                                                    unsigned char* smem) {
     const int32_t warp = threadIdx.x / Tr::kWarpSize;
     const int32_t lane = threadIdx.x % Tr::kWarpSize;
-    const int32_t half = warp % Tr::kDimSplit;
-    const int32_t row_tile = warp / Tr::kDimSplit;
+    const bool lagging_group = warp >= Tr::kWarpsPerGroup;  // group 1: P V one tile behind
     const uint32_t ring = shared_address(smem);
     float4* exchange = reinterpret_cast<float4*>(smem + Tr::kRingBytes);
-    constexpr int32_t kVecBytes = Tr::kVecElems * Tr::kElemBytes;
-    constexpr int32_t kRowBytes = Tr::kHeadDim * Tr::kElemBytes;
-    constexpr int32_t kHalfBytes = Tr::kDimsPerWarp * Tr::kElemBytes;
-    constexpr int32_t kSwizzleSpanBytes = Tr::kSwizzleRows * kVecBytes;  // 8 vecs: one XOR period
-    constexpr uint32_t kFullMask = 0xffffffffu;
-
-    // ldmatrix lane addresses. K (B of Q K^T, non-transposed): matrices (keys 0-7, dims
-    // +0/+8), (keys 8-15, dims +0/+8). V (B of P V, transposed): (keys 0-7 / 8-15, dims +0),
-    // then dims +8. Column vec index low bits are XORed with (row % 8) = lane % 8.
-    const int32_t lane_row8 = lane % 8;
-    const int32_t k_row = (lane / 16) * 8 + lane_row8;
-    const int32_t k_vec_bit = (lane / 8) % 2;
-    const int32_t v_row = ((lane / 8) % 2) * 8 + lane_row8;
-    const int32_t v_vec_bit = lane / 16;
-    uint32_t k_offset[4], v_offset[4];
-#pragma unroll
-    for (int32_t m = 0; m < 4; ++m) {
-        k_offset[m] = k_row * kRowBytes + half * kHalfBytes + (((2 * m + k_vec_bit) ^ lane_row8) * kVecBytes);
-        v_offset[m] = v_row * kRowBytes + half * kHalfBytes + (((2 * m + v_vec_bit) ^ lane_row8) * kVecBytes);
-    }
-
+    const LaneOffsets offsets = lane_offsets(lane, warp % Tr::kDimSplit);
     const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
-    const uint32_t pair_barrier = 1 + row_tile;
-    constexpr uint32_t kPairThreads = Tr::kDimSplit * Tr::kWarpSize;
 
     issue_chunk(p, 0, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
     issue_chunk(p, 1, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
-    issue_chunk(p, 2, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
 
+    uint32_t prob[4];
     for (int32_t j = 0; j < g.num_tiles; ++j) {
-        cp_async_wait<1>();
+        cp_async_wait<0>();
         __syncthreads();
+        issue_chunk(p, 2 * j + 2, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
         issue_chunk(p, 2 * j + 3, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
-        issue_chunk(p, 2 * j + 4, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
-        const uint32_t k_slot = ring + ((2 * j) % Tr::kRingSlots) * Tr::kChunkBytes;
-        const uint32_t v_slot = ring + ((2 * j + 1) % Tr::kRingSlots) * Tr::kChunkBytes;
-
-        // Partial scores over this warp's half of the dims.
+        if (lagging_group && j > 0) accumulate_pv(o, prob, offsets, slot_address(ring, 2 * j - 1));
         float s[Tr::kKeyNTiles][4];
-#pragma unroll
-        for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
-#pragma unroll
-            for (int32_t c = 0; c < 4; ++c) s[n][c] = 0.0f;
-#pragma unroll
-        for (int32_t kk = 0; kk < Tr::kQkSteps; ++kk) {
-            uint32_t b[4];
-            ldmatrix_x4(b, k_slot + k_offset[kk % 4] + (kk / 4) * kSwizzleSpanBytes);
-            mma_bf16_16816(s[0], q[kk], b[0], b[1]);
-            mma_bf16_16816(s[1], q[kk], b[2], b[3]);
-        }
-
-        // Pair exchange: both warps end with own + partner, bitwise identical sums.
-#pragma unroll
-        for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
-            exchange[(warp * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane] = make_float4(s[n][0], s[n][1], s[n][2], s[n][3]);
-        named_barrier_sync(pair_barrier, kPairThreads);
-#pragma unroll
-        for (int32_t n = 0; n < Tr::kKeyNTiles; ++n) {
-            const float4 other = exchange[((warp ^ 1) * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane];
-            s[n][0] = (s[n][0] + other.x) * scale_log2;
-            s[n][1] = (s[n][1] + other.y) * scale_log2;
-            s[n][2] = (s[n][2] + other.z) * scale_log2;
-            s[n][3] = (s[n][3] + other.w) * scale_log2;
-        }
-
-        const int32_t tile_key0 = j * Tr::kTileKeys;
-        if (tile_key0 + Tr::kTileKeys > g.first_masked) {
-#pragma unroll
-            for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
-#pragma unroll
-                for (int32_t c = 0; c < 4; ++c) {
-                    const int32_t key = tile_key0 + n * Tr::kMmaN + 2 * (lane % 4) + (c % 2);
-                    if (key >= g.visible[c / 2]) s[n][c] = -INFINITY;
-                }
-        }
-
-        // Online softmax with lazy rescale (warp-uniform decision).
-        float tile_max[2];
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r) {
-            float m = fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1]));
-            m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 1));
-            m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 2));
-            tile_max[r] = m;
-        }
-        const bool grows = tile_max[0] > state.max_log2[0] + Tr::kRescaleThresholdLog2 ||
-                           tile_max[1] > state.max_log2[1] + Tr::kRescaleThresholdLog2;
-        if (__any_sync(kFullMask, grows)) {
-            float alpha[2];
-#pragma unroll
-            for (int32_t r = 0; r < 2; ++r) {
-                const float updated = fmaxf(state.max_log2[r], tile_max[r]);
-                alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(state.max_log2[r] - updated);
-                state.max_log2[r] = updated;
-                state.sum[r] *= alpha[r];
-            }
-#pragma unroll
-            for (int32_t n = 0; n < Tr::kDimNTiles; ++n) {
-                o[n][0] *= alpha[0];
-                o[n][1] *= alpha[0];
-                o[n][2] *= alpha[1];
-                o[n][3] *= alpha[1];
-            }
-        }
-        float base[2];
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r) base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r];
-#pragma unroll
-        for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
-#pragma unroll
-            for (int32_t c = 0; c < 4; ++c) {
-                s[n][c] = fast_exp2(s[n][c] - base[c / 2]);
-                state.sum[c / 2] += s[n][c];
-            }
-
-        // P stays in registers: the accumulator layout of two key n-tiles is the A fragment.
-        const uint32_t prob[4] = {pack_bf16x2(s[0][0], s[0][1]), pack_bf16x2(s[0][2], s[0][3]),
-                                  pack_bf16x2(s[1][0], s[1][1]), pack_bf16x2(s[1][2], s[1][3])};
-#pragma unroll
-        for (int32_t np = 0; np < Tr::kDimNTiles / 2; ++np) {
-            uint32_t b[4];
-            ldmatrix_x4_trans(b, v_slot + v_offset[np % 4] + (np / 4) * kSwizzleSpanBytes);
-            mma_bf16_16816(o[2 * np], prob, b[0], b[1]);
-            mma_bf16_16816(o[2 * np + 1], prob, b[2], b[3]);
-        }
+        tile_scores(p, g, q, offsets, slot_address(ring, 2 * j), exchange, j, scale_log2, s);
+        softmax_update(s, o, state, prob);
+        if (!lagging_group) accumulate_pv(o, prob, offsets, slot_address(ring, 2 * j + 1));
     }
+    if (lagging_group && g.num_tiles > 0) accumulate_pv(o, prob, offsets, slot_address(ring, 2 * g.num_tiles - 1));
     cp_async_wait<0>();
 }
 

@@ -51,6 +51,7 @@ public:
     std::string download(void* host, size_t bytes) const;
     std::string fill(unsigned char byte);  // e.g. 0xFF: every bf16/f32/f64 becomes NaN
     void* get() const { return reinterpret_cast<void*>(ptr_); }
+    const GpuSession* session() const { return gpu_; }
     size_t bytes() const { return bytes_; }
 
 private:

@@ -43,12 +43,23 @@ std::string join(const Container& values) {
 
 }  // namespace
 
+std::vector<uint16_t> random_bf16(size_t count, float scale, uint64_t seed) {
+    Rng rng{seed};
+    std::vector<uint16_t> values(count);
+    for (auto& x : values) x = float_to_bf16(rng.normal() * scale);
+    return values;
+}
+
 std::string ProblemSpec::describe() const {
     std::ostringstream s;
     s << "seqs=" << q_lens.size() << " q=" << join(q_lens) << " ctx=" << join(contexts) << " H=" << num_q_heads
       << "/" << num_kv_heads << " D=" << head_dim << " bs=" << block_size << (shuffle_blocks ? " shuffled" : "")
       << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "");
     return s.str();
+}
+
+int64_t HostProblem::kv_elements() const {
+    return int64_t{num_blocks} * spec.block_size * spec.num_kv_heads * spec.head_dim;
 }
 
 std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
@@ -82,8 +93,12 @@ std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
         for (int32_t b = 0; b < blocks; ++b) p.block_table[s * p.table_stride + b] = physical[next++];
     }
 
+    if (!spec.generate_data) {
+        *out = std::move(p);
+        return {};
+    }
     const int64_t q_elems = int64_t{p.total_q} * p.q_token_stride();
-    const int64_t kv_elems = int64_t{p.num_blocks} * spec.block_size * spec.num_kv_heads * spec.head_dim;
+    const int64_t kv_elems = p.kv_elements();
     p.q.resize(static_cast<size_t>(q_elems));
     p.k.resize(static_cast<size_t>(kv_elems));
     p.v.resize(static_cast<size_t>(kv_elems));

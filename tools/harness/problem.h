@@ -25,6 +25,7 @@ struct ProblemSpec {
     float softmax_scale = 1.0f;     // Gemma 4 uses 1.0 (QK-norm carries the scale)
     float k_outlier = 0.0f;         // added to one K channel (a large-magnitude outlier)
     bool want_lse = true;
+    bool generate_data = true;      // false: shapes and index arrays only (q, k, v left empty)
     uint64_t seed = 1;
 
     std::string describe() const;   // one line, e.g. "seqs=5 q=[1,7,...] ctx=[...] H=32/4 bs=16"
@@ -43,11 +44,15 @@ struct HostProblem {
                                    void* lse_ptr, const int32_t* cu_ptr, const int32_t* seq_k_ptr,
                                    const int32_t* table_ptr, int32_t o_dtype) const;
     int64_t q_token_stride() const { return int64_t{spec.num_q_heads} * spec.head_dim + spec.q_token_pad; }
+    int64_t kv_elements() const;  // elements of k_cache (and of v_cache)
     int64_t out_elements() const { return int64_t{total_q} * q_token_stride(); }
     int64_t lse_elements() const { return int64_t{spec.num_q_heads} * total_q; }
     // Causal FLOPs of DESIGN.md section 7: 4 D Hq (q_len*context + q_len*(q_len+1)/2).
     double flops() const;
 };
+
+// `count` bf16 values ~ N(0, scale^2), deterministic in `seed`.
+std::vector<uint16_t> random_bf16(size_t count, float scale, uint64_t seed);
 
 // Builds the problem deterministically from spec.seed. Returns an empty string or an error.
 std::string make_problem(const ProblemSpec& spec, HostProblem* out);

@@ -1,0 +1,343 @@
+// bench.cpp - `wideattn bench`: times the bundle's kernels on the Gemma 4 31B global-layer
+// suite (DESIGN.md section 7) with CUDA events, and measures the register-only mma.sync bf16
+// rate in the same run (before and after) as the ceiling the results are compared with.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dispatch/selection.h"
+#include "tools/cli_common.h"
+#include "tools/harness/device_problem.h"
+#include "tools/harness/problem.h"
+#include "tools/subcommands.h"
+
+namespace wideattn::cli {
+namespace {
+
+constexpr int kDefaultReps = 20;
+constexpr int kDefaultWarmup = 3;
+constexpr size_t kPoolElements = size_t{1} << 25;  // 32 Mi random bf16 values tiled into inputs
+constexpr int kPeakIterations = 4096;
+constexpr int kPeakBlocksPerSm = 4;
+constexpr int kPeakThreads = 256;
+constexpr int kPeakChains = 8;                       // must match tools/bench/mma_peak.cu
+constexpr double kMmaFlops = 2.0 * 16 * 8 * 16;      // one m16n8k16 per warp
+
+struct BenchCase {
+    std::string name;
+    std::vector<int32_t> q_lens, contexts;
+    int32_t hq = 32, hkv = 4;
+};
+
+std::vector<BenchCase> gemma4_suite() {
+    return {
+        {"prompt_4k", {4096}, {0}},
+        {"prompt_16k", {16384}, {0}},
+        {"prompt_20k", {20480}, {0}},
+        {"chunk_4k_ctx_8k", {4096}, {8192}},
+        {"chunk_4k_ctx_16k", {4096}, {16384}},
+        {"chunk_8k_ctx_8k", {8192}, {8192}},
+        {"chunk_8k_ctx_16k", {8192}, {16384}},
+        {"mixed_batch_4", {3000, 1500, 700, 64}, {0, 4096, 9000, 16000}},
+        {"tp4_prompt_16k", {16384}, {0}, 8, 1},
+    };
+}
+
+struct Timing {
+    double median_ms = 0, min_ms = 0, p90_ms = 0;
+};
+
+Timing summarize(std::vector<float> ms) {
+    std::sort(ms.begin(), ms.end());
+    Timing t;
+    t.min_ms = ms.front();
+    t.median_ms = ms[ms.size() / 2];
+    t.p90_ms = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
+    return t;
+}
+
+// Times `launch` with CUDA events: warm-up, then `reps` individually timed runs.
+template <typename Launch>
+std::string time_launches(const GpuSession& gpu, int warmup, int reps, Launch launch, Timing* out) {
+    const Driver& d = gpu.driver();
+    CUevent start = nullptr, stop = nullptr;
+    std::string err = gpu.check(d.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+    if (err.empty()) err = gpu.check(d.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+    std::vector<float> ms;
+    for (int i = 0; err.empty() && i < warmup + reps; ++i) {
+        err = gpu.check(d.cuEventRecord(start, nullptr), "cuEventRecord");
+        if (err.empty()) err = launch();
+        if (err.empty()) err = gpu.check(d.cuEventRecord(stop, nullptr), "cuEventRecord");
+        if (err.empty()) err = gpu.check(d.cuEventSynchronize(stop), "kernel execution");
+        float elapsed = 0;
+        if (err.empty()) err = gpu.check(d.cuEventElapsedTime(&elapsed, start, stop), "cuEventElapsedTime");
+        if (err.empty() && i >= warmup) ms.push_back(elapsed);
+    }
+    if (start) d.cuEventDestroy(start);
+    if (stop) d.cuEventDestroy(stop);
+    if (err.empty()) *out = summarize(ms);
+    return err;
+}
+
+// Fills a device buffer with the random pool, tiled from a seed-dependent offset.
+std::string fill_from_pool(DeviceBuffer& buffer, const std::vector<uint16_t>& pool, size_t offset) {
+    const size_t elements = buffer.bytes() / sizeof(uint16_t);
+    std::vector<uint16_t> staging(std::min(elements, pool.size()));
+    for (size_t done = 0; done < elements;) {
+        const size_t n = std::min(staging.size(), elements - done);
+        for (size_t i = 0; i < n; ++i) staging[i] = pool[(offset + done + i) % pool.size()];
+        const Driver& d = buffer.session()->driver();
+        std::string err = buffer.session()->check(
+            d.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(buffer.get()) + done * sizeof(uint16_t), staging.data(),
+                           n * sizeof(uint16_t)),
+            "cuMemcpyHtoD");
+        if (!err.empty()) return err;
+        done += n;
+    }
+    return {};
+}
+
+// Measures the register-only mma.sync bf16 rate with tools/bench/mma_peak.cu's cubin.
+std::string measure_mma_peak(const GpuSession& gpu, const std::string& cubin_dir, double* tflops) {
+    const Driver& d = gpu.driver();
+    const std::string arch = "sm_" + std::to_string(gpu.cc_major()) + std::to_string(gpu.cc_minor());
+    std::string image;
+    for (const std::string& name : {arch + "a", arch}) {
+        std::ifstream in(cubin_dir + "/mma_peak." + name + ".cubin", std::ios::binary);
+        if (in) {
+            image.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+            break;
+        }
+    }
+    if (image.empty()) return "no mma_peak cubin for " + arch + " in " + cubin_dir;
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    std::string err = gpu.check(d.cuModuleLoadData(&module, image.data()), "cuModuleLoadData(mma_peak)");
+    if (err.empty()) err = gpu.check(d.cuModuleGetFunction(&function, module, "wideattn_mma_peak"), "mma_peak symbol");
+    const int blocks = gpu.multiprocessors() * kPeakBlocksPerSm;
+    DeviceBuffer operands, out;
+    const std::vector<uint16_t> random = random_bf16(32 * 6 * 2, 1.0f, 12345);
+    if (err.empty()) err = operands.allocate(gpu, random.size() * sizeof(uint16_t));
+    if (err.empty()) err = operands.upload(random.data(), random.size() * sizeof(uint16_t));
+    if (err.empty()) err = out.allocate(gpu, size_t{4} * blocks * kPeakThreads);
+    void* operand_ptr = operands.get();
+    void* out_ptr = out.get();
+    int32_t iterations = kPeakIterations;
+    void* args[] = {&operand_ptr, &out_ptr, &iterations};
+    Timing t;
+    if (err.empty())
+        err = time_launches(gpu, kDefaultWarmup, kDefaultReps,
+                            [&] {
+                                return gpu.check(d.cuLaunchKernel(function, blocks, 1, 1, kPeakThreads, 1, 1, 0,
+                                                                  nullptr, args, nullptr),
+                                                 "cuLaunchKernel(mma_peak)");
+                            },
+                            &t);
+    if (module) d.cuModuleUnload(module);
+    if (!err.empty()) return err;
+    const double flops = kMmaFlops * kPeakChains * kPeakIterations * (double(blocks) * kPeakThreads / 32);
+    *tflops = flops / (t.median_ms * 1e-3) / 1e12;
+    return {};
+}
+
+std::string json_escape(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+void print_help() {
+    std::printf(
+        "usage: wideattn bench [--bundle DIR] [--device N] [--cases A,B,...] [--reps N] [--warmup N]\n"
+        "                      [--json FILE] [--commit SHA] [--list]\n\n"
+        "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
+        "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
+        "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
+        "4*D*Hq*(q_len*context + q_len*(q_len+1)/2) and reports TFLOP/s and the percentage of the\n"
+        "register-only mma.sync bf16 rate, measured before and after the suite in the same run.\n\n"
+        "  --bundle DIR   bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
+        "  --device N     CUDA device ordinal (default 0)\n"
+        "  --cases LIST   comma-separated case names (default: all; see --list)\n"
+        "  --reps N       timed runs per case (default %d, at least 1)\n"
+        "  --warmup N     untimed runs first (default %d)\n"
+        "  --json FILE    also write the results as JSON\n"
+        "  --commit SHA   recorded in the JSON\n"
+        "  --list         print the case names and exit\n",
+        kDefaultReps, kDefaultWarmup);
+}
+
+}  // namespace
+
+int bench_main(int argc, char** argv) {
+    std::string bundle_flag, json_path, commit, cases_flag;
+    long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
+    const std::vector<BenchCase> suite = gemma4_suite();
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+        if (arg == "--help" || arg == "-h") {
+            print_help();
+            return 0;
+        } else if (arg == "--list") {
+            for (const BenchCase& c : suite) std::printf("%s\n", c.name.c_str());
+            return 0;
+        } else if (arg == "--bundle" && value) {
+            bundle_flag = argv[++i];
+        } else if (arg == "--json" && value) {
+            json_path = argv[++i];
+        } else if (arg == "--commit" && value) {
+            commit = argv[++i];
+        } else if (arg == "--cases" && value) {
+            cases_flag = argv[++i];
+        } else if (arg == "--device" || arg == "--reps" || arg == "--warmup") {
+            long long* target = arg == "--device" ? &device : arg == "--reps" ? &reps : &warmup;
+            if (!parse_int("bench", arg.c_str(), value, arg == "--reps" ? 1 : 0, target)) return 2;
+            ++i;
+        } else {
+            std::fprintf(stderr, "wideattn bench: unknown argument '%s' (see --help)\n", arg.c_str());
+            return 2;
+        }
+    }
+    std::vector<BenchCase> selected;
+    if (cases_flag.empty()) {
+        selected = suite;
+    } else {
+        std::stringstream list(cases_flag);
+        std::string name;
+        while (std::getline(list, name, ',')) {
+            auto it = std::find_if(suite.begin(), suite.end(), [&](const BenchCase& c) { return c.name == name; });
+            if (it == suite.end()) {
+                std::fprintf(stderr, "wideattn bench: --cases: unknown case '%s' (see --list)\n", name.c_str());
+                return 2;
+            }
+            selected.push_back(*it);
+        }
+    }
+    wideattn_context* ctx = open_bundle(resolve_bundle_dir(bundle_flag, argv[0]), "bench");
+    if (!ctx) return 2;
+    wideattn_status status;
+    std::string error;
+    std::unique_ptr<GpuSession> gpu = GpuSession::open(static_cast<int>(device), &status, &error);
+    if (!gpu) {
+        std::fprintf(stderr, "wideattn bench: %s: %s\n", wideattn_status_string(status), error.c_str());
+        wideattn_close(ctx);
+        return 2;
+    }
+    const std::string tools_dir = executable_dir();  // mma_peak.<arch>.cubin is built beside the CLI
+    double peak_before = 0, peak_after = 0;
+    std::string peak_error = measure_mma_peak(*gpu, tools_dir, &peak_before);
+    std::printf("bench on %s (sm_%d%d, %d SMs), %lld reps after %lld warm-up\n", gpu->name().c_str(), gpu->cc_major(),
+                gpu->cc_minor(), gpu->multiprocessors(), reps, warmup);
+    if (peak_error.empty())
+        std::printf("mma.sync bf16 register-only rate: %.1f TFLOP/s\n", peak_before);
+    else
+        std::printf("mma.sync rate not measured: %s\n", peak_error.c_str());
+
+    const std::vector<uint16_t> pool = random_bf16(kPoolElements, 0.21f, 2026);
+    std::ostringstream json_cases;
+    std::printf("%-18s %-16s %10s %10s %10s %9s %8s\n", "case", "kernel", "median_ms", "min_ms", "p90_ms", "TFLOP/s",
+                "%mma");
+    int failures = 0;
+    for (size_t c = 0; c < selected.size(); ++c) {
+        const BenchCase& bc = selected[c];
+        ProblemSpec spec;
+        spec.q_lens = bc.q_lens;
+        spec.contexts = bc.contexts;
+        spec.num_q_heads = bc.hq;
+        spec.num_kv_heads = bc.hkv;
+        spec.block_size = 16;
+        spec.generate_data = false;
+        spec.seed = 100 + c;
+        HostProblem h;
+        make_problem(spec, &h);
+        DeviceBuffer q, k, v, o, lse, cu, seq_k, table;
+        std::string err = q.allocate(*gpu, h.out_elements() * 2);
+        if (err.empty()) err = k.allocate(*gpu, h.kv_elements() * 2);
+        if (err.empty()) err = v.allocate(*gpu, h.kv_elements() * 2);
+        if (err.empty()) err = o.allocate(*gpu, h.out_elements() * 2);
+        if (err.empty()) err = lse.allocate(*gpu, h.lse_elements() * 4);
+        if (err.empty()) err = cu.allocate(*gpu, h.cu_seqlens_q.size() * 4);
+        if (err.empty()) err = seq_k.allocate(*gpu, h.seq_lens_k.size() * 4);
+        if (err.empty()) err = table.allocate(*gpu, h.block_table.size() * 4);
+        if (err.empty()) err = fill_from_pool(q, pool, 0);
+        if (err.empty()) err = fill_from_pool(k, pool, 7919 * (c + 1));
+        if (err.empty()) err = fill_from_pool(v, pool, 104729 * (c + 1));
+        if (err.empty()) err = cu.upload(h.cu_seqlens_q.data(), cu.bytes());
+        if (err.empty()) err = seq_k.upload(h.seq_lens_k.data(), seq_k.bytes());
+        if (err.empty()) err = table.upload(h.block_table.data(), table.bytes());
+        if (err.empty()) err = o.fill(kPoisonByte);
+        wideattn_prefill_params p =
+            h.params(q.get(), k.get(), v.get(), o.get(), lse.get(), static_cast<const int32_t*>(cu.get()),
+                     static_cast<const int32_t*>(seq_k.get()), static_cast<const int32_t*>(table.get()),
+                     WIDEATTN_DTYPE_BF16);
+        int32_t index = -1;
+        std::string kernel = "?";
+        if (err.empty() && wideattn_is_supported(ctx, &p, gpu->cc_major(), gpu->cc_minor(), &index) != WIDEATTN_OK)
+            err = wideattn_last_error();
+        if (index >= 0) {
+            wideattn_kernel_info info{};
+            wideattn_get_kernel_info(ctx, index, &info);
+            kernel = info.name;
+        }
+        Timing t;
+        if (err.empty())
+            err = time_launches(*gpu, static_cast<int>(warmup), static_cast<int>(reps),
+                                [&]() -> std::string {
+                                    if (wideattn_prefill(ctx, &p, nullptr) != WIDEATTN_OK) return wideattn_last_error();
+                                    return {};
+                                },
+                                &t);
+        if (!err.empty()) {
+            std::printf("%-18s error: %s\n", bc.name.c_str(), err.c_str());
+            ++failures;
+            continue;
+        }
+        const double tflops = h.flops() / (t.median_ms * 1e-3) / 1e12;
+        const double pct = peak_before > 0 ? 100.0 * tflops / peak_before : 0.0;
+        std::printf("%-18s %-16s %10.3f %10.3f %10.3f %9.1f %7.1f%%\n", bc.name.c_str(), kernel.c_str(), t.median_ms,
+                    t.min_ms, t.p90_ms, tflops, pct);
+        std::fflush(stdout);
+        json_cases << (json_cases.tellp() > 0 ? ",\n" : "") << "    {\"case\": \"" << bc.name << "\", \"kernel\": \""
+                   << kernel << "\", \"q_lens\": " << "[";
+        for (size_t s = 0; s < bc.q_lens.size(); ++s) json_cases << (s ? ", " : "") << bc.q_lens[s];
+        json_cases << "], \"contexts\": [";
+        for (size_t s = 0; s < bc.contexts.size(); ++s) json_cases << (s ? ", " : "") << bc.contexts[s];
+        json_cases << "], \"num_q_heads\": " << bc.hq << ", \"num_kv_heads\": " << bc.hkv
+                   << ", \"head_dim\": 512, \"block_size\": 16, \"flops\": " << h.flops()
+                   << ", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms << ", \"p90_ms\": " << t.p90_ms
+                   << ", \"tflops\": " << tflops << ", \"pct_mma_rate\": " << pct << "}";
+    }
+    if (peak_error.empty()) {
+        measure_mma_peak(*gpu, tools_dir, &peak_after);
+        std::printf("mma.sync bf16 register-only rate after the suite: %.1f TFLOP/s\n", peak_after);
+    }
+    if (!json_path.empty()) {
+        std::ofstream out(json_path);
+        const std::time_t now = std::time(nullptr);
+        char date[32];
+        std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+        out << "{\n  \"tool\": \"wideattn bench\",\n  \"date\": \"" << date << "\",\n  \"gpu\": \""
+            << json_escape(gpu->name()) << "\",\n  \"commit\": \"" << json_escape(commit) << "\",\n  \"reps\": " << reps
+            << ",\n  \"warmup\": " << warmup << ",\n  \"mma_rate_tflops_before\": " << peak_before
+            << ",\n  \"mma_rate_tflops_after\": " << peak_after << ",\n  \"cases\": [\n"
+            << json_cases.str() << "\n  ]\n}\n";
+        if (!out) {
+            std::fprintf(stderr, "wideattn bench: cannot write --json '%s'\n", json_path.c_str());
+            ++failures;
+        }
+    }
+    wideattn_close(ctx);
+    return failures ? 1 : 0;
+}
+
+}  // namespace wideattn::cli

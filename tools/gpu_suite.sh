@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# gpu_suite.sh - everything the H200 run needs in one call (build here, carry build/):
+#   GPU test suite, selftest, compute-sanitizer (memcheck + racecheck on a small case),
+#   `wideattn bench`, and the peer harness (PyTorch SDPA, Triton) - then a short summary.
+#   tools/gpu_suite.sh [--no-peers] [--no-sanitizer] [--no-tests] [--bench-cases LIST]
+# Logs and JSON go to $OUT (or ./gpu_suite_out).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${WIDEATTN_BUILD_DIR:-$root/build}
+out=${OUT:-$root/gpu_suite_out}
+mkdir -p "$out"
+export WIDEATTN_BUNDLE="$build/bundle"
+export PYTHONUNBUFFERED=1
+cli="$build/tools/wideattn"
+peers=1 sanitizer=1 tests=1 bench_cases=""
+while (($#)); do
+    case "$1" in
+        --no-peers) peers=0 ;;
+        --no-sanitizer) sanitizer=0 ;;
+        --no-tests) tests=0 ;;
+        --bench-cases) bench_cases="$2"; shift ;;
+        -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+        *) echo "gpu_suite: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+    shift
+done
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+declare -a summary
+step() {  # step NAME LOGFILE COMMAND...
+    local name=$1 log=$2; shift 2
+    local start=$(date +%s)
+    echo "== $name"
+    "$@" > "$out/$log" 2>&1
+    local rc=$?
+    tail -n 25 "$out/$log"
+    summary+=("$(printf '%-12s rc=%-3s %4ss  %s' "$name" "$rc" "$(( $(date +%s) - start ))" "$log")")
+    return $rc
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
+step inspect inspect.txt "$cli" inspect
+if ((tests)); then
+    step gpu-tests gpu_tests.txt "$build/tests/wideattn_gpu_tests"
+    step selftest selftest.txt "$cli" selftest
+fi
+if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
+    step memcheck memcheck.txt compute-sanitizer --tool memcheck --error-exitcode 9 "$cli" selftest --quick
+    step racecheck racecheck.txt compute-sanitizer --tool racecheck --error-exitcode 9 "$cli" selftest --quick
+fi
+bench_args=(--json "$out/bench.json" --commit "$commit")
+[[ -n "$bench_cases" ]] && bench_args+=(--cases "$bench_cases")
+step bench bench.txt "$cli" bench "${bench_args[@]}"
+if ((peers)); then
+    step peers peers.txt python3 "$root/tools/peer_bench.py" --lib "$build/dispatch/libwideattn.so" \
+        --bundle "$build/bundle" --json "$out/peers.json" --commit "$commit"
+fi
+echo "== summary (commit $commit)"
+printf '%s\n' "${summary[@]}"
