@@ -159,7 +159,7 @@ std::string json_escape(const std::string& s) {
 void print_help() {
     std::printf(
         "usage: wideattn bench [--bundle DIR] [--device N] [--cases A,B,...] [--reps N] [--warmup N]\n"
-        "                      [--json FILE] [--commit SHA] [--list]\n\n"
+        "                      [--reference] [--json FILE] [--commit SHA] [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
@@ -170,6 +170,7 @@ void print_help() {
         "  --cases LIST   comma-separated case names (default: all; see --list)\n"
         "  --reps N       timed runs per case (default %d, at least 1)\n"
         "  --warmup N     untimed runs first (default %d)\n"
+        "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel\n"
         "  --json FILE    also write the results as JSON\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit\n",
@@ -180,6 +181,7 @@ void print_help() {
 
 int bench_main(int argc, char** argv) {
     std::string bundle_flag, json_path, commit, cases_flag;
+    bool reference = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
     const std::vector<BenchCase> suite = gemma4_suite();
     for (int i = 1; i < argc; ++i) {
@@ -188,6 +190,8 @@ int bench_main(int argc, char** argv) {
         if (arg == "--help" || arg == "-h") {
             print_help();
             return 0;
+        } else if (arg == "--reference") {
+            reference = true;
         } else if (arg == "--list") {
             for (const BenchCase& c : suite) std::printf("%s\n", c.name.c_str());
             return 0;
@@ -264,8 +268,11 @@ int bench_main(int argc, char** argv) {
         std::string err = q.allocate(*gpu, h.out_elements() * 2);
         if (err.empty()) err = k.allocate(*gpu, h.kv_elements() * 2);
         if (err.empty()) err = v.allocate(*gpu, h.kv_elements() * 2);
-        if (err.empty()) err = o.allocate(*gpu, h.out_elements() * 2);
-        if (err.empty()) err = lse.allocate(*gpu, h.lse_elements() * 4);
+        const int32_t o_dtype = reference ? WIDEATTN_DTYPE_F64 : WIDEATTN_DTYPE_BF16;
+        const size_t o_bytes = reference ? sizeof(double) : sizeof(uint16_t);
+        const size_t lse_bytes = reference ? sizeof(double) : sizeof(float);
+        if (err.empty()) err = o.allocate(*gpu, h.out_elements() * o_bytes);
+        if (err.empty()) err = lse.allocate(*gpu, h.lse_elements() * lse_bytes);
         if (err.empty()) err = cu.allocate(*gpu, h.cu_seqlens_q.size() * 4);
         if (err.empty()) err = seq_k.allocate(*gpu, h.seq_lens_k.size() * 4);
         if (err.empty()) err = table.allocate(*gpu, h.block_table.size() * 4);
@@ -278,8 +285,7 @@ int bench_main(int argc, char** argv) {
         if (err.empty()) err = o.fill(kPoisonByte);
         wideattn_prefill_params p =
             h.params(q.get(), k.get(), v.get(), o.get(), lse.get(), static_cast<const int32_t*>(cu.get()),
-                     static_cast<const int32_t*>(seq_k.get()), static_cast<const int32_t*>(table.get()),
-                     WIDEATTN_DTYPE_BF16);
+                     static_cast<const int32_t*>(seq_k.get()), static_cast<const int32_t*>(table.get()), o_dtype);
         int32_t index = -1;
         std::string kernel = "?";
         if (err.empty() && wideattn_is_supported(ctx, &p, gpu->cc_major(), gpu->cc_minor(), &index) != WIDEATTN_OK)

@@ -3,7 +3,8 @@
 #   GPU test suite, selftest, compute-sanitizer (memcheck + racecheck on a small case),
 #   `wideattn bench`, and the peer harness (PyTorch SDPA, Triton) - then a short summary.
 #   tools/gpu_suite.sh [--no-peers] [--no-sanitizer] [--no-tests] [--bench-cases LIST]
-# Logs and JSON go to $OUT (or ./gpu_suite_out).
+# Logs and JSON go to $OUT (or ./gpu_suite_out). WIDEATTN_COMMIT names the commit (the device
+# copy of the tree has no .git).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${WIDEATTN_BUILD_DIR:-$root/build}
@@ -24,7 +25,7 @@ while (($#)); do
     esac
     shift
 done
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+commit=${WIDEATTN_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 declare -a summary
 step() {  # step NAME LOGFILE COMMAND...
     local name=$1 log=$2; shift 2
@@ -50,6 +51,8 @@ fi
 bench_args=(--json "$out/bench.json" --commit "$commit")
 [[ -n "$bench_cases" ]] && bench_args+=(--cases "$bench_cases")
 step bench bench.txt "$cli" bench "${bench_args[@]}"
+step bench-ref bench_reference.txt "$cli" bench --reference --cases prompt_16k --reps 1 --warmup 0 \
+    --json "$out/bench_reference.json" --commit "$commit"
 if ((peers)); then
     step peers peers.txt python3 "$root/tools/peer_bench.py" --lib "$build/dispatch/libwideattn.so" \
         --bundle "$build/bundle" --json "$out/peers.json" --commit "$commit"

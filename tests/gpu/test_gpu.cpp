@@ -137,9 +137,17 @@ TEST_CASE("gpu: bad input on a GPU gets the same clear errors") {
     DeviceProblem d;
     REQUIRE(d.create(*gpu().session, h, WIDEATTN_DTYPE_F64).empty());
     wideattn_prefill_params p = d.params;
-    p.head_dim = 640;
-    CHECK(wideattn_prefill(gpu().ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
-    CHECK(std::string(wideattn_last_error()).find("head_dim=640") != std::string::npos);
+    p.block_size = 40;
+    CHECK(wideattn_prefill(gpu().ctx, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "block_size=40 is not a positive multiple of 16");
+    HostProblem wide;
+    ProblemSpec wide_spec = spec_of({4}, {0}, 8, 1, 16, 3);
+    wide_spec.head_dim = 576;  // no kernel serves it
+    REQUIRE(make_problem(wide_spec, &wide).empty());
+    DeviceProblem wide_device;
+    REQUIRE(wide_device.create(*gpu().session, wide, WIDEATTN_DTYPE_F64).empty());
+    CHECK(wideattn_prefill(gpu().ctx, &wide_device.params, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(std::string(wideattn_last_error()).find("head_dim=576") != std::string::npos);
     p = d.params;
     p.o_dtype = WIDEATTN_DTYPE_F32;
     CHECK(wideattn_prefill(gpu().ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
