@@ -41,11 +41,11 @@ wideattn_mma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
     BlockGeometry geometry;
     geometry.kv_end = visible_keys(tile.tile_len);
     geometry.num_tiles = (geometry.kv_end + Tr::kTileKeys - 1) / Tr::kTileKeys;
-    geometry.first_masked = visible_keys(1);
-    geometry.visible[0] = visible_keys(row_tile * Tr::kTokensPerRowTile + 1);
-    geometry.visible[1] = visible_keys(row_tile * Tr::kTokensPerRowTile + 2);
+    // Unclamped end for the thread's first row; the mask clamps it with kv_end, which equals
+    // the clamped end for every valid row (kv_end is the clamped end of the last token).
+    geometry.row_key_end = static_cast<int32_t>(context_end + row_tile * Tr::kTokensPerRowTile + 1);
     geometry.kv_head = work.kv_head;
-    geometry.table_row = p.block_table + static_cast<int64_t>(tile.seq) * p.block_table_stride;
+    geometry.table_offset = static_cast<int64_t>(tile.seq) * p.block_table_stride;
 
     uint32_t q[Tr::kQkSteps][4];
     load_q_fragments(p, q, first_token, tile.tile_len, row_tile, head, half, lane);

@@ -7,10 +7,13 @@
 // the exchange buffer, float4 [warp][key n-tile][lane].
 //
 // Chunk c of a block is K of key tile c/2 (c even) or V of key tile c/2 (c odd); it lives
-// in slot c % kRingSlots. Ping-pong: in step j group 0 does Q K^T, softmax and P V of tile
-// j; group 1 does P V of tile j-1, then Q K^T and softmax of tile j. Step j waits for all
-// issued chunks (<= 2j+1), one barrier, then issues chunks 2j+2 and 2j+3 (K, V of tile j+1)
-// into the slots of K_j-1 and V_j-2, the only ones no warp reads in step j.
+// in slot c % kRingSlots. Step j waits for chunks <= 2j+1 (K_j, V_j), passes one block
+// barrier, then issues two chunks into slots no warp reads in step j:
+//   - with ping-pong (kPingPong): group 0 does Q K^T, softmax and P V of tile j; group 1
+//     does P V of tile j-1, then Q K^T and softmax of tile j. V_j-1 stays live, so step j
+//     issues K_j+1, V_j+1 into the slots of V_j-2 and K_j-1;
+//   - without: every warp does tile j, and step j issues V_j+1, K_j+2 into the slots of
+//     K_j-1 and V_j-1.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +26,8 @@
 namespace wideattn::mma {
 
 using Tr = MmaBf16D512Traits;
+
+constexpr float kLog2e = 1.4426950408889634f;  // scores are kept in log2 units: exp(x) = 2^(x log2 e)
 
 __device__ __forceinline__ float fast_exp2(float x) {
     float y;
@@ -38,36 +43,40 @@ __device__ __forceinline__ uint32_t chunk_offset(int32_t row, int32_t vec) {
 
 // Issues the cp.async copies of one chunk (K or V of one key tile of one KV head) and
 // commits them as one group; a chunk past the last tile commits an empty group so that
-// every thread always has the same group count. Keys >= kv_end are zero-filled.
+// every thread always has the same group count. Keys >= kv_end are zero-filled. block_size
+// is a multiple of kTileKeys and tiles start at multiples of it, so one page holds the tile.
+// `page` is the physical block holding the tile (see tile_page).
 __device__ __forceinline__ void issue_chunk(const wideattn_prefill_params& p, int32_t chunk, int32_t num_tiles,
-                                            int32_t kv_end, int32_t kv_head, const int32_t* table_row,
-                                            uint32_t ring) {
+                                            int32_t kv_end, int32_t kv_head, int32_t page, uint32_t ring) {
     const int32_t key_tile = chunk >> 1;
     if (key_tile < num_tiles) {
         const bool is_value = chunk & 1;
         const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(is_value ? p.v_cache : p.k_cache);
-        const int64_t block_stride = is_value ? p.v_block_stride : p.k_block_stride;
         const int64_t slot_stride = is_value ? p.v_slot_stride : p.k_slot_stride;
-        const int64_t head_offset = kv_head * (is_value ? p.v_head_stride : p.k_head_stride);
-        const uint32_t slot_base = ring + (chunk % Tr::kRingSlots) * Tr::kChunkBytes;
+        const int32_t tile_key0 = key_tile * Tr::kTileKeys;
         const int32_t vec = threadIdx.x % Tr::kVecsPerRow;
         const int32_t first_row = threadIdx.x / Tr::kVecsPerRow;
+        const __nv_bfloat16* tile_base = cache + static_cast<int64_t>(page) * (is_value ? p.v_block_stride : p.k_block_stride) +
+                                         (tile_key0 % p.block_size + first_row) * slot_stride +
+                                         kv_head * (is_value ? p.v_head_stride : p.k_head_stride) +
+                                         vec * Tr::kVecElems;
+        const uint32_t slot_base = ring + (chunk % Tr::kRingSlots) * Tr::kChunkBytes;
 #pragma unroll
         for (int32_t i = 0; i < Tr::kVecsPerThread; ++i) {
             const int32_t row = first_row + i * Tr::kRowsPerLoadPass;
-            const int32_t key = key_tile * Tr::kTileKeys + row;
-            const __nv_bfloat16* src = cache;
-            uint32_t bytes = 0;
-            if (key < kv_end) {
-                const int64_t page = __ldg(table_row + key / p.block_size);
-                src = cache + page * block_stride + (key % p.block_size) * slot_stride + head_offset +
-                      vec * Tr::kVecElems;
-                bytes = Tr::kVecElems * Tr::kElemBytes;
-            }
-            cp_async_16(slot_base + chunk_offset(row, vec), src, bytes);
+            const bool valid = tile_key0 + row < kv_end;
+            cp_async_16(slot_base + chunk_offset(row, vec),
+                        valid ? tile_base + i * Tr::kRowsPerLoadPass * slot_stride : cache,
+                        valid ? Tr::kVecElems * Tr::kElemBytes : 0);
         }
     }
     cp_async_commit();
+}
+
+// Physical block of key tile `tile` (0 past the last tile; such chunks load nothing).
+__device__ __forceinline__ int32_t tile_page(const wideattn_prefill_params& p, const int32_t* table_row, int32_t tile,
+                                             int32_t num_tiles) {
+    return tile < num_tiles ? __ldg(table_row + tile * Tr::kTileKeys / p.block_size) : 0;
 }
 
 // Online-softmax state of the thread's two rows (row g and row g + 8 of its m-tile).
@@ -103,10 +112,9 @@ __device__ __forceinline__ void load_q_fragments(const wideattn_prefill_params& 
 struct BlockGeometry {
     int32_t num_tiles;       // key tiles to visit (causal: fully masked tiles are skipped)
     int32_t kv_end;          // keys [0, kv_end) are loaded
-    int32_t first_masked;    // first key of the tile range that needs a causal mask
-    int32_t visible[2];      // keys visible to the thread's two rows
+    int32_t row_key_end;     // keys [0, min(row_key_end + r, kv_end)) are visible to row r of the thread
     int32_t kv_head;
-    const int32_t* table_row;
+    int64_t table_offset;    // this sequence's row of block_table
 };
 
 // ldmatrix lane addresses. K (B of Q K^T, non-transposed): matrices (keys 0-7, dims +0/+8),
@@ -151,7 +159,7 @@ __device__ __forceinline__ uint32_t step_offset(const LaneOffsets& offsets, int3
 // partial Q K^T over the warp's half of the dims, then own + partner through shared memory.
 __device__ __forceinline__ void tile_scores(const wideattn_prefill_params& p, const BlockGeometry& g,
                                             const uint32_t (&q)[Tr::kQkSteps][4], const LaneOffsets& offsets,
-                                            uint32_t k_slot, float4* exchange, int32_t tile, float scale_log2,
+                                            uint32_t k_slot, uint32_t exchange, int32_t tile,
                                             float (&s)[Tr::kKeyNTiles][4]) {
     const int32_t warp = threadIdx.x / Tr::kWarpSize;
     const int32_t lane = threadIdx.x % Tr::kWarpSize;
@@ -182,25 +190,28 @@ __device__ __forceinline__ void tile_scores(const wideattn_prefill_params& p, co
     // Pair exchange: both warps end with own + partner, bitwise identical sums.
 #pragma unroll
     for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
-        exchange[(warp * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane] = make_float4(s[n][0], s[n][1], s[n][2], s[n][3]);
+        store_shared_f32x4(exchange + ((warp * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane) * sizeof(float4), s[n][0],
+                           s[n][1], s[n][2], s[n][3]);
     named_barrier_sync(1 + warp / Tr::kDimSplit, Tr::kDimSplit * Tr::kWarpSize);
 #pragma unroll
     for (int32_t n = 0; n < Tr::kKeyNTiles; ++n) {
-        const float4 other = exchange[((warp ^ 1) * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane];
-        s[n][0] = (s[n][0] + other.x) * scale_log2;
-        s[n][1] = (s[n][1] + other.y) * scale_log2;
-        s[n][2] = (s[n][2] + other.z) * scale_log2;
-        s[n][3] = (s[n][3] + other.w) * scale_log2;
+        const float4 other =
+            load_shared_f32x4(exchange + (((warp ^ 1) * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane) * sizeof(float4));
+        s[n][0] = (s[n][0] + other.x) * p.softmax_scale * kLog2e;
+        s[n][1] = (s[n][1] + other.y) * p.softmax_scale * kLog2e;
+        s[n][2] = (s[n][2] + other.z) * p.softmax_scale * kLog2e;
+        s[n][3] = (s[n][3] + other.w) * p.softmax_scale * kLog2e;
     }
 
     const int32_t tile_key0 = tile * Tr::kTileKeys;
-    if (tile_key0 + Tr::kTileKeys > g.first_masked) {
+    const int32_t warp_key_end = min(g.row_key_end, g.kv_end);  // smallest limit of the warp's rows
+    if (tile_key0 + Tr::kTileKeys > warp_key_end) {
 #pragma unroll
         for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
 #pragma unroll
             for (int32_t e = 0; e < 4; ++e) {
                 const int32_t key = tile_key0 + n * Tr::kMmaN + 2 * (lane % 4) + (e % 2);
-                if (key >= g.visible[e / 2]) s[n][e] = -INFINITY;
+                if (key >= min(g.row_key_end + e / 2, g.kv_end)) s[n][e] = -INFINITY;
             }
     }
 }
@@ -277,24 +288,31 @@ __device__ __forceinline__ void attention_mainloop(const wideattn_prefill_params
                                                    unsigned char* smem) {
     const int32_t warp = threadIdx.x / Tr::kWarpSize;
     const int32_t lane = threadIdx.x % Tr::kWarpSize;
-    const bool lagging_group = warp >= Tr::kWarpsPerGroup;  // group 1: P V one tile behind
+    const bool lagging_group = Tr::kPingPong && warp >= Tr::kWarpsPerGroup;  // P V one tile behind
     const uint32_t ring = shared_address(smem);
-    float4* exchange = reinterpret_cast<float4*>(smem + Tr::kRingBytes);
+    const uint32_t exchange = ring + Tr::kRingBytes;
     const LaneOffsets offsets = lane_offsets(lane, warp % Tr::kDimSplit);
-    const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
+    // Chunks issued ahead of the step: K_j, V_j (and K_j+1 without ping-pong).
+    constexpr int32_t kChunksAhead = Tr::kPingPong ? 2 : 3;
 
-    issue_chunk(p, 0, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
-    issue_chunk(p, 1, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
+#pragma unroll
+    for (int32_t c = 0; c < kChunksAhead; ++c)
+        issue_chunk(p, c, g.num_tiles, g.kv_end, g.kv_head, tile_page(p, p.block_table + g.table_offset, c / 2, g.num_tiles), ring);
 
     uint32_t prob[4];
     for (int32_t j = 0; j < g.num_tiles; ++j) {
-        cp_async_wait<0>();
+        // Pages of the two chunks this step issues, read before the wait and the barrier so
+        // the table load's latency hides behind them.
+        const int32_t first_chunk = 2 * j + kChunksAhead;
+        const int32_t page_first = tile_page(p, p.block_table + g.table_offset, first_chunk / 2, g.num_tiles);
+        const int32_t page_second = tile_page(p, p.block_table + g.table_offset, (first_chunk + 1) / 2, g.num_tiles);
+        cp_async_wait<kChunksAhead - 2>();
         __syncthreads();
-        issue_chunk(p, 2 * j + 2, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
-        issue_chunk(p, 2 * j + 3, g.num_tiles, g.kv_end, g.kv_head, g.table_row, ring);
+        issue_chunk(p, first_chunk, g.num_tiles, g.kv_end, g.kv_head, page_first, ring);
+        issue_chunk(p, first_chunk + 1, g.num_tiles, g.kv_end, g.kv_head, page_second, ring);
         if (lagging_group && j > 0) accumulate_pv(o, prob, offsets, slot_address(ring, 2 * j - 1));
         float s[Tr::kKeyNTiles][4];
-        tile_scores(p, g, q, offsets, slot_address(ring, 2 * j), exchange, j, scale_log2, s);
+        tile_scores(p, g, q, offsets, slot_address(ring, 2 * j), exchange, j, s);
         softmax_update(s, o, state, prob);
         if (!lagging_group) accumulate_pv(o, prob, offsets, slot_address(ring, 2 * j + 1));
     }

@@ -53,6 +53,18 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+__device__ __forceinline__ void store_shared_f32x4(uint32_t address, float x, float y, float z, float w) {
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "f"(x), "f"(y), "f"(z), "f"(w)
+                 : "memory");
+}
+
+__device__ __forceinline__ float4 load_shared_f32x4(uint32_t address) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(address)
+                 : "memory");
+    return v;
+}
+
 __device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
     const __nv_bfloat162 packed = __floats2bfloat162_rn(low, high);
     return *reinterpret_cast<const uint32_t*>(&packed);

@@ -33,18 +33,20 @@ struct MmaBf16D512Traits {
     static constexpr int32_t kDimsPerWarp = kHeadDim / kDimSplit;  // Q/O columns per warp
     static constexpr int32_t kRowTiles = kRowsPerBlock / kMmaM;    // m-tiles per block
     static constexpr int32_t kTokensPerRowTile = kMmaM / kGroup;   // tokens in one m-tile
-    // Ping-pong: warps 0..3 (group 0) run Q K^T, softmax, P V of key tile j; warps 4..7
-    // (group 1) run P V of tile j-1, then Q K^T and softmax of tile j. So each group's
-    // softmax overlaps the other group's matrix products on the same SM sub-partition.
+    // Ping-pong (when kPingPong): warps 0..3 (group 0) run Q K^T, softmax, P V of key tile
+    // j; warps 4..7 (group 1) run P V of tile j-1, then Q K^T and softmax of tile j, so one
+    // group's softmax overlaps the other's matrix products. Measured slower on the H200
+    // (it shortens the K/V prefetch distance; see NOTES.md), so off.
+    static constexpr bool kPingPong = false;
     static constexpr int32_t kWarpGroups = 2;
     static constexpr int32_t kWarpsPerGroup = kWarps / kWarpGroups;
     // Independent accumulator chains per score n-tile in Q K^T (k-steps alternate between
     // them) so a single warp keeps enough mma.sync in flight to cover their latency.
-    static constexpr int32_t kQkChains = 2;
+    static constexpr int32_t kQkChains = 1;
 
     // Key tiles and the shared-memory ring.
     static constexpr int32_t kTileKeys = 16;
-    static constexpr int32_t kRingSlots = 5;  // V_j-1, K_j, V_j in use; K_j+1, V_j+1 loading
+    static constexpr int32_t kRingSlots = 5;  // see the issue schedule in mma_mainloop.cuh
     static constexpr int32_t kElemBytes = 2;  // bf16
     static constexpr int32_t kChunkElems = kTileKeys * kHeadDim;
     static constexpr int32_t kChunkBytes = kChunkElems * kElemBytes;
@@ -81,7 +83,9 @@ struct MmaBf16D512Traits {
     static_assert(kThreads % kVecsPerRow == 0, "a load pass covers whole rows");
     static_assert(kRowsPerLoadPass % kSwizzleRows == 0 || kSwizzleRows % kRowsPerLoadPass == 0,
                   "swizzle phase of a thread's rows is fixed");
-    static_assert(kRingSlots == 5, "the issue schedule (K_j+1, V_j+1 during tile j) needs 5 slots");
+    static_assert(kRingSlots == 5, "both issue schedules of mma_mainloop.cuh need exactly 5 slots");
+    static_assert(kTileKeys == 16, "block_size is only guaranteed to be a multiple of 16: a key tile must "
+                                   "never straddle a page");
     static_assert(kWarpsPerGroup * kWarpGroups == kWarps && kWarpsPerGroup % kDimSplit == 0,
                   "warp pairs never straddle the ping-pong groups");
     static_assert(kQkSteps % kQkChains == 0, "k-steps split evenly over the accumulator chains");
