@@ -41,42 +41,50 @@ __device__ __forceinline__ uint32_t chunk_offset(int32_t row, int32_t vec) {
                                  Tr::kElemBytes);
 }
 
-// Issues the cp.async copies of one chunk (K or V of one key tile of one KV head) and
-// commits them as one group; a chunk past the last tile commits an empty group so that
-// every thread always has the same group count. Keys >= kv_end are zero-filled. block_size
-// is a multiple of kTileKeys and tiles start at multiples of it, so one page holds the tile.
-// `page` is the physical block holding the tile (see tile_page).
-__device__ __forceinline__ void issue_chunk(const wideattn_prefill_params& p, int32_t chunk, int32_t num_tiles,
-                                            int32_t kv_end, int32_t kv_head, int32_t page, uint32_t ring) {
-    const int32_t key_tile = chunk >> 1;
-    if (key_tile < num_tiles) {
-        const bool is_value = chunk & 1;
-        const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(is_value ? p.v_cache : p.k_cache);
-        const int64_t slot_stride = is_value ? p.v_slot_stride : p.k_slot_stride;
-        const int32_t tile_key0 = key_tile * Tr::kTileKeys;
-        const int32_t vec = threadIdx.x % Tr::kVecsPerRow;
-        const int32_t first_row = threadIdx.x / Tr::kVecsPerRow;
-        const __nv_bfloat16* tile_base = cache + static_cast<int64_t>(page) * (is_value ? p.v_block_stride : p.k_block_stride) +
-                                         (tile_key0 % p.block_size + first_row) * slot_stride +
-                                         kv_head * (is_value ? p.v_head_stride : p.k_head_stride) +
-                                         vec * Tr::kVecElems;
-        const uint32_t slot_base = ring + (chunk % Tr::kRingSlots) * Tr::kChunkBytes;
-#pragma unroll
-        for (int32_t i = 0; i < Tr::kVecsPerThread; ++i) {
-            const int32_t row = first_row + i * Tr::kRowsPerLoadPass;
-            const bool valid = tile_key0 + row < kv_end;
-            cp_async_16(slot_base + chunk_offset(row, vec),
-                        valid ? tile_base + i * Tr::kRowsPerLoadPass * slot_stride : cache,
-                        valid ? Tr::kVecElems * Tr::kElemBytes : 0);
-        }
-    }
-    cp_async_commit();
+// Where key tile `tile` lives: its physical block and the slot of its first key. block_size
+// is a multiple of kTileKeys and tiles start at multiples of it, so one page holds a tile.
+struct TileLocation {
+    int32_t page;
+    int32_t first_slot;
+};
+
+__device__ __forceinline__ TileLocation locate_tile(const wideattn_prefill_params& p, const int32_t* table_row,
+                                                    int32_t tile, int32_t num_tiles) {
+    if (tile >= num_tiles) return TileLocation{0, 0};  // such chunks load nothing
+    const int32_t first_key = tile * Tr::kTileKeys;
+    const int32_t index = first_key / p.block_size;
+    return TileLocation{__ldg(table_row + index), first_key - index * p.block_size};
 }
 
-// Physical block of key tile `tile` (0 past the last tile; such chunks load nothing).
-__device__ __forceinline__ int32_t tile_page(const wideattn_prefill_params& p, const int32_t* table_row, int32_t tile,
-                                             int32_t num_tiles) {
-    return tile < num_tiles ? __ldg(table_row + tile * Tr::kTileKeys / p.block_size) : 0;
+// Issues (does not commit) the cp.async copies of one chunk (K or V of one key tile of one
+// KV head) from kIssuers threads; `issuer` is this thread's index among them. Keys >= kv_end
+// are zero-filled; a chunk past the last tile issues nothing.
+template <int32_t kIssuers>
+__device__ __forceinline__ void issue_chunk(const wideattn_prefill_params& p, int32_t chunk, int32_t num_tiles,
+                                            int32_t kv_end, int32_t kv_head, TileLocation where, uint32_t ring,
+                                            int32_t issuer) {
+    constexpr int32_t kRowsPerPass = kIssuers / Tr::kVecsPerRow;
+    constexpr int32_t kPasses = Tr::kTileKeys / kRowsPerPass;
+    static_assert(kIssuers % Tr::kVecsPerRow == 0 && Tr::kTileKeys % kRowsPerPass == 0, "whole rows per pass");
+    const int32_t key_tile = chunk >> 1;
+    if (key_tile >= num_tiles) return;
+    const bool is_value = chunk & 1;
+    const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(is_value ? p.v_cache : p.k_cache);
+    const int64_t slot_stride = is_value ? p.v_slot_stride : p.k_slot_stride;
+    const int32_t first_key = key_tile * Tr::kTileKeys;
+    const int32_t vec = issuer % Tr::kVecsPerRow;
+    const int32_t first_row = issuer / Tr::kVecsPerRow;
+    const __nv_bfloat16* tile_base = cache + static_cast<int64_t>(where.page) * (is_value ? p.v_block_stride : p.k_block_stride) +
+                                     (where.first_slot + first_row) * slot_stride +
+                                     kv_head * (is_value ? p.v_head_stride : p.k_head_stride) + vec * Tr::kVecElems;
+    const uint32_t slot_base = ring + (chunk % Tr::kRingSlots) * Tr::kChunkBytes;
+#pragma unroll
+    for (int32_t i = 0; i < kPasses; ++i) {
+        const int32_t row = first_row + i * kRowsPerPass;
+        const bool valid = first_key + row < kv_end;
+        cp_async_16(slot_base + chunk_offset(row, vec), valid ? tile_base + i * kRowsPerPass * slot_stride : cache,
+                    valid ? Tr::kVecElems * Tr::kElemBytes : 0);
+    }
 }
 
 // Online-softmax state of the thread's two rows (row g and row g + 8 of its m-tile).
@@ -197,10 +205,10 @@ __device__ __forceinline__ void tile_scores(const wideattn_prefill_params& p, co
     for (int32_t n = 0; n < Tr::kKeyNTiles; ++n) {
         const float4 other =
             load_shared_f32x4(exchange + (((warp ^ 1) * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane) * sizeof(float4));
-        s[n][0] = (s[n][0] + other.x) * p.softmax_scale * kLog2e;
-        s[n][1] = (s[n][1] + other.y) * p.softmax_scale * kLog2e;
-        s[n][2] = (s[n][2] + other.z) * p.softmax_scale * kLog2e;
-        s[n][3] = (s[n][3] + other.w) * p.softmax_scale * kLog2e;
+        s[n][0] = (s[n][0] + other.x) * (p.softmax_scale * kLog2e);
+        s[n][1] = (s[n][1] + other.y) * (p.softmax_scale * kLog2e);
+        s[n][2] = (s[n][2] + other.z) * (p.softmax_scale * kLog2e);
+        s[n][3] = (s[n][3] + other.w) * (p.softmax_scale * kLog2e);
     }
 
     const int32_t tile_key0 = tile * Tr::kTileKeys;
@@ -295,21 +303,32 @@ __device__ __forceinline__ void attention_mainloop(const wideattn_prefill_params
     // Chunks issued ahead of the step: K_j, V_j (and K_j+1 without ping-pong).
     constexpr int32_t kChunksAhead = Tr::kPingPong ? 2 : 3;
 
+    // Each chunk is issued by one half of the block (kIssuers threads); every thread commits
+    // one group per chunk (empty when the other half issued it), in chunk order, so "all but
+    // the newest kChunksAhead - 2 groups" means the same chunks on every thread.
+    constexpr int32_t kIssuers = Tr::kThreads / 2;
+    const int32_t half_of_block = threadIdx.x / kIssuers;
+    const int32_t issuer = threadIdx.x % kIssuers;
 #pragma unroll
-    for (int32_t c = 0; c < kChunksAhead; ++c)
-        issue_chunk(p, c, g.num_tiles, g.kv_end, g.kv_head, tile_page(p, p.block_table + g.table_offset, c / 2, g.num_tiles), ring);
+    for (int32_t c = 0; c < kChunksAhead; ++c) {
+        if (c % 2 == half_of_block)
+            issue_chunk<kIssuers>(p, c, g.num_tiles, g.kv_end, g.kv_head,
+                                  locate_tile(p, p.block_table + g.table_offset, c / 2, g.num_tiles), ring, issuer);
+        cp_async_commit();
+    }
 
     uint32_t prob[4];
     for (int32_t j = 0; j < g.num_tiles; ++j) {
-        // Pages of the two chunks this step issues, read before the wait and the barrier so
-        // the table load's latency hides behind them.
-        const int32_t first_chunk = 2 * j + kChunksAhead;
-        const int32_t page_first = tile_page(p, p.block_table + g.table_offset, first_chunk / 2, g.num_tiles);
-        const int32_t page_second = tile_page(p, p.block_table + g.table_offset, (first_chunk + 1) / 2, g.num_tiles);
+        // This half's chunk of the step and its page, read before the wait and the barrier
+        // so the table load's latency hides behind them.
+        const int32_t chunk = 2 * j + kChunksAhead + half_of_block;
+        const TileLocation where = locate_tile(p, p.block_table + g.table_offset, chunk / 2, g.num_tiles);
         cp_async_wait<kChunksAhead - 2>();
         __syncthreads();
-        issue_chunk(p, first_chunk, g.num_tiles, g.kv_end, g.kv_head, page_first, ring);
-        issue_chunk(p, first_chunk + 1, g.num_tiles, g.kv_end, g.kv_head, page_second, ring);
+        if (half_of_block == 1) cp_async_commit();
+        issue_chunk<kIssuers>(p, chunk, g.num_tiles, g.kv_end, g.kv_head, where, ring, issuer);
+        cp_async_commit();
+        if (half_of_block == 0) cp_async_commit();
         if (lagging_group && j > 0) accumulate_pv(o, prob, offsets, slot_address(ring, 2 * j - 1));
         float s[Tr::kKeyNTiles][4];
         tile_scores(p, g, q, offsets, slot_address(ring, 2 * j), exchange, j, s);

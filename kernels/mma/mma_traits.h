@@ -53,8 +53,6 @@ struct MmaBf16D512Traits {
     static constexpr int32_t kVecElems = 8;  // bf16 per 16-byte cp.async
     static constexpr int32_t kVecsPerRow = kHeadDim / kVecElems;
     static constexpr int32_t kVecsPerChunk = kChunkElems / kVecElems;
-    static constexpr int32_t kVecsPerThread = kVecsPerChunk / kThreads;
-    static constexpr int32_t kRowsPerLoadPass = kThreads / kVecsPerRow;
     static constexpr int32_t kSwizzleRows = 8;  // 16-byte column index XOR (row % 8)
 
     // Fragment counts per warp.
@@ -79,10 +77,6 @@ struct MmaBf16D512Traits {
     static_assert(kDimsPerWarp % (2 * kMmaK) == 0, "ldmatrix.x4 covers two k-steps of K");
     static_assert(kTileKeys % kMmaK == 0 && kKeyNTiles == 2 && kPvSteps == 1,
                   "score tile is one ldmatrix.x4 of K per k-step and one P fragment");
-    static_assert(kVecsPerChunk % kThreads == 0, "chunk loads split evenly over threads");
-    static_assert(kThreads % kVecsPerRow == 0, "a load pass covers whole rows");
-    static_assert(kRowsPerLoadPass % kSwizzleRows == 0 || kSwizzleRows % kRowsPerLoadPass == 0,
-                  "swizzle phase of a thread's rows is fixed");
     static_assert(kRingSlots == 5, "both issue schedules of mma_mainloop.cuh need exactly 5 slots");
     static_assert(kTileKeys == 16, "block_size is only guaranteed to be a multiple of 16: a key tile must "
                                    "never straddle a page");
