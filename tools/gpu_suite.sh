@@ -54,8 +54,12 @@ step bench bench.txt "$cli" bench "${bench_args[@]}"
 step bench-ref bench_reference.txt "$cli" bench --reference --cases prompt_16k --reps 1 --warmup 0 \
     --json "$out/bench_reference.json" --commit "$commit"
 if ((peers)); then
-    step peers peers.txt python3 "$root/tools/peer_bench.py" --lib "$build/dispatch/libwideattn.so" \
-        --bundle "$build/bundle" --json "$out/peers.json" --commit "$commit"
+    # The mma.sync rate the C++ bench measured in this run fills the peers' "% mma" column.
+    mma_rate=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mma_rate_tflops_before"])' \
+        "$out/bench.json" 2>/dev/null)
+    peer_args=(--lib "$build/dispatch/libwideattn.so" --bundle "$build/bundle" --json "$out/peers.json" --commit "$commit")
+    [[ -n "$mma_rate" && "$mma_rate" != "0" ]] && peer_args+=(--mma-rate "$mma_rate")
+    step peers peers.txt python3 "$root/tools/peer_bench.py" "${peer_args[@]}"
 fi
 echo "== summary (commit $commit)"
 printf '%s\n' "${summary[@]}"
