@@ -62,7 +62,7 @@ struct Command {
     const char* help;
 };
 
-const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows"},
+const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows", "--threads"},
                   "usage: wideattn accuracy kl REF CAND [--baseline BASE] [--json FILE]\n"
                   "\n"
                   "Per-token KL(REF || CAND) of two HDF5 logit dumps of the same tokens, in float64,\n"
@@ -73,6 +73,7 @@ const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows"
                   "                    difference KL(CAND) - KL(BASE), mean +- stderr\n"
                   "  --json FILE       write the report as JSON (FILE '-' is stdout)\n"
                   "  --block-rows N    rows per read (default: about 8 MB of float per dump)\n"
+                  "  --threads N       1 or 2 threads computing KL (default 2; reading has its own)\n"
                   "Exit: 0 ok, 2 error (bad input: the message names the file, row or argument).\n"};
 
 const Command kGate{"gate", {"REF", "CAND"}, {"--baseline", "--budget", "--margin", "--margin-rel", "--json"},
@@ -198,6 +199,11 @@ void write_text_file(const std::string& path, const std::string& text) {
 DriftReport run_drift(const ParsedArgs& args, const std::string& label) {
     DriftOptions options;
     if (args.has("--block-rows")) options.block_rows = parse_count("--block-rows", args.get("--block-rows"), 1);
+    if (args.has("--threads")) {
+        const int64_t threads = parse_count("--threads", args.get("--threads"), 1);
+        if (threads > 2) throw UsageError("option '--threads': '" + args.get("--threads") + "' must be 1 or 2");
+        options.compute_threads = static_cast<int>(threads);
+    }
     ProgressReporter progress(label);
     options.progress = [&progress](int64_t done, int64_t total) { progress.update(done, total); };
     DriftReport report = compute_drift(args.positionals[0], args.positionals[1], args.get("--baseline"), options);

@@ -8,6 +8,7 @@
 #include "accuracy/accuracy_error.h"
 #include "accuracy/row_block_stream.h"
 #include "accuracy/row_kl.h"
+#include "accuracy/split_worker.h"
 
 namespace wideattn::accuracy {
 namespace {
@@ -31,28 +32,28 @@ void check_same_tokens(const std::vector<int32_t>& expected, const std::string& 
     }
 }
 
-RowScan checked_scan(const float* row, int64_t vocab, const LogitDumpInfo& info, int64_t row_index) {
-    const RowScan scan = scan_row(row, vocab);
-    if (scan.problem == RowProblem::kAllNegativeInfinity)
-        throw AccuracyError("'" + info.path + "' row " + std::to_string(row_index) +
+void throw_row_problem(const LogitDumpInfo& info, int64_t row, RowProblem problem, int64_t column) {
+    if (problem == RowProblem::kAllNegativeInfinity)
+        throw AccuracyError("'" + info.path + "' row " + std::to_string(row) +
                             ": every logit is -inf (no probability distribution)");
-    if (scan.problem != RowProblem::kNone)
-        throw AccuracyError("'" + info.path + "' row " + std::to_string(row_index) + " column " +
-                            std::to_string(scan.problem_column) + ": logit is " + row_problem_name(scan.problem));
-    return scan;
+    throw AccuracyError("'" + info.path + "' row " + std::to_string(row) + " column " + std::to_string(column) +
+                        ": logit is " + row_problem_name(problem));
 }
 
-// Per-token values of one dump against the reference, filled row by row.
+// Per-token values of one dump against the reference, filled row by row in order.
 struct DriftAccumulator {
     std::vector<double> kl;
     std::vector<double> delta_p;
     int64_t top1_same = 0;
 
-    void add(const float* ref, const RowScan& ref_scan, const float* other, const RowScan& other_scan, int64_t vocab,
-             int32_t token) {
-        const RowPairDrift drift = row_pair_drift(ref, other, vocab, ref_scan, other_scan);
+    void add(const RowPairDrift& drift, const float* ref, const LogitDumpInfo& ref_info, const float* other,
+             const LogitDumpInfo& other_info, int64_t row, int32_t token) {
+        if (drift.ref_problem != RowProblem::kNone)
+            throw_row_problem(ref_info, row, drift.ref_problem, drift.ref_problem_column);
+        if (drift.cand_problem != RowProblem::kNone)
+            throw_row_problem(other_info, row, drift.cand_problem, drift.cand_problem_column);
         kl.push_back(drift.kl);
-        if (ref_scan.argmax == other_scan.argmax) ++top1_same;
+        if (drift.ref_argmax == drift.cand_argmax) ++top1_same;
         if (token >= 0) {
             const double p_ref = std::exp(static_cast<double>(ref[token]) - drift.ref_log_normalizer);
             const double p_other = std::exp(static_cast<double>(other[token]) - drift.cand_log_normalizer);
@@ -124,21 +125,31 @@ DriftReport compute_drift(const std::string& reference, const std::string& candi
     const int64_t vocab = report.vocab;
     {
         RowBlockStream stream(reader_pointers, block_rows, options.read_ahead);
+        SplitWorker workers(options.compute_threads > 1);
+        const int pairs = has_baseline ? 2 : 1;  // candidate, then baseline, against the reference
+        std::vector<RowPairDrift> drifts;
         RowBlock block;
         while (stream.next(&block)) {
+            // Rows of the block in parallel (each row's result lands in its own slot) ...
+            drifts.assign(static_cast<size_t>(block.rows * pairs), RowPairDrift{});
+            workers.run(block.rows * pairs, [&](int64_t begin, int64_t end) {
+                for (int64_t item = begin; item < end; ++item) {
+                    const int64_t r = item / pairs;
+                    const int which = static_cast<int>(item % pairs) + 1;
+                    drifts[static_cast<size_t>(item)] =
+                        row_pair_drift(block.data[0] + r * vocab, block.data[which] + r * vocab, vocab);
+                }
+            });
+            // ... then accumulated in row order, so results do not depend on the split.
             for (int64_t r = 0; r < block.rows; ++r) {
                 const int64_t row = block.first_row + r;
                 const int32_t token = report.has_tokens ? tokens[static_cast<size_t>(row)] : -1;
                 const float* ref = block.data[0] + r * vocab;
-                const float* cand = block.data[1] + r * vocab;
-                const RowScan ref_scan = checked_scan(ref, vocab, report.reference_info, row);
-                const RowScan cand_scan = checked_scan(cand, vocab, report.candidate_info, row);
-                candidate_drift.add(ref, ref_scan, cand, cand_scan, vocab, token);
-                if (has_baseline) {
-                    const float* base = block.data[2] + r * vocab;
-                    const RowScan base_scan = checked_scan(base, vocab, report.baseline_info, row);
-                    baseline_drift.add(ref, ref_scan, base, base_scan, vocab, token);
-                }
+                candidate_drift.add(drifts[static_cast<size_t>(r * pairs)], ref, report.reference_info,
+                                    block.data[1] + r * vocab, report.candidate_info, row, token);
+                if (has_baseline)
+                    baseline_drift.add(drifts[static_cast<size_t>(r * pairs + 1)], ref, report.reference_info,
+                                       block.data[2] + r * vocab, report.baseline_info, row, token);
             }
             if (options.progress) options.progress(block.first_row + block.rows, report.tokens);
         }

@@ -16,6 +16,7 @@ namespace wideattn::accuracy {
 struct DriftOptions {
     int64_t block_rows = 0;   // rows per read; 0 picks about kTargetBlockBytes of float per dump
     bool read_ahead = true;   // read the next blocks in a second thread while computing
+    int compute_threads = 2;  // 1 or 2 threads computing the rows of a block
     std::function<void(int64_t rows_done, int64_t rows_total)> progress;  // after each block
 
     static constexpr int64_t kTargetBlockBytes = int64_t{8} << 20;

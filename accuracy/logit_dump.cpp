@@ -175,13 +175,7 @@ LogitDumpReader::LogitDumpReader(const std::string& path) {
         throw AccuracyError("'" + path + "' is an empty dump: logits shape [" + std::to_string(info_.tokens) + ", " +
                             std::to_string(info_.vocab) + "]");
 
-    const int64_t row_bytes = info_.vocab * logit_type_bytes(info_.type);
-    const int64_t chunk_bytes = std::max<int64_t>(1, info_.chunk_rows) * row_bytes;
-    H5Handle access_props(H5Pcreate(H5P_DATASET_ACCESS));
-    H5Pset_chunk_cache(access_props.get(), kChunkCacheSlots,
-                       static_cast<size_t>(std::min(chunk_bytes, kMaxChunkCacheBytes)), 1.0);
-    dataset_ = H5Handle(H5Dopen2(file_.get(), kLogitsDataset, access_props.get()));
-    if (!dataset_.valid()) throw AccuracyError("cannot open " + where(path));
+    open_dataset(true);
 
     info_.has_tokens = has_link(file_.get(), kTokensDataset);
     for (int i = 0; i < 3; ++i) {
@@ -189,6 +183,19 @@ LogitDumpReader::LogitDumpReader(const std::string& path) {
         (i == 0 ? info_.metadata.model : i == 1 ? info_.metadata.variant : info_.metadata.engine) = value;
     }
 }
+
+void LogitDumpReader::open_dataset(bool chunk_cache) {
+    const int64_t row_bytes = info_.vocab * logit_type_bytes(info_.type);
+    const int64_t chunk_bytes = std::max<int64_t>(1, info_.chunk_rows) * row_bytes;
+    H5Handle access_props(H5Pcreate(H5P_DATASET_ACCESS));
+    const size_t cache_bytes = chunk_cache ? static_cast<size_t>(std::min(chunk_bytes, kMaxChunkCacheBytes)) : 0;
+    H5Pset_chunk_cache(access_props.get(), kChunkCacheSlots, cache_bytes, 1.0);
+    dataset_.reset();
+    dataset_ = H5Handle(H5Dopen2(file_.get(), kLogitsDataset, access_props.get()));
+    if (!dataset_.valid()) throw AccuracyError("cannot open " + where(info_.path));
+}
+
+void LogitDumpReader::set_chunk_cache(bool enabled) { open_dataset(enabled); }
 
 std::vector<int32_t> LogitDumpReader::read_tokens() const {
     std::vector<int32_t> tokens;

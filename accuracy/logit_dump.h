@@ -87,7 +87,14 @@ public:
     void read_rows(int64_t first, int64_t count, float* out);
     void read_rows(int64_t first, int64_t count, double* out);
 
+    // The chunk cache holds one chunk (default), which serves reads that split chunks. A
+    // caller whose reads always cover whole chunks can turn it off: HDF5 then reads straight
+    // into the caller's buffer instead of through the cache (one memory copy less).
+    void set_chunk_cache(bool enabled);
+
 private:
+    void open_dataset(bool chunk_cache);
+
     void read_raw(int64_t first, int64_t count, void* out, hid_t memory_type);
 
     LogitDumpInfo info_;

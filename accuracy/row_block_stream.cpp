@@ -15,6 +15,11 @@ RowBlockStream::RowBlockStream(const std::vector<LogitDumpReader*>& readers, int
     vocab_ = readers_[0]->info().vocab;
     block_rows_ = std::min(block_rows, tokens_);
     block_count_ = (tokens_ + block_rows_ - 1) / block_rows_;
+    // Blocks that cover whole chunks need no chunk cache (HDF5 then reads into our buffers).
+    for (LogitDumpReader* reader : readers_) {
+        const int64_t chunk_rows = reader->info().chunk_rows;
+        if (chunk_rows > 0 && block_rows_ % chunk_rows == 0) reader->set_chunk_cache(false);
+    }
     const int slots = read_ahead_ ? kSlots : 1;
     buffers_.resize(static_cast<size_t>(slots) * readers_.size());
     for (auto& buffer : buffers_) buffer.resize(static_cast<size_t>(block_rows_ * vocab_));

@@ -1,4 +1,4 @@
-// row_kl.cpp - see row_kl.h. The two hot loops (scan and exp-accumulate) use GCC/Clang vector
+// row_kl.cpp - see row_kl.h. The fused pass and the scan use GCC/Clang vector
 // extensions so they vectorise on any target (SSE2, NEON) without -ffast-math, and on x86-64
 // GCC also builds an x86-64-v3 (AVX2+FMA) clone chosen at load time.
 #include "accuracy/row_kl.h"
@@ -33,42 +33,65 @@ constexpr uint32_t kNegativeInfinityBits = 0xff800000u;
 // Columns per argmax block: the scan records each block's max, then looks for the first
 // column equal to the row max inside the best block only.
 constexpr int64_t kArgmaxBlock = 256;
+// Columns per block of the fused pass (both rows' blocks stay in L1).
+constexpr int64_t kSumBlock = 512;
 
-// exp(x) for x <= 0 to about 1 ulp: x = k ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2
-// so k * kLn2High is exact), a degree-13 Taylor polynomial for exp(r) (truncation < 5e-18)
-// evaluated with Estrin's scheme (short dependency chains), and 2^k built from the bits of the
-// rounding constant. Inputs below kExpFloor are clamped: such terms contribute < 1e-307 to
-// sums that are >= 1.
+// exp(x) for x <= 0 to about 1.5 ulp with few floating-point operations:
+//   x = (64 m + j) ln2/64 + r,  |r| <= ln2/128,  exp(x) = 2^m * 2^(j/64) * exp(r),
+// with 2^(j/64) from a 64-entry table (correctly rounded doubles), exp(r) from a degree-5
+// Taylor polynomial (truncation < 4e-17), ln2/64 split Cody-Waite style so n * kLn2Over64High
+// is exact, and n recovered from the bits of the rounding constant. Inputs below kExpFloor
+// are clamped: such terms contribute < 1e-307 to sums that are >= 1.
 constexpr double kExpFloor = -708.0;
-constexpr double kLog2E = 1.4426950408889634074;
-constexpr double kLn2High = 6.93147180369123816490e-01;
-constexpr double kLn2Low = 1.90821492927058770002e-10;
+constexpr int kTableBits = 6;
+constexpr int kTableSize = 1 << kTableBits;
+constexpr double kTableSizeOverLn2 = 92.33248261689366;
+constexpr double kLn2Over64High = 0x1.62e42ff000000p-7;   // 32 significant bits
+constexpr double kLn2Over64Low = -6.563929801064195e-13;
 constexpr double kRoundingShift = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
-constexpr double kC0 = 1.0, kC1 = 1.0, kC2 = 1.0 / 2, kC3 = 1.0 / 6, kC4 = 1.0 / 24, kC5 = 1.0 / 120,
-                 kC6 = 1.0 / 720, kC7 = 1.0 / 5040, kC8 = 1.0 / 40320, kC9 = 1.0 / 362880,
-                 kC10 = 1.0 / 3628800, kC11 = 1.0 / 39916800, kC12 = 1.0 / 479001600,
-                 kC13 = 1.0 / 6227020800;
-constexpr int64_t kDoubleExponentBias = 1023;
+constexpr int64_t kRoundingShiftBits = 0x4338000000000000;
 constexpr int kDoubleMantissaBits = 52;
 
-WIDEATTN_ALWAYS_INLINE Doubles exp_nonpositive(Doubles x) {
-    const Doubles floor = Doubles{} + kExpFloor;
-    x = x < floor ? floor : x;
-    const Doubles shifted = x * kLog2E + kRoundingShift;
-    const Doubles k = shifted - kRoundingShift;
-    const Doubles r = (x - k * kLn2High) - k * kLn2Low;
-    const Doubles r2 = r * r;
-    const Doubles r4 = r2 * r2;
-    const Doubles r8 = r4 * r4;
-    const Doubles low = (kC0 + kC1 * r + (kC2 + kC3 * r) * r2) + (kC4 + kC5 * r + (kC6 + kC7 * r) * r2) * r4;
-    const Doubles high = (kC8 + kC9 * r + (kC10 + kC11 * r) * r2) + (kC12 + kC13 * r) * r4;
-    const Doubles p = low + high * r8;
+// 2^(j / kTableSize), j = 0 .. kTableSize - 1, correctly rounded (exp2 of long double).
+const double* exp2_fraction_table() {
+    static const struct Table {
+        double values[kTableSize];
+        Table() {
+            for (int j = 0; j < kTableSize; ++j)
+                values[j] = static_cast<double>(std::exp2(static_cast<long double>(j) / kTableSize));
+        }
+    } table;
+    return table.values;
+}
+
+// kClamp false: the caller guarantees x >= kExpFloor (saves the compare and blend).
+template <bool kClamp>
+WIDEATTN_ALWAYS_INLINE Doubles exp_nonpositive(Doubles x, const double* table) {
+    if (kClamp) {
+        const Doubles floor = Doubles{} + kExpFloor;
+        x = x < floor ? floor : x;
+    }
+    const Doubles shifted = x * kTableSizeOverLn2 + kRoundingShift;
+    const Doubles n = shifted - kRoundingShift;
+    const Doubles r = (x - n * kLn2Over64High) - n * kLn2Over64Low;
     Int64s bits;
     std::memcpy(&bits, &shifted, sizeof bits);
-    const Int64s scale_bits = (bits + kDoubleExponentBias) << kDoubleMantissaBits;
+    const Int64s n_int = bits - kRoundingShiftBits;
+    const Int64s j = n_int & (kTableSize - 1);
+    const Int64s m = n_int >> kTableBits;  // floor(n / 64): arithmetic shift
+    const Doubles fraction = {table[j[0]], table[j[1]], table[j[2]], table[j[3]]};
+    Int64s scaled_bits;
+    std::memcpy(&scaled_bits, &fraction, sizeof scaled_bits);
+    scaled_bits += m << kDoubleMantissaBits;
     Doubles scale;
-    std::memcpy(&scale, &scale_bits, sizeof scale);
-    return p * scale;
+    std::memcpy(&scale, &scaled_bits, sizeof scale);
+    // Estrin's scheme: short dependency chains (this loop is latency-bound, not FMA-bound).
+    const Doubles r2 = r * r;
+    const Doubles low = 1.0 + r;
+    const Doubles mid = 1.0 / 2 + r * (1.0 / 6);
+    const Doubles high = 1.0 / 24 + r * (1.0 / 120);
+    const Doubles p = low + r2 * (mid + r2 * high);
+    return scale * p;
 }
 
 WIDEATTN_ALWAYS_INLINE Doubles load_doubles(const float* source) {
@@ -86,41 +109,166 @@ WIDEATTN_ALWAYS_INLINE double lane_sum(Doubles v) {
 struct Sums {
     double ref_exp = 0.0;        // sum exp(ref - ref_max)
     double cand_exp = 0.0;       // sum exp(cand - cand_max)
-    double weighted_diff = 0.0;  // sum exp(ref - ref_max) * ((ref - ref_max) - (cand - cand_max))
+    double weighted_diff = 0.0;  // sum exp(ref - ref_max) * (ref - cand)
+    double ref_max = 0.0;
+    double cand_max = 0.0;
+    int64_t ref_argmax = -1;
+    int64_t cand_argmax = -1;
+    bool any_special = false;    // some logit is +-inf or NaN: the caller takes the scalar path
 };
 
-// Both rows finite. Two vectors of each row per step give independent dependency chains.
-WIDEATTN_HOT_LOOP Sums sums_finite(const float* ref, const float* cand, int64_t vocab, double ref_max,
-                                   double cand_max) {
-    Doubles ref_exp0 = {}, ref_exp1 = {}, cand_exp0 = {}, cand_exp1 = {}, weighted0 = {}, weighted1 = {};
-    const int64_t step = 2 * kLanes;
+struct BlockMax {
+    float max;
+    float min;
+    bool any_special;  // some element has an all-ones exponent (inf or NaN)
+};
+
+// Max and min (ignoring NaN) and inf/NaN detection over [begin, end), vectorised 8 wide.
+WIDEATTN_HOT_LOOP BlockMax block_max(const float* row, int64_t begin, int64_t end) {
+    typedef float Floats8 __attribute__((vector_size(8 * sizeof(float))));
+    typedef int32_t Int32s8 __attribute__((vector_size(8 * sizeof(int32_t))));
+    constexpr int kWide = 8;
+    const float lowest = -std::numeric_limits<float>::infinity();
+    const float highest = std::numeric_limits<float>::infinity();
+    Floats8 best = Floats8{} + lowest;
+    Floats8 least = Floats8{} + highest;
+    Int32s8 special = {};
+    const Int32s8 exponent_mask = Int32s8{} + static_cast<int32_t>(kExponentMask);
+    int64_t i = begin;
+    for (; i + kWide <= end; i += kWide) {
+        Floats8 values;
+        std::memcpy(&values, row + i, sizeof values);
+        Int32s8 bits;
+        std::memcpy(&bits, row + i, sizeof bits);
+        special |= (bits & exponent_mask) == exponent_mask;
+        best = values > best ? values : best;
+        least = values < least ? values : least;
+    }
+    BlockMax result{lowest, highest, false};
+    for (int lane = 0; lane < kWide; ++lane) {
+        result.max = std::max(result.max, best[lane]);
+        result.min = std::min(result.min, least[lane]);
+        result.any_special = result.any_special || special[lane] != 0;
+    }
+    for (; i < end; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, row + i, sizeof bits);
+        result.any_special = result.any_special || (bits & kExponentMask) == kExponentMask;
+        result.max = std::max(result.max, row[i]);
+        result.min = std::min(result.min, row[i]);
+    }
+    return result;
+}
+
+struct BlockSums {
+    double ref_exp = 0.0;   // sum exp(ref - ref_max) over the block
+    double cand_exp = 0.0;  // sum exp(cand - cand_max)
+    double weighted = 0.0;  // sum exp(ref - ref_max) * (ref - cand)
+};
+
+// Exp sums of one block (at most kSumBlock) of finite logits given each row's block max. The
+// floats are first widened into double tiles by a plain loop (which vectorises to one
+// conversion per vector; converting inside the exp loop made GCC round-trip through the
+// stack), then one vector per step keeps accumulators and constants in registers.
+template <bool kClamp>
+WIDEATTN_ALWAYS_INLINE BlockSums block_sums_impl(const float* ref, const float* cand, int64_t n, double ref_max,
+                                                 double cand_max) {
+    alignas(32) double ref_tile[kSumBlock];
+    alignas(32) double cand_tile[kSumBlock];
+    for (int64_t i = 0; i < n; ++i) {
+        ref_tile[i] = ref[i];
+        cand_tile[i] = cand[i];
+    }
+    const double* table = exp2_fraction_table();
+    Doubles ref_exp = {}, cand_exp = {}, weighted = {};
     int64_t i = 0;
-    for (; i + step <= vocab; i += step) {
-        const Doubles a0 = load_doubles(ref + i) - ref_max;
-        const Doubles a1 = load_doubles(ref + i + kLanes) - ref_max;
-        const Doubles b0 = load_doubles(cand + i) - cand_max;
-        const Doubles b1 = load_doubles(cand + i + kLanes) - cand_max;
-        const Doubles ea0 = exp_nonpositive(a0);
-        const Doubles ea1 = exp_nonpositive(a1);
-        cand_exp0 += exp_nonpositive(b0);
-        cand_exp1 += exp_nonpositive(b1);
-        ref_exp0 += ea0;
-        ref_exp1 += ea1;
-        weighted0 += ea0 * (a0 - b0);
-        weighted1 += ea1 * (a1 - b1);
+    for (; i + kLanes <= n; i += kLanes) {
+        Doubles r, c;
+        std::memcpy(&r, ref_tile + i, sizeof r);
+        std::memcpy(&c, cand_tile + i, sizeof c);
+        const Doubles ea = exp_nonpositive<kClamp>(r - ref_max, table);
+        cand_exp += exp_nonpositive<kClamp>(c - cand_max, table);
+        ref_exp += ea;
+        weighted += ea * (r - c);
     }
-    Sums sums;
-    sums.ref_exp = lane_sum(ref_exp0 + ref_exp1);
-    sums.cand_exp = lane_sum(cand_exp0 + cand_exp1);
-    sums.weighted_diff = lane_sum(weighted0 + weighted1);
-    for (; i < vocab; ++i) {
-        const Doubles a = Doubles{} + (static_cast<double>(ref[i]) - ref_max);
-        const Doubles b = Doubles{} + (static_cast<double>(cand[i]) - cand_max);
-        const double ea = exp_nonpositive(a)[0];
+    BlockSums sums;
+    sums.ref_exp = lane_sum(ref_exp);
+    sums.cand_exp = lane_sum(cand_exp);
+    sums.weighted = lane_sum(weighted);
+    for (; i < n; ++i) {
+        const double r = ref_tile[i], c = cand_tile[i];
+        const double ea = std::exp(r - ref_max);
         sums.ref_exp += ea;
-        sums.cand_exp += exp_nonpositive(b)[0];
-        sums.weighted_diff += ea * (a[0] - b[0]);
+        sums.cand_exp += std::exp(c - cand_max);
+        sums.weighted += ea * (r - c);
     }
+    return sums;
+}
+
+// need_clamp: some logit of the block lies more than -kExpFloor below its block max.
+WIDEATTN_HOT_LOOP BlockSums block_sums(const float* ref, const float* cand, int64_t n, double ref_max,
+                                       double cand_max, bool need_clamp) {
+    return need_clamp ? block_sums_impl<true>(ref, cand, n, ref_max, cand_max)
+                      : block_sums_impl<false>(ref, cand, n, ref_max, cand_max);
+}
+
+// Running softmax sums over blocks: the sums are kept relative to the largest block max seen
+// so far and rescaled (one scalar exp per block) when a larger one arrives.
+struct RunningRow {
+    double max = -std::numeric_limits<double>::infinity();
+    double exp_sum = 0.0;
+    double weighted = 0.0;     // reference only
+    int64_t max_block = -1;    // first block holding the max
+
+    void add(double block_max, double block_exp, double block_weighted, int64_t block_begin) {
+        if (block_max > max) {
+            const double factor = max_block < 0 ? 0.0 : std::exp(max - block_max);
+            exp_sum = exp_sum * factor + block_exp;
+            weighted = weighted * factor + block_weighted;
+            max = block_max;
+            max_block = block_begin;
+        } else {
+            const double factor = std::exp(block_max - max);
+            exp_sum += block_exp * factor;
+            weighted += block_weighted * factor;
+        }
+    }
+};
+
+int64_t first_index_of(const float* row, int64_t begin, int64_t vocab, float value) {
+    for (int64_t i = begin; i < vocab; ++i) {
+        if (row[i] == value) return i;
+    }
+    return -1;
+}
+
+// Both rows: per block of kSumBlock columns, a max pass and an exp pass over the block while
+// it is in L1, so each row is read from memory once.
+Sums fused_sums(const float* ref, const float* cand, int64_t vocab) {
+    RunningRow ref_row, cand_row;
+    Sums sums;
+    for (int64_t begin = 0; begin < vocab; begin += kSumBlock) {
+        const int64_t end = std::min(vocab, begin + kSumBlock);
+        const BlockMax ref_block = block_max(ref, begin, end);
+        const BlockMax cand_block = block_max(cand, begin, end);
+        if (ref_block.any_special || cand_block.any_special) {
+            sums.any_special = true;
+            return sums;
+        }
+        const bool need_clamp = static_cast<double>(ref_block.min) - ref_block.max < kExpFloor ||
+                                static_cast<double>(cand_block.min) - cand_block.max < kExpFloor;
+        const BlockSums block =
+            block_sums(ref + begin, cand + begin, end - begin, ref_block.max, cand_block.max, need_clamp);
+        ref_row.add(ref_block.max, block.ref_exp, block.weighted, begin);
+        cand_row.add(cand_block.max, block.cand_exp, 0.0, begin);
+    }
+    sums.ref_exp = ref_row.exp_sum;
+    sums.cand_exp = cand_row.exp_sum;
+    sums.weighted_diff = ref_row.weighted;
+    sums.ref_max = ref_row.max;
+    sums.cand_max = cand_row.max;
+    sums.ref_argmax = first_index_of(ref, ref_row.max_block, vocab, static_cast<float>(ref_row.max));
+    sums.cand_argmax = first_index_of(cand, cand_row.max_block, vocab, static_cast<float>(cand_row.max));
     return sums;
 }
 
@@ -142,44 +290,10 @@ Sums sums_with_zeros(const float* ref, const float* cand, int64_t vocab, double 
         if (cand_zero) {
             *infinite = true;
         } else {
-            sums.weighted_diff += ea * (a - b);
+            sums.weighted_diff += ea * (static_cast<double>(ref[i]) - static_cast<double>(cand[i]));
         }
     }
     return sums;
-}
-
-struct BlockMax {
-    float max;
-    bool any_special;  // some element has an all-ones exponent (inf or NaN)
-};
-
-// Max (ignoring NaN) and inf/NaN detection over [begin, end), vectorised.
-WIDEATTN_HOT_LOOP BlockMax block_max(const float* row, int64_t begin, int64_t end) {
-    const float lowest = -std::numeric_limits<float>::infinity();
-    Floats best = Floats{} + lowest;
-    Int32s special = {};
-    const Int32s exponent_mask = Int32s{} + static_cast<int32_t>(kExponentMask);
-    int64_t i = begin;
-    for (; i + kLanes <= end; i += kLanes) {
-        Floats values;
-        std::memcpy(&values, row + i, sizeof values);
-        Int32s bits;
-        std::memcpy(&bits, row + i, sizeof bits);
-        special |= (bits & exponent_mask) == exponent_mask;
-        best = values > best ? values : best;
-    }
-    BlockMax result{lowest, false};
-    for (int lane = 0; lane < kLanes; ++lane) {
-        result.max = std::max(result.max, best[lane]);
-        result.any_special = result.any_special || special[lane] != 0;
-    }
-    for (; i < end; ++i) {
-        uint32_t bits;
-        std::memcpy(&bits, row + i, sizeof bits);
-        result.any_special = result.any_special || (bits & kExponentMask) == kExponentMask;
-        if (row[i] > result.max) result.max = row[i];
-    }
-    return result;
 }
 
 }  // namespace
@@ -236,23 +350,34 @@ RowScan scan_row(const float* row, int64_t vocab) {
     return scan;
 }
 
-RowPairDrift row_pair_drift(const float* ref, const float* cand, int64_t vocab, const RowScan& ref_scan,
-                            const RowScan& cand_scan) {
-    const double ref_max = ref_scan.max;
-    const double cand_max = cand_scan.max;
-    bool infinite = false;
-    const Sums sums = ref_scan.has_negative_infinity || cand_scan.has_negative_infinity
-                          ? sums_with_zeros(ref, cand, vocab, ref_max, cand_max, &infinite)
-                          : sums_finite(ref, cand, vocab, ref_max, cand_max);
+RowPairDrift row_pair_drift(const float* ref, const float* cand, int64_t vocab) {
     RowPairDrift drift;
+    Sums sums = fused_sums(ref, cand, vocab);
+    bool infinite = false;
+    if (sums.any_special) {
+        const RowScan ref_scan = scan_row(ref, vocab);
+        const RowScan cand_scan = scan_row(cand, vocab);
+        drift.ref_problem = ref_scan.problem;
+        drift.ref_problem_column = ref_scan.problem_column;
+        drift.cand_problem = cand_scan.problem;
+        drift.cand_problem_column = cand_scan.problem_column;
+        if (ref_scan.problem != RowProblem::kNone || cand_scan.problem != RowProblem::kNone) return drift;
+        sums = sums_with_zeros(ref, cand, vocab, ref_scan.max, cand_scan.max, &infinite);
+        sums.ref_max = ref_scan.max;
+        sums.cand_max = cand_scan.max;
+        sums.ref_argmax = ref_scan.argmax;
+        sums.cand_argmax = cand_scan.argmax;
+    }
     const double log_ref_exp = std::log(sums.ref_exp);
     const double log_cand_exp = std::log(sums.cand_exp);
-    drift.ref_log_normalizer = ref_max + log_ref_exp;
-    drift.cand_log_normalizer = cand_max + log_cand_exp;
-    // KL = sum p (log p - log q) = sum p (a - b) - log S_ref + log S_cand with a, b the
-    // max-shifted logits and p = exp(a) / S_ref.
+    drift.ref_log_normalizer = sums.ref_max + log_ref_exp;
+    drift.cand_log_normalizer = sums.cand_max + log_cand_exp;
+    drift.ref_argmax = sums.ref_argmax;
+    drift.cand_argmax = sums.cand_argmax;
+    // With p = exp(ref - ref_max) / S_ref: KL = sum p (log p - log q)
+    //   = sum p (ref - cand) - (ref_max - cand_max) - log S_ref + log S_cand.
     drift.kl = infinite ? std::numeric_limits<double>::infinity()
-                        : sums.weighted_diff / sums.ref_exp - log_ref_exp + log_cand_exp;
+                        : sums.weighted_diff / sums.ref_exp - (sums.ref_max - sums.cand_max) - log_ref_exp + log_cand_exp;
     return drift;
 }
 

@@ -1,7 +1,8 @@
 // row_kl.h - the per-token drift kernel: KL(reference || candidate) of two logit rows computed
-// from log-softmax in float64 (max subtracted before exp), fused into one scan for max/argmax
-// and one pass accumulating sum exp(ref), sum exp(cand) and sum exp(ref) * (ref - cand).
-// A logit of -inf is a probability of exactly zero; NaN and +inf are input errors.
+// from log-softmax in float64 with max subtraction, in ONE fused pass over the row pair: an
+// online (running-max, rescaled) accumulation of sum exp(ref), sum exp(cand) and
+// sum exp(ref) * (ref - cand), plus argmax and an inf/NaN check. A logit of -inf is a
+// probability of exactly zero (such rows take a scalar path); NaN and +inf are input errors.
 #pragma once
 
 #include <cstdint>
@@ -20,17 +21,22 @@ struct RowScan {
     int64_t problem_column = -1; // first column with a NaN / +inf
 };
 
-// Max, argmax and validity of one row of `vocab` logits.
+// Max, argmax and validity of one row of `vocab` logits (a separate pass; row_pair_drift does
+// not need it).
 RowScan scan_row(const float* row, int64_t vocab);
 
 struct RowPairDrift {
-    double kl = 0.0;                      // KL(ref || cand) in nats; +inf when cand gives 0 where ref does not
-    double ref_log_normalizer = 0.0;      // log sum exp(ref)
-    double cand_log_normalizer = 0.0;     // log sum exp(cand)
+    RowProblem ref_problem = RowProblem::kNone;   // when not kNone, nothing else is set
+    int64_t ref_problem_column = -1;
+    RowProblem cand_problem = RowProblem::kNone;
+    int64_t cand_problem_column = -1;
+    double kl = 0.0;                  // KL(ref || cand) in nats; +inf when cand gives 0 where ref does not
+    double ref_log_normalizer = 0.0;  // log sum exp(ref)
+    double cand_log_normalizer = 0.0; // log sum exp(cand)
+    int64_t ref_argmax = -1;          // first column of the largest logit
+    int64_t cand_argmax = -1;
 };
 
-// KL of two valid rows (their scans have problem == kNone).
-RowPairDrift row_pair_drift(const float* ref, const float* cand, int64_t vocab, const RowScan& ref_scan,
-                            const RowScan& cand_scan);
+RowPairDrift row_pair_drift(const float* ref, const float* cand, int64_t vocab);
 
 }  // namespace wideattn::accuracy
