@@ -25,8 +25,6 @@ namespace {
 constexpr int kLanes = 4;
 typedef double Doubles __attribute__((vector_size(kLanes * sizeof(double))));
 typedef int64_t Int64s __attribute__((vector_size(kLanes * sizeof(int64_t))));
-typedef float Floats __attribute__((vector_size(kLanes * sizeof(float))));
-typedef int32_t Int32s __attribute__((vector_size(kLanes * sizeof(int32_t))));
 
 constexpr uint32_t kExponentMask = 0x7f800000u;
 constexpr uint32_t kNegativeInfinityBits = 0xff800000u;
@@ -92,12 +90,6 @@ WIDEATTN_ALWAYS_INLINE Doubles exp_nonpositive(Doubles x, const double* table) {
     const Doubles high = 1.0 / 24 + r * (1.0 / 120);
     const Doubles p = low + r2 * (mid + r2 * high);
     return scale * p;
-}
-
-WIDEATTN_ALWAYS_INLINE Doubles load_doubles(const float* source) {
-    Floats values;
-    std::memcpy(&values, source, sizeof values);
-    return __builtin_convertvector(values, Doubles);
 }
 
 WIDEATTN_ALWAYS_INLINE double lane_sum(Doubles v) {
