@@ -79,7 +79,9 @@ void write_dataset(hid_t file, const std::string& name, const std::vector<int64_
                    hid_t memory_type, const void* data, bool bfloat16) {
     std::vector<hsize_t> extent(dims.begin(), dims.end());
     H5Handle space(H5Screate_simple(static_cast<int>(extent.size()), extent.data(), nullptr));
-    H5Handle dataset(H5Dcreate2(file, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Handle create_props(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_obj_track_times(create_props.get(), 0);  // no timestamps: same inputs, same bytes
+    H5Handle dataset(H5Dcreate2(file, name.c_str(), file_type, space.get(), H5P_DEFAULT, create_props.get(), H5P_DEFAULT));
     if (!dataset.valid() || H5Dwrite(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
         throw AccuracyError("cannot write dataset '" + name + "'");
     if (bfloat16) write_string_attribute(dataset.get(), kDtypeAttribute, kBFloat16Name);

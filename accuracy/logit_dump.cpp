@@ -73,6 +73,7 @@ LogitDumpWriter::LogitDumpWriter(const std::string& path, int64_t vocab, LogitTy
     H5Handle space(H5Screate_simple(2, dims, max_dims));
     H5Handle create_props(H5Pcreate(H5P_DATASET_CREATE));
     H5Pset_chunk(create_props.get(), 2, chunk);
+    H5Pset_obj_track_times(create_props.get(), 0);  // no timestamps: same inputs, same bytes
     dataset_ = H5Handle(H5Dcreate2(file_.get(), kLogitsDataset, file_type_.get(), space.get(), H5P_DEFAULT,
                                    create_props.get(), H5P_DEFAULT));
     if (!dataset_.valid()) throw AccuracyError("cannot create " + where(path));
@@ -116,8 +117,10 @@ void LogitDumpWriter::write_tokens(const std::vector<int32_t>& tokens) {
     if (!file_.valid()) throw AccuracyError("logit dump '" + path_ + "' is already closed");
     const hsize_t dims[1] = {static_cast<hsize_t>(tokens.size())};
     H5Handle space(H5Screate_simple(1, dims, nullptr));
+    H5Handle create_props(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_obj_track_times(create_props.get(), 0);
     H5Handle dataset(H5Dcreate2(file_.get(), kTokensDataset, H5T_STD_I32LE, space.get(), H5P_DEFAULT,
-                                H5P_DEFAULT, H5P_DEFAULT));
+                                create_props.get(), H5P_DEFAULT));
     if (!dataset.valid() ||
         (!tokens.empty() && H5Dwrite(dataset.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tokens.data()) < 0))
         throw AccuracyError("cannot write dataset 'tokens' of '" + path_ + "'");

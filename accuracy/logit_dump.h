@@ -62,7 +62,7 @@ public:
 
     int64_t rows_written() const { return rows_written_; }
 
-    static constexpr int64_t kTargetChunkBytes = 1 << 20;
+    static constexpr int64_t kTargetChunkBytes = 256 << 10;
 
 private:
     std::string path_;

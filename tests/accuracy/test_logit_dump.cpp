@@ -115,12 +115,12 @@ TEST_CASE("logit dump round trip in every type, with tokens and metadata") {
     }
 }
 
-TEST_CASE("logit dump: default chunking targets about 1 MB and at least one row") {
+TEST_CASE("logit dump: default chunking targets about 256 KiB and at least one row") {
     TempDir dir;
     write_dump(dir.file("wide.h5"), 2, 300000, LogitType::kFloat32);
     CHECK(LogitDumpReader(dir.file("wide.h5")).info().chunk_rows == 1);
     write_dump(dir.file("narrow.h5"), 2, 1024, LogitType::kFloat16);
-    CHECK(LogitDumpReader(dir.file("narrow.h5")).info().chunk_rows == 512);
+    CHECK(LogitDumpReader(dir.file("narrow.h5")).info().chunk_rows == 128);
 }
 
 TEST_CASE("logit dump reader: clear errors for bad files") {
