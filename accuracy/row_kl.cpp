@@ -1,4 +1,4 @@
-// row_kl.cpp - see row_kl.h. The fused pass and the scan use GCC/Clang vector
+// row_kl.cpp - see row_kl.h. The block scan and the exp pass use GCC/Clang vector
 // extensions so they vectorise on any target (SSE2, NEON) without -ffast-math, and on x86-64
 // GCC also builds an x86-64-v3 (AVX2+FMA) clone chosen at load time.
 #include "accuracy/row_kl.h"
