@@ -34,6 +34,11 @@ void H5Handle::reset() {
     id_ = H5I_INVALID_HID;
 }
 
+std::mutex& hdf5_call_mutex() {
+    static std::mutex mutex;
+    return mutex;
+}
+
 void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
 H5Handle open_hdf5_for_reading(const std::string& path) {

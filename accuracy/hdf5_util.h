@@ -6,6 +6,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ public:
 private:
     hid_t id_ = H5I_INVALID_HID;
 };
+
+// Serialises HDF5 calls made from several threads (the library may be built without its own
+// thread safety). Taken by LogitDumpReader::read_rows, the only call made concurrently.
+std::mutex& hdf5_call_mutex();
 
 // Turns off HDF5's printing of its error stack (we report our own messages). Idempotent.
 void silence_hdf5_errors();

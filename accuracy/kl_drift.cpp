@@ -2,13 +2,16 @@
 #include "accuracy/kl_drift.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
+#include <limits>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "accuracy/accuracy_error.h"
-#include "accuracy/row_block_stream.h"
 #include "accuracy/row_kl.h"
-#include "accuracy/split_worker.h"
 
 namespace wideattn::accuracy {
 namespace {
@@ -40,31 +43,23 @@ void throw_row_problem(const LogitDumpInfo& info, int64_t row, RowProblem proble
                         ": logit is " + row_problem_name(problem));
 }
 
-// Per-token values of one dump against the reference, filled row by row in order.
-struct DriftAccumulator {
+// Per-token results of one dump against the reference, stored by row (workers fill disjoint
+// rows), summarised in row order at the end.
+struct DriftValues {
     std::vector<double> kl;
     std::vector<double> delta_p;
-    int64_t top1_same = 0;
+    std::vector<uint8_t> top1_same;
 
-    void add(const RowPairDrift& drift, const float* ref, const LogitDumpInfo& ref_info, const float* other,
-             const LogitDumpInfo& other_info, int64_t row, int32_t token) {
-        if (drift.ref_problem != RowProblem::kNone)
-            throw_row_problem(ref_info, row, drift.ref_problem, drift.ref_problem_column);
-        if (drift.cand_problem != RowProblem::kNone)
-            throw_row_problem(other_info, row, drift.cand_problem, drift.cand_problem_column);
-        kl.push_back(drift.kl);
-        if (drift.ref_argmax == drift.cand_argmax) ++top1_same;
-        if (token >= 0) {
-            const double p_ref = std::exp(static_cast<double>(ref[token]) - drift.ref_log_normalizer);
-            const double p_other = std::exp(static_cast<double>(other[token]) - drift.cand_log_normalizer);
-            delta_p.push_back(p_other - p_ref);
-        }
-    }
+    explicit DriftValues(int64_t tokens, bool has_tokens)
+        : kl(static_cast<size_t>(tokens)), delta_p(has_tokens ? static_cast<size_t>(tokens) : 0),
+          top1_same(static_cast<size_t>(tokens)) {}
 
     DriftSummary summary(bool has_tokens) const {
         DriftSummary s;
         s.kl = summarize(kl);
-        s.top1_agreement = proportion(top1_same, static_cast<int64_t>(kl.size()));
+        int64_t same = 0;
+        for (uint8_t flag : top1_same) same += flag;
+        s.top1_agreement = proportion(same, static_cast<int64_t>(kl.size()));
         s.has_tokens = has_tokens;
         if (has_tokens) {
             s.delta_p = summarize(delta_p);
@@ -72,6 +67,30 @@ struct DriftAccumulator {
         }
         return s;
     }
+};
+
+// The first error (by row) any worker met; later rows are not started once one is known.
+class FirstError {
+public:
+    void record(int64_t row, std::exception_ptr error) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (row < row_) {
+            row_ = row;
+            error_ = std::move(error);
+            stop_before_.store(row);
+        }
+    }
+    // Whether work starting at `row` is still useful.
+    bool wanted(int64_t row) const { return row < stop_before_.load(); }
+    void rethrow_if_any() const {
+        if (error_) std::rethrow_exception(error_);
+    }
+
+private:
+    std::mutex mutex_;
+    int64_t row_ = std::numeric_limits<int64_t>::max();
+    std::exception_ptr error_;
+    std::atomic<int64_t> stop_before_{std::numeric_limits<int64_t>::max()};
 };
 
 }  // namespace
@@ -117,49 +136,97 @@ DriftReport compute_drift(const std::string& reference, const std::string& candi
     const int64_t block_rows = options.block_rows > 0 ? options.block_rows
                                                       : default_block_rows(report.vocab, report.reference_info.chunk_rows);
 
-    std::vector<LogitDumpReader*> reader_pointers;
-    for (const auto& reader : readers) reader_pointers.push_back(reader.get());
-    DriftAccumulator candidate_drift, baseline_drift;
-    candidate_drift.kl.reserve(static_cast<size_t>(report.tokens));
-    if (has_baseline) baseline_drift.kl.reserve(static_cast<size_t>(report.tokens));
-    const int64_t vocab = report.vocab;
-    {
-        RowBlockStream stream(reader_pointers, block_rows, options.read_ahead);
-        SplitWorker workers(options.compute_threads > 1);
-        const int pairs = has_baseline ? 2 : 1;  // candidate, then baseline, against the reference
-        std::vector<RowPairDrift> drifts;
-        RowBlock block;
-        while (stream.next(&block)) {
-            // Rows of the block in parallel (each row's result lands in its own slot) ...
-            drifts.assign(static_cast<size_t>(block.rows * pairs), RowPairDrift{});
-            workers.run(block.rows * pairs, [&](int64_t begin, int64_t end) {
-                for (int64_t item = begin; item < end; ++item) {
-                    const int64_t r = item / pairs;
-                    const int which = static_cast<int>(item % pairs) + 1;
-                    drifts[static_cast<size_t>(item)] =
-                        row_pair_drift(block.data[0] + r * vocab, block.data[which] + r * vocab, vocab);
-                }
-            });
-            // ... then accumulated in row order, so results do not depend on the split.
-            for (int64_t r = 0; r < block.rows; ++r) {
-                const int64_t row = block.first_row + r;
-                const int32_t token = report.has_tokens ? tokens[static_cast<size_t>(row)] : -1;
-                const float* ref = block.data[0] + r * vocab;
-                candidate_drift.add(drifts[static_cast<size_t>(r * pairs)], ref, report.reference_info,
-                                    block.data[1] + r * vocab, report.candidate_info, row, token);
-                if (has_baseline)
-                    baseline_drift.add(drifts[static_cast<size_t>(r * pairs + 1)], ref, report.reference_info,
-                                       block.data[2] + r * vocab, report.baseline_info, row, token);
-            }
-            if (options.progress) options.progress(block.first_row + block.rows, report.tokens);
+    // Each worker owns readers for every dump and its block buffers; it reads a block (HDF5
+    // calls are serialised inside the reader) and computes it, so one worker's computation
+    // overlaps the other's read without a dedicated reader thread or per-block barriers.
+    const int workers = options.threads > 1 ? 2 : 1;
+    std::vector<std::vector<std::unique_ptr<LogitDumpReader>>> worker_readers(static_cast<size_t>(workers));
+    worker_readers[0] = std::move(readers);
+    for (int w = 1; w < workers; ++w) {
+        worker_readers[w].push_back(std::make_unique<LogitDumpReader>(reference));
+        worker_readers[w].push_back(std::make_unique<LogitDumpReader>(candidate));
+        if (has_baseline) worker_readers[w].push_back(std::make_unique<LogitDumpReader>(baseline));
+    }
+    for (auto& set : worker_readers) {
+        for (auto& reader : set) {
+            const int64_t chunk_rows = reader->info().chunk_rows;
+            // Whole-chunk reads need no chunk cache: HDF5 then reads straight into our buffers.
+            if (chunk_rows > 0 && block_rows % chunk_rows == 0) reader->set_chunk_cache(false);
         }
     }
 
-    report.candidate_drift = candidate_drift.summary(report.has_tokens);
-    report.candidate_kl = std::move(candidate_drift.kl);
+    const int64_t vocab = report.vocab;
+    const int64_t block_count = (report.tokens + block_rows - 1) / block_rows;
+    const size_t dumps = worker_readers[0].size();
+    DriftValues candidate_values(report.tokens, report.has_tokens);
+    DriftValues baseline_values(has_baseline ? report.tokens : 0, report.has_tokens && has_baseline);
+    std::atomic<int64_t> next_block{0};
+    std::atomic<int64_t> rows_done{0};
+    FirstError first_error;
+
+    const auto store = [&](DriftValues* values, const RowPairDrift& drift, const float* ref, const float* other,
+                           const LogitDumpInfo& other_info, int64_t row) {
+        if (drift.ref_problem != RowProblem::kNone)
+            throw_row_problem(report.reference_info, row, drift.ref_problem, drift.ref_problem_column);
+        if (drift.cand_problem != RowProblem::kNone)
+            throw_row_problem(other_info, row, drift.cand_problem, drift.cand_problem_column);
+        values->kl[static_cast<size_t>(row)] = drift.kl;
+        values->top1_same[static_cast<size_t>(row)] = drift.ref_argmax == drift.cand_argmax;
+        if (report.has_tokens) {
+            const int32_t token = tokens[static_cast<size_t>(row)];
+            const double p_ref = std::exp(static_cast<double>(ref[token]) - drift.ref_log_normalizer);
+            const double p_other = std::exp(static_cast<double>(other[token]) - drift.cand_log_normalizer);
+            values->delta_p[static_cast<size_t>(row)] = p_other - p_ref;
+        }
+    };
+
+    const auto work = [&](int worker) {
+        std::vector<std::vector<float>> buffers;
+        try {
+            buffers.assign(dumps, std::vector<float>(static_cast<size_t>(block_rows * vocab)));
+        } catch (...) {
+            first_error.record(0, std::current_exception());
+            return;
+        }
+        for (;;) {
+            const int64_t block = next_block.fetch_add(1);
+            const int64_t first = block * block_rows;
+            if (block >= block_count || !first_error.wanted(first)) return;
+            const int64_t rows = std::min(block_rows, report.tokens - first);
+            int64_t row = first;
+            try {
+                for (size_t d = 0; d < dumps; ++d) worker_readers[worker][d]->read_rows(first, rows, buffers[d].data());
+                for (int64_t r = 0; r < rows; ++r, ++row) {
+                    const float* ref = buffers[0].data() + r * vocab;
+                    const float* cand = buffers[1].data() + r * vocab;
+                    store(&candidate_values, row_pair_drift(ref, cand, vocab), ref, cand, report.candidate_info, row);
+                    if (has_baseline) {
+                        const float* base = buffers[2].data() + r * vocab;
+                        store(&baseline_values, row_pair_drift(ref, base, vocab), ref, base, report.baseline_info, row);
+                    }
+                }
+            } catch (...) {
+                first_error.record(row, std::current_exception());
+                return;
+            }
+            const int64_t done = rows_done.fetch_add(rows) + rows;
+            if (worker == 0 && options.progress) options.progress(done, report.tokens);
+        }
+    };
+    {
+        std::thread helper;
+        if (workers > 1) helper = std::thread(work, 1);
+        work(0);
+        if (helper.joinable()) helper.join();
+    }
+    first_error.rethrow_if_any();
+    if (options.progress) options.progress(report.tokens, report.tokens);
+
+    report.candidate_drift = candidate_values.summary(report.has_tokens);
+    report.candidate_kl = std::move(candidate_values.kl);
     if (has_baseline) {
-        report.baseline_drift = baseline_drift.summary(report.has_tokens);
-        report.baseline_kl = std::move(baseline_drift.kl);
+        report.baseline_drift = baseline_values.summary(report.has_tokens);
+        report.baseline_kl = std::move(baseline_values.kl);
         std::vector<double> differences(report.candidate_kl.size());
         for (size_t i = 0; i < differences.size(); ++i)
             differences[i] = report.candidate_kl[i] - report.baseline_kl[i];

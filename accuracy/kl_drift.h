@@ -15,11 +15,14 @@ namespace wideattn::accuracy {
 
 struct DriftOptions {
     int64_t block_rows = 0;   // rows per read; 0 picks about kTargetBlockBytes of float per dump
-    bool read_ahead = true;   // read the next blocks in a second thread while computing
-    int compute_threads = 2;  // 1 or 2 threads computing the rows of a block
-    std::function<void(int64_t rows_done, int64_t rows_total)> progress;  // after each block
+    // 1 or 2 workers; each reads a block of every dump and computes it, so with 2 one worker's
+    // computation overlaps the other's read.
+    int threads = 2;
+    // Called from the calling thread after some blocks and once at the end.
+    std::function<void(int64_t rows_done, int64_t rows_total)> progress;
 
-    static constexpr int64_t kTargetBlockBytes = int64_t{8} << 20;
+    // Small blocks keep the rows in cache between the read and the computation.
+    static constexpr int64_t kTargetBlockBytes = int64_t{1} << 20;
 };
 
 // Drift of one dump (candidate or baseline) against the reference.

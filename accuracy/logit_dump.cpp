@@ -226,6 +226,7 @@ void LogitDumpReader::read_raw(int64_t first, int64_t count, void* out, hid_t me
     if (first < 0 || count < 0 || first + count > info_.tokens)
         throw AccuracyError(where(info_.path) + ": rows " + std::to_string(first) + ".." + std::to_string(first + count) +
                             " are outside 0.." + std::to_string(info_.tokens));
+    std::lock_guard<std::mutex> lock(hdf5_call_mutex());
     H5Handle file_space(H5Dget_space(dataset_.get()));
     const hsize_t start[2] = {static_cast<hsize_t>(first), 0};
     const hsize_t block[2] = {static_cast<hsize_t>(count), static_cast<hsize_t>(info_.vocab)};

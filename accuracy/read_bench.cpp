@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "accuracy/accuracy_error.h"
 #include "accuracy/kl_drift.h"
@@ -31,18 +32,27 @@ double time_read_only(const std::string& reference, const std::string& candidate
     return seconds_since(start);
 }
 
-ReadBenchResult run_read_bench(const std::string& reference, const std::string& candidate) {
+ReadBenchResult run_read_bench(const std::string& reference, const std::string& candidate, int repeats) {
+    if (repeats < 1) throw AccuracyError("bench-read: --repeat must be >= 1, got " + std::to_string(repeats));
     ReadBenchResult result;
-    const double first_read = time_read_only(reference, candidate);
-    const auto start = std::chrono::steady_clock::now();
-    const DriftReport report = compute_drift(reference, candidate, "");
-    result.kl_seconds = seconds_since(start);
-    const double second_read = time_read_only(reference, candidate);
-    result.read_seconds = std::min(first_read, second_read);
+    result.repeats = repeats;
+    std::vector<double> reads, kls;
+    for (int round = 0; round < repeats; ++round) {
+        reads.push_back(time_read_only(reference, candidate));
+        const auto start = std::chrono::steady_clock::now();
+        const DriftReport report = compute_drift(reference, candidate, "");
+        kls.push_back(seconds_since(start));
+        result.bytes_read = report.tokens * report.vocab *
+                            (logit_type_bytes(report.reference_info.type) + logit_type_bytes(report.candidate_info.type));
+        result.mean_kl = report.candidate_drift.kl.mean;
+    }
+    std::sort(reads.begin(), reads.end());
+    std::sort(kls.begin(), kls.end());
+    result.read_seconds = reads.front();
+    result.kl_seconds = kls.front();
+    result.read_median_seconds = reads[reads.size() / 2];
+    result.kl_median_seconds = kls[kls.size() / 2];
     result.ratio = result.kl_seconds / result.read_seconds;
-    result.bytes_read = report.tokens * report.vocab *
-                        (logit_type_bytes(report.reference_info.type) + logit_type_bytes(report.candidate_info.type));
-    result.mean_kl = report.candidate_drift.kl.mean;
     struct rusage usage {};
     getrusage(RUSAGE_SELF, &usage);
     result.peak_rss_kib = usage.ru_maxrss;

@@ -1,5 +1,6 @@
 // read_bench.h - the KL speed bar: times streaming two logit dumps through the reader alone
-// against the full KL computation on the same files, and reports peak RSS.
+// against the full KL computation on the same files (alternating, repeated: the machine may be
+// shared), and reports peak RSS.
 #pragma once
 
 #include <cstdint>
@@ -8,18 +9,22 @@
 namespace wideattn::accuracy {
 
 struct ReadBenchResult {
-    double read_seconds = 0.0;     // fastest of the read-only passes (one before, one after)
-    double kl_seconds = 0.0;       // compute_drift on the same files
-    double ratio = 0.0;            // kl_seconds / read_seconds
-    int64_t bytes_read = 0;        // logits bytes of both files, per pass
-    int64_t peak_rss_kib = 0;      // getrusage(RUSAGE_SELF).ru_maxrss
-    double mean_kl = 0.0;          // result of the KL pass
+    int repeats = 0;
+    double read_seconds = 0.0;         // fastest read-only pass
+    double read_median_seconds = 0.0;
+    double kl_seconds = 0.0;           // fastest compute_drift pass
+    double kl_median_seconds = 0.0;
+    double ratio = 0.0;                // kl_seconds / read_seconds
+    int64_t bytes_read = 0;            // logits bytes of both files, per pass
+    int64_t peak_rss_kib = 0;          // getrusage(RUSAGE_SELF).ru_maxrss
+    double mean_kl = 0.0;              // result of the KL pass
 };
 
-ReadBenchResult run_read_bench(const std::string& reference, const std::string& candidate);
+// Runs `repeats` (>= 1) rounds of: read-only pass, KL pass.
+ReadBenchResult run_read_bench(const std::string& reference, const std::string& candidate, int repeats);
 
-// Seconds to stream every row of both dumps through LogitDumpReader and RowBlockStream (the
-// same path compute_drift uses), without computing anything.
+// Seconds to stream every row of both dumps through LogitDumpReader (RowBlockStream with a
+// read-ahead thread, the block size compute_drift uses), without computing anything.
 double time_read_only(const std::string& reference, const std::string& candidate);
 
 }  // namespace wideattn::accuracy

@@ -33,7 +33,7 @@ public:
     // Rethrows a read error of the read-ahead thread.
     bool next(RowBlock* block);
 
-    static constexpr int kSlots = 3;
+    static constexpr int kSlots = 4;
 
 private:
     void read_block(int slot, int64_t block_index);

@@ -106,7 +106,6 @@ struct Sums {
     double cand_max = 0.0;
     int64_t ref_argmax = -1;
     int64_t cand_argmax = -1;
-    bool any_special = false;    // some logit is +-inf or NaN: the caller takes the scalar path
 };
 
 struct BlockMax {
@@ -210,7 +209,7 @@ struct RunningRow {
     double max = -std::numeric_limits<double>::infinity();
     double exp_sum = 0.0;
     double weighted = 0.0;     // reference only
-    int64_t max_block = -1;    // first block holding the max
+    int64_t max_block = -1;    // first column of the first block holding the max
 
     void add(double block_max, double block_exp, double block_weighted, int64_t block_begin) {
         if (block_max > max) {
@@ -232,36 +231,6 @@ int64_t first_index_of(const float* row, int64_t begin, int64_t vocab, float val
         if (row[i] == value) return i;
     }
     return -1;
-}
-
-// Both rows: per block of kSumBlock columns, a max pass and an exp pass over the block while
-// it is in L1, so each row is read from memory once.
-Sums fused_sums(const float* ref, const float* cand, int64_t vocab) {
-    RunningRow ref_row, cand_row;
-    Sums sums;
-    for (int64_t begin = 0; begin < vocab; begin += kSumBlock) {
-        const int64_t end = std::min(vocab, begin + kSumBlock);
-        const BlockMax ref_block = block_max(ref, begin, end);
-        const BlockMax cand_block = block_max(cand, begin, end);
-        if (ref_block.any_special || cand_block.any_special) {
-            sums.any_special = true;
-            return sums;
-        }
-        const bool need_clamp = static_cast<double>(ref_block.min) - ref_block.max < kExpFloor ||
-                                static_cast<double>(cand_block.min) - cand_block.max < kExpFloor;
-        const BlockSums block =
-            block_sums(ref + begin, cand + begin, end - begin, ref_block.max, cand_block.max, need_clamp);
-        ref_row.add(ref_block.max, block.ref_exp, block.weighted, begin);
-        cand_row.add(cand_block.max, block.cand_exp, 0.0, begin);
-    }
-    sums.ref_exp = ref_row.exp_sum;
-    sums.cand_exp = cand_row.exp_sum;
-    sums.weighted_diff = ref_row.weighted;
-    sums.ref_max = ref_row.max;
-    sums.cand_max = cand_row.max;
-    sums.ref_argmax = first_index_of(ref, ref_row.max_block, vocab, static_cast<float>(ref_row.max));
-    sums.cand_argmax = first_index_of(cand, cand_row.max_block, vocab, static_cast<float>(cand_row.max));
-    return sums;
 }
 
 // A row with -inf logits: zero-probability terms are skipped; sets *infinite when the candidate
@@ -342,11 +311,45 @@ RowScan scan_row(const float* row, int64_t vocab) {
     return scan;
 }
 
+namespace {
+
+// Sums of a row pair over all its blocks, combined with a running max.
+struct RowPairSums {
+    RunningRow ref;
+    RunningRow cand;
+    bool any_special = false;  // an inf/NaN somewhere: the caller rescans the row
+};
+
+RowPairSums row_pair_sums(const float* ref, const float* cand, int64_t vocab) {
+    RowPairSums sums;
+    for (int64_t begin = 0; begin < vocab; begin += kSumBlock) {
+        const int64_t end = std::min(vocab, begin + kSumBlock);
+        const BlockMax ref_block = block_max(ref, begin, end);
+        const BlockMax cand_block = block_max(cand, begin, end);
+        if (ref_block.any_special || cand_block.any_special) {
+            sums.any_special = true;
+            return sums;
+        }
+        const bool need_clamp = static_cast<double>(ref_block.min) - ref_block.max < kExpFloor ||
+                                static_cast<double>(cand_block.min) - cand_block.max < kExpFloor;
+        const BlockSums block =
+            block_sums(ref + begin, cand + begin, end - begin, ref_block.max, cand_block.max, need_clamp);
+        sums.ref.add(ref_block.max, block.ref_exp, block.weighted, begin);
+        sums.cand.add(cand_block.max, block.cand_exp, 0.0, begin);
+    }
+    return sums;
+}
+
+}  // namespace
+
 RowPairDrift row_pair_drift(const float* ref, const float* cand, int64_t vocab) {
     RowPairDrift drift;
-    Sums sums = fused_sums(ref, cand, vocab);
+    Sums sums;
+    const RowPairSums blocks = row_pair_sums(ref, cand, vocab);
+    const RunningRow& ref_row = blocks.ref;
+    const RunningRow& cand_row = blocks.cand;
     bool infinite = false;
-    if (sums.any_special) {
+    if (blocks.any_special) {
         const RowScan ref_scan = scan_row(ref, vocab);
         const RowScan cand_scan = scan_row(cand, vocab);
         drift.ref_problem = ref_scan.problem;
@@ -359,6 +362,14 @@ RowPairDrift row_pair_drift(const float* ref, const float* cand, int64_t vocab) 
         sums.cand_max = cand_scan.max;
         sums.ref_argmax = ref_scan.argmax;
         sums.cand_argmax = cand_scan.argmax;
+    } else {
+        sums.ref_exp = ref_row.exp_sum;
+        sums.cand_exp = cand_row.exp_sum;
+        sums.weighted_diff = ref_row.weighted;
+        sums.ref_max = ref_row.max;
+        sums.cand_max = cand_row.max;
+        sums.ref_argmax = first_index_of(ref, ref_row.max_block, vocab, static_cast<float>(ref_row.max));
+        sums.cand_argmax = first_index_of(cand, cand_row.max_block, vocab, static_cast<float>(cand_row.max));
     }
     const double log_ref_exp = std::log(sums.ref_exp);
     const double log_cand_exp = std::log(sums.cand_exp);

@@ -146,38 +146,38 @@ TEST_CASE("streaming gives identical results for any block size, chunking, threa
 
     DriftOptions whole;
     whole.block_rows = tokens;  // one block: the whole file at once
-    whole.read_ahead = false;
-    whole.compute_threads = 1;
+    whole.threads = 1;
     const DriftReport expected = compute_drift(dir.file("ref_whole.h5"), dir.file("cand_chunk7.h5"), "", whole);
     for (int64_t block_rows : {1, 2, 5, 40, 41, 1000}) {
-        for (bool read_ahead : {false, true}) {
-            for (int threads : {1, 2}) {
-                DriftOptions options;
-                options.block_rows = block_rows;
-                options.read_ahead = read_ahead;
-                options.compute_threads = threads;
-                const DriftReport got = compute_drift(dir.file("ref_chunk1.h5"), dir.file("cand_chunk3.h5"), "", options);
-                CAPTURE(block_rows);
-                CAPTURE(read_ahead);
-                CAPTURE(threads);
-                CHECK(got.candidate_kl == expected.candidate_kl);  // bitwise
-                CHECK(got.candidate_drift.kl.mean == expected.candidate_drift.kl.mean);
-                CHECK(got.candidate_drift.rms_delta_p.mean == expected.candidate_drift.rms_delta_p.mean);
-                CHECK(got.candidate_drift.top1_agreement.mean == expected.candidate_drift.top1_agreement.mean);
-            }
+        for (int threads : {1, 2}) {
+            DriftOptions options;
+            options.block_rows = block_rows;
+            options.threads = threads;
+            const DriftReport got = compute_drift(dir.file("ref_chunk1.h5"), dir.file("cand_chunk3.h5"), "", options);
+            CAPTURE(block_rows);
+            CAPTURE(threads);
+            CHECK(got.candidate_kl == expected.candidate_kl);  // bitwise
+            CHECK(got.candidate_drift.kl.mean == expected.candidate_drift.kl.mean);
+            CHECK(got.candidate_drift.rms_delta_p.mean == expected.candidate_drift.rms_delta_p.mean);
+            CHECK(got.candidate_drift.top1_agreement.mean == expected.candidate_drift.top1_agreement.mean);
         }
     }
-    int64_t progress_calls = 0, last_done = 0;
-    DriftOptions with_progress;
-    with_progress.block_rows = 10;
-    with_progress.progress = [&](int64_t done, int64_t total) {
-        ++progress_calls;
-        last_done = done;
-        CHECK(total == tokens);
-    };
-    compute_drift(dir.file("ref_chunk1.h5"), dir.file("cand_chunk3.h5"), "", with_progress);
-    CHECK(progress_calls == 5);
-    CHECK(last_done == tokens);
+    for (int threads : {1, 2}) {
+        int64_t progress_calls = 0, last_done = 0;
+        bool increasing = true;
+        DriftOptions with_progress;
+        with_progress.block_rows = 10;
+        with_progress.threads = threads;
+        with_progress.progress = [&](int64_t done, int64_t total) {
+            ++progress_calls;
+            increasing = increasing && done >= last_done && done <= total;
+            last_done = done;
+        };
+        compute_drift(dir.file("ref_chunk1.h5"), dir.file("cand_chunk3.h5"), "", with_progress);
+        CHECK(progress_calls >= 2);
+        CHECK(increasing);
+        CHECK(last_done == tokens);
+    }
 }
 
 TEST_CASE("float16 and bfloat16 dumps give the KL of their exactly widened values") {
