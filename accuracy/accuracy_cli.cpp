@@ -33,6 +33,7 @@ constexpr int kExitError = 2;
 constexpr const char* kDefaultGateReport = "accuracy_gate_report.json";
 constexpr double kBenchRatioBar = 1.5;
 constexpr int64_t kBenchRssBarKib = 512 * 1024;
+constexpr int64_t kMaxThreads = 64;
 
 class UsageError : public AccuracyError {
 public:
@@ -73,7 +74,8 @@ const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows"
                   "                    difference KL(CAND) - KL(BASE), mean +- stderr\n"
                   "  --json FILE       write the report as JSON (FILE '-' is stdout)\n"
                   "  --block-rows N    rows per read (default: about 1 MB of float per dump)\n"
-                  "  --threads N       1 or 2 workers, each reading and computing blocks (default 2)\n"
+                  "  --threads N       workers, each reading and computing blocks (default: the number\n"
+                  "                    of hardware threads, at most 8)\n"
                   "Exit: 0 ok, 2 error (bad input: the message names the file, row or argument).\n"};
 
 const Command kGate{"gate", {"REF", "CAND"}, {"--baseline", "--budget", "--margin", "--margin-rel", "--json"},
@@ -202,7 +204,8 @@ DriftReport run_drift(const ParsedArgs& args, const std::string& label) {
     if (args.has("--block-rows")) options.block_rows = parse_count("--block-rows", args.get("--block-rows"), 1);
     if (args.has("--threads")) {
         const int64_t threads = parse_count("--threads", args.get("--threads"), 1);
-        if (threads > 2) throw UsageError("option '--threads': '" + args.get("--threads") + "' must be 1 or 2");
+        if (threads > kMaxThreads)
+            throw UsageError("option '--threads': '" + args.get("--threads") + "' is more than " + std::to_string(kMaxThreads));
         options.threads = static_cast<int>(threads);
     }
     ProgressReporter progress(label);

@@ -139,7 +139,9 @@ DriftReport compute_drift(const std::string& reference, const std::string& candi
     // Each worker owns readers for every dump and its block buffers; it reads a block (HDF5
     // calls are serialised inside the reader) and computes it, so one worker's computation
     // overlaps the other's read without a dedicated reader thread or per-block barriers.
-    const int workers = options.threads > 1 ? 2 : 1;
+    const int hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
+    const int workers = options.threads > 0 ? options.threads
+                                            : std::max(1, std::min(hardware_threads, DriftOptions::kMaxAutoThreads));
     std::vector<std::vector<std::unique_ptr<LogitDumpReader>>> worker_readers(static_cast<size_t>(workers));
     worker_readers[0] = std::move(readers);
     for (int w = 1; w < workers; ++w) {
@@ -214,10 +216,10 @@ DriftReport compute_drift(const std::string& reference, const std::string& candi
         }
     };
     {
-        std::thread helper;
-        if (workers > 1) helper = std::thread(work, 1);
+        std::vector<std::thread> helpers;
+        for (int w = 1; w < workers; ++w) helpers.emplace_back(work, w);
         work(0);
-        if (helper.joinable()) helper.join();
+        for (auto& helper : helpers) helper.join();
     }
     first_error.rethrow_if_any();
     if (options.progress) options.progress(report.tokens, report.tokens);

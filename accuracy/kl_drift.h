@@ -15,14 +15,15 @@ namespace wideattn::accuracy {
 
 struct DriftOptions {
     int64_t block_rows = 0;   // rows per read; 0 picks about kTargetBlockBytes of float per dump
-    // 1 or 2 workers; each reads a block of every dump and computes it, so with 2 one worker's
-    // computation overlaps the other's read.
-    int threads = 2;
+    // Workers; each reads a block of every dump and computes it, so one worker's computation
+    // overlaps another's read. 0 picks the hardware concurrency, at most kMaxAutoThreads.
+    int threads = 0;
     // Called from the calling thread after some blocks and once at the end.
     std::function<void(int64_t rows_done, int64_t rows_total)> progress;
 
     // Small blocks keep the rows in cache between the read and the computation.
     static constexpr int64_t kTargetBlockBytes = int64_t{1} << 20;
+    static constexpr int kMaxAutoThreads = 8;
 };
 
 // Drift of one dump (candidate or baseline) against the reference.

@@ -149,7 +149,7 @@ TEST_CASE("streaming gives identical results for any block size, chunking, threa
     whole.threads = 1;
     const DriftReport expected = compute_drift(dir.file("ref_whole.h5"), dir.file("cand_chunk7.h5"), "", whole);
     for (int64_t block_rows : {1, 2, 5, 40, 41, 1000}) {
-        for (int threads : {1, 2}) {
+        for (int threads : {1, 2, 3}) {
             DriftOptions options;
             options.block_rows = block_rows;
             options.threads = threads;
