@@ -9,7 +9,7 @@
 
 #include "accuracy/accuracy_error.h"
 #include "accuracy/kl_drift.h"
-#include "accuracy/row_block_stream.h"
+#include "accuracy/logit_dump.h"
 
 namespace wideattn::accuracy {
 namespace {
@@ -25,9 +25,17 @@ double time_read_only(const std::string& reference, const std::string& candidate
     LogitDumpReader ref(reference), cand(candidate);
     if (ref.info().tokens != cand.info().tokens || ref.info().vocab != cand.info().vocab)
         throw AccuracyError("bench-read: '" + reference + "' and '" + candidate + "' have different logits shapes");
-    RowBlockStream stream({&ref, &cand}, default_block_rows(ref.info().vocab, ref.info().chunk_rows), true);
-    RowBlock block;
-    while (stream.next(&block)) {
+    const int64_t tokens = ref.info().tokens, vocab = ref.info().vocab;
+    const int64_t block_rows = default_block_rows(vocab, ref.info().chunk_rows);
+    for (LogitDumpReader* reader : {&ref, &cand}) {  // as compute_drift does for whole-chunk reads
+        const int64_t chunk_rows = reader->info().chunk_rows;
+        if (chunk_rows > 0 && block_rows % chunk_rows == 0) reader->set_chunk_cache(false);
+    }
+    std::vector<float> ref_rows(static_cast<size_t>(block_rows * vocab)), cand_rows(ref_rows.size());
+    for (int64_t first = 0; first < tokens; first += block_rows) {
+        const int64_t rows = std::min(block_rows, tokens - first);
+        ref.read_rows(first, rows, ref_rows.data());
+        cand.read_rows(first, rows, cand_rows.data());
     }
     return seconds_since(start);
 }

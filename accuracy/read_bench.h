@@ -23,8 +23,8 @@ struct ReadBenchResult {
 // Runs `repeats` (>= 1) rounds of: read-only pass, KL pass.
 ReadBenchResult run_read_bench(const std::string& reference, const std::string& candidate, int repeats);
 
-// Seconds to stream every row of both dumps through LogitDumpReader (RowBlockStream with a
-// read-ahead thread, the block size compute_drift uses), without computing anything.
+// Seconds to read every row of both dumps through LogitDumpReader in the blocks compute_drift
+// uses, without computing anything (one thread: HDF5 reads are serialised anyway).
 double time_read_only(const std::string& reference, const std::string& candidate);
 
 }  // namespace wideattn::accuracy
