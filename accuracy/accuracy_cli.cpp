@@ -64,7 +64,8 @@ struct Command {
 };
 
 const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows", "--threads"},
-                  "usage: wideattn accuracy kl REF CAND [--baseline BASE] [--json FILE]\n"
+                  "usage: wideattn accuracy kl REF CAND [--baseline BASE] [--json FILE] [--block-rows N]\n"
+                  "                            [--threads N]\n"
                   "\n"
                   "Per-token KL(REF || CAND) of two HDF5 logit dumps of the same tokens, in float64,\n"
                   "streamed in row blocks, and the statistics of llama.cpp --kl-divergence: mean +-\n"
@@ -78,7 +79,8 @@ const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows"
                   "                    of hardware threads, at most 8)\n"
                   "Exit: 0 ok, 2 error (bad input: the message names the file, row or argument).\n"};
 
-const Command kGate{"gate", {"REF", "CAND"}, {"--baseline", "--budget", "--margin", "--margin-rel", "--json"},
+const Command kGate{"gate", {"REF", "CAND"},
+                    {"--baseline", "--budget", "--margin", "--margin-rel", "--json", "--block-rows", "--threads"},
                     "usage: wideattn accuracy gate REF CAND (--budget X | --baseline BASE)\n"
                     "                              [--margin M] [--margin-rel R] [--json FILE]\n"
                     "\n"
@@ -89,6 +91,7 @@ const Command kGate{"gate", {"REF", "CAND"}, {"--baseline", "--budget", "--margi
                     "  --margin M        absolute margin in nats (default 0)\n"
                     "  --margin-rel R    relative margin, fraction of base (default 0; 0.05 = 5%)\n"
                     "  --json FILE       JSON report path (default ./accuracy_gate_report.json; '-' stdout)\n"
+                    "  --block-rows N, --threads N   as for kl\n"
                     "Prints ACCEPT or REJECT with the numbers. Exit: 0 accept, 1 reject, 2 error.\n"};
 
 const Command kAttnError{"attn-error", {"FILE"}, {"--max-rel-l2"},
