@@ -1,15 +1,394 @@
-// accuracy_cli.cpp - the `wideattn accuracy ...` subcommands.
+// accuracy_cli.cpp - the `wideattn accuracy ...` subcommands: kl, gate, attn-error,
+// make-sample, make-attn-sample, bench-read. Usage in docs/accuracy.md and in each --help.
+// Exit codes: 0 success / accept, 1 reject (gate, attn-error over its bound), 2 error.
 #include "accuracy/accuracy_cli.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <new>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "accuracy/accuracy_error.h"
+#include "accuracy/attn_error_file.h"
+#include "accuracy/drift_report.h"
+#include "accuracy/gate.h"
+#include "accuracy/hdf5_util.h"
+#include "accuracy/kl_drift.h"
+#include "accuracy/progress.h"
+#include "accuracy/read_bench.h"
+#include "accuracy/sample_dumps.h"
 
 namespace wideattn::accuracy {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitReject = 1;
+constexpr int kExitError = 2;
+constexpr const char* kDefaultGateReport = "accuracy_gate_report.json";
+constexpr double kBenchRatioBar = 1.5;
+constexpr int64_t kBenchRssBarKib = 512 * 1024;
+constexpr int64_t kMaxThreads = 64;
+
+class UsageError : public AccuracyError {
+public:
+    using AccuracyError::AccuracyError;
+};
+
+const char* const kTopHelp =
+    "usage: wideattn accuracy <subcommand> [options]\n"
+    "\n"
+    "subcommands:\n"
+    "  kl REF CAND [--baseline BASE] [--json FILE]      KL drift statistics of CAND vs REF\n"
+    "  gate REF CAND (--budget X | --baseline BASE) [--margin M] [--margin-rel R] [--json FILE]\n"
+    "                                                   accept/reject CAND (exit 0/1)\n"
+    "  attn-error FILE [--max-rel-l2 X]                 error of a kernel output vs the fp64 reference\n"
+    "  make-sample OUTDIR [--tokens N] [--vocab V] [--seed S] [--dtype T] [--roles LIST]\n"
+    "                                                   synthetic logit dumps\n"
+    "  make-attn-sample FILE [--seed S]                 a small attention case for attn-error\n"
+    "  bench-read REF CAND [--repeat N]                 time read-only vs kl, peak RSS\n"
+    "\n"
+    "Run `wideattn accuracy <subcommand> --help` for details. Exit codes: 0 ok/accept,\n"
+    "1 reject, 2 error. Schema of the HDF5 files: docs/accuracy.md.\n";
+
+struct Command {
+    const char* name;
+    std::vector<const char*> positionals;  // names, for messages
+    std::set<std::string> value_options;   // options taking a value
+    const char* help;
+};
+
+const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows", "--threads"},
+                  "usage: wideattn accuracy kl REF CAND [--baseline BASE] [--json FILE] [--block-rows N]\n"
+                  "                            [--threads N]\n"
+                  "\n"
+                  "Per-token KL(REF || CAND) of two HDF5 logit dumps of the same tokens, in float64,\n"
+                  "streamed in row blocks, and the statistics of llama.cpp --kl-divergence: mean +-\n"
+                  "stderr, max, percentiles, min, top-1 agreement, and with token ids the delta-p\n"
+                  "statistics and RMS delta-p.\n"
+                  "  --baseline BASE   also compare BASE to REF, and print the paired per-token\n"
+                  "                    difference KL(CAND) - KL(BASE), mean +- stderr\n"
+                  "  --json FILE       write the report as JSON (FILE '-' is stdout)\n"
+                  "  --block-rows N    rows per read (default: about 1 MB of float per dump)\n"
+                  "  --threads N       workers, each reading and computing blocks (default: the number\n"
+                  "                    of hardware threads, at most 8)\n"
+                  "Exit: 0 ok, 2 error (bad input: the message names the file, row or argument).\n"};
+
+const Command kGate{"gate", {"REF", "CAND"},
+                    {"--baseline", "--budget", "--margin", "--margin-rel", "--json", "--block-rows", "--threads"},
+                    "usage: wideattn accuracy gate REF CAND (--budget X | --baseline BASE)\n"
+                    "                              [--margin M] [--margin-rel R] [--json FILE]\n"
+                    "\n"
+                    "Accepts CAND when its mean KL(REF || CAND) is no worse than the budget:\n"
+                    "  budget = base * (1 + R) + M, accept iff mean KL <= budget,\n"
+                    "where base is X (--budget) or the mean KL(REF || BASE) of the baseline dump\n"
+                    "(--baseline; with both, X is used and the baseline is still reported).\n"
+                    "  --margin M        absolute margin in nats (default 0)\n"
+                    "  --margin-rel R    relative margin, fraction of base (default 0; 0.05 = 5%)\n"
+                    "  --json FILE       JSON report path (default ./accuracy_gate_report.json; '-' stdout)\n"
+                    "  --block-rows N, --threads N   as for kl\n"
+                    "Prints ACCEPT or REJECT with the numbers. Exit: 0 accept, 1 reject, 2 error.\n"};
+
+const Command kAttnError{"attn-error", {"FILE"}, {"--max-rel-l2"},
+                         "usage: wideattn accuracy attn-error FILE [--max-rel-l2 X]\n"
+                         "\n"
+                         "Reads an attention case (q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table,\n"
+                         "softmax_scale, the kernel's out and optionally lse; schema in docs/accuracy.md), runs\n"
+                         "the fp64 CPU reference and prints mean/max abs error (with token, head, dim), RMS,\n"
+                         "relative L2, 1 - cos, non-finite count, per head, and the LSE error.\n"
+                         "  --max-rel-l2 X    exit 1 when out's relative L2 error exceeds X or any output\n"
+                         "                    is non-finite\n"
+                         "Exit: 0 ok, 1 over the bound, 2 error.\n"};
+
+const Command kMakeSample{"make-sample", {"OUTDIR"}, {"--tokens", "--vocab", "--seed", "--dtype", "--roles"},
+                          "usage: wideattn accuracy make-sample OUTDIR [--tokens N] [--vocab V] [--seed S]\n"
+                          "                                     [--dtype float16|float32|bfloat16] [--roles LIST]\n"
+                          "\n"
+                          "Writes deterministic synthetic logit dumps OUTDIR/sample_<role>.h5 with LM-like\n"
+                          "statistics (Zipf-like rank profile, per-token confidence and noise, softcap 30) and\n"
+                          "token ids sampled from the reference: reference; baseline (reference + perturbation\n"
+                          "sigma 0.05); candidate_pass (sigma 0.035, passes the baseline gate); candidate_fail\n"
+                          "(sigma 0.075, fails it).\n"
+                          "  --tokens N   rows (default 256)      --vocab V   columns (default 4096)\n"
+                          "  --seed S     seed (default 1)        --dtype T   element type (default float16)\n"
+                          "  --roles LIST comma-separated subset of reference,baseline,candidate_pass,candidate_fail\n"
+                          "Exit: 0 ok, 2 error.\n"};
+
+const Command kMakeAttnSample{"make-attn-sample", {"FILE"}, {"--seed"},
+                              "usage: wideattn accuracy make-attn-sample FILE [--seed S]\n"
+                              "\n"
+                              "Writes a small attention case (2 sequences, 4 query / 2 KV heads, head dim 512,\n"
+                              "paged KV with block size 16, bf16 inputs) whose out is the fp64 reference rounded\n"
+                              "to bfloat16, for trying attn-error. Exit: 0 ok, 2 error.\n"};
+
+const Command kBenchRead{"bench-read", {"REF", "CAND"}, {"--repeat"},
+                         "usage: wideattn accuracy bench-read REF CAND [--repeat N]\n"
+                         "\n"
+                         "Times streaming both dumps through the HDF5 reader alone against `kl REF CAND`\n"
+                         "on the same files, alternating N rounds (default 3; the machine may be shared);\n"
+                         "prints the fastest and median times, the ratio of the fastest (bar: <= 1.5) and\n"
+                         "the peak RSS (bar: < 512 MB). Exit: 0 ok, 2 error.\n"};
+
+struct ParsedArgs {
+    std::vector<std::string> positionals;
+    std::map<std::string, std::string> options;
+    bool help = false;
+
+    bool has(const std::string& name) const { return options.count(name) != 0; }
+    std::string get(const std::string& name, const std::string& fallback = "") const {
+        auto it = options.find(name);
+        return it == options.end() ? fallback : it->second;
+    }
+};
+
+ParsedArgs parse_args(const Command& command, int argc, char** argv) {
+    ParsedArgs args;
+    const std::string context = std::string("'wideattn accuracy ") + command.name + "'";
+    for (int i = 2; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--help" || arg == "-h") {
+            args.help = true;
+            return args;
+        }
+        if (arg.size() > 1 && arg[0] == '-' && arg != "-") {
+            if (!command.value_options.count(arg)) throw UsageError("unknown option '" + arg + "' for " + context);
+            if (i + 1 >= argc) throw UsageError("option '" + arg + "' of " + context + " needs a value");
+            if (args.options.count(arg)) throw UsageError("option '" + arg + "' given twice");
+            args.options[arg] = argv[++i];
+            continue;
+        }
+        args.positionals.push_back(arg);
+    }
+    if (args.positionals.size() < command.positionals.size())
+        throw UsageError(std::string("missing argument ") + command.positionals[args.positionals.size()] + " for " +
+                         context + " (see --help)");
+    if (args.positionals.size() > command.positionals.size())
+        throw UsageError("unexpected argument '" + args.positionals[command.positionals.size()] + "' for " + context);
+    return args;
+}
+
+double parse_number(const std::string& option, const std::string& text) {
+    errno = 0;
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
+        throw UsageError("option '" + option + "': '" + text + "' is not a finite number");
+    return value;
+}
+
+int64_t parse_count(const std::string& option, const std::string& text, int64_t minimum) {
+    errno = 0;
+    char* end = nullptr;
+    const long long value = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE || value < minimum)
+        throw UsageError("option '" + option + "': '" + text + "' is not an integer >= " + std::to_string(minimum));
+    return value;
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+    if (path == "-") {
+        std::fputs(text.c_str(), stdout);
+        return;
+    }
+    FILE* file = std::fopen(path.c_str(), "w");
+    if (!file) throw AccuracyError("cannot write JSON report '" + path + "': " + std::strerror(errno));
+    const size_t written = std::fwrite(text.data(), 1, text.size(), file);
+    const bool closed = std::fclose(file) == 0;
+    if (written != text.size() || !closed) throw AccuracyError("cannot write JSON report '" + path + "'");
+}
+
+DriftReport run_drift(const ParsedArgs& args, const std::string& label) {
+    DriftOptions options;
+    if (args.has("--block-rows")) options.block_rows = parse_count("--block-rows", args.get("--block-rows"), 1);
+    if (args.has("--threads")) {
+        const int64_t threads = parse_count("--threads", args.get("--threads"), 1);
+        if (threads > kMaxThreads)
+            throw UsageError("option '--threads': '" + args.get("--threads") + "' is more than " + std::to_string(kMaxThreads));
+        options.threads = static_cast<int>(threads);
+    }
+    ProgressReporter progress(label);
+    options.progress = [&progress](int64_t done, int64_t total) { progress.update(done, total); };
+    DriftReport report = compute_drift(args.positionals[0], args.positionals[1], args.get("--baseline"), options);
+    progress.finish();
+    return report;
+}
+
+int run_kl(const ParsedArgs& args) {
+    const DriftReport report = run_drift(args, "kl");
+    std::fputs(format_drift_text(report).c_str(), stdout);
+    if (args.has("--json")) write_text_file(args.get("--json"), drift_report_json(report, "kl", nullptr, nullptr));
+    return kExitOk;
+}
+
+int run_gate(const ParsedArgs& args) {
+    GatePolicy policy;
+    if (args.has("--budget")) {
+        policy.source = BudgetSource::kStated;
+        policy.stated_budget = parse_number("--budget", args.get("--budget"));
+    } else if (args.has("--baseline")) {
+        policy.source = BudgetSource::kBaseline;
+    } else {
+        throw UsageError("'wideattn accuracy gate' needs --budget X or --baseline BASE");
+    }
+    if (args.has("--margin")) policy.margin_absolute = parse_number("--margin", args.get("--margin"));
+    if (args.has("--margin-rel")) policy.margin_relative = parse_number("--margin-rel", args.get("--margin-rel"));
+    const std::string invalid = validate_gate_policy(policy);
+    if (!invalid.empty()) throw UsageError(invalid);
+
+    const DriftReport report = run_drift(args, "gate");
+    const double baseline_mean = report.has_baseline ? report.baseline_drift.kl.mean : 0.0;
+    const GateDecision decision = decide_gate(policy, report.candidate_drift.kl.mean, baseline_mean);
+    std::fputs(format_drift_text(report).c_str(), stdout);
+    std::fputs("\n", stdout);
+    std::fputs(format_gate_text(decision).c_str(), stdout);
+    const std::string json_path = args.get("--json", kDefaultGateReport);
+    write_text_file(json_path, drift_report_json(report, "gate", &policy, &decision));
+    if (json_path != "-") std::printf("report: %s\n", json_path.c_str());
+    return decision.accept ? kExitOk : kExitReject;
+}
+
+void print_stats_line(const char* label, const ErrorStats& stats) {
+    std::printf("%-8s %s\n", label, format_error_stats(stats).c_str());
+}
+
+int run_attn_error(const ParsedArgs& args) {
+    const AttnCase attn_case = read_attn_case(args.positionals[0]);
+    const AttnErrorResult result = evaluate_attn_case(attn_case);
+    std::printf("case: %s  q [%lld, %lld, %lld]  k_cache [%lld, %lld, %lld, %lld]  sequences %zu  scale %.9g\n",
+                args.positionals[0].c_str(), static_cast<long long>(attn_case.q.dims[0]),
+                static_cast<long long>(attn_case.q.dims[1]), static_cast<long long>(attn_case.q.dims[2]),
+                static_cast<long long>(attn_case.k_cache.dims[0]), static_cast<long long>(attn_case.k_cache.dims[1]),
+                static_cast<long long>(attn_case.k_cache.dims[2]), static_cast<long long>(attn_case.k_cache.dims[3]),
+                attn_case.seq_lens_k.size(), attn_case.softmax_scale);
+    print_stats_line("out", result.out_stats);
+    std::printf("max_abs at token %lld head %lld dim %lld\n", static_cast<long long>(result.max_abs_at.token),
+                static_cast<long long>(result.max_abs_at.head), static_cast<long long>(result.max_abs_at.dim));
+    for (size_t h = 0; h < result.per_head.size(); ++h) {
+        const std::string label = "head " + std::to_string(h);
+        print_stats_line(label.c_str(), result.per_head[h]);
+    }
+    if (result.has_lse) print_stats_line("lse", result.lse_stats);
+    if (args.has("--max-rel-l2")) {
+        const double bound = parse_number("--max-rel-l2", args.get("--max-rel-l2"));
+        const bool within = result.out_stats.nonfinite == 0 && result.out_stats.rel_l2 <= bound;
+        std::printf("%s: rel_l2 %.3e %s %.3e\n", within ? "OK" : "OVER", result.out_stats.rel_l2,
+                    within ? "<=" : ">", bound);
+        return within ? kExitOk : kExitReject;
+    }
+    return kExitOk;
+}
+
+std::vector<SampleRole> parse_roles(const std::string& list) {
+    std::vector<SampleRole> roles;
+    size_t begin = 0;
+    while (begin <= list.size()) {
+        const size_t end = std::min(list.find(',', begin), list.size());
+        const std::string name = list.substr(begin, end - begin);
+        SampleRole role;
+        if (!parse_sample_role(name, &role))
+            throw UsageError("option '--roles': unknown role '" + name +
+                             "' (expected reference, baseline, candidate_pass, candidate_fail)");
+        roles.push_back(role);
+        begin = end + 1;
+    }
+    return roles;
+}
+
+int run_make_sample(const ParsedArgs& args) {
+    SampleOptions options;
+    if (args.has("--tokens")) options.tokens = parse_count("--tokens", args.get("--tokens"), 1);
+    if (args.has("--vocab")) options.vocab = parse_count("--vocab", args.get("--vocab"), 2);
+    if (args.has("--seed")) options.seed = static_cast<uint64_t>(parse_count("--seed", args.get("--seed"), 0));
+    if (args.has("--dtype") && !parse_logit_type(args.get("--dtype"), &options.type))
+        throw UsageError("option '--dtype': '" + args.get("--dtype") + "' is not float32, float16 or bfloat16");
+    if (args.has("--roles")) options.roles = parse_roles(args.get("--roles"));
+    ProgressReporter progress("make-sample");
+    options.progress = [&progress](int64_t done, int64_t total) { progress.update(done, total); };
+    const std::vector<std::string> paths = make_sample_dumps(args.positionals[0], options);
+    progress.finish();
+    for (const std::string& path : paths) std::printf("wrote %s\n", path.c_str());
+    return kExitOk;
+}
+
+int run_make_attn_sample(const ParsedArgs& args) {
+    const uint64_t seed = args.has("--seed") ? static_cast<uint64_t>(parse_count("--seed", args.get("--seed"), 0)) : 1;
+    write_attn_case(args.positionals[0], make_sample_attn_case(seed));
+    std::printf("wrote %s\n", args.positionals[0].c_str());
+    return kExitOk;
+}
+
+int run_bench_read(const ParsedArgs& args) {
+    const int repeats = args.has("--repeat") ? static_cast<int>(parse_count("--repeat", args.get("--repeat"), 1)) : 3;
+    const ReadBenchResult result = run_read_bench(args.positionals[0], args.positionals[1], repeats);
+    const double gib = static_cast<double>(result.bytes_read) / (1024.0 * 1024.0 * 1024.0);
+    std::printf("rounds    : %d (fastest / median)\n", result.repeats);
+    std::printf("read-only : %.3f s / %.3f s (%.2f GiB, %.2f GiB/s)\n", result.read_seconds,
+                result.read_median_seconds, gib, gib / result.read_seconds);
+    std::printf("kl        : %.3f s / %.3f s (mean KL %.9g)\n", result.kl_seconds, result.kl_median_seconds,
+                result.mean_kl);
+    std::printf("ratio     : %.3f (bar <= %.1f: %s)\n", result.ratio, kBenchRatioBar,
+                result.ratio <= kBenchRatioBar ? "met" : "NOT met");
+    std::printf("peak RSS  : %.1f MiB (bar < 512 MiB: %s)\n", static_cast<double>(result.peak_rss_kib) / 1024.0,
+                result.peak_rss_kib < kBenchRssBarKib ? "met" : "NOT met");
+    return kExitOk;
+}
+
+struct Subcommand {
+    const Command* command;
+    int (*run)(const ParsedArgs&);
+};
+
+const Subcommand kSubcommands[] = {{&kKl, run_kl},
+                                   {&kGate, run_gate},
+                                   {&kAttnError, run_attn_error},
+                                   {&kMakeSample, run_make_sample},
+                                   {&kMakeAttnSample, run_make_attn_sample},
+                                   {&kBenchRead, run_bench_read}};
+
+}  // namespace
 
 int accuracy_main(int argc, char** argv) {
-    (void)argc;
-    (void)argv;
-    std::fprintf(stderr, "wideattn accuracy: no subcommands are built yet\n");
-    return 2;
+    silence_hdf5_errors();
+    if (argc < 2) {
+        std::fputs(kTopHelp, stderr);
+        std::fputs("error: missing subcommand\n", stderr);
+        return kExitError;
+    }
+    const std::string name = argv[1];
+    if (name == "--help" || name == "-h" || name == "help") {
+        std::fputs(kTopHelp, stdout);
+        return kExitOk;
+    }
+    for (const Subcommand& sub : kSubcommands) {
+        if (name != sub.command->name) continue;
+        try {
+            const ParsedArgs args = parse_args(*sub.command, argc, argv);
+            if (args.help) {
+                std::fputs(sub.command->help, stdout);
+                return kExitOk;
+            }
+            return sub.run(args);
+        } catch (const UsageError& e) {
+            std::fprintf(stderr, "wideattn accuracy %s: error: %s\n", sub.command->name, e.what());
+            return kExitError;
+        } catch (const AccuracyError& e) {
+            std::fprintf(stderr, "wideattn accuracy %s: error: %s\n", sub.command->name, e.what());
+            return kExitError;
+        } catch (const std::bad_alloc&) {
+            std::fprintf(stderr, "wideattn accuracy %s: error: out of memory\n", sub.command->name);
+            return kExitError;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "wideattn accuracy %s: error: %s\n", sub.command->name, e.what());
+            return kExitError;
+        }
+    }
+    std::fprintf(stderr, "wideattn accuracy: error: unknown subcommand '%s' (see --help)\n", name.c_str());
+    return kExitError;
 }
 
 }  // namespace wideattn::accuracy

@@ -60,6 +60,15 @@ ErrorStats compute_error_stats(const double* ref, const void* out, OutputType ty
     return s;
 }
 
+TokenHeadDim locate_token_head_dim(int64_t flat_index, int64_t num_heads, int64_t head_dim) {
+    TokenHeadDim where;
+    if (flat_index < 0 || num_heads < 1 || head_dim < 1) return where;
+    where.dim = flat_index % head_dim;
+    where.head = (flat_index / head_dim) % num_heads;
+    where.token = flat_index / (head_dim * num_heads);
+    return where;
+}
+
 std::string format_error_stats(const ErrorStats& s) {
     char line[320];
     std::snprintf(line, sizeof line,

@@ -1,6 +1,7 @@
 // error_stats.h - error statistics of a kernel output against an fp64 reference:
 // mean and max absolute error (with the flat index of the max), RMS error, relative L2,
-// 1 - cosine similarity and the count of non-finite outputs.
+// 1 - cosine similarity and the count of non-finite outputs; flat indices can be mapped to
+// (token, head, dim) for attention outputs.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,15 @@ enum class OutputType { kBF16, kF32, kF64 };
 
 // Compares n outputs of the given type (bf16 as raw uint16 bits) to n fp64 reference values.
 ErrorStats compute_error_stats(const double* ref, const void* out, OutputType type, int64_t n);
+
+// Position of a flat index in a row-major [token][head][dim] array (e.g. max_abs_index of an
+// attention output o[total_q][num_q_heads][head_dim]).
+struct TokenHeadDim {
+    int64_t token = -1;
+    int64_t head = -1;
+    int64_t dim = -1;
+};
+TokenHeadDim locate_token_head_dim(int64_t flat_index, int64_t num_heads, int64_t head_dim);
 
 // One-line human summary, e.g. "mean_abs=1.2e-04 max_abs=3.1e-03@17 rms=... rel_l2=... ".
 std::string format_error_stats(const ErrorStats& stats);

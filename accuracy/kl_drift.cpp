@@ -1,0 +1,241 @@
+// kl_drift.cpp - see kl_drift.h.
+#include "accuracy/kl_drift.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "accuracy/accuracy_error.h"
+#include "accuracy/row_kl.h"
+
+namespace wideattn::accuracy {
+namespace {
+
+std::string shape_text(const LogitDumpInfo& info) {
+    return "[" + std::to_string(info.tokens) + ", " + std::to_string(info.vocab) + "]";
+}
+
+void check_same_shape(const LogitDumpInfo& reference, const LogitDumpInfo& other) {
+    if (reference.tokens != other.tokens || reference.vocab != other.vocab)
+        throw AccuracyError("shape mismatch: '" + reference.path + "' has logits " + shape_text(reference) + " but '" +
+                            other.path + "' has " + shape_text(other) + " ([tokens, vocab] must match)");
+}
+
+void check_same_tokens(const std::vector<int32_t>& expected, const std::string& expected_path,
+                       const std::vector<int32_t>& actual, const std::string& actual_path) {
+    for (size_t i = 0; i < expected.size(); ++i) {
+        if (expected[i] != actual[i])
+            throw AccuracyError("token ids differ at row " + std::to_string(i) + ": '" + expected_path + "' has " +
+                                std::to_string(expected[i]) + ", '" + actual_path + "' has " + std::to_string(actual[i]));
+    }
+}
+
+void throw_row_problem(const LogitDumpInfo& info, int64_t row, RowProblem problem, int64_t column) {
+    if (problem == RowProblem::kAllNegativeInfinity)
+        throw AccuracyError("'" + info.path + "' row " + std::to_string(row) +
+                            ": every logit is -inf (no probability distribution)");
+    throw AccuracyError("'" + info.path + "' row " + std::to_string(row) + " column " + std::to_string(column) +
+                        ": logit is " + row_problem_name(problem));
+}
+
+// Per-token results of one dump against the reference, stored by row (workers fill disjoint
+// rows), summarised in row order at the end.
+struct DriftValues {
+    std::vector<double> kl;
+    std::vector<double> delta_p;
+    std::vector<uint8_t> top1_same;
+
+    explicit DriftValues(int64_t tokens, bool has_tokens)
+        : kl(static_cast<size_t>(tokens)), delta_p(has_tokens ? static_cast<size_t>(tokens) : 0),
+          top1_same(static_cast<size_t>(tokens)) {}
+
+    DriftSummary summary(bool has_tokens) const {
+        DriftSummary s;
+        s.kl = summarize(kl);
+        int64_t same = 0;
+        for (uint8_t flag : top1_same) same += flag;
+        s.top1_agreement = proportion(same, static_cast<int64_t>(kl.size()));
+        s.has_tokens = has_tokens;
+        if (has_tokens) {
+            s.delta_p = summarize(delta_p);
+            s.rms_delta_p = root_mean_square(delta_p);
+        }
+        return s;
+    }
+};
+
+// The first error (by row) any worker met; later rows are not started once one is known.
+class FirstError {
+public:
+    void record(int64_t row, std::exception_ptr error) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (row < row_) {
+            row_ = row;
+            error_ = std::move(error);
+            stop_before_.store(row);
+        }
+    }
+    // Whether work starting at `row` is still useful.
+    bool wanted(int64_t row) const { return row < stop_before_.load(); }
+    void rethrow_if_any() const {
+        if (error_) std::rethrow_exception(error_);
+    }
+
+private:
+    std::mutex mutex_;
+    int64_t row_ = std::numeric_limits<int64_t>::max();
+    std::exception_ptr error_;
+    std::atomic<int64_t> stop_before_{std::numeric_limits<int64_t>::max()};
+};
+
+}  // namespace
+
+int64_t default_block_rows(int64_t vocab, int64_t chunk_rows) {
+    int64_t block_rows = std::max<int64_t>(1, DriftOptions::kTargetBlockBytes / (vocab * int64_t{sizeof(float)}));
+    if (chunk_rows > 0 && chunk_rows <= block_rows) block_rows -= block_rows % chunk_rows;
+    return block_rows;
+}
+
+DriftReport compute_drift(const std::string& reference, const std::string& candidate, const std::string& baseline,
+                          const DriftOptions& options) {
+    std::vector<std::unique_ptr<LogitDumpReader>> readers;
+    readers.push_back(std::make_unique<LogitDumpReader>(reference));
+    readers.push_back(std::make_unique<LogitDumpReader>(candidate));
+    const bool has_baseline = !baseline.empty();
+    if (has_baseline) readers.push_back(std::make_unique<LogitDumpReader>(baseline));
+
+    DriftReport report;
+    report.reference_info = readers[0]->info();
+    report.candidate_info = readers[1]->info();
+    report.has_baseline = has_baseline;
+    if (has_baseline) report.baseline_info = readers[2]->info();
+    for (size_t i = 1; i < readers.size(); ++i) check_same_shape(report.reference_info, readers[i]->info());
+    report.tokens = report.reference_info.tokens;
+    report.vocab = report.reference_info.vocab;
+
+    // Token ids: every dump that has them must agree; the first one found is used.
+    std::vector<int32_t> tokens;
+    std::string tokens_path;
+    for (const auto& reader : readers) {
+        if (!reader->info().has_tokens) continue;
+        std::vector<int32_t> these = reader->read_tokens();
+        if (tokens_path.empty()) {
+            tokens = std::move(these);
+            tokens_path = reader->info().path;
+        } else {
+            check_same_tokens(tokens, tokens_path, these, reader->info().path);
+        }
+    }
+    report.has_tokens = !tokens_path.empty();
+
+    const int64_t block_rows = options.block_rows > 0 ? options.block_rows
+                                                      : default_block_rows(report.vocab, report.reference_info.chunk_rows);
+
+    // Each worker owns readers for every dump and its block buffers; it reads a block (HDF5
+    // calls are serialised inside the reader) and computes it, so one worker's computation
+    // overlaps the other's read without a dedicated reader thread or per-block barriers.
+    const int hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
+    const int workers = options.threads > 0 ? options.threads
+                                            : std::max(1, std::min(hardware_threads, DriftOptions::kMaxAutoThreads));
+    std::vector<std::vector<std::unique_ptr<LogitDumpReader>>> worker_readers(static_cast<size_t>(workers));
+    worker_readers[0] = std::move(readers);
+    for (int w = 1; w < workers; ++w) {
+        worker_readers[w].push_back(std::make_unique<LogitDumpReader>(reference));
+        worker_readers[w].push_back(std::make_unique<LogitDumpReader>(candidate));
+        if (has_baseline) worker_readers[w].push_back(std::make_unique<LogitDumpReader>(baseline));
+    }
+    for (auto& set : worker_readers) {
+        for (auto& reader : set) {
+            const int64_t chunk_rows = reader->info().chunk_rows;
+            // Whole-chunk reads need no chunk cache: HDF5 then reads straight into our buffers.
+            if (chunk_rows > 0 && block_rows % chunk_rows == 0) reader->set_chunk_cache(false);
+        }
+    }
+
+    const int64_t vocab = report.vocab;
+    const int64_t block_count = (report.tokens + block_rows - 1) / block_rows;
+    const size_t dumps = worker_readers[0].size();
+    DriftValues candidate_values(report.tokens, report.has_tokens);
+    DriftValues baseline_values(has_baseline ? report.tokens : 0, report.has_tokens && has_baseline);
+    std::atomic<int64_t> next_block{0};
+    std::atomic<int64_t> rows_done{0};
+    FirstError first_error;
+
+    const auto store = [&](DriftValues* values, const RowPairDrift& drift, const float* ref, const float* other,
+                           const LogitDumpInfo& other_info, int64_t row) {
+        if (drift.ref_problem != RowProblem::kNone)
+            throw_row_problem(report.reference_info, row, drift.ref_problem, drift.ref_problem_column);
+        if (drift.cand_problem != RowProblem::kNone)
+            throw_row_problem(other_info, row, drift.cand_problem, drift.cand_problem_column);
+        values->kl[static_cast<size_t>(row)] = drift.kl;
+        values->top1_same[static_cast<size_t>(row)] = drift.ref_argmax == drift.cand_argmax;
+        if (report.has_tokens) {
+            const int32_t token = tokens[static_cast<size_t>(row)];
+            const double p_ref = std::exp(static_cast<double>(ref[token]) - drift.ref_log_normalizer);
+            const double p_other = std::exp(static_cast<double>(other[token]) - drift.cand_log_normalizer);
+            values->delta_p[static_cast<size_t>(row)] = p_other - p_ref;
+        }
+    };
+
+    const auto work = [&](int worker) {
+        std::vector<std::vector<float>> buffers;
+        try {
+            buffers.assign(dumps, std::vector<float>(static_cast<size_t>(block_rows * vocab)));
+        } catch (...) {
+            first_error.record(0, std::current_exception());
+            return;
+        }
+        for (;;) {
+            const int64_t block = next_block.fetch_add(1);
+            const int64_t first = block * block_rows;
+            if (block >= block_count || !first_error.wanted(first)) return;
+            const int64_t rows = std::min(block_rows, report.tokens - first);
+            int64_t row = first;
+            try {
+                for (size_t d = 0; d < dumps; ++d) worker_readers[worker][d]->read_rows(first, rows, buffers[d].data());
+                for (int64_t r = 0; r < rows; ++r, ++row) {
+                    const float* ref = buffers[0].data() + r * vocab;
+                    const float* cand = buffers[1].data() + r * vocab;
+                    store(&candidate_values, row_pair_drift(ref, cand, vocab), ref, cand, report.candidate_info, row);
+                    if (has_baseline) {
+                        const float* base = buffers[2].data() + r * vocab;
+                        store(&baseline_values, row_pair_drift(ref, base, vocab), ref, base, report.baseline_info, row);
+                    }
+                }
+            } catch (...) {
+                first_error.record(row, std::current_exception());
+                return;
+            }
+            const int64_t done = rows_done.fetch_add(rows) + rows;
+            if (worker == 0 && options.progress) options.progress(done, report.tokens);
+        }
+    };
+    {
+        std::vector<std::thread> helpers;
+        for (int w = 1; w < workers; ++w) helpers.emplace_back(work, w);
+        work(0);
+        for (auto& helper : helpers) helper.join();
+    }
+    first_error.rethrow_if_any();
+    if (options.progress) options.progress(report.tokens, report.tokens);
+
+    report.candidate_drift = candidate_values.summary(report.has_tokens);
+    report.candidate_kl = std::move(candidate_values.kl);
+    if (has_baseline) {
+        report.baseline_drift = baseline_values.summary(report.has_tokens);
+        report.baseline_kl = std::move(baseline_values.kl);
+        std::vector<double> differences(report.candidate_kl.size());
+        for (size_t i = 0; i < differences.size(); ++i)
+            differences[i] = report.candidate_kl[i] - report.baseline_kl[i];
+        const DistributionSummary paired = summarize(differences);
+        report.paired_kl_difference = {paired.mean, paired.stderr_mean};
+    }
+    return report;
+}
+
+}  // namespace wideattn::accuracy

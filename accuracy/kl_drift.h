@@ -1,0 +1,65 @@
+// kl_drift.h - logit drift between HDF5 logit dumps of the same tokens: per-token
+// KL(reference || candidate) in float64, streamed in row blocks with bounded memory, and the
+// statistics llama.cpp's --kl-divergence prints, plus a paired comparison with a baseline dump.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "accuracy/distribution_stats.h"
+#include "accuracy/logit_dump.h"
+
+namespace wideattn::accuracy {
+
+struct DriftOptions {
+    int64_t block_rows = 0;   // rows per read; 0 picks about kTargetBlockBytes of float per dump
+    // Workers; each reads a block of every dump and computes it, so one worker's computation
+    // overlaps another's read. 0 picks the hardware concurrency, at most kMaxAutoThreads.
+    int threads = 0;
+    // Called from the calling thread after some blocks and once at the end.
+    std::function<void(int64_t rows_done, int64_t rows_total)> progress;
+
+    // Small blocks keep the rows in cache between the read and the computation.
+    static constexpr int64_t kTargetBlockBytes = int64_t{1} << 20;
+    static constexpr int kMaxAutoThreads = 8;
+};
+
+// Drift of one dump (candidate or baseline) against the reference.
+struct DriftSummary {
+    DistributionSummary kl;           // nats
+    MeanWithError top1_agreement;     // fraction of tokens whose argmax equals the reference's
+    bool has_tokens = false;          // the fields below are set only with token ids
+    DistributionSummary delta_p;      // p_dump(token) - p_reference(token)
+    MeanWithError rms_delta_p;
+};
+
+struct DriftReport {
+    LogitDumpInfo reference_info;
+    LogitDumpInfo candidate_info;
+    bool has_baseline = false;
+    LogitDumpInfo baseline_info;
+    int64_t tokens = 0;
+    int64_t vocab = 0;
+    bool has_tokens = false;
+
+    std::vector<double> candidate_kl;   // per token
+    std::vector<double> baseline_kl;    // per token (with a baseline)
+    DriftSummary candidate_drift;
+    DriftSummary baseline_drift;
+    // Per-token candidate KL minus baseline KL (paired): mean +- standard error.
+    MeanWithError paired_kl_difference;
+};
+
+// Rows per block for DriftOptions::block_rows == 0: about kTargetBlockBytes of float per dump,
+// rounded down to a multiple of the file's chunk rows when a chunk is smaller than that.
+int64_t default_block_rows(int64_t vocab, int64_t chunk_rows);
+
+// Compares `candidate` (and `baseline`, when not empty) to `reference`. Throws AccuracyError
+// for mismatched shapes, different token ids, NaN/+inf logits (naming file, row and column),
+// and the errors of LogitDumpReader.
+DriftReport compute_drift(const std::string& reference, const std::string& candidate,
+                          const std::string& baseline, const DriftOptions& options = {});
+
+}  // namespace wideattn::accuracy

@@ -1,0 +1,261 @@
+// logit_dump.cpp - see logit_dump.h.
+#include "accuracy/logit_dump.h"
+
+#include <algorithm>
+#include <string>
+
+#include "accuracy/accuracy_error.h"
+#include "accuracy/bf16.h"
+#include "accuracy/float16.h"
+
+namespace wideattn::accuracy {
+namespace {
+
+// Chunk-cache slots (a prime, as HDF5 recommends) and the most memory the cache may use.
+constexpr size_t kChunkCacheSlots = 521;
+constexpr int64_t kMaxChunkCacheBytes = int64_t{64} << 20;
+constexpr const char* kMetadataKeys[] = {"model", "variant", "engine"};
+
+// IEEE binary16, little-endian, built the way h5py builds it.
+H5Handle make_float16_type() {
+    H5Handle type(H5Tcopy(H5T_IEEE_F32LE));
+    H5Tset_fields(type.get(), 15, 10, 5, 0, 10);
+    H5Tset_size(type.get(), 2);
+    H5Tset_ebias(type.get(), 15);
+    return type;
+}
+
+std::string where(const std::string& path) { return "'" + path + "' dataset '" + kLogitsDataset + "'"; }
+
+}  // namespace
+
+const char* logit_type_name(LogitType type) {
+    switch (type) {
+        case LogitType::kFloat32: return "float32";
+        case LogitType::kFloat16: return "float16";
+        case LogitType::kBFloat16: return "bfloat16";
+    }
+    return "unknown";
+}
+
+bool parse_logit_type(const std::string& name, LogitType* type) {
+    for (LogitType candidate : {LogitType::kFloat32, LogitType::kFloat16, LogitType::kBFloat16}) {
+        if (name == logit_type_name(candidate)) {
+            *type = candidate;
+            return true;
+        }
+    }
+    return false;
+}
+
+int64_t logit_type_bytes(LogitType type) { return type == LogitType::kFloat32 ? 4 : 2; }
+
+LogitDumpWriter::LogitDumpWriter(const std::string& path, int64_t vocab, LogitType type,
+                                 const DumpMetadata& metadata, int64_t chunk_rows)
+    : path_(path), vocab_(vocab), type_(type) {
+    if (vocab < 1) throw AccuracyError("logit dump '" + path + "': vocab must be >= 1, got " + std::to_string(vocab));
+    if (chunk_rows < 0) throw AccuracyError("logit dump '" + path + "': chunk_rows must be >= 0");
+    if (chunk_rows == 0)
+        chunk_rows = std::max<int64_t>(1, kTargetChunkBytes / (vocab * logit_type_bytes(type)));
+    file_ = create_hdf5_file(path);
+    write_string_attribute(file_.get(), kMetadataKeys[0], metadata.model);
+    write_string_attribute(file_.get(), kMetadataKeys[1], metadata.variant);
+    write_string_attribute(file_.get(), kMetadataKeys[2], metadata.engine);
+
+    switch (type) {
+        case LogitType::kFloat32: file_type_ = H5Handle(H5Tcopy(H5T_IEEE_F32LE)); break;
+        case LogitType::kFloat16: file_type_ = make_float16_type(); break;
+        case LogitType::kBFloat16: file_type_ = H5Handle(H5Tcopy(H5T_STD_U16LE)); break;
+    }
+    const hsize_t dims[2] = {0, static_cast<hsize_t>(vocab)};
+    const hsize_t max_dims[2] = {H5S_UNLIMITED, static_cast<hsize_t>(vocab)};
+    const hsize_t chunk[2] = {static_cast<hsize_t>(chunk_rows), static_cast<hsize_t>(vocab)};
+    H5Handle space(H5Screate_simple(2, dims, max_dims));
+    H5Handle create_props(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(create_props.get(), 2, chunk);
+    H5Pset_obj_track_times(create_props.get(), 0);  // no timestamps: same inputs, same bytes
+    dataset_ = H5Handle(H5Dcreate2(file_.get(), kLogitsDataset, file_type_.get(), space.get(), H5P_DEFAULT,
+                                   create_props.get(), H5P_DEFAULT));
+    if (!dataset_.valid()) throw AccuracyError("cannot create " + where(path));
+    if (type == LogitType::kBFloat16) write_string_attribute(dataset_.get(), kDtypeAttribute, kBFloat16Name);
+}
+
+LogitDumpWriter::~LogitDumpWriter() {
+    try {
+        close();
+    } catch (const AccuracyError&) {
+        // A destructor cannot report; close() explicitly to see errors.
+    }
+}
+
+void LogitDumpWriter::append_rows(const float* rows, int64_t count) {
+    if (!file_.valid()) throw AccuracyError("logit dump '" + path_ + "' is already closed");
+    if (count <= 0) return;
+    const hsize_t new_dims[2] = {static_cast<hsize_t>(rows_written_ + count), static_cast<hsize_t>(vocab_)};
+    if (H5Dset_extent(dataset_.get(), new_dims) < 0) throw AccuracyError("cannot extend " + where(path_));
+    H5Handle file_space(H5Dget_space(dataset_.get()));
+    const hsize_t start[2] = {static_cast<hsize_t>(rows_written_), 0};
+    const hsize_t block[2] = {static_cast<hsize_t>(count), static_cast<hsize_t>(vocab_)};
+    H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, block, nullptr);
+    H5Handle memory_space(H5Screate_simple(2, block, nullptr));
+    const int64_t elements = count * vocab_;
+    herr_t status;
+    if (type_ == LogitType::kFloat32) {
+        status = H5Dwrite(dataset_.get(), H5T_NATIVE_FLOAT, memory_space.get(), file_space.get(), H5P_DEFAULT, rows);
+    } else {
+        converted_.resize(static_cast<size_t>(elements));
+        for (int64_t i = 0; i < elements; ++i)
+            converted_[i] = type_ == LogitType::kFloat16 ? float_to_float16(rows[i]) : float_to_bf16(rows[i]);
+        status = H5Dwrite(dataset_.get(), file_type_.get(), memory_space.get(), file_space.get(), H5P_DEFAULT,
+                          converted_.data());
+    }
+    if (status < 0) throw AccuracyError("cannot write rows to " + where(path_));
+    rows_written_ += count;
+}
+
+void LogitDumpWriter::write_tokens(const std::vector<int32_t>& tokens) {
+    if (!file_.valid()) throw AccuracyError("logit dump '" + path_ + "' is already closed");
+    const hsize_t dims[1] = {static_cast<hsize_t>(tokens.size())};
+    H5Handle space(H5Screate_simple(1, dims, nullptr));
+    H5Handle create_props(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_obj_track_times(create_props.get(), 0);
+    H5Handle dataset(H5Dcreate2(file_.get(), kTokensDataset, H5T_STD_I32LE, space.get(), H5P_DEFAULT,
+                                create_props.get(), H5P_DEFAULT));
+    if (!dataset.valid() ||
+        (!tokens.empty() && H5Dwrite(dataset.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tokens.data()) < 0))
+        throw AccuracyError("cannot write dataset 'tokens' of '" + path_ + "'");
+}
+
+void LogitDumpWriter::close() {
+    if (!file_.valid()) return;
+    dataset_.reset();
+    file_type_.reset();
+    const herr_t status = H5Fflush(file_.get(), H5F_SCOPE_LOCAL);
+    file_.reset();
+    if (status < 0) throw AccuracyError("cannot flush logit dump '" + path_ + "'");
+}
+
+LogitDumpReader::LogitDumpReader(const std::string& path) {
+    info_.path = path;
+    file_ = open_hdf5_for_reading(path);
+    if (!has_link(file_.get(), kLogitsDataset))
+        throw AccuracyError("'" + path + "' has no dataset '" + kLogitsDataset + "' (not a logit dump?)");
+
+    // Open once without a cache to learn the chunk shape, then reopen with a sized cache.
+    {
+        H5Handle probe(H5Dopen2(file_.get(), kLogitsDataset, H5P_DEFAULT));
+        if (!probe.valid()) throw AccuracyError("cannot open " + where(path) + " (not a dataset?)");
+        const std::vector<int64_t> dims = dataset_dims(probe.get());
+        if (dims.size() != 2)
+            throw AccuracyError(where(path) + " must be 2-D [tokens, vocab], has rank " + std::to_string(dims.size()));
+        info_.tokens = dims[0];
+        info_.vocab = dims[1];
+        H5Handle create_props(H5Dget_create_plist(probe.get()));
+        if (H5Pget_layout(create_props.get()) == H5D_CHUNKED) {
+            hsize_t chunk[2] = {0, 0};
+            if (H5Pget_chunk(create_props.get(), 2, chunk) == 2) info_.chunk_rows = static_cast<int64_t>(chunk[0]);
+        }
+        H5Handle file_type(H5Dget_type(probe.get()));
+        const H5T_class_t type_class = H5Tget_class(file_type.get());
+        const size_t type_size = H5Tget_size(file_type.get());
+        const std::optional<std::string> dtype = read_string_attribute(probe.get(), kDtypeAttribute);
+        if (type_class == H5T_FLOAT && type_size == 4) {
+            info_.type = LogitType::kFloat32;
+            memory_type_ = H5Handle(H5Tcopy(H5T_NATIVE_FLOAT));
+        } else if (type_class == H5T_FLOAT && type_size == 2) {
+            info_.type = LogitType::kFloat16;
+            memory_type_ = make_float16_type();
+        } else if (type_class == H5T_INTEGER && type_size == 2 && dtype && *dtype == kBFloat16Name) {
+            info_.type = LogitType::kBFloat16;
+            memory_type_ = H5Handle(H5Tcopy(H5T_NATIVE_UINT16));
+        } else {
+            throw AccuracyError(where(path) + " has an unsupported element type (class " + std::to_string(type_class) +
+                                ", " + std::to_string(type_size) + " bytes" + (dtype ? ", dtype=\"" + *dtype + "\"" : "") +
+                                "); expected float32, float16, or uint16 with dtype=\"bfloat16\"");
+        }
+    }
+    if (info_.tokens == 0 || info_.vocab == 0)
+        throw AccuracyError("'" + path + "' is an empty dump: logits shape [" + std::to_string(info_.tokens) + ", " +
+                            std::to_string(info_.vocab) + "]");
+
+    open_dataset(true);
+
+    info_.has_tokens = has_link(file_.get(), kTokensDataset);
+    for (int i = 0; i < 3; ++i) {
+        const std::string value = read_string_attribute(file_.get(), kMetadataKeys[i]).value_or("");
+        (i == 0 ? info_.metadata.model : i == 1 ? info_.metadata.variant : info_.metadata.engine) = value;
+    }
+}
+
+void LogitDumpReader::open_dataset(bool chunk_cache) {
+    const int64_t row_bytes = info_.vocab * logit_type_bytes(info_.type);
+    const int64_t chunk_bytes = std::max<int64_t>(1, info_.chunk_rows) * row_bytes;
+    H5Handle access_props(H5Pcreate(H5P_DATASET_ACCESS));
+    const size_t cache_bytes = chunk_cache ? static_cast<size_t>(std::min(chunk_bytes, kMaxChunkCacheBytes)) : 0;
+    H5Pset_chunk_cache(access_props.get(), kChunkCacheSlots, cache_bytes, 1.0);
+    dataset_.reset();
+    dataset_ = H5Handle(H5Dopen2(file_.get(), kLogitsDataset, access_props.get()));
+    if (!dataset_.valid()) throw AccuracyError("cannot open " + where(info_.path));
+}
+
+void LogitDumpReader::set_chunk_cache(bool enabled) { open_dataset(enabled); }
+
+std::vector<int32_t> LogitDumpReader::read_tokens() const {
+    std::vector<int32_t> tokens;
+    if (!info_.has_tokens) return tokens;
+    const std::string name = "'" + info_.path + "' dataset '" + kTokensDataset + "'";
+    H5Handle dataset(H5Dopen2(file_.get(), kTokensDataset, H5P_DEFAULT));
+    if (!dataset.valid()) throw AccuracyError("cannot open " + name + " (not a dataset?)");
+    const std::vector<int64_t> dims = dataset_dims(dataset.get());
+    if (dims.size() != 1 || dims[0] != info_.tokens)
+        throw AccuracyError(name + " must be 1-D with " + std::to_string(info_.tokens) + " entries (one per logits row)");
+    H5Handle file_type(H5Dget_type(dataset.get()));
+    if (H5Tget_class(file_type.get()) != H5T_INTEGER) throw AccuracyError(name + " must hold integers");
+    tokens.resize(static_cast<size_t>(info_.tokens));
+    if (H5Dread(dataset.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tokens.data()) < 0)
+        throw AccuracyError("cannot read " + name + " (truncated or corrupt file?)");
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (tokens[i] < 0 || tokens[i] >= info_.vocab)
+            throw AccuracyError(name + "[" + std::to_string(i) + "] = " + std::to_string(tokens[i]) +
+                                " is outside the vocab 0.." + std::to_string(info_.vocab - 1));
+    }
+    return tokens;
+}
+
+void LogitDumpReader::read_raw(int64_t first, int64_t count, void* out, hid_t memory_type) {
+    if (first < 0 || count < 0 || first + count > info_.tokens)
+        throw AccuracyError(where(info_.path) + ": rows " + std::to_string(first) + ".." + std::to_string(first + count) +
+                            " are outside 0.." + std::to_string(info_.tokens));
+    std::lock_guard<std::mutex> lock(hdf5_call_mutex());
+    H5Handle file_space(H5Dget_space(dataset_.get()));
+    const hsize_t start[2] = {static_cast<hsize_t>(first), 0};
+    const hsize_t block[2] = {static_cast<hsize_t>(count), static_cast<hsize_t>(info_.vocab)};
+    H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, block, nullptr);
+    H5Handle memory_space(H5Screate_simple(2, block, nullptr));
+    if (H5Dread(dataset_.get(), memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, out) < 0)
+        throw AccuracyError("cannot read rows " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
+                            " of " + where(info_.path) + " (truncated or corrupt file?)");
+}
+
+void LogitDumpReader::read_rows(int64_t first, int64_t count, float* out) {
+    if (info_.type == LogitType::kFloat32) {
+        read_raw(first, count, out, memory_type_.get());
+        return;
+    }
+    const size_t elements = static_cast<size_t>(count * info_.vocab);
+    raw16_.resize(elements);
+    read_raw(first, count, raw16_.data(), memory_type_.get());
+    if (info_.type == LogitType::kFloat16) {
+        for (size_t i = 0; i < elements; ++i) out[i] = float16_to_float(raw16_[i]);
+    } else {
+        for (size_t i = 0; i < elements; ++i) out[i] = bf16_to_float(raw16_[i]);
+    }
+}
+
+void LogitDumpReader::read_rows(int64_t first, int64_t count, double* out) {
+    staging_.resize(static_cast<size_t>(count * info_.vocab));
+    read_rows(first, count, staging_.data());
+    std::copy(staging_.begin(), staging_.end(), out);
+}
+
+}  // namespace wideattn::accuracy

@@ -1,0 +1,31 @@
+// progress.h - progress lines on stderr for long runs: "label: done/total rows, elapsed".
+// Silent unless stderr is a terminal or the run has taken more than kQuietSeconds; updates
+// at most every kTerminalIntervalSeconds in place on a terminal, else every kLogIntervalSeconds.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace wideattn::accuracy {
+
+class ProgressReporter {
+public:
+    explicit ProgressReporter(std::string label);
+    void update(int64_t done, int64_t total);
+    // Ends the line if anything was printed.
+    void finish();
+
+    static constexpr double kQuietSeconds = 1.0;
+    static constexpr double kTerminalIntervalSeconds = 0.5;
+    static constexpr double kLogIntervalSeconds = 5.0;  // stderr redirected to a file
+
+private:
+    std::string label_;
+    std::chrono::steady_clock::time_point start_;
+    double last_print_ = -1.0;
+    bool terminal_;
+    bool printed_ = false;
+};
+
+}  // namespace wideattn::accuracy

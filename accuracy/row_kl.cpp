@@ -1,0 +1,387 @@
+// row_kl.cpp - see row_kl.h. The block scan and the exp pass use GCC/Clang vector
+// extensions so they vectorise on any target (SSE2, NEON) without -ffast-math, and on x86-64
+// GCC also builds an x86-64-v3 (AVX2+FMA) clone chosen at load time.
+#include "accuracy/row_kl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define WIDEATTN_HOT_LOOP __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define WIDEATTN_HOT_LOOP
+#endif
+#define WIDEATTN_ALWAYS_INLINE inline __attribute__((always_inline))
+
+// The 32-byte vector helpers are always inlined, so the ABI note GCC gives for passing them by
+// value without AVX does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace wideattn::accuracy {
+namespace {
+
+constexpr int kLanes = 4;
+typedef double Doubles __attribute__((vector_size(kLanes * sizeof(double))));
+typedef int64_t Int64s __attribute__((vector_size(kLanes * sizeof(int64_t))));
+
+constexpr uint32_t kExponentMask = 0x7f800000u;
+constexpr uint32_t kNegativeInfinityBits = 0xff800000u;
+// Columns per argmax block: the scan records each block's max, then looks for the first
+// column equal to the row max inside the best block only.
+constexpr int64_t kArgmaxBlock = 256;
+// Columns per block of the fused pass (both rows' blocks stay in L1).
+constexpr int64_t kSumBlock = 512;
+
+// exp(x) for x <= 0 to about 1.5 ulp with few floating-point operations:
+//   x = (64 m + j) ln2/64 + r,  |r| <= ln2/128,  exp(x) = 2^m * 2^(j/64) * exp(r),
+// with 2^(j/64) from a 64-entry table (correctly rounded doubles), exp(r) from a degree-5
+// Taylor polynomial (truncation < 4e-17), ln2/64 split Cody-Waite style so n * kLn2Over64High
+// is exact, and n recovered from the bits of the rounding constant. Inputs below kExpFloor
+// are clamped: such terms contribute < 1e-307 to sums that are >= 1.
+constexpr double kExpFloor = -708.0;
+constexpr int kTableBits = 6;
+constexpr int kTableSize = 1 << kTableBits;
+constexpr double kTableSizeOverLn2 = 92.33248261689366;
+constexpr double kLn2Over64High = 0x1.62e42ff000000p-7;   // 32 significant bits
+constexpr double kLn2Over64Low = -6.563929801064195e-13;
+constexpr double kRoundingShift = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
+constexpr int64_t kRoundingShiftBits = 0x4338000000000000;
+constexpr int kDoubleMantissaBits = 52;
+
+// 2^(j / kTableSize), j = 0 .. kTableSize - 1, correctly rounded (exp2 of long double).
+const double* exp2_fraction_table() {
+    static const struct Table {
+        double values[kTableSize];
+        Table() {
+            for (int j = 0; j < kTableSize; ++j)
+                values[j] = static_cast<double>(std::exp2(static_cast<long double>(j) / kTableSize));
+        }
+    } table;
+    return table.values;
+}
+
+// kClamp false: the caller guarantees x >= kExpFloor (saves the compare and blend).
+template <bool kClamp>
+WIDEATTN_ALWAYS_INLINE Doubles exp_nonpositive(Doubles x, const double* table) {
+    if (kClamp) {
+        const Doubles floor = Doubles{} + kExpFloor;
+        x = x < floor ? floor : x;
+    }
+    const Doubles shifted = x * kTableSizeOverLn2 + kRoundingShift;
+    const Doubles n = shifted - kRoundingShift;
+    const Doubles r = (x - n * kLn2Over64High) - n * kLn2Over64Low;
+    Int64s bits;
+    std::memcpy(&bits, &shifted, sizeof bits);
+    const Int64s n_int = bits - kRoundingShiftBits;
+    const Int64s j = n_int & (kTableSize - 1);
+    const Int64s m = n_int >> kTableBits;  // floor(n / 64): arithmetic shift
+    const Doubles fraction = {table[j[0]], table[j[1]], table[j[2]], table[j[3]]};
+    Int64s scaled_bits;
+    std::memcpy(&scaled_bits, &fraction, sizeof scaled_bits);
+    scaled_bits += m << kDoubleMantissaBits;
+    Doubles scale;
+    std::memcpy(&scale, &scaled_bits, sizeof scale);
+    // Estrin's scheme: short dependency chains (this loop is latency-bound, not FMA-bound).
+    const Doubles r2 = r * r;
+    const Doubles low = 1.0 + r;
+    const Doubles mid = 1.0 / 2 + r * (1.0 / 6);
+    const Doubles high = 1.0 / 24 + r * (1.0 / 120);
+    const Doubles p = low + r2 * (mid + r2 * high);
+    return scale * p;
+}
+
+WIDEATTN_ALWAYS_INLINE double lane_sum(Doubles v) {
+    double total = 0.0;
+    for (int lane = 0; lane < kLanes; ++lane) total += v[lane];
+    return total;
+}
+
+struct Sums {
+    double ref_exp = 0.0;        // sum exp(ref - ref_max)
+    double cand_exp = 0.0;       // sum exp(cand - cand_max)
+    double weighted_diff = 0.0;  // sum exp(ref - ref_max) * (ref - cand)
+    double ref_max = 0.0;
+    double cand_max = 0.0;
+    int64_t ref_argmax = -1;
+    int64_t cand_argmax = -1;
+};
+
+struct BlockMax {
+    float max;
+    float min;
+    bool any_special;  // some element has an all-ones exponent (inf or NaN)
+};
+
+// Max and min (ignoring NaN) and inf/NaN detection over [begin, end), vectorised 8 wide.
+WIDEATTN_HOT_LOOP BlockMax block_max(const float* row, int64_t begin, int64_t end) {
+    typedef float Floats8 __attribute__((vector_size(8 * sizeof(float))));
+    typedef int32_t Int32s8 __attribute__((vector_size(8 * sizeof(int32_t))));
+    constexpr int kWide = 8;
+    const float lowest = -std::numeric_limits<float>::infinity();
+    const float highest = std::numeric_limits<float>::infinity();
+    Floats8 best = Floats8{} + lowest;
+    Floats8 least = Floats8{} + highest;
+    Int32s8 special = {};
+    const Int32s8 exponent_mask = Int32s8{} + static_cast<int32_t>(kExponentMask);
+    int64_t i = begin;
+    for (; i + kWide <= end; i += kWide) {
+        Floats8 values;
+        std::memcpy(&values, row + i, sizeof values);
+        Int32s8 bits;
+        std::memcpy(&bits, row + i, sizeof bits);
+        special |= (bits & exponent_mask) == exponent_mask;
+        best = values > best ? values : best;
+        least = values < least ? values : least;
+    }
+    BlockMax result{lowest, highest, false};
+    for (int lane = 0; lane < kWide; ++lane) {
+        result.max = std::max(result.max, best[lane]);
+        result.min = std::min(result.min, least[lane]);
+        result.any_special = result.any_special || special[lane] != 0;
+    }
+    for (; i < end; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, row + i, sizeof bits);
+        result.any_special = result.any_special || (bits & kExponentMask) == kExponentMask;
+        result.max = std::max(result.max, row[i]);
+        result.min = std::min(result.min, row[i]);
+    }
+    return result;
+}
+
+struct BlockSums {
+    double ref_exp = 0.0;   // sum exp(ref - ref_max) over the block
+    double cand_exp = 0.0;  // sum exp(cand - cand_max)
+    double weighted = 0.0;  // sum exp(ref - ref_max) * (ref - cand)
+};
+
+// Exp sums of one block (at most kSumBlock) of finite logits given each row's block max. The
+// floats are first widened into double tiles by a plain loop (which vectorises to one
+// conversion per vector; converting inside the exp loop made GCC round-trip through the
+// stack), then one vector per step keeps accumulators and constants in registers.
+template <bool kClamp>
+WIDEATTN_ALWAYS_INLINE BlockSums block_sums_impl(const float* ref, const float* cand, int64_t n, double ref_max,
+                                                 double cand_max) {
+    alignas(32) double ref_tile[kSumBlock];
+    alignas(32) double cand_tile[kSumBlock];
+    for (int64_t i = 0; i < n; ++i) {
+        ref_tile[i] = ref[i];
+        cand_tile[i] = cand[i];
+    }
+    const double* table = exp2_fraction_table();
+    Doubles ref_exp = {}, cand_exp = {}, weighted = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        Doubles r, c;
+        std::memcpy(&r, ref_tile + i, sizeof r);
+        std::memcpy(&c, cand_tile + i, sizeof c);
+        const Doubles ea = exp_nonpositive<kClamp>(r - ref_max, table);
+        cand_exp += exp_nonpositive<kClamp>(c - cand_max, table);
+        ref_exp += ea;
+        weighted += ea * (r - c);
+    }
+    BlockSums sums;
+    sums.ref_exp = lane_sum(ref_exp);
+    sums.cand_exp = lane_sum(cand_exp);
+    sums.weighted = lane_sum(weighted);
+    for (; i < n; ++i) {
+        const double r = ref_tile[i], c = cand_tile[i];
+        const double ea = std::exp(r - ref_max);
+        sums.ref_exp += ea;
+        sums.cand_exp += std::exp(c - cand_max);
+        sums.weighted += ea * (r - c);
+    }
+    return sums;
+}
+
+// need_clamp: some logit of the block lies more than -kExpFloor below its block max.
+WIDEATTN_HOT_LOOP BlockSums block_sums(const float* ref, const float* cand, int64_t n, double ref_max,
+                                       double cand_max, bool need_clamp) {
+    return need_clamp ? block_sums_impl<true>(ref, cand, n, ref_max, cand_max)
+                      : block_sums_impl<false>(ref, cand, n, ref_max, cand_max);
+}
+
+// Running softmax sums over blocks: the sums are kept relative to the largest block max seen
+// so far and rescaled (one scalar exp per block) when a larger one arrives.
+struct RunningRow {
+    double max = -std::numeric_limits<double>::infinity();
+    double exp_sum = 0.0;
+    double weighted = 0.0;     // reference only
+    int64_t max_block = -1;    // first column of the first block holding the max
+
+    void add(double block_max, double block_exp, double block_weighted, int64_t block_begin) {
+        if (block_max > max) {
+            const double factor = max_block < 0 ? 0.0 : std::exp(max - block_max);
+            exp_sum = exp_sum * factor + block_exp;
+            weighted = weighted * factor + block_weighted;
+            max = block_max;
+            max_block = block_begin;
+        } else {
+            const double factor = std::exp(block_max - max);
+            exp_sum += block_exp * factor;
+            weighted += block_weighted * factor;
+        }
+    }
+};
+
+int64_t first_index_of(const float* row, int64_t begin, int64_t vocab, float value) {
+    for (int64_t i = begin; i < vocab; ++i) {
+        if (row[i] == value) return i;
+    }
+    return -1;
+}
+
+// A row with -inf logits: zero-probability terms are skipped; sets *infinite when the candidate
+// gives probability zero to a token the reference does not. Rare, so scalar.
+Sums sums_with_zeros(const float* ref, const float* cand, int64_t vocab, double ref_max, double cand_max,
+                     bool* infinite) {
+    Sums sums;
+    *infinite = false;
+    for (int64_t i = 0; i < vocab; ++i) {
+        const bool ref_zero = std::isinf(ref[i]);
+        const bool cand_zero = std::isinf(cand[i]);
+        const double b = cand_zero ? 0.0 : static_cast<double>(cand[i]) - cand_max;
+        if (!cand_zero) sums.cand_exp += std::exp(b);
+        if (ref_zero) continue;
+        const double a = static_cast<double>(ref[i]) - ref_max;
+        const double ea = std::exp(a);
+        sums.ref_exp += ea;
+        if (cand_zero) {
+            *infinite = true;
+        } else {
+            sums.weighted_diff += ea * (static_cast<double>(ref[i]) - static_cast<double>(cand[i]));
+        }
+    }
+    return sums;
+}
+
+}  // namespace
+
+const char* row_problem_name(RowProblem problem) {
+    switch (problem) {
+        case RowProblem::kNone: return "none";
+        case RowProblem::kNaN: return "NaN";
+        case RowProblem::kPositiveInfinity: return "+inf";
+        case RowProblem::kAllNegativeInfinity: return "all logits -inf";
+    }
+    return "unknown";
+}
+
+RowScan scan_row(const float* row, int64_t vocab) {
+    RowScan scan;
+    float best = -std::numeric_limits<float>::infinity();
+    int64_t best_block = -1;
+    bool any_special = false;
+    for (int64_t begin = 0; begin < vocab; begin += kArgmaxBlock) {
+        const BlockMax block = block_max(row, begin, std::min(vocab, begin + kArgmaxBlock));
+        any_special = any_special || block.any_special;
+        if (block.max > best) {
+            best = block.max;
+            best_block = begin;
+        }
+    }
+    if (any_special) {
+        for (int64_t i = 0; i < vocab; ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, row + i, sizeof bits);
+            if ((bits & kExponentMask) != kExponentMask) continue;
+            if (bits == kNegativeInfinityBits) {
+                scan.has_negative_infinity = true;
+                continue;
+            }
+            scan.problem = std::isnan(row[i]) ? RowProblem::kNaN : RowProblem::kPositiveInfinity;
+            scan.problem_column = i;
+            return scan;
+        }
+    }
+    if (best_block < 0) {
+        scan.problem = RowProblem::kAllNegativeInfinity;
+        scan.problem_column = 0;
+        return scan;
+    }
+    scan.max = best;
+    for (int64_t i = best_block; i < vocab; ++i) {
+        if (row[i] == best) {
+            scan.argmax = i;
+            break;
+        }
+    }
+    return scan;
+}
+
+namespace {
+
+// Sums of a row pair over all its blocks, combined with a running max.
+struct RowPairSums {
+    RunningRow ref;
+    RunningRow cand;
+    bool any_special = false;  // an inf/NaN somewhere: the caller rescans the row
+};
+
+RowPairSums row_pair_sums(const float* ref, const float* cand, int64_t vocab) {
+    RowPairSums sums;
+    for (int64_t begin = 0; begin < vocab; begin += kSumBlock) {
+        const int64_t end = std::min(vocab, begin + kSumBlock);
+        const BlockMax ref_block = block_max(ref, begin, end);
+        const BlockMax cand_block = block_max(cand, begin, end);
+        if (ref_block.any_special || cand_block.any_special) {
+            sums.any_special = true;
+            return sums;
+        }
+        const bool need_clamp = static_cast<double>(ref_block.min) - ref_block.max < kExpFloor ||
+                                static_cast<double>(cand_block.min) - cand_block.max < kExpFloor;
+        const BlockSums block =
+            block_sums(ref + begin, cand + begin, end - begin, ref_block.max, cand_block.max, need_clamp);
+        sums.ref.add(ref_block.max, block.ref_exp, block.weighted, begin);
+        sums.cand.add(cand_block.max, block.cand_exp, 0.0, begin);
+    }
+    return sums;
+}
+
+}  // namespace
+
+RowPairDrift row_pair_drift(const float* ref, const float* cand, int64_t vocab) {
+    RowPairDrift drift;
+    Sums sums;
+    const RowPairSums blocks = row_pair_sums(ref, cand, vocab);
+    const RunningRow& ref_row = blocks.ref;
+    const RunningRow& cand_row = blocks.cand;
+    bool infinite = false;
+    if (blocks.any_special) {
+        const RowScan ref_scan = scan_row(ref, vocab);
+        const RowScan cand_scan = scan_row(cand, vocab);
+        drift.ref_problem = ref_scan.problem;
+        drift.ref_problem_column = ref_scan.problem_column;
+        drift.cand_problem = cand_scan.problem;
+        drift.cand_problem_column = cand_scan.problem_column;
+        if (ref_scan.problem != RowProblem::kNone || cand_scan.problem != RowProblem::kNone) return drift;
+        sums = sums_with_zeros(ref, cand, vocab, ref_scan.max, cand_scan.max, &infinite);
+        sums.ref_max = ref_scan.max;
+        sums.cand_max = cand_scan.max;
+        sums.ref_argmax = ref_scan.argmax;
+        sums.cand_argmax = cand_scan.argmax;
+    } else {
+        sums.ref_exp = ref_row.exp_sum;
+        sums.cand_exp = cand_row.exp_sum;
+        sums.weighted_diff = ref_row.weighted;
+        sums.ref_max = ref_row.max;
+        sums.cand_max = cand_row.max;
+        sums.ref_argmax = first_index_of(ref, ref_row.max_block, vocab, static_cast<float>(ref_row.max));
+        sums.cand_argmax = first_index_of(cand, cand_row.max_block, vocab, static_cast<float>(cand_row.max));
+    }
+    const double log_ref_exp = std::log(sums.ref_exp);
+    const double log_cand_exp = std::log(sums.cand_exp);
+    drift.ref_log_normalizer = sums.ref_max + log_ref_exp;
+    drift.cand_log_normalizer = sums.cand_max + log_cand_exp;
+    drift.ref_argmax = sums.ref_argmax;
+    drift.cand_argmax = sums.cand_argmax;
+    // With p = exp(ref - ref_max) / S_ref: KL = sum p (log p - log q)
+    //   = sum p (ref - cand) - (ref_max - cand_max) - log S_ref + log S_cand.
+    drift.kl = infinite ? std::numeric_limits<double>::infinity()
+                        : sums.weighted_diff / sums.ref_exp - (sums.ref_max - sums.cand_max) - log_ref_exp + log_cand_exp;
+    return drift;
+}
+
+}  // namespace wideattn::accuracy

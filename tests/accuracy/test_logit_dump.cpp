@@ -1,0 +1,184 @@
+// test_logit_dump.cpp - logit dump writer/reader round trips, float16 conversion, and every
+// malformed-file error of the reader.
+#include <doctest/doctest.h>
+
+#include <hdf5.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "accuracy/accuracy_error.h"
+#include "accuracy/bf16.h"
+#include "accuracy/float16.h"
+#include "accuracy/hdf5_util.h"
+#include "accuracy/logit_dump.h"
+#include "accuracy_test_util.h"
+
+using namespace wideattn::accuracy;
+using wideattn::accuracy::testing::random_row;
+using wideattn::accuracy::testing::TempDir;
+using wideattn::accuracy::testing::write_bytes;
+
+namespace {
+
+std::string error_of(const std::string& path) {
+    try {
+        LogitDumpReader reader(path);
+    } catch (const AccuracyError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+void write_dump(const std::string& path, int64_t tokens, int64_t vocab, LogitType type, int64_t chunk_rows = 0) {
+    LogitDumpWriter writer(path, vocab, type, {"m", "v", "e"}, chunk_rows);
+    for (int64_t t = 0; t < tokens; ++t) {
+        const std::vector<float> row = random_row(static_cast<uint64_t>(t) + 100, vocab, -8.0, 8.0);
+        writer.append_rows(row.data(), 1);
+    }
+    writer.close();
+}
+
+// A file with one 2-D dataset of the given HDF5 type, named `name`.
+void write_raw_dataset(const std::string& path, const char* name, hid_t type, int rank) {
+    H5Handle file = create_hdf5_file(path);
+    const hsize_t dims[3] = {3, 4, 2};
+    H5Handle space(H5Screate_simple(rank, dims, nullptr));
+    H5Handle dataset(H5Dcreate2(file.get(), name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    REQUIRE(dataset.valid());
+}
+
+}  // namespace
+
+TEST_CASE("float16 conversion is exact for every binary16 value") {
+    for (uint32_t bits = 0; bits < 0x10000u; ++bits) {
+        const float value = float16_to_float(static_cast<uint16_t>(bits));
+        if (std::isnan(value)) {
+            CHECK(std::isnan(float16_to_float(float_to_float16(value))));
+            continue;
+        }
+        const uint16_t back = float_to_float16(value);
+        if (back != bits) {
+            CAPTURE(bits);
+            CHECK(back == bits);
+        }
+    }
+    CHECK(float16_to_float(0x3c00) == 1.0f);
+    CHECK(float16_to_float(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
+    CHECK(float_to_float16(65520.0f) == 0x7c00);                 // rounds to inf
+    CHECK(float_to_float16(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);  // tie to even
+    CHECK(float_to_float16(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02);
+}
+
+TEST_CASE("logit dump round trip in every type, with tokens and metadata") {
+    TempDir dir;
+    for (LogitType type : {LogitType::kFloat32, LogitType::kFloat16, LogitType::kBFloat16}) {
+        CAPTURE(logit_type_name(type));
+        const std::string path = dir.file(std::string("dump_") + logit_type_name(type) + ".h5");
+        const int64_t tokens = 13, vocab = 37;
+        std::vector<float> rows = random_row(9, tokens * vocab, -20.0, 20.0);
+        for (auto& x : rows) {  // make every value representable in the stored type
+            if (type == LogitType::kFloat16) x = float16_to_float(float_to_float16(x));
+            if (type == LogitType::kBFloat16) x = wideattn::bf16_to_float(wideattn::float_to_bf16(x));
+        }
+        rows[5] = -std::numeric_limits<float>::infinity();
+        std::vector<int32_t> ids(tokens);
+        for (int64_t t = 0; t < tokens; ++t) ids[t] = static_cast<int32_t>((t * 7) % vocab);
+        {
+            LogitDumpWriter writer(path, vocab, type, {"gemma", "bf16 \"ref\"", "engine-x"}, 4);
+            writer.append_rows(rows.data(), 6);
+            writer.append_rows(rows.data() + 6 * vocab, tokens - 6);
+            writer.write_tokens(ids);
+            writer.close();
+        }
+        LogitDumpReader reader(path);
+        CHECK(reader.info().tokens == tokens);
+        CHECK(reader.info().vocab == vocab);
+        CHECK(reader.info().type == type);
+        CHECK(reader.info().chunk_rows == 4);
+        CHECK(reader.info().has_tokens);
+        CHECK(reader.info().metadata.model == "gemma");
+        CHECK(reader.info().metadata.variant == "bf16 \"ref\"");
+        CHECK(reader.info().metadata.engine == "engine-x");
+        CHECK(reader.read_tokens() == ids);
+        std::vector<float> back(static_cast<size_t>(tokens * vocab));
+        reader.read_rows(0, tokens, back.data());
+        CHECK(std::memcmp(back.data(), rows.data(), back.size() * sizeof(float)) == 0);
+        std::vector<double> some(static_cast<size_t>(3 * vocab));
+        reader.read_rows(5, 3, some.data());
+        for (int64_t i = 0; i < 3 * vocab; ++i) REQUIRE(some[i] == static_cast<double>(rows[5 * vocab + i]));
+        CHECK_THROWS_AS(reader.read_rows(tokens - 1, 2, back.data()), AccuracyError);
+    }
+}
+
+TEST_CASE("logit dump: default chunking targets about 256 KiB and at least one row") {
+    TempDir dir;
+    write_dump(dir.file("wide.h5"), 2, 300000, LogitType::kFloat32);
+    CHECK(LogitDumpReader(dir.file("wide.h5")).info().chunk_rows == 1);
+    write_dump(dir.file("narrow.h5"), 2, 1024, LogitType::kFloat16);
+    CHECK(LogitDumpReader(dir.file("narrow.h5")).info().chunk_rows == 128);
+}
+
+TEST_CASE("logit dump reader: clear errors for bad files") {
+    wideattn::accuracy::silence_hdf5_errors();
+    TempDir dir;
+
+    CHECK(error_of(dir.file("absent.h5")).find("cannot open") != std::string::npos);
+
+    write_bytes(dir.file("text.h5"), "this is not an HDF5 file, just some text\n");
+    CHECK(error_of(dir.file("text.h5")).find("not an HDF5 file") != std::string::npos);
+
+    write_bytes(dir.file("zero.h5"), "");
+    CHECK(error_of(dir.file("zero.h5")).find("empty") != std::string::npos);
+
+    write_dump(dir.file("whole.h5"), 20, 1000, LogitType::kFloat32);
+    std::filesystem::copy_file(dir.file("whole.h5"), dir.file("truncated.h5"));
+    std::filesystem::resize_file(dir.file("truncated.h5"), std::filesystem::file_size(dir.file("whole.h5")) / 2);
+    const std::string truncated = error_of(dir.file("truncated.h5"));
+    CHECK(truncated.find("truncated") != std::string::npos);
+    CHECK(truncated.find("truncated.h5") != std::string::npos);
+
+    write_raw_dataset(dir.file("other.h5"), "activations", H5T_IEEE_F32LE, 2);
+    CHECK(error_of(dir.file("other.h5")).find("no dataset 'logits'") != std::string::npos);
+
+    write_raw_dataset(dir.file("rank3.h5"), "logits", H5T_IEEE_F32LE, 3);
+    CHECK(error_of(dir.file("rank3.h5")).find("2-D") != std::string::npos);
+
+    write_raw_dataset(dir.file("int.h5"), "logits", H5T_STD_I32LE, 2);
+    CHECK(error_of(dir.file("int.h5")).find("unsupported element type") != std::string::npos);
+
+    write_raw_dataset(dir.file("u16.h5"), "logits", H5T_STD_U16LE, 2);  // no dtype="bfloat16"
+    CHECK(error_of(dir.file("u16.h5")).find("unsupported element type") != std::string::npos);
+
+    {
+        LogitDumpWriter writer(dir.file("no_rows.h5"), 10, LogitType::kFloat32, {});
+        writer.close();
+    }
+    CHECK(error_of(dir.file("no_rows.h5")).find("empty dump") != std::string::npos);
+}
+
+TEST_CASE("logit dump reader: token ids must fit the dump") {
+    TempDir dir;
+    const std::string path = dir.file("bad_tokens.h5");
+    {
+        LogitDumpWriter writer(path, 8, LogitType::kFloat32, {});
+        const std::vector<float> rows(16, 0.0f);
+        writer.append_rows(rows.data(), 2);
+        writer.write_tokens({3, 8});  // 8 is outside the vocab
+    }
+    LogitDumpReader reader(path);
+    CHECK_THROWS_WITH_AS(reader.read_tokens(), doctest::Contains("tokens'[1] = 8"), AccuracyError);
+
+    const std::string short_path = dir.file("short_tokens.h5");
+    {
+        LogitDumpWriter writer(short_path, 8, LogitType::kFloat32, {});
+        const std::vector<float> rows(16, 0.0f);
+        writer.append_rows(rows.data(), 2);
+        writer.write_tokens({3});
+    }
+    CHECK_THROWS_WITH_AS(LogitDumpReader(short_path).read_tokens(), doctest::Contains("2 entries"), AccuracyError);
+}

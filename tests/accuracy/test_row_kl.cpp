@@ -1,0 +1,193 @@
+// test_row_kl.cpp - the per-row KL kernel against hand-computed values and an independent
+// long-double computation; row scanning (max, argmax, NaN/inf detection).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "accuracy/row_kl.h"
+#include "accuracy_test_util.h"
+
+using namespace wideattn::accuracy;
+using wideattn::accuracy::testing::naive_kl;
+using wideattn::accuracy::testing::random_row;
+using wideattn::accuracy::testing::relatively_close;
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+double kl_of(const std::vector<float>& ref, const std::vector<float>& cand) {
+    const int64_t n = static_cast<int64_t>(ref.size());
+    const RowPairDrift drift = row_pair_drift(ref.data(), cand.data(), n);
+    REQUIRE(drift.ref_problem == RowProblem::kNone);
+    REQUIRE(drift.cand_problem == RowProblem::kNone);
+    return drift.kl;
+}
+
+}  // namespace
+
+TEST_CASE("row KL: two-token distributions, hand computed") {
+    // p = (1/2, 1/2), q = (1/4, 3/4): KL = 1/2 ln 2 + 1/2 ln(2/3).
+    const double expected = 0.5 * std::log(2.0) + 0.5 * std::log(2.0 / 3.0);
+    const double kl = kl_of({0.0f, 0.0f}, {static_cast<float>(std::log(0.25)), static_cast<float>(std::log(0.75))});
+    // The float logits of q are rounded; compare with the exact value for those floats.
+    const std::vector<float> cand = {static_cast<float>(std::log(0.25)), static_cast<float>(std::log(0.75))};
+    const std::vector<float> ref = {0.0f, 0.0f};
+    CHECK(relatively_close(kl, naive_kl(ref.data(), cand.data(), 2), 1e-12));
+    CHECK(kl == doctest::Approx(expected).epsilon(1e-6));
+}
+
+TEST_CASE("row KL: zero probabilities (-inf logits)") {
+    // p = (1/2, 0, 1/2), q uniform over 3: KL = ln(3/2).
+    CHECK(kl_of({0.0f, kNegInf, 0.0f}, {1.0f, 1.0f, 1.0f}) == doctest::Approx(std::log(1.5)).epsilon(1e-14));
+    // Both give the middle token zero: KL of (1/2, 1/2) vs (e/(1+e), 1/(1+e)).
+    const double q0 = std::exp(1.0) / (1.0 + std::exp(1.0));
+    const double expected = 0.5 * std::log(0.5 / q0) + 0.5 * std::log(0.5 / (1.0 - q0));
+    CHECK(kl_of({0.0f, kNegInf, 0.0f}, {1.0f, kNegInf, 0.0f}) == doctest::Approx(expected).epsilon(1e-13));
+    // The candidate gives zero to a token the reference does not: infinite KL.
+    CHECK(std::isinf(kl_of({0.0f, 0.0f, 0.0f}, {0.0f, kNegInf, 0.0f})));
+    // The candidate gives zero where the reference does too: finite.
+    CHECK(std::isfinite(kl_of({0.0f, kNegInf}, {0.0f, kNegInf})));
+    CHECK(kl_of({0.0f, kNegInf}, {0.0f, kNegInf}) == 0.0);
+}
+
+TEST_CASE("row KL: very peaked distribution, closed form") {
+    // ref = (L, 0, ..., 0) with n tokens, cand uniform. p1 = 1 / (1 + (n-1) e^-L),
+    // KL = ln n + sum p ln p = ln n + p1 ln p1 + (1 - p1) ln((1 - p1) / (n - 1)).
+    const int n = 1000;
+    for (float peak : {20.0f, 30.0f, 60.0f}) {
+        std::vector<float> ref(n, 0.0f), cand(n, 0.0f);
+        ref[7] = peak;
+        const long double rest = (n - 1) * std::exp(-static_cast<long double>(peak));
+        const long double p1 = 1.0L / (1.0L + rest);
+        const long double tail = rest / (1.0L + rest);
+        const long double expected = std::log(static_cast<long double>(n)) + p1 * std::log(p1) +
+                                     tail * std::log(tail / (n - 1));
+        const double kl = kl_of(ref, cand);
+        CAPTURE(peak);
+        CHECK(relatively_close(kl, expected, 1e-9));
+        // Reversed: the candidate is the peaked one; KL(uniform || peaked) = -ln n - mean log q.
+        const long double log_q_other = -std::log1p(std::exp(static_cast<long double>(peak)) + (n - 2));
+        const long double log_q_peak = static_cast<long double>(peak) + log_q_other;
+        const long double reversed = -std::log(static_cast<long double>(n)) -
+                                     (log_q_peak + (n - 1) * log_q_other) / n;
+        CHECK(relatively_close(kl_of(cand, ref), reversed, 1e-9));
+    }
+}
+
+TEST_CASE("row KL: identical and shifted rows give zero") {
+    const std::vector<float> row = random_row(3, 4099, -30.0, 30.0);
+    CHECK(kl_of(row, row) == 0.0);
+    std::vector<float> shifted(row);
+    for (auto& x : shifted) x += 4.0f;  // not exact in float, so only approximately zero
+    CHECK(std::fabs(kl_of(row, shifted)) < 1e-6);
+}
+
+TEST_CASE("row KL: agrees with an independent long-double computation to 1e-9 relative") {
+    int64_t strictly_checked = 0;
+    // Sizes with and without a vector tail; logit spreads from flat to extreme.
+    for (int64_t n : {1, 2, 7, 8, 9, 1000, 4096, 262147}) {
+        for (double spread : {0.1, 5.0, 30.0, 400.0}) {
+            const std::vector<float> ref = random_row(static_cast<uint64_t>(n) * 31 + 1, n, -spread, spread);
+            std::vector<float> cand = random_row(static_cast<uint64_t>(n) * 31 + 2, n, -0.05, 0.05);
+            for (int64_t i = 0; i < n; ++i) cand[i] += ref[i];
+            const long double expected = naive_kl(ref.data(), cand.data(), n);
+            const double kl = kl_of(ref, cand);
+            CAPTURE(n);
+            CAPTURE(spread);
+            CAPTURE(kl);
+            CAPTURE(static_cast<double>(expected));
+            if (n == 1) {
+                CHECK(kl == 0.0);
+            } else {
+                CHECK(wideattn::accuracy::testing::kl_close(kl, expected));
+            }
+            if (expected > 1e-6) {
+                CHECK(relatively_close(kl, expected, 1e-9));
+                ++strictly_checked;
+            }
+        }
+    }
+    CHECK(strictly_checked >= 12);  // most cases have KL well above the float64 floor
+}
+
+TEST_CASE("row KL: log normalisers match log-sum-exp") {
+    const std::vector<float> ref = random_row(11, 5003, -20.0, 20.0);
+    const std::vector<float> cand = random_row(12, 5003, -20.0, 20.0);
+    const RowPairDrift drift = row_pair_drift(ref.data(), cand.data(), 5003);
+    CHECK(relatively_close(drift.ref_log_normalizer, wideattn::accuracy::testing::naive_log_sum_exp(ref.data(), 5003), 1e-13));
+    CHECK(relatively_close(drift.cand_log_normalizer, wideattn::accuracy::testing::naive_log_sum_exp(cand.data(), 5003), 1e-13));
+}
+
+TEST_CASE("row_pair_drift: argmax is the first maximum, in the vector body and the tail") {
+    for (int64_t n : {5, 64, 1031}) {
+        for (int64_t first : {int64_t{0}, n / 3, n - 2}) {
+            std::vector<float> ref = random_row(static_cast<uint64_t>(n + first), n, -10.0, 10.0);
+            std::vector<float> cand = random_row(static_cast<uint64_t>(n + first + 1), n, -10.0, 10.0);
+            ref[first] = 40.0f;
+            ref[n - 1] = 40.0f;  // a later tie must not win
+            cand[first + 1] = 41.0f;
+            const RowPairDrift drift = row_pair_drift(ref.data(), cand.data(), n);
+            CAPTURE(n);
+            CAPTURE(first);
+            CHECK(drift.ref_argmax == first);
+            CHECK(drift.cand_argmax == first + 1);
+        }
+    }
+}
+
+TEST_CASE("row_pair_drift: ascending rows (a new max in every vector) still match") {
+    const int64_t n = 3001;
+    std::vector<float> ref(n), cand(n);
+    for (int64_t i = 0; i < n; ++i) {
+        ref[i] = static_cast<float>(-30.0 + 60.0 * i / n);
+        cand[i] = ref[i] + static_cast<float>(0.01 * std::sin(0.1 * i));
+    }
+    CHECK(relatively_close(kl_of(ref, cand), naive_kl(ref.data(), cand.data(), n), 1e-9));
+}
+
+TEST_CASE("row_pair_drift reports NaN and +inf with their column") {
+    std::vector<float> ref = random_row(1, 100, -1.0, 1.0), cand = random_row(2, 100, -1.0, 1.0);
+    cand[42] = std::numeric_limits<float>::quiet_NaN();
+    RowPairDrift drift = row_pair_drift(ref.data(), cand.data(), 100);
+    CHECK(drift.ref_problem == RowProblem::kNone);
+    CHECK(drift.cand_problem == RowProblem::kNaN);
+    CHECK(drift.cand_problem_column == 42);
+    cand[42] = 0.0f;
+    ref[99] = std::numeric_limits<float>::infinity();  // in the scalar tail
+    drift = row_pair_drift(ref.data(), cand.data(), 100);
+    CHECK(drift.ref_problem == RowProblem::kPositiveInfinity);
+    CHECK(drift.ref_problem_column == 99);
+}
+
+TEST_CASE("scan_row: max, first argmax, and input problems with their column") {
+    std::vector<float> row = random_row(5, 1031, -10.0, 10.0);
+    row[700] = 50.0f;
+    row[900] = 50.0f;
+    RowScan scan = scan_row(row.data(), 1031);
+    CHECK(scan.problem == RowProblem::kNone);
+    CHECK(scan.max == 50.0f);
+    CHECK(scan.argmax == 700);
+    CHECK_FALSE(scan.has_negative_infinity);
+
+    row[1030] = kNegInf;
+    scan = scan_row(row.data(), 1031);
+    CHECK(scan.problem == RowProblem::kNone);
+    CHECK(scan.has_negative_infinity);
+
+    row[513] = std::numeric_limits<float>::quiet_NaN();
+    scan = scan_row(row.data(), 1031);
+    CHECK(scan.problem == RowProblem::kNaN);
+    CHECK(scan.problem_column == 513);
+
+    row[513] = 1.0f;
+    row[12] = std::numeric_limits<float>::infinity();
+    scan = scan_row(row.data(), 1031);
+    CHECK(scan.problem == RowProblem::kPositiveInfinity);
+    CHECK(scan.problem_column == 12);
+
+    const std::vector<float> all_zero_probability(9, kNegInf);
+    CHECK(scan_row(all_zero_probability.data(), 9).problem == RowProblem::kAllNegativeInfinity);
+}
