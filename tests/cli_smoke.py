@@ -58,6 +58,19 @@ expect("selftest --skip-without-gpu", rc == 0 and "skipped, no GPU" in out, (rc,
 rc, out, err = run(["selftest", "--seed", "abc"])
 expect("selftest bad seed", rc == 2 and "--seed='abc'" in err, (rc, err))
 
+rc, out, err = run(["selftest", "--quick", "0"])
+expect("selftest --quick 0", rc == 2 and "--quick='0'" in err, (rc, err))
+rc, out, err = run(["bench", "--help"])
+expect("bench --help", rc == 0 and "usage: wideattn bench" in out, (rc, out))
+rc, out, err = run(["bench", "--cases", "prompt_99k"])
+expect("bench unknown case", rc == 2 and "unknown case 'prompt_99k'" in err, (rc, err))
+rc, out, err = run(["bench", "--reps", "0"])
+expect("bench --reps 0", rc == 2 and "--reps='0'" in err, (rc, err))
+rc, out, err = run(["bench", "--cases", "prompt_16k"])
+expect("bench without a GPU", rc == 2 and "WIDEATTN_ERROR_NO_DRIVER" in err, (rc, err))
+rc, out, err = run(["bench", "--list"])
+expect("bench --list", rc == 0 and "prompt_16k" in out and "tp4_prompt_16k" in out, (rc, out))
+
 rc, out, err = run(["version"])
 expect("version", rc == 0 and out.startswith("wideattn "), out)
 

@@ -73,7 +73,7 @@ std::vector<NamedSpec> kernel_cases(uint64_t seed) {
 
 void print_help() {
     std::printf(
-        "usage: wideattn selftest [--bundle DIR] [--device N] [--seed S] [--quick] [--skip-without-gpu]\n\n"
+        "usage: wideattn selftest [--bundle DIR] [--device N] [--seed S] [--quick [N]] [--skip-without-gpu]\n\n"
         "Runs every kernel of the bundle that the device supports on fresh random inputs\n"
         "(outputs poisoned with NaN first; varlen batches, shuffled paged KV, context, odd sizes)\n"
         "and compares against the fp64 reference: the fp64 GPU kernel against the CPU reference\n"
@@ -83,7 +83,7 @@ void print_help() {
         "  --bundle DIR          bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N            CUDA device ordinal (default 0)\n"
         "  --seed S              base seed of the random inputs (default: time-based, printed)\n"
-        "  --quick               only the two smallest cases per kernel (for compute-sanitizer runs)\n"
+        "  --quick [N]           only the first N (default 2) cases per kernel (for compute-sanitizer runs)\n"
         "  --skip-without-gpu    exit 0 with a message when no driver/GPU is present (for scripts)\n",
         kReferenceRelL2, kBf16RelL2);
 }
@@ -96,6 +96,7 @@ int selftest_main(int argc, char** argv) {
     long long seed = static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() % 1000003);
     bool skip_without_gpu = false;
     bool quick = false;
+    size_t quick_cases = kQuickCases;
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         if (arg == "--help" || arg == "-h") {
@@ -111,6 +112,11 @@ int selftest_main(int argc, char** argv) {
             skip_without_gpu = true;
         } else if (arg == "--quick") {
             quick = true;
+            if (i + 1 < argc && argv[i + 1][0] != '-') {
+                long long count = 0;
+                if (!parse_int("selftest", "--quick", argv[++i], 1, &count)) return 2;
+                quick_cases = static_cast<size_t>(count);
+            }
         } else {
             std::fprintf(stderr, "wideattn selftest: unknown argument '%s' (see --help)\n", arg.c_str());
             return 2;
@@ -147,7 +153,7 @@ int selftest_main(int argc, char** argv) {
     for (const auto& [q_dtype, kv_dtype, o_dtype] : combos) {
         const bool is_reference = o_dtype == WIDEATTN_DTYPE_F64;
         std::vector<NamedSpec> cases = is_reference ? reference_cases(seed) : kernel_cases(seed);
-        if (quick) cases.resize(std::min<size_t>(cases.size(), kQuickCases));
+        if (quick) cases.resize(std::min(cases.size(), quick_cases));
         for (const NamedSpec& c : cases) {
             const auto start = std::chrono::steady_clock::now();
             const CaseResult r = run_case(*gpu, ctx, c.spec, o_dtype,
