@@ -22,6 +22,8 @@ namespace wideattn::cli {
 namespace {
 
 constexpr int kDefaultReps = 20;
+constexpr int32_t kBenchBlockSize = 16;  // page size of the Gemma 4 suite (DESIGN.md section 7)
+constexpr uint64_t kBenchSeed = 100;
 constexpr int kDefaultWarmup = 3;
 constexpr size_t kPoolElements = size_t{1} << 25;  // 32 Mi random bf16 values tiled into inputs
 constexpr int kPeakIterations = 4096;
@@ -254,14 +256,8 @@ int bench_main(int argc, char** argv) {
     int failures = 0;
     for (size_t c = 0; c < selected.size(); ++c) {
         const BenchCase& bc = selected[c];
-        ProblemSpec spec;
-        spec.q_lens = bc.q_lens;
-        spec.contexts = bc.contexts;
-        spec.num_q_heads = bc.hq;
-        spec.num_kv_heads = bc.hkv;
-        spec.block_size = 16;
-        spec.generate_data = false;
-        spec.seed = 100 + c;
+        ProblemSpec spec = problem_spec(bc.q_lens, bc.contexts, bc.hq, bc.hkv, kBenchBlockSize, kBenchSeed + c);
+        spec.generate_data = false;  // inputs are tiled from the random pool on the device side
         HostProblem h;
         make_problem(spec, &h);
         DeviceBuffer q, k, v, o, lse, cu, seq_k, table;

@@ -31,25 +31,13 @@ struct NamedSpec {
     ProblemSpec spec;
 };
 
-ProblemSpec make_spec(std::vector<int32_t> q_lens, std::vector<int32_t> contexts, int32_t hq, int32_t hkv,
-                      int32_t block_size, uint64_t seed) {
-    ProblemSpec s;
-    s.q_lens = std::move(q_lens);
-    s.contexts = std::move(contexts);
-    s.num_q_heads = hq;
-    s.num_kv_heads = hkv;
-    s.block_size = block_size;
-    s.seed = seed;
-    return s;
-}
-
 // Small enough for the CPU reference; not multiples of any tile.
 std::vector<NamedSpec> reference_cases(uint64_t seed) {
     std::vector<NamedSpec> cases = {
-        {"prompt 65", make_spec({65}, {0}, 8, 1, 16, seed)},
-        {"mixed batch", make_spec({1, 7, 0, 130, 64}, {0, 777, 5, 1, 33}, 16, 2, 32, seed + 1)},
-        {"context+outlier", make_spec({300}, {200}, 8, 1, 128, seed + 2)},
-        {"group 4, D 256", make_spec({37, 20}, {11, 0}, 8, 2, 16, seed + 3)},
+        {"prompt 65", problem_spec({65}, {0}, 8, 1, 16, seed)},
+        {"mixed batch", problem_spec({1, 7, 0, 130, 64}, {0, 777, 5, 1, 33}, 16, 2, 32, seed + 1)},
+        {"context+outlier", problem_spec({300}, {200}, 8, 1, 128, seed + 2)},
+        {"group 4, D 256", problem_spec({37, 20}, {11, 0}, 8, 2, 16, seed + 3)},
     };
     cases[1].spec.q_token_pad = 8;
     cases[2].spec.k_outlier = 8.0f;
@@ -60,11 +48,11 @@ std::vector<NamedSpec> reference_cases(uint64_t seed) {
 // Larger shapes for the fast kernels, checked against the fp64 GPU kernel.
 std::vector<NamedSpec> kernel_cases(uint64_t seed) {
     std::vector<NamedSpec> cases = {
-        {"decode-like q=1", make_spec({1}, {777}, 32, 4, 16, seed)},
-        {"prompt 1000", make_spec({1000}, {0}, 32, 4, 16, seed + 1)},
-        {"chunk 65 @ 8192", make_spec({65}, {8192}, 32, 4, 32, seed + 2)},
-        {"mixed batch", make_spec({1, 7, 0, 63, 64}, {0, 777, 5, 1, 8192}, 32, 4, 128, seed + 3)},
-        {"TP=4 rank + outlier", make_spec({4109}, {1}, 8, 1, 16, seed + 4)},
+        {"decode-like q=1", problem_spec({1}, {777}, 32, 4, 16, seed)},
+        {"prompt 1000", problem_spec({1000}, {0}, 32, 4, 16, seed + 1)},
+        {"chunk 65 @ 8192", problem_spec({65}, {8192}, 32, 4, 32, seed + 2)},
+        {"mixed batch", problem_spec({1, 7, 0, 63, 64}, {0, 777, 5, 1, 8192}, 32, 4, 128, seed + 3)},
+        {"TP=4 rank + outlier", problem_spec({4109}, {1}, 8, 1, 16, seed + 4)},
     };
     cases[3].spec.q_token_pad = 8;
     cases[4].spec.k_outlier = 8.0f;

@@ -49,18 +49,6 @@ Gpu& gpu() {
     return g;
 }
 
-ProblemSpec spec_of(std::vector<int32_t> q_lens, std::vector<int32_t> contexts, int32_t hq, int32_t hkv,
-                    int32_t block_size, uint64_t seed) {
-    ProblemSpec s;
-    s.q_lens = std::move(q_lens);
-    s.contexts = std::move(contexts);
-    s.num_q_heads = hq;
-    s.num_kv_heads = hkv;
-    s.block_size = block_size;
-    s.seed = seed;
-    return s;
-}
-
 uint64_t fresh_seed() {
     static uint64_t seed = static_cast<uint64_t>(std::time(nullptr));
     return ++seed;
@@ -106,26 +94,26 @@ void check_bf16_case(const ProblemSpec& spec) {
 
 TEST_CASE("gpu fp64 kernel: matches the CPU reference on varlen, paged, context shapes") {
     const uint64_t seed = fresh_seed();
-    check_reference_case(spec_of({65}, {0}, 8, 1, 16, seed));
-    check_reference_case(spec_of({1, 7, 0, 63, 64}, {0, 777, 5, 1, 33}, 16, 2, 32, seed + 1));
-    ProblemSpec outlier = spec_of({129}, {300}, 8, 1, 128, seed + 2);
+    check_reference_case(problem_spec({65}, {0}, 8, 1, 16, seed));
+    check_reference_case(problem_spec({1, 7, 0, 63, 64}, {0, 777, 5, 1, 33}, 16, 2, 32, seed + 1));
+    ProblemSpec outlier = problem_spec({129}, {300}, 8, 1, 128, seed + 2);
     outlier.k_outlier = 10.0f;
     check_reference_case(outlier);
-    ProblemSpec padded = spec_of({33, 17}, {16, 0}, 12, 3, 16, seed + 3);  // group 4, padded rows
+    ProblemSpec padded = problem_spec({33, 17}, {16, 0}, 12, 3, 16, seed + 3);  // group 4, padded rows
     padded.q_token_pad = 16;
     padded.shuffle_blocks = false;
     check_reference_case(padded);
-    ProblemSpec wide_group = spec_of({20}, {5}, 16, 1, 48, seed + 4);  // group 16: two blocks per KV head
+    ProblemSpec wide_group = problem_spec({20}, {5}, 16, 1, 48, seed + 4);  // group 16: two blocks per KV head
     wide_group.head_dim = 256;
     check_reference_case(wide_group);
-    ProblemSpec no_lse = spec_of({9}, {1}, 8, 1, 16, seed + 5);
+    ProblemSpec no_lse = problem_spec({9}, {1}, 8, 1, 16, seed + 5);
     no_lse.want_lse = false;
     check_reference_case(no_lse);
 }
 
 TEST_CASE("gpu: an empty batch launches nothing and succeeds") {
     HostProblem h;
-    REQUIRE(make_problem(spec_of({0, 0}, {3, 0}, 8, 1, 16, 1), &h).empty());
+    REQUIRE(make_problem(problem_spec({0, 0}, {3, 0}, 8, 1, 16, 1), &h).empty());
     DeviceProblem d;
     REQUIRE(d.create(*gpu().session, h, WIDEATTN_DTYPE_F64).empty());
     CHECK(wideattn_prefill(gpu().ctx, &d.params, nullptr) == WIDEATTN_OK);
@@ -133,7 +121,7 @@ TEST_CASE("gpu: an empty batch launches nothing and succeeds") {
 
 TEST_CASE("gpu: bad input on a GPU gets the same clear errors") {
     HostProblem h;
-    REQUIRE(make_problem(spec_of({4}, {0}, 8, 1, 16, 2), &h).empty());
+    REQUIRE(make_problem(problem_spec({4}, {0}, 8, 1, 16, 2), &h).empty());
     DeviceProblem d;
     REQUIRE(d.create(*gpu().session, h, WIDEATTN_DTYPE_F64).empty());
     wideattn_prefill_params p = d.params;
@@ -141,7 +129,7 @@ TEST_CASE("gpu: bad input on a GPU gets the same clear errors") {
     CHECK(wideattn_prefill(gpu().ctx, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()) == "block_size=40 is not a positive multiple of 16");
     HostProblem wide;
-    ProblemSpec wide_spec = spec_of({4}, {0}, 8, 1, 16, 3);
+    ProblemSpec wide_spec = problem_spec({4}, {0}, 8, 1, 16, 3);
     wide_spec.head_dim = 576;  // no kernel serves it
     REQUIRE(make_problem(wide_spec, &wide).empty());
     DeviceProblem wide_device;
@@ -167,16 +155,16 @@ TEST_CASE("gpu bf16 kernels: the issue's shape list against the fp64 kernel") {
     int variant = 0;
     for (int32_t q_len : q_lens)
         for (int32_t context : contexts) {
-            ProblemSpec s = spec_of({q_len}, {context}, 32, 4, block_sizes[variant % 3], ++seed);
+            ProblemSpec s = problem_spec({q_len}, {context}, 32, 4, block_sizes[variant % 3], ++seed);
             if (variant % 4 == 1) s.num_q_heads = 8, s.num_kv_heads = 1;
             if (variant % 5 == 2) s.k_outlier = 12.0f;
             ++variant;
             check_bf16_case(s);
         }
-    ProblemSpec batch = spec_of({1, 1000, 0, 65, 4109}, {8192, 0, 777, 1, 13}, 32, 4, 32, ++seed);
+    ProblemSpec batch = problem_spec({1, 1000, 0, 65, 4109}, {8192, 0, 777, 1, 13}, 32, 4, 32, ++seed);
     batch.q_token_pad = 8;
     check_bf16_case(batch);
-    ProblemSpec tp4 = spec_of({63, 64}, {777, 8192}, 8, 1, 128, ++seed);
+    ProblemSpec tp4 = problem_spec({63, 64}, {777, 8192}, 8, 1, 128, ++seed);
     tp4.k_outlier = 12.0f;
     check_bf16_case(tp4);
 }

@@ -50,6 +50,18 @@ std::vector<uint16_t> random_bf16(size_t count, float scale, uint64_t seed) {
     return values;
 }
 
+ProblemSpec problem_spec(std::vector<int32_t> q_lens, std::vector<int32_t> contexts, int32_t num_q_heads,
+                         int32_t num_kv_heads, int32_t block_size, uint64_t seed) {
+    ProblemSpec s;
+    s.q_lens = std::move(q_lens);
+    s.contexts = std::move(contexts);
+    s.num_q_heads = num_q_heads;
+    s.num_kv_heads = num_kv_heads;
+    s.block_size = block_size;
+    s.seed = seed;
+    return s;
+}
+
 std::string ProblemSpec::describe() const {
     std::ostringstream s;
     s << "seqs=" << q_lens.size() << " q=" << join(q_lens) << " ctx=" << join(contexts) << " H=" << num_q_heads

@@ -31,6 +31,10 @@ struct ProblemSpec {
     std::string describe() const;   // one line, e.g. "seqs=5 q=[1,7,...] ctx=[...] H=32/4 bs=16"
 };
 
+// A spec with the given batch and heads (head dim 512 and the other defaults of ProblemSpec).
+ProblemSpec problem_spec(std::vector<int32_t> q_lens, std::vector<int32_t> contexts, int32_t num_q_heads,
+                         int32_t num_kv_heads, int32_t block_size, uint64_t seed);
+
 struct HostProblem {
     ProblemSpec spec;
     int32_t total_q = 0;
