@@ -315,7 +315,8 @@ int bench_main(int argc, char** argv) {
         json_cases << "], \"contexts\": [";
         for (size_t s = 0; s < bc.contexts.size(); ++s) json_cases << (s ? ", " : "") << bc.contexts[s];
         json_cases << "], \"num_q_heads\": " << bc.hq << ", \"num_kv_heads\": " << bc.hkv
-                   << ", \"head_dim\": 512, \"block_size\": 16, \"flops\": " << h.flops()
+                   << ", \"head_dim\": " << h.spec.head_dim << ", \"block_size\": " << h.spec.block_size
+                   << ", \"flops\": " << h.flops()
                    << ", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms << ", \"p90_ms\": " << t.p90_ms
                    << ", \"tflops\": " << tflops << ", \"pct_mma_rate\": " << pct << "}";
     }
