@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <numeric>
 
@@ -102,6 +103,10 @@ std::vector<std::string> make_sample_dumps(const std::string& outdir, const Samp
     if (options.tokens < 1) throw AccuracyError("--tokens must be >= 1, got " + std::to_string(options.tokens));
     if (options.vocab < 2) throw AccuracyError("--vocab must be >= 2, got " + std::to_string(options.vocab));
     if (options.roles.empty()) throw AccuracyError("make-sample: no roles to write");
+    std::error_code mkdir_error;
+    std::filesystem::create_directories(outdir, mkdir_error);
+    if (mkdir_error)
+        throw AccuracyError("make-sample: cannot create OUTDIR '" + outdir + "': " + mkdir_error.message());
     const int64_t vocab = options.vocab;
     const uint64_t seed = options.seed;
 
