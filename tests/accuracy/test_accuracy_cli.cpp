@@ -88,7 +88,9 @@ TEST_CASE("accuracy CLI: bad inputs exit 2") {
     CHECK(run({"kl", ref, dir.file("text.h5")}) == 2);
     CHECK(run({"kl", ref, dir.file("absent.h5")}) == 2);
     CHECK(run({"gate", ref, dir.file("absent.h5"), "--budget", "1", "--json", dir.file("x.json")}) == 2);
-    REQUIRE(run({"make-sample", dir.file("wide"), "--tokens", "8", "--vocab", "65"}) == 2);  // OUTDIR missing
+    // A missing OUTDIR is created; one that cannot be (below a regular file) is an error.
+    CHECK(run({"make-sample", dir.file("made/deeper"), "--tokens", "8", "--vocab", "65", "--roles", "reference"}) == 0);
+    CHECK(run({"make-sample", dir.file("text.h5/sub"), "--tokens", "8", "--vocab", "65"}) == 2);
     CHECK(run({"attn-error", dir.file("text.h5")}) == 2);
     REQUIRE(run({"make-attn-sample", dir.file("attn.h5")}) == 0);
     CHECK(run({"attn-error", dir.file("attn.h5")}) == 0);
