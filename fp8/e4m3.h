@@ -1,0 +1,91 @@
+// e4m3.h - the OCP FP8 E4M3 format (1 sign, 4 exponent bits with bias 7, 3 mantissa bits;
+// no infinities; 0x7F / 0xFF are NaN; largest finite 448) as host + device code, so the
+// quantisation kernels, their CPU reference and the tests share one definition.
+//
+// Encoding rounds to nearest even and saturates finite values beyond +-448 to +-448 (the
+// convention of FP8 KV caches). NaN and +-inf are not finite: they encode as NaN (0x7F with
+// the input's sign) and set *nonfinite, so a caller can report them instead of storing
+// finite garbage.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/common/kernel_desc.h"  // WIDEATTN_HOST_DEVICE
+
+namespace wideattn::fp8 {
+
+constexpr float kE4m3Max = 448.0f;
+constexpr uint8_t kE4m3NaN = 0x7F;
+constexpr int kE4m3MantissaBits = 3;
+constexpr int kE4m3ExponentBias = 7;
+constexpr int kFloatMantissaBits = 23;
+constexpr int kFloatExponentBias = 127;
+// Smallest normal e4m3 exponent is 2^-6; subnormals step by 2^-9.
+constexpr int kE4m3MinNormalExponent = 1 - kE4m3ExponentBias;
+constexpr int kE4m3SubnormalStepExponent = kE4m3MinNormalExponent - kE4m3MantissaBits;
+
+WIDEATTN_HOST_DEVICE inline uint32_t float_bits(float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    return bits;
+}
+
+WIDEATTN_HOST_DEVICE inline float bits_float(uint32_t bits) {
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+// Decodes one e4m3 byte.
+WIDEATTN_HOST_DEVICE inline float e4m3_to_float(uint8_t code) {
+    const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
+    const uint32_t exponent = (code >> kE4m3MantissaBits) & 0xFu;
+    const uint32_t mantissa = code & 0x7u;
+    if (exponent == 0xFu && mantissa == 0x7u) return bits_float(sign | 0x7FC00000u);  // NaN
+    if (exponent == 0) {
+        // Subnormal (or zero): mantissa * 2^-9.
+        const float magnitude = static_cast<float>(mantissa) * bits_float(static_cast<uint32_t>(
+                                    kFloatExponentBias + kE4m3SubnormalStepExponent) << kFloatMantissaBits);
+        return sign ? -magnitude : magnitude;
+    }
+    const uint32_t float_exponent = exponent - kE4m3ExponentBias + kFloatExponentBias;
+    return bits_float(sign | (float_exponent << kFloatMantissaBits) |
+                      (mantissa << (kFloatMantissaBits - kE4m3MantissaBits)));
+}
+
+// Encodes one float: round to nearest even, saturate to +-448, NaN/inf -> NaN + *nonfinite.
+WIDEATTN_HOST_DEVICE inline uint8_t e4m3_from_float(float x, bool* nonfinite) {
+    const uint32_t bits = float_bits(x);
+    const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+    const uint32_t magnitude_bits = bits & 0x7FFFFFFFu;
+    if (magnitude_bits >= 0x7F800000u) {  // inf or NaN
+        *nonfinite = true;
+        return static_cast<uint8_t>(sign | kE4m3NaN);
+    }
+    const float magnitude = bits_float(magnitude_bits);
+    if (magnitude >= kE4m3Max) return static_cast<uint8_t>(sign | 0x7Eu);  // saturate (448 = 0x7E)
+    const int exponent = static_cast<int>(magnitude_bits >> kFloatMantissaBits) - kFloatExponentBias;
+    if (exponent < kE4m3MinNormalExponent) {
+        // Subnormal range: round magnitude / 2^-9 to the nearest integer, ties to even. The
+        // quotient is exact (a power-of-two scale) and < 8 here, so the rounding below is too.
+        const float steps = magnitude * bits_float(static_cast<uint32_t>(kFloatExponentBias - kE4m3SubnormalStepExponent)
+                                                   << kFloatMantissaBits);
+        uint32_t whole = static_cast<uint32_t>(steps);
+        const float fraction = steps - static_cast<float>(whole);
+        if (fraction > 0.5f || (fraction == 0.5f && (whole & 1u))) ++whole;
+        // whole == 8 carries into the smallest normal (exponent field 1, mantissa 0): same bits.
+        return static_cast<uint8_t>(sign | whole);
+    }
+    // Normal range: keep 3 mantissa bits, round to nearest even on the 20 dropped bits.
+    constexpr int kDropped = kFloatMantissaBits - kE4m3MantissaBits;
+    const uint32_t mantissa = magnitude_bits & ((1u << kFloatMantissaBits) - 1u);
+    uint32_t code = (static_cast<uint32_t>(exponent + kE4m3ExponentBias) << kE4m3MantissaBits) | (mantissa >> kDropped);
+    const uint32_t dropped = mantissa & ((1u << kDropped) - 1u);
+    const uint32_t half = 1u << (kDropped - 1);
+    if (dropped > half || (dropped == half && (code & 1u))) ++code;  // may carry into the exponent
+    if (code > 0x7Eu) code = 0x7Eu;  // rounding up past 448 saturates (0x7F would be NaN)
+    return static_cast<uint8_t>(sign | code);
+}
+
+}  // namespace wideattn::fp8
