@@ -11,20 +11,18 @@ echo "== bundle"
 "$cli" inspect
 
 echo "== accuracy gate on the sample dumps (data/)"
-status=0
-"$cli" accuracy gate "$root/data/sample_reference.h5" "$root/data/sample_candidate_pass.h5" \
-    --baseline "$root/data/sample_baseline.h5" --json "$build/gate_pass.json" || status=$?
-if [[ $status -ne 0 ]]; then
-    echo "main job: the passing sample candidate was not accepted (exit $status)" >&2
-    exit 1
-fi
-status=0
-"$cli" accuracy gate "$root/data/sample_reference.h5" "$root/data/sample_candidate_fail.h5" \
-    --baseline "$root/data/sample_baseline.h5" --json "$build/gate_fail.json" || status=$?
-if [[ $status -ne 1 ]]; then
-    echo "main job: the failing sample candidate was not rejected (exit $status, expected 1)" >&2
-    exit 1
-fi
+# gate_expect CANDIDATE EXPECTED_EXIT: runs the gate against the sample reference and baseline.
+gate_expect() {
+    local candidate=$1 expected=$2 status=0
+    "$cli" accuracy gate "$root/data/sample_reference.h5" "$root/data/sample_$candidate.h5" \
+        --baseline "$root/data/sample_baseline.h5" --json "$build/gate_$candidate.json" || status=$?
+    if [[ $status -ne $expected ]]; then
+        echo "main job: gate on sample_$candidate.h5 exited $status, expected $expected" >&2
+        exit 1
+    fi
+}
+gate_expect candidate_pass 0
+gate_expect candidate_fail 1
 
 echo "== selftest"
 "$cli" selftest --skip-without-gpu
