@@ -13,6 +13,7 @@ namespace {
 
 constexpr uintptr_t kTensorAlignment = 16;  // 16-byte vector loads and cp.async
 constexpr int32_t kBlockSizeMultiple = 16;
+constexpr int32_t kMaxGridY = 65535;  // CUDA's grid.y limit
 
 std::string pointer_text(const void* ptr) {
     char buf[32];
@@ -208,6 +209,9 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
                  << group;
         } else if (p.lse && !k.has_feature("lse")) {
             miss << k.name << " cannot write lse";
+        } else if (p.num_q_heads / heads_per_block(group, k.heads_per_block_max) > kMaxGridY) {
+            miss << k.name << " would need " << p.num_q_heads / heads_per_block(group, k.heads_per_block_max)
+                 << " blocks in grid.y for num_q_heads=" << p.num_q_heads << " (limit " << kMaxGridY << ")";
         } else {
             // Same kernel name: prefer the cubin closest to the device (highest compatible
             // minor, arch-specific over generic); different names: manifest order decides.

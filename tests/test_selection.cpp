@@ -106,6 +106,15 @@ TEST_CASE("selection: refusals say what is missing") {
         CHECK(why.find("o_dtype=f32") != std::string::npos);
         CHECK(why.find("no kernel has these dtypes") != std::string::npos);
     }
+    SUBCASE("grid.y limit") {
+        p.o_dtype = WIDEATTN_DTYPE_F64;
+        p.num_q_heads = 70000;
+        p.num_kv_heads = 70000;  // group 1: one head per block
+        CHECK(select_name(m, p, 9, 0, &why).empty());
+        CHECK(why.find("70000 blocks in grid.y") != std::string::npos);
+        p.num_q_heads = p.num_kv_heads = 65535;
+        CHECK(select_name(m, p, 9, 0, &why) == "reference_f64@sm_90a");
+    }
     SUBCASE("lse needs the feature") {
         p.head_dim = 256;
         p.lse = reinterpret_cast<void*>(0x60000000);
