@@ -193,12 +193,16 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
                               int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
     const int32_t group = p.num_q_heads / p.num_kv_heads;
     int32_t best = -1;
-    std::vector<std::string> misses;  // the first reason per kernel name
+    // One reason per kernel name, in manifest order: an arch mismatch is replaced by the
+    // reason a cubin of the right arch was refused, which says more.
+    std::vector<std::pair<std::string, std::string>> misses;  // (name, reason)
+    std::vector<bool> miss_is_arch;
     for (size_t i = 0; i < kernels.size(); ++i) {
         const ManifestKernel& k = kernels[i];
         if (k.q_dtype != p.q_dtype || k.kv_dtype != p.kv_dtype || k.o_dtype != p.o_dtype) continue;
         std::ostringstream miss;
-        if (!arch_runs_on(k, cc_major, cc_minor)) {
+        const bool arch_miss = !arch_runs_on(k, cc_major, cc_minor);
+        if (arch_miss) {
             miss << k.name << " (" << k.arch << ") does not run on sm_" << cc_major << cc_minor;
         } else if (p.head_dim < k.head_dim_min || p.head_dim > k.head_dim_max ||
                    (p.head_dim - k.head_dim_min) % k.head_dim_step != 0) {
@@ -224,10 +228,15 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
             }
             continue;
         }
-        const std::string reason = miss.str();
-        bool name_seen = false;
-        for (const std::string& m : misses) name_seen |= m.compare(0, k.name.size() + 1, k.name + " ") == 0;
-        if (!name_seen) misses.push_back(reason);
+        size_t slot = 0;
+        while (slot < misses.size() && misses[slot].first != k.name) ++slot;
+        if (slot == misses.size()) {
+            misses.emplace_back(k.name, miss.str());
+            miss_is_arch.push_back(arch_miss);
+        } else if (miss_is_arch[slot] && !arch_miss) {
+            misses[slot].second = miss.str();
+            miss_is_arch[slot] = false;
+        }
     }
     if (best >= 0) {
         *index = best;
@@ -238,7 +247,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
       << " o_dtype=" << dtype_name(p.o_dtype) << " head_dim=" << p.head_dim << " group=" << group
       << (p.lse ? " with lse" : "") << " on sm_" << cc_major << cc_minor;
     if (misses.empty()) s << ": no kernel has these dtypes";
-    for (size_t i = 0; i < misses.size(); ++i) s << (i ? "; " : ": ") << misses[i];
+    for (size_t i = 0; i < misses.size(); ++i) s << (i ? "; " : ": ") << misses[i].second;
     *message = s.str();
     return WIDEATTN_ERROR_UNSUPPORTED;
 }
