@@ -14,6 +14,10 @@
 #include "fp8/attn_e4m3/e4m3_mainloop.cuh"
 #include "kernels/mma/mma_tile_order.cuh"
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+#error "wideattn_mma_e4m3_d512 needs mma.sync e4m3 and cvt e4m3x2: sm_89 or newer"
+#endif
+
 extern "C" __global__ void __launch_bounds__(wideattn::MmaE4m3D512Traits::kThreads, 1)
 wideattn_mma_e4m3_d512(const __grid_constant__ wideattn_prefill_params p) {
     using namespace wideattn;
