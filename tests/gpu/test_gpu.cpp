@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/gpu/gpu_fixture.h"
 #include "tools/harness/checks.h"
 
 using namespace wideattn;
+using wideattn::test::gpu;
 
 namespace {
 
@@ -21,33 +23,6 @@ constexpr double kFp64RelL2 = 1e-12;
 constexpr double kFp64LseAbs = 1e-9;
 constexpr double kBf16RelL2 = 1e-2;
 constexpr double kFp32LseAbs = 1e-3;
-constexpr int kSkipExitCode = 77;  // meson: test skipped
-
-struct Gpu {
-    std::unique_ptr<GpuSession> session;
-    wideattn_context* ctx = nullptr;
-};
-
-Gpu& gpu() {
-    static Gpu g = [] {
-        Gpu made;
-        wideattn_status status;
-        std::string error;
-        made.session = GpuSession::open(0, &status, &error);
-        if (!made.session) {
-            std::printf("GPU suite skipped: %s: %s\n", wideattn_status_string(status), error.c_str());
-            std::exit(kSkipExitCode);
-        }
-        if (wideattn_open(&made.ctx, nullptr) != WIDEATTN_OK) {
-            std::printf("cannot open bundle: %s\n", wideattn_last_error());
-            std::exit(1);
-        }
-        std::printf("GPU suite on %s (sm_%d%d)\n", made.session->name().c_str(), made.session->cc_major(),
-                    made.session->cc_minor());
-        return made;
-    }();
-    return g;
-}
 
 uint64_t fresh_seed() {
     static uint64_t seed = static_cast<uint64_t>(std::time(nullptr));

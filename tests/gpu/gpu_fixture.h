@@ -1,0 +1,44 @@
+// gpu_fixture.h - the GPU suite's shared fixture: device 0's primary context and a context on
+// the bundle, opened once per process. Without a driver or GPU the suite exits 77 (meson's
+// "skipped") after printing why.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "tools/harness/device_problem.h"
+#include "wideattn.h"
+
+namespace wideattn::test {
+
+constexpr int kSkipExitCode = 77;
+
+struct GpuFixture {
+    std::unique_ptr<GpuSession> session;
+    wideattn_context* ctx = nullptr;
+};
+
+inline GpuFixture& gpu() {
+    static GpuFixture fixture = [] {
+        GpuFixture made;
+        wideattn_status status;
+        std::string error;
+        made.session = GpuSession::open(0, &status, &error);
+        if (!made.session) {
+            std::printf("GPU suite skipped: %s: %s\n", wideattn_status_string(status), error.c_str());
+            std::exit(kSkipExitCode);
+        }
+        if (wideattn_open(&made.ctx, nullptr) != WIDEATTN_OK) {
+            std::printf("cannot open bundle: %s\n", wideattn_last_error());
+            std::exit(1);
+        }
+        std::printf("GPU suite on %s (sm_%d%d)\n", made.session->name().c_str(), made.session->cc_major(),
+                    made.session->cc_minor());
+        return made;
+    }();
+    return fixture;
+}
+
+}  // namespace wideattn::test
