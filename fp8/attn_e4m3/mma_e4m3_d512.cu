@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 
 #include "fp8/attn_e4m3/e4m3_attn_traits.h"
+#include "kernels/common/causal_keys.cuh"
 #include "fp8/attn_e4m3/e4m3_epilogue.cuh"
 #include "fp8/attn_e4m3/e4m3_mainloop.cuh"
 #include "kernels/mma/mma_tile_order.cuh"
@@ -35,21 +36,13 @@ wideattn_mma_e4m3_d512(const __grid_constant__ wideattn_prefill_params p) {
     const int32_t head = work.kv_head * Tr::kGroup + lane / 4;  // query head of the thread's rows
     const int64_t first_token = static_cast<int64_t>(tile.q_begin) + tile.tile_begin;
 
-    // Bottom-right causal: token t of the tile sees keys [0, context + tile_begin + t + 1),
-    // never past what the block table can address.
-    const int32_t num_keys = __ldg(p.seq_lens_k + tile.seq);
-    const int64_t context_end = static_cast<int64_t>(num_keys) - tile.q_len + tile.tile_begin;
-    const int64_t addressable = p.block_table_stride * p.block_size;
-    auto visible_keys = [&](int64_t tokens_in) {
-        const int64_t end = context_end + tokens_in < addressable ? context_end + tokens_in : addressable;
-        return static_cast<int32_t>(end > 0 ? end : 0);
-    };
+    const CausalKeys causal = causal_keys(p, tile);
     BlockGeometry geometry;
-    geometry.kv_end = visible_keys(tile.tile_len);
+    geometry.kv_end = causal.visible(tile.tile_len);
     geometry.num_tiles = (geometry.kv_end + Tr::kTileKeys - 1) / Tr::kTileKeys;
     // Unclamped end for the thread's first row; the mask clamps it with kv_end, which equals
     // the clamped end for every valid row (kv_end is the clamped end of the last token).
-    geometry.row_key_end = static_cast<int32_t>(context_end + row_tile * Tr::kTokensPerRowTile + 1);
+    geometry.row_key_end = static_cast<int32_t>(causal.context_end + row_tile * Tr::kTokensPerRowTile + 1);
     geometry.kv_head = work.kv_head;
     geometry.table_offset = static_cast<int64_t>(tile.seq) * p.block_table_stride;
 
