@@ -1,0 +1,1296 @@
+#!/usr/bin/env python3
+"""End-to-end logit drift of 8-bit wideattn attention in a small Gemma-4-style decoder (issue 5.4).
+
+One device call on an H200 runs everything:
+
+    python3 tools/e2e_drift.py                      # writes to $OUT (or ./e2e_out)
+
+The model: a decoder in PyTorch whose every attention layer is a Gemma 4 "global" layer (head
+dim 512, GQA group 8, QK-norm, scale 1.0, partial RoPE on 25% of the dims, K and V from one
+projection: K gets k_norm + RoPE, V gets v_norm only), sandwich RMSNorms, a GeGLU MLP, an
+untied LM head over a 32768-token vocabulary and a final logit softcap of 30. Weights are
+random with a fixed seed and scaled so that the next-token distributions are peaked like a
+trained model's (see `build_model`); the script prints the mean top-1 probability and entropy.
+
+The same random tokens (a varlen batch, prefill, causal) run through five variants:
+
+    reference  (a)  BF16 weights  + BF16 attention (wideattn mma_bf16_d512 through ctypes)
+    baseline   (b)  e4m3 weights  + BF16 attention
+    candidate  (c)  e4m3 weights  + wideattn 8-bit attention (e4m3 K/V cache, per-tensor scales)
+    broken     (d)  e4m3 weights  + a deliberately broken 8-bit attention, emulated in PyTorch:
+                    P cast to e4m3 without scaling, so small probabilities flush to subnormals/0
+    emulated   (e)  e4m3 weights  + the same emulation done right (P scaled by 256 before the
+                    cast, as the kernel does): the control for (d), and a stand-in for (c)
+                    when the 8-bit kernel is not in the bundle
+
+"e4m3 weights" = every linear layer of every decoder block (q, kv, o, gate, up, down) rounded
+to e4m3 with one scale per output channel (amax / 448) and dequantised back to BF16; the
+embedding, the LM head and all norms stay BF16 (the usual FP8 checkpoint recipe, which leaves
+lm_head out). Before the variants, the reference model also runs with an fp64 PyTorch
+attention ("torch-reference") and the KL between the two must be tiny: that validates the
+ctypes wiring (strides, block table, GQA mapping).
+
+Each variant's logits go to an HDF5 dump in the schema of docs/accuracy.md section 1 (float32,
+chunked by rows, `tokens` = next-token ids, attributes model/variant/engine) under --dump-dir.
+Then `wideattn accuracy gate REF CAND --baseline BASE --json ...` runs with (a) as reference and
+(b) as baseline for (c), (d) and (e); the JSON reports land in --out. A numpy implementation of
+the same per-token KL cross-checks the CLI, and decides when the CLI cannot run (the summary
+says which path produced each verdict). The summary table is printed last.
+
+Exit status: 0 = candidate ACCEPTed and broken REJECTed; 1 = candidate rejected or broken
+accepted; 2 = error (a variant other than the candidate failed, the wiring check failed, the
+CLI and numpy disagree, or the 8-bit kernel failed at launch); 3 = the 8-bit kernel is not in
+the bundle (WIDEATTN_ERROR_UNSUPPORTED), everything else ran and broken was rejected.
+
+Everything above the "GPU part" marker imports only the standard library (numpy is imported
+inside functions), so `python3 tools/e2e_drift.py --self-test` runs on machines without torch.
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import traceback
+
+TOOLS_DIR = os.path.dirname(os.path.abspath(__file__))
+ROOT_DIR = os.path.dirname(TOOLS_DIR)
+if TOOLS_DIR not in sys.path:
+    sys.path.insert(0, TOOLS_DIR)
+
+from peers import wideattn_ctypes  # noqa: E402  (standard library only)
+
+# Gemma 4 global-layer attention (DESIGN.md section 1).
+HEAD_DIM = 512
+GROUP = 8                            # query heads per KV head
+SOFTMAX_SCALE = 1.0
+ROPE_FRACTION = 0.25                 # partial RoPE: the first 25% of the head dims rotate
+ROPE_THETA = 1.0e6
+FINAL_SOFTCAP = 30.0
+RMS_EPS = 1e-6
+BLOCK_SIZE = 16                      # KV cache page size handed to wideattn
+
+# Default model size (small enough for seconds on an H200, wide enough to be faithful).
+DEFAULT_VOCAB = 32768
+DEFAULT_HIDDEN = 2048
+DEFAULT_LAYERS = 4
+DEFAULT_KV_HEADS = 2                 # x GROUP = 16 query heads
+DEFAULT_MLP_RATIO = 4
+DEFAULT_SEQ_LENS = "1024,768,256"    # varlen batch, 2048 tokens in all
+DEFAULT_SEED = 0
+DEFAULT_GLOBAL_EVERY = 1             # every layer global (the issue); 6 = Gemma 4's 5 local : 1
+SLIDING_WINDOW = 1024                # local layers' window (Gemma 4), fp64 attention in all variants
+
+# Weight scaling (see build_model). Scores q.k have standard deviation ATTN_SCORE_STD_FIRST in
+# layer 0 rising linearly to ATTN_SCORE_STD_LAST in the last layer: broad to sharp attention.
+ATTN_SCORE_STD_FIRST = 1.0
+ATTN_SCORE_STD_LAST = 3.0
+# LM head rows: logit_i = LOGIT_STD * s_i * (u_i . h) with u_i ~ N(0, I / hidden) and per-row
+# scales s_i = exp(LM_ROW_LOG_STD * n_i) (RMS 1). The spread of s_i gives a few tokens far above
+# the bulk, as in a trained model; a pure Gaussian head saturates at a top-1 probability of
+# about 0.2 under the softcap. Pure-Python simulation at V = 32768 (isotropic h): std 5.0 -> mean
+# top-1 probability 0.53, entropy 1.7 nats; 6.0 -> 0.37, 2.2 nats.
+DEFAULT_LOGIT_STD = 5.5
+DEFAULT_LM_ROW_LOG_STD = 0.5
+
+# e4m3 (float8_e4m3fn): largest finite value; torch's cast does not saturate, so clamp first.
+E4M3_MAX = 448.0
+P_SCALE_KERNEL = 256.0               # the 8-bit kernel stores P * 2^8 (fp8/attn_e4m3/NOTES.md)
+P_SCALE_BROKEN = 1.0                 # the broken variant: P in [0, 1] cast as is
+
+# Checks and outputs.
+WIRING_KL_MAX = 1e-3                 # mean KL(torch fp64 attention || wideattn bf16) allowed
+CLI_NUMPY_REL_TOL = 1e-6             # CLI vs numpy mean KL agreement (relative)
+CLI_NUMPY_ABS_TOL = 1e-12
+KL_BLOCK_ROWS = 64                   # rows per numpy block (64 x 32768 float64 = 16 MiB)
+CHUNK_TARGET_BYTES = 256 * 1024      # HDF5 chunk size the accuracy writer aims for
+DEFAULT_SAMPLE_ROWS = 24             # float16 rows per sample dump (24 x 32768 x 2 B = 1.5 MiB)
+SAMPLE_MAX_BYTES = 2 * 1024 * 1024   # a sample dump larger than this is not kept
+CLI_TIMEOUT_S = 300
+
+# Variant names, in the order they run; dump file names; gate roles.
+V_REFERENCE = "reference"
+V_BASELINE = "baseline"
+V_CANDIDATE = "candidate"
+V_BROKEN = "broken"
+V_EMULATED = "emulated"
+VARIANT_ORDER = (V_REFERENCE, V_BASELINE, V_BROKEN, V_EMULATED, V_CANDIDATE)
+GATED = (V_CANDIDATE, V_BROKEN, V_EMULATED)
+DUMP_NAMES = {V_REFERENCE: "e2e_reference.h5", V_BASELINE: "e2e_baseline.h5",
+              V_CANDIDATE: "e2e_candidate.h5", V_BROKEN: "e2e_broken.h5",
+              V_EMULATED: "e2e_emulated.h5"}
+VARIANT_LETTERS = {V_REFERENCE: "a", V_BASELINE: "b", V_CANDIDATE: "c", V_BROKEN: "d",
+                   V_EMULATED: "e"}
+
+# Attention backends.
+ATTN_WIDEATTN_BF16 = "wideattn-bf16"
+ATTN_TORCH_REFERENCE = "torch-reference"
+ATTN_WIDEATTN_E4M3 = "wideattn-e4m3"
+ATTN_BROKEN_EMULATED = "broken-e4m3-emulated"
+ATTN_E4M3_EMULATED = "e4m3-emulated"
+BF16_ATTN_CHOICES = (ATTN_WIDEATTN_BF16, ATTN_TORCH_REFERENCE)
+
+# Variant status.
+ST_OK = "ok"
+ST_UNAVAILABLE = "unavailable"       # the 8-bit kernel is not in the bundle / no library
+ST_FAILED = "failed"
+ST_SKIPPED = "skipped"
+
+EXIT_PASS = 0
+EXIT_GATE_FAIL = 1
+EXIT_ERROR = 2
+EXIT_NO_CANDIDATE = 3
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the decoder and of the token batch."""
+
+    vocab: int = DEFAULT_VOCAB
+    hidden: int = DEFAULT_HIDDEN
+    layers: int = DEFAULT_LAYERS
+    kv_heads: int = DEFAULT_KV_HEADS
+    mlp_ratio: int = DEFAULT_MLP_RATIO
+    seq_lens: tuple = tuple(int(n) for n in DEFAULT_SEQ_LENS.split(","))
+    seed: int = DEFAULT_SEED
+    logit_std: float = DEFAULT_LOGIT_STD
+    lm_row_log_std: float = DEFAULT_LM_ROW_LOG_STD
+    global_every: int = DEFAULT_GLOBAL_EVERY
+
+    def is_global(self, layer):
+        """Gemma 4 numbering: with global_every 6, layers 5, 11, ... are global."""
+        return (layer + 1) % self.global_every == 0
+
+    @property
+    def q_heads(self):
+        return self.kv_heads * GROUP
+
+    @property
+    def intermediate(self):
+        return self.hidden * self.mlp_ratio
+
+    @property
+    def rope_dims(self):
+        return int(HEAD_DIM * ROPE_FRACTION)
+
+    @property
+    def total_tokens(self):
+        return sum(self.seq_lens)
+
+    def score_std(self, layer):
+        """Standard deviation of q.k in `layer` (linear from first to last)."""
+        if self.layers == 1:
+            return ATTN_SCORE_STD_FIRST
+        t = layer / (self.layers - 1)
+        return ATTN_SCORE_STD_FIRST + t * (ATTN_SCORE_STD_LAST - ATTN_SCORE_STD_FIRST)
+
+    def qk_norm_gain(self, layer):
+        """q_norm = k_norm weight giving score_std: unit-RMS q, k -> q.k std gain^2 sqrt(D)."""
+        return math.sqrt(self.score_std(layer) / math.sqrt(HEAD_DIM))
+
+    def label(self):
+        ratio = "" if self.global_every == 1 else f" global every {self.global_every}"
+        return (f"e2e-gemma4-global-tiny L{self.layers}{ratio} H{self.hidden} Hq{self.q_heads}/"
+                f"Hkv{self.kv_heads} D{HEAD_DIM} V{self.vocab} seed {self.seed}")
+
+    def as_dict(self):
+        d = dataclasses.asdict(self)
+        d.update(q_heads=self.q_heads, head_dim=HEAD_DIM, group=GROUP,
+                 intermediate=self.intermediate, rope_dims=self.rope_dims,
+                 rope_theta=ROPE_THETA, softmax_scale=SOFTMAX_SCALE, final_softcap=FINAL_SOFTCAP,
+                 score_std_per_layer=[self.score_std(i) for i in range(self.layers)],
+                 global_layers=[i for i in range(self.layers) if self.is_global(i)],
+                 sliding_window=SLIDING_WINDOW,
+                 seq_lens=list(self.seq_lens))
+        return d
+
+
+def parse_seq_lens(text):
+    """"1024,768,256" -> (1024, 768, 256); every length >= 1."""
+    try:
+        lens = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"--seq-lens '{text}' is not a comma-separated list of integers")
+    if not lens or min(lens) < 1:
+        raise ValueError(f"--seq-lens '{text}' needs at least one length, each >= 1")
+    return lens
+
+
+@dataclasses.dataclass
+class BatchPlan:
+    """Host-side layout of the varlen batch and of its paged KV cache (identity per sequence).
+
+    Sequence s's keys fill physical blocks start_block[s] .. start_block[s] + n_s - 1 (n_s =
+    ceil(L_s / BLOCK_SIZE)), so its block table row is start_block[s] + i: each sequence starts
+    on a block boundary and the cache is contiguous. Unused table entries are 0.
+    """
+
+    cu_seqlens: list
+    positions: list        # position of each packed token inside its sequence
+    slots: list            # cache slot (block * BLOCK_SIZE + offset) of each packed token
+    block_table: list      # [num_seqs][max_blocks]
+    num_blocks: int
+
+
+def plan_batch(seq_lens, block_size=BLOCK_SIZE):
+    cu = [0]
+    positions, slots, table = [], [], []
+    start = 0
+    blocks = [-(-n // block_size) for n in seq_lens]
+    width = max(blocks)
+    for n, count in zip(seq_lens, blocks):
+        cu.append(cu[-1] + n)
+        positions.extend(range(n))
+        slots.extend(start * block_size + i for i in range(n))
+        table.append([start + i for i in range(count)] + [0] * (width - count))
+        start += count
+    return BatchPlan(cu, positions, slots, table, start)
+
+
+def make_tokens(seq_lens, vocab, seed):
+    """Random inputs and next-token ids: each sequence draws L+1 ids, feeds the first L."""
+    rng = random.Random(seed)
+    inputs, targets = [], []
+    for n in seq_lens:
+        ids = [rng.randrange(vocab) for _ in range(n + 1)]
+        inputs.extend(ids[:-1])
+        targets.extend(ids[1:])
+    return inputs, targets
+
+
+def rows_per_chunk(vocab, bytes_per_value):
+    """Rows per HDF5 chunk: about CHUNK_TARGET_BYTES, at least one row (docs/accuracy.md 1)."""
+    return max(1, CHUNK_TARGET_BYTES // (vocab * bytes_per_value))
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+def kl_row_python(ref, cand):
+    """KL(softmax(ref) || softmax(cand)) of one row, pure Python (the self-test's reference)."""
+    rmax, cmax = max(ref), max(cand)
+    s_ref = math.fsum(math.exp(x - rmax) for x in ref)
+    s_cand = math.fsum(math.exp(x - cmax) for x in cand)
+    log_s_ref, log_s_cand = math.log(s_ref), math.log(s_cand)
+    return math.fsum(math.exp(r - rmax) / s_ref * ((r - rmax - log_s_ref) - (c - cmax - log_s_cand))
+                     for r, c in zip(ref, cand))
+
+
+def kl_rows(ref, cand):
+    """Per-row KL(softmax(ref) || softmax(cand)) in float64 for 2-D numpy arrays of finite logits.
+
+    With a = ref - max(ref), b = cand - max(cand): KL = sum(e^a (a - b)) / sum(e^a)
+    - log sum(e^a) + log sum(e^b) (docs/accuracy.md section 4).
+    """
+    import numpy as np
+    a = ref.astype(np.float64)
+    b = cand.astype(np.float64)
+    a -= a.max(axis=1, keepdims=True)
+    b -= b.max(axis=1, keepdims=True)
+    ea = np.exp(a)
+    s_ref = ea.sum(axis=1)
+    s_cand = np.exp(b).sum(axis=1)
+    return (ea * (a - b)).sum(axis=1) / s_ref - np.log(s_ref) + np.log(s_cand)
+
+
+def summarize_kl(kl, top1_same):
+    """Mean, stderr, max, median, p99 of per-token KL and the top-1 agreement (numpy arrays)."""
+    import numpy as np
+    n = kl.size
+    stderr = float(kl.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+    agree = float(top1_same.mean())
+    return {"count": int(n), "mean": float(kl.mean()), "stderr": stderr, "max": float(kl.max()),
+            "median": float(np.median(kl)), "p99": float(np.percentile(kl, 99)),
+            "top1_agreement_percent": 100.0 * agree}
+
+
+def kl_arrays(ref, cand, block_rows=KL_BLOCK_ROWS):
+    """KL statistics of two in-memory [tokens, vocab] arrays (or h5py datasets), by row blocks."""
+    import numpy as np
+    kls, same = [], []
+    rows = ref.shape[0]
+    for start in range(0, rows, block_rows):
+        end = min(start + block_rows, rows)
+        r = np.asarray(ref[start:end])
+        c = np.asarray(cand[start:end])
+        kls.append(kl_rows(r, c))
+        same.append(r.argmax(axis=1) == c.argmax(axis=1))
+    return summarize_kl(np.concatenate(kls), np.concatenate(same))
+
+
+def kl_files(ref_path, cand_path, block_rows=KL_BLOCK_ROWS):
+    """KL statistics between two logit dumps, read back with h5py (cross-checks the CLI)."""
+    import h5py
+    with h5py.File(ref_path, "r") as fr, h5py.File(cand_path, "r") as fc:
+        ref, cand = fr["logits"], fc["logits"]
+        if ref.shape != cand.shape:
+            raise ValueError(f"{ref_path} {ref.shape} and {cand_path} {cand.shape} differ in shape")
+        return kl_arrays(ref, cand, block_rows)
+
+
+def distribution_stats(logits, block_rows=KL_BLOCK_ROWS):
+    """Mean top-1 probability, entropy (nats) and share of rows with top-1 > 0.5."""
+    import numpy as np
+    top, ent = [], []
+    rows = logits.shape[0]
+    for start in range(0, rows, block_rows):
+        z = np.asarray(logits[start:min(start + block_rows, rows)], dtype=np.float64)
+        z -= z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        s = e.sum(axis=1, keepdims=True)
+        p = e / s
+        top.append(p.max(axis=1))
+        ent.append(-(p * (z - np.log(s))).sum(axis=1))
+    top, ent = np.concatenate(top), np.concatenate(ent)
+    return {"mean_top1_prob": float(top.mean()), "median_top1_prob": float(np.median(top)),
+            "share_top1_above_half": float((top > 0.5).mean()),
+            "mean_entropy_nats": float(ent.mean()), "median_entropy_nats": float(np.median(ent))}
+
+
+def gate_budget(base_mean, margin, margin_rel):
+    """docs/accuracy.md section 3: budget = base * (1 + R) + M."""
+    return base_mean * (1.0 + margin_rel) + margin
+
+
+def gate_accepts(cand_mean, base_mean, margin, margin_rel):
+    return math.isfinite(cand_mean) and cand_mean <= gate_budget(base_mean, margin, margin_rel)
+
+
+def means_agree(a, b):
+    return abs(a - b) <= CLI_NUMPY_ABS_TOL + CLI_NUMPY_REL_TOL * max(abs(a), abs(b))
+
+
+def decide_exit(errors, wiring_ok, candidate_status, candidate_accept, broken_accept):
+    """The exit status (module docstring); None for an accept flag means 'not gated'."""
+    if errors or not wiring_ok:
+        return EXIT_ERROR
+    if broken_accept is None:
+        return EXIT_ERROR
+    if broken_accept or (candidate_status == ST_OK and not candidate_accept):
+        return EXIT_GATE_FAIL
+    if candidate_status != ST_OK:
+        return EXIT_NO_CANDIDATE
+    return EXIT_PASS
+
+
+def _num(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def format_summary(summary):
+    """The table printed last: one row per variant, then the checks and the exit status."""
+    lines = ["", "== e2e drift summary: " + summary["config"]["label"],
+             f"{'variant':<11} {'attention':<21} {'weights':<7} {'status':<11} "
+             f"{'mean KL vs (a)':>14} {'stderr':>9} {'top1 %':>7} {'KL vs (b)':>10} "
+             f"{'gate':<7} verdict by"]
+    for name in VARIANT_ORDER:
+        v = summary["variants"].get(name)
+        if v is None:
+            continue
+        drift = v.get("kl_vs_reference") or {}
+        vs_base = (v.get("kl_vs_baseline") or {}).get("mean")
+        gate = v.get("gate") or {}
+        lines.append(
+            f"{VARIANT_LETTERS[name] + ' ' + name:<11} {v['attention']:<21} {v['weights']:<7} "
+            f"{v['status']:<11} {_num(drift.get('mean'), '14.6e')} {_num(drift.get('stderr'), '9.2e')} "
+            f"{_num(drift.get('top1_agreement_percent'), '7.2f')} {_num(vs_base, '10.3e')} "
+            f"{gate.get('verdict', '-'):<7} {gate.get('source', '-')}")
+    wiring = summary.get("wiring") or {}
+    if wiring.get("kl"):
+        lines.append(f"wiring: mean KL(torch fp64 attention || {wiring['backend']}) "
+                     f"{wiring['kl']['mean']:.3e} (max {wiring['kl']['max']:.3e}, limit "
+                     f"{WIRING_KL_MAX:g}): {'ok' if wiring['ok'] else 'FAILED'}")
+    elif wiring.get("note"):
+        lines.append(f"wiring: {wiring['note']}")
+    dist = summary.get("reference_distribution")
+    if dist:
+        lines.append(f"reference peakedness: mean top-1 p {dist['mean_top1_prob']:.3f}, "
+                     f"mean entropy {dist['mean_entropy_nats']:.2f} nats, "
+                     f"top-1 > 0.5 in {100 * dist['share_top1_above_half']:.1f}% of rows")
+    kernel_vs_emu = summary.get("candidate_vs_emulated")
+    if kernel_vs_emu:
+        lines.append(f"8-bit kernel vs its PyTorch emulation: mean KL(e || c) "
+                     f"{kernel_vs_emu['mean']:.3e}")
+    for note in summary.get("notes", []):
+        lines.append("note: " + note)
+    for error in summary.get("errors", []):
+        lines.append("ERROR: " + error)
+    lines.append(f"gate rule: ACCEPT iff mean KL(a||x) <= mean KL(a||b) * (1 + "
+                 f"{summary['margin_rel']:g}) + {summary['margin']:g}")
+    lines.append(f"exit status {summary['exit_status']}: {summary['exit_meaning']}")
+    return "\n".join(lines)
+
+
+EXIT_MEANINGS = {
+    EXIT_PASS: "candidate ACCEPTED and broken REJECTED",
+    EXIT_GATE_FAIL: "gate outcome wrong (candidate rejected or broken accepted)",
+    EXIT_ERROR: "error (see ERROR lines)",
+    EXIT_NO_CANDIDATE: "8-bit kernel not available; broken REJECTED as expected",
+}
+
+
+def self_test():
+    """Checks of the pure-Python parts (and of the numpy KL where numpy exists)."""
+    failures = []
+
+    def check(condition, what):
+        if not condition:
+            failures.append(what)
+
+    plan = plan_batch((20, 16, 1), block_size=16)
+    check(plan.cu_seqlens == [0, 20, 36, 37], f"cu_seqlens {plan.cu_seqlens}")
+    check(plan.num_blocks == 4, f"num_blocks {plan.num_blocks}")
+    check(plan.block_table == [[0, 1], [2, 0], [3, 0]], f"block_table {plan.block_table}")
+    check(plan.slots[19] == 19 and plan.slots[20] == 32 and plan.slots[36] == 48,
+          f"slots {plan.slots[19]}, {plan.slots[20]}, {plan.slots[36]}")
+    check(plan.positions[20] == 0 and plan.positions[35] == 15, "positions restart per sequence")
+    inputs, targets = make_tokens((5, 3), 100, 7)
+    check(len(inputs) == 8 and inputs[1:5] == targets[0:4], "targets are the next inputs")
+    check(make_tokens((5, 3), 100, 7) == (inputs, targets), "tokens are deterministic")
+    check(parse_seq_lens("1024, 768,256") == (1024, 768, 256), "parse_seq_lens")
+    for bad in ("", "0", "a,b"):
+        try:
+            parse_seq_lens(bad)
+            failures.append(f"parse_seq_lens accepted '{bad}'")
+        except ValueError:
+            pass
+    check(rows_per_chunk(32768, 4) == 2 and rows_per_chunk(262144, 4) == 1, "rows_per_chunk")
+    cfg = ModelConfig()
+    check(cfg.q_heads == 16 and cfg.rope_dims == 128 and cfg.total_tokens == 2048, "config")
+    check(abs(cfg.qk_norm_gain(0) ** 4 * HEAD_DIM - cfg.score_std(0) ** 2) < 1e-9, "qk gain")
+    check(abs(cfg.score_std(cfg.layers - 1) - ATTN_SCORE_STD_LAST) < 1e-12, "score std")
+    check(all(cfg.is_global(i) for i in range(cfg.layers)), "all layers global by default")
+    gemma = ModelConfig(layers=12, global_every=6)
+    check([i for i in range(12) if gemma.is_global(i)] == [5, 11], "Gemma 4 global layers")
+
+    row = [0.5, -1.0, 2.0, 0.0]
+    check(abs(kl_row_python(row, row)) < 1e-15, "KL(p||p) = 0")
+    check(abs(kl_row_python(row, [x + 3.0 for x in row])) < 1e-15, "KL is shift invariant")
+    p, q = 0.8, 0.5                   # two-point distributions: logits (log p, log(1-p))
+    expected = p * math.log(p / q) + (1 - p) * math.log((1 - p) / (1 - q))
+    got = kl_row_python([math.log(p), math.log(1 - p)], [math.log(q), math.log(1 - q)])
+    check(abs(got - expected) < 1e-15, f"two-point KL {got} vs {expected}")
+
+    check(gate_accepts(0.01, 0.01, 0.0, 0.0) and not gate_accepts(0.0101, 0.01, 0.0, 0.0),
+          "gate at zero margin")
+    check(gate_accepts(0.0104, 0.01, 0.0, 0.05) and gate_accepts(0.0105, 0.01, 0.001, 0.0),
+          "gate margins")
+    check(not gate_accepts(float("nan"), 0.01, 1.0, 1.0), "gate rejects NaN")
+    check(decide_exit([], True, ST_OK, True, False) == EXIT_PASS, "exit pass")
+    check(decide_exit([], True, ST_OK, False, False) == EXIT_GATE_FAIL, "exit cand reject")
+    check(decide_exit([], True, ST_OK, True, True) == EXIT_GATE_FAIL, "exit broken accept")
+    check(decide_exit([], True, ST_UNAVAILABLE, None, False) == EXIT_NO_CANDIDATE, "exit no cand")
+    check(decide_exit(["x"], True, ST_OK, True, False) == EXIT_ERROR, "exit error")
+    check(decide_exit([], False, ST_OK, True, False) == EXIT_ERROR, "exit wiring")
+
+    fake = {"config": {"label": "test"}, "margin": 0.0, "margin_rel": 0.0,
+            "exit_status": 0, "exit_meaning": EXIT_MEANINGS[0], "notes": ["n"], "errors": [],
+            "wiring": {"backend": ATTN_WIDEATTN_BF16, "ok": True,
+                       "kl": {"mean": 1e-6, "max": 1e-5}},
+            "reference_distribution": {"mean_top1_prob": 0.5, "mean_entropy_nats": 1.8,
+                                       "share_top1_above_half": 0.5},
+            "variants": {V_REFERENCE: {"attention": ATTN_WIDEATTN_BF16, "weights": "bf16",
+                                       "status": ST_OK},
+                         V_CANDIDATE: {"attention": ATTN_WIDEATTN_E4M3, "weights": "e4m3",
+                                       "status": ST_OK,
+                                       "kl_vs_reference": {"mean": 0.02, "stderr": 1e-3,
+                                                           "top1_agreement_percent": 90.0},
+                                       "kl_vs_baseline": {"mean": 1e-3},
+                                       "gate": {"verdict": "ACCEPT", "source": "cli"}}}}
+    check("c candidate" in format_summary(fake), "format_summary")
+
+    try:
+        import numpy as np
+    except ImportError:
+        print("self-test: numpy not installed, numpy KL not checked")
+        np = None
+    if np is not None:
+        rng = np.random.default_rng(1)
+        ref = rng.normal(0.0, 4.0, size=(5, 300))
+        cand = ref + rng.normal(0.0, 0.3, size=ref.shape)
+        fast = kl_rows(ref, cand)
+        slow = [kl_row_python(list(r), list(c)) for r, c in zip(ref, cand)]
+        check(all(abs(f - s) <= 1e-12 + 1e-9 * abs(s) for f, s in zip(fast, slow)),
+              f"numpy KL {fast} vs python {slow}")
+        stats = kl_arrays(ref, cand, block_rows=2)
+        check(abs(stats["mean"] - math.fsum(slow) / len(slow)) < 1e-12, "kl_arrays blocks")
+        dist = distribution_stats(np.array([[0.0, 0.0], [100.0, 0.0]]))
+        check(abs(dist["mean_top1_prob"] - 0.75) < 1e-12, f"top-1 {dist}")
+        check(abs(dist["mean_entropy_nats"] - math.log(2) / 2) < 1e-12, f"entropy {dist}")
+    if failures:
+        print("self-test FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    print("self-test passed")
+    return 0
+
+
+# ----------------------------------------------------------------------------- GPU part
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def rms_norm(x, weight, eps=RMS_EPS):
+    """RMSNorm over the last dim in float32; weight None = no weight (v_norm)."""
+    torch = _torch()
+    x32 = x.float()
+    y = x32 * torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return y if weight is None else y * weight
+
+
+def round_e4m3(x):
+    """Round a float tensor to the e4m3 grid (saturating at +-448), returned as float32."""
+    torch = _torch()
+    return x.float().clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).float()
+
+
+def quantize_per_tensor(x):
+    """(e4m3 tensor, float32 device scale [1]) with scale = amax / 448 (1 if x is zero)."""
+    torch = _torch()
+    amax = x.float().abs().amax()
+    scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax)).reshape(1)
+    q = (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return q, scale.contiguous()
+
+
+def round_weight_per_channel(w):
+    """e4m3 rounding with one scale per output channel (row), dequantised back to bf16."""
+    torch = _torch()
+    w32 = w.float()
+    amax = w32.abs().amax(dim=1, keepdim=True)
+    scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
+    return (round_e4m3(w32 / scale) * scale).to(torch.bfloat16)
+
+
+class Batch:
+    """Device tensors of the varlen batch: cu_seqlens, seq_lens_k, block table, slots, RoPE."""
+
+    def __init__(self, cfg):
+        torch = _torch()
+        plan = plan_batch(cfg.seq_lens)
+        dev = "cuda"
+        self.cfg = cfg
+        self.plan = plan
+        self.cu_host = plan.cu_seqlens
+        self.num_seqs = len(cfg.seq_lens)
+        self.total = cfg.total_tokens
+        self.num_blocks = plan.num_blocks
+        self.cu_seqlens = torch.tensor(plan.cu_seqlens, dtype=torch.int32, device=dev)
+        self.seq_lens_k = torch.tensor(cfg.seq_lens, dtype=torch.int32, device=dev)
+        self.block_table = torch.tensor(plan.block_table, dtype=torch.int32, device=dev)
+        self.slots = torch.tensor(plan.slots, dtype=torch.int64, device=dev)
+        half = cfg.rope_dims // 2
+        inv_freq = ROPE_THETA ** (-torch.arange(0, half, dtype=torch.float64, device=dev) / half)
+        positions = torch.tensor(plan.positions, dtype=torch.float64, device=dev)
+        angles = positions[:, None] * inv_freq[None, :]                 # [T, half]
+        self.cos = angles.cos().float()[:, None, :]                     # [T, 1, half]
+        self.sin = angles.sin().float()[:, None, :]
+
+    def rope(self, x):
+        """NeoX-style rotate-half RoPE on the first rope_dims dims of x [T, H, D] (float32)."""
+        torch = _torch()
+        rot = self.cfg.rope_dims
+        half = rot // 2
+        x1, x2 = x[..., :half], x[..., half:rot]
+        return torch.cat([x1 * self.cos - x2 * self.sin, x2 * self.cos + x1 * self.sin,
+                          x[..., rot:]], dim=-1)
+
+    def paged(self, x, dtype=None):
+        """x [T, Hkv, D] scattered into a [num_blocks, BLOCK_SIZE, Hkv, D] cache (zeros elsewhere)."""
+        torch = _torch()
+        _, heads, dim = x.shape
+        cache = torch.zeros(self.num_blocks * BLOCK_SIZE, heads, dim, dtype=x.dtype, device=x.device)
+        cache[self.slots] = x
+        cache = cache.view(self.num_blocks, BLOCK_SIZE, heads, dim)
+        return cache if dtype is None else cache.to(dtype)
+
+
+# ---- attention backends: callables (layer, q, k, v) -> o, q/o [T, Hq, D] and k/v [T, Hkv, D] bf16
+
+
+def exact_attention(q, k, v, batch, p_scale=None, window=None):
+    """Causal GQA attention in float64 per sequence and KV head; returns float64 [T, Hq, D].
+
+    window: query i sees keys i - window + 1 .. i only (sliding-window layers); None = all.
+
+    p_scale None: exact softmax. Otherwise P = exp(s - rowmax) is multiplied by p_scale, rounded
+    to e4m3, divided back, and the row sum l is taken from the unrounded P (as the kernel does).
+    """
+    torch = _torch()
+    q, k, v = q.double(), k.double(), v.double()
+    out = torch.empty_like(q)
+    kv_heads = k.shape[1]
+    for s in range(batch.num_seqs):
+        lo, hi = batch.cu_host[s], batch.cu_host[s + 1]
+        length = hi - lo
+        visible = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()
+        if window is not None:
+            visible &= torch.ones_like(visible).triu(1 - window)
+        for h in range(kv_heads):
+            heads = slice(h * GROUP, (h + 1) * GROUP)
+            qh = q[lo:hi, heads, :].permute(1, 0, 2)                       # [G, L, D]
+            scores = torch.matmul(qh, k[lo:hi, h, :].t()) * SOFTMAX_SCALE   # [G, L, L]
+            scores = scores.masked_fill(~visible, float("-inf"))
+            probs = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+            row_sum = probs.sum(dim=-1, keepdim=True)
+            if p_scale is not None:
+                probs = round_e4m3(probs * p_scale).double() / p_scale
+            out[lo:hi, heads, :] = (torch.matmul(probs, v[lo:hi, h, :]) / row_sum).permute(1, 0, 2)
+    return out
+
+
+def dequantized_e4m3_inputs(q, k, v):
+    """The 8-bit kernel's view of its inputs: Q rounded per (token, head, dim half) with scale
+    amax / 448, K and V rounded per tensor with scale amax / 448; all float32."""
+    torch = _torch()
+    tokens, heads, dim = q.shape
+    halves = q.float().view(tokens, heads, 2, dim // 2)
+    amax = halves.abs().amax(dim=-1, keepdim=True)
+    q_scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
+    q_deq = (round_e4m3(halves / q_scale) * q_scale).view(tokens, heads, dim)
+    k8, k_scale = quantize_per_tensor(k)
+    v8, v_scale = quantize_per_tensor(v)
+    return q_deq, k8.float() * k_scale, v8.float() * v_scale
+
+
+class TorchReferenceAttention:
+    """fp64 attention on the upcast bf16 inputs, rounded to bf16: validates the wiring (and,
+    with a window, serves the sliding-window layers of every variant)."""
+
+    name = ATTN_TORCH_REFERENCE
+
+    def __init__(self, batch, window=None):
+        self.batch = batch
+        self.window = window
+
+    def __call__(self, layer, q, k, v):
+        return exact_attention(q, k, v, self.batch, window=self.window).to(_torch().bfloat16)
+
+
+class EmulatedE4m3Attention:
+    """8-bit attention emulated in PyTorch (float64 math on e4m3-rounded Q, K, V and P).
+
+    p_scale P_SCALE_KERNEL is what the kernel does; P_SCALE_BROKEN is the deliberate defect.
+    """
+
+    def __init__(self, batch, p_scale, name):
+        self.batch = batch
+        self.p_scale = p_scale
+        self.name = name
+
+    def __call__(self, layer, q, k, v):
+        q_deq, k_deq, v_deq = dequantized_e4m3_inputs(q, k, v)
+        return exact_attention(q_deq, k_deq, v_deq, self.batch, self.p_scale).to(_torch().bfloat16)
+
+
+class WideattnAttention:
+    """libwideattn's prefill through ctypes on a paged copy of K/V (bf16 or e4m3 cache)."""
+
+    def __init__(self, lib, batch, kv_e4m3, capability):
+        self.lib = lib
+        self.batch = batch
+        self.kv_e4m3 = kv_e4m3
+        self.capability = capability
+        self.kernel = None
+        self.name = ATTN_WIDEATTN_E4M3 if kv_e4m3 else ATTN_WIDEATTN_BF16
+
+    def __call__(self, layer, q, k, v):
+        torch = _torch()
+        batch = self.batch
+        scales = None
+        if self.kv_e4m3:
+            k8, k_scale = quantize_per_tensor(k)
+            v8, v_scale = quantize_per_tensor(v)
+            k_cache = batch.paged(k8.float(), torch.float8_e4m3fn)     # exact: already on grid
+            v_cache = batch.paged(v8.float(), torch.float8_e4m3fn)
+            scales = (k_scale, v_scale)
+        else:
+            k_cache, v_cache = batch.paged(k), batch.paged(v)
+        o = torch.empty_like(q)
+        p = wideattn_ctypes.PrefillParams()
+        p.q, p.q_token_stride, p.q_head_stride = q.data_ptr(), q.stride(0), q.stride(1)
+        p.k_cache = k_cache.data_ptr()
+        p.k_block_stride, p.k_slot_stride, p.k_head_stride = k_cache.stride()[:3]
+        p.v_cache = v_cache.data_ptr()
+        p.v_block_stride, p.v_slot_stride, p.v_head_stride = v_cache.stride()[:3]
+        p.o, p.o_token_stride, p.o_head_stride = o.data_ptr(), o.stride(0), o.stride(1)
+        p.cu_seqlens_q = batch.cu_seqlens.data_ptr()
+        p.seq_lens_k = batch.seq_lens_k.data_ptr()
+        p.block_table = batch.block_table.data_ptr()
+        p.block_table_stride = batch.block_table.stride(0)
+        if scales:
+            p.k_scale, p.v_scale = scales[0].data_ptr(), scales[1].data_ptr()
+        p.num_seqs, p.total_q = batch.num_seqs, batch.total
+        p.num_q_heads, p.num_kv_heads, p.head_dim = q.shape[1], k.shape[1], HEAD_DIM
+        p.block_size, p.num_blocks = BLOCK_SIZE, batch.num_blocks
+        p.q_dtype = wideattn_ctypes.DTYPE_BF16
+        p.kv_dtype = wideattn_ctypes.DTYPE_E4M3 if self.kv_e4m3 else wideattn_ctypes.DTYPE_BF16
+        p.o_dtype = wideattn_ctypes.DTYPE_BF16
+        p.softmax_scale = SOFTMAX_SCALE
+        if self.kernel is None:
+            index = self.lib.is_supported(p, *self.capability)  # raises UNSUPPORTED if absent
+            self.kernel = self.lib.kernels()[index]["name"]
+        self.lib.prefill(p, torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()          # a launch fault surfaces here, inside this variant
+        return o
+
+
+# ---- the model
+
+
+class Model:
+    """Weights of the decoder; LINEAR_NAMES are the per-layer matrices e4m3 rounding touches."""
+
+    LINEAR_NAMES = ("wq", "wkv", "wo", "wg", "wu", "wd")
+
+    def __init__(self, cfg, embed, layers, final_norm, lm_head, weights_label):
+        self.cfg = cfg
+        self.embed = embed            # [V, hidden] bf16
+        self.layers = layers          # list of dicts
+        self.final_norm = final_norm  # [hidden] float32
+        self.lm_head = lm_head        # [V, hidden] float32 holding bf16 values
+        self.weights_label = weights_label
+
+
+def build_model(cfg):
+    """Random weights with a fixed seed, scaled so the model behaves like a trained one.
+
+    - Embedding entries N(0, 1): the residual starts at unit RMS (Gemma's sqrt(hidden) factor
+      folded in). Linear weights N(0, 1 / fan_in). Sandwich norms (input, post-attention,
+      pre-MLP, post-MLP) have weight 1, so every sublayer adds a unit-RMS update to a float32
+      residual and attention keeps its share of the final state in every layer.
+    - q_norm and k_norm weights = qk_norm_gain(layer) in every dim, so that with scale 1.0 the
+      scores q.k have standard deviation score_std(layer) (ATTN_SCORE_STD_FIRST..LAST): broad
+      attention early, sharp late, instead of the near one-hot attention that unit weights
+      (score std sqrt(512) = 22.6) would give. V gets v_norm without weight.
+    - The LM head as described at LOGIT_STD (peaked, context-dependent next-token distributions).
+    """
+    torch = _torch()
+    dev = "cuda"
+    gen = torch.Generator(device=dev).manual_seed(cfg.seed)
+
+    def normal(rows, cols, std):
+        return (torch.randn(rows, cols, generator=gen, device=dev, dtype=torch.float32) * std) \
+            .to(torch.bfloat16)
+
+    hidden, inter = cfg.hidden, cfg.intermediate
+    q_out, kv_out = cfg.q_heads * HEAD_DIM, cfg.kv_heads * HEAD_DIM
+    ones = torch.ones(hidden, device=dev)
+    embed = normal(cfg.vocab, hidden, 1.0)
+    layers = []
+    for i in range(cfg.layers):
+        gain = torch.full((HEAD_DIM,), cfg.qk_norm_gain(i), device=dev)
+        layers.append({
+            "wq": normal(q_out, hidden, hidden ** -0.5),
+            "wkv": normal(kv_out, hidden, hidden ** -0.5),
+            "wo": normal(hidden, q_out, q_out ** -0.5),
+            "wg": normal(inter, hidden, hidden ** -0.5),
+            "wu": normal(inter, hidden, hidden ** -0.5),
+            "wd": normal(hidden, inter, inter ** -0.5),
+            "q_norm": gain, "k_norm": gain, "input_norm": ones, "post_attn_norm": ones,
+            "pre_ff_norm": ones, "post_ff_norm": ones})
+    row_scale = torch.exp(cfg.lm_row_log_std
+                          * torch.randn(cfg.vocab, 1, generator=gen, device=dev))
+    row_scale = row_scale / row_scale.pow(2).mean().sqrt()
+    lm_head = (torch.randn(cfg.vocab, hidden, generator=gen, device=dev)
+               * (cfg.logit_std * hidden ** -0.5) * row_scale).to(torch.bfloat16).float()
+    return Model(cfg, embed, layers, ones, lm_head, "bf16")
+
+
+def round_model_e4m3(model):
+    """A copy of the model whose linear weights are rounded to e4m3 per output channel; returns
+    (model, mean relative RMS rounding error of those weights)."""
+    layers, errors = [], []
+    for layer in model.layers:
+        rounded = dict(layer)
+        for name in Model.LINEAR_NAMES:
+            w = layer[name]
+            rounded[name] = round_weight_per_channel(w)
+            errors.append(((rounded[name].float() - w.float()).norm() / w.float().norm()).item())
+        layers.append(rounded)
+    return (Model(model.cfg, model.embed, layers, model.final_norm, model.lm_head, "e4m3"),
+            sum(errors) / len(errors))
+
+
+def forward(model, tokens, batch, attention, monitors=()):
+    """Logits float32 [T, V] (after the final softcap) of a prefill over the packed batch.
+
+    `attention` serves the global layers; sliding-window layers (when cfg.global_every > 1)
+    use fp64 attention with SLIDING_WINDOW in every variant. monitors: (name, fn) pairs; fn(q, k,
+    v) gives a float64 attention output of the same inputs, and the relative L2 error of
+    `attention`'s output against it is recorded per global layer.
+    """
+    torch = _torch()
+    F = torch.nn.functional
+    cfg = model.cfg
+    tokens_t = torch.tensor(tokens, dtype=torch.int64, device="cuda")
+    x = model.embed[tokens_t].float()                                   # residual, float32
+    total = x.shape[0]
+    errors = {name: [] for name, _ in monitors}
+    bf16 = torch.bfloat16
+    local_attention = TorchReferenceAttention(batch, SLIDING_WINDOW)
+    for index, w in enumerate(model.layers):
+        is_global = cfg.is_global(index)
+        h = rms_norm(x, w["input_norm"]).to(bf16)
+        q = (h @ w["wq"].t()).view(total, cfg.q_heads, HEAD_DIM)
+        kv = (h @ w["wkv"].t()).view(total, cfg.kv_heads, HEAD_DIM)
+        q = batch.rope(rms_norm(q, w["q_norm"])).to(bf16).contiguous()
+        k = batch.rope(rms_norm(kv, w["k_norm"])).to(bf16).contiguous()
+        v = rms_norm(kv, None).to(bf16).contiguous()
+        o = (attention if is_global else local_attention)(index, q, k, v)
+        for name, fn in monitors if is_global else ():
+            ref = fn(q, k, v)
+            errors[name].append(((o.double() - ref).norm() / ref.norm()).item())
+        a = o.reshape(total, cfg.q_heads * HEAD_DIM) @ w["wo"].t()
+        x = x + rms_norm(a, w["post_attn_norm"])
+        h = rms_norm(x, w["pre_ff_norm"]).to(bf16)
+        m = (F.gelu(h @ w["wg"].t(), approximate="tanh") * (h @ w["wu"].t())) @ w["wd"].t()
+        x = x + rms_norm(m, w["post_ff_norm"])
+    h = rms_norm(x, model.final_norm).to(bf16).float()
+    logits = h @ model.lm_head.t()
+    return FINAL_SOFTCAP * torch.tanh(logits / FINAL_SOFTCAP), errors
+
+
+# ---- dumps and gates
+
+
+def write_dump(path, logits, targets, model_label, variant_label, engine, dtype=None):
+    """An HDF5 logit dump in the docs/accuracy.md section 1 schema."""
+    import h5py
+    import numpy as np
+    data = logits if dtype is None else logits.astype(dtype)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("logits", data=data,
+                         chunks=(min(data.shape[0], rows_per_chunk(data.shape[1], data.itemsize)),
+                                 data.shape[1]))
+        f.create_dataset("tokens", data=np.asarray(targets, dtype=np.int32))
+        f.attrs["model"] = model_label
+        f.attrs["variant"] = variant_label
+        f.attrs["engine"] = engine
+
+
+def run_cli_gate(cli, ref, cand, base, json_path, margin, margin_rel):
+    """(verdict dict or None, why-not text): runs `wideattn accuracy gate` and reads its JSON."""
+    command = [cli, "accuracy", "gate", ref, cand, "--baseline", base, "--json", json_path,
+               "--margin", repr(margin), "--margin-rel", repr(margin_rel)]
+    print("$ " + " ".join(command), flush=True)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"CLI could not run: {exc}"
+    print(result.stdout.rstrip(), flush=True)
+    if result.stderr.strip():
+        print(result.stderr.rstrip()[-2000:], flush=True)
+    if result.returncode not in (0, 1):
+        return None, f"CLI exit status {result.returncode}: {result.stderr.strip()[-300:]}"
+    try:
+        with open(json_path) as handle:
+            report = json.load(handle)
+    except (OSError, ValueError) as exc:
+        return None, f"CLI ran (status {result.returncode}) but its JSON is unreadable: {exc}"
+    gate = report["gate"]
+    return {"verdict": gate["verdict"], "accept": bool(gate["accept"]),
+            "candidate_mean_kl": float(report["candidate_drift"]["kl"]["mean"]),
+            "baseline_mean_kl": float(report["baseline_drift"]["kl"]["mean"]),
+            "budget": float(gate["budget"]), "exit_status": result.returncode,
+            "paired_kl_difference": report.get("paired_kl_difference"),
+            "json": os.path.basename(json_path)}, None
+
+
+def write_samples(out_dir, dump_dir, variants, targets, sample_rows, model_label):
+    """float16 copies of the first sample_rows rows of every dump, packed into one tar."""
+    import h5py
+    import numpy as np
+    if sample_rows <= 0:
+        return None, []
+    names, skipped = [], []
+    for name, info in variants.items():
+        if info["status"] != ST_OK:
+            continue
+        with h5py.File(info["dump"], "r") as f:
+            rows = np.asarray(f["logits"][:sample_rows])
+        path = os.path.join(dump_dir, "e2e_sample_" + name + ".h5")
+        write_dump(path, rows, targets[:sample_rows], model_label,
+                   info["variant_label"] + f" (first {sample_rows} rows, float16)",
+                   info["engine"], dtype=np.float16)
+        if os.path.getsize(path) > SAMPLE_MAX_BYTES:
+            skipped.append(os.path.basename(path))
+            os.remove(path)
+        else:
+            names.append(path)
+    if not names:
+        return None, skipped
+    tar_path = os.path.join(out_dir, "e2e_samples.tar")
+    with tarfile.open(tar_path, "w") as tar:
+        for path in names:
+            tar.add(path, arcname=os.path.basename(path))
+    return tar_path, skipped
+
+
+# ---- the run
+
+
+def wiring_check(wiring, wideattn_logits, model, inputs, batch, errors, log):
+    """The reference model again with fp64 PyTorch attention: its logits must match (a)'s."""
+    try:
+        torch_logits, _ = forward(model, inputs, batch, TorchReferenceAttention(batch))
+        wiring["kl"] = kl_arrays(torch_logits.cpu().numpy(), wideattn_logits)
+    except Exception as exc:  # report, never stop the run
+        traceback.print_exc()
+        wiring.update(ok=False, note=f"wiring check failed to run: {type(exc).__name__}: {exc}")
+        errors.append(wiring["note"])
+        return
+    wiring.pop("note", None)
+    wiring["ok"] = wiring["kl"]["mean"] <= WIRING_KL_MAX
+    log(f"wiring check: mean KL(torch fp64 attention || wideattn-bf16) "
+        f"{wiring['kl']['mean']:.3e}, max {wiring['kl']['max']:.3e}, top-1 agreement "
+        f"{wiring['kl']['top1_agreement_percent']:.2f}%: {'ok' if wiring['ok'] else 'FAILED'}")
+    if not wiring["ok"]:
+        errors.append(f"wiring check failed: mean KL {wiring['kl']['mean']:.3e} > {WIRING_KL_MAX:g}")
+
+
+def load_library(args):
+    try:
+        lib = wideattn_ctypes.Library(args.lib, args.bundle)
+        kernels = lib.kernels()
+        return lib, (f"libwideattn {lib.version()}, bundle {lib.bundle_dir()}, kernels "
+                     + ", ".join(sorted({k['name'] + '/' + k['arch'] for k in kernels})))
+    except (OSError, wideattn_ctypes.WideattnError) as exc:
+        return None, f"libwideattn unavailable: {exc}"
+
+
+def run(args):
+    torch = _torch()
+    import numpy as np
+    started = time.time()
+    cfg = args.config
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.dump_dir, exist_ok=True)
+    summary = {"config": dict(cfg.as_dict(), label=cfg.label()), "margin": args.margin,
+               "margin_rel": args.margin_rel, "variants": {}, "notes": [], "errors": [],
+               "timings_s": {}}
+    notes, errors = summary["notes"], summary["errors"]
+
+    def log(message):
+        print(f"[{time.time() - started:7.1f}s] {message}", flush=True)
+
+    torch.zeros(1, device="cuda")          # the primary context wideattn launches in
+    props = torch.cuda.get_device_properties(0)
+    capability = torch.cuda.get_device_capability(0)
+    lib, lib_detail = load_library(args)
+    summary["environment"] = {"gpu": props.name, "capability": list(capability),
+                              "torch": torch.__version__, "numpy": np.__version__,
+                              "wideattn": lib_detail, "commit": args.commit}
+    log(f"{props.name} sm_{capability[0]}{capability[1]}, torch {torch.__version__}; {lib_detail}")
+    log(f"model: {cfg.label()}; seqs {list(cfg.seq_lens)}; score std per layer "
+        + ", ".join(f"{cfg.score_std(i):.2f}" for i in range(cfg.layers)))
+
+    batch = Batch(cfg)
+    inputs, targets = make_tokens(cfg.seq_lens, cfg.vocab, cfg.seed)
+    t0 = time.time()
+    model = build_model(cfg)
+    model8, weight_err = round_model_e4m3(model)
+    torch.cuda.synchronize()
+    summary["timings_s"]["build_model"] = time.time() - t0
+    summary["weight_rounding_rel_rms"] = weight_err
+    log(f"weights built; e4m3 per-channel rounding: mean relative RMS error {weight_err:.4f}")
+
+    exact = ("fp64", lambda q, k, v: exact_attention(q, k, v, batch))
+    emulate = EmulatedE4m3Attention(batch, P_SCALE_KERNEL, ATTN_E4M3_EMULATED)
+    emulated_ref = ("e4m3-emulated", lambda q, k, v: exact_attention(
+        *dequantized_e4m3_inputs(q, k, v), batch, P_SCALE_KERNEL))
+    monitors_on = not args.no_attn_check
+
+    bf16_attention = TorchReferenceAttention(batch)
+    if args.bf16_attention == ATTN_WIDEATTN_BF16:
+        if lib is None:
+            notes.append(f"BF16 attention falls back to {ATTN_TORCH_REFERENCE}: {lib_detail}")
+        else:
+            bf16_attention = WideattnAttention(lib, batch, False, capability)
+    candidate_attention = None if lib is None else WideattnAttention(lib, batch, True, capability)
+    plans = {
+        V_REFERENCE: (model, bf16_attention, [exact]),
+        V_BASELINE: (model8, bf16_attention, [exact]),
+        V_BROKEN: (model8, EmulatedE4m3Attention(batch, P_SCALE_BROKEN, ATTN_BROKEN_EMULATED),
+                   [exact]),
+        V_EMULATED: (model8, emulate, [exact]),
+        V_CANDIDATE: (model8, candidate_attention, [exact, emulated_ref]),
+    }
+    engine = f"tools/e2e_drift.py, torch {torch.__version__}, {lib_detail}"
+    wiring = {"backend": bf16_attention.name, "ok": True,
+              "note": "not run (the BF16 attention is the torch reference itself)"}
+    summary["wiring"] = wiring
+
+    def attempt(name, info, weights_model, attention, monitors):
+        """Logits (numpy) of one variant, or None after recording why it did not run."""
+        letter = VARIANT_LETTERS[name]
+        try:
+            logits, attn_errors = forward(weights_model, inputs, batch, attention,
+                                          monitors if monitors_on else ())
+            logits = logits.cpu().numpy()
+        except wideattn_ctypes.WideattnError as exc:
+            if exc.status == wideattn_ctypes.STATUS_UNSUPPORTED and name == V_CANDIDATE:
+                info.update(status=ST_UNAVAILABLE, reason=str(exc))
+                log(f"({letter}) {name}: the 8-bit kernel is NOT in the bundle for this GPU "
+                    f"(WIDEATTN_ERROR_UNSUPPORTED): {exc}")
+            else:
+                info.update(status=ST_FAILED, reason=str(exc))
+                errors.append(f"({letter}) {name} failed: {exc}")
+                log(f"({letter}) {name}: FAILED - {exc}")
+            return None
+        except Exception as exc:  # CUDA faults, out of memory: record and go on to the gates
+            traceback.print_exc()
+            info.update(status=ST_FAILED, reason=f"{type(exc).__name__}: {exc}"[:500])
+            errors.append(f"({letter}) {name} failed: {info['reason']}")
+            return None
+        if not np.isfinite(logits).all():
+            info.update(status=ST_FAILED, reason="non-finite logits")
+            errors.append(f"({letter}) {name} produced non-finite logits")
+            return None
+        info["attention_rel_l2_per_layer"] = attn_errors
+        return logits
+
+    for name in VARIANT_ORDER:
+        weights_model, attention, monitors = plans[name]
+        letter = VARIANT_LETTERS[name]
+        info = {"weights": weights_model.weights_label,
+                "attention": attention.name if attention else ATTN_WIDEATTN_E4M3,
+                "dump": os.path.join(args.dump_dir, DUMP_NAMES[name]), "engine": engine}
+        info["variant_label"] = f"{info['weights']} weights + {info['attention']} attention"
+        summary["variants"][name] = info
+        if attention is None:
+            info.update(status=ST_UNAVAILABLE, reason=lib_detail)
+            log(f"({letter}) {name}: UNAVAILABLE - {lib_detail}")
+            continue
+        t0 = time.time()
+        logits = attempt(name, info, weights_model, attention, monitors)
+        if logits is None and name == V_REFERENCE and isinstance(attention, WideattnAttention):
+            notes.append(f"wideattn-bf16 failed on (a) ({info['reason']}); (a) and (b) use "
+                         f"{ATTN_TORCH_REFERENCE} instead")
+            bf16_attention = TorchReferenceAttention(batch)
+            plans[V_BASELINE] = (model8, bf16_attention, [exact])
+            attention = bf16_attention
+            wiring["backend"] = attention.name
+            info.update(attention=attention.name, reason=None,
+                        variant_label=f"{info['weights']} weights + {attention.name} attention")
+            logits = attempt(name, info, weights_model, attention, [])
+        if logits is None:
+            continue
+        if isinstance(attention, WideattnAttention):
+            info["kernel"] = attention.kernel
+        info["forward_s"] = time.time() - t0
+        write_dump(info["dump"], logits, targets, cfg.label(), info["variant_label"], engine)
+        info["status"] = ST_OK
+        errs = "; ".join(f"rel L2 vs {k}: " + " ".join(f"{e:.2e}" for e in v)
+                         for k, v in info["attention_rel_l2_per_layer"].items())
+        log(f"({letter}) {name}: {info['variant_label']} {info['forward_s']:.1f} s"
+            + (f" (kernel {info['kernel']})" if "kernel" in info else "")
+            + (f"; attention per layer {errs}" if errs else ""))
+        if name != V_REFERENCE:
+            continue
+        summary["reference_distribution"] = dist = distribution_stats(logits)
+        log(f"reference next-token distributions: mean top-1 p {dist['mean_top1_prob']:.3f} "
+            f"(median {dist['median_top1_prob']:.3f}), mean entropy "
+            f"{dist['mean_entropy_nats']:.2f} nats (median {dist['median_entropy_nats']:.2f})")
+        if isinstance(attention, WideattnAttention):
+            wiring_check(wiring, logits, model, inputs, batch, errors, log)
+
+    # Drift: numpy over the files (always), the CLI gate (when it runs). No GPU work from here
+    # on: a faulting 8-bit kernel may have left the CUDA context unusable.
+    t0 = time.time()
+    variants = summary["variants"]
+    ok = {name for name, info in variants.items() if info["status"] == ST_OK}
+    if not {V_REFERENCE, V_BASELINE} <= ok:
+        errors.append("reference or baseline missing: nothing to gate")
+    else:
+        ref_path, base_path = variants[V_REFERENCE]["dump"], variants[V_BASELINE]["dump"]
+        for name in (V_BASELINE,) + GATED:
+            if name in ok:
+                variants[name]["kl_vs_reference"] = kl_files(ref_path, variants[name]["dump"])
+            if name in ok and name != V_BASELINE:
+                variants[name]["kl_vs_baseline"] = kl_files(base_path, variants[name]["dump"])
+        if {V_CANDIDATE, V_EMULATED} <= ok:
+            summary["candidate_vs_emulated"] = kl_files(variants[V_EMULATED]["dump"],
+                                                        variants[V_CANDIDATE]["dump"])
+        base_mean = variants[V_BASELINE]["kl_vs_reference"]["mean"]
+        cli_usable = os.path.exists(args.cli)
+        if not cli_usable:
+            notes.append(f"CLI {args.cli} not found: verdicts from the numpy KL")
+        for name in GATED:
+            if name not in ok:
+                continue
+            info = variants[name]
+            numpy_mean = info["kl_vs_reference"]["mean"]
+            numpy_accept = gate_accepts(numpy_mean, base_mean, args.margin, args.margin_rel)
+            gate = {"numpy_accept": numpy_accept,
+                    "budget": gate_budget(base_mean, args.margin, args.margin_rel)}
+            cli_result, why = None, None
+            if cli_usable:
+                cli_result, why = run_cli_gate(
+                    args.cli, ref_path, info["dump"], base_path,
+                    os.path.join(args.out, f"gate_{name}.json"), args.margin, args.margin_rel)
+            if cli_result is not None:
+                gate.update(cli=cli_result, source="cli", verdict=cli_result["verdict"],
+                            accept=cli_result["accept"])
+                for label, cli_mean, np_mean in (
+                        ("candidate", cli_result["candidate_mean_kl"], numpy_mean),
+                        ("baseline", cli_result["baseline_mean_kl"], base_mean)):
+                    if not means_agree(cli_mean, np_mean):
+                        errors.append(f"({VARIANT_LETTERS[name]}) CLI and numpy disagree on the "
+                                      f"{label} mean KL: {cli_mean!r} vs {np_mean!r}")
+                if cli_result["accept"] != numpy_accept:
+                    errors.append(f"({VARIANT_LETTERS[name]}) CLI verdict {cli_result['verdict']} "
+                                  f"but numpy says {'ACCEPT' if numpy_accept else 'REJECT'}")
+            else:
+                if why:
+                    notes.append(f"({VARIANT_LETTERS[name]}) {why}; numpy decides")
+                    cli_usable = False
+                gate.update(source="numpy", accept=numpy_accept,
+                            verdict="ACCEPT" if numpy_accept else "REJECT")
+                fallback = {"tool": "tools/e2e_drift.py numpy fallback (not the wideattn CLI)",
+                            "command": "gate", "reference": ref_path, "candidate": info["dump"],
+                            "baseline": base_path, "candidate_drift": info["kl_vs_reference"],
+                            "baseline_drift": variants[V_BASELINE]["kl_vs_reference"],
+                            "gate": {"verdict": gate["verdict"], "accept": numpy_accept,
+                                     "budget_source": "baseline", "base_budget": base_mean,
+                                     "margin_absolute": args.margin,
+                                     "margin_relative": args.margin_rel,
+                                     "budget": gate["budget"], "candidate_mean_kl": numpy_mean}}
+                with open(os.path.join(args.out, f"gate_{name}_numpy.json"), "w") as handle:
+                    json.dump(fallback, handle, indent=1)
+            info["gate"] = gate
+            log(f"({VARIANT_LETTERS[name]}) {name}: mean KL {numpy_mean:.4e} vs budget "
+                f"{gate['budget']:.4e} -> {gate['verdict']} (by {gate['source']})")
+    summary["timings_s"]["drift_and_gates"] = time.time() - t0
+
+    tar_path, skipped = write_samples(args.out, args.dump_dir, variants, targets,
+                                      args.sample_rows, cfg.label())
+    summary["samples"] = {"tar": tar_path and os.path.basename(tar_path), "rows": args.sample_rows,
+                          "skipped_over_size_limit": skipped}
+
+    candidate = variants.get(V_CANDIDATE, {})
+    broken_gate = variants.get(V_BROKEN, {}).get("gate")
+    if broken_gate is None:
+        errors.append("the broken variant was not gated")
+    exit_status = decide_exit(errors, wiring["ok"], candidate.get("status"),
+                              (candidate.get("gate") or {}).get("accept"),
+                              broken_gate["accept"] if broken_gate else None)
+    summary["exit_status"] = exit_status
+    summary["exit_meaning"] = EXIT_MEANINGS[exit_status]
+    summary["timings_s"]["total"] = time.time() - started
+    with open(os.path.join(args.out, "e2e_summary.json"), "w") as handle:
+        json.dump(summary, handle, indent=1, default=str)
+    print(format_summary(summary), flush=True)
+    print(f"dumps: {args.dump_dir}; reports: {args.out}", flush=True)
+    return exit_status
+
+
+def default_out_dir():
+    return os.environ.get("OUT") or os.path.join(os.getcwd(), "e2e_out")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Exit status: 0 candidate accepted and broken rejected; 1 wrong gate outcome; "
+               "2 error; 3 8-bit kernel not in the bundle (broken rejected).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    paths = parser.add_argument_group("paths")
+    paths.add_argument("--out", default=default_out_dir(),
+                       help="directory for the gate JSON reports, e2e_summary.json and "
+                            "e2e_samples.tar (small files only; default $OUT or ./e2e_out)")
+    paths.add_argument("--dump-dir", default=os.path.join(tempfile.gettempdir(), "wideattn_e2e"),
+                       help="directory for the full float32 logit dumps e2e_<variant>.h5 "
+                            "(256 MiB each at the default size; kept outside --out)")
+    paths.add_argument("--lib", default=os.path.join(ROOT_DIR, "build/dispatch/libwideattn.so"),
+                       help="libwideattn.so; if it does not load, the BF16 attention falls back "
+                            "to the torch reference and the candidate is unavailable")
+    paths.add_argument("--bundle", default=os.path.join(ROOT_DIR, "build/bundle"),
+                       help="bundle directory (cubins + manifest.json) given to wideattn_open")
+    paths.add_argument("--cli", default=os.path.join(ROOT_DIR, "build/tools/wideattn"),
+                       help="the wideattn CLI whose `accuracy gate` decides; if it cannot run "
+                            "(e.g. no libhdf5 on the machine) the numpy KL decides")
+    model = parser.add_argument_group("model and tokens")
+    model.add_argument("--vocab", type=int, default=DEFAULT_VOCAB, help="vocabulary size")
+    model.add_argument("--hidden", type=int, default=DEFAULT_HIDDEN, help="residual width")
+    model.add_argument("--layers", type=int, default=DEFAULT_LAYERS,
+                       help="decoder layers (all global attention)")
+    model.add_argument("--global-every", type=int, default=DEFAULT_GLOBAL_EVERY,
+                       help="every Nth layer (N-1, 2N-1, ...) is global and runs the variant's "
+                            "attention; the others are sliding-window layers (window "
+                            f"{SLIDING_WINDOW}) with fp64 attention in every variant. 1 = all "
+                            "global (the issue's model); 6 with --layers 6 = Gemma 4's ratio")
+    model.add_argument("--kv-heads", type=int, default=DEFAULT_KV_HEADS,
+                       help=f"KV heads; query heads = {GROUP} x this (head dim {HEAD_DIM})")
+    model.add_argument("--mlp-ratio", type=int, default=DEFAULT_MLP_RATIO,
+                       help="GeGLU intermediate size / hidden")
+    model.add_argument("--seq-lens", default=DEFAULT_SEQ_LENS,
+                       help="comma-separated prompt lengths of the varlen prefill batch")
+    model.add_argument("--seed", type=int, default=DEFAULT_SEED, help="weights and tokens seed")
+    model.add_argument("--logit-std", type=float, default=DEFAULT_LOGIT_STD,
+                       help="RMS of the raw logits before the softcap: higher = more peaked up "
+                            "to the softcap's saturation (see LM head notes in build_model)")
+    model.add_argument("--lm-row-log-std", type=float, default=DEFAULT_LM_ROW_LOG_STD,
+                       help="std of log row scale of the LM head: spread between 'frequent' "
+                            "and 'rare' tokens")
+    gate = parser.add_argument_group("gate and checks")
+    gate.add_argument("--bf16-attention", choices=BF16_ATTN_CHOICES, default=ATTN_WIDEATTN_BF16,
+                      help="attention of the reference (a) and baseline (b)")
+    gate.add_argument("--margin", type=float, default=0.0,
+                      help="absolute gate margin in nats (passed to `accuracy gate --margin`)")
+    gate.add_argument("--margin-rel", type=float, default=0.0,
+                      help="relative gate margin, a fraction of the baseline's mean KL "
+                           "(`accuracy gate --margin-rel`)")
+    gate.add_argument("--no-attn-check", action="store_true",
+                      help="skip the per-layer relative L2 of each attention output against an "
+                           "fp64 attention of the same inputs (and, for the kernel, against the "
+                           "e4m3 emulation)")
+    gate.add_argument("--sample-rows", type=int, default=DEFAULT_SAMPLE_ROWS,
+                      help="rows of each dump copied as float16 into e2e_samples.tar (sample "
+                           f"dumps over {SAMPLE_MAX_BYTES} bytes are dropped); 0 = none")
+    gate.add_argument("--commit", default=os.environ.get("WIDEATTN_COMMIT"),
+                      help="git commit recorded in e2e_summary.json (default $WIDEATTN_COMMIT)")
+    parser.add_argument("--self-test", action="store_true",
+                        help="check the pure-Python parts (no torch, no GPU) and exit")
+    args = parser.parse_args(argv)
+    if args.self_test:
+        return args
+    try:
+        seq_lens = parse_seq_lens(args.seq_lens)
+    except ValueError as exc:
+        parser.error(str(exc))
+    for name in ("vocab", "hidden", "layers", "kv_heads", "mlp_ratio", "global_every"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.global_every > args.layers:
+        parser.error("--global-every larger than --layers leaves no global layer")
+    if args.margin < 0 or args.margin_rel < 0:
+        parser.error("--margin and --margin-rel must be >= 0")
+    args.config = ModelConfig(vocab=args.vocab, hidden=args.hidden, layers=args.layers,
+                              kv_heads=args.kv_heads, mlp_ratio=args.mlp_ratio,
+                              seq_lens=seq_lens, seed=args.seed, logit_std=args.logit_std,
+                              lm_row_log_std=args.lm_row_log_std,
+                              global_every=args.global_every)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.self_test:
+        return self_test()
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
