@@ -25,6 +25,8 @@
 
 // The params struct is an ABI: kernels take it by value and bindings (ctypes) mirror it.
 static_assert(sizeof(wideattn_prefill_params) == 232, "wideattn_prefill_params layout changed: update bindings");
+static_assert(sizeof(wideattn_quantize_params) == 104, "wideattn_quantize_params layout changed: update bindings");
+static_assert(sizeof(wideattn_kernel_info) == 112, "wideattn_kernel_info layout changed: update bindings");
 
 namespace {
 
@@ -110,6 +112,56 @@ wideattn_status get_function(wideattn_context* ctx, const wideattn::Driver& drv,
     return WIDEATTN_OK;
 }
 
+// The launch path shared by every entry point: driver, the thread's current context and its
+// device, kernel selection (`select`), the shared-memory check, lazy module load, grid
+// (`geometry`) and cuLaunchKernel with the single by-value argument `args`. An empty grid
+// launches nothing and succeeds.
+template <typename Args, typename Select, typename Geometry>
+wideattn_status launch_on_current_device(wideattn_context* ctx, Args* args, void* stream, Select select,
+                                         Geometry geometry) {
+    wideattn_status status;
+    std::string message;
+    const wideattn::Driver* drv = wideattn::load_driver(&status, &message);
+    if (!drv) return fail(status, message);
+    CUcontext cu_ctx = nullptr;
+    CUresult r = drv->cuCtxGetCurrent(&cu_ctx);
+    if (r != CUDA_SUCCESS) return fail(WIDEATTN_ERROR_CUDA, "cuCtxGetCurrent failed: " + wideattn::cuda_error_text(*drv, r));
+    if (!cu_ctx)
+        return fail(WIDEATTN_ERROR_NO_DEVICE,
+                    "no current CUDA context on this thread (make one current first, e.g. any CUDA runtime call "
+                    "or cuDevicePrimaryCtxRetain + cuCtxSetCurrent)");
+    CUdevice device = 0;
+    int cc_major = 0, cc_minor = 0, smem_optin = 0;
+    if ((r = drv->cuCtxGetDevice(&device)) != CUDA_SUCCESS ||
+        (r = drv->cuDeviceGetAttribute(&cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)) != CUDA_SUCCESS ||
+        (r = drv->cuDeviceGetAttribute(&cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)) != CUDA_SUCCESS ||
+        (r = drv->cuDeviceGetAttribute(&smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device)) !=
+            CUDA_SUCCESS)
+        return fail(WIDEATTN_ERROR_CUDA, "querying the current device failed: " + wideattn::cuda_error_text(*drv, r));
+
+    int32_t index = -1;
+    status = select(cc_major, cc_minor, &index, &message);
+    if (status != WIDEATTN_OK) return fail(status, message);
+    const wideattn::ManifestKernel& kernel = ctx->manifest.kernels[index];
+    if (kernel.dynamic_smem > smem_optin)
+        return fail(WIDEATTN_ERROR_UNSUPPORTED, kernel.name + " needs " + std::to_string(kernel.dynamic_smem) +
+                                                    " bytes of shared memory; the device allows " +
+                                                    std::to_string(smem_optin));
+    const wideattn::LaunchGeometry g = geometry(kernel);
+    if (g.grid_x == 0 || g.grid_y == 0) return WIDEATTN_OK;  // nothing to compute or write
+
+    CUfunction function = nullptr;
+    status = get_function(ctx, *drv, cu_ctx, index, &function);
+    if (status != WIDEATTN_OK) return status;
+    void* kernel_args[] = {args};
+    r = drv->cuLaunchKernel(function, g.grid_x, g.grid_y, 1, g.block_x, 1, 1, g.dynamic_smem,
+                            static_cast<CUstream>(stream), kernel_args, nullptr);
+    if (r != CUDA_SUCCESS)
+        return fail(WIDEATTN_ERROR_CUDA, "cuLaunchKernel(" + kernel.name + ", grid " + std::to_string(g.grid_x) + "x" +
+                                             std::to_string(g.grid_y) + ") failed: " + wideattn::cuda_error_text(*drv, r));
+    return WIDEATTN_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -180,6 +232,7 @@ wideattn_status wideattn_open(wideattn_context** out, const char* bundle_dir) {
         info.spill_bytes = k.spill_stores < 0 ? -1 : k.spill_stores + k.spill_loads;
         info.stack_bytes = k.stack;
         info.features = k.features_csv.c_str();
+        info.kind = k.kind.c_str();
         ctx->infos.push_back(info);
     }
     *out = ctx.release();
@@ -229,49 +282,30 @@ wideattn_status wideattn_is_supported(const wideattn_context* ctx, const wideatt
 wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_params* params, void* stream) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     std::string message;
-    wideattn_status status = wideattn::validate_params(params, &message);
+    const wideattn_status status = wideattn::validate_params(params, &message);
     if (status != WIDEATTN_OK) return fail(status, message);
-
-    const wideattn::Driver* drv = wideattn::load_driver(&status, &message);
-    if (!drv) return fail(status, message);
-    CUcontext cu_ctx = nullptr;
-    CUresult r = drv->cuCtxGetCurrent(&cu_ctx);
-    if (r != CUDA_SUCCESS) return fail(WIDEATTN_ERROR_CUDA, "cuCtxGetCurrent failed: " + wideattn::cuda_error_text(*drv, r));
-    if (!cu_ctx)
-        return fail(WIDEATTN_ERROR_NO_DEVICE,
-                    "no current CUDA context on this thread (make one current first, e.g. any CUDA runtime call "
-                    "or cuDevicePrimaryCtxRetain + cuCtxSetCurrent)");
-    CUdevice device = 0;
-    int cc_major = 0, cc_minor = 0, smem_optin = 0;
-    if ((r = drv->cuCtxGetDevice(&device)) != CUDA_SUCCESS ||
-        (r = drv->cuDeviceGetAttribute(&cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)) != CUDA_SUCCESS ||
-        (r = drv->cuDeviceGetAttribute(&cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)) != CUDA_SUCCESS ||
-        (r = drv->cuDeviceGetAttribute(&smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device)) !=
-            CUDA_SUCCESS)
-        return fail(WIDEATTN_ERROR_CUDA, "querying the current device failed: " + wideattn::cuda_error_text(*drv, r));
-
-    int32_t index = -1;
-    status = wideattn::select_kernel(ctx->manifest.kernels, *params, cc_major, cc_minor, &index, &message);
-    if (status != WIDEATTN_OK) return fail(status, message);
-    const wideattn::ManifestKernel& kernel = ctx->manifest.kernels[index];
-    if (kernel.dynamic_smem > smem_optin)
-        return fail(WIDEATTN_ERROR_UNSUPPORTED, kernel.name + " needs " + std::to_string(kernel.dynamic_smem) +
-                                                    " bytes of shared memory; the device allows " +
-                                                    std::to_string(smem_optin));
-    const wideattn::LaunchGeometry g = wideattn::launch_geometry(kernel, *params);
-    if (g.grid_x == 0) return WIDEATTN_OK;  // total_q == 0: nothing to compute or write
-
-    CUfunction function = nullptr;
-    status = get_function(ctx, *drv, cu_ctx, index, &function);
-    if (status != WIDEATTN_OK) return status;
     wideattn_prefill_params args = *params;
-    void* kernel_args[] = {&args};
-    r = drv->cuLaunchKernel(function, g.grid_x, g.grid_y, 1, g.block_x, 1, 1, g.dynamic_smem,
-                            static_cast<CUstream>(stream), kernel_args, nullptr);
-    if (r != CUDA_SUCCESS)
-        return fail(WIDEATTN_ERROR_CUDA, "cuLaunchKernel(" + kernel.name + ", grid " + std::to_string(g.grid_x) + "x" +
-                                             std::to_string(g.grid_y) + ") failed: " + wideattn::cuda_error_text(*drv, r));
-    return WIDEATTN_OK;
+    return launch_on_current_device(
+        ctx, &args, stream,
+        [&](int cc_major, int cc_minor, int32_t* index, std::string* why) {
+            return wideattn::select_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why);
+        },
+        [&](const wideattn::ManifestKernel& kernel) { return wideattn::launch_geometry(kernel, args); });
+}
+
+wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params,
+                                           void* stream) {
+    if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+    std::string message;
+    const wideattn_status status = wideattn::validate_quantize_params(params, &message);
+    if (status != WIDEATTN_OK) return fail(status, message);
+    wideattn_quantize_params args = *params;
+    return launch_on_current_device(
+        ctx, &args, stream,
+        [&](int cc_major, int cc_minor, int32_t* index, std::string* why) {
+            return wideattn::select_quantize_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why);
+        },
+        [&](const wideattn::ManifestKernel& kernel) { return wideattn::quantize_launch_geometry(kernel, args); });
 }
 
 }  // extern "C"

@@ -8,6 +8,7 @@
 
 #include "dispatch/json.h"
 #include "dispatch/manifest_format.h"
+#include "kernels/common/kernel_desc.h"
 
 namespace wideattn {
 namespace {
@@ -85,7 +86,8 @@ bool read_kernel(const JsonValue& node, size_t index, ManifestKernel* k, std::st
     const JsonValue* tile = nullptr;
     const JsonValue* ptxas = nullptr;
     int64_t cubin_bytes = 0;
-    bool ok = r.string("name", &k->name) && r.string("symbol", &k->symbol) && r.string("arch", &k->arch) &&
+    bool ok = r.string("name", &k->name) && r.string("symbol", &k->symbol) && r.string("kind", &k->kind) &&
+              r.string("arch", &k->arch) &&
               r.string("cubin", &k->cubin) && r.string("cubin_fnv1a64", &k->cubin_fnv1a64) &&
               r.integer(node, "cubin_bytes", "cubin_bytes", 1, int64_t{1} << 40, &cubin_bytes) &&
               r.dtype("q_dtype", &k->q_dtype) && r.dtype("kv_dtype", &k->kv_dtype) &&
@@ -112,6 +114,11 @@ bool read_kernel(const JsonValue& node, size_t index, ManifestKernel* k, std::st
     k->cubin_bytes = static_cast<uint64_t>(cubin_bytes);
     if (!parse_arch(k->arch, &k->arch_major, &k->arch_minor, &k->arch_specific)) {
         r.fail("arch", "of the form sm_NN or sm_NNa");
+        *error = r.error;
+        return false;
+    }
+    if (k->kind != kKindPrefill && k->kind != kKindQuantizeE4m3) {
+        r.fail("kind", "\"prefill\" or \"quantize_e4m3\"");
         *error = r.error;
         return false;
     }

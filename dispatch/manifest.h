@@ -9,7 +9,7 @@
 namespace wideattn {
 
 struct ManifestKernel {
-    std::string name, symbol, arch, cubin, features_csv;
+    std::string name, symbol, kind, arch, cubin, features_csv;
     std::vector<std::string> features;
     uint64_t cubin_bytes = 0;
     std::string cubin_fnv1a64;

@@ -46,6 +46,12 @@ public:
                         std::to_string(multiple) + " elements (rows must stay 16-byte aligned)");
         return true;
     }
+    // A byte stride or size that must be a positive multiple of `multiple_of`.
+    bool multiple(int64_t value, int64_t multiple_of, const char* name) {
+        if (value >= 1 && value % multiple_of == 0) return true;
+        return fail(std::string(name) + "=" + std::to_string(value) + " is not a positive multiple of " +
+                    std::to_string(multiple_of));
+    }
     bool at_least(int64_t value, int64_t lo, const char* name) {
         if (value >= lo) return true;
         return fail(std::string(name) + "=" + std::to_string(value) + " must be >= " + std::to_string(lo));
@@ -189,6 +195,25 @@ bool arch_runs_on(const ManifestKernel& k, int32_t cc_major, int32_t cc_minor) {
     return k.arch_major == cc_major && k.arch_minor <= cc_minor;
 }
 
+namespace {
+
+// Candidate `index` fits; keeps it as *best when there is none yet, or when it is the same
+// kernel built for an arch closer to the device (highest compatible minor, arch-specific over
+// generic). Different kernels: manifest order decides (the first stays).
+void keep_closest_cubin(const std::vector<ManifestKernel>& kernels, int32_t index, int32_t* best) {
+    if (*best < 0) {
+        *best = index;
+        return;
+    }
+    const ManifestKernel& k = kernels[index];
+    const ManifestKernel& b = kernels[*best];
+    if (b.name == k.name &&
+        (k.arch_minor > b.arch_minor || (k.arch_minor == b.arch_minor && k.arch_specific && !b.arch_specific)))
+        *best = index;
+}
+
+}  // namespace
+
 wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_prefill_params& p,
                               int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
     const int32_t group = p.num_q_heads / p.num_kv_heads;
@@ -199,6 +224,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
     std::vector<bool> miss_is_arch;
     for (size_t i = 0; i < kernels.size(); ++i) {
         const ManifestKernel& k = kernels[i];
+        if (k.kind != kKindPrefill) continue;
         if (k.q_dtype != p.q_dtype || k.kv_dtype != p.kv_dtype || k.o_dtype != p.o_dtype) continue;
         std::ostringstream miss;
         const bool arch_miss = !arch_runs_on(k, cc_major, cc_minor);
@@ -217,15 +243,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
             miss << k.name << " would need " << p.num_q_heads / heads_per_block(group, k.heads_per_block_max)
                  << " blocks in grid.y for num_q_heads=" << p.num_q_heads << " (limit " << kMaxGridY << ")";
         } else {
-            // Same kernel name: prefer the cubin closest to the device (highest compatible
-            // minor, arch-specific over generic); different names: manifest order decides.
-            if (best < 0) {
-                best = static_cast<int32_t>(i);
-            } else if (kernels[best].name == k.name) {
-                const ManifestKernel& b = kernels[best];
-                if (k.arch_minor > b.arch_minor || (k.arch_minor == b.arch_minor && k.arch_specific && !b.arch_specific))
-                    best = static_cast<int32_t>(i);
-            }
+            keep_closest_cubin(kernels, static_cast<int32_t>(i), &best);
             continue;
         }
         size_t slot = 0;
@@ -257,6 +275,79 @@ LaunchGeometry launch_geometry(const ManifestKernel& k, const wideattn_prefill_p
     const int32_t group = p.num_q_heads / p.num_kv_heads;
     g.grid_x = static_cast<uint32_t>(token_tile_count(p.total_q, p.num_seqs, k.tile_tokens));
     g.grid_y = static_cast<uint32_t>(p.num_q_heads / heads_per_block(group, k.heads_per_block_max));
+    g.block_x = static_cast<uint32_t>(k.threads);
+    g.dynamic_smem = static_cast<uint32_t>(k.dynamic_smem);
+    return g;
+}
+
+}  // namespace wideattn
+
+namespace wideattn {
+
+wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std::string* message) {
+    Validator v(message);
+    if (!p) {
+        *message = "params is NULL";
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    constexpr int32_t kCacheVecBytes = 8;  // the kernel stores 8 e4m3 bytes per thread
+    std::ostringstream s;
+    if (p->src_dtype != WIDEATTN_DTYPE_BF16) {
+        s << "src_dtype=" << p->src_dtype << " is not supported (bf16 = " << WIDEATTN_DTYPE_BF16 << ")";
+        *message = s.str();
+        return WIDEATTN_ERROR_UNSUPPORTED;
+    }
+    const bool ok = v.not_null(p->src, "src") && v.not_null(p->cache, "cache") &&
+                    v.not_null(p->slot_mapping, "slot_mapping") && v.not_null(p->scale, "scale") &&
+                    v.aligned(p->src, kTensorAlignment, "src") && v.aligned(p->cache, kCacheVecBytes, "cache") &&
+                    v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping") &&
+                    v.aligned(p->scale, sizeof(float), "scale") &&
+                    (!p->nonfinite_count || v.aligned(p->nonfinite_count, sizeof(int32_t), "nonfinite_count")) &&
+                    v.at_least(p->tokens, 0, "tokens") && v.at_least(p->heads, 1, "heads") &&
+                    v.at_least(p->head_dim, 1, "head_dim") && v.at_least(p->block_size, 1, "block_size") &&
+                    v.at_least(p->num_blocks, 1, "num_blocks") &&
+                    v.stride(p->src_token_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_token_stride") &&
+                    v.stride(p->src_head_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_head_stride") &&
+                    v.multiple(p->cache_block_stride, kCacheVecBytes, "cache_block_stride") &&
+                    v.multiple(p->cache_slot_stride, kCacheVecBytes, "cache_slot_stride") &&
+                    v.multiple(p->cache_head_stride, kCacheVecBytes, "cache_head_stride") &&
+                    v.multiple(p->head_dim, kCacheVecBytes, "head_dim");
+    return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
+}
+
+wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_quantize_params& p,
+                                       int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
+    int32_t best = -1;
+    std::string miss;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+        const ManifestKernel& k = kernels[i];
+        if (k.kind != kKindQuantizeE4m3 || k.q_dtype != p.src_dtype) continue;
+        if (!arch_runs_on(k, cc_major, cc_minor)) {
+            if (miss.empty()) miss = k.name + " (" + k.arch + ") does not run on sm_" + std::to_string(cc_major) +
+                                     std::to_string(cc_minor);
+            continue;
+        }
+        if (p.head_dim < k.head_dim_min || p.head_dim > k.head_dim_max) {
+            miss = k.name + " serves head_dim " + std::to_string(k.head_dim_min) + ".." + std::to_string(k.head_dim_max) +
+                   ", not head_dim=" + std::to_string(p.head_dim);
+            continue;
+        }
+        keep_closest_cubin(kernels, static_cast<int32_t>(i), &best);
+    }
+    if (best >= 0) {
+        *index = best;
+        return WIDEATTN_OK;
+    }
+    *message = "no e4m3 quantise kernel in the bundle for sm_" + std::to_string(cc_major) + std::to_string(cc_minor) +
+               (miss.empty() ? std::string(": the bundle has none") : ": " + miss);
+    return WIDEATTN_ERROR_UNSUPPORTED;
+}
+
+LaunchGeometry quantize_launch_geometry(const ManifestKernel& k, const wideattn_quantize_params& p) {
+    LaunchGeometry g;
+    const int64_t elements_per_block = int64_t{k.threads} * k.tile_keys;  // tile.keys = elements per thread
+    g.grid_x = static_cast<uint32_t>(p.tokens);
+    g.grid_y = static_cast<uint32_t>((int64_t{p.heads} * p.head_dim + elements_per_block - 1) / elements_per_block);
     g.block_x = static_cast<uint32_t>(k.threads);
     g.dynamic_smem = static_cast<uint32_t>(k.dynamic_smem);
     return g;

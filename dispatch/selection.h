@@ -35,4 +35,11 @@ struct LaunchGeometry {
 };
 LaunchGeometry launch_geometry(const ManifestKernel& kernel, const wideattn_prefill_params& p);
 
+// The same for wideattn_quantize_to_cache: argument checks (INVALID_ARGUMENT, or UNSUPPORTED
+// for a src dtype no kernel takes), kernel choice, and grid.
+wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std::string* message);
+wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_quantize_params& p,
+                                       int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
+LaunchGeometry quantize_launch_geometry(const ManifestKernel& kernel, const wideattn_quantize_params& p);
+
 }  // namespace wideattn

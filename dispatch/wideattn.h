@@ -127,6 +127,34 @@ typedef struct wideattn_prefill_params {
     int32_t reserved;     /* must be 0 */
 } wideattn_prefill_params;
 
+/*
+ * Quantise bf16 K or V (or any [token][head][d] tensor) to e4m3 into the paged KV-cache layout
+ * (the "store K/V into the cache" step of an engine):
+ *   cache[slot / block_size][slot % block_size][head][d] = e4m3(src[token][head][d] * (1 / *scale))
+ * for slot = slot_mapping[token] >= 0; negative slots are padding and skipped. Rounds to
+ * nearest even and saturates to +-448. NaN/inf inputs are stored as e4m3 NaN and counted in
+ * *nonfinite_count (when not NULL), so the caller can detect them instead of caching finite
+ * garbage. Dequantise as code * scale (the k_scale / v_scale of wideattn_prefill_params).
+ */
+typedef struct wideattn_quantize_params {
+    const void* src;               /* bf16 [tokens][heads][head_dim], 16-byte aligned */
+    int64_t src_token_stride;      /* elements, multiples of 8 */
+    int64_t src_head_stride;
+    void* cache;                   /* e4m3 bytes, 8-byte aligned */
+    int64_t cache_block_stride;    /* bytes, multiples of 8 */
+    int64_t cache_slot_stride;
+    int64_t cache_head_stride;
+    const int64_t* slot_mapping;   /* int64 [tokens], device */
+    const float* scale;            /* device pointer to the dequantisation scale (> 0) */
+    int32_t* nonfinite_count;      /* device int32 counter, incremented per NaN/inf input; may be NULL */
+    int32_t tokens;                /* >= 0 */
+    int32_t heads;                 /* >= 1 */
+    int32_t head_dim;              /* multiple of 8 */
+    int32_t block_size;            /* >= 1 */
+    int32_t num_blocks;            /* >= 1; slots >= num_blocks * block_size are skipped */
+    int32_t src_dtype;             /* wideattn_dtype: BF16 */
+} wideattn_quantize_params;
+
 typedef struct wideattn_context wideattn_context;
 
 /* Information about one kernel of the opened bundle (pointers live as long as the context). */
@@ -148,6 +176,7 @@ typedef struct wideattn_kernel_info {
     int32_t spill_bytes;               /* spill stores + loads from ptxas, -1 unknown */
     int32_t stack_bytes;               /* stack frame from ptxas, -1 unknown */
     const char* features;              /* comma-separated, e.g. "varlen,paged,causal,lse" */
+    const char* kind;                  /* "prefill" or "quantize_e4m3" */
 } wideattn_kernel_info;
 
 /* Library version string, e.g. "0.1.0". */
@@ -196,6 +225,13 @@ WIDEATTN_API wideattn_status wideattn_is_supported(const wideattn_context* ctx,
  */
 WIDEATTN_API wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_params* params,
                                  void* stream);
+
+/*
+ * Launches the e4m3 quantise-into-cache kernel (see wideattn_quantize_params) on `stream` in
+ * the calling thread's current CUDA context. Validates every argument first.
+ */
+WIDEATTN_API wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params,
+                                                        void* stream);
 
 #ifdef __cplusplus
 }

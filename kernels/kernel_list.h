@@ -3,9 +3,11 @@
 // means adding its traits here and its source to kernels/meson.build.
 #pragma once
 
+#include "fp8/quantize/quantize_traits.h"
 #include "kernels/mma/mma_traits.h"
 #include "kernels/reference/reference_traits.h"
 
 #define WIDEATTN_FOR_EACH_KERNEL(X) \
     X(::wideattn::ReferenceF64Traits) \
-    X(::wideattn::MmaBf16D512Traits)
+    X(::wideattn::MmaBf16D512Traits) \
+    X(::wideattn::fp8::QuantizeE4m3Traits)

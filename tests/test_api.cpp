@@ -147,3 +147,24 @@ TEST_CASE("api: without a driver, launching returns NO_DRIVER and the process ke
     CHECK(wideattn_prefill(nullptr, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     wideattn_close(ctx);
 }
+
+TEST_CASE("api: quantise-into-cache validates first, then needs the driver") {
+    setenv("WIDEATTN_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+    wideattn_context* ctx = nullptr;
+    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
+    wideattn_quantize_params p = test::valid_quantize_params();
+    CHECK(wideattn_quantize_to_cache(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+    p.head_dim = 12;
+    CHECK(wideattn_quantize_to_cache(ctx, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "head_dim=12 is not a positive multiple of 8");
+    CHECK(wideattn_quantize_to_cache(ctx, nullptr, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(wideattn_quantize_to_cache(nullptr, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    bool has_quantize = false;
+    for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
+        wideattn_kernel_info info{};
+        REQUIRE(wideattn_get_kernel_info(ctx, i, &info) == WIDEATTN_OK);
+        has_quantize |= std::string(info.kind) == "quantize_e4m3";
+    }
+    CHECK(has_quantize);
+    wideattn_close(ctx);
+}

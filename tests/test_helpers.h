@@ -45,8 +45,9 @@ inline std::string built_bundle() {
 inline std::string kernel_json(const std::string& name, const std::string& arch, const std::string& o_dtype,
                                int head_min, int head_max, int head_step, int group_min, int group_max,
                                const std::string& features = "\"varlen\", \"paged\", \"lse\"", int cubin_bytes = 4,
-                               const std::string& hash = "0000000000000000") {
-    return "{\"name\": \"" + name + "\", \"symbol\": \"wideattn_" + name + "\", \"arch\": \"" + arch +
+                               const std::string& hash = "0000000000000000", const std::string& kind = "prefill") {
+    return "{\"name\": \"" + name + "\", \"symbol\": \"wideattn_" + name + "\", \"kind\": \"" + kind +
+           "\", \"arch\": \"" + arch +
            "\", \"cubin\": \"" + name + "." + arch + ".cubin\", \"cubin_bytes\": " + std::to_string(cubin_bytes) +
            ", \"cubin_fnv1a64\": \"" + hash + "\", \"q_dtype\": \"bf16\", \"kv_dtype\": \"bf16\", \"o_dtype\": \"" +
            o_dtype + "\", \"head_dim\": {\"min\": " + std::to_string(head_min) + ", \"max\": " +
@@ -93,6 +94,29 @@ inline wideattn_prefill_params valid_params() {
     p.num_blocks = 2048;
     p.q_dtype = p.kv_dtype = p.o_dtype = WIDEATTN_DTYPE_BF16;
     p.softmax_scale = 1.0f;
+    return p;
+}
+
+// A valid quantise-into-cache description (4 KV heads of 512 dims, page 16) with fake,
+// aligned device addresses.
+inline wideattn_quantize_params valid_quantize_params() {
+    wideattn_quantize_params p{};
+    const int64_t heads = 4, d = 512, block = 16;
+    p.src = reinterpret_cast<const void*>(uintptr_t{0x10000000});
+    p.src_token_stride = heads * d;
+    p.src_head_stride = d;
+    p.cache = reinterpret_cast<void*>(uintptr_t{0x20000000});
+    p.cache_head_stride = d;
+    p.cache_slot_stride = heads * d;
+    p.cache_block_stride = block * heads * d;
+    p.slot_mapping = reinterpret_cast<const int64_t*>(uintptr_t{0x30000000});
+    p.scale = reinterpret_cast<const float*>(uintptr_t{0x30001000});
+    p.tokens = 10;
+    p.heads = static_cast<int32_t>(heads);
+    p.head_dim = static_cast<int32_t>(d);
+    p.block_size = static_cast<int32_t>(block);
+    p.num_blocks = 8;
+    p.src_dtype = WIDEATTN_DTYPE_BF16;
     return p;
 }
 

@@ -10,12 +10,12 @@
 
 using namespace wideattn;
 
-TEST_CASE("manifest: the built bundle lists the fp64 kernel for every configured arch") {
+TEST_CASE("manifest: the built bundle lists the fp64 and quantise kernels for every configured arch") {
     Manifest m;
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
     CHECK(m.format == kManifestFormatVersion);
-    std::set<std::string> reference_archs;
+    std::set<std::string> reference_archs, quantize_archs;
     for (const ManifestKernel& k : m.kernels) {
         CHECK(k.cubin_bytes > 0);
         CHECK(k.registers > 0);
@@ -28,6 +28,13 @@ TEST_CASE("manifest: the built bundle lists the fp64 kernel for every configured
         char hash[24];
         std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv1a64(image.data(), image.size())));
         CHECK(k.cubin_fnv1a64 == hash);
+        if (k.name == "quantize_e4m3") {
+            quantize_archs.insert(k.arch);
+            CHECK(k.kind == "quantize_e4m3");
+            CHECK(k.kv_dtype == WIDEATTN_DTYPE_E4M3);
+        } else {
+            CHECK(k.kind == "prefill");
+        }
         if (k.name == "reference_f64") {
             reference_archs.insert(k.arch);
             CHECK(k.o_dtype == 3);
@@ -45,6 +52,7 @@ TEST_CASE("manifest: the built bundle lists the fp64 kernel for every configured
         const std::string arch = archs.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
         CAPTURE(arch);
         CHECK(reference_archs.count(arch) == 1);
+        CHECK(quantize_archs.count(arch) == 1);
         if (comma == std::string::npos) break;
         start = comma + 1;
     }
@@ -98,6 +106,7 @@ TEST_CASE("manifest: errors name the kernel and the field") {
         {"{\"format\": 1}", "missing array field 'kernels'"},
         {replace("\"arch\": \"sm_90a\"", "\"arch\": \"gfx90a\""), "kernels[0] (mma): field 'arch'"},
         {replace("\"o_dtype\": \"bf16\"", "\"o_dtype\": \"int8\""), "field 'o_dtype' must be a dtype name"},
+        {replace("\"kind\": \"prefill\"", "\"kind\": \"decode\""), "field 'kind' must be \"prefill\" or \"quantize_e4m3\""},
         {replace("\"threads\": 256", "\"threads\": 4096"), "field 'threads' must be an integer in 32..1024"},
         {replace("\"threads\": 256", "\"threads\": 2.5"), "field 'threads'"},
         {replace("\"cubin\": \"mma.sm_90a.cubin\"", "\"cubin\": \"../etc/passwd\""), "field 'cubin'"},

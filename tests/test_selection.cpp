@@ -151,3 +151,42 @@ TEST_CASE("selection: launch geometry covers every token tile") {
     CHECK(heads_per_block(11, 8) == 1);
     CHECK(heads_per_block(16, 8) == 8);
 }
+
+TEST_CASE("selection: quantise kernels are chosen by kind, dtype, head dim and arch") {
+    Manifest m;
+    std::string err;
+    REQUIRE_MESSAGE(
+        parse_manifest(test::manifest_json({
+                           test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),
+                           test::kernel_json("quantize_e4m3", "sm_80", "e4m3", 8, 4096, 8, 1, 1, "\"paged\"", 4,
+                                             "0000000000000000", "quantize_e4m3"),
+                           test::kernel_json("quantize_e4m3", "sm_90a", "e4m3", 8, 4096, 8, 1, 1, "\"paged\"", 4,
+                                             "0000000000000000", "quantize_e4m3"),
+                       }),
+                       &m, &err),
+        err);
+    wideattn_quantize_params p = test::valid_quantize_params();
+    int32_t index = -1;
+    std::string why;
+    REQUIRE(select_quantize_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
+    CHECK(m.kernels[index].arch == "sm_90a");
+    REQUIRE(select_quantize_kernel(m.kernels, p, 8, 6, &index, &why) == WIDEATTN_OK);
+    CHECK(m.kernels[index].arch == "sm_80");
+    CHECK(select_quantize_kernel(m.kernels, p, 7, 5, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why.find("does not run on sm_75") != std::string::npos);
+    p.head_dim = 8192;
+    CHECK(select_quantize_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why.find("not head_dim=8192") != std::string::npos);
+    // A prefill call never picks the quantise kernel, and vice versa.
+    wideattn_prefill_params prefill = test::valid_params();
+    REQUIRE(select_kernel(m.kernels, prefill, 9, 0, &index, &why) == WIDEATTN_OK);
+    CHECK(m.kernels[index].kind == "prefill");
+
+    p = test::valid_quantize_params();
+    const LaunchGeometry g = quantize_launch_geometry(m.kernels[1], p);
+    CHECK(g.grid_x == 10);                        // one row of blocks per token
+    CHECK(g.grid_y == 1);  // 4 heads x 512 dims = 2048 elements <= 256 threads x tile.keys 32 elements
+    CHECK(g.block_x == 256);
+    p.heads = 33;  // 16896 elements: 3 blocks of 8192
+    CHECK(quantize_launch_geometry(m.kernels[1], p).grid_y == 3);
+}

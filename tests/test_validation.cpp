@@ -136,3 +136,48 @@ TEST_CASE("validation: head-major output layout is accepted") {
     p.o_head_stride = int64_t{512} * 99;
     CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
 }
+
+TEST_CASE("validation: quantise-into-cache arguments") {
+    std::string message;
+    wideattn_quantize_params good = test::valid_quantize_params();
+    CHECK(validate_quantize_params(&good, &message) == WIDEATTN_OK);
+    CHECK(validate_quantize_params(nullptr, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "params is NULL");
+    const struct {
+        const char* label;
+        std::function<void(wideattn_quantize_params&)> mutate;
+        const char* expected;
+    } cases[] = {
+        {"src null", [](auto& p) { p.src = nullptr; }, "src is NULL"},
+        {"cache null", [](auto& p) { p.cache = nullptr; }, "cache is NULL"},
+        {"slot_mapping null", [](auto& p) { p.slot_mapping = nullptr; }, "slot_mapping is NULL"},
+        {"scale null", [](auto& p) { p.scale = nullptr; }, "scale is NULL"},
+        {"src misaligned", [](auto& p) { p.src = fake(0x10000008); }, "src=0x10000008 is not 16-byte aligned"},
+        {"cache misaligned", [](auto& p) { p.cache = fake(0x20000004); }, "cache=0x20000004 is not 8-byte aligned"},
+        {"slot_mapping misaligned", [](auto& p) { p.slot_mapping = static_cast<const int64_t*>(fake(0x30000004)); },
+         "slot_mapping=0x30000004 is not 8-byte aligned"},
+        {"counter misaligned", [](auto& p) { p.nonfinite_count = static_cast<int32_t*>(fake(0x40000002)); },
+         "nonfinite_count=0x40000002 is not 4-byte aligned"},
+        {"tokens negative", [](auto& p) { p.tokens = -2; }, "tokens=-2 must be >= 0"},
+        {"heads zero", [](auto& p) { p.heads = 0; }, "heads=0 must be >= 1"},
+        {"block_size zero", [](auto& p) { p.block_size = 0; }, "block_size=0 must be >= 1"},
+        {"num_blocks zero", [](auto& p) { p.num_blocks = 0; }, "num_blocks=0 must be >= 1"},
+        {"head_dim not 8", [](auto& p) { p.head_dim = 500; }, "head_dim=500 is not a positive multiple of 8"},
+        {"src stride", [](auto& p) { p.src_token_stride = 2052; }, "src_token_stride=2052 is not a multiple of 8 elements"},
+        {"cache block stride", [](auto& p) { p.cache_block_stride = 100; },
+         "cache_block_stride=100 is not a positive multiple of 8"},
+        {"cache slot stride", [](auto& p) { p.cache_slot_stride = 0; }, "cache_slot_stride=0 is not a positive multiple of 8"},
+        {"cache head stride", [](auto& p) { p.cache_head_stride = 4; }, "cache_head_stride=4 is not a positive multiple of 8"},
+    };
+    for (const auto& c : cases) {
+        wideattn_quantize_params p = test::valid_quantize_params();
+        c.mutate(p);
+        CAPTURE(c.label);
+        CHECK(validate_quantize_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+        CHECK_MESSAGE(message.find(c.expected) != std::string::npos, message);
+    }
+    wideattn_quantize_params f32 = test::valid_quantize_params();
+    f32.src_dtype = WIDEATTN_DTYPE_F32;
+    CHECK(validate_quantize_params(&f32, &message) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(message.find("src_dtype=2 is not supported") != std::string::npos);
+}

@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
         json << (k ? "," : "") << "\n    {\n"
              << "      \"name\": " << json_string(d->name) << ",\n"
              << "      \"symbol\": " << json_string(d->symbol) << ",\n"
+             << "      \"kind\": " << json_string(d->kind) << ",\n"
              << "      \"arch\": " << json_string(e.arch) << ",\n"
              << "      \"cubin\": " << json_string(base_name(e.cubin)) << ",\n"
              << "      \"cubin_bytes\": " << bytes.size() << ",\n"

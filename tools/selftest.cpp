@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "dispatch/selection.h"
+#include "kernels/common/kernel_desc.h"
 #include "tools/cli_common.h"
 #include "tools/harness/checks.h"
+#include "tools/harness/quantize_check.h"
 #include "tools/subcommands.h"
 
 namespace wideattn::cli {
@@ -126,12 +128,15 @@ int selftest_main(int argc, char** argv) {
 
     // One entry per dtype combination the device can run: the dispatcher picks the kernel.
     std::set<std::tuple<int, int, int>> combos;
+    bool has_quantize = false;
     for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
         wideattn_kernel_info k{};
         wideattn_get_kernel_info(ctx, i, &k);
         ManifestKernel probe;
         if (!parse_arch(k.arch, &probe.arch_major, &probe.arch_minor, &probe.arch_specific)) continue;
-        if (arch_runs_on(probe, gpu->cc_major(), gpu->cc_minor())) combos.insert({k.q_dtype, k.kv_dtype, k.o_dtype});
+        if (!arch_runs_on(probe, gpu->cc_major(), gpu->cc_minor())) continue;
+        if (std::string(k.kind) == kKindPrefill) combos.insert({k.q_dtype, k.kv_dtype, k.o_dtype});
+        if (std::string(k.kind) == kKindQuantizeE4m3) has_quantize = true;
     }
     int passed = 0, failed = 0;
     if (combos.empty()) {
@@ -162,6 +167,21 @@ int selftest_main(int argc, char** argv) {
                 std::printf("     error: %s\n", r.error.c_str());
             (ok ? passed : failed)++;
         }
+    }
+    // The e4m3 quantise-into-cache kernel, when the bundle has one for this device: bit-exact
+    // against the CPU reference.
+    if (has_quantize) {
+        const QuantizeCaseResult q = run_quantize_case(*gpu, ctx, static_cast<uint64_t>(seed));
+        const bool ok = q.error.empty() && q.mismatches == 0 && q.nonfinite_device == q.nonfinite_reference;
+        std::printf("%s %-14s %-20s bf16 -> e4m3 paged cache, NaN/inf and saturating inputs\n", ok ? "PASS" : "FAIL",
+                    q.kernel.empty() ? "quantize_e4m3" : q.kernel.c_str(), "quantize to cache");
+        if (q.error.empty())
+            std::printf("     %lld of %lld cache bytes differ from the CPU reference; nonfinite %d (reference %lld)\n",
+                        static_cast<long long>(q.mismatches), static_cast<long long>(q.cache_bytes), q.nonfinite_device,
+                        static_cast<long long>(q.nonfinite_reference));
+        else
+            std::printf("     error: %s\n", q.error.c_str());
+        (ok ? passed : failed)++;
     }
     wideattn_close(ctx);
     std::printf("selftest: %d passed, %d failed\n", passed, failed);

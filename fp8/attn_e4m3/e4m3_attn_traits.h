@@ -103,7 +103,7 @@ struct MmaE4m3D512Traits {
         kHeadDim, kHeadDim, kHeadDim,
         kGroup, kGroup,
         kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, 89,
-        "varlen,paged,causal,gqa,lse,fp8_kv"};
+        "varlen,paged,causal,gqa,lse,fp8_kv", kKindPrefill};
 };
 
 }  // namespace wideattn

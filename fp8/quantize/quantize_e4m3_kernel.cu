@@ -5,7 +5,7 @@
 #include <cuda_bf16.h>
 
 #include "fp8/e4m3.h"
-#include "fp8/quantize/quantize_params.h"
+#include "wideattn.h"
 #include "fp8/quantize/quantize_traits.h"
 
 extern "C" __global__ void __launch_bounds__(wideattn::fp8::QuantizeE4m3Traits::kThreads)

@@ -92,7 +92,7 @@ struct MmaBf16D512Traits {
         kHeadDim, kHeadDim, kHeadDim,
         kGroup, kGroup,
         kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, 80,
-        "varlen,paged,causal,gqa,lse"};
+        "varlen,paged,causal,gqa,lse", kKindPrefill};
 };
 
 }  // namespace wideattn

@@ -33,7 +33,7 @@ struct ReferenceF64Traits {
         kHeadDimStep, kMaxHeadDim, kHeadDimStep,
         1, 1 << 16,
         1, kKeysPerChunk, kMaxHeadsPerBlock, kThreads, kSmemBytes, 80,
-        "varlen,paged,causal,gqa,lse,any_group,fp64_output"};
+        "varlen,paged,causal,gqa,lse,any_group,fp64_output", kKindPrefill};
 };
 
 }  // namespace wideattn

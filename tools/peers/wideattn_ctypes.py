@@ -97,6 +97,7 @@ class KernelInfo(ctypes.Structure):
         ("spill_bytes", _I32),
         ("stack_bytes", _I32),
         ("features", ctypes.c_char_p),
+        ("kind", ctypes.c_char_p),
     ]
 
 
@@ -107,7 +108,7 @@ class KernelInfo(ctypes.Structure):
 EXPECTED_LAYOUT = {
     PrefillParams: (232, {"lse": 112, "q_scale": 160, "num_seqs": 184,
                           "softmax_scale": 224, "reserved": 228}),
-    KernelInfo: (104, {"q_dtype": 32, "stack_bytes": 92, "features": 96}),
+    KernelInfo: (112, {"q_dtype": 32, "stack_bytes": 92, "features": 96, "kind": 104}),
 }
 
 
