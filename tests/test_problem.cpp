@@ -2,8 +2,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
+#include "accuracy/bf16.h"
+#include "fp8/e4m3.h"
 #include "tools/harness/problem.h"
 
 using namespace wideattn;
@@ -69,4 +72,31 @@ TEST_CASE("problem: bad specs are refused") {
     spec.q_lens = {1, 2};
     spec.contexts = {0};
     CHECK(make_problem(spec, &h).find("equal length") != std::string::npos);
+}
+
+TEST_CASE("problem: e4m3 K/V are exactly the bf16 values the references see") {
+    ProblemSpec spec;
+    spec.q_lens = {9};
+    spec.contexts = {20};
+    spec.num_q_heads = 8;
+    spec.num_kv_heads = 1;
+    spec.head_dim = 64;
+    spec.k_outlier = 12.0f;
+    spec.e4m3_kv = true;
+    HostProblem h;
+    REQUIRE(make_problem(spec, &h).empty());
+    REQUIRE(h.k_e4m3.size() == h.k.size());
+    REQUIRE(h.v_e4m3.size() == h.v.size());
+    for (float scale : {h.k_scale, h.v_scale}) {
+        int exponent = 0;
+        CHECK(std::frexp(scale, &exponent) == 0.5f);  // a power of two
+    }
+    int64_t largest_code = 0;
+    for (size_t i = 0; i < h.k.size(); ++i) {
+        CHECK((h.k_e4m3[i] & 0x7F) != 0x7F);  // never NaN
+        CHECK(bf16_to_float(h.k[i]) == fp8::e4m3_to_float(h.k_e4m3[i]) * h.k_scale);
+        CHECK(bf16_to_float(h.v[i]) == fp8::e4m3_to_float(h.v_e4m3[i]) * h.v_scale);
+        largest_code = std::max<int64_t>(largest_code, h.k_e4m3[i] & 0x7F);
+    }
+    CHECK(largest_code > 0x70);  // the scale puts amax near the top of the e4m3 range
 }

@@ -26,6 +26,12 @@ constexpr double kReferenceLseAbs = 1e-9;
 // bf16 output of a bf16 kernel vs fp64: bf16 rounding alone gives ~2e-3.
 constexpr double kBf16RelL2 = 1e-2;
 constexpr double kFp32LseAbs = 1e-3;
+// e4m3 K/V kernels vs fp64 on the same (dequantised) K/V: the kernel still rounds Q and P to
+// e4m3 (3 mantissa bits, up to 6.25% per element), which the CPU model of the 8-bit kernel
+// measured at 0.2% .. 10% relative L2 on stress inputs. 0.15 passes that and still catches a
+// fragment-layout bug, which gives O(1) errors; whether the drift is acceptable is decided by
+// the logit KL gate, not here. LSE moves with the rounded scores: checked for finiteness only.
+constexpr double kE4m3RelL2 = 0.15;
 constexpr size_t kQuickCases = 2;  // --quick: the two smallest cases per dtype combination
 
 struct NamedSpec {
@@ -145,7 +151,9 @@ int selftest_main(int argc, char** argv) {
     }
     for (const auto& [q_dtype, kv_dtype, o_dtype] : combos) {
         const bool is_reference = o_dtype == WIDEATTN_DTYPE_F64;
+        const bool is_e4m3 = kv_dtype == WIDEATTN_DTYPE_E4M3;
         std::vector<NamedSpec> cases = is_reference ? reference_cases(seed) : kernel_cases(seed);
+        for (NamedSpec& c : cases) c.spec.e4m3_kv = is_e4m3;
         if (quick) cases.resize(std::min(cases.size(), quick_cases));
         for (const NamedSpec& c : cases) {
             const auto start = std::chrono::steady_clock::now();
@@ -155,8 +163,8 @@ int selftest_main(int argc, char** argv) {
             bool ok = r.error.empty();
             if (ok) {
                 ok = r.stats.nonfinite == 0 && r.lse_nonfinite == 0 && r.deterministic &&
-                     r.stats.rel_l2 <= (is_reference ? kReferenceRelL2 : kBf16RelL2) &&
-                     r.lse_max_abs <= (is_reference ? kReferenceLseAbs : kFp32LseAbs);
+                     r.stats.rel_l2 <= (is_reference ? kReferenceRelL2 : is_e4m3 ? kE4m3RelL2 : kBf16RelL2) &&
+                     (is_e4m3 || r.lse_max_abs <= (is_reference ? kReferenceLseAbs : kFp32LseAbs));
             }
             std::printf("%s %-14s %-20s %s\n", ok ? "PASS" : "FAIL", r.kernel.empty() ? "?" : r.kernel.c_str(), c.label,
                         c.spec.describe().c_str());

@@ -42,13 +42,30 @@ void check_reference_case(const ProblemSpec& spec) {
     CHECK(r.deterministic);
 }
 
-bool bundle_has_bf16_output_kernel() {
+bool bundle_has_prefill_kernel(int32_t kv_dtype) {
     for (int i = 0; i < wideattn_kernel_count(gpu().ctx); ++i) {
         wideattn_kernel_info k{};
         wideattn_get_kernel_info(gpu().ctx, i, &k);
-        if (k.o_dtype == WIDEATTN_DTYPE_BF16) return true;
+        if (std::string(k.kind) == "prefill" && k.o_dtype == WIDEATTN_DTYPE_BF16 && k.kv_dtype == kv_dtype) return true;
     }
     return false;
+}
+
+// e4m3 K/V against fp64 on the same dequantised K/V: Q and P are still rounded to e4m3 inside
+// the kernel (see kE4m3RelL2 in tools/selftest.cpp for the bound's reasoning).
+constexpr double kE4m3RelL2 = 0.15;
+
+void check_e4m3_case(const ProblemSpec& spec) {
+    CAPTURE(spec.describe());
+    const CaseResult r = run_case(*gpu().session, gpu().ctx, spec, WIDEATTN_DTYPE_BF16, ReferenceKind::kGpuF64);
+    REQUIRE_MESSAGE(r.error.empty(), r.error);
+    std::printf("  %-16s %-60s %s\n", r.kernel.c_str(), spec.describe().c_str(),
+                accuracy::format_error_stats(r.stats).c_str());
+    INFO(accuracy::format_error_stats(r.stats));
+    CHECK(r.stats.nonfinite == 0);
+    CHECK(r.stats.rel_l2 <= kE4m3RelL2);
+    CHECK(r.lse_nonfinite == 0);
+    CHECK(r.deterministic);
 }
 
 void check_bf16_case(const ProblemSpec& spec) {
@@ -119,7 +136,7 @@ TEST_CASE("gpu: bad input on a GPU gets the same clear errors") {
 }
 
 TEST_CASE("gpu bf16 kernels: the issue's shape list against the fp64 kernel") {
-    if (!bundle_has_bf16_output_kernel()) {
+    if (!bundle_has_prefill_kernel(WIDEATTN_DTYPE_BF16)) {
         MESSAGE("no bf16-output kernel in the bundle yet");
         return;
     }
@@ -142,4 +159,28 @@ TEST_CASE("gpu bf16 kernels: the issue's shape list against the fp64 kernel") {
     ProblemSpec tp4 = problem_spec({63, 64}, {777, 8192}, 8, 1, 128, ++seed);
     tp4.k_outlier = 12.0f;
     check_bf16_case(tp4);
+}
+
+TEST_CASE("gpu e4m3 kernels: the shape list against the fp64 kernel on the dequantised K/V") {
+    if (!bundle_has_prefill_kernel(WIDEATTN_DTYPE_E4M3)) {
+        MESSAGE("no e4m3-KV kernel in the bundle yet");
+        return;
+    }
+    uint64_t seed = fresh_seed() * 1000 + 500;
+    const int32_t q_lens[] = {1, 7, 64, 65, 1000, 4096 + 13};
+    const int32_t contexts[] = {0, 777, 8192};
+    const int32_t block_sizes[] = {16, 32, 128};
+    int variant = 0;
+    for (int32_t q_len : q_lens)
+        for (int32_t context : contexts) {
+            ProblemSpec s = problem_spec({q_len}, {context}, 32, 4, block_sizes[variant % 3], ++seed);
+            if (variant % 4 == 1) s.num_q_heads = 8, s.num_kv_heads = 1;
+            if (variant % 5 == 2) s.k_outlier = 12.0f;
+            s.e4m3_kv = true;
+            ++variant;
+            check_e4m3_case(s);
+        }
+    ProblemSpec batch = problem_spec({1, 1000, 0, 65, 4109}, {8192, 0, 777, 1, 13}, 32, 4, 32, ++seed);
+    batch.e4m3_kv = true;
+    check_e4m3_case(batch);
 }

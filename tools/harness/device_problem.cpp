@@ -78,14 +78,20 @@ std::string DeviceBuffer::fill(unsigned char byte) {
 std::string DeviceProblem::create(const GpuSession& gpu, const HostProblem& h, int32_t out_dtype) {
     o_dtype = out_dtype;
     const size_t lse_size = out_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
+    // The fp64 reference reads the (exactly dequantised) bf16 K/V; other kernels the e4m3 codes.
+    const bool e4m3_kv = h.spec.e4m3_kv && out_dtype != WIDEATTN_DTYPE_F64;
     struct Upload {
         DeviceBuffer* buffer;
         const void* data;
         size_t bytes;
     } uploads[] = {
         {&q, h.q.data(), h.q.size() * sizeof(uint16_t)},
-        {&k, h.k.data(), h.k.size() * sizeof(uint16_t)},
-        {&v, h.v.data(), h.v.size() * sizeof(uint16_t)},
+        {&k, e4m3_kv ? static_cast<const void*>(h.k_e4m3.data()) : h.k.data(),
+         e4m3_kv ? h.k_e4m3.size() : h.k.size() * sizeof(uint16_t)},
+        {&v, e4m3_kv ? static_cast<const void*>(h.v_e4m3.data()) : h.v.data(),
+         e4m3_kv ? h.v_e4m3.size() : h.v.size() * sizeof(uint16_t)},
+        {&k_scale, &h.k_scale, sizeof(float)},
+        {&v_scale, &h.v_scale, sizeof(float)},
         {&cu_seqlens_q, h.cu_seqlens_q.data(), h.cu_seqlens_q.size() * sizeof(int32_t)},
         {&seq_lens_k, h.seq_lens_k.data(), h.seq_lens_k.size() * sizeof(int32_t)},
         {&block_table, h.block_table.data(), h.block_table.size() * sizeof(int32_t)},
@@ -101,6 +107,11 @@ std::string DeviceProblem::create(const GpuSession& gpu, const HostProblem& h, i
     params = h.params(q.get(), k.get(), v.get(), o.get(), lse.get(), static_cast<const int32_t*>(cu_seqlens_q.get()),
                       static_cast<const int32_t*>(seq_lens_k.get()), static_cast<const int32_t*>(block_table.get()),
                       out_dtype);
+    if (e4m3_kv) {
+        params.kv_dtype = WIDEATTN_DTYPE_E4M3;
+        params.k_scale = static_cast<const float*>(k_scale.get());
+        params.v_scale = static_cast<const float*>(v_scale.get());
+    }
     return {};
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "accuracy/bf16.h"
+#include "fp8/e4m3.h"
 
 namespace wideattn {
 namespace {
@@ -41,6 +42,22 @@ std::string join(const Container& values) {
     return s.str();
 }
 
+// Per-tensor e4m3 quantisation with a power-of-two scale (2^ceil(log2(amax / 448))), then the
+// bf16 values replaced by code * scale, which bf16 holds exactly (e4m3 codes have 4
+// significant bits, the scale is a power of two): the fp64 reference then sees exactly the
+// values the 8-bit kernel dequantises.
+void quantize_kv_e4m3(std::vector<uint16_t>& values, std::vector<uint8_t>* codes, float* scale) {
+    float amax = 0.0f;
+    for (uint16_t x : values) amax = std::fmax(amax, std::fabs(bf16_to_float(x)));
+    *scale = amax > 0.0f ? std::exp2(std::ceil(std::log2(amax / fp8::kE4m3Max))) : 1.0f;
+    codes->resize(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+        bool nonfinite = false;
+        (*codes)[i] = fp8::e4m3_from_float(bf16_to_float(values[i]) / *scale, &nonfinite);
+        values[i] = float_to_bf16(fp8::e4m3_to_float((*codes)[i]) * *scale);
+    }
+}
+
 }  // namespace
 
 std::vector<uint16_t> random_bf16(size_t count, float scale, uint64_t seed) {
@@ -66,7 +83,7 @@ std::string ProblemSpec::describe() const {
     std::ostringstream s;
     s << "seqs=" << q_lens.size() << " q=" << join(q_lens) << " ctx=" << join(contexts) << " H=" << num_q_heads
       << "/" << num_kv_heads << " D=" << head_dim << " bs=" << block_size << (shuffle_blocks ? " shuffled" : "")
-      << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "");
+      << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "") << (e4m3_kv ? " kv=e4m3" : "");
     return s.str();
 }
 
@@ -121,6 +138,10 @@ std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
         if (spec.k_outlier != 0.0f && i % spec.head_dim == outlier_channel) k += spec.k_outlier;
         p.k[i] = float_to_bf16(k);
         p.v[i] = float_to_bf16(rng.normal());
+    }
+    if (spec.e4m3_kv) {
+        quantize_kv_e4m3(p.k, &p.k_e4m3, &p.k_scale);
+        quantize_kv_e4m3(p.v, &p.v_e4m3, &p.v_scale);
     }
     *out = std::move(p);
     return {};

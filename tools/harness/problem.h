@@ -26,6 +26,8 @@ struct ProblemSpec {
     float k_outlier = 0.0f;         // added to one K channel (a large-magnitude outlier)
     bool want_lse = true;
     bool generate_data = true;      // false: shapes and index arrays only (q, k, v left empty)
+    bool e4m3_kv = false;           // also quantise K and V to e4m3 (k_e4m3, v_e4m3; k and v then
+                                    // hold the exactly dequantised values for the references)
     uint64_t seed = 1;
 
     std::string describe() const;   // one line, e.g. "seqs=5 q=[1,7,...] ctx=[...] H=32/4 bs=16"
@@ -41,6 +43,8 @@ struct HostProblem {
     int32_t num_blocks = 0;
     int32_t table_stride = 0;        // block table columns
     std::vector<uint16_t> q, k, v;   // bf16 bits
+    std::vector<uint8_t> k_e4m3, v_e4m3;  // e4m3 codes when spec.e4m3_kv (value = code * scale)
+    float k_scale = 1.0f, v_scale = 1.0f;
     std::vector<int32_t> cu_seqlens_q, seq_lens_k, block_table;
 
     // Params with the problem's shapes/strides and the given data pointers (host or device).
