@@ -68,6 +68,8 @@ rc, out, err = run(["bench", "--reps", "0"])
 expect("bench --reps 0", rc == 2 and "--reps='0'" in err, (rc, err))
 rc, out, err = run(["bench", "--cases", "prompt_16k"])
 expect("bench without a GPU", rc == 2 and "WIDEATTN_ERROR_NO_DRIVER" in err, (rc, err))
+rc, out, err = run(["bench", "--kv-dtype", "fp4"])
+expect("bench --kv-dtype fp4", rc == 2 and "--kv-dtype='fp4'" in err, (rc, err))
 rc, out, err = run(["bench", "--list"])
 expect("bench --list", rc == 0 and "prompt_16k" in out and "tp4_prompt_16k" in out, (rc, out))
 

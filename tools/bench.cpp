@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "accuracy/bf16.h"
 #include "dispatch/selection.h"
+#include "fp8/e4m3.h"
 #include "tools/cli_common.h"
 #include "tools/harness/device_problem.h"
 #include "tools/harness/problem.h"
@@ -22,6 +24,7 @@ namespace wideattn::cli {
 namespace {
 
 constexpr int kDefaultReps = 20;
+constexpr float kE4m3BenchScale = 1.0f / 256;  // puts the pool's N(0, 0.21^2) values mid-range in e4m3
 constexpr int32_t kBenchBlockSize = 16;  // page size of the Gemma 4 suite (DESIGN.md section 7)
 constexpr uint64_t kBenchSeed = 100;
 constexpr int kDefaultWarmup = 3;
@@ -161,7 +164,7 @@ std::string json_escape(const std::string& s) {
 void print_help() {
     std::printf(
         "usage: wideattn bench [--bundle DIR] [--device N] [--cases A,B,...] [--reps N] [--warmup N]\n"
-        "                      [--reference] [--json FILE] [--commit SHA] [--list]\n\n"
+        "                      [--reference] [--kv-dtype bf16|e4m3] [--json FILE] [--commit SHA] [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
@@ -173,6 +176,7 @@ void print_help() {
         "  --reps N       timed runs per case (default %d, at least 1)\n"
         "  --warmup N     untimed runs first (default %d)\n"
         "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel\n"
+        "  --kv-dtype T   bf16 (default) or e4m3: K/V cache as e4m3 codes with per-tensor scales\n"
         "  --json FILE    also write the results as JSON\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit\n",
@@ -184,6 +188,7 @@ void print_help() {
 int bench_main(int argc, char** argv) {
     std::string bundle_flag, json_path, commit, cases_flag;
     bool reference = false;
+    bool e4m3_kv = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
     const std::vector<BenchCase> suite = gemma4_suite();
     for (int i = 1; i < argc; ++i) {
@@ -194,6 +199,13 @@ int bench_main(int argc, char** argv) {
             return 0;
         } else if (arg == "--reference") {
             reference = true;
+        } else if (arg == "--kv-dtype" && value) {
+            const std::string dtype = argv[++i];
+            if (dtype != "bf16" && dtype != "e4m3") {
+                std::fprintf(stderr, "wideattn bench: --kv-dtype='%s' is not bf16 or e4m3\n", dtype.c_str());
+                return 2;
+            }
+            e4m3_kv = dtype == "e4m3";
         } else if (arg == "--list") {
             for (const BenchCase& c : suite) std::printf("%s\n", c.name.c_str());
             return 0;
@@ -250,6 +262,19 @@ int bench_main(int argc, char** argv) {
         std::printf("mma.sync rate not measured: %s\n", peak_error.c_str());
 
     const std::vector<uint16_t> pool = random_bf16(kPoolElements, 0.21f, 2026);
+    // For e4m3 K/V: the same random values as e4m3 codes (two per 16-bit pool entry, no NaN),
+    // dequantised with kE4m3BenchScale.
+    std::vector<uint16_t> e4m3_pool;
+    if (e4m3_kv) {
+        e4m3_pool.resize(pool.size());
+        for (size_t i = 0; i < pool.size(); ++i) {
+            bool nonfinite = false;
+            const float value = bf16_to_float(pool[i]) / kE4m3BenchScale;
+            const uint8_t low = fp8::e4m3_from_float(value, &nonfinite);
+            const uint8_t high = fp8::e4m3_from_float(-value, &nonfinite);
+            e4m3_pool[i] = static_cast<uint16_t>(low | (high << 8));
+        }
+    }
     std::ostringstream json_cases;
     std::printf("%-18s %-16s %10s %10s %10s %9s %8s\n", "case", "kernel", "median_ms", "min_ms", "p90_ms", "TFLOP/s",
                 "%mma");
@@ -262,8 +287,9 @@ int bench_main(int argc, char** argv) {
         make_problem(spec, &h);
         DeviceBuffer q, k, v, o, lse, cu, seq_k, table;
         std::string err = q.allocate(*gpu, h.out_elements() * 2);
-        if (err.empty()) err = k.allocate(*gpu, h.kv_elements() * 2);
-        if (err.empty()) err = v.allocate(*gpu, h.kv_elements() * 2);
+        const size_t kv_bytes = static_cast<size_t>(h.kv_elements()) * (e4m3_kv ? 1 : sizeof(uint16_t));
+        if (err.empty()) err = k.allocate(*gpu, kv_bytes);
+        if (err.empty()) err = v.allocate(*gpu, kv_bytes);
         const int32_t o_dtype = reference ? WIDEATTN_DTYPE_F64 : WIDEATTN_DTYPE_BF16;
         const size_t o_bytes = reference ? sizeof(double) : sizeof(uint16_t);
         const size_t lse_bytes = reference ? sizeof(double) : sizeof(float);
@@ -273,8 +299,14 @@ int bench_main(int argc, char** argv) {
         if (err.empty()) err = seq_k.allocate(*gpu, h.seq_lens_k.size() * 4);
         if (err.empty()) err = table.allocate(*gpu, h.block_table.size() * 4);
         if (err.empty()) err = fill_from_pool(q, pool, 0);
-        if (err.empty()) err = fill_from_pool(k, pool, 7919 * (c + 1));
-        if (err.empty()) err = fill_from_pool(v, pool, 104729 * (c + 1));
+        const std::vector<uint16_t>& kv_pool = e4m3_kv ? e4m3_pool : pool;
+        if (err.empty()) err = fill_from_pool(k, kv_pool, 7919 * (c + 1));
+        if (err.empty()) err = fill_from_pool(v, kv_pool, 104729 * (c + 1));
+        DeviceBuffer k_scale, v_scale;
+        if (err.empty() && e4m3_kv) err = k_scale.allocate(*gpu, sizeof(float));
+        if (err.empty() && e4m3_kv) err = k_scale.upload(&kE4m3BenchScale, sizeof(float));
+        if (err.empty() && e4m3_kv) err = v_scale.allocate(*gpu, sizeof(float));
+        if (err.empty() && e4m3_kv) err = v_scale.upload(&kE4m3BenchScale, sizeof(float));
         if (err.empty()) err = cu.upload(h.cu_seqlens_q.data(), cu.bytes());
         if (err.empty()) err = seq_k.upload(h.seq_lens_k.data(), seq_k.bytes());
         if (err.empty()) err = table.upload(h.block_table.data(), table.bytes());
@@ -282,6 +314,11 @@ int bench_main(int argc, char** argv) {
         wideattn_prefill_params p =
             h.params(q.get(), k.get(), v.get(), o.get(), lse.get(), static_cast<const int32_t*>(cu.get()),
                      static_cast<const int32_t*>(seq_k.get()), static_cast<const int32_t*>(table.get()), o_dtype);
+        if (e4m3_kv) {
+            p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+            p.k_scale = static_cast<const float*>(k_scale.get());
+            p.v_scale = static_cast<const float*>(v_scale.get());
+        }
         int32_t index = -1;
         std::string kernel = "?";
         if (err.empty() && wideattn_is_supported(ctx, &p, gpu->cc_major(), gpu->cc_minor(), &index) != WIDEATTN_OK)
@@ -314,7 +351,7 @@ int bench_main(int argc, char** argv) {
         for (size_t s = 0; s < bc.q_lens.size(); ++s) json_cases << (s ? ", " : "") << bc.q_lens[s];
         json_cases << "], \"contexts\": [";
         for (size_t s = 0; s < bc.contexts.size(); ++s) json_cases << (s ? ", " : "") << bc.contexts[s];
-        json_cases << "], \"num_q_heads\": " << bc.hq << ", \"num_kv_heads\": " << bc.hkv
+        json_cases << "], \"kv_dtype\": \"" << (e4m3_kv ? "e4m3" : "bf16") << "\", \"num_q_heads\": " << bc.hq << ", \"num_kv_heads\": " << bc.hkv
                    << ", \"head_dim\": " << h.spec.head_dim << ", \"block_size\": " << h.spec.block_size
                    << ", \"flops\": " << h.flops()
                    << ", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms << ", \"p90_ms\": " << t.p90_ms
