@@ -53,6 +53,12 @@ fi
 bench_args=(--json "$out/bench.json" --commit "$commit")
 [[ -n "$bench_cases" ]] && bench_args+=(--cases "$bench_cases")
 step bench bench.txt "$cli" bench "${bench_args[@]}"
+if grep -q '"kind": "prefill"' "$build/bundle/manifest.json" && python3 -c '
+import json, sys
+kernels = json.load(open(sys.argv[1]))["kernels"]
+sys.exit(0 if any(k["kind"] == "prefill" and k["kv_dtype"] == "e4m3" for k in kernels) else 1)' "$build/bundle/manifest.json"; then
+    step bench-e4m3 bench_e4m3.txt "$cli" bench --kv-dtype e4m3 --json "$out/bench_e4m3.json" --commit "$commit"
+fi
 step bench-ref bench_reference.txt "$cli" bench --reference --cases prompt_16k --reps 1 --warmup 0 \
     --json "$out/bench_reference.json" --commit "$commit"
 if ((peers)); then
