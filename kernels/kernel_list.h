@@ -3,6 +3,7 @@
 // means adding its traits here and its source to kernels/meson.build.
 #pragma once
 
+#include "fp8/attn_e4m3/e4m3_attn_traits.h"
 #include "fp8/quantize/quantize_traits.h"
 #include "kernels/mma/mma_traits.h"
 #include "kernels/reference/reference_traits.h"
@@ -10,4 +11,5 @@
 #define WIDEATTN_FOR_EACH_KERNEL(X) \
     X(::wideattn::ReferenceF64Traits) \
     X(::wideattn::MmaBf16D512Traits) \
-    X(::wideattn::fp8::QuantizeE4m3Traits)
+    X(::wideattn::fp8::QuantizeE4m3Traits) \
+    X(::wideattn::MmaE4m3D512Traits)
