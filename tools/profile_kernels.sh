@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# profile_kernels.sh - Nsight Compute profile of the bundle's prefill kernels on one shape, for
+# kernel work on the device machine (build here, carry build/):
+#   tools/profile_kernels.sh [--case NAME] [--kernels bf16,e4m3]
+# For each kernel: the SASS of its cubin (cuobjdump), an ncu report of one launch of `wideattn
+# bench --cases NAME` (scheduler, warp-state, source counters) and that report's per-SASS-line
+# source page as CSV (stall samples per instruction). Everything lands in $OUT (or
+# ./profile_out), packed as profile.tar.gz (the device tool returns at most 8 files).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${WIDEATTN_BUILD_DIR:-$root/build}
+out=${OUT:-$root/profile_out}
+case_name=prompt_4k
+kernels=bf16,e4m3
+while (($#)); do
+    case "$1" in
+        --case) case_name="$2"; shift ;;
+        --kernels) kernels="$2"; shift ;;
+        -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+        *) echo "profile_kernels: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+    shift
+done
+mkdir -p "$out/profile"
+export WIDEATTN_BUNDLE="$build/bundle"
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+sections=(--section SchedulerStats --section WarpStateStats --section SourceCounters
+          --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section LaunchStats)
+for kind in ${kernels//,/ }; do
+    name=mma_${kind}_d512
+    cubin=$(ls "$build/bundle/$name.sm_${arch}"*.cubin 2>/dev/null | head -1)
+    [[ -z "$cubin" ]] && { echo "profile_kernels: no $name cubin for sm_$arch" >&2; continue; }
+    cuobjdump -sass "$cubin" > "$out/profile/$name.sass" 2>&1
+    kv=bf16; [[ $kind == e4m3 ]] && kv=e4m3
+    echo "== ncu $name ($case_name)"
+    ncu "${sections[@]}" -k "regex:wideattn_$name" -c 1 -f -o "$out/profile/$name" \
+        "$build/tools/wideattn" bench --kv-dtype "$kv" --cases "$case_name" --reps 1 --warmup 0 \
+        > "$out/profile/$name.ncu.txt" 2>&1
+    tail -n 3 "$out/profile/$name.ncu.txt"
+    ncu --import "$out/profile/$name.ncu-rep" --page details > "$out/profile/$name.details.txt" 2>&1
+    ncu --import "$out/profile/$name.ncu-rep" --page source --csv --print-source sass \
+        > "$out/profile/$name.source.csv" 2>&1
+    grep -E "Issued Ipc|Issue Slots Busy|No Eligible|Active Warps Per|Warp Cycles Per Issued|Executed Ipc A|Duration" \
+        "$out/profile/$name.details.txt" | head -20
+done
+tar -czf "$out/profile.tar.gz" -C "$out" profile && rm -rf "$out/profile"
+echo "== profile: $out/profile.tar.gz"
