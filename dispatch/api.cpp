@@ -17,6 +17,7 @@
 #include "dispatch/manifest.h"
 #include "dispatch/manifest_format.h"
 #include "dispatch/selection.h"
+#include "fp8/e4m3.h"
 #include "wideattn.h"
 
 #ifndef WIDEATTN_DEFAULT_BUNDLE_DIR
@@ -26,6 +27,7 @@
 // The params struct is an ABI: kernels take it by value and bindings (ctypes) mirror it.
 static_assert(sizeof(wideattn_prefill_params) == 232, "wideattn_prefill_params layout changed: update bindings");
 static_assert(sizeof(wideattn_quantize_params) == 104, "wideattn_quantize_params layout changed: update bindings");
+static_assert(sizeof(wideattn_scale_params) == 64, "wideattn_scale_params layout changed: update bindings");
 static_assert(sizeof(wideattn_kernel_info) == 112, "wideattn_kernel_info layout changed: update bindings");
 
 namespace {
@@ -112,13 +114,19 @@ wideattn_status get_function(wideattn_context* ctx, const wideattn::Driver& drv,
     return WIDEATTN_OK;
 }
 
+// Stream work an entry point queues before its kernel (none by default).
+struct NoPrepare {
+    wideattn_status operator()(const wideattn::Driver&, CUstream) const { return WIDEATTN_OK; }
+};
+
 // The launch path shared by every entry point: driver, the thread's current context and its
 // device, kernel selection (`select`), the shared-memory check, lazy module load, grid
-// (`geometry`) and cuLaunchKernel with the single by-value argument `args`. An empty grid
-// launches nothing and succeeds.
-template <typename Args, typename Select, typename Geometry>
+// (`geometry`), `prepare` (stream work before the kernel, queued even when the grid is empty)
+// and cuLaunchKernel with the single by-value argument `args`. An empty grid launches nothing
+// and succeeds.
+template <typename Args, typename Select, typename Geometry, typename Prepare = NoPrepare>
 wideattn_status launch_on_current_device(wideattn_context* ctx, Args* args, void* stream, Select select,
-                                         Geometry geometry) {
+                                         Geometry geometry, Prepare prepare = {}) {
     wideattn_status status;
     std::string message;
     const wideattn::Driver* drv = wideattn::load_driver(&status, &message);
@@ -148,11 +156,12 @@ wideattn_status launch_on_current_device(wideattn_context* ctx, Args* args, void
                                                     " bytes of shared memory; the device allows " +
                                                     std::to_string(smem_optin));
     const wideattn::LaunchGeometry g = geometry(kernel);
-    if (g.grid_x == 0 || g.grid_y == 0) return WIDEATTN_OK;  // nothing to compute or write
+    if (g.grid_x == 0 || g.grid_y == 0) return prepare(*drv, static_cast<CUstream>(stream));  // no kernel work
 
     CUfunction function = nullptr;
     status = get_function(ctx, *drv, cu_ctx, index, &function);
     if (status != WIDEATTN_OK) return status;
+    if ((status = prepare(*drv, static_cast<CUstream>(stream))) != WIDEATTN_OK) return status;
     void* kernel_args[] = {args};
     r = drv->cuLaunchKernel(function, g.grid_x, g.grid_y, 1, g.block_x, 1, 1, g.dynamic_smem,
                             static_cast<CUstream>(stream), kernel_args, nullptr);
@@ -306,6 +315,29 @@ wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn
             return wideattn::select_quantize_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why);
         },
         [&](const wideattn::ManifestKernel& kernel) { return wideattn::quantize_launch_geometry(kernel, args); });
+}
+
+wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_scale_params* params, void* stream) {
+    if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+    std::string message;
+    const wideattn_status status = wideattn::validate_scale_params(params, &message);
+    if (status != WIDEATTN_OK) return fail(status, message);
+    wideattn_scale_params args = *params;
+    // The kernel raises *scale with atomicMax from the floor, so the floor goes in first.
+    const auto set_floor = [&](const wideattn::Driver& drv, CUstream cu_stream) {
+        const CUresult r = drv.cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(args.scale),
+                                                wideattn::fp8::float_bits(wideattn::fp8::kE4m3MinScale), 1, cu_stream);
+        if (r != CUDA_SUCCESS)
+            return fail(WIDEATTN_ERROR_CUDA, "cuMemsetD32Async(scale) failed: " + wideattn::cuda_error_text(drv, r));
+        return WIDEATTN_OK;
+    };
+    return launch_on_current_device(
+        ctx, &args, stream,
+        [&](int cc_major, int cc_minor, int32_t* index, std::string* why) {
+            return wideattn::select_scale_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why);
+        },
+        [&](const wideattn::ManifestKernel& kernel) { return wideattn::scale_launch_geometry(kernel, args); },
+        set_floor);
 }
 
 }  // extern "C"

@@ -117,8 +117,8 @@ bool read_kernel(const JsonValue& node, size_t index, ManifestKernel* k, std::st
         *error = r.error;
         return false;
     }
-    if (k->kind != kKindPrefill && k->kind != kKindQuantizeE4m3) {
-        r.fail("kind", "\"prefill\" or \"quantize_e4m3\"");
+    if (k->kind != kKindPrefill && k->kind != kKindQuantizeE4m3 && k->kind != kKindAmaxE4m3) {
+        r.fail("kind", "\"prefill\", \"quantize_e4m3\" or \"amax_e4m3\"");
         *error = r.error;
         return false;
     }

@@ -297,10 +297,9 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
         *message = s.str();
         return WIDEATTN_ERROR_UNSUPPORTED;
     }
-    const bool ok = v.not_null(p->src, "src") && v.not_null(p->cache, "cache") &&
-                    v.not_null(p->slot_mapping, "slot_mapping") && v.not_null(p->scale, "scale") &&
+    const bool ok = v.not_null(p->src, "src") && v.not_null(p->cache, "cache") && v.not_null(p->scale, "scale") &&
                     v.aligned(p->src, kTensorAlignment, "src") && v.aligned(p->cache, kCacheVecBytes, "cache") &&
-                    v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping") &&
+                    (!p->slot_mapping || v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping")) &&
                     v.aligned(p->scale, sizeof(float), "scale") &&
                     (!p->nonfinite_count || v.aligned(p->nonfinite_count, sizeof(int32_t), "nonfinite_count")) &&
                     v.at_least(p->tokens, 0, "tokens") && v.at_least(p->heads, 1, "heads") &&
@@ -312,24 +311,74 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
                     v.multiple(p->cache_slot_stride, kCacheVecBytes, "cache_slot_stride") &&
                     v.multiple(p->cache_head_stride, kCacheVecBytes, "cache_head_stride") &&
                     v.multiple(p->head_dim, kCacheVecBytes, "head_dim");
+    if (!ok) return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    const int64_t slots = int64_t{p->num_blocks} * p->block_size;
+    if (!p->slot_mapping && p->tokens > slots) {
+        s << "tokens=" << p->tokens << " exceed num_blocks * block_size = " << slots
+          << " slots with slot_mapping NULL (slot = token)";
+        *message = s.str();
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    return WIDEATTN_OK;
+}
+
+wideattn_status validate_scale_params(const wideattn_scale_params* p, std::string* message) {
+    Validator v(message);
+    if (!p) {
+        *message = "params is NULL";
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    constexpr int32_t kSrcVecElems = 8;  // the kernel loads 8 bf16 per thread and token
+    if (p->src_dtype != WIDEATTN_DTYPE_BF16) {
+        *message = "src_dtype=" + std::to_string(p->src_dtype) + " is not supported (bf16 = " +
+                   std::to_string(WIDEATTN_DTYPE_BF16) + ")";
+        return WIDEATTN_ERROR_UNSUPPORTED;
+    }
+    const bool ok = v.not_null(p->src, "src") && v.not_null(p->scale, "scale") &&
+                    v.aligned(p->src, kTensorAlignment, "src") && v.aligned(p->scale, sizeof(float), "scale") &&
+                    (!p->slot_mapping || v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping")) &&
+                    (!p->nonfinite_count || v.aligned(p->nonfinite_count, sizeof(int32_t), "nonfinite_count")) &&
+                    v.at_least(p->tokens, 0, "tokens") && v.at_least(p->heads, 1, "heads") &&
+                    v.at_least(p->head_dim, 1, "head_dim") &&
+                    v.stride(p->src_token_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_token_stride") &&
+                    v.stride(p->src_head_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_head_stride") &&
+                    v.multiple(p->head_dim, kSrcVecElems, "head_dim");
     return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
 }
 
-wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_quantize_params& p,
-                                       int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
+namespace {
+
+// Blocks along grid.y of an element-wise fp8 kernel: heads * head_dim elements, threads *
+// tile.keys (elements per thread) per block.
+int64_t elementwise_grid_y(const ManifestKernel& k, int32_t heads, int32_t head_dim) {
+    const int64_t elements_per_block = int64_t{k.threads} * k.tile_keys;
+    return (int64_t{heads} * head_dim + elements_per_block - 1) / elements_per_block;
+}
+
+// Selection shared by the element-wise fp8 kernels (quantise, amax): the closest cubin of
+// `kind` for src_dtype whose head dims and grid fit; `what` names the kernel in the message.
+wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& kernels, const char* kind,
+                                          const char* what, int32_t src_dtype, int32_t heads, int32_t head_dim,
+                                          int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
     int32_t best = -1;
     std::string miss;
     for (size_t i = 0; i < kernels.size(); ++i) {
         const ManifestKernel& k = kernels[i];
-        if (k.kind != kKindQuantizeE4m3 || k.q_dtype != p.src_dtype) continue;
+        if (k.kind != kind || k.q_dtype != src_dtype) continue;
         if (!arch_runs_on(k, cc_major, cc_minor)) {
             if (miss.empty()) miss = k.name + " (" + k.arch + ") does not run on sm_" + std::to_string(cc_major) +
                                      std::to_string(cc_minor);
             continue;
         }
-        if (p.head_dim < k.head_dim_min || p.head_dim > k.head_dim_max) {
+        if (head_dim < k.head_dim_min || head_dim > k.head_dim_max) {
             miss = k.name + " serves head_dim " + std::to_string(k.head_dim_min) + ".." + std::to_string(k.head_dim_max) +
-                   ", not head_dim=" + std::to_string(p.head_dim);
+                   ", not head_dim=" + std::to_string(head_dim);
+            continue;
+        }
+        if (elementwise_grid_y(k, heads, head_dim) > kMaxGridY) {
+            miss = k.name + " would need " + std::to_string(elementwise_grid_y(k, heads, head_dim)) +
+                   " blocks in grid.y for heads=" + std::to_string(heads) + " x head_dim=" + std::to_string(head_dim) +
+                   " (limit " + std::to_string(kMaxGridY) + ")";
             continue;
         }
         keep_closest_cubin(kernels, static_cast<int32_t>(i), &best);
@@ -338,16 +387,38 @@ wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernel
         *index = best;
         return WIDEATTN_OK;
     }
-    *message = "no e4m3 quantise kernel in the bundle for sm_" + std::to_string(cc_major) + std::to_string(cc_minor) +
-               (miss.empty() ? std::string(": the bundle has none") : ": " + miss);
+    *message = std::string("no ") + what + " in the bundle for sm_" + std::to_string(cc_major) +
+               std::to_string(cc_minor) + (miss.empty() ? std::string(": the bundle has none") : ": " + miss);
     return WIDEATTN_ERROR_UNSUPPORTED;
+}
+
+}  // namespace
+
+wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_quantize_params& p,
+                                       int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
+    return select_elementwise_kernel(kernels, kKindQuantizeE4m3, "e4m3 quantise kernel", p.src_dtype, p.heads,
+                                     p.head_dim, cc_major, cc_minor, index, message);
+}
+
+wideattn_status select_scale_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
+                                    int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
+    return select_elementwise_kernel(kernels, kKindAmaxE4m3, "e4m3 amax kernel", p.src_dtype, p.heads, p.head_dim,
+                                     cc_major, cc_minor, index, message);
 }
 
 LaunchGeometry quantize_launch_geometry(const ManifestKernel& k, const wideattn_quantize_params& p) {
     LaunchGeometry g;
-    const int64_t elements_per_block = int64_t{k.threads} * k.tile_keys;  // tile.keys = elements per thread
     g.grid_x = static_cast<uint32_t>(p.tokens);
-    g.grid_y = static_cast<uint32_t>((int64_t{p.heads} * p.head_dim + elements_per_block - 1) / elements_per_block);
+    g.grid_y = static_cast<uint32_t>(elementwise_grid_y(k, p.heads, p.head_dim));
+    g.block_x = static_cast<uint32_t>(k.threads);
+    g.dynamic_smem = static_cast<uint32_t>(k.dynamic_smem);
+    return g;
+}
+
+LaunchGeometry scale_launch_geometry(const ManifestKernel& k, const wideattn_scale_params& p) {
+    LaunchGeometry g;
+    g.grid_x = static_cast<uint32_t>(ceil_div(p.tokens, k.tile_tokens));  // tile.tokens = tokens per block
+    g.grid_y = static_cast<uint32_t>(elementwise_grid_y(k, p.heads, p.head_dim));
     g.block_x = static_cast<uint32_t>(k.threads);
     g.dynamic_smem = static_cast<uint32_t>(k.dynamic_smem);
     return g;

@@ -42,4 +42,10 @@ wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernel
                                        int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
 LaunchGeometry quantize_launch_geometry(const ManifestKernel& kernel, const wideattn_quantize_params& p);
 
+// The same for wideattn_compute_scale (the per-tensor amax kernel).
+wideattn_status validate_scale_params(const wideattn_scale_params* p, std::string* message);
+wideattn_status select_scale_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
+                                    int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
+LaunchGeometry scale_launch_geometry(const ManifestKernel& kernel, const wideattn_scale_params& p);
+
 }  // namespace wideattn

@@ -132,9 +132,18 @@ typedef struct wideattn_prefill_params {
  * (the "store K/V into the cache" step of an engine):
  *   cache[slot / block_size][slot % block_size][head][d] = e4m3(src[token][head][d] * (1 / *scale))
  * for slot = slot_mapping[token] >= 0; negative slots are padding and skipped. Rounds to
- * nearest even and saturates to +-448. NaN/inf inputs are stored as e4m3 NaN and counted in
- * *nonfinite_count (when not NULL), so the caller can detect them instead of caching finite
- * garbage. Dequantise as code * scale (the k_scale / v_scale of wideattn_prefill_params).
+ * nearest even and saturates to +-448 (also when x / scale overflows float). NaN/inf inputs are
+ * stored as e4m3 NaN and counted in *nonfinite_count (when not NULL), so the caller can detect
+ * them instead of caching finite garbage. Dequantise as code * scale (the k_scale / v_scale /
+ * q_scale of wideattn_prefill_params).
+ *
+ * Flat destination (Q in e4m3, or any dst[token][head][d]): slot_mapping = NULL means slot =
+ * token (tokens must then be <= num_blocks * block_size). With block_size = 1 and num_blocks =
+ * tokens, dst[token][head][d] is cache + token * cache_block_stride + head * cache_head_stride + d
+ * (cache_slot_stride is then unused; set it to cache_block_stride).
+ *
+ * The scale can come from the data without a host round trip: wideattn_compute_scale on the
+ * same stream first, then this call with the same scale pointer.
  */
 typedef struct wideattn_quantize_params {
     const void* src;               /* bf16 [tokens][heads][head_dim], 16-byte aligned */
@@ -144,7 +153,7 @@ typedef struct wideattn_quantize_params {
     int64_t cache_block_stride;    /* bytes, multiples of 8 */
     int64_t cache_slot_stride;
     int64_t cache_head_stride;
-    const int64_t* slot_mapping;   /* int64 [tokens], device */
+    const int64_t* slot_mapping;   /* int64 [tokens], device; NULL: slot = token (flat destination) */
     const float* scale;            /* device pointer to the dequantisation scale (> 0) */
     int32_t* nonfinite_count;      /* device int32 counter, incremented per NaN/inf input; may be NULL */
     int32_t tokens;                /* >= 0 */
@@ -154,6 +163,35 @@ typedef struct wideattn_quantize_params {
     int32_t num_blocks;            /* >= 1; slots >= num_blocks * block_size are skipped */
     int32_t src_dtype;             /* wideattn_dtype: BF16 */
 } wideattn_quantize_params;
+
+/*
+ * Per-tensor e4m3 scale of a bf16 [token][head][d] tensor, computed on the device:
+ *   *scale = max(amax / 448, 2^-126), amax = max |x| over the finite inputs,
+ * so the largest value maps onto e4m3's 448. The floor 2^-126 (the smallest normal float) is
+ * what an all-zero tensor gets (also an empty one, tokens = 0, or one whose inputs are all
+ * NaN/inf): never 0, never non-finite, and 1 / scale stays finite, so its codes are exact zeros.
+ * NaN/inf inputs are left out of the max and counted in *nonfinite_count (when not NULL) like
+ * wideattn_quantize_to_cache counts them; a caller passing the same counter to both calls sees
+ * each such input twice. Tokens whose slot_mapping entry is negative (padding) are skipped;
+ * slot_mapping NULL reads every token. The fields mean what they mean in wideattn_quantize_params.
+ *
+ * Deterministic: the call sets *scale to 2^-126 (an asynchronous memset on `stream`), then one
+ * kernel raises it with atomicMax on the float's bits; amax -> scale is monotonic and max is
+ * order-independent, so the result is the same bits as the CPU reference in every run.
+ * Capturable in a CUDA graph (a memset node and a kernel node).
+ */
+typedef struct wideattn_scale_params {
+    const void* src;               /* bf16 [tokens][heads][head_dim], 16-byte aligned */
+    int64_t src_token_stride;      /* elements, multiples of 8 */
+    int64_t src_head_stride;
+    const int64_t* slot_mapping;   /* int64 [tokens], device; NULL: every token counts */
+    float* scale;                  /* device float, written (4-byte aligned) */
+    int32_t* nonfinite_count;      /* device int32 counter, incremented per NaN/inf input; may be NULL */
+    int32_t tokens;                /* >= 0 */
+    int32_t heads;                 /* >= 1 */
+    int32_t head_dim;              /* multiple of 8 */
+    int32_t src_dtype;             /* wideattn_dtype: BF16 */
+} wideattn_scale_params;
 
 typedef struct wideattn_context wideattn_context;
 
@@ -176,7 +214,7 @@ typedef struct wideattn_kernel_info {
     int32_t spill_bytes;               /* spill stores + loads from ptxas, -1 unknown */
     int32_t stack_bytes;               /* stack frame from ptxas, -1 unknown */
     const char* features;              /* comma-separated, e.g. "varlen,paged,causal,lse" */
-    const char* kind;                  /* "prefill" or "quantize_e4m3" */
+    const char* kind;                  /* "prefill", "quantize_e4m3" or "amax_e4m3" */
 } wideattn_kernel_info;
 
 /* Library version string, e.g. "0.1.0". */
@@ -232,6 +270,13 @@ WIDEATTN_API wideattn_status wideattn_prefill(wideattn_context* ctx, const widea
  */
 WIDEATTN_API wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params,
                                                         void* stream);
+
+/*
+ * Computes a tensor's per-tensor e4m3 scale into *params->scale (see wideattn_scale_params) on
+ * `stream` in the calling thread's current CUDA context. Validates every argument first.
+ */
+WIDEATTN_API wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_scale_params* params,
+                                                    void* stream);
 
 #ifdef __cplusplus
 }

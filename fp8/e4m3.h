@@ -6,6 +6,10 @@
 // convention of FP8 KV caches). NaN and +-inf are not finite: they encode as NaN (0x7F with
 // the input's sign) and set *nonfinite, so a caller can report them instead of storing
 // finite garbage.
+//
+// Quantising with a per-tensor scale goes through e4m3_quantize (x times the reciprocal scale;
+// a finite x whose product overflows float still saturates), and the scale of a tensor comes
+// from e4m3_scale_for_finite_amax (amax / 448, floored at kE4m3MinScale).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,13 @@ constexpr int kE4m3MantissaBits = 3;
 constexpr int kE4m3ExponentBias = 7;
 constexpr int kFloatMantissaBits = 23;
 constexpr int kFloatExponentBias = 127;
+constexpr uint32_t kFloatAbsMask = 0x7FFFFFFFu;
+constexpr uint32_t kFloatInfBits = 0x7F800000u;  // |x| bits at or above this: inf or NaN
+constexpr uint8_t kE4m3MaxCode = 0x7E;           // 448
+// Smallest per-tensor scale: 2^-126, the smallest normal float. Its reciprocal 2^126 is
+// finite, so quantising with it never divides by zero or multiplies by infinity; an all-zero
+// tensor gets this scale (its codes are all zero, and so is code * scale).
+constexpr float kE4m3MinScale = 0x1p-126f;
 // Smallest normal e4m3 exponent is 2^-6; subnormals step by 2^-9.
 constexpr int kE4m3MinNormalExponent = 1 - kE4m3ExponentBias;
 constexpr int kE4m3SubnormalStepExponent = kE4m3MinNormalExponent - kE4m3MantissaBits;
@@ -59,12 +70,12 @@ WIDEATTN_HOST_DEVICE inline uint8_t e4m3_from_float(float x, bool* nonfinite) {
     const uint32_t bits = float_bits(x);
     const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
     const uint32_t magnitude_bits = bits & 0x7FFFFFFFu;
-    if (magnitude_bits >= 0x7F800000u) {  // inf or NaN
+    if (magnitude_bits >= kFloatInfBits) {  // inf or NaN
         *nonfinite = true;
         return static_cast<uint8_t>(sign | kE4m3NaN);
     }
     const float magnitude = bits_float(magnitude_bits);
-    if (magnitude >= kE4m3Max) return static_cast<uint8_t>(sign | 0x7Eu);  // saturate (448 = 0x7E)
+    if (magnitude >= kE4m3Max) return static_cast<uint8_t>(sign | kE4m3MaxCode);  // saturate
     const int exponent = static_cast<int>(magnitude_bits >> kFloatMantissaBits) - kFloatExponentBias;
     if (exponent < kE4m3MinNormalExponent) {
         // Subnormal range: round magnitude / 2^-9 to the nearest integer, ties to even. The
@@ -84,8 +95,33 @@ WIDEATTN_HOST_DEVICE inline uint8_t e4m3_from_float(float x, bool* nonfinite) {
     const uint32_t dropped = mantissa & ((1u << kDropped) - 1u);
     const uint32_t half = 1u << (kDropped - 1);
     if (dropped > half || (dropped == half && (code & 1u))) ++code;  // may carry into the exponent
-    if (code > 0x7Eu) code = 0x7Eu;  // rounding up past 448 saturates (0x7F would be NaN)
+    if (code > kE4m3MaxCode) code = kE4m3MaxCode;  // rounding up past 448 saturates (0x7F would be NaN)
     return static_cast<uint8_t>(sign | code);
+}
+
+// Quantises x with a per-tensor scale given as its reciprocal: e4m3(x * inverse_scale). Only a
+// NaN/inf x is flagged (*nonfinite) and stored as NaN; a finite x whose product overflows float
+// (a tiny scale) saturates to +-448 like any other large value. A product that is NaN although
+// x is finite (0 * an infinite reciprocal, i.e. a scale of 0) is flagged too: the scale is bad.
+WIDEATTN_HOST_DEVICE inline uint8_t e4m3_quantize(float x, float inverse_scale, bool* nonfinite) {
+    const uint32_t x_bits = float_bits(x);
+    if ((x_bits & kFloatAbsMask) >= kFloatInfBits) {
+        *nonfinite = true;
+        return static_cast<uint8_t>(((x_bits >> 24) & 0x80u) | kE4m3NaN);
+    }
+    const float scaled = x * inverse_scale;
+    const uint32_t scaled_bits = float_bits(scaled);
+    if ((scaled_bits & kFloatAbsMask) == kFloatInfBits)
+        return static_cast<uint8_t>(((scaled_bits >> 24) & 0x80u) | kE4m3MaxCode);
+    return e4m3_from_float(scaled, nonfinite);
+}
+
+// The per-tensor e4m3 scale for a finite amax >= 0: amax / 448 (correctly rounded, so the
+// largest |x| maps onto 448), never below kE4m3MinScale. Monotonic in amax, so the scale of a
+// maximum is the maximum of the scales: the amax kernel reduces scales instead of amaxes.
+WIDEATTN_HOST_DEVICE inline float e4m3_scale_for_finite_amax(float amax) {
+    const float scale = amax / kE4m3Max;
+    return scale > kE4m3MinScale ? scale : kE4m3MinScale;
 }
 
 }  // namespace wideattn::fp8

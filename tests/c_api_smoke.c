@@ -37,7 +37,17 @@ int main(void) {
     p.softmax_scale = 1.0f;
     status = wideattn_prefill(ctx, &p, NULL);
     printf("prefill: %s: %s\n", wideattn_status_string(status), wideattn_last_error());
+    int ok = status == WIDEATTN_ERROR_NO_DRIVER && strstr(wideattn_last_error(), "CUDA driver not available");
+    /* The per-tensor e4m3 scale of a bf16 [10][4][512] tensor, every token counted. */
+    wideattn_scale_params sp;
+    memset(&sp, 0, sizeof sp);
+    sp.src = (const void*)0x10000000; sp.src_token_stride = 4 * 512; sp.src_head_stride = 512;
+    sp.scale = (float*)0x30001000;
+    sp.tokens = 10; sp.heads = 4; sp.head_dim = 512; sp.src_dtype = WIDEATTN_DTYPE_BF16;
+    status = wideattn_compute_scale(ctx, &sp, NULL);
+    printf("compute_scale: %s: %s\n", wideattn_status_string(status), wideattn_last_error());
+    ok = ok && status == WIDEATTN_ERROR_NO_DRIVER;
     wideattn_close(ctx);
     /* The test runs with WIDEATTN_LIBCUDA pointing nowhere: the no-driver path is expected. */
-    return status == WIDEATTN_ERROR_NO_DRIVER && strstr(wideattn_last_error(), "CUDA driver not available") ? 0 : 1;
+    return ok ? 0 : 1;
 }

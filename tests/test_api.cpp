@@ -168,3 +168,40 @@ TEST_CASE("api: quantise-into-cache validates first, then needs the driver") {
     CHECK(has_quantize);
     wideattn_close(ctx);
 }
+
+TEST_CASE("api: compute_scale validates first, then needs the driver") {
+    setenv("WIDEATTN_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+    wideattn_context* ctx = nullptr;
+    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
+    wideattn_scale_params p = test::valid_scale_params();
+    CHECK(wideattn_compute_scale(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+    CHECK(std::string(wideattn_last_error()).find("cannot load /nonexistent/libcuda.so.1") != std::string::npos);
+    p.tokens = 0;  // an empty tensor still writes the scale, so it still needs the driver
+    CHECK(wideattn_compute_scale(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+    p.scale = nullptr;
+    CHECK(wideattn_compute_scale(ctx, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "scale is NULL");
+    p = test::valid_scale_params();
+    p.src_dtype = WIDEATTN_DTYPE_F16;
+    CHECK(wideattn_compute_scale(ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(std::string(wideattn_last_error()) == "src_dtype=1 is not supported (bf16 = 0)");
+    CHECK(wideattn_compute_scale(ctx, nullptr, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "params is NULL");
+    CHECK(wideattn_compute_scale(nullptr, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "ctx is NULL");
+    // The flat destination (Q) goes through the quantise entry point with slot_mapping NULL.
+    wideattn_quantize_params q = test::valid_quantize_params();
+    q.slot_mapping = nullptr;
+    CHECK(wideattn_quantize_to_cache(ctx, &q, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+    q.tokens = 1000;
+    CHECK(wideattn_quantize_to_cache(ctx, &q, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()).find("tokens=1000 exceed") != std::string::npos);
+    bool has_amax = false;
+    for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
+        wideattn_kernel_info info{};
+        REQUIRE(wideattn_get_kernel_info(ctx, i, &info) == WIDEATTN_OK);
+        has_amax |= std::string(info.kind) == "amax_e4m3";
+    }
+    CHECK(has_amax);
+    wideattn_close(ctx);
+}

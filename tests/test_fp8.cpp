@@ -1,5 +1,7 @@
 // test_fp8.cpp - the e4m3 codec against CUDA's own host conversion (cuda_fp8.h) on every
-// code, every rounding midpoint and random floats; and the quantise-into-cache reference.
+// code, every rounding midpoint and random floats; quantising with a scale (saturation, the
+// overflow of x / scale); the per-tensor scale convention and its reference; and the
+// quantise-into-cache reference, paged and flat (Q).
 #include <doctest/doctest.h>
 
 #include <cuda_fp8.h>
@@ -103,7 +105,6 @@ TEST_CASE("e4m3: NaN and infinities are flagged, never finite") {
 
 TEST_CASE("fp8 quantize: scale, amax and the paged cache layout") {
     CHECK(e4m3_scale_for_amax(896.0f) == 2.0f);
-    CHECK(e4m3_scale_for_amax(0.0f) == 1.0f);
 
     const int64_t tokens = 5, heads = 2, dim = 16, block_size = 16, num_blocks = 3;
     std::vector<uint16_t> src(tokens * heads * dim);
@@ -176,4 +177,164 @@ TEST_CASE("fp8 quantize: bad arguments are refused before writing") {
     CHECK(quantize_to_cache_reference(src.data(), 1, 0, 2, 2, 2, ok_slot, 1.0f, layout, cache.data(), &report)
               .find("heads=0") != std::string::npos);
     CHECK(cache[0] == 0xAA);
+}
+
+TEST_CASE("e4m3: quantising with a reciprocal scale saturates overflow and flags only NaN/inf inputs") {
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<uint32_t> any_bits;
+    for (int i = 0; i < 100000; ++i) {
+        const float x = bits_float(any_bits(rng));
+        const float inverse = bits_float((any_bits(rng) & 0x3FFFFFFFu) | 0x00800000u);  // positive, normal
+        bool flagged = false;
+        const uint8_t code = e4m3_quantize(x, inverse, &flagged);
+        CAPTURE(x);
+        CAPTURE(inverse);
+        if (!std::isfinite(x)) {
+            CHECK(flagged);
+            CHECK((code & 0x7F) == kE4m3NaN);
+            CHECK((code & 0x80) == (std::signbit(x) ? 0x80 : 0));
+        } else if (!std::isfinite(x * inverse)) {
+            CHECK_FALSE(flagged);
+            CHECK(static_cast<int>(code) == (std::signbit(x) ? 0xFE : 0x7E));  // +-448
+        } else {
+            bool direct_flag = false;
+            CHECK(code == e4m3_from_float(x * inverse, &direct_flag));
+            CHECK_FALSE(flagged);
+        }
+    }
+    // The smallest scale's reciprocal is finite; a finite input beyond float range after scaling
+    // saturates instead of becoming NaN.
+    bool flagged = false;
+    CHECK(e4m3_quantize(1e10f, 1.0f / kE4m3MinScale, &flagged) == 0x7E);
+    CHECK(e4m3_quantize(-3.0e38f, 1.0f / kE4m3MinScale, &flagged) == 0xFE);
+    CHECK(e4m3_quantize(0.0f, 1.0f / kE4m3MinScale, &flagged) == 0x00);
+    CHECK_FALSE(flagged);
+    // A zero scale (infinite reciprocal) times 0 is NaN: flagged, never a finite code.
+    CHECK((e4m3_quantize(0.0f, INFINITY, &flagged) & 0x7F) == kE4m3NaN);
+    CHECK(flagged);
+}
+
+TEST_CASE("e4m3 scale: amax / 448 floored at 2^-126, monotonic, so the max of scales is the scale of the max") {
+    CHECK(kE4m3MinScale == std::ldexp(1.0f, -126));
+    CHECK(std::isfinite(1.0f / kE4m3MinScale));
+    CHECK(e4m3_scale_for_amax(0.0f) == kE4m3MinScale);  // all-zero tensor
+    CHECK(e4m3_scale_for_amax(1e-40f) == kE4m3MinScale);
+    CHECK(e4m3_scale_for_amax(NAN) == kE4m3MinScale);
+    CHECK(e4m3_scale_for_amax(-1.0f) == kE4m3MinScale);
+    CHECK(e4m3_scale_for_amax(448.0f) == 1.0f);
+    const float bf16_max = bf16_to_float(0x7F7F);
+    CHECK(e4m3_scale_for_amax(bf16_max) == bf16_max / 448.0f);
+    CHECK(std::isfinite(1.0f / e4m3_scale_for_amax(bf16_max)));
+    // The largest |x| maps onto 448 (saturating by at most rounding) for every bf16 magnitude.
+    for (uint32_t b = 1; b < 0x7F80; ++b) {
+        const float amax = bf16_to_float(static_cast<uint16_t>(b));
+        const float scale = e4m3_scale_for_amax(amax);
+        CAPTURE(amax);
+        REQUIRE(scale >= kE4m3MinScale);
+        REQUIRE(std::isfinite(1.0f / scale));
+        bool flagged = false;
+        const uint8_t code = e4m3_quantize(amax, 1.0f / scale, &flagged);
+        REQUIRE_FALSE(flagged);
+        if (scale > kE4m3MinScale) REQUIRE(static_cast<int>(code) == 0x7E);
+    }
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<uint32_t> finite_magnitude(0, 0x7F7FFFFFu);
+    for (int i = 0; i < 200000; ++i) {
+        const float a = bits_float(finite_magnitude(rng)), b = bits_float(finite_magnitude(rng));
+        const float sa = e4m3_scale_for_finite_amax(a), sb = e4m3_scale_for_finite_amax(b);
+        CAPTURE(a);
+        CAPTURE(b);
+        REQUIRE(std::fmax(sa, sb) == e4m3_scale_for_finite_amax(std::fmax(a, b)));
+        REQUIRE((float_bits(sa) < float_bits(sb)) == (sa < sb));  // the atomicMax on bits orders like values
+    }
+}
+
+TEST_CASE("fp8 scale reference: strided source, padding tokens skipped, NaN/inf counted, edge cases") {
+    const int64_t tokens = 6, heads = 3, dim = 16, head_stride = 24, token_stride = 80;  // gaps between rows
+    const uint16_t gap = float_to_bf16(1e30f);  // never read: would dominate the amax
+    std::vector<uint16_t> src(tokens * token_stride, gap);
+    std::mt19937 rng(9);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t h = 0; h < heads; ++h)
+            for (int64_t d = 0; d < dim; ++d) src[t * token_stride + h * head_stride + d] = float_to_bf16(normal(rng));
+    src[1 * token_stride + 2 * head_stride + 5] = float_to_bf16(-37.5f);  // the amax
+    src[2 * token_stride + 0 * head_stride + 3] = float_to_bf16(NAN);
+    src[4 * token_stride + 1 * head_stride + 0] = float_to_bf16(-INFINITY);
+    src[3 * token_stride + 0 * head_stride + 9] = float_to_bf16(5e4f);  // padding token: skipped
+    src[3 * token_stride + 1 * head_stride + 9] = float_to_bf16(NAN);   // skipped, not counted
+    const std::vector<int64_t> slots = {7, 0, 12, -1, 3, 9};
+    ScaleReport report;
+    REQUIRE(scale_reference(src.data(), tokens, heads, dim, token_stride, head_stride, slots.data(), &report).empty());
+    CHECK(report.amax == 37.5f);
+    CHECK(report.scale == 37.5f / 448.0f);
+    CHECK(report.nonfinite == 2);
+    CHECK(report.first_nonfinite == (2 * heads + 0) * dim + 3);
+    // Without a slot mapping every token counts.
+    REQUIRE(scale_reference(src.data(), tokens, heads, dim, token_stride, head_stride, nullptr, &report).empty());
+    CHECK(report.amax == bf16_to_float(float_to_bf16(5e4f)));
+    CHECK(report.nonfinite == 3);
+    // Empty, all-zero and all-NaN tensors get the floor.
+    REQUIRE(scale_reference(src.data(), 0, heads, dim, token_stride, head_stride, nullptr, &report).empty());
+    CHECK(report.scale == kE4m3MinScale);
+    CHECK(report.nonfinite == 0);
+    std::vector<uint16_t> zeros(heads * dim, float_to_bf16(-0.0f));
+    REQUIRE(scale_reference(zeros.data(), 1, heads, dim, heads * dim, dim, nullptr, &report).empty());
+    CHECK(report.scale == kE4m3MinScale);
+    std::vector<uint16_t> nans(heads * dim, float_to_bf16(NAN));
+    REQUIRE(scale_reference(nans.data(), 1, heads, dim, heads * dim, dim, nullptr, &report).empty());
+    CHECK(report.scale == kE4m3MinScale);
+    CHECK(report.nonfinite == heads * dim);
+    CHECK(report.first_nonfinite == 0);
+    CHECK(scale_reference(src.data(), -1, heads, dim, token_stride, head_stride, nullptr, &report)
+              .find("tokens=-1") != std::string::npos);
+    CHECK(scale_reference(nullptr, 1, heads, dim, token_stride, head_stride, nullptr, &report).find("null") !=
+          std::string::npos);
+}
+
+TEST_CASE("fp8 quantize: the flat destination (Q) is the identity slot mapping with one slot per block") {
+    const int64_t tokens = 5, heads = 2, dim = 16, src_token_stride = 48, dst_token_stride = 40, dst_head_stride = 17;
+    std::vector<uint16_t> src(tokens * src_token_stride, float_to_bf16(NAN));  // gaps are never read
+    std::mt19937 rng(4);
+    std::normal_distribution<float> normal(0.0f, 4.0f);
+    for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t h = 0; h < heads; ++h)
+            for (int64_t d = 0; d < dim; ++d) src[t * src_token_stride + h * dim + d] = float_to_bf16(normal(rng));
+    src[2 * src_token_stride + dim + 1] = float_to_bf16(INFINITY);
+    src[4 * src_token_stride + 3] = float_to_bf16(-1e6f);  // saturates
+    const float scale = 0.01f;
+    constexpr uint8_t kPoison = 0xA5;
+    std::vector<uint8_t> dst(tokens * dst_token_stride + 8, kPoison);
+    QuantizeReport report;
+    REQUIRE(quantize_flat_reference(src.data(), tokens, heads, dim, src_token_stride, dim, scale, dst_token_stride,
+                                    dst_head_stride, dst.data(), &report)
+                .empty());
+    CHECK(report.nonfinite == 1);
+    CHECK(report.first_nonfinite == (2 * heads + 1) * dim + 1);
+    CHECK(report.saturated >= 1);
+    int64_t written = 0;
+    for (size_t i = 0; i < dst.size(); ++i) {
+        const int64_t t = static_cast<int64_t>(i) / dst_token_stride, in_token = static_cast<int64_t>(i) % dst_token_stride;
+        const int64_t h = in_token / dst_head_stride, d = in_token % dst_head_stride;
+        CAPTURE(i);
+        if (t < tokens && h < heads && d < dim) {
+            bool flagged = false;
+            CHECK(dst[i] == e4m3_quantize(bf16_to_float(src[t * src_token_stride + h * dim + d]), 1.0f / scale, &flagged));
+            ++written;
+        } else {
+            CHECK(dst[i] == kPoison);  // gaps and the tail are never written
+        }
+    }
+    CHECK(written == tokens * heads * dim);
+    // The same through the paged entry point: slot_mapping NULL, block_size 1.
+    CacheLayout layout{tokens, 1, dst_token_stride, dst_token_stride, dst_head_stride};
+    std::vector<uint8_t> paged(dst.size(), kPoison);
+    REQUIRE(quantize_to_cache_reference(src.data(), tokens, heads, dim, src_token_stride, dim, nullptr, scale, layout,
+                                        paged.data(), &report)
+                .empty());
+    CHECK(paged == dst);
+    layout.num_blocks = tokens - 1;
+    CHECK(quantize_to_cache_reference(src.data(), tokens, heads, dim, src_token_stride, dim, nullptr, scale, layout,
+                                      paged.data(), &report)
+              .find("tokens=5 do not fit in the cache (4 slots)") != std::string::npos);
 }

@@ -120,4 +120,21 @@ inline wideattn_quantize_params valid_quantize_params() {
     return p;
 }
 
+// A valid per-tensor scale description of the same tensor, with fake, aligned device addresses.
+inline wideattn_scale_params valid_scale_params() {
+    const wideattn_quantize_params q = valid_quantize_params();
+    wideattn_scale_params p{};
+    p.src = q.src;
+    p.src_token_stride = q.src_token_stride;
+    p.src_head_stride = q.src_head_stride;
+    p.slot_mapping = q.slot_mapping;
+    p.scale = reinterpret_cast<float*>(uintptr_t{0x30001000});
+    p.nonfinite_count = reinterpret_cast<int32_t*>(uintptr_t{0x30002000});
+    p.tokens = q.tokens;
+    p.heads = q.heads;
+    p.head_dim = q.head_dim;
+    p.src_dtype = WIDEATTN_DTYPE_BF16;
+    return p;
+}
+
 }  // namespace wideattn::test

@@ -10,12 +10,12 @@
 
 using namespace wideattn;
 
-TEST_CASE("manifest: the built bundle lists the fp64 and quantise kernels for every configured arch") {
+TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels for every configured arch") {
     Manifest m;
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
     CHECK(m.format == kManifestFormatVersion);
-    std::set<std::string> reference_archs, quantize_archs;
+    std::set<std::string> reference_archs, quantize_archs, amax_archs;
     for (const ManifestKernel& k : m.kernels) {
         CHECK(k.cubin_bytes > 0);
         CHECK(k.registers > 0);
@@ -32,6 +32,13 @@ TEST_CASE("manifest: the built bundle lists the fp64 and quantise kernels for ev
             quantize_archs.insert(k.arch);
             CHECK(k.kind == "quantize_e4m3");
             CHECK(k.kv_dtype == WIDEATTN_DTYPE_E4M3);
+            CHECK(k.has_feature("flat_destination"));
+        } else if (k.name == "amax_e4m3") {
+            amax_archs.insert(k.arch);
+            CHECK(k.kind == "amax_e4m3");
+            CHECK(k.q_dtype == WIDEATTN_DTYPE_BF16);
+            CHECK(k.o_dtype == WIDEATTN_DTYPE_F32);
+            CHECK(k.tile_tokens > 0);
         } else {
             CHECK(k.kind == "prefill");
         }
@@ -53,6 +60,7 @@ TEST_CASE("manifest: the built bundle lists the fp64 and quantise kernels for ev
         CAPTURE(arch);
         CHECK(reference_archs.count(arch) == 1);
         CHECK(quantize_archs.count(arch) == 1);
+        CHECK(amax_archs.count(arch) == 1);
         if (comma == std::string::npos) break;
         start = comma + 1;
     }
@@ -106,7 +114,8 @@ TEST_CASE("manifest: errors name the kernel and the field") {
         {"{\"format\": 1}", "missing array field 'kernels'"},
         {replace("\"arch\": \"sm_90a\"", "\"arch\": \"gfx90a\""), "kernels[0] (mma): field 'arch'"},
         {replace("\"o_dtype\": \"bf16\"", "\"o_dtype\": \"int8\""), "field 'o_dtype' must be a dtype name"},
-        {replace("\"kind\": \"prefill\"", "\"kind\": \"decode\""), "field 'kind' must be \"prefill\" or \"quantize_e4m3\""},
+        {replace("\"kind\": \"prefill\"", "\"kind\": \"decode\""),
+         "field 'kind' must be \"prefill\", \"quantize_e4m3\" or \"amax_e4m3\""},
         {replace("\"threads\": 256", "\"threads\": 4096"), "field 'threads' must be an integer in 32..1024"},
         {replace("\"threads\": 256", "\"threads\": 2.5"), "field 'threads'"},
         {replace("\"cubin\": \"mma.sm_90a.cubin\"", "\"cubin\": \"../etc/passwd\""), "field 'cubin'"},

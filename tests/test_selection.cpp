@@ -190,3 +190,71 @@ TEST_CASE("selection: quantise kernels are chosen by kind, dtype, head dim and a
     p.heads = 33;  // 16896 elements: 3 blocks of 8192
     CHECK(quantize_launch_geometry(m.kernels[1], p).grid_y == 3);
 }
+
+TEST_CASE("selection: amax kernels are chosen by kind, dtype, head dim, grid and arch") {
+    Manifest m;
+    std::string err;
+    REQUIRE_MESSAGE(
+        parse_manifest(test::manifest_json({
+                           test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),
+                           test::kernel_json("quantize_e4m3", "sm_90a", "e4m3", 8, 4096, 8, 1, 1, "\"paged\"", 4,
+                                             "0000000000000000", "quantize_e4m3"),
+                           test::kernel_json("amax_e4m3", "sm_80", "f32", 8, 4096, 8, 1, 1, "\"slot_mapping\"", 4,
+                                             "0000000000000000", "amax_e4m3"),
+                           test::kernel_json("amax_e4m3", "sm_90a", "f32", 8, 4096, 8, 1, 1, "\"slot_mapping\"", 4,
+                                             "0000000000000000", "amax_e4m3"),
+                       }),
+                       &m, &err),
+        err);
+    wideattn_scale_params p = test::valid_scale_params();
+    int32_t index = -1;
+    std::string why;
+    REQUIRE(select_scale_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
+    CHECK(m.kernels[index].kind == "amax_e4m3");
+    CHECK(m.kernels[index].arch == "sm_90a");
+    REQUIRE(select_scale_kernel(m.kernels, p, 8, 6, &index, &why) == WIDEATTN_OK);
+    CHECK(m.kernels[index].arch == "sm_80");
+    CHECK(select_scale_kernel(m.kernels, p, 7, 5, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why == "no e4m3 amax kernel in the bundle for sm_75: amax_e4m3 (sm_80) does not run on sm_75");
+    p.head_dim = 8200;
+    CHECK(select_scale_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why.find("not head_dim=8200") != std::string::npos);
+    p = test::valid_scale_params();
+    p.heads = 65535 * 16 + 1;  // 512 dims each, 8192-element blocks: 65536 blocks in grid.y
+    CHECK(select_scale_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why.find("would need 65536 blocks in grid.y for heads=1048561 x head_dim=512 (limit 65535)") !=
+          std::string::npos);
+    p.heads = 65535 * 16;
+    CHECK(select_scale_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
+    // The quantise selection has the same grid limit.
+    wideattn_quantize_params q = test::valid_quantize_params();
+    q.heads = 65535 * 16 + 1;
+    CHECK(select_quantize_kernel(m.kernels, q, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why.find("limit 65535") != std::string::npos);
+    // Neither picks the other's kernel, and a bundle without an amax kernel says so.
+    q = test::valid_quantize_params();
+    REQUIRE(select_quantize_kernel(m.kernels, q, 9, 0, &index, &why) == WIDEATTN_OK);
+    CHECK(m.kernels[index].kind == "quantize_e4m3");
+    Manifest no_amax;
+    REQUIRE(parse_manifest(test::manifest_json({test::kernel_json("quantize_e4m3", "sm_90a", "e4m3", 8, 4096, 8, 1, 1,
+                                                                  "\"paged\"", 4, "0000000000000000",
+                                                                  "quantize_e4m3")}),
+                           &no_amax, &err));
+    p = test::valid_scale_params();
+    CHECK(select_scale_kernel(no_amax.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why == "no e4m3 amax kernel in the bundle for sm_90: the bundle has none");
+
+    // Geometry: tile.tokens tokens per block along x, threads x tile.keys elements along y.
+    p = test::valid_scale_params();  // 10 tokens, 4 x 512 elements
+    LaunchGeometry g = scale_launch_geometry(m.kernels[3], p);
+    CHECK(g.grid_x == 2);  // ceil(10 / 8)
+    CHECK(g.grid_y == 1);
+    CHECK(g.block_x == 256);
+    p.tokens = 16;
+    p.heads = 17;  // 8704 elements: 2 blocks of 8192
+    g = scale_launch_geometry(m.kernels[3], p);
+    CHECK(g.grid_x == 2);
+    CHECK(g.grid_y == 2);
+    p.tokens = 0;
+    CHECK(scale_launch_geometry(m.kernels[3], p).grid_x == 0);
+}

@@ -150,7 +150,8 @@ TEST_CASE("validation: quantise-into-cache arguments") {
     } cases[] = {
         {"src null", [](auto& p) { p.src = nullptr; }, "src is NULL"},
         {"cache null", [](auto& p) { p.cache = nullptr; }, "cache is NULL"},
-        {"slot_mapping null", [](auto& p) { p.slot_mapping = nullptr; }, "slot_mapping is NULL"},
+        {"identity slots past the cache", [](auto& p) { p.slot_mapping = nullptr; p.tokens = 129; },
+         "tokens=129 exceed num_blocks * block_size = 128 slots with slot_mapping NULL (slot = token)"},
         {"scale null", [](auto& p) { p.scale = nullptr; }, "scale is NULL"},
         {"src misaligned", [](auto& p) { p.src = fake(0x10000008); }, "src=0x10000008 is not 16-byte aligned"},
         {"cache misaligned", [](auto& p) { p.cache = fake(0x20000004); }, "cache=0x20000004 is not 8-byte aligned"},
@@ -180,4 +181,68 @@ TEST_CASE("validation: quantise-into-cache arguments") {
     f32.src_dtype = WIDEATTN_DTYPE_F32;
     CHECK(validate_quantize_params(&f32, &message) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(message.find("src_dtype=2 is not supported") != std::string::npos);
+}
+
+TEST_CASE("validation: the flat destination (slot_mapping NULL, e.g. Q) is accepted while tokens fit") {
+    std::string message;
+    wideattn_quantize_params q = test::valid_quantize_params();
+    q.slot_mapping = nullptr;
+    q.block_size = 1;
+    q.num_blocks = q.tokens;
+    q.cache_block_stride = q.cache_slot_stride = int64_t{q.heads} * q.head_dim;
+    CHECK(validate_quantize_params(&q, &message) == WIDEATTN_OK);
+    q.tokens = 0;
+    CHECK(validate_quantize_params(&q, &message) == WIDEATTN_OK);
+    q.tokens = q.num_blocks + 1;
+    CHECK(validate_quantize_params(&q, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "tokens=11 exceed num_blocks * block_size = 10 slots with slot_mapping NULL (slot = token)");
+}
+
+TEST_CASE("validation: per-tensor scale (amax) arguments") {
+    std::string message;
+    wideattn_scale_params good = test::valid_scale_params();
+    CHECK(validate_scale_params(&good, &message) == WIDEATTN_OK);
+    good.slot_mapping = nullptr;  // every token counts
+    good.nonfinite_count = nullptr;
+    good.tokens = 0;
+    CHECK(validate_scale_params(&good, &message) == WIDEATTN_OK);
+    CHECK(validate_scale_params(nullptr, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "params is NULL");
+    const struct {
+        const char* label;
+        std::function<void(wideattn_scale_params&)> mutate;
+        const char* expected;
+    } cases[] = {
+        {"src null", [](auto& p) { p.src = nullptr; }, "src is NULL"},
+        {"scale null", [](auto& p) { p.scale = nullptr; }, "scale is NULL"},
+        {"src misaligned", [](auto& p) { p.src = fake(0x10000008); }, "src=0x10000008 is not 16-byte aligned"},
+        {"scale misaligned", [](auto& p) { p.scale = static_cast<float*>(fake(0x30001002)); },
+         "scale=0x30001002 is not 4-byte aligned"},
+        {"slot_mapping misaligned", [](auto& p) { p.slot_mapping = static_cast<const int64_t*>(fake(0x30000004)); },
+         "slot_mapping=0x30000004 is not 8-byte aligned"},
+        {"counter misaligned", [](auto& p) { p.nonfinite_count = static_cast<int32_t*>(fake(0x40000002)); },
+         "nonfinite_count=0x40000002 is not 4-byte aligned"},
+        {"tokens negative", [](auto& p) { p.tokens = -1; }, "tokens=-1 must be >= 0"},
+        {"heads zero", [](auto& p) { p.heads = 0; }, "heads=0 must be >= 1"},
+        {"head_dim zero", [](auto& p) { p.head_dim = 0; }, "head_dim=0 must be >= 1"},
+        {"head_dim not 8", [](auto& p) { p.head_dim = 36; }, "head_dim=36 is not a positive multiple of 8"},
+        {"token stride zero", [](auto& p) { p.src_token_stride = 0; }, "src_token_stride=0 must be >= 1"},
+        {"token stride odd", [](auto& p) { p.src_token_stride = 2050; },
+         "src_token_stride=2050 is not a multiple of 8 elements"},
+        {"head stride", [](auto& p) { p.src_head_stride = 4; }, "src_head_stride=4 is not a multiple of 8 elements"},
+    };
+    for (const auto& c : cases) {
+        wideattn_scale_params p = test::valid_scale_params();
+        c.mutate(p);
+        CAPTURE(c.label);
+        CHECK(validate_scale_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+        CHECK_MESSAGE(message.rfind(c.expected, 0) == 0, message);  // names the argument and value first
+    }
+    wideattn_scale_params e4m3 = test::valid_scale_params();
+    e4m3.src_dtype = WIDEATTN_DTYPE_E4M3;
+    CHECK(validate_scale_params(&e4m3, &message) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(message == "src_dtype=4 is not supported (bf16 = 0)");
+    e4m3.src_dtype = 77;
+    CHECK(validate_scale_params(&e4m3, &message) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(message == "src_dtype=77 is not supported (bf16 = 0)");
 }

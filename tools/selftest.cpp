@@ -15,6 +15,7 @@
 #include "tools/cli_common.h"
 #include "tools/harness/checks.h"
 #include "tools/harness/quantize_check.h"
+#include "tools/harness/scale_check.h"
 #include "tools/subcommands.h"
 
 namespace wideattn::cli {
@@ -122,7 +123,7 @@ int selftest_main(int argc, char** argv) {
 
     // One entry per dtype combination the device can run: the dispatcher picks the kernel.
     std::set<std::tuple<int, int, int>> combos;
-    bool has_quantize = false;
+    bool has_quantize = false, has_amax = false;
     for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
         wideattn_kernel_info k{};
         wideattn_get_kernel_info(ctx, i, &k);
@@ -131,6 +132,7 @@ int selftest_main(int argc, char** argv) {
         if (!arch_runs_on(probe, gpu->cc_major(), gpu->cc_minor())) continue;
         if (std::string(k.kind) == kKindPrefill) combos.insert({k.q_dtype, k.kv_dtype, k.o_dtype});
         if (std::string(k.kind) == kKindQuantizeE4m3) has_quantize = true;
+        if (std::string(k.kind) == kKindAmaxE4m3) has_amax = true;
     }
     int passed = 0, failed = 0;
     if (combos.empty()) {
@@ -177,6 +179,19 @@ int selftest_main(int argc, char** argv) {
                         static_cast<long long>(q.nonfinite_reference));
         else
             std::printf("     error: %s\n", q.error.c_str());
+        (ok ? passed : failed)++;
+    }
+    // The per-tensor scale kernel feeding the quantise kernel on one stream, the flat Q
+    // destination and the scale's edge cases: bit-exact against the CPU reference.
+    if (has_amax && has_quantize) {
+        const ScaleCaseResult s = run_scale_case(*gpu, ctx, static_cast<uint64_t>(seed));
+        const bool ok = s.error.empty() && s.failures.empty();
+        std::printf("%s %-14s %-20s amax -> scale -> quantise, flat Q, all-zero/empty/all-NaN scales\n",
+                    ok ? "PASS" : "FAIL", s.kernel.empty() ? "amax_e4m3" : s.kernel.c_str(), "scale from amax");
+        if (!s.error.empty()) std::printf("     error: %s\n", s.error.c_str());
+        for (const std::string& failure : s.failures) std::printf("     %s\n", failure.c_str());
+        if (s.error.empty())
+            std::printf("     %d comparisons with the CPU reference, %zu differ\n", s.comparisons, s.failures.size());
         (ok ? passed : failed)++;
     }
     wideattn_close(ctx);

@@ -1,6 +1,11 @@
 // quantize_e4m3_kernel.cu - bf16 -> e4m3 into the paged KV cache (the "store K/V into the
 // cache" step of an engine), one block row per token, 8 elements per thread. Conversion is
-// fp8/e4m3.h's e4m3_from_float, so the result equals fp8/quantize_reference.cpp bit for bit.
+// fp8/e4m3.h's e4m3_quantize, so the result equals fp8/quantize_reference.cpp bit for bit.
+//
+// Q (a flat [token][head][d] destination) goes through this same kernel with slot_mapping NULL
+// (slot = token) and block_size 1: the flat layout is the paged one with one slot per block, so
+// a second kernel would repeat the conversion, the vector widths, the grid and the dispatcher
+// path for one different address line; the mode costs a block-uniform branch on a pointer.
 #include <cstdint>
 #include <cuda_bf16.h>
 
@@ -13,7 +18,7 @@ wideattn_quantize_e4m3_to_cache(const wideattn_quantize_params p) {
     using Traits = wideattn::fp8::QuantizeE4m3Traits;
     const int32_t token = blockIdx.x;
     if (token >= p.tokens) return;
-    const int64_t slot = p.slot_mapping[token];
+    const int64_t slot = p.slot_mapping ? p.slot_mapping[token] : token;
     if (slot < 0 || slot >= static_cast<int64_t>(p.num_blocks) * p.block_size) return;
     const int32_t first = (blockIdx.y * Traits::kThreads + threadIdx.x) * Traits::kElemsPerThread;
     if (first >= p.heads * p.head_dim) return;
@@ -30,7 +35,7 @@ wideattn_quantize_e4m3_to_cache(const wideattn_quantize_params p) {
 #pragma unroll
     for (int32_t i = 0; i < Traits::kElemsPerThread; ++i) {
         bool flagged = false;
-        codes[i] = wideattn::fp8::e4m3_from_float(__bfloat162float(values[i]) * inverse_scale, &flagged);
+        codes[i] = wideattn::fp8::e4m3_quantize(__bfloat162float(values[i]), inverse_scale, &flagged);
         nonfinite += flagged;
     }
     uint8_t* dst = static_cast<uint8_t*>(p.cache) + (slot / p.block_size) * p.cache_block_stride +

@@ -25,7 +25,7 @@ struct QuantizeE4m3Traits {
         kElemsPerThread, kMaxHeadDim, kElemsPerThread,
         1, 1,
         1, kElemsPerThread, 1, kThreads, 0, 80,
-        "paged,slot_mapping,nonfinite_count", kKindQuantizeE4m3};
+        "paged,slot_mapping,flat_destination,nonfinite_count", kKindQuantizeE4m3};
 };
 
 }  // namespace wideattn::fp8

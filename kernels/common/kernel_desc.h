@@ -37,13 +37,14 @@ struct KernelDesc {
     int32_t dynamic_smem;     // bytes of dynamic shared memory per block
     int32_t min_sm;           // lowest compute capability (major*10+minor) it is built for
     const char* features;     // comma-separated feature list
-    const char* kind;         // what the kernel computes: kKindPrefill or kKindQuantizeE4m3
+    const char* kind;         // what the kernel computes: kKindPrefill, kKindQuantizeE4m3 or kKindAmaxE4m3
 };
 
-// Kernel kinds (manifest "kind"): the dispatcher picks prefill kernels for wideattn_prefill
-// and quantise kernels for wideattn_quantize_to_cache.
+// Kernel kinds (manifest "kind"): the dispatcher picks prefill kernels for wideattn_prefill,
+// quantise kernels for wideattn_quantize_to_cache and amax kernels for wideattn_compute_scale.
 constexpr const char* kKindPrefill = "prefill";
 constexpr const char* kKindQuantizeE4m3 = "quantize_e4m3";
+constexpr const char* kKindAmaxE4m3 = "amax_e4m3";
 
 // Launch geometry shared by every prefill kernel and the dispatcher.
 //   grid.x = token tiles: enough for every sequence's ceil(q_len / tile_tokens) tiles;
