@@ -41,51 +41,68 @@ __device__ __forceinline__ uint32_t chunk_offset(int32_t row, int32_t vec) {
                                  Tr::kElemBytes);
 }
 
-// Where key tile `tile` lives: its physical block and the slot of its first key. block_size
-// is a multiple of kTileKeys and tiles start at multiples of it, so one page holds a tile.
-struct TileLocation {
-    int32_t page;
-    int32_t first_slot;
-};
-
-__device__ __forceinline__ TileLocation locate_tile(const wideattn_prefill_params& p, const int32_t* table_row,
-                                                    int32_t tile, int32_t num_tiles) {
-    if (tile >= num_tiles) return TileLocation{0, 0};  // such chunks load nothing
-    const int32_t first_key = tile * Tr::kTileKeys;
-    const int32_t index = first_key / p.block_size;
-    return TileLocation{__ldg(table_row + index), first_key - index * p.block_size};
-}
-
-// Issues (does not commit) the cp.async copies of one chunk (K or V of one key tile of one
-// KV head) from kIssuers threads; `issuer` is this thread's index among them. Keys >= kv_end
-// are zero-filled; a chunk past the last tile issues nothing.
+// The chunks one thread issues. Each half of the block always issues the same tensor (K or V)
+// and consecutive key tiles, so the pointers and strides are loop-invariant and the page
+// position advances by one tile per chunk: no division and no 64-bit stride selection in the
+// loop. block_size is a multiple of kTileKeys, so a tile never straddles a page.
 template <int32_t kIssuers>
-__device__ __forceinline__ void issue_chunk(const wideattn_prefill_params& p, int32_t chunk, int32_t num_tiles,
-                                            int32_t kv_end, int32_t kv_head, TileLocation where, uint32_t ring,
-                                            int32_t issuer) {
-    constexpr int32_t kRowsPerPass = kIssuers / Tr::kVecsPerRow;
-    constexpr int32_t kPasses = Tr::kTileKeys / kRowsPerPass;
+struct ChunkStream {
+    static constexpr int32_t kRowsPerPass = kIssuers / Tr::kVecsPerRow;
+    static constexpr int32_t kPasses = Tr::kTileKeys / kRowsPerPass;
     static_assert(kIssuers % Tr::kVecsPerRow == 0 && Tr::kTileKeys % kRowsPerPass == 0, "whole rows per pass");
-    const int32_t key_tile = chunk >> 1;
-    if (key_tile >= num_tiles) return;
-    const bool is_value = chunk & 1;
-    const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(is_value ? p.v_cache : p.k_cache);
-    const int64_t slot_stride = is_value ? p.v_slot_stride : p.k_slot_stride;
-    const int32_t first_key = key_tile * Tr::kTileKeys;
-    const int32_t vec = issuer % Tr::kVecsPerRow;
-    const int32_t first_row = issuer / Tr::kVecsPerRow;
-    const __nv_bfloat16* tile_base = cache + static_cast<int64_t>(where.page) * (is_value ? p.v_block_stride : p.k_block_stride) +
-                                     (where.first_slot + first_row) * slot_stride +
-                                     kv_head * (is_value ? p.v_head_stride : p.k_head_stride) + vec * Tr::kVecElems;
-    const uint32_t slot_base = ring + (chunk % Tr::kRingSlots) * Tr::kChunkBytes;
-#pragma unroll
-    for (int32_t i = 0; i < kPasses; ++i) {
-        const int32_t row = first_row + i * kRowsPerPass;
-        const bool valid = first_key + row < kv_end;
-        cp_async_16(slot_base + chunk_offset(row, vec), valid ? tile_base + i * kRowsPerPass * slot_stride : cache,
-                    valid ? Tr::kVecElems * Tr::kElemBytes : 0);
+
+    const char* head_base;   // cache + kv_head * head_stride + first_row * slot_stride + vec * 16 B
+    int64_t block_stride;    // bytes between pages
+    int64_t slot_stride;     // bytes between the slots (keys) of a page
+    int32_t first_row;       // the thread's first row of a chunk
+    int32_t vec;             // the thread's 16-byte column of a row
+    int32_t tile;            // key tile of the next chunk
+    int32_t page_index;      // its block_table index
+    int32_t page_slot;       // the slot of its first key inside that page
+
+    __device__ __forceinline__ void init(const wideattn_prefill_params& p, bool is_value, int32_t kv_head,
+                                         int32_t issuer) {
+        constexpr int64_t kElem = Tr::kElemBytes;
+        vec = issuer % Tr::kVecsPerRow;
+        first_row = issuer / Tr::kVecsPerRow;
+        slot_stride = (is_value ? p.v_slot_stride : p.k_slot_stride) * kElem;
+        block_stride = (is_value ? p.v_block_stride : p.k_block_stride) * kElem;
+        head_base = static_cast<const char*>(is_value ? p.v_cache : p.k_cache) +
+                    kv_head * (is_value ? p.v_head_stride : p.k_head_stride) * kElem + first_row * slot_stride +
+                    vec * Tr::kVecElems * kElem;
+        tile = 0;
+        page_index = 0;
+        page_slot = 0;
     }
-}
+
+    // The page of the next chunk (read early so its latency hides behind the wait and barrier).
+    __device__ __forceinline__ int32_t next_page(const int32_t* table_row, int32_t num_tiles) const {
+        return tile < num_tiles ? __ldg(table_row + page_index) : 0;
+    }
+
+    // Issues (does not commit) the copies of the next chunk into `slot_base` and advances to
+    // the tile after it. Keys >= kv_end are zero-filled (their addresses stay inside the page);
+    // a tile past the last one issues nothing.
+    __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t page, int32_t num_tiles,
+                                          int32_t kv_end, uint32_t slot_base) {
+        if (tile < num_tiles) {
+            const char* src = head_base + page * block_stride + page_slot * slot_stride;
+            const int32_t rows_valid = kv_end - tile * Tr::kTileKeys;
+#pragma unroll
+            for (int32_t i = 0; i < kPasses; ++i) {
+                const int32_t row = first_row + i * kRowsPerPass;
+                cp_async_16(slot_base + chunk_offset(row, vec), src + i * kRowsPerPass * slot_stride,
+                            row < rows_valid ? Tr::kVecElems * Tr::kElemBytes : 0);
+            }
+        }
+        ++tile;
+        page_slot += Tr::kTileKeys;
+        if (page_slot == p.block_size) {
+            page_slot = 0;
+            ++page_index;
+        }
+    }
+};
 
 // Online-softmax state of the thread's two rows (row g and row g + 8 of its m-tile).
 struct RowState {
@@ -284,8 +301,10 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[Tr::kDimNTiles][4], con
     }
 }
 
-__device__ __forceinline__ uint32_t slot_address(uint32_t ring, int32_t chunk) {
-    return ring + (chunk % Tr::kRingSlots) * Tr::kChunkBytes;
+// (slot + step) % kRingSlots for slot < kRingSlots and step <= kRingSlots.
+__device__ __forceinline__ int32_t ring_add(int32_t slot, int32_t step) {
+    const int32_t sum = slot + step;
+    return sum >= Tr::kRingSlots ? sum - Tr::kRingSlots : sum;
 }
 
 // Runs the whole key loop for this warp: o accumulates unnormalised P V, state holds the
@@ -300,42 +319,50 @@ __device__ __forceinline__ void attention_mainloop(const wideattn_prefill_params
     const uint32_t ring = shared_address(smem);
     const uint32_t exchange = ring + Tr::kRingBytes;
     const LaneOffsets offsets = lane_offsets(lane, warp % Tr::kDimSplit);
+    const int32_t* table_row = p.block_table + g.table_offset;
     // Chunks issued ahead of the step: K_j, V_j (and K_j+1 without ping-pong).
     constexpr int32_t kChunksAhead = Tr::kPingPong ? 2 : 3;
 
-    // Each chunk is issued by one half of the block (kIssuers threads); every thread commits
-    // one group per chunk (empty when the other half issued it), in chunk order, so "all but
-    // the newest kChunksAhead - 2 groups" means the same chunks on every thread.
+    // Each chunk is issued by one half of the block (kIssuers threads); step j's two chunks
+    // are 2j + kChunksAhead (half 0) and the one after it (half 1), so a half always issues
+    // the same tensor. Every thread commits one group per chunk (empty when the other half
+    // issued it), in chunk order, so "all but the newest kChunksAhead - 2 groups" means the
+    // same chunks on every thread.
     constexpr int32_t kIssuers = Tr::kThreads / 2;
     const int32_t half_of_block = threadIdx.x / kIssuers;
-    const int32_t issuer = threadIdx.x % kIssuers;
+    const int32_t issued_parity = (kChunksAhead + half_of_block) % 2;  // 1: this half issues V
+    ChunkStream<kIssuers> stream;
+    stream.init(p, issued_parity == 1, g.kv_head, threadIdx.x % kIssuers);
 #pragma unroll
     for (int32_t c = 0; c < kChunksAhead; ++c) {
-        if (c % 2 == half_of_block)
-            issue_chunk<kIssuers>(p, c, g.num_tiles, g.kv_end, g.kv_head,
-                                  locate_tile(p, p.block_table + g.table_offset, c / 2, g.num_tiles), ring, issuer);
+        if (c % 2 == issued_parity)
+            stream.issue(p, stream.next_page(table_row, g.num_tiles), g.num_tiles, g.kv_end,
+                         ring + c * Tr::kChunkBytes);
         cp_async_commit();
     }
 
     uint32_t prob[4];
+    int32_t k_slot = 0;  // ring slot of K_j: (2j) % kRingSlots
     for (int32_t j = 0; j < g.num_tiles; ++j) {
-        // This half's chunk of the step and its page, read before the wait and the barrier
-        // so the table load's latency hides behind them.
-        const int32_t chunk = 2 * j + kChunksAhead + half_of_block;
-        const TileLocation where = locate_tile(p, p.block_table + g.table_offset, chunk / 2, g.num_tiles);
+        const int32_t page = stream.next_page(table_row, g.num_tiles);
+        const int32_t v_slot = ring_add(k_slot, 1);
         cp_async_wait<kChunksAhead - 2>();
         __syncthreads();
         if (half_of_block == 1) cp_async_commit();
-        issue_chunk<kIssuers>(p, chunk, g.num_tiles, g.kv_end, g.kv_head, where, ring, issuer);
+        stream.issue(p, page, g.num_tiles, g.kv_end,
+                     ring + ring_add(k_slot, kChunksAhead + half_of_block) * Tr::kChunkBytes);
         cp_async_commit();
         if (half_of_block == 0) cp_async_commit();
-        if (lagging_group && j > 0) accumulate_pv(o, prob, offsets, slot_address(ring, 2 * j - 1));
+        if (lagging_group && j > 0)
+            accumulate_pv(o, prob, offsets, ring + ring_add(k_slot, Tr::kRingSlots - 1) * Tr::kChunkBytes);
         float s[Tr::kKeyNTiles][4];
-        tile_scores(p, g, q, offsets, slot_address(ring, 2 * j), exchange, j, s);
+        tile_scores(p, g, q, offsets, ring + k_slot * Tr::kChunkBytes, exchange, j, s);
         softmax_update(s, o, state, prob);
-        if (!lagging_group) accumulate_pv(o, prob, offsets, slot_address(ring, 2 * j + 1));
+        if (!lagging_group) accumulate_pv(o, prob, offsets, ring + v_slot * Tr::kChunkBytes);
+        k_slot = ring_add(k_slot, 2);
     }
-    if (lagging_group && g.num_tiles > 0) accumulate_pv(o, prob, offsets, slot_address(ring, 2 * g.num_tiles - 1));
+    if (lagging_group && g.num_tiles > 0)
+        accumulate_pv(o, prob, offsets, ring + ring_add(k_slot, Tr::kRingSlots - 1) * Tr::kChunkBytes);
     cp_async_wait<0>();
 }
 
