@@ -40,6 +40,9 @@ constexpr uint32_t kNegativeInfinityBits = 0xff800000u;
 constexpr int64_t kArgmaxBlock = 256;
 // Columns per block of the fused pass (both rows' blocks stay in L1).
 constexpr int64_t kSumBlock = 512;
+// Most a logit may exceed the shift of a block summed at the row's running max: e^600 * 512
+// terms * |ref - cand| (< 2^129) stays below the double range.
+constexpr double kMaxShiftExcess = 600.0;
 
 // exp(x) for x <= 0 to about 1 ulp with few floating-point operations:
 //   x = (256 m + j) ln2/256 + r,  |r| <= ln2/512,  exp(x) = 2^m * 2^(j/256) * exp(r),
@@ -270,6 +273,66 @@ WIDEATTN_AVX2 BlockSums block_sums_avx2(const float* ref, const float* cand, int
                       : block_sums_avx2_impl<false>(ref, cand, n, ref_max, cand_max);
 }
 
+// Sums of a block relative to shifts that are not the block's own maxima (the row's running
+// maxima), with the block maxima found in the same pass: a second pass over the block for its
+// max is not needed. Exponents are clamped below at kExpFloor. A NaN or infinite logit makes
+// `weighted` non-finite (inf - inf, NaN or 0 * inf reaches it in every case), so the caller
+// checks that instead of scanning; it also checks that no logit exceeds its shift by more than
+// kMaxShiftExcess, which keeps every sum finite.
+struct ShiftedBlockSums {
+    BlockSums sums;
+    float ref_max;
+    float cand_max;
+};
+
+WIDEATTN_AVX2 ShiftedBlockSums block_sums_shifted_avx2(const float* ref, const float* cand, int64_t n,
+                                                       double ref_shift, double cand_shift) {
+    const int64_t* table = exp2_fraction_table();
+    const __m256d ref_shifts = _mm256_set1_pd(ref_shift), cand_shifts = _mm256_set1_pd(cand_shift);
+    const __m256d floor = _mm256_set1_pd(kExpFloor);
+    const float lowest = -std::numeric_limits<float>::infinity();
+    __m128 ref_best = _mm_set1_ps(lowest), cand_best = _mm_set1_ps(lowest);
+    __m256d ref_exp = _mm256_setzero_pd(), cand_exp = _mm256_setzero_pd(), weighted = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        const __m128 ref_floats = _mm_loadu_ps(ref + i), cand_floats = _mm_loadu_ps(cand + i);
+        ref_best = _mm_max_ps(ref_best, ref_floats);
+        cand_best = _mm_max_ps(cand_best, cand_floats);
+        const __m256d r = _mm256_cvtps_pd(ref_floats), c = _mm256_cvtps_pd(cand_floats);
+        const __m256d a = _mm256_max_pd(_mm256_sub_pd(r, ref_shifts), floor);
+        const __m256d b = _mm256_max_pd(_mm256_sub_pd(c, cand_shifts), floor);
+        const __m256d ea = exp_nonpositive_avx2(a, table);
+        ref_exp = _mm256_add_pd(ref_exp, ea);
+        cand_exp = _mm256_add_pd(cand_exp, exp_nonpositive_avx2(b, table));
+        weighted = _mm256_fmadd_pd(ea, _mm256_sub_pd(r, c), weighted);
+    }
+    alignas(32) double lanes[3][kLanes];
+    alignas(16) float best[2][kLanes];
+    _mm256_store_pd(lanes[0], ref_exp);
+    _mm256_store_pd(lanes[1], cand_exp);
+    _mm256_store_pd(lanes[2], weighted);
+    _mm_store_ps(best[0], ref_best);
+    _mm_store_ps(best[1], cand_best);
+    ShiftedBlockSums result{{}, lowest, lowest};
+    for (int lane = 0; lane < kLanes; ++lane) {
+        result.sums.ref_exp += lanes[0][lane];
+        result.sums.cand_exp += lanes[1][lane];
+        result.sums.weighted += lanes[2][lane];
+        result.ref_max = std::max(result.ref_max, best[0][lane]);
+        result.cand_max = std::max(result.cand_max, best[1][lane]);
+    }
+    for (; i < n; ++i) {
+        const double r = ref[i], c = cand[i];
+        const double ea = std::exp(std::max(r - ref_shift, kExpFloor));
+        result.sums.ref_exp += ea;
+        result.sums.cand_exp += std::exp(std::max(c - cand_shift, kExpFloor));
+        result.sums.weighted += ea * (r - c);
+        result.ref_max = std::max(result.ref_max, ref[i]);
+        result.cand_max = std::max(result.cand_max, cand[i]);
+    }
+    return result;
+}
+
 bool cpu_has_avx2_fma() {
     static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     return supported;
@@ -305,6 +368,21 @@ struct RunningRow {
             const double factor = std::exp(block_max - max);
             exp_sum += block_exp * factor;
             weighted += block_weighted * factor;
+        }
+    }
+
+    // Block sums taken relative to the current max (not the block's): no rescaling unless the
+    // block holds a new max.
+    void add_at_current_max(double block_max, double block_exp, double block_weighted, int64_t block_begin) {
+        if (block_max > max) {
+            const double factor = std::exp(max - block_max);
+            exp_sum = (exp_sum + block_exp) * factor;
+            weighted = (weighted + block_weighted) * factor;
+            max = block_max;
+            max_block = block_begin;
+        } else {
+            exp_sum += block_exp;
+            weighted += block_weighted;
         }
     }
 };
@@ -403,10 +481,32 @@ struct RowPairSums {
     bool any_special = false;  // an inf/NaN somewhere: the caller rescans the row
 };
 
+// Sums of one block relative to the row's running maxima, found in one pass; false when the
+// block needs the two-pass path (an inf/NaN, or a logit far above the running max).
+bool add_block_at_running_max(const float* ref, const float* cand, int64_t begin, int64_t end, RowPairSums* sums) {
+#ifdef WIDEATTN_HAVE_AVX2_PATH
+    if (!cpu_has_avx2_fma() || sums->ref.max_block < 0) return false;
+    const ShiftedBlockSums block =
+        block_sums_shifted_avx2(ref + begin, cand + begin, end - begin, sums->ref.max, sums->cand.max);
+    if (!std::isfinite(block.sums.weighted) || block.ref_max - sums->ref.max > kMaxShiftExcess ||
+        block.cand_max - sums->cand.max > kMaxShiftExcess)
+        return false;
+    sums->ref.add_at_current_max(block.ref_max, block.sums.ref_exp, block.sums.weighted, begin);
+    sums->cand.add_at_current_max(block.cand_max, block.sums.cand_exp, 0.0, begin);
+    return true;
+#else
+    (void)ref, (void)cand, (void)begin, (void)end, (void)sums;
+    return false;
+#endif
+}
+
+// The first block (and any block add_block_at_running_max declines) is scanned for its max,
+// then summed relative to it; later blocks are summed relative to the running max in one pass.
 RowPairSums row_pair_sums(const float* ref, const float* cand, int64_t vocab) {
     RowPairSums sums;
     for (int64_t begin = 0; begin < vocab; begin += kSumBlock) {
         const int64_t end = std::min(vocab, begin + kSumBlock);
+        if (add_block_at_running_max(ref, cand, begin, end, &sums)) continue;
         const BlockMax ref_block = block_max(ref, begin, end);
         const BlockMax cand_block = block_max(cand, begin, end);
         if (ref_block.any_special || cand_block.any_special) {
