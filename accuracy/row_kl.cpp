@@ -44,7 +44,8 @@ constexpr int64_t kSumBlock = 512;
 // terms * |ref - cand| (< 2^129) stays below the double range.
 constexpr double kMaxShiftExcess = 600.0;
 
-// exp(x) for x <= 0 to about 1 ulp with few floating-point operations:
+// exp(x) for x <= 0 (and up to kMaxShiftExcess: the scale's exponent field still holds m) to
+// about 1 ulp with few floating-point operations:
 //   x = (256 m + j) ln2/256 + r,  |r| <= ln2/512,  exp(x) = 2^m * 2^(j/256) * exp(r),
 // with 2^(j/256) from a 256-entry table (correctly rounded doubles), exp(r) - 1 from a degree-4
 // Taylor polynomial (truncation < 4e-17), ln2/256 split Cody-Waite style so n * kLn2OverTableHigh
