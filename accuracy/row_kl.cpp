@@ -1,12 +1,19 @@
-// row_kl.cpp - see row_kl.h. The block scan and the exp pass use GCC/Clang vector
-// extensions so they vectorise on any target (SSE2, NEON) without -ffast-math, and on x86-64
-// GCC also builds an x86-64-v3 (AVX2+FMA) clone chosen at load time.
+// row_kl.cpp - see row_kl.h. The block scan and a portable exp pass use GCC/Clang vector
+// extensions so they vectorise on any target (SSE2, NEON) without -ffast-math (on x86-64 GCC
+// also builds an x86-64-v3 clone of the scan); on x86-64 CPUs with AVX2 and FMA, chosen at run
+// time, the exp pass is an intrinsics loop that keeps every constant and sum in registers.
 #include "accuracy/row_kl.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define WIDEATTN_HAVE_AVX2_PATH 1
+#define WIDEATTN_AVX2 __attribute__((target("avx2,fma")))
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define WIDEATTN_HOT_LOOP __attribute__((target_clones("arch=x86-64-v3", "default")))
@@ -24,7 +31,7 @@ namespace {
 
 constexpr int kLanes = 4;
 typedef double Doubles __attribute__((vector_size(kLanes * sizeof(double))));
-typedef int64_t Int64s __attribute__((vector_size(kLanes * sizeof(int64_t))));
+typedef uint64_t Bits64s __attribute__((vector_size(kLanes * sizeof(uint64_t))));
 
 constexpr uint32_t kExponentMask = 0x7f800000u;
 constexpr uint32_t kNegativeInfinityBits = 0xff800000u;
@@ -33,30 +40,42 @@ constexpr uint32_t kNegativeInfinityBits = 0xff800000u;
 constexpr int64_t kArgmaxBlock = 256;
 // Columns per block of the fused pass (both rows' blocks stay in L1).
 constexpr int64_t kSumBlock = 512;
+// Most a logit may exceed the shift of a block summed at the row's running max: e^600 * 512
+// terms * |ref - cand| (< 2^129) stays below the double range.
+constexpr double kMaxShiftExcess = 600.0;
 
-// exp(x) for x <= 0 to about 1.5 ulp with few floating-point operations:
-//   x = (64 m + j) ln2/64 + r,  |r| <= ln2/128,  exp(x) = 2^m * 2^(j/64) * exp(r),
-// with 2^(j/64) from a 64-entry table (correctly rounded doubles), exp(r) from a degree-5
-// Taylor polynomial (truncation < 4e-17), ln2/64 split Cody-Waite style so n * kLn2Over64High
-// is exact, and n recovered from the bits of the rounding constant. Inputs below kExpFloor
-// are clamped: such terms contribute < 1e-307 to sums that are >= 1.
+// exp(x) for x <= 0 (and up to kMaxShiftExcess: the scale's exponent field still holds m) to
+// about 1 ulp with few floating-point operations:
+//   x = (256 m + j) ln2/256 + r,  |r| <= ln2/512,  exp(x) = 2^m * 2^(j/256) * exp(r),
+// with 2^(j/256) from a 256-entry table (correctly rounded doubles), exp(r) - 1 from a degree-4
+// Taylor polynomial (truncation < 4e-17), ln2/256 split Cody-Waite style so n * kLn2OverTableHigh
+// is exact, and n recovered from the bits of the rounding constant. Inputs below kExpFloor are
+// clamped: such terms contribute < 1e-307 to sums that are >= 1.
 constexpr double kExpFloor = -708.0;
-constexpr int kTableBits = 6;
+constexpr int kTableBits = 8;
 constexpr int kTableSize = 1 << kTableBits;
-constexpr double kTableSizeOverLn2 = 92.33248261689366;
-constexpr double kLn2Over64High = 0x1.62e42ff000000p-7;   // 32 significant bits
-constexpr double kLn2Over64Low = -6.563929801064195e-13;
+constexpr double kTableSizeOverLn2 = 369.3299304675746;
+constexpr double kLn2OverTableHigh = 0x1.62e42ff000000p-9;  // 32 significant bits
+constexpr double kLn2OverTableLow = -1.6409824502660487e-13;
 constexpr double kRoundingShift = 6755399441055744.0;  // 1.5 * 2^52: adding it rounds to an integer
-constexpr int64_t kRoundingShiftBits = 0x4338000000000000;
 constexpr int kDoubleMantissaBits = 52;
+// Shifting the rounded value's bits left by this puts n = 256 m + j at the exponent field: m
+// lands in the exponent, j just below it (the table entries have j there subtracted already).
+constexpr int kScaleShift = kDoubleMantissaBits - kTableBits;
+constexpr double kTaylor2 = 1.0 / 2, kTaylor3 = 1.0 / 6, kTaylor4 = 1.0 / 24;
 
-// 2^(j / kTableSize), j = 0 .. kTableSize - 1, correctly rounded (exp2 of long double).
-const double* exp2_fraction_table() {
+// Bits of 2^(j / kTableSize) (correctly rounded, from long double exp2) minus j << kScaleShift,
+// so that adding the rounded value's bits << kScaleShift gives the bits of 2^m * 2^(j/256).
+const int64_t* exp2_fraction_table() {
     static const struct Table {
-        double values[kTableSize];
+        int64_t values[kTableSize];
         Table() {
-            for (int j = 0; j < kTableSize; ++j)
-                values[j] = static_cast<double>(std::exp2(static_cast<long double>(j) / kTableSize));
+            for (int j = 0; j < kTableSize; ++j) {
+                const double value = static_cast<double>(std::exp2(static_cast<long double>(j) / kTableSize));
+                int64_t bits;
+                std::memcpy(&bits, &value, sizeof bits);
+                values[j] = bits - (static_cast<int64_t>(j) << kScaleShift);
+            }
         }
     } table;
     return table.values;
@@ -64,32 +83,24 @@ const double* exp2_fraction_table() {
 
 // kClamp false: the caller guarantees x >= kExpFloor (saves the compare and blend).
 template <bool kClamp>
-WIDEATTN_ALWAYS_INLINE Doubles exp_nonpositive(Doubles x, const double* table) {
+WIDEATTN_ALWAYS_INLINE Doubles exp_nonpositive(Doubles x, const int64_t* table) {
     if (kClamp) {
         const Doubles floor = Doubles{} + kExpFloor;
         x = x < floor ? floor : x;
     }
     const Doubles shifted = x * kTableSizeOverLn2 + kRoundingShift;
     const Doubles n = shifted - kRoundingShift;
-    const Doubles r = (x - n * kLn2Over64High) - n * kLn2Over64Low;
-    Int64s bits;
+    const Doubles r = (x - n * kLn2OverTableHigh) - n * kLn2OverTableLow;
+    Bits64s bits;
     std::memcpy(&bits, &shifted, sizeof bits);
-    const Int64s n_int = bits - kRoundingShiftBits;
-    const Int64s j = n_int & (kTableSize - 1);
-    const Int64s m = n_int >> kTableBits;  // floor(n / 64): arithmetic shift
-    const Doubles fraction = {table[j[0]], table[j[1]], table[j[2]], table[j[3]]};
-    Int64s scaled_bits;
-    std::memcpy(&scaled_bits, &fraction, sizeof scaled_bits);
-    scaled_bits += m << kDoubleMantissaBits;
+    const Bits64s j = bits & (kTableSize - 1);
+    Bits64s scaled_bits = {static_cast<uint64_t>(table[j[0]]), static_cast<uint64_t>(table[j[1]]),
+                           static_cast<uint64_t>(table[j[2]]), static_cast<uint64_t>(table[j[3]])};
+    scaled_bits += bits << kScaleShift;
     Doubles scale;
     std::memcpy(&scale, &scaled_bits, sizeof scale);
-    // Estrin's scheme: short dependency chains (this loop is latency-bound, not FMA-bound).
-    const Doubles r2 = r * r;
-    const Doubles low = 1.0 + r;
-    const Doubles mid = 1.0 / 2 + r * (1.0 / 6);
-    const Doubles high = 1.0 / 24 + r * (1.0 / 120);
-    const Doubles p = low + r2 * (mid + r2 * high);
-    return scale * p;
+    const Doubles q = r + (r * r) * (kTaylor2 + r * (kTaylor3 + r * kTaylor4));
+    return scale + scale * q;
 }
 
 WIDEATTN_ALWAYS_INLINE double lane_sum(Doubles v) {
@@ -170,7 +181,7 @@ WIDEATTN_ALWAYS_INLINE BlockSums block_sums_impl(const float* ref, const float* 
         ref_tile[i] = ref[i];
         cand_tile[i] = cand[i];
     }
-    const double* table = exp2_fraction_table();
+    const int64_t* table = exp2_fraction_table();
     Doubles ref_exp = {}, cand_exp = {}, weighted = {};
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes) {
@@ -196,9 +207,145 @@ WIDEATTN_ALWAYS_INLINE BlockSums block_sums_impl(const float* ref, const float* 
     return sums;
 }
 
+#ifdef WIDEATTN_HAVE_AVX2_PATH
+// The same exp as exp_nonpositive, on AVX2 registers with fused multiply-adds. The table is read
+// with scalar loads (measured faster than vgatherqpd on the development CPU).
+WIDEATTN_AVX2 inline __m256d exp_nonpositive_avx2(__m256d x, const int64_t* table) {
+    const __m256d rounding_shift = _mm256_set1_pd(kRoundingShift);
+    const __m256d shifted = _mm256_fmadd_pd(x, _mm256_set1_pd(kTableSizeOverLn2), rounding_shift);
+    const __m256d n = _mm256_sub_pd(shifted, rounding_shift);
+    __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(kLn2OverTableHigh), x);
+    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(kLn2OverTableLow), r);
+    const __m256i bits = _mm256_castpd_si256(shifted);
+    alignas(32) int64_t j[kLanes];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(j), _mm256_and_si256(bits, _mm256_set1_epi64x(kTableSize - 1)));
+    const __m256i entries = _mm256_set_epi64x(table[j[3]], table[j[2]], table[j[1]], table[j[0]]);
+    const __m256d scale = _mm256_castsi256_pd(_mm256_add_epi64(entries, _mm256_slli_epi64(bits, kScaleShift)));
+    __m256d p = _mm256_fmadd_pd(r, _mm256_set1_pd(kTaylor4), _mm256_set1_pd(kTaylor3));
+    p = _mm256_fmadd_pd(r, p, _mm256_set1_pd(kTaylor2));
+    const __m256d q = _mm256_fmadd_pd(_mm256_mul_pd(r, r), p, r);
+    return _mm256_fmadd_pd(scale, q, scale);
+}
+
+template <bool kClamp>
+WIDEATTN_AVX2 inline BlockSums block_sums_avx2_impl(const float* ref, const float* cand, int64_t n, double ref_max,
+                                                    double cand_max) {
+    const int64_t* table = exp2_fraction_table();
+    const __m256d ref_shift = _mm256_set1_pd(ref_max), cand_shift = _mm256_set1_pd(cand_max);
+    const __m256d floor = _mm256_set1_pd(kExpFloor);
+    __m256d ref_exp = _mm256_setzero_pd(), cand_exp = _mm256_setzero_pd(), weighted = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        const __m256d r = _mm256_cvtps_pd(_mm_loadu_ps(ref + i));
+        const __m256d c = _mm256_cvtps_pd(_mm_loadu_ps(cand + i));
+        __m256d a = _mm256_sub_pd(r, ref_shift), b = _mm256_sub_pd(c, cand_shift);
+        if (kClamp) {
+            a = _mm256_max_pd(a, floor);
+            b = _mm256_max_pd(b, floor);
+        }
+        const __m256d ea = exp_nonpositive_avx2(a, table);
+        ref_exp = _mm256_add_pd(ref_exp, ea);
+        cand_exp = _mm256_add_pd(cand_exp, exp_nonpositive_avx2(b, table));
+        weighted = _mm256_fmadd_pd(ea, _mm256_sub_pd(r, c), weighted);
+    }
+    alignas(32) double lanes[3][kLanes];
+    _mm256_store_pd(lanes[0], ref_exp);
+    _mm256_store_pd(lanes[1], cand_exp);
+    _mm256_store_pd(lanes[2], weighted);
+    BlockSums sums;
+    for (int lane = 0; lane < kLanes; ++lane) {
+        sums.ref_exp += lanes[0][lane];
+        sums.cand_exp += lanes[1][lane];
+        sums.weighted += lanes[2][lane];
+    }
+    for (; i < n; ++i) {
+        const double r = ref[i], c = cand[i];
+        const double ea = std::exp(r - ref_max);
+        sums.ref_exp += ea;
+        sums.cand_exp += std::exp(c - cand_max);
+        sums.weighted += ea * (r - c);
+    }
+    return sums;
+}
+
+WIDEATTN_AVX2 BlockSums block_sums_avx2(const float* ref, const float* cand, int64_t n, double ref_max,
+                                        double cand_max, bool need_clamp) {
+    return need_clamp ? block_sums_avx2_impl<true>(ref, cand, n, ref_max, cand_max)
+                      : block_sums_avx2_impl<false>(ref, cand, n, ref_max, cand_max);
+}
+
+// Sums of a block relative to shifts that are not the block's own maxima (the row's running
+// maxima), with the block maxima found in the same pass: a second pass over the block for its
+// max is not needed. Exponents are clamped below at kExpFloor. A NaN or infinite logit makes
+// `weighted` non-finite (inf - inf, NaN or 0 * inf reaches it in every case), so the caller
+// checks that instead of scanning; it also checks that no logit exceeds its shift by more than
+// kMaxShiftExcess, which keeps every sum finite.
+struct ShiftedBlockSums {
+    BlockSums sums;
+    float ref_max;
+    float cand_max;
+};
+
+WIDEATTN_AVX2 ShiftedBlockSums block_sums_shifted_avx2(const float* ref, const float* cand, int64_t n,
+                                                       double ref_shift, double cand_shift) {
+    const int64_t* table = exp2_fraction_table();
+    const __m256d ref_shifts = _mm256_set1_pd(ref_shift), cand_shifts = _mm256_set1_pd(cand_shift);
+    const __m256d floor = _mm256_set1_pd(kExpFloor);
+    const float lowest = -std::numeric_limits<float>::infinity();
+    __m128 ref_best = _mm_set1_ps(lowest), cand_best = _mm_set1_ps(lowest);
+    __m256d ref_exp = _mm256_setzero_pd(), cand_exp = _mm256_setzero_pd(), weighted = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        const __m128 ref_floats = _mm_loadu_ps(ref + i), cand_floats = _mm_loadu_ps(cand + i);
+        ref_best = _mm_max_ps(ref_best, ref_floats);
+        cand_best = _mm_max_ps(cand_best, cand_floats);
+        const __m256d r = _mm256_cvtps_pd(ref_floats), c = _mm256_cvtps_pd(cand_floats);
+        const __m256d a = _mm256_max_pd(_mm256_sub_pd(r, ref_shifts), floor);
+        const __m256d b = _mm256_max_pd(_mm256_sub_pd(c, cand_shifts), floor);
+        const __m256d ea = exp_nonpositive_avx2(a, table);
+        ref_exp = _mm256_add_pd(ref_exp, ea);
+        cand_exp = _mm256_add_pd(cand_exp, exp_nonpositive_avx2(b, table));
+        weighted = _mm256_fmadd_pd(ea, _mm256_sub_pd(r, c), weighted);
+    }
+    alignas(32) double lanes[3][kLanes];
+    alignas(16) float best[2][kLanes];
+    _mm256_store_pd(lanes[0], ref_exp);
+    _mm256_store_pd(lanes[1], cand_exp);
+    _mm256_store_pd(lanes[2], weighted);
+    _mm_store_ps(best[0], ref_best);
+    _mm_store_ps(best[1], cand_best);
+    ShiftedBlockSums result{{}, lowest, lowest};
+    for (int lane = 0; lane < kLanes; ++lane) {
+        result.sums.ref_exp += lanes[0][lane];
+        result.sums.cand_exp += lanes[1][lane];
+        result.sums.weighted += lanes[2][lane];
+        result.ref_max = std::max(result.ref_max, best[0][lane]);
+        result.cand_max = std::max(result.cand_max, best[1][lane]);
+    }
+    for (; i < n; ++i) {
+        const double r = ref[i], c = cand[i];
+        const double ea = std::exp(std::max(r - ref_shift, kExpFloor));
+        result.sums.ref_exp += ea;
+        result.sums.cand_exp += std::exp(std::max(c - cand_shift, kExpFloor));
+        result.sums.weighted += ea * (r - c);
+        result.ref_max = std::max(result.ref_max, ref[i]);
+        result.cand_max = std::max(result.cand_max, cand[i]);
+    }
+    return result;
+}
+
+bool cpu_has_avx2_fma() {
+    static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return supported;
+}
+#endif
+
 // need_clamp: some logit of the block lies more than -kExpFloor below its block max.
-WIDEATTN_HOT_LOOP BlockSums block_sums(const float* ref, const float* cand, int64_t n, double ref_max,
-                                       double cand_max, bool need_clamp) {
+BlockSums block_sums(const float* ref, const float* cand, int64_t n, double ref_max, double cand_max,
+                     bool need_clamp) {
+#ifdef WIDEATTN_HAVE_AVX2_PATH
+    if (cpu_has_avx2_fma()) return block_sums_avx2(ref, cand, n, ref_max, cand_max, need_clamp);
+#endif
     return need_clamp ? block_sums_impl<true>(ref, cand, n, ref_max, cand_max)
                       : block_sums_impl<false>(ref, cand, n, ref_max, cand_max);
 }
@@ -222,6 +369,21 @@ struct RunningRow {
             const double factor = std::exp(block_max - max);
             exp_sum += block_exp * factor;
             weighted += block_weighted * factor;
+        }
+    }
+
+    // Block sums taken relative to the current max (not the block's): no rescaling unless the
+    // block holds a new max.
+    void add_at_current_max(double block_max, double block_exp, double block_weighted, int64_t block_begin) {
+        if (block_max > max) {
+            const double factor = std::exp(max - block_max);
+            exp_sum = (exp_sum + block_exp) * factor;
+            weighted = (weighted + block_weighted) * factor;
+            max = block_max;
+            max_block = block_begin;
+        } else {
+            exp_sum += block_exp;
+            weighted += block_weighted;
         }
     }
 };
@@ -320,10 +482,32 @@ struct RowPairSums {
     bool any_special = false;  // an inf/NaN somewhere: the caller rescans the row
 };
 
+// Sums of one block relative to the row's running maxima, found in one pass; false when the
+// block needs the two-pass path (an inf/NaN, or a logit far above the running max).
+bool add_block_at_running_max(const float* ref, const float* cand, int64_t begin, int64_t end, RowPairSums* sums) {
+#ifdef WIDEATTN_HAVE_AVX2_PATH
+    if (!cpu_has_avx2_fma() || sums->ref.max_block < 0) return false;
+    const ShiftedBlockSums block =
+        block_sums_shifted_avx2(ref + begin, cand + begin, end - begin, sums->ref.max, sums->cand.max);
+    if (!std::isfinite(block.sums.weighted) || block.ref_max - sums->ref.max > kMaxShiftExcess ||
+        block.cand_max - sums->cand.max > kMaxShiftExcess)
+        return false;
+    sums->ref.add_at_current_max(block.ref_max, block.sums.ref_exp, block.sums.weighted, begin);
+    sums->cand.add_at_current_max(block.cand_max, block.sums.cand_exp, 0.0, begin);
+    return true;
+#else
+    (void)ref, (void)cand, (void)begin, (void)end, (void)sums;
+    return false;
+#endif
+}
+
+// The first block (and any block add_block_at_running_max declines) is scanned for its max,
+// then summed relative to it; later blocks are summed relative to the running max in one pass.
 RowPairSums row_pair_sums(const float* ref, const float* cand, int64_t vocab) {
     RowPairSums sums;
     for (int64_t begin = 0; begin < vocab; begin += kSumBlock) {
         const int64_t end = std::min(vocab, begin + kSumBlock);
+        if (add_block_at_running_max(ref, cand, begin, end, &sums)) continue;
         const BlockMax ref_block = block_max(ref, begin, end);
         const BlockMax cand_block = block_max(cand, begin, end);
         if (ref_block.any_special || cand_block.any_special) {

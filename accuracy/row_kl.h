@@ -1,9 +1,9 @@
 // row_kl.h - the per-token drift kernel: KL(reference || candidate) of two logit rows computed
 // from log-softmax in float64 with max subtraction. The row pair is read from memory once, in
-// blocks that stay in L1: per block a max/min/inf-NaN scan, then the sums exp(ref - max),
-// exp(cand - max) and exp(ref - max) * (ref - cand); block sums are combined with a running
-// max. A logit of -inf is a probability of exactly zero (such rows take a scalar path); NaN and
-// +inf are input errors.
+// blocks that stay in L1: the sums exp(ref - max), exp(cand - max) and exp(ref - max) *
+// (ref - cand), taken at the first block's scanned max and then at the row's running max (each
+// block's max found in the same pass; a scan only where a block needs it). A logit of -inf is a
+// probability of exactly zero (such rows take a scalar path); NaN and +inf are input errors.
 #pragma once
 
 #include <cstdint>

@@ -191,3 +191,36 @@ TEST_CASE("scan_row: max, first argmax, and input problems with their column") {
     const std::vector<float> all_zero_probability(9, kNegInf);
     CHECK(scan_row(all_zero_probability.data(), 9).problem == RowProblem::kAllNegativeInfinity);
 }
+
+TEST_CASE("row_pair_drift: blocks after the first (summed at the running max) handle inf, NaN and big jumps") {
+    const int64_t n = 3000;
+    const std::vector<float> base = random_row(21, n, -20.0, 20.0);
+    for (int64_t column : {int64_t{700}, int64_t{2999}}) {
+        std::vector<float> ref = base, cand = random_row(22, n, -20.0, 20.0);
+        ref[column] = std::numeric_limits<float>::quiet_NaN();
+        RowPairDrift drift = row_pair_drift(ref.data(), cand.data(), n);
+        CHECK(drift.ref_problem == RowProblem::kNaN);
+        CHECK(drift.ref_problem_column == column);
+        ref[column] = 1.0f;
+        cand[column] = std::numeric_limits<float>::infinity();
+        drift = row_pair_drift(ref.data(), cand.data(), n);
+        CHECK(drift.cand_problem == RowProblem::kPositiveInfinity);
+        CHECK(drift.cand_problem_column == column);
+        cand[column] = kNegInf;  // zero probability where the reference has some: infinite KL
+        CHECK(std::isinf(kl_of(ref, cand)));
+        ref[column] = kNegInf;  // zero in both: finite, and the same as the long-double KL
+        CHECK(wideattn::accuracy::testing::kl_close(kl_of(ref, cand), naive_kl(ref.data(), cand.data(), n)));
+    }
+    // The first block far below a later one (a jump beyond any single-pass shift) and a later
+    // block far below the running max (clamped exponents).
+    std::vector<float> ref = base, cand = random_row(23, n, -20.0, 20.0);
+    for (int64_t i = 0; i < 512; ++i) {
+        ref[i] -= 2000.0f;
+        cand[i] -= 900.0f;
+    }
+    for (int64_t i = 1536; i < 2048; ++i) ref[i] -= 1500.0f;
+    CHECK(wideattn::accuracy::testing::kl_close(kl_of(ref, cand), naive_kl(ref.data(), cand.data(), n)));
+    const RowPairDrift drift = row_pair_drift(ref.data(), cand.data(), n);
+    CHECK(relatively_close(drift.ref_log_normalizer, wideattn::accuracy::testing::naive_log_sum_exp(ref.data(), n), 1e-13));
+    CHECK(relatively_close(drift.cand_log_normalizer, wideattn::accuracy::testing::naive_log_sum_exp(cand.data(), n), 1e-13));
+}
