@@ -32,8 +32,19 @@ constexpr size_t kPoolElements = size_t{1} << 25;  // 32 Mi random bf16 values t
 constexpr int kPeakIterations = 4096;
 constexpr int kPeakBlocksPerSm = 4;
 constexpr int kPeakThreads = 256;
-constexpr int kPeakChains = 8;                       // must match tools/bench/mma_peak.cu
-constexpr double kMmaFlops = 2.0 * 16 * 8 * 16;      // one m16n8k16 per warp
+constexpr int kPeakChains = 8;                       // must match tools/bench/mma_peak*.cu
+
+// A throughput probe cubin built beside the CLI (tools/bench/).
+struct PeakProbe {
+    const char* stem;       // <stem>.<arch>.cubin
+    const char* symbol;
+    double flops_per_mma;   // one mma per warp
+    int32_t streamed;       // e4m3 probe only: 1 = B from shared memory before every mma; -1 = no such argument
+};
+constexpr PeakProbe kBf16Probe = {"mma_peak", "wideattn_mma_peak", 2.0 * 16 * 8 * 16, -1};
+constexpr PeakProbe kE4m3RegisterProbe = {"mma_peak_e4m3", "wideattn_mma_peak_e4m3", 2.0 * 16 * 8 * 32, 0};
+constexpr PeakProbe kE4m3StreamedProbe = {"mma_peak_e4m3", "wideattn_mma_peak_e4m3", 2.0 * 16 * 8 * 32, 1};
+constexpr uint16_t kNoNanE4m3Pair = 0x7777;  // clears bit 3 and 7 of both bytes: never the NaN code 0x7f
 
 struct BenchCase {
     std::string name;
@@ -109,45 +120,50 @@ std::string fill_from_pool(DeviceBuffer& buffer, const std::vector<uint16_t>& po
     return {};
 }
 
-// Measures the register-only mma.sync bf16 rate with tools/bench/mma_peak.cu's cubin.
-std::string measure_mma_peak(const GpuSession& gpu, const std::string& cubin_dir, double* tflops) {
+// Measures an mma.sync rate with one of the probes of tools/bench/ (default: the register-only
+// bf16 rate of mma_peak.cu).
+std::string measure_mma_peak(const GpuSession& gpu, const std::string& cubin_dir, double* tflops,
+                             const PeakProbe& probe = kBf16Probe) {
     const Driver& d = gpu.driver();
     const std::string arch = "sm_" + std::to_string(gpu.cc_major()) + std::to_string(gpu.cc_minor());
     std::string image;
     for (const std::string& name : {arch + "a", arch}) {
-        std::ifstream in(cubin_dir + "/mma_peak." + name + ".cubin", std::ios::binary);
+        std::ifstream in(cubin_dir + "/" + probe.stem + "." + name + ".cubin", std::ios::binary);
         if (in) {
             image.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
             break;
         }
     }
-    if (image.empty()) return "no mma_peak cubin for " + arch + " in " + cubin_dir;
+    if (image.empty()) return std::string("no ") + probe.stem + " cubin for " + arch + " in " + cubin_dir;
     CUmodule module = nullptr;
     CUfunction function = nullptr;
-    std::string err = gpu.check(d.cuModuleLoadData(&module, image.data()), "cuModuleLoadData(mma_peak)");
-    if (err.empty()) err = gpu.check(d.cuModuleGetFunction(&function, module, "wideattn_mma_peak"), "mma_peak symbol");
+    std::string err = gpu.check(d.cuModuleLoadData(&module, image.data()), "cuModuleLoadData(mma peak probe)");
+    if (err.empty()) err = gpu.check(d.cuModuleGetFunction(&function, module, probe.symbol), "mma peak probe symbol");
     const int blocks = gpu.multiprocessors() * kPeakBlocksPerSm;
     DeviceBuffer operands, out;
-    const std::vector<uint16_t> random = random_bf16(32 * 6 * 2, 1.0f, 12345);
+    std::vector<uint16_t> random = random_bf16(32 * 6 * 2, 1.0f, 12345);
+    if (probe.streamed >= 0)
+        for (uint16_t& pair : random) pair &= kNoNanE4m3Pair;
     if (err.empty()) err = operands.allocate(gpu, random.size() * sizeof(uint16_t));
     if (err.empty()) err = operands.upload(random.data(), random.size() * sizeof(uint16_t));
     if (err.empty()) err = out.allocate(gpu, size_t{4} * blocks * kPeakThreads);
     void* operand_ptr = operands.get();
     void* out_ptr = out.get();
     int32_t iterations = kPeakIterations;
-    void* args[] = {&operand_ptr, &out_ptr, &iterations};
+    int32_t streamed = probe.streamed;
+    void* args[] = {&operand_ptr, &out_ptr, &iterations, &streamed};
     Timing t;
     if (err.empty())
         err = time_launches(gpu, kDefaultWarmup, kDefaultReps,
                             [&] {
                                 return gpu.check(d.cuLaunchKernel(function, blocks, 1, 1, kPeakThreads, 1, 1, 0,
                                                                   nullptr, args, nullptr),
-                                                 "cuLaunchKernel(mma_peak)");
+                                                 "cuLaunchKernel(mma peak probe)");
                             },
                             &t);
     if (module) d.cuModuleUnload(module);
     if (!err.empty()) return err;
-    const double flops = kMmaFlops * kPeakChains * kPeakIterations * (double(blocks) * kPeakThreads / 32);
+    const double flops = probe.flops_per_mma * kPeakChains * kPeakIterations * (double(blocks) * kPeakThreads / 32);
     *tflops = flops / (t.median_ms * 1e-3) / 1e12;
     return {};
 }
@@ -176,7 +192,8 @@ void print_help() {
         "  --reps N       timed runs per case (default %d, at least 1)\n"
         "  --warmup N     untimed runs first (default %d)\n"
         "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel\n"
-        "  --kv-dtype T   bf16 (default) or e4m3: K/V cache as e4m3 codes with per-tensor scales\n"
+        "  --kv-dtype T   bf16 (default) or e4m3: K/V cache as e4m3 codes with per-tensor scales; also\n"
+        "                 measures the e4m3 mma.sync rate (register-only, and with B from shared memory)\n"
         "  --json FILE    also write the results as JSON\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit\n",
@@ -260,6 +277,18 @@ int bench_main(int argc, char** argv) {
         std::printf("mma.sync bf16 register-only rate: %.1f TFLOP/s\n", peak_before);
     else
         std::printf("mma.sync rate not measured: %s\n", peak_error.c_str());
+    // The 8-bit kernel's own ceilings: e4m3 mma.sync with register operands, and with B read
+    // from shared memory before every mma (as K and V are).
+    double e4m3_register_rate = 0, e4m3_streamed_rate = 0;
+    if (e4m3_kv) {
+        const std::string e1 = measure_mma_peak(*gpu, tools_dir, &e4m3_register_rate, kE4m3RegisterProbe);
+        const std::string e2 = measure_mma_peak(*gpu, tools_dir, &e4m3_streamed_rate, kE4m3StreamedProbe);
+        if (e1.empty() && e2.empty())
+            std::printf("mma.sync e4m3 rate: %.1f TFLOP/s register-only, %.1f TFLOP/s with B from shared memory\n",
+                        e4m3_register_rate, e4m3_streamed_rate);
+        else
+            std::printf("mma.sync e4m3 rate not measured: %s\n", (e1.empty() ? e2 : e1).c_str());
+    }
 
     const std::vector<uint16_t> pool = random_bf16(kPoolElements, 0.21f, 2026);
     // For e4m3 K/V: the same random values as e4m3 codes (two per 16-bit pool entry, no NaN),
@@ -369,7 +398,11 @@ int bench_main(int argc, char** argv) {
         out << "{\n  \"tool\": \"wideattn bench\",\n  \"date\": \"" << date << "\",\n  \"gpu\": \""
             << json_escape(gpu->name()) << "\",\n  \"commit\": \"" << json_escape(commit) << "\",\n  \"reps\": " << reps
             << ",\n  \"warmup\": " << warmup << ",\n  \"mma_rate_tflops_before\": " << peak_before
-            << ",\n  \"mma_rate_tflops_after\": " << peak_after << ",\n  \"cases\": [\n"
+            << ",\n  \"mma_rate_tflops_after\": " << peak_after;
+        if (e4m3_kv)
+            out << ",\n  \"mma_e4m3_register_rate_tflops\": " << e4m3_register_rate
+                << ",\n  \"mma_e4m3_streamed_rate_tflops\": " << e4m3_streamed_rate;
+        out << ",\n  \"cases\": [\n"
             << json_cases.str() << "\n  ]\n}\n";
         if (!out) {
             std::fprintf(stderr, "wideattn bench: cannot write --json '%s'\n", json_path.c_str());
