@@ -100,3 +100,27 @@ TEST_CASE("problem: e4m3 K/V are exactly the bf16 values the references see") {
     }
     CHECK(largest_code > 0x70);  // the scale puts amax near the top of the e4m3 range
 }
+
+TEST_CASE("problem: e4m3 Q codes dequantise exactly to the q the references read") {
+    ProblemSpec spec = problem_spec({5, 3}, {2, 0}, 8, 1, 16, 11);
+    spec.head_dim = 64;
+    spec.q_token_pad = kE4m3QPadMultiple;
+    spec.e4m3_kv = spec.e4m3_q = true;
+    HostProblem h;
+    REQUIRE(make_problem(spec, &h).empty());
+    REQUIRE(h.q_e4m3.size() == h.q.size());
+    int exponent = 0;
+    CHECK(std::frexp(h.q_scale, &exponent) == 0.5f);
+    int64_t largest_code = 0;
+    for (size_t i = 0; i < h.q.size(); ++i) {
+        CHECK((h.q_e4m3[i] & 0x7F) != 0x7F);
+        CHECK(bf16_to_float(h.q[i]) == fp8::e4m3_to_float(h.q_e4m3[i]) * h.q_scale);
+        largest_code = std::max<int64_t>(largest_code, h.q_e4m3[i] & 0x7F);
+    }
+    CHECK(largest_code > 0x70);
+    CHECK(spec.describe().find("q=e4m3") != std::string::npos);
+
+    spec.q_token_pad = 8;  // rows of e4m3 Q must stay 16-byte aligned
+    HostProblem bad;
+    CHECK(make_problem(spec, &bad) == "make_problem: q_token_pad=8 must be a multiple of 16 with e4m3 Q (16-byte rows)");
+}

@@ -142,8 +142,13 @@ int selftest_main(int argc, char** argv) {
     for (const auto& [q_dtype, kv_dtype, o_dtype] : combos) {
         const bool is_reference = o_dtype == WIDEATTN_DTYPE_F64;
         const bool is_e4m3 = kv_dtype == WIDEATTN_DTYPE_E4M3;
+        const bool is_e4m3_q = q_dtype == WIDEATTN_DTYPE_E4M3;
         std::vector<NamedSpec> cases = is_reference ? reference_cases(seed) : kernel_cases(seed);
-        for (NamedSpec& c : cases) c.spec.e4m3_kv = is_e4m3;
+        for (NamedSpec& c : cases) {
+            c.spec.e4m3_kv = is_e4m3;
+            c.spec.e4m3_q = is_e4m3_q;
+            if (is_e4m3_q && c.spec.q_token_pad % kE4m3QPadMultiple != 0) c.spec.q_token_pad = kE4m3QPadMultiple;
+        }
         if (quick) cases.resize(std::min(cases.size(), quick_cases));
         for (const NamedSpec& c : cases) {
             const auto start = std::chrono::steady_clock::now();

@@ -106,4 +106,17 @@ struct MmaE4m3D512Traits {
         "varlen,paged,causal,gqa,lse,fp8_kv", kKindPrefill};
 };
 
+// The same kernel for callers whose Q is already e4m3 (per-tensor scale *q_scale, e.g. from
+// wideattn_quantize_to_cache with slot_mapping = NULL): every constant is shared, only the
+// descriptor differs.
+struct MmaE4m3QD512Traits : MmaE4m3D512Traits {
+    static constexpr KernelDesc desc = {
+        "mma_e4m3q_d512", "wideattn_mma_e4m3q_d512",
+        kE4M3, kE4M3, kBF16,
+        kHeadDim, kHeadDim, kHeadDim,
+        kGroup, kGroup,
+        kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, 89,
+        "varlen,paged,causal,gqa,lse,fp8_kv,fp8_q", kKindPrefill};
+};
+
 }  // namespace wideattn

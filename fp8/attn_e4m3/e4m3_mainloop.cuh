@@ -179,6 +179,33 @@ __device__ __forceinline__ void load_q_fragments(const wideattn_prefill_params& 
             }
 }
 
+// Loads the warp's Q rows when Q is already e4m3 (per-tensor scale, applied by the caller
+// through score_factor): each A register is 4 consecutive codes of one row, read as one
+// 4-byte word (q strides are multiples of 16 bytes, validated). Rows past the tile read the
+// last valid token (discarded).
+__device__ __forceinline__ void load_q_fragments_e4m3(const wideattn_prefill_params& p,
+                                                      uint32_t (&q)[Tr::kQkSteps][4], int64_t first_token,
+                                                      int32_t tile_len, int32_t row_tile, int32_t head,
+                                                      int32_t half, int32_t lane) {
+    const uint8_t* q_base = static_cast<const uint8_t*>(p.q);
+    constexpr int32_t kLaneDims = 4;  // a lane's 4 consecutive dims of one A register
+    const uint8_t* rows[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        const int32_t token = min(row_tile * Tr::kTokensPerRowTile + r, tile_len - 1);
+        rows[r] = q_base + (first_token + token) * p.q_token_stride + head * p.q_head_stride +
+                  half * Tr::kDimsPerWarp + kLaneDims * (lane % 4);
+    }
+#pragma unroll
+    for (int32_t kk = 0; kk < Tr::kQkSteps; ++kk)
+#pragma unroll
+        for (int32_t h = 0; h < 2; ++h)
+#pragma unroll
+            for (int32_t r = 0; r < 2; ++r)
+                q[kk][2 * h + r] =
+                    __ldg(reinterpret_cast<const uint32_t*>(rows[r] + kk * Tr::kMmaK + h * Tr::kMmaK / 2));
+}
+
 // Everything the main loop needs that is fixed for the block.
 struct BlockGeometry {
     int32_t num_tiles;       // key tiles to visit (causal: fully masked tiles are skipped)

@@ -38,11 +38,13 @@ void check_reference_case(const ProblemSpec& spec) {
     CHECK(r.deterministic);
 }
 
-bool bundle_has_prefill_kernel(int32_t kv_dtype) {
+bool bundle_has_prefill_kernel(int32_t kv_dtype, int32_t q_dtype = WIDEATTN_DTYPE_BF16) {
     for (int i = 0; i < wideattn_kernel_count(gpu().ctx); ++i) {
         wideattn_kernel_info k{};
         wideattn_get_kernel_info(gpu().ctx, i, &k);
-        if (std::string(k.kind) == "prefill" && k.o_dtype == WIDEATTN_DTYPE_BF16 && k.kv_dtype == kv_dtype) return true;
+        if (std::string(k.kind) == "prefill" && k.o_dtype == WIDEATTN_DTYPE_BF16 && k.kv_dtype == kv_dtype &&
+            k.q_dtype == q_dtype)
+            return true;
     }
     return false;
 }
@@ -163,5 +165,30 @@ TEST_CASE("gpu e4m3 kernels: the shape list against the fp64 kernel on the dequa
         }
     ProblemSpec batch = problem_spec({1, 1000, 0, 65, 4109}, {8192, 0, 777, 1, 13}, 32, 4, 32, ++seed);
     batch.e4m3_kv = true;
+    check_fast_case(batch, kE4m3RelL2, false);
+}
+
+TEST_CASE("gpu e4m3-Q kernels: Q already e4m3, the shape list against the fp64 kernel") {
+    if (!bundle_has_prefill_kernel(WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3)) {
+        MESSAGE("no e4m3-Q kernel in the bundle yet");
+        return;
+    }
+    uint64_t seed = fresh_seed() * 1000 + 800;
+    const int32_t q_lens[] = {1, 7, 65, 1000, 4096 + 13};
+    const int32_t contexts[] = {0, 777, 8192};
+    const int32_t block_sizes[] = {16, 32, 128};
+    int variant = 0;
+    for (int32_t q_len : q_lens)
+        for (int32_t context : contexts) {
+            ProblemSpec s = problem_spec({q_len}, {context}, 32, 4, block_sizes[variant % 3], ++seed);
+            if (variant % 4 == 1) s.num_q_heads = 8, s.num_kv_heads = 1;
+            if (variant % 5 == 2) s.k_outlier = 12.0f;
+            s.e4m3_kv = s.e4m3_q = true;
+            ++variant;
+            check_fast_case(s, kE4m3RelL2, false);
+        }
+    ProblemSpec batch = problem_spec({1, 1000, 0, 65, 4109}, {8192, 0, 777, 1, 13}, 32, 4, 32, ++seed);
+    batch.q_token_pad = kE4m3QPadMultiple;
+    batch.e4m3_kv = batch.e4m3_q = true;
     check_fast_case(batch, kE4m3RelL2, false);
 }

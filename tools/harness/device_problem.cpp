@@ -80,12 +80,15 @@ std::string DeviceProblem::create(const GpuSession& gpu, const HostProblem& h, i
     const size_t lse_size = out_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
     // The fp64 reference reads the (exactly dequantised) bf16 K/V; other kernels the e4m3 codes.
     const bool e4m3_kv = h.spec.e4m3_kv && out_dtype != WIDEATTN_DTYPE_F64;
+    const bool e4m3_q = h.spec.e4m3_q && out_dtype != WIDEATTN_DTYPE_F64;
     struct Upload {
         DeviceBuffer* buffer;
         const void* data;
         size_t bytes;
     } uploads[] = {
-        {&q, h.q.data(), h.q.size() * sizeof(uint16_t)},
+        {&q, e4m3_q ? static_cast<const void*>(h.q_e4m3.data()) : h.q.data(),
+         e4m3_q ? h.q_e4m3.size() : h.q.size() * sizeof(uint16_t)},
+        {&q_scale, &h.q_scale, sizeof(float)},
         {&k, e4m3_kv ? static_cast<const void*>(h.k_e4m3.data()) : h.k.data(),
          e4m3_kv ? h.k_e4m3.size() : h.k.size() * sizeof(uint16_t)},
         {&v, e4m3_kv ? static_cast<const void*>(h.v_e4m3.data()) : h.v.data(),
@@ -111,6 +114,10 @@ std::string DeviceProblem::create(const GpuSession& gpu, const HostProblem& h, i
         params.kv_dtype = WIDEATTN_DTYPE_E4M3;
         params.k_scale = static_cast<const float*>(k_scale.get());
         params.v_scale = static_cast<const float*>(v_scale.get());
+    }
+    if (e4m3_q) {
+        params.q_dtype = WIDEATTN_DTYPE_E4M3;
+        params.q_scale = static_cast<const float*>(q_scale.get());
     }
     return {};
 }

@@ -63,13 +63,14 @@ private:
 constexpr unsigned char kPoisonByte = 0xFF;  // NaN in every float format we write
 
 struct DeviceProblem {
-    DeviceBuffer q, k, v, k_scale, v_scale, cu_seqlens_q, seq_lens_k, block_table, o, lse;
+    DeviceBuffer q, k, v, q_scale, k_scale, v_scale, cu_seqlens_q, seq_lens_k, block_table, o, lse;
     int32_t o_dtype = WIDEATTN_DTYPE_BF16;
     wideattn_prefill_params params{};
 
     // Uploads the inputs and allocates o (o_dtype) and lse (f32, or f64 for F64 output). With
     // host.spec.e4m3_kv and a non-F64 output, K/V are the e4m3 codes (kv_dtype E4M3 with
-    // device k_scale / v_scale); the F64 reference always reads the dequantised bf16 K/V.
+    // device k_scale / v_scale), with host.spec.e4m3_q so is Q (q_dtype E4M3, q_scale); the
+    // F64 reference always reads the dequantised bf16 Q, K and V.
     std::string create(const GpuSession& gpu, const HostProblem& host, int32_t o_dtype);
     // Poisons o and lse, launches through wideattn_prefill on the default stream and waits.
     // Returns "" or a message (status name + wideattn_last_error()).

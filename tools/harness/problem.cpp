@@ -46,7 +46,7 @@ std::string join(const Container& values) {
 // bf16 values replaced by code * scale, which bf16 holds exactly (e4m3 codes have 4
 // significant bits, the scale is a power of two): the fp64 reference then sees exactly the
 // values the 8-bit kernel dequantises.
-void quantize_kv_e4m3(std::vector<uint16_t>& values, std::vector<uint8_t>* codes, float* scale) {
+void quantize_e4m3_exactly(std::vector<uint16_t>& values, std::vector<uint8_t>* codes, float* scale) {
     float amax = 0.0f;
     for (uint16_t x : values) amax = std::fmax(amax, std::fabs(bf16_to_float(x)));
     *scale = amax > 0.0f ? std::exp2(std::ceil(std::log2(amax / fp8::kE4m3Max))) : 1.0f;
@@ -83,7 +83,7 @@ std::string ProblemSpec::describe() const {
     std::ostringstream s;
     s << "seqs=" << q_lens.size() << " q=" << join(q_lens) << " ctx=" << join(contexts) << " H=" << num_q_heads
       << "/" << num_kv_heads << " D=" << head_dim << " bs=" << block_size << (shuffle_blocks ? " shuffled" : "")
-      << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "") << (e4m3_kv ? " kv=e4m3" : "");
+      << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "") << (e4m3_kv ? " kv=e4m3" : "") << (e4m3_q ? " q=e4m3" : "");
     return s.str();
 }
 
@@ -94,6 +94,9 @@ int64_t HostProblem::kv_elements() const {
 std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
     if (spec.q_lens.empty() || spec.q_lens.size() != spec.contexts.size())
         return "make_problem: q_lens and contexts must be non-empty and of equal length";
+    if (spec.e4m3_q && spec.q_token_pad % kE4m3QPadMultiple != 0)
+        return "make_problem: q_token_pad=" + std::to_string(spec.q_token_pad) + " must be a multiple of " +
+               std::to_string(kE4m3QPadMultiple) + " with e4m3 Q (16-byte rows)";
     HostProblem p;
     p.spec = spec;
     Rng rng{spec.seed};
@@ -140,9 +143,10 @@ std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
         p.v[i] = float_to_bf16(rng.normal());
     }
     if (spec.e4m3_kv) {
-        quantize_kv_e4m3(p.k, &p.k_e4m3, &p.k_scale);
-        quantize_kv_e4m3(p.v, &p.v_e4m3, &p.v_scale);
+        quantize_e4m3_exactly(p.k, &p.k_e4m3, &p.k_scale);
+        quantize_e4m3_exactly(p.v, &p.v_e4m3, &p.v_scale);
     }
+    if (spec.e4m3_q) quantize_e4m3_exactly(p.q, &p.q_e4m3, &p.q_scale);
     *out = std::move(p);
     return {};
 }

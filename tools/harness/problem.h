@@ -11,6 +11,9 @@
 
 namespace wideattn {
 
+// e4m3 Q rows must start on 16 bytes (validation): the padding is a multiple of 16 codes.
+constexpr int32_t kE4m3QPadMultiple = 16;
+
 struct ProblemSpec {
     std::vector<int32_t> q_lens;    // new tokens per sequence (0 allowed)
     std::vector<int32_t> contexts;  // cached keys before the new tokens, per sequence
@@ -28,6 +31,8 @@ struct ProblemSpec {
     bool generate_data = true;      // false: shapes and index arrays only (q, k, v left empty)
     bool e4m3_kv = false;           // also quantise K and V to e4m3 (k_e4m3, v_e4m3; k and v then
                                     // hold the exactly dequantised values for the references)
+    bool e4m3_q = false;            // also quantise Q to e4m3 (q_e4m3, q_scale; q then holds the
+                                    // dequantised values); q_token_pad must be a multiple of 16
     uint64_t seed = 1;
 
     std::string describe() const;   // one line, e.g. "seqs=5 q=[1,7,...] ctx=[...] H=32/4 bs=16"
@@ -44,7 +49,8 @@ struct HostProblem {
     int32_t table_stride = 0;        // block table columns
     std::vector<uint16_t> q, k, v;   // bf16 bits
     std::vector<uint8_t> k_e4m3, v_e4m3;  // e4m3 codes when spec.e4m3_kv (value = code * scale)
-    float k_scale = 1.0f, v_scale = 1.0f;
+    std::vector<uint8_t> q_e4m3;          // e4m3 codes when spec.e4m3_q
+    float k_scale = 1.0f, v_scale = 1.0f, q_scale = 1.0f;
     std::vector<int32_t> cu_seqlens_q, seq_lens_k, block_table;
 
     // Params with the problem's shapes/strides and the given data pointers (host or device).
