@@ -29,6 +29,7 @@
 #include "wideattn.h"
 #include "fp8/attn_e4m3/e4m3_attn_traits.h"
 #include "fp8/attn_e4m3/e4m3_primitives.cuh"
+#include "kernels/mma/mma_block_geometry.cuh"
 
 namespace wideattn::mma_e4m3 {
 
@@ -207,12 +208,7 @@ __device__ __forceinline__ void load_q_fragments_e4m3(const wideattn_prefill_par
 }
 
 // Everything the main loop needs that is fixed for the block.
-struct BlockGeometry {
-    int32_t num_tiles;       // key tiles to visit (causal: fully masked tiles are skipped)
-    int32_t kv_end;          // keys [0, kv_end) are loaded
-    int32_t row_key_end;     // keys [0, min(row_key_end + r, kv_end)) are visible to row r of the thread
-    int32_t kv_head;
-    int64_t table_offset;    // this sequence's row of block_table
+struct BlockGeometry : mma::BlockGeometry {
     float score_factor[2];   // q_scale(row) * k_scale * softmax_scale * log2 e for the thread's rows
 };
 

@@ -12,45 +12,28 @@
 #include <cuda_bf16.h>
 
 #include "fp8/attn_e4m3/e4m3_attn_traits.h"
-#include "kernels/common/causal_keys.cuh"
 #include "fp8/attn_e4m3/e4m3_epilogue.cuh"
 #include "fp8/attn_e4m3/e4m3_mainloop.cuh"
-#include "kernels/mma/mma_tile_order.cuh"
+#include "kernels/mma/mma_block_geometry.cuh"
 
 namespace wideattn::mma_e4m3 {
 
 // `smem`: the kernel's dynamic shared memory (kSmemBytes).
 template <bool kQIsE4m3>
 __device__ __forceinline__ void e4m3_prefill(const wideattn_prefill_params& p, unsigned char* smem) {
-
     const mma::BlockWork work = mma::find_block_work(p, Tr::kTileTokens);
     if (!work.tile.found) return;
-    const TokenTile& tile = work.tile;
-
-    const int32_t warp = threadIdx.x / Tr::kWarpSize;
-    const int32_t lane = threadIdx.x % Tr::kWarpSize;
-    const int32_t half = warp % Tr::kDimSplit;
-    const int32_t row_tile = warp / Tr::kDimSplit;
-    const int32_t head = work.kv_head * Tr::kGroup + lane / 4;  // query head of the thread's rows
-    const int64_t first_token = static_cast<int64_t>(tile.q_begin) + tile.tile_begin;
-
-    const CausalKeys causal = causal_keys(p, tile);
+    const mma::ThreadPlace at = mma::thread_place<Tr>(work);
     BlockGeometry geometry;
-    geometry.kv_end = causal.visible(tile.tile_len);
-    geometry.num_tiles = (geometry.kv_end + Tr::kTileKeys - 1) / Tr::kTileKeys;
-    // Unclamped end for the thread's first row; the mask clamps it with kv_end, which equals
-    // the clamped end for every valid row (kv_end is the clamped end of the last token).
-    geometry.row_key_end = static_cast<int32_t>(causal.context_end + row_tile * Tr::kTokensPerRowTile + 1);
-    geometry.kv_head = work.kv_head;
-    geometry.table_offset = static_cast<int64_t>(tile.seq) * p.block_table_stride;
+    mma::block_geometry<Tr>(p, work, at.row_tile, &geometry);
 
     uint32_t q[Tr::kQkSteps][4];
     float q_scale[2];
     if constexpr (kQIsE4m3) {
-        load_q_fragments_e4m3(p, q, first_token, tile.tile_len, row_tile, head, half, lane);
+        load_q_fragments_e4m3(p, q, at.first_token, work.tile.tile_len, at.row_tile, at.head, at.half, at.lane);
         q_scale[0] = q_scale[1] = __ldg(p.q_scale);
     } else {
-        load_q_fragments(p, q, q_scale, first_token, tile.tile_len, row_tile, head, half, lane);
+        load_q_fragments(p, q, q_scale, at.first_token, work.tile.tile_len, at.row_tile, at.head, at.half, at.lane);
     }
     const float key_factor = __ldg(p.k_scale) * p.softmax_scale * kLog2e;
     geometry.score_factor[0] = q_scale[0] * key_factor;
@@ -67,11 +50,9 @@ __device__ __forceinline__ void e4m3_prefill(const wideattn_prefill_params& p, u
 
     // The tile's placement is recomputed rather than kept live across the loop (registers).
     const mma::BlockWork finished = mma::find_block_work(p, Tr::kTileTokens);
-    const int32_t out_lane = threadIdx.x % Tr::kWarpSize;
-    const int32_t out_warp = threadIdx.x / Tr::kWarpSize;
-    write_output(p, o, state, __ldg(p.v_scale), static_cast<int64_t>(finished.tile.q_begin) + finished.tile.tile_begin,
-                 finished.tile.tile_len, out_warp / Tr::kDimSplit, finished.kv_head * Tr::kGroup + out_lane / 4,
-                 out_warp % Tr::kDimSplit, out_lane);
+    const mma::ThreadPlace out = mma::thread_place<Tr>(finished);
+    write_output(p, o, state, __ldg(p.v_scale), out.first_token, finished.tile.tile_len, out.row_tile, out.head,
+                 out.half, out.lane);
 }
 
 }  // namespace wideattn::mma_e4m3

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cuda_bf16.h>
 
-#include "kernels/common/causal_keys.cuh"
+#include "kernels/mma/mma_block_geometry.cuh"
 #include "kernels/mma/mma_epilogue.cuh"
 #include "kernels/mma/mma_mainloop.cuh"
 #include "kernels/mma/mma_tile_order.cuh"
@@ -21,27 +21,12 @@ wideattn_mma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
 
     const BlockWork work = find_block_work(p, Tr::kTileTokens);
     if (!work.tile.found) return;
-    const TokenTile& tile = work.tile;
-
-    const int32_t warp = threadIdx.x / Tr::kWarpSize;
-    const int32_t lane = threadIdx.x % Tr::kWarpSize;
-    const int32_t half = warp % Tr::kDimSplit;
-    const int32_t row_tile = warp / Tr::kDimSplit;
-    const int32_t head = work.kv_head * Tr::kGroup + lane / 4;  // query head of the thread's rows
-    const int64_t first_token = static_cast<int64_t>(tile.q_begin) + tile.tile_begin;
-
-    const CausalKeys causal = causal_keys(p, tile);
+    const ThreadPlace at = thread_place<Tr>(work);
     BlockGeometry geometry;
-    geometry.kv_end = causal.visible(tile.tile_len);
-    geometry.num_tiles = (geometry.kv_end + Tr::kTileKeys - 1) / Tr::kTileKeys;
-    // Unclamped end for the thread's first row; the mask clamps it with kv_end, which equals
-    // the clamped end for every valid row (kv_end is the clamped end of the last token).
-    geometry.row_key_end = static_cast<int32_t>(causal.context_end + row_tile * Tr::kTokensPerRowTile + 1);
-    geometry.kv_head = work.kv_head;
-    geometry.table_offset = static_cast<int64_t>(tile.seq) * p.block_table_stride;
+    block_geometry<Tr>(p, work, at.row_tile, &geometry);
 
     uint32_t q[Tr::kQkSteps][4];
-    load_q_fragments(p, q, first_token, tile.tile_len, row_tile, head, half, lane);
+    load_q_fragments(p, q, at.first_token, work.tile.tile_len, at.row_tile, at.head, at.half, at.lane);
 
     float o[Tr::kDimNTiles][4];
 #pragma unroll
@@ -51,5 +36,5 @@ wideattn_mma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
     RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
 
     attention_mainloop(p, geometry, q, o, state, smem);
-    write_output(p, o, state, first_token, tile.tile_len, row_tile, head, half, lane);
+    write_output(p, o, state, at.first_token, work.tile.tile_len, at.row_tile, at.head, at.half, at.lane);
 }

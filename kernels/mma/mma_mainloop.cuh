@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 
 #include "wideattn.h"
+#include "kernels/mma/mma_block_geometry.cuh"
 #include "kernels/mma/mma_primitives.cuh"
 #include "kernels/mma/mma_traits.h"
 
@@ -133,14 +134,6 @@ __device__ __forceinline__ void load_q_fragments(const wideattn_prefill_params& 
     }
 }
 
-// Everything the main loop needs that is fixed for the block.
-struct BlockGeometry {
-    int32_t num_tiles;       // key tiles to visit (causal: fully masked tiles are skipped)
-    int32_t kv_end;          // keys [0, kv_end) are loaded
-    int32_t row_key_end;     // keys [0, min(row_key_end + r, kv_end)) are visible to row r of the thread
-    int32_t kv_head;
-    int64_t table_offset;    // this sequence's row of block_table
-};
 
 // ldmatrix lane addresses. K (B of Q K^T, non-transposed): matrices (keys 0-7, dims +0/+8),
 // (keys 8-15, dims +0/+8). V (B of P V, transposed): (keys 0-7 / 8-15, dims +0), then

@@ -1,0 +1,58 @@
+// mma_block_geometry.cuh - where a thread sits in an mma-tier prefill block (64 rows = 8 tokens
+// x the 8 query heads of one KV head, warps = m-tile x dim half) and which keys the block
+// visits under bottom-right causal masking. Shared by mma_bf16_d512 and the 8-bit kernels;
+// `Traits` supplies kWarpSize, kDimSplit, kGroup, kTileKeys and kTokensPerRowTile.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/causal_keys.cuh"
+#include "kernels/mma/mma_tile_order.cuh"
+
+namespace wideattn::mma {
+
+struct ThreadPlace {
+    int32_t warp;
+    int32_t lane;
+    int32_t half;          // which half of the head dims the warp owns
+    int32_t row_tile;      // which 16-row m-tile the warp owns
+    int32_t head;          // query head of the thread's two rows
+    int64_t first_token;   // q row of the tile's first token
+};
+
+// The keys the block visits.
+struct BlockGeometry {
+    int32_t num_tiles;       // key tiles to visit (causal: fully masked tiles are skipped)
+    int32_t kv_end;          // keys [0, kv_end) are loaded
+    int32_t row_key_end;     // keys [0, min(row_key_end + r, kv_end)) are visible to row r of the thread
+    int32_t kv_head;
+    int64_t table_offset;    // this sequence's row of block_table
+};
+
+template <class Traits>
+__device__ __forceinline__ ThreadPlace thread_place(const BlockWork& work) {
+    ThreadPlace place;
+    place.warp = threadIdx.x / Traits::kWarpSize;
+    place.lane = threadIdx.x % Traits::kWarpSize;
+    place.half = place.warp % Traits::kDimSplit;
+    place.row_tile = place.warp / Traits::kDimSplit;
+    place.head = work.kv_head * Traits::kGroup + place.lane / 4;
+    place.first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
+    return place;
+}
+
+template <class Traits>
+__device__ __forceinline__ void block_geometry(const wideattn_prefill_params& p, const BlockWork& work,
+                                               int32_t row_tile, BlockGeometry* geometry) {
+    const TokenTile& tile = work.tile;
+    const CausalKeys causal = causal_keys(p, tile);
+    geometry->kv_end = causal.visible(tile.tile_len);
+    geometry->num_tiles = (geometry->kv_end + Traits::kTileKeys - 1) / Traits::kTileKeys;
+    // Unclamped end for the thread's first row; the mask clamps it with kv_end, which equals
+    // the clamped end for every valid row (kv_end is the clamped end of the last token).
+    geometry->row_key_end = static_cast<int32_t>(causal.context_end + row_tile * Traits::kTokensPerRowTile + 1);
+    geometry->kv_head = work.kv_head;
+    geometry->table_offset = static_cast<int64_t>(tile.seq) * p.block_table_stride;
+}
+
+}  // namespace wideattn::mma
