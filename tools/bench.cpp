@@ -151,6 +151,7 @@ std::string measure_mma_peak(const GpuSession& gpu, const std::string& cubin_dir
     void* out_ptr = out.get();
     int32_t iterations = kPeakIterations;
     int32_t streamed = probe.streamed;
+    // The driver reads as many entries as the kernel has parameters: the bf16 probe ignores the last.
     void* args[] = {&operand_ptr, &out_ptr, &iterations, &streamed};
     Timing t;
     if (err.empty())
