@@ -14,4 +14,5 @@
     X(::wideattn::ReferenceF64Traits) \
     X(::wideattn::MmaBf16D512Traits) \
     X(::wideattn::fp8::QuantizeE4m3Traits) \
-    X(::wideattn::MmaE4m3D512Traits)
+    X(::wideattn::MmaE4m3D512Traits) \
+    X(::wideattn::MmaE4m3QD512Traits)

@@ -20,8 +20,10 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
         CHECK(k.cubin_bytes > 0);
         CHECK(k.registers > 0);
         CHECK(k.registers <= 255);
-        CHECK(k.spill_stores == 0);
-        CHECK(k.spill_loads == 0);
+        // The one exception of fp8/meson.build ('spills_allowed_sm'): the e4m3-Q kernel on sm_90.
+        const bool spills_allowed = k.name == "mma_e4m3q_d512" && (k.arch == "sm_90" || k.arch == "sm_90a");
+        CHECK((spills_allowed || k.spill_stores == 0));
+        CHECK((spills_allowed || k.spill_loads == 0));
         // The cubin on disk is the one the manifest describes.
         const std::string image = test::read_file(test::built_bundle() + "/" + k.cubin);
         CHECK(image.size() == k.cubin_bytes);
