@@ -181,7 +181,8 @@ std::string json_escape(const std::string& s) {
 void print_help() {
     std::printf(
         "usage: wideattn bench [--bundle DIR] [--device N] [--cases A,B,...] [--reps N] [--warmup N]\n"
-        "                      [--reference] [--kv-dtype bf16|e4m3] [--json FILE] [--commit SHA] [--list]\n\n"
+        "                      [--reference] [--kv-dtype bf16|e4m3] [--q-dtype bf16|e4m3] [--json FILE]\n"
+        "                      [--commit SHA] [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
@@ -195,6 +196,8 @@ void print_help() {
         "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel\n"
         "  --kv-dtype T   bf16 (default) or e4m3: K/V cache as e4m3 codes with per-tensor scales; also\n"
         "                 measures the e4m3 mma.sync rate (register-only, and with B from shared memory)\n"
+        "  --q-dtype T    bf16 (default) or e4m3 (with --kv-dtype e4m3): Q passed as e4m3 codes with a\n"
+        "                 per-tensor scale, for the kernel that takes Q already quantised\n"
         "  --json FILE    also write the results as JSON\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit\n",
@@ -206,7 +209,7 @@ void print_help() {
 int bench_main(int argc, char** argv) {
     std::string bundle_flag, json_path, commit, cases_flag;
     bool reference = false;
-    bool e4m3_kv = false;
+    bool e4m3_kv = false, e4m3_q = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
     const std::vector<BenchCase> suite = gemma4_suite();
     for (int i = 1; i < argc; ++i) {
@@ -224,6 +227,13 @@ int bench_main(int argc, char** argv) {
                 return 2;
             }
             e4m3_kv = dtype == "e4m3";
+        } else if (arg == "--q-dtype" && value) {
+            const std::string dtype = argv[++i];
+            if (dtype != "bf16" && dtype != "e4m3") {
+                std::fprintf(stderr, "wideattn bench: --q-dtype='%s' is not bf16 or e4m3\n", dtype.c_str());
+                return 2;
+            }
+            e4m3_q = dtype == "e4m3";
         } else if (arg == "--list") {
             for (const BenchCase& c : suite) std::printf("%s\n", c.name.c_str());
             return 0;
@@ -258,6 +268,10 @@ int bench_main(int argc, char** argv) {
             }
             selected.push_back(*it);
         }
+    }
+    if (e4m3_q && (!e4m3_kv || reference)) {
+        std::fprintf(stderr, "wideattn bench: --q-dtype e4m3 needs --kv-dtype e4m3 and no --reference\n");
+        return 2;
     }
     wideattn_context* ctx = open_bundle(resolve_bundle_dir(bundle_flag, argv[0]), "bench");
     if (!ctx) return 2;
@@ -316,7 +330,7 @@ int bench_main(int argc, char** argv) {
         HostProblem h;
         make_problem(spec, &h);
         DeviceBuffer q, k, v, o, lse, cu, seq_k, table;
-        std::string err = q.allocate(*gpu, h.out_elements() * 2);
+        std::string err = q.allocate(*gpu, h.out_elements() * (e4m3_q ? 1 : sizeof(uint16_t)));
         const size_t kv_bytes = static_cast<size_t>(h.kv_elements()) * (e4m3_kv ? 1 : sizeof(uint16_t));
         if (err.empty()) err = k.allocate(*gpu, kv_bytes);
         if (err.empty()) err = v.allocate(*gpu, kv_bytes);
@@ -328,11 +342,13 @@ int bench_main(int argc, char** argv) {
         if (err.empty()) err = cu.allocate(*gpu, h.cu_seqlens_q.size() * 4);
         if (err.empty()) err = seq_k.allocate(*gpu, h.seq_lens_k.size() * 4);
         if (err.empty()) err = table.allocate(*gpu, h.block_table.size() * 4);
-        if (err.empty()) err = fill_from_pool(q, pool, 0);
         const std::vector<uint16_t>& kv_pool = e4m3_kv ? e4m3_pool : pool;
+        if (err.empty()) err = fill_from_pool(q, e4m3_q ? e4m3_pool : pool, 0);
         if (err.empty()) err = fill_from_pool(k, kv_pool, 7919 * (c + 1));
         if (err.empty()) err = fill_from_pool(v, kv_pool, 104729 * (c + 1));
-        DeviceBuffer k_scale, v_scale;
+        DeviceBuffer q_scale, k_scale, v_scale;
+        if (err.empty() && e4m3_q) err = q_scale.allocate(*gpu, sizeof(float));
+        if (err.empty() && e4m3_q) err = q_scale.upload(&kE4m3BenchScale, sizeof(float));
         if (err.empty() && e4m3_kv) err = k_scale.allocate(*gpu, sizeof(float));
         if (err.empty() && e4m3_kv) err = k_scale.upload(&kE4m3BenchScale, sizeof(float));
         if (err.empty() && e4m3_kv) err = v_scale.allocate(*gpu, sizeof(float));
@@ -348,6 +364,10 @@ int bench_main(int argc, char** argv) {
             p.kv_dtype = WIDEATTN_DTYPE_E4M3;
             p.k_scale = static_cast<const float*>(k_scale.get());
             p.v_scale = static_cast<const float*>(v_scale.get());
+        }
+        if (e4m3_q) {
+            p.q_dtype = WIDEATTN_DTYPE_E4M3;
+            p.q_scale = static_cast<const float*>(q_scale.get());
         }
         int32_t index = -1;
         std::string kernel = "?";
@@ -381,7 +401,7 @@ int bench_main(int argc, char** argv) {
         for (size_t s = 0; s < bc.q_lens.size(); ++s) json_cases << (s ? ", " : "") << bc.q_lens[s];
         json_cases << "], \"contexts\": [";
         for (size_t s = 0; s < bc.contexts.size(); ++s) json_cases << (s ? ", " : "") << bc.contexts[s];
-        json_cases << "], \"kv_dtype\": \"" << (e4m3_kv ? "e4m3" : "bf16") << "\", \"num_q_heads\": " << bc.hq << ", \"num_kv_heads\": " << bc.hkv
+        json_cases << "], \"q_dtype\": \"" << (e4m3_q ? "e4m3" : "bf16") << "\", \"kv_dtype\": \"" << (e4m3_kv ? "e4m3" : "bf16") << "\", \"num_q_heads\": " << bc.hq << ", \"num_kv_heads\": " << bc.hkv
                    << ", \"head_dim\": " << h.spec.head_dim << ", \"block_size\": " << h.spec.block_size
                    << ", \"flops\": " << h.flops()
                    << ", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms << ", \"p90_ms\": " << t.p90_ms

@@ -61,6 +61,13 @@ import json, sys
 kernels = json.load(open(sys.argv[1]))["kernels"]
 sys.exit(0 if any(k["kind"] == "prefill" and k["kv_dtype"] == "e4m3" for k in kernels) else 1)' "$build/bundle/manifest.json"; then
     step bench-e4m3 bench_e4m3.txt "$cli" bench --kv-dtype e4m3 --json "$out/bench_e4m3.json" --commit "$commit"
+    if python3 -c '
+import json, sys
+kernels = json.load(open(sys.argv[1]))["kernels"]
+sys.exit(0 if any(k["kind"] == "prefill" and k["q_dtype"] == "e4m3" for k in kernels) else 1)' "$build/bundle/manifest.json"; then
+        step bench-e4m3q bench_e4m3q.txt "$cli" bench --kv-dtype e4m3 --q-dtype e4m3 --cases prompt_16k,chunk_8k_ctx_16k \
+            --json "$out/bench_e4m3q.json" --commit "$commit"
+    fi
 fi
 step bench-ref bench_reference.txt "$cli" bench --reference --cases prompt_16k --reps 1 --warmup 0 \
     --json "$out/bench_reference.json" --commit "$commit"
