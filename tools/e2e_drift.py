@@ -12,7 +12,7 @@ untied LM head over a 32768-token vocabulary and a final logit softcap of 30. We
 random with a fixed seed and scaled so that the next-token distributions are peaked like a
 trained model's (see `build_model`); the script prints the mean top-1 probability and entropy.
 
-The same random tokens (a varlen batch, prefill, causal) run through five variants:
+The same random tokens (a varlen batch, prefill, causal) run through six variants:
 
     reference  (a)  BF16 weights  + BF16 attention (wideattn mma_bf16_d512 through ctypes)
     baseline   (b)  e4m3 weights  + BF16 attention
@@ -26,6 +26,9 @@ The same random tokens (a varlen batch, prefill, causal) run through five varian
     emulated   (e)  e4m3 weights  + the same emulation done right (P scaled by 256 before the
                     cast, as the kernel does): the control for (d), and a stand-in for (c)
                     when the 8-bit kernel is not in the bundle
+    kv_only    (f)  e4m3 weights  + attention on e4m3 K/V only (Q and P exact): the drift the
+                    8-bit KV cache alone causes, so (e) - (f) is what quantising Q and P adds;
+                    gated for information only (the exit status ignores it)
 
 "e4m3 weights" = every linear layer of every decoder block (q, kv, o, gate, up, down) rounded
 to e4m3 with one scale per output channel (amax / 448) and dequantised back to BF16; the
@@ -124,13 +127,14 @@ V_BASELINE = "baseline"
 V_CANDIDATE = "candidate"
 V_BROKEN = "broken"
 V_EMULATED = "emulated"
-VARIANT_ORDER = (V_REFERENCE, V_BASELINE, V_BROKEN, V_EMULATED, V_CANDIDATE)
-GATED = (V_CANDIDATE, V_BROKEN, V_EMULATED)
+V_KV_ONLY = "kv_only"
+VARIANT_ORDER = (V_REFERENCE, V_BASELINE, V_BROKEN, V_EMULATED, V_KV_ONLY, V_CANDIDATE)
+GATED = (V_CANDIDATE, V_BROKEN, V_EMULATED, V_KV_ONLY)
 DUMP_NAMES = {V_REFERENCE: "e2e_reference.h5", V_BASELINE: "e2e_baseline.h5",
               V_CANDIDATE: "e2e_candidate.h5", V_BROKEN: "e2e_broken.h5",
-              V_EMULATED: "e2e_emulated.h5"}
+              V_EMULATED: "e2e_emulated.h5", V_KV_ONLY: "e2e_kv_only.h5"}
 VARIANT_LETTERS = {V_REFERENCE: "a", V_BASELINE: "b", V_CANDIDATE: "c", V_BROKEN: "d",
-                   V_EMULATED: "e"}
+                   V_EMULATED: "e", V_KV_ONLY: "f"}
 
 # Attention backends.
 ATTN_WIDEATTN_BF16 = "wideattn-bf16"
@@ -138,6 +142,7 @@ ATTN_TORCH_REFERENCE = "torch-reference"
 ATTN_WIDEATTN_E4M3 = "wideattn-e4m3"
 ATTN_BROKEN_EMULATED = "broken-e4m3-emulated"
 ATTN_E4M3_EMULATED = "e4m3-emulated"
+ATTN_KV_ONLY_EMULATED = "e4m3-kv-only-emulated"
 BF16_ATTN_CHOICES = (ATTN_WIDEATTN_BF16, ATTN_TORCH_REFERENCE)
 
 # Variant status.
@@ -654,10 +659,15 @@ def exact_attention(q, k, v, batch, p_scale=None, window=None):
     return out
 
 
-def dequantized_e4m3_inputs(q, k, v):
+def dequantized_e4m3_inputs(q, k, v, quantize_q=True):
     """The 8-bit kernel's view of its inputs: Q rounded per (token, head, dim half) with scale
-    amax / 448, K and V rounded per tensor with scale amax / 448; all float32."""
+    amax / 448 (unless not quantize_q: Q as given), K and V rounded per tensor with scale
+    amax / 448; all float32."""
     torch = _torch()
+    if not quantize_q:
+        k8, k_scale = quantize_per_tensor(k)
+        v8, v_scale = quantize_per_tensor(v)
+        return q.float(), k8.float() * k_scale, v8.float() * v_scale
     tokens, heads, dim = q.shape
     halves = q.float().view(tokens, heads, 2, dim // 2)
     amax = halves.abs().amax(dim=-1, keepdim=True)
@@ -688,13 +698,14 @@ class EmulatedE4m3Attention:
     p_scale P_SCALE_KERNEL is what the kernel does; P_SCALE_BROKEN is the deliberate defect.
     """
 
-    def __init__(self, batch, p_scale, name):
+    def __init__(self, batch, p_scale, name, quantize_q=True):
         self.batch = batch
         self.p_scale = p_scale
         self.name = name
+        self.quantize_q = quantize_q
 
     def __call__(self, layer, q, k, v):
-        q_deq, k_deq, v_deq = dequantized_e4m3_inputs(q, k, v)
+        q_deq, k_deq, v_deq = dequantized_e4m3_inputs(q, k, v, self.quantize_q)
         return exact_attention(q_deq, k_deq, v_deq, self.batch, self.p_scale).to(_torch().bfloat16)
 
 
@@ -1029,6 +1040,8 @@ def run(args):
         V_BROKEN: (model8, EmulatedE4m3Attention(batch, P_SCALE_BROKEN, ATTN_BROKEN_EMULATED),
                    [exact]),
         V_EMULATED: (model8, emulate, [exact]),
+        V_KV_ONLY: (model8, EmulatedE4m3Attention(batch, None, ATTN_KV_ONLY_EMULATED, quantize_q=False),
+                    [exact]),
         V_CANDIDATE: (model8, candidate_attention, [exact, emulated_ref]),
     }
     engine = f"tools/e2e_drift.py, torch {torch.__version__}, {lib_detail}"
