@@ -134,7 +134,6 @@ __device__ __forceinline__ void load_q_fragments(const wideattn_prefill_params& 
     }
 }
 
-
 // ldmatrix lane addresses. K (B of Q K^T, non-transposed): matrices (keys 0-7, dims +0/+8),
 // (keys 8-15, dims +0/+8). V (B of P V, transposed): (keys 0-7 / 8-15, dims +0), then
 // dims +8. The 16-byte column index c = 8 * span + 2 * step + bit is stored at
