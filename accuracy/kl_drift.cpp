@@ -163,7 +163,10 @@ DriftReport compute_drift(const std::string& reference, const std::string& candi
     DriftValues candidate_values(report.tokens, report.has_tokens);
     DriftValues baseline_values(has_baseline ? report.tokens : 0, report.has_tokens && has_baseline);
     std::atomic<int64_t> next_block{0};
-    std::atomic<int64_t> rows_done{0};
+    // Rows finished so far, reported by whichever worker finishes a block (a worker may get no
+    // block at all), under a lock so the callback sees increasing counts from one thread at a time.
+    std::mutex progress_mutex;
+    int64_t rows_done = 0;
     FirstError first_error;
 
     const auto store = [&](DriftValues* values, const RowPairDrift& drift, const float* ref, const float* other,
@@ -211,8 +214,11 @@ DriftReport compute_drift(const std::string& reference, const std::string& candi
                 first_error.record(row, std::current_exception());
                 return;
             }
-            const int64_t done = rows_done.fetch_add(rows) + rows;
-            if (worker == 0 && options.progress) options.progress(done, report.tokens);
+            if (options.progress) {
+                const std::lock_guard<std::mutex> lock(progress_mutex);
+                rows_done += rows;
+                options.progress(rows_done, report.tokens);
+            }
         }
     };
     {
