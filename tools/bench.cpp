@@ -220,20 +220,13 @@ int bench_main(int argc, char** argv) {
             return 0;
         } else if (arg == "--reference") {
             reference = true;
-        } else if (arg == "--kv-dtype" && value) {
+        } else if ((arg == "--kv-dtype" || arg == "--q-dtype") && value) {
             const std::string dtype = argv[++i];
             if (dtype != "bf16" && dtype != "e4m3") {
-                std::fprintf(stderr, "wideattn bench: --kv-dtype='%s' is not bf16 or e4m3\n", dtype.c_str());
+                std::fprintf(stderr, "wideattn bench: %s='%s' is not bf16 or e4m3\n", arg.c_str(), dtype.c_str());
                 return 2;
             }
-            e4m3_kv = dtype == "e4m3";
-        } else if (arg == "--q-dtype" && value) {
-            const std::string dtype = argv[++i];
-            if (dtype != "bf16" && dtype != "e4m3") {
-                std::fprintf(stderr, "wideattn bench: --q-dtype='%s' is not bf16 or e4m3\n", dtype.c_str());
-                return 2;
-            }
-            e4m3_q = dtype == "e4m3";
+            (arg == "--kv-dtype" ? e4m3_kv : e4m3_q) = dtype == "e4m3";
         } else if (arg == "--list") {
             for (const BenchCase& c : suite) std::printf("%s\n", c.name.c_str());
             return 0;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -144,13 +145,11 @@ TEST_CASE("gpu bf16 kernels: the issue's shape list against the fp64 kernel") {
     check_fast_case(tp4, kBf16RelL2, true);
 }
 
-TEST_CASE("gpu e4m3 kernels: the shape list against the fp64 kernel on the dequantised K/V") {
-    if (!bundle_has_prefill_kernel(WIDEATTN_DTYPE_E4M3)) {
-        MESSAGE("no e4m3-KV kernel in the bundle yet");
-        return;
-    }
-    uint64_t seed = fresh_seed() * 1000 + 500;
-    const int32_t q_lens[] = {1, 7, 64, 65, 1000, 4096 + 13};
+namespace {
+
+// The 8-bit kernels' shape list against the fp64 kernel on the exactly dequantised inputs:
+// K/V in e4m3, and Q too when `e4m3_q` (rows then padded by a whole 16 bytes).
+void check_e4m3_shape_list(uint64_t seed, std::initializer_list<int32_t> q_lens, bool e4m3_q) {
     const int32_t contexts[] = {0, 777, 8192};
     const int32_t block_sizes[] = {16, 32, 128};
     int variant = 0;
@@ -160,12 +159,25 @@ TEST_CASE("gpu e4m3 kernels: the shape list against the fp64 kernel on the dequa
             if (variant % 4 == 1) s.num_q_heads = 8, s.num_kv_heads = 1;
             if (variant % 5 == 2) s.k_outlier = 12.0f;
             s.e4m3_kv = true;
+            s.e4m3_q = e4m3_q;
             ++variant;
             check_fast_case(s, kE4m3RelL2, false);
         }
     ProblemSpec batch = problem_spec({1, 1000, 0, 65, 4109}, {8192, 0, 777, 1, 13}, 32, 4, 32, ++seed);
+    if (e4m3_q) batch.q_token_pad = kE4m3QPadMultiple;
     batch.e4m3_kv = true;
+    batch.e4m3_q = e4m3_q;
     check_fast_case(batch, kE4m3RelL2, false);
+}
+
+}  // namespace
+
+TEST_CASE("gpu e4m3 kernels: the shape list against the fp64 kernel on the dequantised K/V") {
+    if (!bundle_has_prefill_kernel(WIDEATTN_DTYPE_E4M3)) {
+        MESSAGE("no e4m3-KV kernel in the bundle yet");
+        return;
+    }
+    check_e4m3_shape_list(fresh_seed() * 1000 + 500, {1, 7, 64, 65, 1000, 4096 + 13}, false);
 }
 
 TEST_CASE("gpu e4m3-Q kernels: Q already e4m3, the shape list against the fp64 kernel") {
@@ -173,22 +185,5 @@ TEST_CASE("gpu e4m3-Q kernels: Q already e4m3, the shape list against the fp64 k
         MESSAGE("no e4m3-Q kernel in the bundle yet");
         return;
     }
-    uint64_t seed = fresh_seed() * 1000 + 800;
-    const int32_t q_lens[] = {1, 7, 65, 1000, 4096 + 13};
-    const int32_t contexts[] = {0, 777, 8192};
-    const int32_t block_sizes[] = {16, 32, 128};
-    int variant = 0;
-    for (int32_t q_len : q_lens)
-        for (int32_t context : contexts) {
-            ProblemSpec s = problem_spec({q_len}, {context}, 32, 4, block_sizes[variant % 3], ++seed);
-            if (variant % 4 == 1) s.num_q_heads = 8, s.num_kv_heads = 1;
-            if (variant % 5 == 2) s.k_outlier = 12.0f;
-            s.e4m3_kv = s.e4m3_q = true;
-            ++variant;
-            check_fast_case(s, kE4m3RelL2, false);
-        }
-    ProblemSpec batch = problem_spec({1, 1000, 0, 65, 4109}, {8192, 0, 777, 1, 13}, 32, 4, 32, ++seed);
-    batch.q_token_pad = kE4m3QPadMultiple;
-    batch.e4m3_kv = batch.e4m3_q = true;
-    check_fast_case(batch, kE4m3RelL2, false);
+    check_e4m3_shape_list(fresh_seed() * 1000 + 800, {1, 7, 65, 1000, 4096 + 13}, true);
 }
