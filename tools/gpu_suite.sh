@@ -56,15 +56,17 @@ fi
 bench_args=(--json "$out/bench.json" --commit "$commit")
 [[ -n "$bench_cases" ]] && bench_args+=(--cases "$bench_cases")
 step bench bench.txt "$cli" bench "${bench_args[@]}"
-if grep -q '"kind": "prefill"' "$build/bundle/manifest.json" && python3 -c '
+# bundle_has_prefill FIELD VALUE: the bundle has a prefill kernel whose manifest FIELD is VALUE.
+bundle_has_prefill() {
+    python3 -c '
 import json, sys
 kernels = json.load(open(sys.argv[1]))["kernels"]
-sys.exit(0 if any(k["kind"] == "prefill" and k["kv_dtype"] == "e4m3" for k in kernels) else 1)' "$build/bundle/manifest.json"; then
+sys.exit(0 if any(k["kind"] == "prefill" and k[sys.argv[2]] == sys.argv[3] for k in kernels) else 1)' \
+        "$build/bundle/manifest.json" "$1" "$2"
+}
+if bundle_has_prefill kv_dtype e4m3; then
     step bench-e4m3 bench_e4m3.txt "$cli" bench --kv-dtype e4m3 --json "$out/bench_e4m3.json" --commit "$commit"
-    if python3 -c '
-import json, sys
-kernels = json.load(open(sys.argv[1]))["kernels"]
-sys.exit(0 if any(k["kind"] == "prefill" and k["q_dtype"] == "e4m3" for k in kernels) else 1)' "$build/bundle/manifest.json"; then
+    if bundle_has_prefill q_dtype e4m3; then
         step bench-e4m3q bench_e4m3q.txt "$cli" bench --kv-dtype e4m3 --q-dtype e4m3 --cases prompt_16k,chunk_8k_ctx_16k \
             --json "$out/bench_e4m3q.json" --commit "$commit"
     fi
