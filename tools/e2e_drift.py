@@ -664,17 +664,15 @@ def dequantized_e4m3_inputs(q, k, v, quantize_q=True):
     amax / 448 (unless not quantize_q: Q as given), K and V rounded per tensor with scale
     amax / 448; all float32."""
     torch = _torch()
-    if not quantize_q:
-        k8, k_scale = quantize_per_tensor(k)
-        v8, v_scale = quantize_per_tensor(v)
-        return q.float(), k8.float() * k_scale, v8.float() * v_scale
-    tokens, heads, dim = q.shape
-    halves = q.float().view(tokens, heads, 2, dim // 2)
-    amax = halves.abs().amax(dim=-1, keepdim=True)
-    q_scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
-    q_deq = (round_e4m3(halves / q_scale) * q_scale).view(tokens, heads, dim)
     k8, k_scale = quantize_per_tensor(k)
     v8, v_scale = quantize_per_tensor(v)
+    q_deq = q.float()
+    if quantize_q:
+        tokens, heads, dim = q.shape
+        halves = q_deq.view(tokens, heads, 2, dim // 2)
+        amax = halves.abs().amax(dim=-1, keepdim=True)
+        q_scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
+        q_deq = (round_e4m3(halves / q_scale) * q_scale).view(tokens, heads, dim)
     return q_deq, k8.float() * k_scale, v8.float() * v_scale
 
 
