@@ -6,12 +6,14 @@
 #include "fp8/attn_e4m3/e4m3_attn_traits.h"
 #include "fp8/quantize/amax_traits.h"
 #include "fp8/quantize/quantize_traits.h"
+#include "kernels/hopper/wgmma_traits.h"
 #include "kernels/mma/mma_traits.h"
 #include "kernels/reference/reference_traits.h"
 
 #define WIDEATTN_FOR_EACH_KERNEL(X) \
     X(::wideattn::fp8::AmaxE4m3Traits) \
     X(::wideattn::ReferenceF64Traits) \
+    X(::wideattn::WgmmaBf16D512Traits) \
     X(::wideattn::MmaBf16D512Traits) \
     X(::wideattn::fp8::QuantizeE4m3Traits) \
     X(::wideattn::MmaE4m3D512Traits) \

@@ -6,7 +6,8 @@ Used by bundle/meson.build (one custom_target per kernel and arch). Writes:
   OUT.resources        key=value lines: registers, spill_stores, spill_loads, stack, shared
   OUT.d                make-style dependency file (for ninja)
 Fails (exit 1) when ptxas reports more registers than --max-registers or any spill bytes
-(unless --allow-spills), so a kernel that would spill on a shipped arch never builds.
+(unless --allow-spills), so a kernel that would spill on a shipped arch never builds; and when
+ptxas says it serialized wgmma instructions (a silent slowdown of the Hopper-tier kernels).
 """
 import argparse
 import re
@@ -14,6 +15,7 @@ import subprocess
 import sys
 
 MAX_REGISTERS_PER_THREAD = 255
+WGMMA_SERIALIZED = "wgmma.mma_async instructions are serialized"
 
 
 def gencode(arch):
@@ -88,6 +90,8 @@ def main():
     spills = res["spill_stores"] + res["spill_loads"]
     if spills and not args.allow_spills:
         problems.append(f"{res['spill_stores']} bytes spill stores, {res['spill_loads']} bytes spill loads")
+    if WGMMA_SERIALIZED in proc.stdout:
+        problems.append("ptxas serialized wgmma instructions")
     if problems:
         sys.stderr.write(proc.stdout)
         sys.stderr.write(f"compile_cubin: {args.symbol} for {args.arch}: " + "; ".join(problems) + "\n")

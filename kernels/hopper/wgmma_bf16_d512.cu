@@ -1,0 +1,74 @@
+// wgmma_bf16_d512.cu - entry point of the Hopper-tier BF16 prefill kernel for head dim 512,
+// GQA group 8 (sm_90a; traits: wgmma_traits.h; loads: wgmma_loads.cuh; loop:
+// wgmma_mainloop.cuh; output: the mma tier's epilogue, whose register layout wgmma shares).
+//
+// Launch: grid.x = token_tile_count(total_q, num_seqs, kTileTokens), grid.y = num_q_heads / 8,
+// block = kThreads, dynamic shared memory kSmemBytes. Each block computes 64 rows (8 tokens
+// x the 8 query heads of one KV head) over every key they can see.
+#include <cstdint>
+
+#include "kernels/hopper/wgmma_loads.cuh"
+#include "kernels/hopper/wgmma_mainloop.cuh"
+#include "kernels/hopper/wgmma_traits.h"
+#include "kernels/mma/mma_block_geometry.cuh"
+#include "kernels/mma/mma_epilogue.cuh"
+#include "kernels/mma/mma_tile_order.cuh"
+
+namespace wideattn::hopper {
+
+// write_output of the mma tier stores a warp's 16 rows x 256 dims from o[32][4] in the
+// m16n8 accumulator layout; a warp's share of the wgmma m64n256 accumulator is the same.
+static_assert(Wt::kDimNTiles == mma::Tr::kDimNTiles && Wt::kDimsPerGroup == mma::Tr::kDimsPerWarp &&
+                  Wt::kTokensPerRowTile == mma::Tr::kTokensPerRowTile && Wt::kAccumN == mma::Tr::kMmaN &&
+                  Wt::kGroup == mma::Tr::kGroup,
+              "the mma-tier epilogue's layout must match the wgmma accumulator");
+
+}  // namespace wideattn::hopper
+
+extern "C" __global__ void __launch_bounds__(wideattn::WgmmaBf16D512Traits::kThreads, 1)
+wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
+    using namespace wideattn;
+    using namespace wideattn::hopper;
+    extern __shared__ __align__(Wt::kSmemAlign) unsigned char smem[];
+
+    const mma::BlockWork work = mma::find_block_work(p, Wt::kTileTokens);
+    if (!work.tile.found) return;
+    GroupPlace at;
+    at.group = threadIdx.x / Wt::kWarpGroupThreads;
+    at.thread = threadIdx.x % Wt::kWarpGroupThreads;
+    at.row_tile = at.thread / Wt::kWarpSize;
+    at.lane = threadIdx.x % Wt::kWarpSize;
+    mma::BlockGeometry geometry;
+    mma::block_geometry<Wt>(p, work, at.row_tile, &geometry);
+
+    const uint32_t base = (mma::shared_address(smem) + Wt::kSmemAlign - 1) & ~static_cast<uint32_t>(Wt::kSmemAlign - 1);
+    SharedMap map;
+    map.q = base;
+    map.ring = map.q + Wt::kQBytes;
+    map.exchange = map.ring + Wt::kRingSlots * Wt::kChunkBytes;
+
+    // Prologue: [Q + K_0], [V_0], [K_1] as three groups (the schedule of wgmma_mainloop.cuh).
+    const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
+    const int32_t* table_row = p.block_table + geometry.table_offset;
+    issue_q_tile(p, map.q, first_token, work.tile.tile_len, work.kv_head, at.group, at.thread);
+    KvTileStream k_stream, v_stream;
+    k_stream.init(p, false, work.kv_head, at.group, at.thread);
+    v_stream.init(p, true, work.kv_head, at.group, at.thread);
+    k_stream.issue(p, table_row, geometry.kv_end, ring_chunk(map, 0));
+    mma::cp_async_commit();
+    v_stream.issue(p, table_row, geometry.kv_end, ring_chunk(map, 1));
+    mma::cp_async_commit();
+    if (geometry.num_tiles > 1) k_stream.issue(p, table_row, geometry.kv_end, ring_chunk(map, 2));
+    mma::cp_async_commit();
+
+    float o[Wt::kDimNTiles][4];
+#pragma unroll
+    for (int32_t n = 0; n < Wt::kDimNTiles; ++n)
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) o[n][e] = 0.0f;
+    mma::RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+
+    wgmma_mainloop(p, geometry, at, map, k_stream, v_stream, o, state);
+    const int32_t head = work.kv_head * Wt::kGroup + at.lane / 4;
+    mma::write_output(p, o, state, first_token, work.tile.tile_len, at.row_tile, head, at.group, at.lane);
+}

@@ -1,0 +1,108 @@
+// wgmma_loads.cuh - cp.async loads of the Hopper-tier kernel into the 128-byte-swizzled
+// shared-memory layout wgmma reads: the block's Q tile and the K/V key tiles (paged, streamed
+// by 16-key sub-tiles so a tile may span pages of 16 keys). Each warpgroup loads only its own
+// half of the head dims.
+//
+// Operand layout ([rows][512] bf16): slab s = dims [64 s, 64 s + 64) is a [rows][128 bytes]
+// block at s * rows * 128; the 16-byte column c of row r is stored at column c ^ (r % 8).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/hopper/wgmma_traits.h"
+#include "kernels/mma/mma_primitives.cuh"
+#include "wideattn.h"
+
+namespace wideattn::hopper {
+
+using Wt = WgmmaBf16D512Traits;
+
+// Byte offset of row `row`, 16-byte column `vec` (0..63 over the 512 dims) in an operand of
+// kRows rows.
+template <int32_t kRows>
+__device__ __forceinline__ uint32_t operand_offset(int32_t row, int32_t vec) {
+    return static_cast<uint32_t>((vec / Wt::kVecsPerSlabRow) * kRows * Wt::kSwizzleBytes + row * Wt::kSwizzleBytes +
+                                 ((vec % Wt::kVecsPerSlabRow) ^ (row % Wt::kAtomRows)) * Wt::kVecBytes);
+}
+
+// Loads (issues, does not commit) the warpgroup's half of the block's Q rows. Row r is token
+// r / 8, head r % 8 of the KV head's group; rows of tokens past the tile are zero-filled.
+__device__ __forceinline__ void issue_q_tile(const wideattn_prefill_params& p, uint32_t q_shared, int64_t first_token,
+                                             int32_t tile_len, int32_t kv_head, int32_t group, int32_t thread) {
+    constexpr int32_t kRowsPerPass = Wt::kWarpGroupThreads / Wt::kVecsPerGroupRow;
+    const int32_t vec = group * Wt::kVecsPerGroupRow + thread % Wt::kVecsPerGroupRow;
+    const int32_t first_row = thread / Wt::kVecsPerGroupRow;
+    const char* q_base = static_cast<const char*>(p.q) + vec * Wt::kVecBytes;
+#pragma unroll
+    for (int32_t i = 0; i < Wt::kRowsPerBlock / kRowsPerPass; ++i) {
+        const int32_t row = first_row + i * kRowsPerPass;
+        const int32_t token = row / Wt::kGroup;
+        const int32_t head = kv_head * Wt::kGroup + row % Wt::kGroup;
+        const int64_t element = (first_token + min(token, tile_len - 1)) * p.q_token_stride + head * p.q_head_stride;
+        mma::cp_async_16(q_shared + operand_offset<Wt::kRowsPerBlock>(row, vec), q_base + element * Wt::kElemBytes,
+                         token < tile_len ? Wt::kVecBytes : 0);
+    }
+}
+
+// The K or V tiles one warpgroup loads: consecutive key tiles, pointer, strides and page
+// position loop-carried (no division in the loop). Keys >= kv_end are zero-filled; sub-tiles
+// starting at or past kv_end read no block-table entry (the table row may end there).
+struct KvTileStream {
+    static constexpr int32_t kRowsPerPass = Wt::kWarpGroupThreads / Wt::kVecsPerGroupRow;
+    static constexpr int32_t kPassesPerSubTile = Wt::kPageKeys / kRowsPerPass;
+    static_assert(Wt::kPageKeys % kRowsPerPass == 0, "whole passes per sub-tile");
+    static_assert(2 * kRowsPerPass == Wt::kAtomRows, "a thread's rows alternate between two swizzle phases");
+
+    const char* head_base;   // cache + kv_head * head_stride + first_row * slot_stride + vec * 16 B
+    int64_t block_stride;    // bytes between pages
+    int64_t slot_stride;     // bytes between the keys of a page
+    uint32_t shared_offset[2];  // operand_offset of the thread's rows with row % 8 < 4 and >= 4
+    int32_t first_row;
+    int32_t key;             // first key of the next sub-tile
+    int32_t page_index;      // its block_table index
+    int32_t page_slot;       // its first slot inside the page
+
+    __device__ __forceinline__ void init(const wideattn_prefill_params& p, bool is_value, int32_t kv_head,
+                                         int32_t group, int32_t thread) {
+        const int32_t vec = group * Wt::kVecsPerGroupRow + thread % Wt::kVecsPerGroupRow;
+        first_row = thread / Wt::kVecsPerGroupRow;
+        slot_stride = (is_value ? p.v_slot_stride : p.k_slot_stride) * Wt::kElemBytes;
+        block_stride = (is_value ? p.v_block_stride : p.k_block_stride) * Wt::kElemBytes;
+        head_base = static_cast<const char*>(is_value ? p.v_cache : p.k_cache) +
+                    kv_head * (is_value ? p.v_head_stride : p.k_head_stride) * Wt::kElemBytes +
+                    first_row * slot_stride + vec * Wt::kVecBytes;
+        shared_offset[0] = operand_offset<Wt::kTileKeys>(first_row, vec);
+        shared_offset[1] = operand_offset<Wt::kTileKeys>(first_row + kRowsPerPass, vec);
+        key = 0;
+        page_index = 0;
+        page_slot = 0;
+    }
+
+    // Issues (does not commit) the next key tile into `chunk` and advances past it.
+    __device__ __forceinline__ void issue(const wideattn_prefill_params& p, const int32_t* table_row, int32_t kv_end,
+                                          uint32_t chunk) {
+#pragma unroll
+        for (int32_t sub = 0; sub < Wt::kSubTiles; ++sub) {
+            const int32_t page = key < kv_end ? __ldg(table_row + page_index) : 0;
+            const char* src = head_base + page * block_stride + page_slot * slot_stride;
+            const int32_t rows_valid = kv_end - key;
+#pragma unroll
+            for (int32_t i = 0; i < kPassesPerSubTile; ++i) {
+                const int32_t row_in_sub = first_row + i * kRowsPerPass;
+                // Rows past the phase's first row (shared_offset[i % 2] already holds that row).
+                const int32_t rows_on = sub * Wt::kPageKeys + (i - i % 2) * kRowsPerPass;
+                mma::cp_async_16(chunk + shared_offset[i % 2] + rows_on * Wt::kSwizzleBytes,
+                                 src + i * kRowsPerPass * slot_stride,
+                                 row_in_sub < rows_valid ? Wt::kVecBytes : 0);
+            }
+            key += Wt::kPageKeys;
+            page_slot += Wt::kPageKeys;
+            if (page_slot == p.block_size) {
+                page_slot = 0;
+                ++page_index;
+            }
+        }
+    }
+};
+
+}  // namespace wideattn::hopper
