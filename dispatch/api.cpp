@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,9 +53,19 @@ struct wideattn_context {
     std::string bundle_dir;
     wideattn::Manifest manifest;
     std::vector<wideattn_kernel_info> infos;  // string fields point into manifest
-    std::mutex mutex;                          // guards `loaded`
+    std::mutex mutex;                          // guards `loaded` and `prefill_only`
     std::map<std::pair<CUcontext, int32_t>, LoadedKernel> loaded;
+    std::string prefill_only;                  // wideattn_set_prefill_kernel; empty: automatic
 };
+
+namespace {
+
+std::string prefill_restriction(const wideattn_context* ctx) {
+    std::lock_guard<std::mutex> lock(const_cast<wideattn_context*>(ctx)->mutex);
+    return ctx->prefill_only;
+}
+
+}  // namespace
 
 namespace {
 
@@ -282,9 +293,27 @@ wideattn_status wideattn_is_supported(const wideattn_context* ctx, const wideatt
     wideattn_status status = wideattn::validate_params(params, &message);
     if (status != WIDEATTN_OK) return fail(status, message);
     int32_t index = -1;
-    status = wideattn::select_kernel(ctx->manifest.kernels, *params, cc_major, cc_minor, &index, &message);
+    status = wideattn::select_kernel(ctx->manifest.kernels, *params, cc_major, cc_minor, &index, &message,
+                                     prefill_restriction(ctx));
     if (status != WIDEATTN_OK) return fail(status, message);
     if (kernel_index) *kernel_index = index;
+    return WIDEATTN_OK;
+}
+
+wideattn_status wideattn_set_prefill_kernel(wideattn_context* ctx, const char* name) {
+    if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+    const std::string wanted = name ? name : "";
+    if (!wanted.empty() && !wideattn::has_prefill_kernel(ctx->manifest.kernels, wanted)) {
+        std::set<std::string> names;
+        for (const wideattn::ManifestKernel& k : ctx->manifest.kernels)
+            if (k.kind == wideattn::kKindPrefill) names.insert(k.name);
+        std::string listed;
+        for (const std::string& n : names) listed += (listed.empty() ? "" : ", ") + n;
+        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT,
+                    "name=" + wanted + " is not a prefill kernel of the bundle (it has: " + listed + ")");
+    }
+    std::lock_guard<std::mutex> lock(ctx->mutex);
+    ctx->prefill_only = wanted;
     return WIDEATTN_OK;
 }
 
@@ -294,10 +323,11 @@ wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_p
     const wideattn_status status = wideattn::validate_params(params, &message);
     if (status != WIDEATTN_OK) return fail(status, message);
     wideattn_prefill_params args = *params;
+    const std::string only = prefill_restriction(ctx);
     return launch_on_current_device(
         ctx, &args, stream,
         [&](int cc_major, int cc_minor, int32_t* index, std::string* why) {
-            return wideattn::select_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why);
+            return wideattn::select_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why, only);
         },
         [&](const wideattn::ManifestKernel& kernel) { return wideattn::launch_geometry(kernel, args); });
 }

@@ -214,8 +214,15 @@ void keep_closest_cubin(const std::vector<ManifestKernel>& kernels, int32_t inde
 
 }  // namespace
 
+bool has_prefill_kernel(const std::vector<ManifestKernel>& kernels, const std::string& name) {
+    for (const ManifestKernel& k : kernels)
+        if (k.kind == kKindPrefill && k.name == name) return true;
+    return false;
+}
+
 wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_prefill_params& p,
-                              int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
+                              int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message,
+                              const std::string& only_name) {
     const int32_t group = p.num_q_heads / p.num_kv_heads;
     int32_t best = -1;
     // One reason per kernel name, in manifest order: an arch mismatch is replaced by the
@@ -225,6 +232,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
     for (size_t i = 0; i < kernels.size(); ++i) {
         const ManifestKernel& k = kernels[i];
         if (k.kind != kKindPrefill) continue;
+        if (!only_name.empty() && k.name != only_name) continue;
         if (k.q_dtype != p.q_dtype || k.kv_dtype != p.kv_dtype || k.o_dtype != p.o_dtype) continue;
         std::ostringstream miss;
         const bool arch_miss = !arch_runs_on(k, cc_major, cc_minor);
@@ -264,6 +272,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
     s << "no kernel in the bundle for q_dtype=" << dtype_name(p.q_dtype) << " kv_dtype=" << dtype_name(p.kv_dtype)
       << " o_dtype=" << dtype_name(p.o_dtype) << " head_dim=" << p.head_dim << " group=" << group
       << (p.lse ? " with lse" : "") << " on sm_" << cc_major << cc_minor;
+    if (!only_name.empty()) s << " (selection restricted to kernel " << only_name << " by wideattn_set_prefill_kernel)";
     if (misses.empty()) s << ": no kernel has these dtypes";
     for (size_t i = 0; i < misses.size(); ++i) s << (i ? "; " : ": ") << misses[i].second;
     *message = s.str();

@@ -23,10 +23,15 @@ bool arch_runs_on(const ManifestKernel& kernel, int32_t cc_major, int32_t cc_min
 
 // Picks the kernel for already validated params on a cc_major.cc_minor device: the first
 // kernel in manifest order whose dtypes, head dim, group and features fit, preferring the
-// cubin whose arch is closest to the device. Returns WIDEATTN_OK and *index, or
+// cubin whose arch is closest to the device. A non-empty `only_name` considers kernels of that
+// name alone (wideattn_set_prefill_kernel). Returns WIDEATTN_OK and *index, or
 // WIDEATTN_ERROR_UNSUPPORTED with *message saying what is missing.
 wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_prefill_params& p,
-                              int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
+                              int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message,
+                              const std::string& only_name = std::string());
+
+// Whether the manifest has a prefill kernel called `name` (any arch).
+bool has_prefill_kernel(const std::vector<ManifestKernel>& kernels, const std::string& name);
 
 // Launch geometry of DESIGN.md / kernel_desc.h for a selected kernel.
 struct LaunchGeometry {

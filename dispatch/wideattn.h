@@ -257,6 +257,16 @@ WIDEATTN_API wideattn_status wideattn_is_supported(const wideattn_context* ctx,
                                       int cc_minor, int32_t* kernel_index);
 
 /*
+ * Restricts prefill kernel selection (wideattn_prefill, wideattn_is_supported) on this context
+ * to the kernel called `name`, e.g. "mma_bf16_d512" to run the mma tier on an sm_90 device
+ * where the Hopper tier is chosen by default; NULL or "" restores automatic selection.
+ * WIDEATTN_ERROR_INVALID_ARGUMENT (the message lists the bundle's prefill kernels) when the
+ * bundle has no prefill kernel of that name. Launches that follow use the new setting; for
+ * tests, benchmarks and comparisons between tiers.
+ */
+WIDEATTN_API wideattn_status wideattn_set_prefill_kernel(wideattn_context* ctx, const char* name);
+
+/*
  * Launches prefill attention on `stream` (a CUstream / cudaStream_t; NULL is the legacy
  * default stream) in the calling thread's current CUDA context. Asynchronous: returns
  * after the launch is queued. Thread-safe.

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "dispatch/manifest.h"
 #include "tests/test_helpers.h"
@@ -128,6 +129,59 @@ TEST_CASE("api: is_supported runs validation and selection without a driver") {
     CHECK(wideattn_is_supported(ctx, &p, 9, 0, &index) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()) == "block_size=8 is not a positive multiple of 16");
     CHECK(wideattn_is_supported(nullptr, &p, 9, 0, &index) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    wideattn_close(ctx);
+}
+
+namespace {
+
+std::string selected_name(wideattn_context* ctx, const wideattn_prefill_params& p, int major, int minor) {
+    int32_t index = -1;
+    if (wideattn_is_supported(ctx, &p, major, minor, &index) != WIDEATTN_OK) return "";
+    wideattn_kernel_info info{};
+    REQUIRE(wideattn_get_kernel_info(ctx, index, &info) == WIDEATTN_OK);
+    return std::string(info.name) + "@" + info.arch;
+}
+
+bool bundle_has(wideattn_context* ctx, const std::string& name) {
+    for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
+        wideattn_kernel_info info{};
+        REQUIRE(wideattn_get_kernel_info(ctx, i, &info) == WIDEATTN_OK);
+        if (name == info.name) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("api: set_prefill_kernel restricts selection to one kernel by name") {
+    wideattn_context* ctx = nullptr;
+    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
+    const wideattn_prefill_params p = test::valid_params();
+    const std::string automatic = selected_name(ctx, p, 9, 0);
+    if (bundle_has(ctx, "wgmma_bf16_d512")) CHECK(automatic == "wgmma_bf16_d512@sm_90a");
+    if (bundle_has(ctx, "mma_bf16_d512")) {
+        REQUIRE(wideattn_set_prefill_kernel(ctx, "mma_bf16_d512") == WIDEATTN_OK);
+        CHECK(selected_name(ctx, p, 9, 0).rfind("mma_bf16_d512@sm_90", 0) == 0);
+        CHECK(selected_name(ctx, p, 12, 0).rfind("mma_bf16_d512@", 0) == 0);
+    }
+    // A prefill kernel that does not fit these params: the refusal says why and names the restriction.
+    REQUIRE(wideattn_set_prefill_kernel(ctx, "reference_f64") == WIDEATTN_OK);
+    int32_t index = -1;
+    CHECK(wideattn_is_supported(ctx, &p, 9, 0, &index) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(std::string(wideattn_last_error()).find("restricted to kernel reference_f64") != std::string::npos);
+    // Unknown and non-prefill names are refused and leave the setting as it was.
+    CHECK(wideattn_set_prefill_kernel(ctx, "no_such_kernel") == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()).find("name=no_such_kernel is not a prefill kernel") != std::string::npos);
+    CHECK(std::string(wideattn_last_error()).find("reference_f64") != std::string::npos);
+    if (bundle_has(ctx, "amax_e4m3")) CHECK(wideattn_set_prefill_kernel(ctx, "amax_e4m3") == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(wideattn_is_supported(ctx, &p, 9, 0, &index) == WIDEATTN_ERROR_UNSUPPORTED);
+    // NULL and "" restore automatic selection.
+    REQUIRE(wideattn_set_prefill_kernel(ctx, nullptr) == WIDEATTN_OK);
+    CHECK(selected_name(ctx, p, 9, 0) == automatic);
+    REQUIRE(wideattn_set_prefill_kernel(ctx, "reference_f64") == WIDEATTN_OK);
+    REQUIRE(wideattn_set_prefill_kernel(ctx, "") == WIDEATTN_OK);
+    CHECK(selected_name(ctx, p, 9, 0) == automatic);
+    CHECK(wideattn_set_prefill_kernel(nullptr, "mma_bf16_d512") == WIDEATTN_ERROR_INVALID_ARGUMENT);
     wideattn_close(ctx);
 }
 

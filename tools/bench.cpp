@@ -182,7 +182,7 @@ void print_help() {
     std::printf(
         "usage: wideattn bench [--bundle DIR] [--device N] [--cases A,B,...] [--reps N] [--warmup N]\n"
         "                      [--reference] [--kv-dtype bf16|e4m3] [--q-dtype bf16|e4m3] [--json FILE]\n"
-        "                      [--commit SHA] [--list]\n\n"
+        "                      [--kernel NAME] [--commit SHA] [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
@@ -198,6 +198,8 @@ void print_help() {
         "                 measures the e4m3 mma.sync rate (register-only, and with B from shared memory)\n"
         "  --q-dtype T    bf16 (default) or e4m3 (with --kv-dtype e4m3): Q passed as e4m3 codes with a\n"
         "                 per-tensor scale, for the kernel that takes Q already quantised\n"
+        "  --kernel NAME  time this prefill kernel instead of the one the dispatcher picks (e.g.\n"
+        "                 mma_bf16_d512 on sm_90, where wgmma_bf16_d512 is picked by default)\n"
         "  --json FILE    also write the results as JSON\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit\n",
@@ -207,7 +209,7 @@ void print_help() {
 }  // namespace
 
 int bench_main(int argc, char** argv) {
-    std::string bundle_flag, json_path, commit, cases_flag;
+    std::string bundle_flag, json_path, commit, cases_flag, kernel_flag;
     bool reference = false;
     bool e4m3_kv = false, e4m3_q = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
@@ -234,6 +236,8 @@ int bench_main(int argc, char** argv) {
             bundle_flag = argv[++i];
         } else if (arg == "--json" && value) {
             json_path = argv[++i];
+        } else if (arg == "--kernel" && value) {
+            kernel_flag = argv[++i];
         } else if (arg == "--commit" && value) {
             commit = argv[++i];
         } else if (arg == "--cases" && value) {
@@ -268,6 +272,11 @@ int bench_main(int argc, char** argv) {
     }
     wideattn_context* ctx = open_bundle(resolve_bundle_dir(bundle_flag, argv[0]), "bench");
     if (!ctx) return 2;
+    if (!kernel_flag.empty() && wideattn_set_prefill_kernel(ctx, kernel_flag.c_str()) != WIDEATTN_OK) {
+        std::fprintf(stderr, "wideattn bench: --kernel: %s\n", wideattn_last_error());
+        wideattn_close(ctx);
+        return 2;
+    }
     wideattn_status status;
     std::string error;
     std::unique_ptr<GpuSession> gpu = GpuSession::open(static_cast<int>(device), &status, &error);

@@ -356,8 +356,9 @@ def torch_reference_rows(data, copy=0):
 class Wideattn:
     """libwideattn through ctypes: availability, params per copy, bf16 and fp64 launches."""
 
-    def __init__(self, lib_path, bundle_dir):
+    def __init__(self, lib_path, bundle_dir, bf16_kernel=None):
         self.lib = None
+        self.bf16_kernel = bf16_kernel  # None: the dispatcher's choice
         self.status = STATUS_UNAVAILABLE
         self.detail = ""
         self.kernels = []
@@ -395,15 +396,22 @@ class Wideattn:
         p.softmax_scale = SOFTMAX_SCALE
         return p
 
+    def _restrict(self, params):
+        """bf16 launches go to --kernel when given; the fp64 reference is always the dispatcher's."""
+        bf16 = params.o_dtype == wideattn_ctypes.DTYPE_BF16
+        self.lib.set_prefill_kernel(self.bf16_kernel if bf16 else None)
+
     def kernel_for(self, params, capability):
         """(kernel name, None) if the bundle serves params on this device, else (None, why)."""
         try:
+            self._restrict(params)
             index = self.lib.is_supported(params, *capability)
             return self.kernels[index]["name"], None
         except wideattn_ctypes.WideattnError as exc:
             return None, str(exc)
 
     def launch(self, params):
+        self._restrict(params)
         self.lib.prefill(params, _lazy_torch().cuda.current_stream().cuda_stream)
 
 
@@ -766,9 +774,9 @@ def run_gpu_suite(args, log):
         "gpu": props.name, "capability": list(capability), "l2_bytes": l2_bytes,
         "torch": torch.__version__, "triton": triton.__version__, "commit": args.commit,
         "quick": args.quick, "reps": args.reps, "warmup": args.warmup, "q_std": args.q_std,
-        "impl_budget_s": args.impl_budget_s, "seed": args.seed},
+        "impl_budget_s": args.impl_budget_s, "seed": args.seed, "kernel": args.kernel},
         "impl_notes": IMPL_NOTES}
-    wa = Wideattn(args.lib, args.bundle)
+    wa = Wideattn(args.lib, args.bundle, args.kernel)
     report["wideattn"] = {"status": wa.status, "detail": wa.detail, "kernels": wa.kernels}
     rates = {"gemm_tflops": measure_gemm_rate(), "mma_tflops": args.mma_rate}
     report["rates"] = rates
@@ -799,6 +807,9 @@ def parse_args(argv=None):
                              "'unavailable' and the peers still run")
     parser.add_argument("--bundle", default="build/bundle",
                         help="bundle directory (cubins + manifest.json) passed to wideattn_open")
+    parser.add_argument("--kernel", default=None,
+                        help="run this bf16 prefill kernel of the bundle (e.g. mma_bf16_d512) instead of "
+                             "the one the dispatcher picks")
     parser.add_argument("--cases", default="",
                         help="comma-separated case names to run (default: the whole suite): "
                              + ", ".join(case.name for case in build_suite()))

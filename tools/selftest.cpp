@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -121,8 +120,9 @@ int selftest_main(int argc, char** argv) {
     std::printf("selftest on %s (sm_%d%d), bundle %s, seed %lld\n", gpu->name().c_str(), gpu->cc_major(),
                 gpu->cc_minor(), wideattn_bundle_dir(ctx), seed);
 
-    // One entry per dtype combination the device can run: the dispatcher picks the kernel.
-    std::set<std::tuple<int, int, int>> combos;
+    // One entry per prefill kernel the device can run (each tier of a dtype combination is
+    // tested, selected by name), in manifest order.
+    std::vector<std::tuple<std::string, int, int, int>> combos;
     bool has_quantize = false, has_amax = false;
     for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
         wideattn_kernel_info k{};
@@ -130,7 +130,9 @@ int selftest_main(int argc, char** argv) {
         ManifestKernel probe;
         if (!parse_arch(k.arch, &probe.arch_major, &probe.arch_minor, &probe.arch_specific)) continue;
         if (!arch_runs_on(probe, gpu->cc_major(), gpu->cc_minor())) continue;
-        if (std::string(k.kind) == kKindPrefill) combos.insert({k.q_dtype, k.kv_dtype, k.o_dtype});
+        const bool listed = std::any_of(combos.begin(), combos.end(),
+                                        [&](const auto& c) { return std::get<0>(c) == k.name; });
+        if (std::string(k.kind) == kKindPrefill && !listed) combos.emplace_back(k.name, k.q_dtype, k.kv_dtype, k.o_dtype);
         if (std::string(k.kind) == kKindQuantizeE4m3) has_quantize = true;
         if (std::string(k.kind) == kKindAmaxE4m3) has_amax = true;
     }
@@ -139,7 +141,12 @@ int selftest_main(int argc, char** argv) {
         std::printf("no kernel in the bundle runs on sm_%d%d\n", gpu->cc_major(), gpu->cc_minor());
         ++failed;
     }
-    for (const auto& [q_dtype, kv_dtype, o_dtype] : combos) {
+    for (const auto& [name, q_dtype, kv_dtype, o_dtype] : combos) {
+        if (wideattn_set_prefill_kernel(ctx, name.c_str()) != WIDEATTN_OK) {
+            std::printf("FAIL %-14s cannot select it: %s\n", name.c_str(), wideattn_last_error());
+            ++failed;
+            continue;
+        }
         const bool is_reference = o_dtype == WIDEATTN_DTYPE_F64;
         const bool is_e4m3 = kv_dtype == WIDEATTN_DTYPE_E4M3;
         const bool is_e4m3_q = q_dtype == WIDEATTN_DTYPE_E4M3;
@@ -171,6 +178,7 @@ int selftest_main(int argc, char** argv) {
             (ok ? passed : failed)++;
         }
     }
+    wideattn_set_prefill_kernel(ctx, nullptr);
     // The e4m3 quantise-into-cache kernel, when the bundle has one for this device: bit-exact
     // against the CPU reference.
     if (has_quantize) {

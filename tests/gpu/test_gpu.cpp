@@ -4,6 +4,7 @@
 // against the fp64 kernel on the shape list.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -12,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/manifest.h"
+#include "dispatch/selection.h"
 #include "tests/gpu/gpu_fixture.h"
 #include "tools/harness/checks.h"
 
@@ -49,6 +52,31 @@ bool bundle_has_prefill_kernel(int32_t kv_dtype, int32_t q_dtype = WIDEATTN_DTYP
     }
     return false;
 }
+
+// Names of the bf16-output prefill kernels for these input dtypes that run on this GPU (every
+// tier, e.g. wgmma_bf16_d512 and mma_bf16_d512 on an sm_90 device), in manifest order.
+std::vector<std::string> runnable_prefill_kernels(int32_t kv_dtype, int32_t q_dtype) {
+    std::vector<std::string> names;
+    for (int i = 0; i < wideattn_kernel_count(gpu().ctx); ++i) {
+        wideattn_kernel_info k{};
+        wideattn_get_kernel_info(gpu().ctx, i, &k);
+        ManifestKernel probe;
+        if (std::string(k.kind) != "prefill" || k.o_dtype != WIDEATTN_DTYPE_BF16 || k.kv_dtype != kv_dtype ||
+            k.q_dtype != q_dtype || !parse_arch(k.arch, &probe.arch_major, &probe.arch_minor, &probe.arch_specific) ||
+            !arch_runs_on(probe, gpu().session->cc_major(), gpu().session->cc_minor()))
+            continue;
+        if (std::find(names.begin(), names.end(), k.name) == names.end()) names.push_back(k.name);
+    }
+    return names;
+}
+
+// Restricts the suite's context to one kernel for the lifetime of the object.
+struct KernelRestriction {
+    explicit KernelRestriction(const std::string& name) {
+        REQUIRE_MESSAGE(wideattn_set_prefill_kernel(gpu().ctx, name.c_str()) == WIDEATTN_OK, wideattn_last_error());
+    }
+    ~KernelRestriction() { wideattn_set_prefill_kernel(gpu().ctx, nullptr); }
+};
 
 // A bf16-output kernel against the fp64 kernel: finite, deterministic, within `rel_l2_bound`;
 // the LSE too when `check_lse` (e4m3 kernels round the scores, see kE4m3RelL2).
@@ -119,12 +147,10 @@ TEST_CASE("gpu: bad input on a GPU gets the same clear errors") {
     CHECK(d.run(*gpu().session, gpu().ctx).empty());
 }
 
-TEST_CASE("gpu bf16 kernels: the issue's shape list against the fp64 kernel") {
-    if (!bundle_has_prefill_kernel(WIDEATTN_DTYPE_BF16)) {
-        MESSAGE("no bf16-output kernel in the bundle yet");
-        return;
-    }
-    uint64_t seed = fresh_seed() * 1000;
+namespace {
+
+// The shape list for one bf16 kernel (selected by the caller) against the fp64 kernel.
+void check_bf16_shape_list(uint64_t seed) {
     const int32_t q_lens[] = {1, 7, 63, 64, 65, 1000, 4096 + 13};
     const int32_t contexts[] = {0, 1, 777, 8192};
     const int32_t block_sizes[] = {16, 32, 128};
@@ -143,6 +169,22 @@ TEST_CASE("gpu bf16 kernels: the issue's shape list against the fp64 kernel") {
     ProblemSpec tp4 = problem_spec({63, 64}, {777, 8192}, 8, 1, 128, ++seed);
     tp4.k_outlier = 12.0f;
     check_fast_case(tp4, kBf16RelL2, true);
+}
+
+}  // namespace
+
+TEST_CASE("gpu bf16 kernels: the issue's shape list against the fp64 kernel, every tier") {
+    if (!bundle_has_prefill_kernel(WIDEATTN_DTYPE_BF16)) {
+        MESSAGE("no bf16-output kernel in the bundle yet");
+        return;
+    }
+    const std::vector<std::string> kernels = runnable_prefill_kernels(WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16);
+    REQUIRE_MESSAGE(!kernels.empty(), "no bf16 kernel of the bundle runs on this GPU");
+    for (const std::string& name : kernels) {
+        CAPTURE(name);
+        const KernelRestriction only(name);
+        check_bf16_shape_list(fresh_seed() * 1000);
+    }
 }
 
 namespace {

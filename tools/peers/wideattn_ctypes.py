@@ -166,6 +166,8 @@ class Library:
                                               ctypes.POINTER(_I32)]
         lib.wideattn_prefill.restype = ctypes.c_int
         lib.wideattn_prefill.argtypes = [ctx_p, params_p, ctypes.c_void_p]
+        lib.wideattn_set_prefill_kernel.restype = ctypes.c_int
+        lib.wideattn_set_prefill_kernel.argtypes = [ctx_p, ctypes.c_char_p]
 
     def _check(self, call, status):
         if status != STATUS_OK:
@@ -192,6 +194,11 @@ class Library:
                 entry[field] = value.decode() if isinstance(value, bytes) else value
             result.append(entry)
         return result
+
+    def set_prefill_kernel(self, name):
+        """Restricts prefill selection to the kernel `name` (None: automatic selection)."""
+        self._check("wideattn_set_prefill_kernel",
+                    self._lib.wideattn_set_prefill_kernel(self._ctx, name.encode() if name else None))
 
     def is_supported(self, params, cc_major, cc_minor):
         """Index of the kernel that would run these params; raises WideattnError if none."""
