@@ -1,6 +1,8 @@
 // selection.cpp - argument validation and kernel selection (see selection.h).
 #include "dispatch/selection.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -229,10 +231,17 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
     // reason a cubin of the right arch was refused, which says more.
     std::vector<std::pair<std::string, std::string>> misses;  // (name, reason)
     std::vector<bool> miss_is_arch;
+    // The restriction applies to the dtypes the named kernel takes; other calls (e.g. the fp64
+    // reference next to a restricted bf16 kernel) select as usual.
+    const bool restricted =
+        !only_name.empty() && std::any_of(kernels.begin(), kernels.end(), [&](const ManifestKernel& k) {
+            return k.kind == kKindPrefill && k.name == only_name && k.q_dtype == p.q_dtype &&
+                   k.kv_dtype == p.kv_dtype && k.o_dtype == p.o_dtype;
+        });
     for (size_t i = 0; i < kernels.size(); ++i) {
         const ManifestKernel& k = kernels[i];
         if (k.kind != kKindPrefill) continue;
-        if (!only_name.empty() && k.name != only_name) continue;
+        if (restricted && k.name != only_name) continue;
         if (k.q_dtype != p.q_dtype || k.kv_dtype != p.kv_dtype || k.o_dtype != p.o_dtype) continue;
         std::ostringstream miss;
         const bool arch_miss = !arch_runs_on(k, cc_major, cc_minor);
@@ -272,7 +281,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
     s << "no kernel in the bundle for q_dtype=" << dtype_name(p.q_dtype) << " kv_dtype=" << dtype_name(p.kv_dtype)
       << " o_dtype=" << dtype_name(p.o_dtype) << " head_dim=" << p.head_dim << " group=" << group
       << (p.lse ? " with lse" : "") << " on sm_" << cc_major << cc_minor;
-    if (!only_name.empty()) s << " (selection restricted to kernel " << only_name << " by wideattn_set_prefill_kernel)";
+    if (restricted) s << " (selection restricted to kernel " << only_name << " by wideattn_set_prefill_kernel)";
     if (misses.empty()) s << ": no kernel has these dtypes";
     for (size_t i = 0; i < misses.size(); ++i) s << (i ? "; " : ": ") << misses[i].second;
     *message = s.str();

@@ -23,8 +23,9 @@ bool arch_runs_on(const ManifestKernel& kernel, int32_t cc_major, int32_t cc_min
 
 // Picks the kernel for already validated params on a cc_major.cc_minor device: the first
 // kernel in manifest order whose dtypes, head dim, group and features fit, preferring the
-// cubin whose arch is closest to the device. A non-empty `only_name` considers kernels of that
-// name alone (wideattn_set_prefill_kernel). Returns WIDEATTN_OK and *index, or
+// cubin whose arch is closest to the device. A non-empty `only_name` naming a prefill kernel
+// that takes p's q/kv/o dtypes considers kernels of that name alone (wideattn_set_prefill_kernel);
+// for other dtypes it has no effect. Returns WIDEATTN_OK and *index, or
 // WIDEATTN_ERROR_UNSUPPORTED with *message saying what is missing.
 wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_prefill_params& p,
                               int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message,

@@ -258,8 +258,11 @@ WIDEATTN_API wideattn_status wideattn_is_supported(const wideattn_context* ctx,
 
 /*
  * Restricts prefill kernel selection (wideattn_prefill, wideattn_is_supported) on this context
- * to the kernel called `name`, e.g. "mma_bf16_d512" to run the mma tier on an sm_90 device
- * where the Hopper tier is chosen by default; NULL or "" restores automatic selection.
+ * to the kernel called `name` for calls with the q/kv/o dtypes that kernel takes, e.g.
+ * "mma_bf16_d512" to run the mma tier on an sm_90 device where the Hopper tier is chosen by
+ * default (calls with other dtypes, such as the fp64 reference, select as usual; a call the
+ * named kernel cannot serve fails with WIDEATTN_ERROR_UNSUPPORTED saying so). NULL or ""
+ * restores automatic selection.
  * WIDEATTN_ERROR_INVALID_ARGUMENT (the message lists the bundle's prefill kernels) when the
  * bundle has no prefill kernel of that name. Launches that follow use the new setting; for
  * tests, benchmarks and comparisons between tiers.

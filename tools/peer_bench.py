@@ -365,6 +365,8 @@ class Wideattn:
         try:
             self.lib = wideattn_ctypes.Library(lib_path, bundle_dir)
             self.kernels = self.lib.kernels()
+            if bf16_kernel:  # restricts the bf16 launches only; the fp64 reference selects as usual
+                self.lib.set_prefill_kernel(bf16_kernel)
             self.status = STATUS_OK
             self.detail = (f"v{self.lib.version()} bundle {self.lib.bundle_dir()} kernels "
                            f"{[k['name'] + '/' + k['arch'] for k in self.kernels]}")
@@ -396,22 +398,15 @@ class Wideattn:
         p.softmax_scale = SOFTMAX_SCALE
         return p
 
-    def _restrict(self, params):
-        """bf16 launches go to --kernel when given; the fp64 reference is always the dispatcher's."""
-        bf16 = params.o_dtype == wideattn_ctypes.DTYPE_BF16
-        self.lib.set_prefill_kernel(self.bf16_kernel if bf16 else None)
-
     def kernel_for(self, params, capability):
         """(kernel name, None) if the bundle serves params on this device, else (None, why)."""
         try:
-            self._restrict(params)
             index = self.lib.is_supported(params, *capability)
             return self.kernels[index]["name"], None
         except wideattn_ctypes.WideattnError as exc:
             return None, str(exc)
 
     def launch(self, params):
-        self._restrict(params)
         self.lib.prefill(params, _lazy_torch().cuda.current_stream().cuda_stream)
 
 

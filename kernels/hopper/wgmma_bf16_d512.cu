@@ -47,19 +47,11 @@ wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
     map.ring = map.q + Wt::kQBytes;
     map.exchange = map.ring + Wt::kRingSlots * Wt::kChunkBytes;
 
-    // Prologue: [Q + K_0], [V_0], [K_1] as three groups (the schedule of wgmma_mainloop.cuh).
     const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
-    const int32_t* table_row = p.block_table + geometry.table_offset;
-    issue_q_tile(p, map.q, first_token, work.tile.tile_len, work.kv_head, at.group, at.thread);
     KvTileStream k_stream, v_stream;
     k_stream.init(p, false, work.kv_head, at.group, at.thread);
     v_stream.init(p, true, work.kv_head, at.group, at.thread);
-    k_stream.issue(p, table_row, geometry.kv_end, ring_chunk(map, 0));
-    mma::cp_async_commit();
-    v_stream.issue(p, table_row, geometry.kv_end, ring_chunk(map, 1));
-    mma::cp_async_commit();
-    if (geometry.num_tiles > 1) k_stream.issue(p, table_row, geometry.kv_end, ring_chunk(map, 2));
-    mma::cp_async_commit();
+    issue_prologue(p, geometry, at, map, first_token, work.tile.tile_len, k_stream, v_stream);
 
     float o[Wt::kDimNTiles][4];
 #pragma unroll

@@ -3,11 +3,16 @@
 // partial-score exchange with the other warpgroup, the online softmax (exp2, lazy rescale, as
 // the mma tier) and O += P V (2 wgmma m64n256k16, P from registers).
 //
-// Ring schedule (4 slots; chunk 2j = K_j, chunk 2j+1 = V_j, chunk c in slot c % 4): step j
-// waits for K_j, runs Q K^T, passes the exchange barrier (after which no thread of the
-// warpgroup reads K_j or V_j-1 any more), issues V_j+1 and K_j+2 into those two slots, runs the
-// softmax, waits for V_j and runs P V. Every thread commits one group per chunk in chunk order,
-// so "all but the newest N groups" names the same chunks on every thread.
+// Software pipeline: step j enters with the exchanged scores S_j; it issues Q K_j+1^T, runs
+// the softmax of S_j while that runs, issues P_j V_j, and exchanges S_j+1 while P V runs, so
+// the tensor cores work during the softmax and the exchange. P_j-1 V_j-1 completes before the
+// softmax of step j (the rescale may touch O).
+//
+// Ring (4 slots; chunk 2j = K_j, chunk 2j+1 = V_j, chunk c in slot c % 4): after the exchange
+// of step j no thread reads K_j+1 or V_j-1 any more, so step j issues V_j+1 and K_j+3 into those
+// slots (K is prefetched two steps ahead, V one). The prologue issues [Q, K_0], [K_1], [V_0],
+// and [K_2] once S_0 is exchanged (K_2 takes K_0's slot); every thread commits one group per
+// chunk in that order, so "all but the newest N groups" names the same chunks on every thread.
 #pragma once
 
 #include <cstdint>
@@ -51,32 +56,12 @@ __device__ __forceinline__ void group_loads_landed(int32_t group) {
     mma::named_barrier_sync(kGroupBarrierBase + group, Wt::kWarpGroupThreads);
 }
 
-// Partial scores of the warpgroup (64 rows x 32 keys over its 256 dims).
-__device__ __forceinline__ void partial_scores(uint32_t q_shared, uint32_t k_chunk, int32_t group,
-                                               float (&s)[Wt::kKeyNTiles][4]) {
-    const uint64_t q_desc = swizzle128_descriptor(q_shared + group * Wt::kSlabsPerGroup * kQSlabBytes, Wt::kVecBytes,
-                                                  Wt::kAtomBytes);
-    const uint64_t k_desc = swizzle128_descriptor(k_chunk + group * Wt::kSlabsPerGroup * kChunkSlabBytes,
-                                                  Wt::kVecBytes, Wt::kAtomBytes);
-    wgmma_fence();
-#pragma unroll
-    for (int32_t step = 0; step < Wt::kQkSteps; ++step) {
-        const int32_t slab = step / kStepsPerSlab;
-        const int32_t inside = (step % kStepsPerSlab) * kScoreStepBytes;
-        wgmma_m64n32k16_ss(s, descriptor_plus(q_desc, slab * kQSlabBytes + inside),
-                           descriptor_plus(k_desc, slab * kChunkSlabBytes + inside), step > 0 ? 1 : 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-#pragma unroll
-    for (int32_t n = 0; n < Wt::kKeyNTiles; ++n)
-#pragma unroll
-        for (int32_t e = 0; e < 4; ++e) pin(s[n][e]);
-}
-
-// Own + partner partial scores (bitwise identical in both warpgroups), scaled to log2 units.
+// Own + partner partial scores (bitwise identical in both warpgroups), scaled to log2 units,
+// into `scores` (the wgmma accumulator `s` is only read: ptxas serializes wgmma when
+// accumulator registers are redefined while another wgmma is in flight).
 __device__ __forceinline__ void exchange_scores(const wideattn_prefill_params& p, uint32_t exchange, int32_t parity,
-                                                const GroupPlace& at, float (&s)[Wt::kKeyNTiles][4]) {
+                                                const GroupPlace& at, const float (&s)[Wt::kKeyNTiles][4],
+                                                float (&scores)[Wt::kKeyNTiles][4]) {
     constexpr int32_t kQuadBytes = Wt::kWarpGroupThreads * Wt::kVecBytes;
     const uint32_t own = exchange + (parity * Wt::kWarpGroups + at.group) * Wt::kExchangeTileBytes +
                          at.thread * Wt::kVecBytes;
@@ -90,10 +75,10 @@ __device__ __forceinline__ void exchange_scores(const wideattn_prefill_params& p
 #pragma unroll
     for (int32_t n = 0; n < Wt::kKeyNTiles; ++n) {
         const float4 partner = mma::load_shared_f32x4(other + n * kQuadBytes);
-        s[n][0] = (s[n][0] + partner.x) * scale;
-        s[n][1] = (s[n][1] + partner.y) * scale;
-        s[n][2] = (s[n][2] + partner.z) * scale;
-        s[n][3] = (s[n][3] + partner.w) * scale;
+        scores[n][0] = (s[n][0] + partner.x) * scale;
+        scores[n][1] = (s[n][1] + partner.y) * scale;
+        scores[n][2] = (s[n][2] + partner.z) * scale;
+        scores[n][3] = (s[n][3] + partner.w) * scale;
     }
 }
 
@@ -113,9 +98,11 @@ __device__ __forceinline__ void mask_scores(const mma::BlockGeometry& g, int32_t
 }
 
 // Online softmax with lazy rescale (warp-uniform decision; both warpgroups decide alike since
-// their scores are bitwise equal). Returns P as the A fragments of the P V wgmmas.
-__device__ __forceinline__ void softmax_update(float (&s)[Wt::kKeyNTiles][4], float (&o)[Wt::kDimNTiles][4],
-                                               mma::RowState& state, uint32_t (&prob)[Wt::kPvSteps][4]) {
+// their scores are bitwise equal): updates the running max and sums, writes P as the A
+// fragments of the P V wgmmas, and returns whether O must be multiplied by alpha (row g, row
+// g + 8) before the next P V; the caller does that once no wgmma writes O any more.
+__device__ __forceinline__ bool softmax_step(float (&s)[Wt::kKeyNTiles][4], mma::RowState& state,
+                                             uint32_t (&prob)[Wt::kPvSteps][4], float (&alpha)[2]) {
     constexpr uint32_t kFullMask = 0xffffffffu;
     float tile_max[2];
 #pragma unroll
@@ -129,21 +116,14 @@ __device__ __forceinline__ void softmax_update(float (&s)[Wt::kKeyNTiles][4], fl
     }
     const bool grows = tile_max[0] > state.max_log2[0] + Wt::kRescaleThresholdLog2 ||
                        tile_max[1] > state.max_log2[1] + Wt::kRescaleThresholdLog2;
-    if (__any_sync(kFullMask, grows)) {
-        float alpha[2];
+    const bool rescale = __any_sync(kFullMask, grows);
+    if (rescale) {
 #pragma unroll
         for (int32_t r = 0; r < 2; ++r) {
             const float updated = fmaxf(state.max_log2[r], tile_max[r]);
             alpha[r] = updated == -INFINITY ? 1.0f : mma::fast_exp2(state.max_log2[r] - updated);
             state.max_log2[r] = updated;
             state.sum[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int32_t n = 0; n < Wt::kDimNTiles; ++n) {
-            o[n][0] *= alpha[0];
-            o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1];
-            o[n][3] *= alpha[1];
         }
     }
     float base[2];
@@ -163,11 +143,44 @@ __device__ __forceinline__ void softmax_update(float (&s)[Wt::kKeyNTiles][4], fl
         prob[kk][2] = mma::pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
         prob[kk][3] = mma::pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
+    return rescale;
 }
 
-// o += P V over the warpgroup's 256 dims (V MN-major: 64-dim slabs LBO apart, 8-key atoms SBO apart).
-__device__ __forceinline__ void accumulate_pv(float (&o)[Wt::kDimNTiles][4], const uint32_t (&prob)[Wt::kPvSteps][4],
-                                              uint32_t v_chunk, int32_t group) {
+__device__ __forceinline__ void rescale_output(float (&o)[Wt::kDimNTiles][4], const float (&alpha)[2]) {
+#pragma unroll
+    for (int32_t n = 0; n < Wt::kDimNTiles; ++n) {
+        o[n][0] *= alpha[0];
+        o[n][1] *= alpha[0];
+        o[n][2] *= alpha[1];
+        o[n][3] *= alpha[1];
+    }
+}
+
+__device__ __forceinline__ uint32_t ring_chunk(const SharedMap& map, int32_t chunk) {
+    return map.ring + (chunk % Wt::kRingSlots) * Wt::kChunkBytes;
+}
+
+// Q K^T issued (committed, not waited for) into s.
+__device__ __forceinline__ void issue_scores(uint32_t q_shared, uint32_t k_chunk, int32_t group,
+                                             float (&s)[Wt::kKeyNTiles][4]) {
+    const uint64_t q_desc = swizzle128_descriptor(q_shared + group * Wt::kSlabsPerGroup * kQSlabBytes, Wt::kVecBytes,
+                                                  Wt::kAtomBytes);
+    const uint64_t k_desc = swizzle128_descriptor(k_chunk + group * Wt::kSlabsPerGroup * kChunkSlabBytes,
+                                                  Wt::kVecBytes, Wt::kAtomBytes);
+    wgmma_fence();
+#pragma unroll
+    for (int32_t step = 0; step < Wt::kQkSteps; ++step) {
+        const int32_t slab = step / kStepsPerSlab;
+        const int32_t inside = (step % kStepsPerSlab) * kScoreStepBytes;
+        wgmma_m64n32k16_ss(s, descriptor_plus(q_desc, slab * kQSlabBytes + inside),
+                           descriptor_plus(k_desc, slab * kChunkSlabBytes + inside), step > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+}
+
+// P V issued (committed, not waited for) into o.
+__device__ __forceinline__ void issue_pv(float (&o)[Wt::kDimNTiles][4], const uint32_t (&prob)[Wt::kPvSteps][4],
+                                         uint32_t v_chunk, int32_t group) {
     const uint64_t v_desc = swizzle128_descriptor(v_chunk + group * Wt::kSlabsPerGroup * kChunkSlabBytes,
                                                   kChunkSlabBytes, Wt::kAtomBytes);
     wgmma_fence();
@@ -175,15 +188,40 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[Wt::kDimNTiles][4], con
     for (int32_t kk = 0; kk < Wt::kPvSteps; ++kk)
         wgmma_m64n256k16_rs(o, prob[kk], descriptor_plus(v_desc, kk * Wt::kWgmmaK * Wt::kSwizzleBytes));
     wgmma_commit();
-    wgmma_wait<0>();
-#pragma unroll
-    for (int32_t n = 0; n < Wt::kDimNTiles; ++n)
-#pragma unroll
-        for (int32_t e = 0; e < 4; ++e) pin(o[n][e]);
 }
 
-__device__ __forceinline__ uint32_t ring_chunk(const SharedMap& map, int32_t chunk) {
-    return map.ring + (chunk % Wt::kRingSlots) * Wt::kChunkBytes;
+template <typename T, int32_t kRows, int32_t kCols>
+__device__ __forceinline__ void pin_all(T (&values)[kRows][kCols]) {
+#pragma unroll
+    for (int32_t r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int32_t c = 0; c < kCols; ++c) pin(values[r][c]);
+}
+
+// Issues the prologue's loads (Q and the first chunks) as the first three groups the loop
+// expects; the fourth (K_2) follows the exchange of S_0 in wgmma_mainloop.
+__device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p, const mma::BlockGeometry& g,
+                                               const GroupPlace& at, const SharedMap& map, int64_t first_token,
+                                               int32_t tile_len, KvTileStream& k_stream, KvTileStream& v_stream) {
+    const int32_t* table_row = p.block_table + g.table_offset;
+    issue_q_tile(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
+    k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 0));
+    mma::cp_async_commit();
+    if (g.num_tiles > 1) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2));
+    mma::cp_async_commit();
+    v_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 1));
+    mma::cp_async_commit();
+}
+
+// Exchanged, masked scores of tile j -> P (and the rescale of O it asks for).
+__device__ __forceinline__ bool scores_to_probabilities(const wideattn_prefill_params& p, const mma::BlockGeometry& g,
+                                                        const GroupPlace& at, const SharedMap& map, int32_t j,
+                                                        const float (&s)[Wt::kKeyNTiles][4], mma::RowState& state,
+                                                        uint32_t (&prob)[Wt::kPvSteps][4], float (&alpha)[2]) {
+    float scores[Wt::kKeyNTiles][4];
+    exchange_scores(p, map.exchange, j % Wt::kExchangeParities, at, s, scores);
+    mask_scores(g, j, at.lane, scores);
+    return softmax_step(scores, state, prob, alpha);
 }
 
 // The whole key loop of one warpgroup; o accumulates unnormalised P V, state holds the running
@@ -194,19 +232,48 @@ __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p,
                                                float (&o)[Wt::kDimNTiles][4], mma::RowState& state) {
     const int32_t* table_row = p.block_table + g.table_offset;
     uint32_t prob[Wt::kPvSteps][4];
-    for (int32_t j = 0; j < g.num_tiles; ++j) {
-        group_loads_landed<2>(at.group);  // K_j (pending: V_j, K_j+1)
+    float alpha[2];
+    if (g.num_tiles > 0) {
         float s[Wt::kKeyNTiles][4];
-        partial_scores(map.q, ring_chunk(map, 2 * j), at.group, s);
-        exchange_scores(p, map.exchange, j % Wt::kExchangeParities, at, s);
+        group_loads_landed<2>(at.group);  // Q, K_0 (pending: K_1, V_0)
+        issue_scores(map.q, ring_chunk(map, 0), at.group, s);
+        wgmma_wait<0>();
+        pin_all(s);
+        scores_to_probabilities(p, g, at, map, 0, s, state, prob, alpha);  // O is still 0: no rescale
+    }
+    if (g.num_tiles > 2) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 4));
+    mma::cp_async_commit();
+    for (int32_t j = 0; j < g.num_tiles; ++j) {
+        const bool has_next = j + 1 < g.num_tiles;
+        float s[Wt::kKeyNTiles][4];
+        if (has_next) {
+            group_loads_landed<2>(at.group);  // K_j+1 (pending: V_j, K_j+2)
+            issue_scores(map.q, ring_chunk(map, 2 * j + 2), at.group, s);
+        }
+        group_loads_landed<1>(at.group);  // V_j (pending: K_j+2)
+        issue_pv(o, prob, ring_chunk(map, 2 * j + 1), at.group);
+        if (has_next) {
+            wgmma_wait<1>();  // Q K_j+1^T done; P_j V_j may still run
+            pin_all(s);
+            uint32_t prob_next[Wt::kPvSteps][4];
+            const bool rescale = scores_to_probabilities(p, g, at, map, j + 1, s, state, prob_next, alpha);
+            wgmma_wait<0>();
+            pin_all(o);
+            pin_all(prob);
+            pin_all(s);
+            if (rescale) rescale_output(o, alpha);
+#pragma unroll
+            for (int32_t kk = 0; kk < Wt::kPvSteps; ++kk)
+#pragma unroll
+                for (int32_t e = 0; e < 4; ++e) prob[kk][e] = prob_next[kk][e];
+        } else {
+            wgmma_wait<0>();
+            pin_all(o);
+        }
         if (j + 1 < g.num_tiles) v_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 3));
         mma::cp_async_commit();
-        if (j + 2 < g.num_tiles) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 4));
+        if (j + 3 < g.num_tiles) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 6));
         mma::cp_async_commit();
-        mask_scores(g, j, at.lane, s);
-        softmax_update(s, o, state, prob);
-        group_loads_landed<3>(at.group);  // V_j (pending: K_j+1, V_j+1, K_j+2)
-        accumulate_pv(o, prob, ring_chunk(map, 2 * j + 1), at.group);
     }
     mma::cp_async_wait<0>();
 }

@@ -47,6 +47,10 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 // a preceding wgmma wait.
 __device__ __forceinline__ void pin(float& value) { asm volatile("" : "+f"(value)::"memory"); }
 
+// Keeps an A-fragment register alive (unchanged) up to this point, so the compiler cannot reuse it
+// while a wgmma that reads it may still be in flight.
+__device__ __forceinline__ void pin(uint32_t& value) { asm volatile("" : "+r"(value)::"memory"); }
+
 // s (64 x 32 fp32 per warpgroup; a thread holds s[8-column quad][4]) = a b (+ s when
 // accumulate != 0); a and b K-major in shared memory.
 __device__ __forceinline__ void wgmma_m64n32k16_ss(float (&s)[4][4], uint64_t a_desc, uint64_t b_desc,
