@@ -34,7 +34,10 @@ wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
     const mma::BlockWork work = mma::find_block_work(p, Wt::kTileTokens);
     if (!work.tile.found) return;
     GroupPlace at;
-    at.group = threadIdx.x / Wt::kWarpGroupThreads;
+    // Broadcast from lane 0: the compiler then treats the warpgroup (and every shared-memory
+    // descriptor derived from it) as warp-uniform and keeps descriptors in uniform registers.
+    constexpr uint32_t kFullMask = 0xffffffffu;
+    at.group = __shfl_sync(kFullMask, static_cast<int32_t>(threadIdx.x / Wt::kWarpGroupThreads), 0);
     at.thread = threadIdx.x % Wt::kWarpGroupThreads;
     at.row_tile = at.thread / Wt::kWarpSize;
     at.lane = threadIdx.x % Wt::kWarpSize;
@@ -49,8 +52,9 @@ wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
 
     const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
     KvTileStream k_stream, v_stream;
-    k_stream.init(p, false, work.kv_head, at.group, at.thread);
-    v_stream.init(p, true, work.kv_head, at.group, at.thread);
+    const int32_t* table_row = p.block_table + geometry.table_offset;
+    k_stream.init(p, false, work.kv_head, at.group, at.thread, table_row, geometry.kv_end);
+    v_stream.init(p, true, work.kv_head, at.group, at.thread, table_row, geometry.kv_end);
     issue_prologue(p, geometry, at, map, first_token, work.tile.tile_len, k_stream, v_stream);
 
     float o[Wt::kDimNTiles][4];

@@ -45,8 +45,9 @@ __device__ __forceinline__ void issue_q_tile(const wideattn_prefill_params& p, u
 }
 
 // The K or V tiles one warpgroup loads: consecutive key tiles, pointer, strides and page
-// position loop-carried (no division in the loop). Keys >= kv_end are zero-filled; sub-tiles
-// starting at or past kv_end read no block-table entry (the table row may end there).
+// position loop-carried (no division in the loop). The block-table entries of a tile are read
+// one tile ahead, so their latency hides behind a whole step. Keys >= kv_end are zero-filled;
+// sub-tiles starting at or past kv_end read no block-table entry (the table row may end there).
 struct KvTileStream {
     static constexpr int32_t kRowsPerPass = Wt::kWarpGroupThreads / Wt::kVecsPerGroupRow;
     static constexpr int32_t kPassesPerSubTile = Wt::kPageKeys / kRowsPerPass;
@@ -58,12 +59,14 @@ struct KvTileStream {
     int64_t slot_stride;     // bytes between the keys of a page
     uint32_t shared_offset[2];  // operand_offset of the thread's rows with row % 8 < 4 and >= 4
     int32_t first_row;
-    int32_t key;             // first key of the next sub-tile
+    int32_t key;             // first key of the next sub-tile whose page is not read yet
     int32_t page_index;      // its block_table index
     int32_t page_slot;       // its first slot inside the page
+    int32_t page[Wt::kSubTiles];       // pages of the next tile's sub-tiles (read ahead)
+    int32_t page_slots[Wt::kSubTiles]; // and their first slots
 
     __device__ __forceinline__ void init(const wideattn_prefill_params& p, bool is_value, int32_t kv_head,
-                                         int32_t group, int32_t thread) {
+                                         int32_t group, int32_t thread, const int32_t* table_row, int32_t kv_end) {
         const int32_t vec = group * Wt::kVecsPerGroupRow + thread % Wt::kVecsPerGroupRow;
         first_row = thread / Wt::kVecsPerGroupRow;
         slot_stride = (is_value ? p.v_slot_stride : p.k_slot_stride) * Wt::kElemBytes;
@@ -76,16 +79,33 @@ struct KvTileStream {
         key = 0;
         page_index = 0;
         page_slot = 0;
+        read_pages(p, table_row, kv_end);
     }
 
-    // Issues (does not commit) the next key tile into `chunk` and advances past it.
-    __device__ __forceinline__ void issue(const wideattn_prefill_params& p, const int32_t* table_row, int32_t kv_end,
-                                          uint32_t chunk) {
+    // Reads the pages of the next tile's sub-tiles and advances the page position past it.
+    __device__ __forceinline__ void read_pages(const wideattn_prefill_params& p, const int32_t* table_row,
+                                               int32_t kv_end) {
 #pragma unroll
         for (int32_t sub = 0; sub < Wt::kSubTiles; ++sub) {
-            const int32_t page = key < kv_end ? __ldg(table_row + page_index) : 0;
-            const char* src = head_base + page * block_stride + page_slot * slot_stride;
-            const int32_t rows_valid = kv_end - key;
+            page[sub] = key < kv_end ? __ldg(table_row + page_index) : 0;
+            page_slots[sub] = page_slot;
+            key += Wt::kPageKeys;
+            page_slot += Wt::kPageKeys;
+            if (page_slot == p.block_size) {
+                page_slot = 0;
+                ++page_index;
+            }
+        }
+    }
+
+    // Issues (does not commit) the next key tile into `chunk` and reads the pages of the one after.
+    __device__ __forceinline__ void issue(const wideattn_prefill_params& p, const int32_t* table_row, int32_t kv_end,
+                                          uint32_t chunk) {
+        const int32_t tile_key0 = key - Wt::kTileKeys;
+#pragma unroll
+        for (int32_t sub = 0; sub < Wt::kSubTiles; ++sub) {
+            const char* src = head_base + page[sub] * block_stride + page_slots[sub] * slot_stride;
+            const int32_t rows_valid = kv_end - tile_key0 - sub * Wt::kPageKeys;
 #pragma unroll
             for (int32_t i = 0; i < kPassesPerSubTile; ++i) {
                 const int32_t row_in_sub = first_row + i * kRowsPerPass;
@@ -95,13 +115,8 @@ struct KvTileStream {
                                  src + i * kRowsPerPass * slot_stride,
                                  row_in_sub < rows_valid ? Wt::kVecBytes : 0);
             }
-            key += Wt::kPageKeys;
-            page_slot += Wt::kPageKeys;
-            if (page_slot == p.block_size) {
-                page_slot = 0;
-                ++page_index;
-            }
         }
+        read_pages(p, table_row, kv_end);
     }
 };
 

@@ -163,9 +163,9 @@ __device__ __forceinline__ uint32_t ring_chunk(const SharedMap& map, int32_t chu
 // Q K^T issued (committed, not waited for) into s.
 __device__ __forceinline__ void issue_scores(uint32_t q_shared, uint32_t k_chunk, int32_t group,
                                              float (&s)[Wt::kKeyNTiles][4]) {
-    const uint64_t q_desc = swizzle128_descriptor(q_shared + group * Wt::kSlabsPerGroup * kQSlabBytes, Wt::kVecBytes,
+    const SmemDescriptor q_desc = swizzle128_descriptor(q_shared + group * Wt::kSlabsPerGroup * kQSlabBytes, Wt::kVecBytes,
                                                   Wt::kAtomBytes);
-    const uint64_t k_desc = swizzle128_descriptor(k_chunk + group * Wt::kSlabsPerGroup * kChunkSlabBytes,
+    const SmemDescriptor k_desc = swizzle128_descriptor(k_chunk + group * Wt::kSlabsPerGroup * kChunkSlabBytes,
                                                   Wt::kVecBytes, Wt::kAtomBytes);
     wgmma_fence();
 #pragma unroll
@@ -181,7 +181,7 @@ __device__ __forceinline__ void issue_scores(uint32_t q_shared, uint32_t k_chunk
 // P V issued (committed, not waited for) into o.
 __device__ __forceinline__ void issue_pv(float (&o)[Wt::kDimNTiles][4], const uint32_t (&prob)[Wt::kPvSteps][4],
                                          uint32_t v_chunk, int32_t group) {
-    const uint64_t v_desc = swizzle128_descriptor(v_chunk + group * Wt::kSlabsPerGroup * kChunkSlabBytes,
+    const SmemDescriptor v_desc = swizzle128_descriptor(v_chunk + group * Wt::kSlabsPerGroup * kChunkSlabBytes,
                                                   kChunkSlabBytes, Wt::kAtomBytes);
     wgmma_fence();
 #pragma unroll

@@ -10,23 +10,29 @@
 namespace wideattn::hopper {
 
 // Matrix descriptor (PTX ISA "matrix descriptor" for wgmma): start address, leading- and
-// stride-dimension byte offsets (all in 16-byte units, 14 bits each) and the swizzle mode.
-constexpr uint64_t kDescSwizzle128 = 1ull << 62;
+// stride-dimension byte offsets (all in 16-byte units, 14 bits each) and the swizzle mode. Kept
+// as two 32-bit words: moving a descriptor inside shared memory adds to the start address in the
+// low word only (shared addresses are < 2^18 bytes, so the 14-bit field never carries).
+constexpr uint32_t kDescSwizzle128High = 1u << 30;  // bits 62-63 = 1: 128-byte swizzle
 constexpr uint32_t kDescAddressMask = 0x3FFFF;
 constexpr int kDescUnitShift = 4;
 constexpr int kDescLeadingShift = 16;
-constexpr int kDescStrideShift = 32;
 
-__device__ __forceinline__ uint64_t swizzle128_descriptor(uint32_t shared_address, uint32_t leading_bytes,
-                                                          uint32_t stride_bytes) {
-    return static_cast<uint64_t>((shared_address & kDescAddressMask) >> kDescUnitShift) |
-           (static_cast<uint64_t>(leading_bytes >> kDescUnitShift) << kDescLeadingShift) |
-           (static_cast<uint64_t>(stride_bytes >> kDescUnitShift) << kDescStrideShift) | kDescSwizzle128;
+struct SmemDescriptor {
+    uint32_t low;   // start address, leading-dimension byte offset
+    uint32_t high;  // stride-dimension byte offset, swizzle mode
+};
+
+__device__ __forceinline__ SmemDescriptor swizzle128_descriptor(uint32_t shared_address, uint32_t leading_bytes,
+                                                                uint32_t stride_bytes) {
+    return SmemDescriptor{((shared_address & kDescAddressMask) >> kDescUnitShift) |
+                              ((leading_bytes >> kDescUnitShift) << kDescLeadingShift),
+                          (stride_bytes >> kDescUnitShift) | kDescSwizzle128High};
 }
 
 // A descriptor moved by `bytes` (a multiple of 16) inside shared memory.
-__device__ __forceinline__ uint64_t descriptor_plus(uint64_t descriptor, uint32_t bytes) {
-    return descriptor + (bytes >> kDescUnitShift);
+__device__ __forceinline__ SmemDescriptor descriptor_plus(SmemDescriptor descriptor, uint32_t bytes) {
+    return SmemDescriptor{descriptor.low + (bytes >> kDescUnitShift), descriptor.high};
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -53,30 +59,35 @@ __device__ __forceinline__ void pin(uint32_t& value) { asm volatile("" : "+r"(va
 
 // s (64 x 32 fp32 per warpgroup; a thread holds s[8-column quad][4]) = a b (+ s when
 // accumulate != 0); a and b K-major in shared memory.
-__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&s)[4][4], uint64_t a_desc, uint64_t b_desc,
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&s)[4][4], SmemDescriptor a_desc, SmemDescriptor b_desc,
                                                    int32_t accumulate) {
     asm volatile(
         "{\n"
         ".reg .pred accumulate;\n"
-        "setp.ne.b32 accumulate, %18, 0;\n"
+        ".reg .b64 a_desc, b_desc;\n"
+        "setp.ne.b32 accumulate, %20, 0;\n"
+        "mov.b64 a_desc, {%16, %17};\n"
+        "mov.b64 b_desc, {%18, %19};\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-        "%16, %17, accumulate, 1, 1, 0, 0;\n"
+        "a_desc, b_desc, accumulate, 1, 1, 0, 0;\n"
         "}\n"
         : "+f"(s[0][0]), "+f"(s[0][1]), "+f"(s[0][2]), "+f"(s[0][3]),
           "+f"(s[1][0]), "+f"(s[1][1]), "+f"(s[1][2]), "+f"(s[1][3]),
           "+f"(s[2][0]), "+f"(s[2][1]), "+f"(s[2][2]), "+f"(s[2][3]),
           "+f"(s[3][0]), "+f"(s[3][1]), "+f"(s[3][2]), "+f"(s[3][3])
-        : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+        : "r"(a_desc.low), "r"(a_desc.high), "r"(b_desc.low), "r"(b_desc.high), "r"(accumulate));
 }
 
 // o (64 x 256 fp32 per warpgroup; a thread holds o[8-column quad][4]) += a b; a is the
 // thread's m16n8k16-layout bf16 fragment of its warp's 16 rows, b MN-major in shared memory.
-__device__ __forceinline__ void wgmma_m64n256k16_rs(float (&o)[32][4], const uint32_t (&a)[4], uint64_t b_desc) {
+__device__ __forceinline__ void wgmma_m64n256k16_rs(float (&o)[32][4], const uint32_t (&a)[4], SmemDescriptor b_desc) {
     asm volatile(
         "{\n"
         ".reg .pred accumulate;\n"
-        "setp.ne.b32 accumulate, %133, 0;\n"
+        ".reg .b64 b_desc;\n"
+        "setp.ne.b32 accumulate, %134, 0;\n"
+        "mov.b64 b_desc, {%132, %133};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {\n"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "
         "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
@@ -85,7 +96,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&o)[32][4], const uin
         "%78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, "
         "%97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, "
         "%113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-        "}, {%128, %129, %130, %131}, %132, accumulate, 1, 1, 1;\n"
+        "}, {%128, %129, %130, %131}, b_desc, accumulate, 1, 1, 1;\n"
         "}\n"
         : "+f"(o[0][0]), "+f"(o[0][1]), "+f"(o[0][2]), "+f"(o[0][3]),
           "+f"(o[1][0]), "+f"(o[1][1]), "+f"(o[1][2]), "+f"(o[1][3]),
@@ -119,7 +130,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&o)[32][4], const uin
           "+f"(o[29][0]), "+f"(o[29][1]), "+f"(o[29][2]), "+f"(o[29][3]),
           "+f"(o[30][0]), "+f"(o[30][1]), "+f"(o[30][2]), "+f"(o[30][3]),
           "+f"(o[31][0]), "+f"(o[31][1]), "+f"(o[31][2]), "+f"(o[31][3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_desc.low), "r"(b_desc.high), "r"(1));
 }
 
 }  // namespace wideattn::hopper
