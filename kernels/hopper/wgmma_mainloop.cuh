@@ -3,10 +3,11 @@
 // partial-score exchange with the other warpgroup, the online softmax (exp2, lazy rescale, as
 // the mma tier) and O += P V (2 wgmma m64n256k16, P from registers).
 //
-// Software pipeline: step j enters with the exchanged scores S_j; it issues Q K_j+1^T, runs
-// the softmax of S_j while that runs, issues P_j V_j, and exchanges S_j+1 while P V runs, so
-// the tensor cores work during the softmax and the exchange. P_j-1 V_j-1 completes before the
-// softmax of step j (the rescale may touch O).
+// Software pipeline: step j enters with P_j; it issues Q K_j+1^T, then (after a barrier of
+// both warpgroups, so both score products reach the tensor cores first) P_j V_j, and while
+// P V runs it exchanges S_j+1, refills the ring and runs the softmax of S_j+1. O is rescaled
+// only after P_j V_j completes (no non-wgmma instruction redefines wgmma registers in flight:
+// ptxas would serialize the wgmmas, and the build refuses that).
 //
 // Ring (4 slots; chunk 2j = K_j, chunk 2j+1 = V_j, chunk c in slot c % 4): after the exchange
 // of step j no thread reads K_j+1 or V_j-1 any more, so step j issues V_j+1 and K_j+3 into those
@@ -42,6 +43,7 @@ struct SharedMap {
 
 constexpr int32_t kExchangeBarrier = 1;   // both warpgroups (named barrier ids; 0 is __syncthreads)
 constexpr int32_t kGroupBarrierBase = 2;  // + warpgroup: its own loads have landed
+constexpr int32_t kBlockLoadsBarrier = 4; // both warpgroups: loads landed, score products issued
 constexpr int32_t kScoreStepBytes = Wt::kWgmmaK * Wt::kElemBytes;     // k16 step inside a 128-byte row
 constexpr int32_t kStepsPerSlab = Wt::kSlabDims / Wt::kWgmmaK;
 constexpr int32_t kQSlabBytes = Wt::kRowsPerBlock * Wt::kSwizzleBytes;
@@ -54,6 +56,14 @@ __device__ __forceinline__ void group_loads_landed(int32_t group) {
     mma::cp_async_wait<kPending>();
     fence_proxy_async_shared();
     mma::named_barrier_sync(kGroupBarrierBase + group, Wt::kWarpGroupThreads);
+}
+
+// As group_loads_landed, met by both warpgroups.
+template <int kPending>
+__device__ __forceinline__ void block_loads_landed() {
+    mma::cp_async_wait<kPending>();
+    fence_proxy_async_shared();
+    mma::named_barrier_sync(kBlockLoadsBarrier, Wt::kThreads);
 }
 
 // Own + partner partial scores (bitwise identical in both warpgroups), scaled to log2 units,
@@ -213,17 +223,6 @@ __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p,
     mma::cp_async_commit();
 }
 
-// Exchanged, masked scores of tile j -> P (and the rescale of O it asks for).
-__device__ __forceinline__ bool scores_to_probabilities(const wideattn_prefill_params& p, const mma::BlockGeometry& g,
-                                                        const GroupPlace& at, const SharedMap& map, int32_t j,
-                                                        const float (&s)[Wt::kKeyNTiles][4], mma::RowState& state,
-                                                        uint32_t (&prob)[Wt::kPvSteps][4], float (&alpha)[2]) {
-    float scores[Wt::kKeyNTiles][4];
-    exchange_scores(p, map.exchange, j % Wt::kExchangeParities, at, s, scores);
-    mask_scores(g, j, at.lane, scores);
-    return softmax_step(scores, state, prob, alpha);
-}
-
 // The whole key loop of one warpgroup; o accumulates unnormalised P V, state holds the running
 // max and this thread's partial row sums.
 __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p, const mma::BlockGeometry& g,
@@ -234,29 +233,42 @@ __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p,
     uint32_t prob[Wt::kPvSteps][4];
     float alpha[2];
     if (g.num_tiles > 0) {
-        float s[Wt::kKeyNTiles][4];
+        float s[Wt::kKeyNTiles][4], scores[Wt::kKeyNTiles][4];
         group_loads_landed<2>(at.group);  // Q, K_0 (pending: K_1, V_0)
         issue_scores(map.q, ring_chunk(map, 0), at.group, s);
         wgmma_wait<0>();
         pin_all(s);
-        scores_to_probabilities(p, g, at, map, 0, s, state, prob, alpha);  // O is still 0: no rescale
+        exchange_scores(p, map.exchange, 0, at, s, scores);
+        mask_scores(g, 0, at.lane, scores);
+        softmax_step(scores, state, prob, alpha);  // O is still 0: no rescale
     }
     if (g.num_tiles > 2) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 4));
     mma::cp_async_commit();
     for (int32_t j = 0; j < g.num_tiles; ++j) {
         const bool has_next = j + 1 < g.num_tiles;
-        float s[Wt::kKeyNTiles][4];
+        float s[Wt::kKeyNTiles][4], scores[Wt::kKeyNTiles][4];
         if (has_next) {
             group_loads_landed<2>(at.group);  // K_j+1 (pending: V_j, K_j+2)
             issue_scores(map.q, ring_chunk(map, 2 * j + 2), at.group, s);
         }
-        group_loads_landed<1>(at.group);  // V_j (pending: K_j+2)
+        // V_j (pending: K_j+2), and both warpgroups have issued Q K_j+1^T, so the tensor cores
+        // run both score products before either P V and the exchange below waits less.
+        block_loads_landed<1>();
         issue_pv(o, prob, ring_chunk(map, 2 * j + 1), at.group);
         if (has_next) {
             wgmma_wait<1>();  // Q K_j+1^T done; P_j V_j may still run
             pin_all(s);
+            exchange_scores(p, map.exchange, (j + 1) % Wt::kExchangeParities, at, s, scores);
+        }
+        // After the exchange no thread reads K_j+1 or V_j-1 any more: refill those slots now.
+        if (j + 1 < g.num_tiles) v_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 3));
+        mma::cp_async_commit();
+        if (j + 3 < g.num_tiles) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 6));
+        mma::cp_async_commit();
+        if (has_next) {
+            mask_scores(g, j + 1, at.lane, scores);
             uint32_t prob_next[Wt::kPvSteps][4];
-            const bool rescale = scores_to_probabilities(p, g, at, map, j + 1, s, state, prob_next, alpha);
+            const bool rescale = softmax_step(scores, state, prob_next, alpha);
             wgmma_wait<0>();
             pin_all(o);
             pin_all(prob);
@@ -270,10 +282,6 @@ __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p,
             wgmma_wait<0>();
             pin_all(o);
         }
-        if (j + 1 < g.num_tiles) v_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 3));
-        mma::cp_async_commit();
-        if (j + 3 < g.num_tiles) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 6));
-        mma::cp_async_commit();
     }
     mma::cp_async_wait<0>();
 }
