@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # gpu_suite.sh - everything the H200 run needs in one call (build here, carry build/):
 #   GPU test suite, selftest, compute-sanitizer (memcheck + racecheck on a small case),
-#   `wideattn bench`, the peer harness (PyTorch SDPA, Triton) and the end-to-end drift gate of
-#   the 8-bit kernel (tools/e2e_drift.py, two model layouts) - then a short summary.
-#   tools/gpu_suite.sh [--no-peers] [--no-sanitizer] [--no-tests] [--no-e2e] [--bench-cases LIST]
-# Budget: about 8 minutes on an H200 with every step (racecheck on one small case per kernel).
+#   `wideattn bench` (the dispatcher's kernels, and the mma tier by name where the Hopper tier is
+#   the default), the peer harness (PyTorch SDPA, Triton) and the end-to-end drift gate of the
+#   8-bit kernel (tools/e2e_drift.py, two model layouts) - then a short summary.
+#   tools/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--no-e2e]
+#                      [--bench-cases LIST]
+# Budget: about 9 minutes on an H200 with every step; a device call is limited to 10, so run it
+# as two calls: `--no-peers`, then `--only-peers` (about 5 minutes).
+# Everything lands in $OUT/suite.tar.gz (the device tool returns at most 8 files).
 # The e2e step needs the CLI's HDF5 libraries: run tools/device_libs.sh here and carry .devlibs.
 # Logs and JSON go to $OUT (or ./gpu_suite_out). WIDEATTN_COMMIT names the commit (the device
 # copy of the tree has no .git).
@@ -16,15 +20,16 @@ mkdir -p "$out"
 export WIDEATTN_BUNDLE="$build/bundle"
 export PYTHONUNBUFFERED=1
 cli="$build/tools/wideattn"
-peers=1 sanitizer=1 tests=1 e2e=1 bench_cases=""
+peers=1 sanitizer=1 tests=1 e2e=1 benches=1 bench_cases=""
 while (($#)); do
     case "$1" in
         --no-peers) peers=0 ;;
+        --only-peers) sanitizer=0; tests=0; e2e=0; benches=0 ;;
         --no-sanitizer) sanitizer=0 ;;
         --no-tests) tests=0 ;;
         --no-e2e) e2e=0 ;;
         --bench-cases) bench_cases="$2"; shift ;;
-        -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         *) echo "gpu_suite: unknown argument '$1'" >&2; exit 2 ;;
     esac
     shift
@@ -53,9 +58,6 @@ if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
     # racecheck slows shared-memory code ~300x: one small case per kernel is enough.
     step racecheck racecheck.txt compute-sanitizer --tool racecheck --error-exitcode 9 "$cli" selftest --quick 1
 fi
-bench_args=(--json "$out/bench.json" --commit "$commit")
-[[ -n "$bench_cases" ]] && bench_args+=(--cases "$bench_cases")
-step bench bench.txt "$cli" bench "${bench_args[@]}"
 # bundle_has_prefill FIELD VALUE: the bundle has a prefill kernel whose manifest FIELD is VALUE.
 bundle_has_prefill() {
     python3 -c '
@@ -64,15 +66,25 @@ kernels = json.load(open(sys.argv[1]))["kernels"]
 sys.exit(0 if any(k["kind"] == "prefill" and k[sys.argv[2]] == sys.argv[3] for k in kernels) else 1)' \
         "$build/bundle/manifest.json" "$1" "$2"
 }
-if bundle_has_prefill kv_dtype e4m3; then
-    step bench-e4m3 bench_e4m3.txt "$cli" bench --kv-dtype e4m3 --json "$out/bench_e4m3.json" --commit "$commit"
-    if bundle_has_prefill q_dtype e4m3; then
-        step bench-e4m3q bench_e4m3q.txt "$cli" bench --kv-dtype e4m3 --q-dtype e4m3 --cases prompt_16k,chunk_8k_ctx_16k \
-            --json "$out/bench_e4m3q.json" --commit "$commit"
+if ((benches)); then
+    bench_args=(--json "$out/bench.json" --commit "$commit")
+    [[ -n "$bench_cases" ]] && bench_args+=(--cases "$bench_cases")
+    step bench bench.txt "$cli" bench "${bench_args[@]}"
+    # On sm_90 the dispatcher runs the Hopper tier; the mma tier (the sm_120a design) by name too.
+    if bundle_has_prefill name wgmma_bf16_d512; then
+        step bench-mma bench_mma.txt "$cli" bench --kernel mma_bf16_d512 \
+            --cases prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k --json "$out/bench_mma.json" --commit "$commit"
     fi
+    if bundle_has_prefill kv_dtype e4m3; then
+        step bench-e4m3 bench_e4m3.txt "$cli" bench --kv-dtype e4m3 --json "$out/bench_e4m3.json" --commit "$commit"
+        if bundle_has_prefill q_dtype e4m3; then
+            step bench-e4m3q bench_e4m3q.txt "$cli" bench --kv-dtype e4m3 --q-dtype e4m3 \
+                --cases prompt_16k,chunk_8k_ctx_16k --json "$out/bench_e4m3q.json" --commit "$commit"
+        fi
+    fi
+    step bench-ref bench_reference.txt "$cli" bench --reference --cases prompt_16k --reps 1 --warmup 0 \
+        --json "$out/bench_reference.json" --commit "$commit"
 fi
-step bench-ref bench_reference.txt "$cli" bench --reference --cases prompt_16k --reps 1 --warmup 0 \
-    --json "$out/bench_reference.json" --commit "$commit"
 if ((e2e)); then
     # The gate's rule for the 8-bit kernel: candidate mean KL <= baseline mean KL * (1 + 0.10),
     # i.e. 8-bit attention may add at most a tenth of the drift FP8 weights cause (the verdict at
@@ -88,14 +100,17 @@ if ((e2e)); then
     done
 fi
 if ((peers)); then
-    # The mma.sync rate the C++ bench measured in this run fills the peers' "% mma" column.
+    # The mma.sync rate measured in this run (by the bench step, or a short bench when it did not
+    # run) fills the peers' "% mma" column.
     mma_rate=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["mma_rate_tflops_before"])' \
         "$out/bench.json" 2>/dev/null)
+    [[ -z "$mma_rate" ]] && mma_rate=$("$cli" bench --cases prompt_4k --reps 1 --warmup 0 2>/dev/null |
+        sed -n 's/^mma.sync bf16 register-only rate: \([0-9.]*\) TFLOP.*/\1/p' | head -1)
     peer_args=(--lib "$build/dispatch/libwideattn.so" --bundle "$build/bundle" --json "$out/peers.json" --commit "$commit")
     [[ -n "$mma_rate" && "$mma_rate" != "0" ]] && peer_args+=(--mma-rate "$mma_rate")
     step peers peers.txt timeout 330 python3 "$root/tools/peer_bench.py" "${peer_args[@]}"
 fi
-# The device tool returns at most 8 files: keep the JSON apart and pack every log into one archive.
-tar -czf "$out/logs.tar.gz" -C "$out" $(cd "$out" && ls *.txt) && rm -f "$out"/*.txt
+# The device tool returns at most 8 files: pack every log, JSON report and e2e archive into one.
+(cd "$out" && tar -czf suite.tar.gz $(ls *.txt *.json e2e_*.tar.gz 2>/dev/null) && rm -f ./*.txt ./*.json ./e2e_*.tar.gz)
 echo "== summary (commit $commit)"
 printf '%s\n' "${summary[@]}"
