@@ -9,11 +9,12 @@
 // only after P_j V_j completes (no non-wgmma instruction redefines wgmma registers in flight:
 // ptxas would serialize the wgmmas, and the build refuses that).
 //
-// Ring (4 slots; chunk 2j = K_j, chunk 2j+1 = V_j, chunk c in slot c % 4): after the exchange
-// of step j no thread reads K_j+1 or V_j-1 any more, so step j issues V_j+1 and K_j+3 into those
-// slots (K is prefetched two steps ahead, V one). The prologue issues [Q, K_0], [K_1], [V_0],
-// and [K_2] once S_0 is exchanged (K_2 takes K_0's slot); every thread commits one group per
-// chunk in that order, so "all but the newest N groups" names the same chunks on every thread.
+// Ring (4 slots; chunk 2j = K_j, chunk 2j+1 = V_j, chunk c in slot c % 4): step j issues V_j+1
+// into V_j-1's slot as soon as its warpgroup has met after P_j-1 V_j-1 (the barrier for K_j+1),
+// and K_j+3 into K_j+1's slot after the exchange (no thread reads K_j+1 any more): K is
+// prefetched two steps ahead, V about one and a half. The prologue issues [Q, K_0], [K_1],
+// [V_0], and [K_2] once S_0 is exchanged (K_2 takes K_0's slot); every thread commits one group
+// per chunk in that order, so "all but the newest N groups" names the same chunks everywhere.
 #pragma once
 
 #include <cstdint>
@@ -250,19 +251,20 @@ __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p,
         if (has_next) {
             group_loads_landed<2>(at.group);  // K_j+1 (pending: V_j, K_j+2)
             issue_scores(map.q, ring_chunk(map, 2 * j + 2), at.group, s);
+            // Every thread of the warpgroup has waited for P_j-1 V_j-1: V_j+1 may take its slot.
+            v_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 3));
         }
-        // V_j (pending: K_j+2), and both warpgroups have issued Q K_j+1^T, so the tensor cores
-        // run both score products before either P V and the exchange below waits less.
-        block_loads_landed<1>();
+        mma::cp_async_commit();
+        // V_j (pending: K_j+2, V_j+1), and both warpgroups have issued Q K_j+1^T, so the tensor
+        // cores run both score products before either P V and the exchange below waits less.
+        block_loads_landed<2>();
         issue_pv(o, prob, ring_chunk(map, 2 * j + 1), at.group);
         if (has_next) {
             wgmma_wait<1>();  // Q K_j+1^T done; P_j V_j may still run
             pin_all(s);
             exchange_scores(p, map.exchange, (j + 1) % Wt::kExchangeParities, at, s, scores);
         }
-        // After the exchange no thread reads K_j+1 or V_j-1 any more: refill those slots now.
-        if (j + 1 < g.num_tiles) v_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 3));
-        mma::cp_async_commit();
+        // After the exchange no thread reads K_j+1 any more: refill its slot now.
         if (j + 3 < g.num_tiles) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 6));
         mma::cp_async_commit();
         if (has_next) {
