@@ -8,7 +8,7 @@
 #                      [--bench-cases LIST]
 # Budget: about 9 minutes on an H200 with every step; a device call is limited to 10, so run it
 # as two calls: `--no-peers`, then `--only-peers` (about 5 minutes).
-# Everything lands in $OUT/suite.tar.gz (the device tool returns at most 8 files).
+# Logs and JSON land in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz.
 # The e2e step needs the CLI's HDF5 libraries: run tools/device_libs.sh here and carry .devlibs.
 # Logs and JSON go to $OUT (or ./gpu_suite_out). WIDEATTN_COMMIT names the commit (the device
 # copy of the tree has no .git).
@@ -110,7 +110,8 @@ if ((peers)); then
     [[ -n "$mma_rate" && "$mma_rate" != "0" ]] && peer_args+=(--mma-rate "$mma_rate")
     step peers peers.txt timeout 330 python3 "$root/tools/peer_bench.py" "${peer_args[@]}"
 fi
-# The device tool returns at most 8 files: pack every log, JSON report and e2e archive into one.
-(cd "$out" && tar -czf suite.tar.gz $(ls *.txt *.json e2e_*.tar.gz 2>/dev/null) && rm -f ./*.txt ./*.json ./e2e_*.tar.gz)
+# The device tool returns at most 8 files of at most 16 MiB: every log and JSON report in one
+# archive, the two e2e archives (logit samples, several MiB each) beside it.
+(cd "$out" && tar -czf suite.tar.gz $(ls *.txt *.json 2>/dev/null) && rm -f ./*.txt ./*.json)
 echo "== summary (commit $commit)"
 printf '%s\n' "${summary[@]}"
