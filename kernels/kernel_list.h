@@ -6,6 +6,7 @@
 #include "fp8/attn_e4m3/e4m3_attn_traits.h"
 #include "fp8/quantize/amax_traits.h"
 #include "fp8/quantize/quantize_traits.h"
+#include "kernels/hopper/wgmma_e4m3q_traits.h"
 #include "kernels/hopper/wgmma_traits.h"
 #include "kernels/mma/mma_traits.h"
 #include "kernels/reference/reference_traits.h"
@@ -17,4 +18,5 @@
     X(::wideattn::MmaBf16D512Traits) \
     X(::wideattn::fp8::QuantizeE4m3Traits) \
     X(::wideattn::MmaE4m3D512Traits) \
+    X(::wideattn::WgmmaE4m3QD512Traits) \
     X(::wideattn::MmaE4m3QD512Traits)

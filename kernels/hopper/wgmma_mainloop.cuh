@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cuda_fp16.h>
 
 #include "kernels/hopper/wgmma_loads.cuh"
 #include "kernels/hopper/wgmma_primitives.cuh"
@@ -67,11 +68,11 @@ __device__ __forceinline__ void block_loads_landed() {
     mma::named_barrier_sync(kBlockLoadsBarrier, Wt::kThreads);
 }
 
-// Own + partner partial scores (bitwise identical in both warpgroups), scaled to log2 units,
-// into `scores` (the wgmma accumulator `s` is only read: ptxas serializes wgmma when
+// Own + partner partial scores (bitwise identical in both warpgroups) times `scale` (the
+// softmax scale in log2 units, times any dequantisation scales), into `scores` (the wgmma accumulator `s` is only read: ptxas serializes wgmma when
 // accumulator registers are redefined while another wgmma is in flight).
-__device__ __forceinline__ void exchange_scores(const wideattn_prefill_params& p, uint32_t exchange, int32_t parity,
-                                                const GroupPlace& at, const float (&s)[Wt::kKeyNTiles][4],
+__device__ __forceinline__ void exchange_scores(float scale, uint32_t exchange, int32_t parity, const GroupPlace& at,
+                                                const float (&s)[Wt::kKeyNTiles][4],
                                                 float (&scores)[Wt::kKeyNTiles][4]) {
     constexpr int32_t kQuadBytes = Wt::kWarpGroupThreads * Wt::kVecBytes;
     const uint32_t own = exchange + (parity * Wt::kWarpGroups + at.group) * Wt::kExchangeTileBytes +
@@ -82,7 +83,6 @@ __device__ __forceinline__ void exchange_scores(const wideattn_prefill_params& p
     for (int32_t n = 0; n < Wt::kKeyNTiles; ++n)
         mma::store_shared_f32x4(own + n * kQuadBytes, s[n][0], s[n][1], s[n][2], s[n][3]);
     mma::named_barrier_sync(kExchangeBarrier, Wt::kThreads);
-    const float scale = p.softmax_scale * mma::kLog2e;
 #pragma unroll
     for (int32_t n = 0; n < Wt::kKeyNTiles; ++n) {
         const float4 partner = mma::load_shared_f32x4(other + n * kQuadBytes);
@@ -108,10 +108,22 @@ __device__ __forceinline__ void mask_scores(const mma::BlockGeometry& g, int32_t
         }
 }
 
+// P fragments as bf16 pairs (the bf16 kernel) or fp16 pairs (the e4m3 kernel's fp16 P V).
+struct PackBf16 {
+    __device__ static __forceinline__ uint32_t pack(float low, float high) { return mma::pack_bf16x2(low, high); }
+};
+struct PackF16 {
+    __device__ static __forceinline__ uint32_t pack(float low, float high) {
+        const __half2 packed = __floats2half2_rn(low, high);
+        return *reinterpret_cast<const uint32_t*>(&packed);
+    }
+};
+
 // Online softmax with lazy rescale (warp-uniform decision; both warpgroups decide alike since
 // their scores are bitwise equal): updates the running max and sums, writes P as the A
 // fragments of the P V wgmmas, and returns whether O must be multiplied by alpha (row g, row
 // g + 8) before the next P V; the caller does that once no wgmma writes O any more.
+template <class PackPair = PackBf16>
 __device__ __forceinline__ bool softmax_step(float (&s)[Wt::kKeyNTiles][4], mma::RowState& state,
                                              uint32_t (&prob)[Wt::kPvSteps][4], float (&alpha)[2]) {
     constexpr uint32_t kFullMask = 0xffffffffu;
@@ -149,10 +161,10 @@ __device__ __forceinline__ bool softmax_step(float (&s)[Wt::kKeyNTiles][4], mma:
         }
 #pragma unroll
     for (int32_t kk = 0; kk < Wt::kPvSteps; ++kk) {
-        prob[kk][0] = mma::pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
-        prob[kk][1] = mma::pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
-        prob[kk][2] = mma::pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        prob[kk][3] = mma::pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        prob[kk][0] = PackPair::pack(s[2 * kk][0], s[2 * kk][1]);
+        prob[kk][1] = PackPair::pack(s[2 * kk][2], s[2 * kk][3]);
+        prob[kk][2] = PackPair::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        prob[kk][3] = PackPair::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
     return rescale;
 }
@@ -239,7 +251,7 @@ __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p,
         issue_scores(map.q, ring_chunk(map, 0), at.group, s);
         wgmma_wait<0>();
         pin_all(s);
-        exchange_scores(p, map.exchange, 0, at, s, scores);
+        exchange_scores(p.softmax_scale * mma::kLog2e, map.exchange, 0, at, s, scores);
         mask_scores(g, 0, at.lane, scores);
         softmax_step(scores, state, prob, alpha);  // O is still 0: no rescale
     }
@@ -262,7 +274,8 @@ __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p,
         if (has_next) {
             wgmma_wait<1>();  // Q K_j+1^T done; P_j V_j may still run
             pin_all(s);
-            exchange_scores(p, map.exchange, (j + 1) % Wt::kExchangeParities, at, s, scores);
+            exchange_scores(p.softmax_scale * mma::kLog2e, map.exchange, (j + 1) % Wt::kExchangeParities, at, s,
+                            scores);
         }
         // After the exchange no thread reads K_j+1 any more: refill its slot now.
         if (j + 3 < g.num_tiles) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 6));

@@ -1,0 +1,150 @@
+// wgmma_e4m3q_loads.cuh - loads of the Hopper-tier 8-bit kernel: cp.async of the block's e4m3 Q
+// tile and of paged e4m3 K tiles into the 128-byte-swizzled layout the e4m3 wgmma reads, of
+// paged e4m3 V tiles into a plain staging buffer, and the conversion of staged V codes into the
+// fp16 layout of the P V wgmma (the bf16 kernel's V layout). Each thread converts exactly the
+// vectors it loaded, so staging needs no barrier. Each warpgroup handles its half of the dims.
+#pragma once
+
+#include <cstdint>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "kernels/hopper/wgmma_e4m3q_traits.h"
+#include "kernels/hopper/wgmma_loads.cuh"
+#include "kernels/mma/mma_primitives.cuh"
+#include "wideattn.h"
+
+namespace wideattn::hopper {
+
+using Et = WgmmaE4m3QD512Traits;
+
+// Loads (issues, does not commit) the warpgroup's half of the block's e4m3 Q rows. Row r is token
+// r / 8, head r % 8; a thread's rows share one head. Rows of tokens past the tile are zero-filled.
+__device__ __forceinline__ void issue_q_codes(const wideattn_prefill_params& p, uint32_t q_shared, int64_t first_token,
+                                              int32_t tile_len, int32_t kv_head, int32_t group, int32_t thread) {
+    constexpr int32_t kRowsPerPass = Et::kWarpGroupThreads / Et::kCodeVecsPerGroupRow;
+    const int32_t vec = group * Et::kCodeVecsPerGroupRow + thread % Et::kCodeVecsPerGroupRow;
+    const int32_t first_row = thread / Et::kCodeVecsPerGroupRow;
+    const char* q_base = static_cast<const char*>(p.q) + vec * Et::kVecBytes;
+#pragma unroll
+    for (int32_t i = 0; i < Et::kRowsPerBlock / kRowsPerPass; ++i) {
+        const int32_t row = first_row + i * kRowsPerPass;
+        const int32_t token = row / Et::kGroup;
+        const int32_t head = kv_head * Et::kGroup + row % Et::kGroup;
+        const int64_t element = (first_token + min(token, tile_len - 1)) * p.q_token_stride + head * p.q_head_stride;
+        mma::cp_async_16(q_shared + operand_offset<Et::kRowsPerBlock>(row, vec), q_base + element * Et::kCodeBytes,
+                         token < tile_len ? Et::kVecBytes : 0);
+    }
+}
+
+// Consecutive e4m3 K or V tiles of one warpgroup, paged by 16-key sub-tiles with the block-table
+// entries read one tile ahead (as KvTileStream), into the swizzled operand layout (K) or the
+// plain [key][512 bytes] staging layout (V). Keys >= kv_end are zero-filled.
+template <bool kSwizzled>
+struct CodeTileStream {
+    static constexpr int32_t kRowsPerPass = Et::kWarpGroupThreads / Et::kCodeVecsPerGroupRow;
+    static constexpr int32_t kPassesPerSubTile = Et::kPageKeys / kRowsPerPass;
+    static constexpr int32_t kPasses = Et::kSubTiles * kPassesPerSubTile;
+    // Bytes between a thread's consecutive rows (kRowsPerPass apart) in the destination.
+    static constexpr uint32_t kSharedPassBytes = kRowsPerPass * (kSwizzled ? Et::kSwizzleBytes : Et::kCodeRowBytes);
+    static_assert(Et::kPageKeys % kRowsPerPass == 0, "whole passes per sub-tile");
+    static_assert(kRowsPerPass == Et::kAtomRows, "a thread's rows share one swizzle phase");
+
+    const char* head_base;   // cache + kv_head * head_stride + first_row * slot_stride + vec * 16 B
+    int64_t block_stride;    // bytes between pages
+    int64_t slot_stride;     // bytes between the keys of a page
+    uint32_t shared_offset;  // the thread's first row in the destination chunk
+    int32_t first_row;
+    int32_t key;
+    int32_t page_index;
+    int32_t page_slot;
+    int32_t page[Et::kSubTiles];
+    int32_t page_slots[Et::kSubTiles];
+
+    __device__ __forceinline__ void init(const wideattn_prefill_params& p, bool is_value, int32_t kv_head,
+                                         int32_t group, int32_t thread, const int32_t* table_row, int32_t kv_end) {
+        const int32_t vec = group * Et::kCodeVecsPerGroupRow + thread % Et::kCodeVecsPerGroupRow;
+        first_row = thread / Et::kCodeVecsPerGroupRow;
+        slot_stride = (is_value ? p.v_slot_stride : p.k_slot_stride) * Et::kCodeBytes;
+        block_stride = (is_value ? p.v_block_stride : p.k_block_stride) * Et::kCodeBytes;
+        head_base = static_cast<const char*>(is_value ? p.v_cache : p.k_cache) +
+                    kv_head * (is_value ? p.v_head_stride : p.k_head_stride) * Et::kCodeBytes +
+                    first_row * slot_stride + vec * Et::kVecBytes;
+        shared_offset = kSwizzled ? operand_offset<Et::kTileKeys>(first_row, vec)
+                                  : static_cast<uint32_t>(first_row * Et::kCodeRowBytes + vec * Et::kVecBytes);
+        key = 0;
+        page_index = 0;
+        page_slot = 0;
+        read_pages(p, table_row, kv_end);
+    }
+
+    __device__ __forceinline__ void read_pages(const wideattn_prefill_params& p, const int32_t* table_row,
+                                               int32_t kv_end) {
+#pragma unroll
+        for (int32_t sub = 0; sub < Et::kSubTiles; ++sub) {
+            page[sub] = key < kv_end ? __ldg(table_row + page_index) : 0;
+            page_slots[sub] = page_slot;
+            key += Et::kPageKeys;
+            page_slot += Et::kPageKeys;
+            if (page_slot == p.block_size) {
+                page_slot = 0;
+                ++page_index;
+            }
+        }
+    }
+
+    // Issues (does not commit) the next tile into `chunk` and reads the pages of the one after.
+    __device__ __forceinline__ void issue(const wideattn_prefill_params& p, const int32_t* table_row, int32_t kv_end,
+                                          uint32_t chunk) {
+        const int32_t tile_key0 = key - Et::kTileKeys;
+#pragma unroll
+        for (int32_t sub = 0; sub < Et::kSubTiles; ++sub) {
+            const char* src = head_base + page[sub] * block_stride + page_slots[sub] * slot_stride;
+            const int32_t rows_valid = kv_end - tile_key0 - sub * Et::kPageKeys;
+#pragma unroll
+            for (int32_t i = 0; i < kPassesPerSubTile; ++i) {
+                const int32_t pass = sub * kPassesPerSubTile + i;
+                mma::cp_async_16(chunk + shared_offset + pass * kSharedPassBytes, src + i * kRowsPerPass * slot_stride,
+                                 first_row + i * kRowsPerPass < rows_valid ? Et::kVecBytes : 0);
+            }
+        }
+        read_pages(p, table_row, kv_end);
+    }
+};
+
+// Converts the V codes this thread staged (its passes of `staged`, written by its own cp.async,
+// already waited for) into fp16 in `values`, the MN-major layout of the P V wgmma. Exact: every
+// e4m3 value is an fp16 value; the per-tensor scale is applied to O at the end.
+__device__ __forceinline__ void convert_values(uint32_t staged, uint32_t values, int32_t group, int32_t thread) {
+    using Stream = CodeTileStream<false>;
+    const int32_t vec = group * Et::kCodeVecsPerGroupRow + thread % Et::kCodeVecsPerGroupRow;
+    const int32_t first_row = thread / Et::kCodeVecsPerGroupRow;
+    const uint32_t staged_first = staged + first_row * Et::kCodeRowBytes + vec * Et::kVecBytes;
+    constexpr int32_t kHalfVecsPerCodeVec = Et::kVecBytes / Et::kHalfsPerVec;  // 16 codes -> 2 fp16 vecs
+#pragma unroll
+    for (int32_t pass = 0; pass < Stream::kPasses; ++pass) {
+        const int32_t row = first_row + pass * Stream::kRowsPerPass;
+        uint32_t codes[4];
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(codes[0]), "=r"(codes[1]), "=r"(codes[2]), "=r"(codes[3])
+                     : "r"(staged_first + pass * Stream::kSharedPassBytes)
+                     : "memory");
+        uint32_t halves[8];
+#pragma unroll
+        for (int32_t w = 0; w < 4; ++w) {
+            const __half2_raw low = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes[w] & 0xffffu), __NV_E4M3);
+            const __half2_raw high = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes[w] >> 16), __NV_E4M3);
+            halves[2 * w] = static_cast<uint32_t>(low.x) | (static_cast<uint32_t>(low.y) << 16);
+            halves[2 * w + 1] = static_cast<uint32_t>(high.x) | (static_cast<uint32_t>(high.y) << 16);
+        }
+#pragma unroll
+        for (int32_t h = 0; h < kHalfVecsPerCodeVec; ++h) {
+            const uint32_t address = values + operand_offset<Et::kTileKeys>(row, kHalfVecsPerCodeVec * vec + h);
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(halves[4 * h]),
+                         "r"(halves[4 * h + 1]), "r"(halves[4 * h + 2]), "r"(halves[4 * h + 3])
+                         : "memory");
+        }
+    }
+}
+
+}  // namespace wideattn::hopper

@@ -1,0 +1,77 @@
+// wgmma_e4m3q_traits.h - every compile-time constant of the Hopper-tier 8-bit prefill kernel for
+// head dim 512, GQA group 8 (kernel wideattn_wgmma_e4m3q_d512, sm_90a only): Q, K and V e4m3
+// with per-tensor scales, Q K^T by wgmma m64n32k32 e4m3 (both operands from shared memory, K in
+// the cache's own [key][dim] layout), P V by wgmma m64n256k16 fp16 with V converted from e4m3
+// to fp16 in shared memory (FP8 wgmma takes both operands K-major; fp16 holds every e4m3 value
+// exactly). The block layout, the score exchange, the softmax and the epilogue are those of
+// the bf16 Hopper kernel (wgmma_traits.h); the constants they share are checked equal below.
+#pragma once
+
+#include "kernels/common/kernel_desc.h"
+#include "kernels/hopper/wgmma_traits.h"
+
+namespace wideattn {
+
+struct WgmmaE4m3QD512Traits {
+    using Shared = WgmmaBf16D512Traits;  // block layout, exchange, softmax, P V shape
+
+    static constexpr int32_t kHeadDim = Shared::kHeadDim;
+    static constexpr int32_t kGroup = Shared::kGroup;
+    static constexpr int32_t kTileTokens = Shared::kTileTokens;
+    static constexpr int32_t kRowsPerBlock = Shared::kRowsPerBlock;
+    static constexpr int32_t kWarpSize = Shared::kWarpSize;
+    static constexpr int32_t kWarpGroupThreads = Shared::kWarpGroupThreads;
+    static constexpr int32_t kWarpGroups = Shared::kWarpGroups;
+    static constexpr int32_t kThreads = Shared::kThreads;
+    static constexpr int32_t kTileKeys = Shared::kTileKeys;
+    static constexpr int32_t kTokensPerRowTile = Shared::kTokensPerRowTile;
+    static constexpr int32_t kPageKeys = Shared::kPageKeys;
+    static constexpr int32_t kSubTiles = Shared::kSubTiles;
+    static constexpr int32_t kSwizzleBytes = Shared::kSwizzleBytes;
+    static constexpr int32_t kAtomRows = Shared::kAtomRows;
+    static constexpr int32_t kAtomBytes = Shared::kAtomBytes;
+    static constexpr int32_t kVecBytes = Shared::kVecBytes;
+
+    // e4m3 operands (Q, K, staged V): one byte per element, 128 dims per 128-byte swizzle row.
+    static constexpr int32_t kCodeBytes = 1;
+    static constexpr int32_t kCodeSlabDims = kSwizzleBytes / kCodeBytes;
+    static constexpr int32_t kCodeRowBytes = kHeadDim * kCodeBytes;
+    static constexpr int32_t kCodeVecsPerRow = kCodeRowBytes / kVecBytes;
+    static constexpr int32_t kCodeVecsPerGroupRow = kCodeVecsPerRow / kWarpGroups;
+    static constexpr int32_t kCodeSlabsPerGroup = kHeadDim / kWarpGroups / kCodeSlabDims;
+    static constexpr int32_t kScoreK = 32;  // k of wgmma m64n32k32 e4m3
+    static constexpr int32_t kQkSteps = kHeadDim / kWarpGroups / kScoreK;
+    static constexpr int32_t kVecsPerSlabRow = kSwizzleBytes / kVecBytes;
+
+    // fp16 V for P V: the bf16 kernel's V layout with 2-byte fp16 elements.
+    static constexpr int32_t kHalfBytes = 2;
+    static constexpr int32_t kHalfsPerVec = kVecBytes / kHalfBytes;
+
+    // Shared memory: Q codes, a ring of K code chunks, staged V codes (cp.async lands here, each
+    // thread converts what it loaded), fp16 V chunks, and the bf16 kernel's score exchange.
+    static constexpr int32_t kQBytes = kRowsPerBlock * kCodeRowBytes;
+    static constexpr int32_t kCodeChunkBytes = kTileKeys * kCodeRowBytes;
+    static constexpr int32_t kHalfChunkBytes = kTileKeys * kHeadDim * kHalfBytes;
+    static constexpr int32_t kKeySlots = 2;        // K_j+1, K_j+2 (schedule in wgmma_e4m3q_mainloop.cuh)
+    static constexpr int32_t kStagedSlots = 2;     // V codes of the next two tiles
+    static constexpr int32_t kHalfValueSlots = 2;  // fp16 V being read by P V, and the next one
+    static constexpr int32_t kExchangeBytes = Shared::kExchangeBytes;
+    static constexpr int32_t kSmemAlign = Shared::kSmemAlign;
+    static constexpr int32_t kSmemBytes = kQBytes + kKeySlots * kCodeChunkBytes + kStagedSlots * kCodeChunkBytes +
+                                          kHalfValueSlots * kHalfChunkBytes + kExchangeBytes + kSmemAlign;
+
+    static_assert(kCodeVecsPerGroupRow % kVecsPerSlabRow == 0, "a warpgroup's codes are whole 128-byte slabs");
+    static_assert(kWarpGroupThreads % kCodeVecsPerGroupRow == 0, "whole rows per load pass");
+    static_assert(kCodeSlabDims % kScoreK == 0, "whole score steps per slab");
+    static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
+
+    static constexpr KernelDesc desc = {
+        "wgmma_e4m3q_d512", "wideattn_wgmma_e4m3q_d512",
+        kE4M3, kE4M3, kBF16,
+        kHeadDim, kHeadDim, kHeadDim,
+        kGroup, kGroup,
+        kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, 90,
+        "varlen,paged,causal,gqa,lse,fp8_kv,fp8_q", kKindPrefill};
+};
+
+}  // namespace wideattn
