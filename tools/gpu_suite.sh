@@ -80,6 +80,11 @@ if ((benches)); then
         if bundle_has_prefill q_dtype e4m3; then
             step bench-e4m3q bench_e4m3q.txt "$cli" bench --kv-dtype e4m3 --q-dtype e4m3 \
                 --cases prompt_16k,chunk_8k_ctx_16k --json "$out/bench_e4m3q.json" --commit "$commit"
+            if bundle_has_prefill name wgmma_e4m3q_d512; then
+                step bench-e4m3q-mma bench_e4m3q_mma.txt "$cli" bench --kv-dtype e4m3 --q-dtype e4m3 \
+                    --kernel mma_e4m3q_d512 --cases prompt_16k,chunk_8k_ctx_16k --json "$out/bench_e4m3q_mma.json" \
+                    --commit "$commit"
+            fi
         fi
     fi
     step bench-ref bench_reference.txt "$cli" bench --reference --cases prompt_16k --reps 1 --warmup 0 \
