@@ -7,7 +7,7 @@
 #   tools/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--no-e2e]
 #                      [--bench-cases LIST]
 # Budget: about 9 minutes on an H200 with every step; a device call is limited to 10, so run it
-# as two calls: `--no-peers`, then `--only-peers` (about 5 minutes).
+# as two calls: `--no-peers`, then `--only-peers` (about 5-6 minutes).
 # Logs and JSON land in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz.
 # The e2e step needs the CLI's HDF5 libraries: run tools/device_libs.sh here and carry .devlibs.
 # Logs and JSON go to $OUT (or ./gpu_suite_out). WIDEATTN_COMMIT names the commit (the device
@@ -113,7 +113,7 @@ if ((peers)); then
         sed -n 's/^mma.sync bf16 register-only rate: \([0-9.]*\) TFLOP.*/\1/p' | head -1)
     peer_args=(--lib "$build/dispatch/libwideattn.so" --bundle "$build/bundle" --json "$out/peers.json" --commit "$commit")
     [[ -n "$mma_rate" && "$mma_rate" != "0" ]] && peer_args+=(--mma-rate "$mma_rate")
-    step peers peers.txt timeout 330 python3 "$root/tools/peer_bench.py" "${peer_args[@]}"
+    step peers peers.txt timeout 420 python3 "$root/tools/peer_bench.py" "${peer_args[@]}"
 fi
 # The device tool returns at most 8 files of at most 16 MiB: every log and JSON report in one
 # archive, the two e2e archives (logit samples, several MiB each) beside it.

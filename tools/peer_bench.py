@@ -59,13 +59,18 @@ GEMM_SIZE = 8192                     # cuBLAS bf16 GEMM for the measured tensor 
 GEMM_REPS = 20
 
 IMPL_WIDEATTN = "wideattn"
+IMPL_WIDEATTN_MMA = "wideattn-mma"
+MMA_TIER_KERNEL = "mma_bf16_d512"
 IMPL_TRITON_ENGINE = "triton-engine"
 IMPL_TRITON_TUNED = "triton-tuned"
 IMPL_SDPA = "sdpa"
 IMPL_SDPA_EXPANDED = "sdpa-expanded"
-ALL_IMPLS = (IMPL_WIDEATTN, IMPL_TRITON_ENGINE, IMPL_TRITON_TUNED, IMPL_SDPA, IMPL_SDPA_EXPANDED)
+ALL_IMPLS = (IMPL_WIDEATTN, IMPL_WIDEATTN_MMA, IMPL_TRITON_ENGINE, IMPL_TRITON_TUNED, IMPL_SDPA,
+             IMPL_SDPA_EXPANDED)
 IMPL_NOTES = {
     IMPL_WIDEATTN: "libwideattn, dispatcher's bf16 kernel, paged cache",
+    IMPL_WIDEATTN_MMA: "libwideattn, the mma tier (mma_bf16_d512) by name, when the dispatcher "
+                       "picks another kernel (the Hopper tier on sm_90)",
     IMPL_TRITON_ENGINE: "Triton paged prefill as an engine ships it (M16 N32 w4 s3)",
     IMPL_TRITON_TUNED: "Triton paged prefill, best config per case (incl. head packing)",
     IMPL_SDPA: "torch SDPA, enable_gqa=True, contiguous per-sequence K/V prepared untimed",
@@ -632,7 +637,32 @@ def measure_gemm_rate():
     return 2 * GEMM_SIZE ** 3 / (statistics.median(times) * 1e-3) / 1e12
 
 
-def run_case(case, args, wa, capability, l2_bytes, generators, rates, log):
+def wideattn_impl(name, wa, data, copies, capability, result, log, skip_kernel=None):
+    """The Impl of one libwideattn context (None when unavailable or running `skip_kernel`)."""
+    torch = _lazy_torch()
+    if wa is None or wa.status != STATUS_OK:
+        result["impls"][name] = {"status": STATUS_UNAVAILABLE}
+        return None
+    o = torch.empty_like(data.q[0])
+    params = [wa.params(data, c, o, None, wideattn_ctypes.DTYPE_BF16) for c in range(copies)]
+    kernel, why = wa.kernel_for(params[0], capability)
+    if kernel is None:
+        log(f"  {name} unavailable: {why}")
+        result["impls"][name] = {"status": STATUS_UNAVAILABLE, "reason": why}
+        return None
+    if kernel == skip_kernel:
+        log(f"  {name}: the dispatcher already runs {kernel}")
+        return None
+
+    def output():
+        wa.launch(params[0])
+        torch.cuda.synchronize()
+        return o
+
+    return Impl(name, lambda c: wa.launch(params[c]), output, config=kernel)
+
+
+def run_case(case, args, wa, wa_mma, capability, l2_bytes, generators, rates, log):
     """Builds one case, cross-checks every implementation, times the survivors."""
     torch = _lazy_torch()
     torch.cuda.empty_cache()
@@ -668,23 +698,17 @@ def run_case(case, args, wa, capability, l2_bytes, generators, rates, log):
         return error_stats(out if ref_rows is None else out[ref_rows], ref)
 
     candidates = []
+    default_kernel = None
     if IMPL_WIDEATTN in impls_wanted:
-        if wa.status != STATUS_OK:
-            result["impls"][IMPL_WIDEATTN] = {"status": STATUS_UNAVAILABLE}
-        else:
-            o = torch.empty_like(data.q[0])
-            params = [wa.params(data, c, o, None, wideattn_ctypes.DTYPE_BF16) for c in range(copies)]
-            name, why = wa.kernel_for(params[0], capability)
-            if name is None:
-                log(f"  wideattn bf16 unavailable: {why}")
-                result["impls"][IMPL_WIDEATTN] = {"status": STATUS_UNAVAILABLE, "reason": why}
-            else:
-                def wa_output(o=o, p=params[0]):
-                    wa.launch(p)
-                    torch.cuda.synchronize()
-                    return o
-                candidates.append(Impl(IMPL_WIDEATTN, lambda c, p=params: wa.launch(p[c]),
-                                       wa_output, config=name))
+        impl = wideattn_impl(IMPL_WIDEATTN, wa, data, copies, capability, result, log)
+        if impl is not None:
+            candidates.append(impl)
+            default_kernel = impl.config
+    if IMPL_WIDEATTN_MMA in impls_wanted and wa_mma is not None:
+        impl = wideattn_impl(IMPL_WIDEATTN_MMA, wa_mma, data, copies, capability, result, log,
+                             skip_kernel=default_kernel)
+        if impl is not None:
+            candidates.append(impl)
     triton_peer = TritonPeer(data) if {IMPL_TRITON_ENGINE, IMPL_TRITON_TUNED} & set(impls_wanted) \
         else None
     if IMPL_TRITON_ENGINE in impls_wanted:
@@ -772,6 +796,12 @@ def run_gpu_suite(args, log):
         "impl_budget_s": args.impl_budget_s, "seed": args.seed, "kernel": args.kernel},
         "impl_notes": IMPL_NOTES}
     wa = Wideattn(args.lib, args.bundle, args.kernel)
+    # The mma tier by name in the same process, when the bundle has it and --kernel does not
+    # already pin it (on sm_90 the dispatcher runs the Hopper tier).
+    wa_mma = None
+    if IMPL_WIDEATTN_MMA in args.impls.split(",") and args.kernel != MMA_TIER_KERNEL and \
+            any(k["name"] == MMA_TIER_KERNEL for k in wa.kernels):
+        wa_mma = Wideattn(args.lib, args.bundle, MMA_TIER_KERNEL)
     report["wideattn"] = {"status": wa.status, "detail": wa.detail, "kernels": wa.kernels}
     rates = {"gemm_tflops": measure_gemm_rate(), "mma_tflops": args.mma_rate}
     report["rates"] = rates
@@ -781,7 +811,8 @@ def run_gpu_suite(args, log):
     generator = (torch.Generator().manual_seed(args.seed),
                  torch.Generator(device="cuda").manual_seed(args.seed))
     for case in select_cases(build_suite(args.quick), args.cases):
-        report["cases"].append(run_case(case, args, wa, capability, l2_bytes, generator, rates, log))
+        report["cases"].append(run_case(case, args, wa, wa_mma, capability, l2_bytes, generator, rates,
+                                        log))
         if args.json:
             write_json(args.json, report)
     return report
