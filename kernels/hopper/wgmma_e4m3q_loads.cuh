@@ -37,9 +37,8 @@ __device__ __forceinline__ void issue_q_codes(const wideattn_prefill_params& p, 
     }
 }
 
-// Consecutive e4m3 K or V tiles of one warpgroup, paged by 16-key sub-tiles with the block-table
-// entries read one tile ahead (as KvTileStream), into the swizzled operand layout (K) or the
-// plain [key][512 bytes] staging layout (V). Keys >= kv_end are zero-filled.
+// Consecutive e4m3 K or V tiles of one warpgroup (TilePages), into the swizzled operand layout
+// (K) or the plain [key][512 bytes] staging layout (V). Keys >= kv_end are zero-filled.
 template <bool kSwizzled>
 struct CodeTileStream {
     static constexpr int32_t kRowsPerPass = Et::kWarpGroupThreads / Et::kCodeVecsPerGroupRow;
@@ -55,11 +54,7 @@ struct CodeTileStream {
     int64_t slot_stride;     // bytes between the keys of a page
     uint32_t shared_offset;  // the thread's first row in the destination chunk
     int32_t first_row;
-    int32_t key;
-    int32_t page_index;
-    int32_t page_slot;
-    int32_t page[Et::kSubTiles];
-    int32_t page_slots[Et::kSubTiles];
+    TilePages pages;
 
     __device__ __forceinline__ void init(const wideattn_prefill_params& p, bool is_value, int32_t kv_head,
                                          int32_t group, int32_t thread, const int32_t* table_row, int32_t kv_end) {
@@ -72,34 +67,16 @@ struct CodeTileStream {
                     first_row * slot_stride + vec * Et::kVecBytes;
         shared_offset = kSwizzled ? operand_offset<Et::kTileKeys>(first_row, vec)
                                   : static_cast<uint32_t>(first_row * Et::kCodeRowBytes + vec * Et::kVecBytes);
-        key = 0;
-        page_index = 0;
-        page_slot = 0;
-        read_pages(p, table_row, kv_end);
-    }
-
-    __device__ __forceinline__ void read_pages(const wideattn_prefill_params& p, const int32_t* table_row,
-                                               int32_t kv_end) {
-#pragma unroll
-        for (int32_t sub = 0; sub < Et::kSubTiles; ++sub) {
-            page[sub] = key < kv_end ? __ldg(table_row + page_index) : 0;
-            page_slots[sub] = page_slot;
-            key += Et::kPageKeys;
-            page_slot += Et::kPageKeys;
-            if (page_slot == p.block_size) {
-                page_slot = 0;
-                ++page_index;
-            }
-        }
+        pages.start(p, table_row, kv_end);
     }
 
     // Issues (does not commit) the next tile into `chunk` and reads the pages of the one after.
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, const int32_t* table_row, int32_t kv_end,
                                           uint32_t chunk) {
-        const int32_t tile_key0 = key - Et::kTileKeys;
+        const int32_t tile_key0 = pages.tile_key0();
 #pragma unroll
         for (int32_t sub = 0; sub < Et::kSubTiles; ++sub) {
-            const char* src = head_base + page[sub] * block_stride + page_slots[sub] * slot_stride;
+            const char* src = head_base + pages.page[sub] * block_stride + pages.page_slots[sub] * slot_stride;
             const int32_t rows_valid = kv_end - tile_key0 - sub * Et::kPageKeys;
 #pragma unroll
             for (int32_t i = 0; i < kPassesPerSubTile; ++i) {
@@ -108,7 +85,7 @@ struct CodeTileStream {
                                  first_row + i * kRowsPerPass < rows_valid ? Et::kVecBytes : 0);
             }
         }
-        read_pages(p, table_row, kv_end);
+        pages.read_ahead(p, table_row, kv_end);
     }
 };
 

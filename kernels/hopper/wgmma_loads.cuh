@@ -44,46 +44,29 @@ __device__ __forceinline__ void issue_q_tile(const wideattn_prefill_params& p, u
     }
 }
 
-// The K or V tiles one warpgroup loads: consecutive key tiles, pointer, strides and page
-// position loop-carried (no division in the loop). The block-table entries of a tile are read
-// one tile ahead, so their latency hides behind a whole step. Keys >= kv_end are zero-filled;
-// sub-tiles starting at or past kv_end read no block-table entry (the table row may end there).
-struct KvTileStream {
-    static constexpr int32_t kRowsPerPass = Wt::kWarpGroupThreads / Wt::kVecsPerGroupRow;
-    static constexpr int32_t kPassesPerSubTile = Wt::kPageKeys / kRowsPerPass;
-    static_assert(Wt::kPageKeys % kRowsPerPass == 0, "whole passes per sub-tile");
-    static_assert(2 * kRowsPerPass == Wt::kAtomRows, "a thread's rows alternate between two swizzle phases");
+// Page position of a stream of consecutive 32-key tiles: each tile is kSubTiles 16-key sub-tiles
+// inside one page each (block_size is a multiple of 16), whose block-table entries are read one
+// tile ahead so their latency hides behind a whole step; no division. Sub-tiles starting at or
+// past kv_end read no entry (the table row may end there) and get page 0.
+struct TilePages {
+    int32_t key;                        // first key of the next sub-tile whose page is not read yet
+    int32_t page_index;                 // its block_table index
+    int32_t page_slot;                  // its first slot inside the page
+    int32_t page[Wt::kSubTiles];        // pages of the next tile's sub-tiles
+    int32_t page_slots[Wt::kSubTiles];  // and their first slots
 
-    const char* head_base;   // cache + kv_head * head_stride + first_row * slot_stride + vec * 16 B
-    int64_t block_stride;    // bytes between pages
-    int64_t slot_stride;     // bytes between the keys of a page
-    uint32_t shared_offset[2];  // operand_offset of the thread's rows with row % 8 < 4 and >= 4
-    int32_t first_row;
-    int32_t key;             // first key of the next sub-tile whose page is not read yet
-    int32_t page_index;      // its block_table index
-    int32_t page_slot;       // its first slot inside the page
-    int32_t page[Wt::kSubTiles];       // pages of the next tile's sub-tiles (read ahead)
-    int32_t page_slots[Wt::kSubTiles]; // and their first slots
-
-    __device__ __forceinline__ void init(const wideattn_prefill_params& p, bool is_value, int32_t kv_head,
-                                         int32_t group, int32_t thread, const int32_t* table_row, int32_t kv_end) {
-        const int32_t vec = group * Wt::kVecsPerGroupRow + thread % Wt::kVecsPerGroupRow;
-        first_row = thread / Wt::kVecsPerGroupRow;
-        slot_stride = (is_value ? p.v_slot_stride : p.k_slot_stride) * Wt::kElemBytes;
-        block_stride = (is_value ? p.v_block_stride : p.k_block_stride) * Wt::kElemBytes;
-        head_base = static_cast<const char*>(is_value ? p.v_cache : p.k_cache) +
-                    kv_head * (is_value ? p.v_head_stride : p.k_head_stride) * Wt::kElemBytes +
-                    first_row * slot_stride + vec * Wt::kVecBytes;
-        shared_offset[0] = operand_offset<Wt::kTileKeys>(first_row, vec);
-        shared_offset[1] = operand_offset<Wt::kTileKeys>(first_row + kRowsPerPass, vec);
+    __device__ __forceinline__ void start(const wideattn_prefill_params& p, const int32_t* table_row, int32_t kv_end) {
         key = 0;
         page_index = 0;
         page_slot = 0;
-        read_pages(p, table_row, kv_end);
+        read_ahead(p, table_row, kv_end);
     }
 
-    // Reads the pages of the next tile's sub-tiles and advances the page position past it.
-    __device__ __forceinline__ void read_pages(const wideattn_prefill_params& p, const int32_t* table_row,
+    // First key of the tile whose pages are held.
+    __device__ __forceinline__ int32_t tile_key0() const { return key - Wt::kTileKeys; }
+
+    // Reads the pages of the next tile's sub-tiles and advances past it.
+    __device__ __forceinline__ void read_ahead(const wideattn_prefill_params& p, const int32_t* table_row,
                                                int32_t kv_end) {
 #pragma unroll
         for (int32_t sub = 0; sub < Wt::kSubTiles; ++sub) {
@@ -97,14 +80,44 @@ struct KvTileStream {
             }
         }
     }
+};
+
+// The K or V tiles one warpgroup loads: consecutive key tiles (TilePages), pointer and strides
+// loop-carried. Keys >= kv_end are zero-filled.
+struct KvTileStream {
+    static constexpr int32_t kRowsPerPass = Wt::kWarpGroupThreads / Wt::kVecsPerGroupRow;
+    static constexpr int32_t kPassesPerSubTile = Wt::kPageKeys / kRowsPerPass;
+    static_assert(Wt::kPageKeys % kRowsPerPass == 0, "whole passes per sub-tile");
+    static_assert(2 * kRowsPerPass == Wt::kAtomRows, "a thread's rows alternate between two swizzle phases");
+
+    const char* head_base;   // cache + kv_head * head_stride + first_row * slot_stride + vec * 16 B
+    int64_t block_stride;    // bytes between pages
+    int64_t slot_stride;     // bytes between the keys of a page
+    uint32_t shared_offset[2];  // operand_offset of the thread's rows with row % 8 < 4 and >= 4
+    int32_t first_row;
+    TilePages pages;
+
+    __device__ __forceinline__ void init(const wideattn_prefill_params& p, bool is_value, int32_t kv_head,
+                                         int32_t group, int32_t thread, const int32_t* table_row, int32_t kv_end) {
+        const int32_t vec = group * Wt::kVecsPerGroupRow + thread % Wt::kVecsPerGroupRow;
+        first_row = thread / Wt::kVecsPerGroupRow;
+        slot_stride = (is_value ? p.v_slot_stride : p.k_slot_stride) * Wt::kElemBytes;
+        block_stride = (is_value ? p.v_block_stride : p.k_block_stride) * Wt::kElemBytes;
+        head_base = static_cast<const char*>(is_value ? p.v_cache : p.k_cache) +
+                    kv_head * (is_value ? p.v_head_stride : p.k_head_stride) * Wt::kElemBytes +
+                    first_row * slot_stride + vec * Wt::kVecBytes;
+        shared_offset[0] = operand_offset<Wt::kTileKeys>(first_row, vec);
+        shared_offset[1] = operand_offset<Wt::kTileKeys>(first_row + kRowsPerPass, vec);
+        pages.start(p, table_row, kv_end);
+    }
 
     // Issues (does not commit) the next key tile into `chunk` and reads the pages of the one after.
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, const int32_t* table_row, int32_t kv_end,
                                           uint32_t chunk) {
-        const int32_t tile_key0 = key - Wt::kTileKeys;
+        const int32_t tile_key0 = pages.tile_key0();
 #pragma unroll
         for (int32_t sub = 0; sub < Wt::kSubTiles; ++sub) {
-            const char* src = head_base + page[sub] * block_stride + page_slots[sub] * slot_stride;
+            const char* src = head_base + pages.page[sub] * block_stride + pages.page_slots[sub] * slot_stride;
             const int32_t rows_valid = kv_end - tile_key0 - sub * Wt::kPageKeys;
 #pragma unroll
             for (int32_t i = 0; i < kPassesPerSubTile; ++i) {
@@ -116,7 +129,7 @@ struct KvTileStream {
                                  row_in_sub < rows_valid ? Wt::kVecBytes : 0);
             }
         }
-        read_pages(p, table_row, kv_end);
+        pages.read_ahead(p, table_row, kv_end);
     }
 };
 
