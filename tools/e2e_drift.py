@@ -12,9 +12,10 @@ untied LM head over a 32768-token vocabulary and a final logit softcap of 30. We
 random with a fixed seed and scaled so that the next-token distributions are peaked like a
 trained model's (see `build_model`); the script prints the mean top-1 probability and entropy.
 
-The same random tokens (a varlen batch, prefill, causal) run through six variants:
+The same random tokens (a varlen batch, prefill, causal) run through seven variants:
 
-    reference  (a)  BF16 weights  + BF16 attention (wideattn mma_bf16_d512 through ctypes)
+    reference  (a)  BF16 weights  + BF16 attention (wideattn's bf16 kernel through ctypes:
+                    wgmma_bf16_d512 on sm_90, mma_bf16_d512 elsewhere)
     baseline   (b)  e4m3 weights  + BF16 attention
     candidate  (c)  e4m3 weights  + wideattn 8-bit attention (e4m3 K/V cache, per-tensor scales)
     broken     (d)  e4m3 weights  + a deliberately broken 8-bit attention, emulated in PyTorch:
@@ -29,6 +30,9 @@ The same random tokens (a varlen batch, prefill, causal) run through six variant
     kv_only    (f)  e4m3 weights  + attention on e4m3 K/V only (Q and P exact): the drift the
                     8-bit KV cache alone causes, so (e) - (f) is what quantising Q and P adds;
                     gated for information only (the exit status ignores it)
+    candidate_q8 (g) e4m3 weights + wideattn 8-bit attention with Q quantised per tensor here
+                    and passed as e4m3 (the kernel for Q already in e4m3: wgmma_e4m3q_d512 on
+                    sm_90, fp16 P; mma_e4m3q_d512 elsewhere); gated for information only
 
 "e4m3 weights" = every linear layer of every decoder block (q, kv, o, gate, up, down) rounded
 to e4m3 with one scale per output channel (amax / 448) and dequantised back to BF16; the
@@ -128,18 +132,22 @@ V_CANDIDATE = "candidate"
 V_BROKEN = "broken"
 V_EMULATED = "emulated"
 V_KV_ONLY = "kv_only"
-VARIANT_ORDER = (V_REFERENCE, V_BASELINE, V_BROKEN, V_EMULATED, V_KV_ONLY, V_CANDIDATE)
-GATED = (V_CANDIDATE, V_BROKEN, V_EMULATED, V_KV_ONLY)
+V_CANDIDATE_Q8 = "candidate_q8"
+VARIANT_ORDER = (V_REFERENCE, V_BASELINE, V_BROKEN, V_EMULATED, V_KV_ONLY, V_CANDIDATE, V_CANDIDATE_Q8)
+GATED = (V_CANDIDATE, V_BROKEN, V_EMULATED, V_KV_ONLY, V_CANDIDATE_Q8)
+WIDEATTN_8BIT = (V_CANDIDATE, V_CANDIDATE_Q8)   # absent from the bundle: unavailable, not failed
 DUMP_NAMES = {V_REFERENCE: "e2e_reference.h5", V_BASELINE: "e2e_baseline.h5",
               V_CANDIDATE: "e2e_candidate.h5", V_BROKEN: "e2e_broken.h5",
-              V_EMULATED: "e2e_emulated.h5", V_KV_ONLY: "e2e_kv_only.h5"}
+              V_EMULATED: "e2e_emulated.h5", V_KV_ONLY: "e2e_kv_only.h5",
+              V_CANDIDATE_Q8: "e2e_candidate_q8.h5"}
 VARIANT_LETTERS = {V_REFERENCE: "a", V_BASELINE: "b", V_CANDIDATE: "c", V_BROKEN: "d",
-                   V_EMULATED: "e", V_KV_ONLY: "f"}
+                   V_EMULATED: "e", V_KV_ONLY: "f", V_CANDIDATE_Q8: "g"}
 
 # Attention backends.
 ATTN_WIDEATTN_BF16 = "wideattn-bf16"
 ATTN_TORCH_REFERENCE = "torch-reference"
 ATTN_WIDEATTN_E4M3 = "wideattn-e4m3"
+ATTN_WIDEATTN_E4M3Q = "wideattn-e4m3q"
 ATTN_BROKEN_EMULATED = "broken-e4m3-emulated"
 ATTN_E4M3_EMULATED = "e4m3-emulated"
 ATTN_KV_ONLY_EMULATED = "e4m3-kv-only-emulated"
@@ -710,13 +718,14 @@ class EmulatedE4m3Attention:
 class WideattnAttention:
     """libwideattn's prefill through ctypes on a paged copy of K/V (bf16 or e4m3 cache)."""
 
-    def __init__(self, lib, batch, kv_e4m3, capability):
+    def __init__(self, lib, batch, kv_e4m3, capability, q_e4m3=False):
         self.lib = lib
         self.batch = batch
         self.kv_e4m3 = kv_e4m3
+        self.q_e4m3 = q_e4m3          # Q quantised per tensor and passed as e4m3 codes
         self.capability = capability
         self.kernel = None
-        self.name = ATTN_WIDEATTN_E4M3 if kv_e4m3 else ATTN_WIDEATTN_BF16
+        self.name = ATTN_WIDEATTN_E4M3Q if q_e4m3 else ATTN_WIDEATTN_E4M3 if kv_e4m3 else ATTN_WIDEATTN_BF16
 
     def __call__(self, layer, q, k, v):
         torch = _torch()
@@ -731,8 +740,15 @@ class WideattnAttention:
         else:
             k_cache, v_cache = batch.paged(k), batch.paged(v)
         o = torch.empty_like(q)
+        q_scale = None
+        if self.q_e4m3:
+            q_codes, q_scale = quantize_per_tensor(q)   # contiguous [tokens, heads, dim] e4m3
+        else:
+            q_codes = q
         p = wideattn_ctypes.PrefillParams()
-        p.q, p.q_token_stride, p.q_head_stride = q.data_ptr(), q.stride(0), q.stride(1)
+        p.q, p.q_token_stride, p.q_head_stride = q_codes.data_ptr(), q_codes.stride(0), q_codes.stride(1)
+        if q_scale is not None:
+            p.q_scale = q_scale.data_ptr()
         p.k_cache = k_cache.data_ptr()
         p.k_block_stride, p.k_slot_stride, p.k_head_stride = k_cache.stride()[:3]
         p.v_cache = v_cache.data_ptr()
@@ -747,7 +763,7 @@ class WideattnAttention:
         p.num_seqs, p.total_q = batch.num_seqs, batch.total
         p.num_q_heads, p.num_kv_heads, p.head_dim = q.shape[1], k.shape[1], HEAD_DIM
         p.block_size, p.num_blocks = BLOCK_SIZE, batch.num_blocks
-        p.q_dtype = wideattn_ctypes.DTYPE_BF16
+        p.q_dtype = wideattn_ctypes.DTYPE_E4M3 if self.q_e4m3 else wideattn_ctypes.DTYPE_BF16
         p.kv_dtype = wideattn_ctypes.DTYPE_E4M3 if self.kv_e4m3 else wideattn_ctypes.DTYPE_BF16
         p.o_dtype = wideattn_ctypes.DTYPE_BF16
         p.softmax_scale = SOFTMAX_SCALE
@@ -1032,6 +1048,8 @@ def run(args):
         else:
             bf16_attention = WideattnAttention(lib, batch, False, capability)
     candidate_attention = None if lib is None else WideattnAttention(lib, batch, True, capability)
+    candidate_q8_attention = None if lib is None else WideattnAttention(lib, batch, True, capability,
+                                                                        q_e4m3=True)
     plans = {
         V_REFERENCE: (model, bf16_attention, [exact]),
         V_BASELINE: (model8, bf16_attention, [exact]),
@@ -1041,6 +1059,7 @@ def run(args):
         V_KV_ONLY: (model8, EmulatedE4m3Attention(batch, None, ATTN_KV_ONLY_EMULATED, quantize_q=False),
                     [exact]),
         V_CANDIDATE: (model8, candidate_attention, [exact, emulated_ref]),
+        V_CANDIDATE_Q8: (model8, candidate_q8_attention, [exact]),
     }
     engine = f"tools/e2e_drift.py, torch {torch.__version__}, {lib_detail}"
     wiring = {"backend": bf16_attention.name, "ok": True,
@@ -1055,7 +1074,7 @@ def run(args):
                                           monitors if monitors_on else ())
             logits = logits.cpu().numpy()
         except wideattn_ctypes.WideattnError as exc:
-            if exc.status == wideattn_ctypes.STATUS_UNSUPPORTED and name == V_CANDIDATE:
+            if exc.status == wideattn_ctypes.STATUS_UNSUPPORTED and name in WIDEATTN_8BIT:
                 info.update(status=ST_UNAVAILABLE, reason=str(exc))
                 log(f"({letter}) {name}: the 8-bit kernel is NOT in the bundle for this GPU "
                     f"(WIDEATTN_ERROR_UNSUPPORTED): {exc}")
