@@ -178,11 +178,50 @@ std::string json_escape(const std::string& s) {
     return out;
 }
 
+// One kernel configuration timed on every case: a kernel name ("" = the dispatcher's choice)
+// and the input dtypes it takes.
+struct BenchVariant {
+    std::string kernel;
+    bool e4m3_kv = false;
+    bool e4m3_q = false;
+};
+
+// The variants of this run: one from --kernel / --kv-dtype / --q-dtype, or one per name of
+// --kernels with that kernel's dtypes from the manifest. Returns an error message or "".
+std::string bench_variants(wideattn_context* ctx, const std::string& kernel_flag, const std::string& kernels_flag,
+                           bool e4m3_kv, bool e4m3_q, std::vector<BenchVariant>* variants) {
+    if (kernels_flag.empty()) {
+        if (!kernel_flag.empty() && wideattn_set_prefill_kernel(ctx, kernel_flag.c_str()) != WIDEATTN_OK)
+            return std::string("--kernel: ") + wideattn_last_error();
+        variants->push_back(BenchVariant{kernel_flag, e4m3_kv, e4m3_q});
+        return {};
+    }
+    std::stringstream list(kernels_flag);
+    std::string name;
+    while (std::getline(list, name, ',')) {
+        if (name.empty()) return "--kernels='" + kernels_flag + "' has an empty name";
+        if (wideattn_set_prefill_kernel(ctx, name.c_str()) != WIDEATTN_OK)
+            return std::string("--kernels: ") + wideattn_last_error();
+        for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
+            wideattn_kernel_info info{};
+            wideattn_get_kernel_info(ctx, i, &info);
+            if (name != info.name) continue;
+            if (info.o_dtype != WIDEATTN_DTYPE_BF16) return "--kernels: " + name + " does not write bf16 output";
+            variants->push_back(BenchVariant{name, info.kv_dtype == WIDEATTN_DTYPE_E4M3,
+                                             info.q_dtype == WIDEATTN_DTYPE_E4M3});
+            break;
+        }
+    }
+    wideattn_set_prefill_kernel(ctx, nullptr);
+    if (variants->empty()) return "--kernels needs at least one kernel name";
+    return {};
+}
+
 void print_help() {
     std::printf(
         "usage: wideattn bench [--bundle DIR] [--device N] [--cases A,B,...] [--reps N] [--warmup N]\n"
         "                      [--reference] [--kv-dtype bf16|e4m3] [--q-dtype bf16|e4m3] [--json FILE]\n"
-        "                      [--kernel NAME] [--commit SHA] [--list]\n\n"
+        "                      [--kernel NAME | --kernels A,B,...] [--commit SHA] [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
@@ -200,6 +239,10 @@ void print_help() {
         "                 per-tensor scale, for the kernel that takes Q already quantised\n"
         "  --kernel NAME  time this prefill kernel instead of the one the dispatcher picks (e.g.\n"
         "                 mma_bf16_d512 on sm_90, where wgmma_bf16_d512 is picked by default)\n"
+        "  --kernels LIST time several prefill kernels side by side in this one process, each case\n"
+        "                 running every kernel in turn with inputs of that kernel's dtypes (e.g.\n"
+        "                 mma_bf16_d512,wgmma_bf16_d512,wgmma_e4m3q_d512); not with --kernel,\n"
+        "                 --kv-dtype, --q-dtype or --reference\n"
         "  --json FILE    also write the results as JSON\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit\n",
@@ -209,7 +252,7 @@ void print_help() {
 }  // namespace
 
 int bench_main(int argc, char** argv) {
-    std::string bundle_flag, json_path, commit, cases_flag, kernel_flag;
+    std::string bundle_flag, json_path, commit, cases_flag, kernel_flag, kernels_flag;
     bool reference = false;
     bool e4m3_kv = false, e4m3_q = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
@@ -238,6 +281,12 @@ int bench_main(int argc, char** argv) {
             json_path = argv[++i];
         } else if (arg == "--kernel" && value) {
             kernel_flag = argv[++i];
+        } else if (arg == "--kernels" && value) {
+            kernels_flag = argv[++i];
+            if (kernels_flag.empty()) {
+                std::fprintf(stderr, "wideattn bench: --kernels needs at least one kernel name\n");
+                return 2;
+            }
         } else if (arg == "--commit" && value) {
             commit = argv[++i];
         } else if (arg == "--cases" && value) {
@@ -270,13 +319,23 @@ int bench_main(int argc, char** argv) {
         std::fprintf(stderr, "wideattn bench: --q-dtype e4m3 needs --kv-dtype e4m3 and no --reference\n");
         return 2;
     }
+    if (!kernels_flag.empty() && (!kernel_flag.empty() || e4m3_kv || e4m3_q || reference)) {
+        std::fprintf(stderr,
+                     "wideattn bench: --kernels takes each kernel's dtypes from the manifest; it does not combine "
+                     "with --kernel, --kv-dtype, --q-dtype or --reference\n");
+        return 2;
+    }
     wideattn_context* ctx = open_bundle(resolve_bundle_dir(bundle_flag, argv[0]), "bench");
     if (!ctx) return 2;
-    if (!kernel_flag.empty() && wideattn_set_prefill_kernel(ctx, kernel_flag.c_str()) != WIDEATTN_OK) {
-        std::fprintf(stderr, "wideattn bench: --kernel: %s\n", wideattn_last_error());
+    std::vector<BenchVariant> variants;
+    const std::string variant_error = bench_variants(ctx, kernel_flag, kernels_flag, e4m3_kv, e4m3_q, &variants);
+    if (!variant_error.empty()) {
+        std::fprintf(stderr, "wideattn bench: %s\n", variant_error.c_str());
         wideattn_close(ctx);
         return 2;
     }
+    const bool any_e4m3 =
+        std::any_of(variants.begin(), variants.end(), [](const BenchVariant& v) { return v.e4m3_kv; });
     wideattn_status status;
     std::string error;
     std::unique_ptr<GpuSession> gpu = GpuSession::open(static_cast<int>(device), &status, &error);
@@ -297,7 +356,7 @@ int bench_main(int argc, char** argv) {
     // The 8-bit kernel's own ceilings: e4m3 mma.sync with register operands, and with B read
     // from shared memory before every mma (as K and V are).
     double e4m3_register_rate = 0, e4m3_streamed_rate = 0;
-    if (e4m3_kv) {
+    if (any_e4m3) {
         const std::string e1 = measure_mma_peak(*gpu, tools_dir, &e4m3_register_rate, kE4m3RegisterProbe);
         const std::string e2 = measure_mma_peak(*gpu, tools_dir, &e4m3_streamed_rate, kE4m3StreamedProbe);
         if (e1.empty() && e2.empty())
@@ -311,7 +370,7 @@ int bench_main(int argc, char** argv) {
     // For e4m3 K/V: the same random values as e4m3 codes (two per 16-bit pool entry, no NaN),
     // dequantised with kE4m3BenchScale.
     std::vector<uint16_t> e4m3_pool;
-    if (e4m3_kv) {
+    if (any_e4m3) {
         e4m3_pool.resize(pool.size());
         for (size_t i = 0; i < pool.size(); ++i) {
             bool nonfinite = false;
@@ -326,88 +385,92 @@ int bench_main(int argc, char** argv) {
                 "%mma");
     int failures = 0;
     for (size_t c = 0; c < selected.size(); ++c) {
-        const BenchCase& bc = selected[c];
-        ProblemSpec spec = problem_spec(bc.q_lens, bc.contexts, bc.hq, bc.hkv, kBenchBlockSize, kBenchSeed + c);
-        spec.generate_data = false;  // inputs are tiled from the random pool on the device side
-        HostProblem h;
-        make_problem(spec, &h);
-        DeviceBuffer q, k, v, o, lse, cu, seq_k, table;
-        std::string err = q.allocate(*gpu, h.out_elements() * (e4m3_q ? 1 : sizeof(uint16_t)));
-        const size_t kv_bytes = static_cast<size_t>(h.kv_elements()) * (e4m3_kv ? 1 : sizeof(uint16_t));
-        if (err.empty()) err = k.allocate(*gpu, kv_bytes);
-        if (err.empty()) err = v.allocate(*gpu, kv_bytes);
-        const int32_t o_dtype = reference ? WIDEATTN_DTYPE_F64 : WIDEATTN_DTYPE_BF16;
-        const size_t o_bytes = reference ? sizeof(double) : sizeof(uint16_t);
-        const size_t lse_bytes = reference ? sizeof(double) : sizeof(float);
-        if (err.empty()) err = o.allocate(*gpu, h.out_elements() * o_bytes);
-        if (err.empty()) err = lse.allocate(*gpu, h.lse_elements() * lse_bytes);
-        if (err.empty()) err = cu.allocate(*gpu, h.cu_seqlens_q.size() * 4);
-        if (err.empty()) err = seq_k.allocate(*gpu, h.seq_lens_k.size() * 4);
-        if (err.empty()) err = table.allocate(*gpu, h.block_table.size() * 4);
-        const std::vector<uint16_t>& kv_pool = e4m3_kv ? e4m3_pool : pool;
-        if (err.empty()) err = fill_from_pool(q, e4m3_q ? e4m3_pool : pool, 0);
-        if (err.empty()) err = fill_from_pool(k, kv_pool, 7919 * (c + 1));
-        if (err.empty()) err = fill_from_pool(v, kv_pool, 104729 * (c + 1));
-        DeviceBuffer q_scale, k_scale, v_scale;
-        if (err.empty() && e4m3_q) err = q_scale.allocate(*gpu, sizeof(float));
-        if (err.empty() && e4m3_q) err = q_scale.upload(&kE4m3BenchScale, sizeof(float));
-        if (err.empty() && e4m3_kv) err = k_scale.allocate(*gpu, sizeof(float));
-        if (err.empty() && e4m3_kv) err = k_scale.upload(&kE4m3BenchScale, sizeof(float));
-        if (err.empty() && e4m3_kv) err = v_scale.allocate(*gpu, sizeof(float));
-        if (err.empty() && e4m3_kv) err = v_scale.upload(&kE4m3BenchScale, sizeof(float));
-        if (err.empty()) err = cu.upload(h.cu_seqlens_q.data(), cu.bytes());
-        if (err.empty()) err = seq_k.upload(h.seq_lens_k.data(), seq_k.bytes());
-        if (err.empty()) err = table.upload(h.block_table.data(), table.bytes());
-        if (err.empty()) err = o.fill(kPoisonByte);
-        wideattn_prefill_params p =
-            h.params(q.get(), k.get(), v.get(), o.get(), lse.get(), static_cast<const int32_t*>(cu.get()),
-                     static_cast<const int32_t*>(seq_k.get()), static_cast<const int32_t*>(table.get()), o_dtype);
-        if (e4m3_kv) {
-            p.kv_dtype = WIDEATTN_DTYPE_E4M3;
-            p.k_scale = static_cast<const float*>(k_scale.get());
-            p.v_scale = static_cast<const float*>(v_scale.get());
+        for (const BenchVariant& variant : variants) {
+            const BenchCase& bc = selected[c];
+            const bool e4m3_kv = variant.e4m3_kv, e4m3_q = variant.e4m3_q;
+            wideattn_set_prefill_kernel(ctx, variant.kernel.empty() ? nullptr : variant.kernel.c_str());
+            ProblemSpec spec = problem_spec(bc.q_lens, bc.contexts, bc.hq, bc.hkv, kBenchBlockSize, kBenchSeed + c);
+            spec.generate_data = false;  // inputs are tiled from the random pool on the device side
+            HostProblem h;
+            make_problem(spec, &h);
+            DeviceBuffer q, k, v, o, lse, cu, seq_k, table;
+            std::string err = q.allocate(*gpu, h.out_elements() * (e4m3_q ? 1 : sizeof(uint16_t)));
+            const size_t kv_bytes = static_cast<size_t>(h.kv_elements()) * (e4m3_kv ? 1 : sizeof(uint16_t));
+            if (err.empty()) err = k.allocate(*gpu, kv_bytes);
+            if (err.empty()) err = v.allocate(*gpu, kv_bytes);
+            const int32_t o_dtype = reference ? WIDEATTN_DTYPE_F64 : WIDEATTN_DTYPE_BF16;
+            const size_t o_bytes = reference ? sizeof(double) : sizeof(uint16_t);
+            const size_t lse_bytes = reference ? sizeof(double) : sizeof(float);
+            if (err.empty()) err = o.allocate(*gpu, h.out_elements() * o_bytes);
+            if (err.empty()) err = lse.allocate(*gpu, h.lse_elements() * lse_bytes);
+            if (err.empty()) err = cu.allocate(*gpu, h.cu_seqlens_q.size() * 4);
+            if (err.empty()) err = seq_k.allocate(*gpu, h.seq_lens_k.size() * 4);
+            if (err.empty()) err = table.allocate(*gpu, h.block_table.size() * 4);
+            const std::vector<uint16_t>& kv_pool = e4m3_kv ? e4m3_pool : pool;
+            if (err.empty()) err = fill_from_pool(q, e4m3_q ? e4m3_pool : pool, 0);
+            if (err.empty()) err = fill_from_pool(k, kv_pool, 7919 * (c + 1));
+            if (err.empty()) err = fill_from_pool(v, kv_pool, 104729 * (c + 1));
+            DeviceBuffer q_scale, k_scale, v_scale;
+            if (err.empty() && e4m3_q) err = q_scale.allocate(*gpu, sizeof(float));
+            if (err.empty() && e4m3_q) err = q_scale.upload(&kE4m3BenchScale, sizeof(float));
+            if (err.empty() && e4m3_kv) err = k_scale.allocate(*gpu, sizeof(float));
+            if (err.empty() && e4m3_kv) err = k_scale.upload(&kE4m3BenchScale, sizeof(float));
+            if (err.empty() && e4m3_kv) err = v_scale.allocate(*gpu, sizeof(float));
+            if (err.empty() && e4m3_kv) err = v_scale.upload(&kE4m3BenchScale, sizeof(float));
+            if (err.empty()) err = cu.upload(h.cu_seqlens_q.data(), cu.bytes());
+            if (err.empty()) err = seq_k.upload(h.seq_lens_k.data(), seq_k.bytes());
+            if (err.empty()) err = table.upload(h.block_table.data(), table.bytes());
+            if (err.empty()) err = o.fill(kPoisonByte);
+            wideattn_prefill_params p =
+                h.params(q.get(), k.get(), v.get(), o.get(), lse.get(), static_cast<const int32_t*>(cu.get()),
+                         static_cast<const int32_t*>(seq_k.get()), static_cast<const int32_t*>(table.get()), o_dtype);
+            if (e4m3_kv) {
+                p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+                p.k_scale = static_cast<const float*>(k_scale.get());
+                p.v_scale = static_cast<const float*>(v_scale.get());
+            }
+            if (e4m3_q) {
+                p.q_dtype = WIDEATTN_DTYPE_E4M3;
+                p.q_scale = static_cast<const float*>(q_scale.get());
+            }
+            int32_t index = -1;
+            std::string kernel = "?";
+            if (err.empty() && wideattn_is_supported(ctx, &p, gpu->cc_major(), gpu->cc_minor(), &index) != WIDEATTN_OK)
+                err = wideattn_last_error();
+            if (index >= 0) {
+                wideattn_kernel_info info{};
+                wideattn_get_kernel_info(ctx, index, &info);
+                kernel = info.name;
+            }
+            Timing t;
+            if (err.empty())
+                err = time_launches(*gpu, static_cast<int>(warmup), static_cast<int>(reps),
+                                    [&]() -> std::string {
+                                        if (wideattn_prefill(ctx, &p, nullptr) != WIDEATTN_OK) return wideattn_last_error();
+                                        return {};
+                                    },
+                                    &t);
+            if (!err.empty()) {
+                std::printf("%-18s error: %s\n", bc.name.c_str(), err.c_str());
+                ++failures;
+                continue;
+            }
+            const double tflops = h.flops() / (t.median_ms * 1e-3) / 1e12;
+            const double pct = peak_before > 0 ? 100.0 * tflops / peak_before : 0.0;
+            std::printf("%-18s %-16s %10.3f %10.3f %10.3f %9.1f %7.1f%%\n", bc.name.c_str(), kernel.c_str(), t.median_ms,
+                        t.min_ms, t.p90_ms, tflops, pct);
+            std::fflush(stdout);
+            json_cases << (json_cases.tellp() > 0 ? ",\n" : "") << "    {\"case\": \"" << bc.name << "\", \"kernel\": \""
+                       << kernel << "\", \"q_lens\": " << "[";
+            for (size_t s = 0; s < bc.q_lens.size(); ++s) json_cases << (s ? ", " : "") << bc.q_lens[s];
+            json_cases << "], \"contexts\": [";
+            for (size_t s = 0; s < bc.contexts.size(); ++s) json_cases << (s ? ", " : "") << bc.contexts[s];
+            json_cases << "], \"q_dtype\": \"" << (e4m3_q ? "e4m3" : "bf16") << "\", \"kv_dtype\": \"" << (e4m3_kv ? "e4m3" : "bf16") << "\", \"num_q_heads\": " << bc.hq << ", \"num_kv_heads\": " << bc.hkv
+                       << ", \"head_dim\": " << h.spec.head_dim << ", \"block_size\": " << h.spec.block_size
+                       << ", \"flops\": " << h.flops()
+                       << ", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms << ", \"p90_ms\": " << t.p90_ms
+                       << ", \"tflops\": " << tflops << ", \"pct_mma_rate\": " << pct << "}";
         }
-        if (e4m3_q) {
-            p.q_dtype = WIDEATTN_DTYPE_E4M3;
-            p.q_scale = static_cast<const float*>(q_scale.get());
-        }
-        int32_t index = -1;
-        std::string kernel = "?";
-        if (err.empty() && wideattn_is_supported(ctx, &p, gpu->cc_major(), gpu->cc_minor(), &index) != WIDEATTN_OK)
-            err = wideattn_last_error();
-        if (index >= 0) {
-            wideattn_kernel_info info{};
-            wideattn_get_kernel_info(ctx, index, &info);
-            kernel = info.name;
-        }
-        Timing t;
-        if (err.empty())
-            err = time_launches(*gpu, static_cast<int>(warmup), static_cast<int>(reps),
-                                [&]() -> std::string {
-                                    if (wideattn_prefill(ctx, &p, nullptr) != WIDEATTN_OK) return wideattn_last_error();
-                                    return {};
-                                },
-                                &t);
-        if (!err.empty()) {
-            std::printf("%-18s error: %s\n", bc.name.c_str(), err.c_str());
-            ++failures;
-            continue;
-        }
-        const double tflops = h.flops() / (t.median_ms * 1e-3) / 1e12;
-        const double pct = peak_before > 0 ? 100.0 * tflops / peak_before : 0.0;
-        std::printf("%-18s %-16s %10.3f %10.3f %10.3f %9.1f %7.1f%%\n", bc.name.c_str(), kernel.c_str(), t.median_ms,
-                    t.min_ms, t.p90_ms, tflops, pct);
-        std::fflush(stdout);
-        json_cases << (json_cases.tellp() > 0 ? ",\n" : "") << "    {\"case\": \"" << bc.name << "\", \"kernel\": \""
-                   << kernel << "\", \"q_lens\": " << "[";
-        for (size_t s = 0; s < bc.q_lens.size(); ++s) json_cases << (s ? ", " : "") << bc.q_lens[s];
-        json_cases << "], \"contexts\": [";
-        for (size_t s = 0; s < bc.contexts.size(); ++s) json_cases << (s ? ", " : "") << bc.contexts[s];
-        json_cases << "], \"q_dtype\": \"" << (e4m3_q ? "e4m3" : "bf16") << "\", \"kv_dtype\": \"" << (e4m3_kv ? "e4m3" : "bf16") << "\", \"num_q_heads\": " << bc.hq << ", \"num_kv_heads\": " << bc.hkv
-                   << ", \"head_dim\": " << h.spec.head_dim << ", \"block_size\": " << h.spec.block_size
-                   << ", \"flops\": " << h.flops()
-                   << ", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms << ", \"p90_ms\": " << t.p90_ms
-                   << ", \"tflops\": " << tflops << ", \"pct_mma_rate\": " << pct << "}";
     }
     if (peak_error.empty()) {
         measure_mma_peak(*gpu, tools_dir, &peak_after);
@@ -422,7 +485,7 @@ int bench_main(int argc, char** argv) {
             << json_escape(gpu->name()) << "\",\n  \"commit\": \"" << json_escape(commit) << "\",\n  \"reps\": " << reps
             << ",\n  \"warmup\": " << warmup << ",\n  \"mma_rate_tflops_before\": " << peak_before
             << ",\n  \"mma_rate_tflops_after\": " << peak_after;
-        if (e4m3_kv)
+        if (any_e4m3)
             out << ",\n  \"mma_e4m3_register_rate_tflops\": " << e4m3_register_rate
                 << ",\n  \"mma_e4m3_streamed_rate_tflops\": " << e4m3_streamed_rate;
         out << ",\n  \"cases\": [\n"

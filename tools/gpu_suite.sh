@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gpu_suite.sh - everything the H200 run needs in one call (build here, carry build/):
 #   GPU test suite, selftest, compute-sanitizer (memcheck + racecheck on a small case),
-#   `wideattn bench` (the dispatcher's kernels, and the mma tier by name where the Hopper tier is
-#   the default), the peer harness (PyTorch SDPA, Triton) and the end-to-end drift gate of the
+#   `wideattn bench` (the dispatcher's kernels, and every tier side by side in one process where
+#   the Hopper tier is the default), the peer harness (PyTorch SDPA, Triton) and the end-to-end drift gate of the
 #   8-bit kernel (tools/e2e_drift.py, two model layouts) - then a short summary.
 #   tools/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--no-e2e]
 #                      [--bench-cases LIST]
@@ -70,21 +70,19 @@ if ((benches)); then
     bench_args=(--json "$out/bench.json" --commit "$commit")
     [[ -n "$bench_cases" ]] && bench_args+=(--cases "$bench_cases")
     step bench bench.txt "$cli" bench "${bench_args[@]}"
-    # On sm_90 the dispatcher runs the Hopper tier; the mma tier (the sm_120a design) by name too.
+    # On sm_90 the dispatcher runs the Hopper tier: time both tiers (bf16 and 8-bit) side by side
+    # in one process, as the issues' bars are stated.
     if bundle_has_prefill name wgmma_bf16_d512; then
-        step bench-mma bench_mma.txt "$cli" bench --kernel mma_bf16_d512 \
-            --cases prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k --json "$out/bench_mma.json" --commit "$commit"
+        tiers=mma_bf16_d512,wgmma_bf16_d512
+        bundle_has_prefill name wgmma_e4m3q_d512 && tiers+=,mma_e4m3q_d512,wgmma_e4m3q_d512
+        step bench-tiers bench_tiers.txt "$cli" bench --kernels "$tiers" \
+            --cases prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k --json "$out/bench_tiers.json" --commit "$commit"
     fi
     if bundle_has_prefill kv_dtype e4m3; then
         step bench-e4m3 bench_e4m3.txt "$cli" bench --kv-dtype e4m3 --json "$out/bench_e4m3.json" --commit "$commit"
         if bundle_has_prefill q_dtype e4m3; then
             step bench-e4m3q bench_e4m3q.txt "$cli" bench --kv-dtype e4m3 --q-dtype e4m3 \
                 --cases prompt_16k,chunk_8k_ctx_16k --json "$out/bench_e4m3q.json" --commit "$commit"
-            if bundle_has_prefill name wgmma_e4m3q_d512; then
-                step bench-e4m3q-mma bench_e4m3q_mma.txt "$cli" bench --kv-dtype e4m3 --q-dtype e4m3 \
-                    --kernel mma_e4m3q_d512 --cases prompt_16k,chunk_8k_ctx_16k --json "$out/bench_e4m3q_mma.json" \
-                    --commit "$commit"
-            fi
         fi
     fi
     step bench-ref bench_reference.txt "$cli" bench --reference --cases prompt_16k --reps 1 --warmup 0 \
