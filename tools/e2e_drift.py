@@ -12,7 +12,7 @@ untied LM head over a 32768-token vocabulary and a final logit softcap of 30. We
 random with a fixed seed and scaled so that the next-token distributions are peaked like a
 trained model's (see `build_model`); the script prints the mean top-1 probability and entropy.
 
-The same random tokens (a varlen batch, prefill, causal) run through seven variants:
+The same random tokens (a varlen batch, prefill, causal) run through nine variants:
 
     reference  (a)  BF16 weights  + BF16 attention (wideattn's bf16 kernel through ctypes:
                     wgmma_bf16_d512 on sm_90, mma_bf16_d512 elsewhere)
@@ -33,6 +33,13 @@ The same random tokens (a varlen batch, prefill, causal) run through seven varia
     candidate_q8 (g) e4m3 weights + wideattn 8-bit attention with Q quantised per tensor here
                     and passed as e4m3 (the kernel for Q already in e4m3: wgmma_e4m3q_d512 on
                     sm_90, fp16 P; mma_e4m3q_d512 elsewhere); gated for information only
+    k_smooth   (h)  as (e) with K smoothed before quantising: the per-head, per-channel mean of K
+                    over the batch's tokens subtracted (softmax is unchanged by it: q.mu is the
+                    same for every key of a query); gated for information only
+    per_token_kv (i) as (e) with one K and one V scale per token and head (amax / 448) instead of
+                    one per tensor; gated for information only
+    (h) and (i) measure two of the published ways to keep 8-bit attention error low, on this model,
+    before any kernel is built for them.
 
 "e4m3 weights" = every linear layer of every decoder block (q, kv, o, gate, up, down) rounded
 to e4m3 with one scale per output channel (amax / 448) and dequantised back to BF16; the
@@ -133,15 +140,20 @@ V_BROKEN = "broken"
 V_EMULATED = "emulated"
 V_KV_ONLY = "kv_only"
 V_CANDIDATE_Q8 = "candidate_q8"
-VARIANT_ORDER = (V_REFERENCE, V_BASELINE, V_BROKEN, V_EMULATED, V_KV_ONLY, V_CANDIDATE, V_CANDIDATE_Q8)
-GATED = (V_CANDIDATE, V_BROKEN, V_EMULATED, V_KV_ONLY, V_CANDIDATE_Q8)
+V_K_SMOOTH = "k_smooth"
+V_PER_TOKEN_KV = "per_token_kv"
+VARIANT_ORDER = (V_REFERENCE, V_BASELINE, V_BROKEN, V_EMULATED, V_KV_ONLY, V_CANDIDATE, V_CANDIDATE_Q8,
+                 V_K_SMOOTH, V_PER_TOKEN_KV)
+GATED = (V_CANDIDATE, V_BROKEN, V_EMULATED, V_KV_ONLY, V_CANDIDATE_Q8, V_K_SMOOTH, V_PER_TOKEN_KV)
 WIDEATTN_8BIT = (V_CANDIDATE, V_CANDIDATE_Q8)   # absent from the bundle: unavailable, not failed
 DUMP_NAMES = {V_REFERENCE: "e2e_reference.h5", V_BASELINE: "e2e_baseline.h5",
               V_CANDIDATE: "e2e_candidate.h5", V_BROKEN: "e2e_broken.h5",
               V_EMULATED: "e2e_emulated.h5", V_KV_ONLY: "e2e_kv_only.h5",
-              V_CANDIDATE_Q8: "e2e_candidate_q8.h5"}
+              V_CANDIDATE_Q8: "e2e_candidate_q8.h5", V_K_SMOOTH: "e2e_k_smooth.h5",
+              V_PER_TOKEN_KV: "e2e_per_token_kv.h5"}
 VARIANT_LETTERS = {V_REFERENCE: "a", V_BASELINE: "b", V_CANDIDATE: "c", V_BROKEN: "d",
-                   V_EMULATED: "e", V_KV_ONLY: "f", V_CANDIDATE_Q8: "g"}
+                   V_EMULATED: "e", V_KV_ONLY: "f", V_CANDIDATE_Q8: "g", V_K_SMOOTH: "h",
+                   V_PER_TOKEN_KV: "i"}
 
 # Attention backends.
 ATTN_WIDEATTN_BF16 = "wideattn-bf16"
@@ -151,6 +163,8 @@ ATTN_WIDEATTN_E4M3Q = "wideattn-e4m3q"
 ATTN_BROKEN_EMULATED = "broken-e4m3-emulated"
 ATTN_E4M3_EMULATED = "e4m3-emulated"
 ATTN_KV_ONLY_EMULATED = "e4m3-kv-only-emulated"
+ATTN_K_SMOOTH_EMULATED = "e4m3-k-smoothed-emulated"
+ATTN_PER_TOKEN_KV_EMULATED = "e4m3-per-token-kv-emulated"
 BF16_ATTN_CHOICES = (ATTN_WIDEATTN_BF16, ATTN_TORCH_REFERENCE)
 
 # Variant status.
@@ -406,7 +420,7 @@ def _num(value, spec):
 def format_summary(summary):
     """The table printed last: one row per variant, then the checks and the exit status."""
     lines = ["", "== e2e drift summary: " + summary["config"]["label"],
-             f"{'variant':<11} {'attention':<21} {'weights':<7} {'status':<11} "
+             f"{'variant':<14} {'attention':<26} {'weights':<7} {'status':<11} "
              f"{'mean KL vs (a)':>14} {'stderr':>9} {'top1 %':>7} {'KL vs (b)':>10} "
              f"{'gate':<7} verdict by"]
     for name in VARIANT_ORDER:
@@ -417,7 +431,7 @@ def format_summary(summary):
         vs_base = (v.get("kl_vs_baseline") or {}).get("mean")
         gate = v.get("gate") or {}
         lines.append(
-            f"{VARIANT_LETTERS[name] + ' ' + name:<11} {v['attention']:<21} {v['weights']:<7} "
+            f"{VARIANT_LETTERS[name] + ' ' + name:<14} {v['attention']:<26} {v['weights']:<7} "
             f"{v['status']:<11} {_num(drift.get('mean'), '14.6e')} {_num(drift.get('stderr'), '9.2e')} "
             f"{_num(drift.get('top1_agreement_percent'), '7.2f')} {_num(vs_base, '10.3e')} "
             f"{gate.get('verdict', '-'):<7} {gate.get('source', '-')}")
@@ -667,13 +681,29 @@ def exact_attention(q, k, v, batch, p_scale=None, window=None):
     return out
 
 
-def dequantized_e4m3_inputs(q, k, v, quantize_q=True):
+def round_per_row(x):
+    """e4m3 rounding with one scale (amax / 448) per [token, head] row, dequantised, float32."""
+    torch = _torch()
+    x32 = x.float()
+    amax = x32.abs().amax(dim=-1, keepdim=True)
+    scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
+    return round_e4m3(x32 / scale) * scale
+
+
+def dequantized_e4m3_inputs(q, k, v, quantize_q=True, smooth_k=False, per_token_kv=False):
     """The 8-bit kernel's view of its inputs: Q rounded per (token, head, dim half) with scale
     amax / 448 (unless not quantize_q: Q as given), K and V rounded per tensor with scale
-    amax / 448; all float32."""
+    amax / 448; all float32. smooth_k: K minus its per-head, per-channel mean over the tokens
+    first (attention is unchanged by it); per_token_kv: one K and one V scale per token and head."""
     torch = _torch()
-    k8, k_scale = quantize_per_tensor(k)
-    v8, v_scale = quantize_per_tensor(v)
+    if smooth_k:
+        k = k.float() - k.float().mean(dim=0, keepdim=True)
+    if per_token_kv:
+        k_deq, v_deq = round_per_row(k), round_per_row(v)
+    else:
+        k8, k_scale = quantize_per_tensor(k)
+        v8, v_scale = quantize_per_tensor(v)
+        k_deq, v_deq = k8.float() * k_scale, v8.float() * v_scale
     q_deq = q.float()
     if quantize_q:
         tokens, heads, dim = q.shape
@@ -681,7 +711,7 @@ def dequantized_e4m3_inputs(q, k, v, quantize_q=True):
         amax = halves.abs().amax(dim=-1, keepdim=True)
         q_scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
         q_deq = (round_e4m3(halves / q_scale) * q_scale).view(tokens, heads, dim)
-    return q_deq, k8.float() * k_scale, v8.float() * v_scale
+    return q_deq, k_deq, v_deq
 
 
 class TorchReferenceAttention:
@@ -704,14 +734,17 @@ class EmulatedE4m3Attention:
     p_scale P_SCALE_KERNEL is what the kernel does; P_SCALE_BROKEN is the deliberate defect.
     """
 
-    def __init__(self, batch, p_scale, name, quantize_q=True):
+    def __init__(self, batch, p_scale, name, quantize_q=True, smooth_k=False, per_token_kv=False):
         self.batch = batch
         self.p_scale = p_scale
         self.name = name
         self.quantize_q = quantize_q
+        self.smooth_k = smooth_k
+        self.per_token_kv = per_token_kv
 
     def __call__(self, layer, q, k, v):
-        q_deq, k_deq, v_deq = dequantized_e4m3_inputs(q, k, v, self.quantize_q)
+        q_deq, k_deq, v_deq = dequantized_e4m3_inputs(q, k, v, self.quantize_q, self.smooth_k,
+                                                      self.per_token_kv)
         return exact_attention(q_deq, k_deq, v_deq, self.batch, self.p_scale).to(_torch().bfloat16)
 
 
@@ -1060,6 +1093,10 @@ def run(args):
                     [exact]),
         V_CANDIDATE: (model8, candidate_attention, [exact, emulated_ref]),
         V_CANDIDATE_Q8: (model8, candidate_q8_attention, [exact]),
+        V_K_SMOOTH: (model8, EmulatedE4m3Attention(batch, P_SCALE_KERNEL, ATTN_K_SMOOTH_EMULATED,
+                                                   smooth_k=True), [exact]),
+        V_PER_TOKEN_KV: (model8, EmulatedE4m3Attention(batch, P_SCALE_KERNEL, ATTN_PER_TOKEN_KV_EMULATED,
+                                                       per_token_kv=True), [exact]),
     }
     engine = f"tools/e2e_drift.py, torch {torch.__version__}, {lib_detail}"
     wiring = {"backend": bf16_attention.name, "ok": True,
