@@ -33,18 +33,11 @@ wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
 
     const mma::BlockWork work = mma::find_block_work(p, Wt::kTileTokens);
     if (!work.tile.found) return;
-    GroupPlace at;
-    // Broadcast from lane 0: the compiler then treats the warpgroup (and every shared-memory
-    // descriptor derived from it) as warp-uniform and keeps descriptors in uniform registers.
-    constexpr uint32_t kFullMask = 0xffffffffu;
-    at.group = __shfl_sync(kFullMask, static_cast<int32_t>(threadIdx.x / Wt::kWarpGroupThreads), 0);
-    at.thread = threadIdx.x % Wt::kWarpGroupThreads;
-    at.row_tile = at.thread / Wt::kWarpSize;
-    at.lane = threadIdx.x % Wt::kWarpSize;
+    const GroupPlace at = group_place();
     mma::BlockGeometry geometry;
     mma::block_geometry<Wt>(p, work, at.row_tile, &geometry);
 
-    const uint32_t base = (mma::shared_address(smem) + Wt::kSmemAlign - 1) & ~static_cast<uint32_t>(Wt::kSmemAlign - 1);
+    const uint32_t base = aligned_shared_base(smem);
     SharedMap map;
     map.q = base;
     map.ring = map.q + Wt::kQBytes;
@@ -58,10 +51,7 @@ wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
     issue_prologue(p, geometry, at, map, first_token, work.tile.tile_len, k_stream, v_stream);
 
     float o[Wt::kDimNTiles][4];
-#pragma unroll
-    for (int32_t n = 0; n < Wt::kDimNTiles; ++n)
-#pragma unroll
-        for (int32_t e = 0; e < 4; ++e) o[n][e] = 0.0f;
+    zero_output(o);
     mma::RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
 
     wgmma_mainloop(p, geometry, at, map, k_stream, v_stream, o, state);

@@ -30,16 +30,11 @@ wideattn_wgmma_e4m3q_d512(const __grid_constant__ wideattn_prefill_params p) {
 
     const mma::BlockWork work = mma::find_block_work(p, Et::kTileTokens);
     if (!work.tile.found) return;
-    GroupPlace at;
-    constexpr uint32_t kFullMask = 0xffffffffu;
-    at.group = __shfl_sync(kFullMask, static_cast<int32_t>(threadIdx.x / Et::kWarpGroupThreads), 0);
-    at.thread = threadIdx.x % Et::kWarpGroupThreads;
-    at.row_tile = at.thread / Et::kWarpSize;
-    at.lane = threadIdx.x % Et::kWarpSize;
+    const GroupPlace at = group_place();
     mma::BlockGeometry geometry;
     mma::block_geometry<Et>(p, work, at.row_tile, &geometry);
 
-    const uint32_t base = (mma::shared_address(smem) + Et::kSmemAlign - 1) & ~static_cast<uint32_t>(Et::kSmemAlign - 1);
+    const uint32_t base = aligned_shared_base(smem);
     CodeSharedMap map;
     map.q = base;
     map.key_ring = map.q + Et::kQBytes;
@@ -56,10 +51,7 @@ wideattn_wgmma_e4m3q_d512(const __grid_constant__ wideattn_prefill_params p) {
     issue_code_prologue(p, geometry, at, map, first_token, work.tile.tile_len, k_stream, v_stream);
 
     float o[Wt::kDimNTiles][4];
-#pragma unroll
-    for (int32_t n = 0; n < Wt::kDimNTiles; ++n)
-#pragma unroll
-        for (int32_t e = 0; e < 4; ++e) o[n][e] = 0.0f;
+    zero_output(o);
     mma::RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
 
     const float score_scale = p.softmax_scale * mma::kLog2e * __ldg(p.q_scale) * __ldg(p.k_scale);

@@ -42,39 +42,20 @@ struct CodeSharedMap {
     }
 };
 
-constexpr int32_t kCodeQSlabBytes = Et::kRowsPerBlock * Et::kSwizzleBytes;
-constexpr int32_t kCodeChunkSlabBytes = Et::kTileKeys * Et::kSwizzleBytes;
-constexpr int32_t kCodeStepBytes = Et::kScoreK * Et::kCodeBytes;
-constexpr int32_t kCodeStepsPerSlab = Et::kCodeSlabDims / Et::kScoreK;
-
-// Q K^T on e4m3 codes issued (committed, not waited for) into s.
+// Q K^T on e4m3 codes issued (committed, not waited for) into s: the same slab geometry as bf16
+// (128-byte rows, 32-byte steps), half the slabs, k32 wgmmas.
 __device__ __forceinline__ void issue_code_scores(uint32_t q_shared, uint32_t k_chunk, int32_t group,
                                                   float (&s)[Wt::kKeyNTiles][4]) {
-    const SmemDescriptor q_desc = swizzle128_descriptor(q_shared + group * Et::kCodeSlabsPerGroup * kCodeQSlabBytes,
-                                                        Et::kVecBytes, Et::kAtomBytes);
-    const SmemDescriptor k_desc = swizzle128_descriptor(k_chunk + group * Et::kCodeSlabsPerGroup * kCodeChunkSlabBytes,
-                                                        Et::kVecBytes, Et::kAtomBytes);
-    wgmma_fence();
-#pragma unroll
-    for (int32_t step = 0; step < Et::kQkSteps; ++step) {
-        const int32_t slab = step / kCodeStepsPerSlab;
-        const int32_t inside = (step % kCodeStepsPerSlab) * kCodeStepBytes;
-        wgmma_m64n32k32_e4m3_ss(s, descriptor_plus(q_desc, slab * kCodeQSlabBytes + inside),
-                                descriptor_plus(k_desc, slab * kCodeChunkSlabBytes + inside), step > 0 ? 1 : 0);
-    }
-    wgmma_commit();
+    static_assert(Et::kScoreK * Et::kCodeBytes == kScoreStepBytes &&
+                      Et::kCodeSlabsPerGroup * kStepsPerSlab == Et::kQkSteps,
+                  "e4m3 score steps are the bf16 kernel's 32-byte steps");
+    issue_scores_over<Et::kCodeSlabsPerGroup, true>(q_shared, k_chunk, group, s);
 }
 
 // fp16 P V issued (committed, not waited for) into o; V in the bf16 kernel's MN-major layout.
 __device__ __forceinline__ void issue_half_pv(float (&o)[Wt::kDimNTiles][4], const uint32_t (&prob)[Wt::kPvSteps][4],
                                               uint32_t v_chunk, int32_t group) {
-    const SmemDescriptor v_desc = swizzle128_descriptor(v_chunk + group * Wt::kSlabsPerGroup * kChunkSlabBytes,
-                                                        kChunkSlabBytes, Wt::kAtomBytes);
-    wgmma_fence();
-#pragma unroll
-    for (int32_t kk = 0; kk < Wt::kPvSteps; ++kk)
-        wgmma_m64n256k16_f16_rs(o, prob[kk], descriptor_plus(v_desc, kk * Wt::kWgmmaK * Wt::kSwizzleBytes));
-    wgmma_commit();
+    issue_pv_as<true>(o, prob, v_chunk, group);
 }
 
 // Fence of this thread's shared-memory writes to the async proxy, then both warpgroups meet.

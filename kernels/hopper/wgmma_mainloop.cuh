@@ -36,6 +36,31 @@ struct GroupPlace {
     int32_t lane;
 };
 
+// The thread's place. The warpgroup index is broadcast from lane 0: the compiler then treats it
+// (and every shared-memory descriptor derived from it) as warp-uniform and keeps descriptors in
+// uniform registers.
+__device__ __forceinline__ GroupPlace group_place() {
+    constexpr uint32_t kFullMask = 0xffffffffu;
+    GroupPlace at;
+    at.group = __shfl_sync(kFullMask, static_cast<int32_t>(threadIdx.x / Wt::kWarpGroupThreads), 0);
+    at.thread = threadIdx.x % Wt::kWarpGroupThreads;
+    at.row_tile = at.thread / Wt::kWarpSize;
+    at.lane = threadIdx.x % Wt::kWarpSize;
+    return at;
+}
+
+// The dynamic shared memory's base rounded up to kSmemAlign (swizzle atoms need 1024 bytes).
+__device__ __forceinline__ uint32_t aligned_shared_base(const void* smem) {
+    return (mma::shared_address(smem) + Wt::kSmemAlign - 1) & ~static_cast<uint32_t>(Wt::kSmemAlign - 1);
+}
+
+__device__ __forceinline__ void zero_output(float (&o)[Wt::kDimNTiles][4]) {
+#pragma unroll
+    for (int32_t n = 0; n < Wt::kDimNTiles; ++n)
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) o[n][e] = 0.0f;
+}
+
 // Shared-memory map of one block (offsets from the 1024-byte aligned base).
 struct SharedMap {
     uint32_t q;
@@ -183,34 +208,57 @@ __device__ __forceinline__ uint32_t ring_chunk(const SharedMap& map, int32_t chu
     return map.ring + (chunk % Wt::kRingSlots) * Wt::kChunkBytes;
 }
 
-// Q K^T issued (committed, not waited for) into s.
-__device__ __forceinline__ void issue_scores(uint32_t q_shared, uint32_t k_chunk, int32_t group,
-                                             float (&s)[Wt::kKeyNTiles][4]) {
-    const SmemDescriptor q_desc = swizzle128_descriptor(q_shared + group * Wt::kSlabsPerGroup * kQSlabBytes, Wt::kVecBytes,
-                                                  Wt::kAtomBytes);
-    const SmemDescriptor k_desc = swizzle128_descriptor(k_chunk + group * Wt::kSlabsPerGroup * kChunkSlabBytes,
-                                                  Wt::kVecBytes, Wt::kAtomBytes);
+// Q K^T issued (committed, not waited for) into s, over the warpgroup's kSlabs 128-byte slabs of
+// Q and K in 32-byte steps: bf16 (k16 per wgmma) or, kCodes, e4m3 codes (k32 per wgmma).
+template <int32_t kSlabs, bool kCodes>
+__device__ __forceinline__ void issue_scores_over(uint32_t q_shared, uint32_t k_chunk, int32_t group,
+                                                  float (&s)[Wt::kKeyNTiles][4]) {
+    const SmemDescriptor q_desc = swizzle128_descriptor(q_shared + group * kSlabs * kQSlabBytes, Wt::kVecBytes,
+                                                        Wt::kAtomBytes);
+    const SmemDescriptor k_desc = swizzle128_descriptor(k_chunk + group * kSlabs * kChunkSlabBytes, Wt::kVecBytes,
+                                                        Wt::kAtomBytes);
     wgmma_fence();
 #pragma unroll
-    for (int32_t step = 0; step < Wt::kQkSteps; ++step) {
+    for (int32_t step = 0; step < kSlabs * kStepsPerSlab; ++step) {
         const int32_t slab = step / kStepsPerSlab;
         const int32_t inside = (step % kStepsPerSlab) * kScoreStepBytes;
-        wgmma_m64n32k16_ss(s, descriptor_plus(q_desc, slab * kQSlabBytes + inside),
-                           descriptor_plus(k_desc, slab * kChunkSlabBytes + inside), step > 0 ? 1 : 0);
+        const SmemDescriptor a = descriptor_plus(q_desc, slab * kQSlabBytes + inside);
+        const SmemDescriptor b = descriptor_plus(k_desc, slab * kChunkSlabBytes + inside);
+        if constexpr (kCodes)
+            wgmma_m64n32k32_e4m3_ss(s, a, b, step > 0 ? 1 : 0);
+        else
+            wgmma_m64n32k16_ss(s, a, b, step > 0 ? 1 : 0);
     }
     wgmma_commit();
 }
 
-// P V issued (committed, not waited for) into o.
-__device__ __forceinline__ void issue_pv(float (&o)[Wt::kDimNTiles][4], const uint32_t (&prob)[Wt::kPvSteps][4],
-                                         uint32_t v_chunk, int32_t group) {
+__device__ __forceinline__ void issue_scores(uint32_t q_shared, uint32_t k_chunk, int32_t group,
+                                             float (&s)[Wt::kKeyNTiles][4]) {
+    static_assert(Wt::kSlabsPerGroup * kStepsPerSlab == Wt::kQkSteps, "bf16 score steps");
+    issue_scores_over<Wt::kSlabsPerGroup, false>(q_shared, k_chunk, group, s);
+}
+
+// P V issued (committed, not waited for) into o: bf16 P and V, or (kHalf) fp16.
+template <bool kHalf>
+__device__ __forceinline__ void issue_pv_as(float (&o)[Wt::kDimNTiles][4], const uint32_t (&prob)[Wt::kPvSteps][4],
+                                            uint32_t v_chunk, int32_t group) {
     const SmemDescriptor v_desc = swizzle128_descriptor(v_chunk + group * Wt::kSlabsPerGroup * kChunkSlabBytes,
-                                                  kChunkSlabBytes, Wt::kAtomBytes);
+                                                        kChunkSlabBytes, Wt::kAtomBytes);
     wgmma_fence();
 #pragma unroll
-    for (int32_t kk = 0; kk < Wt::kPvSteps; ++kk)
-        wgmma_m64n256k16_rs(o, prob[kk], descriptor_plus(v_desc, kk * Wt::kWgmmaK * Wt::kSwizzleBytes));
+    for (int32_t kk = 0; kk < Wt::kPvSteps; ++kk) {
+        const SmemDescriptor b = descriptor_plus(v_desc, kk * Wt::kWgmmaK * Wt::kSwizzleBytes);
+        if constexpr (kHalf)
+            wgmma_m64n256k16_f16_rs(o, prob[kk], b);
+        else
+            wgmma_m64n256k16_rs(o, prob[kk], b);
+    }
     wgmma_commit();
+}
+
+__device__ __forceinline__ void issue_pv(float (&o)[Wt::kDimNTiles][4], const uint32_t (&prob)[Wt::kPvSteps][4],
+                                         uint32_t v_chunk, int32_t group) {
+    issue_pv_as<false>(o, prob, v_chunk, group);
 }
 
 template <typename T, int32_t kRows, int32_t kCols>
