@@ -2,28 +2,17 @@
 // shared-memory layout wgmma reads: the block's Q tile and the K/V key tiles (paged, streamed
 // by 16-key sub-tiles so a tile may span pages of 16 keys). Each warpgroup loads only its own
 // half of the head dims.
-//
-// Operand layout ([rows][512] bf16): slab s = dims [64 s, 64 s + 64) is a [rows][128 bytes]
-// block at s * rows * 128; the 16-byte column c of row r is stored at column c ^ (r % 8).
+// The operand layout and operand_offset are in wgmma_layout.h.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/hopper/wgmma_layout.h"
 #include "kernels/hopper/wgmma_traits.h"
 #include "kernels/mma/mma_primitives.cuh"
 #include "wideattn.h"
 
 namespace wideattn::hopper {
-
-using Wt = WgmmaBf16D512Traits;
-
-// Byte offset of row `row`, 16-byte column `vec` (0..63 over the 512 dims) in an operand of
-// kRows rows.
-template <int32_t kRows>
-__device__ __forceinline__ uint32_t operand_offset(int32_t row, int32_t vec) {
-    return static_cast<uint32_t>((vec / Wt::kVecsPerSlabRow) * kRows * Wt::kSwizzleBytes + row * Wt::kSwizzleBytes +
-                                 ((vec % Wt::kVecsPerSlabRow) ^ (row % Wt::kAtomRows)) * Wt::kVecBytes);
-}
 
 // Loads (issues, does not commit) the warpgroup's half of the block's Q rows. Row r is token
 // r / 8, head r % 8 of the KV head's group; rows of tokens past the tile are zero-filled.

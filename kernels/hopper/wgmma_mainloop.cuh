@@ -71,10 +71,6 @@ struct SharedMap {
 constexpr int32_t kExchangeBarrier = 1;   // both warpgroups (named barrier ids; 0 is __syncthreads)
 constexpr int32_t kGroupBarrierBase = 2;  // + warpgroup: its own loads have landed
 constexpr int32_t kBlockLoadsBarrier = 4; // both warpgroups: loads landed, score products issued
-constexpr int32_t kScoreStepBytes = Wt::kWgmmaK * Wt::kElemBytes;     // k16 step inside a 128-byte row
-constexpr int32_t kStepsPerSlab = Wt::kSlabDims / Wt::kWgmmaK;
-constexpr int32_t kQSlabBytes = Wt::kRowsPerBlock * Wt::kSwizzleBytes;
-constexpr int32_t kChunkSlabBytes = Wt::kTileKeys * Wt::kSwizzleBytes;
 
 // Waits for this thread's groups older than the newest kPending, publishes them to the async
 // proxy and meets the rest of the warpgroup: the warpgroup's chunks are then readable by wgmma.
@@ -213,21 +209,14 @@ __device__ __forceinline__ uint32_t ring_chunk(const SharedMap& map, int32_t chu
 template <int32_t kSlabs, bool kCodes>
 __device__ __forceinline__ void issue_scores_over(uint32_t q_shared, uint32_t k_chunk, int32_t group,
                                                   float (&s)[Wt::kKeyNTiles][4]) {
-    const SmemDescriptor q_desc = swizzle128_descriptor(q_shared + group * kSlabs * kQSlabBytes, Wt::kVecBytes,
-                                                        Wt::kAtomBytes);
-    const SmemDescriptor k_desc = swizzle128_descriptor(k_chunk + group * kSlabs * kChunkSlabBytes, Wt::kVecBytes,
-                                                        Wt::kAtomBytes);
     wgmma_fence();
 #pragma unroll
     for (int32_t step = 0; step < kSlabs * kStepsPerSlab; ++step) {
-        const int32_t slab = step / kStepsPerSlab;
-        const int32_t inside = (step % kStepsPerSlab) * kScoreStepBytes;
-        const SmemDescriptor a = descriptor_plus(q_desc, slab * kQSlabBytes + inside);
-        const SmemDescriptor b = descriptor_plus(k_desc, slab * kChunkSlabBytes + inside);
+        const ScoreDescriptors d = score_step_descriptors<kSlabs>(q_shared, k_chunk, group, step);
         if constexpr (kCodes)
-            wgmma_m64n32k32_e4m3_ss(s, a, b, step > 0 ? 1 : 0);
+            wgmma_m64n32k32_e4m3_ss(s, d.q, d.k, step > 0 ? 1 : 0);
         else
-            wgmma_m64n32k16_ss(s, a, b, step > 0 ? 1 : 0);
+            wgmma_m64n32k16_ss(s, d.q, d.k, step > 0 ? 1 : 0);
     }
     wgmma_commit();
 }
@@ -242,12 +231,10 @@ __device__ __forceinline__ void issue_scores(uint32_t q_shared, uint32_t k_chunk
 template <bool kHalf>
 __device__ __forceinline__ void issue_pv_as(float (&o)[Wt::kDimNTiles][4], const uint32_t (&prob)[Wt::kPvSteps][4],
                                             uint32_t v_chunk, int32_t group) {
-    const SmemDescriptor v_desc = swizzle128_descriptor(v_chunk + group * Wt::kSlabsPerGroup * kChunkSlabBytes,
-                                                        kChunkSlabBytes, Wt::kAtomBytes);
     wgmma_fence();
 #pragma unroll
     for (int32_t kk = 0; kk < Wt::kPvSteps; ++kk) {
-        const SmemDescriptor b = descriptor_plus(v_desc, kk * Wt::kWgmmaK * Wt::kSwizzleBytes);
+        const SmemDescriptor b = pv_step_descriptor(v_chunk, group, kk);
         if constexpr (kHalf)
             wgmma_m64n256k16_f16_rs(o, prob[kk], b);
         else

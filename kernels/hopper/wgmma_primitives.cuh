@@ -1,5 +1,5 @@
-// wgmma_primitives.cuh - device wrappers over the sm_90a PTX of the Hopper tier: shared-memory
-// matrix descriptors for the 128-byte-swizzled layout, the wgmma shapes the kernels issue
+// wgmma_primitives.cuh - device wrappers over the sm_90a PTX of the Hopper tier (descriptors and
+// layout: wgmma_layout.h): the wgmma shapes the kernels issue
 // (scores: m64n32k16 bf16 / m64n32k32 e4m3 with both operands in shared memory; P V:
 // m64n256k16 bf16 / fp16 with A in registers and B MN-major in shared memory), wgmma
 // fence/commit/wait, the generic-to-async proxy fence, and operand pins that keep the compiler
@@ -8,33 +8,9 @@
 
 #include <cstdint>
 
+#include "kernels/hopper/wgmma_layout.h"
+
 namespace wideattn::hopper {
-
-// Matrix descriptor (PTX ISA "matrix descriptor" for wgmma): start address, leading- and
-// stride-dimension byte offsets (all in 16-byte units, 14 bits each) and the swizzle mode. Kept
-// as two 32-bit words: moving a descriptor inside shared memory adds to the start address in the
-// low word only (shared addresses are < 2^18 bytes, so the 14-bit field never carries).
-constexpr uint32_t kDescSwizzle128High = 1u << 30;  // bits 62-63 = 1: 128-byte swizzle
-constexpr uint32_t kDescAddressMask = 0x3FFFF;
-constexpr int kDescUnitShift = 4;
-constexpr int kDescLeadingShift = 16;
-
-struct SmemDescriptor {
-    uint32_t low;   // start address, leading-dimension byte offset
-    uint32_t high;  // stride-dimension byte offset, swizzle mode
-};
-
-__device__ __forceinline__ SmemDescriptor swizzle128_descriptor(uint32_t shared_address, uint32_t leading_bytes,
-                                                                uint32_t stride_bytes) {
-    return SmemDescriptor{((shared_address & kDescAddressMask) >> kDescUnitShift) |
-                              ((leading_bytes >> kDescUnitShift) << kDescLeadingShift),
-                          (stride_bytes >> kDescUnitShift) | kDescSwizzle128High};
-}
-
-// A descriptor moved by `bytes` (a multiple of 16) inside shared memory.
-__device__ __forceinline__ SmemDescriptor descriptor_plus(SmemDescriptor descriptor, uint32_t bytes) {
-    return SmemDescriptor{descriptor.low + (bytes >> kDescUnitShift), descriptor.high};
-}
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }

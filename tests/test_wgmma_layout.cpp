@@ -1,0 +1,136 @@
+// test_wgmma_layout.cpp - the Hopper-tier kernels' shared-memory operand layout against the
+// wgmma matrix descriptors that read it, on the CPU: for every element a score step or a P V
+// step reads, the address the descriptor selects (modelled from the PTX ISA's canonical 128-byte
+// swizzled layouts, K-major and MN-major) must be the address the loader wrote that element to
+// (operand_offset). Covers the bf16 and the e4m3 kernel's Q, K and V and both warpgroups.
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+
+#include "kernels/hopper/wgmma_e4m3q_traits.h"
+#include "kernels/hopper/wgmma_layout.h"
+
+using namespace wideattn;
+using namespace wideattn::hopper;
+
+namespace {
+
+using Et = WgmmaE4m3QD512Traits;
+
+constexpr uint32_t kBase = 0x400;  // a 1024-byte aligned shared address (as after the reserved 1 KB)
+constexpr int32_t kAtomRowBytes = 128;
+
+uint32_t field(uint32_t word, int shift) { return ((word >> shift) & kDescFieldMask) << kDescUnitShift; }
+
+// PTX ISA 128-byte swizzle: address bits [4:6] ^= bits [7:9].
+uint32_t swizzled(uint32_t address) { return address ^ (((address >> 7) & 7u) << 4); }
+
+// Element (row m, k) of a K-major operand: 8-row groups SBO apart, rows 128 bytes apart, k along
+// the row; then the swizzle.
+uint32_t k_major_address(SmemDescriptor d, int32_t m, int32_t k, int32_t elem_bytes) {
+    const uint32_t start = field(d.low, 0), stride = field(d.high, 0);
+    return swizzled(start + (m / 8) * stride + (m % 8) * kAtomRowBytes + k * elem_bytes);
+}
+
+// Element (k, n) of an MN-major 16-bit operand: 64-element blocks along n LBO apart, 8-row groups
+// along k SBO apart, rows 128 bytes apart; then the swizzle.
+uint32_t mn_major_address(SmemDescriptor d, int32_t k, int32_t n) {
+    const uint32_t start = field(d.low, 0), leading = field(d.low, kDescLeadingShift), stride = field(d.high, 0);
+    constexpr int32_t kBlock = 64;
+    return swizzled(start + (n / kBlock) * leading + (n % kBlock) * 2 + (k / 8) * stride + (k % 8) * kAtomRowBytes);
+}
+
+// Where the loader puts element `dim` (of `elem_bytes`) of row `row` in an operand of kRows rows.
+template <int32_t kRows>
+uint32_t loaded_address(uint32_t base, int32_t row, int32_t dim, int32_t elem_bytes) {
+    const int32_t per_vec = Wt::kVecBytes / elem_bytes;
+    return base + operand_offset<kRows>(row, dim / per_vec) + (dim % per_vec) * elem_bytes;
+}
+
+}  // namespace
+
+TEST_CASE("wgmma layout: descriptors select 128-byte swizzle with the expected strides") {
+    const ScoreDescriptors d = score_step_descriptors<Wt::kSlabsPerGroup>(kBase, kBase + Wt::kQBytes, 0, 0);
+    CHECK((d.q.high >> 30) == 1u);
+    CHECK(field(d.q.high, 0) == static_cast<uint32_t>(Wt::kAtomBytes));
+    CHECK(field(d.q.low, kDescLeadingShift) == static_cast<uint32_t>(Wt::kVecBytes));
+    CHECK(field(d.q.low, 0) == kBase);
+    const SmemDescriptor v = pv_step_descriptor(kBase, 1, 1);
+    CHECK(field(v.low, kDescLeadingShift) == static_cast<uint32_t>(kChunkSlabBytes));
+    CHECK(field(v.high, 0) == static_cast<uint32_t>(Wt::kAtomBytes));
+}
+
+TEST_CASE("wgmma layout: bf16 score steps read the Q and K elements the loaders wrote") {
+    const uint32_t q = kBase, k = kBase + Wt::kQBytes + 2 * Wt::kChunkBytes;
+    int64_t checked = 0, wrong = 0;
+    for (int32_t group = 0; group < Wt::kWarpGroups; ++group)
+        for (int32_t step = 0; step < Wt::kQkSteps; ++step) {
+            const ScoreDescriptors d = score_step_descriptors<Wt::kSlabsPerGroup>(q, k, group, step);
+            for (int32_t kk = 0; kk < Wt::kWgmmaK; ++kk) {
+                const int32_t dim = group * Wt::kDimsPerGroup + step * Wt::kWgmmaK + kk;
+                for (int32_t row = 0; row < Wt::kRowsPerBlock; ++row, ++checked)
+                    wrong += k_major_address(d.q, row, kk, Wt::kElemBytes) !=
+                             loaded_address<Wt::kRowsPerBlock>(q, row, dim, Wt::kElemBytes);
+                for (int32_t key = 0; key < Wt::kTileKeys; ++key, ++checked)
+                    wrong += k_major_address(d.k, key, kk, Wt::kElemBytes) !=
+                             loaded_address<Wt::kTileKeys>(k, key, dim, Wt::kElemBytes);
+            }
+        }
+    CHECK(checked == int64_t{Wt::kHeadDim} * (Wt::kRowsPerBlock + Wt::kTileKeys));
+    CHECK(wrong == 0);
+}
+
+TEST_CASE("wgmma layout: e4m3 score steps read the Q and K codes the loaders wrote") {
+    const uint32_t q = kBase, k = kBase + Et::kQBytes;
+    int64_t checked = 0, wrong = 0;
+    for (int32_t group = 0; group < Et::kWarpGroups; ++group)
+        for (int32_t step = 0; step < Et::kQkSteps; ++step) {
+            const ScoreDescriptors d = score_step_descriptors<Et::kCodeSlabsPerGroup>(q, k, group, step);
+            for (int32_t kk = 0; kk < Et::kScoreK; ++kk) {
+                const int32_t dim = group * (Et::kHeadDim / Et::kWarpGroups) + step * Et::kScoreK + kk;
+                for (int32_t row = 0; row < Et::kRowsPerBlock; ++row, ++checked)
+                    wrong += k_major_address(d.q, row, kk, Et::kCodeBytes) !=
+                             loaded_address<Et::kRowsPerBlock>(q, row, dim, Et::kCodeBytes);
+                for (int32_t key = 0; key < Et::kTileKeys; ++key, ++checked)
+                    wrong += k_major_address(d.k, key, kk, Et::kCodeBytes) !=
+                             loaded_address<Et::kTileKeys>(k, key, dim, Et::kCodeBytes);
+            }
+        }
+    CHECK(checked == int64_t{Et::kHeadDim} * (Et::kRowsPerBlock + Et::kTileKeys));
+    CHECK(wrong == 0);
+}
+
+TEST_CASE("wgmma layout: P V steps read the V elements the loader (bf16) or converter (fp16) wrote") {
+    const uint32_t v = kBase + Wt::kQBytes + Wt::kChunkBytes;
+    int64_t checked = 0, wrong = 0;
+    for (int32_t group = 0; group < Wt::kWarpGroups; ++group)
+        for (int32_t kk = 0; kk < Wt::kPvSteps; ++kk) {
+            const SmemDescriptor d = pv_step_descriptor(v, group, kk);
+            for (int32_t k = 0; k < Wt::kWgmmaK; ++k)
+                for (int32_t n = 0; n < Wt::kDimsPerGroup; ++n, ++checked) {
+                    const int32_t key = kk * Wt::kWgmmaK + k, dim = group * Wt::kDimsPerGroup + n;
+                    wrong += mn_major_address(d, k, n) !=
+                             loaded_address<Wt::kTileKeys>(v, key, dim, Wt::kElemBytes);
+                }
+        }
+    CHECK(checked == int64_t{Wt::kTileKeys} * Wt::kHeadDim);
+    CHECK(wrong == 0);
+}
+
+TEST_CASE("wgmma layout: operand offsets tile each operand exactly once, atoms 1024-byte aligned") {
+    std::set<uint32_t> chunk;
+    for (int32_t row = 0; row < Wt::kTileKeys; ++row)
+        for (int32_t vec = 0; vec < Wt::kHeadDim * Wt::kElemBytes / Wt::kVecBytes; ++vec)
+            chunk.insert(operand_offset<Wt::kTileKeys>(row, vec));
+    CHECK(chunk.size() == static_cast<size_t>(Wt::kChunkBytes / Wt::kVecBytes));
+    CHECK(*chunk.rbegin() == static_cast<uint32_t>(Wt::kChunkBytes - Wt::kVecBytes));
+    std::set<uint32_t> q;
+    for (int32_t row = 0; row < Wt::kRowsPerBlock; ++row)
+        for (int32_t vec = 0; vec < Wt::kHeadDim * Wt::kElemBytes / Wt::kVecBytes; ++vec)
+            q.insert(operand_offset<Wt::kRowsPerBlock>(row, vec));
+    CHECK(q.size() == static_cast<size_t>(Wt::kQBytes / Wt::kVecBytes));
+    for (int32_t bytes : {Wt::kQBytes, Wt::kChunkBytes, Et::kQBytes, Et::kCodeChunkBytes, Et::kHalfChunkBytes})
+        CHECK(bytes % Wt::kAtomBytes == 0);
+}
