@@ -62,44 +62,42 @@ TEST_CASE("wgmma layout: descriptors select 128-byte swizzle with the expected s
     CHECK(field(v.high, 0) == static_cast<uint32_t>(Wt::kAtomBytes));
 }
 
-TEST_CASE("wgmma layout: bf16 score steps read the Q and K elements the loaders wrote") {
-    const uint32_t q = kBase, k = kBase + Wt::kQBytes + 2 * Wt::kChunkBytes;
-    int64_t checked = 0, wrong = 0;
+namespace {
+
+// Every (row, k) element of every score step of both warpgroups against the loader's address;
+// returns the number of mismatches. kSlabs 128-byte slabs per warpgroup, kStepK elements of
+// kElemBytes per step.
+template <int32_t kSlabs, int32_t kStepK, int32_t kElemBytes>
+int64_t score_step_mismatches(uint32_t q, uint32_t k, int64_t* checked) {
+    constexpr int32_t kSteps = kSlabs * kStepsPerSlab;
+    int64_t wrong = 0;
     for (int32_t group = 0; group < Wt::kWarpGroups; ++group)
-        for (int32_t step = 0; step < Wt::kQkSteps; ++step) {
-            const ScoreDescriptors d = score_step_descriptors<Wt::kSlabsPerGroup>(q, k, group, step);
-            for (int32_t kk = 0; kk < Wt::kWgmmaK; ++kk) {
-                const int32_t dim = group * Wt::kDimsPerGroup + step * Wt::kWgmmaK + kk;
-                for (int32_t row = 0; row < Wt::kRowsPerBlock; ++row, ++checked)
-                    wrong += k_major_address(d.q, row, kk, Wt::kElemBytes) !=
-                             loaded_address<Wt::kRowsPerBlock>(q, row, dim, Wt::kElemBytes);
-                for (int32_t key = 0; key < Wt::kTileKeys; ++key, ++checked)
-                    wrong += k_major_address(d.k, key, kk, Wt::kElemBytes) !=
-                             loaded_address<Wt::kTileKeys>(k, key, dim, Wt::kElemBytes);
+        for (int32_t step = 0; step < kSteps; ++step) {
+            const ScoreDescriptors d = score_step_descriptors<kSlabs>(q, k, group, step);
+            for (int32_t kk = 0; kk < kStepK; ++kk) {
+                const int32_t dim = (group * kSteps + step) * kStepK + kk;
+                for (int32_t row = 0; row < Wt::kRowsPerBlock; ++row, ++*checked)
+                    wrong += k_major_address(d.q, row, kk, kElemBytes) !=
+                             loaded_address<Wt::kRowsPerBlock>(q, row, dim, kElemBytes);
+                for (int32_t key = 0; key < Wt::kTileKeys; ++key, ++*checked)
+                    wrong += k_major_address(d.k, key, kk, kElemBytes) !=
+                             loaded_address<Wt::kTileKeys>(k, key, dim, kElemBytes);
             }
         }
-    CHECK(checked == int64_t{Wt::kHeadDim} * (Wt::kRowsPerBlock + Wt::kTileKeys));
-    CHECK(wrong == 0);
+    return wrong;
 }
 
-TEST_CASE("wgmma layout: e4m3 score steps read the Q and K codes the loaders wrote") {
-    const uint32_t q = kBase, k = kBase + Et::kQBytes;
-    int64_t checked = 0, wrong = 0;
-    for (int32_t group = 0; group < Et::kWarpGroups; ++group)
-        for (int32_t step = 0; step < Et::kQkSteps; ++step) {
-            const ScoreDescriptors d = score_step_descriptors<Et::kCodeSlabsPerGroup>(q, k, group, step);
-            for (int32_t kk = 0; kk < Et::kScoreK; ++kk) {
-                const int32_t dim = group * (Et::kHeadDim / Et::kWarpGroups) + step * Et::kScoreK + kk;
-                for (int32_t row = 0; row < Et::kRowsPerBlock; ++row, ++checked)
-                    wrong += k_major_address(d.q, row, kk, Et::kCodeBytes) !=
-                             loaded_address<Et::kRowsPerBlock>(q, row, dim, Et::kCodeBytes);
-                for (int32_t key = 0; key < Et::kTileKeys; ++key, ++checked)
-                    wrong += k_major_address(d.k, key, kk, Et::kCodeBytes) !=
-                             loaded_address<Et::kTileKeys>(k, key, dim, Et::kCodeBytes);
-            }
-        }
+}  // namespace
+
+TEST_CASE("wgmma layout: bf16 and e4m3 score steps read the Q and K elements the loaders wrote") {
+    int64_t checked = 0;
+    CHECK(score_step_mismatches<Wt::kSlabsPerGroup, Wt::kWgmmaK, Wt::kElemBytes>(
+              kBase, kBase + Wt::kQBytes + 2 * Wt::kChunkBytes, &checked) == 0);
+    CHECK(checked == int64_t{Wt::kHeadDim} * (Wt::kRowsPerBlock + Wt::kTileKeys));
+    checked = 0;
+    CHECK(score_step_mismatches<Et::kCodeSlabsPerGroup, Et::kScoreK, Et::kCodeBytes>(kBase, kBase + Et::kQBytes,
+                                                                                     &checked) == 0);
     CHECK(checked == int64_t{Et::kHeadDim} * (Et::kRowsPerBlock + Et::kTileKeys));
-    CHECK(wrong == 0);
 }
 
 TEST_CASE("wgmma layout: P V steps read the V elements the loader (bf16) or converter (fp16) wrote") {
