@@ -1,8 +1,9 @@
-// wgmma_e4m3q_loads.cuh - loads of the Hopper-tier 8-bit kernel: cp.async of the block's e4m3 Q
-// tile and of paged e4m3 K tiles into the 128-byte-swizzled layout the e4m3 wgmma reads, of
-// paged e4m3 V tiles into a plain staging buffer, and the conversion of staged V codes into the
-// fp16 layout of the P V wgmma (the bf16 kernel's V layout). Each thread converts exactly the
-// vectors it loaded, so staging needs no barrier. Each warpgroup handles its half of the dims.
+// wgmma_e4m3q_loads.cuh - loads of the Hopper-tier 8-bit kernel (its e4m3 Q tile goes through
+// issue_q_rows of wgmma_loads.cuh): cp.async of paged e4m3 K tiles into the 128-byte-swizzled
+// layout the e4m3 wgmma reads, of paged e4m3 V tiles into a plain staging buffer, and the
+// conversion of staged V codes into the fp16 layout of the P V wgmma (the bf16 kernel's V
+// layout). Each thread converts exactly the vectors it loaded, so staging needs no barrier. Each
+// warpgroup handles its half of the dims.
 #pragma once
 
 #include <cstdint>
@@ -17,25 +18,6 @@
 namespace wideattn::hopper {
 
 using Et = WgmmaE4m3QD512Traits;
-
-// Loads (issues, does not commit) the warpgroup's half of the block's e4m3 Q rows. Row r is token
-// r / 8, head r % 8; a thread's rows share one head. Rows of tokens past the tile are zero-filled.
-__device__ __forceinline__ void issue_q_codes(const wideattn_prefill_params& p, uint32_t q_shared, int64_t first_token,
-                                              int32_t tile_len, int32_t kv_head, int32_t group, int32_t thread) {
-    constexpr int32_t kRowsPerPass = Et::kWarpGroupThreads / Et::kCodeVecsPerGroupRow;
-    const int32_t vec = group * Et::kCodeVecsPerGroupRow + thread % Et::kCodeVecsPerGroupRow;
-    const int32_t first_row = thread / Et::kCodeVecsPerGroupRow;
-    const char* q_base = static_cast<const char*>(p.q) + vec * Et::kVecBytes;
-#pragma unroll
-    for (int32_t i = 0; i < Et::kRowsPerBlock / kRowsPerPass; ++i) {
-        const int32_t row = first_row + i * kRowsPerPass;
-        const int32_t token = row / Et::kGroup;
-        const int32_t head = kv_head * Et::kGroup + row % Et::kGroup;
-        const int64_t element = (first_token + min(token, tile_len - 1)) * p.q_token_stride + head * p.q_head_stride;
-        mma::cp_async_16(q_shared + operand_offset<Et::kRowsPerBlock>(row, vec), q_base + element * Et::kCodeBytes,
-                         token < tile_len ? Et::kVecBytes : 0);
-    }
-}
 
 // Consecutive e4m3 K or V tiles of one warpgroup (TilePages), into the swizzled operand layout
 // (K) or the plain [key][512 bytes] staging layout (V). Keys >= kv_end are zero-filled.

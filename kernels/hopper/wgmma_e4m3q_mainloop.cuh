@@ -69,7 +69,7 @@ __device__ __forceinline__ void issue_code_prologue(const wideattn_prefill_param
                                                     int64_t first_token, int32_t tile_len,
                                                     CodeTileStream<true>& k_stream, CodeTileStream<false>& v_stream) {
     const int32_t* table_row = p.block_table + g.table_offset;
-    issue_q_codes(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
+    issue_q_rows<Et::kCodeBytes>(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
     k_stream.issue(p, table_row, g.kv_end, map.key(0));
     mma::cp_async_commit();
     if (g.num_tiles > 1) k_stream.issue(p, table_row, g.kv_end, map.key(1));

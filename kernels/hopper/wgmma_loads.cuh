@@ -14,13 +14,17 @@
 
 namespace wideattn::hopper {
 
-// Loads (issues, does not commit) the warpgroup's half of the block's Q rows. Row r is token
-// r / 8, head r % 8 of the KV head's group; rows of tokens past the tile are zero-filled.
-__device__ __forceinline__ void issue_q_tile(const wideattn_prefill_params& p, uint32_t q_shared, int64_t first_token,
+// Loads (issues, does not commit) the warpgroup's half of the block's Q rows, elements of
+// kElemBytes (bf16 or e4m3 codes). Row r is token r / 8, head r % 8 of the KV head's group; rows of
+// tokens past the tile are zero-filled.
+template <int32_t kElemBytes>
+__device__ __forceinline__ void issue_q_rows(const wideattn_prefill_params& p, uint32_t q_shared, int64_t first_token,
                                              int32_t tile_len, int32_t kv_head, int32_t group, int32_t thread) {
-    constexpr int32_t kRowsPerPass = Wt::kWarpGroupThreads / Wt::kVecsPerGroupRow;
-    const int32_t vec = group * Wt::kVecsPerGroupRow + thread % Wt::kVecsPerGroupRow;
-    const int32_t first_row = thread / Wt::kVecsPerGroupRow;
+    constexpr int32_t kVecsPerGroupRow = Wt::kHeadDim * kElemBytes / Wt::kVecBytes / Wt::kWarpGroups;
+    constexpr int32_t kRowsPerPass = Wt::kWarpGroupThreads / kVecsPerGroupRow;
+    static_assert(Wt::kWarpGroupThreads % kVecsPerGroupRow == 0, "whole rows per load pass");
+    const int32_t vec = group * kVecsPerGroupRow + thread % kVecsPerGroupRow;
+    const int32_t first_row = thread / kVecsPerGroupRow;
     const char* q_base = static_cast<const char*>(p.q) + vec * Wt::kVecBytes;
 #pragma unroll
     for (int32_t i = 0; i < Wt::kRowsPerBlock / kRowsPerPass; ++i) {
@@ -28,7 +32,7 @@ __device__ __forceinline__ void issue_q_tile(const wideattn_prefill_params& p, u
         const int32_t token = row / Wt::kGroup;
         const int32_t head = kv_head * Wt::kGroup + row % Wt::kGroup;
         const int64_t element = (first_token + min(token, tile_len - 1)) * p.q_token_stride + head * p.q_head_stride;
-        mma::cp_async_16(q_shared + operand_offset<Wt::kRowsPerBlock>(row, vec), q_base + element * Wt::kElemBytes,
+        mma::cp_async_16(q_shared + operand_offset<Wt::kRowsPerBlock>(row, vec), q_base + element * kElemBytes,
                          token < tile_len ? Wt::kVecBytes : 0);
     }
 }

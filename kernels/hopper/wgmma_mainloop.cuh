@@ -262,7 +262,7 @@ __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p,
                                                const GroupPlace& at, const SharedMap& map, int64_t first_token,
                                                int32_t tile_len, KvTileStream& k_stream, KvTileStream& v_stream) {
     const int32_t* table_row = p.block_table + g.table_offset;
-    issue_q_tile(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
+    issue_q_rows<Wt::kElemBytes>(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
     k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 0));
     mma::cp_async_commit();
     if (g.num_tiles > 1) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2));
