@@ -65,10 +65,6 @@ std::string prefill_restriction(const wideattn_context* ctx) {
     return ctx->prefill_only;
 }
 
-}  // namespace
-
-namespace {
-
 // Reads a kernel's cubin and checks it against the manifest's size and checksum.
 wideattn_status read_cubin(const std::string& bundle_dir, const wideattn::ManifestKernel& k, std::string* image) {
     const std::string path = bundle_dir + "/" + k.cubin;

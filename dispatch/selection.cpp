@@ -2,7 +2,6 @@
 #include "dispatch/selection.h"
 
 #include <algorithm>
-
 #include <cmath>
 #include <cstdio>
 #include <sstream>
