@@ -6,10 +6,8 @@
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
-#include "dispatch/selection.h"
 #include "kernels/common/kernel_desc.h"
 #include "tools/cli_common.h"
 #include "tools/harness/checks.h"
@@ -122,26 +120,21 @@ int selftest_main(int argc, char** argv) {
 
     // One entry per prefill kernel the device can run (each tier of a dtype combination is
     // tested, selected by name), in manifest order.
-    std::vector<std::tuple<std::string, int, int, int>> combos;
+    std::vector<RunnableKernel> combos;
     bool has_quantize = false, has_amax = false;
-    for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
-        wideattn_kernel_info k{};
-        wideattn_get_kernel_info(ctx, i, &k);
-        ManifestKernel probe;
-        if (!parse_arch(k.arch, &probe.arch_major, &probe.arch_minor, &probe.arch_specific)) continue;
-        if (!arch_runs_on(probe, gpu->cc_major(), gpu->cc_minor())) continue;
-        const bool listed = std::any_of(combos.begin(), combos.end(),
-                                        [&](const auto& c) { return std::get<0>(c) == k.name; });
-        if (std::string(k.kind) == kKindPrefill && !listed) combos.emplace_back(k.name, k.q_dtype, k.kv_dtype, k.o_dtype);
-        if (std::string(k.kind) == kKindQuantizeE4m3) has_quantize = true;
-        if (std::string(k.kind) == kKindAmaxE4m3) has_amax = true;
+    for (const RunnableKernel& k : runnable_kernels(ctx, gpu->cc_major(), gpu->cc_minor())) {
+        if (k.kind == kKindPrefill) combos.push_back(k);
+        if (k.kind == kKindQuantizeE4m3) has_quantize = true;
+        if (k.kind == kKindAmaxE4m3) has_amax = true;
     }
     int passed = 0, failed = 0;
     if (combos.empty()) {
         std::printf("no kernel in the bundle runs on sm_%d%d\n", gpu->cc_major(), gpu->cc_minor());
         ++failed;
     }
-    for (const auto& [name, q_dtype, kv_dtype, o_dtype] : combos) {
+    for (const RunnableKernel& combo : combos) {
+        const std::string& name = combo.name;
+        const int32_t q_dtype = combo.q_dtype, kv_dtype = combo.kv_dtype, o_dtype = combo.o_dtype;
         if (wideattn_set_prefill_kernel(ctx, name.c_str()) != WIDEATTN_OK) {
             std::printf("FAIL %-14s cannot select it: %s\n", name.c_str(), wideattn_last_error());
             ++failed;

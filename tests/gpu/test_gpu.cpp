@@ -4,7 +4,6 @@
 // against the fp64 kernel on the shape list.
 #include <doctest/doctest.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -13,8 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/manifest.h"
-#include "dispatch/selection.h"
+#include "kernels/common/kernel_desc.h"
 #include "tests/gpu/gpu_fixture.h"
 #include "tools/harness/checks.h"
 
@@ -57,16 +55,11 @@ bool bundle_has_prefill_kernel(int32_t kv_dtype, int32_t q_dtype = WIDEATTN_DTYP
 // tier, e.g. wgmma_bf16_d512 and mma_bf16_d512 on an sm_90 device), in manifest order.
 std::vector<std::string> runnable_prefill_kernels(int32_t kv_dtype, int32_t q_dtype) {
     std::vector<std::string> names;
-    for (int i = 0; i < wideattn_kernel_count(gpu().ctx); ++i) {
-        wideattn_kernel_info k{};
-        wideattn_get_kernel_info(gpu().ctx, i, &k);
-        ManifestKernel probe;
-        if (std::string(k.kind) != "prefill" || k.o_dtype != WIDEATTN_DTYPE_BF16 || k.kv_dtype != kv_dtype ||
-            k.q_dtype != q_dtype || !parse_arch(k.arch, &probe.arch_major, &probe.arch_minor, &probe.arch_specific) ||
-            !arch_runs_on(probe, gpu().session->cc_major(), gpu().session->cc_minor()))
-            continue;
-        if (std::find(names.begin(), names.end(), k.name) == names.end()) names.push_back(k.name);
-    }
+    for (const RunnableKernel& k :
+         runnable_kernels(gpu().ctx, gpu().session->cc_major(), gpu().session->cc_minor()))
+        if (k.kind == kKindPrefill && k.o_dtype == WIDEATTN_DTYPE_BF16 && k.kv_dtype == kv_dtype &&
+            k.q_dtype == q_dtype)
+            names.push_back(k.name);
     return names;
 }
 

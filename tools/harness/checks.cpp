@@ -1,11 +1,14 @@
 // checks.cpp - see checks.h.
 #include "tools/harness/checks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "accuracy/reference_cpu.h"
+#include "dispatch/manifest.h"
+#include "dispatch/selection.h"
 
 namespace wideattn {
 namespace {
@@ -32,6 +35,22 @@ std::string reference_on_gpu(const GpuSession& gpu, wideattn_context* ctx, const
 }
 
 }  // namespace
+
+std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc_major, int cc_minor) {
+    std::vector<RunnableKernel> kernels;
+    for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
+        wideattn_kernel_info k{};
+        wideattn_get_kernel_info(ctx, i, &k);
+        ManifestKernel probe;
+        if (!parse_arch(k.arch, &probe.arch_major, &probe.arch_minor, &probe.arch_specific) ||
+            !arch_runs_on(probe, cc_major, cc_minor))
+            continue;
+        const bool listed = std::any_of(kernels.begin(), kernels.end(),
+                                        [&](const RunnableKernel& r) { return r.name == k.name; });
+        if (!listed) kernels.push_back(RunnableKernel{k.name, k.kind, k.q_dtype, k.kv_dtype, k.o_dtype});
+    }
+    return kernels;
+}
 
 CaseResult run_case(const GpuSession& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
                     ReferenceKind reference) {

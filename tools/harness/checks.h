@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "accuracy/error_stats.h"
 #include "tools/harness/device_problem.h"
@@ -36,6 +37,17 @@ struct CaseResult {
     bool deterministic = true;       // a second run produced bit-identical output
     double flops = 0.0;
 };
+
+// One kernel of the bundle (by name) with a cubin that runs on the device.
+struct RunnableKernel {
+    std::string name;
+    std::string kind;  // manifest kind: prefill, quantize_e4m3, amax_e4m3
+    int32_t q_dtype, kv_dtype, o_dtype;
+};
+
+// The bundle's kernels that have a cubin running on a cc_major.cc_minor device, one entry per
+// name, in manifest order (selftest and the GPU suite run every one of them by name).
+std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc_major, int cc_minor);
 
 // Runs `spec` with output dtype `o_dtype` and compares with the reference.
 CaseResult run_case(const GpuSession& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
