@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# gpu_suite.sh - everything the H200 run needs in one call (build here, carry build/):
+# gpu_suite.sh - everything the H200 run needs (build here, carry build/), in one or two calls:
 #   GPU test suite, selftest, compute-sanitizer (memcheck + racecheck on a small case),
 #   `wideattn bench` (the dispatcher's kernels, and every tier side by side in one process where
-#   the Hopper tier is the default), the peer harness (PyTorch SDPA, Triton) and the end-to-end drift gate of the
-#   8-bit kernel (tools/e2e_drift.py, two model layouts) - then a short summary.
+#   the Hopper tier is the default), the peer harness (PyTorch SDPA, Triton) and the end-to-end
+#   drift gate of the 8-bit kernel (tools/e2e_drift.py, two model layouts) - then a summary.
 #   tools/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--no-e2e]
 #                      [--bench-cases LIST]
 # Budget: about 9 minutes on an H200 with every step; a device call is limited to 10, so run it

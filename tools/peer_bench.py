@@ -363,7 +363,6 @@ class Wideattn:
 
     def __init__(self, lib_path, bundle_dir, bf16_kernel=None):
         self.lib = None
-        self.bf16_kernel = bf16_kernel  # None: the dispatcher's choice
         self.status = STATUS_UNAVAILABLE
         self.detail = ""
         self.kernels = []
@@ -640,7 +639,7 @@ def measure_gemm_rate():
 def wideattn_impl(name, wa, data, copies, capability, result, log, skip_kernel=None):
     """The Impl of one libwideattn context (None when unavailable or running `skip_kernel`)."""
     torch = _lazy_torch()
-    if wa is None or wa.status != STATUS_OK:
+    if wa.status != STATUS_OK:
         result["impls"][name] = {"status": STATUS_UNAVAILABLE}
         return None
     o = torch.empty_like(data.q[0])
