@@ -3,11 +3,15 @@
 // partial-score exchange with the other warpgroup, the online softmax (exp2, lazy rescale, as
 // the mma tier) and O += P V (2 wgmma m64n256k16, P from registers).
 //
-// Software pipeline: step j enters with P_j; it issues Q K_j+1^T, then (after a barrier of
-// both warpgroups, so both score products reach the tensor cores first) P_j V_j, and while
-// P V runs it exchanges S_j+1, refills the ring and runs the softmax of S_j+1. O is rescaled
-// only after P_j V_j completes (no non-wgmma instruction redefines wgmma registers in flight:
-// ptxas would serialize the wgmmas, and the build refuses that).
+// Software pipeline: step j enters with P_j and Q K_j+1^T in flight. It waits for Q K_j+1^T,
+// issues P_j V_j (after a barrier of both warpgroups, so both score products were issued first),
+// and while P V runs it exchanges S_j+1, refills the ring, runs the softmax of S_j+1 into the
+// other P register set and issues Q K_j+2^T right behind P_j V_j, so the tensor cores do not
+// idle through the next exchange. O is rescaled only after P_j V_j completes (no non-wgmma
+// instruction redefines wgmma registers in flight: ptxas would serialize the wgmmas, and the
+// build refuses that); Q K_j+2^T is waited for at the start of step j+1, before its P V issue,
+// for the same reason. Steps run in pairs (the two P sets) and the last ones are peeled so every
+// wait has a fixed count.
 //
 // Ring (4 slots; chunk 2j = K_j, chunk 2j+1 = V_j, chunk c in slot c % 4): step j issues V_j+1
 // into V_j-1's slot as soon as its warpgroup has met after P_j-1 V_j-1 (the barrier for K_j+1),
@@ -271,6 +275,60 @@ __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p,
     mma::cp_async_commit();
 }
 
+// Loop state carried between steps: Q K_j+1^T, in flight at the start of step j, and P in two
+// register sets used alternately (P_j is read by the P V in flight while P_j+1 is written).
+struct LoopCarry {
+    float s[Wt::kKeyNTiles][4];
+    uint32_t prob[2][Wt::kPvSteps][4];
+};
+
+// Step j. kHasNext: tile j+1 exists (its scores are in flight); kIssueNext: tile j+2 exists.
+template <bool kHasNext, bool kIssueNext>
+__device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p, const mma::BlockGeometry& g,
+                                               const GroupPlace& at, const SharedMap& map, KvTileStream& k_stream,
+                                               KvTileStream& v_stream, float (&o)[Wt::kDimNTiles][4],
+                                               mma::RowState& state, LoopCarry& carry, int32_t j,
+                                               uint32_t (&prob)[Wt::kPvSteps][4],
+                                               uint32_t (&prob_next)[Wt::kPvSteps][4]) {
+    const int32_t* table_row = p.block_table + g.table_offset;
+    wgmma_wait<0>();  // Q K_j+1^T (issued at the end of the previous step) done
+    pin_all(carry.s);
+    block_loads_landed<1>();  // V_j (pending: K_j+2); both warpgroups issued Q K_j+1^T
+    issue_pv(o, prob, ring_chunk(map, 2 * j + 1), at.group);
+    float scores[Wt::kKeyNTiles][4];
+    if (kHasNext) {
+        exchange_scores(p.softmax_scale * mma::kLog2e, map.exchange, (j + 1) % Wt::kExchangeParities, at, carry.s,
+                        scores);
+    }
+    // After the exchange no thread reads K_j+1, and every thread has waited for P_j-1 V_j-1.
+    if (kHasNext) v_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 3));
+    mma::cp_async_commit();
+    if (j + 3 < g.num_tiles) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 6));
+    mma::cp_async_commit();
+    if (kHasNext) {
+        mask_scores(g, j + 1, at.lane, scores);
+        float alpha[2];
+        const bool rescale = softmax_step(scores, state, prob_next, alpha);
+        if (kIssueNext) {
+            group_loads_landed<2>(at.group);  // K_j+2 (pending: V_j+1, K_j+3)
+            issue_scores(map.q, ring_chunk(map, 2 * j + 4), at.group, carry.s);
+            wgmma_wait<1>();  // P_j V_j done; Q K_j+2^T may still run
+        } else {
+            wgmma_wait<0>();
+        }
+        pin_all(o);
+        pin_all(prob);
+        if (rescale) {
+            wgmma_wait<0>();
+            pin_all(o);
+            rescale_output(o, alpha);
+        }
+    } else {
+        wgmma_wait<0>();
+        pin_all(o);
+    }
+}
+
 // The whole key loop of one warpgroup; o accumulates unnormalised P V, state holds the running
 // max and this thread's partial row sums.
 __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p, const mma::BlockGeometry& g,
@@ -278,61 +336,45 @@ __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p,
                                                KvTileStream& k_stream, KvTileStream& v_stream,
                                                float (&o)[Wt::kDimNTiles][4], mma::RowState& state) {
     const int32_t* table_row = p.block_table + g.table_offset;
-    uint32_t prob[Wt::kPvSteps][4];
-    float alpha[2];
-    if (g.num_tiles > 0) {
-        float s[Wt::kKeyNTiles][4], scores[Wt::kKeyNTiles][4];
+    LoopCarry carry;
+    const int32_t n = g.num_tiles;
+    if (n > 0) {
+        float scores[Wt::kKeyNTiles][4];
+        float alpha[2];
         group_loads_landed<2>(at.group);  // Q, K_0 (pending: K_1, V_0)
-        issue_scores(map.q, ring_chunk(map, 0), at.group, s);
+        issue_scores(map.q, ring_chunk(map, 0), at.group, carry.s);
         wgmma_wait<0>();
-        pin_all(s);
-        exchange_scores(p.softmax_scale * mma::kLog2e, map.exchange, 0, at, s, scores);
+        pin_all(carry.s);
+        exchange_scores(p.softmax_scale * mma::kLog2e, map.exchange, 0, at, carry.s, scores);
         mask_scores(g, 0, at.lane, scores);
-        softmax_step(scores, state, prob, alpha);  // O is still 0: no rescale
+        softmax_step(scores, state, carry.prob[0], alpha);  // O is still 0: no rescale
     }
-    if (g.num_tiles > 2) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 4));
+    if (n > 2) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 4));
     mma::cp_async_commit();
-    for (int32_t j = 0; j < g.num_tiles; ++j) {
-        const bool has_next = j + 1 < g.num_tiles;
-        float s[Wt::kKeyNTiles][4], scores[Wt::kKeyNTiles][4];
-        if (has_next) {
-            group_loads_landed<2>(at.group);  // K_j+1 (pending: V_j, K_j+2)
-            issue_scores(map.q, ring_chunk(map, 2 * j + 2), at.group, s);
-            // Every thread of the warpgroup has waited for P_j-1 V_j-1: V_j+1 may take its slot.
-            v_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 3));
-        }
-        mma::cp_async_commit();
-        // V_j (pending: K_j+2, V_j+1), and both warpgroups have issued Q K_j+1^T, so the tensor
-        // cores run both score products before either P V and the exchange below waits less.
-        block_loads_landed<2>();
-        issue_pv(o, prob, ring_chunk(map, 2 * j + 1), at.group);
-        if (has_next) {
-            wgmma_wait<1>();  // Q K_j+1^T done; P_j V_j may still run
-            pin_all(s);
-            exchange_scores(p.softmax_scale * mma::kLog2e, map.exchange, (j + 1) % Wt::kExchangeParities, at, s,
-                            scores);
-        }
-        // After the exchange no thread reads K_j+1 any more: refill its slot now.
-        if (j + 3 < g.num_tiles) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 6));
-        mma::cp_async_commit();
-        if (has_next) {
-            mask_scores(g, j + 1, at.lane, scores);
-            uint32_t prob_next[Wt::kPvSteps][4];
-            const bool rescale = softmax_step(scores, state, prob_next, alpha);
-            wgmma_wait<0>();
-            pin_all(o);
-            pin_all(prob);
-            pin_all(s);
-            if (rescale) rescale_output(o, alpha);
-#pragma unroll
-            for (int32_t kk = 0; kk < Wt::kPvSteps; ++kk)
-#pragma unroll
-                for (int32_t e = 0; e < 4; ++e) prob[kk][e] = prob_next[kk][e];
-        } else {
-            wgmma_wait<0>();
-            pin_all(o);
-        }
+    if (n > 1) {
+        group_loads_landed<2>(at.group);  // K_1 (pending: V_0, K_2)
+        issue_scores(map.q, ring_chunk(map, 2), at.group, carry.s);
     }
+    // Steps in pairs (P in set 0, then set 1), then the last one to three steps, whose waits differ.
+    uint32_t (&even)[Wt::kPvSteps][4] = carry.prob[0];
+    uint32_t (&odd)[Wt::kPvSteps][4] = carry.prob[1];
+    int32_t j = 0;
+    for (; j + 3 < n; j += 2) {
+        pipelined_step<true, true>(p, g, at, map, k_stream, v_stream, o, state, carry, j, even, odd);
+        pipelined_step<true, true>(p, g, at, map, k_stream, v_stream, o, state, carry, j + 1, odd, even);
+    }
+    if (n - j == 3) {
+        pipelined_step<true, true>(p, g, at, map, k_stream, v_stream, o, state, carry, j, even, odd);
+        pipelined_step<true, false>(p, g, at, map, k_stream, v_stream, o, state, carry, j + 1, odd, even);
+        pipelined_step<false, false>(p, g, at, map, k_stream, v_stream, o, state, carry, j + 2, even, odd);
+    } else if (n - j == 2) {
+        pipelined_step<true, false>(p, g, at, map, k_stream, v_stream, o, state, carry, j, even, odd);
+        pipelined_step<false, false>(p, g, at, map, k_stream, v_stream, o, state, carry, j + 1, odd, even);
+    } else if (n - j == 1) {
+        pipelined_step<false, false>(p, g, at, map, k_stream, v_stream, o, state, carry, j, even, odd);
+    }
+    wgmma_wait<0>();
+    pin_all(o);
     mma::cp_async_wait<0>();
 }
 
