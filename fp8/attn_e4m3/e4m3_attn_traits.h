@@ -1,39 +1,24 @@
 // e4m3_attn_traits.h - every compile-time constant of the 8-bit mma.sync prefill kernel for
-// head dim 512 and GQA group 8 (kernel wideattn_mma_e4m3_d512). Read by the kernel sources
-// and (later) by the manifest generator; one set of constants builds sm_89, sm_90a, sm_120a.
+// head dim 512 and GQA group 8 (kernels wideattn_mma_e4m3_d512 and wideattn_mma_e4m3q_d512).
+// Read by the kernel sources and by the manifest generator; one set of constants builds
+// sm_89, sm_90a, sm_120a.
 //
-// Same block decomposition as the BF16 kernel (kernels/mma): 64 query rows = 8 tokens x the
-// 8 query heads of one KV head, row r = token_in_tile * 8 + head_in_group; warp w owns the
-// 16-row m-tile w / 2 and the half w % 2 of the 512 dims; the warps of a pair add their
-// partial scores through shared memory. Differences: K/V are e4m3 bytes, Q is quantised to
-// e4m3 in registers, both products use mma.sync m16n8k32 e4m3, and a key tile is 32 keys
-// (the k extent of one P V mma), so one K or V chunk is still 16 KB.
+// Same block decomposition as the BF16 kernel, from the base they share
+// (kernels/mma/mma_block_traits.h): 64 query rows = 8 tokens x the 8 query heads of one KV
+// head; warp w owns the 16-row m-tile w / 2 and the half w % 2 of the 512 dims; the warps of
+// a pair add their partial scores through shared memory. Differences: K/V are e4m3 bytes, Q
+// is quantised to e4m3 in registers, both products use mma.sync m16n8k32 e4m3, and a key
+// tile is 32 keys (the k extent of one P V mma), so one K or V chunk is still 16 KB.
 #pragma once
 
 #include "kernels/common/kernel_desc.h"
+#include "kernels/mma/mma_block_traits.h"
 
 namespace wideattn {
 
-struct MmaE4m3D512Traits {
-    // Problem shape served.
-    static constexpr int32_t kHeadDim = 512;
-    static constexpr int32_t kGroup = 8;         // query heads per KV head = rows per token
-    static constexpr int32_t kTileTokens = 8;    // query tokens per block
-    static constexpr int32_t kRowsPerBlock = kTileTokens * kGroup;
-
-    // mma.sync.m16n8k32 e4m3 shape.
-    static constexpr int32_t kMmaM = 16;
-    static constexpr int32_t kMmaN = 8;
+struct MmaE4m3D512Traits : MmaD512BlockTraits {
+    // mma.sync.m16n8k32 e4m3 shape: k extent (m16n8 in the base).
     static constexpr int32_t kMmaK = 32;
-
-    // Warp decomposition.
-    static constexpr int32_t kWarpSize = 32;
-    static constexpr int32_t kWarps = 8;
-    static constexpr int32_t kThreads = kWarps * kWarpSize;
-    static constexpr int32_t kDimSplit = 2;                        // warps sharing one m-tile
-    static constexpr int32_t kDimsPerWarp = kHeadDim / kDimSplit;  // Q/O columns per warp
-    static constexpr int32_t kRowTiles = kRowsPerBlock / kMmaM;    // m-tiles per block
-    static constexpr int32_t kTokensPerRowTile = kMmaM / kGroup;   // tokens in one m-tile
 
     // Key tiles: 32 keys = one k-step of P V. block_size is only a multiple of 16, so a tile
     // is two page runs of 16 keys, each located through the block table on its own.
@@ -48,7 +33,6 @@ struct MmaE4m3D512Traits {
     static constexpr int32_t kChunkBytes = kTileKeys * kRowBytes;
     static constexpr int32_t kVecBytes = 16;  // one cp.async / one ldmatrix row
     static constexpr int32_t kVecsPerRow = kRowBytes / kVecBytes;
-    static constexpr int32_t kSwizzleRows = 8;  // 16-byte column index XOR (row % 8)
     static constexpr int32_t kSwizzleSpanBytes = kSwizzleRows * kVecBytes;
     static constexpr int32_t kHalfRowBytes = kDimsPerWarp * kElemBytes;
 
@@ -59,11 +43,9 @@ struct MmaE4m3D512Traits {
     static constexpr int32_t kPvDimBlocks = kDimsPerWarp / kVecBytes;  // 16-dim blocks of P V (16)
     static constexpr int32_t kDimNTiles = 2 * kPvDimBlocks;        // O n-tiles: even / odd dims of a block
 
-    // Partial-score exchange: one fp32 16 x kTileKeys tile per warp.
-    static constexpr int32_t kExchangeFloatsPerWarp = kMmaM * kTileKeys;
-    static constexpr int32_t kExchangeBytes = kWarps * kExchangeFloatsPerWarp * 4;
-
+    // Shared memory: the ring, then the partial-score exchange.
     static constexpr int32_t kRingBytes = kRingSlots * kChunkBytes;
+    static constexpr int32_t kExchangeBytes = exchange_bytes(kTileKeys);
     static constexpr int32_t kSmemBytes = kRingBytes + kExchangeBytes;
 
     // e4m3 range and the quantisation targets.
@@ -87,8 +69,8 @@ struct MmaE4m3D512Traits {
     // sm_89, sm_90a and sm_120a with 4 (2 also; 8 spills).
     static constexpr int32_t kPvBlocksPerWarpSync = 4;
 
-    static_assert(kRowTiles * kDimSplit == kWarps, "one warp per (m-tile, dim half)");
-    static_assert(kMmaM % kGroup == 0, "an m-tile holds whole tokens");
+    static constexpr int32_t kMinSm = 89;  // mma.sync e4m3 and cvt e4m3x2
+
     static_assert(kKeyNTiles == 4 && kTileKeys == 2 * kKeyHalfRows, "two ldmatrix.x4 of K per k-step");
     static_assert(kQkSteps % 4 == 0 && kPvDimBlocks % kSwizzleRows == 0, "swizzle period divides the half");
     static_assert(kPvDimBlocks % kPvBlocksPerWarpSync == 0, "whole groups of P V blocks");
@@ -97,26 +79,18 @@ struct MmaE4m3D512Traits {
     static_assert(kRescaleThresholdLog2 + kProbScaleLog2 <= 8.807f, "P must stay <= 448 (2^8.807)");
     static_assert(kSmemBytes <= kSmemLimitSm120, "must fit sm_120 / sm_89 shared memory (99 KB)");
 
-    static constexpr KernelDesc desc = {
-        "mma_e4m3_d512", "wideattn_mma_e4m3_d512",
-        kBF16, kE4M3, kBF16,
-        kHeadDim, kHeadDim, kHeadDim,
-        kGroup, kGroup,
-        kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, 89,
-        "varlen,paged,causal,gqa,lse,fp8_kv", kKindPrefill};
+    static constexpr KernelDesc desc = prefill_desc("mma_e4m3_d512", "wideattn_mma_e4m3_d512", kBF16, kE4M3,
+                                                    kTileKeys, kSmemBytes, kMinSm,
+                                                    "varlen,paged,causal,gqa,lse,fp8_kv");
 };
 
 // The same kernel for callers whose Q is already e4m3 (per-tensor scale *q_scale, e.g. from
 // wideattn_quantize_to_cache with slot_mapping = NULL): every constant is shared, only the
 // descriptor differs.
 struct MmaE4m3QD512Traits : MmaE4m3D512Traits {
-    static constexpr KernelDesc desc = {
-        "mma_e4m3q_d512", "wideattn_mma_e4m3q_d512",
-        kE4M3, kE4M3, kBF16,
-        kHeadDim, kHeadDim, kHeadDim,
-        kGroup, kGroup,
-        kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, 89,
-        "varlen,paged,causal,gqa,lse,fp8_kv,fp8_q", kKindPrefill};
+    static constexpr KernelDesc desc = prefill_desc("mma_e4m3q_d512", "wideattn_mma_e4m3q_d512", kE4M3, kE4M3,
+                                                    kTileKeys, kSmemBytes, kMinSm,
+                                                    "varlen,paged,causal,gqa,lse,fp8_kv,fp8_q");
 };
 
 }  // namespace wideattn
