@@ -30,6 +30,7 @@
 #include "fp8/attn_e4m3/e4m3_attn_traits.h"
 #include "fp8/attn_e4m3/e4m3_primitives.cuh"
 #include "kernels/mma/mma_block_geometry.cuh"
+#include "kernels/mma/mma_online_softmax.cuh"
 
 namespace wideattn::mma_e4m3 {
 
@@ -37,21 +38,18 @@ using Tr = MmaE4m3D512Traits;
 using mma::cp_async_16;
 using mma::cp_async_commit;
 using mma::cp_async_wait;
+using mma::fast_exp2;
+using mma::kLog2e;
 using mma::ldmatrix_x4;
 using mma::ldmatrix_x4_trans;
 using mma::load_shared_f32x4;
 using mma::named_barrier_sync;
+using mma::RowState;
+using mma::rescale_if_grown;
 using mma::shared_address;
 using mma::store_shared_f32x4;
 
-constexpr float kLog2e = 1.4426950408889634f;  // scores are kept in log2 units
 constexpr uint32_t kFullMask = 0xffffffffu;
-
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
 
 // Byte offset of (row, 16-byte column vec) inside a swizzled chunk.
 __device__ __forceinline__ uint32_t chunk_offset(int32_t row, int32_t vec) {
@@ -121,12 +119,6 @@ __device__ __forceinline__ void issue_chunk(const wideattn_prefill_params& p, in
     }
     static_assert(kPassesPerRun * Tr::kPageRunsPerTile == kPasses, "passes cover the tile");
 }
-
-// Online-softmax state of the thread's two rows (row g and row g + 8 of its m-tile).
-struct RowState {
-    float max_log2[2];  // running maximum of the scaled scores, log2 units
-    float sum[2];       // this thread's part of the row sum of 2^(score - max + kProbScaleLog2)
-};
 
 __device__ __forceinline__ float bf16_low(uint32_t word) { return __uint_as_float(word << 16); }
 __device__ __forceinline__ float bf16_high(uint32_t word) { return __uint_as_float(word & 0xffff0000u); }
@@ -312,25 +304,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[Tr::kKeyNTiles][4], fl
         m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 2));
         tile_max[r] = m;
     }
-    const bool grows = tile_max[0] > state.max_log2[0] + Tr::kRescaleThresholdLog2 ||
-                       tile_max[1] > state.max_log2[1] + Tr::kRescaleThresholdLog2;
-    if (__any_sync(kFullMask, grows)) {
-        float alpha[2];
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r) {
-            const float updated = fmaxf(state.max_log2[r], tile_max[r]);
-            alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(state.max_log2[r] - updated);
-            state.max_log2[r] = updated;
-            state.sum[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int32_t n = 0; n < Tr::kDimNTiles; ++n) {
-            o[n][0] *= alpha[0];
-            o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1];
-            o[n][3] *= alpha[1];
-        }
-    }
+    rescale_if_grown<Tr>(tile_max, o, state);
     float base[2];
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r)

@@ -21,20 +21,13 @@
 
 #include "wideattn.h"
 #include "kernels/mma/mma_block_geometry.cuh"
+#include "kernels/mma/mma_online_softmax.cuh"
 #include "kernels/mma/mma_primitives.cuh"
 #include "kernels/mma/mma_traits.h"
 
 namespace wideattn::mma {
 
 using Tr = MmaBf16D512Traits;
-
-constexpr float kLog2e = 1.4426950408889634f;  // scores are kept in log2 units: exp(x) = 2^(x log2 e)
-
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
 
 // Byte offset of element (row, 16-byte column vec) inside a swizzled chunk.
 __device__ __forceinline__ uint32_t chunk_offset(int32_t row, int32_t vec) {
@@ -103,12 +96,6 @@ struct ChunkStream {
             ++page_index;
         }
     }
-};
-
-// Online-softmax state of the thread's two rows (row g and row g + 8 of its m-tile).
-struct RowState {
-    float max_log2[2];  // running maximum of the scaled scores, log2 units (lazily updated)
-    float sum[2];       // this thread's part of the row sum of 2^(score - max)
 };
 
 // Loads the warp's Q fragments (A operand, rows of its m-tile, its half of the dims)
@@ -246,25 +233,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[Tr::kKeyNTiles][4], fl
         m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 2));
         tile_max[r] = m;
     }
-    const bool grows = tile_max[0] > state.max_log2[0] + Tr::kRescaleThresholdLog2 ||
-                       tile_max[1] > state.max_log2[1] + Tr::kRescaleThresholdLog2;
-    if (__any_sync(kFullMask, grows)) {
-        float alpha[2];
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r) {
-            const float updated = fmaxf(state.max_log2[r], tile_max[r]);
-            alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(state.max_log2[r] - updated);
-            state.max_log2[r] = updated;
-            state.sum[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int32_t n = 0; n < Tr::kDimNTiles; ++n) {
-            o[n][0] *= alpha[0];
-            o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1];
-            o[n][3] *= alpha[1];
-        }
-    }
+    rescale_if_grown<Tr>(tile_max, o, state);
     float base[2];
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r];

@@ -1,0 +1,51 @@
+// mma_online_softmax.cuh - the online-softmax state and lazy rescale shared by the mma-tier
+// prefill kernels (BF16 and 8-bit): scores in log2 units, ex2.approx, and a warp-uniform
+// rescale of O and the row sums whenever a row maximum grows past Traits::kRescaleThresholdLog2.
+#pragma once
+
+#include <cstdint>
+
+namespace wideattn::mma {
+
+constexpr float kLog2e = 1.4426950408889634f;  // scores are kept in log2 units: exp(x) = 2^(x log2 e)
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Online-softmax state of the thread's two rows (row g and row g + 8 of its m-tile).
+struct RowState {
+    float max_log2[2];  // running maximum of the scaled scores, log2 units (lazily updated)
+    float sum[2];       // this thread's part of the row sum of 2^(score - max) (times the kernel's P scale)
+};
+
+// Raises the running maxima to tile_max and rescales O and the sums, when any row of the warp
+// grew by more than the threshold (warp-uniform decision).
+template <class Traits>
+__device__ __forceinline__ void rescale_if_grown(const float (&tile_max)[2], float (&o)[Traits::kDimNTiles][4],
+                                                 RowState& state) {
+    constexpr uint32_t kFullMask = 0xffffffffu;
+    const bool grows = tile_max[0] > state.max_log2[0] + Traits::kRescaleThresholdLog2 ||
+                       tile_max[1] > state.max_log2[1] + Traits::kRescaleThresholdLog2;
+    if (__any_sync(kFullMask, grows)) {
+        float alpha[2];
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r) {
+            const float updated = fmaxf(state.max_log2[r], tile_max[r]);
+            alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(state.max_log2[r] - updated);
+            state.max_log2[r] = updated;
+            state.sum[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int32_t n = 0; n < Traits::kDimNTiles; ++n) {
+            o[n][0] *= alpha[0];
+            o[n][1] *= alpha[0];
+            o[n][2] *= alpha[1];
+            o[n][3] *= alpha[1];
+        }
+    }
+}
+
+}  // namespace wideattn::mma
