@@ -13,6 +13,9 @@ using namespace wideattn;
 
 namespace {
 
+// fp64 against long double on these small problems: agreement to the last few bits.
+constexpr double kTolerance = 1e-12;
+
 // Independent straight-loop attention in long double over the HostProblem's layout.
 void naive_attention(const HostProblem& h, std::vector<long double>* out, std::vector<long double>* lse) {
     const auto& s = h.spec;
@@ -61,6 +64,17 @@ std::string run_reference(const HostProblem& h, std::vector<double>* out, std::v
     return accuracy::reference_attention_cpu(p, out->data(), lse->data());
 }
 
+// One sequence of `q_len` new tokens after `context` cached keys, a single KV head, pages of
+// ProblemSpec's default size; built (REQUIREd) with ProblemSpec's default seed.
+HostProblem single_sequence_problem(int32_t q_len, int32_t context, int32_t num_q_heads, int32_t head_dim) {
+    ProblemSpec spec = problem_spec({q_len}, {context}, num_q_heads, /*num_kv_heads=*/1, ProblemSpec{}.block_size,
+                                    ProblemSpec{}.seed);
+    spec.head_dim = head_dim;
+    HostProblem h;
+    REQUIRE(make_problem(spec, &h).empty());
+    return h;
+}
+
 }  // namespace
 
 TEST_CASE("reference_cpu: matches an independent computation on a paged varlen batch") {
@@ -89,67 +103,49 @@ TEST_CASE("reference_cpu: matches an independent computation on a paged varlen b
             const int64_t i = t * h.q_token_stride() + e;
             worst = std::fmax(worst, std::fabs(out[i] - static_cast<double>(want[i])));
         }
-    CHECK(worst < 1e-12);
-    for (size_t i = 0; i < lse.size(); ++i) CHECK(lse[i] == doctest::Approx(static_cast<double>(want_lse[i])).epsilon(1e-12));
+    CHECK(worst < kTolerance);
+    for (size_t i = 0; i < lse.size(); ++i) CHECK(lse[i] == doctest::Approx(static_cast<double>(want_lse[i])).epsilon(kTolerance));
     // Padding between token rows is never written.
     CHECK(std::isnan(out[row]));
 }
 
 TEST_CASE("reference_cpu: equal keys give the mean of V and lse = score + log(n)") {
-    ProblemSpec spec;
-    spec.q_lens = {4};
-    spec.contexts = {6};
-    spec.num_q_heads = 2;
-    spec.num_kv_heads = 1;
-    spec.head_dim = 16;
-    spec.block_size = 16;
-    HostProblem h;
-    REQUIRE(make_problem(spec, &h).empty());
-    for (auto& k : h.k) k = float_to_bf16(0.5f);  // every score equals sum(q) * 0.5
+    constexpr float kKeyValue = 0.5f;  // every score equals sum(q) * kKeyValue
+    HostProblem h = single_sequence_problem(/*q_len=*/4, /*context=*/6, /*num_q_heads=*/2, /*head_dim=*/16);
+    const ProblemSpec& s = h.spec;
+    for (auto& k : h.k) k = float_to_bf16(kKeyValue);
     std::vector<double> out, lse;
     REQUIRE(run_reference(h, &out, &lse).empty());
-    for (int i = 0; i < 4; ++i) {
-        const int visible = 6 + i + 1;
-        for (int head = 0; head < 2; ++head) {
+    for (int i = 0; i < s.q_lens[0]; ++i) {
+        const int visible = s.contexts[0] + i + 1;
+        for (int head = 0; head < s.num_q_heads; ++head) {
+            const int64_t q_row = i * h.q_token_stride() + head * s.head_dim;
             double q_sum = 0.0;
-            for (int d = 0; d < 16; ++d) q_sum += bf16_to_float(h.q[i * h.q_token_stride() + head * 16 + d]);
-            CHECK(lse[head * h.total_q + i] == doctest::Approx(0.5 * q_sum + std::log(visible)).epsilon(1e-12));
-            for (int d = 0; d < 16; ++d) {
+            for (int d = 0; d < s.head_dim; ++d) q_sum += bf16_to_float(h.q[q_row + d]);
+            CHECK(lse[head * h.total_q + i] == doctest::Approx(kKeyValue * q_sum + std::log(visible)).epsilon(kTolerance));
+            for (int d = 0; d < s.head_dim; ++d) {
                 double mean = 0.0;
                 for (int j = 0; j < visible; ++j) {
-                    const int64_t block = h.block_table[j / 16];
-                    mean += bf16_to_float(h.v[(block * 16 + j % 16) * 16 + d]);
+                    const int64_t block = h.block_table[j / s.block_size];
+                    mean += bf16_to_float(h.v[(block * s.block_size + j % s.block_size) * s.head_dim + d]);
                 }
-                CHECK(out[i * h.q_token_stride() + head * 16 + d] == doctest::Approx(mean / visible).epsilon(1e-12));
+                CHECK(out[q_row + d] == doctest::Approx(mean / visible).epsilon(kTolerance));
             }
         }
     }
 }
 
 TEST_CASE("reference_cpu: the first new token of a prompt sees exactly one key") {
-    ProblemSpec spec;
-    spec.q_lens = {2};
-    spec.contexts = {0};
-    spec.num_q_heads = 1;
-    spec.num_kv_heads = 1;
-    spec.head_dim = 8;
-    HostProblem h;
-    REQUIRE(make_problem(spec, &h).empty());
+    const HostProblem h = single_sequence_problem(/*q_len=*/2, /*context=*/0, /*num_q_heads=*/1, /*head_dim=*/8);
+    const ProblemSpec& s = h.spec;
     std::vector<double> out, lse;
     REQUIRE(run_reference(h, &out, &lse).empty());
-    const int64_t block = h.block_table[0];
-    for (int d = 0; d < 8; ++d) CHECK(out[d] == bf16_to_float(h.v[block * 16 * 8 + d]));
+    const int64_t first_key_row = int64_t{h.block_table[0]} * s.block_size * s.head_dim;
+    for (int d = 0; d < s.head_dim; ++d) CHECK(out[d] == bf16_to_float(h.v[first_key_row + d]));
 }
 
 TEST_CASE("reference_cpu: bad inputs are refused with a message") {
-    ProblemSpec spec;
-    spec.q_lens = {2};
-    spec.contexts = {0};
-    spec.num_q_heads = 2;
-    spec.num_kv_heads = 1;
-    spec.head_dim = 8;
-    HostProblem h;
-    REQUIRE(make_problem(spec, &h).empty());
+    const HostProblem h = single_sequence_problem(/*q_len=*/2, /*context=*/0, /*num_q_heads=*/2, /*head_dim=*/8);
     std::vector<double> out(static_cast<size_t>(h.out_elements()));
     wideattn_prefill_params p = h.params(h.q.data(), h.k.data(), h.v.data(), out.data(), nullptr, h.cu_seqlens_q.data(),
                                          h.seq_lens_k.data(), h.block_table.data(), WIDEATTN_DTYPE_F64);
