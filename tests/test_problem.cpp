@@ -11,6 +11,32 @@
 
 using namespace wideattn;
 
+namespace {
+
+constexpr uint8_t kE4m3MagnitudeMask = 0x7F;  // the code without its sign bit
+constexpr uint8_t kE4m3NanMagnitude = 0x7F;   // S.1111.111: the only NaN code of e4m3
+constexpr int64_t kNearTopCode = 0x70;        // 1.0 x 2^7: the quantiser's scale puts amax above it
+
+bool is_power_of_two(float scale) {
+    int exponent = 0;
+    return std::frexp(scale, &exponent) == 0.5f;
+}
+
+// Every code is a number (never NaN) and dequantises (code * scale) to exactly the bf16 value
+// the references read; returns the largest code magnitude.
+int64_t check_exact_dequantisation(const std::vector<uint16_t>& bf16_values, const std::vector<uint8_t>& codes,
+                                   float scale) {
+    int64_t largest_code = 0;
+    for (size_t i = 0; i < bf16_values.size(); ++i) {
+        CHECK((codes[i] & kE4m3MagnitudeMask) != kE4m3NanMagnitude);
+        CHECK(bf16_to_float(bf16_values[i]) == fp8::e4m3_to_float(codes[i]) * scale);
+        largest_code = std::max<int64_t>(largest_code, codes[i] & kE4m3MagnitudeMask);
+    }
+    return largest_code;
+}
+
+}  // namespace
+
 TEST_CASE("problem: shapes, shuffled block table and determinism") {
     ProblemSpec spec;
     spec.q_lens = {5, 0, 40};
@@ -75,11 +101,7 @@ TEST_CASE("problem: bad specs are refused") {
 }
 
 TEST_CASE("problem: e4m3 K/V are exactly the bf16 values the references see") {
-    ProblemSpec spec;
-    spec.q_lens = {9};
-    spec.contexts = {20};
-    spec.num_q_heads = 8;
-    spec.num_kv_heads = 1;
+    ProblemSpec spec = problem_spec({9}, {20}, 8, 1, ProblemSpec{}.block_size, ProblemSpec{}.seed);
     spec.head_dim = 64;
     spec.k_outlier = 12.0f;
     spec.e4m3_kv = true;
@@ -87,18 +109,10 @@ TEST_CASE("problem: e4m3 K/V are exactly the bf16 values the references see") {
     REQUIRE(make_problem(spec, &h).empty());
     REQUIRE(h.k_e4m3.size() == h.k.size());
     REQUIRE(h.v_e4m3.size() == h.v.size());
-    for (float scale : {h.k_scale, h.v_scale}) {
-        int exponent = 0;
-        CHECK(std::frexp(scale, &exponent) == 0.5f);  // a power of two
-    }
-    int64_t largest_code = 0;
-    for (size_t i = 0; i < h.k.size(); ++i) {
-        CHECK((h.k_e4m3[i] & 0x7F) != 0x7F);  // never NaN
-        CHECK(bf16_to_float(h.k[i]) == fp8::e4m3_to_float(h.k_e4m3[i]) * h.k_scale);
-        CHECK(bf16_to_float(h.v[i]) == fp8::e4m3_to_float(h.v_e4m3[i]) * h.v_scale);
-        largest_code = std::max<int64_t>(largest_code, h.k_e4m3[i] & 0x7F);
-    }
-    CHECK(largest_code > 0x70);  // the scale puts amax near the top of the e4m3 range
+    CHECK(is_power_of_two(h.k_scale));
+    CHECK(is_power_of_two(h.v_scale));
+    CHECK(check_exact_dequantisation(h.k, h.k_e4m3, h.k_scale) > kNearTopCode);
+    check_exact_dequantisation(h.v, h.v_e4m3, h.v_scale);
 }
 
 TEST_CASE("problem: e4m3 Q codes dequantise exactly to the q the references read") {
@@ -109,15 +123,8 @@ TEST_CASE("problem: e4m3 Q codes dequantise exactly to the q the references read
     HostProblem h;
     REQUIRE(make_problem(spec, &h).empty());
     REQUIRE(h.q_e4m3.size() == h.q.size());
-    int exponent = 0;
-    CHECK(std::frexp(h.q_scale, &exponent) == 0.5f);
-    int64_t largest_code = 0;
-    for (size_t i = 0; i < h.q.size(); ++i) {
-        CHECK((h.q_e4m3[i] & 0x7F) != 0x7F);
-        CHECK(bf16_to_float(h.q[i]) == fp8::e4m3_to_float(h.q_e4m3[i]) * h.q_scale);
-        largest_code = std::max<int64_t>(largest_code, h.q_e4m3[i] & 0x7F);
-    }
-    CHECK(largest_code > 0x70);
+    CHECK(is_power_of_two(h.q_scale));
+    CHECK(check_exact_dequantisation(h.q, h.q_e4m3, h.q_scale) > kNearTopCode);
     CHECK(spec.describe().find("q=e4m3") != std::string::npos);
 
     spec.q_token_pad = 8;  // rows of e4m3 Q must stay 16-byte aligned
