@@ -10,22 +10,55 @@ using namespace wideattn;
 
 namespace {
 
-Manifest synthetic_bundle() {
+// Head dims the synthetic quantise and amax kernels serve: 8..4096 in steps of 8.
+constexpr int kAuxHeadMin = 8;
+constexpr int kAuxHeadMax = 4096;
+constexpr int kAuxHeadStep = 8;
+constexpr int kCubinBytes = 4;
+constexpr const char* kZeroHash = "0000000000000000";
+
+// The manifest of these kernel entries, REQUIREd to parse.
+Manifest parse_bundle(const std::vector<std::string>& kernels) {
     Manifest m;
     std::string err;
-    const bool ok = parse_manifest(
-        test::manifest_json({
-            test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),
-            test::kernel_json("mma_bf16_d512", "sm_120a", "bf16", 512, 512, 512, 8, 8),
-            test::kernel_json("mma_bf16_d512", "sm_80", "bf16", 512, 512, 512, 8, 8),
-            test::kernel_json("mma_bf16_d512", "sm_86", "bf16", 512, 512, 512, 8, 8),
-            test::kernel_json("reference_f64", "sm_80", "f64", 32, 512, 32, 1, 65536),
-            test::kernel_json("reference_f64", "sm_90a", "f64", 32, 512, 32, 1, 65536),
-            test::kernel_json("nolse_bf16", "sm_90a", "bf16", 256, 256, 256, 8, 8, "\"varlen\""),
-        }),
-        &m, &err);
+    const bool ok = parse_manifest(test::manifest_json(kernels), &m, &err);
     REQUIRE_MESSAGE(ok, err);
     return m;
+}
+
+// A quantise or amax kernel entry: its kind is its name, group 1, head dims kAuxHead*.
+std::string aux_kernel_json(const std::string& kind, const std::string& arch, const std::string& o_dtype,
+                            const std::string& features) {
+    return test::kernel_json(kind, arch, o_dtype, kAuxHeadMin, kAuxHeadMax, kAuxHeadStep, 1, 1, features, kCubinBytes,
+                             kZeroHash, kind);
+}
+
+// A quantise (`select` = select_quantize_kernel) or amax (select_scale_kernel) choice on a
+// bundle with `kind` for sm_80 and sm_90a: the sm_90a cubin of that kind on 9.0, the sm_80
+// one on 8.6, a refusal on 7.5. Returns the refusal's message for the caller to check.
+template <typename Params, typename Select>
+std::string check_aux_arch_choice(const Manifest& m, const Params& p, Select select, const std::string& kind) {
+    int32_t index = -1;
+    std::string why;
+    REQUIRE(select(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
+    CHECK(m.kernels[index].kind == kind);
+    CHECK(m.kernels[index].arch == "sm_90a");
+    REQUIRE(select(m.kernels, p, 8, 6, &index, &why) == WIDEATTN_OK);
+    CHECK(m.kernels[index].arch == "sm_80");
+    CHECK(select(m.kernels, p, 7, 5, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    return why;
+}
+
+Manifest synthetic_bundle() {
+    return parse_bundle({
+        test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),
+        test::kernel_json("mma_bf16_d512", "sm_120a", "bf16", 512, 512, 512, 8, 8),
+        test::kernel_json("mma_bf16_d512", "sm_80", "bf16", 512, 512, 512, 8, 8),
+        test::kernel_json("mma_bf16_d512", "sm_86", "bf16", 512, 512, 512, 8, 8),
+        test::kernel_json("reference_f64", "sm_80", "f64", 32, 512, 32, 1, 65536),
+        test::kernel_json("reference_f64", "sm_90a", "f64", 32, 512, 32, 1, 65536),
+        test::kernel_json("nolse_bf16", "sm_90a", "bf16", 256, 256, 256, 8, 8, "\"varlen\""),
+    });
 }
 
 std::string select_name(const Manifest& m, const wideattn_prefill_params& p, int major, int minor, std::string* why) {
@@ -153,27 +186,16 @@ TEST_CASE("selection: launch geometry covers every token tile") {
 }
 
 TEST_CASE("selection: quantise kernels are chosen by kind, dtype, head dim and arch") {
-    Manifest m;
-    std::string err;
-    REQUIRE_MESSAGE(
-        parse_manifest(test::manifest_json({
-                           test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),
-                           test::kernel_json("quantize_e4m3", "sm_80", "e4m3", 8, 4096, 8, 1, 1, "\"paged\"", 4,
-                                             "0000000000000000", "quantize_e4m3"),
-                           test::kernel_json("quantize_e4m3", "sm_90a", "e4m3", 8, 4096, 8, 1, 1, "\"paged\"", 4,
-                                             "0000000000000000", "quantize_e4m3"),
-                       }),
-                       &m, &err),
-        err);
+    const Manifest m = parse_bundle({
+        test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),
+        aux_kernel_json("quantize_e4m3", "sm_80", "e4m3", "\"paged\""),
+        aux_kernel_json("quantize_e4m3", "sm_90a", "e4m3", "\"paged\""),
+    });
     wideattn_quantize_params p = test::valid_quantize_params();
+    CHECK(check_aux_arch_choice(m, p, select_quantize_kernel, "quantize_e4m3").find("does not run on sm_75") !=
+          std::string::npos);
     int32_t index = -1;
     std::string why;
-    REQUIRE(select_quantize_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
-    CHECK(m.kernels[index].arch == "sm_90a");
-    REQUIRE(select_quantize_kernel(m.kernels, p, 8, 6, &index, &why) == WIDEATTN_OK);
-    CHECK(m.kernels[index].arch == "sm_80");
-    CHECK(select_quantize_kernel(m.kernels, p, 7, 5, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
-    CHECK(why.find("does not run on sm_75") != std::string::npos);
     p.head_dim = 8192;
     CHECK(select_quantize_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(why.find("not head_dim=8192") != std::string::npos);
@@ -192,30 +214,17 @@ TEST_CASE("selection: quantise kernels are chosen by kind, dtype, head dim and a
 }
 
 TEST_CASE("selection: amax kernels are chosen by kind, dtype, head dim, grid and arch") {
-    Manifest m;
-    std::string err;
-    REQUIRE_MESSAGE(
-        parse_manifest(test::manifest_json({
-                           test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),
-                           test::kernel_json("quantize_e4m3", "sm_90a", "e4m3", 8, 4096, 8, 1, 1, "\"paged\"", 4,
-                                             "0000000000000000", "quantize_e4m3"),
-                           test::kernel_json("amax_e4m3", "sm_80", "f32", 8, 4096, 8, 1, 1, "\"slot_mapping\"", 4,
-                                             "0000000000000000", "amax_e4m3"),
-                           test::kernel_json("amax_e4m3", "sm_90a", "f32", 8, 4096, 8, 1, 1, "\"slot_mapping\"", 4,
-                                             "0000000000000000", "amax_e4m3"),
-                       }),
-                       &m, &err),
-        err);
+    const Manifest m = parse_bundle({
+        test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),
+        aux_kernel_json("quantize_e4m3", "sm_90a", "e4m3", "\"paged\""),
+        aux_kernel_json("amax_e4m3", "sm_80", "f32", "\"slot_mapping\""),
+        aux_kernel_json("amax_e4m3", "sm_90a", "f32", "\"slot_mapping\""),
+    });
     wideattn_scale_params p = test::valid_scale_params();
+    CHECK(check_aux_arch_choice(m, p, select_scale_kernel, "amax_e4m3") ==
+          "no e4m3 amax kernel in the bundle for sm_75: amax_e4m3 (sm_80) does not run on sm_75");
     int32_t index = -1;
     std::string why;
-    REQUIRE(select_scale_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
-    CHECK(m.kernels[index].kind == "amax_e4m3");
-    CHECK(m.kernels[index].arch == "sm_90a");
-    REQUIRE(select_scale_kernel(m.kernels, p, 8, 6, &index, &why) == WIDEATTN_OK);
-    CHECK(m.kernels[index].arch == "sm_80");
-    CHECK(select_scale_kernel(m.kernels, p, 7, 5, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
-    CHECK(why == "no e4m3 amax kernel in the bundle for sm_75: amax_e4m3 (sm_80) does not run on sm_75");
     p.head_dim = 8200;
     CHECK(select_scale_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(why.find("not head_dim=8200") != std::string::npos);
@@ -235,11 +244,7 @@ TEST_CASE("selection: amax kernels are chosen by kind, dtype, head dim, grid and
     q = test::valid_quantize_params();
     REQUIRE(select_quantize_kernel(m.kernels, q, 9, 0, &index, &why) == WIDEATTN_OK);
     CHECK(m.kernels[index].kind == "quantize_e4m3");
-    Manifest no_amax;
-    REQUIRE(parse_manifest(test::manifest_json({test::kernel_json("quantize_e4m3", "sm_90a", "e4m3", 8, 4096, 8, 1, 1,
-                                                                  "\"paged\"", 4, "0000000000000000",
-                                                                  "quantize_e4m3")}),
-                           &no_amax, &err));
+    const Manifest no_amax = parse_bundle({aux_kernel_json("quantize_e4m3", "sm_90a", "e4m3", "\"paged\"")});
     p = test::valid_scale_params();
     CHECK(select_scale_kernel(no_amax.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(why == "no e4m3 amax kernel in the bundle for sm_90: the bundle has none");
