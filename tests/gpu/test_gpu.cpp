@@ -142,25 +142,60 @@ TEST_CASE("gpu: bad input on a GPU gets the same clear errors") {
 
 namespace {
 
-// The issue's shape list for one bf16 kernel (selected by the caller) against the fp64 kernel.
-void check_bf16_shape_list(uint64_t seed) {
-    const int32_t q_lens[] = {1, 7, 63, 64, 65, 1000, 4096 + 13};
-    const int32_t contexts[] = {0, 1, 777, 8192};
-    const int32_t block_sizes[] = {16, 32, 128};
+// The shape lists' page sizes, cycled through case by case.
+constexpr int32_t kShapeListBlockSizes[] = {16, 32, 128};
+constexpr int kBlockSizeCount = sizeof(kShapeListBlockSizes) / sizeof(kShapeListBlockSizes[0]);
+constexpr int kTp4Period = 4;     // every fourth case (from the second) at TP=4 heads
+constexpr int kOutlierPeriod = 5;  // every fifth case (from the third) with a K outlier
+constexpr float kKOutlier = 12.0f;
+
+// The shape lists' one-sequence cases, q_lens x contexts in order, each with the next seed
+// after *seed: Gemma 4 global heads at TP=1 (32 query / 4 KV) or TP=4 (8 / 1), some with a
+// large K outlier channel, page sizes cycling through kShapeListBlockSizes.
+std::vector<ProblemSpec> shape_list_cases(std::initializer_list<int32_t> q_lens,
+                                          std::initializer_list<int32_t> contexts, uint64_t* seed) {
+    std::vector<ProblemSpec> specs;
     int variant = 0;
     for (int32_t q_len : q_lens)
         for (int32_t context : contexts) {
-            ProblemSpec s = problem_spec({q_len}, {context}, 32, 4, block_sizes[variant % 3], ++seed);
-            if (variant % 4 == 1) s.num_q_heads = 8, s.num_kv_heads = 1;
-            if (variant % 5 == 2) s.k_outlier = 12.0f;
+            ProblemSpec s = problem_spec({q_len}, {context}, 32, 4, kShapeListBlockSizes[variant % kBlockSizeCount],
+                                         ++*seed);
+            if (variant % kTp4Period == 1) s.num_q_heads = 8, s.num_kv_heads = 1;
+            if (variant % kOutlierPeriod == 2) s.k_outlier = kKOutlier;
             ++variant;
-            check_fast_case(s, kBf16RelL2, true);
+            specs.push_back(s);
         }
-    ProblemSpec batch = problem_spec({1, 1000, 0, 65, 4109}, {8192, 0, 777, 1, 13}, 32, 4, 32, ++seed);
+    return specs;
+}
+
+// The shape lists' mixed batch: one decode token after a long context, a long prompt, an
+// empty sequence, short ones and one past 4096 tokens, in one call.
+ProblemSpec shape_list_batch(uint64_t seed) {
+    return problem_spec({1, 1000, 0, 65, 4109}, {8192, 0, 777, 1, 13}, 32, 4, 32, seed);
+}
+
+// Runs `check` once for each bf16-output prefill kernel of these input dtypes that runs on
+// this GPU, the suite's context restricted to it; REQUIREs that there is one.
+template <typename Check>
+void for_each_runnable_prefill_kernel(int32_t kv_dtype, int32_t q_dtype, const char* none_runs, Check check) {
+    const std::vector<std::string> kernels = runnable_prefill_kernels(kv_dtype, q_dtype);
+    REQUIRE_MESSAGE(!kernels.empty(), none_runs);
+    for (const std::string& name : kernels) {
+        CAPTURE(name);
+        const KernelRestriction only(name);
+        check();
+    }
+}
+
+// The issue's shape list for one bf16 kernel (selected by the caller) against the fp64 kernel.
+void check_bf16_shape_list(uint64_t seed) {
+    for (const ProblemSpec& s : shape_list_cases({1, 7, 63, 64, 65, 1000, 4096 + 13}, {0, 1, 777, 8192}, &seed))
+        check_fast_case(s, kBf16RelL2, true);
+    ProblemSpec batch = shape_list_batch(++seed);
     batch.q_token_pad = 8;
     check_fast_case(batch, kBf16RelL2, true);
     ProblemSpec tp4 = problem_spec({63, 64}, {777, 8192}, 8, 1, 128, ++seed);
-    tp4.k_outlier = 12.0f;
+    tp4.k_outlier = kKOutlier;
     check_fast_case(tp4, kBf16RelL2, true);
 }
 
@@ -171,13 +206,9 @@ TEST_CASE("gpu bf16 kernels: the issue's shape list against the fp64 kernel, eve
         MESSAGE("no bf16-output kernel in the bundle yet");
         return;
     }
-    const std::vector<std::string> kernels = runnable_prefill_kernels(WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16);
-    REQUIRE_MESSAGE(!kernels.empty(), "no bf16 kernel of the bundle runs on this GPU");
-    for (const std::string& name : kernels) {
-        CAPTURE(name);
-        const KernelRestriction only(name);
-        check_bf16_shape_list(fresh_seed() * 1000);
-    }
+    for_each_runnable_prefill_kernel(WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16,
+                                     "no bf16 kernel of the bundle runs on this GPU",
+                                     [] { check_bf16_shape_list(fresh_seed() * 1000); });
 }
 
 namespace {
@@ -185,20 +216,12 @@ namespace {
 // The 8-bit kernels' shape list against the fp64 kernel on the exactly dequantised inputs:
 // K/V in e4m3, and Q too when `e4m3_q` (rows then padded by a whole 16 bytes).
 void check_e4m3_shape_list(uint64_t seed, std::initializer_list<int32_t> q_lens, bool e4m3_q) {
-    const int32_t contexts[] = {0, 777, 8192};
-    const int32_t block_sizes[] = {16, 32, 128};
-    int variant = 0;
-    for (int32_t q_len : q_lens)
-        for (int32_t context : contexts) {
-            ProblemSpec s = problem_spec({q_len}, {context}, 32, 4, block_sizes[variant % 3], ++seed);
-            if (variant % 4 == 1) s.num_q_heads = 8, s.num_kv_heads = 1;
-            if (variant % 5 == 2) s.k_outlier = 12.0f;
-            s.e4m3_kv = true;
-            s.e4m3_q = e4m3_q;
-            ++variant;
-            check_fast_case(s, kE4m3RelL2, false);
-        }
-    ProblemSpec batch = problem_spec({1, 1000, 0, 65, 4109}, {8192, 0, 777, 1, 13}, 32, 4, 32, ++seed);
+    for (ProblemSpec s : shape_list_cases(q_lens, {0, 777, 8192}, &seed)) {
+        s.e4m3_kv = true;
+        s.e4m3_q = e4m3_q;
+        check_fast_case(s, kE4m3RelL2, false);
+    }
+    ProblemSpec batch = shape_list_batch(++seed);
     if (e4m3_q) batch.q_token_pad = kE4m3QPadMultiple;
     batch.e4m3_kv = true;
     batch.e4m3_q = e4m3_q;
@@ -220,11 +243,10 @@ TEST_CASE("gpu e4m3-Q kernels: Q already e4m3, the shape list against the fp64 k
         MESSAGE("no e4m3-Q kernel in the bundle yet");
         return;
     }
-    const std::vector<std::string> kernels = runnable_prefill_kernels(WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3);
-    REQUIRE_MESSAGE(!kernels.empty(), "no e4m3-Q kernel of the bundle runs on this GPU");
-    for (const std::string& name : kernels) {
-        CAPTURE(name);
-        const KernelRestriction only(name);
-        check_e4m3_shape_list(fresh_seed() * 1000 + 800, {1, 7, 65, 1000, 4096 + 13}, true);
-    }
+    for_each_runnable_prefill_kernel(WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3,
+                                     "no e4m3-Q kernel of the bundle runs on this GPU",
+                                     [] {
+                                         check_e4m3_shape_list(fresh_seed() * 1000 + 800, {1, 7, 65, 1000, 4096 + 13},
+                                                               true);
+                                     });
 }
