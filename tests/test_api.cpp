@@ -30,6 +30,26 @@ std::string first_cubin(const std::string& bundle) {
     return bundle + "/" + m.kernels[0].cubin;
 }
 
+// A libcuda path that does not exist: WIDEATTN_LIBCUDA set to it forces the no-driver path.
+constexpr const char* kMissingLibcuda = "/nonexistent/libcuda.so.1";
+
+// Forces the no-driver path even on a machine that has a driver (it takes effect at the
+// process's first driver use).
+void force_no_driver() { setenv("WIDEATTN_LIBCUDA", kMissingLibcuda, 1); }
+
+// The built bundle, opened (REQUIREd) for the lifetime of the object.
+class OpenBundle {
+public:
+    OpenBundle() { REQUIRE(wideattn_open(&ctx_, test::built_bundle().c_str()) == WIDEATTN_OK); }
+    ~OpenBundle() { wideattn_close(ctx_); }
+    OpenBundle(const OpenBundle&) = delete;
+    OpenBundle& operator=(const OpenBundle&) = delete;
+    wideattn_context* ctx() const { return ctx_; }
+
+private:
+    wideattn_context* ctx_ = nullptr;
+};
+
 }  // namespace
 
 TEST_CASE("api: version and status names") {
@@ -113,8 +133,8 @@ TEST_CASE("api: damaged bundles fail at open with the file named") {
 }
 
 TEST_CASE("api: is_supported runs validation and selection without a driver") {
-    wideattn_context* ctx = nullptr;
-    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
+    const OpenBundle bundle;
+    wideattn_context* const ctx = bundle.ctx();
     wideattn_prefill_params p = test::valid_params();
     p.o_dtype = WIDEATTN_DTYPE_F64;
     int32_t index = -1;
@@ -129,7 +149,6 @@ TEST_CASE("api: is_supported runs validation and selection without a driver") {
     CHECK(wideattn_is_supported(ctx, &p, 9, 0, &index) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()) == "block_size=8 is not a positive multiple of 16");
     CHECK(wideattn_is_supported(nullptr, &p, 9, 0, &index) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    wideattn_close(ctx);
 }
 
 namespace {
@@ -154,8 +173,8 @@ bool bundle_has(wideattn_context* ctx, const std::string& name) {
 }  // namespace
 
 TEST_CASE("api: set_prefill_kernel restricts selection to one kernel by name") {
-    wideattn_context* ctx = nullptr;
-    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
+    const OpenBundle bundle;
+    wideattn_context* const ctx = bundle.ctx();
     const wideattn_prefill_params p = test::valid_params();
     const std::string automatic = selected_name(ctx, p, 9, 0);
     if (bundle_has(ctx, "wgmma_bf16_d512")) CHECK(automatic == "wgmma_bf16_d512@sm_90a");
@@ -191,30 +210,27 @@ TEST_CASE("api: set_prefill_kernel restricts selection to one kernel by name") {
     REQUIRE(wideattn_set_prefill_kernel(ctx, "") == WIDEATTN_OK);
     CHECK(selected_name(ctx, p, 9, 0) == automatic);
     CHECK(wideattn_set_prefill_kernel(nullptr, "mma_bf16_d512") == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    wideattn_close(ctx);
 }
 
 TEST_CASE("api: without a driver, launching returns NO_DRIVER and the process keeps working") {
-    // Force the no-driver path even on a machine that has one (first driver use in this process).
-    setenv("WIDEATTN_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
-    wideattn_context* ctx = nullptr;
-    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
+    force_no_driver();
+    const OpenBundle bundle;
+    wideattn_context* const ctx = bundle.ctx();
     wideattn_prefill_params p = test::valid_params();
     p.o_dtype = WIDEATTN_DTYPE_F64;
     CHECK(wideattn_prefill(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
-    CHECK(std::string(wideattn_last_error()).find("cannot load /nonexistent/libcuda.so.1") != std::string::npos);
+    CHECK(std::string(wideattn_last_error()).find(std::string("cannot load ") + kMissingLibcuda) != std::string::npos);
     // Validation still comes first.
     p.q = nullptr;
     CHECK(wideattn_prefill(ctx, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()) == "q is NULL");
     CHECK(wideattn_prefill(nullptr, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    wideattn_close(ctx);
 }
 
 TEST_CASE("api: quantise-into-cache validates first, then needs the driver") {
-    setenv("WIDEATTN_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
-    wideattn_context* ctx = nullptr;
-    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
+    force_no_driver();
+    const OpenBundle bundle;
+    wideattn_context* const ctx = bundle.ctx();
     wideattn_quantize_params p = test::valid_quantize_params();
     CHECK(wideattn_quantize_to_cache(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
     p.head_dim = 12;
@@ -229,16 +245,15 @@ TEST_CASE("api: quantise-into-cache validates first, then needs the driver") {
         has_quantize |= std::string(info.kind) == "quantize_e4m3";
     }
     CHECK(has_quantize);
-    wideattn_close(ctx);
 }
 
 TEST_CASE("api: compute_scale validates first, then needs the driver") {
-    setenv("WIDEATTN_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
-    wideattn_context* ctx = nullptr;
-    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
+    force_no_driver();
+    const OpenBundle bundle;
+    wideattn_context* const ctx = bundle.ctx();
     wideattn_scale_params p = test::valid_scale_params();
     CHECK(wideattn_compute_scale(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
-    CHECK(std::string(wideattn_last_error()).find("cannot load /nonexistent/libcuda.so.1") != std::string::npos);
+    CHECK(std::string(wideattn_last_error()).find(std::string("cannot load ") + kMissingLibcuda) != std::string::npos);
     p.tokens = 0;  // an empty tensor still writes the scale, so it still needs the driver
     CHECK(wideattn_compute_scale(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
     p.scale = nullptr;
@@ -266,5 +281,4 @@ TEST_CASE("api: compute_scale validates first, then needs the driver") {
         has_amax |= std::string(info.kind) == "amax_e4m3";
     }
     CHECK(has_amax);
-    wideattn_close(ctx);
 }
