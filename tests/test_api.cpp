@@ -161,13 +161,23 @@ std::string selected_name(wideattn_context* ctx, const wideattn_prefill_params& 
     return std::string(info.name) + "@" + info.arch;
 }
 
-bool bundle_has(wideattn_context* ctx, const std::string& name) {
+// Whether the bundle has a kernel whose info satisfies `match` (every info read REQUIREd).
+template <typename Match>
+bool bundle_has_kernel(wideattn_context* ctx, Match match) {
     for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
         wideattn_kernel_info info{};
         REQUIRE(wideattn_get_kernel_info(ctx, i, &info) == WIDEATTN_OK);
-        if (name == info.name) return true;
+        if (match(info)) return true;
     }
     return false;
+}
+
+bool bundle_has(wideattn_context* ctx, const std::string& name) {
+    return bundle_has_kernel(ctx, [&](const wideattn_kernel_info& info) { return name == info.name; });
+}
+
+bool bundle_has_kind(wideattn_context* ctx, const std::string& kind) {
+    return bundle_has_kernel(ctx, [&](const wideattn_kernel_info& info) { return kind == info.kind; });
 }
 
 }  // namespace
@@ -238,13 +248,7 @@ TEST_CASE("api: quantise-into-cache validates first, then needs the driver") {
     CHECK(std::string(wideattn_last_error()) == "head_dim=12 is not a positive multiple of 8");
     CHECK(wideattn_quantize_to_cache(ctx, nullptr, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(wideattn_quantize_to_cache(nullptr, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    bool has_quantize = false;
-    for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
-        wideattn_kernel_info info{};
-        REQUIRE(wideattn_get_kernel_info(ctx, i, &info) == WIDEATTN_OK);
-        has_quantize |= std::string(info.kind) == "quantize_e4m3";
-    }
-    CHECK(has_quantize);
+    CHECK(bundle_has_kind(ctx, "quantize_e4m3"));
 }
 
 TEST_CASE("api: compute_scale validates first, then needs the driver") {
@@ -274,11 +278,5 @@ TEST_CASE("api: compute_scale validates first, then needs the driver") {
     q.tokens = 1000;
     CHECK(wideattn_quantize_to_cache(ctx, &q, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()).find("tokens=1000 exceed") != std::string::npos);
-    bool has_amax = false;
-    for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
-        wideattn_kernel_info info{};
-        REQUIRE(wideattn_get_kernel_info(ctx, i, &info) == WIDEATTN_OK);
-        has_amax |= std::string(info.kind) == "amax_e4m3";
-    }
-    CHECK(has_amax);
+    CHECK(bundle_has_kind(ctx, "amax_e4m3"));
 }
