@@ -27,70 +27,74 @@ def expect(label, condition, detail=""):
         failures.append(label)
 
 
+EXIT_OK = 0
+EXIT_USAGE = 2  # bad arguments, and errors such as a missing bundle or driver
+
+
+def expect_run(label, args, want_rc, stream, fragments):
+    """Runs the CLI with `args`: exit status `want_rc` and every fragment in `stream` ("out" or "err")."""
+    rc, out, err = run(args)
+    text = out if stream == "out" else err
+    expect(label, rc == want_rc and all(f in text for f in fragments), (rc, text))
+
+
+# (label, args, exit status, stream, fragments that must all stand in it)
+HELP_CASES = [
+    ("no command: usage, exit 2", [], EXIT_USAGE, "out", ["usage: wideattn"]),
+    ("--help lists commands", ["--help"], EXIT_OK, "out", ["inspect", "selftest", "accuracy"]),
+    ("inspect --help", ["inspect", "--help"], EXIT_OK, "out", ["usage: wideattn inspect"]),
+    ("selftest --help", ["selftest", "--help"], EXIT_OK, "out", ["usage: wideattn selftest"]),
+    ("unknown command", ["frobnicate"], EXIT_USAGE, "err", ["unknown command 'frobnicate'"]),
+]
+INSPECT_CASES = [
+    ("inspect on a missing bundle", ["inspect", "--bundle", "/nonexistent"], EXIT_USAGE, "err",
+     ["WIDEATTN_ERROR_BUNDLE", "/nonexistent"]),
+    ("inspect --device -1", ["inspect", "--device", "-1"], EXIT_USAGE, "err", ["--device='-1'"]),
+    ("inspect unknown option", ["inspect", "--colour"], EXIT_USAGE, "err", ["unknown argument '--colour'"]),
+]
+SELFTEST_AND_BENCH_CASES = [
+    ("selftest without a driver fails clearly", ["selftest"], EXIT_USAGE, "err", ["WIDEATTN_ERROR_NO_DRIVER"]),
+    ("selftest --skip-without-gpu", ["selftest", "--skip-without-gpu"], EXIT_OK, "out", ["skipped, no GPU"]),
+    ("selftest bad seed", ["selftest", "--seed", "abc"], EXIT_USAGE, "err", ["--seed='abc'"]),
+    ("selftest --quick 0", ["selftest", "--quick", "0"], EXIT_USAGE, "err", ["--quick='0'"]),
+    ("bench --help", ["bench", "--help"], EXIT_OK, "out", ["usage: wideattn bench"]),
+    ("bench unknown case", ["bench", "--cases", "prompt_99k"], EXIT_USAGE, "err", ["unknown case 'prompt_99k'"]),
+    ("bench --reps 0", ["bench", "--reps", "0"], EXIT_USAGE, "err", ["--reps='0'"]),
+    ("bench without a GPU", ["bench", "--cases", "prompt_16k"], EXIT_USAGE, "err", ["WIDEATTN_ERROR_NO_DRIVER"]),
+    ("bench --kv-dtype fp4", ["bench", "--kv-dtype", "fp4"], EXIT_USAGE, "err", ["--kv-dtype='fp4'"]),
+    ("bench --q-dtype int8", ["bench", "--q-dtype", "int8"], EXIT_USAGE, "err", ["--q-dtype='int8'"]),
+    ("bench --q-dtype e4m3 without e4m3 K/V", ["bench", "--q-dtype", "e4m3"], EXIT_USAGE, "err",
+     ["needs --kv-dtype e4m3"]),
+    ("bench --kernel unknown", ["bench", "--kernel", "no_such_kernel"], EXIT_USAGE, "err",
+     ["name=no_such_kernel is not a prefill kernel"]),
+    ("bench --kernels unknown", ["bench", "--kernels", "mma_bf16_d512,no_such_kernel"], EXIT_USAGE, "err",
+     ["--kernels: name=no_such_kernel"]),
+    ("bench --kernels empty name", ["bench", "--kernels", "mma_bf16_d512,,mma_bf16_d512"], EXIT_USAGE, "err",
+     ["has an empty name"]),
+    ("bench --kernels fp64", ["bench", "--kernels", "reference_f64"], EXIT_USAGE, "err",
+     ["does not write bf16 output"]),
+    ("bench --kernels with --kv-dtype", ["bench", "--kernels", "mma_bf16_d512", "--kv-dtype", "e4m3"], EXIT_USAGE,
+     "err", ["does not combine"]),
+    ("bench --kernels without a GPU", ["bench", "--kernels", "mma_bf16_d512", "--cases", "prompt_4k"], EXIT_USAGE,
+     "err", ["WIDEATTN_ERROR_NO_DRIVER"]),
+    ("bench --list", ["bench", "--list"], EXIT_OK, "out", ["prompt_16k", "tp4_prompt_16k"]),
+]
+
 CLI = sys.argv[1]
 
-rc, out, err = run([])
-expect("no command: usage, exit 2", rc == 2 and "usage: wideattn" in out, (rc, out))
-rc, out, err = run(["--help"])
-expect("--help lists commands", rc == 0 and all(c in out for c in ("inspect", "selftest", "accuracy")))
-for command in ("inspect", "selftest"):
-    rc, out, err = run([command, "--help"])
-    expect(f"{command} --help", rc == 0 and f"usage: wideattn {command}" in out, (rc, out))
-rc, out, err = run(["frobnicate"])
-expect("unknown command", rc == 2 and "unknown command 'frobnicate'" in err, (rc, err))
+for case in HELP_CASES:
+    expect_run(*case)
 
 rc, out, err = run(["inspect"])
-expect("inspect lists the fp64 kernel", rc == 0 and "reference_f64" in out and "ptxas" in out, (rc, out, err))
+expect("inspect lists the fp64 kernel", rc == EXIT_OK and "reference_f64" in out and "ptxas" in out, (rc, out, err))
 archs = os.environ.get("WIDEATTN_TEST_ARCHS", "").split(",")
 for arch in filter(None, archs):
     expect(f"inspect shows {arch}", f" {arch} " in out, out)
-rc, out, err = run(["inspect", "--bundle", "/nonexistent"])
-expect("inspect on a missing bundle", rc == 2 and "WIDEATTN_ERROR_BUNDLE" in err and "/nonexistent" in err, (rc, err))
-rc, out, err = run(["inspect", "--device", "-1"])
-expect("inspect --device -1", rc == 2 and "--device='-1'" in err, (rc, err))
-rc, out, err = run(["inspect", "--colour"])
-expect("inspect unknown option", rc == 2 and "unknown argument '--colour'" in err, (rc, err))
-
-rc, out, err = run(["selftest"])
-expect("selftest without a driver fails clearly", rc == 2 and "WIDEATTN_ERROR_NO_DRIVER" in err, (rc, err))
-rc, out, err = run(["selftest", "--skip-without-gpu"])
-expect("selftest --skip-without-gpu", rc == 0 and "skipped, no GPU" in out, (rc, out))
-rc, out, err = run(["selftest", "--seed", "abc"])
-expect("selftest bad seed", rc == 2 and "--seed='abc'" in err, (rc, err))
-
-rc, out, err = run(["selftest", "--quick", "0"])
-expect("selftest --quick 0", rc == 2 and "--quick='0'" in err, (rc, err))
-rc, out, err = run(["bench", "--help"])
-expect("bench --help", rc == 0 and "usage: wideattn bench" in out, (rc, out))
-rc, out, err = run(["bench", "--cases", "prompt_99k"])
-expect("bench unknown case", rc == 2 and "unknown case 'prompt_99k'" in err, (rc, err))
-rc, out, err = run(["bench", "--reps", "0"])
-expect("bench --reps 0", rc == 2 and "--reps='0'" in err, (rc, err))
-rc, out, err = run(["bench", "--cases", "prompt_16k"])
-expect("bench without a GPU", rc == 2 and "WIDEATTN_ERROR_NO_DRIVER" in err, (rc, err))
-rc, out, err = run(["bench", "--kv-dtype", "fp4"])
-expect("bench --kv-dtype fp4", rc == 2 and "--kv-dtype='fp4'" in err, (rc, err))
-rc, out, err = run(["bench", "--q-dtype", "int8"])
-expect("bench --q-dtype int8", rc == 2 and "--q-dtype='int8'" in err, (rc, err))
-rc, out, err = run(["bench", "--q-dtype", "e4m3"])
-expect("bench --q-dtype e4m3 without e4m3 K/V", rc == 2 and "needs --kv-dtype e4m3" in err, (rc, err))
-rc, out, err = run(["bench", "--kernel", "no_such_kernel"])
-expect("bench --kernel unknown", rc == 2 and "name=no_such_kernel is not a prefill kernel" in err, (rc, err))
-rc, out, err = run(["bench", "--kernels", "mma_bf16_d512,no_such_kernel"])
-expect("bench --kernels unknown", rc == 2 and "--kernels: name=no_such_kernel" in err, (rc, err))
-rc, out, err = run(["bench", "--kernels", "mma_bf16_d512,,mma_bf16_d512"])
-expect("bench --kernels empty name", rc == 2 and "has an empty name" in err, (rc, err))
-rc, out, err = run(["bench", "--kernels", "reference_f64"])
-expect("bench --kernels fp64", rc == 2 and "does not write bf16 output" in err, (rc, err))
-rc, out, err = run(["bench", "--kernels", "mma_bf16_d512", "--kv-dtype", "e4m3"])
-expect("bench --kernels with --kv-dtype", rc == 2 and "does not combine" in err, (rc, err))
-rc, out, err = run(["bench", "--kernels", "mma_bf16_d512", "--cases", "prompt_4k"])
-expect("bench --kernels without a GPU", rc == 2 and "WIDEATTN_ERROR_NO_DRIVER" in err, (rc, err))
-rc, out, err = run(["bench", "--list"])
-expect("bench --list", rc == 0 and "prompt_16k" in out and "tp4_prompt_16k" in out, (rc, out))
+for case in INSPECT_CASES + SELFTEST_AND_BENCH_CASES:
+    expect_run(*case)
 
 rc, out, err = run(["version"])
-expect("version", rc == 0 and out.startswith("wideattn "), out)
+expect("version", rc == EXIT_OK and out.startswith("wideattn "), out)
 
 print(f"cli: {len(failures)} failed")
 sys.exit(1 if failures else 0)
