@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "dispatch/selection.h"
 #include "tests/test_helpers.h"
@@ -12,16 +14,44 @@ using namespace wideattn;
 
 namespace {
 
+// One bad argument: how to break valid params, and the text the refusal must carry.
+template <typename Params>
 struct BadCase {
     const char* label;
-    std::function<void(wideattn_prefill_params&)> mutate;
+    std::function<void(Params&)> mutate;
     const char* expected;
 };
 
-std::string validate(const wideattn_prefill_params& p) {
+template <typename Params>
+using Validator = wideattn_status (*)(const Params*, std::string*);
+
+// How a refusal's message must carry the expected text.
+enum class MessageMatch { kContains, kStartsWith };
+
+// The refusal message of `validate` on p; where it does not refuse with INVALID_ARGUMENT, a
+// line naming the status it returned instead (which no expected text matches).
+template <typename Params>
+std::string refusal(Validator<Params> validate, const Params& p) {
     std::string message;
-    if (validate_params(&p, &message) != WIDEATTN_ERROR_INVALID_ARGUMENT) return "<accepted>";
-    return message;
+    const wideattn_status status = validate(&p, &message);
+    if (status == WIDEATTN_ERROR_INVALID_ARGUMENT) return message;
+    return std::string("<not refused as INVALID_ARGUMENT: ") + wideattn_status_string(status) + "> " + message;
+}
+
+// Each case applied alone to `valid()`: refused as INVALID_ARGUMENT with its expected text.
+template <typename Params>
+void check_each_refused(const std::vector<BadCase<Params>>& cases, Params (*valid)(), Validator<Params> validate,
+                        MessageMatch match) {
+    for (const BadCase<Params>& c : cases) {
+        Params p = valid();
+        c.mutate(p);
+        const std::string label = c.label;  // captured as text, not as a pointer
+        CAPTURE(label);
+        const std::string message = refusal(validate, p);
+        const bool carried = match == MessageMatch::kStartsWith ? message.rfind(c.expected, 0) == 0
+                                                                : message.find(c.expected) != std::string::npos;
+        CHECK_MESSAGE(carried, message);
+    }
 }
 
 void* fake(uintptr_t address) { return reinterpret_cast<void*>(address); }
@@ -46,7 +76,7 @@ TEST_CASE("validation: null params") {
 }
 
 TEST_CASE("validation: each bad input is refused with its own message") {
-    const BadCase cases[] = {
+    const std::vector<BadCase<wideattn_prefill_params>> cases = {
         {"q null", [](auto& p) { p.q = nullptr; }, "q is NULL"},
         {"k_cache null", [](auto& p) { p.k_cache = nullptr; }, "k_cache is NULL"},
         {"v_cache null", [](auto& p) { p.v_cache = nullptr; }, "v_cache is NULL"},
@@ -118,13 +148,7 @@ TEST_CASE("validation: each bad input is refused with its own message") {
         {"scale on bf16", [](auto& p) { p.v_scale = static_cast<const float*>(fake(0x70000000)); },
          "v_scale=0x70000000 is set but kv_dtype=bf16 takes no scale"},
     };
-    for (const BadCase& c : cases) {
-        wideattn_prefill_params p = test::valid_params();
-        c.mutate(p);
-        CAPTURE(c.label);
-        const std::string message = validate(p);
-        CHECK_MESSAGE(message.find(c.expected) != std::string::npos, message);
-    }
+    check_each_refused(cases, test::valid_params, validate_params, MessageMatch::kContains);
 }
 
 TEST_CASE("validation: head-major output layout is accepted") {
@@ -143,11 +167,7 @@ TEST_CASE("validation: quantise-into-cache arguments") {
     CHECK(validate_quantize_params(&good, &message) == WIDEATTN_OK);
     CHECK(validate_quantize_params(nullptr, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(message == "params is NULL");
-    const struct {
-        const char* label;
-        std::function<void(wideattn_quantize_params&)> mutate;
-        const char* expected;
-    } cases[] = {
+    const std::vector<BadCase<wideattn_quantize_params>> cases = {
         {"src null", [](auto& p) { p.src = nullptr; }, "src is NULL"},
         {"cache null", [](auto& p) { p.cache = nullptr; }, "cache is NULL"},
         {"identity slots past the cache", [](auto& p) { p.slot_mapping = nullptr; p.tokens = 129; },
@@ -170,13 +190,7 @@ TEST_CASE("validation: quantise-into-cache arguments") {
         {"cache slot stride", [](auto& p) { p.cache_slot_stride = 0; }, "cache_slot_stride=0 is not a positive multiple of 8"},
         {"cache head stride", [](auto& p) { p.cache_head_stride = 4; }, "cache_head_stride=4 is not a positive multiple of 8"},
     };
-    for (const auto& c : cases) {
-        wideattn_quantize_params p = test::valid_quantize_params();
-        c.mutate(p);
-        CAPTURE(c.label);
-        CHECK(validate_quantize_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-        CHECK_MESSAGE(message.find(c.expected) != std::string::npos, message);
-    }
+    check_each_refused(cases, test::valid_quantize_params, validate_quantize_params, MessageMatch::kContains);
     wideattn_quantize_params f32 = test::valid_quantize_params();
     f32.src_dtype = WIDEATTN_DTYPE_F32;
     CHECK(validate_quantize_params(&f32, &message) == WIDEATTN_ERROR_UNSUPPORTED);
@@ -208,11 +222,7 @@ TEST_CASE("validation: per-tensor scale (amax) arguments") {
     CHECK(validate_scale_params(&good, &message) == WIDEATTN_OK);
     CHECK(validate_scale_params(nullptr, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(message == "params is NULL");
-    const struct {
-        const char* label;
-        std::function<void(wideattn_scale_params&)> mutate;
-        const char* expected;
-    } cases[] = {
+    const std::vector<BadCase<wideattn_scale_params>> cases = {
         {"src null", [](auto& p) { p.src = nullptr; }, "src is NULL"},
         {"scale null", [](auto& p) { p.scale = nullptr; }, "scale is NULL"},
         {"src misaligned", [](auto& p) { p.src = fake(0x10000008); }, "src=0x10000008 is not 16-byte aligned"},
@@ -231,13 +241,8 @@ TEST_CASE("validation: per-tensor scale (amax) arguments") {
          "src_token_stride=2050 is not a multiple of 8 elements"},
         {"head stride", [](auto& p) { p.src_head_stride = 4; }, "src_head_stride=4 is not a multiple of 8 elements"},
     };
-    for (const auto& c : cases) {
-        wideattn_scale_params p = test::valid_scale_params();
-        c.mutate(p);
-        CAPTURE(c.label);
-        CHECK(validate_scale_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-        CHECK_MESSAGE(message.rfind(c.expected, 0) == 0, message);  // names the argument and value first
-    }
+    // Each message names the argument and its value first.
+    check_each_refused(cases, test::valid_scale_params, validate_scale_params, MessageMatch::kStartsWith);
     wideattn_scale_params e4m3 = test::valid_scale_params();
     e4m3.src_dtype = WIDEATTN_DTYPE_E4M3;
     CHECK(validate_scale_params(&e4m3, &message) == WIDEATTN_ERROR_UNSUPPORTED);
