@@ -194,15 +194,7 @@ __device__ __forceinline__ bool softmax_step(float (&s)[Wt::kKeyNTiles][4], mma:
     return rescale;
 }
 
-__device__ __forceinline__ void rescale_output(float (&o)[Wt::kDimNTiles][4], const float (&alpha)[2]) {
-#pragma unroll
-    for (int32_t n = 0; n < Wt::kDimNTiles; ++n) {
-        o[n][0] *= alpha[0];
-        o[n][1] *= alpha[0];
-        o[n][2] *= alpha[1];
-        o[n][3] *= alpha[1];
-    }
-}
+using mma::rescale_output;
 
 __device__ __forceinline__ uint32_t ring_chunk(const SharedMap& map, int32_t chunk) {
     return map.ring + (chunk % Wt::kRingSlots) * Wt::kChunkBytes;

@@ -21,6 +21,19 @@ struct RowState {
     float sum[2];       // this thread's part of the row sum of 2^(score - max) (times the kernel's P scale)
 };
 
+// Multiplies the O accumulator's row g values (elements 0, 1 of each 8-column quad) by alpha[0]
+// and its row g + 8 values (elements 2, 3) by alpha[1].
+template <int32_t kNTiles>
+__device__ __forceinline__ void rescale_output(float (&o)[kNTiles][4], const float (&alpha)[2]) {
+#pragma unroll
+    for (int32_t n = 0; n < kNTiles; ++n) {
+        o[n][0] *= alpha[0];
+        o[n][1] *= alpha[0];
+        o[n][2] *= alpha[1];
+        o[n][3] *= alpha[1];
+    }
+}
+
 // Raises the running maxima to tile_max and rescales O and the sums, when any row of the warp
 // grew by more than the threshold (warp-uniform decision).
 template <class Traits>
@@ -38,13 +51,7 @@ __device__ __forceinline__ void rescale_if_grown(const float (&tile_max)[2], flo
             state.max_log2[r] = updated;
             state.sum[r] *= alpha[r];
         }
-#pragma unroll
-        for (int32_t n = 0; n < Traits::kDimNTiles; ++n) {
-            o[n][0] *= alpha[0];
-            o[n][1] *= alpha[0];
-            o[n][2] *= alpha[1];
-            o[n][3] *= alpha[1];
-        }
+        rescale_output(o, alpha);
     }
 }
 
