@@ -121,16 +121,7 @@ __device__ __forceinline__ void exchange_scores(float scale, uint32_t exchange, 
 // Bottom-right causal mask and the kv_end limit for key tile `tile`.
 __device__ __forceinline__ void mask_scores(const mma::BlockGeometry& g, int32_t tile, int32_t lane,
                                             float (&s)[Wt::kKeyNTiles][4]) {
-    const int32_t tile_key0 = tile * Wt::kTileKeys;
-    const int32_t warp_key_end = min(g.row_key_end, g.kv_end);  // smallest limit of the warp's rows
-    if (tile_key0 + Wt::kTileKeys <= warp_key_end) return;
-#pragma unroll
-    for (int32_t n = 0; n < Wt::kKeyNTiles; ++n)
-#pragma unroll
-        for (int32_t e = 0; e < 4; ++e) {
-            const int32_t key = tile_key0 + n * Wt::kAccumN + 2 * (lane % 4) + (e % 2);
-            if (key >= min(g.row_key_end + e / 2, g.kv_end)) s[n][e] = -INFINITY;
-        }
+    mma::mask_tile_scores<Wt::kTileKeys, Wt::kAccumN>(g, tile, lane, s);
 }
 
 // P fragments as bf16 pairs (the bf16 kernel) or fp16 pairs (the e4m3 kernel's fp16 P V).

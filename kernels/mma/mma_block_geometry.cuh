@@ -1,7 +1,8 @@
 // mma_block_geometry.cuh - where a thread sits in an mma-tier prefill block (64 rows = 8 tokens
 // x the 8 query heads of one KV head, warps = m-tile x dim half) and which keys the block
-// visits under bottom-right causal masking. Shared by mma_bf16_d512 and the 8-bit kernels;
-// `Traits` supplies kWarpSize, kDimSplit, kGroup, kTileKeys and kTokensPerRowTile.
+// visits under bottom-right causal masking, and the mask itself on a tile of scores. Shared by
+// mma_bf16_d512, the 8-bit kernels and the Hopper tier; `Traits` supplies kWarpSize, kDimSplit,
+// kGroup, kTileKeys and kTokensPerRowTile.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +54,24 @@ __device__ __forceinline__ void block_geometry(const wideattn_prefill_params& p,
     geometry->row_key_end = static_cast<int32_t>(causal.context_end + row_tile * Traits::kTokensPerRowTile + 1);
     geometry->kv_head = work.kv_head;
     geometry->table_offset = static_cast<int64_t>(tile.seq) * p.block_table_stride;
+}
+
+// Sets to -inf the scores of key tile `tile` that a thread's rows may not see (bottom-right
+// causal limit and kv_end). s holds the thread's part of a 16-row x kTileKeys accumulator:
+// s[n][e] is row (e / 2) * 8 of its pair, key n * kColsPerNTile + 2 * (lane % 4) + e % 2.
+template <int32_t kTileKeys, int32_t kColsPerNTile, int32_t kNTiles>
+__device__ __forceinline__ void mask_tile_scores(const BlockGeometry& g, int32_t tile, int32_t lane,
+                                                 float (&s)[kNTiles][4]) {
+    const int32_t tile_key0 = tile * kTileKeys;
+    const int32_t warp_key_end = min(g.row_key_end, g.kv_end);  // smallest limit of the warp's rows
+    if (tile_key0 + kTileKeys <= warp_key_end) return;
+#pragma unroll
+    for (int32_t n = 0; n < kNTiles; ++n)
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) {
+            const int32_t key = tile_key0 + n * kColsPerNTile + 2 * (lane % 4) + (e % 2);
+            if (key >= min(g.row_key_end + e / 2, g.kv_end)) s[n][e] = -INFINITY;
+        }
 }
 
 }  // namespace wideattn::mma

@@ -207,17 +207,7 @@ __device__ __forceinline__ void tile_scores(const wideattn_prefill_params& p, co
         s[n][3] = (s[n][3] + other.w) * (p.softmax_scale * kLog2e);
     }
 
-    const int32_t tile_key0 = tile * Tr::kTileKeys;
-    const int32_t warp_key_end = min(g.row_key_end, g.kv_end);  // smallest limit of the warp's rows
-    if (tile_key0 + Tr::kTileKeys > warp_key_end) {
-#pragma unroll
-        for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
-#pragma unroll
-            for (int32_t e = 0; e < 4; ++e) {
-                const int32_t key = tile_key0 + n * Tr::kMmaN + 2 * (lane % 4) + (e % 2);
-                if (key >= min(g.row_key_end + e / 2, g.kv_end)) s[n][e] = -INFINITY;
-            }
-    }
+    mask_tile_scores<Tr::kTileKeys, Tr::kMmaN>(g, tile, lane, s);
 }
 
 // Online softmax with lazy rescale (warp-uniform decision); returns P as the A fragment of
