@@ -153,18 +153,7 @@ __device__ __forceinline__ bool softmax_step(float (&s)[Wt::kKeyNTiles][4], mma:
         m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 2));
         tile_max[r] = m;
     }
-    const bool grows = tile_max[0] > state.max_log2[0] + Wt::kRescaleThresholdLog2 ||
-                       tile_max[1] > state.max_log2[1] + Wt::kRescaleThresholdLog2;
-    const bool rescale = __any_sync(kFullMask, grows);
-    if (rescale) {
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r) {
-            const float updated = fmaxf(state.max_log2[r], tile_max[r]);
-            alpha[r] = updated == -INFINITY ? 1.0f : mma::fast_exp2(state.max_log2[r] - updated);
-            state.max_log2[r] = updated;
-            state.sum[r] *= alpha[r];
-        }
-    }
+    const bool rescale = mma::raise_max_if_grown<Wt>(tile_max, state, alpha);
     float base[2];
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r];

@@ -34,16 +34,16 @@ __device__ __forceinline__ void rescale_output(float (&o)[kNTiles][4], const flo
     }
 }
 
-// Raises the running maxima to tile_max and rescales O and the sums, when any row of the warp
-// grew by more than the threshold (warp-uniform decision).
+// Raises the running maxima to tile_max when any row of the warp grew by more than the threshold
+// (warp-uniform decision), scaling the sums by alpha; returns whether it did, in which case O must
+// be multiplied by alpha (row g, row g + 8) before it accumulates this tile.
 template <class Traits>
-__device__ __forceinline__ void rescale_if_grown(const float (&tile_max)[2], float (&o)[Traits::kDimNTiles][4],
-                                                 RowState& state) {
+__device__ __forceinline__ bool raise_max_if_grown(const float (&tile_max)[2], RowState& state, float (&alpha)[2]) {
     constexpr uint32_t kFullMask = 0xffffffffu;
     const bool grows = tile_max[0] > state.max_log2[0] + Traits::kRescaleThresholdLog2 ||
                        tile_max[1] > state.max_log2[1] + Traits::kRescaleThresholdLog2;
-    if (__any_sync(kFullMask, grows)) {
-        float alpha[2];
+    const bool rescale = __any_sync(kFullMask, grows);
+    if (rescale) {
 #pragma unroll
         for (int32_t r = 0; r < 2; ++r) {
             const float updated = fmaxf(state.max_log2[r], tile_max[r]);
@@ -51,8 +51,16 @@ __device__ __forceinline__ void rescale_if_grown(const float (&tile_max)[2], flo
             state.max_log2[r] = updated;
             state.sum[r] *= alpha[r];
         }
-        rescale_output(o, alpha);
     }
+    return rescale;
+}
+
+// raise_max_if_grown, then O rescaled at once (the mma tier: no asynchronous writer of O).
+template <class Traits>
+__device__ __forceinline__ void rescale_if_grown(const float (&tile_max)[2], float (&o)[Traits::kDimNTiles][4],
+                                                 RowState& state) {
+    float alpha[2];
+    if (raise_max_if_grown<Traits>(tile_max, state, alpha)) rescale_output(o, alpha);
 }
 
 }  // namespace wideattn::mma
