@@ -31,6 +31,7 @@
 #include "fp8/attn_e4m3/e4m3_primitives.cuh"
 #include "kernels/mma/mma_block_geometry.cuh"
 #include "kernels/mma/mma_online_softmax.cuh"
+#include "kernels/mma/mma_pair_exchange.cuh"
 
 namespace wideattn::mma_e4m3 {
 
@@ -42,12 +43,9 @@ using mma::fast_exp2;
 using mma::kLog2e;
 using mma::ldmatrix_x4;
 using mma::ldmatrix_x4_trans;
-using mma::load_shared_f32x4;
-using mma::named_barrier_sync;
 using mma::RowState;
 using mma::rescale_if_grown;
 using mma::shared_address;
-using mma::store_shared_f32x4;
 
 constexpr uint32_t kFullMask = 0xffffffffu;
 
@@ -260,22 +258,10 @@ __device__ __forceinline__ void tile_scores(const BlockGeometry& g, const uint32
         }
     }
 #pragma unroll
-    for (int32_t n = 0; n < Tr::kKeyNTiles; ++n) {
+    for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
 #pragma unroll
         for (int32_t e = 0; e < 4; ++e) s[n][e] *= g.score_factor[e / 2];
-        store_shared_f32x4(exchange + ((warp * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane) * sizeof(float4), s[n][0],
-                           s[n][1], s[n][2], s[n][3]);
-    }
-    named_barrier_sync(1 + warp / Tr::kDimSplit, Tr::kDimSplit * Tr::kWarpSize);
-#pragma unroll
-    for (int32_t n = 0; n < Tr::kKeyNTiles; ++n) {
-        const float4 other =
-            load_shared_f32x4(exchange + (((warp ^ 1) * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane) * sizeof(float4));
-        s[n][0] += other.x;
-        s[n][1] += other.y;
-        s[n][2] += other.z;
-        s[n][3] += other.w;
-    }
+    mma::add_partner_scores<Tr>(exchange, warp, lane, s);
 
     mma::mask_tile_scores<Tr::kTileKeys, Tr::kMmaN>(g, tile, lane, s);
 }

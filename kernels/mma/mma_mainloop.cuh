@@ -22,6 +22,7 @@
 #include "wideattn.h"
 #include "kernels/mma/mma_block_geometry.cuh"
 #include "kernels/mma/mma_online_softmax.cuh"
+#include "kernels/mma/mma_pair_exchange.cuh"
 #include "kernels/mma/mma_primitives.cuh"
 #include "kernels/mma/mma_traits.h"
 
@@ -192,20 +193,11 @@ __device__ __forceinline__ void tile_scores(const wideattn_prefill_params& p, co
         }
 
     // Pair exchange: both warps end with own + partner, bitwise identical sums.
+    add_partner_scores<Tr>(exchange, warp, lane, s);
 #pragma unroll
     for (int32_t n = 0; n < Tr::kKeyNTiles; ++n)
-        store_shared_f32x4(exchange + ((warp * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane) * sizeof(float4), s[n][0],
-                           s[n][1], s[n][2], s[n][3]);
-    named_barrier_sync(1 + warp / Tr::kDimSplit, Tr::kDimSplit * Tr::kWarpSize);
 #pragma unroll
-    for (int32_t n = 0; n < Tr::kKeyNTiles; ++n) {
-        const float4 other =
-            load_shared_f32x4(exchange + (((warp ^ 1) * Tr::kKeyNTiles + n) * Tr::kWarpSize + lane) * sizeof(float4));
-        s[n][0] = (s[n][0] + other.x) * (p.softmax_scale * kLog2e);
-        s[n][1] = (s[n][1] + other.y) * (p.softmax_scale * kLog2e);
-        s[n][2] = (s[n][2] + other.z) * (p.softmax_scale * kLog2e);
-        s[n][3] = (s[n][3] + other.w) * (p.softmax_scale * kLog2e);
-    }
+        for (int32_t e = 0; e < 4; ++e) s[n][e] *= p.softmax_scale * kLog2e;
 
     mask_tile_scores<Tr::kTileKeys, Tr::kMmaN>(g, tile, lane, s);
 }
