@@ -168,6 +168,18 @@ struct BlockSums {
     double weighted = 0.0;  // sum exp(ref - ref_max) * (ref - cand)
 };
 
+// Adds the terms of elements [begin, n), the tail after the last whole vector, with std::exp.
+inline void add_tail_sums(BlockSums& sums, const float* ref, const float* cand, int64_t begin, int64_t n,
+                          double ref_max, double cand_max) {
+    for (int64_t i = begin; i < n; ++i) {
+        const double r = ref[i], c = cand[i];
+        const double ea = std::exp(r - ref_max);
+        sums.ref_exp += ea;
+        sums.cand_exp += std::exp(c - cand_max);
+        sums.weighted += ea * (r - c);
+    }
+}
+
 // Exp sums of one block (at most kSumBlock) of finite logits given each row's block max. The
 // floats are first widened into double tiles by a plain loop (which vectorises to one
 // conversion per vector; converting inside the exp loop made GCC round-trip through the
@@ -197,13 +209,7 @@ WIDEATTN_ALWAYS_INLINE BlockSums block_sums_impl(const float* ref, const float* 
     sums.ref_exp = lane_sum(ref_exp);
     sums.cand_exp = lane_sum(cand_exp);
     sums.weighted = lane_sum(weighted);
-    for (; i < n; ++i) {
-        const double r = ref_tile[i], c = cand_tile[i];
-        const double ea = std::exp(r - ref_max);
-        sums.ref_exp += ea;
-        sums.cand_exp += std::exp(c - cand_max);
-        sums.weighted += ea * (r - c);
-    }
+    add_tail_sums(sums, ref, cand, i, n, ref_max, cand_max);  // the tiles hold these floats, widened
     return sums;
 }
 
@@ -258,13 +264,7 @@ WIDEATTN_AVX2 inline BlockSums block_sums_avx2_impl(const float* ref, const floa
         sums.cand_exp += lanes[1][lane];
         sums.weighted += lanes[2][lane];
     }
-    for (; i < n; ++i) {
-        const double r = ref[i], c = cand[i];
-        const double ea = std::exp(r - ref_max);
-        sums.ref_exp += ea;
-        sums.cand_exp += std::exp(c - cand_max);
-        sums.weighted += ea * (r - c);
-    }
+    add_tail_sums(sums, ref, cand, i, n, ref_max, cand_max);
     return sums;
 }
 
