@@ -127,6 +127,8 @@ __device__ __forceinline__ float bf16_high(uint32_t word) { return __uint_as_flo
 // over the (L1-resident) rows - maximum, then quantise - keep only one k-step of raw bf16
 // live. Writes q_scale_out[r] = max |q| / 448 of row r (0 for an all-zero row). Rows past
 // the tile read the last valid token (discarded).
+constexpr int32_t kLaneDims = 4;  // a lane's 4 consecutive dims of one A register (m16n8k32)
+
 __device__ __forceinline__ float max_abs_bf16x4(uint2 w) {
     return fmaxf(fmaxf(fabsf(bf16_low(w.x)), fabsf(bf16_high(w.x))), fmaxf(fabsf(bf16_low(w.y)), fabsf(bf16_high(w.y))));
 }
@@ -134,15 +136,8 @@ __device__ __forceinline__ float max_abs_bf16x4(uint2 w) {
 __device__ __forceinline__ void load_q_fragments(const wideattn_prefill_params& p, uint32_t (&q)[Tr::kQkSteps][4],
                                                  float (&q_scale_out)[2], int64_t first_token, int32_t tile_len,
                                                  int32_t row_tile, int32_t head, int32_t half, int32_t lane) {
-    const __nv_bfloat16* q_base = static_cast<const __nv_bfloat16*>(p.q);
-    constexpr int32_t kLaneDims = 4;  // a lane's 4 consecutive dims of one A register
     const __nv_bfloat16* rows[2];
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r) {
-        const int32_t token = min(row_tile * Tr::kTokensPerRowTile + r, tile_len - 1);
-        rows[r] = q_base + (first_token + token) * p.q_token_stride + head * p.q_head_stride +
-                  half * Tr::kDimsPerWarp + kLaneDims * (lane % 4);
-    }
+    mma::lane_q_rows<Tr, kLaneDims>(p, first_token, tile_len, row_tile, head, half, lane, rows);
     float inv_scale[2];
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) {
@@ -178,15 +173,8 @@ __device__ __forceinline__ void load_q_fragments_e4m3(const wideattn_prefill_par
                                                       uint32_t (&q)[Tr::kQkSteps][4], int64_t first_token,
                                                       int32_t tile_len, int32_t row_tile, int32_t head,
                                                       int32_t half, int32_t lane) {
-    const uint8_t* q_base = static_cast<const uint8_t*>(p.q);
-    constexpr int32_t kLaneDims = 4;  // a lane's 4 consecutive dims of one A register
     const uint8_t* rows[2];
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r) {
-        const int32_t token = min(row_tile * Tr::kTokensPerRowTile + r, tile_len - 1);
-        rows[r] = q_base + (first_token + token) * p.q_token_stride + head * p.q_head_stride +
-                  half * Tr::kDimsPerWarp + kLaneDims * (lane % 4);
-    }
+    mma::lane_q_rows<Tr, kLaneDims>(p, first_token, tile_len, row_tile, head, half, lane, rows);
 #pragma unroll
     for (int32_t kk = 0; kk < Tr::kQkSteps; ++kk)
 #pragma unroll

@@ -1,8 +1,8 @@
 // mma_block_geometry.cuh - where a thread sits in an mma-tier prefill block (64 rows = 8 tokens
-// x the 8 query heads of one KV head, warps = m-tile x dim half) and which keys the block
-// visits under bottom-right causal masking, and the mask itself on a tile of scores. Shared by
-// mma_bf16_d512, the 8-bit kernels and the Hopper tier; `Traits` supplies kWarpSize, kDimSplit,
-// kGroup, kTileKeys and kTokensPerRowTile.
+// x the 8 query heads of one KV head, warps = m-tile x dim half), which keys the block visits
+// under bottom-right causal masking, the mask itself on a tile of scores, and the Q rows a lane
+// loads. Shared by mma_bf16_d512, the 8-bit kernels and the Hopper tier; `Traits` supplies
+// kWarpSize, kDimSplit, kGroup, kTileKeys, kTokensPerRowTile and kDimsPerWarp.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,22 @@ __device__ __forceinline__ void block_geometry(const wideattn_prefill_params& p,
     geometry->row_key_end = static_cast<int32_t>(causal.context_end + row_tile * Traits::kTokensPerRowTile + 1);
     geometry->kv_head = work.kv_head;
     geometry->table_offset = static_cast<int64_t>(tile.seq) * p.block_table_stride;
+}
+
+// The thread's two Q rows (row g and row g + 8 of its m-tile: tokens row_tile * kTokensPerRowTile
+// + r), each at the lane's first A-fragment dim: half * kDimsPerWarp + kLaneDims * (lane % 4).
+// Rows past the tile point at the last valid token (their results are discarded).
+template <class Traits, int32_t kLaneDims, class Element>
+__device__ __forceinline__ void lane_q_rows(const wideattn_prefill_params& p, int64_t first_token, int32_t tile_len,
+                                            int32_t row_tile, int32_t head, int32_t half, int32_t lane,
+                                            const Element* (&rows)[2]) {
+    const Element* q_base = static_cast<const Element*>(p.q);
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        const int32_t token = min(row_tile * Traits::kTokensPerRowTile + r, tile_len - 1);
+        rows[r] = q_base + (first_token + token) * p.q_token_stride + head * p.q_head_stride +
+                  half * Traits::kDimsPerWarp + kLaneDims * (lane % 4);
+    }
 }
 
 // Sets to -inf the scores of key tile `tile` that a thread's rows may not see (bottom-right

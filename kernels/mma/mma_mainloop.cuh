@@ -104,14 +104,9 @@ struct ChunkStream {
 __device__ __forceinline__ void load_q_fragments(const wideattn_prefill_params& p, uint32_t (&q)[Tr::kQkSteps][4],
                                                  int64_t first_token, int32_t tile_len, int32_t row_tile,
                                                  int32_t head, int32_t half, int32_t lane) {
-    const __nv_bfloat16* q_base = static_cast<const __nv_bfloat16*>(p.q);
+    constexpr int32_t kLaneDims = 2;  // a lane's 2 consecutive dims of one A register (m16n8k16)
     const __nv_bfloat16* rows[2];
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r) {
-        const int32_t token = min(row_tile * Tr::kTokensPerRowTile + r, tile_len - 1);
-        rows[r] = q_base + (first_token + token) * p.q_token_stride + head * p.q_head_stride +
-                  half * Tr::kDimsPerWarp + 2 * (lane % 4);
-    }
+    lane_q_rows<Tr, kLaneDims>(p, first_token, tile_len, row_tile, head, half, lane, rows);
 #pragma unroll
     for (int32_t kk = 0; kk < Tr::kQkSteps; ++kk) {
         const int32_t col = kk * Tr::kMmaK;
