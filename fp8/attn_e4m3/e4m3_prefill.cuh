@@ -40,10 +40,7 @@ __device__ __forceinline__ void e4m3_prefill(const wideattn_prefill_params& p, u
     geometry.score_factor[1] = q_scale[1] * key_factor;
 
     float o[Tr::kDimNTiles][4];
-#pragma unroll
-    for (int32_t n = 0; n < Tr::kDimNTiles; ++n)
-#pragma unroll
-        for (int32_t c = 0; c < 4; ++c) o[n][c] = 0.0f;
+    mma::zero_output(o);
     RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
 
     attention_mainloop(p, geometry, q, o, state, smem);

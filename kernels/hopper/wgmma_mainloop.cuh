@@ -58,12 +58,7 @@ __device__ __forceinline__ uint32_t aligned_shared_base(const void* smem) {
     return (mma::shared_address(smem) + Wt::kSmemAlign - 1) & ~static_cast<uint32_t>(Wt::kSmemAlign - 1);
 }
 
-__device__ __forceinline__ void zero_output(float (&o)[Wt::kDimNTiles][4]) {
-#pragma unroll
-    for (int32_t n = 0; n < Wt::kDimNTiles; ++n)
-#pragma unroll
-        for (int32_t e = 0; e < 4; ++e) o[n][e] = 0.0f;
-}
+using mma::zero_output;
 
 // Shared-memory map of one block (offsets from the 1024-byte aligned base).
 struct SharedMap {

@@ -29,10 +29,7 @@ wideattn_mma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
     load_q_fragments(p, q, at.first_token, work.tile.tile_len, at.row_tile, at.head, at.half, at.lane);
 
     float o[Tr::kDimNTiles][4];
-#pragma unroll
-    for (int32_t n = 0; n < Tr::kDimNTiles; ++n)
-#pragma unroll
-        for (int32_t c = 0; c < 4; ++c) o[n][c] = 0.0f;
+    zero_output(o);
     RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
 
     attention_mainloop(p, geometry, q, o, state, smem);

@@ -1,4 +1,4 @@
-// mma_online_softmax.cuh - the online-softmax state and lazy rescale shared by the mma-tier
+// mma_online_softmax.cuh - the O accumulator helpers, online-softmax state and lazy rescale of the mma-tier
 // prefill kernels (BF16 and 8-bit): scores in log2 units, ex2.approx, and a warp-uniform
 // rescale of O and the row sums whenever a row maximum grows past Traits::kRescaleThresholdLog2.
 #pragma once
@@ -20,6 +20,15 @@ struct RowState {
     float max_log2[2];  // running maximum of the scaled scores, log2 units (lazily updated)
     float sum[2];       // this thread's part of the row sum of 2^(score - max) (times the kernel's P scale)
 };
+
+// Clears the O accumulator (the thread's kNTiles 8-column quads).
+template <int32_t kNTiles>
+__device__ __forceinline__ void zero_output(float (&o)[kNTiles][4]) {
+#pragma unroll
+    for (int32_t n = 0; n < kNTiles; ++n)
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) o[n][e] = 0.0f;
+}
 
 // Multiplies the O accumulator's row g values (elements 0, 1 of each 8-column quad) by alpha[0]
 // and its row g + 8 values (elements 2, 3) by alpha[1].
