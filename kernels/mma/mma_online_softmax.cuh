@@ -1,6 +1,7 @@
-// mma_online_softmax.cuh - the O accumulator helpers, online-softmax state and lazy rescale of the mma-tier
-// prefill kernels (BF16 and 8-bit): scores in log2 units, ex2.approx, and a warp-uniform
-// rescale of O and the row sums whenever a row maximum grows past Traits::kRescaleThresholdLog2.
+// mma_online_softmax.cuh - the O accumulator helpers, the online-softmax state and the lazy
+// rescale of the mma-tier prefill kernels (BF16 and 8-bit), also used by the Hopper loops: scores
+// in log2 units, ex2.approx, and a warp-uniform rescale of O and the row sums whenever a row
+// maximum grows past Traits::kRescaleThresholdLog2.
 #pragma once
 
 #include <cstdint>
