@@ -15,15 +15,11 @@ namespace wideattn::mma_e4m3 {
 __device__ __forceinline__ void write_output(const wideattn_prefill_params& p, const float (&o)[Tr::kDimNTiles][4],
                                              RowState& state, float v_scale, int64_t first_token, int32_t tile_len,
                                              int32_t row_tile, int32_t head, int32_t half, int32_t lane) {
-    constexpr float kLn2 = 0.6931471805599453f;
     constexpr int32_t kLaneDims = 4;  // consecutive output dims a lane owns per 16-dim block
     float inv_sum[2];
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) {
-        float total = state.sum[r];
-        total += __shfl_xor_sync(kFullMask, total, 1);
-        total += __shfl_xor_sync(kFullMask, total, 2);
-        state.sum[r] = total;
+        const float total = mma::reduce_row_sum(state, r);
         inv_sum[r] = total > 0.0f ? v_scale / total : 0.0f;
     }
     __nv_bfloat16* o_base = static_cast<__nv_bfloat16*>(p.o);
@@ -41,10 +37,9 @@ __device__ __forceinline__ void write_output(const wideattn_prefill_params& p, c
             *reinterpret_cast<uint2*>(row + v * Tr::kVecBytes) = packed;
         }
         if (p.lse != nullptr && half == 0 && lane % 4 == 0) {
-            const float total = state.sum[r];
             const float base = state.max_log2[r] - Tr::kProbScaleLog2;  // sum is of 2^(s - base)
             static_cast<float*>(p.lse)[head * p.lse_head_stride + first_token + token] =
-                total > 0.0f ? base * kLn2 + logf(total) : -INFINITY;
+                mma::row_lse(base, state.sum[r]);
         }
     }
 }

@@ -13,15 +13,10 @@ namespace wideattn::mma {
 __device__ __forceinline__ void write_output(const wideattn_prefill_params& p, const float (&o)[Tr::kDimNTiles][4],
                                              RowState& state, int64_t first_token, int32_t tile_len,
                                              int32_t row_tile, int32_t head, int32_t half, int32_t lane) {
-    constexpr uint32_t kFullMask = 0xffffffffu;
-    constexpr float kLn2 = 0.6931471805599453f;
     float inv_sum[2];
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) {
-        float total = state.sum[r];
-        total += __shfl_xor_sync(kFullMask, total, 1);
-        total += __shfl_xor_sync(kFullMask, total, 2);
-        state.sum[r] = total;
+        const float total = reduce_row_sum(state, r);
         inv_sum[r] = total > 0.0f ? 1.0f / total : 0.0f;
     }
     __nv_bfloat16* o_base = static_cast<__nv_bfloat16*>(p.o);
@@ -35,11 +30,9 @@ __device__ __forceinline__ void write_output(const wideattn_prefill_params& p, c
         for (int32_t n = 0; n < Tr::kDimNTiles; ++n)
             *reinterpret_cast<uint32_t*>(row + n * Tr::kMmaN) =
                 pack_bf16x2(o[n][2 * r] * inv_sum[r], o[n][2 * r + 1] * inv_sum[r]);
-        if (p.lse != nullptr && half == 0 && lane % 4 == 0) {
-            const float total = state.sum[r];
+        if (p.lse != nullptr && half == 0 && lane % 4 == 0)
             static_cast<float*>(p.lse)[head * p.lse_head_stride + first_token + token] =
-                total > 0.0f ? state.max_log2[r] * kLn2 + logf(total) : -INFINITY;
-        }
+                row_lse(state.max_log2[r], state.sum[r]);
     }
 }
 

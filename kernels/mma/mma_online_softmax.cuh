@@ -22,6 +22,23 @@ struct RowState {
     float sum[2];       // this thread's part of the row sum of 2^(score - max) (times the kernel's P scale)
 };
 
+// Completes row r's sum over the four lanes that share the row; stores it in state.sum[r] and
+// returns it.
+__device__ __forceinline__ float reduce_row_sum(RowState& state, int32_t r) {
+    constexpr uint32_t kFullMask = 0xffffffffu;
+    float total = state.sum[r];
+    total += __shfl_xor_sync(kFullMask, total, 1);
+    total += __shfl_xor_sync(kFullMask, total, 2);
+    state.sum[r] = total;
+    return total;
+}
+
+// Natural-log LSE of a row whose sum is of 2^(score - base_log2); -inf for an empty row.
+__device__ __forceinline__ float row_lse(float base_log2, float sum) {
+    constexpr float kLn2 = 0.6931471805599453f;
+    return sum > 0.0f ? base_log2 * kLn2 + logf(sum) : -INFINITY;
+}
+
 // Clears the O accumulator (the thread's kNTiles 8-column quads).
 template <int32_t kNTiles>
 __device__ __forceinline__ void zero_output(float (&o)[kNTiles][4]) {
