@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks tools/build/compare_cubins.py on the built bundle: a bundle matches itself; a copy
 with one flipped bit in a kernel's code, or in a debug section only, or with a cubin missing,
-is reported as it should be (different / same / missing).
+is reported as it should be (different / same / missing); bad arguments and a file that is not
+ELF64 are errors (exit 2) that name what is wrong.
 usage: compare_cubins_check.py COMPARE_CUBINS_PY BUNDLE_DIR
 """
 import importlib.util
@@ -49,8 +50,17 @@ def main():
         os.remove(os.path.join(copy, cubins[0]))
         result = run(script, bundle, copy)
         checks.append(("a missing cubin is reported", result.returncode == 1 and f"MISSING {cubins[0]}" in result.stdout))
-        checks.append(("a missing directory is a usage error",
-                       run(script, bundle, os.path.join(tmp, "none")).returncode == 2))
+        result = run(script, bundle, os.path.join(tmp, "none"))
+        checks.append(("a missing directory is a usage error naming it",
+                       result.returncode == 2 and "is not a directory" in result.stderr))
+        with open(os.path.join(copy, target), "wb") as f:
+            f.write(b"not an ELF file")
+        result = run(script, bundle, copy)
+        checks.append(("a file that is not ELF64 is an error naming it",
+                       result.returncode == 2 and "not an ELF64 file" in result.stderr and target in result.stderr))
+    no_arguments = subprocess.run([sys.executable, script], capture_output=True, text=True)
+    checks.append(("no arguments is a usage error that prints the usage",
+                   no_arguments.returncode == 2 and "BEFORE_DIR AFTER_DIR" in no_arguments.stdout))
     failed = [name for name, ok in checks if not ok]
     for name, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'} {name}")
