@@ -58,6 +58,25 @@ void quantize_e4m3_exactly(std::vector<uint16_t>& values, std::vector<uint8_t>* 
     }
 }
 
+// NaN in every K and V element of the slots no sequence's keys occupy: past seq_lens_k[s] in
+// sequence s's last page, and the blocks no table entry of a sequence's keys names.
+void poison_unused_slots(const std::vector<int32_t>& seq_lens_k, const std::vector<int32_t>& block_table,
+                         int32_t table_stride, HostProblem* p) {
+    const int32_t bs = p->spec.block_size;
+    std::vector<int32_t> used_slots(static_cast<size_t>(p->num_blocks), 0);
+    for (size_t s = 0; s < seq_lens_k.size(); ++s)
+        for (int32_t key0 = 0, b = 0; key0 < seq_lens_k[s]; key0 += bs, ++b)
+            used_slots[block_table[s * table_stride + b]] = std::min(bs, seq_lens_k[s] - key0);
+    const int64_t slot_elems = int64_t{p->spec.num_kv_heads} * p->spec.head_dim;
+    const uint16_t nan = float_to_bf16(NAN);
+    for (int32_t block = 0; block < p->num_blocks; ++block)
+        for (int32_t slot = used_slots[block]; slot < bs; ++slot) {
+            const int64_t first = (int64_t{block} * bs + slot) * slot_elems;
+            std::fill_n(p->k.begin() + first, slot_elems, nan);
+            std::fill_n(p->v.begin() + first, slot_elems, nan);
+        }
+}
+
 }  // namespace
 
 std::vector<uint16_t> random_bf16(size_t count, float scale, uint64_t seed) {
@@ -83,7 +102,7 @@ std::string ProblemSpec::describe() const {
     std::ostringstream s;
     s << "seqs=" << q_lens.size() << " q=" << join(q_lens) << " ctx=" << join(contexts) << " H=" << num_q_heads
       << "/" << num_kv_heads << " D=" << head_dim << " bs=" << block_size << (shuffle_blocks ? " shuffled" : "")
-      << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "") << (e4m3_kv ? " kv=e4m3" : "") << (e4m3_q ? " q=e4m3" : "");
+      << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "") << (e4m3_kv ? " kv=e4m3" : "") << (e4m3_q ? " q=e4m3" : "") << (nan_unused_slots ? " nan_unused" : "");
     return s.str();
 }
 
@@ -94,6 +113,7 @@ int64_t HostProblem::kv_elements() const {
 std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
     if (spec.q_lens.empty() || spec.q_lens.size() != spec.contexts.size())
         return "make_problem: q_lens and contexts must be non-empty and of equal length";
+    if (spec.nan_unused_slots && spec.e4m3_kv) return "make_problem: nan_unused_slots needs bf16 K/V (not e4m3_kv)";
     if (spec.e4m3_q && spec.q_token_pad % kE4m3QPadMultiple != 0)
         return "make_problem: q_token_pad=" + std::to_string(spec.q_token_pad) + " must be a multiple of " +
                std::to_string(kE4m3QPadMultiple) + " with e4m3 Q (16-byte rows)";
@@ -142,6 +162,7 @@ std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
         p.k[i] = float_to_bf16(k);
         p.v[i] = float_to_bf16(rng.normal());
     }
+    if (spec.nan_unused_slots) poison_unused_slots(p.seq_lens_k, p.block_table, p.table_stride, &p);
     if (spec.e4m3_kv) {
         quantize_e4m3_exactly(p.k, &p.k_e4m3, &p.k_scale);
         quantize_e4m3_exactly(p.v, &p.v_e4m3, &p.v_scale);

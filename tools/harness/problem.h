@@ -33,6 +33,9 @@ struct ProblemSpec {
                                     // hold the exactly dequantised values for the references)
     bool e4m3_q = false;            // also quantise Q to e4m3 (q_e4m3, q_scale; q then holds the
                                     // dequantised values); q_token_pad must be a multiple of 16
+    bool nan_unused_slots = false;  // every K/V slot no sequence uses (past a sequence's keys in
+                                    // its last page, spare blocks) holds NaN: a kernel must never
+                                    // let them reach O (bf16 K/V only)
     uint64_t seed = 1;
 
     std::string describe() const;   // one line, e.g. "seqs=5 q=[1,7,...] ctx=[...] H=32/4 bs=16"
