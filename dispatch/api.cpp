@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dispatch/driver.h"
+#include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest.h"
 #include "dispatch/manifest_format.h"
 #include "dispatch/selection.h"
@@ -126,14 +127,23 @@ struct NoPrepare {
     wideattn_status operator()(const wideattn::Driver&, CUstream) const { return WIDEATTN_OK; }
 };
 
+// A kernel's arguments after the params struct (none by default).
+struct NoMoreArgs {
+    wideattn_status operator()(const wideattn::ManifestKernel&, const wideattn::Driver&, void** second) const {
+        *second = nullptr;
+        return WIDEATTN_OK;
+    }
+};
+
 // The launch path shared by every entry point: driver, the thread's current context and its
 // device, kernel selection (`select`), the shared-memory check, lazy module load, grid
 // (`geometry`), `prepare` (stream work before the kernel, queued even when the grid is empty)
-// and cuLaunchKernel with the single by-value argument `args`. An empty grid launches nothing
-// and succeeds.
-template <typename Args, typename Select, typename Geometry, typename Prepare = NoPrepare>
+// and cuLaunchKernel with the by-value argument `args`, followed by the argument `more_args`
+// provides for the selected kernel, if any. An empty grid launches nothing and succeeds.
+template <typename Args, typename Select, typename Geometry, typename Prepare = NoPrepare,
+          typename MoreArgs = NoMoreArgs>
 wideattn_status launch_on_current_device(wideattn_context* ctx, Args* args, void* stream, Select select,
-                                         Geometry geometry, Prepare prepare = {}) {
+                                         Geometry geometry, Prepare prepare = {}, MoreArgs more_args = {}) {
     wideattn_status status;
     std::string message;
     const wideattn::Driver* drv = wideattn::load_driver(&status, &message);
@@ -168,8 +178,10 @@ wideattn_status launch_on_current_device(wideattn_context* ctx, Args* args, void
     CUfunction function = nullptr;
     status = get_function(ctx, *drv, cu_ctx, index, &function);
     if (status != WIDEATTN_OK) return status;
+    void* second = nullptr;
+    if ((status = more_args(kernel, *drv, &second)) != WIDEATTN_OK) return status;
     if ((status = prepare(*drv, static_cast<CUstream>(stream))) != WIDEATTN_OK) return status;
-    void* kernel_args[] = {args};
+    void* kernel_args[] = {args, second};
     r = drv->cuLaunchKernel(function, g.grid_x, g.grid_y, 1, g.block_x, 1, 1, g.dynamic_smem,
                             static_cast<CUstream>(stream), kernel_args, nullptr);
     if (r != CUDA_SUCCESS)
@@ -319,13 +331,23 @@ wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_p
     const wideattn_status status = wideattn::validate_params(params, &message);
     if (status != WIDEATTN_OK) return fail(status, message);
     wideattn_prefill_params args = *params;
+    wideattn::KvTensorMaps maps;  // the second argument of "tma_kv" kernels
     const std::string only = prefill_restriction(ctx);
     return launch_on_current_device(
         ctx, &args, stream,
         [&](int cc_major, int cc_minor, int32_t* index, std::string* why) {
             return wideattn::select_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why, only);
         },
-        [&](const wideattn::ManifestKernel& kernel) { return wideattn::launch_geometry(kernel, args); });
+        [&](const wideattn::ManifestKernel& kernel) { return wideattn::launch_geometry(kernel, args); }, NoPrepare{},
+        [&](const wideattn::ManifestKernel& kernel, const wideattn::Driver& drv, void** second) {
+            *second = nullptr;
+            if (!kernel.has_feature(wideattn::kFeatureTmaKv)) return WIDEATTN_OK;
+            std::string why;
+            const wideattn_status encoded = wideattn::encode_kv_tensor_maps(drv, args, &maps, &why);
+            if (encoded != WIDEATTN_OK) return fail(encoded, kernel.name + ": " + why);
+            *second = &maps;
+            return WIDEATTN_OK;
+        });
 }
 
 wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params,

@@ -41,6 +41,10 @@ void load(DriverState* state) {
     }
     WIDEATTN_DRIVER_FUNCTIONS(WIDEATTN_DRIVER_RESOLVE)
 #undef WIDEATTN_DRIVER_RESOLVE
+#define WIDEATTN_DRIVER_RESOLVE_OPTIONAL(name) \
+    d.name = reinterpret_cast<decltype(d.name)>(dlsym(handle, WIDEATTN_STRINGIFY_EXPANDED(name)));
+    WIDEATTN_DRIVER_OPTIONAL_FUNCTIONS(WIDEATTN_DRIVER_RESOLVE_OPTIONAL)
+#undef WIDEATTN_DRIVER_RESOLVE_OPTIONAL
     const CUresult init = d.cuInit(0);
     if (init != CUDA_SUCCESS) {
         state->status = init == CUDA_ERROR_NO_DEVICE ? WIDEATTN_ERROR_NO_DEVICE : WIDEATTN_ERROR_NO_DRIVER;

@@ -24,9 +24,14 @@ namespace wideattn {
     X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)     \
     X(cuEventSynchronize) X(cuEventElapsedTime)
 
+// Entry points only some kernels need; a driver without them still loads, and the kernels that
+// need them report it at launch (cuTensorMapEncodeTiled: CUDA 12.0 drivers and later).
+#define WIDEATTN_DRIVER_OPTIONAL_FUNCTIONS(X) X(cuTensorMapEncodeTiled)
+
 struct Driver {
 #define WIDEATTN_DRIVER_POINTER(name) decltype(&::name) name = nullptr;
     WIDEATTN_DRIVER_FUNCTIONS(WIDEATTN_DRIVER_POINTER)
+    WIDEATTN_DRIVER_OPTIONAL_FUNCTIONS(WIDEATTN_DRIVER_POINTER)
 #undef WIDEATTN_DRIVER_POINTER
     int version = 0;  // cuDriverGetVersion, e.g. 13000
 };

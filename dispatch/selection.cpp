@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest_format.h"
 #include "kernels/common/kernel_desc.h"
 
@@ -243,6 +244,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
         if (restricted && k.name != only_name) continue;
         if (k.q_dtype != p.q_dtype || k.kv_dtype != p.kv_dtype || k.o_dtype != p.o_dtype) continue;
         std::ostringstream miss;
+        std::string tma_why;
         const bool arch_miss = !arch_runs_on(k, cc_major, cc_minor);
         if (arch_miss) {
             miss << k.name << " (" << k.arch << ") does not run on sm_" << cc_major << cc_minor;
@@ -255,6 +257,8 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
                  << group;
         } else if (p.lse && !k.has_feature("lse")) {
             miss << k.name << " cannot write lse";
+        } else if (k.has_feature(kFeatureTmaKv) && !(tma_why = kv_map_unsupported(p)).empty()) {
+            miss << k.name << " loads K/V with TMA, which cannot address this cache: " << tma_why;
         } else if (p.num_q_heads / heads_per_block(group, k.heads_per_block_max) > kMaxGridY) {
             miss << k.name << " would need " << p.num_q_heads / heads_per_block(group, k.heads_per_block_max)
                  << " blocks in grid.y for num_q_heads=" << p.num_q_heads << " (limit " << kMaxGridY << ")";

@@ -1,6 +1,8 @@
-// test_selection.cpp - which kernel for which arch and shape, clear refusals, launch geometry.
+// test_selection.cpp - which kernel for which arch and shape, clear refusals, launch geometry, and
+// the cache layouts TMA kernels accept.
 #include <doctest/doctest.h>
 
+#include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest.h"
 #include "dispatch/selection.h"
 #include "kernels/common/kernel_desc.h"
@@ -262,4 +264,66 @@ TEST_CASE("selection: amax kernels are chosen by kind, dtype, head dim, grid and
     CHECK(g.grid_y == 2);
     p.tokens = 0;
     CHECK(scale_launch_geometry(m.kernels[3], p).grid_x == 0);
+}
+
+TEST_CASE("selection: TMA kernels take the cache layouts a tensor map can describe, and step aside otherwise") {
+    const Manifest m = parse_bundle({
+        test::kernel_json("tma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8, "\"paged\", \"lse\", \"tma_kv\""),
+        test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),
+    });
+    wideattn_prefill_params p = test::valid_params();
+    std::string why;
+    CHECK(kv_map_unsupported(p).empty());
+    CHECK(select_name(m, p, 9, 0, &why) == "tma_bf16_d512@sm_90a");
+
+    SUBCASE("the serving layout's tensor: dims innermost first, byte strides") {
+        const KvMapLayout k = kv_map_layout(p, false);
+        CHECK(k.dims[kKvMapDimElem] == 512);
+        CHECK(k.dims[kKvMapDimHead] == 4);
+        CHECK(k.dims[kKvMapDimSlot] == 16);
+        CHECK(k.dims[kKvMapDimBlock] == 2048);
+        CHECK(k.strides[kKvMapDimHead - 1] == 512 * 2);
+        CHECK(k.strides[kKvMapDimSlot - 1] == 4 * 512 * 2);
+        CHECK(k.strides[kKvMapDimBlock - 1] == 16 * 4 * 512 * 2);
+        p.v_block_stride = 2 * p.k_block_stride;  // K and V blocks interleaved in one allocation
+        CHECK(kv_map_layout(p, true).strides[kKvMapDimBlock - 1] == 2 * 16 * 4 * 512 * 2);
+        CHECK(kv_map_unsupported(p).empty());
+    }
+    SUBCASE("head-major blocks ([block][head][slot][d]): slot stride below the heads it must cover") {
+        p.v_head_stride = p.block_size * p.head_dim;
+        p.v_slot_stride = p.head_dim;
+        why = kv_map_unsupported(p);
+        CHECK(why.find("v_slot_stride=512 is below num_kv_heads x v_head_stride=32768") != std::string::npos);
+        CHECK(select_name(m, p, 9, 0, &why) == "mma_bf16_d512@sm_90a");
+    }
+    SUBCASE("a block stride that does not cover the block's slots") {
+        p.k_block_stride = p.k_slot_stride * (p.block_size - 1);
+        CHECK(kv_map_unsupported(p).find("k_block_stride=30720 is below block_size x k_slot_stride=32768") !=
+              std::string::npos);
+        CHECK(select_name(m, p, 9, 0, &why) == "mma_bf16_d512@sm_90a");
+    }
+    SUBCASE("block stride of 2^40 bytes or more") {
+        p.k_block_stride = int64_t{1} << 39;  // elements: 2^40 bytes
+        CHECK(kv_map_unsupported(p).find("2^40 bytes") != std::string::npos);
+    }
+    SUBCASE("a single KV head: its stride is never used, so any value is accepted") {
+        p.num_q_heads = 8;
+        p.num_kv_heads = 1;
+        p.k_head_stride = p.v_head_stride = 8;
+        p.k_slot_stride = p.v_slot_stride = p.head_dim;
+        p.k_block_stride = p.v_block_stride = p.head_dim * p.block_size;
+        CHECK(kv_map_unsupported(p).empty());
+        CHECK(kv_map_layout(p, false).strides[kKvMapDimHead - 1] == 512 * 2);
+        CHECK(select_name(m, p, 9, 0, &why) == "tma_bf16_d512@sm_90a");
+    }
+    SUBCASE("the refusal names the reason when no other kernel is left") {
+        const Manifest only_tma = parse_bundle({
+            test::kernel_json("tma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8, "\"tma_kv\""),
+        });
+        p.k_head_stride = p.head_dim * p.block_size;
+        p.k_slot_stride = p.head_dim;
+        CHECK(select_name(only_tma, p, 9, 0, &why).empty());
+        CHECK(why.find("tma_bf16_d512 loads K/V with TMA, which cannot address this cache: k_slot_stride=512") !=
+              std::string::npos);
+    }
 }

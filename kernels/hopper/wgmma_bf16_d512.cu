@@ -3,10 +3,12 @@
 // wgmma_mainloop.cuh; output: the mma tier's epilogue, whose register layout wgmma shares).
 //
 // Launch: grid.x = token_tile_count(total_q, num_seqs, kTileTokens), grid.y = num_q_heads / 8,
-// block = kThreads, dynamic shared memory kSmemBytes. Each block computes 64 rows (8 tokens
+// block = kThreads, dynamic shared memory kSmemBytes; arguments: the params and the TMA tensor
+// maps of k_cache and v_cache (KvTensorMaps, encoded by the dispatcher). Each block computes 64 rows (8 tokens
 // x the 8 query heads of one KV head) over every key they can see.
 #include <cstdint>
 
+#include "kernels/common/kv_tensor_map.h"
 #include "kernels/hopper/wgmma_loads.cuh"
 #include "kernels/hopper/wgmma_mainloop.cuh"
 #include "kernels/hopper/wgmma_traits.h"
@@ -26,11 +28,16 @@ static_assert(Wt::kDimNTiles == mma::Tr::kDimNTiles && Wt::kDimsPerGroup == mma:
 }  // namespace wideattn::hopper
 
 extern "C" __global__ void __launch_bounds__(wideattn::WgmmaBf16D512Traits::kThreads, 1)
-wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
+wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p,
+                         const __grid_constant__ wideattn::KvTensorMaps maps) {
     using namespace wideattn;
     using namespace wideattn::hopper;
     extern __shared__ __align__(Wt::kSmemAlign) unsigned char smem[];
 
+    if (threadIdx.x == 0) {  // the first copies need the descriptors: fetch them while the block sets up
+        prefetch_tensor_map(&maps.k);
+        prefetch_tensor_map(&maps.v);
+    }
     const mma::BlockWork work = mma::find_block_work(p, Wt::kTileTokens);
     if (!work.tile.found) return;
     const GroupPlace at = group_place();
@@ -42,12 +49,13 @@ wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
     map.q = base;
     map.ring = map.q + Wt::kQBytes;
     map.exchange = map.ring + Wt::kRingSlots * Wt::kChunkBytes;
+    map.barriers = map.exchange + Wt::kExchangeBytes;
 
     const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
-    KvTileStream k_stream, v_stream;
+    KvTmaStream k_stream, v_stream;
     const int32_t* table_row = p.block_table + geometry.table_offset;
-    k_stream.init(p, false, work.kv_head, at.group, at.thread, table_row, geometry.kv_end);
-    v_stream.init(p, true, work.kv_head, at.group, at.thread, table_row, geometry.kv_end);
+    k_stream.init(p, &maps.k, work.kv_head, at.group, table_row, geometry.kv_end);
+    v_stream.init(p, &maps.v, work.kv_head, at.group, table_row, geometry.kv_end);
     issue_prologue(p, geometry, at, map, first_token, work.tile.tile_len, k_stream, v_stream);
 
     float o[Wt::kDimNTiles][4];

@@ -1,13 +1,15 @@
-// wgmma_loads.cuh - cp.async loads of the Hopper-tier kernel into the 128-byte-swizzled
-// shared-memory layout wgmma reads: the block's Q tile and the K/V key tiles (paged, streamed
-// by 16-key sub-tiles so a tile may span pages of 16 keys). Each warpgroup loads only its own
-// half of the head dims.
+// wgmma_loads.cuh - loads of the Hopper-tier kernels into the 128-byte-swizzled shared-memory
+// layout wgmma reads: the block's Q tile (cp.async), the page walk of the key tiles (16-key
+// sub-tiles, so a tile may span pages of 16 keys) and the bf16 kernel's K/V tiles (TMA). Each
+// warpgroup loads only its own half of the head dims.
 // The operand layout and operand_offset are in wgmma_layout.h.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/common/kv_tensor_map.h"
 #include "kernels/hopper/wgmma_layout.h"
+#include "kernels/hopper/wgmma_tma.cuh"
 #include "kernels/hopper/wgmma_traits.h"
 #include "kernels/mma/mma_primitives.cuh"
 #include "wideattn.h"
@@ -75,55 +77,71 @@ struct TilePages {
     }
 };
 
-// The K or V tiles one warpgroup loads: consecutive key tiles (TilePages), pointer and strides
-// loop-carried. Keys >= kv_end are zero-filled.
-struct KvTileStream {
-    static constexpr int32_t kRowsPerPass = Wt::kWarpGroupThreads / Wt::kVecsPerGroupRow;
-    static constexpr int32_t kPassesPerSubTile = Wt::kPageKeys / kRowsPerPass;
-    static_assert(Wt::kPageKeys % kRowsPerPass == 0, "whole passes per sub-tile");
-    static_assert(2 * kRowsPerPass == Wt::kAtomRows, "a thread's rows alternate between two swizzle phases");
+// The K or V tiles of one warpgroup, copied by TMA (tensor map: kernels/common/kv_tensor_map.h).
+// A tile is kSubTiles x kSlabsPerGroup boxes (16 keys x one 64-dim slab of the warpgroup's half,
+// landing in the operand layout with the 128-byte swizzle TMA applies); lane 0 of each of the
+// warpgroup's kIssuers warps issues kBoxesPerIssuer of them and announces their bytes on the
+// chunk's mbarrier (kIssuers arrivals per phase); the other threads only wait on that barrier.
+// Sub-tiles starting at or past kv_end get block coordinate num_blocks: outside the tensor, they
+// land as zeros without a read. Rows past kv_end inside a sub-tile hold whatever the page holds
+// there (see zero_value_rows_from).
+struct KvTmaStream {
+    static constexpr int32_t kSubTileBytes = Wt::kPageKeys * Wt::kSwizzleBytes;
+    static constexpr int32_t kChunkSlabBytes = Wt::kTileKeys * Wt::kSwizzleBytes;
+    static_assert(kKvBoxBytes == Wt::kSwizzleBytes && kKvBoxSlots == Wt::kPageKeys,
+                  "a TMA box is one 16-key sub-tile of one 128-byte slab");
+    static_assert(kKvBoxBytes * kKvBoxSlots * Wt::kSubTiles * Wt::kSlabsPerGroup == Wt::kGroupChunkBytes,
+                  "the copies of one tile fill the warpgroup's half of a chunk");
 
-    const char* head_base;   // cache + kv_head * head_stride + first_row * slot_stride + vec * 16 B
-    int64_t block_stride;    // bytes between pages
-    int64_t slot_stride;     // bytes between the keys of a page
-    uint32_t shared_offset[2];  // operand_offset of the thread's rows with row % 8 < 4 and >= 4
-    int32_t first_row;
+    static constexpr int32_t kIssuers = Wt::kWarpGroupThreads / Wt::kWarpSize;
+    static constexpr int32_t kBoxesPerIssuer = Wt::kSubTiles * Wt::kSlabsPerGroup / kIssuers;
+    static_assert(Wt::kSubTiles * Wt::kSlabsPerGroup % kIssuers == 0, "every issuing warp copies whole boxes");
+
+    const CUtensorMap* map;
+    int32_t first_elem;  // the warpgroup's first head dim
+    int32_t kv_head;
     TilePages pages;
 
-    __device__ __forceinline__ void init(const wideattn_prefill_params& p, bool is_value, int32_t kv_head,
-                                         int32_t group, int32_t thread, const int32_t* table_row, int32_t kv_end) {
-        const int32_t vec = group * Wt::kVecsPerGroupRow + thread % Wt::kVecsPerGroupRow;
-        first_row = thread / Wt::kVecsPerGroupRow;
-        slot_stride = (is_value ? p.v_slot_stride : p.k_slot_stride) * Wt::kElemBytes;
-        block_stride = (is_value ? p.v_block_stride : p.k_block_stride) * Wt::kElemBytes;
-        head_base = static_cast<const char*>(is_value ? p.v_cache : p.k_cache) +
-                    kv_head * (is_value ? p.v_head_stride : p.k_head_stride) * Wt::kElemBytes +
-                    first_row * slot_stride + vec * Wt::kVecBytes;
-        shared_offset[0] = operand_offset<Wt::kTileKeys>(first_row, vec);
-        shared_offset[1] = operand_offset<Wt::kTileKeys>(first_row + kRowsPerPass, vec);
+    __device__ __forceinline__ void init(const wideattn_prefill_params& p, const CUtensorMap* tensor_map,
+                                         int32_t head, int32_t group, const int32_t* table_row, int32_t kv_end) {
+        map = tensor_map;
+        first_elem = group * Wt::kDimsPerGroup;
+        kv_head = head;
         pages.start(p, table_row, kv_end);
     }
 
-    // Issues (does not commit) the next key tile into `chunk` and reads the pages of the one after.
+    // Issuing threads only (lane 0 of warp `warp` of the warpgroup): issues this warp's boxes of
+    // the next key tile into `chunk`, completing on `barrier`, and reads the pages of the one after.
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, const int32_t* table_row, int32_t kv_end,
-                                          uint32_t chunk) {
+                                          uint32_t chunk, uint32_t barrier, int32_t group, int32_t warp) {
+        mbarrier_arrive_expect_bytes(barrier, Wt::kGroupChunkBytes / kIssuers);
         const int32_t tile_key0 = pages.tile_key0();
 #pragma unroll
-        for (int32_t sub = 0; sub < Wt::kSubTiles; ++sub) {
-            const char* src = head_base + pages.page[sub] * block_stride + pages.page_slots[sub] * slot_stride;
-            const int32_t rows_valid = kv_end - tile_key0 - sub * Wt::kPageKeys;
+        for (int32_t i = 0; i < kBoxesPerIssuer; ++i) {
+            const int32_t box = warp * kBoxesPerIssuer + i;
+            const int32_t sub = box / Wt::kSlabsPerGroup;
+            const int32_t slab = box % Wt::kSlabsPerGroup;
+            int32_t page = pages.page[0], page_slot = pages.page_slots[0];  // selected, not indexed: no local memory
 #pragma unroll
-            for (int32_t i = 0; i < kPassesPerSubTile; ++i) {
-                const int32_t row_in_sub = first_row + i * kRowsPerPass;
-                // Rows past the phase's first row (shared_offset[i % 2] already holds that row).
-                const int32_t rows_on = sub * Wt::kPageKeys + (i - i % 2) * kRowsPerPass;
-                mma::cp_async_16(chunk + shared_offset[i % 2] + rows_on * Wt::kSwizzleBytes,
-                                 src + i * kRowsPerPass * slot_stride,
-                                 row_in_sub < rows_valid ? Wt::kVecBytes : 0);
-            }
+            for (int32_t other = 1; other < Wt::kSubTiles; ++other)
+                if (sub == other) page = pages.page[other], page_slot = pages.page_slots[other];
+            const int32_t block = tile_key0 + sub * Wt::kPageKeys < kv_end ? page : p.num_blocks;
+            tma_load_4d(chunk + (group * Wt::kSlabsPerGroup + slab) * kChunkSlabBytes + sub * kSubTileBytes, map,
+                        first_elem + slab * Wt::kSlabDims, kv_head, page_slot, block, barrier);
         }
         pages.read_ahead(p, table_row, kv_end);
     }
 };
+
+// Zeroes rows [first_row, kTileKeys) of the warpgroup's half of a V chunk (generic-proxy stores:
+// the caller fences them for wgmma). P is exactly 0 for keys past kv_end, but 0 times a NaN or
+// infinity left in a page's unused slots would still poison O.
+__device__ __forceinline__ void zero_value_rows_from(uint32_t chunk, int32_t first_row, int32_t group,
+                                                     int32_t thread) {
+    constexpr int32_t kRowsPerPass = Wt::kWarpGroupThreads / Wt::kVecsPerGroupRow;
+    const int32_t vec = group * Wt::kVecsPerGroupRow + thread % Wt::kVecsPerGroupRow;
+    for (int32_t row = first_row + thread / Wt::kVecsPerGroupRow; row < Wt::kTileKeys; row += kRowsPerPass)
+        mma::store_shared_f32x4(chunk + operand_offset<Wt::kTileKeys>(row, vec), 0.0f, 0.0f, 0.0f, 0.0f);
+}
 
 }  // namespace wideattn::hopper

@@ -5,7 +5,7 @@
 //
 // Software pipeline: step j enters with P_j and Q K_j+1^T in flight. It waits for Q K_j+1^T,
 // issues P_j V_j (after a barrier of both warpgroups, so both score products were issued first),
-// and while P V runs it exchanges S_j+1, refills the ring, runs the softmax of S_j+1 into the
+// and while P V runs it refills the ring, exchanges S_j+1, runs the softmax of S_j+1 into the
 // other P register set and issues Q K_j+2^T right behind P_j V_j, so the tensor cores do not
 // idle through the next exchange. O is rescaled only after P_j V_j completes (no non-wgmma
 // instruction redefines wgmma registers in flight: ptxas would serialize the wgmmas, and the
@@ -13,17 +13,21 @@
 // for the same reason. Steps run in pairs (the two P sets) and the last ones are peeled so every
 // wait has a fixed count.
 //
-// Ring (4 slots; chunk 2j = K_j, chunk 2j+1 = V_j, chunk c in slot c % 4): step j issues V_j+1
-// into V_j-1's slot as soon as its warpgroup has met after P_j-1 V_j-1 (the barrier for K_j+1),
-// and K_j+3 into K_j+1's slot after the exchange (no thread reads K_j+1 any more): K is
-// prefetched two steps ahead, V about one and a half. The prologue issues [Q, K_0], [K_1],
-// [V_0], and [K_2] once S_0 is exchanged (K_2 takes K_0's slot); every thread commits one group
-// per chunk in that order, so "all but the newest N groups" names the same chunks everywhere.
+// Ring (4 slots; chunk 2j = K_j, chunk 2j+1 = V_j, chunk c in slot c % 4), filled by TMA: per
+// warpgroup one mbarrier per slot, chunk c completing phase c / 4 of its slot's barrier; lane 0 of
+// each of the warpgroup's warps issues a quarter of every chunk's copies (KvTmaStream), and every
+// thread waits on the barrier of the chunk it is about to read. Step j issues V_j+1 into V_j-1's
+// slot and K_j+3 into K_j+1's slot right behind the P V issue: the barrier before it is reached by
+// every thread only after waiting for Q K_j+1^T (this step) and P_j-1 V_j-1 (the step before), so
+// neither slot is read any more. K is prefetched two steps ahead, V one. The prologue issues Q
+// (cp.async), K_0, K_1 and V_0, and K_2 once S_0 is exchanged (it takes K_0's slot). The last
+// tile's V rows past kv_end are zeroed before its P V.
 #pragma once
 
 #include <cstdint>
 #include <cuda_fp16.h>
 
+#include "kernels/common/kv_tensor_map.h"
 #include "kernels/hopper/wgmma_loads.cuh"
 #include "kernels/hopper/wgmma_primitives.cuh"
 #include "kernels/mma/mma_block_geometry.cuh"
@@ -65,11 +69,12 @@ struct SharedMap {
     uint32_t q;
     uint32_t ring;
     uint32_t exchange;
+    uint32_t barriers;  // kRingSlots x kWarpGroups mbarriers of the K/V ring (bf16 kernel)
 };
 
 constexpr int32_t kExchangeBarrier = 1;   // both warpgroups (named barrier ids; 0 is __syncthreads)
-constexpr int32_t kGroupBarrierBase = 2;  // + warpgroup: its own loads have landed
-constexpr int32_t kBlockLoadsBarrier = 4; // both warpgroups: loads landed, score products issued
+constexpr int32_t kGroupBarrierBase = 2;  // + warpgroup: its ring barriers are set up, its Q has landed
+constexpr int32_t kBlockLoadsBarrier = 4; // both warpgroups: V landed, score products issued
 
 // Waits for this thread's groups older than the newest kPending, publishes them to the async
 // proxy and meets the rest of the warpgroup: the warpgroup's chunks are then readable by wgmma.
@@ -78,14 +83,6 @@ __device__ __forceinline__ void group_loads_landed(int32_t group) {
     mma::cp_async_wait<kPending>();
     fence_proxy_async_shared();
     mma::named_barrier_sync(kGroupBarrierBase + group, Wt::kWarpGroupThreads);
-}
-
-// As group_loads_landed, met by both warpgroups.
-template <int kPending>
-__device__ __forceinline__ void block_loads_landed() {
-    mma::cp_async_wait<kPending>();
-    fence_proxy_async_shared();
-    mma::named_barrier_sync(kBlockLoadsBarrier, Wt::kThreads);
 }
 
 // Own + partner partial scores (bitwise identical in both warpgroups) times `scale` (the
@@ -175,6 +172,29 @@ __device__ __forceinline__ uint32_t ring_chunk(const SharedMap& map, int32_t chu
     return map.ring + (chunk % Wt::kRingSlots) * Wt::kChunkBytes;
 }
 
+// The mbarrier the warpgroup's copies of `chunk` complete on: one per ring slot and warpgroup,
+// completing one phase per use of the slot, so chunk c is phase c / kRingSlots of its barrier.
+__device__ __forceinline__ uint32_t chunk_barrier(const SharedMap& map, int32_t chunk, int32_t group) {
+    return map.barriers + ((chunk % Wt::kRingSlots) * Wt::kWarpGroups + group) * Wt::kBarrierBytes;
+}
+
+// Waits until the warpgroup's half of `chunk` has landed (readable by its wgmmas).
+__device__ __forceinline__ void wait_chunk(const SharedMap& map, int32_t chunk, int32_t group) {
+    mbarrier_wait(chunk_barrier(map, chunk, group), static_cast<uint32_t>(chunk / Wt::kRingSlots) & 1u);
+}
+
+// The threads that issue a warpgroup's K/V copies: lane 0 of each warp, a quarter of every chunk
+// each (KvTmaStream::issue), so no warp of the warpgroup lags the others by a whole chunk's issue.
+__device__ __forceinline__ bool issues_copies(const GroupPlace& at) { return at.lane == 0; }
+
+// This thread's share of the copies of ring chunk `chunk` from `stream` (K or V), issued.
+__device__ __forceinline__ void issue_chunk(KvTmaStream& stream, const wideattn_prefill_params& p,
+                                            const int32_t* table_row, int32_t kv_end, const SharedMap& map,
+                                            int32_t chunk, const GroupPlace& at) {
+    stream.issue(p, table_row, kv_end, ring_chunk(map, chunk), chunk_barrier(map, chunk, at.group), at.group,
+                 at.row_tile);
+}
+
 // Q K^T issued (committed, not waited for) into s, over the warpgroup's kSlabs 128-byte slabs of
 // Q and K in 32-byte steps: bf16 (k16 per wgmma) or, kCodes, e4m3 codes (k32 per wgmma).
 template <int32_t kSlabs, bool kCodes>
@@ -227,19 +247,25 @@ __device__ __forceinline__ void pin_all(T (&values)[kRows][kCols]) {
         for (int32_t c = 0; c < kCols; ++c) pin(values[r][c]);
 }
 
-// Issues the prologue's loads (Q and the first chunks) as the first three groups the loop
-// expects; the fourth (K_2) follows the exchange of S_0 in wgmma_mainloop.
+// Issues the prologue's loads: Q (cp.async, one group), then, once the warpgroup's ring barriers
+// are set up, K_0, K_1 and V_0 when those tiles exist; K_2 follows the exchange of S_0 in
+// wgmma_mainloop.
 __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p, const mma::BlockGeometry& g,
                                                const GroupPlace& at, const SharedMap& map, int64_t first_token,
-                                               int32_t tile_len, KvTileStream& k_stream, KvTileStream& v_stream) {
-    const int32_t* table_row = p.block_table + g.table_offset;
+                                               int32_t tile_len, KvTmaStream& k_stream, KvTmaStream& v_stream) {
     issue_q_rows<Wt::kElemBytes>(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
-    k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 0));
     mma::cp_async_commit();
-    if (g.num_tiles > 1) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2));
-    mma::cp_async_commit();
-    v_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 1));
-    mma::cp_async_commit();
+    if (at.thread == 0) {
+        for (int32_t slot = 0; slot < Wt::kRingSlots; ++slot)
+            mbarrier_init(chunk_barrier(map, slot, at.group), KvTmaStream::kIssuers);
+        fence_mbarrier_init();
+    }
+    mma::named_barrier_sync(kGroupBarrierBase + at.group, Wt::kWarpGroupThreads);
+    if (!issues_copies(at)) return;
+    const int32_t* table_row = p.block_table + g.table_offset;
+    if (g.num_tiles > 0) issue_chunk(k_stream, p, table_row, g.kv_end, map, 0, at);
+    if (g.num_tiles > 1) issue_chunk(k_stream, p, table_row, g.kv_end, map, 2, at);
+    if (g.num_tiles > 0) issue_chunk(v_stream, p, table_row, g.kv_end, map, 1, at);
 }
 
 // Loop state carried between steps: Q K_j+1^T, in flight at the start of step j, and P in two
@@ -252,32 +278,41 @@ struct LoopCarry {
 // Step j. kHasNext: tile j+1 exists (its scores are in flight); kIssueNext: tile j+2 exists.
 template <bool kHasNext, bool kIssueNext>
 __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p, const mma::BlockGeometry& g,
-                                               const GroupPlace& at, const SharedMap& map, KvTileStream& k_stream,
-                                               KvTileStream& v_stream, float (&o)[Wt::kDimNTiles][4],
+                                               const GroupPlace& at, const SharedMap& map, KvTmaStream& k_stream,
+                                               KvTmaStream& v_stream, float (&o)[Wt::kDimNTiles][4],
                                                mma::RowState& state, LoopCarry& carry, int32_t j,
                                                uint32_t (&prob)[Wt::kPvSteps][4],
                                                uint32_t (&prob_next)[Wt::kPvSteps][4]) {
     const int32_t* table_row = p.block_table + g.table_offset;
     wgmma_wait<0>();  // Q K_j+1^T (issued at the end of the previous step) done
     pin_all(carry.s);
-    block_loads_landed<1>();  // V_j (pending: K_j+2); both warpgroups issued Q K_j+1^T
+    wait_chunk(map, 2 * j + 1, at.group);  // V_j
+    if (!kHasNext) {
+        // The last tile: rows past kv_end must not carry a page's unused slots into P V.
+        const int32_t rows_valid = g.kv_end - j * Wt::kTileKeys;
+        if (rows_valid < Wt::kTileKeys) {
+            zero_value_rows_from(ring_chunk(map, 2 * j + 1), rows_valid, at.group, at.thread);
+            fence_proxy_async_shared();
+        }
+    }
+    mma::named_barrier_sync(kBlockLoadsBarrier, Wt::kThreads);  // both warpgroups issued Q K_j+1^T
     issue_pv(o, prob, ring_chunk(map, 2 * j + 1), at.group);
+    // Past the barrier every thread has waited for Q K_j+1^T and P_j-1 V_j-1.
+    if (issues_copies(at)) {
+        if (kHasNext) issue_chunk(v_stream, p, table_row, g.kv_end, map, 2 * j + 3, at);
+        if (j + 3 < g.num_tiles) issue_chunk(k_stream, p, table_row, g.kv_end, map, 2 * j + 6, at);
+    }
     float scores[Wt::kKeyNTiles][4];
     if (kHasNext) {
         exchange_scores(p.softmax_scale * mma::kLog2e, map.exchange, (j + 1) % Wt::kExchangeParities, at, carry.s,
                         scores);
     }
-    // After the exchange no thread reads K_j+1, and every thread has waited for P_j-1 V_j-1.
-    if (kHasNext) v_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 3));
-    mma::cp_async_commit();
-    if (j + 3 < g.num_tiles) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 2 * j + 6));
-    mma::cp_async_commit();
     if (kHasNext) {
         mask_scores(g, j + 1, at.lane, scores);
         float alpha[2];
         const bool rescale = softmax_step(scores, state, prob_next, alpha);
         if (kIssueNext) {
-            group_loads_landed<2>(at.group);  // K_j+2 (pending: V_j+1, K_j+3)
+            wait_chunk(map, 2 * j + 4, at.group);  // K_j+2
             issue_scores(map.q, ring_chunk(map, 2 * j + 4), at.group, carry.s);
             wgmma_wait<1>();  // P_j V_j done; Q K_j+2^T may still run
         } else {
@@ -300,7 +335,7 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
 // max and this thread's partial row sums.
 __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p, const mma::BlockGeometry& g,
                                                const GroupPlace& at, const SharedMap& map,
-                                               KvTileStream& k_stream, KvTileStream& v_stream,
+                                               KvTmaStream& k_stream, KvTmaStream& v_stream,
                                                float (&o)[Wt::kDimNTiles][4], mma::RowState& state) {
     const int32_t* table_row = p.block_table + g.table_offset;
     LoopCarry carry;
@@ -308,7 +343,8 @@ __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p,
     if (n > 0) {
         float scores[Wt::kKeyNTiles][4];
         float alpha[2];
-        group_loads_landed<2>(at.group);  // Q, K_0 (pending: K_1, V_0)
+        group_loads_landed<0>(at.group);  // Q (cp.async)
+        wait_chunk(map, 0, at.group);     // K_0
         issue_scores(map.q, ring_chunk(map, 0), at.group, carry.s);
         wgmma_wait<0>();
         pin_all(carry.s);
@@ -316,10 +352,9 @@ __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p,
         mask_scores(g, 0, at.lane, scores);
         softmax_step(scores, state, carry.prob[0], alpha);  // O is still 0: no rescale
     }
-    if (n > 2) k_stream.issue(p, table_row, g.kv_end, ring_chunk(map, 4));
-    mma::cp_async_commit();
+    if (n > 2 && issues_copies(at)) issue_chunk(k_stream, p, table_row, g.kv_end, map, 4, at);
     if (n > 1) {
-        group_loads_landed<2>(at.group);  // K_1 (pending: V_0, K_2)
+        wait_chunk(map, 2, at.group);  // K_1
         issue_scores(map.q, ring_chunk(map, 2), at.group, carry.s);
     }
     // Steps in pairs (P in set 0, then set 1), then the last one to three steps, whose waits differ.

@@ -9,8 +9,9 @@
 // 128-byte-swizzled layout wgmma reads; S = Q K^T runs as wgmma m64n32k16 (both operands from
 // shared memory), the two warpgroups add their partial scores through shared memory, and
 // O += P V runs as wgmma m64n256k16 with P from registers and V from shared memory
-// (MN-major). Each warpgroup loads its own half of Q, K and V with cp.async, so only the
-// score exchange couples the two.
+// (MN-major). Each warpgroup loads its own half of Q (cp.async) and of K and V (TMA issued by
+// lane 0 of each of its warps, completion on mbarriers), so only the score exchange couples the
+// two.
 #pragma once
 
 #include "kernels/common/kernel_desc.h"
@@ -70,7 +71,13 @@ struct WgmmaBf16D512Traits {
     static constexpr int32_t kExchangeTileBytes = kRowsPerBlock * kTileKeys * 4;
     static constexpr int32_t kExchangeBytes = kExchangeParities * kWarpGroups * kExchangeTileBytes;
     static constexpr int32_t kSmemAlign = 1024;  // swizzle atoms must be 1024-byte aligned
-    static constexpr int32_t kSmemBytes = kQBytes + kRingSlots * kChunkBytes + kExchangeBytes + kSmemAlign;
+    // K/V tiles arrive by TMA: one mbarrier per ring slot and warpgroup completes when the
+    // warpgroup's half of the chunk (kGroupChunkBytes) has landed.
+    static constexpr int32_t kGroupChunkBytes = kChunkBytes / kWarpGroups;
+    static constexpr int32_t kBarrierBytes = 8;
+    static constexpr int32_t kBarriersBytes = kRingSlots * kWarpGroups * kBarrierBytes;
+    static constexpr int32_t kSmemBytes =
+        kQBytes + kRingSlots * kChunkBytes + kExchangeBytes + kBarriersBytes + kSmemAlign;
 
     // Lazy softmax rescale (as the mma tier): exact, bounds P by 2^threshold.
     static constexpr float kRescaleThresholdLog2 = 8.0f;
@@ -89,7 +96,7 @@ struct WgmmaBf16D512Traits {
         kHeadDim, kHeadDim, kHeadDim,
         kGroup, kGroup,
         kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, 90,
-        "varlen,paged,causal,gqa,lse", kKindPrefill};
+        "varlen,paged,causal,gqa,lse,tma_kv", kKindPrefill};
 };
 
 }  // namespace wideattn

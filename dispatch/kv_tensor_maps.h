@@ -1,0 +1,38 @@
+// kv_tensor_maps.h - the host side of kernels with the "tma_kv" feature: the K and V caches of a
+// prefill call described as TMA tensors (kernels/common/kv_tensor_map.h gives rank, order and
+// box), whether the caller's strides can be described that way (selection skips the kernel when
+// not), and the encoding through the driver's cuTensorMapEncodeTiled, resolved lazily.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "dispatch/driver.h"
+#include "kernels/common/kv_tensor_map.h"
+#include "wideattn.h"
+
+namespace wideattn {
+
+// One cache as a TMA tensor: sizes (elements) per dimension in kKvMapDim* order, and the byte
+// strides of dimensions 1..3.
+struct KvMapLayout {
+    uint64_t dims[kKvMapRank];
+    uint64_t strides[kKvMapRank - 1];
+};
+
+KvMapLayout kv_map_layout(const wideattn_prefill_params& p, bool is_value);
+
+// Empty when both caches of validated params can be described as TMA tensors; otherwise why
+// not, naming the argument and value. Beyond what validation already requires (16-byte aligned
+// bases and rows), the driver documents that every dimension's stride covers the one inside it
+// (head stride >= head_dim, slot stride >= num_kv_heads x head stride, block stride >=
+// block_size x slot stride) and that strides stay below 2^40 bytes.
+std::string kv_map_unsupported(const wideattn_prefill_params& p);
+
+// Encodes both maps for validated params whose layout kv_map_unsupported accepts. Returns
+// WIDEATTN_OK, or WIDEATTN_ERROR_NO_DRIVER when the driver lacks cuTensorMapEncodeTiled and
+// WIDEATTN_ERROR_CUDA when it refuses the layout, with *message.
+wideattn_status encode_kv_tensor_maps(const Driver& driver, const wideattn_prefill_params& p, KvTensorMaps* maps,
+                                      std::string* message);
+
+}  // namespace wideattn
