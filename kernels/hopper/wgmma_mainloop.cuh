@@ -4,7 +4,8 @@
 // the mma tier) and O += P V (2 wgmma m64n256k16, P from registers).
 //
 // Software pipeline: step j enters with P_j and Q K_j+1^T in flight. It waits for Q K_j+1^T,
-// issues P_j V_j (after a barrier of both warpgroups, so both score products were issued first),
+// issues P_j V_j (after a barrier of its own warpgroup; the exchange is the one point per step
+// where the two warpgroups meet),
 // and while P V runs it refills the ring, exchanges S_j+1, runs the softmax of S_j+1 into the
 // other P register set and issues Q K_j+2^T right behind P_j V_j, so the tensor cores do not
 // idle through the next exchange. O is rescaled only after P_j V_j completes (no non-wgmma
@@ -17,9 +18,9 @@
 // warpgroup one mbarrier per slot, chunk c completing phase c / 4 of its slot's barrier; lane 0 of
 // each of the warpgroup's warps issues a quarter of every chunk's copies (KvTmaStream), and every
 // thread waits on the barrier of the chunk it is about to read. Step j issues V_j+1 into V_j-1's
-// slot and K_j+3 into K_j+1's slot right behind the P V issue: the barrier before it is reached by
-// every thread only after waiting for Q K_j+1^T (this step) and P_j-1 V_j-1 (the step before), so
-// neither slot is read any more. K is prefetched two steps ahead, V one. The prologue issues Q
+// slot and K_j+3 into K_j+1's slot right behind the P V issue: the warpgroup barrier before it is
+// reached by each of its threads only after waiting for Q K_j+1^T (this step) and P_j-1 V_j-1 (the
+// step before), and only the warpgroup reads its half of a slot, so neither is read any more. K is prefetched two steps ahead, V one. The prologue issues Q
 // (cp.async), K_0, K_1 and V_0, and K_2 once S_0 is exchanged (it takes K_0's slot). The last
 // tile's V rows past kv_end are zeroed before its P V.
 #pragma once
@@ -73,8 +74,8 @@ struct SharedMap {
 };
 
 constexpr int32_t kExchangeBarrier = 1;   // both warpgroups (named barrier ids; 0 is __syncthreads)
-constexpr int32_t kGroupBarrierBase = 2;  // + warpgroup: its ring barriers are set up, its Q has landed
-constexpr int32_t kBlockLoadsBarrier = 4; // both warpgroups: V landed, score products issued
+constexpr int32_t kGroupBarrierBase = 2;  // + warpgroup: ring barriers set up, Q landed, ring slots free
+constexpr int32_t kBlockLoadsBarrier = 4; // both warpgroups (the 8-bit kernel): fp16 V written, score products issued
 
 // Waits for this thread's groups older than the newest kPending, publishes them to the async
 // proxy and meets the rest of the warpgroup: the warpgroup's chunks are then readable by wgmma.
@@ -295,9 +296,11 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
             fence_proxy_async_shared();
         }
     }
-    mma::named_barrier_sync(kBlockLoadsBarrier, Wt::kThreads);  // both warpgroups issued Q K_j+1^T
+    // The warpgroup meets (not the block: the other warpgroup runs on until the exchange), so past
+    // here every thread of it has waited for Q K_j+1^T and P_j-1 V_j-1, and the zeroed rows are
+    // visible.
+    mma::named_barrier_sync(kGroupBarrierBase + at.group, Wt::kWarpGroupThreads);
     issue_pv(o, prob, ring_chunk(map, 2 * j + 1), at.group);
-    // Past the barrier every thread has waited for Q K_j+1^T and P_j-1 V_j-1.
     if (issues_copies(at)) {
         if (kHasNext) issue_chunk(v_stream, p, table_row, g.kv_end, map, 2 * j + 3, at);
         if (j + 3 < g.num_tiles) issue_chunk(k_stream, p, table_row, g.kv_end, map, 2 * j + 6, at);
