@@ -257,46 +257,49 @@ int bench_main(int argc, char** argv) {
     bool e4m3_kv = false, e4m3_q = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
     const std::vector<BenchCase> suite = gemma4_suite();
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
+    ArgReader args("bench", argc, argv);
+    while (args.next()) {
+        if (args.is("--help") || args.is("-h")) {
             print_help();
             return 0;
-        } else if (arg == "--reference") {
+        } else if (args.is("--reference")) {
             reference = true;
-        } else if ((arg == "--kv-dtype" || arg == "--q-dtype") && value) {
-            const std::string dtype = argv[++i];
+        } else if (args.is("--kv-dtype") || args.is("--q-dtype")) {
+            const std::string option = args.arg();
+            std::string dtype;
+            if (!args.value(&dtype)) return 2;
             if (dtype != "bf16" && dtype != "e4m3") {
-                std::fprintf(stderr, "wideattn bench: %s='%s' is not bf16 or e4m3\n", arg.c_str(), dtype.c_str());
+                std::fprintf(stderr, "wideattn bench: %s='%s' is not bf16 or e4m3\n", option.c_str(), dtype.c_str());
                 return 2;
             }
-            (arg == "--kv-dtype" ? e4m3_kv : e4m3_q) = dtype == "e4m3";
-        } else if (arg == "--list") {
+            (option == "--kv-dtype" ? e4m3_kv : e4m3_q) = dtype == "e4m3";
+        } else if (args.is("--list")) {
             for (const BenchCase& c : suite) std::printf("%s\n", c.name.c_str());
             return 0;
-        } else if (arg == "--bundle" && value) {
-            bundle_flag = argv[++i];
-        } else if (arg == "--json" && value) {
-            json_path = argv[++i];
-        } else if (arg == "--kernel" && value) {
-            kernel_flag = argv[++i];
-        } else if (arg == "--kernels" && value) {
-            kernels_flag = argv[++i];
+        } else if (args.is("--bundle")) {
+            if (!args.value(&bundle_flag)) return 2;
+        } else if (args.is("--json")) {
+            if (!args.value(&json_path)) return 2;
+        } else if (args.is("--kernel")) {
+            if (!args.value(&kernel_flag)) return 2;
+        } else if (args.is("--kernels")) {
+            if (!args.value(&kernels_flag)) return 2;
             if (kernels_flag.empty()) {
                 std::fprintf(stderr, "wideattn bench: --kernels needs at least one kernel name\n");
                 return 2;
             }
-        } else if (arg == "--commit" && value) {
-            commit = argv[++i];
-        } else if (arg == "--cases" && value) {
-            cases_flag = argv[++i];
-        } else if (arg == "--device" || arg == "--reps" || arg == "--warmup") {
-            long long* target = arg == "--device" ? &device : arg == "--reps" ? &reps : &warmup;
-            if (!parse_int("bench", arg.c_str(), value, arg == "--reps" ? 1 : 0, target)) return 2;
-            ++i;
+        } else if (args.is("--commit")) {
+            if (!args.value(&commit)) return 2;
+        } else if (args.is("--cases")) {
+            if (!args.value(&cases_flag)) return 2;
+        } else if (args.is("--device")) {
+            if (!args.int_value(0, &device)) return 2;
+        } else if (args.is("--reps")) {
+            if (!args.int_value(1, &reps)) return 2;
+        } else if (args.is("--warmup")) {
+            if (!args.int_value(0, &warmup)) return 2;
         } else {
-            std::fprintf(stderr, "wideattn bench: unknown argument '%s' (see --help)\n", arg.c_str());
+            args.report_unknown();
             return 2;
         }
     }

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "dispatch/manifest_format.h"
@@ -61,5 +62,40 @@ bool parse_int(const char* command, const char* option, const char* text, long l
 }
 
 const char* dtype_label(int dtype) { return dtype_name(dtype); }
+
+bool ArgReader::is(const char* option) const { return std::strcmp(argv_[index_], option) == 0; }
+
+bool ArgReader::has_value() const {
+    return index_ + 1 < argc_ && std::strncmp(argv_[index_ + 1], "--", 2) != 0;
+}
+
+bool ArgReader::value(std::string* out) {
+    if (!has_value()) {
+        if (index_ + 1 < argc_)
+            std::fprintf(stderr, "wideattn %s: option %s needs a value (next is option '%s')\n", command_,
+                         argv_[index_], argv_[index_ + 1]);
+        else
+            std::fprintf(stderr, "wideattn %s: option %s needs a value\n", command_, argv_[index_]);
+        return false;
+    }
+    ++index_;
+    *out = argv_[index_];
+    return true;
+}
+
+bool ArgReader::int_value(long long min_value, long long* out) {
+    const char* option = argv_[index_];
+    std::string text;
+    return value(&text) && parse_int(command_, option, text.c_str(), min_value, out);
+}
+
+const char* ArgReader::optional_value() {
+    if (index_ + 1 >= argc_ || argv_[index_ + 1][0] == '-') return nullptr;
+    return argv_[++index_];
+}
+
+void ArgReader::report_unknown() const {
+    std::fprintf(stderr, "wideattn %s: unknown argument '%s' (see --help)\n", command_, argv_[index_]);
+}
 
 }  // namespace wideattn::cli

@@ -21,6 +21,38 @@ wideattn_context* open_bundle(const std::string& bundle_dir, const char* command
 // Parses a non-negative integer option value; prints an error naming the option on failure.
 bool parse_int(const char* command, const char* option, const char* text, long long min_value, long long* out);
 
+// Reads one subcommand's arguments (argv[0] is the subcommand) in order. An option that takes a
+// value and has none, because the arguments end or the next one is an option ("--..."), is
+// reported as "wideattn CMD: option X needs a value" rather than as an unknown argument. Errors
+// are printed; the caller returns exit status 2 when a method returns false.
+class ArgReader {
+  public:
+    ArgReader(const char* command, int argc, char** argv) : command_(command), argc_(argc), argv_(argv) {}
+
+    // Moves to the next argument; false after the last one.
+    bool next() { return ++index_ < argc_; }
+    // The current argument.
+    std::string arg() const { return argv_[index_]; }
+    bool is(const char* option) const;
+    // Takes the value that follows the current option.
+    bool value(std::string* out);
+    // As value, parsed as an integer >= min_value.
+    bool int_value(long long min_value, long long* out);
+    // Takes the next argument as the value of an option whose value may be left out (e.g.
+    // `--quick [N]`) when there is one that is not an option; nullptr otherwise.
+    const char* optional_value();
+    // Prints "wideattn CMD: unknown argument 'X' (see --help)" for the current argument.
+    void report_unknown() const;
+
+  private:
+    bool has_value() const;
+
+    const char* command_;
+    int argc_;
+    char** argv_;
+    int index_ = 0;
+};
+
 const char* dtype_label(int dtype);
 
 }  // namespace wideattn::cli

@@ -66,17 +66,17 @@ void print_help() {
 int inspect_main(int argc, char** argv) {
     std::string bundle_flag;
     long long device = 0;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
+    ArgReader args("inspect", argc, argv);
+    while (args.next()) {
+        if (args.is("--help") || args.is("-h")) {
             print_help();
             return 0;
-        } else if (arg == "--bundle" && i + 1 < argc) {
-            bundle_flag = argv[++i];
-        } else if (arg == "--device") {
-            if (!parse_int("inspect", "--device", i + 1 < argc ? argv[++i] : nullptr, 0, &device)) return 2;
+        } else if (args.is("--bundle")) {
+            if (!args.value(&bundle_flag)) return 2;
+        } else if (args.is("--device")) {
+            if (!args.int_value(0, &device)) return 2;
         } else {
-            std::fprintf(stderr, "wideattn inspect: unknown argument '%s' (see --help)\n", arg.c_str());
+            args.report_unknown();
             return 2;
         }
     }

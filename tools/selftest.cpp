@@ -79,28 +79,28 @@ int selftest_main(int argc, char** argv) {
     bool skip_without_gpu = false;
     bool quick = false;
     size_t quick_cases = kQuickCases;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
+    ArgReader args("selftest", argc, argv);
+    while (args.next()) {
+        if (args.is("--help") || args.is("-h")) {
             print_help();
             return 0;
-        } else if (arg == "--bundle" && i + 1 < argc) {
-            bundle_flag = argv[++i];
-        } else if (arg == "--device") {
-            if (!parse_int("selftest", "--device", i + 1 < argc ? argv[++i] : nullptr, 0, &device)) return 2;
-        } else if (arg == "--seed") {
-            if (!parse_int("selftest", "--seed", i + 1 < argc ? argv[++i] : nullptr, 0, &seed)) return 2;
-        } else if (arg == "--skip-without-gpu") {
+        } else if (args.is("--bundle")) {
+            if (!args.value(&bundle_flag)) return 2;
+        } else if (args.is("--device")) {
+            if (!args.int_value(0, &device)) return 2;
+        } else if (args.is("--seed")) {
+            if (!args.int_value(0, &seed)) return 2;
+        } else if (args.is("--skip-without-gpu")) {
             skip_without_gpu = true;
-        } else if (arg == "--quick") {
+        } else if (args.is("--quick")) {
             quick = true;
-            if (i + 1 < argc && argv[i + 1][0] != '-') {
+            if (const char* count_text = args.optional_value()) {
                 long long count = 0;
-                if (!parse_int("selftest", "--quick", argv[++i], 1, &count)) return 2;
+                if (!parse_int("selftest", "--quick", count_text, 1, &count)) return 2;
                 quick_cases = static_cast<size_t>(count);
             }
         } else {
-            std::fprintf(stderr, "wideattn selftest: unknown argument '%s' (see --help)\n", arg.c_str());
+            args.report_unknown();
             return 2;
         }
     }
