@@ -213,7 +213,11 @@ typedef struct wideattn_kernel_info {
     int32_t registers;                 /* from the build's ptxas report, -1 unknown */
     int32_t spill_bytes;               /* spill stores + loads from ptxas, -1 unknown */
     int32_t stack_bytes;               /* stack frame from ptxas, -1 unknown */
-    const char* features;              /* comma-separated, e.g. "varlen,paged,causal,lse" */
+    const char* features;              /* comma-separated, e.g. "varlen,paged,causal,lse"; "tma_kv":
+                                          K/V read through TMA tensor maps the library builds per
+                                          call, so the kernel is skipped for caches whose strides
+                                          do not nest (head <= slot <= block, each covering the
+                                          dimension inside it) */
     const char* kind;                  /* "prefill", "quantize_e4m3" or "amax_e4m3" */
 } wideattn_kernel_info;
 
