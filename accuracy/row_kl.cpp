@@ -1,7 +1,8 @@
 // row_kl.cpp - see row_kl.h. The block scan and a portable exp pass use GCC/Clang vector
 // extensions so they vectorise on any target (SSE2, NEON) without -ffast-math (on x86-64 GCC
 // also builds an x86-64-v3 clone of the scan); on x86-64 CPUs with AVX2 and FMA, chosen at run
-// time, the exp pass is an intrinsics loop that keeps every constant and sum in registers.
+// time, the exact path's exp pass is an intrinsics loop that keeps every constant and sum in
+// registers, and the conditioned form (conditioned_row_drift, tried first) runs.
 #include "accuracy/row_kl.h"
 
 #include <algorithm>
@@ -524,10 +525,352 @@ RowPairSums row_pair_sums(const float* ref, const float* cand, int64_t vocab) {
     return sums;
 }
 
+#ifdef WIDEATTN_HAVE_AVX2_PATH
+// The conditioned form. With d = cand - ref, a row shift s and v = d - s, p = softmax(ref):
+//   sum p e^v = 1 + X,  X = B + Phi,  B = sum p v,  Phi = sum p phi(v),  phi(v) = e^v - 1 - v >= 0,
+//   KL = log sum p e^v - sum p v = Phi + (log1p(X) - X)  (= log1p(X) - B),
+//   log sum exp(cand) = log sum exp(ref) + s + log1p(X).
+// Nothing cancels catastrophically: Phi is a sum of non-negative terms and log1p(X) - X comes
+// from a series for small X. A relative error eta_i in the weight exp(ref_i - shift) (S summed
+// from the same values, so p stays normalised) moves KL by about 2-4 max|eta| KL (the
+// first-order terms cancel), so the weights come from a polynomial good to 4e-11 without a
+// table lookup (KL to ~1e-10 relative, 7e-11 seen); phi(v) is a polynomial for |v| < kSmallDiff
+// whose error is 2e-12 of its cubic part only, and e^v - 1 - v from the table exp elsewhere
+// (there phi >= 0.0078, so that difference loses nothing). s is the p-weighted mean of d over
+// the first block; a row where that lies far from the whole row's mean gets a second, centred
+// pass. Rows this form does not take (any inf/NaN, |max| >= kMaxConditionedLogit,
+// v > kMaxConditionedDiff, B < kMinMeanDiff after centring) go to the exact path.
+constexpr double kInvLn2 = 1.4426950408889634;
+constexpr double kLn2 = 0.6931471805599453;
+// Weights are 2^t, t = ref log2(e) - M with M = ceil(max log2(e)), an integer: the fused
+// multiply-add rounds t once (|t| <= 1021, so to 1e-13) and rescaling to a new max is an exact
+// power of two. Needs |M| < 2^52 so that M is within 1 of max log2(e).
+constexpr double kMaxConditionedLogit = 0x1p40;
+// Weights below 2^kExp2Floor (exp(-707)) are clamped: they cannot change sums that are >= 1.
+constexpr double kExp2Floor = -1020.0;
+// Rescaling sums by 2^-2000 or less leaves zero (also keeps the exponent within int).
+constexpr double kRescaleFloor = -2000.0;
+// Minimax for 2^f on |f| <= 1/2, relative error 4.0e-11 (lowest degree first).
+constexpr int kFastExp2Terms = 8;
+constexpr double kFastExp2Poly[kFastExp2Terms] = {
+    0.999999999961682,    0.6931471807284456,    0.24022651198157208,    0.055504103534532084,
+    0.009618027253711369, 0.0013333922559077525, 0.0001546929113080106, 1.5201922641975562e-05};
+// 2 phi(v) = v^2 + v^3 R(v), R minimax for 2 (e^v - 1 - v - v^2/2) / v^3 on |v| <= kSmallDiff,
+// relative error 2.0e-12. The error of phi is then 1e-12 |v|^3 / 3 rather than a fraction of
+// v^2, so a shift s off the row's mean by b (which adds ~b^2/2 to every phi) does not carry the
+// polynomial's error into KL.
+constexpr double kSmallDiff = 0.125;
+constexpr double kSmallDiffSquared = kSmallDiff * kSmallDiff;
+constexpr int kCubicTerms = 6;
+constexpr double kCubicPoly[kCubicTerms] = {0.33333333333399023,   0.08333333333290623,    0.016666665909764487,
+                                            0.0027777778282559915, 0.00039695458360938297, 4.960963299088777e-05};
+// Largest v the form takes: p e^v stays far from overflow.
+constexpr double kMaxConditionedDiff = 64.0;
+// Smallest B the form takes: then 1 + X >= e^B >= 1/e (Jensen), so 1 + X = (1 + B) + Phi adds
+// non-negative terms, and terms clamped at kExp2Floor stay negligible.
+constexpr double kMinMeanDiff = -1.0;
+// Recentre (see needs_recentring) when |B|^3 > kMaxCubedShift KL (the polynomial's error, 1e-12
+// |B|^3 / 3, would pass 1e-11 KL) or B^2 > kMaxSquaredShift KL (rounding ~1e-16 B^2 would).
+constexpr double kMaxCubedShift = 30.0;
+constexpr double kMaxSquaredShift = 1e4;
+// Up to this |X|, log1p(X) - X is summed from its series in u = X / (2 + X) (|u| <= 1/7).
+constexpr double kSeriesLimit = 0.25;
+constexpr int kAtanhTerms = 11;
+// Movemask of four lanes that all have the sign bit set.
+constexpr int kAllLanes = (1 << kLanes) - 1;
+
+// c[0] + c[1] x, a piece of the Estrin-scheme polynomials below (shorter dependency chains than
+// Horner's rule: the loop is partly latency-bound).
+WIDEATTN_AVX2 WIDEATTN_ALWAYS_INLINE __m256d linear_avx2(const double* c, __m256d x) {
+    return _mm256_fmadd_pd(_mm256_set1_pd(c[1]), x, _mm256_set1_pd(c[0]));
+}
+
+// 2^t for kExp2Floor <= t <= 0 to 4e-11 relative: t = n + f, |f| <= 1/2, 2^n added to the
+// exponent field (n taken from the bits of t + kRoundingShift; vroundpd gives the same n off
+// that dependency chain).
+WIDEATTN_AVX2 WIDEATTN_ALWAYS_INLINE __m256d fast_exp2_avx2(__m256d t) {
+    const __m256d shifted = _mm256_add_pd(t, _mm256_set1_pd(kRoundingShift));
+    const __m256d f = _mm256_sub_pd(t, _mm256_round_pd(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m256d f2 = _mm256_mul_pd(f, f), f4 = _mm256_mul_pd(f2, f2);
+    const __m256d low = _mm256_fmadd_pd(linear_avx2(kFastExp2Poly + 2, f), f2, linear_avx2(kFastExp2Poly, f));
+    const __m256d high = _mm256_fmadd_pd(linear_avx2(kFastExp2Poly + 6, f), f2, linear_avx2(kFastExp2Poly + 4, f));
+    const __m256d p = _mm256_fmadd_pd(high, f4, low);
+    const __m256i scale = _mm256_slli_epi64(_mm256_castpd_si256(shifted), kDoubleMantissaBits);
+    return _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(p), scale));
+}
+
+// 2 phi(v) = v^2 + v^3 R(v) for |v| <= kSmallDiff, given v^2.
+WIDEATTN_AVX2 WIDEATTN_ALWAYS_INLINE __m256d twice_phi_avx2(__m256d v, __m256d v2) {
+    const __m256d upper = _mm256_fmadd_pd(linear_avx2(kCubicPoly + 4, v), v2, linear_avx2(kCubicPoly + 2, v));
+    const __m256d cubic = _mm256_fmadd_pd(upper, v2, linear_avx2(kCubicPoly, v));
+    return _mm256_fmadd_pd(_mm256_mul_pd(v2, v), cubic, v2);
+}
+
+// 2 phi(v) = 2 (e^v - 1 - v) for one double: the polynomial for small |v|, else std::expm1.
+WIDEATTN_AVX2 double twice_phi_scalar(double v) {
+    if (!(std::fabs(v) < kSmallDiff)) return 2.0 * (std::expm1(v) - v);
+    double cubic = kCubicPoly[kCubicTerms - 1];
+    for (int k = kCubicTerms - 2; k >= 0; --k) cubic = cubic * v + kCubicPoly[k];
+    return v * v + v * v * v * cubic;
+}
+
+// The weight 2^(ref log2(e) - shift) of one logit (the scalar tails).
+WIDEATTN_AVX2 double weight_scalar(double ref, double shift) {
+    return std::exp2(std::max(std::fma(ref, kInvLn2, -shift), kExp2Floor));
+}
+
+WIDEATTN_AVX2 WIDEATTN_ALWAYS_INLINE double horizontal_sum(__m256d v) {
+    alignas(32) double lanes[kLanes];
+    _mm256_store_pd(lanes, v);
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+struct BlockExtremes {
+    float ref_max = -std::numeric_limits<float>::infinity();
+    float ref_min = std::numeric_limits<float>::infinity();
+    float cand_max = -std::numeric_limits<float>::infinity();
+};
+
+// Max and min of the reference block and max of the candidate block, eight wide, NaN ignored
+// (the sums that follow catch it).
+WIDEATTN_AVX2 BlockExtremes block_extremes_avx2(const float* ref, const float* cand, int64_t n) {
+    constexpr int kWide = 8;
+    __m256 ref_best = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    __m256 ref_least = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+    __m256 cand_best = ref_best;
+    int64_t i = 0;
+    for (; i + kWide <= n; i += kWide) {
+        const __m256 r = _mm256_loadu_ps(ref + i), c = _mm256_loadu_ps(cand + i);
+        ref_best = _mm256_max_ps(r, ref_best);
+        ref_least = _mm256_min_ps(r, ref_least);
+        cand_best = _mm256_max_ps(c, cand_best);
+    }
+    alignas(32) float lanes[3][kWide];
+    _mm256_store_ps(lanes[0], ref_best);
+    _mm256_store_ps(lanes[1], ref_least);
+    _mm256_store_ps(lanes[2], cand_best);
+    BlockExtremes extremes;
+    for (int lane = 0; lane < kWide; ++lane) {
+        extremes.ref_max = std::max(extremes.ref_max, lanes[0][lane]);
+        extremes.ref_min = std::min(extremes.ref_min, lanes[1][lane]);
+        extremes.cand_max = std::max(extremes.cand_max, lanes[2][lane]);
+    }
+    for (; i < n; ++i) {
+        extremes.ref_max = std::max(extremes.ref_max, ref[i]);
+        extremes.ref_min = std::min(extremes.ref_min, ref[i]);
+        extremes.cand_max = std::max(extremes.cand_max, cand[i]);
+    }
+    return extremes;
+}
+
+// The row shift s: the mean of d over the first block, weighted by 2^(ref log2(e) - shift).
+WIDEATTN_AVX2 double conditioned_shift_avx2(const float* ref, const float* cand, int64_t n, double shift) {
+    const __m256d shifts = _mm256_set1_pd(-shift), scale = _mm256_set1_pd(kInvLn2);
+    const __m256d floor = _mm256_set1_pd(kExp2Floor);
+    __m256d exp_sum = _mm256_setzero_pd(), diff_sum = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        const __m256d r = _mm256_cvtps_pd(_mm_loadu_ps(ref + i));
+        const __m256d c = _mm256_cvtps_pd(_mm_loadu_ps(cand + i));
+        const __m256d e = fast_exp2_avx2(_mm256_max_pd(_mm256_fmadd_pd(r, scale, shifts), floor));
+        exp_sum = _mm256_add_pd(exp_sum, e);
+        diff_sum = _mm256_fmadd_pd(e, _mm256_sub_pd(c, r), diff_sum);
+    }
+    double total = horizontal_sum(exp_sum), weighted = horizontal_sum(diff_sum);
+    for (; i < n; ++i) {
+        const double r = ref[i], c = cand[i];
+        const double e = weight_scalar(r, shift);
+        total += e;
+        weighted += e * (c - r);
+    }
+    return weighted / total;
+}
+
+struct ConditionedBlock {
+    double exp_sum = 0.0;   // sum e, e = 2^(ref log2(e) - shift)
+    double diff_sum = 0.0;  // sum e v
+    double phi_sum = 0.0;   // sum e 2 phi(v)
+    double max_diff = -std::numeric_limits<double>::infinity();  // largest v with |v| >= kSmallDiff
+};
+
+// The block after the one being summed (or that block itself, for the last), whose cache lines
+// the sum loop prefetches (every step, at the same offset: cheaper than a test for each new
+// line): it is then in L1 for the extremes pass, which otherwise waits on every line (measured
+// 3-5 % of the row time).
+struct NextBlock {
+    const float* ref;
+    const float* cand;
+    int64_t last;  // index of its last column
+};
+
+// The conditioned sums of one block at the row's shift (its max so far, the block's included).
+// Vectors with every |v| < kSmallDiff (the common case) take phi from the polynomial; the
+// others blend in e^v - 1 - v per lane. An inf or NaN makes a sum non-finite (ref = -inf gives
+// v = +inf, NaN propagates through v or the weight), which the caller checks. kClamp false: no
+// weight is below 2^kExp2Floor.
+template <bool kClamp>
+WIDEATTN_AVX2 ConditionedBlock conditioned_block_avx2(const float* ref, const float* cand, int64_t n,
+                                                      const NextBlock& next, double shift, double diff_shift) {
+    const int64_t* table = exp2_fraction_table();
+    const __m256d shifts = _mm256_set1_pd(-shift), scale = _mm256_set1_pd(kInvLn2);
+    const __m256d diff_shifts = _mm256_set1_pd(diff_shift);
+    const __m256d floor = _mm256_set1_pd(kExp2Floor), exp_floor = _mm256_set1_pd(kExpFloor);
+    const __m256d small = _mm256_set1_pd(kSmallDiffSquared), two = _mm256_set1_pd(2.0);
+    __m256d exp_sum = _mm256_setzero_pd(), diff_sum = _mm256_setzero_pd(), phi_sum = _mm256_setzero_pd();
+    __m256d max_diff = _mm256_set1_pd(-std::numeric_limits<double>::infinity());
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        const int64_t ahead = std::min(i, next.last);
+        _mm_prefetch(reinterpret_cast<const char*>(next.ref + ahead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(next.cand + ahead), _MM_HINT_T0);
+        const __m256d r = _mm256_cvtps_pd(_mm_loadu_ps(ref + i)), c = _mm256_cvtps_pd(_mm_loadu_ps(cand + i));
+        __m256d t = _mm256_fmadd_pd(r, scale, shifts);
+        if (kClamp) t = _mm256_max_pd(t, floor);
+        const __m256d e = fast_exp2_avx2(t);
+        const __m256d v = _mm256_sub_pd(_mm256_sub_pd(c, r), diff_shifts);
+        const __m256d v2 = _mm256_mul_pd(v, v);
+        __m256d phi = twice_phi_avx2(v, v2);
+        // Sign bit set where v^2 < kSmallDiff^2.
+        const __m256d below = _mm256_sub_pd(v2, small);
+        if (_mm256_movemask_pd(below) != kAllLanes) {
+            const __m256d exp_v = exp_nonpositive_avx2(_mm256_max_pd(v, exp_floor), table);
+            const __m256d exact = _mm256_mul_pd(two, _mm256_sub_pd(_mm256_sub_pd(exp_v, _mm256_set1_pd(1.0)), v));
+            phi = _mm256_blendv_pd(exact, phi, below);
+            max_diff = _mm256_max_pd(v, max_diff);
+        }
+        exp_sum = _mm256_add_pd(exp_sum, e);
+        diff_sum = _mm256_fmadd_pd(e, v, diff_sum);
+        phi_sum = _mm256_fmadd_pd(e, phi, phi_sum);
+    }
+    ConditionedBlock block;
+    block.exp_sum = horizontal_sum(exp_sum);
+    block.diff_sum = horizontal_sum(diff_sum);
+    block.phi_sum = horizontal_sum(phi_sum);
+    alignas(32) double diffs[kLanes];
+    _mm256_store_pd(diffs, max_diff);
+    for (int lane = 0; lane < kLanes; ++lane) block.max_diff = std::max(block.max_diff, diffs[lane]);
+    for (; i < n; ++i) {
+        const double r = ref[i], c = cand[i];
+        const double e = weight_scalar(r, shift);
+        const double v = (c - r) - diff_shift;
+        block.exp_sum += e;
+        block.diff_sum += e * v;
+        block.phi_sum += e * twice_phi_scalar(v);
+        if (!(std::fabs(v) < kSmallDiff)) block.max_diff = std::max(block.max_diff, v);
+    }
+    return block;
+}
+
+// log1p(x) - x without cancellation: for |x| <= kSeriesLimit, with u = x / (2 + x),
+// log1p(x) = 2 atanh(u), so log1p(x) - x = -x^2 / (2 + x) + 2 (u^3/3 + u^5/5 + ...).
+double log1p_minus_x(double x) {
+    if (!(std::fabs(x) <= kSeriesLimit)) return std::log1p(x) - x;
+    const double u = x / (2.0 + x), w = u * u;
+    double series = 0.0;
+    for (int k = kAtanhTerms - 1; k >= 0; --k) series = series * w + 1.0 / (2 * k + 3);
+    return -x * x / (2.0 + x) + 2.0 * u * w * series;
+}
+
+// Sums of one pass over the row pair in the conditioned form.
+struct ConditionedSums {
+    double diff_shift = 0.0;  // s
+    double shift = 0.0;       // M: weights are 2^(ref log2(e) - M)
+    double exp_sum = 0.0;
+    double diff_sum = 0.0;
+    double phi_sum = 0.0;     // sum e 2 phi(v)
+    float ref_max = 0.0f;
+    float cand_max = 0.0f;
+    int64_t ref_max_block = 0;  // first column of the first block holding the max
+    int64_t cand_max_block = 0;
+
+    double mean_diff() const { return diff_sum / exp_sum; }  // B
+    double phi_mean() const { return 0.5 * phi_sum / exp_sum; }  // Phi
+    double kl() const {
+        const double x = mean_diff() + phi_mean();
+        return std::fabs(x) <= kSeriesLimit ? phi_mean() + log1p_minus_x(x) : std::log1p(x) - mean_diff();
+    }
+};
+
+// One pass over the row: each block's extremes first (an eight-wide pass; the block then stays
+// in L1 for the sums), so its sums are taken at the row's max so far, rescaled by an exact power
+// of two when a block holds a new max. choose_shift: s is the first block's weighted mean of d;
+// otherwise sums->diff_shift is used. False when the row needs the exact path.
+WIDEATTN_AVX2 bool conditioned_pass(const float* ref, const float* cand, int64_t vocab, bool choose_shift,
+                                    ConditionedSums* sums) {
+    ConditionedSums row = *sums;
+    row.exp_sum = row.diff_sum = row.phi_sum = 0.0;
+    for (int64_t begin = 0; begin < vocab; begin += kSumBlock) {
+        const int64_t end = std::min(vocab, begin + kSumBlock);
+        const BlockExtremes extremes = block_extremes_avx2(ref + begin, cand + begin, end - begin);
+        if (begin == 0 || extremes.ref_max > row.ref_max) {
+            if (!(std::fabs(extremes.ref_max) < kMaxConditionedLogit)) return false;
+            const double new_shift = std::ceil(extremes.ref_max * kInvLn2);
+            const int exponent = static_cast<int>(std::max(row.shift - new_shift, kRescaleFloor));
+            row.exp_sum = std::ldexp(row.exp_sum, exponent);
+            row.diff_sum = std::ldexp(row.diff_sum, exponent);
+            row.phi_sum = std::ldexp(row.phi_sum, exponent);
+            row.shift = new_shift;
+            row.ref_max = extremes.ref_max;
+            row.ref_max_block = begin;
+        }
+        if (begin == 0) {
+            row.cand_max = extremes.cand_max;
+            row.cand_max_block = 0;
+            if (choose_shift) row.diff_shift = conditioned_shift_avx2(ref, cand, end, row.shift);
+        } else if (extremes.cand_max > row.cand_max) {
+            row.cand_max = extremes.cand_max;
+            row.cand_max_block = begin;
+        }
+        const bool clamp = static_cast<double>(extremes.ref_min) * kInvLn2 - row.shift < kExp2Floor;
+        const int64_t next_begin = end < vocab ? end : begin;
+        const NextBlock next{ref + next_begin, cand + next_begin, std::min(vocab, next_begin + kSumBlock) - next_begin - 1};
+        const ConditionedBlock block =
+            clamp ? conditioned_block_avx2<true>(ref + begin, cand + begin, end - begin, next, row.shift, row.diff_shift)
+                  : conditioned_block_avx2<false>(ref + begin, cand + begin, end - begin, next, row.shift, row.diff_shift);
+        if (!std::isfinite(block.exp_sum + block.diff_sum + block.phi_sum) || block.max_diff > kMaxConditionedDiff)
+            return false;
+        row.exp_sum += block.exp_sum;
+        row.diff_sum += block.diff_sum;
+        row.phi_sum += block.phi_sum;
+    }
+    *sums = row;
+    return true;
+}
+
+// Whether s lies so far from the row's p-weighted mean of d (B = mean - s) that KL would lose
+// accuracy: the polynomial's error grows as |B|^3 and the rounding of Phi + (log1p(X) - X) as
+// B^2, both against KL; or B < kMinMeanDiff. Peaked rows whose top token lies after the first
+// block can be like this; a second pass with s + B centres them.
+bool needs_recentring(const ConditionedSums& row) {
+    const double mean_diff = row.mean_diff(), kl = std::fabs(row.kl());
+    return !(mean_diff >= kMinMeanDiff) || std::fabs(mean_diff) * mean_diff * mean_diff > kMaxCubedShift * kl ||
+           mean_diff * mean_diff > kMaxSquaredShift * kl;
+}
+
+// The whole row in the conditioned form; false when the row needs the exact path.
+WIDEATTN_AVX2 bool conditioned_row_drift(const float* ref, const float* cand, int64_t vocab, RowPairDrift* drift) {
+    ConditionedSums row;
+    if (!conditioned_pass(ref, cand, vocab, true, &row)) return false;
+    if (needs_recentring(row)) {
+        row.diff_shift += row.mean_diff();
+        if (!conditioned_pass(ref, cand, vocab, false, &row) || !(row.mean_diff() >= kMinMeanDiff)) return false;
+    }
+    drift->kl = row.kl();
+    drift->ref_log_normalizer = row.shift * kLn2 + std::log(row.exp_sum);
+    drift->cand_log_normalizer = drift->ref_log_normalizer + row.diff_shift + std::log1p(row.mean_diff() + row.phi_mean());
+    drift->ref_argmax = first_index_of(ref, row.ref_max_block, vocab, row.ref_max);
+    drift->cand_argmax = first_index_of(cand, row.cand_max_block, vocab, row.cand_max);
+    return true;
+}
+#endif
+
 }  // namespace
 
 RowPairDrift row_pair_drift(const float* ref, const float* cand, int64_t vocab) {
     RowPairDrift drift;
+#ifdef WIDEATTN_HAVE_AVX2_PATH
+    if (cpu_has_avx2_fma() && conditioned_row_drift(ref, cand, vocab, &drift)) return drift;
+#endif
     Sums sums;
     const RowPairSums blocks = row_pair_sums(ref, cand, vocab);
     const RunningRow& ref_row = blocks.ref;

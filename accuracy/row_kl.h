@@ -1,9 +1,12 @@
-// row_kl.h - the per-token drift kernel: KL(reference || candidate) of two logit rows computed
-// from log-softmax in float64 with max subtraction. The row pair is read from memory once, in
-// blocks that stay in L1: the sums exp(ref - max), exp(cand - max) and exp(ref - max) *
-// (ref - cand), taken at the first block's scanned max and then at the row's running max (each
-// block's max found in the same pass; a scan only where a block needs it). A logit of -inf is a
-// probability of exactly zero (such rows take a scalar path); NaN and +inf are input errors.
+// row_kl.h - the per-token drift kernel: KL(reference || candidate) of two logit rows in
+// float64. On x86-64 CPUs with AVX2 and FMA a row pair is first taken in a well-conditioned form
+// (KL = Phi + log1p(X) - X from sums of p (e^v - 1 - v) and p v, v = cand - ref - s; one
+// polynomial weight per logit pair, no cancellation, so tiny KL keeps its relative accuracy);
+// rows it does not take, and every row elsewhere, go to the exact path: log-softmax with max
+// subtraction, the sums exp(ref - max), exp(cand - max) and exp(ref - max) (ref - cand) at the
+// first block's scanned max and then at the row's running max. Both read the row pair once, in
+// blocks that stay in L1. A logit of -inf is a probability of exactly zero (such rows take a
+// scalar path); NaN and +inf are input errors.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,9 @@
 // accuracy_test_util.h - helpers shared by the accuracy tests: a temporary directory removed
-// at scope exit, an independent long-double KL, and small file writers for broken inputs.
+// at scope exit, independent long-double KLs (textbook, and a centred two-pass one for tiny KL),
+// and small file writers for broken inputs.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -54,6 +56,41 @@ inline long double naive_kl(const float* ref, const float* cand, int64_t n) {
         kl += std::exp(log_p) * (log_p - log_q);
     }
     return kl;
+}
+
+// e^w - 1 - w in long double without cancellation: its Taylor series for small |w|.
+inline long double expm1_minus_identity(long double w) {
+    constexpr long double kSeriesLimit = 0.125L;
+    constexpr int kTerms = 30;
+    if (std::fabs(w) > kSeriesLimit) return std::expm1(w) - w;
+    long double term = w * w / 2, total = 0.0L;
+    for (int k = 3; k <= kTerms; ++k) {
+        total += term;
+        term *= w / k;
+    }
+    return total;
+}
+
+// KL(p || q) for rows that differ little, where the textbook sum cancels (its log-normaliser
+// difference alone carries ~1e-18 absolute error): two passes in long double, p = softmax(ref)
+// and the p-weighted mean m of d = cand - ref first, then with w = d - m (so sum p w = 0)
+// KL = log sum p e^w = log1p(sum p (e^w - 1 - w)), a sum of non-negative terms. Finite logits.
+inline long double careful_kl(const float* ref, const float* cand, int64_t n) {
+    long double best = -std::numeric_limits<long double>::infinity();
+    for (int64_t i = 0; i < n; ++i) best = std::max<long double>(best, ref[i]);
+    long double total = 0.0L, mean = 0.0L;
+    for (int64_t i = 0; i < n; ++i) {
+        const long double weight = std::exp(static_cast<long double>(ref[i]) - best);
+        total += weight;
+        mean += weight * (static_cast<long double>(cand[i]) - ref[i]);
+    }
+    mean /= total;
+    long double phi = 0.0L;
+    for (int64_t i = 0; i < n; ++i) {
+        const long double weight = std::exp(static_cast<long double>(ref[i]) - best);
+        phi += weight * expm1_minus_identity(static_cast<long double>(cand[i]) - ref[i] - mean);
+    }
+    return std::log1p(phi / total);
 }
 
 inline bool relatively_close(double got, long double want, double tolerance) {
