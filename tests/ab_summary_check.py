@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Checks tools/ab_summary.py on two bench JSON files made here (two bundles x two rounds): every
+round's figure per label, the median change against the first label, --kernel filtering, and
+the usage errors (exit 2, naming the argument or file).
+usage: ab_summary_check.py AB_SUMMARY_PY
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def bench_json(path, figures):
+    cases = [{"case": case, "kernel": kernel, "tflops": tflops} for (case, kernel), tflops in figures]
+    with open(path, "w") as f:
+        json.dump({"tool": "wideattn bench", "cases": cases}, f)
+
+
+def run(script, *args):
+    return subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+
+
+def main():
+    script = sys.argv[1]
+    failures = []
+
+    def expect(condition, what):
+        if not condition:
+            failures.append(what)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        def path(name):
+            return os.path.join(tmp, name)
+
+        a16, a4 = ("prompt_16k", "wgmma_bf16_d512"), ("prompt_4k", "wgmma_bf16_d512")
+        m16 = ("prompt_16k", "mma_bf16_d512")
+        bench_json(path("a1.json"), [(a16, 100.0), (m16, 50.0), (a4, 80.0)])
+        bench_json(path("a2.json"), [(a16, 102.0), (m16, 50.0), (a4, 82.0)])
+        bench_json(path("b1.json"), [(a16, 110.0), (m16, 49.0), (a4, 80.0)])
+        bench_json(path("b2.json"), [(a16, 112.0), (m16, 51.0)])
+        a = "base=" + path("a1.json") + "," + path("a2.json")
+        b = "new=" + path("b1.json") + "," + path("b2.json")
+
+        r = run(script, a, b)
+        expect(r.returncode == 0, f"two labels: exit {r.returncode}, {r.stderr}")
+        lines = r.stdout.splitlines()
+        expect(lines[0] == "| case | kernel | base | new | new vs base |", f"header: {lines[0] if lines else ''}")
+        # medians 101 -> 111: +9.9%; 50 -> 50: +0.0%; 81 -> 80 (one round only): -1.2%
+        expect("| prompt_16k | wgmma_bf16_d512 | 100.0 / 102.0 | 110.0 / 112.0 | +9.9% |" in lines, "16k row")
+        expect("| prompt_16k | mma_bf16_d512 | 50.0 / 50.0 | 49.0 / 51.0 | +0.0% |" in lines, "mma row")
+        expect("| prompt_4k | wgmma_bf16_d512 | 80.0 / 82.0 | 80.0 | -1.2% |" in lines, "4k row, one round")
+        expect(len(lines) == 5, f"rows: {len(lines)}")
+
+        r = run(script, a, b, "--kernel", "mma_bf16_d512")
+        expect(r.returncode == 0 and len(r.stdout.splitlines()) == 3 and "mma_bf16_d512" in r.stdout,
+               f"--kernel filter: {r.stdout}")
+
+        not_bench = path("other.json")
+        with open(not_bench, "w") as f:
+            json.dump({"kernels": []}, f)
+        bad_cases = [
+            ((a, "new"), "argument 'new' is not LABEL=FILE"),
+            ((a, "base=" + path("b1.json")), "label 'base' given twice"),
+            ((a, "new=" + path("missing.json")), "cannot read bench JSON"),
+            ((a, "new=" + not_bench), "has no 'cases' list"),
+            ((a, b, "--kernel"), "option --kernel needs a value"),
+            ((a, b, "--kernel", "no_such"), "--kernel no_such: no such kernel"),
+            ((), "no LABEL=FILE arguments"),
+        ]
+        for args, message in bad_cases:
+            r = run(script, *args)
+            expect(r.returncode == 2 and message in r.stderr, f"{args}: exit {r.returncode}, {r.stderr.strip()}")
+
+    for f in failures:
+        print("FAIL", f)
+    print(f"ab_summary: {len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
