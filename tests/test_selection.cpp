@@ -327,3 +327,72 @@ TEST_CASE("selection: TMA kernels take the cache layouts a tensor map can descri
               std::string::npos);
     }
 }
+
+namespace {
+
+// What the fake cuTensorMapEncodeTiled below was last called with.
+struct EncodeCall {
+    int calls = 0;
+    CUtensorMapDataType type{};
+    cuuint32_t rank = 0;
+    const void* base = nullptr;
+    cuuint64_t dims[kKvMapRank] = {};
+    cuuint64_t strides[kKvMapRank - 1] = {};
+    cuuint32_t box[kKvMapRank] = {};
+    CUtensorMapSwizzle swizzle{};
+    CUresult result = CUDA_SUCCESS;
+};
+EncodeCall g_encode;
+
+CUresult fake_encode(CUtensorMap*, CUtensorMapDataType type, cuuint32_t rank, void* base, const cuuint64_t* dims,
+                     const cuuint64_t* strides, const cuuint32_t* box, const cuuint32_t*, CUtensorMapInterleave,
+                     CUtensorMapSwizzle swizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+    ++g_encode.calls;
+    g_encode.type = type;
+    g_encode.rank = rank;
+    g_encode.base = base;
+    for (int d = 0; d < kKvMapRank; ++d) g_encode.dims[d] = dims[d], g_encode.box[d] = box[d];
+    for (int d = 0; d + 1 < kKvMapRank; ++d) g_encode.strides[d] = strides[d];
+    g_encode.swizzle = swizzle;
+    return g_encode.result;
+}
+
+}  // namespace
+
+TEST_CASE("tensor maps: the driver gets the layout and box the kernel addresses, and failures are named") {
+    wideattn_prefill_params p = test::valid_params();
+    p.v_block_stride = 2 * p.k_block_stride;
+    Driver driver;
+    KvTensorMaps maps;
+    std::string why;
+
+    SUBCASE("a driver without cuTensorMapEncodeTiled") {
+        CHECK(encode_kv_tensor_maps(driver, p, &maps, &why) == WIDEATTN_ERROR_NO_DRIVER);
+        CHECK(why.find("lacks cuTensorMapEncodeTiled") != std::string::npos);
+    }
+    SUBCASE("K then V: bf16, rank 4, 64-element x 16-slot boxes, 128-byte swizzle") {
+        g_encode = EncodeCall{};
+        driver.cuTensorMapEncodeTiled = &fake_encode;
+        REQUIRE(encode_kv_tensor_maps(driver, p, &maps, &why) == WIDEATTN_OK);
+        CHECK(g_encode.calls == 2);
+        CHECK(g_encode.base == p.v_cache);  // the last call is V's
+        CHECK(g_encode.type == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+        CHECK(g_encode.rank == kKvMapRank);
+        CHECK(g_encode.swizzle == CU_TENSOR_MAP_SWIZZLE_128B);
+        CHECK(g_encode.box[kKvMapDimElem] * 2 == kKvBoxBytes);
+        CHECK(g_encode.box[kKvMapDimHead] == 1);
+        CHECK(g_encode.box[kKvMapDimSlot] == kKvBoxSlots);
+        CHECK(g_encode.box[kKvMapDimBlock] == 1);
+        const KvMapLayout v = kv_map_layout(p, true);
+        for (int d = 0; d < kKvMapRank; ++d) CHECK(g_encode.dims[d] == v.dims[d]);
+        for (int d = 0; d + 1 < kKvMapRank; ++d) CHECK(g_encode.strides[d] == v.strides[d]);
+    }
+    SUBCASE("a refusal by the driver names the cache") {
+        g_encode = EncodeCall{};
+        g_encode.result = CUDA_ERROR_INVALID_VALUE;
+        driver.cuTensorMapEncodeTiled = &fake_encode;
+        CHECK(encode_kv_tensor_maps(driver, p, &maps, &why) == WIDEATTN_ERROR_CUDA);
+        CHECK(why.find("cuTensorMapEncodeTiled(k_cache) failed") != std::string::npos);
+        CHECK(g_encode.calls == 1);
+    }
+}
