@@ -127,10 +127,9 @@ struct NoPrepare {
     wideattn_status operator()(const wideattn::Driver&, CUstream) const { return WIDEATTN_OK; }
 };
 
-// A kernel's arguments after the params struct (none by default).
+// A kernel's arguments after the params struct (none by default: the second stays null).
 struct NoMoreArgs {
-    wideattn_status operator()(const wideattn::ManifestKernel&, const wideattn::Driver&, void** second) const {
-        *second = nullptr;
+    wideattn_status operator()(const wideattn::ManifestKernel&, const wideattn::Driver&, void**) const {
         return WIDEATTN_OK;
     }
 };
@@ -139,7 +138,8 @@ struct NoMoreArgs {
 // device, kernel selection (`select`), the shared-memory check, lazy module load, grid
 // (`geometry`), `prepare` (stream work before the kernel, queued even when the grid is empty)
 // and cuLaunchKernel with the by-value argument `args`, followed by the argument `more_args`
-// provides for the selected kernel, if any. An empty grid launches nothing and succeeds.
+// points the (null) second slot at for the selected kernel, if any. An empty grid launches
+// nothing and succeeds.
 template <typename Args, typename Select, typename Geometry, typename Prepare = NoPrepare,
           typename MoreArgs = NoMoreArgs>
 wideattn_status launch_on_current_device(wideattn_context* ctx, Args* args, void* stream, Select select,
@@ -340,7 +340,6 @@ wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_p
         },
         [&](const wideattn::ManifestKernel& kernel) { return wideattn::launch_geometry(kernel, args); }, NoPrepare{},
         [&](const wideattn::ManifestKernel& kernel, const wideattn::Driver& drv, void** second) {
-            *second = nullptr;
             if (!kernel.has_feature(wideattn::kFeatureTmaKv)) return WIDEATTN_OK;
             std::string why;
             const wideattn_status encoded = wideattn::encode_kv_tensor_maps(drv, args, &maps, &why);

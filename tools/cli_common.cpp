@@ -46,10 +46,6 @@ wideattn_context* open_bundle(const std::string& bundle_dir, const char* command
 }
 
 bool parse_int(const char* command, const char* option, const char* text, long long min_value, long long* out) {
-    if (!text) {
-        std::fprintf(stderr, "wideattn %s: option %s needs a value\n", command, option);
-        return false;
-    }
     char* end = nullptr;
     errno = 0;
     const long long value = std::strtoll(text, &end, 10);

@@ -18,7 +18,8 @@ std::string executable_dir();
 // Opens the context or prints "wideattn <cmd>: <status>: <message>" and returns nullptr.
 wideattn_context* open_bundle(const std::string& bundle_dir, const char* command);
 
-// Parses a non-negative integer option value; prints an error naming the option on failure.
+// Parses the integer value `text` (not null) of `option`, which must be >= min_value; prints an
+// error naming the option and value on failure. ArgReader::int_value reports a missing value.
 bool parse_int(const char* command, const char* option, const char* text, long long min_value, long long* out);
 
 // Reads one subcommand's arguments (argv[0] is the subcommand) in order. An option that takes a

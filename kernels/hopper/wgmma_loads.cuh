@@ -113,7 +113,7 @@ struct KvTmaStream {
     // Issuing threads only (lane 0 of warp `warp` of the warpgroup): issues this warp's boxes of
     // the next key tile into `chunk`, completing on `barrier`, and reads the pages of the one after.
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, const int32_t* table_row, int32_t kv_end,
-                                          uint32_t chunk, uint32_t barrier, int32_t group, int32_t warp) {
+                                          uint32_t chunk, uint32_t barrier, int32_t warp) {
         mbarrier_arrive_expect_bytes(barrier, Wt::kGroupChunkBytes / kIssuers);
         const int32_t tile_key0 = pages.tile_key0();
 #pragma unroll
@@ -126,7 +126,7 @@ struct KvTmaStream {
             for (int32_t other = 1; other < Wt::kSubTiles; ++other)
                 if (sub == other) page = pages.page[other], page_slot = pages.page_slots[other];
             const int32_t block = tile_key0 + sub * Wt::kPageKeys < kv_end ? page : p.num_blocks;
-            tma_load_4d(chunk + (group * Wt::kSlabsPerGroup + slab) * kChunkSlabBytes + sub * kSubTileBytes, map,
+            tma_load_4d(chunk + (first_elem / Wt::kSlabDims + slab) * kChunkSlabBytes + sub * kSubTileBytes, map,
                         first_elem + slab * Wt::kSlabDims, kv_head, page_slot, block, barrier);
         }
         pages.read_ahead(p, table_row, kv_end);

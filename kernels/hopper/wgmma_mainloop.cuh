@@ -192,8 +192,7 @@ __device__ __forceinline__ bool issues_copies(const GroupPlace& at) { return at.
 __device__ __forceinline__ void issue_chunk(KvTmaStream& stream, const wideattn_prefill_params& p,
                                             const int32_t* table_row, int32_t kv_end, const SharedMap& map,
                                             int32_t chunk, const GroupPlace& at) {
-    stream.issue(p, table_row, kv_end, ring_chunk(map, chunk), chunk_barrier(map, chunk, at.group), at.group,
-                 at.row_tile);
+    stream.issue(p, table_row, kv_end, ring_chunk(map, chunk), chunk_barrier(map, chunk, at.group), at.row_tile);
 }
 
 // Q K^T issued (committed, not waited for) into s, over the warpgroup's kSlabs 128-byte slabs of
