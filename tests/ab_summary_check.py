@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks tools/ab_summary.py on two bench JSON files made here (two bundles x two rounds): every
 round's figure per label, the median change against the first label, --kernel filtering, and
-the usage errors (exit 2, naming the argument or file).
-usage: ab_summary_check.py AB_SUMMARY_PY
+the usage errors (exit 2, naming the argument or file); and the usage errors of
+tools/ab_bench.sh, which checks its arguments before it needs a GPU.
+usage: ab_summary_check.py AB_SUMMARY_PY AB_BENCH_SH
 """
 import json
 import os
@@ -71,6 +72,21 @@ def main():
         for args, message in bad_cases:
             r = run(script, *args)
             expect(r.returncode == 2 and message in r.stderr, f"{args}: exit {r.returncode}, {r.stderr.strip()}")
+
+        bench_script = sys.argv[2]
+        bundle = os.path.join(tmp, "bundle")
+        os.mkdir(bundle)
+        open(os.path.join(bundle, "manifest.json"), "w").close()
+        script_cases = [
+            (("--rounds", "0", f"a={bundle}", f"b={bundle}"), "--rounds='0' is not an integer >= 1"),
+            (("--cases",), "option --cases needs a value"),
+            ((f"a={bundle}",), "give at least two LABEL=BUNDLE_DIR"),
+            ((f"a={bundle}", f"b={tmp}"), f"b={tmp} has no manifest.json"),
+            (("bundle",), "argument 'bundle' is not LABEL=BUNDLE_DIR"),
+        ]
+        for args, message in script_cases:
+            r = subprocess.run(["bash", bench_script, *args], capture_output=True, text=True)
+            expect(r.returncode == 2 and message in r.stderr, f"ab_bench {args}: exit {r.returncode}, {r.stderr.strip()}")
 
     for f in failures:
         print("FAIL", f)

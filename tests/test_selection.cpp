@@ -296,6 +296,11 @@ TEST_CASE("selection: TMA kernels take the cache layouts a tensor map can descri
         CHECK(why.find("v_slot_stride=512 is below num_kv_heads x v_head_stride=32768") != std::string::npos);
         CHECK(select_name(m, p, 9, 0, &why) == "mma_bf16_d512@sm_90a");
     }
+    SUBCASE("a head stride below the head vector") {
+        p.k_head_stride = p.head_dim / 2;
+        CHECK(kv_map_unsupported(p).find("k_head_stride=256 is below head_dim=512") != std::string::npos);
+        CHECK(select_name(m, p, 9, 0, &why) == "mma_bf16_d512@sm_90a");
+    }
     SUBCASE("a block stride that does not cover the block's slots") {
         p.k_block_stride = p.k_slot_stride * (p.block_size - 1);
         CHECK(kv_map_unsupported(p).find("k_block_stride=30720 is below block_size x k_slot_stride=32768") !=
