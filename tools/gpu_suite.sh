@@ -48,6 +48,11 @@ step() {  # step NAME LOGFILE COMMAND...
 }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
+# SM clock, power and the clock-event reasons (0x4: software power cap) every 200 ms, to tell a
+# throttled run from a slow kernel; stopped before the logs are archived.
+nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv -lms 200 > "$out/clocks.csv" 2>/dev/null &
+clock_log=$!
 step inspect inspect.txt "$cli" inspect
 if ((tests)); then
     step gpu-tests gpu_tests.txt "$build/tests/wideattn_gpu_tests"
@@ -115,6 +120,8 @@ if ((peers)); then
 fi
 # The device tool returns at most 8 files of at most 16 MiB: every log and JSON report in one
 # archive, the two e2e archives (logit samples, several MiB each) beside it.
-(cd "$out" && tar -czf suite.tar.gz $(ls *.txt *.json 2>/dev/null) && rm -f ./*.txt ./*.json)
+kill "$clock_log" 2>/dev/null
+wait "$clock_log" 2>/dev/null
+(cd "$out" && tar -czf suite.tar.gz $(ls *.txt *.json *.csv 2>/dev/null) && rm -f ./*.txt ./*.json ./*.csv)
 echo "== summary (commit $commit)"
 printf '%s\n' "${summary[@]}"

@@ -182,11 +182,40 @@ def percentile(values, fraction):
 
 def summarize_times(times_ms):
     return {"ms_median": statistics.median(times_ms), "ms_min": min(times_ms),
-            "ms_p90": percentile(times_ms, 0.9), "reps": len(times_ms)}
+            "ms_p90": percentile(times_ms, 0.9), "reps": len(times_ms),
+            "ms_all": [round(ms, 4) for ms in times_ms]}
 
 
 def tflops(flops, ms):
     return flops / (ms * 1e-3) / 1e12
+
+
+def balanced_order(items, rep):
+    """The order of repetition rep, from a balanced Latin square (Williams design) over items.
+
+    Round-robin timing in one fixed order makes every implementation always follow the same
+    predecessor; after a long, power-hungry one (SDPA's math backend draws ~700 W for half a
+    second at 16k) the GPU's power controller still holds the clock down for the next kernel,
+    so the implementation listed first paid for the one listed last. (A rotation does not help:
+    it keeps every neighbour.) Over len(items) repetitions (2 x len(items) when that is odd)
+    each item takes every position once and follows every other item equally often.
+    """
+    n = len(items)
+    if n == 0:
+        return []
+    # First row 0, 1, n-1, 2, n-2, ...; row r adds r (mod n); odd n also needs the rows reversed.
+    first = [0]
+    low, high = 1, n - 1
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    rows = n if n % 2 == 0 else 2 * n
+    r = rep % rows
+    row = [items[(index + r) % n] for index in first]
+    return row if r < n else row[::-1]
 
 
 def budget_reps(reps, ms_per_run, budget_s):
@@ -541,7 +570,8 @@ def is_oom(exc):
 
 
 def time_interleaved(impls, reps, warmup, copies, budget_s):
-    """Round-robin CUDA-event timing: each repetition runs every implementation once.
+    """Round-robin CUDA-event timing: each repetition runs every implementation once, in an
+    order that changes every repetition (balanced_order).
 
     Returns ({name: [ms, ...]}, {name: status}) where the second dict names the
     implementations that ran out of memory or raised (they are dropped from then on).
@@ -575,7 +605,7 @@ def time_interleaved(impls, reps, warmup, copies, budget_s):
         counts[impl.name] = budget_reps(reps, estimate, budget_s)
     events = {impl.name: [] for impl in impls}
     for rep in range(reps):
-        for impl in impls:
+        for impl in balanced_order(impls, rep):
             if rep >= counts[impl.name] or impl.name in failed:
                 continue
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
