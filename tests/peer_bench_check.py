@@ -9,12 +9,18 @@ test sees which implementation ran when and what each was timed at.
   order made the first-listed one always run right after the last-listed, power-hungry one);
   each is timed at its own duration; one that raises is dropped with its status and the others
   go on;
-- summarize_times keeps every repetition's figure (ms_all) beside the median.
-usage: peer_bench_check.py PEER_BENCH_PY
+- summarize_times keeps every repetition's figure (ms_all) beside the median;
+- tools/peer_predecessors.py groups those figures by the implementation that ran right before,
+  and refuses a report without them (exit 2, naming the file).
+usage: peer_bench_check.py PEER_BENCH_PY PEER_PREDECESSORS_PY
 """
 import collections
 import importlib.util
+import json
+import os
+import subprocess
 import sys
+import tempfile
 import types
 
 
@@ -116,6 +122,38 @@ def main():
     summary = pb.summarize_times([3.0, 1.0, 2.0])
     expect(summary["ms_median"] == 2.0 and summary["ms_all"] == [3.0, 1.0, 2.0] and summary["reps"] == 3,
            f"summarize_times keeps every figure in order: {summary}")
+
+    # A report in which "b" is slow only right after "c": the table shows it in the "c" column.
+    names = ["a", "b", "c"]
+    ms_all = []
+    for rep in range(6):
+        order = pb.balanced_order(names, rep)
+        place = order.index("b")
+        ms_all.append(9.0 if place > 0 and order[place - 1] == "c" else 1.0)
+    impls = {name: {"status": "ok", "ms_all": ms_all if name == "b" else [1.0] * 6} for name in names}
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "peers.json")
+        with open(report, "w") as f:
+            json.dump({"cases": [{"name": "case-1", "impls": impls}]}, f)
+        result = subprocess.run([sys.executable, sys.argv[2], report, "--impl", "b"], capture_output=True, text=True)
+        lines = result.stdout.splitlines()
+        header = next((line for line in lines if line.startswith("| case")), "")
+        row = next((line for line in lines if line.startswith("| case-1")), "")
+        columns = [c.strip() for c in header.strip("|").split("|")]
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        table = dict(zip(columns, cells))
+        expect(result.returncode == 0 and table.get("c", "").startswith("9.000")
+               and table.get("a", "").startswith("1.000"),
+               f"peer_predecessors puts b's slow repetitions under c: {result.stdout} {result.stderr}")
+        old = os.path.join(tmp, "old.json")
+        with open(old, "w") as f:
+            json.dump({"cases": [{"name": "case-1", "impls": {"b": {"status": "ok", "ms_median": 1.0}}}]}, f)
+        result = subprocess.run([sys.executable, sys.argv[2], old, "--impl", "b"], capture_output=True, text=True)
+        expect(result.returncode == 2 and "old.json" in result.stderr and "ms_all" in result.stderr,
+               f"a report without ms_all is refused by name: {result.returncode} {result.stderr}")
+        result = subprocess.run([sys.executable, sys.argv[2], report, "--impl"], capture_output=True, text=True)
+        expect(result.returncode == 2 and "--impl needs a value" in result.stderr,
+               f"--impl without a value is refused: {result.stderr}")
 
     print(f"peer_bench_check: {'FAILED ' + str(len(failures)) if failures else 'all checks passed'}")
     sys.exit(1 if failures else 0)
