@@ -11,10 +11,10 @@
 #include "kernels/common/kv_tensor_map.h"
 #include "kernels/hopper/wgmma_loads.cuh"
 #include "kernels/hopper/wgmma_mainloop.cuh"
+#include "kernels/hopper/wgmma_tile_order.cuh"
 #include "kernels/hopper/wgmma_traits.h"
 #include "kernels/mma/mma_block_geometry.cuh"
 #include "kernels/mma/mma_epilogue.cuh"
-#include "kernels/mma/mma_tile_order.cuh"
 
 namespace wideattn::hopper {
 
@@ -38,7 +38,7 @@ wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p,
         prefetch_tensor_map(&maps.k);
         prefetch_tensor_map(&maps.v);
     }
-    const mma::BlockWork work = mma::find_block_work(p, Wt::kTileTokens);
+    const mma::BlockWork work = find_block_work_by_head(p, Wt::kTileTokens);
     if (!work.tile.found) return;
     const GroupPlace at = group_place();
     mma::BlockGeometry geometry;

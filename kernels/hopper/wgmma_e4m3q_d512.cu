@@ -10,9 +10,9 @@
 #include "kernels/hopper/wgmma_e4m3q_loads.cuh"
 #include "kernels/hopper/wgmma_e4m3q_mainloop.cuh"
 #include "kernels/hopper/wgmma_e4m3q_traits.h"
+#include "kernels/hopper/wgmma_tile_order.cuh"
 #include "kernels/mma/mma_block_geometry.cuh"
 #include "kernels/mma/mma_epilogue.cuh"
-#include "kernels/mma/mma_tile_order.cuh"
 
 namespace wideattn::hopper {
 
@@ -28,7 +28,7 @@ wideattn_wgmma_e4m3q_d512(const __grid_constant__ wideattn_prefill_params p) {
     using namespace wideattn::hopper;
     extern __shared__ __align__(Et::kSmemAlign) unsigned char smem[];
 
-    const mma::BlockWork work = mma::find_block_work(p, Et::kTileTokens);
+    const mma::BlockWork work = find_block_work_by_head(p, Et::kTileTokens);
     if (!work.tile.found) return;
     const GroupPlace at = group_place();
     mma::BlockGeometry geometry;

@@ -3,8 +3,12 @@
 // The launch grid is the standard one (grid.x = token_tile_count, grid.y = KV heads for
 // group 8). The linear block index (blockIdx.y * gridDim.x + blockIdx.x, the order in which
 // the hardware dispatches blocks) is remapped so that
-//   - the KV head varies fastest: concurrently running blocks share the same K/V prefix
-//     in L2 across the heads of one token tile, and
+//   - the KV head varies fastest: the blocks running at one time are the token tiles' heads
+//     side by side (they share the block table and their Q tokens, not K/V: every KV head
+//     streams its own prefix). The Hopper kernels measured the opposite order (KV head
+//     slowest, kernels/hopper/wgmma_tile_order.cuh) 1-3% faster at Hkv 4; it is not applied
+//     here because the mma kernels' time is not in memory (227 TFLOP/s, issue-bound: NOTES.md)
+//     and a first try put mma_e4m3_d512 over 255 registers on sm_90a; and
 //   - token tiles are taken in reverse order (last tile of the last sequence first): under
 //     bottom-right causal masking the last tiles of a sequence see the most keys, so the
 //     long blocks start first and the short ones fill the tail of the wave.
