@@ -10,8 +10,10 @@ test sees which implementation ran when and what each was timed at.
   each is timed at its own duration; one that raises is dropped with its status and the others
   go on;
 - summarize_times keeps every repetition's figure (ms_all) beside the median;
-- tools/peer_predecessors.py groups those figures by the implementation that ran right before,
-  and refuses a report without them (exit 2, naming the file).
+- time_interleaved's ran_after names the implementation launched right before every timed run;
+- tools/peer_predecessors.py groups the figures by that predecessor (recorded, or reconstructed
+  from the balanced order for older reports), and refuses a report without them (exit 2,
+  naming the file).
 usage: peer_bench_check.py PEER_BENCH_PY PEER_PREDECESSORS_PY
 """
 import collections
@@ -110,6 +112,17 @@ def main():
     for name in names:
         expect(times.get(name) == [durations[name]] * reps, f"{name} timed at its duration: {times.get(name)}")
 
+    # ran_after names the implementation launched right before each timed run (the last warm-up
+    # for the very first one).
+    ran.clear()
+    after = {}
+    pb.time_interleaved(impls, reps, warmup, copies=2, budget_s=None, ran_after=after)
+    timed = ran[warmup * len(names):]
+    launched_before = {name: [] for name in names}
+    for index, name in enumerate(timed):
+        launched_before[name].append(timed[index - 1] if index > 0 else ran[warmup * len(names) - 1])
+    expect(after == launched_before, f"ran_after follows the launches: {after} vs {launched_before}")
+
     # One that raises is dropped with its status; the others keep all their repetitions.
     def broken(copy):
         raise RuntimeError("launch failed")
@@ -145,6 +158,14 @@ def main():
         expect(result.returncode == 0 and table.get("c", "").startswith("9.000")
                and table.get("a", "").startswith("1.000"),
                f"peer_predecessors puts b's slow repetitions under c: {result.stdout} {result.stderr}")
+        # A recorded ran_after is used as it is (here it contradicts the balanced order).
+        recorded = {name: dict(entry, ran_after=["a"] * 6) for name, entry in impls.items()}
+        with open(report, "w") as f:
+            json.dump({"cases": [{"name": "case-1", "impls": recorded}]}, f)
+        result = subprocess.run([sys.executable, sys.argv[2], report, "--impl", "b"], capture_output=True, text=True)
+        expect(result.returncode == 0 and "| a |" in result.stdout and "| c |" not in result.stdout
+               and "(6)" in result.stdout,
+               f"peer_predecessors takes the recorded ran_after: {result.stdout} {result.stderr}")
         old = os.path.join(tmp, "old.json")
         with open(old, "w") as f:
             json.dump({"cases": [{"name": "case-1", "impls": {"b": {"status": "ok", "ms_median": 1.0}}}]}, f)

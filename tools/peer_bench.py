@@ -569,12 +569,14 @@ def is_oom(exc):
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc)
 
 
-def time_interleaved(impls, reps, warmup, copies, budget_s):
+def time_interleaved(impls, reps, warmup, copies, budget_s, ran_after=None):
     """Round-robin CUDA-event timing: each repetition runs every implementation once, in an
     order that changes every repetition (balanced_order).
 
     Returns ({name: [ms, ...]}, {name: status}) where the second dict names the
-    implementations that ran out of memory or raised (they are dropped from then on).
+    implementations that ran out of memory or raised (they are dropped from then on). When
+    ran_after is a dict, it receives {name: [the implementation launched right before each
+    timed run, ...]} (the last warm-up's for the first), in the order of the times.
     """
     torch = _lazy_torch()
     failed = {}
@@ -591,10 +593,12 @@ def time_interleaved(impls, reps, warmup, copies, budget_s):
             return False
 
     counts = {}
+    previous = None
     for impl in impls:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         for i in range(warmup):
             start.record()
+            previous = impl.name
             if not attempt(impl, i % copies):
                 break
             end.record()
@@ -610,9 +614,12 @@ def time_interleaved(impls, reps, warmup, copies, budget_s):
                 continue
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
+            before, previous = previous, impl.name
             if attempt(impl, rep % copies):
                 end.record()
                 events[impl.name].append((start, end))
+                if ran_after is not None:
+                    ran_after.setdefault(impl.name, []).append(before)
         torch.cuda.synchronize()
     times = {name: [s.elapsed_time(e) for s, e in pairs]
              for name, pairs in events.items() if name not in failed and pairs}
@@ -789,13 +796,15 @@ def run_case(case, args, wa, wa_mma, capability, l2_bytes, generators, rates, lo
     log("  accuracy (mean/max abs): " + ", ".join(
         f"{n} {e['mean_abs']:.1e}/{e['max_abs']:.1e}" for n, e in errs.items()))
 
-    times, failed = time_interleaved(timed, args.reps, args.warmup, copies, args.impl_budget_s) \
+    ran_after = {}
+    times, failed = time_interleaved(timed, args.reps, args.warmup, copies, args.impl_budget_s, ran_after) \
         if timed else ({}, {})
     for name, status in failed.items():
         result["impls"][name]["status"] = status
     for name, samples in times.items():
         entry = result["impls"][name]
         entry.update(summarize_times(samples))
+        entry["ran_after"] = ran_after.get(name, [])
         entry["tflops"] = tflops(case.flops, entry["ms_median"])
         entry["pct_gemm"] = 100 * entry["tflops"] / rates["gemm_tflops"]
         if rates.get("mma_tflops"):

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """peer_predecessors.py - how an implementation's time in a peer-harness run depends on what ran
 right before it: the median of its per-repetition times (`ms_all` in the JSON of
-tools/peer_bench.py) grouped by the implementation that preceded it in that repetition's order
-(peer_bench.balanced_order; `(start)` for the first place, which follows the warm-up of the
-last-listed implementation or the previous repetition's last one).
+tools/peer_bench.py) grouped by the implementation launched right before each of them
+(`ran_after`, recorded by the harness; for reports older than that field, reconstructed from
+peer_bench.balanced_order over the timed implementations in report order, with `(start)` for
+the first place of a repetition).
 
 usage: peer_predecessors.py PEERS_JSON [--impl NAME]   (default NAME: wideattn)
 
@@ -26,6 +27,11 @@ def by_predecessor(case, impl):
     if impl not in timed:
         return None
     groups = collections.defaultdict(list)
+    recorded = impls[impl].get("ran_after")
+    if recorded is not None and len(recorded) == len(impls[impl]["ms_all"]):
+        for before, ms in zip(recorded, impls[impl]["ms_all"]):
+            groups[before or "(none)"].append(ms)
+        return groups
     for rep, ms in enumerate(impls[impl]["ms_all"]):
         order = balanced_order(timed, rep)
         place = order.index(impl)
