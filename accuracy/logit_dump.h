@@ -92,8 +92,26 @@ public:
     // into the caller's buffer instead of through the cache (one memory copy less).
     void set_chunk_cache(bool enabled);
 
+    // Direct reads: when the logits are float32 in the machine's byte order, stored without
+    // filters either contiguously or in chunks of whole rows (the writer's layout), every row's
+    // bytes in the file are its floats in memory. The reader then finds each chunk's file
+    // offset once (through HDF5) and copies rows with pread() on its own descriptor, outside
+    // the lock that serialises HDF5 calls, so readers in several threads copy at the same time.
+    // Checked at open against an H5Dread of the first row; any other layout, or a mismatch,
+    // reads through H5Dread. On by default where possible; tests turn it off to compare.
+    bool direct_reads() const { return direct_fd_ >= 0; }
+    void set_direct_reads(bool enabled);
+
+    ~LogitDumpReader();
+    LogitDumpReader(const LogitDumpReader&) = delete;
+    LogitDumpReader& operator=(const LogitDumpReader&) = delete;
+
 private:
     void open_dataset(bool chunk_cache);
+    // The row layout direct reads need, or false (and no descriptor) when the dataset has another.
+    bool open_direct();
+    void close_direct();
+    void read_direct(int64_t first, int64_t count, float* out) const;
 
     void read_raw(int64_t first, int64_t count, void* out, hid_t memory_type);
 
@@ -103,6 +121,9 @@ private:
     H5Handle memory_type_;
     std::vector<uint16_t> raw16_;
     std::vector<float> staging_;
+    int direct_fd_ = -1;
+    int64_t direct_chunk_rows_ = 0;             // rows per chunk of direct_offsets_ (all rows when contiguous)
+    std::vector<int64_t> direct_offsets_;       // file offset of each chunk's first row
 };
 
 }  // namespace wideattn::accuracy

@@ -1,5 +1,5 @@
 // test_logit_dump.cpp - logit dump writer/reader round trips, float16 conversion, and every
-// malformed-file error of the reader.
+// malformed-file error of the reader, and its direct (pread) row reads against H5Dread.
 #include <doctest/doctest.h>
 
 #include <hdf5.h>
@@ -181,4 +181,110 @@ TEST_CASE("logit dump reader: token ids must fit the dump") {
         writer.write_tokens({3});
     }
     CHECK_THROWS_WITH_AS(LogitDumpReader(short_path).read_tokens(), doctest::Contains("2 entries"), AccuracyError);
+}
+
+namespace {
+
+// A float32 `logits` dataset [tokens, vocab] holding `rows`, with the given layout: chunk
+// {0, 0} = contiguous, else chunked (optionally deflate-compressed).
+void write_float32_layout(const std::string& path, int64_t tokens, int64_t vocab, const std::vector<float>& rows,
+                          hsize_t chunk_rows, hsize_t chunk_cols, bool deflate) {
+    H5Handle file = create_hdf5_file(path);
+    const hsize_t dims[2] = {static_cast<hsize_t>(tokens), static_cast<hsize_t>(vocab)};
+    H5Handle space(H5Screate_simple(2, dims, nullptr));
+    H5Handle create_props(H5Pcreate(H5P_DATASET_CREATE));
+    if (chunk_rows > 0) {
+        const hsize_t chunk[2] = {chunk_rows, chunk_cols};
+        REQUIRE(H5Pset_chunk(create_props.get(), 2, chunk) >= 0);
+        if (deflate) REQUIRE(H5Pset_deflate(create_props.get(), 4) >= 0);
+    }
+    H5Handle dataset(H5Dcreate2(file.get(), "logits", H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, create_props.get(),
+                                H5P_DEFAULT));
+    REQUIRE(dataset.valid());
+    REQUIRE(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) >= 0);
+}
+
+// Rows [first, first + count) of `reader`, as floats.
+std::vector<float> rows_of(LogitDumpReader& reader, int64_t first, int64_t count) {
+    std::vector<float> out(static_cast<size_t>(count * reader.info().vocab), std::nanf(""));
+    reader.read_rows(first, count, out.data());
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("logit dump reader: direct reads equal H5Dread, and are used only where the layout allows") {
+    wideattn::accuracy::silence_hdf5_errors();
+    TempDir dir;
+    const int64_t tokens = 10, vocab = 37;
+    const std::vector<float> rows = random_row(77, tokens * vocab, -30.0, 30.0);
+    const auto expect_rows = [&](LogitDumpReader& reader) {
+        for (int64_t first = 0; first < tokens; ++first)
+            for (int64_t count = 1; first + count <= tokens; ++count) {
+                CAPTURE(first);
+                CAPTURE(count);
+                const std::vector<float> got = rows_of(reader, first, count);
+                REQUIRE(std::memcmp(got.data(), rows.data() + first * vocab, got.size() * sizeof(float)) == 0);
+            }
+        CHECK_THROWS_WITH_AS(rows_of(reader, tokens - 2, 3), doctest::Contains("outside 0..10"), AccuracyError);
+    };
+
+    SUBCASE("the writer's layout (chunks of 3 whole rows, the last one partly past the end)") {
+        const std::string path = dir.file("writer.h5");
+        {
+            LogitDumpWriter writer(path, vocab, LogitType::kFloat32, {}, 3);
+            writer.append_rows(rows.data(), tokens);
+        }
+        LogitDumpReader reader(path);
+        CHECK(reader.direct_reads());
+        expect_rows(reader);
+        reader.set_chunk_cache(false);
+        CHECK(reader.direct_reads());
+        expect_rows(reader);
+        reader.set_direct_reads(false);
+        CHECK_FALSE(reader.direct_reads());
+        expect_rows(reader);
+    }
+    SUBCASE("contiguous") {
+        write_float32_layout(dir.file("contiguous.h5"), tokens, vocab, rows, 0, 0, false);
+        LogitDumpReader reader(dir.file("contiguous.h5"));
+        CHECK(reader.direct_reads());
+        expect_rows(reader);
+    }
+    SUBCASE("compressed chunks: through H5Dread") {
+        write_float32_layout(dir.file("deflate.h5"), tokens, vocab, rows, 4, static_cast<hsize_t>(vocab), true);
+        LogitDumpReader reader(dir.file("deflate.h5"));
+        CHECK_FALSE(reader.direct_reads());
+        expect_rows(reader);
+    }
+    SUBCASE("chunks that split rows: through H5Dread") {
+        write_float32_layout(dir.file("split.h5"), tokens, vocab, rows, 2, 16, false);
+        LogitDumpReader reader(dir.file("split.h5"));
+        CHECK_FALSE(reader.direct_reads());
+        expect_rows(reader);
+    }
+    SUBCASE("float16 and bfloat16 dumps: through H5Dread") {
+        write_dump(dir.file("half.h5"), 3, vocab, LogitType::kFloat16);
+        write_dump(dir.file("brain.h5"), 3, vocab, LogitType::kBFloat16);
+        CHECK_FALSE(LogitDumpReader(dir.file("half.h5")).direct_reads());
+        CHECK_FALSE(LogitDumpReader(dir.file("brain.h5")).direct_reads());
+    }
+    SUBCASE("a contiguous dataset never written: through H5Dread (fill values)") {
+        write_raw_dataset(dir.file("unwritten.h5"), "logits", H5T_IEEE_F32LE, 2);
+        LogitDumpReader reader(dir.file("unwritten.h5"));
+        CHECK_FALSE(reader.direct_reads());
+        for (float x : rows_of(reader, 0, 3)) CHECK(x == 0.0f);
+    }
+    SUBCASE("a file cut short after it was opened: a clear error naming the file") {
+        const std::string path = dir.file("cut.h5");
+        {
+            LogitDumpWriter writer(path, vocab, LogitType::kFloat32, {}, 3);
+            writer.append_rows(rows.data(), tokens);
+        }
+        LogitDumpReader reader(path);
+        REQUIRE(reader.direct_reads());
+        std::filesystem::resize_file(path, 2048);
+        CHECK_THROWS_WITH_AS(rows_of(reader, tokens - 1, 1), doctest::Contains("truncated file"), AccuracyError);
+        CHECK_THROWS_WITH_AS(rows_of(reader, tokens - 1, 1), doctest::Contains("cut.h5"), AccuracyError);
+    }
 }
