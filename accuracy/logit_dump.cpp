@@ -323,10 +323,13 @@ std::vector<int32_t> LogitDumpReader::read_tokens() const {
     return tokens;
 }
 
-void LogitDumpReader::read_raw(int64_t first, int64_t count, void* out, hid_t memory_type) {
+void LogitDumpReader::check_row_range(int64_t first, int64_t count) const {
     if (first < 0 || count < 0 || first + count > info_.tokens)
         throw AccuracyError(where(info_.path) + ": rows " + std::to_string(first) + ".." + std::to_string(first + count) +
                             " are outside 0.." + std::to_string(info_.tokens));
+}
+
+void LogitDumpReader::read_raw(int64_t first, int64_t count, void* out, hid_t memory_type) {
     std::lock_guard<std::mutex> lock(hdf5_call_mutex());
     H5Handle file_space(H5Dget_space(dataset_.get()));
     const hsize_t start[2] = {static_cast<hsize_t>(first), 0};
@@ -339,15 +342,13 @@ void LogitDumpReader::read_raw(int64_t first, int64_t count, void* out, hid_t me
 }
 
 void LogitDumpReader::read_rows(int64_t first, int64_t count, float* out) {
+    check_row_range(first, count);
     if (info_.type == LogitType::kFloat32) {
         if (direct_fd_ >= 0) {
-            if (first < 0 || count < 0 || first + count > info_.tokens)
-                throw AccuracyError(where(info_.path) + ": rows " + std::to_string(first) + ".." +
-                                    std::to_string(first + count) + " are outside 0.." + std::to_string(info_.tokens));
             read_direct(first, count, out);
-            return;
+        } else {
+            read_raw(first, count, out, memory_type_.get());
         }
-        read_raw(first, count, out, memory_type_.get());
         return;
     }
     const size_t elements = static_cast<size_t>(count * info_.vocab);
@@ -361,6 +362,7 @@ void LogitDumpReader::read_rows(int64_t first, int64_t count, float* out) {
 }
 
 void LogitDumpReader::read_rows(int64_t first, int64_t count, double* out) {
+    check_row_range(first, count);
     staging_.resize(static_cast<size_t>(count * info_.vocab));
     read_rows(first, count, staging_.data());
     std::copy(staging_.begin(), staging_.end(), out);

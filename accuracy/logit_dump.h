@@ -113,6 +113,9 @@ private:
     void close_direct();
     void read_direct(int64_t first, int64_t count, float* out) const;
 
+    // Throws AccuracyError unless rows [first, first + count) lie inside the dump.
+    void check_row_range(int64_t first, int64_t count) const;
+    // Rows [first, first + count), already range-checked, through H5Dread as memory_type.
     void read_raw(int64_t first, int64_t count, void* out, hid_t memory_type);
 
     LogitDumpInfo info_;
