@@ -12,8 +12,8 @@ test sees which implementation ran when and what each was timed at.
 - summarize_times keeps every repetition's figure (ms_all) beside the median;
 - time_interleaved's ran_after names the implementation launched right before every timed run;
 - tools/peer_predecessors.py groups the figures by that predecessor (recorded, or reconstructed
-  from the balanced order for older reports), and refuses a report without them (exit 2,
-  naming the file).
+  from the balanced order for older reports), and refuses a report without them, a file that
+  is not a report and a missing argument (exit 2, naming the file).
 usage: peer_bench_check.py PEER_BENCH_PY PEER_PREDECESSORS_PY
 """
 import collections
@@ -175,6 +175,19 @@ def main():
         result = subprocess.run([sys.executable, sys.argv[2], report, "--impl"], capture_output=True, text=True)
         expect(result.returncode == 2 and "--impl needs a value" in result.stderr,
                f"--impl without a value is refused: {result.stderr}")
+        result = subprocess.run([sys.executable, sys.argv[2]], capture_output=True, text=True)
+        expect(result.returncode == 2 and "give one peers JSON file" in result.stderr,
+               f"no report given is refused: {result.stderr}")
+        garbled = os.path.join(tmp, "garbled.json")
+        with open(garbled, "w") as f:
+            f.write("{not json")
+        result = subprocess.run([sys.executable, sys.argv[2], garbled], capture_output=True, text=True)
+        expect(result.returncode == 2 and "garbled.json: not a peer report" in result.stderr,
+               f"a file that is not a report is refused by name: {result.stderr}")
+        missing = os.path.join(tmp, "absent.json")
+        result = subprocess.run([sys.executable, sys.argv[2], missing], capture_output=True, text=True)
+        expect(result.returncode == 2 and "absent.json: cannot read" in result.stderr,
+               f"a missing file is refused by name: {result.stderr}")
 
     print(f"peer_bench_check: {'FAILED ' + str(len(failures)) if failures else 'all checks passed'}")
     sys.exit(1 if failures else 0)

@@ -62,7 +62,10 @@ def main(argv):
         with open(args[0]) as f:
             report = json.load(f)
         cases = report["cases"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except OSError as exc:
+        print(f"peer_predecessors: {args[0]}: cannot read ({exc.strerror})", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError, TypeError) as exc:
         print(f"peer_predecessors: {args[0]}: not a peer report ({exc})", file=sys.stderr)
         return 2
     rows = []
