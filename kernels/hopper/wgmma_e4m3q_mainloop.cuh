@@ -94,9 +94,9 @@ __device__ __forceinline__ void wgmma_e4m3q_mainloop(const wideattn_prefill_para
         issue_code_scores(map.q, map.key(0), at.group, s);
         wgmma_wait<0>();
         pin_all(s);
-        exchange_scores(score_scale, map.exchange, 0, at, s, scores);
+        exchange_scores(kUnitScale, map.exchange, 0, at, s, scores);
         mask_scores(g, 0, at.lane, scores);
-        softmax_step<PackF16>(scores, state, prob, alpha);  // O is still 0: no rescale
+        softmax_step<PackF16, true>(scores, score_scale, state, prob, alpha);  // O is still 0: no rescale
     }
     if (g.num_tiles > 2) k_stream.issue(p, table_row, g.kv_end, map.key(2));
     mma::cp_async_commit();
@@ -118,14 +118,14 @@ __device__ __forceinline__ void wgmma_e4m3q_mainloop(const wideattn_prefill_para
         if (has_next) {
             wgmma_wait<1>();  // Q K_j+1^T done; P_j V_j may still run
             pin_all(s);
-            exchange_scores(score_scale, map.exchange, (j + 1) % Wt::kExchangeParities, at, s, scores);
+            exchange_scores(kUnitScale, map.exchange, (j + 1) % Wt::kExchangeParities, at, s, scores);
         }
         if (j + 3 < g.num_tiles) k_stream.issue(p, table_row, g.kv_end, map.key(j + 3));
         mma::cp_async_commit();
         if (has_next) {
             mask_scores(g, j + 1, at.lane, scores);
             uint32_t prob_next[Wt::kPvSteps][4];
-            const bool rescale = softmax_step<PackF16>(scores, state, prob_next, alpha);
+            const bool rescale = softmax_step<PackF16, true>(scores, score_scale, state, prob_next, alpha);
             mma::cp_async_wait<3>();  // V_j+1 codes (pending: K_j+2, V_j+2 codes, K_j+3)
             convert_values(map.staged(j + 1), map.value(j + 1), at.group, at.thread);
             wgmma_wait<0>();
