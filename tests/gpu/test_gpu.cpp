@@ -257,3 +257,64 @@ TEST_CASE("gpu e4m3-Q kernels: Q already e4m3, the shape list against the fp64 k
                                                                true);
                                      });
 }
+
+namespace {
+
+// A stream of the suite's context, destroyed with the object.
+struct TestStream {
+    CUstream stream = nullptr;
+    std::string error;
+    TestStream() { error = gpu().session->check(gpu().session->driver().cuStreamCreate(&stream, 0), "cuStreamCreate"); }
+    ~TestStream() {
+        if (stream) gpu().session->driver().cuStreamDestroy(stream);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("gpu bf16 kernels: launches in flight on two streams at once give each call its own work") {
+    // Everything a call prepares for its launch (the TMA tensor maps of its caches, the
+    // params) must belong to that call: state shared between two calls in flight would let one
+    // read the other's cache or skip work (outputs left NaN). Each problem is run alone first,
+    // then both are queued on two streams several times over; every output must equal its solo
+    // run bit for bit (the kernels are deterministic).
+    if (!bundle_has_prefill_kernel(WIDEATTN_DTYPE_BF16)) {
+        MESSAGE("no bf16-output kernel in the bundle yet");
+        return;
+    }
+    constexpr int kRounds = 3;
+    const uint64_t seed = fresh_seed() * 1000;
+    const ProblemSpec specs[2] = {problem_spec({1000, 65}, {777, 0}, 32, 4, 16, seed),
+                                  problem_spec({4109}, {13}, 32, 4, 32, seed + 1)};
+    for_each_runnable_prefill_kernel(WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16,
+                                     "no bf16 kernel of the bundle runs on this GPU", [&] {
+        HostProblem hosts[2];
+        DeviceProblem devices[2];
+        std::vector<unsigned char> solo[2];
+        for (int i = 0; i < 2; ++i) {
+            REQUIRE(make_problem(specs[i], &hosts[i]).empty());
+            REQUIRE(devices[i].create(*gpu().session, hosts[i], WIDEATTN_DTYPE_BF16).empty());
+            const std::string err = devices[i].run(*gpu().session, gpu().ctx);
+            REQUIRE_MESSAGE(err.empty(), err);
+            REQUIRE(devices[i].download_raw(&solo[i]).empty());
+        }
+        TestStream streams[2];
+        for (const TestStream& s : streams) REQUIRE_MESSAGE(s.error.empty(), s.error);
+        for (int round = 0; round < kRounds; ++round) {
+            CAPTURE(round);
+            for (DeviceProblem& d : devices) {
+                REQUIRE(d.o.fill(kPoisonByte).empty());
+                REQUIRE(d.lse.fill(kPoisonByte).empty());
+            }
+            for (int i = 0; i < 2; ++i)
+                REQUIRE_MESSAGE(wideattn_prefill(gpu().ctx, &devices[i].params, streams[i].stream) == WIDEATTN_OK,
+                                wideattn_last_error());
+            REQUIRE(gpu().session->check(gpu().session->driver().cuCtxSynchronize(), "cuCtxSynchronize").empty());
+            for (int i = 0; i < 2; ++i) {
+                std::vector<unsigned char> both;
+                REQUIRE(devices[i].download_raw(&both).empty());
+                CHECK_MESSAGE(both == solo[i], specs[i].describe());
+            }
+        }
+    });
+}
