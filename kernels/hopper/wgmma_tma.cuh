@@ -41,6 +41,22 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t barrier, uint32_t parity)
     } while (!done);
 }
 
+// Whether the phase of `barrier` with parity `parity` has completed, without waiting; when it
+// has, its copies are visible to this thread and to the wgmmas it issues.
+__device__ __forceinline__ bool mbarrier_test(uint32_t barrier, uint32_t parity) {
+    uint32_t done = 0;
+    asm volatile(
+        "{\n"
+        ".reg .pred complete;\n"
+        "mbarrier.test_wait.parity.shared::cta.b64 complete, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, complete;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(barrier), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+
 // Fetches a tensor map (a __grid_constant__ kernel argument) into the descriptor cache.
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
