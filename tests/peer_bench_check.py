@@ -5,10 +5,14 @@ test sees which implementation ran when and what each was timed at.
 - balanced_order: over one period (len(items) repetitions, twice that for an odd count) every
   item takes every position equally often and, inside the repetitions, follows every other item
   equally often;
-- time_interleaved: each repetition runs every implementation once, in balanced order (a fixed
-  order made the first-listed one always run right after the last-listed, power-hungry one);
-  each is timed at its own duration; one that raises is dropped with its status and the others
-  go on;
+- balanced_sequence: one cyclic period in which every item follows every other item exactly
+  once (wrap-around included) and each item runs len(items) - 1 times;
+- time_interleaved: runs the implementations in that sequence, repeated, so that over whole
+  periods every implementation is timed right after every other one equally often, the first
+  timed run (after the warm-ups) included (a fixed order made the first-listed one always run
+  right after the last-listed, power-hungry one; balanced_order still paired the same items
+  from one repetition to the next); each is timed at its own duration; one that raises is
+  dropped with its status and the others go on;
 - summarize_times keeps every repetition's figure (ms_all) beside the median;
 - time_interleaved's ran_after names the implementation launched right before every timed run;
 - tools/peer_predecessors.py groups the figures by that predecessor (recorded, or reconstructed
@@ -86,6 +90,19 @@ def main():
         expect(pb.balanced_order(items, period + 1) == orders[1 % period], f"n={count}: the order is periodic")
     expect(pb.balanced_order([], 3) == [], "an empty list gives an empty order")
 
+    for count in range(1, 9):
+        items = [chr(ord("a") + i) for i in range(count)]
+        sequence = pb.balanced_sequence(items)
+        runs = collections.Counter(sequence)
+        expect(sorted(runs) == items and set(runs.values()) == {max(count - 1, 1)},
+               f"n={count}: every item runs {max(count - 1, 1)} times per period: {dict(runs)}")
+        cyclic = collections.Counter(zip(sequence, sequence[1:] + sequence[:1]))
+        if count > 1:
+            expect(len(cyclic) == count * (count - 1) and set(cyclic.values()) == {1}
+                   and all(a != b for a, b in cyclic),
+                   f"n={count}: every item follows every other item once per period: {dict(cyclic)}")
+    expect(pb.balanced_sequence([]) == [], "an empty list gives an empty sequence")
+
     names = ["a", "b", "c", "d"]
     # Implementations whose run advances the fake clock by their own duration.
     ran = []
@@ -98,17 +115,17 @@ def main():
         return run
 
     impls = [pb.Impl(name, runner(name), None) for name in names]
-    reps, warmup = 8, 1
+    reps, warmup = 6, 1  # two whole periods of 3 runs each
     times, failed = pb.time_interleaved(impls, reps, warmup, copies=2, budget_s=None)
     expect(not failed, f"nothing failed: {failed}")
     timed = ran[warmup * len(names):]
     expect(len(timed) == reps * len(names), f"{reps} x {len(names)} timed runs, got {len(timed)}")
-    orders = [timed[rep * len(names):(rep + 1) * len(names)] for rep in range(reps)]
-    for rep, order in enumerate(orders):
-        expect(order == pb.balanced_order(names, rep), f"repetition {rep} ran {order}")
-    pairs = neighbours(orders)
-    expect(len(pairs) == len(names) * (len(names) - 1) and len(set(pairs.values())) == 1,
-           f"each implementation ran right after each other one equally often: {dict(pairs)}")
+    sequence = [impl.name for impl in pb.balanced_sequence(impls)]
+    expect(timed == sequence * (reps // (len(names) - 1)), f"the runs follow the balanced sequence: {timed}")
+    # Every timed run with its predecessor, the first one's being the last warm-up.
+    pairs = collections.Counter(zip([ran[warmup * len(names) - 1]] + timed[:-1], timed))
+    expect(len(pairs) == len(names) * (len(names) - 1) and set(pairs.values()) == {2},
+           f"each implementation was timed right after each other one twice: {dict(pairs)}")
     for name in names:
         expect(times.get(name) == [durations[name]] * reps, f"{name} timed at its duration: {times.get(name)}")
 

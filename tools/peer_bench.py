@@ -191,7 +191,9 @@ def tflops(flops, ms):
 
 
 def balanced_order(items, rep):
-    """The order of repetition rep, from a balanced Latin square (Williams design) over items.
+    """The order of repetition rep, from a balanced Latin square (Williams design) over items:
+    the timing order of reports made before session 7 (time_interleaved now uses
+    balanced_sequence); tools/peer_predecessors.py rebuilds those reports' predecessors with it.
 
     Round-robin timing in one fixed order makes every implementation always follow the same
     predecessor; after a long, power-hungry one (SDPA's math backend draws ~700 W for half a
@@ -216,6 +218,31 @@ def balanced_order(items, rep):
     r = rep % rows
     row = [items[(index + r) % n] for index in first]
     return row if r < n else row[::-1]
+
+
+def balanced_sequence(items):
+    """One period of a cyclic run order over items in which every item follows every other item
+    exactly once, the wrap-around from the last run to the first included: an Eulerian circuit
+    of the complete directed graph (Hierholzer's algorithm, deterministic), len(items) - 1 runs of
+    each item. Repeating it keeps every predecessor equally frequent across the whole run;
+    balanced_order's repetitions balance predecessors only inside each repetition, and the
+    step from one repetition to the next always paired the same items (each item followed the
+    one two places after it in the list: session 7's nine-case run had triton-tuned after
+    SDPA-expanded in 6 of 20 repetitions and wideattn after triton-engine in 7).
+    """
+    n = len(items)
+    if n <= 1:
+        return list(items)
+    unused = {a: [b for b in range(n) if b != a] for a in range(n)}
+    stack, circuit = [0], []
+    while stack:
+        node = stack[-1]
+        if unused[node]:
+            stack.append(unused[node].pop(0))
+        else:
+            circuit.append(stack.pop())
+    circuit.reverse()  # starts and ends at item 0; the cyclic order drops the repeated end
+    return [items[index] for index in circuit[:-1]]
 
 
 def budget_reps(reps, ms_per_run, budget_s):
@@ -570,8 +597,11 @@ def is_oom(exc):
 
 
 def time_interleaved(impls, reps, warmup, copies, budget_s, ran_after=None):
-    """Round-robin CUDA-event timing: each repetition runs every implementation once, in an
-    order that changes every repetition (balanced_order).
+    """Interleaved CUDA-event timing: the implementations run in the cyclic order of
+    balanced_sequence, repeated until each has its repetitions, so every one is timed right after
+    every other one equally often (after a long, power-hungry kernel the GPU's power controller
+    still holds the clock down for the next one). The warm-ups end with the sequence's last
+    item, so the first timed run's predecessor keeps the balance too.
 
     Returns ({name: [ms, ...]}, {name: status}) where the second dict names the
     implementations that ran out of memory or raised (they are dropped from then on). When
@@ -592,9 +622,11 @@ def time_interleaved(impls, reps, warmup, copies, budget_s, ran_after=None):
             torch.cuda.empty_cache()
             return False
 
+    sequence = balanced_sequence(impls)
+    warm_order = [impl for impl in impls if impl is not sequence[-1]] + [sequence[-1]] if impls else []
     counts = {}
     previous = None
-    for impl in impls:
+    for impl in warm_order:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         for i in range(warmup):
             start.record()
@@ -608,19 +640,24 @@ def time_interleaved(impls, reps, warmup, copies, budget_s, ran_after=None):
             estimate = start.elapsed_time(end)
         counts[impl.name] = budget_reps(reps, estimate, budget_s)
     events = {impl.name: [] for impl in impls}
-    for rep in range(reps):
-        for impl in balanced_order(impls, rep):
-            if rep >= counts[impl.name] or impl.name in failed:
+    runs = 0
+    while any(len(events[impl.name]) < counts[impl.name] and impl.name not in failed for impl in impls):
+        for impl in sequence:
+            done = len(events[impl.name])
+            if done >= counts[impl.name] or impl.name in failed:
                 continue
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             before, previous = previous, impl.name
-            if attempt(impl, rep % copies):
+            if attempt(impl, done % copies):
                 end.record()
                 events[impl.name].append((start, end))
                 if ran_after is not None:
                     ran_after.setdefault(impl.name, []).append(before)
-        torch.cuda.synchronize()
+            runs += 1
+            if runs % len(impls) == 0:
+                torch.cuda.synchronize()
+    torch.cuda.synchronize()
     times = {name: [s.elapsed_time(e) for s, e in pairs]
              for name, pairs in events.items() if name not in failed and pairs}
     return times, failed
