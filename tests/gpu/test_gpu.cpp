@@ -302,10 +302,7 @@ TEST_CASE("gpu bf16 kernels: launches in flight on two streams at once give each
         for (const TestStream& s : streams) REQUIRE_MESSAGE(s.error.empty(), s.error);
         for (int round = 0; round < kRounds; ++round) {
             CAPTURE(round);
-            for (DeviceProblem& d : devices) {
-                REQUIRE(d.o.fill(kPoisonByte).empty());
-                REQUIRE(d.lse.fill(kPoisonByte).empty());
-            }
+            for (DeviceProblem& d : devices) REQUIRE(d.poison_outputs().empty());
             for (int i = 0; i < 2; ++i)
                 REQUIRE_MESSAGE(wideattn_prefill(gpu().ctx, &devices[i].params, streams[i].stream) == WIDEATTN_OK,
                                 wideattn_last_error());

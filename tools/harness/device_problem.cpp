@@ -122,10 +122,14 @@ std::string DeviceProblem::create(const GpuSession& gpu, const HostProblem& h, i
     return {};
 }
 
-std::string DeviceProblem::run(const GpuSession& gpu, wideattn_context* ctx) {
+std::string DeviceProblem::poison_outputs() {
     std::string err = o.fill(kPoisonByte);
     if (err.empty()) err = lse.fill(kPoisonByte);
-    if (!err.empty()) return err;
+    return err;
+}
+
+std::string DeviceProblem::run(const GpuSession& gpu, wideattn_context* ctx) {
+    if (std::string err = poison_outputs(); !err.empty()) return err;
     const wideattn_status status = wideattn_prefill(ctx, &params, nullptr);
     if (status != WIDEATTN_OK) return std::string(wideattn_status_string(status)) + ": " + wideattn_last_error();
     return gpu.check(gpu.driver().cuCtxSynchronize(), "kernel execution (cuCtxSynchronize)");

@@ -72,6 +72,8 @@ struct DeviceProblem {
     // device k_scale / v_scale), with host.spec.e4m3_q so is Q (q_dtype E4M3, q_scale); the
     // F64 reference always reads the dequantised bf16 Q, K and V.
     std::string create(const GpuSession& gpu, const HostProblem& host, int32_t o_dtype);
+    // Fills o and lse with kPoisonByte (NaN), so output a launch does not write stays NaN.
+    std::string poison_outputs();
     // Poisons o and lse, launches through wideattn_prefill on the default stream and waits.
     // Returns "" or a message (status name + wideattn_last_error()).
     std::string run(const GpuSession& gpu, wideattn_context* ctx);
