@@ -80,6 +80,15 @@ struct SharedMap {
 constexpr int32_t kExchangeBarrier = 1;   // both warpgroups (named barrier ids; 0 is __syncthreads)
 constexpr int32_t kGroupBarrierBase = 2;  // + warpgroup: ring barriers set up, Q landed, ring slots free
 constexpr int32_t kBlockLoadsBarrier = 4; // both warpgroups (the 8-bit kernel): fp16 V written, score products issued
+constexpr int32_t kPostedScoresBase = 5;  // + parity x kWarpGroups + warpgroup (the bf16 kernel): partial scores posted
+constexpr int32_t kHardwareBarriers = 16;
+static_assert(kPostedScoresBase + Wt::kExchangeParities * Wt::kWarpGroups <= kHardwareBarriers,
+              "the posted-scores barriers fit in the 16 hardware barriers");
+
+// The barrier on which warpgroup `group` signals its partial scores of exchange parity `parity`.
+__device__ __forceinline__ uint32_t posted_scores_barrier(int32_t group, int32_t parity) {
+    return kPostedScoresBase + parity * Wt::kWarpGroups + group;
+}
 
 // Waits for this thread's groups older than the newest kPending, publishes them to the async
 // proxy and meets the rest of the warpgroup: the warpgroup's chunks are then readable by wgmma.
@@ -106,6 +115,44 @@ __device__ __forceinline__ void exchange_scores(float scale, uint32_t exchange, 
     for (int32_t n = 0; n < Wt::kKeyNTiles; ++n)
         mma::store_shared_f32x4(own + n * kQuadBytes, s[n][0], s[n][1], s[n][2], s[n][3]);
     mma::named_barrier_sync(kExchangeBarrier, Wt::kThreads);
+#pragma unroll
+    for (int32_t n = 0; n < Wt::kKeyNTiles; ++n) {
+        const float4 partner = mma::load_shared_f32x4(other + n * kQuadBytes);
+        scores[n][0] = (s[n][0] + partner.x) * scale;
+        scores[n][1] = (s[n][1] + partner.y) * scale;
+        scores[n][2] = (s[n][2] + partner.z) * scale;
+        scores[n][3] = (s[n][3] + partner.w) * scale;
+    }
+}
+
+// The bf16 kernel's exchange in two halves, so independent work can run between them:
+// post_scores stores the warpgroup's partial scores and signals them (bar.arrive, no wait) on the
+// barrier of its own warpgroup and the exchange parity; collect_scores waits on the partner's
+// barrier of that parity (bar.sync: the partner's 128 arrivals and this warpgroup's 128 syncs)
+// and adds the partner's scores. One barrier per parity, because a warpgroup may post the next
+// tile's scores before its partner has collected this tile's (it only needs the partner's post);
+// posting twice on one barrier could complete a phase with no consumer. A warpgroup posts on the
+// same barrier again (two tiles later) only after collecting the tile in between, which the
+// partner posted after its own sync on this barrier had completed. The buffer of a parity is
+// reused on the same condition, so the partner has read it by then.
+__device__ __forceinline__ void post_scores(uint32_t exchange, int32_t parity, const GroupPlace& at,
+                                            const float (&s)[Wt::kKeyNTiles][4]) {
+    constexpr int32_t kQuadBytes = Wt::kWarpGroupThreads * Wt::kVecBytes;
+    const uint32_t own = exchange + (parity * Wt::kWarpGroups + at.group) * Wt::kExchangeTileBytes +
+                         at.thread * Wt::kVecBytes;
+#pragma unroll
+    for (int32_t n = 0; n < Wt::kKeyNTiles; ++n)
+        mma::store_shared_f32x4(own + n * kQuadBytes, s[n][0], s[n][1], s[n][2], s[n][3]);
+    mma::named_barrier_arrive(posted_scores_barrier(at.group, parity), Wt::kThreads);
+}
+
+__device__ __forceinline__ void collect_scores(float scale, uint32_t exchange, int32_t parity, const GroupPlace& at,
+                                               const float (&s)[Wt::kKeyNTiles][4],
+                                               float (&scores)[Wt::kKeyNTiles][4]) {
+    constexpr int32_t kQuadBytes = Wt::kWarpGroupThreads * Wt::kVecBytes;
+    const uint32_t other = exchange + (parity * Wt::kWarpGroups + (1 - at.group)) * Wt::kExchangeTileBytes +
+                           at.thread * Wt::kVecBytes;
+    mma::named_barrier_sync(posted_scores_barrier(1 - at.group, parity), Wt::kThreads);
 #pragma unroll
     for (int32_t n = 0; n < Wt::kKeyNTiles; ++n) {
         const float4 partner = mma::load_shared_f32x4(other + n * kQuadBytes);
@@ -322,14 +369,17 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
     // visible.
     mma::named_barrier_sync(kGroupBarrierBase + at.group, Wt::kWarpGroupThreads);
     issue_pv(o, prob, ring_chunk(map, 2 * j + 1), at.group);
+    // The refills are issued between posting this warpgroup's partial scores and collecting the
+    // partner's, where a warpgroup that is ahead would otherwise wait.
+    if (kHasNext) post_scores(map.exchange, (j + 1) % Wt::kExchangeParities, at, carry.s);
     if (issues_copies(at)) {
         if (kHasNext) issue_chunk(v_stream, p, table_row, g.kv_end, map, 2 * j + 3, at);
         if (j + 3 < g.num_tiles) issue_chunk(k_stream, p, table_row, g.kv_end, map, 2 * j + 6, at);
     }
     float scores[Wt::kKeyNTiles][4];
     if (kHasNext) {
-        exchange_scores(p.softmax_scale * mma::kLog2e, map.exchange, (j + 1) % Wt::kExchangeParities, at, carry.s,
-                        scores);
+        collect_scores(p.softmax_scale * mma::kLog2e, map.exchange, (j + 1) % Wt::kExchangeParities, at, carry.s,
+                       scores);
     }
     if (kHasNext) {
         mask_scores(g, j + 1, at.lane, scores);

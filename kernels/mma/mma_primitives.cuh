@@ -53,6 +53,14 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Arrival of this thread at hardware barrier `id` (counting `threads` in all, arrivals and
+// syncs), without waiting: the producer half of a producer/consumer hand-off whose consumers
+// call named_barrier_sync with the same count; the thread's earlier shared-memory writes are
+// visible to them past their sync.
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 __device__ __forceinline__ void store_shared_f32x4(uint32_t address, float x, float y, float z, float w) {
     asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "f"(x), "f"(y), "f"(z), "f"(w)
                  : "memory");
