@@ -99,22 +99,28 @@ __device__ __forceinline__ void group_loads_landed(int32_t group) {
     mma::named_barrier_sync(kGroupBarrierBase + group, Wt::kWarpGroupThreads);
 }
 
-// Own + partner partial scores (bitwise identical in both warpgroups) times `scale` (the
-// softmax scale in log2 units, times any dequantisation scales; kUnitScale when softmax_step
-// applies it), into `scores` (the wgmma accumulator `s` is only read: ptxas serializes wgmma
-// when accumulator registers are redefined while another wgmma is in flight).
-__device__ __forceinline__ void exchange_scores(float scale, uint32_t exchange, int32_t parity, const GroupPlace& at,
-                                                const float (&s)[Wt::kKeyNTiles][4],
-                                                float (&scores)[Wt::kKeyNTiles][4]) {
+// This thread's partial scores into the exchange buffer of `parity` (the wgmma accumulator `s`
+// is only read: ptxas serializes wgmma when accumulator registers are redefined while another
+// wgmma is in flight).
+__device__ __forceinline__ void store_partial_scores(uint32_t exchange, int32_t parity, const GroupPlace& at,
+                                                     const float (&s)[Wt::kKeyNTiles][4]) {
     constexpr int32_t kQuadBytes = Wt::kWarpGroupThreads * Wt::kVecBytes;
     const uint32_t own = exchange + (parity * Wt::kWarpGroups + at.group) * Wt::kExchangeTileBytes +
                          at.thread * Wt::kVecBytes;
-    const uint32_t other = exchange + (parity * Wt::kWarpGroups + (1 - at.group)) * Wt::kExchangeTileBytes +
-                           at.thread * Wt::kVecBytes;
 #pragma unroll
     for (int32_t n = 0; n < Wt::kKeyNTiles; ++n)
         mma::store_shared_f32x4(own + n * kQuadBytes, s[n][0], s[n][1], s[n][2], s[n][3]);
-    mma::named_barrier_sync(kExchangeBarrier, Wt::kThreads);
+}
+
+// Own + partner partial scores (bitwise identical in both warpgroups: the same two addends)
+// times `scale` (the softmax scale in log2 units, times any dequantisation scales; kUnitScale
+// when softmax_step applies it), into `scores`; the partner's are in the buffer of `parity`.
+__device__ __forceinline__ void add_partner_scores(float scale, uint32_t exchange, int32_t parity, const GroupPlace& at,
+                                                   const float (&s)[Wt::kKeyNTiles][4],
+                                                   float (&scores)[Wt::kKeyNTiles][4]) {
+    constexpr int32_t kQuadBytes = Wt::kWarpGroupThreads * Wt::kVecBytes;
+    const uint32_t other = exchange + (parity * Wt::kWarpGroups + (1 - at.group)) * Wt::kExchangeTileBytes +
+                           at.thread * Wt::kVecBytes;
 #pragma unroll
     for (int32_t n = 0; n < Wt::kKeyNTiles; ++n) {
         const float4 partner = mma::load_shared_f32x4(other + n * kQuadBytes);
@@ -123,6 +129,16 @@ __device__ __forceinline__ void exchange_scores(float scale, uint32_t exchange, 
         scores[n][2] = (s[n][2] + partner.z) * scale;
         scores[n][3] = (s[n][3] + partner.w) * scale;
     }
+}
+
+// The exchange as one rendezvous of both warpgroups (the 8-bit kernel's steps and both kernels'
+// first tile).
+__device__ __forceinline__ void exchange_scores(float scale, uint32_t exchange, int32_t parity, const GroupPlace& at,
+                                                const float (&s)[Wt::kKeyNTiles][4],
+                                                float (&scores)[Wt::kKeyNTiles][4]) {
+    store_partial_scores(exchange, parity, at, s);
+    mma::named_barrier_sync(kExchangeBarrier, Wt::kThreads);
+    add_partner_scores(scale, exchange, parity, at, s, scores);
 }
 
 // The bf16 kernel's exchange in two halves, so independent work can run between them:
@@ -137,30 +153,15 @@ __device__ __forceinline__ void exchange_scores(float scale, uint32_t exchange, 
 // reused on the same condition, so the partner has read it by then.
 __device__ __forceinline__ void post_scores(uint32_t exchange, int32_t parity, const GroupPlace& at,
                                             const float (&s)[Wt::kKeyNTiles][4]) {
-    constexpr int32_t kQuadBytes = Wt::kWarpGroupThreads * Wt::kVecBytes;
-    const uint32_t own = exchange + (parity * Wt::kWarpGroups + at.group) * Wt::kExchangeTileBytes +
-                         at.thread * Wt::kVecBytes;
-#pragma unroll
-    for (int32_t n = 0; n < Wt::kKeyNTiles; ++n)
-        mma::store_shared_f32x4(own + n * kQuadBytes, s[n][0], s[n][1], s[n][2], s[n][3]);
+    store_partial_scores(exchange, parity, at, s);
     mma::named_barrier_arrive(posted_scores_barrier(at.group, parity), Wt::kThreads);
 }
 
 __device__ __forceinline__ void collect_scores(float scale, uint32_t exchange, int32_t parity, const GroupPlace& at,
                                                const float (&s)[Wt::kKeyNTiles][4],
                                                float (&scores)[Wt::kKeyNTiles][4]) {
-    constexpr int32_t kQuadBytes = Wt::kWarpGroupThreads * Wt::kVecBytes;
-    const uint32_t other = exchange + (parity * Wt::kWarpGroups + (1 - at.group)) * Wt::kExchangeTileBytes +
-                           at.thread * Wt::kVecBytes;
     mma::named_barrier_sync(posted_scores_barrier(1 - at.group, parity), Wt::kThreads);
-#pragma unroll
-    for (int32_t n = 0; n < Wt::kKeyNTiles; ++n) {
-        const float4 partner = mma::load_shared_f32x4(other + n * kQuadBytes);
-        scores[n][0] = (s[n][0] + partner.x) * scale;
-        scores[n][1] = (s[n][1] + partner.y) * scale;
-        scores[n][2] = (s[n][2] + partner.z) * scale;
-        scores[n][3] = (s[n][3] + partner.w) * scale;
-    }
+    add_partner_scores(scale, exchange, parity, at, s, scores);
 }
 
 // Bottom-right causal mask and the kv_end limit for key tile `tile`.
