@@ -140,7 +140,33 @@ void LogitDumpWriter::close() {
     if (status < 0) throw AccuracyError("cannot flush logit dump '" + path_ + "'");
 }
 
-LogitDumpReader::LogitDumpReader(const std::string& path) {
+struct LogitDumpReader::DirectLayout {
+    int fd = -1;
+    int64_t chunk_rows = 0;         // rows per chunk of `offsets` (all rows when contiguous)
+    std::vector<int64_t> offsets;   // file offset of each chunk's first row
+    DirectLayout() = default;
+    DirectLayout(const DirectLayout&) = delete;
+    DirectLayout& operator=(const DirectLayout&) = delete;
+    ~DirectLayout() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+LogitDumpReader::LogitDumpReader(const std::string& path) : LogitDumpReader(path, true) {}
+
+std::unique_ptr<LogitDumpReader> LogitDumpReader::another_reader() const {
+    std::unique_ptr<LogitDumpReader> reader(new LogitDumpReader(info_.path, false));
+    const LogitDumpInfo& other = reader->info();
+    if (other.tokens != info_.tokens || other.vocab != info_.vocab || other.type != info_.type ||
+        other.chunk_rows != info_.chunk_rows)
+        throw AccuracyError(where(info_.path) + " changed while open: logits shape [" + std::to_string(other.tokens) +
+                            ", " + std::to_string(other.vocab) + "], was [" + std::to_string(info_.tokens) + ", " +
+                            std::to_string(info_.vocab) + "]");
+    reader->direct_ = direct_;
+    return reader;
+}
+
+LogitDumpReader::LogitDumpReader(const std::string& path, bool find_direct_layout) {
     info_.path = path;
     file_ = open_hdf5_for_reading(path);
     if (!has_link(file_.get(), kLogitsDataset))
@@ -184,7 +210,7 @@ LogitDumpReader::LogitDumpReader(const std::string& path) {
                             std::to_string(info_.vocab) + "]");
 
     open_dataset(true);
-    set_direct_reads(true);
+    if (find_direct_layout) set_direct_reads(true);
 
     info_.has_tokens = has_link(file_.get(), kTokensDataset);
     for (int i = 0; i < 3; ++i) {
@@ -206,88 +232,81 @@ void LogitDumpReader::open_dataset(bool chunk_cache) {
 
 void LogitDumpReader::set_chunk_cache(bool enabled) { open_dataset(enabled); }
 
-LogitDumpReader::~LogitDumpReader() { close_direct(); }
+LogitDumpReader::~LogitDumpReader() = default;
 
-void LogitDumpReader::close_direct() {
-    if (direct_fd_ >= 0) ::close(direct_fd_);
-    direct_fd_ = -1;
-    direct_chunk_rows_ = 0;
-    direct_offsets_.clear();
-}
+void LogitDumpReader::set_direct_reads(bool enabled) { direct_ = enabled ? open_direct() : nullptr; }
 
-void LogitDumpReader::set_direct_reads(bool enabled) {
-    close_direct();
-    if (enabled && !open_direct()) close_direct();
-}
-
-bool LogitDumpReader::open_direct() {
+std::shared_ptr<const LogitDumpReader::DirectLayout> LogitDumpReader::open_direct() {
+    auto layout = std::make_shared<DirectLayout>();
     const int64_t row_bytes = info_.vocab * static_cast<int64_t>(sizeof(float));
     {
         std::lock_guard<std::mutex> lock(hdf5_call_mutex());
-        if (info_.type != LogitType::kFloat32) return false;
+        if (info_.type != LogitType::kFloat32) return nullptr;
         H5Handle file_type(H5Dget_type(dataset_.get()));
-        if (H5Tequal(file_type.get(), H5T_NATIVE_FLOAT) <= 0) return false;
+        if (H5Tequal(file_type.get(), H5T_NATIVE_FLOAT) <= 0) return nullptr;
         // Offsets count from the file's start only without a user block (base address 0).
         H5Handle file_props(H5Fget_create_plist(file_.get()));
         hsize_t user_block = 0;
-        if (!file_props.valid() || H5Pget_userblock(file_props.get(), &user_block) < 0 || user_block != 0) return false;
+        if (!file_props.valid() || H5Pget_userblock(file_props.get(), &user_block) < 0 || user_block != 0) return nullptr;
         H5Handle access_props(H5Fget_access_plist(file_.get()));
-        if (!access_props.valid() || H5Pget_driver(access_props.get()) != H5FD_SEC2) return false;
+        if (!access_props.valid() || H5Pget_driver(access_props.get()) != H5FD_SEC2) return nullptr;
         H5Handle create_props(H5Dget_create_plist(dataset_.get()));
-        if (!create_props.valid() || H5Pget_nfilters(create_props.get()) != 0) return false;
-        const H5D_layout_t layout = H5Pget_layout(create_props.get());
-        if (layout == H5D_CONTIGUOUS) {
+        if (!create_props.valid() || H5Pget_nfilters(create_props.get()) != 0) return nullptr;
+        const H5D_layout_t storage = H5Pget_layout(create_props.get());
+        if (storage == H5D_CONTIGUOUS) {
             const haddr_t offset = H5Dget_offset(dataset_.get());
-            if (offset == HADDR_UNDEF) return false;  // never written
-            direct_chunk_rows_ = info_.tokens;
-            direct_offsets_.push_back(static_cast<int64_t>(offset));
-        } else if (layout == H5D_CHUNKED) {
+            if (offset == HADDR_UNDEF) return nullptr;  // never written
+            layout->chunk_rows = info_.tokens;
+            layout->offsets.push_back(static_cast<int64_t>(offset));
+        } else if (storage == H5D_CHUNKED) {
             hsize_t chunk[2] = {0, 0};
             if (H5Pget_chunk(create_props.get(), 2, chunk) != 2 || static_cast<int64_t>(chunk[1]) != info_.vocab ||
                 chunk[0] == 0)
-                return false;  // chunks that split rows
-            direct_chunk_rows_ = static_cast<int64_t>(chunk[0]);
-            const int64_t chunks = (info_.tokens + direct_chunk_rows_ - 1) / direct_chunk_rows_;
+                return nullptr;  // chunks that split rows
+            layout->chunk_rows = static_cast<int64_t>(chunk[0]);
+            const int64_t chunks = (info_.tokens + layout->chunk_rows - 1) / layout->chunk_rows;
+            if (chunks > kMaxDirectChunks) return nullptr;  // the lookups would cost more than they save
             H5Handle space(H5Dget_space(dataset_.get()));
             for (int64_t c = 0; c < chunks; ++c) {
-                const hsize_t coord[2] = {static_cast<hsize_t>(c * direct_chunk_rows_), 0};
+                const hsize_t coord[2] = {static_cast<hsize_t>(c * layout->chunk_rows), 0};
                 unsigned filter_mask = 0;
                 haddr_t address = HADDR_UNDEF;
                 hsize_t size = 0;
                 if (H5Dget_chunk_info_by_coord(dataset_.get(), coord, &filter_mask, &address, &size) < 0 ||
                     address == HADDR_UNDEF || filter_mask != 0 ||
-                    static_cast<int64_t>(size) != direct_chunk_rows_ * row_bytes)
-                    return false;  // a chunk never written (fill value) or stored differently
-                direct_offsets_.push_back(static_cast<int64_t>(address));
+                    static_cast<int64_t>(size) != layout->chunk_rows * row_bytes)
+                    return nullptr;  // a chunk never written (fill value) or stored differently
+                layout->offsets.push_back(static_cast<int64_t>(address));
             }
         } else {
-            return false;
+            return nullptr;
         }
     }
-    direct_fd_ = ::open(info_.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (direct_fd_ < 0) return false;
+    layout->fd = ::open(info_.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (layout->fd < 0) return nullptr;
     // The first row both ways must agree, or the offsets are not what they seem.
     std::vector<float> direct(static_cast<size_t>(info_.vocab)), through_hdf5(static_cast<size_t>(info_.vocab));
     try {
-        read_direct(0, 1, direct.data());
+        read_direct(*layout, 0, 1, direct.data());
     } catch (const AccuracyError&) {
-        return false;
+        return nullptr;
     }
     read_raw(0, 1, through_hdf5.data(), memory_type_.get());
-    return std::memcmp(direct.data(), through_hdf5.data(), static_cast<size_t>(row_bytes)) == 0;
+    if (std::memcmp(direct.data(), through_hdf5.data(), static_cast<size_t>(row_bytes)) != 0) return nullptr;
+    return layout;
 }
 
-void LogitDumpReader::read_direct(int64_t first, int64_t count, float* out) const {
+void LogitDumpReader::read_direct(const DirectLayout& layout, int64_t first, int64_t count, float* out) const {
     const int64_t row_bytes = info_.vocab * static_cast<int64_t>(sizeof(float));
     char* destination = reinterpret_cast<char*>(out);
     for (int64_t row = first; row < first + count;) {
-        const int64_t chunk = row / direct_chunk_rows_;
-        const int64_t in_chunk = row - chunk * direct_chunk_rows_;
-        const int64_t rows = std::min(direct_chunk_rows_ - in_chunk, first + count - row);
-        int64_t offset = direct_offsets_[static_cast<size_t>(chunk)] + in_chunk * row_bytes;
+        const int64_t chunk = row / layout.chunk_rows;
+        const int64_t in_chunk = row - chunk * layout.chunk_rows;
+        const int64_t rows = std::min(layout.chunk_rows - in_chunk, first + count - row);
+        int64_t offset = layout.offsets[static_cast<size_t>(chunk)] + in_chunk * row_bytes;
         int64_t remaining = rows * row_bytes;
         while (remaining > 0) {
-            const ssize_t got = ::pread(direct_fd_, destination, static_cast<size_t>(remaining), static_cast<off_t>(offset));
+            const ssize_t got = ::pread(layout.fd, destination, static_cast<size_t>(remaining), static_cast<off_t>(offset));
             if (got < 0 && errno == EINTR) continue;
             if (got <= 0)
                 throw AccuracyError("cannot read rows " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
@@ -344,8 +363,8 @@ void LogitDumpReader::read_raw(int64_t first, int64_t count, void* out, hid_t me
 void LogitDumpReader::read_rows(int64_t first, int64_t count, float* out) {
     check_row_range(first, count);
     if (info_.type == LogitType::kFloat32) {
-        if (direct_fd_ >= 0) {
-            read_direct(first, count, out);
+        if (direct_) {
+            read_direct(*direct_, first, count, out);
         } else {
             read_raw(first, count, out, memory_type_.get());
         }

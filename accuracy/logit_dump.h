@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,10 @@ class LogitDumpReader {
 public:
     // Opens and validates `path` (throws AccuracyError naming the file and the problem).
     explicit LogitDumpReader(const std::string& path);
+    // The same file opened again, for another thread: its own HDF5 handles and chunk cache,
+    // sharing this reader's direct-read layout (the chunk offsets, found once per file, and the
+    // descriptor: pread() needs no lock). Throws if the file no longer has this reader's shape.
+    std::unique_ptr<LogitDumpReader> another_reader() const;
 
     const LogitDumpInfo& info() const { return info_; }
     // The `tokens` dataset (empty when absent); validated to have `tokens` entries.
@@ -99,19 +104,29 @@ public:
     // the lock that serialises HDF5 calls, so readers in several threads copy at the same time.
     // Checked at open against an H5Dread of the first row; any other layout, or a mismatch,
     // reads through H5Dread. On by default where possible; tests turn it off to compare.
-    bool direct_reads() const { return direct_fd_ >= 0; }
+    // HDF5 1.10 finds a chunk's address by walking the chunk index up to it, so looking up every
+    // chunk costs the square of their number: a dataset of more than kMaxDirectChunks chunks
+    // reads through H5Dread. On the 2-core development VM 2048 lookups take ~45 ms and 4096 ~0.18
+    // s per file, about what direct reads then save a two-file drift run (docs/accuracy.md,
+    // section 7).
+    bool direct_reads() const { return direct_ != nullptr; }
     void set_direct_reads(bool enabled);
+    static constexpr int64_t kMaxDirectChunks = 4096;
 
     ~LogitDumpReader();
     LogitDumpReader(const LogitDumpReader&) = delete;
     LogitDumpReader& operator=(const LogitDumpReader&) = delete;
 
 private:
+    // Where each row's bytes lie in the file, and a descriptor to pread() them.
+    struct DirectLayout;
+
+    // Opens and validates `path`; direct reads only when find_direct_layout.
+    LogitDumpReader(const std::string& path, bool find_direct_layout);
     void open_dataset(bool chunk_cache);
-    // The row layout direct reads need, or false (and no descriptor) when the dataset has another.
-    bool open_direct();
-    void close_direct();
-    void read_direct(int64_t first, int64_t count, float* out) const;
+    // The row layout direct reads need, or null when the dataset has another.
+    std::shared_ptr<const DirectLayout> open_direct();
+    void read_direct(const DirectLayout& layout, int64_t first, int64_t count, float* out) const;
 
     // Throws AccuracyError unless rows [first, first + count) lie inside the dump.
     void check_row_range(int64_t first, int64_t count) const;
@@ -124,9 +139,7 @@ private:
     H5Handle memory_type_;
     std::vector<uint16_t> raw16_;
     std::vector<float> staging_;
-    int direct_fd_ = -1;
-    int64_t direct_chunk_rows_ = 0;             // rows per chunk of direct_offsets_ (all rows when contiguous)
-    std::vector<int64_t> direct_offsets_;       // file offset of each chunk's first row
+    std::shared_ptr<const DirectLayout> direct_;  // null: reads through H5Dread
 };
 
 }  // namespace wideattn::accuracy

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -275,6 +276,33 @@ TEST_CASE("logit dump reader: direct reads equal H5Dread, and are used only wher
         CHECK_FALSE(reader.direct_reads());
         for (float x : rows_of(reader, 0, 3)) CHECK(x == 0.0f);
     }
+    SUBCASE("another reader of the same file shares the layout and reads the same rows, also alone") {
+        const std::string path = dir.file("shared.h5");
+        {
+            LogitDumpWriter writer(path, vocab, LogitType::kFloat32, {}, 3);
+            writer.append_rows(rows.data(), tokens);
+        }
+        std::unique_ptr<LogitDumpReader> second;
+        {
+            LogitDumpReader first(path);
+            REQUIRE(first.direct_reads());
+            second = first.another_reader();
+            CHECK(second->info().tokens == tokens);
+            CHECK(second->info().vocab == vocab);
+            CHECK(second->direct_reads());
+            expect_rows(*second);
+        }
+        expect_rows(*second);  // the descriptor outlives the reader that opened it
+        second->set_chunk_cache(false);
+        expect_rows(*second);
+    }
+    SUBCASE("another reader of a file without direct reads reads through H5Dread too") {
+        write_float32_layout(dir.file("deflate2.h5"), tokens, vocab, rows, 4, static_cast<hsize_t>(vocab), true);
+        LogitDumpReader first(dir.file("deflate2.h5"));
+        const std::unique_ptr<LogitDumpReader> second = first.another_reader();
+        CHECK_FALSE(second->direct_reads());
+        expect_rows(*second);
+    }
     SUBCASE("a file cut short after it was opened: a clear error naming the file") {
         const std::string path = dir.file("cut.h5");
         {
@@ -286,5 +314,24 @@ TEST_CASE("logit dump reader: direct reads equal H5Dread, and are used only wher
         std::filesystem::resize_file(path, 2048);
         CHECK_THROWS_WITH_AS(rows_of(reader, tokens - 1, 1), doctest::Contains("truncated file"), AccuracyError);
         CHECK_THROWS_WITH_AS(rows_of(reader, tokens - 1, 1), doctest::Contains("cut.h5"), AccuracyError);
+    }
+}
+
+TEST_CASE("logit dump reader: more than kMaxDirectChunks chunks read through H5Dread (the lookups cost the square)") {
+    wideattn::accuracy::silence_hdf5_errors();
+    TempDir dir;
+    const int64_t vocab = 4;
+    for (const int64_t tokens : {LogitDumpReader::kMaxDirectChunks, LogitDumpReader::kMaxDirectChunks + 1}) {
+        CAPTURE(tokens);
+        const std::vector<float> rows = random_row(static_cast<uint64_t>(tokens), tokens * vocab, -30.0, 30.0);
+        const std::string path = dir.file("rows_" + std::to_string(tokens) + ".h5");
+        {
+            LogitDumpWriter writer(path, vocab, LogitType::kFloat32, {}, 1);
+            writer.append_rows(rows.data(), tokens);
+        }
+        LogitDumpReader reader(path);
+        CHECK(reader.direct_reads() == (tokens <= LogitDumpReader::kMaxDirectChunks));
+        const std::vector<float> got = rows_of(reader, 0, tokens);
+        CHECK(std::memcmp(got.data(), rows.data(), got.size() * sizeof(float)) == 0);
     }
 }
