@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gpu_suite.sh - everything the H200 run needs (build here, carry build/), in one or two calls:
-#   GPU test suite, selftest, compute-sanitizer (memcheck + racecheck on a small case),
+#   GPU test suite, selftest, compute-sanitizer (memcheck, racecheck, synccheck on small cases),
 #   `wideattn bench` (the dispatcher's kernels, and every tier side by side in one process where
 #   the Hopper tier is the default), the peer harness (PyTorch SDPA, Triton) and the end-to-end
 #   drift gate of the 8-bit kernel (tools/e2e_drift.py, two model layouts) - then a summary.
@@ -62,6 +62,8 @@ if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
     step memcheck memcheck.txt compute-sanitizer --tool memcheck --error-exitcode 9 "$cli" selftest --quick
     # racecheck slows shared-memory code ~300x: one small case per kernel is enough.
     step racecheck racecheck.txt compute-sanitizer --tool racecheck --error-exitcode 9 "$cli" selftest --quick 1
+    # synccheck: barrier use (the Hopper bf16 kernel's one-way exchange pairs bar.arrive with bar.sync).
+    step synccheck synccheck.txt compute-sanitizer --tool synccheck --error-exitcode 9 "$cli" selftest --quick 1
 fi
 # bundle_has_prefill FIELD VALUE: the bundle has a prefill kernel whose manifest FIELD is VALUE.
 bundle_has_prefill() {
