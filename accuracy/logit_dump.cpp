@@ -159,9 +159,11 @@ std::unique_ptr<LogitDumpReader> LogitDumpReader::another_reader() const {
     const LogitDumpInfo& other = reader->info();
     if (other.tokens != info_.tokens || other.vocab != info_.vocab || other.type != info_.type ||
         other.chunk_rows != info_.chunk_rows)
-        throw AccuracyError(where(info_.path) + " changed while open: logits shape [" + std::to_string(other.tokens) +
-                            ", " + std::to_string(other.vocab) + "], was [" + std::to_string(info_.tokens) + ", " +
-                            std::to_string(info_.vocab) + "]");
+        throw AccuracyError(where(info_.path) + " changed while open: logits [" + std::to_string(other.tokens) + ", " +
+                            std::to_string(other.vocab) + "] " + logit_type_name(other.type) + " in chunks of " +
+                            std::to_string(other.chunk_rows) + " rows, was [" + std::to_string(info_.tokens) + ", " +
+                            std::to_string(info_.vocab) + "] " + logit_type_name(info_.type) + " in chunks of " +
+                            std::to_string(info_.chunk_rows) + " rows");
     reader->direct_ = direct_;
     return reader;
 }

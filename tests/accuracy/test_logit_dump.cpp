@@ -296,6 +296,24 @@ TEST_CASE("logit dump reader: direct reads equal H5Dread, and are used only wher
         second->set_chunk_cache(false);
         expect_rows(*second);
     }
+    SUBCASE("another reader of a file replaced since the first opened it: a clear error") {
+        const std::string path = dir.file("replaced.h5"), replacement = dir.file("replacement.h5");
+        {
+            LogitDumpWriter writer(path, vocab, LogitType::kFloat32, {}, 3);
+            writer.append_rows(rows.data(), tokens);
+        }
+        {
+            LogitDumpWriter writer(replacement, vocab, LogitType::kFloat32, {}, 3);
+            writer.append_rows(rows.data(), tokens - 1);
+        }
+        LogitDumpReader first(path);
+        std::filesystem::rename(replacement, path);
+        CHECK_THROWS_WITH_AS(first.another_reader(),
+                             doctest::Contains("changed while open: logits [9, 37] float32 in chunks of 3 rows, was "
+                                               "[10, 37] float32 in chunks of 3 rows"),
+                             AccuracyError);
+        expect_rows(first);  // the first reader still reads the file it opened
+    }
     SUBCASE("another reader of a file without direct reads reads through H5Dread too") {
         write_float32_layout(dir.file("deflate2.h5"), tokens, vocab, rows, 4, static_cast<hsize_t>(vocab), true);
         LogitDumpReader first(dir.file("deflate2.h5"));
