@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -141,9 +142,20 @@ void LogitDumpWriter::close() {
 }
 
 struct LogitDumpReader::DirectLayout {
+    // Entries of `offsets` not known yet, and of chunks stored some other way (read by H5Dread).
+    static constexpr int64_t kNotLookedUp = -1;
+    static constexpr int64_t kNotDirect = -2;
+
     int fd = -1;
-    int64_t chunk_rows = 0;         // rows per chunk of `offsets` (all rows when contiguous)
-    std::vector<int64_t> offsets;   // file offset of each chunk's first row
+    int64_t chunk_rows = 0;  // rows per chunk of `offsets` (all rows when contiguous)
+    int64_t chunks = 0;
+    // File offset of each chunk's first row, looked up when a read first needs it: HDF5 1.10
+    // walks the chunk index up to the chunk it is asked for, so looking up every chunk at open
+    // costs the square of their number before any work starts; spread over the reads, one
+    // thread's lookups overlap the others' computation. Readers in several threads share the
+    // table; a chunk looked up twice at once gets the same value twice.
+    std::unique_ptr<std::atomic<int64_t>[]> offsets;
+
     DirectLayout() = default;
     DirectLayout(const DirectLayout&) = delete;
     DirectLayout& operator=(const DirectLayout&) = delete;
@@ -259,33 +271,27 @@ std::shared_ptr<const LogitDumpReader::DirectLayout> LogitDumpReader::open_direc
             const haddr_t offset = H5Dget_offset(dataset_.get());
             if (offset == HADDR_UNDEF) return nullptr;  // never written
             layout->chunk_rows = info_.tokens;
-            layout->offsets.push_back(static_cast<int64_t>(offset));
+            layout->chunks = 1;
+            layout->offsets.reset(new std::atomic<int64_t>[1]);
+            layout->offsets[0].store(static_cast<int64_t>(offset), std::memory_order_relaxed);
         } else if (storage == H5D_CHUNKED) {
             hsize_t chunk[2] = {0, 0};
             if (H5Pget_chunk(create_props.get(), 2, chunk) != 2 || static_cast<int64_t>(chunk[1]) != info_.vocab ||
                 chunk[0] == 0)
                 return nullptr;  // chunks that split rows
             layout->chunk_rows = static_cast<int64_t>(chunk[0]);
-            const int64_t chunks = (info_.tokens + layout->chunk_rows - 1) / layout->chunk_rows;
-            if (chunks > kMaxDirectChunks) return nullptr;  // the lookups would cost more than they save
-            H5Handle space(H5Dget_space(dataset_.get()));
-            for (int64_t c = 0; c < chunks; ++c) {
-                const hsize_t coord[2] = {static_cast<hsize_t>(c * layout->chunk_rows), 0};
-                unsigned filter_mask = 0;
-                haddr_t address = HADDR_UNDEF;
-                hsize_t size = 0;
-                if (H5Dget_chunk_info_by_coord(dataset_.get(), coord, &filter_mask, &address, &size) < 0 ||
-                    address == HADDR_UNDEF || filter_mask != 0 ||
-                    static_cast<int64_t>(size) != layout->chunk_rows * row_bytes)
-                    return nullptr;  // a chunk never written (fill value) or stored differently
-                layout->offsets.push_back(static_cast<int64_t>(address));
-            }
+            layout->chunks = (info_.tokens + layout->chunk_rows - 1) / layout->chunk_rows;
+            if (layout->chunks > kMaxDirectChunks) return nullptr;  // the lookups would cost more than they save
+            layout->offsets.reset(new std::atomic<int64_t>[static_cast<size_t>(layout->chunks)]);
+            for (int64_t c = 0; c < layout->chunks; ++c)
+                layout->offsets[c].store(DirectLayout::kNotLookedUp, std::memory_order_relaxed);
         } else {
             return nullptr;
         }
     }
     layout->fd = ::open(info_.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (layout->fd < 0) return nullptr;
+    if (chunk_offset(*layout, 0) == DirectLayout::kNotDirect) return nullptr;
     // The first row both ways must agree, or the offsets are not what they seem.
     std::vector<float> direct(static_cast<size_t>(info_.vocab)), through_hdf5(static_cast<size_t>(info_.vocab));
     try {
@@ -298,14 +304,41 @@ std::shared_ptr<const LogitDumpReader::DirectLayout> LogitDumpReader::open_direc
     return layout;
 }
 
-void LogitDumpReader::read_direct(const DirectLayout& layout, int64_t first, int64_t count, float* out) const {
+int64_t LogitDumpReader::chunk_offset(const DirectLayout& layout, int64_t chunk) {
+    int64_t offset = layout.offsets[chunk].load(std::memory_order_relaxed);
+    if (offset != DirectLayout::kNotLookedUp) return offset;
     const int64_t row_bytes = info_.vocab * static_cast<int64_t>(sizeof(float));
-    char* destination = reinterpret_cast<char*>(out);
+    const hsize_t coord[2] = {static_cast<hsize_t>(chunk * layout.chunk_rows), 0};
+    unsigned filter_mask = 0;
+    haddr_t address = HADDR_UNDEF;
+    hsize_t size = 0;
+    {
+        std::lock_guard<std::mutex> lock(hdf5_call_mutex());
+        const herr_t status = H5Dget_chunk_info_by_coord(dataset_.get(), coord, &filter_mask, &address, &size);
+        // A chunk never written (fill values) or stored differently reads through H5Dread.
+        offset = status < 0 || address == HADDR_UNDEF || filter_mask != 0 ||
+                         static_cast<int64_t>(size) != layout.chunk_rows * row_bytes
+                     ? DirectLayout::kNotDirect
+                     : static_cast<int64_t>(address);
+    }
+    layout.offsets[chunk].store(offset, std::memory_order_relaxed);
+    return offset;
+}
+
+void LogitDumpReader::read_direct(const DirectLayout& layout, int64_t first, int64_t count, float* out) {
+    const int64_t row_bytes = info_.vocab * static_cast<int64_t>(sizeof(float));
     for (int64_t row = first; row < first + count;) {
         const int64_t chunk = row / layout.chunk_rows;
         const int64_t in_chunk = row - chunk * layout.chunk_rows;
         const int64_t rows = std::min(layout.chunk_rows - in_chunk, first + count - row);
-        int64_t offset = layout.offsets[static_cast<size_t>(chunk)] + in_chunk * row_bytes;
+        char* destination = reinterpret_cast<char*>(out + (row - first) * info_.vocab);
+        const int64_t chunk_start = chunk_offset(layout, chunk);
+        if (chunk_start == DirectLayout::kNotDirect) {
+            read_raw(row, rows, destination, memory_type_.get());
+            row += rows;
+            continue;
+        }
+        int64_t offset = chunk_start + in_chunk * row_bytes;
         int64_t remaining = rows * row_bytes;
         while (remaining > 0) {
             const ssize_t got = ::pread(layout.fd, destination, static_cast<size_t>(remaining), static_cast<off_t>(offset));

@@ -100,15 +100,16 @@ public:
     // Direct reads: when the logits are float32 in the machine's byte order, stored without
     // filters either contiguously or in chunks of whole rows (the writer's layout), every row's
     // bytes in the file are its floats in memory. The reader then finds each chunk's file
-    // offset once (through HDF5) and copies rows with pread() on its own descriptor, outside
-    // the lock that serialises HDF5 calls, so readers in several threads copy at the same time.
+    // offset once (through HDF5, when a read first needs it) and copies rows with pread(),
+    // outside the lock that serialises HDF5 calls, so readers in several threads copy at the
+    // same time.
     // Checked at open against an H5Dread of the first row; any other layout, or a mismatch,
     // reads through H5Dread. On by default where possible; tests turn it off to compare.
     // HDF5 1.10 finds a chunk's address by walking the chunk index up to it, so looking up every
     // chunk costs the square of their number: a dataset of more than kMaxDirectChunks chunks
     // reads through H5Dread. On the 2-core development VM 2048 lookups take ~45 ms and 4096 ~0.18
     // s per file, about what direct reads then save a two-file drift run (docs/accuracy.md,
-    // section 7).
+    // section 7). A chunk found stored otherwise (never written, filtered) reads through H5Dread.
     bool direct_reads() const { return direct_ != nullptr; }
     void set_direct_reads(bool enabled);
     static constexpr int64_t kMaxDirectChunks = 4096;
@@ -126,7 +127,11 @@ private:
     void open_dataset(bool chunk_cache);
     // The row layout direct reads need, or null when the dataset has another.
     std::shared_ptr<const DirectLayout> open_direct();
-    void read_direct(const DirectLayout& layout, int64_t first, int64_t count, float* out) const;
+    // The file offset of `chunk` (looked up through this reader's dataset the first time any
+    // reader of the layout needs it), or DirectLayout::kNotDirect.
+    int64_t chunk_offset(const DirectLayout& layout, int64_t chunk);
+    // Rows by pread(), those of chunks stored otherwise through H5Dread.
+    void read_direct(const DirectLayout& layout, int64_t first, int64_t count, float* out);
 
     // Throws AccuracyError unless rows [first, first + count) lie inside the dump.
     void check_row_range(int64_t first, int64_t count) const;
