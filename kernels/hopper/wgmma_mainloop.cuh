@@ -4,11 +4,11 @@
 // the mma tier) and O += P V (2 wgmma m64n256k16, P from registers).
 //
 // Software pipeline: step j enters with P_j and Q K_j+1^T in flight. It waits for Q K_j+1^T,
-// issues P_j V_j (after a barrier of its own warpgroup; the exchange is the one point per step
-// where the two warpgroups meet),
-// and while P V runs it refills the ring, exchanges S_j+1, runs the softmax of S_j+1 into the
-// other P register set and issues Q K_j+2^T right behind P_j V_j, so the tensor cores do not
-// idle through the next exchange. O is rescaled only after P_j V_j completes (no non-wgmma
+// issues P_j V_j (after a barrier of its own warpgroup), and while P V runs it posts its partial
+// S_j+1, refills the ring, collects the partner's partial S_j+1 (the bf16 kernel's exchange is a
+// one-way hand-off per warpgroup: neither waits for the other except for the scores it needs),
+// runs the softmax of S_j+1 into the other P register set and issues Q K_j+2^T right behind
+// P_j V_j, so the tensor cores do not idle through the next exchange. O is rescaled only after P_j V_j completes (no non-wgmma
 // instruction redefines wgmma registers in flight: ptxas would serialize the wgmmas, and the
 // build refuses that); Q K_j+2^T is waited for at the start of step j+1, before its P V issue,
 // for the same reason. Steps run in pairs (the two P sets) and the last ones are peeled so every
@@ -18,9 +18,10 @@
 // warpgroup one mbarrier per slot, chunk c completing phase c / 4 of its slot's barrier; lane 0 of
 // each of the warpgroup's warps issues a quarter of every chunk's copies (KvTmaStream), and every
 // thread waits on the barrier of a chunk before it reads it. Step j issues V_j+1 into V_j-1's
-// slot and K_j+3 into K_j+1's slot right behind the P V issue: the warpgroup barrier before it is
-// reached by each of its threads only after waiting for Q K_j+1^T (this step) and P_j-1 V_j-1 (the
-// step before), and only the warpgroup reads its half of a slot, so neither is read any more. K
+// slot and K_j+3 into K_j+1's slot right behind the P V issue and the post: the warpgroup
+// barrier before the P V issue is reached by each of its threads only after waiting for
+// Q K_j+1^T (this step) and P_j-1 V_j-1 (the step before), and only the warpgroup reads its half
+// of a slot, so neither is read any more. K
 // is prefetched two steps ahead, V one; V_j and K_j+2, issued together in step j-1, are probed
 // without waiting before the wait for Q K_j+1^T and waited for right after it (session 7: the
 // probes' latency hides behind that wait, and no barrier wait sits between the softmax and the
@@ -372,15 +373,15 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
     issue_pv(o, prob, ring_chunk(map, 2 * j + 1), at.group);
     // The refills are issued between posting this warpgroup's partial scores and collecting the
     // partner's, where a warpgroup that is ahead would otherwise wait.
-    if (kHasNext) post_scores(map.exchange, (j + 1) % Wt::kExchangeParities, at, carry.s);
+    const int32_t parity = (j + 1) % Wt::kExchangeParities;  // of S_j+1's exchange buffer
+    if (kHasNext) post_scores(map.exchange, parity, at, carry.s);
     if (issues_copies(at)) {
         if (kHasNext) issue_chunk(v_stream, p, table_row, g.kv_end, map, 2 * j + 3, at);
         if (j + 3 < g.num_tiles) issue_chunk(k_stream, p, table_row, g.kv_end, map, 2 * j + 6, at);
     }
     float scores[Wt::kKeyNTiles][4];
     if (kHasNext) {
-        collect_scores(p.softmax_scale * mma::kLog2e, map.exchange, (j + 1) % Wt::kExchangeParities, at, carry.s,
-                       scores);
+        collect_scores(p.softmax_scale * mma::kLog2e, map.exchange, parity, at, carry.s, scores);
     }
     if (kHasNext) {
         mask_scores(g, j + 1, at.lane, scores);
