@@ -148,7 +148,6 @@ struct LogitDumpReader::DirectLayout {
 
     int fd = -1;
     int64_t chunk_rows = 0;  // rows per chunk of `offsets` (all rows when contiguous)
-    int64_t chunks = 0;
     // File offset of each chunk's first row, looked up when a read first needs it: HDF5 1.10
     // walks the chunk index up to the chunk it is asked for, so looking up every chunk at open
     // costs the square of their number before any work starts; spread over the reads, one
@@ -271,7 +270,6 @@ std::shared_ptr<const LogitDumpReader::DirectLayout> LogitDumpReader::open_direc
             const haddr_t offset = H5Dget_offset(dataset_.get());
             if (offset == HADDR_UNDEF) return nullptr;  // never written
             layout->chunk_rows = info_.tokens;
-            layout->chunks = 1;
             layout->offsets.reset(new std::atomic<int64_t>[1]);
             layout->offsets[0].store(static_cast<int64_t>(offset), std::memory_order_relaxed);
         } else if (storage == H5D_CHUNKED) {
@@ -280,10 +278,10 @@ std::shared_ptr<const LogitDumpReader::DirectLayout> LogitDumpReader::open_direc
                 chunk[0] == 0)
                 return nullptr;  // chunks that split rows
             layout->chunk_rows = static_cast<int64_t>(chunk[0]);
-            layout->chunks = (info_.tokens + layout->chunk_rows - 1) / layout->chunk_rows;
-            if (layout->chunks > kMaxDirectChunks) return nullptr;  // the lookups would cost more than they save
-            layout->offsets.reset(new std::atomic<int64_t>[static_cast<size_t>(layout->chunks)]);
-            for (int64_t c = 0; c < layout->chunks; ++c)
+            const int64_t chunks = (info_.tokens + layout->chunk_rows - 1) / layout->chunk_rows;
+            if (chunks > kMaxDirectChunks) return nullptr;  // the lookups would cost more than they save
+            layout->offsets.reset(new std::atomic<int64_t>[static_cast<size_t>(chunks)]);
+            for (int64_t c = 0; c < chunks; ++c)
                 layout->offsets[c].store(DirectLayout::kNotLookedUp, std::memory_order_relaxed);
         } else {
             return nullptr;

@@ -241,13 +241,15 @@ TEST_CASE("logit dump reader: direct reads equal H5Dread, and are used only wher
             }
         CHECK_THROWS_WITH_AS(rows_of(reader, tokens - 2, 3), doctest::Contains("outside 0..10"), AccuracyError);
     };
+    // The writer's layout: chunks of 3 whole rows, holding the first `count` of `rows`.
+    const auto write_rows = [&](const std::string& path, int64_t count) {
+        LogitDumpWriter writer(path, vocab, LogitType::kFloat32, {}, 3);
+        writer.append_rows(rows.data(), count);
+    };
 
     SUBCASE("the writer's layout (chunks of 3 whole rows, the last one partly past the end)") {
         const std::string path = dir.file("writer.h5");
-        {
-            LogitDumpWriter writer(path, vocab, LogitType::kFloat32, {}, 3);
-            writer.append_rows(rows.data(), tokens);
-        }
+        write_rows(path, tokens);
         LogitDumpReader reader(path);
         CHECK(reader.direct_reads());
         expect_rows(reader);
@@ -305,10 +307,7 @@ TEST_CASE("logit dump reader: direct reads equal H5Dread, and are used only wher
     }
     SUBCASE("another reader of the same file shares the layout and reads the same rows, also alone") {
         const std::string path = dir.file("shared.h5");
-        {
-            LogitDumpWriter writer(path, vocab, LogitType::kFloat32, {}, 3);
-            writer.append_rows(rows.data(), tokens);
-        }
+        write_rows(path, tokens);
         std::unique_ptr<LogitDumpReader> second;
         {
             LogitDumpReader first(path);
@@ -325,14 +324,8 @@ TEST_CASE("logit dump reader: direct reads equal H5Dread, and are used only wher
     }
     SUBCASE("another reader of a file replaced since the first opened it: a clear error") {
         const std::string path = dir.file("replaced.h5"), replacement = dir.file("replacement.h5");
-        {
-            LogitDumpWriter writer(path, vocab, LogitType::kFloat32, {}, 3);
-            writer.append_rows(rows.data(), tokens);
-        }
-        {
-            LogitDumpWriter writer(replacement, vocab, LogitType::kFloat32, {}, 3);
-            writer.append_rows(rows.data(), tokens - 1);
-        }
+        write_rows(path, tokens);
+        write_rows(replacement, tokens - 1);
         LogitDumpReader first(path);
         std::filesystem::rename(replacement, path);
         CHECK_THROWS_WITH_AS(first.another_reader(),
@@ -350,10 +343,7 @@ TEST_CASE("logit dump reader: direct reads equal H5Dread, and are used only wher
     }
     SUBCASE("a file cut short after it was opened: a clear error naming the file") {
         const std::string path = dir.file("cut.h5");
-        {
-            LogitDumpWriter writer(path, vocab, LogitType::kFloat32, {}, 3);
-            writer.append_rows(rows.data(), tokens);
-        }
+        write_rows(path, tokens);
         LogitDumpReader reader(path);
         REQUIRE(reader.direct_reads());
         std::filesystem::resize_file(path, 2048);
