@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Checks tools/ab_summary.py on two bench JSON files made here (two bundles x two rounds): every
+"""Checks tools/bench/ab_summary.py on two bench JSON files made here (two bundles x two rounds): every
 round's figure per label, the median change against the first label, --kernel filtering, and
 the usage errors (exit 2, naming the argument or file); and the usage errors of
-tools/ab_bench.sh, which checks its arguments before it needs a GPU.
+tools/gpu/ab_bench.sh, which checks its arguments before it needs a GPU.
 usage: ab_summary_check.py AB_SUMMARY_PY AB_BENCH_SH
 """
 import json

@@ -1,5 +1,5 @@
 """ctypes_smoke.py - loads libwideattn from Python through the project's ctypes binding
-(tools/peers/wideattn_ctypes.py, the one the peer harness uses) on a machine without a CUDA
+(tools/bench/peers/wideattn_ctypes.py, the one the peer harness uses) on a machine without a CUDA
 driver (or with WIDEATTN_LIBCUDA pointing nowhere): checks the struct layout, opens the bundle,
 lists kernels, asks is_supported, and expects WIDEATTN_ERROR_NO_DRIVER from a launch and
 INVALID_ARGUMENT (with its message) from a bad block size.
@@ -9,7 +9,7 @@ usage: python3 ctypes_smoke.py PATH/libwideattn.so
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "peers"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "bench", "peers"))
 import wideattn_ctypes as wa  # noqa: E402
 
 

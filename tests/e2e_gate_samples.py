@@ -2,9 +2,9 @@
 """The accuracy gate on logits from the H200 end-to-end drift run (issue 5): accepts the 8-bit
 candidate and rejects the deliberately broken variant (P scale inverted).
 
-The dumps are the first 24 tokens (float16) of each variant of tools/e2e_drift.py's Gemma-4
+The dumps are the first 24 tokens (float16) of each variant of tools/bench/e2e_drift.py's Gemma-4
 layout run at commit 3f5c9ad (data/e2e/2026-11-29-3f5c9ad/gemma4/samples), gated with the rule
-tools/gpu_suite.sh uses: candidate mean KL <= baseline mean KL * 1.10.
+tools/gpu/gpu_suite.sh uses: candidate mean KL <= baseline mean KL * 1.10.
 usage: e2e_gate_samples.py WIDEATTN_CLI SAMPLES_DIR
 """
 import os

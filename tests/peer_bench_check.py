@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the peer harness's interleaved timing (tools/peer_bench.py) without a GPU: torch is
+"""Checks the peer harness's interleaved timing (tools/bench/peer_bench.py) without a GPU: torch is
 replaced by a stand-in whose CUDA events read a counter the implementations advance, so the
 test sees which implementation ran when and what each was timed at.
 - balanced_order: over one period (len(items) repetitions, twice that for an odd count) every
@@ -15,7 +15,7 @@ test sees which implementation ran when and what each was timed at.
   dropped with its status and the others go on;
 - summarize_times keeps every repetition's figure (ms_all) beside the median;
 - time_interleaved's ran_after names the implementation launched right before every timed run;
-- tools/peer_predecessors.py groups the figures by that predecessor (recorded, or reconstructed
+- tools/bench/peer_predecessors.py groups the figures by that predecessor (recorded, or reconstructed
   from the balanced order for older reports), and refuses a report without them, a file that
   is not a report and a missing argument (exit 2, naming the file).
 usage: peer_bench_check.py PEER_BENCH_PY PEER_PREDECESSORS_PY

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "accuracy/accuracy_cli.h"
-#include "tools/subcommands.h"
+#include "tools/cli/subcommands.h"
 #include "wideattn.h"
 
 namespace {

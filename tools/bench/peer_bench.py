@@ -24,9 +24,9 @@ import sys
 import time
 import warnings
 
-TOOLS_DIR = os.path.dirname(os.path.abspath(__file__))
-if TOOLS_DIR not in sys.path:
-    sys.path.insert(0, TOOLS_DIR)
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))  # tools/bench/, beside peers/
+if BENCH_DIR not in sys.path:
+    sys.path.insert(0, BENCH_DIR)
 
 from peers import wideattn_ctypes  # noqa: E402  (standard library only)
 
@@ -193,7 +193,7 @@ def tflops(flops, ms):
 def balanced_order(items, rep):
     """The order of repetition rep, from a balanced Latin square (Williams design) over items:
     the timing order of reports made before session 7 (time_interleaved now uses
-    balanced_sequence); tools/peer_predecessors.py rebuilds those reports' predecessors with it.
+    balanced_sequence); tools/bench/peer_predecessors.py rebuilds those reports' predecessors with it.
 
     Round-robin timing in one fixed order makes every implementation always follow the same
     predecessor; after a long, power-hungry one (SDPA's math backend draws ~700 W for half a

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "dispatch/driver.h"
-#include "tools/cli_common.h"
+#include "tools/cli/cli_common.h"
 #include "tools/harness/device_problem.h"
-#include "tools/subcommands.h"
+#include "tools/cli/subcommands.h"
 
 namespace wideattn::cli {
 namespace {

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # profile_kernels.sh - Nsight Compute profile of the bundle's prefill kernels on one shape, for
 # kernel work on the device machine (build here, carry build/):
-#   tools/profile_kernels.sh [--case NAME] [--kernels wgmma_bf16_d512,mma_bf16_d512,...]
+#   tools/gpu/profile_kernels.sh [--case NAME] [--kernels wgmma_bf16_d512,mma_bf16_d512,...]
 # For each kernel (prefill kernel names; default: every bf16/e4m3 prefill kernel of the mma and
 # Hopper tiers): the SASS of its cubin (cuobjdump), an ncu report of one launch of `wideattn
 # bench --kernel NAME --cases CASE` (scheduler, warp-state, source counters) and that report's per-SASS-line
 # source page as CSV (stall samples per instruction). Everything lands in $OUT (or
 # ./profile_out), packed as profile.tar.gz (the device tool returns at most 8 files).
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${WIDEATTN_BUILD_DIR:-$root/build}
 out=${OUT:-$root/profile_out}
 case_name=prompt_4k

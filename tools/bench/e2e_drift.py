@@ -3,7 +3,7 @@
 
 One device call on an H200 runs everything:
 
-    python3 tools/e2e_drift.py                      # writes to $OUT (or ./e2e_out)
+    python3 tools/bench/e2e_drift.py                # writes to $OUT (or ./e2e_out)
 
 The model: a decoder in PyTorch whose every attention layer is a Gemma 4 "global" layer (head
 dim 512, GQA group 8, QK-norm, scale 1.0, partial RoPE on 25% of the dims, K and V from one
@@ -61,7 +61,7 @@ CLI and numpy disagree, or the 8-bit kernel failed at launch); 3 = the 8-bit ker
 the bundle (WIDEATTN_ERROR_UNSUPPORTED), everything else ran and broken was rejected.
 
 Everything above the "GPU part" marker imports only the standard library (numpy is imported
-inside functions), so `python3 tools/e2e_drift.py --self-test` runs on machines without torch.
+inside functions), so `python3 tools/bench/e2e_drift.py --self-test` runs on machines without torch.
 """
 
 import argparse
@@ -77,10 +77,10 @@ import tempfile
 import time
 import traceback
 
-TOOLS_DIR = os.path.dirname(os.path.abspath(__file__))
-ROOT_DIR = os.path.dirname(TOOLS_DIR)
-if TOOLS_DIR not in sys.path:
-    sys.path.insert(0, TOOLS_DIR)
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))  # tools/bench/, beside peers/
+ROOT_DIR = os.path.dirname(os.path.dirname(BENCH_DIR))
+if BENCH_DIR not in sys.path:
+    sys.path.insert(0, BENCH_DIR)
 
 from peers import wideattn_ctypes  # noqa: E402  (standard library only)
 
@@ -1098,7 +1098,7 @@ def run(args):
         V_PER_TOKEN_KV: (model8, EmulatedE4m3Attention(batch, P_SCALE_KERNEL, ATTN_PER_TOKEN_KV_EMULATED,
                                                        per_token_kv=True), [exact]),
     }
-    engine = f"tools/e2e_drift.py, torch {torch.__version__}, {lib_detail}"
+    engine = f"tools/bench/e2e_drift.py, torch {torch.__version__}, {lib_detail}"
     wiring = {"backend": bf16_attention.name, "ok": True,
               "note": "not run (the BF16 attention is the torch reference itself)"}
     summary["wiring"] = wiring
@@ -1229,7 +1229,7 @@ def run(args):
                     cli_usable = False
                 gate.update(source="numpy", accept=numpy_accept,
                             verdict="ACCEPT" if numpy_accept else "REJECT")
-                fallback = {"tool": "tools/e2e_drift.py numpy fallback (not the wideattn CLI)",
+                fallback = {"tool": "tools/bench/e2e_drift.py numpy fallback (not the wideattn CLI)",
                             "command": "gate", "reference": ref_path, "candidate": info["dump"],
                             "baseline": base_path, "candidate_drift": info["kl_vs_reference"],
                             "baseline_drift": variants[V_BASELINE]["kl_vs_reference"],

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "kernels/common/kernel_desc.h"
-#include "tools/cli_common.h"
+#include "tools/cli/cli_common.h"
 #include "tools/harness/checks.h"
 #include "tools/harness/quantize_check.h"
 #include "tools/harness/scale_check.h"
-#include "tools/subcommands.h"
+#include "tools/cli/subcommands.h"
 
 namespace wideattn::cli {
 namespace {

@@ -1,5 +1,5 @@
 // cli_common.cpp - see cli_common.h.
-#include "tools/cli_common.h"
+#include "tools/cli/cli_common.h"
 
 #include <unistd.h>
 

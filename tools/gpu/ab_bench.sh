@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # ab_bench.sh - A/B benchmark of kernel bundles on a GPU machine: `wideattn bench` run once per
 # bundle per round, the bundles alternated for N rounds (the GPU's clocks drift between runs, so
-# only alternated figures compare), then the table of tools/ab_summary.py: every round's TFLOP/s
+# only alternated figures compare), then the table of tools/bench/ab_summary.py: every round's TFLOP/s
 # per bundle and each bundle's median change against the first.
-#   tools/ab_bench.sh [--rounds N] [--kernels LIST] [--cases LIST] [--out DIR] LABEL=BUNDLE_DIR ...
+#   tools/gpu/ab_bench.sh [--rounds N] [--kernels LIST] [--cases LIST] [--out DIR] LABEL=BUNDLE_DIR ...
 # --rounds N      alternated rounds (default 2)
 # --kernels LIST  passed to `wideattn bench --kernels` (default wgmma_bf16_d512)
 # --cases LIST    passed to `wideattn bench --cases` (default prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k)
 # --out DIR       where the JSON of every run and summary.md go (default: $OUT, else ./ab_bench_out)
 # The CLI is .devlibs/wideattn when present (tools/device_libs.sh), else build/tools/wideattn.
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 rounds=2 kernels=wgmma_bf16_d512 cases=prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k
 out=${OUT:-$PWD/ab_bench_out}
 declare -a labels dirs
@@ -51,4 +51,4 @@ for ((r = 1; r <= rounds; ++r)); do
 done
 args=()
 for label in "${labels[@]}"; do args+=("$label=${files[$label]}"); done
-python3 "$root/tools/ab_summary.py" "${args[@]}" | tee "$out/summary.md"
+python3 "$root/tools/bench/ab_summary.py" "${args[@]}" | tee "$out/summary.md"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """peer_predecessors.py - how an implementation's time in a peer-harness run depends on what ran
 right before it: the median of its per-repetition times (`ms_all` in the JSON of
-tools/peer_bench.py) grouped by the implementation launched right before each of them
+tools/bench/peer_bench.py) grouped by the implementation launched right before each of them
 (`ran_after`, recorded by the harness; for reports older than that field, reconstructed from
 peer_bench.balanced_order over the timed implementations in report order, with `(start)` for
 the first place of a repetition).

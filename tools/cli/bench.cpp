@@ -15,10 +15,10 @@
 #include "accuracy/bf16.h"
 #include "dispatch/selection.h"
 #include "fp8/e4m3.h"
-#include "tools/cli_common.h"
+#include "tools/cli/cli_common.h"
 #include "tools/harness/device_problem.h"
 #include "tools/harness/problem.h"
-#include "tools/subcommands.h"
+#include "tools/cli/subcommands.h"
 
 namespace wideattn::cli {
 namespace {
@@ -33,8 +33,9 @@ constexpr int kPeakIterations = 4096;
 constexpr int kPeakBlocksPerSm = 4;
 constexpr int kPeakThreads = 256;
 constexpr int kPeakChains = 8;                       // must match tools/bench/mma_peak*.cu
+constexpr const char* kProbeSubdir = "bench";        // build/tools/bench/: tools/bench/meson.build
 
-// A throughput probe cubin built beside the CLI (tools/bench/).
+// A throughput probe cubin built in kProbeSubdir beside the CLI (sources in tools/bench/).
 struct PeakProbe {
     const char* stem;       // <stem>.<arch>.cubin
     const char* symbol;
@@ -347,9 +348,9 @@ int bench_main(int argc, char** argv) {
         wideattn_close(ctx);
         return 2;
     }
-    const std::string tools_dir = executable_dir();  // mma_peak.<arch>.cubin is built beside the CLI
+    const std::string probe_dir = executable_dir() + "/" + kProbeSubdir;  // mma_peak.<arch>.cubin
     double peak_before = 0, peak_after = 0;
-    std::string peak_error = measure_mma_peak(*gpu, tools_dir, &peak_before);
+    std::string peak_error = measure_mma_peak(*gpu, probe_dir, &peak_before);
     std::printf("bench on %s (sm_%d%d, %d SMs), %lld reps after %lld warm-up\n", gpu->name().c_str(), gpu->cc_major(),
                 gpu->cc_minor(), gpu->multiprocessors(), reps, warmup);
     if (peak_error.empty())
@@ -360,8 +361,8 @@ int bench_main(int argc, char** argv) {
     // from shared memory before every mma (as K and V are).
     double e4m3_register_rate = 0, e4m3_streamed_rate = 0;
     if (any_e4m3) {
-        const std::string e1 = measure_mma_peak(*gpu, tools_dir, &e4m3_register_rate, kE4m3RegisterProbe);
-        const std::string e2 = measure_mma_peak(*gpu, tools_dir, &e4m3_streamed_rate, kE4m3StreamedProbe);
+        const std::string e1 = measure_mma_peak(*gpu, probe_dir, &e4m3_register_rate, kE4m3RegisterProbe);
+        const std::string e2 = measure_mma_peak(*gpu, probe_dir, &e4m3_streamed_rate, kE4m3StreamedProbe);
         if (e1.empty() && e2.empty())
             std::printf("mma.sync e4m3 rate: %.1f TFLOP/s register-only, %.1f TFLOP/s with B from shared memory\n",
                         e4m3_register_rate, e4m3_streamed_rate);
@@ -476,7 +477,7 @@ int bench_main(int argc, char** argv) {
         }
     }
     if (peak_error.empty()) {
-        measure_mma_peak(*gpu, tools_dir, &peak_after);
+        measure_mma_peak(*gpu, probe_dir, &peak_after);
         std::printf("mma.sync bf16 register-only rate after the suite: %.1f TFLOP/s\n", peak_after);
     }
     if (!json_path.empty()) {

@@ -3,9 +3,9 @@
 #   GPU test suite, selftest, compute-sanitizer (memcheck, racecheck, synccheck on small cases),
 #   `wideattn bench` (the dispatcher's kernels, and every tier side by side in one process where
 #   the Hopper tier is the default), the peer harness (PyTorch SDPA, Triton) and the end-to-end
-#   drift gate of the 8-bit kernel (tools/e2e_drift.py, two model layouts) - then a summary.
-#   tools/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--no-e2e]
-#                      [--bench-cases LIST]
+#   drift gate of the 8-bit kernel (tools/bench/e2e_drift.py, two model layouts) - then a summary.
+#   tools/gpu/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--no-e2e]
+#                          [--bench-cases LIST]
 # Budget: about 9 minutes on an H200 with every step; a device call is limited to 10, so run it
 # as two calls: `--no-peers`, then `--only-peers` (about 5-6 minutes).
 # Logs and JSON land in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz.
@@ -13,7 +13,7 @@
 # Logs and JSON go to $OUT (or ./gpu_suite_out). WIDEATTN_COMMIT names the commit (the device
 # copy of the tree has no .git).
 set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${WIDEATTN_BUILD_DIR:-$root/build}
 out=${OUT:-$root/gpu_suite_out}
 mkdir -p "$out"
@@ -103,7 +103,7 @@ if ((e2e)); then
     e2e_cli="$cli"; [[ -x "$root/.devlibs/wideattn" ]] && e2e_cli="$root/.devlibs/wideattn"
     for layout in all_global gemma4; do
         layout_args=(); [[ $layout == gemma4 ]] && layout_args=(--layers 12 --global-every 6)
-        step "e2e-$layout" "e2e_$layout.txt" timeout 200 python3 "$root/tools/e2e_drift.py" --cli "$e2e_cli" \
+        step "e2e-$layout" "e2e_$layout.txt" timeout 200 python3 "$root/tools/bench/e2e_drift.py" --cli "$e2e_cli" \
             --lib "$build/dispatch/libwideattn.so" --bundle "$build/bundle" --out "$out/e2e_$layout" \
             --dump-dir "/tmp/wideattn_e2e_$layout" --margin-rel 0.10 --commit "$commit" "${layout_args[@]}"
         tar -czf "$out/e2e_$layout.tar.gz" -C "$out" "e2e_$layout" && rm -rf "$out/e2e_$layout"
@@ -118,7 +118,7 @@ if ((peers)); then
         sed -n 's/^mma.sync bf16 register-only rate: \([0-9.]*\) TFLOP.*/\1/p' | head -1)
     peer_args=(--lib "$build/dispatch/libwideattn.so" --bundle "$build/bundle" --json "$out/peers.json" --commit "$commit")
     [[ -n "$mma_rate" && "$mma_rate" != "0" ]] && peer_args+=(--mma-rate "$mma_rate")
-    step peers peers.txt timeout 420 python3 "$root/tools/peer_bench.py" "${peer_args[@]}"
+    step peers peers.txt timeout 420 python3 "$root/tools/bench/peer_bench.py" "${peer_args[@]}"
 fi
 # The device tool returns at most 8 files of at most 16 MiB: every log and JSON report in one
 # archive, the two e2e archives (logit samples, several MiB each) beside it.

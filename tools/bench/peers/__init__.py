@@ -1,0 +1,1 @@
+"""Peer implementations and bindings used by tools/bench/peer_bench.py."""

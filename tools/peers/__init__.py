@@ -1,1 +1,0 @@
-"""Peer implementations and bindings used by tools/peer_bench.py."""
