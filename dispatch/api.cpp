@@ -19,6 +19,7 @@
 #include "dispatch/manifest.h"
 #include "dispatch/manifest_format.h"
 #include "dispatch/selection.h"
+#include "dispatch/validation.h"
 #include "fp8/e4m3.h"
 #include "wideattn.h"
 

@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "dispatch/selection.h"
+#include "dispatch/validation.h"
 
 namespace wideattn {
 

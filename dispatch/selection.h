@@ -1,5 +1,6 @@
-// selection.h - the pure functions behind wideattn_prefill and wideattn_is_supported:
-// argument validation and kernel selection. No driver, no I/O: unit-testable on any machine.
+// selection.h - the pure functions behind wideattn_prefill and wideattn_is_supported: kernel
+// selection and launch geometry (the argument checks before them: validation.h). No driver,
+// no I/O: unit-testable on any machine.
 #pragma once
 
 #include <cstdint>
@@ -10,13 +11,6 @@
 #include "wideattn.h"
 
 namespace wideattn {
-
-// Bytes per element of a wideattn_dtype (0 for an unknown value).
-int32_t dtype_size(int32_t dtype);
-
-// Checks every argument that can be checked on the host. On failure returns
-// WIDEATTN_ERROR_INVALID_ARGUMENT and sets *message, naming the argument and its value.
-wideattn_status validate_params(const wideattn_prefill_params* p, std::string* message);
 
 // Whether a cubin built for `kernel.arch` runs on a device of compute capability major.minor.
 bool arch_runs_on(const ManifestKernel& kernel, int32_t cc_major, int32_t cc_minor);
@@ -41,15 +35,13 @@ struct LaunchGeometry {
 };
 LaunchGeometry launch_geometry(const ManifestKernel& kernel, const wideattn_prefill_params& p);
 
-// The same for wideattn_quantize_to_cache: argument checks (INVALID_ARGUMENT, or UNSUPPORTED
-// for a src dtype no kernel takes), kernel choice, and grid.
-wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std::string* message);
+// The same for wideattn_quantize_to_cache (validated by validate_quantize_params): kernel
+// choice and grid.
 wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_quantize_params& p,
                                        int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
 LaunchGeometry quantize_launch_geometry(const ManifestKernel& kernel, const wideattn_quantize_params& p);
 
 // The same for wideattn_compute_scale (the per-tensor amax kernel).
-wideattn_status validate_scale_params(const wideattn_scale_params* p, std::string* message);
 wideattn_status select_scale_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
                                     int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
 LaunchGeometry scale_launch_geometry(const ManifestKernel& kernel, const wideattn_scale_params& p);

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dispatch/selection.h"
+#include "dispatch/validation.h"
 #include "tests/test_helpers.h"
 
 using namespace wideattn;

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "accuracy/bf16.h"
-#include "dispatch/selection.h"
+#include "dispatch/validation.h"
 
 namespace wideattn {
 

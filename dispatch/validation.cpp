@@ -1,0 +1,268 @@
+// validation.cpp - argument validation of the C API's calls (see validation.h).
+#include "dispatch/validation.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "dispatch/manifest_format.h"
+
+namespace wideattn {
+namespace {
+
+constexpr uintptr_t kTensorAlignment = 16;  // 16-byte vector loads and cp.async
+constexpr int32_t kBlockSizeMultiple = 16;
+
+std::string pointer_text(const void* ptr) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%p", ptr);
+    return buf;
+}
+
+class Validator {
+public:
+    explicit Validator(std::string* message) : message_(message) {}
+
+    bool fail(const std::string& text) {
+        *message_ = text;
+        return false;
+    }
+    bool not_null(const void* ptr, const char* name) {
+        return ptr ? true : fail(std::string(name) + " is NULL");
+    }
+    bool aligned(const void* ptr, uintptr_t alignment, const char* name) {
+        if (reinterpret_cast<uintptr_t>(ptr) % alignment == 0) return true;
+        return fail(std::string(name) + "=" + pointer_text(ptr) + " is not " + std::to_string(alignment) +
+                    "-byte aligned");
+    }
+    // A stride must be positive and keep every row 16-byte aligned.
+    bool stride(int64_t value, int32_t elem_size, const char* name) {
+        if (value < 1) return fail(std::string(name) + "=" + std::to_string(value) + " must be >= 1");
+        const int64_t multiple = kTensorAlignment / elem_size;
+        if (value % multiple != 0)
+            return fail(std::string(name) + "=" + std::to_string(value) + " is not a multiple of " +
+                        std::to_string(multiple) + " elements (rows must stay 16-byte aligned)");
+        return true;
+    }
+    // A byte stride or size that must be a positive multiple of `multiple_of`.
+    bool multiple(int64_t value, int64_t multiple_of, const char* name) {
+        if (value >= 1 && value % multiple_of == 0) return true;
+        return fail(std::string(name) + "=" + std::to_string(value) + " is not a positive multiple of " +
+                    std::to_string(multiple_of));
+    }
+    bool at_least(int64_t value, int64_t lo, const char* name) {
+        if (value >= lo) return true;
+        return fail(std::string(name) + "=" + std::to_string(value) + " must be >= " + std::to_string(lo));
+    }
+    bool dtype(int32_t value, const char* name) {
+        if (dtype_size(value) > 0) return true;
+        return fail(std::string(name) + "=" + std::to_string(value) + " is not a wideattn_dtype (0..4)");
+    }
+    // The output rows [token][head] must not overlap: the inner stride covers head_dim and the
+    // outer stride covers all rows of the inner dimension.
+    bool output_rows_disjoint(int64_t token_stride, int64_t head_stride, int32_t total_q, int32_t heads,
+                              int32_t head_dim) {
+        const bool token_outer = token_stride >= head_stride;
+        const int64_t inner = token_outer ? head_stride : token_stride;
+        const int64_t outer = token_outer ? token_stride : head_stride;
+        const int64_t inner_count = token_outer ? heads : total_q;
+        const int64_t outer_count = token_outer ? total_q : heads;
+        if (inner >= head_dim && (outer_count <= 1 || outer >= inner * inner_count)) return true;
+        std::ostringstream s;
+        s << "o_token_stride=" << token_stride << " and o_head_stride=" << head_stride
+          << " make output rows overlap (head_dim=" << head_dim << ", num_q_heads=" << heads
+          << ", total_q=" << total_q << ")";
+        return fail(s.str());
+    }
+
+private:
+    std::string* message_;
+};
+
+// Dtypes known, every pointer set and aligned, counts in range.
+bool check_pointers_and_counts(Validator& v, const wideattn_prefill_params& p) {
+    return v.dtype(p.q_dtype, "q_dtype") && v.dtype(p.kv_dtype, "kv_dtype") && v.dtype(p.o_dtype, "o_dtype") &&
+           v.not_null(p.q, "q") && v.not_null(p.k_cache, "k_cache") && v.not_null(p.v_cache, "v_cache") &&
+           v.not_null(p.o, "o") && v.not_null(p.cu_seqlens_q, "cu_seqlens_q") &&
+           v.not_null(p.seq_lens_k, "seq_lens_k") && v.not_null(p.block_table, "block_table") &&
+           v.aligned(p.q, kTensorAlignment, "q") && v.aligned(p.k_cache, kTensorAlignment, "k_cache") &&
+           v.aligned(p.v_cache, kTensorAlignment, "v_cache") && v.aligned(p.o, kTensorAlignment, "o") &&
+           v.aligned(p.cu_seqlens_q, sizeof(int32_t), "cu_seqlens_q") &&
+           v.aligned(p.seq_lens_k, sizeof(int32_t), "seq_lens_k") &&
+           v.aligned(p.block_table, sizeof(int32_t), "block_table") && v.at_least(p.num_seqs, 1, "num_seqs") &&
+           v.at_least(p.total_q, 0, "total_q") && v.at_least(p.num_kv_heads, 1, "num_kv_heads") &&
+           v.at_least(p.num_q_heads, 1, "num_q_heads") && v.at_least(p.head_dim, 1, "head_dim") &&
+           v.at_least(p.num_blocks, 1, "num_blocks") && v.at_least(p.block_table_stride, 1, "block_table_stride");
+}
+
+// Head grouping, page size, softmax scale, the reserved field and head_dim (after the dtypes
+// and counts passed check_pointers_and_counts).
+bool check_shape(Validator& v, const wideattn_prefill_params& p) {
+    std::ostringstream s;
+    if (p.num_q_heads % p.num_kv_heads != 0) {
+        s << "num_q_heads=" << p.num_q_heads << " is not a multiple of num_kv_heads=" << p.num_kv_heads;
+        return v.fail(s.str());
+    }
+    if (p.block_size < kBlockSizeMultiple || p.block_size % kBlockSizeMultiple != 0) {
+        s << "block_size=" << p.block_size << " is not a positive multiple of " << kBlockSizeMultiple;
+        return v.fail(s.str());
+    }
+    if (!std::isfinite(p.softmax_scale) || p.softmax_scale <= 0.0f) {
+        s << "softmax_scale=" << p.softmax_scale << " must be finite and > 0";
+        return v.fail(s.str());
+    }
+    if (p.reserved != 0) {
+        s << "reserved=" << p.reserved << " must be 0";
+        return v.fail(s.str());
+    }
+    const int32_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype);
+    if (p.head_dim % (kTensorAlignment / kv_size) != 0 || p.head_dim % (kTensorAlignment / q_size) != 0) {
+        s << "head_dim=" << p.head_dim << " is not a multiple of 16 bytes of its elements";
+        return v.fail(s.str());
+    }
+    return true;
+}
+
+// Every stride positive and row-aligned, and output rows that do not overlap.
+bool check_strides(Validator& v, const wideattn_prefill_params& p) {
+    const int32_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
+    return v.stride(p.q_token_stride, q_size, "q_token_stride") &&
+           v.stride(p.q_head_stride, q_size, "q_head_stride") &&
+           v.stride(p.k_block_stride, kv_size, "k_block_stride") &&
+           v.stride(p.k_slot_stride, kv_size, "k_slot_stride") &&
+           v.stride(p.k_head_stride, kv_size, "k_head_stride") &&
+           v.stride(p.v_block_stride, kv_size, "v_block_stride") &&
+           v.stride(p.v_slot_stride, kv_size, "v_slot_stride") &&
+           v.stride(p.v_head_stride, kv_size, "v_head_stride") &&
+           v.stride(p.o_token_stride, o_size, "o_token_stride") &&
+           v.stride(p.o_head_stride, o_size, "o_head_stride") &&
+           v.output_rows_disjoint(p.o_token_stride, p.o_head_stride, p.total_q, p.num_q_heads, p.head_dim);
+}
+
+// The optional lse output: aligned for its type, one row of total_q per head.
+bool check_lse(Validator& v, const wideattn_prefill_params& p) {
+    if (!p.lse) return true;
+    const uintptr_t lse_align = p.o_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
+    if (!v.aligned(p.lse, lse_align, "lse")) return false;
+    if (p.lse_head_stride < p.total_q) {
+        std::ostringstream s;
+        s << "lse_head_stride=" << p.lse_head_stride << " is smaller than total_q=" << p.total_q;
+        return v.fail(s.str());
+    }
+    return true;
+}
+
+// A scale pointer exactly for each e4m3 input (q_scale for Q; k_scale and v_scale for K/V).
+bool check_scales(Validator& v, const wideattn_prefill_params& p) {
+    const struct {
+        const float* ptr;
+        bool needed;
+        const char* name;
+        const char* dtype_field;
+        int32_t dtype;
+    } scales[] = {{p.q_scale, p.q_dtype == WIDEATTN_DTYPE_E4M3, "q_scale", "q_dtype", p.q_dtype},
+                  {p.k_scale, p.kv_dtype == WIDEATTN_DTYPE_E4M3, "k_scale", "kv_dtype", p.kv_dtype},
+                  {p.v_scale, p.kv_dtype == WIDEATTN_DTYPE_E4M3, "v_scale", "kv_dtype", p.kv_dtype}};
+    for (const auto& scale : scales) {
+        std::ostringstream s;
+        if (scale.needed && !scale.ptr) {
+            s << scale.name << " is NULL but " << scale.dtype_field << "=e4m3 needs a scale";
+            return v.fail(s.str());
+        }
+        if (!scale.needed && scale.ptr) {
+            s << scale.name << "=" << pointer_text(scale.ptr) << " is set but " << scale.dtype_field << "="
+              << dtype_name(scale.dtype) << " takes no scale (pass NULL)";
+            return v.fail(s.str());
+        }
+        if (scale.ptr && !v.aligned(scale.ptr, sizeof(float), scale.name)) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+int32_t dtype_size(int32_t dtype) {
+    switch (dtype) {
+        case WIDEATTN_DTYPE_BF16:
+        case WIDEATTN_DTYPE_F16: return 2;
+        case WIDEATTN_DTYPE_F32: return 4;
+        case WIDEATTN_DTYPE_F64: return 8;
+        case WIDEATTN_DTYPE_E4M3: return 1;
+        default: return 0;
+    }
+}
+
+wideattn_status validate_params(const wideattn_prefill_params* p, std::string* message) {
+    if (!p) {
+        *message = "params is NULL";
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    Validator v(message);
+    const bool ok = check_pointers_and_counts(v, *p) && check_shape(v, *p) && check_strides(v, *p) &&
+                    check_lse(v, *p) && check_scales(v, *p);
+    return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
+}
+
+wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std::string* message) {
+    Validator v(message);
+    if (!p) {
+        *message = "params is NULL";
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    constexpr int32_t kCacheVecBytes = 8;  // the kernel stores 8 e4m3 bytes per thread
+    std::ostringstream s;
+    if (p->src_dtype != WIDEATTN_DTYPE_BF16) {
+        s << "src_dtype=" << p->src_dtype << " is not supported (bf16 = " << WIDEATTN_DTYPE_BF16 << ")";
+        *message = s.str();
+        return WIDEATTN_ERROR_UNSUPPORTED;
+    }
+    const bool ok = v.not_null(p->src, "src") && v.not_null(p->cache, "cache") && v.not_null(p->scale, "scale") &&
+                    v.aligned(p->src, kTensorAlignment, "src") && v.aligned(p->cache, kCacheVecBytes, "cache") &&
+                    (!p->slot_mapping || v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping")) &&
+                    v.aligned(p->scale, sizeof(float), "scale") &&
+                    (!p->nonfinite_count || v.aligned(p->nonfinite_count, sizeof(int32_t), "nonfinite_count")) &&
+                    v.at_least(p->tokens, 0, "tokens") && v.at_least(p->heads, 1, "heads") &&
+                    v.at_least(p->head_dim, 1, "head_dim") && v.at_least(p->block_size, 1, "block_size") &&
+                    v.at_least(p->num_blocks, 1, "num_blocks") &&
+                    v.stride(p->src_token_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_token_stride") &&
+                    v.stride(p->src_head_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_head_stride") &&
+                    v.multiple(p->cache_block_stride, kCacheVecBytes, "cache_block_stride") &&
+                    v.multiple(p->cache_slot_stride, kCacheVecBytes, "cache_slot_stride") &&
+                    v.multiple(p->cache_head_stride, kCacheVecBytes, "cache_head_stride") &&
+                    v.multiple(p->head_dim, kCacheVecBytes, "head_dim");
+    if (!ok) return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    const int64_t slots = int64_t{p->num_blocks} * p->block_size;
+    if (!p->slot_mapping && p->tokens > slots) {
+        s << "tokens=" << p->tokens << " exceed num_blocks * block_size = " << slots
+          << " slots with slot_mapping NULL (slot = token)";
+        *message = s.str();
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    return WIDEATTN_OK;
+}
+
+wideattn_status validate_scale_params(const wideattn_scale_params* p, std::string* message) {
+    Validator v(message);
+    if (!p) {
+        *message = "params is NULL";
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    constexpr int32_t kSrcVecElems = 8;  // the kernel loads 8 bf16 per thread and token
+    if (p->src_dtype != WIDEATTN_DTYPE_BF16) {
+        *message = "src_dtype=" + std::to_string(p->src_dtype) + " is not supported (bf16 = " +
+                   std::to_string(WIDEATTN_DTYPE_BF16) + ")";
+        return WIDEATTN_ERROR_UNSUPPORTED;
+    }
+    const bool ok = v.not_null(p->src, "src") && v.not_null(p->scale, "scale") &&
+                    v.aligned(p->src, kTensorAlignment, "src") && v.aligned(p->scale, sizeof(float), "scale") &&
+                    (!p->slot_mapping || v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping")) &&
+                    (!p->nonfinite_count || v.aligned(p->nonfinite_count, sizeof(int32_t), "nonfinite_count")) &&
+                    v.at_least(p->tokens, 0, "tokens") && v.at_least(p->heads, 1, "heads") &&
+                    v.at_least(p->head_dim, 1, "head_dim") &&
+                    v.stride(p->src_token_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_token_stride") &&
+                    v.stride(p->src_head_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_head_stride") &&
+                    v.multiple(p->head_dim, kSrcVecElems, "head_dim");
+    return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
+}
+
+}  // namespace wideattn
