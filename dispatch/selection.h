@@ -28,7 +28,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
 // Whether the manifest has a prefill kernel called `name` (any arch).
 bool has_prefill_kernel(const std::vector<ManifestKernel>& kernels, const std::string& name);
 
-// Launch geometry of DESIGN.md / kernel_desc.h for a selected kernel.
+// Launch geometry of docs/design.md / kernel_desc.h for a selected kernel.
 struct LaunchGeometry {
     uint32_t grid_x = 0, grid_y = 0, block_x = 0;
     uint32_t dynamic_smem = 0;

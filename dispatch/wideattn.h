@@ -55,7 +55,7 @@ typedef enum wideattn_dtype {
 /*
  * Prefill attention over a variable-length batch with a paged KV cache.
  *
- * Semantics (see DESIGN.md section 2):
+ * Semantics (see docs/design.md section 2):
  *   - sequence s owns query tokens cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 (q_len of them)
  *     and sees seq_lens_k[s] keys (cached context + its q_len new tokens);
  *   - causal, bottom-right aligned: query i (0-based within the sequence) sees keys

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The accuracy gate on logits from the H200 end-to-end drift run (issue 5): accepts the 8-bit
+"""The accuracy gate on logits from the H200 end-to-end drift run: accepts the 8-bit
 candidate and rejects the deliberately broken variant (P scale inverted).
 
 The dumps are the first 24 tokens (float16) of each variant of tools/bench/e2e_drift.py's Gemma-4

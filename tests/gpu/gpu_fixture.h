@@ -16,7 +16,7 @@ namespace wideattn::test {
 constexpr int kSkipExitCode = 77;
 
 struct GpuFixture {
-    std::unique_ptr<GpuSession> session;
+    std::unique_ptr<GpuDevice> device;
     wideattn_context* ctx = nullptr;
 };
 
@@ -25,8 +25,8 @@ inline GpuFixture& gpu() {
         GpuFixture made;
         wideattn_status status;
         std::string error;
-        made.session = GpuSession::open(0, &status, &error);
-        if (!made.session) {
+        made.device = GpuDevice::open(0, &status, &error);
+        if (!made.device) {
             std::printf("GPU suite skipped: %s: %s\n", wideattn_status_string(status), error.c_str());
             std::exit(kSkipExitCode);
         }
@@ -34,8 +34,8 @@ inline GpuFixture& gpu() {
             std::printf("cannot open bundle: %s\n", wideattn_last_error());
             std::exit(1);
         }
-        std::printf("GPU suite on %s (sm_%d%d)\n", made.session->name().c_str(), made.session->cc_major(),
-                    made.session->cc_minor());
+        std::printf("GPU suite on %s (sm_%d%d)\n", made.device->name().c_str(), made.device->cc_major(),
+                    made.device->cc_minor());
         return made;
     }();
     return fixture;

@@ -1,7 +1,7 @@
 // test_gpu.cpp - the GPU suite (run on a GPU machine; exits 77 = skipped where there is none).
 // The fp64 GPU kernel against the CPU fp64 reference on small varlen / paged / context
 // shapes, its bad-input and empty-batch behaviour, and every fast kernel of the bundle
-// against the fp64 kernel on the issue's shape list.
+// against the fp64 kernel on the bf16 shape list.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -29,7 +29,7 @@ uint64_t fresh_seed() {
 
 void check_reference_case(const ProblemSpec& spec) {
     CAPTURE(spec.describe());
-    const CaseResult r = run_case(*gpu().session, gpu().ctx, spec, WIDEATTN_DTYPE_F64, ReferenceKind::kCpu);
+    const CaseResult r = run_case(*gpu().device, gpu().ctx, spec, WIDEATTN_DTYPE_F64, ReferenceKind::kCpu);
     REQUIRE_MESSAGE(r.error.empty(), r.error);
     INFO(accuracy::format_error_stats(r.stats));
     CHECK(r.kernel == "reference_f64");
@@ -56,7 +56,7 @@ bool bundle_has_prefill_kernel(int32_t kv_dtype, int32_t q_dtype = WIDEATTN_DTYP
 std::vector<std::string> runnable_prefill_kernels(int32_t kv_dtype, int32_t q_dtype) {
     std::vector<std::string> names;
     for (const RunnableKernel& k :
-         runnable_kernels(gpu().ctx, gpu().session->cc_major(), gpu().session->cc_minor()))
+         runnable_kernels(gpu().ctx, gpu().device->cc_major(), gpu().device->cc_minor()))
         if (k.kind == kKindPrefill && k.o_dtype == WIDEATTN_DTYPE_BF16 && k.kv_dtype == kv_dtype &&
             k.q_dtype == q_dtype)
             names.push_back(k.name);
@@ -75,7 +75,7 @@ struct KernelRestriction {
 // the LSE too when `check_lse` (e4m3 kernels round the scores, see kE4m3RelL2).
 void check_fast_case(const ProblemSpec& spec, double rel_l2_bound, bool check_lse) {
     CAPTURE(spec.describe());
-    const CaseResult r = run_case(*gpu().session, gpu().ctx, spec, WIDEATTN_DTYPE_BF16, ReferenceKind::kGpuF64);
+    const CaseResult r = run_case(*gpu().device, gpu().ctx, spec, WIDEATTN_DTYPE_BF16, ReferenceKind::kGpuF64);
     REQUIRE_MESSAGE(r.error.empty(), r.error);
     std::printf("  %-16s %-60s %s\n", r.kernel.c_str(), spec.describe().c_str(),
                 accuracy::format_error_stats(r.stats).c_str());
@@ -112,7 +112,7 @@ TEST_CASE("gpu: an empty batch launches nothing and succeeds") {
     HostProblem h;
     REQUIRE(make_problem(problem_spec({0, 0}, {3, 0}, 8, 1, 16, 1), &h).empty());
     DeviceProblem d;
-    REQUIRE(d.create(*gpu().session, h, WIDEATTN_DTYPE_F64).empty());
+    REQUIRE(d.create(*gpu().device, h, WIDEATTN_DTYPE_F64).empty());
     CHECK(wideattn_prefill(gpu().ctx, &d.params, nullptr) == WIDEATTN_OK);
 }
 
@@ -120,7 +120,7 @@ TEST_CASE("gpu: bad input on a GPU gets the same clear errors") {
     HostProblem h;
     REQUIRE(make_problem(problem_spec({4}, {0}, 8, 1, 16, 2), &h).empty());
     DeviceProblem d;
-    REQUIRE(d.create(*gpu().session, h, WIDEATTN_DTYPE_F64).empty());
+    REQUIRE(d.create(*gpu().device, h, WIDEATTN_DTYPE_F64).empty());
     wideattn_prefill_params p = d.params;
     p.block_size = 40;
     CHECK(wideattn_prefill(gpu().ctx, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
@@ -130,14 +130,14 @@ TEST_CASE("gpu: bad input on a GPU gets the same clear errors") {
     wide_spec.head_dim = 576;  // no kernel serves it
     REQUIRE(make_problem(wide_spec, &wide).empty());
     DeviceProblem wide_device;
-    REQUIRE(wide_device.create(*gpu().session, wide, WIDEATTN_DTYPE_F64).empty());
+    REQUIRE(wide_device.create(*gpu().device, wide, WIDEATTN_DTYPE_F64).empty());
     CHECK(wideattn_prefill(gpu().ctx, &wide_device.params, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(std::string(wideattn_last_error()).find("head_dim=576") != std::string::npos);
     p = d.params;
     p.o_dtype = WIDEATTN_DTYPE_F32;
     CHECK(wideattn_prefill(gpu().ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
     // The process and the context keep working after refusals.
-    CHECK(d.run(*gpu().session, gpu().ctx).empty());
+    CHECK(d.run(*gpu().device, gpu().ctx).empty());
 }
 
 namespace {
@@ -187,7 +187,7 @@ void for_each_runnable_prefill_kernel(int32_t kv_dtype, int32_t q_dtype, const c
     }
 }
 
-// The issue's shape list for one bf16 kernel (selected by the caller) against the fp64 kernel.
+// The bf16 shape list for one bf16 kernel (selected by the caller) against the fp64 kernel.
 void check_bf16_shape_list(uint64_t seed) {
     for (const ProblemSpec& s : shape_list_cases({1, 7, 63, 64, 65, 1000, 4096 + 13}, {0, 1, 777, 8192}, &seed))
         check_fast_case(s, kBf16RelL2, true);
@@ -208,7 +208,7 @@ void check_bf16_shape_list(uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("gpu bf16 kernels: the issue's shape list against the fp64 kernel, every tier") {
+TEST_CASE("gpu bf16 kernels: the bf16 shape list against the fp64 kernel, every tier") {
     if (!bundle_has_prefill_kernel(WIDEATTN_DTYPE_BF16)) {
         MESSAGE("no bf16-output kernel in the bundle yet");
         return;
@@ -264,9 +264,9 @@ namespace {
 struct TestStream {
     CUstream stream = nullptr;
     std::string error;
-    TestStream() { error = gpu().session->check(gpu().session->driver().cuStreamCreate(&stream, 0), "cuStreamCreate"); }
+    TestStream() { error = gpu().device->check(gpu().device->driver().cuStreamCreate(&stream, 0), "cuStreamCreate"); }
     ~TestStream() {
-        if (stream) gpu().session->driver().cuStreamDestroy(stream);
+        if (stream) gpu().device->driver().cuStreamDestroy(stream);
     }
 };
 
@@ -293,8 +293,8 @@ TEST_CASE("gpu bf16 kernels: launches in flight on two streams at once give each
         std::vector<unsigned char> solo[2];
         for (int i = 0; i < 2; ++i) {
             REQUIRE(make_problem(specs[i], &hosts[i]).empty());
-            REQUIRE(devices[i].create(*gpu().session, hosts[i], WIDEATTN_DTYPE_BF16).empty());
-            const std::string err = devices[i].run(*gpu().session, gpu().ctx);
+            REQUIRE(devices[i].create(*gpu().device, hosts[i], WIDEATTN_DTYPE_BF16).empty());
+            const std::string err = devices[i].run(*gpu().device, gpu().ctx);
             REQUIRE_MESSAGE(err.empty(), err);
             REQUIRE(devices[i].download_raw(&solo[i]).empty());
         }
@@ -306,7 +306,7 @@ TEST_CASE("gpu bf16 kernels: launches in flight on two streams at once give each
             for (int i = 0; i < 2; ++i)
                 REQUIRE_MESSAGE(wideattn_prefill(gpu().ctx, &devices[i].params, streams[i].stream) == WIDEATTN_OK,
                                 wideattn_last_error());
-            REQUIRE(gpu().session->check(gpu().session->driver().cuCtxSynchronize(), "cuCtxSynchronize").empty());
+            REQUIRE(gpu().device->check(gpu().device->driver().cuCtxSynchronize(), "cuCtxSynchronize").empty());
             for (int i = 0; i < 2; ++i) {
                 std::vector<unsigned char> both;
                 REQUIRE(devices[i].download_raw(&both).empty());

@@ -14,7 +14,7 @@ using namespace wideattn;
 using wideattn::test::gpu;
 
 TEST_CASE("gpu fp8: quantise into the paged cache equals the CPU reference bit for bit") {
-    const QuantizeCaseResult r = run_quantize_case(*gpu().session, gpu().ctx, static_cast<uint64_t>(std::time(nullptr)));
+    const QuantizeCaseResult r = run_quantize_case(*gpu().device, gpu().ctx, static_cast<uint64_t>(std::time(nullptr)));
     REQUIRE_MESSAGE(r.error.empty(), r.error);
     CHECK(r.kernel == "quantize_e4m3");
     CHECK(r.cache_bytes > 0);
@@ -31,7 +31,7 @@ TEST_CASE("gpu fp8: bad quantise arguments are refused on a GPU machine too") {
 }
 
 TEST_CASE("gpu fp8: amax -> scale -> quantise on one stream, flat Q and scale edge cases equal the CPU reference") {
-    const ScaleCaseResult r = run_scale_case(*gpu().session, gpu().ctx, static_cast<uint64_t>(std::time(nullptr)));
+    const ScaleCaseResult r = run_scale_case(*gpu().device, gpu().ctx, static_cast<uint64_t>(std::time(nullptr)));
     REQUIRE_MESSAGE(r.error.empty(), r.error);
     CHECK(r.kernel == "amax_e4m3");
     // K: amax, its count, a second run, cache, its count; Q: amax, its count, 2 scales x (bytes,

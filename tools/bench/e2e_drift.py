@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End-to-end logit drift of 8-bit wideattn attention in a small Gemma-4-style decoder (issue 5.4).
+"""End-to-end logit drift of 8-bit wideattn attention in a small Gemma-4-style decoder.
 
 One device call on an H200 runs everything:
 
@@ -84,7 +84,7 @@ if BENCH_DIR not in sys.path:
 
 from peers import wideattn_ctypes  # noqa: E402  (standard library only)
 
-# Gemma 4 global-layer attention (DESIGN.md section 1).
+# Gemma 4 global-layer attention (docs/design.md section 1).
 HEAD_DIM = 512
 GROUP = 8                            # query heads per KV head
 SOFTMAX_SCALE = 1.0
@@ -102,7 +102,7 @@ DEFAULT_KV_HEADS = 2                 # x GROUP = 16 query heads
 DEFAULT_MLP_RATIO = 4
 DEFAULT_SEQ_LENS = "1024,768,256"    # varlen batch, 2048 tokens in all
 DEFAULT_SEED = 0
-DEFAULT_GLOBAL_EVERY = 1             # every layer global (the issue); 6 = Gemma 4's 5 local : 1
+DEFAULT_GLOBAL_EVERY = 1             # every layer global (the hardest case); 6 = Gemma 4's 5 local : 1
 SLIDING_WINDOW = 1024                # local layers' window (Gemma 4), fp64 attention in all variants
 
 # Weight scaling (see build_model). Scores q.k have standard deviation ATTN_SCORE_STD_FIRST in
@@ -1301,7 +1301,7 @@ def parse_args(argv=None):
                        help="every Nth layer (N-1, 2N-1, ...) is global and runs the variant's "
                             "attention; the others are sliding-window layers (window "
                             f"{SLIDING_WINDOW}) with fp64 attention in every variant. 1 = all "
-                            "global (the issue's model); 6 with --layers 6 = Gemma 4's ratio")
+                            "global (the hardest case); 6 with --layers 6 = Gemma 4's ratio")
     model.add_argument("--kv-heads", type=int, default=DEFAULT_KV_HEADS,
                        help=f"KV heads; query heads = {GROUP} x this (head dim {HEAD_DIM})")
     model.add_argument("--mlp-ratio", type=int, default=DEFAULT_MLP_RATIO,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Peer harness: wideattn prefill against PyTorch SDPA and a Triton paged prefill kernel.
 
-Runs on one GPU in one process (DESIGN.md section 7): builds the Gemma 4 global-layer suite
+Runs on one GPU in one process (docs/design.md section 7): builds the Gemma 4 global-layer suite
 (Hq 32, Hkv 4, D 512, bf16, page 16, shuffled block table), cross-checks every implementation
 against an fp64 reference (the bundle's fp64 reference kernel through libwideattn, or a torch
 float64 computation on sampled query rows when the library is unavailable), then times all of
@@ -30,7 +30,7 @@ if BENCH_DIR not in sys.path:
 
 from peers import wideattn_ctypes  # noqa: E402  (standard library only)
 
-# Gemma 4 31B global layers (DESIGN.md sections 1 and 7).
+# Gemma 4 31B global layers (docs/design.md sections 1 and 7).
 NUM_Q_HEADS = 32
 NUM_KV_HEADS = 4
 TP4_Q_HEADS = NUM_Q_HEADS // 4
@@ -116,7 +116,7 @@ class Case:
 
 
 def causal_flops(head_dim, num_q_heads, q_lens, contexts):
-    """DESIGN.md section 7: 4 * D * Hq * (q * context + q * (q + 1) / 2), summed."""
+    """docs/design.md section 7: 4 * D * Hq * (q * context + q * (q + 1) / 2), summed."""
     return sum(4 * head_dim * num_q_heads * (q * c + q * (q + 1) // 2)
                for q, c in zip(q_lens, contexts))
 
@@ -192,7 +192,7 @@ def tflops(flops, ms):
 
 def balanced_order(items, rep):
     """The order of repetition rep, from a balanced Latin square (Williams design) over items:
-    the timing order of reports made before session 7 (time_interleaved now uses
+    the timing order of reports made before c0190c2 (2026-11-29; time_interleaved now uses
     balanced_sequence); tools/bench/peer_predecessors.py rebuilds those reports' predecessors with it.
 
     Round-robin timing in one fixed order makes every implementation always follow the same
@@ -227,7 +227,7 @@ def balanced_sequence(items):
     each item. Repeating it keeps every predecessor equally frequent across the whole run;
     balanced_order's repetitions balance predecessors only inside each repetition, and the
     step from one repetition to the next always paired the same items (each item followed the
-    one two places after it in the list: session 7's nine-case run had triton-tuned after
+    one two places after it in the list: the nine-case run at a12e38f had triton-tuned after
     SDPA-expanded in 6 of 20 repetitions and wideattn after triton-engine in 7).
     """
     n = len(items)

@@ -1,5 +1,5 @@
 // bench.cpp - `wideattn bench`: times the bundle's kernels on the Gemma 4 31B global-layer
-// suite (DESIGN.md section 7) with CUDA events, and measures the register-only mma.sync bf16
+// suite (docs/design.md section 7) with CUDA events, and measures the register-only mma.sync bf16
 // rate in the same run (before and after) as the ceiling the results are compared with.
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "accuracy/bf16.h"
-#include "dispatch/selection.h"
 #include "fp8/e4m3.h"
 #include "tools/cli/cli_common.h"
 #include "tools/harness/device_problem.h"
@@ -25,7 +24,7 @@ namespace {
 
 constexpr int kDefaultReps = 20;
 constexpr float kE4m3BenchScale = 1.0f / 256;  // puts the pool's N(0, 0.21^2) values mid-range in e4m3
-constexpr int32_t kBenchBlockSize = 16;  // page size of the Gemma 4 suite (DESIGN.md section 7)
+constexpr int32_t kBenchBlockSize = 16;  // page size of the Gemma 4 suite (docs/design.md section 7)
 constexpr uint64_t kBenchSeed = 100;
 constexpr int kDefaultWarmup = 3;
 constexpr size_t kPoolElements = size_t{1} << 25;  // 32 Mi random bf16 values tiled into inputs
@@ -82,7 +81,7 @@ Timing summarize(std::vector<float> ms) {
 
 // Times `launch` with CUDA events: warm-up, then `reps` individually timed runs.
 template <typename Launch>
-std::string time_launches(const GpuSession& gpu, int warmup, int reps, Launch launch, Timing* out) {
+std::string time_launches(const GpuDevice& gpu, int warmup, int reps, Launch launch, Timing* out) {
     const Driver& d = gpu.driver();
     CUevent start = nullptr, stop = nullptr;
     std::string err = gpu.check(d.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
@@ -110,8 +109,8 @@ std::string fill_from_pool(DeviceBuffer& buffer, const std::vector<uint16_t>& po
     for (size_t done = 0; done < elements;) {
         const size_t n = std::min(staging.size(), elements - done);
         for (size_t i = 0; i < n; ++i) staging[i] = pool[(offset + done + i) % pool.size()];
-        const Driver& d = buffer.session()->driver();
-        std::string err = buffer.session()->check(
+        const Driver& d = buffer.gpu()->driver();
+        std::string err = buffer.gpu()->check(
             d.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(buffer.get()) + done * sizeof(uint16_t), staging.data(),
                            n * sizeof(uint16_t)),
             "cuMemcpyHtoD");
@@ -123,7 +122,7 @@ std::string fill_from_pool(DeviceBuffer& buffer, const std::vector<uint16_t>& po
 
 // Measures an mma.sync rate with one of the probes of tools/bench/ (default: the register-only
 // bf16 rate of mma_peak.cu).
-std::string measure_mma_peak(const GpuSession& gpu, const std::string& cubin_dir, double* tflops,
+std::string measure_mma_peak(const GpuDevice& gpu, const std::string& cubin_dir, double* tflops,
                              const PeakProbe& probe = kBf16Probe) {
     const Driver& d = gpu.driver();
     const std::string arch = "sm_" + std::to_string(gpu.cc_major()) + std::to_string(gpu.cc_minor());
@@ -342,7 +341,7 @@ int bench_main(int argc, char** argv) {
         std::any_of(variants.begin(), variants.end(), [](const BenchVariant& v) { return v.e4m3_kv; });
     wideattn_status status;
     std::string error;
-    std::unique_ptr<GpuSession> gpu = GpuSession::open(static_cast<int>(device), &status, &error);
+    std::unique_ptr<GpuDevice> gpu = GpuDevice::open(static_cast<int>(device), &status, &error);
     if (!gpu) {
         std::fprintf(stderr, "wideattn bench: %s: %s\n", wideattn_status_string(status), error.c_str());
         wideattn_close(ctx);

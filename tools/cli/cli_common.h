@@ -1,4 +1,4 @@
-// cli_common.h - small helpers shared by the `wideattn` subcommands: bundle lookup and
+// cli_common.h - what the `wideattn` subcommands share: bundle lookup and
 // argument parsing with clear errors.
 #pragma once
 

@@ -22,8 +22,8 @@ struct LiveResources {
     std::string why;
 };
 
-// Loads the cubin on the session's device and reads the function's attributes.
-LiveResources read_live(const GpuSession* gpu, const std::string& dir, const wideattn_kernel_info& k) {
+// Loads the cubin on the opened device and reads the function's attributes.
+LiveResources read_live(const GpuDevice* gpu, const std::string& dir, const wideattn_kernel_info& k) {
     LiveResources live;
     if (!gpu) {
         live.why = "no GPU";
@@ -85,7 +85,7 @@ int inspect_main(int argc, char** argv) {
     const std::string dir = wideattn_bundle_dir(ctx);
     wideattn_status status;
     std::string gpu_error;
-    std::unique_ptr<GpuSession> gpu = GpuSession::open(static_cast<int>(device), &status, &gpu_error);
+    std::unique_ptr<GpuDevice> gpu = GpuDevice::open(static_cast<int>(device), &status, &gpu_error);
     const int count = wideattn_kernel_count(ctx);
     std::printf("bundle: %s (%d kernels, library %s)\n", dir.c_str(), count, wideattn_version());
     if (gpu)

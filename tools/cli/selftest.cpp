@@ -108,7 +108,7 @@ int selftest_main(int argc, char** argv) {
     if (!ctx) return 2;
     wideattn_status status;
     std::string error;
-    std::unique_ptr<GpuSession> gpu = GpuSession::open(static_cast<int>(device), &status, &error);
+    std::unique_ptr<GpuDevice> gpu = GpuDevice::open(static_cast<int>(device), &status, &error);
     if (!gpu) {
         wideattn_close(ctx);
         std::fprintf(skip_without_gpu ? stdout : stderr, "wideattn selftest: %s: %s\n",

@@ -78,7 +78,7 @@ if ((benches)); then
     [[ -n "$bench_cases" ]] && bench_args+=(--cases "$bench_cases")
     step bench bench.txt "$cli" bench "${bench_args[@]}"
     # On sm_90 the dispatcher runs the Hopper tier: time both tiers (bf16 and 8-bit) side by side
-    # in one process, as the issues' bars are stated.
+    # in one process, as the performance bars are stated.
     if bundle_has_prefill name wgmma_bf16_d512; then
         tiers=mma_bf16_d512,wgmma_bf16_d512
         bundle_has_prefill name wgmma_e4m3q_d512 && tiers+=,mma_e4m3q_d512,wgmma_e4m3q_d512

@@ -24,7 +24,7 @@ std::string reference_on_cpu(const HostProblem& h, std::vector<double>* dense, s
     return err;
 }
 
-std::string reference_on_gpu(const GpuSession& gpu, wideattn_context* ctx, const HostProblem& h,
+std::string reference_on_gpu(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h,
                              std::vector<double>* dense, std::vector<double>* lse) {
     DeviceProblem ref;
     std::string err = ref.create(gpu, h, WIDEATTN_DTYPE_F64);
@@ -52,7 +52,7 @@ std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc
     return kernels;
 }
 
-CaseResult run_case(const GpuSession& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
+CaseResult run_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
                     ReferenceKind reference) {
     CaseResult result;
     HostProblem h;

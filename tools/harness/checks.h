@@ -50,7 +50,7 @@ struct RunnableKernel {
 std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc_major, int cc_minor);
 
 // Runs `spec` with output dtype `o_dtype` and compares with the reference.
-CaseResult run_case(const GpuSession& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
+CaseResult run_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
                     ReferenceKind reference);
 
 }  // namespace wideattn

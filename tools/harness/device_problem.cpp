@@ -8,10 +8,10 @@
 
 namespace wideattn {
 
-std::unique_ptr<GpuSession> GpuSession::open(int ordinal, wideattn_status* status, std::string* error) {
+std::unique_ptr<GpuDevice> GpuDevice::open(int ordinal, wideattn_status* status, std::string* error) {
     const Driver* drv = load_driver(status, error);
     if (!drv) return nullptr;
-    std::unique_ptr<GpuSession> s(new GpuSession());
+    std::unique_ptr<GpuDevice> s(new GpuDevice());
     s->driver_ = drv;
     int count = 0;
     CUresult r = drv->cuDeviceGetCount(&count);
@@ -41,11 +41,11 @@ std::unique_ptr<GpuSession> GpuSession::open(int ordinal, wideattn_status* statu
     return s;
 }
 
-GpuSession::~GpuSession() {
+GpuDevice::~GpuDevice() {
     if (context_) driver_->cuDevicePrimaryCtxRelease(device_);
 }
 
-std::string GpuSession::check(CUresult result, const char* what) const {
+std::string GpuDevice::check(CUresult result, const char* what) const {
     return result == CUDA_SUCCESS ? std::string() : std::string(what) + ": " + cuda_error_text(*driver_, result);
 }
 
@@ -53,7 +53,7 @@ DeviceBuffer::~DeviceBuffer() {
     if (ptr_) gpu_->driver().cuMemFree(ptr_);
 }
 
-std::string DeviceBuffer::allocate(const GpuSession& gpu, size_t bytes) {
+std::string DeviceBuffer::allocate(const GpuDevice& gpu, size_t bytes) {
     gpu_ = &gpu;
     bytes_ = bytes;
     // Never allocate 0 bytes: a valid, aligned pointer keeps validation meaningful.
@@ -75,7 +75,7 @@ std::string DeviceBuffer::fill(unsigned char byte) {
     return gpu_->check(gpu_->driver().cuMemsetD8(ptr_, byte, bytes_), "cuMemsetD8");
 }
 
-std::string DeviceProblem::create(const GpuSession& gpu, const HostProblem& h, int32_t out_dtype) {
+std::string DeviceProblem::create(const GpuDevice& gpu, const HostProblem& h, int32_t out_dtype) {
     o_dtype = out_dtype;
     const size_t lse_size = out_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
     // The fp64 reference reads the (exactly dequantised) bf16 K/V; other kernels the e4m3 codes.
@@ -128,7 +128,7 @@ std::string DeviceProblem::poison_outputs() {
     return err;
 }
 
-std::string DeviceProblem::run(const GpuSession& gpu, wideattn_context* ctx) {
+std::string DeviceProblem::run(const GpuDevice& gpu, wideattn_context* ctx) {
     if (std::string err = poison_outputs(); !err.empty()) return err;
     const wideattn_status status = wideattn_prefill(ctx, &params, nullptr);
     if (status != WIDEATTN_OK) return std::string(wideattn_status_string(status)) + ": " + wideattn_last_error();

@@ -1,4 +1,4 @@
-// device_problem.h - a GPU session (primary context of one device, through the dlopen'd
+// device_problem.h - a GPU device (its primary context, through the dlopen'd
 // driver) and a HostProblem uploaded to device memory, with poisoned outputs and a launch
 // through the public C API. Shared by `wideattn selftest`, the GPU tests and `wideattn bench`.
 #pragma once
@@ -14,14 +14,14 @@
 
 namespace wideattn {
 
-class GpuSession {
+class GpuDevice {
 public:
     // Retains device `ordinal`'s primary context and makes it current on this thread.
     // Returns nullptr with *status / *error when there is no driver or no such device.
-    static std::unique_ptr<GpuSession> open(int ordinal, wideattn_status* status, std::string* error);
-    ~GpuSession();
-    GpuSession(const GpuSession&) = delete;
-    GpuSession& operator=(const GpuSession&) = delete;
+    static std::unique_ptr<GpuDevice> open(int ordinal, wideattn_status* status, std::string* error);
+    ~GpuDevice();
+    GpuDevice(const GpuDevice&) = delete;
+    GpuDevice& operator=(const GpuDevice&) = delete;
 
     const Driver& driver() const { return *driver_; }
     int cc_major() const { return cc_major_; }
@@ -32,7 +32,7 @@ public:
     std::string check(CUresult result, const char* what) const;
 
 private:
-    GpuSession() = default;
+    GpuDevice() = default;
     const Driver* driver_ = nullptr;
     CUdevice device_ = 0;
     CUcontext context_ = nullptr;
@@ -46,16 +46,16 @@ public:
     ~DeviceBuffer();
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    std::string allocate(const GpuSession& gpu, size_t bytes);
+    std::string allocate(const GpuDevice& gpu, size_t bytes);
     std::string upload(const void* host, size_t bytes);
     std::string download(void* host, size_t bytes) const;
     std::string fill(unsigned char byte);  // e.g. 0xFF: every bf16/f32/f64 becomes NaN
     void* get() const { return reinterpret_cast<void*>(ptr_); }
-    const GpuSession* session() const { return gpu_; }
+    const GpuDevice* gpu() const { return gpu_; }
     size_t bytes() const { return bytes_; }
 
 private:
-    const GpuSession* gpu_ = nullptr;
+    const GpuDevice* gpu_ = nullptr;
     CUdeviceptr ptr_ = 0;
     size_t bytes_ = 0;
 };
@@ -71,12 +71,12 @@ struct DeviceProblem {
     // host.spec.e4m3_kv and a non-F64 output, K/V are the e4m3 codes (kv_dtype E4M3 with
     // device k_scale / v_scale), with host.spec.e4m3_q so is Q (q_dtype E4M3, q_scale); the
     // F64 reference always reads the dequantised bf16 Q, K and V.
-    std::string create(const GpuSession& gpu, const HostProblem& host, int32_t o_dtype);
+    std::string create(const GpuDevice& gpu, const HostProblem& host, int32_t o_dtype);
     // Fills o and lse with kPoisonByte (NaN), so output a launch does not write stays NaN.
     std::string poison_outputs();
     // Poisons o and lse, launches through wideattn_prefill on the default stream and waits.
     // Returns "" or a message (status name + wideattn_last_error()).
-    std::string run(const GpuSession& gpu, wideattn_context* ctx);
+    std::string run(const GpuDevice& gpu, wideattn_context* ctx);
     // Downloads o as doubles in dense [token][head][d] order (bf16 / f32 / f64 output).
     std::string download_output(const HostProblem& host, std::vector<double>* dense) const;
     // Downloads o's raw bytes (for bit-identity checks).

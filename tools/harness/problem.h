@@ -64,7 +64,7 @@ struct HostProblem {
     int64_t kv_elements() const;  // elements of k_cache (and of v_cache)
     int64_t out_elements() const { return int64_t{total_q} * q_token_stride(); }
     int64_t lse_elements() const { return int64_t{spec.num_q_heads} * total_q; }
-    // Causal FLOPs of DESIGN.md section 7: 4 D Hq (q_len*context + q_len*(q_len+1)/2).
+    // Causal FLOPs of docs/design.md section 7: 4 D Hq (q_len*context + q_len*(q_len+1)/2).
     double flops() const;
 };
 

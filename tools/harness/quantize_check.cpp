@@ -25,7 +25,7 @@ constexpr float kAmaxFraction = 0.25f;  // scale for a quarter of amax: the outl
 
 }  // namespace
 
-QuantizeCaseResult run_quantize_case(const GpuSession& gpu, wideattn_context* ctx, uint64_t seed) {
+QuantizeCaseResult run_quantize_case(const GpuDevice& gpu, wideattn_context* ctx, uint64_t seed) {
     QuantizeCaseResult result;
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> normal(0.0f, kInputStd);

@@ -22,6 +22,6 @@ struct QuantizeCaseResult {
     int64_t saturated = 0;        // inputs beyond +-448 after scaling (reference's count)
 };
 
-QuantizeCaseResult run_quantize_case(const GpuSession& gpu, wideattn_context* ctx, uint64_t seed);
+QuantizeCaseResult run_quantize_case(const GpuDevice& gpu, wideattn_context* ctx, uint64_t seed);
 
 }  // namespace wideattn

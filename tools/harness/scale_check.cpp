@@ -60,7 +60,7 @@ std::string hex_bits(float value) {
 
 class Checker {
 public:
-    Checker(const GpuSession& gpu, wideattn_context* ctx, ScaleCaseResult* result)
+    Checker(const GpuDevice& gpu, wideattn_context* ctx, ScaleCaseResult* result)
         : gpu_(gpu), ctx_(ctx), r_(result) {}
 
     void expect(bool equal, const std::string& what) {
@@ -109,7 +109,7 @@ public:
     }
 
 private:
-    const GpuSession& gpu_;
+    const GpuDevice& gpu_;
     wideattn_context* ctx_;
     ScaleCaseResult* r_;
 };
@@ -128,7 +128,7 @@ wideattn_scale_params scale_params(const Tensor& x, const DeviceBuffer& src, con
 }
 
 // Part 1: K into the paged cache with a scale the GPU computed, two launches on one stream.
-std::string amax_then_quantize(const GpuSession& gpu, Checker& c, wideattn_context* ctx, std::mt19937_64& rng,
+std::string amax_then_quantize(const GpuDevice& gpu, Checker& c, wideattn_context* ctx, std::mt19937_64& rng,
                                ScaleCaseResult* r) {
     Tensor k = random_tensor(rng, kTokens, kKvHeads);
     k.at(2, 1, 7) = float_to_bf16(NAN);
@@ -219,7 +219,7 @@ std::string amax_then_quantize(const GpuSession& gpu, Checker& c, wideattn_conte
 
 // Part 2: Q's amax, and Q into a flat strided destination with given scales (saturating; 2^-126,
 // where x / scale overflows float).
-std::string flat_q(const GpuSession& gpu, Checker& c, wideattn_context* ctx, std::mt19937_64& rng,
+std::string flat_q(const GpuDevice& gpu, Checker& c, wideattn_context* ctx, std::mt19937_64& rng,
                    ScaleCaseResult* r) {
     Tensor q = random_tensor(rng, kTokens, kQHeads);
     q.at(0, 8, 511) = float_to_bf16(NAN);
@@ -295,7 +295,7 @@ std::string flat_q(const GpuSession& gpu, Checker& c, wideattn_context* ctx, std
 }
 
 // Part 3: compute_scale on an all-zero, an empty and an all-NaN tensor.
-std::string scale_edges(const GpuSession& gpu, Checker& c, std::mt19937_64& rng) {
+std::string scale_edges(const GpuDevice& gpu, Checker& c, std::mt19937_64& rng) {
     Tensor zeros = random_tensor(rng, kTokens, kKvHeads);
     Tensor nans = zeros;
     for (int32_t t = 0; t < kTokens; ++t)
@@ -337,7 +337,7 @@ std::string scale_edges(const GpuSession& gpu, Checker& c, std::mt19937_64& rng)
 
 }  // namespace
 
-ScaleCaseResult run_scale_case(const GpuSession& gpu, wideattn_context* ctx, uint64_t seed) {
+ScaleCaseResult run_scale_case(const GpuDevice& gpu, wideattn_context* ctx, uint64_t seed) {
     ScaleCaseResult result;
     std::mt19937_64 rng(seed);
     Checker checker(gpu, ctx, &result);

@@ -32,6 +32,6 @@ struct ScaleCaseResult {
     int64_t saturated_q = 0;            // Q inputs the reference saturated in part 2
 };
 
-ScaleCaseResult run_scale_case(const GpuSession& gpu, wideattn_context* ctx, uint64_t seed);
+ScaleCaseResult run_scale_case(const GpuDevice& gpu, wideattn_context* ctx, uint64_t seed);
 
 }  // namespace wideattn

@@ -1,6 +1,6 @@
 """General Triton paged prefill attention, the peer a serving engine ships.
 
-Semantics of DESIGN.md section 2: varlen batch (cu_seqlens_q, seq_lens_k), paged KV cache
+Semantics of docs/design.md section 2: varlen batch (cu_seqlens_q, seq_lens_k), paged KV cache
 k_cache[block][slot][kv_head][d] read through a block table, bottom-right causal mask with
 cached context, GQA (query head h reads KV head h // group), online softmax with exp2 and
 log2(e) folded into the scale, fp32 accumulation, bf16 output. The head dim is a constexpr
