@@ -249,21 +249,26 @@ void print_help() {
         kDefaultReps, kDefaultWarmup);
 }
 
-}  // namespace
-
-int bench_main(int argc, char** argv) {
+// The command line of one run.
+struct BenchOptions {
     std::string bundle_flag, json_path, commit, cases_flag, kernel_flag, kernels_flag;
     bool reference = false;
     bool e4m3_kv = false, e4m3_q = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
-    const std::vector<BenchCase> suite = gemma4_suite();
+};
+
+constexpr int kContinue = -1;  // parse_options: go on with the run
+
+// Reads the arguments into *o. Returns kContinue, or the exit status: 0 after --help or --list,
+// 2 on a usage error (printed).
+int parse_options(int argc, char** argv, const std::vector<BenchCase>& suite, BenchOptions* o) {
     ArgReader args("bench", argc, argv);
     while (args.next()) {
         if (args.is("--help") || args.is("-h")) {
             print_help();
             return 0;
         } else if (args.is("--reference")) {
-            reference = true;
+            o->reference = true;
         } else if (args.is("--kv-dtype") || args.is("--q-dtype")) {
             const std::string option = args.arg();
             std::string dtype;
@@ -272,66 +277,300 @@ int bench_main(int argc, char** argv) {
                 std::fprintf(stderr, "wideattn bench: %s='%s' is not bf16 or e4m3\n", option.c_str(), dtype.c_str());
                 return 2;
             }
-            (option == "--kv-dtype" ? e4m3_kv : e4m3_q) = dtype == "e4m3";
+            (option == "--kv-dtype" ? o->e4m3_kv : o->e4m3_q) = dtype == "e4m3";
         } else if (args.is("--list")) {
             for (const BenchCase& c : suite) std::printf("%s\n", c.name.c_str());
             return 0;
         } else if (args.is("--bundle")) {
-            if (!args.value(&bundle_flag)) return 2;
+            if (!args.value(&o->bundle_flag)) return 2;
         } else if (args.is("--json")) {
-            if (!args.value(&json_path)) return 2;
+            if (!args.value(&o->json_path)) return 2;
         } else if (args.is("--kernel")) {
-            if (!args.value(&kernel_flag)) return 2;
+            if (!args.value(&o->kernel_flag)) return 2;
         } else if (args.is("--kernels")) {
-            if (!args.value(&kernels_flag)) return 2;
-            if (kernels_flag.empty()) {
+            if (!args.value(&o->kernels_flag)) return 2;
+            if (o->kernels_flag.empty()) {
                 std::fprintf(stderr, "wideattn bench: --kernels needs at least one kernel name\n");
                 return 2;
             }
         } else if (args.is("--commit")) {
-            if (!args.value(&commit)) return 2;
+            if (!args.value(&o->commit)) return 2;
         } else if (args.is("--cases")) {
-            if (!args.value(&cases_flag)) return 2;
+            if (!args.value(&o->cases_flag)) return 2;
         } else if (args.is("--device")) {
-            if (!args.int_value(0, &device)) return 2;
+            if (!args.int_value(0, &o->device)) return 2;
         } else if (args.is("--reps")) {
-            if (!args.int_value(1, &reps)) return 2;
+            if (!args.int_value(1, &o->reps)) return 2;
         } else if (args.is("--warmup")) {
-            if (!args.int_value(0, &warmup)) return 2;
+            if (!args.int_value(0, &o->warmup)) return 2;
         } else {
             args.report_unknown();
             return 2;
         }
     }
-    std::vector<BenchCase> selected;
+    return kContinue;
+}
+
+// The cases of --cases (every case when it is empty); false after printing an unknown name.
+bool select_cases(const std::string& cases_flag, const std::vector<BenchCase>& suite,
+                  std::vector<BenchCase>* selected) {
     if (cases_flag.empty()) {
-        selected = suite;
-    } else {
-        std::stringstream list(cases_flag);
-        std::string name;
-        while (std::getline(list, name, ',')) {
-            auto it = std::find_if(suite.begin(), suite.end(), [&](const BenchCase& c) { return c.name == name; });
-            if (it == suite.end()) {
-                std::fprintf(stderr, "wideattn bench: --cases: unknown case '%s' (see --list)\n", name.c_str());
-                return 2;
-            }
-            selected.push_back(*it);
+        *selected = suite;
+        return true;
+    }
+    std::stringstream list(cases_flag);
+    std::string name;
+    while (std::getline(list, name, ',')) {
+        auto it = std::find_if(suite.begin(), suite.end(), [&](const BenchCase& c) { return c.name == name; });
+        if (it == suite.end()) {
+            std::fprintf(stderr, "wideattn bench: --cases: unknown case '%s' (see --list)\n", name.c_str());
+            return false;
         }
+        selected->push_back(*it);
     }
-    if (e4m3_q && (!e4m3_kv || reference)) {
+    return true;
+}
+
+// Options that do not combine; false after printing why.
+bool options_combine(const BenchOptions& o) {
+    if (o.e4m3_q && (!o.e4m3_kv || o.reference)) {
         std::fprintf(stderr, "wideattn bench: --q-dtype e4m3 needs --kv-dtype e4m3 and no --reference\n");
-        return 2;
+        return false;
     }
-    if (!kernels_flag.empty() && (!kernel_flag.empty() || e4m3_kv || e4m3_q || reference)) {
+    if (!o.kernels_flag.empty() && (!o.kernel_flag.empty() || o.e4m3_kv || o.e4m3_q || o.reference)) {
         std::fprintf(stderr,
                      "wideattn bench: --kernels takes each kernel's dtypes from the manifest; it does not combine "
                      "with --kernel, --kv-dtype, --q-dtype or --reference\n");
-        return 2;
+        return false;
     }
-    wideattn_context* ctx = open_bundle(resolve_bundle_dir(bundle_flag, argv[0]), "bench");
+    return true;
+}
+
+// The mma.sync rates of the run: the bf16 ceiling before and after the suite, and the e4m3
+// ceilings when a variant reads e4m3 K/V.
+struct PeakRates {
+    std::string probe_dir;  // where the probe cubins are
+    std::string error;      // why the bf16 rate was not measured ("" when it was)
+    double before = 0, after = 0;
+    double e4m3_register = 0, e4m3_streamed = 0;
+};
+
+// Measures the rates before the suite and prints them under the run's heading line.
+void measure_rates_before(const GpuDevice& gpu, const BenchOptions& o, bool any_e4m3, PeakRates* rates) {
+    rates->error = measure_mma_peak(gpu, rates->probe_dir, &rates->before);
+    std::printf("bench on %s (sm_%d%d, %d SMs), %lld reps after %lld warm-up\n", gpu.name().c_str(), gpu.cc_major(),
+                gpu.cc_minor(), gpu.multiprocessors(), o.reps, o.warmup);
+    if (rates->error.empty())
+        std::printf("mma.sync bf16 register-only rate: %.1f TFLOP/s\n", rates->before);
+    else
+        std::printf("mma.sync rate not measured: %s\n", rates->error.c_str());
+    // The 8-bit kernel's own ceilings: e4m3 mma.sync with register operands, and with B read
+    // from shared memory before every mma (as K and V are).
+    if (!any_e4m3) return;
+    const std::string e1 = measure_mma_peak(gpu, rates->probe_dir, &rates->e4m3_register, kE4m3RegisterProbe);
+    const std::string e2 = measure_mma_peak(gpu, rates->probe_dir, &rates->e4m3_streamed, kE4m3StreamedProbe);
+    if (e1.empty() && e2.empty())
+        std::printf("mma.sync e4m3 rate: %.1f TFLOP/s register-only, %.1f TFLOP/s with B from shared memory\n",
+                    rates->e4m3_register, rates->e4m3_streamed);
+    else
+        std::printf("mma.sync e4m3 rate not measured: %s\n", (e1.empty() ? e2 : e1).c_str());
+}
+
+// The random inputs every case tiles from: bf16 values, and for e4m3 inputs the same values as
+// e4m3 codes (two per 16-bit pool entry, no NaN), dequantised with kE4m3BenchScale.
+struct InputPools {
+    std::vector<uint16_t> bf16, e4m3;
+};
+
+InputPools make_pools(bool any_e4m3) {
+    InputPools pools;
+    pools.bf16 = random_bf16(kPoolElements, 0.21f, 2026);
+    if (!any_e4m3) return pools;
+    pools.e4m3.resize(pools.bf16.size());
+    for (size_t i = 0; i < pools.bf16.size(); ++i) {
+        bool nonfinite = false;
+        const float value = bf16_to_float(pools.bf16[i]) / kE4m3BenchScale;
+        const uint8_t low = fp8::e4m3_from_float(value, &nonfinite);
+        const uint8_t high = fp8::e4m3_from_float(-value, &nonfinite);
+        pools.e4m3[i] = static_cast<uint16_t>(low | (high << 8));
+    }
+    return pools;
+}
+
+// The device side of one timed case.
+struct CaseBuffers {
+    DeviceBuffer q, k, v, o, lse, cu, seq_k, table;
+    DeviceBuffer q_scale, k_scale, v_scale;
+};
+
+// Allocates and fills the buffers of case number `c` (Q, K and V tiled from the pools at
+// case-dependent offsets, the output poisoned). Returns "" or the first error.
+std::string upload_case(const GpuDevice& gpu, const HostProblem& h, size_t c, const BenchVariant& variant,
+                        bool reference, const InputPools& pools, CaseBuffers* b) {
+    const bool e4m3_kv = variant.e4m3_kv, e4m3_q = variant.e4m3_q;
+    std::string err = b->q.allocate(gpu, h.out_elements() * (e4m3_q ? 1 : sizeof(uint16_t)));
+    const size_t kv_bytes = static_cast<size_t>(h.kv_elements()) * (e4m3_kv ? 1 : sizeof(uint16_t));
+    if (err.empty()) err = b->k.allocate(gpu, kv_bytes);
+    if (err.empty()) err = b->v.allocate(gpu, kv_bytes);
+    const size_t o_bytes = reference ? sizeof(double) : sizeof(uint16_t);
+    const size_t lse_bytes = reference ? sizeof(double) : sizeof(float);
+    if (err.empty()) err = b->o.allocate(gpu, h.out_elements() * o_bytes);
+    if (err.empty()) err = b->lse.allocate(gpu, h.lse_elements() * lse_bytes);
+    if (err.empty()) err = b->cu.allocate(gpu, h.cu_seqlens_q.size() * 4);
+    if (err.empty()) err = b->seq_k.allocate(gpu, h.seq_lens_k.size() * 4);
+    if (err.empty()) err = b->table.allocate(gpu, h.block_table.size() * 4);
+    const std::vector<uint16_t>& kv_pool = e4m3_kv ? pools.e4m3 : pools.bf16;
+    if (err.empty()) err = fill_from_pool(b->q, e4m3_q ? pools.e4m3 : pools.bf16, 0);
+    if (err.empty()) err = fill_from_pool(b->k, kv_pool, 7919 * (c + 1));
+    if (err.empty()) err = fill_from_pool(b->v, kv_pool, 104729 * (c + 1));
+    if (err.empty() && e4m3_q) err = b->q_scale.allocate(gpu, sizeof(float));
+    if (err.empty() && e4m3_q) err = b->q_scale.upload(&kE4m3BenchScale, sizeof(float));
+    if (err.empty() && e4m3_kv) err = b->k_scale.allocate(gpu, sizeof(float));
+    if (err.empty() && e4m3_kv) err = b->k_scale.upload(&kE4m3BenchScale, sizeof(float));
+    if (err.empty() && e4m3_kv) err = b->v_scale.allocate(gpu, sizeof(float));
+    if (err.empty() && e4m3_kv) err = b->v_scale.upload(&kE4m3BenchScale, sizeof(float));
+    if (err.empty()) err = b->cu.upload(h.cu_seqlens_q.data(), b->cu.bytes());
+    if (err.empty()) err = b->seq_k.upload(h.seq_lens_k.data(), b->seq_k.bytes());
+    if (err.empty()) err = b->table.upload(h.block_table.data(), b->table.bytes());
+    if (err.empty()) err = b->o.fill(kPoisonByte);
+    return err;
+}
+
+// The prefill call of one case on its buffers.
+wideattn_prefill_params case_params(const HostProblem& h, const CaseBuffers& b, const BenchVariant& variant,
+                                    bool reference) {
+    const int32_t o_dtype = reference ? WIDEATTN_DTYPE_F64 : WIDEATTN_DTYPE_BF16;
+    wideattn_prefill_params p =
+        h.params(b.q.get(), b.k.get(), b.v.get(), b.o.get(), b.lse.get(), static_cast<const int32_t*>(b.cu.get()),
+                 static_cast<const int32_t*>(b.seq_k.get()), static_cast<const int32_t*>(b.table.get()), o_dtype);
+    if (variant.e4m3_kv) {
+        p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+        p.k_scale = static_cast<const float*>(b.k_scale.get());
+        p.v_scale = static_cast<const float*>(b.v_scale.get());
+    }
+    if (variant.e4m3_q) {
+        p.q_dtype = WIDEATTN_DTYPE_E4M3;
+        p.q_scale = static_cast<const float*>(b.q_scale.get());
+    }
+    return p;
+}
+
+// What one timed case gives the table and the JSON.
+struct CaseTiming {
+    std::string kernel = "?";  // the kernel that ran (name from the manifest)
+    Timing t;
+};
+
+// Times case number `c` of the run with one variant. Returns "" or the first error.
+std::string time_case(wideattn_context* ctx, const GpuDevice& gpu, const BenchOptions& o, const HostProblem& h,
+                      size_t c, const BenchVariant& variant, const InputPools& pools, CaseTiming* out) {
+    CaseBuffers b;
+    std::string err = upload_case(gpu, h, c, variant, o.reference, pools, &b);
+    wideattn_prefill_params p = case_params(h, b, variant, o.reference);
+    int32_t index = -1;
+    if (err.empty() && wideattn_is_supported(ctx, &p, gpu.cc_major(), gpu.cc_minor(), &index) != WIDEATTN_OK)
+        err = wideattn_last_error();
+    if (index >= 0) {
+        wideattn_kernel_info info{};
+        wideattn_get_kernel_info(ctx, index, &info);
+        out->kernel = info.name;
+    }
+    if (err.empty())
+        err = time_launches(gpu, static_cast<int>(o.warmup), static_cast<int>(o.reps),
+                            [&]() -> std::string {
+                                if (wideattn_prefill(ctx, &p, nullptr) != WIDEATTN_OK) return wideattn_last_error();
+                                return {};
+                            },
+                            &out->t);
+    return err;
+}
+
+// Appends one case's JSON object to `json_cases` (comma-separated).
+void append_case_json(const BenchCase& bc, const HostProblem& h, const BenchVariant& variant, const CaseTiming& r,
+                      double tflops, double pct, std::ostringstream& json_cases) {
+    const Timing& t = r.t;
+    json_cases << (json_cases.tellp() > 0 ? ",\n" : "") << "    {\"case\": \"" << bc.name << "\", \"kernel\": \""
+               << r.kernel << "\", \"q_lens\": " << "[";
+    for (size_t s = 0; s < bc.q_lens.size(); ++s) json_cases << (s ? ", " : "") << bc.q_lens[s];
+    json_cases << "], \"contexts\": [";
+    for (size_t s = 0; s < bc.contexts.size(); ++s) json_cases << (s ? ", " : "") << bc.contexts[s];
+    json_cases << "], \"q_dtype\": \"" << (variant.e4m3_q ? "e4m3" : "bf16") << "\", \"kv_dtype\": \""
+               << (variant.e4m3_kv ? "e4m3" : "bf16") << "\", \"num_q_heads\": " << bc.hq
+               << ", \"num_kv_heads\": " << bc.hkv << ", \"head_dim\": " << h.spec.head_dim
+               << ", \"block_size\": " << h.spec.block_size << ", \"flops\": " << h.flops()
+               << ", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms << ", \"p90_ms\": " << t.p90_ms
+               << ", \"tflops\": " << tflops << ", \"pct_mma_rate\": " << pct << "}";
+}
+
+// Times every selected case with every variant, printing one row each and collecting the JSON
+// objects. Returns the number of cases that failed.
+int run_suite(wideattn_context* ctx, const GpuDevice& gpu, const BenchOptions& o,
+              const std::vector<BenchCase>& selected, const std::vector<BenchVariant>& variants,
+              const InputPools& pools, double peak_before, std::ostringstream& json_cases) {
+    std::printf("%-18s %-16s %10s %10s %10s %9s %8s\n", "case", "kernel", "median_ms", "min_ms", "p90_ms", "TFLOP/s",
+                "%mma");
+    int failures = 0;
+    for (size_t c = 0; c < selected.size(); ++c) {
+        for (const BenchVariant& variant : variants) {
+            const BenchCase& bc = selected[c];
+            wideattn_set_prefill_kernel(ctx, variant.kernel.empty() ? nullptr : variant.kernel.c_str());
+            ProblemSpec spec = problem_spec(bc.q_lens, bc.contexts, bc.hq, bc.hkv, kBenchBlockSize, kBenchSeed + c);
+            spec.generate_data = false;  // inputs are tiled from the random pool on the device side
+            HostProblem h;
+            make_problem(spec, &h);
+            CaseTiming r;
+            const std::string err = time_case(ctx, gpu, o, h, c, variant, pools, &r);
+            if (!err.empty()) {
+                std::printf("%-18s error: %s\n", bc.name.c_str(), err.c_str());
+                ++failures;
+                continue;
+            }
+            const double tflops = h.flops() / (r.t.median_ms * 1e-3) / 1e12;
+            const double pct = peak_before > 0 ? 100.0 * tflops / peak_before : 0.0;
+            std::printf("%-18s %-16s %10.3f %10.3f %10.3f %9.1f %7.1f%%\n", bc.name.c_str(), r.kernel.c_str(),
+                        r.t.median_ms, r.t.min_ms, r.t.p90_ms, tflops, pct);
+            std::fflush(stdout);
+            append_case_json(bc, h, variant, r, tflops, pct, json_cases);
+        }
+    }
+    return failures;
+}
+
+// Writes the --json report; false after printing that it could not.
+bool write_json(const BenchOptions& o, const GpuDevice& gpu, const PeakRates& rates, bool any_e4m3,
+                const std::ostringstream& json_cases) {
+    std::ofstream out(o.json_path);
+    const std::time_t now = std::time(nullptr);
+    char date[32];
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    out << "{\n  \"tool\": \"wideattn bench\",\n  \"date\": \"" << date << "\",\n  \"gpu\": \""
+        << json_escape(gpu.name()) << "\",\n  \"commit\": \"" << json_escape(o.commit) << "\",\n  \"reps\": " << o.reps
+        << ",\n  \"warmup\": " << o.warmup << ",\n  \"mma_rate_tflops_before\": " << rates.before
+        << ",\n  \"mma_rate_tflops_after\": " << rates.after;
+    if (any_e4m3)
+        out << ",\n  \"mma_e4m3_register_rate_tflops\": " << rates.e4m3_register
+            << ",\n  \"mma_e4m3_streamed_rate_tflops\": " << rates.e4m3_streamed;
+    out << ",\n  \"cases\": [\n"
+        << json_cases.str() << "\n  ]\n}\n";
+    if (!out) {
+        std::fprintf(stderr, "wideattn bench: cannot write --json '%s'\n", o.json_path.c_str());
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+int bench_main(int argc, char** argv) {
+    BenchOptions o;
+    const std::vector<BenchCase> suite = gemma4_suite();
+    if (const int status = parse_options(argc, argv, suite, &o); status != kContinue) return status;
+    std::vector<BenchCase> selected;
+    if (!select_cases(o.cases_flag, suite, &selected) || !options_combine(o)) return 2;
+    wideattn_context* ctx = open_bundle(resolve_bundle_dir(o.bundle_flag, argv[0]), "bench");
     if (!ctx) return 2;
     std::vector<BenchVariant> variants;
-    const std::string variant_error = bench_variants(ctx, kernel_flag, kernels_flag, e4m3_kv, e4m3_q, &variants);
+    const std::string variant_error = bench_variants(ctx, o.kernel_flag, o.kernels_flag, o.e4m3_kv, o.e4m3_q, &variants);
     if (!variant_error.empty()) {
         std::fprintf(stderr, "wideattn bench: %s\n", variant_error.c_str());
         wideattn_close(ctx);
@@ -341,163 +580,23 @@ int bench_main(int argc, char** argv) {
         std::any_of(variants.begin(), variants.end(), [](const BenchVariant& v) { return v.e4m3_kv; });
     wideattn_status status;
     std::string error;
-    std::unique_ptr<GpuDevice> gpu = GpuDevice::open(static_cast<int>(device), &status, &error);
+    std::unique_ptr<GpuDevice> gpu = GpuDevice::open(static_cast<int>(o.device), &status, &error);
     if (!gpu) {
         std::fprintf(stderr, "wideattn bench: %s: %s\n", wideattn_status_string(status), error.c_str());
         wideattn_close(ctx);
         return 2;
     }
-    const std::string probe_dir = executable_dir() + "/" + kProbeSubdir;  // mma_peak.<arch>.cubin
-    double peak_before = 0, peak_after = 0;
-    std::string peak_error = measure_mma_peak(*gpu, probe_dir, &peak_before);
-    std::printf("bench on %s (sm_%d%d, %d SMs), %lld reps after %lld warm-up\n", gpu->name().c_str(), gpu->cc_major(),
-                gpu->cc_minor(), gpu->multiprocessors(), reps, warmup);
-    if (peak_error.empty())
-        std::printf("mma.sync bf16 register-only rate: %.1f TFLOP/s\n", peak_before);
-    else
-        std::printf("mma.sync rate not measured: %s\n", peak_error.c_str());
-    // The 8-bit kernel's own ceilings: e4m3 mma.sync with register operands, and with B read
-    // from shared memory before every mma (as K and V are).
-    double e4m3_register_rate = 0, e4m3_streamed_rate = 0;
-    if (any_e4m3) {
-        const std::string e1 = measure_mma_peak(*gpu, probe_dir, &e4m3_register_rate, kE4m3RegisterProbe);
-        const std::string e2 = measure_mma_peak(*gpu, probe_dir, &e4m3_streamed_rate, kE4m3StreamedProbe);
-        if (e1.empty() && e2.empty())
-            std::printf("mma.sync e4m3 rate: %.1f TFLOP/s register-only, %.1f TFLOP/s with B from shared memory\n",
-                        e4m3_register_rate, e4m3_streamed_rate);
-        else
-            std::printf("mma.sync e4m3 rate not measured: %s\n", (e1.empty() ? e2 : e1).c_str());
-    }
-
-    const std::vector<uint16_t> pool = random_bf16(kPoolElements, 0.21f, 2026);
-    // For e4m3 K/V: the same random values as e4m3 codes (two per 16-bit pool entry, no NaN),
-    // dequantised with kE4m3BenchScale.
-    std::vector<uint16_t> e4m3_pool;
-    if (any_e4m3) {
-        e4m3_pool.resize(pool.size());
-        for (size_t i = 0; i < pool.size(); ++i) {
-            bool nonfinite = false;
-            const float value = bf16_to_float(pool[i]) / kE4m3BenchScale;
-            const uint8_t low = fp8::e4m3_from_float(value, &nonfinite);
-            const uint8_t high = fp8::e4m3_from_float(-value, &nonfinite);
-            e4m3_pool[i] = static_cast<uint16_t>(low | (high << 8));
-        }
-    }
+    PeakRates rates;
+    rates.probe_dir = executable_dir() + "/" + kProbeSubdir;  // mma_peak.<arch>.cubin
+    measure_rates_before(*gpu, o, any_e4m3, &rates);
+    const InputPools pools = make_pools(any_e4m3);
     std::ostringstream json_cases;
-    std::printf("%-18s %-16s %10s %10s %10s %9s %8s\n", "case", "kernel", "median_ms", "min_ms", "p90_ms", "TFLOP/s",
-                "%mma");
-    int failures = 0;
-    for (size_t c = 0; c < selected.size(); ++c) {
-        for (const BenchVariant& variant : variants) {
-            const BenchCase& bc = selected[c];
-            const bool e4m3_kv = variant.e4m3_kv, e4m3_q = variant.e4m3_q;
-            wideattn_set_prefill_kernel(ctx, variant.kernel.empty() ? nullptr : variant.kernel.c_str());
-            ProblemSpec spec = problem_spec(bc.q_lens, bc.contexts, bc.hq, bc.hkv, kBenchBlockSize, kBenchSeed + c);
-            spec.generate_data = false;  // inputs are tiled from the random pool on the device side
-            HostProblem h;
-            make_problem(spec, &h);
-            DeviceBuffer q, k, v, o, lse, cu, seq_k, table;
-            std::string err = q.allocate(*gpu, h.out_elements() * (e4m3_q ? 1 : sizeof(uint16_t)));
-            const size_t kv_bytes = static_cast<size_t>(h.kv_elements()) * (e4m3_kv ? 1 : sizeof(uint16_t));
-            if (err.empty()) err = k.allocate(*gpu, kv_bytes);
-            if (err.empty()) err = v.allocate(*gpu, kv_bytes);
-            const int32_t o_dtype = reference ? WIDEATTN_DTYPE_F64 : WIDEATTN_DTYPE_BF16;
-            const size_t o_bytes = reference ? sizeof(double) : sizeof(uint16_t);
-            const size_t lse_bytes = reference ? sizeof(double) : sizeof(float);
-            if (err.empty()) err = o.allocate(*gpu, h.out_elements() * o_bytes);
-            if (err.empty()) err = lse.allocate(*gpu, h.lse_elements() * lse_bytes);
-            if (err.empty()) err = cu.allocate(*gpu, h.cu_seqlens_q.size() * 4);
-            if (err.empty()) err = seq_k.allocate(*gpu, h.seq_lens_k.size() * 4);
-            if (err.empty()) err = table.allocate(*gpu, h.block_table.size() * 4);
-            const std::vector<uint16_t>& kv_pool = e4m3_kv ? e4m3_pool : pool;
-            if (err.empty()) err = fill_from_pool(q, e4m3_q ? e4m3_pool : pool, 0);
-            if (err.empty()) err = fill_from_pool(k, kv_pool, 7919 * (c + 1));
-            if (err.empty()) err = fill_from_pool(v, kv_pool, 104729 * (c + 1));
-            DeviceBuffer q_scale, k_scale, v_scale;
-            if (err.empty() && e4m3_q) err = q_scale.allocate(*gpu, sizeof(float));
-            if (err.empty() && e4m3_q) err = q_scale.upload(&kE4m3BenchScale, sizeof(float));
-            if (err.empty() && e4m3_kv) err = k_scale.allocate(*gpu, sizeof(float));
-            if (err.empty() && e4m3_kv) err = k_scale.upload(&kE4m3BenchScale, sizeof(float));
-            if (err.empty() && e4m3_kv) err = v_scale.allocate(*gpu, sizeof(float));
-            if (err.empty() && e4m3_kv) err = v_scale.upload(&kE4m3BenchScale, sizeof(float));
-            if (err.empty()) err = cu.upload(h.cu_seqlens_q.data(), cu.bytes());
-            if (err.empty()) err = seq_k.upload(h.seq_lens_k.data(), seq_k.bytes());
-            if (err.empty()) err = table.upload(h.block_table.data(), table.bytes());
-            if (err.empty()) err = o.fill(kPoisonByte);
-            wideattn_prefill_params p =
-                h.params(q.get(), k.get(), v.get(), o.get(), lse.get(), static_cast<const int32_t*>(cu.get()),
-                         static_cast<const int32_t*>(seq_k.get()), static_cast<const int32_t*>(table.get()), o_dtype);
-            if (e4m3_kv) {
-                p.kv_dtype = WIDEATTN_DTYPE_E4M3;
-                p.k_scale = static_cast<const float*>(k_scale.get());
-                p.v_scale = static_cast<const float*>(v_scale.get());
-            }
-            if (e4m3_q) {
-                p.q_dtype = WIDEATTN_DTYPE_E4M3;
-                p.q_scale = static_cast<const float*>(q_scale.get());
-            }
-            int32_t index = -1;
-            std::string kernel = "?";
-            if (err.empty() && wideattn_is_supported(ctx, &p, gpu->cc_major(), gpu->cc_minor(), &index) != WIDEATTN_OK)
-                err = wideattn_last_error();
-            if (index >= 0) {
-                wideattn_kernel_info info{};
-                wideattn_get_kernel_info(ctx, index, &info);
-                kernel = info.name;
-            }
-            Timing t;
-            if (err.empty())
-                err = time_launches(*gpu, static_cast<int>(warmup), static_cast<int>(reps),
-                                    [&]() -> std::string {
-                                        if (wideattn_prefill(ctx, &p, nullptr) != WIDEATTN_OK) return wideattn_last_error();
-                                        return {};
-                                    },
-                                    &t);
-            if (!err.empty()) {
-                std::printf("%-18s error: %s\n", bc.name.c_str(), err.c_str());
-                ++failures;
-                continue;
-            }
-            const double tflops = h.flops() / (t.median_ms * 1e-3) / 1e12;
-            const double pct = peak_before > 0 ? 100.0 * tflops / peak_before : 0.0;
-            std::printf("%-18s %-16s %10.3f %10.3f %10.3f %9.1f %7.1f%%\n", bc.name.c_str(), kernel.c_str(), t.median_ms,
-                        t.min_ms, t.p90_ms, tflops, pct);
-            std::fflush(stdout);
-            json_cases << (json_cases.tellp() > 0 ? ",\n" : "") << "    {\"case\": \"" << bc.name << "\", \"kernel\": \""
-                       << kernel << "\", \"q_lens\": " << "[";
-            for (size_t s = 0; s < bc.q_lens.size(); ++s) json_cases << (s ? ", " : "") << bc.q_lens[s];
-            json_cases << "], \"contexts\": [";
-            for (size_t s = 0; s < bc.contexts.size(); ++s) json_cases << (s ? ", " : "") << bc.contexts[s];
-            json_cases << "], \"q_dtype\": \"" << (e4m3_q ? "e4m3" : "bf16") << "\", \"kv_dtype\": \"" << (e4m3_kv ? "e4m3" : "bf16") << "\", \"num_q_heads\": " << bc.hq << ", \"num_kv_heads\": " << bc.hkv
-                       << ", \"head_dim\": " << h.spec.head_dim << ", \"block_size\": " << h.spec.block_size
-                       << ", \"flops\": " << h.flops()
-                       << ", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms << ", \"p90_ms\": " << t.p90_ms
-                       << ", \"tflops\": " << tflops << ", \"pct_mma_rate\": " << pct << "}";
-        }
+    int failures = run_suite(ctx, *gpu, o, selected, variants, pools, rates.before, json_cases);
+    if (rates.error.empty()) {
+        measure_mma_peak(*gpu, rates.probe_dir, &rates.after);
+        std::printf("mma.sync bf16 register-only rate after the suite: %.1f TFLOP/s\n", rates.after);
     }
-    if (peak_error.empty()) {
-        measure_mma_peak(*gpu, probe_dir, &peak_after);
-        std::printf("mma.sync bf16 register-only rate after the suite: %.1f TFLOP/s\n", peak_after);
-    }
-    if (!json_path.empty()) {
-        std::ofstream out(json_path);
-        const std::time_t now = std::time(nullptr);
-        char date[32];
-        std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-        out << "{\n  \"tool\": \"wideattn bench\",\n  \"date\": \"" << date << "\",\n  \"gpu\": \""
-            << json_escape(gpu->name()) << "\",\n  \"commit\": \"" << json_escape(commit) << "\",\n  \"reps\": " << reps
-            << ",\n  \"warmup\": " << warmup << ",\n  \"mma_rate_tflops_before\": " << peak_before
-            << ",\n  \"mma_rate_tflops_after\": " << peak_after;
-        if (any_e4m3)
-            out << ",\n  \"mma_e4m3_register_rate_tflops\": " << e4m3_register_rate
-                << ",\n  \"mma_e4m3_streamed_rate_tflops\": " << e4m3_streamed_rate;
-        out << ",\n  \"cases\": [\n"
-            << json_cases.str() << "\n  ]\n}\n";
-        if (!out) {
-            std::fprintf(stderr, "wideattn bench: cannot write --json '%s'\n", json_path.c_str());
-            ++failures;
-        }
-    }
+    if (!o.json_path.empty() && !write_json(o, *gpu, rates, any_e4m3, json_cases)) ++failures;
     wideattn_close(ctx);
     return failures ? 1 : 0;
 }

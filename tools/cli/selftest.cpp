@@ -70,139 +70,171 @@ void print_help() {
         kFp64RelL2, kBf16RelL2);
 }
 
-}  // namespace
-
-int selftest_main(int argc, char** argv) {
+// The command line of one run.
+struct SelftestOptions {
     std::string bundle_flag;
     long long device = 0;
     long long seed = static_cast<long long>(std::chrono::system_clock::now().time_since_epoch().count() % 1000003);
     bool skip_without_gpu = false;
     bool quick = false;
     size_t quick_cases = kQuickCases;
+};
+
+constexpr int kContinue = -1;  // parse_options: go on with the run
+
+// Reads the arguments into *o. Returns kContinue, or the exit status: 0 after --help, 2 on a
+// usage error (printed).
+int parse_options(int argc, char** argv, SelftestOptions* o) {
     ArgReader args("selftest", argc, argv);
     while (args.next()) {
         if (args.is("--help") || args.is("-h")) {
             print_help();
             return 0;
         } else if (args.is("--bundle")) {
-            if (!args.value(&bundle_flag)) return 2;
+            if (!args.value(&o->bundle_flag)) return 2;
         } else if (args.is("--device")) {
-            if (!args.int_value(0, &device)) return 2;
+            if (!args.int_value(0, &o->device)) return 2;
         } else if (args.is("--seed")) {
-            if (!args.int_value(0, &seed)) return 2;
+            if (!args.int_value(0, &o->seed)) return 2;
         } else if (args.is("--skip-without-gpu")) {
-            skip_without_gpu = true;
+            o->skip_without_gpu = true;
         } else if (args.is("--quick")) {
-            quick = true;
+            o->quick = true;
             if (const char* count_text = args.optional_value()) {
                 long long count = 0;
                 if (!parse_int("selftest", "--quick", count_text, 1, &count)) return 2;
-                quick_cases = static_cast<size_t>(count);
+                o->quick_cases = static_cast<size_t>(count);
             }
         } else {
             args.report_unknown();
             return 2;
         }
     }
-    wideattn_context* ctx = open_bundle(resolve_bundle_dir(bundle_flag, argv[0]), "selftest");
-    if (!ctx) return 2;
-    wideattn_status status;
-    std::string error;
-    std::unique_ptr<GpuDevice> gpu = GpuDevice::open(static_cast<int>(device), &status, &error);
-    if (!gpu) {
-        wideattn_close(ctx);
-        std::fprintf(skip_without_gpu ? stdout : stderr, "wideattn selftest: %s: %s\n",
-                     skip_without_gpu ? "skipped, no GPU" : wideattn_status_string(status), error.c_str());
-        return skip_without_gpu ? 0 : 2;
-    }
-    std::printf("selftest on %s (sm_%d%d), bundle %s, seed %lld\n", gpu->name().c_str(), gpu->cc_major(),
-                gpu->cc_minor(), wideattn_bundle_dir(ctx), seed);
+    return kContinue;
+}
 
+// Cases that passed and failed.
+struct Tally {
+    int passed = 0, failed = 0;
+    void count(bool ok) { (ok ? passed : failed)++; }
+};
+
+// Runs one prefill kernel (already selected by name) on its cases and prints a line each.
+void check_prefill_kernel(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o,
+                          const RunnableKernel& combo, Tally* tally) {
+    const int32_t q_dtype = combo.q_dtype, kv_dtype = combo.kv_dtype, o_dtype = combo.o_dtype;
+    const bool is_reference = o_dtype == WIDEATTN_DTYPE_F64;
+    const bool is_e4m3 = kv_dtype == WIDEATTN_DTYPE_E4M3;
+    const bool is_e4m3_q = q_dtype == WIDEATTN_DTYPE_E4M3;
+    std::vector<NamedSpec> cases = is_reference ? reference_cases(o.seed) : kernel_cases(o.seed);
+    for (NamedSpec& c : cases) {
+        c.spec.e4m3_kv = is_e4m3;
+        c.spec.e4m3_q = is_e4m3_q;
+        if (is_e4m3_q && c.spec.q_token_pad % kE4m3QPadMultiple != 0) c.spec.q_token_pad = kE4m3QPadMultiple;
+    }
+    if (o.quick) cases.resize(std::min(cases.size(), o.quick_cases));
+    for (const NamedSpec& c : cases) {
+        const auto start = std::chrono::steady_clock::now();
+        const CaseResult r =
+            run_case(gpu, ctx, c.spec, o_dtype, is_reference ? ReferenceKind::kCpu : ReferenceKind::kGpuF64);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        bool ok = r.error.empty();
+        if (ok) {
+            ok = r.stats.nonfinite == 0 && r.lse_nonfinite == 0 && r.deterministic &&
+                 r.stats.rel_l2 <= (is_reference ? kFp64RelL2 : is_e4m3 ? kE4m3RelL2 : kBf16RelL2) &&
+                 (is_e4m3 || r.lse_max_abs <= (is_reference ? kFp64LseAbs : kFp32LseAbs));
+        }
+        std::printf("%s %-14s %-20s %s\n", ok ? "PASS" : "FAIL", r.kernel.empty() ? "?" : r.kernel.c_str(), c.label,
+                    c.spec.describe().c_str());
+        if (r.error.empty())
+            std::printf("     %s lse_max_abs=%.2e%s (%.1fs)\n", accuracy::format_error_stats(r.stats).c_str(),
+                        r.lse_max_abs, r.deterministic ? "" : " NOT bit-identical across runs", seconds);
+        else
+            std::printf("     error: %s\n", r.error.c_str());
+        tally->count(ok);
+    }
+}
+
+// The e4m3 quantise-into-cache kernel: bit-exact against the CPU reference.
+void check_quantize(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o, Tally* tally) {
+    const QuantizeCaseResult q = run_quantize_case(gpu, ctx, static_cast<uint64_t>(o.seed));
+    const bool ok = q.error.empty() && q.mismatches == 0 && q.nonfinite_device == q.nonfinite_reference;
+    std::printf("%s %-14s %-20s bf16 -> e4m3 paged cache, NaN/inf and saturating inputs\n", ok ? "PASS" : "FAIL",
+                q.kernel.empty() ? "quantize_e4m3" : q.kernel.c_str(), "quantize to cache");
+    if (q.error.empty())
+        std::printf("     %lld of %lld cache bytes differ from the CPU reference; nonfinite %d (reference %lld)\n",
+                    static_cast<long long>(q.mismatches), static_cast<long long>(q.cache_bytes), q.nonfinite_device,
+                    static_cast<long long>(q.nonfinite_reference));
+    else
+        std::printf("     error: %s\n", q.error.c_str());
+    tally->count(ok);
+}
+
+// The per-tensor scale kernel feeding the quantise kernel on one stream, the flat Q
+// destination and the scale's edge cases: bit-exact against the CPU reference.
+void check_scale(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o, Tally* tally) {
+    const ScaleCaseResult s = run_scale_case(gpu, ctx, static_cast<uint64_t>(o.seed));
+    const bool ok = s.error.empty() && s.failures.empty();
+    std::printf("%s %-14s %-20s amax -> scale -> quantise, flat Q, all-zero/empty/all-NaN scales\n",
+                ok ? "PASS" : "FAIL", s.kernel.empty() ? "amax_e4m3" : s.kernel.c_str(), "scale from amax");
+    if (!s.error.empty()) std::printf("     error: %s\n", s.error.c_str());
+    for (const std::string& failure : s.failures) std::printf("     %s\n", failure.c_str());
+    if (s.error.empty())
+        std::printf("     %d comparisons with the CPU reference, %zu differ\n", s.comparisons, s.failures.size());
+    tally->count(ok);
+}
+
+// Every check the bundle has kernels for on this device.
+void run_checks(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o, Tally* tally) {
     // One entry per prefill kernel the device can run (each tier of a dtype combination is
     // tested, selected by name), in manifest order.
     std::vector<RunnableKernel> combos;
     bool has_quantize = false, has_amax = false;
-    for (const RunnableKernel& k : runnable_kernels(ctx, gpu->cc_major(), gpu->cc_minor())) {
+    for (const RunnableKernel& k : runnable_kernels(ctx, gpu.cc_major(), gpu.cc_minor())) {
         if (k.kind == kKindPrefill) combos.push_back(k);
         if (k.kind == kKindQuantizeE4m3) has_quantize = true;
         if (k.kind == kKindAmaxE4m3) has_amax = true;
     }
-    int passed = 0, failed = 0;
     if (combos.empty()) {
-        std::printf("no kernel in the bundle runs on sm_%d%d\n", gpu->cc_major(), gpu->cc_minor());
-        ++failed;
+        std::printf("no kernel in the bundle runs on sm_%d%d\n", gpu.cc_major(), gpu.cc_minor());
+        ++tally->failed;
     }
     for (const RunnableKernel& combo : combos) {
-        const std::string& name = combo.name;
-        const int32_t q_dtype = combo.q_dtype, kv_dtype = combo.kv_dtype, o_dtype = combo.o_dtype;
-        if (wideattn_set_prefill_kernel(ctx, name.c_str()) != WIDEATTN_OK) {
-            std::printf("FAIL %-14s cannot select it: %s\n", name.c_str(), wideattn_last_error());
-            ++failed;
+        if (wideattn_set_prefill_kernel(ctx, combo.name.c_str()) != WIDEATTN_OK) {
+            std::printf("FAIL %-14s cannot select it: %s\n", combo.name.c_str(), wideattn_last_error());
+            ++tally->failed;
             continue;
         }
-        const bool is_reference = o_dtype == WIDEATTN_DTYPE_F64;
-        const bool is_e4m3 = kv_dtype == WIDEATTN_DTYPE_E4M3;
-        const bool is_e4m3_q = q_dtype == WIDEATTN_DTYPE_E4M3;
-        std::vector<NamedSpec> cases = is_reference ? reference_cases(seed) : kernel_cases(seed);
-        for (NamedSpec& c : cases) {
-            c.spec.e4m3_kv = is_e4m3;
-            c.spec.e4m3_q = is_e4m3_q;
-            if (is_e4m3_q && c.spec.q_token_pad % kE4m3QPadMultiple != 0) c.spec.q_token_pad = kE4m3QPadMultiple;
-        }
-        if (quick) cases.resize(std::min(cases.size(), quick_cases));
-        for (const NamedSpec& c : cases) {
-            const auto start = std::chrono::steady_clock::now();
-            const CaseResult r = run_case(*gpu, ctx, c.spec, o_dtype,
-                                          is_reference ? ReferenceKind::kCpu : ReferenceKind::kGpuF64);
-            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            bool ok = r.error.empty();
-            if (ok) {
-                ok = r.stats.nonfinite == 0 && r.lse_nonfinite == 0 && r.deterministic &&
-                     r.stats.rel_l2 <= (is_reference ? kFp64RelL2 : is_e4m3 ? kE4m3RelL2 : kBf16RelL2) &&
-                     (is_e4m3 || r.lse_max_abs <= (is_reference ? kFp64LseAbs : kFp32LseAbs));
-            }
-            std::printf("%s %-14s %-20s %s\n", ok ? "PASS" : "FAIL", r.kernel.empty() ? "?" : r.kernel.c_str(), c.label,
-                        c.spec.describe().c_str());
-            if (r.error.empty())
-                std::printf("     %s lse_max_abs=%.2e%s (%.1fs)\n", accuracy::format_error_stats(r.stats).c_str(),
-                            r.lse_max_abs, r.deterministic ? "" : " NOT bit-identical across runs", seconds);
-            else
-                std::printf("     error: %s\n", r.error.c_str());
-            (ok ? passed : failed)++;
-        }
+        check_prefill_kernel(gpu, ctx, o, combo, tally);
     }
     wideattn_set_prefill_kernel(ctx, nullptr);
-    // The e4m3 quantise-into-cache kernel, when the bundle has one for this device: bit-exact
-    // against the CPU reference.
-    if (has_quantize) {
-        const QuantizeCaseResult q = run_quantize_case(*gpu, ctx, static_cast<uint64_t>(seed));
-        const bool ok = q.error.empty() && q.mismatches == 0 && q.nonfinite_device == q.nonfinite_reference;
-        std::printf("%s %-14s %-20s bf16 -> e4m3 paged cache, NaN/inf and saturating inputs\n", ok ? "PASS" : "FAIL",
-                    q.kernel.empty() ? "quantize_e4m3" : q.kernel.c_str(), "quantize to cache");
-        if (q.error.empty())
-            std::printf("     %lld of %lld cache bytes differ from the CPU reference; nonfinite %d (reference %lld)\n",
-                        static_cast<long long>(q.mismatches), static_cast<long long>(q.cache_bytes), q.nonfinite_device,
-                        static_cast<long long>(q.nonfinite_reference));
-        else
-            std::printf("     error: %s\n", q.error.c_str());
-        (ok ? passed : failed)++;
+    if (has_quantize) check_quantize(gpu, ctx, o, tally);
+    if (has_amax && has_quantize) check_scale(gpu, ctx, o, tally);
+}
+
+}  // namespace
+
+int selftest_main(int argc, char** argv) {
+    SelftestOptions o;
+    if (const int status = parse_options(argc, argv, &o); status != kContinue) return status;
+    wideattn_context* ctx = open_bundle(resolve_bundle_dir(o.bundle_flag, argv[0]), "selftest");
+    if (!ctx) return 2;
+    wideattn_status status;
+    std::string error;
+    std::unique_ptr<GpuDevice> gpu = GpuDevice::open(static_cast<int>(o.device), &status, &error);
+    if (!gpu) {
+        wideattn_close(ctx);
+        std::fprintf(o.skip_without_gpu ? stdout : stderr, "wideattn selftest: %s: %s\n",
+                     o.skip_without_gpu ? "skipped, no GPU" : wideattn_status_string(status), error.c_str());
+        return o.skip_without_gpu ? 0 : 2;
     }
-    // The per-tensor scale kernel feeding the quantise kernel on one stream, the flat Q
-    // destination and the scale's edge cases: bit-exact against the CPU reference.
-    if (has_amax && has_quantize) {
-        const ScaleCaseResult s = run_scale_case(*gpu, ctx, static_cast<uint64_t>(seed));
-        const bool ok = s.error.empty() && s.failures.empty();
-        std::printf("%s %-14s %-20s amax -> scale -> quantise, flat Q, all-zero/empty/all-NaN scales\n",
-                    ok ? "PASS" : "FAIL", s.kernel.empty() ? "amax_e4m3" : s.kernel.c_str(), "scale from amax");
-        if (!s.error.empty()) std::printf("     error: %s\n", s.error.c_str());
-        for (const std::string& failure : s.failures) std::printf("     %s\n", failure.c_str());
-        if (s.error.empty())
-            std::printf("     %d comparisons with the CPU reference, %zu differ\n", s.comparisons, s.failures.size());
-        (ok ? passed : failed)++;
-    }
+    std::printf("selftest on %s (sm_%d%d), bundle %s, seed %lld\n", gpu->name().c_str(), gpu->cc_major(),
+                gpu->cc_minor(), wideattn_bundle_dir(ctx), o.seed);
+    Tally tally;
+    run_checks(*gpu, ctx, o, &tally);
     wideattn_close(ctx);
-    std::printf("selftest: %d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    std::printf("selftest: %d passed, %d failed\n", tally.passed, tally.failed);
+    return tally.failed ? 1 : 0;
 }
 
 }  // namespace wideattn::cli
