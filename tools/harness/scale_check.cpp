@@ -127,30 +127,86 @@ wideattn_scale_params scale_params(const Tensor& x, const DeviceBuffer& src, con
     return p;
 }
 
-// Part 1: K into the paged cache with a scale the GPU computed, two launches on one stream.
-std::string amax_then_quantize(const GpuDevice& gpu, Checker& c, wideattn_context* ctx, std::mt19937_64& rng,
-                               ScaleCaseResult* r) {
-    Tensor k = random_tensor(rng, kTokens, kKvHeads);
-    k.at(2, 1, 7) = float_to_bf16(NAN);
-    k.at(30, 3, 100) = float_to_bf16(-INFINITY);
+// K with a NaN and a -inf, and its shuffled slots: two padding tokens (-1), one holding an
+// outlier and one a NaN that must not count.
+std::vector<int64_t> k_with_slots(std::mt19937_64& rng, Tensor* k) {
+    *k = random_tensor(rng, kTokens, kKvHeads);
+    k->at(2, 1, 7) = float_to_bf16(NAN);
+    k->at(30, 3, 100) = float_to_bf16(-INFINITY);
     std::vector<int64_t> slots(static_cast<size_t>(kNumBlocks) * kBlockSize);
     std::iota(slots.begin(), slots.end(), 0);
     std::shuffle(slots.begin(), slots.end(), rng);
     slots.resize(kTokens);
     for (int32_t t : kPaddingTokens) slots[t] = -1;
-    k.at(kPaddingTokens[0], 0, 0) = float_to_bf16(kOutlier);
-    k.at(kPaddingTokens[1], 2, 9) = float_to_bf16(NAN);
+    k->at(kPaddingTokens[0], 0, 0) = float_to_bf16(kOutlier);
+    k->at(kPaddingTokens[1], 2, 9) = float_to_bf16(NAN);
+    return slots;
+}
 
-    fp8::ScaleReport want_scale;
-    std::string err = fp8::scale_reference(k.bits.data(), kTokens, kKvHeads, kHeadDim, k.token_stride, kHeadDim,
-                                           slots.data(), &want_scale);
-    if (!err.empty()) return err;
+fp8::CacheLayout k_cache_layout() {
     fp8::CacheLayout layout;
     layout.num_blocks = kNumBlocks;
     layout.block_size = kBlockSize;
     layout.head_stride = kHeadDim;
     layout.slot_stride = int64_t{kKvHeads} * kHeadDim;
     layout.block_stride = kBlockSize * layout.slot_stride;
+    return layout;
+}
+
+// Part 1's device side: K, its slots, the scale and both kernels' NaN/inf counters, the cache.
+struct KBuffers {
+    DeviceBuffer src, slots, scale, scale_count, cache, quant_count;
+};
+
+// Uploads K and the slots, poisons the scale and the cache, zeroes the counters.
+std::string upload_k(const GpuDevice& gpu, Checker& c, const Tensor& k, const std::vector<int64_t>& slots,
+                     size_t cache_bytes, KBuffers* d) {
+    std::string err = c.upload(k, &d->src);
+    if (err.empty()) err = d->slots.allocate(gpu, slots.size() * sizeof(int64_t));
+    if (err.empty()) err = d->slots.upload(slots.data(), slots.size() * sizeof(int64_t));
+    if (err.empty()) err = d->scale.allocate(gpu, sizeof(float));
+    if (err.empty()) err = d->scale.fill(kScalePoison);
+    if (err.empty()) err = d->scale_count.allocate(gpu, sizeof(int32_t));
+    if (err.empty()) err = d->scale_count.fill(0);
+    if (err.empty()) err = d->cache.allocate(gpu, cache_bytes);
+    if (err.empty()) err = d->cache.fill(kCachePoison);
+    if (err.empty()) err = d->quant_count.allocate(gpu, sizeof(int32_t));
+    if (err.empty()) err = d->quant_count.fill(0);
+    return err;
+}
+
+// K into the cache with the scale the amax launch writes on the device.
+wideattn_quantize_params k_quantize_params(const Tensor& k, const fp8::CacheLayout& layout, const KBuffers& d) {
+    wideattn_quantize_params qp{};
+    qp.src = d.src.get();
+    qp.src_token_stride = k.token_stride;
+    qp.src_head_stride = kHeadDim;
+    qp.cache = d.cache.get();
+    qp.cache_block_stride = layout.block_stride;
+    qp.cache_slot_stride = layout.slot_stride;
+    qp.cache_head_stride = layout.head_stride;
+    qp.slot_mapping = static_cast<const int64_t*>(d.slots.get());
+    qp.scale = static_cast<const float*>(d.scale.get());  // no host round trip
+    qp.nonfinite_count = static_cast<int32_t*>(d.quant_count.get());
+    qp.tokens = kTokens;
+    qp.heads = kKvHeads;
+    qp.head_dim = kHeadDim;
+    qp.block_size = kBlockSize;
+    qp.num_blocks = kNumBlocks;
+    qp.src_dtype = WIDEATTN_DTYPE_BF16;
+    return qp;
+}
+
+// Part 1: K into the paged cache with a scale the GPU computed, two launches on one stream.
+std::string amax_then_quantize(const GpuDevice& gpu, Checker& c, wideattn_context* ctx, std::mt19937_64& rng,
+                               ScaleCaseResult* r) {
+    Tensor k;
+    const std::vector<int64_t> slots = k_with_slots(rng, &k);
+    fp8::ScaleReport want_scale;
+    std::string err = fp8::scale_reference(k.bits.data(), kTokens, kKvHeads, kHeadDim, k.token_stride, kHeadDim,
+                                           slots.data(), &want_scale);
+    if (!err.empty()) return err;
+    const fp8::CacheLayout layout = k_cache_layout();
     std::vector<uint8_t> want_cache(static_cast<size_t>(kNumBlocks * layout.block_stride), kCachePoison);
     fp8::QuantizeReport want_quant;
     err = fp8::quantize_to_cache_reference(k.bits.data(), kTokens, kKvHeads, kHeadDim, k.token_stride, kHeadDim,
@@ -158,40 +214,12 @@ std::string amax_then_quantize(const GpuDevice& gpu, Checker& c, wideattn_contex
     if (!err.empty()) return err;
     r->nonfinite_inputs = want_scale.nonfinite;
 
-    DeviceBuffer d_src, d_slots, d_scale, d_scale_count, d_cache, d_quant_count;
-    err = c.upload(k, &d_src);
-    if (err.empty()) err = d_slots.allocate(gpu, slots.size() * sizeof(int64_t));
-    if (err.empty()) err = d_slots.upload(slots.data(), slots.size() * sizeof(int64_t));
-    if (err.empty()) err = d_scale.allocate(gpu, sizeof(float));
-    if (err.empty()) err = d_scale.fill(kScalePoison);
-    if (err.empty()) err = d_scale_count.allocate(gpu, sizeof(int32_t));
-    if (err.empty()) err = d_scale_count.fill(0);
-    if (err.empty()) err = d_cache.allocate(gpu, want_cache.size());
-    if (err.empty()) err = d_cache.fill(kCachePoison);
-    if (err.empty()) err = d_quant_count.allocate(gpu, sizeof(int32_t));
-    if (err.empty()) err = d_quant_count.fill(0);
-    if (!err.empty()) return err;
-
-    wideattn_scale_params sp = scale_params(k, d_src, static_cast<const int64_t*>(d_slots.get()));
-    sp.scale = static_cast<float*>(d_scale.get());
-    sp.nonfinite_count = static_cast<int32_t*>(d_scale_count.get());
-    wideattn_quantize_params qp{};
-    qp.src = d_src.get();
-    qp.src_token_stride = k.token_stride;
-    qp.src_head_stride = kHeadDim;
-    qp.cache = d_cache.get();
-    qp.cache_block_stride = layout.block_stride;
-    qp.cache_slot_stride = layout.slot_stride;
-    qp.cache_head_stride = layout.head_stride;
-    qp.slot_mapping = static_cast<const int64_t*>(d_slots.get());
-    qp.scale = sp.scale;  // the device scale the first launch writes: no host round trip
-    qp.nonfinite_count = static_cast<int32_t*>(d_quant_count.get());
-    qp.tokens = kTokens;
-    qp.heads = kKvHeads;
-    qp.head_dim = kHeadDim;
-    qp.block_size = kBlockSize;
-    qp.num_blocks = kNumBlocks;
-    qp.src_dtype = WIDEATTN_DTYPE_BF16;
+    KBuffers d;
+    if (!(err = upload_k(gpu, c, k, slots, want_cache.size(), &d)).empty()) return err;
+    wideattn_scale_params sp = scale_params(k, d.src, static_cast<const int64_t*>(d.slots.get()));
+    sp.scale = static_cast<float*>(d.scale.get());
+    sp.nonfinite_count = static_cast<int32_t*>(d.scale_count.get());
+    const wideattn_quantize_params qp = k_quantize_params(k, layout, d);
     if (!(err = c.status_text(wideattn_compute_scale(ctx, &sp, nullptr))).empty()) return err;
     if (!(err = c.status_text(wideattn_quantize_to_cache(ctx, &qp, nullptr))).empty()) return err;
     if (!(err = c.sync("amax + quantise kernel execution")).empty()) return err;
@@ -199,10 +227,10 @@ std::string amax_then_quantize(const GpuDevice& gpu, Checker& c, wideattn_contex
     float scale = 0.0f;
     int32_t scale_count = -1, quant_count = -1;
     std::vector<uint8_t> cache(want_cache.size());
-    if (!(err = d_scale.download(&scale, sizeof scale)).empty()) return err;
-    if (!(err = d_scale_count.download(&scale_count, sizeof scale_count)).empty()) return err;
-    if (!(err = d_quant_count.download(&quant_count, sizeof quant_count)).empty()) return err;
-    if (!(err = d_cache.download(cache.data(), cache.size())).empty()) return err;
+    if (!(err = d.scale.download(&scale, sizeof scale)).empty()) return err;
+    if (!(err = d.scale_count.download(&scale_count, sizeof scale_count)).empty()) return err;
+    if (!(err = d.quant_count.download(&quant_count, sizeof quant_count)).empty()) return err;
+    if (!(err = d.cache.download(cache.data(), cache.size())).empty()) return err;
     r->scale_bits = fp8::float_bits(scale);
     c.expect_scale(scale, want_scale.scale, "K amax (strided, padding tokens skipped)");
     c.expect_count(scale_count, want_scale.nonfinite, "K amax");
@@ -212,7 +240,7 @@ std::string amax_then_quantize(const GpuDevice& gpu, Checker& c, wideattn_contex
     // Deterministic: a second run gives the same bits.
     float again = 0.0f;
     int32_t again_count = -1;
-    if (!(err = c.compute_scale(sp, d_scale, d_scale_count, &again, &again_count)).empty()) return err;
+    if (!(err = c.compute_scale(sp, d.scale, d.scale_count, &again, &again_count)).empty()) return err;
     c.expect_scale(again, scale, "K amax, second run against the first");
     return {};
 }
