@@ -469,14 +469,8 @@ EXIT_MEANINGS = {
 }
 
 
-def self_test():
-    """Checks of the pure-Python parts (and of the numpy KL where numpy exists)."""
-    failures = []
-
-    def check(condition, what):
-        if not condition:
-            failures.append(what)
-
+def self_test_batch_and_config(check):
+    """Batch plan, tokens, argument parsing and the model configuration."""
     plan = plan_batch((20, 16, 1), block_size=16)
     check(plan.cu_seqlens == [0, 20, 36, 37], f"cu_seqlens {plan.cu_seqlens}")
     check(plan.num_blocks == 4, f"num_blocks {plan.num_blocks}")
@@ -491,7 +485,7 @@ def self_test():
     for bad in ("", "0", "a,b"):
         try:
             parse_seq_lens(bad)
-            failures.append(f"parse_seq_lens accepted '{bad}'")
+            check(False, f"parse_seq_lens accepted '{bad}'")
         except ValueError:
             pass
     check(rows_per_chunk(32768, 4) == 2 and rows_per_chunk(262144, 4) == 1, "rows_per_chunk")
@@ -503,6 +497,9 @@ def self_test():
     gemma = ModelConfig(layers=12, global_every=6)
     check([i for i in range(12) if gemma.is_global(i)] == [5, 11], "Gemma 4 global layers")
 
+
+def self_test_kl_gate_exit(check):
+    """The pure-Python KL, the gate rule and the exit status."""
     row = [0.5, -1.0, 2.0, 0.0]
     check(abs(kl_row_python(row, row)) < 1e-15, "KL(p||p) = 0")
     check(abs(kl_row_python(row, [x + 3.0 for x in row])) < 1e-15, "KL is shift invariant")
@@ -523,6 +520,9 @@ def self_test():
     check(decide_exit(["x"], True, ST_OK, True, False) == EXIT_ERROR, "exit error")
     check(decide_exit([], False, ST_OK, True, False) == EXIT_ERROR, "exit wiring")
 
+
+def self_test_summary(check):
+    """format_summary on a made-up summary."""
     fake = {"config": {"label": "test"}, "margin": 0.0, "margin_rel": 0.0,
             "exit_status": 0, "exit_meaning": EXIT_MEANINGS[0], "notes": ["n"], "errors": [],
             "wiring": {"backend": ATTN_WIDEATTN_BF16, "ok": True,
@@ -539,6 +539,10 @@ def self_test():
                                        "gate": {"verdict": "ACCEPT", "source": "cli"}}}}
     check("c candidate" in format_summary(fake), "format_summary")
 
+
+def self_test_numpy(check):
+    """The numpy KL against the pure-Python one, and the distribution statistics (skipped
+    without numpy)."""
     try:
         import numpy as np
     except ImportError:
@@ -557,6 +561,18 @@ def self_test():
         dist = distribution_stats(np.array([[0.0, 0.0], [100.0, 0.0]]))
         check(abs(dist["mean_top1_prob"] - 0.75) < 1e-12, f"top-1 {dist}")
         check(abs(dist["mean_entropy_nats"] - math.log(2) / 2) < 1e-12, f"entropy {dist}")
+
+
+def self_test():
+    """Checks of the pure-Python parts (and of the numpy KL where numpy exists)."""
+    failures = []
+
+    def check(condition, what):
+        if not condition:
+            failures.append(what)
+
+    for part in (self_test_batch_and_config, self_test_kl_gate_exit, self_test_summary, self_test_numpy):
+        part(check)
     if failures:
         print("self-test FAILED:\n  " + "\n  ".join(failures))
         return 1
@@ -1032,58 +1048,98 @@ def load_library(args):
         return None, f"libwideattn unavailable: {exc}"
 
 
-def run(args):
-    torch = _torch()
-    import numpy as np
+@dataclasses.dataclass
+class RunState:
+    """What the steps of one run share: the arguments, the summary being written (its notes and
+    errors lists), the log, and the batch, tokens and models once built."""
+    args: object
+    started: float
+    summary: dict
+    log: object
+    batch: object = None
+    inputs: object = None
+    targets: object = None
+    model: object = None
+    model8: object = None
+    exact: tuple = None
+    monitors_on: bool = True
+    lib_detail: str = ""
+    engine: str = ""
+    wiring: dict = None
+
+    @property
+    def notes(self):
+        return self.summary["notes"]
+
+    @property
+    def errors(self):
+        return self.summary["errors"]
+
+
+def start_run(args):
+    """The run's state with an empty summary and a log that prefixes the elapsed time."""
     started = time.time()
-    cfg = args.config
-    os.makedirs(args.out, exist_ok=True)
-    os.makedirs(args.dump_dir, exist_ok=True)
-    summary = {"config": dict(cfg.as_dict(), label=cfg.label()), "margin": args.margin,
-               "margin_rel": args.margin_rel, "variants": {}, "notes": [], "errors": [],
-               "timings_s": {}}
-    notes, errors = summary["notes"], summary["errors"]
 
     def log(message):
         print(f"[{time.time() - started:7.1f}s] {message}", flush=True)
 
+    summary = {"config": dict(args.config.as_dict(), label=args.config.label()), "margin": args.margin,
+               "margin_rel": args.margin_rel, "variants": {}, "notes": [], "errors": [],
+               "timings_s": {}}
+    return RunState(args=args, started=started, summary=summary, log=log)
+
+
+def describe_environment(state):
+    """Creates the CUDA context, loads libwideattn and records the machine; (lib, capability)."""
+    torch = _torch()
+    import numpy as np
+    args, cfg, log = state.args, state.args.config, state.log
     torch.zeros(1, device="cuda")          # the primary context wideattn launches in
     props = torch.cuda.get_device_properties(0)
     capability = torch.cuda.get_device_capability(0)
-    lib, lib_detail = load_library(args)
-    summary["environment"] = {"gpu": props.name, "capability": list(capability),
-                              "torch": torch.__version__, "numpy": np.__version__,
-                              "wideattn": lib_detail, "commit": args.commit}
-    log(f"{props.name} sm_{capability[0]}{capability[1]}, torch {torch.__version__}; {lib_detail}")
+    lib, state.lib_detail = load_library(args)
+    state.summary["environment"] = {"gpu": props.name, "capability": list(capability),
+                                    "torch": torch.__version__, "numpy": np.__version__,
+                                    "wideattn": state.lib_detail, "commit": args.commit}
+    log(f"{props.name} sm_{capability[0]}{capability[1]}, torch {torch.__version__}; {state.lib_detail}")
     log(f"model: {cfg.label()}; seqs {list(cfg.seq_lens)}; score std per layer "
         + ", ".join(f"{cfg.score_std(i):.2f}" for i in range(cfg.layers)))
+    state.engine = f"tools/bench/e2e_drift.py, torch {torch.__version__}, {state.lib_detail}"
+    return lib, capability
 
-    batch = Batch(cfg)
-    inputs, targets = make_tokens(cfg.seq_lens, cfg.vocab, cfg.seed)
+
+def build_models(state):
+    """The batch, the tokens, and the model with its e4m3-rounded copy."""
+    torch = _torch()
+    cfg = state.args.config
+    state.batch = Batch(cfg)
+    state.inputs, state.targets = make_tokens(cfg.seq_lens, cfg.vocab, cfg.seed)
     t0 = time.time()
-    model = build_model(cfg)
-    model8, weight_err = round_model_e4m3(model)
+    state.model = build_model(cfg)
+    state.model8, weight_err = round_model_e4m3(state.model)
     torch.cuda.synchronize()
-    summary["timings_s"]["build_model"] = time.time() - t0
-    summary["weight_rounding_rel_rms"] = weight_err
-    log(f"weights built; e4m3 per-channel rounding: mean relative RMS error {weight_err:.4f}")
+    state.summary["timings_s"]["build_model"] = time.time() - t0
+    state.summary["weight_rounding_rel_rms"] = weight_err
+    state.log(f"weights built; e4m3 per-channel rounding: mean relative RMS error {weight_err:.4f}")
 
-    exact = ("fp64", lambda q, k, v: exact_attention(q, k, v, batch))
+
+def variant_plans(state, lib, capability):
+    """{variant: (weights model, attention or None when unavailable, monitors)}."""
+    batch, model, model8 = state.batch, state.model, state.model8
+    exact = state.exact = ("fp64", lambda q, k, v: exact_attention(q, k, v, batch))
     emulate = EmulatedE4m3Attention(batch, P_SCALE_KERNEL, ATTN_E4M3_EMULATED)
     emulated_ref = ("e4m3-emulated", lambda q, k, v: exact_attention(
         *dequantized_e4m3_inputs(q, k, v), batch, P_SCALE_KERNEL))
-    monitors_on = not args.no_attn_check
-
     bf16_attention = TorchReferenceAttention(batch)
-    if args.bf16_attention == ATTN_WIDEATTN_BF16:
+    if state.args.bf16_attention == ATTN_WIDEATTN_BF16:
         if lib is None:
-            notes.append(f"BF16 attention falls back to {ATTN_TORCH_REFERENCE}: {lib_detail}")
+            state.notes.append(f"BF16 attention falls back to {ATTN_TORCH_REFERENCE}: {state.lib_detail}")
         else:
             bf16_attention = WideattnAttention(lib, batch, False, capability)
     candidate_attention = None if lib is None else WideattnAttention(lib, batch, True, capability)
     candidate_q8_attention = None if lib is None else WideattnAttention(lib, batch, True, capability,
                                                                         q_e4m3=True)
-    plans = {
+    return {
         V_REFERENCE: (model, bf16_attention, [exact]),
         V_BASELINE: (model8, bf16_attention, [exact]),
         V_BROKEN: (model8, EmulatedE4m3Attention(batch, P_SCALE_BROKEN, ATTN_BROKEN_EMULATED),
@@ -1098,155 +1154,169 @@ def run(args):
         V_PER_TOKEN_KV: (model8, EmulatedE4m3Attention(batch, P_SCALE_KERNEL, ATTN_PER_TOKEN_KV_EMULATED,
                                                        per_token_kv=True), [exact]),
     }
-    engine = f"tools/bench/e2e_drift.py, torch {torch.__version__}, {lib_detail}"
-    wiring = {"backend": bf16_attention.name, "ok": True,
-              "note": "not run (the BF16 attention is the torch reference itself)"}
-    summary["wiring"] = wiring
 
-    def attempt(name, info, weights_model, attention, monitors):
-        """Logits (numpy) of one variant, or None after recording why it did not run."""
-        letter = VARIANT_LETTERS[name]
-        try:
-            logits, attn_errors = forward(weights_model, inputs, batch, attention,
-                                          monitors if monitors_on else ())
-            logits = logits.cpu().numpy()
-        except wideattn_ctypes.WideattnError as exc:
-            if exc.status == wideattn_ctypes.STATUS_UNSUPPORTED and name in WIDEATTN_8BIT:
-                info.update(status=ST_UNAVAILABLE, reason=str(exc))
-                log(f"({letter}) {name}: the 8-bit kernel is NOT in the bundle for this GPU "
-                    f"(WIDEATTN_ERROR_UNSUPPORTED): {exc}")
-            else:
-                info.update(status=ST_FAILED, reason=str(exc))
-                errors.append(f"({letter}) {name} failed: {exc}")
-                log(f"({letter}) {name}: FAILED - {exc}")
-            return None
-        except Exception as exc:  # CUDA faults, out of memory: record and go on to the gates
-            traceback.print_exc()
-            info.update(status=ST_FAILED, reason=f"{type(exc).__name__}: {exc}"[:500])
-            errors.append(f"({letter}) {name} failed: {info['reason']}")
-            return None
-        if not np.isfinite(logits).all():
-            info.update(status=ST_FAILED, reason="non-finite logits")
-            errors.append(f"({letter}) {name} produced non-finite logits")
-            return None
-        info["attention_rel_l2_per_layer"] = attn_errors
-        return logits
 
-    for name in VARIANT_ORDER:
-        weights_model, attention, monitors = plans[name]
-        letter = VARIANT_LETTERS[name]
-        info = {"weights": weights_model.weights_label,
-                "attention": attention.name if attention else ATTN_WIDEATTN_E4M3,
-                "dump": os.path.join(args.dump_dir, DUMP_NAMES[name]), "engine": engine}
-        info["variant_label"] = f"{info['weights']} weights + {info['attention']} attention"
-        summary["variants"][name] = info
-        if attention is None:
-            info.update(status=ST_UNAVAILABLE, reason=lib_detail)
-            log(f"({letter}) {name}: UNAVAILABLE - {lib_detail}")
-            continue
-        t0 = time.time()
-        logits = attempt(name, info, weights_model, attention, monitors)
-        if logits is None and name == V_REFERENCE and isinstance(attention, WideattnAttention):
-            notes.append(f"wideattn-bf16 failed on (a) ({info['reason']}); (a) and (b) use "
-                         f"{ATTN_TORCH_REFERENCE} instead")
-            bf16_attention = TorchReferenceAttention(batch)
-            plans[V_BASELINE] = (model8, bf16_attention, [exact])
-            attention = bf16_attention
-            wiring["backend"] = attention.name
-            info.update(attention=attention.name, reason=None,
-                        variant_label=f"{info['weights']} weights + {attention.name} attention")
-            logits = attempt(name, info, weights_model, attention, [])
-        if logits is None:
-            continue
-        if isinstance(attention, WideattnAttention):
-            info["kernel"] = attention.kernel
-        info["forward_s"] = time.time() - t0
-        write_dump(info["dump"], logits, targets, cfg.label(), info["variant_label"], engine)
-        info["status"] = ST_OK
-        errs = "; ".join(f"rel L2 vs {k}: " + " ".join(f"{e:.2e}" for e in v)
-                         for k, v in info["attention_rel_l2_per_layer"].items())
-        log(f"({letter}) {name}: {info['variant_label']} {info['forward_s']:.1f} s"
-            + (f" (kernel {info['kernel']})" if "kernel" in info else "")
-            + (f"; attention per layer {errs}" if errs else ""))
-        if name != V_REFERENCE:
-            continue
-        summary["reference_distribution"] = dist = distribution_stats(logits)
-        log(f"reference next-token distributions: mean top-1 p {dist['mean_top1_prob']:.3f} "
-            f"(median {dist['median_top1_prob']:.3f}), mean entropy "
-            f"{dist['mean_entropy_nats']:.2f} nats (median {dist['median_entropy_nats']:.2f})")
-        if isinstance(attention, WideattnAttention):
-            wiring_check(wiring, logits, model, inputs, batch, errors, log)
+def forward_variant(state, name, info, weights_model, attention, monitors):
+    """Logits (numpy) of one variant, or None after recording why it did not run."""
+    import numpy as np
+    errors, log = state.errors, state.log
+    letter = VARIANT_LETTERS[name]
+    try:
+        logits, attn_errors = forward(weights_model, state.inputs, state.batch, attention,
+                                      monitors if state.monitors_on else ())
+        logits = logits.cpu().numpy()
+    except wideattn_ctypes.WideattnError as exc:
+        if exc.status == wideattn_ctypes.STATUS_UNSUPPORTED and name in WIDEATTN_8BIT:
+            info.update(status=ST_UNAVAILABLE, reason=str(exc))
+            log(f"({letter}) {name}: the 8-bit kernel is NOT in the bundle for this GPU "
+                f"(WIDEATTN_ERROR_UNSUPPORTED): {exc}")
+        else:
+            info.update(status=ST_FAILED, reason=str(exc))
+            errors.append(f"({letter}) {name} failed: {exc}")
+            log(f"({letter}) {name}: FAILED - {exc}")
+        return None
+    except Exception as exc:  # CUDA faults, out of memory: record and go on to the gates
+        traceback.print_exc()
+        info.update(status=ST_FAILED, reason=f"{type(exc).__name__}: {exc}"[:500])
+        errors.append(f"({letter}) {name} failed: {info['reason']}")
+        return None
+    if not np.isfinite(logits).all():
+        info.update(status=ST_FAILED, reason="non-finite logits")
+        errors.append(f"({letter}) {name} produced non-finite logits")
+        return None
+    info["attention_rel_l2_per_layer"] = attn_errors
+    return logits
 
-    # Drift: numpy over the files (always), the CLI gate (when it runs). No GPU work from here
-    # on: a faulting 8-bit kernel may have left the CUDA context unusable.
+
+def run_variant(state, name, plans):
+    """Runs one variant and writes its dump; a failing wideattn-bf16 reference is run again with
+    the torch reference attention, which then also serves the baseline (plans updated)."""
+    args, log = state.args, state.log
+    weights_model, attention, monitors = plans[name]
+    letter = VARIANT_LETTERS[name]
+    info = {"weights": weights_model.weights_label,
+            "attention": attention.name if attention else ATTN_WIDEATTN_E4M3,
+            "dump": os.path.join(args.dump_dir, DUMP_NAMES[name]), "engine": state.engine}
+    info["variant_label"] = f"{info['weights']} weights + {info['attention']} attention"
+    state.summary["variants"][name] = info
+    if attention is None:
+        info.update(status=ST_UNAVAILABLE, reason=state.lib_detail)
+        log(f"({letter}) {name}: UNAVAILABLE - {state.lib_detail}")
+        return
     t0 = time.time()
-    variants = summary["variants"]
+    logits = forward_variant(state, name, info, weights_model, attention, monitors)
+    if logits is None and name == V_REFERENCE and isinstance(attention, WideattnAttention):
+        state.notes.append(f"wideattn-bf16 failed on (a) ({info['reason']}); (a) and (b) use "
+                           f"{ATTN_TORCH_REFERENCE} instead")
+        attention = TorchReferenceAttention(state.batch)
+        plans[V_BASELINE] = (state.model8, attention, [state.exact])
+        state.wiring["backend"] = attention.name
+        info.update(attention=attention.name, reason=None,
+                    variant_label=f"{info['weights']} weights + {attention.name} attention")
+        logits = forward_variant(state, name, info, weights_model, attention, [])
+    if logits is None:
+        return
+    if isinstance(attention, WideattnAttention):
+        info["kernel"] = attention.kernel
+    info["forward_s"] = time.time() - t0
+    write_dump(info["dump"], logits, state.targets, args.config.label(), info["variant_label"], state.engine)
+    info["status"] = ST_OK
+    errs = "; ".join(f"rel L2 vs {k}: " + " ".join(f"{e:.2e}" for e in v)
+                     for k, v in info["attention_rel_l2_per_layer"].items())
+    log(f"({letter}) {name}: {info['variant_label']} {info['forward_s']:.1f} s"
+        + (f" (kernel {info['kernel']})" if "kernel" in info else "")
+        + (f"; attention per layer {errs}" if errs else ""))
+    if name != V_REFERENCE:
+        return
+    state.summary["reference_distribution"] = dist = distribution_stats(logits)
+    log(f"reference next-token distributions: mean top-1 p {dist['mean_top1_prob']:.3f} "
+        f"(median {dist['median_top1_prob']:.3f}), mean entropy "
+        f"{dist['mean_entropy_nats']:.2f} nats (median {dist['median_entropy_nats']:.2f})")
+    if isinstance(attention, WideattnAttention):
+        wiring_check(state.wiring, logits, state.model, state.inputs, state.batch, state.errors, log)
+
+
+def gate_variant(state, name, ref_path, base_path, base_mean, cli_usable):
+    """One gated variant's verdict: by the CLI when it runs (cross-checked against the numpy KL),
+    else by the numpy KL with a report in the CLI's format. Returns whether the CLI is still
+    usable."""
+    args, errors, variants = state.args, state.errors, state.summary["variants"]
+    info = variants[name]
+    numpy_mean = info["kl_vs_reference"]["mean"]
+    numpy_accept = gate_accepts(numpy_mean, base_mean, args.margin, args.margin_rel)
+    gate = {"numpy_accept": numpy_accept,
+            "budget": gate_budget(base_mean, args.margin, args.margin_rel)}
+    cli_result, why = None, None
+    if cli_usable:
+        cli_result, why = run_cli_gate(
+            args.cli, ref_path, info["dump"], base_path,
+            os.path.join(args.out, f"gate_{name}.json"), args.margin, args.margin_rel)
+    if cli_result is not None:
+        gate.update(cli=cli_result, source="cli", verdict=cli_result["verdict"],
+                    accept=cli_result["accept"])
+        for label, cli_mean, np_mean in (
+                ("candidate", cli_result["candidate_mean_kl"], numpy_mean),
+                ("baseline", cli_result["baseline_mean_kl"], base_mean)):
+            if not means_agree(cli_mean, np_mean):
+                errors.append(f"({VARIANT_LETTERS[name]}) CLI and numpy disagree on the "
+                              f"{label} mean KL: {cli_mean!r} vs {np_mean!r}")
+        if cli_result["accept"] != numpy_accept:
+            errors.append(f"({VARIANT_LETTERS[name]}) CLI verdict {cli_result['verdict']} "
+                          f"but numpy says {'ACCEPT' if numpy_accept else 'REJECT'}")
+    else:
+        if why:
+            state.notes.append(f"({VARIANT_LETTERS[name]}) {why}; numpy decides")
+            cli_usable = False
+        gate.update(source="numpy", accept=numpy_accept,
+                    verdict="ACCEPT" if numpy_accept else "REJECT")
+        fallback = {"tool": "tools/bench/e2e_drift.py numpy fallback (not the wideattn CLI)",
+                    "command": "gate", "reference": ref_path, "candidate": info["dump"],
+                    "baseline": base_path, "candidate_drift": info["kl_vs_reference"],
+                    "baseline_drift": variants[V_BASELINE]["kl_vs_reference"],
+                    "gate": {"verdict": gate["verdict"], "accept": numpy_accept,
+                             "budget_source": "baseline", "base_budget": base_mean,
+                             "margin_absolute": args.margin,
+                             "margin_relative": args.margin_rel,
+                             "budget": gate["budget"], "candidate_mean_kl": numpy_mean}}
+        with open(os.path.join(args.out, f"gate_{name}_numpy.json"), "w") as handle:
+            json.dump(fallback, handle, indent=1)
+    info["gate"] = gate
+    state.log(f"({VARIANT_LETTERS[name]}) {name}: mean KL {numpy_mean:.4e} vs budget "
+              f"{gate['budget']:.4e} -> {gate['verdict']} (by {gate['source']})")
+    return cli_usable
+
+
+def drift_and_gates(state):
+    """KL of every variant that ran (numpy over the files) and the gate's verdicts."""
+    variants = state.summary["variants"]
     ok = {name for name, info in variants.items() if info["status"] == ST_OK}
     if not {V_REFERENCE, V_BASELINE} <= ok:
-        errors.append("reference or baseline missing: nothing to gate")
-    else:
-        ref_path, base_path = variants[V_REFERENCE]["dump"], variants[V_BASELINE]["dump"]
-        for name in (V_BASELINE,) + GATED:
-            if name in ok:
-                variants[name]["kl_vs_reference"] = kl_files(ref_path, variants[name]["dump"])
-            if name in ok and name != V_BASELINE:
-                variants[name]["kl_vs_baseline"] = kl_files(base_path, variants[name]["dump"])
-        if {V_CANDIDATE, V_EMULATED} <= ok:
-            summary["candidate_vs_emulated"] = kl_files(variants[V_EMULATED]["dump"],
-                                                        variants[V_CANDIDATE]["dump"])
-        base_mean = variants[V_BASELINE]["kl_vs_reference"]["mean"]
-        cli_usable = os.path.exists(args.cli)
-        if not cli_usable:
-            notes.append(f"CLI {args.cli} not found: verdicts from the numpy KL")
-        for name in GATED:
-            if name not in ok:
-                continue
-            info = variants[name]
-            numpy_mean = info["kl_vs_reference"]["mean"]
-            numpy_accept = gate_accepts(numpy_mean, base_mean, args.margin, args.margin_rel)
-            gate = {"numpy_accept": numpy_accept,
-                    "budget": gate_budget(base_mean, args.margin, args.margin_rel)}
-            cli_result, why = None, None
-            if cli_usable:
-                cli_result, why = run_cli_gate(
-                    args.cli, ref_path, info["dump"], base_path,
-                    os.path.join(args.out, f"gate_{name}.json"), args.margin, args.margin_rel)
-            if cli_result is not None:
-                gate.update(cli=cli_result, source="cli", verdict=cli_result["verdict"],
-                            accept=cli_result["accept"])
-                for label, cli_mean, np_mean in (
-                        ("candidate", cli_result["candidate_mean_kl"], numpy_mean),
-                        ("baseline", cli_result["baseline_mean_kl"], base_mean)):
-                    if not means_agree(cli_mean, np_mean):
-                        errors.append(f"({VARIANT_LETTERS[name]}) CLI and numpy disagree on the "
-                                      f"{label} mean KL: {cli_mean!r} vs {np_mean!r}")
-                if cli_result["accept"] != numpy_accept:
-                    errors.append(f"({VARIANT_LETTERS[name]}) CLI verdict {cli_result['verdict']} "
-                                  f"but numpy says {'ACCEPT' if numpy_accept else 'REJECT'}")
-            else:
-                if why:
-                    notes.append(f"({VARIANT_LETTERS[name]}) {why}; numpy decides")
-                    cli_usable = False
-                gate.update(source="numpy", accept=numpy_accept,
-                            verdict="ACCEPT" if numpy_accept else "REJECT")
-                fallback = {"tool": "tools/bench/e2e_drift.py numpy fallback (not the wideattn CLI)",
-                            "command": "gate", "reference": ref_path, "candidate": info["dump"],
-                            "baseline": base_path, "candidate_drift": info["kl_vs_reference"],
-                            "baseline_drift": variants[V_BASELINE]["kl_vs_reference"],
-                            "gate": {"verdict": gate["verdict"], "accept": numpy_accept,
-                                     "budget_source": "baseline", "base_budget": base_mean,
-                                     "margin_absolute": args.margin,
-                                     "margin_relative": args.margin_rel,
-                                     "budget": gate["budget"], "candidate_mean_kl": numpy_mean}}
-                with open(os.path.join(args.out, f"gate_{name}_numpy.json"), "w") as handle:
-                    json.dump(fallback, handle, indent=1)
-            info["gate"] = gate
-            log(f"({VARIANT_LETTERS[name]}) {name}: mean KL {numpy_mean:.4e} vs budget "
-                f"{gate['budget']:.4e} -> {gate['verdict']} (by {gate['source']})")
-    summary["timings_s"]["drift_and_gates"] = time.time() - t0
+        state.errors.append("reference or baseline missing: nothing to gate")
+        return
+    ref_path, base_path = variants[V_REFERENCE]["dump"], variants[V_BASELINE]["dump"]
+    for name in (V_BASELINE,) + GATED:
+        if name in ok:
+            variants[name]["kl_vs_reference"] = kl_files(ref_path, variants[name]["dump"])
+        if name in ok and name != V_BASELINE:
+            variants[name]["kl_vs_baseline"] = kl_files(base_path, variants[name]["dump"])
+    if {V_CANDIDATE, V_EMULATED} <= ok:
+        state.summary["candidate_vs_emulated"] = kl_files(variants[V_EMULATED]["dump"],
+                                                          variants[V_CANDIDATE]["dump"])
+    base_mean = variants[V_BASELINE]["kl_vs_reference"]["mean"]
+    cli_usable = os.path.exists(state.args.cli)
+    if not cli_usable:
+        state.notes.append(f"CLI {state.args.cli} not found: verdicts from the numpy KL")
+    for name in GATED:
+        if name in ok:
+            cli_usable = gate_variant(state, name, ref_path, base_path, base_mean, cli_usable)
 
-    tar_path, skipped = write_samples(args.out, args.dump_dir, variants, targets,
-                                      args.sample_rows, cfg.label())
+
+def finish_run(state):
+    """Writes the samples and e2e_summary.json, prints the summary; returns the exit status."""
+    args, summary, errors = state.args, state.summary, state.errors
+    variants = summary["variants"]
+    tar_path, skipped = write_samples(args.out, args.dump_dir, variants, state.targets,
+                                      args.sample_rows, args.config.label())
     summary["samples"] = {"tar": tar_path and os.path.basename(tar_path), "rows": args.sample_rows,
                           "skipped_over_size_limit": skipped}
 
@@ -1254,12 +1324,12 @@ def run(args):
     broken_gate = variants.get(V_BROKEN, {}).get("gate")
     if broken_gate is None:
         errors.append("the broken variant was not gated")
-    exit_status = decide_exit(errors, wiring["ok"], candidate.get("status"),
+    exit_status = decide_exit(errors, state.wiring["ok"], candidate.get("status"),
                               (candidate.get("gate") or {}).get("accept"),
                               broken_gate["accept"] if broken_gate else None)
     summary["exit_status"] = exit_status
     summary["exit_meaning"] = EXIT_MEANINGS[exit_status]
-    summary["timings_s"]["total"] = time.time() - started
+    summary["timings_s"]["total"] = time.time() - state.started
     with open(os.path.join(args.out, "e2e_summary.json"), "w") as handle:
         json.dump(summary, handle, indent=1, default=str)
     print(format_summary(summary), flush=True)
@@ -1267,16 +1337,33 @@ def run(args):
     return exit_status
 
 
+def run(args):
+    _torch()  # without torch the run stops here, before it makes any directory
+    state = start_run(args)
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.dump_dir, exist_ok=True)
+    lib, capability = describe_environment(state)
+    build_models(state)
+    state.monitors_on = not args.no_attn_check
+    plans = variant_plans(state, lib, capability)
+    state.wiring = {"backend": plans[V_REFERENCE][1].name, "ok": True,
+                    "note": "not run (the BF16 attention is the torch reference itself)"}
+    state.summary["wiring"] = state.wiring
+    for name in VARIANT_ORDER:
+        run_variant(state, name, plans)
+    # Drift: numpy over the files (always), the CLI gate (when it runs). No GPU work from here
+    # on: a faulting 8-bit kernel may have left the CUDA context unusable.
+    t0 = time.time()
+    drift_and_gates(state)
+    state.summary["timings_s"]["drift_and_gates"] = time.time() - t0
+    return finish_run(state)
+
+
 def default_out_dir():
     return os.environ.get("OUT") or os.path.join(os.getcwd(), "e2e_out")
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog="Exit status: 0 candidate accepted and broken rejected; 1 wrong gate outcome; "
-               "2 error; 3 8-bit kernel not in the bundle (broken rejected).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def add_path_args(parser):
     paths = parser.add_argument_group("paths")
     paths.add_argument("--out", default=default_out_dir(),
                        help="directory for the gate JSON reports, e2e_summary.json and "
@@ -1292,6 +1379,9 @@ def parse_args(argv=None):
     paths.add_argument("--cli", default=os.path.join(ROOT_DIR, "build/tools/wideattn"),
                        help="the wideattn CLI whose `accuracy gate` decides; if it cannot run "
                             "(e.g. no libhdf5 on the machine) the numpy KL decides")
+
+
+def add_model_args(parser):
     model = parser.add_argument_group("model and tokens")
     model.add_argument("--vocab", type=int, default=DEFAULT_VOCAB, help="vocabulary size")
     model.add_argument("--hidden", type=int, default=DEFAULT_HIDDEN, help="residual width")
@@ -1315,6 +1405,9 @@ def parse_args(argv=None):
     model.add_argument("--lm-row-log-std", type=float, default=DEFAULT_LM_ROW_LOG_STD,
                        help="std of log row scale of the LM head: spread between 'frequent' "
                             "and 'rare' tokens")
+
+
+def add_gate_args(parser):
     gate = parser.add_argument_group("gate and checks")
     gate.add_argument("--bf16-attention", choices=BF16_ATTN_CHOICES, default=ATTN_WIDEATTN_BF16,
                       help="attention of the reference (a) and baseline (b)")
@@ -1332,6 +1425,17 @@ def parse_args(argv=None):
                            f"dumps over {SAMPLE_MAX_BYTES} bytes are dropped); 0 = none")
     gate.add_argument("--commit", default=os.environ.get("WIDEATTN_COMMIT"),
                       help="git commit recorded in e2e_summary.json (default $WIDEATTN_COMMIT)")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Exit status: 0 candidate accepted and broken rejected; 1 wrong gate outcome; "
+               "2 error; 3 8-bit kernel not in the bundle (broken rejected).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_path_args(parser)
+    add_model_args(parser)
+    add_gate_args(parser)
     parser.add_argument("--self-test", action="store_true",
                         help="check the pure-Python parts (no torch, no GPU) and exit")
     args = parser.parse_args(argv)

@@ -735,22 +735,9 @@ def wideattn_impl(name, wa, data, copies, capability, result, log, skip_kernel=N
     return Impl(name, lambda c: wa.launch(params[c]), output, config=kernel)
 
 
-def run_case(case, args, wa, wa_mma, capability, l2_bytes, generators, rates, log):
-    """Builds one case, cross-checks every implementation, times the survivors."""
-    torch = _lazy_torch()
-    torch.cuda.empty_cache()
-    q_bytes = case.total_q * case.num_q_heads * case.head_dim * 2
-    kv_bytes = 2 * sum(blocks_needed(n) for n in case.seq_lens_k) * PAGE_SIZE \
-        * case.num_kv_heads * case.head_dim * 2
-    copies = input_copies(2 * q_bytes + kv_bytes, l2_bytes)
-    data = CaseData(case, copies, args.q_std, generators)
-    log(f"{case.name}: {case.shape()}  {case.flops / 1e12:.2f} TFLOP  copies {copies}")
-    impls_wanted = [name for name in args.impls.split(",") if name]
-    result = {"name": case.name, "q_lens": list(case.q_lens), "contexts": list(case.contexts),
-              "num_q_heads": case.num_q_heads, "num_kv_heads": case.num_kv_heads,
-              "head_dim": case.head_dim, "page_size": PAGE_SIZE, "num_blocks": data.num_blocks,
-              "flops": case.flops, "copies": copies, "impls": {}}
-
+def case_reference(wa, data, capability, result, log):
+    """(rows, reference) to check outputs against: the fp64 kernel's output of every row (rows
+    None) when it runs, else torch float64 on sampled query rows; recorded in result."""
     ref_rows, ref = None, None
     if wa.status == STATUS_OK:
         ref, why = reference_f64(wa, data, capability, log)
@@ -766,10 +753,13 @@ def run_case(case, args, wa, wa_mma, capability, l2_bytes, generators, rates, lo
         ref_rows, ref = torch_reference_rows(data)
         result["reference"] = f"torch float64 on {ref_rows.numel()} sampled query rows"
         log(f"  reference: {result['reference']}")
+    return ref_rows, ref
 
-    def check(out):
-        return error_stats(out if ref_rows is None else out[ref_rows], ref)
 
+def case_candidates(impls_wanted, wa, wa_mma, data, copies, capability, result, check, log):
+    """(candidates, triton_peer): the wanted implementations that could be built for the case;
+    those that could not (tuning failed, out of memory) are recorded in result["impls"]."""
+    torch = _lazy_torch()
     candidates = []
     default_kernel = None
     if IMPL_WIDEATTN in impls_wanted:
@@ -806,7 +796,13 @@ def run_case(case, args, wa, wa_mma, capability, l2_bytes, generators, rates, lo
                     raise
                 result["impls"][name] = {"status": STATUS_OOM}
                 torch.cuda.empty_cache()
+    return candidates, triton_peer
 
+
+def cross_check(candidates, check, result):
+    """Each candidate's output against the reference, recorded in result["impls"]; returns the
+    ones that match (to be timed)."""
+    torch = _lazy_torch()
     timed = []
     for impl in candidates:
         entry = {"status": STATUS_OK, "config": impl.config}
@@ -828,11 +824,11 @@ def run_case(case, args, wa, wa_mma, capability, l2_bytes, generators, rates, lo
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
         result["impls"][impl.name] = entry
-    ref = None  # the fp64 reference is not needed while timing; free its memory
-    errs = {n: e["error"] for n, e in result["impls"].items() if "error" in e}
-    log("  accuracy (mean/max abs): " + ", ".join(
-        f"{n} {e['mean_abs']:.1e}/{e['max_abs']:.1e}" for n, e in errs.items()))
+    return timed
 
+
+def record_times(case, timed, args, copies, rates, result, log):
+    """Times the matching implementations interleaved and records each one's figures."""
     ran_after = {}
     times, failed = time_interleaved(timed, args.reps, args.warmup, copies, args.impl_budget_s, ran_after) \
         if timed else ({}, {})
@@ -848,6 +844,36 @@ def run_case(case, args, wa, wa_mma, capability, l2_bytes, generators, rates, lo
             entry["pct_mma"] = 100 * entry["tflops"] / rates["mma_tflops"]
     log("  median ms: " + ", ".join(
         f"{name} {result['impls'][name]['ms_median']:.3f}" for name in times))
+
+
+def run_case(case, args, wa, wa_mma, capability, l2_bytes, generators, rates, log):
+    """Builds one case, cross-checks every implementation, times the survivors."""
+    torch = _lazy_torch()
+    torch.cuda.empty_cache()
+    q_bytes = case.total_q * case.num_q_heads * case.head_dim * 2
+    kv_bytes = 2 * sum(blocks_needed(n) for n in case.seq_lens_k) * PAGE_SIZE \
+        * case.num_kv_heads * case.head_dim * 2
+    copies = input_copies(2 * q_bytes + kv_bytes, l2_bytes)
+    data = CaseData(case, copies, args.q_std, generators)
+    log(f"{case.name}: {case.shape()}  {case.flops / 1e12:.2f} TFLOP  copies {copies}")
+    impls_wanted = [name for name in args.impls.split(",") if name]
+    result = {"name": case.name, "q_lens": list(case.q_lens), "contexts": list(case.contexts),
+              "num_q_heads": case.num_q_heads, "num_kv_heads": case.num_kv_heads,
+              "head_dim": case.head_dim, "page_size": PAGE_SIZE, "num_blocks": data.num_blocks,
+              "flops": case.flops, "copies": copies, "impls": {}}
+    ref_rows, ref = case_reference(wa, data, capability, result, log)
+
+    def check(out):
+        return error_stats(out if ref_rows is None else out[ref_rows], ref)
+
+    candidates, triton_peer = case_candidates(impls_wanted, wa, wa_mma, data, copies, capability,
+                                              result, check, log)
+    timed = cross_check(candidates, check, result)
+    ref = None  # the fp64 reference is not needed while timing; free its memory
+    errs = {n: e["error"] for n, e in result["impls"].items() if "error" in e}
+    log("  accuracy (mean/max abs): " + ", ".join(
+        f"{n} {e['mean_abs']:.1e}/{e['max_abs']:.1e}" for n, e in errs.items()))
+    record_times(case, timed, args, copies, rates, result, log)
     ordered = {name: result["impls"][name] for name in ALL_IMPLS if name in result["impls"]}
     result["impls"] = ordered
     del data, candidates, timed, triton_peer
