@@ -3,13 +3,13 @@
 // means adding its traits here and its source to kernels/meson.build.
 #pragma once
 
-#include "fp8/attn_e4m3/e4m3_attn_traits.h"
+#include "fp8/mma_e4m3_d512/traits.h"
 #include "fp8/quantize/amax_traits.h"
 #include "fp8/quantize/quantize_traits.h"
-#include "kernels/hopper/wgmma_e4m3q_traits.h"
-#include "kernels/hopper/wgmma_traits.h"
-#include "kernels/mma/mma_traits.h"
-#include "kernels/reference/reference_traits.h"
+#include "fp8/hopper_e4m3q_d512/traits.h"
+#include "kernels/hopper/bf16_d512/traits.h"
+#include "kernels/mma/bf16_d512/traits.h"
+#include "kernels/reference/traits.h"
 
 #define WIDEATTN_FOR_EACH_KERNEL(X) \
     X(::wideattn::fp8::AmaxE4m3Traits) \

@@ -14,7 +14,7 @@
 
 #include "accuracy/bf16.h"
 #include "dispatch/selection.h"
-#include "fp8/e4m3.h"
+#include "fp8/codec/e4m3.h"
 #include "tools/cli_common.h"
 #include "tools/harness/device_problem.h"
 #include "tools/harness/problem.h"
