@@ -74,7 +74,7 @@ TEST_CASE("problem: shapes, shuffled block table and determinism") {
     CHECK(a.q != b.q);
 }
 
-TEST_CASE("problem: causal FLOP count of DESIGN.md section 7") {
+TEST_CASE("problem: causal FLOP count of docs/design.md section 7") {
     ProblemSpec spec;
     spec.q_lens = {16384};
     spec.contexts = {0};

@@ -39,6 +39,92 @@ __device__ double warp_sum(double value) {
     return value;
 }
 
+// This warp's query row in registers, fp64, lane holding dims lane, lane+32, ... (zeros for a
+// warp without a head and past head_dim).
+__device__ __forceinline__ void load_q_row(const wideattn_prefill_params& p, int32_t token, int32_t head0,
+                                           int32_t warp, int32_t lane, bool warp_has_head, int32_t D,
+                                           double (&q_reg)[Traits::kDimsPerLane]) {
+    const __nv_bfloat16* q_bf16 = static_cast<const __nv_bfloat16*>(p.q);
+#pragma unroll
+    for (int32_t i = 0; i < Traits::kDimsPerLane; ++i) {
+        const int32_t d = lane + 32 * i;
+        q_reg[i] = (warp_has_head && d < D)
+                       ? static_cast<double>(__bfloat162float(
+                             q_bf16[token * p.q_token_stride + (head0 + warp) * p.q_head_stride + d]))
+                       : 0.0;
+    }
+}
+
+
+// Scores of head `warp` against every key of the chunk, into its row of probs.
+__device__ __forceinline__ void chunk_scores(const double (&q_reg)[Traits::kDimsPerLane],
+                                             const __nv_bfloat16* k_tile, double* probs, int32_t count, int32_t D,
+                                             int32_t warp, int32_t lane, double scale) {
+    for (int32_t j = 0; j < count; ++j) {
+        double partial = 0.0;
+#pragma unroll
+        for (int32_t i = 0; i < Traits::kDimsPerLane; ++i) {
+            const int32_t d = lane + 32 * i;
+            if (d < D) partial += q_reg[i] * static_cast<double>(__bfloat162float(k_tile[j * D + d]));
+        }
+        const double score = warp_sum(partial) * scale;
+        if (lane == 0) probs[warp * Traits::kKeysPerChunk + j] = score;
+    }
+}
+
+
+// acc[head][d] = acc * alpha + sum_j p[head][j] v[j][d].
+__device__ __forceinline__ void accumulate_values(double (&acc)[Traits::kAccPerThread], const double* probs,
+                                                  const double* rescale, const __nv_bfloat16* v_tile, int32_t count,
+                                                  int32_t heads, int32_t D) {
+#pragma unroll
+    for (int32_t i = 0; i < Traits::kAccPerThread; ++i) {
+        const int32_t e = threadIdx.x + i * Traits::kThreads;
+        if (e >= heads * D) continue;
+        const int32_t h = e / D;
+        const int32_t d = e % D;
+        double sum = acc[i] * rescale[h];
+        for (int32_t j = 0; j < count; ++j)
+            sum += probs[h * Traits::kKeysPerChunk + j] * static_cast<double>(__bfloat162float(v_tile[j * D + d]));
+        acc[i] = sum;
+    }
+}
+
+
+// The normalised fp64 output rows and the optional LSE (rows without a visible key: zeros, -inf).
+__device__ __forceinline__ void write_output(const wideattn_prefill_params& p,
+                                             const double (&acc)[Traits::kAccPerThread], const double* running_max,
+                                             const double* running_sum, int32_t token, int32_t head0, int32_t heads,
+                                             int32_t D) {
+    double* out = static_cast<double*>(p.o);
+#pragma unroll
+    for (int32_t i = 0; i < Traits::kAccPerThread; ++i) {
+        const int32_t e = threadIdx.x + i * Traits::kThreads;
+        if (e >= heads * D) continue;
+        const int32_t h = e / D;
+        const int32_t d = e % D;
+        const double total = running_sum[h];
+        out[token * p.o_token_stride + (head0 + h) * p.o_head_stride + d] = total > 0.0 ? acc[i] / total : 0.0;
+    }
+    if (p.lse && threadIdx.x < heads) {
+        const double total = running_sum[threadIdx.x];
+        static_cast<double*>(p.lse)[(head0 + threadIdx.x) * p.lse_head_stride + token] =
+            total > 0.0 ? running_max[threadIdx.x] + log(total) : -INFINITY;
+    }
+}
+
+// Keys visible to the tile's query: 0 .. context + i (bottom-right causal), never past the keys
+// the block table can address.
+__device__ __forceinline__ int32_t visible_keys(const wideattn_prefill_params& p, const TokenTile& tile) {
+    const int32_t num_keys = __ldg(p.seq_lens_k + tile.seq);
+    const int32_t context = num_keys - tile.q_len;
+    int32_t visible = min(context + tile.tile_begin + 1, num_keys);
+    const int64_t addressable = p.block_table_stride * p.block_size;
+    if (visible > addressable) visible = static_cast<int32_t>(addressable);
+    if (visible < 0) visible = 0;
+    return visible;
+}
+
 }  // namespace
 }  // namespace wideattn
 
@@ -63,30 +149,14 @@ wideattn_reference_f64(const wideattn_prefill_params p) {
     const int32_t kv_head = head0 / group;
     const int32_t D = p.head_dim;
     const int32_t token = tile.q_begin + tile.tile_begin;
-    const int32_t num_keys = __ldg(p.seq_lens_k + tile.seq);
-    const int32_t context = num_keys - tile.q_len;
-    // Keys visible to this query: 0 .. context + i (bottom-right causal), never past the
-    // keys the block table can address.
-    int32_t visible = min(context + tile.tile_begin + 1, num_keys);
-    const int64_t addressable = p.block_table_stride * p.block_size;
-    if (visible > addressable) visible = static_cast<int32_t>(addressable);
-    if (visible < 0) visible = 0;
+    const int32_t visible = visible_keys(p, tile);
 
     const int32_t warp = threadIdx.x / 32;
     const int32_t lane = threadIdx.x % 32;
     const bool warp_has_head = warp < heads;
 
-    // This warp's query row in registers, fp64, lane holding dims lane, lane+32, ...
     double q_reg[Traits::kDimsPerLane];
-    const __nv_bfloat16* q_bf16 = static_cast<const __nv_bfloat16*>(p.q);
-#pragma unroll
-    for (int32_t i = 0; i < Traits::kDimsPerLane; ++i) {
-        const int32_t d = lane + 32 * i;
-        q_reg[i] = (warp_has_head && d < D)
-                       ? static_cast<double>(__bfloat162float(
-                             q_bf16[token * p.q_token_stride + (head0 + warp) * p.q_head_stride + d]))
-                       : 0.0;
-    }
+    load_q_row(p, token, head0, warp, lane, warp_has_head, D, q_reg);
 
     double acc[Traits::kAccPerThread];
 #pragma unroll
@@ -109,19 +179,7 @@ wideattn_reference_f64(const wideattn_prefill_params p) {
                       count, D);
         __syncthreads();
 
-        // Scores of head `warp` against every key of the chunk.
-        if (warp_has_head) {
-            for (int32_t j = 0; j < count; ++j) {
-                double partial = 0.0;
-#pragma unroll
-                for (int32_t i = 0; i < Traits::kDimsPerLane; ++i) {
-                    const int32_t d = lane + 32 * i;
-                    if (d < D) partial += q_reg[i] * static_cast<double>(__bfloat162float(k_tile[j * D + d]));
-                }
-                const double score = warp_sum(partial) * scale;
-                if (lane == 0) probs[warp * Traits::kKeysPerChunk + j] = score;
-            }
-        }
+        if (warp_has_head) chunk_scores(q_reg, k_tile, probs, count, D, warp, lane, scale);
         __syncthreads();
 
         // Online softmax update, one thread per head.
@@ -142,34 +200,9 @@ wideattn_reference_f64(const wideattn_prefill_params p) {
         }
         __syncthreads();
 
-        // acc[head][d] = acc * alpha + sum_j p[head][j] v[j][d].
-#pragma unroll
-        for (int32_t i = 0; i < Traits::kAccPerThread; ++i) {
-            const int32_t e = threadIdx.x + i * Traits::kThreads;
-            if (e >= heads * D) continue;
-            const int32_t h = e / D;
-            const int32_t d = e % D;
-            double sum = acc[i] * rescale[h];
-            for (int32_t j = 0; j < count; ++j)
-                sum += probs[h * Traits::kKeysPerChunk + j] * static_cast<double>(__bfloat162float(v_tile[j * D + d]));
-            acc[i] = sum;
-        }
+        accumulate_values(acc, probs, rescale, v_tile, count, heads, D);
     }
     __syncthreads();
 
-    double* out = static_cast<double*>(p.o);
-#pragma unroll
-    for (int32_t i = 0; i < Traits::kAccPerThread; ++i) {
-        const int32_t e = threadIdx.x + i * Traits::kThreads;
-        if (e >= heads * D) continue;
-        const int32_t h = e / D;
-        const int32_t d = e % D;
-        const double total = running_sum[h];
-        out[token * p.o_token_stride + (head0 + h) * p.o_head_stride + d] = total > 0.0 ? acc[i] / total : 0.0;
-    }
-    if (p.lse && threadIdx.x < heads) {
-        const double total = running_sum[threadIdx.x];
-        static_cast<double*>(p.lse)[(head0 + threadIdx.x) * p.lse_head_stride + token] =
-            total > 0.0 ? running_max[threadIdx.x] + log(total) : -INFINITY;
-    }
+    write_output(p, acc, running_max, running_sum, token, head0, heads, D);
 }
