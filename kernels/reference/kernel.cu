@@ -14,10 +14,9 @@
 namespace wideattn {
 namespace {
 
-using Traits = ReferenceF64Traits;
-
 // Copies `count` keys (starting at key_begin of the sequence) of one KV head into a
 // [kKeysPerChunk][head_dim] bf16 tile, 16 bytes per thread per step.
+template <class Traits>
 __device__ void load_kv_chunk(__nv_bfloat16* tile, const __nv_bfloat16* cache, int64_t block_stride,
                               int64_t slot_stride, int64_t head_offset, const int32_t* table_row,
                               int32_t block_size, int32_t key_begin, int32_t count, int32_t head_dim) {
@@ -41,6 +40,7 @@ __device__ double warp_sum(double value) {
 
 // This warp's query row in registers, fp64, lane holding dims lane, lane+32, ... (zeros for a
 // warp without a head and past head_dim).
+template <class Traits>
 __device__ __forceinline__ void load_q_row(const wideattn_prefill_params& p, int32_t token, int32_t head0,
                                            int32_t warp, int32_t lane, bool warp_has_head, int32_t D,
                                            double (&q_reg)[Traits::kDimsPerLane]) {
@@ -57,6 +57,7 @@ __device__ __forceinline__ void load_q_row(const wideattn_prefill_params& p, int
 
 
 // Scores of head `warp` against every key of the chunk, into its row of probs.
+template <class Traits>
 __device__ __forceinline__ void chunk_scores(const double (&q_reg)[Traits::kDimsPerLane],
                                              const __nv_bfloat16* k_tile, double* probs, int32_t count, int32_t D,
                                              int32_t warp, int32_t lane, double scale) {
@@ -74,6 +75,7 @@ __device__ __forceinline__ void chunk_scores(const double (&q_reg)[Traits::kDims
 
 
 // acc[head][d] = acc * alpha + sum_j p[head][j] v[j][d].
+template <class Traits>
 __device__ __forceinline__ void accumulate_values(double (&acc)[Traits::kAccPerThread], const double* probs,
                                                   const double* rescale, const __nv_bfloat16* v_tile, int32_t count,
                                                   int32_t heads, int32_t D) {
@@ -92,6 +94,7 @@ __device__ __forceinline__ void accumulate_values(double (&acc)[Traits::kAccPerT
 
 
 // The normalised fp64 output rows and the optional LSE (rows without a visible key: zeros, -inf).
+template <class Traits>
 __device__ __forceinline__ void write_output(const wideattn_prefill_params& p,
                                              const double (&acc)[Traits::kAccPerThread], const double* running_max,
                                              const double* running_sum, int32_t token, int32_t head0, int32_t heads,
@@ -131,6 +134,7 @@ __device__ __forceinline__ int32_t visible_keys(const wideattn_prefill_params& p
 extern "C" __global__ void __launch_bounds__(wideattn::ReferenceF64Traits::kThreads, 1)
 wideattn_reference_f64(const wideattn_prefill_params p) {
     using namespace wideattn;
+    using Traits = ReferenceF64Traits;
     using Plan = Traits::SmemPlan;
     extern __shared__ __align__(16) unsigned char smem[];
     __nv_bfloat16* k_tile = reinterpret_cast<__nv_bfloat16*>(smem + Plan::kKvChunks);
@@ -156,7 +160,7 @@ wideattn_reference_f64(const wideattn_prefill_params p) {
     const bool warp_has_head = warp < heads;
 
     double q_reg[Traits::kDimsPerLane];
-    load_q_row(p, token, head0, warp, lane, warp_has_head, D, q_reg);
+    load_q_row<Traits>(p, token, head0, warp, lane, warp_has_head, D, q_reg);
 
     double acc[Traits::kAccPerThread];
 #pragma unroll
@@ -171,15 +175,15 @@ wideattn_reference_f64(const wideattn_prefill_params p) {
     for (int32_t key_begin = 0; key_begin < visible; key_begin += Traits::kKeysPerChunk) {
         const int32_t count = min(Traits::kKeysPerChunk, visible - key_begin);
         __syncthreads();  // previous chunk fully consumed
-        load_kv_chunk(k_tile, static_cast<const __nv_bfloat16*>(p.k_cache), p.k_block_stride,
+        load_kv_chunk<Traits>(k_tile, static_cast<const __nv_bfloat16*>(p.k_cache), p.k_block_stride,
                       p.k_slot_stride, kv_head * p.k_head_stride, table_row, p.block_size, key_begin,
                       count, D);
-        load_kv_chunk(v_tile, static_cast<const __nv_bfloat16*>(p.v_cache), p.v_block_stride,
+        load_kv_chunk<Traits>(v_tile, static_cast<const __nv_bfloat16*>(p.v_cache), p.v_block_stride,
                       p.v_slot_stride, kv_head * p.v_head_stride, table_row, p.block_size, key_begin,
                       count, D);
         __syncthreads();
 
-        if (warp_has_head) chunk_scores(q_reg, k_tile, probs, count, D, warp, lane, scale);
+        if (warp_has_head) chunk_scores<Traits>(q_reg, k_tile, probs, count, D, warp, lane, scale);
         __syncthreads();
 
         // Online softmax update, one thread per head.
@@ -200,9 +204,9 @@ wideattn_reference_f64(const wideattn_prefill_params p) {
         }
         __syncthreads();
 
-        accumulate_values(acc, probs, rescale, v_tile, count, heads, D);
+        accumulate_values<Traits>(acc, probs, rescale, v_tile, count, heads, D);
     }
     __syncthreads();
 
-    write_output(p, acc, running_max, running_sum, token, head0, heads, D);
+    write_output<Traits>(p, acc, running_max, running_sum, token, head0, heads, D);
 }
