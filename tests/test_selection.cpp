@@ -129,8 +129,8 @@ TEST_CASE("selection: the kernel of highest priority wins, whatever the manifest
     CHECK(select_name(high_first, p, 9, 0, &why) == "high@sm_90a");
     CHECK(select_name(low_first, p, 8, 6, &why) == "low@sm_80");
     // A closer cubin of a lower-priority kernel does not displace the chosen kernel's cubin.
-    const Manifest mixed = parse_bundle(
-        {entry("high", "sm_80", 20), entry("low", "sm_90a", 10), entry("high", "sm_90a", 20), entry("low", "sm_86", 10)});
+    const Manifest mixed = parse_bundle({entry("high", "sm_80", 20), entry("low", "sm_90a", 10),
+                                         entry("high", "sm_90a", 20), entry("low", "sm_86", 10)});
     CHECK(select_name(mixed, p, 9, 0, &why) == "high@sm_90a");
     CHECK(select_name(mixed, p, 8, 9, &why) == "high@sm_80");
     // Equal priorities: the smaller name, in either order.
