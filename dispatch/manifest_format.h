@@ -24,15 +24,18 @@ constexpr int32_t kManifestPriorityMax = 1 << 20;
 constexpr const char* kDtypeNames[] = {"bf16", "f16", "f32", "f64", "e4m3"};
 constexpr int kDtypeCount = sizeof(kDtypeNames) / sizeof(kDtypeNames[0]);
 
-constexpr bool dtype_name_is(int dtype, const char* name) {
-    const char* stored = kDtypeNames[dtype];
-    while (*stored != '\0' && *stored == *name) ++stored, ++name;
-    return *stored == *name;
+// Compile-time string equality (for static_asserts on names).
+constexpr bool same_text(const char* a, const char* b) {
+    while (*a != '\0' && *a == *b) ++a, ++b;
+    return *a == *b;
 }
+
 static_assert(kDtypeCount == WIDEATTN_DTYPE_E4M3 + 1, "one name per wideattn_dtype value");
-static_assert(dtype_name_is(WIDEATTN_DTYPE_BF16, "bf16") && dtype_name_is(WIDEATTN_DTYPE_F16, "f16") &&
-                  dtype_name_is(WIDEATTN_DTYPE_F32, "f32") && dtype_name_is(WIDEATTN_DTYPE_F64, "f64") &&
-                  dtype_name_is(WIDEATTN_DTYPE_E4M3, "e4m3"),
+static_assert(same_text(kDtypeNames[WIDEATTN_DTYPE_BF16], "bf16") &&
+                  same_text(kDtypeNames[WIDEATTN_DTYPE_F16], "f16") &&
+                  same_text(kDtypeNames[WIDEATTN_DTYPE_F32], "f32") &&
+                  same_text(kDtypeNames[WIDEATTN_DTYPE_F64], "f64") &&
+                  same_text(kDtypeNames[WIDEATTN_DTYPE_E4M3], "e4m3"),
               "kDtypeNames is indexed by wideattn_dtype");
 
 inline const char* dtype_name(int dtype) {

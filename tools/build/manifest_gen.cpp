@@ -21,11 +21,7 @@
 namespace {
 
 using wideattn::KernelDesc;
-
-constexpr bool same_text(const char* a, const char* b) {
-    while (*a != '\0' && *a == *b) ++a, ++b;
-    return *a == *b;
-}
+using wideattn::same_text;
 
 // The table and the traits cannot disagree: every entry's name, symbol and lowest arch are its
 // KernelDesc's, and its priority is in the manifest's range.
