@@ -1,4 +1,4 @@
-// manifest_format.h - constants and helpers shared by the manifest writer
+// manifest_format.h - constants and functions shared by the manifest writer
 // (tools/build/manifest_gen.cpp) and reader (dispatch/manifest.cpp), so the two cannot drift.
 //
 // Every kernel object of manifest.json carries "priority", an integer in 0..kManifestPriorityMax

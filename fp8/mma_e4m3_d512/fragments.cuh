@@ -1,4 +1,4 @@
-// fragments.cuh - the e4m3 fragment helpers of the 8-bit mma.sync prefill kernel (the mma.sync
+// fragments.cuh - the e4m3 fragment functions of the 8-bit mma.sync prefill kernel (the mma.sync
 // m16n8k32 e4m3 wrapper itself is in kernels/common/ptx_mma.cuh): packing four floats into four
 // e4m3 bytes (round to nearest even, saturating), and the byte permutes that turn a transposed
 // ldmatrix of V into k-major B fragments. Valid on sm_89 and newer.

@@ -1,4 +1,4 @@
-// online_softmax.cuh - the O accumulator helpers, the online-softmax state and the lazy rescale
+// online_softmax.cuh - the O accumulator functions, the online-softmax state and the lazy rescale
 // shared by every prefill tier (mma BF16 and 8-bit, Hopper BF16 and 8-bit): scores in log2 units,
 // ex2.approx, and a warp-uniform rescale of O and the row sums whenever a row maximum grows past
 // Traits::kRescaleThresholdLog2. A thread holds two rows (row g and row g + 8 of its warp's 16)

@@ -22,7 +22,7 @@
 using Tr = wideattn::MmaE4m3D512Traits;
 constexpr int kLanes = 32;
 
-// ---------- numeric helpers ----------
+// ---------- numeric conversions ----------
 static uint16_t to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
