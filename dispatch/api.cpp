@@ -20,7 +20,7 @@
 #include "dispatch/manifest_format.h"
 #include "dispatch/selection.h"
 #include "dispatch/validation.h"
-#include "fp8/e4m3.h"
+#include "fp8/codec/e4m3.h"
 #include "wideattn.h"
 
 #ifndef WIDEATTN_DEFAULT_BUNDLE_DIR

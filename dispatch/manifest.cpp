@@ -87,6 +87,7 @@ bool read_kernel(const JsonValue& node, size_t index, ManifestKernel* k, std::st
     const JsonValue* ptxas = nullptr;
     int64_t cubin_bytes = 0;
     bool ok = r.string("name", &k->name) && r.string("symbol", &k->symbol) && r.string("kind", &k->kind) &&
+              r.int32(node, "priority", "priority", 0, kManifestPriorityMax, &k->priority) &&
               r.string("arch", &k->arch) &&
               r.string("cubin", &k->cubin) && r.string("cubin_fnv1a64", &k->cubin_fnv1a64) &&
               r.integer(node, "cubin_bytes", "cubin_bytes", 1, int64_t{1} << 40, &cubin_bytes) &&

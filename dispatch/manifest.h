@@ -20,6 +20,7 @@ struct ManifestKernel {
     int32_t group_min = 0, group_max = 0;
     int32_t tile_tokens = 0, tile_keys = 0, heads_per_block_max = 0;
     int32_t threads = 0, dynamic_smem = 0, min_sm = 0;
+    int32_t priority = 0;                    // selection order between kernels: the higher wins
     int32_t registers = -1, spill_stores = -1, spill_loads = -1, stack = -1;
 
     bool has_feature(const std::string& feature) const;

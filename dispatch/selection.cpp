@@ -22,9 +22,10 @@ bool arch_runs_on(const ManifestKernel& k, int32_t cc_major, int32_t cc_minor) {
 
 namespace {
 
-// Candidate `index` fits; keeps it as *best when there is none yet, or when it is the same
-// kernel built for an arch closer to the device (highest compatible minor, arch-specific over
-// generic). Different kernels: manifest order decides (the first stays).
+// Candidate `index` fits; keeps it as *best when there is none yet, when it is another kernel of
+// higher priority (equal priorities: the smaller name, so the manifest's order never decides), or
+// when it is the same kernel built for an arch closer to the device (highest compatible minor,
+// arch-specific over generic).
 void keep_closest_cubin(const std::vector<ManifestKernel>& kernels, int32_t index, int32_t* best) {
     if (*best < 0) {
         *best = index;
@@ -32,8 +33,11 @@ void keep_closest_cubin(const std::vector<ManifestKernel>& kernels, int32_t inde
     }
     const ManifestKernel& k = kernels[index];
     const ManifestKernel& b = kernels[*best];
-    if (b.name == k.name &&
-        (k.arch_minor > b.arch_minor || (k.arch_minor == b.arch_minor && k.arch_specific && !b.arch_specific)))
+    if (b.name != k.name) {
+        if (k.priority > b.priority || (k.priority == b.priority && k.name < b.name)) *best = index;
+        return;
+    }
+    if (k.arch_minor > b.arch_minor || (k.arch_minor == b.arch_minor && k.arch_specific && !b.arch_specific))
         *best = index;
 }
 

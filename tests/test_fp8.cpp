@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "accuracy/bf16.h"
-#include "fp8/e4m3.h"
-#include "fp8/quantize_reference.h"
+#include "fp8/codec/e4m3.h"
+#include "fp8/codec/quantize_reference.h"
 
 using namespace wideattn;
 using namespace wideattn::fp8;

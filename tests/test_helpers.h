@@ -45,9 +45,10 @@ inline std::string built_bundle() {
 inline std::string kernel_json(const std::string& name, const std::string& arch, const std::string& o_dtype,
                                int head_min, int head_max, int head_step, int group_min, int group_max,
                                const std::string& features = "\"varlen\", \"paged\", \"lse\"", int cubin_bytes = 4,
-                               const std::string& hash = "0000000000000000", const std::string& kind = "prefill") {
+                               const std::string& hash = "0000000000000000", const std::string& kind = "prefill",
+                               int priority = 0) {
     return "{\"name\": \"" + name + "\", \"symbol\": \"wideattn_" + name + "\", \"kind\": \"" + kind +
-           "\", \"arch\": \"" + arch +
+           "\", \"priority\": " + std::to_string(priority) + ", \"arch\": \"" + arch +
            "\", \"cubin\": \"" + name + "." + arch + ".cubin\", \"cubin_bytes\": " + std::to_string(cubin_bytes) +
            ", \"cubin_fnv1a64\": \"" + hash + "\", \"q_dtype\": \"bf16\", \"kv_dtype\": \"bf16\", \"o_dtype\": \"" +
            o_dtype + "\", \"head_dim\": {\"min\": " + std::to_string(head_min) + ", \"max\": " +

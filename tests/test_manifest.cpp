@@ -2,6 +2,7 @@
 // clear errors naming the kernel and field).
 #include <doctest/doctest.h>
 
+#include <map>
 #include <set>
 
 #include "dispatch/manifest.h"
@@ -20,7 +21,8 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
         CHECK(k.cubin_bytes > 0);
         CHECK(k.registers > 0);
         CHECK(k.registers <= 255);
-        // The one exception of fp8/meson.build ('spills_allowed_sm'): the e4m3-Q kernel on sm_90.
+        // The one exception of the kernel table ('spills_allowed_sm', bundle/meson.build): the e4m3-Q
+        // kernel on sm_90.
         const bool spills_allowed = k.name == "mma_e4m3q_d512" && (k.arch == "sm_90" || k.arch == "sm_90a");
         CHECK((spills_allowed || k.spill_stores == 0));
         CHECK((spills_allowed || k.spill_loads == 0));
@@ -52,6 +54,19 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
             CHECK(k.head_dim_max == 512);
         }
     }
+    // Every kernel has one priority over all its cubins and no two kernels share one; on sm_90a
+    // each Hopper-tier kernel outranks the mma-tier kernel of its dtypes.
+    std::map<std::string, int32_t> priority_of;
+    std::set<int32_t> priorities;
+    for (const ManifestKernel& k : m.kernels) {
+        CAPTURE(k.name);
+        const auto [known, inserted] = priority_of.emplace(k.name, k.priority);
+        CHECK(known->second == k.priority);
+        if (inserted) CHECK(priorities.insert(k.priority).second);
+    }
+    if (priority_of.count("wgmma_bf16_d512")) CHECK(priority_of["wgmma_bf16_d512"] > priority_of["mma_bf16_d512"]);
+    if (priority_of.count("wgmma_e4m3q_d512")) CHECK(priority_of["wgmma_e4m3q_d512"] > priority_of["mma_e4m3q_d512"]);
+
     const char* configured = std::getenv("WIDEATTN_TEST_ARCHS");  // set by tests/meson.build
     REQUIRE(configured);
     std::string archs = configured;
@@ -125,6 +140,9 @@ TEST_CASE("manifest: errors name the kernel and the field") {
         {replace("\"registers\": 128", "\"registers\": 300"), "field 'ptxas.registers'"},
         {replace("\"min\": 8, \"max\": 8", "\"min\": 9, \"max\": 8"), "min <= max"},
         {replace("\"features\": [\"varlen\", \"paged\", \"lse\"]", "\"features\": [1]"), "field 'features'"},
+        {replace("\"priority\": 0, ", ""), "kernels[0] (mma): field 'priority' must be an integer in 0..1048576"},
+        {replace("\"priority\": 0", "\"priority\": -1"), "field 'priority' must be an integer"},
+        {replace("\"priority\": 0", "\"priority\": \"high\""), "field 'priority' must be an integer"},
     };
     for (const Case& c : cases) {
         Manifest m;

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "accuracy/bf16.h"
-#include "fp8/e4m3.h"
+#include "fp8/codec/e4m3.h"
 #include "tools/harness/problem.h"
 
 using namespace wideattn;

@@ -111,6 +111,33 @@ TEST_CASE("selection: picks the kernel and the closest cubin for the device") {
     CHECK(select_name(m, p, 9, 0, &why) == "reference_f64@sm_90a");
 }
 
+TEST_CASE("selection: the kernel of highest priority wins, whatever the manifest order") {
+    // A kernel entry that serves the valid params, of priority `priority`.
+    auto entry = [](const std::string& name, const std::string& arch, int priority) {
+        return test::kernel_json(name, arch, "bf16", 512, 512, 512, 8, 8, "\"varlen\", \"paged\", \"lse\"",
+                                 kCubinBytes, kZeroHash, "prefill", priority);
+    };
+    const wideattn_prefill_params p = test::valid_params();
+    std::string why;
+    // Both kernels run on 9.0: the higher priority wins in either order; on 8.6 only the lower one
+    // has a cubin that runs.
+    const Manifest low_first =
+        parse_bundle({entry("low", "sm_90", 10), entry("low", "sm_80", 10), entry("high", "sm_90a", 20)});
+    const Manifest high_first =
+        parse_bundle({entry("high", "sm_90a", 20), entry("low", "sm_80", 10), entry("low", "sm_90", 10)});
+    CHECK(select_name(low_first, p, 9, 0, &why) == "high@sm_90a");
+    CHECK(select_name(high_first, p, 9, 0, &why) == "high@sm_90a");
+    CHECK(select_name(low_first, p, 8, 6, &why) == "low@sm_80");
+    // A closer cubin of a lower-priority kernel does not displace the chosen kernel's cubin.
+    const Manifest mixed = parse_bundle({entry("high", "sm_80", 20), entry("low", "sm_90a", 10),
+                                         entry("high", "sm_90a", 20), entry("low", "sm_86", 10)});
+    CHECK(select_name(mixed, p, 9, 0, &why) == "high@sm_90a");
+    CHECK(select_name(mixed, p, 8, 9, &why) == "high@sm_80");
+    // Equal priorities: the smaller name, in either order.
+    CHECK(select_name(parse_bundle({entry("b", "sm_80", 5), entry("a", "sm_80", 5)}), p, 8, 6, &why) == "a@sm_80");
+    CHECK(select_name(parse_bundle({entry("a", "sm_80", 5), entry("b", "sm_80", 5)}), p, 8, 6, &why) == "a@sm_80");
+}
+
 TEST_CASE("selection: refusals say what is missing") {
     const Manifest m = synthetic_bundle();
     std::string why;
@@ -267,9 +294,12 @@ TEST_CASE("selection: amax kernels are chosen by kind, dtype, head dim, grid and
 }
 
 TEST_CASE("selection: TMA kernels take the cache layouts a tensor map can describe, and step aside otherwise") {
+    // The bundle's priorities: the TMA (Hopper-tier) kernel above the mma tier.
     const Manifest m = parse_bundle({
-        test::kernel_json("tma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8, "\"paged\", \"lse\", \"tma_kv\""),
-        test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),
+        test::kernel_json("tma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8, "\"paged\", \"lse\", \"tma_kv\"",
+                          kCubinBytes, kZeroHash, "prefill", 300),
+        test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8, "\"varlen\", \"paged\", \"lse\"",
+                          kCubinBytes, kZeroHash, "prefill", 200),
     });
     wideattn_prefill_params p = test::valid_params();
     std::string why;

@@ -9,14 +9,16 @@
 #include <cstdint>
 #include <set>
 
-#include "kernels/hopper/wgmma_e4m3q_traits.h"
-#include "kernels/hopper/wgmma_layout.h"
+#include "fp8/hopper_e4m3q_d512/traits.h"
+#include "kernels/common/wgmma_layout.h"
+#include "kernels/hopper/bf16_d512/traits.h"
 
 using namespace wideattn;
 using namespace wideattn::hopper;
 
 namespace {
 
+using Wt = WgmmaBf16D512Traits;
 using Et = WgmmaE4m3QD512Traits;
 
 constexpr uint32_t kBase = 0x400;  // a 1024-byte aligned shared address (as after the reserved 1 KB)
@@ -43,22 +45,22 @@ uint32_t mn_major_address(SmemDescriptor d, int32_t k, int32_t n) {
 }
 
 // Where the loader puts element `dim` (of `elem_bytes`) of row `row` in an operand of kRows rows.
-template <int32_t kRows>
+template <class Traits, int32_t kRows>
 uint32_t loaded_address(uint32_t base, int32_t row, int32_t dim, int32_t elem_bytes) {
-    const int32_t per_vec = Wt::kVecBytes / elem_bytes;
-    return base + operand_offset<kRows>(row, dim / per_vec) + (dim % per_vec) * elem_bytes;
+    const int32_t per_vec = Traits::kVecBytes / elem_bytes;
+    return base + operand_offset<Traits, kRows>(row, dim / per_vec) + (dim % per_vec) * elem_bytes;
 }
 
 }  // namespace
 
 TEST_CASE("wgmma layout: descriptors select 128-byte swizzle with the expected strides") {
-    const ScoreDescriptors d = score_step_descriptors<Wt::kSlabsPerGroup>(kBase, kBase + Wt::kQBytes, 0, 0);
+    const ScoreDescriptors d = score_step_descriptors<Wt, Wt::kSlabsPerGroup>(kBase, kBase + Wt::kQBytes, 0, 0);
     CHECK((d.q.high >> 30) == 1u);
     CHECK(field(d.q.high, 0) == static_cast<uint32_t>(Wt::kAtomBytes));
     CHECK(field(d.q.low, kDescLeadingShift) == static_cast<uint32_t>(Wt::kVecBytes));
     CHECK(field(d.q.low, 0) == kBase);
-    const SmemDescriptor v = pv_step_descriptor(kBase, 1, 1);
-    CHECK(field(v.low, kDescLeadingShift) == static_cast<uint32_t>(kChunkSlabBytes));
+    const SmemDescriptor v = pv_step_descriptor<Wt>(kBase, 1, 1);
+    CHECK(field(v.low, kDescLeadingShift) == static_cast<uint32_t>(Wt::kChunkSlabBytes));
     CHECK(field(v.high, 0) == static_cast<uint32_t>(Wt::kAtomBytes));
 }
 
@@ -66,23 +68,42 @@ namespace {
 
 // Every (row, k) element of every score step of both warpgroups against the loader's address;
 // returns the number of mismatches. kSlabs 128-byte slabs per warpgroup, kStepK elements of
-// kElemBytes per step.
-template <int32_t kSlabs, int32_t kStepK, int32_t kElemBytes>
+// kElemBytes per step, in the geometry of the kernel `Traits`.
+template <class Traits, int32_t kSlabs, int32_t kStepK, int32_t kElemBytes>
 int64_t score_step_mismatches(uint32_t q, uint32_t k, int64_t* checked) {
-    constexpr int32_t kSteps = kSlabs * kStepsPerSlab;
+    constexpr int32_t kSteps = kSlabs * Traits::kStepsPerSlab;
     int64_t wrong = 0;
-    for (int32_t group = 0; group < Wt::kWarpGroups; ++group)
+    for (int32_t group = 0; group < Traits::kWarpGroups; ++group)
         for (int32_t step = 0; step < kSteps; ++step) {
-            const ScoreDescriptors d = score_step_descriptors<kSlabs>(q, k, group, step);
+            const ScoreDescriptors d = score_step_descriptors<Traits, kSlabs>(q, k, group, step);
             for (int32_t kk = 0; kk < kStepK; ++kk) {
                 const int32_t dim = (group * kSteps + step) * kStepK + kk;
-                for (int32_t row = 0; row < Wt::kRowsPerBlock; ++row, ++*checked)
+                for (int32_t row = 0; row < Traits::kRowsPerBlock; ++row, ++*checked)
                     wrong += k_major_address(d.q, row, kk, kElemBytes) !=
-                             loaded_address<Wt::kRowsPerBlock>(q, row, dim, kElemBytes);
-                for (int32_t key = 0; key < Wt::kTileKeys; ++key, ++*checked)
+                             loaded_address<Traits, Traits::kRowsPerBlock>(q, row, dim, kElemBytes);
+                for (int32_t key = 0; key < Traits::kTileKeys; ++key, ++*checked)
                     wrong += k_major_address(d.k, key, kk, kElemBytes) !=
-                             loaded_address<Wt::kTileKeys>(k, key, dim, kElemBytes);
+                             loaded_address<Traits, Traits::kTileKeys>(k, key, dim, kElemBytes);
             }
+        }
+    return wrong;
+}
+
+// Every (key, dim) element every P V step of both warpgroups reads from a 16-bit V chunk at `v`,
+// in the geometry of the kernel `Traits`, against the address its loader or converter wrote;
+// returns the number of mismatches.
+template <class Traits>
+int64_t pv_step_mismatches(uint32_t v, int64_t* checked) {
+    int64_t wrong = 0;
+    for (int32_t group = 0; group < Traits::kWarpGroups; ++group)
+        for (int32_t kk = 0; kk < Traits::kPvSteps; ++kk) {
+            const SmemDescriptor d = pv_step_descriptor<Traits>(v, group, kk);
+            for (int32_t k = 0; k < Traits::kPvK; ++k)
+                for (int32_t n = 0; n < Traits::kDimsPerGroup; ++n, ++*checked) {
+                    const int32_t key = kk * Traits::kPvK + k, dim = group * Traits::kDimsPerGroup + n;
+                    wrong += mn_major_address(d, k, n) !=
+                             loaded_address<Traits, Traits::kTileKeys>(v, key, dim, Traits::kValueBytes);
+                }
         }
     return wrong;
 }
@@ -91,44 +112,44 @@ int64_t score_step_mismatches(uint32_t q, uint32_t k, int64_t* checked) {
 
 TEST_CASE("wgmma layout: bf16 and e4m3 score steps read the Q and K elements the loaders wrote") {
     int64_t checked = 0;
-    CHECK(score_step_mismatches<Wt::kSlabsPerGroup, Wt::kWgmmaK, Wt::kElemBytes>(
+    CHECK(score_step_mismatches<Wt, Wt::kSlabsPerGroup, Wt::kWgmmaK, Wt::kElemBytes>(
               kBase, kBase + Wt::kQBytes + 2 * Wt::kChunkBytes, &checked) == 0);
     CHECK(checked == int64_t{Wt::kHeadDim} * (Wt::kRowsPerBlock + Wt::kTileKeys));
     checked = 0;
-    CHECK(score_step_mismatches<Et::kCodeSlabsPerGroup, Et::kScoreK, Et::kCodeBytes>(kBase, kBase + Et::kQBytes,
-                                                                                     &checked) == 0);
+    CHECK(score_step_mismatches<Et, Et::kCodeSlabsPerGroup, Et::kScoreK, Et::kCodeBytes>(kBase, kBase + Et::kQBytes,
+                                                                                         &checked) == 0);
     CHECK(checked == int64_t{Et::kHeadDim} * (Et::kRowsPerBlock + Et::kTileKeys));
 }
 
 TEST_CASE("wgmma layout: P V steps read the V elements the loader (bf16) or converter (fp16) wrote") {
-    const uint32_t v = kBase + Wt::kQBytes + Wt::kChunkBytes;
-    int64_t checked = 0, wrong = 0;
-    for (int32_t group = 0; group < Wt::kWarpGroups; ++group)
-        for (int32_t kk = 0; kk < Wt::kPvSteps; ++kk) {
-            const SmemDescriptor d = pv_step_descriptor(v, group, kk);
-            for (int32_t k = 0; k < Wt::kWgmmaK; ++k)
-                for (int32_t n = 0; n < Wt::kDimsPerGroup; ++n, ++checked) {
-                    const int32_t key = kk * Wt::kWgmmaK + k, dim = group * Wt::kDimsPerGroup + n;
-                    wrong += mn_major_address(d, k, n) !=
-                             loaded_address<Wt::kTileKeys>(v, key, dim, Wt::kElemBytes);
-                }
-        }
+    int64_t checked = 0;
+    CHECK(pv_step_mismatches<Wt>(kBase + Wt::SmemPlan::kRing + Wt::kChunkBytes, &checked) == 0);
     CHECK(checked == int64_t{Wt::kTileKeys} * Wt::kHeadDim);
-    CHECK(wrong == 0);
+    checked = 0;
+    CHECK(pv_step_mismatches<Et>(kBase + Et::SmemPlan::kValueRing, &checked) == 0);
+    CHECK(checked == int64_t{Et::kTileKeys} * Et::kHeadDim);
 }
 
 TEST_CASE("wgmma layout: operand offsets tile each operand exactly once, atoms 1024-byte aligned") {
     std::set<uint32_t> chunk;
     for (int32_t row = 0; row < Wt::kTileKeys; ++row)
         for (int32_t vec = 0; vec < Wt::kHeadDim * Wt::kElemBytes / Wt::kVecBytes; ++vec)
-            chunk.insert(operand_offset<Wt::kTileKeys>(row, vec));
+            chunk.insert(operand_offset<Wt, Wt::kTileKeys>(row, vec));
     CHECK(chunk.size() == static_cast<size_t>(Wt::kChunkBytes / Wt::kVecBytes));
     CHECK(*chunk.rbegin() == static_cast<uint32_t>(Wt::kChunkBytes - Wt::kVecBytes));
     std::set<uint32_t> q;
     for (int32_t row = 0; row < Wt::kRowsPerBlock; ++row)
         for (int32_t vec = 0; vec < Wt::kHeadDim * Wt::kElemBytes / Wt::kVecBytes; ++vec)
-            q.insert(operand_offset<Wt::kRowsPerBlock>(row, vec));
+            q.insert(operand_offset<Wt, Wt::kRowsPerBlock>(row, vec));
     CHECK(q.size() == static_cast<size_t>(Wt::kQBytes / Wt::kVecBytes));
     for (int32_t bytes : {Wt::kQBytes, Wt::kChunkBytes, Et::kQBytes, Et::kCodeChunkBytes, Et::kHalfChunkBytes})
         CHECK(bytes % Wt::kAtomBytes == 0);
+    // The shared-memory plans put every swizzled operand region on an atom boundary of the aligned
+    // base, and the allocation covers the plan plus the alignment slack.
+    for (int32_t offset : {Wt::SmemPlan::kQ, Wt::SmemPlan::kRing, Et::SmemPlan::kQ, Et::SmemPlan::kKeyRing,
+                           Et::SmemPlan::kValueRing})
+        CHECK(offset % Wt::kAtomBytes == 0);
+    CHECK(Wt::kSmemBytes == Wt::SmemPlan::kEnd + Wt::kSmemAlign);
+    CHECK(Et::kSmemBytes == Et::SmemPlan::kEnd + Et::kSmemAlign);
+    CHECK(Wt::SmemPlan::kBarriers % Wt::kBarrierBytes == 0);
 }

@@ -7,10 +7,10 @@
 // floats the bits order like the values), turns its amax into a scale and raises *scale with
 // atomicMax on the float's bits. amax -> scale is monotonic (a correctly rounded division and a
 // max), so the largest block scale is the scale of the tensor's amax: the CPU reference's bits
-// (fp8/quantize_reference.cpp) whatever order the blocks run in.
+// (fp8/codec/quantize_reference.cpp) whatever order the blocks run in.
 #include <cstdint>
 
-#include "fp8/e4m3.h"
+#include "fp8/codec/e4m3.h"
 #include "wideattn.h"
 #include "fp8/quantize/amax_traits.h"
 

@@ -1,6 +1,7 @@
 // quantize_e4m3_kernel.cu - bf16 -> e4m3 into the paged KV cache (the "store K/V into the
 // cache" step of an engine), one block row per token, 8 elements per thread. Conversion is
-// fp8/e4m3.h's e4m3_quantize, so the result equals fp8/quantize_reference.cpp bit for bit.
+// fp8/codec/e4m3.h's e4m3_quantize, so the result equals fp8/codec/quantize_reference.cpp bit for
+// bit.
 //
 // Q (a flat [token][head][d] destination) goes through this same kernel with slot_mapping NULL
 // (slot = token) and block_size 1: the flat layout is the paged one with one slot per block, so
@@ -9,7 +10,7 @@
 #include <cstdint>
 #include <cuda_bf16.h>
 
-#include "fp8/e4m3.h"
+#include "fp8/codec/e4m3.h"
 #include "wideattn.h"
 #include "fp8/quantize/quantize_traits.h"
 

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "wideattn.h"
+
 #if defined(__CUDACC__)
 #define WIDEATTN_HOST_DEVICE __host__ __device__
 #else
@@ -16,8 +18,19 @@
 
 namespace wideattn {
 
-// Values match wideattn_dtype in dispatch/wideattn.h.
-enum DType : int32_t { kBF16 = 0, kF16 = 1, kF32 = 2, kF64 = 3, kE4M3 = 4 };
+// Element types of KernelDesc: the values of wideattn_dtype (dispatch/wideattn.h, the one source).
+enum DType : int32_t {
+    kBF16 = WIDEATTN_DTYPE_BF16,
+    kF16 = WIDEATTN_DTYPE_F16,
+    kF32 = WIDEATTN_DTYPE_F32,
+    kF64 = WIDEATTN_DTYPE_F64,
+    kE4M3 = WIDEATTN_DTYPE_E4M3
+};
+
+// Every KV block size (wideattn_prefill_params::block_size, slots per page) is a multiple of this
+// many keys: a run of kPageSizeMultiple consecutive keys starting at a multiple of it never
+// straddles a page. The kernels' key tiles, page runs and TMA boxes are sized from it.
+constexpr int32_t kPageSizeMultiple = 16;
 
 struct KernelDesc {
     const char* name;         // stable kernel name, also the cubin file stem

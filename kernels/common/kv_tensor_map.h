@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "kernels/common/kernel_desc.h"
+
 namespace wideattn {
 
 // Manifest feature of kernels that take KvTensorMaps as their second argument.
@@ -22,11 +24,12 @@ constexpr int32_t kKvMapDimSlot = 2;
 constexpr int32_t kKvMapDimBlock = 3;
 constexpr int32_t kKvMapRank = 4;
 
-// One copy: 128 bytes of a key's head vector (the 128-byte swizzle span) for 16 consecutive slots
-// of one head in one block. Every block size is a multiple of 16, so a box never crosses a page;
-// a box whose block coordinate is num_blocks lies outside the tensor and lands as zeros.
+// One copy: 128 bytes of a key's head vector (the 128-byte swizzle span) for kPageSizeMultiple
+// (16) consecutive slots of one head in one block. Every block size is a multiple of it, so a box
+// never crosses a page; a box whose block coordinate is num_blocks lies outside the tensor and
+// lands as zeros.
 constexpr int32_t kKvBoxBytes = 128;
-constexpr int32_t kKvBoxSlots = 16;
+constexpr int32_t kKvBoxSlots = kPageSizeMultiple;
 
 // The kernel's second argument (__grid_constant__): tensor maps of k_cache and v_cache.
 struct KvTensorMaps {

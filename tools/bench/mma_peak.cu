@@ -4,7 +4,7 @@
 // accumulators are stored, so nothing is optimised away.
 #include <cstdint>
 
-#include "kernels/mma/mma_primitives.cuh"
+#include "kernels/common/ptx_mma.cuh"
 
 namespace {
 constexpr int kChains = 8;  // independent accumulators per warp: enough to cover mma latency
@@ -12,7 +12,7 @@ constexpr int kChains = 8;  // independent accumulators per warp: enough to cove
 
 extern "C" __global__ void __launch_bounds__(256) wideattn_mma_peak(const uint32_t* operands, float* out,
                                                                     int32_t iterations) {
-    using wideattn::mma::mma_bf16_16816;
+    using wideattn::ptx::mma_bf16_16816;
     const int lane = threadIdx.x % 32;
     uint32_t a[4];
     for (int i = 0; i < 4; ++i) a[i] = operands[lane * 6 + i];

@@ -8,7 +8,7 @@
 // so nothing is optimised away.
 #include <cstdint>
 
-#include "fp8/attn_e4m3/e4m3_primitives.cuh"
+#include "kernels/common/ptx_mma.cuh"
 
 namespace {
 constexpr int kChains = 8;           // independent accumulators per warp (as mma_peak.cu)
@@ -19,7 +19,7 @@ constexpr int kThreads = 256;
 
 extern "C" __global__ void __launch_bounds__(kThreads) wideattn_mma_peak_e4m3(const uint32_t* operands, float* out,
                                                                            int32_t iterations, int32_t streamed) {
-    using wideattn::mma_e4m3::mma_e4m3_16832;
+    using wideattn::ptx::mma_e4m3_16832;
     __shared__ uint32_t b_words[kStreamedWords][kWarpSize];
     const int lane = threadIdx.x % kWarpSize;
     uint32_t a[4];

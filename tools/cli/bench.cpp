@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "accuracy/bf16.h"
-#include "fp8/e4m3.h"
+#include "fp8/codec/e4m3.h"
 #include "tools/cli/cli_common.h"
 #include "tools/harness/device_problem.h"
 #include "tools/harness/problem.h"

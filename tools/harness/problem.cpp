@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "accuracy/bf16.h"
-#include "fp8/e4m3.h"
+#include "fp8/codec/e4m3.h"
 
 namespace wideattn {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "accuracy/bf16.h"
-#include "fp8/quantize_reference.h"
+#include "fp8/codec/quantize_reference.h"
 
 namespace wideattn {
 namespace {

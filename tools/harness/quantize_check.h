@@ -1,6 +1,6 @@
 // quantize_check.h - runs wideattn_quantize_to_cache on a random paged problem (shuffled slot
 // mapping, padding tokens, NaN/inf inputs, values that saturate; cache poisoned first) and
-// compares the cache bytes with the CPU reference (fp8/quantize_reference.h) bit for bit.
+// compares the cache bytes with the CPU reference (fp8/codec/quantize_reference.h) bit for bit.
 // Shared by `wideattn selftest` and the GPU test suite.
 #pragma once
 

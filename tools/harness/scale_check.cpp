@@ -8,8 +8,8 @@
 #include <random>
 
 #include "accuracy/bf16.h"
-#include "fp8/e4m3.h"
-#include "fp8/quantize_reference.h"
+#include "fp8/codec/e4m3.h"
+#include "fp8/codec/quantize_reference.h"
 
 namespace wideattn {
 namespace {

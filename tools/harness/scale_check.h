@@ -1,6 +1,6 @@
 // scale_check.h - the per-tensor scale (wideattn_compute_scale) and the flat Q destination of
 // wideattn_quantize_to_cache on the GPU, bit for bit against the CPU reference
-// (fp8/quantize_reference.h). Outputs are poisoned before every launch. Shared by
+// (fp8/codec/quantize_reference.h). Outputs are poisoned before every launch. Shared by
 // `wideattn selftest` and the GPU test suite.
 //   1. amax -> quantise with no host round trip: compute_scale then quantize_to_cache on one
 //      stream with the same device scale pointer; strided K with NaN/inf inputs, padding

@@ -1,0 +1,33 @@
+// fragments.cuh - the e4m3 fragment functions of the 8-bit mma.sync prefill kernel (the mma.sync
+// m16n8k32 e4m3 wrapper itself is in kernels/common/ptx_mma.cuh): packing four floats into four
+// e4m3 bytes (round to nearest even, saturating), and the byte permutes that turn a transposed
+// ldmatrix of V into k-major B fragments. Valid on sm_89 and newer.
+#pragma once
+
+#include <cstdint>
+#include <cuda_fp8.h>
+
+namespace wideattn::mma_e4m3 {
+
+// Four floats -> four e4m3 bytes, byte i = element i (RNE, saturating to +-448).
+__device__ __forceinline__ uint32_t pack_e4m3x4(float e0, float e1, float e2, float e3) {
+    const uint32_t low = __nv_cvt_float2_to_fp8x2(make_float2(e0, e1), __NV_SATFINITE, __NV_E4M3);
+    const uint32_t high = __nv_cvt_float2_to_fp8x2(make_float2(e2, e3), __NV_SATFINITE, __NV_E4M3);
+    return low | (high << 16);
+}
+
+// A transposed ldmatrix (b16) of an e4m3 [key][dim] tile gives lane (g, t) the bytes
+// {V[2t][2g], V[2t][2g+1], V[2t+1][2g], V[2t+1][2g+1]} of an 8-key block. Two such words
+// (key blocks k and k + 8) are merged into the 4-key column of dim 2g (even) or 2g + 1 (odd).
+constexpr uint32_t kSelectEvenDim = 0x6420;  // bytes 0, 2 of the first word, then of the second
+constexpr uint32_t kSelectOddDim = 0x7531;   // bytes 1, 3 of the first word, then of the second
+
+__device__ __forceinline__ uint32_t merge_even_dim(uint32_t first, uint32_t second) {
+    return __byte_perm(first, second, kSelectEvenDim);
+}
+
+__device__ __forceinline__ uint32_t merge_odd_dim(uint32_t first, uint32_t second) {
+    return __byte_perm(first, second, kSelectOddDim);
+}
+
+}  // namespace wideattn::mma_e4m3

@@ -1,0 +1,47 @@
+// epilogue.cuh - finishes a block of a BF16-output prefill kernel whose O accumulator is in the
+// m16n8 layout (mma_bf16_d512; the Hopper kernels, whose warps hold the same layout of the wgmma
+// m64n256 accumulator): reduces the row sums over the quad of lanes holding a row, normalises O,
+// writes bf16 rows of valid tokens only, and the optional natural-log LSE. Rows without a visible
+// key get zeros and LSE -inf. `Traits` supplies kDimNTiles (8-column quads of O per thread),
+// kAccumN (columns per quad), kDimsPerWarp (the dims of a row one warp holds) and
+// kTokensPerRowTile (tokens in a warp's 16 rows).
+#pragma once
+
+#include <cstdint>
+#include <cuda_bf16.h>
+
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_mma.cuh"
+#include "wideattn.h"
+
+namespace wideattn {
+
+template <class Traits>
+__device__ __forceinline__ void write_output(const wideattn_prefill_params& p,
+                                             const float (&o)[Traits::kDimNTiles][4], RowState& state,
+                                             int64_t first_token, int32_t tile_len, int32_t row_tile, int32_t head,
+                                             int32_t half, int32_t lane) {
+    float inv_sum[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        const float total = reduce_row_sum(state, r);
+        inv_sum[r] = total > 0.0f ? 1.0f / total : 0.0f;
+    }
+    __nv_bfloat16* o_base = static_cast<__nv_bfloat16*>(p.o);
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        const int32_t token = row_tile * Traits::kTokensPerRowTile + r;
+        if (token >= tile_len) continue;
+        __nv_bfloat16* row = o_base + (first_token + token) * p.o_token_stride + head * p.o_head_stride +
+                             half * Traits::kDimsPerWarp + 2 * (lane % 4);
+#pragma unroll
+        for (int32_t n = 0; n < Traits::kDimNTiles; ++n)
+            *reinterpret_cast<uint32_t*>(row + n * Traits::kAccumN) =
+                ptx::pack_bf16x2(o[n][2 * r] * inv_sum[r], o[n][2 * r + 1] * inv_sum[r]);
+        if (p.lse != nullptr && half == 0 && lane % 4 == 0)
+            static_cast<float*>(p.lse)[head * p.lse_head_stride + first_token + token] =
+                row_lse(state.max_log2[r], state.sum[r]);
+    }
+}
+
+}  // namespace wideattn

@@ -1,0 +1,70 @@
+// wgmma_block.cuh - where a thread sits in a Hopper-tier prefill block and the block-level
+// plumbing both Hopper kernels share: the warpgroup place, the 1024-byte aligned shared-memory
+// base their plans are offsets from, the named-barrier ids, and the "my loads have landed"
+// rendezvous of a warpgroup. `Traits` is a kernel's traits (a WgmmaD512BlockTraits).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/ptx_mma.cuh"
+#include "kernels/common/ptx_wgmma.cuh"
+#include "kernels/common/wgmma_block_traits.h"
+
+namespace wideattn::hopper {
+
+// Where a thread sits: warpgroup = half of the dims, warp inside it = 16 accumulator rows
+// (2 tokens), lane / 4 = the query head of its two rows.
+struct GroupPlace {
+    int32_t group;
+    int32_t thread;     // index inside the warpgroup
+    int32_t row_tile;   // warp inside the warpgroup
+    int32_t lane;
+};
+
+// The thread's place. The warpgroup index is broadcast from lane 0: the compiler then treats it
+// (and every shared-memory descriptor derived from it) as warp-uniform and keeps descriptors in
+// uniform registers.
+template <class Traits>
+__device__ __forceinline__ GroupPlace group_place() {
+    constexpr uint32_t kFullMask = 0xffffffffu;
+    GroupPlace at;
+    at.group = __shfl_sync(kFullMask, static_cast<int32_t>(threadIdx.x / Traits::kWarpGroupThreads), 0);
+    at.thread = threadIdx.x % Traits::kWarpGroupThreads;
+    at.row_tile = at.thread / Traits::kWarpSize;
+    at.lane = threadIdx.x % Traits::kWarpSize;
+    return at;
+}
+
+// The dynamic shared memory's base rounded up to kSmemAlign (swizzle atoms need 1024 bytes): the
+// origin of the kernel's SmemPlan offsets.
+template <class Traits>
+__device__ __forceinline__ uint32_t aligned_shared_base(const void* smem) {
+    return (ptx::shared_address(smem) + Traits::kSmemAlign - 1) & ~static_cast<uint32_t>(Traits::kSmemAlign - 1);
+}
+
+// Named barrier ids of the Hopper kernels (0 is __syncthreads).
+constexpr int32_t kExchangeBarrier = 1;   // both warpgroups
+constexpr int32_t kGroupBarrierBase = 2;  // + warpgroup: ring barriers set up, Q landed, ring slots free
+constexpr int32_t kBlockLoadsBarrier = 4; // both warpgroups (the 8-bit kernel): fp16 V written, score products issued
+constexpr int32_t kPostedScoresBase = 5;  // + parity x kWarpGroups + warpgroup (the bf16 kernel): partial scores posted
+constexpr int32_t kHardwareBarriers = 16;
+static_assert(kPostedScoresBase + WgmmaD512BlockTraits::kExchangeParities * WgmmaD512BlockTraits::kWarpGroups <=
+                  kHardwareBarriers,
+              "the posted-scores barriers fit in the 16 hardware barriers");
+
+// The barrier on which warpgroup `group` signals its partial scores of exchange parity `parity`.
+template <class Traits>
+__device__ __forceinline__ uint32_t posted_scores_barrier(int32_t group, int32_t parity) {
+    return kPostedScoresBase + parity * Traits::kWarpGroups + group;
+}
+
+// Waits for this thread's groups older than the newest kPending, publishes them to the async
+// proxy and meets the rest of the warpgroup: the warpgroup's chunks are then readable by wgmma.
+template <class Traits, int kPending>
+__device__ __forceinline__ void group_loads_landed(int32_t group) {
+    ptx::cp_async_wait<kPending>();
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(kGroupBarrierBase + group, Traits::kWarpGroupThreads);
+}
+
+}  // namespace wideattn::hopper

@@ -1,0 +1,72 @@
+// wgmma_softmax.cuh - the online softmax step of the Hopper-tier kernels (exp2, lazy rescale, as
+// the mma tier: online_softmax.cuh) on a 64 x 32 score tile held in the wgmma accumulator
+// layout, writing P as the 16-bit A fragments of the P V wgmmas (bf16 or fp16 pairs). `Traits`
+// is a kernel's traits (a WgmmaD512BlockTraits).
+#pragma once
+
+#include <cstdint>
+#include <cuda_fp16.h>
+
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_mma.cuh"
+
+namespace wideattn::hopper {
+
+// The scale argument of exchange_scores or softmax_step when the other one applies the scale.
+constexpr float kUnitScale = 1.0f;
+
+// P fragments as bf16 pairs (the bf16 kernel) or fp16 pairs (the e4m3 kernel's fp16 P V).
+struct PackBf16 {
+    __device__ static __forceinline__ uint32_t pack(float low, float high) { return ptx::pack_bf16x2(low, high); }
+};
+struct PackF16 {
+    __device__ static __forceinline__ uint32_t pack(float low, float high) {
+        const __half2 packed = __floats2half2_rn(low, high);
+        return *reinterpret_cast<const uint32_t*>(&packed);
+    }
+};
+
+// Online softmax with lazy rescale (warp-uniform decision; both warpgroups decide alike since
+// their scores are bitwise equal): updates the running max and sums, writes P as the A
+// fragments of the P V wgmmas, and returns whether O must be multiplied by alpha (row g, row
+// g + 8) before the next P V; the caller does that once no wgmma writes O any more.
+// kFoldScale: s is unscaled and `scale` (> 0) is applied here, the row max before scaling (for
+// scale > 0, max(s) * scale rounds to max(s * scale)) and each exp2 argument as one fused
+// s * scale - max (the 8-bit kernel: 2% faster there, commit 328e0c0); otherwise s is already
+// scaled by exchange_scores and `scale` is unused (the bf16 kernel: folding measured 0.7% slower).
+template <class Traits, class PackPair = PackBf16, bool kFoldScale = false>
+__device__ __forceinline__ bool softmax_step(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
+                                             uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
+    constexpr uint32_t kFullMask = 0xffffffffu;
+    float tile_max[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        float m = -INFINITY;
+#pragma unroll
+        for (int32_t n = 0; n < Traits::kKeyNTiles; ++n) m = fmaxf(m, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+        m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 2));
+        tile_max[r] = kFoldScale ? m * scale : m;
+    }
+    const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
+    float base[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r];
+#pragma unroll
+    for (int32_t n = 0; n < Traits::kKeyNTiles; ++n)
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) {
+            s[n][e] = fast_exp2(kFoldScale ? fmaf(s[n][e], scale, -base[e / 2]) : s[n][e] - base[e / 2]);
+            state.sum[e / 2] += s[n][e];
+        }
+#pragma unroll
+    for (int32_t kk = 0; kk < Traits::kPvSteps; ++kk) {
+        prob[kk][0] = PackPair::pack(s[2 * kk][0], s[2 * kk][1]);
+        prob[kk][1] = PackPair::pack(s[2 * kk][2], s[2 * kk][3]);
+        prob[kk][2] = PackPair::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        prob[kk][3] = PackPair::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
+    return rescale;
+}
+
+}  // namespace wideattn::hopper

@@ -1,0 +1,58 @@
+// kernel.cu - entry point of the Hopper-tier BF16 prefill kernel for head dim 512, GQA group 8
+// (sm_90a; traits: traits.h; loads: loads.cuh and kernels/common/wgmma_loads.cuh; loop:
+// mainloop.cuh; output: kernels/common/epilogue.cuh, whose m16n8 register layout a warp's share
+// of the wgmma accumulator has).
+//
+// Launch: grid.x = token_tile_count(total_q, num_seqs, kTileTokens), grid.y = num_q_heads / 8,
+// block = kThreads, dynamic shared memory kSmemBytes; arguments: the params and the TMA tensor
+// maps of k_cache and v_cache (KvTensorMaps, encoded by the dispatcher). Each block computes 64
+// rows (8 tokens x the 8 query heads of one KV head) over every key they can see.
+#include <cstdint>
+
+#include "kernels/common/block_geometry.cuh"
+#include "kernels/common/epilogue.cuh"
+#include "kernels/common/kv_tensor_map.h"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_tma.cuh"
+#include "kernels/common/tile_order.cuh"
+#include "kernels/common/wgmma_block.cuh"
+#include "kernels/hopper/bf16_d512/loads.cuh"
+#include "kernels/hopper/bf16_d512/mainloop.cuh"
+#include "kernels/hopper/bf16_d512/traits.h"
+
+extern "C" __global__ void __launch_bounds__(wideattn::WgmmaBf16D512Traits::kThreads, 1)
+wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p,
+                         const __grid_constant__ wideattn::KvTensorMaps maps) {
+    using namespace wideattn;
+    using namespace wideattn::hopper;
+    using namespace wideattn::hopper::bf16;
+    using Traits = WgmmaBf16D512Traits;
+    extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
+
+    if (threadIdx.x == 0) {  // the first copies need the descriptors: fetch them while the block sets up
+        ptx::prefetch_tensor_map(&maps.k);
+        ptx::prefetch_tensor_map(&maps.v);
+    }
+    const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
+    if (!work.tile.found) return;
+    const GroupPlace at = group_place<Traits>();
+    BlockGeometry geometry;
+    block_geometry<Traits>(p, work, at.row_tile, &geometry);
+
+    const SharedMap map = shared_map<Traits>(aligned_shared_base<Traits>(smem));
+
+    const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
+    KvTmaStream<Traits> k_stream, v_stream;
+    const int32_t* table_row = p.block_table + geometry.table_offset;
+    k_stream.init(p, &maps.k, work.kv_head, at.group, table_row, geometry.kv_end);
+    v_stream.init(p, &maps.v, work.kv_head, at.group, table_row, geometry.kv_end);
+    issue_prologue<Traits>(p, geometry, at, map, first_token, work.tile.tile_len, k_stream, v_stream);
+
+    float o[Traits::kDimNTiles][4];
+    zero_output(o);
+    RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+
+    wgmma_mainloop<Traits>(p, geometry, at, map, k_stream, v_stream, o, state);
+    const int32_t head = work.kv_head * Traits::kGroup + at.lane / 4;
+    write_output<Traits>(p, o, state, first_token, work.tile.tile_len, at.row_tile, head, at.group, at.lane);
+}
