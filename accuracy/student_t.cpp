@@ -22,6 +22,9 @@ constexpr double kLogSqrtPi = 0.57236494292470008707;  // log(pi) / 2 = lgamma(1
 // From this a on, log Gamma(a + 1/2) - log Gamma(a) comes from its asymptotic series (error
 // < 1e-15 here), not from the difference of two large lgamma values (which loses ~a log(a) eps).
 constexpr double kSeriesFrom = 30.0;
+constexpr double kAsymptoticFrom = 1e4;
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kInvSqrtTwoPi = 0.39894228040143267794;
 
 // log Gamma(a + 1/2) - log Gamma(a) = log(a)/2 - 1/(8a) + 1/(192a^3) - 1/(640a^5) + 17/(14336a^7) - ...
 double log_gamma_half_step(double a) {
@@ -79,26 +82,54 @@ void check_df(double df) {
         throw AccuracyError("Student t: degrees of freedom must be a finite number > 0, got " + std::to_string(df));
 }
 
-// The t >= 0 with P(T > t) = alpha, alpha in (0, 1/2].
-double upper_quantile(double alpha, double df) {
+// The x >= 0 with tail(x) = alpha for a decreasing tail with tail(0) = 1/2 and density
+// -tail'; alpha in (0, 1/2]. Newton steps on the tail, kept inside a bisection bracket.
+template <typename Tail, typename Density>
+double invert_tail(double alpha, Tail tail, Density density) {
     if (alpha == kHalf) return 0.0;
     double lo = 0.0, hi = 1.0;
-    for (int i = 0; upper_tail_nonnegative(hi, df) > alpha; ++i) {
+    for (int i = 0; tail(hi) > alpha; ++i) {
         if (i == kMaxBracketDoublings) throw AccuracyError("Student t quantile: no bracket found");
         lo = hi;
         hi *= 2.0;
     }
-    double t = kHalf * (lo + hi);
+    double x = kHalf * (lo + hi);
     for (int step = 0; step < kMaxQuantileSteps; ++step) {
-        const double excess = upper_tail_nonnegative(t, df) - alpha;  // decreasing in t
-        if (excess == 0.0) return t;
-        if (excess > 0.0) lo = t; else hi = t;
-        double next = t + excess / student_t_density(t, df);  // Newton on the tail
+        const double excess = tail(x) - alpha;
+        if (excess == 0.0) return x;
+        if (excess > 0.0) lo = x; else hi = x;
+        double next = x + excess / density(x);
         if (!(next > lo && next < hi)) next = kHalf * (lo + hi);
-        if (std::fabs(next - t) <= kQuantileTolerance * next || hi - lo <= kQuantileTolerance * hi) return next;
-        t = next;
+        if (std::fabs(next - x) <= kQuantileTolerance * next || hi - lo <= kQuantileTolerance * hi) return next;
+        x = next;
     }
-    return t;
+    return x;
+}
+
+// The z >= 0 with P(Z > z) = alpha for a standard normal Z.
+double normal_upper_quantile(double alpha) {
+    return invert_tail(
+        alpha, [](double z) { return kHalf * std::erfc(z * kSqrtHalf); },
+        [](double z) { return kInvSqrtTwoPi * std::exp(-kHalf * z * z); });
+}
+
+// The t >= 0 with P(T > t) = alpha, alpha in (0, 1/2]. From kAsymptoticFrom degrees of freedom
+// on, the continued fraction loses digits (x -> 1 with a huge a), and the expansion of t in
+// powers of 1/df around the normal quantile z (Abramowitz & Stegun 26.7.5, four terms, error
+// O(df^-5)) is exact to rounding instead.
+double upper_quantile(double alpha, double df) {
+    if (df < kAsymptoticFrom)
+        return invert_tail(
+            alpha, [df](double t) { return upper_tail_nonnegative(t, df); },
+            [df](double t) { return student_t_density(t, df); });
+    const double z = normal_upper_quantile(alpha);
+    const double z2 = z * z;
+    const double g1 = (z2 + 1) * z / 4;
+    const double g2 = ((5 * z2 + 16) * z2 + 3) * z / 96;
+    const double g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384;
+    const double g4 = ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160;
+    const double inv = 1.0 / df;
+    return z + inv * (g1 + inv * (g2 + inv * (g3 + inv * g4)));
 }
 
 }  // namespace
