@@ -73,14 +73,20 @@ void explain_paired(const GatePolicy& policy, GateDecision* decision) {
 }
 
 // The candidate gives probability 0 to a token the reference does not: REJECT.
-void reject_infinite_candidate(const GatePolicy& policy, const NonFiniteRows& rows, GateDecision* decision) {
+void reject_infinite_candidate(const GatePolicy& policy, const NonFiniteRows& rows, int64_t count,
+                               GateDecision* decision) {
     PairedStatistics& p = decision->paired;
     const double inf = std::numeric_limits<double>::infinity();
     p.candidate_infinite = rows;
     p.candidate_mean_kl = decision->candidate_mean_kl = inf;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
     p.lower_bound = p.upper_bound = inf;
-    p.differences.count = p.differences.blocks = 0;
+    p.t_quantile = nan;
+    p.differences.count = count;
+    p.differences.blocks = 0;
     p.differences.mean = inf;
+    p.differences.stderr_mean = p.differences.naive_stderr = p.differences.long_run_variance = nan;
+    p.differences.lag1_autocorrelation = nan;
     decision->verdict = GateVerdict::kReject;
     decision->reason = "paired rule: the candidate's KL is +inf at " + rows.text() +
                        " (it gives probability 0 to tokens the reference does not); margin " +
@@ -219,7 +225,7 @@ GateDecision decide_paired_gate(const GatePolicy& policy, const std::vector<doub
     if (candidate_rows.any_nan)
         throw AccuracyError("paired gate: the candidate's KL is NaN at " + candidate_rows.text());
     if (candidate_rows.count > 0) {
-        reject_infinite_candidate(policy, candidate_rows, &decision);
+        reject_infinite_candidate(policy, candidate_rows, n, &decision);
         return decision;
     }
     p.candidate_mean_kl = decision.candidate_mean_kl = accurate_mean(candidate_kl);
