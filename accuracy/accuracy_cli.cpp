@@ -1,6 +1,7 @@
 // accuracy_cli.cpp - the `wideattn accuracy ...` subcommands: kl, gate, attn-error,
 // make-sample, make-attn-sample, bench-read. Usage in docs/accuracy.md and in each --help.
-// Exit codes: 0 success / accept, 1 reject (gate, attn-error over its bound), 2 error.
+// Exit codes: 0 success / accept, 1 reject (gate, attn-error over its bound), 2 error,
+// 3 inconclusive (gate, paired rule: too few tokens to decide at the margin).
 #include "accuracy/accuracy_cli.h"
 
 #include <cerrno>
@@ -45,8 +46,9 @@ const char* const kTopHelp =
     "\n"
     "subcommands:\n"
     "  kl REF CAND [--baseline BASE] [--json FILE]      KL drift statistics of CAND vs REF\n"
-    "  gate REF CAND (--budget X | --baseline BASE) [--margin M] [--margin-rel R] [--json FILE]\n"
-    "                                                   accept/reject CAND (exit 0/1)\n"
+    "  gate REF CAND (--baseline BASE | --budget X) [--rule point|paired] [--margin M]\n"
+    "       [--margin-rel R] [--confidence C] [--block-tokens B] [--json FILE]\n"
+    "                                                   accept/reject CAND (exit 0/1, 3 inconclusive)\n"
     "  attn-error FILE [--max-rel-l2 X]                 error of a kernel output vs the fp64 reference\n"
     "  make-sample OUTDIR [--tokens N] [--vocab V] [--seed S] [--dtype T] [--roles LIST]\n"
     "                                                   synthetic logit dumps\n"
@@ -54,7 +56,7 @@ const char* const kTopHelp =
     "  bench-read REF CAND [--repeat N]                 time read-only vs kl, peak RSS\n"
     "\n"
     "Run `wideattn accuracy <subcommand> --help` for details. Exit codes: 0 ok/accept,\n"
-    "1 reject, 2 error. Schema of the HDF5 files: docs/accuracy.md.\n";
+    "1 reject, 2 error, 3 inconclusive (gate). Schema of the HDF5 files: docs/accuracy.md.\n";
 
 struct Command {
     const char* name;
@@ -80,19 +82,31 @@ const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows"
                   "Exit: 0 ok, 2 error (bad input: the message names the file, row or argument).\n"};
 
 const Command kGate{"gate", {"REF", "CAND"},
-                    {"--baseline", "--budget", "--margin", "--margin-rel", "--json", "--block-rows", "--threads"},
-                    "usage: wideattn accuracy gate REF CAND (--budget X | --baseline BASE)\n"
-                    "                              [--margin M] [--margin-rel R] [--json FILE]\n"
+                    {"--baseline", "--budget", "--rule", "--margin", "--margin-rel", "--confidence", "--block-tokens",
+                     "--json", "--block-rows", "--threads"},
+                    "usage: wideattn accuracy gate REF CAND (--baseline BASE | --budget X) [--rule point|paired]\n"
+                    "                              [--margin M] [--margin-rel R] [--confidence C]\n"
+                    "                              [--block-tokens B] [--json FILE]\n"
                     "\n"
-                    "Accepts CAND when its mean KL(REF || CAND) is no worse than the budget:\n"
-                    "  budget = base * (1 + R) + M, accept iff mean KL <= budget,\n"
-                    "where base is X (--budget) or the mean KL(REF || BASE) of the baseline dump\n"
-                    "(--baseline; with both, X is used and the baseline is still reported).\n"
+                    "Decides whether CAND's drift KL(REF || CAND) is within what is allowed.\n"
+                    "--rule paired (the default with --baseline and no --budget): non-inferiority on the\n"
+                    "per-token differences d_t = KL_t(CAND) - KL_t(BASE), margin M + R * mean KL(BASE):\n"
+                    "  bounds = mean(d) -+ t(C, blocks - 1) * se(mean d), se by batch means over blocks of\n"
+                    "  consecutive tokens; ACCEPT iff upper bound <= margin, REJECT iff lower bound > margin,\n"
+                    "  else INCONCLUSIVE, with the tokens that would decide at the observed variance.\n"
+                    "--rule point (the default with --budget): budget = base * (1 + R) + M, base = X or the\n"
+                    "  mean KL(REF || BASE); ACCEPT iff mean KL(REF || CAND) <= budget.\n"
+                    "A baseline whose KL is infinite or NaN at some token is an error (the rows are named).\n"
                     "  --margin M        absolute margin in nats (default 0)\n"
-                    "  --margin-rel R    relative margin, fraction of base (default 0; 0.05 = 5%)\n"
+                    "  --margin-rel R    relative margin, fraction of the baseline's mean KL (point rule: of\n"
+                    "                    base) (default 0; 0.05 = 5%)\n"
+                    "  --confidence C    paired rule: one-sided confidence in [0.5, 1) (default 0.95)\n"
+                    "  --block-tokens B  paired rule: tokens per block (default: max(ceil(n^(1/3)), from the\n"
+                    "                    lag-1 autocorrelation), at most n/10)\n"
                     "  --json FILE       JSON report path (default ./accuracy_gate_report.json; '-' stdout)\n"
                     "  --block-rows N, --threads N   as for kl\n"
-                    "Prints ACCEPT or REJECT with the numbers. Exit: 0 accept, 1 reject, 2 error.\n"};
+                    "Prints the verdict (ACCEPT, REJECT or INCONCLUSIVE) and the numbers that decided.\n"
+                    "Exit: 0 accept, 1 reject, 2 error, 3 inconclusive.\n"};
 
 const Command kAttnError{"attn-error", {"FILE"}, {"--max-rel-l2"},
                          "usage: wideattn accuracy attn-error FILE [--max-rel-l2 X]\n"
@@ -225,31 +239,55 @@ int run_kl(const ParsedArgs& args) {
     return kExitOk;
 }
 
-int run_gate(const ParsedArgs& args) {
+// The gate's policy from the options; the rule defaults to paired with a baseline and no
+// stated budget, to point otherwise.
+GatePolicy parse_gate_policy(const ParsedArgs& args) {
     GatePolicy policy;
-    if (args.has("--budget")) {
-        policy.source = BudgetSource::kStated;
-        policy.stated_budget = parse_number("--budget", args.get("--budget"));
-    } else if (args.has("--baseline")) {
-        policy.source = BudgetSource::kBaseline;
-    } else {
-        throw UsageError("'wideattn accuracy gate' needs --budget X or --baseline BASE");
+    if (!args.has("--budget") && !args.has("--baseline"))
+        throw UsageError("'wideattn accuracy gate' needs --baseline BASE or --budget X");
+    policy.source = args.has("--budget") ? BudgetSource::kStated : BudgetSource::kBaseline;
+    if (args.has("--budget")) policy.stated_budget = parse_number("--budget", args.get("--budget"));
+    policy.rule = policy.source == BudgetSource::kBaseline ? GateRule::kPaired : GateRule::kPoint;
+    if (args.has("--rule")) {
+        const std::string rule = args.get("--rule");
+        if (rule != "point" && rule != "paired")
+            throw UsageError("option '--rule': '" + rule + "' is not point or paired");
+        policy.rule = rule == "point" ? GateRule::kPoint : GateRule::kPaired;
     }
+    if (policy.rule == GateRule::kPaired && args.has("--budget"))
+        throw UsageError("--rule paired compares with the baseline: give --baseline BASE and no --budget");
+    for (const char* option : {"--confidence", "--block-tokens"})
+        if (policy.rule == GateRule::kPoint && args.has(option))
+            throw UsageError(std::string("option '") + option + "' applies to --rule paired only");
     if (args.has("--margin")) policy.margin_absolute = parse_number("--margin", args.get("--margin"));
     if (args.has("--margin-rel")) policy.margin_relative = parse_number("--margin-rel", args.get("--margin-rel"));
+    if (args.has("--confidence")) policy.confidence = parse_number("--confidence", args.get("--confidence"));
+    if (args.has("--block-tokens")) policy.block_tokens = parse_count("--block-tokens", args.get("--block-tokens"), 1);
     const std::string invalid = validate_gate_policy(policy);
     if (!invalid.empty()) throw UsageError(invalid);
+    return policy;
+}
 
+int run_gate(const ParsedArgs& args) {
+    const GatePolicy policy = parse_gate_policy(args);
     const DriftReport report = run_drift(args, "gate");
-    const double baseline_mean = report.has_baseline ? report.baseline_drift.kl.mean : 0.0;
-    const GateDecision decision = decide_gate(policy, report.candidate_drift.kl.mean, baseline_mean);
+    if (report.has_baseline) check_baseline_kl(report.baseline_kl, report.baseline_info.path);
+    GateDecision decision;
+    if (policy.rule == GateRule::kPaired) {
+        decision = decide_paired_gate(policy, report.candidate_kl, report.baseline_kl);
+    } else {
+        const double baseline_mean = report.has_baseline ? report.baseline_drift.kl.mean : 0.0;
+        decision = decide_gate(policy, report.candidate_drift.kl.mean, baseline_mean);
+        const NonFiniteRows infinite = find_nonfinite(report.candidate_kl);
+        if (infinite.count > 0) decision.reason += "\nthe candidate's KL is +inf at " + infinite.text();
+    }
     std::fputs(format_drift_text(report).c_str(), stdout);
     std::fputs("\n", stdout);
     std::fputs(format_gate_text(decision).c_str(), stdout);
     const std::string json_path = args.get("--json", kDefaultGateReport);
     write_text_file(json_path, drift_report_json(report, "gate", &policy, &decision));
     if (json_path != "-") std::printf("report: %s\n", json_path.c_str());
-    return decision.accept ? kExitOk : kExitReject;
+    return gate_exit_status(decision.verdict);
 }
 
 void print_stats_line(const char* label, const ErrorStats& stats) {

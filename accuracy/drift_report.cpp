@@ -112,6 +112,93 @@ void write_drift(JsonWriter* json, const DriftSummary& drift) {
     json->end_object();
 }
 
+void write_rows(JsonWriter* json, const NonFiniteRows& rows) {
+    json->begin_array();
+    for (int64_t row : rows.first) json->value(row);
+    json->end_array();
+}
+
+// The paired rule's fields (docs/accuracy.md section 5).
+void write_paired(JsonWriter* json, const PairedStatistics& p, const GateDecision& decision) {
+    const BatchMeans& d = p.differences;
+    const struct {
+        const char* name;
+        double value;
+    } numbers[] = {{"confidence", p.confidence},
+                   {"mean_difference", d.mean},
+                   {"stderr_difference", d.stderr_mean},
+                   {"naive_stderr_difference", d.naive_stderr},
+                   {"long_run_variance", d.long_run_variance},
+                   {"lag1_autocorrelation", d.lag1_autocorrelation},
+                   {"t_quantile", p.t_quantile},
+                   {"lower_bound", p.lower_bound},
+                   {"upper_bound", p.upper_bound},
+                   {"margin", p.margin},
+                   {"baseline_mean_kl", p.baseline_mean_kl},
+                   {"candidate_mean_kl", p.candidate_mean_kl}};
+    for (const auto& number : numbers) {
+        json->key(number.name);
+        json->value(number.value);
+    }
+    const struct {
+        const char* name;
+        int64_t value;
+    } counts[] = {{"tokens", d.count},
+                  {"block_tokens", d.block.block_tokens},
+                  {"block_tokens_wanted", d.block.wanted_tokens},
+                  {"blocks", d.blocks},
+                  {"degrees_of_freedom", p.degrees_of_freedom}};
+    for (const auto& count : counts) {
+        json->key(count.name);
+        json->value(count.value);
+    }
+    json->key("block_rule");
+    json->value(block_rule_name(d.block.rule));
+    if (decision.verdict == GateVerdict::kInconclusive && p.tokens_needed > 0) {
+        json->key("tokens_needed");
+        json->value(p.tokens_needed);
+        json->key("tokens_needed_verdict");
+        json->value(gate_verdict_name(p.tokens_needed_verdict));
+    }
+    if (p.candidate_infinite.count > 0) {
+        json->key("candidate_infinite_count");
+        json->value(p.candidate_infinite.count);
+        json->key("candidate_infinite_rows");
+        write_rows(json, p.candidate_infinite);
+    }
+}
+
+void write_gate(JsonWriter* json, const GatePolicy& policy, const GateDecision& decision) {
+    json->begin_object();
+    json->key("rule");
+    json->value(gate_rule_name(decision.rule));
+    json->key("verdict");
+    json->value(gate_verdict_name(decision.verdict));
+    json->key("accept");
+    json->value(decision.accept);
+    json->key("exit_status");
+    json->value(static_cast<int64_t>(gate_exit_status(decision.verdict)));
+    json->key("margin_absolute");
+    json->value(policy.margin_absolute);
+    json->key("margin_relative");
+    json->value(policy.margin_relative);
+    if (decision.rule == GateRule::kPaired) {
+        write_paired(json, decision.paired, decision);
+    } else {
+        json->key("budget_source");
+        json->value(policy.source == BudgetSource::kStated ? "stated" : "baseline");
+        json->key("base_budget");
+        json->value(decision.base_budget);
+        json->key("budget");
+        json->value(decision.budget);
+        json->key("candidate_mean_kl");
+        json->value(decision.candidate_mean_kl);
+    }
+    json->key("reason");
+    json->value(decision.reason);
+    json->end_object();
+}
+
 }  // namespace
 
 std::string format_drift_text(const DriftReport& report) {
@@ -130,7 +217,7 @@ std::string format_drift_text(const DriftReport& report) {
 }
 
 std::string format_gate_text(const GateDecision& decision) {
-    return std::string(decision.accept ? "ACCEPT" : "REJECT") + "\n" + decision.reason + "\n";
+    return std::string(gate_verdict_name(decision.verdict)) + "\n" + decision.reason + "\n";
 }
 
 std::string drift_report_json(const DriftReport& report, const std::string& command, const GatePolicy* policy,
@@ -170,26 +257,7 @@ std::string drift_report_json(const DriftReport& report, const std::string& comm
     }
     if (policy && decision) {
         json.key("gate");
-        json.begin_object();
-        json.key("verdict");
-        json.value(decision->accept ? "ACCEPT" : "REJECT");
-        json.key("accept");
-        json.value(decision->accept);
-        json.key("budget_source");
-        json.value(policy->source == BudgetSource::kStated ? "stated" : "baseline");
-        json.key("base_budget");
-        json.value(decision->base_budget);
-        json.key("margin_absolute");
-        json.value(policy->margin_absolute);
-        json.key("margin_relative");
-        json.value(policy->margin_relative);
-        json.key("budget");
-        json.value(decision->budget);
-        json.key("candidate_mean_kl");
-        json.value(decision->candidate_mean_kl);
-        json.key("reason");
-        json.value(decision->reason);
-        json.end_object();
+        write_gate(&json, *policy, *decision);
     }
     json.end_object();
     return json.text() + "\n";

@@ -12,7 +12,7 @@ namespace wideattn::accuracy {
 // The statistics in llama.cpp's --kl-divergence layout, for the candidate and the baseline.
 std::string format_drift_text(const DriftReport& report);
 
-// Two lines: the verdict (ACCEPT/REJECT) and the comparison that decided.
+// The verdict line (ACCEPT, REJECT or INCONCLUSIVE), then the comparison that decided.
 std::string format_gate_text(const GateDecision& decision);
 
 // JSON document; `command` is "kl" or "gate"; policy/decision are used when not null.

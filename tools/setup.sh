@@ -4,7 +4,8 @@
 #   tools/setup.sh [extra meson setup options, e.g. -Dgpu_archs=sm_90a]
 set -euo pipefail
 
-packages=(meson ninja-build pkg-config doctest-dev libeigen3-dev libhdf5-dev python3)
+# python3-numpy and python3-h5py: tests/e2e_gate_samples.py recomputes the gate's KL with them.
+packages=(meson ninja-build pkg-config doctest-dev libeigen3-dev libhdf5-dev python3 python3-numpy python3-h5py)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -50,15 +50,20 @@ ctypes wiring (strides, block table, GQA mapping).
 
 Each variant's logits go to an HDF5 dump in the schema of docs/accuracy.md section 1 (float32,
 chunked by rows, `tokens` = next-token ids, attributes model/variant/engine) under --dump-dir.
-Then `wideattn accuracy gate REF CAND --baseline BASE --json ...` runs with (a) as reference and
-(b) as baseline for (c), (d) and (e); the JSON reports land in --out. A numpy implementation of
-the same per-token KL cross-checks the CLI, and decides when the CLI cannot run (the summary
-says which path produced each verdict). The summary table is printed last.
+Then `wideattn accuracy gate REF CAND --baseline BASE --rule paired --json ...` runs with (a) as
+reference and (b) as baseline for every gated variant; the JSON reports land in --out. The paired
+rule (docs/accuracy.md section 3): d_t = KL_t(a||x) - KL_t(a||b) per token, ACCEPT iff the
+one-sided upper bound of mean d (batch means over blocks of consecutive tokens, Student t,
+--confidence) is within the margin --margin + --margin-rel x mean KL(a||b), REJECT iff the lower
+bound exceeds it, else INCONCLUSIVE. A numpy computation of the same per-token KL and a
+pure-Python mirror of the rule (paired_gate) cross-check the CLI, and decide when the CLI cannot
+run (the summary says which path produced each verdict). The summary table is printed last.
 
 Exit status: 0 = candidate ACCEPTed and broken REJECTed; 1 = candidate rejected or broken
 accepted; 2 = error (a variant other than the candidate failed, the wiring check failed, the
 CLI and numpy disagree, or the 8-bit kernel failed at launch); 3 = the 8-bit kernel is not in
-the bundle (WIDEATTN_ERROR_UNSUPPORTED), everything else ran and broken was rejected.
+the bundle (WIDEATTN_ERROR_UNSUPPORTED), everything else ran and broken was rejected; 4 = the
+gate was INCONCLUSIVE for the candidate or broken (too few tokens to decide at the margin).
 
 Everything above the "GPU part" marker imports only the standard library (numpy is imported
 inside functions), so `python3 tools/bench/e2e_drift.py --self-test` runs on machines without torch.
@@ -70,6 +75,7 @@ import json
 import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -131,6 +137,21 @@ CHUNK_TARGET_BYTES = 256 * 1024      # HDF5 chunk size the accuracy writer aims 
 DEFAULT_SAMPLE_ROWS = 24             # float16 rows per sample dump (24 x 32768 x 2 B = 1.5 MiB)
 SAMPLE_MAX_BYTES = 2 * 1024 * 1024   # a sample dump larger than this is not kept
 CLI_TIMEOUT_S = 300
+CLI_VERDICT_STATUS = {"ACCEPT": 0, "REJECT": 1, "INCONCLUSIVE": 3}   # `accuracy gate` exit codes
+# Fields of the CLI's paired gate report kept in the summary (docs/accuracy.md section 5).
+CLI_GATE_FIELDS = ("rule", "verdict", "margin", "mean_difference", "stderr_difference",
+                   "naive_stderr_difference", "upper_bound", "lower_bound", "t_quantile",
+                   "block_tokens", "blocks", "block_rule", "lag1_autocorrelation",
+                   "tokens_needed", "tokens_needed_verdict")
+
+# The gate's paired rule (docs/accuracy.md section 3; accuracy/gate.h, accuracy/batch_means.h).
+GATE_CONFIDENCE = 0.95               # one-sided
+GATE_MIN_BLOCKS = 10                 # the default block length leaves at least this many blocks
+GATE_BLOCK_BIAS_TARGET = 0.05        # AR(1) variance bias the default block length accepts
+GATE_ROWS_NAMED = 5
+GATE_VERDICTS = ("ACCEPT", "REJECT", "INCONCLUSIVE")
+T_ASYMPTOTIC_FROM = 10000            # degrees of freedom from which the 1/df expansion is used
+T_BISECTIONS = 200
 
 # Variant names, in the order they run; dump file names; gate roles.
 V_REFERENCE = "reference"
@@ -177,6 +198,7 @@ EXIT_PASS = 0
 EXIT_GATE_FAIL = 1
 EXIT_ERROR = 2
 EXIT_NO_CANDIDATE = 3
+EXIT_INCONCLUSIVE = 4
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -344,8 +366,9 @@ def summarize_kl(kl, top1_same):
             "top1_agreement_percent": 100.0 * agree}
 
 
-def kl_arrays(ref, cand, block_rows=KL_BLOCK_ROWS):
-    """KL statistics of two in-memory [tokens, vocab] arrays (or h5py datasets), by row blocks."""
+def kl_per_token(ref, cand, block_rows=KL_BLOCK_ROWS):
+    """Per-token KL (float64) and top-1 agreement flags of two [tokens, vocab] arrays (or h5py
+    datasets), by row blocks."""
     import numpy as np
     kls, same = [], []
     rows = ref.shape[0]
@@ -355,17 +378,25 @@ def kl_arrays(ref, cand, block_rows=KL_BLOCK_ROWS):
         c = np.asarray(cand[start:end])
         kls.append(kl_rows(r, c))
         same.append(r.argmax(axis=1) == c.argmax(axis=1))
-    return summarize_kl(np.concatenate(kls), np.concatenate(same))
+    return np.concatenate(kls), np.concatenate(same)
 
 
-def kl_files(ref_path, cand_path, block_rows=KL_BLOCK_ROWS):
-    """KL statistics between two logit dumps, read back with h5py (cross-checks the CLI)."""
+def kl_arrays(ref, cand, block_rows=KL_BLOCK_ROWS):
+    """KL statistics of two in-memory [tokens, vocab] arrays (or h5py datasets), by row blocks."""
+    return summarize_kl(*kl_per_token(ref, cand, block_rows))
+
+
+def kl_files(ref_path, cand_path, block_rows=KL_BLOCK_ROWS, per_token=False):
+    """KL statistics between two logit dumps, read back with h5py (cross-checks the CLI); with
+    per_token, (statistics, per-token KL array)."""
     import h5py
     with h5py.File(ref_path, "r") as fr, h5py.File(cand_path, "r") as fc:
         ref, cand = fr["logits"], fc["logits"]
         if ref.shape != cand.shape:
             raise ValueError(f"{ref_path} {ref.shape} and {cand_path} {cand.shape} differ in shape")
-        return kl_arrays(ref, cand, block_rows)
+        kl, same = kl_per_token(ref, cand, block_rows)
+    stats = summarize_kl(kl, same)
+    return (stats, kl) if per_token else stats
 
 
 def distribution_stats(logits, block_rows=KL_BLOCK_ROWS):
@@ -387,27 +418,181 @@ def distribution_stats(logits, block_rows=KL_BLOCK_ROWS):
             "mean_entropy_nats": float(ent.mean()), "median_entropy_nats": float(np.median(ent))}
 
 
-def gate_budget(base_mean, margin, margin_rel):
-    """docs/accuracy.md section 3: budget = base * (1 + R) + M."""
-    return base_mean * (1.0 + margin_rel) + margin
+# ---- the gate's paired rule (docs/accuracy.md section 3), mirrored from accuracy/gate.cpp and
+# accuracy/batch_means.cpp with a different t quantile (the closed-form sums below)
 
 
-def gate_accepts(cand_mean, base_mean, margin, margin_rel):
-    return math.isfinite(cand_mean) and cand_mean <= gate_budget(base_mean, margin, margin_rel)
+def t_upper_tail(t, df):
+    """P(T > t), t >= 0, integer df >= 1: Abramowitz & Stegun 26.7.3 (odd df) / 26.7.4 (even)."""
+    theta = math.atan(t / math.sqrt(df))
+    sin, cos2 = math.sin(theta), math.cos(theta) ** 2
+    if df % 2:
+        term = total = math.cos(theta)
+        for j in range(1, (df - 3) // 2 + 1):
+            term *= cos2 * (2 * j) / (2 * j + 1)
+            total += term
+        inside = 2 / math.pi * (theta + (sin * total if df > 1 else 0.0))
+    else:
+        term = total = 1.0
+        for j in range(1, (df - 2) // 2 + 1):
+            term *= cos2 * (2 * j - 1) / (2 * j)
+            total += term
+        inside = sin * total
+    return 0.5 * (1.0 - inside)
+
+
+def t_quantile_expansion(probability, df):
+    """The t quantile's expansion in 1/df around the normal quantile z (A&S 26.7.5), O(df^-5)."""
+    z = statistics.NormalDist().inv_cdf(probability)
+    z2 = z * z
+    g = [(z2 + 1) * z / 4, ((5 * z2 + 16) * z2 + 3) * z / 96,
+         (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384,
+         ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160]
+    return z + sum(gk / df ** (k + 1) for k, gk in enumerate(g))
+
+
+def t_quantile(probability, df):
+    """The t with P(T <= t) = probability in [0.5, 1), integer df >= 1; from T_ASYMPTOTIC_FROM
+    degrees of freedom on, t_quantile_expansion."""
+    alpha = 1.0 - probability
+    if alpha == 0.5:
+        return 0.0
+    if df >= T_ASYMPTOTIC_FROM:
+        return t_quantile_expansion(probability, df)
+    lo, hi = 0.0, 1.0
+    while t_upper_tail(hi, df) > alpha:
+        lo, hi = hi, 2.0 * hi
+    for _ in range(T_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if t_upper_tail(mid, df) > alpha else (lo, mid)
+    return 0.5 * (lo + hi)
+
+
+def cube_root_ceiling(n):
+    b = max(1, round(n ** (1.0 / 3.0)))
+    while b ** 3 < n:
+        b += 1
+    while b > 1 and (b - 1) ** 3 >= n:
+        b -= 1
+    return b
+
+
+def default_block_length(n, lag1):
+    """(tokens per block, rule): max(ceil(n^(1/3)), ceil(2 r / (target (1 - r^2)))) for
+    r = max(lag1, 0), at most max(1, n // GATE_MIN_BLOCKS)."""
+    r = max(0.0, lag1) if math.isfinite(lag1) else 0.0
+    cube = cube_root_ceiling(max(n, 1))
+    auto = n if r >= 1.0 else min(n, math.ceil(2 * r / (GATE_BLOCK_BIAS_TARGET * (1 - r * r))))
+    wanted = max(cube, auto)
+    cap = max(1, n // GATE_MIN_BLOCKS)
+    if wanted > cap:
+        return cap, "capped"
+    return wanted, "lag1_autocorrelation" if auto > cube else "cube_root"
+
+
+def batch_means(values, block_tokens=0):
+    """Mean of all values; standard error sqrt(b var(block means) / n) over floor(n / b) blocks."""
+    n = len(values)
+    mean = math.fsum(values) / n
+    dev = [v - mean for v in values]
+    squares = math.fsum(x * x for x in dev)
+    lag1 = math.fsum(a * b for a, b in zip(dev, dev[1:])) / squares if squares > 0 else 0.0
+    b, rule = (block_tokens, "stated") if block_tokens else default_block_length(n, lag1)
+    k = n // b
+    out = {"count": n, "mean": mean, "lag1_autocorrelation": lag1, "block_tokens": b,
+           "block_rule": rule, "blocks": k, "long_run_variance": math.nan, "stderr": math.nan,
+           "naive_stderr": math.sqrt(squares / (n - 1) / n) if n > 1 else math.nan}
+    if k >= 2:
+        means = [math.fsum(values[j * b:(j + 1) * b]) / b for j in range(k)]
+        grand = math.fsum(means) / k
+        out["long_run_variance"] = b * math.fsum((m - grand) ** 2 for m in means) / (k - 1)
+        out["stderr"] = math.sqrt(out["long_run_variance"] / n)
+    return out
+
+
+def tokens_to_decide(gap, long_run_variance, confidence, block_tokens, n):
+    """Fewest tokens N >= n with t(confidence, N // b - 1) sqrt(V / N) < gap; 0 if none."""
+    if not (gap > 0 and math.isfinite(gap) and math.isfinite(long_run_variance)):
+        return 0
+
+    def clears(tokens):
+        k = tokens // block_tokens
+        return k >= 2 and t_quantile(confidence, k - 1) * math.sqrt(long_run_variance / tokens) < gap
+    lo = max(n, 1)
+    if clears(lo):
+        return lo
+    hi = 2 * lo
+    while not clears(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if clears(mid) else (mid, hi)
+    return hi
+
+
+def nonfinite_rows(values):
+    return [i for i, v in enumerate(values) if not math.isfinite(v)]
+
+
+def paired_gate(cand_kl, base_kl, margin=0.0, margin_rel=0.0, confidence=GATE_CONFIDENCE,
+                block_tokens=0):
+    """The paired rule on per-token KLs (same tokens, row order): a dict with the verdict
+    ACCEPT / REJECT / INCONCLUSIVE, the bounds and the tokens needed; ValueError for a baseline
+    whose KL is not finite somewhere (the CLI exits 2 there)."""
+    bad = nonfinite_rows(base_kl)
+    if bad:
+        raise ValueError(f"baseline KL is not finite at rows {bad[:GATE_ROWS_NAMED]} ({len(bad)} rows)")
+    base_mean = math.fsum(base_kl) / len(base_kl)
+    out = {"rule": "paired", "confidence": confidence, "baseline_mean_kl": base_mean,
+           "margin": margin + margin_rel * base_mean}
+    bad = nonfinite_rows(cand_kl)
+    if bad:
+        out.update(verdict="REJECT", candidate_infinite_rows=bad[:GATE_ROWS_NAMED], mean_difference=math.inf,
+                   lower_bound=math.inf, upper_bound=math.inf, candidate_mean_kl=math.inf)
+        return out
+    d = batch_means([c - b for c, b in zip(cand_kl, base_kl)], block_tokens)
+    out.update(candidate_mean_kl=math.fsum(cand_kl) / len(cand_kl), mean_difference=d["mean"],
+               stderr_difference=d["stderr"], naive_stderr_difference=d["naive_stderr"],
+               block_tokens=d["block_tokens"], blocks=d["blocks"], block_rule=d["block_rule"],
+               lag1_autocorrelation=d["lag1_autocorrelation"])
+    if d["blocks"] < 2:
+        out.update(verdict="INCONCLUSIVE", lower_bound=-math.inf, upper_bound=math.inf)
+        return out
+    t = t_quantile(confidence, d["blocks"] - 1)
+    upper, lower = d["mean"] + t * d["stderr"], d["mean"] - t * d["stderr"]
+    out.update(t_quantile=t, upper_bound=upper, lower_bound=lower,
+               degrees_of_freedom=d["blocks"] - 1)
+    if upper <= out["margin"]:
+        out["verdict"] = "ACCEPT"
+    elif lower > out["margin"]:
+        out["verdict"] = "REJECT"
+    else:
+        out["verdict"] = "INCONCLUSIVE"
+        needed = tokens_to_decide(abs(out["margin"] - d["mean"]), d["long_run_variance"],
+                                  confidence, d["block_tokens"], d["count"])
+        if needed:
+            out.update(tokens_needed=needed,
+                       tokens_needed_verdict="ACCEPT" if d["mean"] < out["margin"] else "REJECT")
+    return out
 
 
 def means_agree(a, b):
+    if a == b:  # also equal infinities
+        return True
     return abs(a - b) <= CLI_NUMPY_ABS_TOL + CLI_NUMPY_REL_TOL * max(abs(a), abs(b))
 
 
-def decide_exit(errors, wiring_ok, candidate_status, candidate_accept, broken_accept):
-    """The exit status (module docstring); None for an accept flag means 'not gated'."""
+def decide_exit(errors, wiring_ok, candidate_status, candidate_verdict, broken_verdict):
+    """The exit status (module docstring); a verdict of None means 'not gated'."""
     if errors or not wiring_ok:
         return EXIT_ERROR
-    if broken_accept is None:
+    if broken_verdict is None:
         return EXIT_ERROR
-    if broken_accept or (candidate_status == ST_OK and not candidate_accept):
+    if broken_verdict == "ACCEPT" or (candidate_status == ST_OK and candidate_verdict == "REJECT"):
         return EXIT_GATE_FAIL
+    if broken_verdict == "INCONCLUSIVE" or (candidate_status == ST_OK
+                                            and candidate_verdict == "INCONCLUSIVE"):
+        return EXIT_INCONCLUSIVE
     if candidate_status != ST_OK:
         return EXIT_NO_CANDIDATE
     return EXIT_PASS
@@ -422,7 +607,7 @@ def format_summary(summary):
     lines = ["", "== e2e drift summary: " + summary["config"]["label"],
              f"{'variant':<14} {'attention':<26} {'weights':<7} {'status':<11} "
              f"{'mean KL vs (a)':>14} {'stderr':>9} {'top1 %':>7} {'KL vs (b)':>10} "
-             f"{'gate':<7} verdict by"]
+             f"{'d upper':>10} {'gate':<12} verdict by"]
     for name in VARIANT_ORDER:
         v = summary["variants"].get(name)
         if v is None:
@@ -434,7 +619,8 @@ def format_summary(summary):
             f"{VARIANT_LETTERS[name] + ' ' + name:<14} {v['attention']:<26} {v['weights']:<7} "
             f"{v['status']:<11} {_num(drift.get('mean'), '14.6e')} {_num(drift.get('stderr'), '9.2e')} "
             f"{_num(drift.get('top1_agreement_percent'), '7.2f')} {_num(vs_base, '10.3e')} "
-            f"{gate.get('verdict', '-'):<7} {gate.get('source', '-')}")
+            f"{_num(gate.get('upper_bound'), '10.3e')} {gate.get('verdict', '-'):<12} "
+            f"{gate.get('source', '-')}")
     wiring = summary.get("wiring") or {}
     if wiring.get("kl"):
         lines.append(f"wiring: mean KL(torch fp64 attention || {wiring['backend']}) "
@@ -455,8 +641,11 @@ def format_summary(summary):
         lines.append("note: " + note)
     for error in summary.get("errors", []):
         lines.append("ERROR: " + error)
-    lines.append(f"gate rule: ACCEPT iff mean KL(a||x) <= mean KL(a||b) * (1 + "
-                 f"{summary['margin_rel']:g}) + {summary['margin']:g}")
+    confidence = summary.get("confidence", GATE_CONFIDENCE)
+    lines.append(f"gate rule (paired): d_t = KL_t(a||x) - KL_t(a||b); ACCEPT iff the "
+                 f"{100 * confidence:g}% upper bound of mean d (batch means) <= margin "
+                 f"{summary['margin']:g} + {summary['margin_rel']:g} x mean KL(a||b), REJECT iff the "
+                 f"lower bound > margin, else INCONCLUSIVE")
     lines.append(f"exit status {summary['exit_status']}: {summary['exit_meaning']}")
     return "\n".join(lines)
 
@@ -466,7 +655,69 @@ EXIT_MEANINGS = {
     EXIT_GATE_FAIL: "gate outcome wrong (candidate rejected or broken accepted)",
     EXIT_ERROR: "error (see ERROR lines)",
     EXIT_NO_CANDIDATE: "8-bit kernel not available; broken REJECTED as expected",
+    EXIT_INCONCLUSIVE: "gate INCONCLUSIVE for the candidate or broken (too few tokens to decide)",
 }
+
+
+# t(p, df): the values tests/accuracy/test_student_t.cpp checks the C++ quantile (incomplete beta
+# fraction) against; they agree with published tables (e.g. 1.812 for 0.95 and 10 degrees of
+# freedom) to every printed digit.
+T_TABLE = ((0.95, 1, 6.313751514675028), (0.95, 2, 2.919985580353723), (0.95, 5, 2.0150483733330224),
+           (0.95, 10, 1.8124611228116754), (0.95, 30, 1.6972608865939578),
+           (0.975, 10, 2.228138851986274), (0.99, 3, 4.540702858568121),
+           (0.999, 1000, 3.09840216391349))
+
+
+def self_test_gate(check):
+    """The paired rule's mirror: t quantile, block length, batch means, verdicts, tokens needed."""
+    for p, df, want in T_TABLE:
+        got = t_quantile(p, df)
+        check(abs(got - want) <= 1e-9 * want, f"t_quantile({p}, {df}) = {got!r}, table {want}")
+    for p in (0.6, 0.9, 0.99):
+        check(abs(t_quantile(p, 1) - math.tan(math.pi * (p - 0.5))) < 1e-10, f"Cauchy quantile {p}")
+        check(abs(t_quantile(p, 2) - (2 * p - 1) / math.sqrt(2 * p * (1 - p))) < 1e-10, f"t2 {p}")
+    z = statistics.NormalDist().inv_cdf(0.95)
+    check(abs(t_quantile(0.95, 10 ** 6) - (z + (z ** 3 + z) / 4e6)) < 1e-11, "t quantile, large df")
+    for p in (0.9, 0.95, 0.999):
+        df = T_ASYMPTOTIC_FROM - 1
+        check(abs(t_quantile(p, df) - t_quantile_expansion(p, df)) < 1e-12,
+              f"t quantile {p}: the sums and the expansion agree where the expansion takes over")
+    check(default_block_length(1001, 0.0) == (11, "cube_root"), "block length: cube root")
+    check(default_block_length(10000, 0.5) == (27, "lag1_autocorrelation"), "block length: r 0.5")
+    check(default_block_length(1000, 0.9) == (100, "capped"), "block length: capped")
+    check(default_block_length(24, 0.0) == (2, "capped"), "block length: 24 tokens")
+    rng = random.Random(5)
+    series = [0.01 * rng.gauss(0.0, 1.0) for _ in range(310)]
+    stats = batch_means(series, 10)
+    means = [sum(series[j * 10:(j + 1) * 10]) / 10 for j in range(31)]
+    grand = sum(means) / 31
+    want = math.sqrt(10 * sum((m - grand) ** 2 for m in means) / 30 / 310)
+    check(abs(stats["stderr"] - want) < 1e-12 * want, f"batch-means stderr {stats['stderr']} vs {want}")
+    check(abs(batch_means(series, 1)["stderr"] - stats["naive_stderr"]) < 1e-15, "blocks of one: i.i.d.")
+    centred = [x - math.fsum(series) / len(series) for x in series]
+    se = batch_means(centred, 10)["stderr"]
+    base = [0.05 + 0.001 * rng.random() for _ in series]
+    verdict = lambda shift, **kw: paired_gate([b + x + shift * se for b, x in zip(base, centred)],
+                                              base, block_tokens=10, **kw)
+    check(paired_gate(base, base)["verdict"] == "ACCEPT", "identical candidate accepted at margin 0")
+    check(verdict(3.0)["verdict"] == "REJECT", "+3 standard errors rejected")
+    unsure = verdict(0.5)
+    check(unsure["verdict"] == "INCONCLUSIVE" and unsure.get("tokens_needed_verdict") == "REJECT",
+          f"+0.5 standard errors inconclusive: {unsure}")
+    needed = unsure.get("tokens_needed", 0)
+    bound = lambda n: t_quantile(0.95, n // 10 - 1) * math.sqrt(se * se * 310 / n)
+    gap = abs(unsure["mean_difference"])
+    check(needed > 310 and bound(needed) < gap <= bound(needed - 1), f"tokens needed {needed}")
+    check(verdict(-3.0)["verdict"] == "ACCEPT", "-3 standard errors accepted")
+    check(verdict(0.5, margin_rel=0.1)["verdict"] == "ACCEPT", "relative margin")
+    check(verdict(0.5, confidence=0.5)["verdict"] == "REJECT", "confidence 0.5: the point rule")
+    check(paired_gate(base[:1] + [math.inf] + base[2:], base)["verdict"] == "REJECT",
+          "infinite candidate KL rejected")
+    try:
+        paired_gate(base, base[:3] + [math.inf] + base[4:])
+        check(False, "infinite baseline KL accepted")
+    except ValueError as exc:
+        check("rows [3]" in str(exc), f"infinite baseline message: {exc}")
 
 
 def self_test_batch_and_config(check):
@@ -499,7 +750,7 @@ def self_test_batch_and_config(check):
 
 
 def self_test_kl_gate_exit(check):
-    """The pure-Python KL, the gate rule and the exit status."""
+    """The pure-Python KL and the exit status from the gate's verdicts."""
     row = [0.5, -1.0, 2.0, 0.0]
     check(abs(kl_row_python(row, row)) < 1e-15, "KL(p||p) = 0")
     check(abs(kl_row_python(row, [x + 3.0 for x in row])) < 1e-15, "KL is shift invariant")
@@ -508,17 +759,14 @@ def self_test_kl_gate_exit(check):
     got = kl_row_python([math.log(p), math.log(1 - p)], [math.log(q), math.log(1 - q)])
     check(abs(got - expected) < 1e-15, f"two-point KL {got} vs {expected}")
 
-    check(gate_accepts(0.01, 0.01, 0.0, 0.0) and not gate_accepts(0.0101, 0.01, 0.0, 0.0),
-          "gate at zero margin")
-    check(gate_accepts(0.0104, 0.01, 0.0, 0.05) and gate_accepts(0.0105, 0.01, 0.001, 0.0),
-          "gate margins")
-    check(not gate_accepts(float("nan"), 0.01, 1.0, 1.0), "gate rejects NaN")
-    check(decide_exit([], True, ST_OK, True, False) == EXIT_PASS, "exit pass")
-    check(decide_exit([], True, ST_OK, False, False) == EXIT_GATE_FAIL, "exit cand reject")
-    check(decide_exit([], True, ST_OK, True, True) == EXIT_GATE_FAIL, "exit broken accept")
-    check(decide_exit([], True, ST_UNAVAILABLE, None, False) == EXIT_NO_CANDIDATE, "exit no cand")
-    check(decide_exit(["x"], True, ST_OK, True, False) == EXIT_ERROR, "exit error")
-    check(decide_exit([], False, ST_OK, True, False) == EXIT_ERROR, "exit wiring")
+    check(decide_exit([], True, ST_OK, "ACCEPT", "REJECT") == EXIT_PASS, "exit pass")
+    check(decide_exit([], True, ST_OK, "REJECT", "REJECT") == EXIT_GATE_FAIL, "exit cand reject")
+    check(decide_exit([], True, ST_OK, "ACCEPT", "ACCEPT") == EXIT_GATE_FAIL, "exit broken accept")
+    check(decide_exit([], True, ST_OK, "ACCEPT", "INCONCLUSIVE") == EXIT_INCONCLUSIVE, "exit broken ?")
+    check(decide_exit([], True, ST_OK, "INCONCLUSIVE", "REJECT") == EXIT_INCONCLUSIVE, "exit cand ?")
+    check(decide_exit([], True, ST_UNAVAILABLE, None, "REJECT") == EXIT_NO_CANDIDATE, "exit no cand")
+    check(decide_exit(["x"], True, ST_OK, "ACCEPT", "REJECT") == EXIT_ERROR, "exit error")
+    check(decide_exit([], False, ST_OK, "ACCEPT", "REJECT") == EXIT_ERROR, "exit wiring")
 
 
 def self_test_summary(check):
@@ -571,7 +819,8 @@ def self_test():
         if not condition:
             failures.append(what)
 
-    for part in (self_test_batch_and_config, self_test_kl_gate_exit, self_test_summary, self_test_numpy):
+    for part in (self_test_batch_and_config, self_test_gate, self_test_kl_gate_exit, self_test_summary,
+                 self_test_numpy):
         part(check)
     if failures:
         print("self-test FAILED:\n  " + "\n  ".join(failures))
@@ -958,9 +1207,11 @@ def write_dump(path, logits, targets, model_label, variant_label, engine, dtype=
         f.attrs["engine"] = engine
 
 
-def run_cli_gate(cli, ref, cand, base, json_path, margin, margin_rel):
-    """(verdict dict or None, why-not text): runs `wideattn accuracy gate` and reads its JSON."""
+def run_cli_gate(cli, ref, cand, base, json_path, margin, margin_rel, confidence):
+    """(verdict dict or None, why-not text): runs `wideattn accuracy gate --rule paired` and
+    reads its JSON."""
     command = [cli, "accuracy", "gate", ref, cand, "--baseline", base, "--json", json_path,
+               "--rule", "paired", "--confidence", repr(confidence),
                "--margin", repr(margin), "--margin-rel", repr(margin_rel)]
     print("$ " + " ".join(command), flush=True)
     try:
@@ -970,7 +1221,7 @@ def run_cli_gate(cli, ref, cand, base, json_path, margin, margin_rel):
     print(result.stdout.rstrip(), flush=True)
     if result.stderr.strip():
         print(result.stderr.rstrip()[-2000:], flush=True)
-    if result.returncode not in (0, 1):
+    if result.returncode not in CLI_VERDICT_STATUS.values():
         return None, f"CLI exit status {result.returncode}: {result.stderr.strip()[-300:]}"
     try:
         with open(json_path) as handle:
@@ -978,12 +1229,16 @@ def run_cli_gate(cli, ref, cand, base, json_path, margin, margin_rel):
     except (OSError, ValueError) as exc:
         return None, f"CLI ran (status {result.returncode}) but its JSON is unreadable: {exc}"
     gate = report["gate"]
-    return {"verdict": gate["verdict"], "accept": bool(gate["accept"]),
-            "candidate_mean_kl": float(report["candidate_drift"]["kl"]["mean"]),
-            "baseline_mean_kl": float(report["baseline_drift"]["kl"]["mean"]),
-            "budget": float(gate["budget"]), "exit_status": result.returncode,
-            "paired_kl_difference": report.get("paired_kl_difference"),
-            "json": os.path.basename(json_path)}, None
+    if CLI_VERDICT_STATUS.get(gate["verdict"]) != result.returncode:
+        return None, f"CLI exit status {result.returncode} but its JSON says {gate['verdict']}"
+    # Non-finite numbers come as the strings "inf", "-inf", "nan" (docs/accuracy.md section 5).
+    out = {key: float(gate[key]) if gate.get(key) in ("inf", "-inf", "nan") else gate.get(key)
+           for key in CLI_GATE_FIELDS}
+    out.update(accept=bool(gate["accept"]), exit_status=result.returncode,
+               candidate_mean_kl=float(report["candidate_drift"]["kl"]["mean"]),
+               baseline_mean_kl=float(report["baseline_drift"]["kl"]["mean"]),
+               json=os.path.basename(json_path))
+    return out, None
 
 
 def write_samples(out_dir, dump_dir, variants, targets, sample_rows, model_label):
@@ -1084,8 +1339,8 @@ def start_run(args):
         print(f"[{time.time() - started:7.1f}s] {message}", flush=True)
 
     summary = {"config": dict(args.config.as_dict(), label=args.config.label()), "margin": args.margin,
-               "margin_rel": args.margin_rel, "variants": {}, "notes": [], "errors": [],
-               "timings_s": {}}
+               "margin_rel": args.margin_rel, "confidence": args.confidence, "variants": {},
+               "notes": [], "errors": [], "timings_s": {}}
     return RunState(args=args, started=started, summary=summary, log=log)
 
 
@@ -1236,79 +1491,88 @@ def run_variant(state, name, plans):
         wiring_check(state.wiring, logits, state.model, state.inputs, state.batch, state.errors, log)
 
 
-def gate_variant(state, name, ref_path, base_path, base_mean, cli_usable):
-    """One gated variant's verdict: by the CLI when it runs (cross-checked against the numpy KL),
-    else by the numpy KL with a report in the CLI's format. Returns whether the CLI is still
-    usable."""
-    args, errors, variants = state.args, state.errors, state.summary["variants"]
-    info = variants[name]
-    numpy_mean = info["kl_vs_reference"]["mean"]
-    numpy_accept = gate_accepts(numpy_mean, base_mean, args.margin, args.margin_rel)
-    gate = {"numpy_accept": numpy_accept,
-            "budget": gate_budget(base_mean, args.margin, args.margin_rel)}
+def gate_variant(state, name, paths, per_token, cli_usable):
+    """One gated variant's verdict by the paired rule: the mirror above on the numpy per-token
+    KL, and the CLI's when it runs, which must agree; without the CLI the mirror decides and
+    writes a report in the CLI's format. Returns whether the CLI is still usable."""
+    args, info = state.args, state.summary["variants"][name]
+    letter = VARIANT_LETTERS[name]
+    mirror = paired_gate(per_token[name], per_token[V_BASELINE], args.margin, args.margin_rel,
+                         args.confidence)
+    gate = {"numpy": mirror, "margin": mirror["margin"], "upper_bound": mirror["upper_bound"]}
+    info["gate"] = gate
     cli_result, why = None, None
     if cli_usable:
-        cli_result, why = run_cli_gate(
-            args.cli, ref_path, info["dump"], base_path,
-            os.path.join(args.out, f"gate_{name}.json"), args.margin, args.margin_rel)
-    if cli_result is not None:
-        gate.update(cli=cli_result, source="cli", verdict=cli_result["verdict"],
-                    accept=cli_result["accept"])
-        for label, cli_mean, np_mean in (
-                ("candidate", cli_result["candidate_mean_kl"], numpy_mean),
-                ("baseline", cli_result["baseline_mean_kl"], base_mean)):
-            if not means_agree(cli_mean, np_mean):
-                errors.append(f"({VARIANT_LETTERS[name]}) CLI and numpy disagree on the "
-                              f"{label} mean KL: {cli_mean!r} vs {np_mean!r}")
-        if cli_result["accept"] != numpy_accept:
-            errors.append(f"({VARIANT_LETTERS[name]}) CLI verdict {cli_result['verdict']} "
-                          f"but numpy says {'ACCEPT' if numpy_accept else 'REJECT'}")
-    else:
+        cli_result, why = run_cli_gate(args.cli, paths["reference"], info["dump"], paths["baseline"],
+                                       os.path.join(args.out, f"gate_{name}.json"), args.margin,
+                                       args.margin_rel, args.confidence)
+    if cli_result is None:
         if why:
-            state.notes.append(f"({VARIANT_LETTERS[name]}) {why}; numpy decides")
+            state.notes.append(f"({letter}) {why}; numpy decides")
             cli_usable = False
-        gate.update(source="numpy", accept=numpy_accept,
-                    verdict="ACCEPT" if numpy_accept else "REJECT")
+        gate.update(source="numpy", verdict=mirror["verdict"], accept=mirror["verdict"] == "ACCEPT")
         fallback = {"tool": "tools/bench/e2e_drift.py numpy fallback (not the wideattn CLI)",
-                    "command": "gate", "reference": ref_path, "candidate": info["dump"],
-                    "baseline": base_path, "candidate_drift": info["kl_vs_reference"],
-                    "baseline_drift": variants[V_BASELINE]["kl_vs_reference"],
-                    "gate": {"verdict": gate["verdict"], "accept": numpy_accept,
-                             "budget_source": "baseline", "base_budget": base_mean,
-                             "margin_absolute": args.margin,
-                             "margin_relative": args.margin_rel,
-                             "budget": gate["budget"], "candidate_mean_kl": numpy_mean}}
+                    "command": "gate", "reference": paths["reference"], "candidate": info["dump"],
+                    "baseline": paths["baseline"], "candidate_drift": info["kl_vs_reference"],
+                    "gate": dict(mirror, margin_absolute=args.margin, margin_relative=args.margin_rel)}
         with open(os.path.join(args.out, f"gate_{name}_numpy.json"), "w") as handle:
             json.dump(fallback, handle, indent=1)
-    info["gate"] = gate
-    state.log(f"({VARIANT_LETTERS[name]}) {name}: mean KL {numpy_mean:.4e} vs budget "
-              f"{gate['budget']:.4e} -> {gate['verdict']} (by {gate['source']})")
+    else:
+        gate.update(cli=cli_result, source="cli", verdict=cli_result["verdict"],
+                    accept=cli_result["accept"], upper_bound=cli_result["upper_bound"])
+        check_cli_gate(state, letter, cli_result, mirror)
+    state.log(f"({letter}) {name}: mean KL difference vs (b) "
+              f"{mirror.get('mean_difference', math.inf):.4e}, {100 * args.confidence:g}% bounds "
+              f"[{mirror['lower_bound']:.4e}, {mirror['upper_bound']:.4e}] vs margin "
+              f"{gate['margin']:.4e} -> {gate['verdict']} (by {gate['source']})")
     return cli_usable
 
 
+def check_cli_gate(state, letter, cli_result, mirror):
+    """Errors where the CLI's paired report and the numpy mirror disagree."""
+    for label, cli_value, np_value in (
+            ("candidate mean KL", cli_result["candidate_mean_kl"], mirror["candidate_mean_kl"]),
+            ("baseline mean KL", cli_result["baseline_mean_kl"], mirror["baseline_mean_kl"]),
+            ("mean KL difference", cli_result["mean_difference"], mirror.get("mean_difference")),
+            ("upper bound", cli_result["upper_bound"], mirror["upper_bound"])):
+        numbers = isinstance(cli_value, (int, float)) and np_value is not None
+        if not numbers or not means_agree(cli_value, np_value):
+            state.errors.append(f"({letter}) CLI and numpy disagree on the {label}: "
+                                f"{cli_value!r} vs {np_value!r}")
+    if cli_result["verdict"] != mirror["verdict"]:
+        state.errors.append(f"({letter}) CLI verdict {cli_result['verdict']} but numpy says "
+                            f"{mirror['verdict']}")
+
+
 def drift_and_gates(state):
-    """KL of every variant that ran (numpy over the files) and the gate's verdicts."""
+    """KL of every variant that ran against (a) and (b) (numpy over the files), then the paired
+    gate of each gated variant against the baseline (b)."""
     variants = state.summary["variants"]
     ok = {name for name, info in variants.items() if info["status"] == ST_OK}
     if not {V_REFERENCE, V_BASELINE} <= ok:
         state.errors.append("reference or baseline missing: nothing to gate")
         return
-    ref_path, base_path = variants[V_REFERENCE]["dump"], variants[V_BASELINE]["dump"]
+    paths = {"reference": variants[V_REFERENCE]["dump"], "baseline": variants[V_BASELINE]["dump"]}
+    per_token = {}
     for name in (V_BASELINE,) + GATED:
         if name in ok:
-            variants[name]["kl_vs_reference"] = kl_files(ref_path, variants[name]["dump"])
+            variants[name]["kl_vs_reference"], kl = kl_files(paths["reference"], variants[name]["dump"],
+                                                             per_token=True)
+            per_token[name] = kl.tolist()
         if name in ok and name != V_BASELINE:
-            variants[name]["kl_vs_baseline"] = kl_files(base_path, variants[name]["dump"])
+            variants[name]["kl_vs_baseline"] = kl_files(paths["baseline"], variants[name]["dump"])
     if {V_CANDIDATE, V_EMULATED} <= ok:
         state.summary["candidate_vs_emulated"] = kl_files(variants[V_EMULATED]["dump"],
                                                           variants[V_CANDIDATE]["dump"])
-    base_mean = variants[V_BASELINE]["kl_vs_reference"]["mean"]
     cli_usable = os.path.exists(state.args.cli)
     if not cli_usable:
         state.notes.append(f"CLI {state.args.cli} not found: verdicts from the numpy KL")
     for name in GATED:
         if name in ok:
-            cli_usable = gate_variant(state, name, ref_path, base_path, base_mean, cli_usable)
+            try:
+                cli_usable = gate_variant(state, name, paths, per_token, cli_usable)
+            except ValueError as exc:  # a baseline KL that is not finite: the CLI exits 2 there
+                state.errors.append(f"({VARIANT_LETTERS[name]}) {name} not gated: {exc}")
 
 
 def finish_run(state):
@@ -1325,8 +1589,8 @@ def finish_run(state):
     if broken_gate is None:
         errors.append("the broken variant was not gated")
     exit_status = decide_exit(errors, state.wiring["ok"], candidate.get("status"),
-                              (candidate.get("gate") or {}).get("accept"),
-                              broken_gate["accept"] if broken_gate else None)
+                              (candidate.get("gate") or {}).get("verdict"),
+                              broken_gate["verdict"] if broken_gate else None)
     summary["exit_status"] = exit_status
     summary["exit_meaning"] = EXIT_MEANINGS[exit_status]
     summary["timings_s"]["total"] = time.time() - state.started
@@ -1412,10 +1676,14 @@ def add_gate_args(parser):
     gate.add_argument("--bf16-attention", choices=BF16_ATTN_CHOICES, default=ATTN_WIDEATTN_BF16,
                       help="attention of the reference (a) and baseline (b)")
     gate.add_argument("--margin", type=float, default=0.0,
-                      help="absolute gate margin in nats (passed to `accuracy gate --margin`)")
+                      help="absolute margin in nats of the paired gate on the mean per-token KL "
+                           "difference (passed to `accuracy gate --margin`)")
     gate.add_argument("--margin-rel", type=float, default=0.0,
                       help="relative gate margin, a fraction of the baseline's mean KL "
                            "(`accuracy gate --margin-rel`)")
+    gate.add_argument("--confidence", type=float, default=GATE_CONFIDENCE,
+                      help="one-sided confidence of the paired gate's bounds, in [0.5, 1) "
+                           "(`accuracy gate --confidence`)")
     gate.add_argument("--no-attn-check", action="store_true",
                       help="skip the per-layer relative L2 of each attention output against an "
                            "fp64 attention of the same inputs (and, for the kernel, against the "
@@ -1431,7 +1699,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="Exit status: 0 candidate accepted and broken rejected; 1 wrong gate outcome; "
-               "2 error; 3 8-bit kernel not in the bundle (broken rejected).",
+               "2 error; 3 8-bit kernel not in the bundle (broken rejected); 4 the gate was "
+               "inconclusive for the candidate or broken.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_path_args(parser)
     add_model_args(parser)
@@ -1452,6 +1721,8 @@ def parse_args(argv=None):
         parser.error("--global-every larger than --layers leaves no global layer")
     if args.margin < 0 or args.margin_rel < 0:
         parser.error("--margin and --margin-rel must be >= 0")
+    if not 0.5 <= args.confidence < 1.0:
+        parser.error(f"--confidence must lie in [0.5, 1), got {args.confidence}")
     args.config = ModelConfig(vocab=args.vocab, hidden=args.hidden, layers=args.layers,
                               kv_heads=args.kv_heads, mlp_ratio=args.mlp_ratio,
                               seq_lens=seq_lens, seed=args.seed, logit_std=args.logit_std,
