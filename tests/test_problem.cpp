@@ -131,3 +131,55 @@ TEST_CASE("problem: e4m3 Q codes dequantise exactly to the q the references read
     HostProblem bad;
     CHECK(make_problem(spec, &bad) == "make_problem: q_token_pad=8 must be a multiple of 16 with e4m3 Q (16-byte rows)");
 }
+
+TEST_CASE("problem: Gemma-like inputs are RMS-normalised, with outlier channels and a common V offset") {
+    ProblemSpec spec = problem_spec({40}, {24}, 8, 2, 16, 11);
+    spec.q_token_pad = 8;
+    spec.gemma.q_rms = 0.5f;
+    spec.gemma.k_rms = 1.0f;
+    spec.gemma.k_outlier_channels = 2;
+    spec.gemma.k_outlier_gain = 40.0f;
+    spec.gemma.v_offset_rms = 6.0f;
+    HostProblem h;
+    REQUIRE(make_problem(spec, &h).empty());
+    const int32_t d = spec.head_dim;
+    constexpr double kBf16Rms = 0.01;  // RMS after bf16 rounding of every element
+    for (int32_t t = 0; t < h.total_q; ++t)
+        for (int32_t head = 0; head < spec.num_q_heads; ++head) {
+            double squares = 0.0;
+            for (int32_t i = 0; i < d; ++i) {
+                const double x = bf16_to_float(h.q[t * h.q_token_stride() + int64_t{head} * d + i]);
+                squares += x * x;
+            }
+            CHECK(std::fabs(std::sqrt(squares / d) - 0.5) < kBf16Rms * 0.5);
+        }
+    // K: per channel the mean square over every key is ~1 except the two outlier channels (~40^2).
+    const int64_t rows = h.kv_elements() / d;
+    std::vector<double> channel_squares(static_cast<size_t>(d), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int32_t i = 0; i < d; ++i) {
+            const double x = bf16_to_float(h.k[r * d + i]);
+            channel_squares[i] += x * x / static_cast<double>(rows);
+        }
+    const int64_t outliers = std::count_if(channel_squares.begin(), channel_squares.end(),
+                                           [](double ms) { return ms > 100.0; });
+    CHECK(outliers == 2);
+    // V: the mean over the keys of one KV head is its offset (RMS ~6), the same for every key.
+    for (int32_t head = 0; head < spec.num_kv_heads; ++head) {
+        double mean_squares = 0.0;
+        for (int32_t i = 0; i < d; ++i) {
+            double mean = 0.0;
+            int64_t count = 0;
+            for (int64_t r = head; r < rows; r += spec.num_kv_heads, ++count) mean += bf16_to_float(h.v[r * d + i]);
+            mean /= static_cast<double>(count);
+            mean_squares += mean * mean / d;
+        }
+        CHECK(std::sqrt(mean_squares) == doctest::Approx(6.0).epsilon(0.05));
+    }
+    CHECK(spec.describe().find("gemma(q 0.5") != std::string::npos);
+    HostProblem again;
+    REQUIRE(make_problem(spec, &again).empty());
+    CHECK(again.q == h.q);
+    CHECK(again.k == h.k);
+    CHECK(again.v == h.v);
+}

@@ -89,6 +89,60 @@ void check_fast_case(const ProblemSpec& spec, double rel_l2_bound, bool check_ls
 
 }  // namespace
 
+// Gemma-like inputs at softmax scale 1.0 (GemmaInputs): QK-normed Q with RMS 0.3 .. 1.0, K
+// outlier channels x20 .. x60, V with a large common offset, long contexts.
+std::vector<ProblemSpec> gemma_specs(uint64_t seed) {
+    struct Shape {
+        std::vector<int32_t> q_lens, contexts;
+        int32_t q_heads, kv_heads, block_size;
+        float q_rms;
+        int32_t outlier_channels;
+        float outlier_gain, v_offset;
+    };
+    const Shape shapes[] = {
+        {{2048}, {0}, 32, 4, 16, 0.3f, 0, 1.0f, 0.0f},
+        {{160}, {16000}, 32, 4, 16, 0.5f, 0, 1.0f, 0.0f},           // long context
+        {{1, 5, 300}, {20000, 3000, 0}, 32, 4, 64, 0.7f, 1, 40.0f, 4.0f},  // decode, verify, prompt
+        {{999}, {1234}, 8, 1, 32, 1.0f, 2, 60.0f, 0.0f},             // TP=4 rank
+        {{700}, {0}, 32, 4, 16, 0.5f, 1, 20.0f, 8.0f},
+    };
+    std::vector<ProblemSpec> specs;
+    for (const Shape& shape : shapes) {
+        ProblemSpec s = problem_spec(shape.q_lens, shape.contexts, shape.q_heads, shape.kv_heads, shape.block_size,
+                                     seed + specs.size());
+        s.gemma.q_rms = shape.q_rms;
+        s.gemma.k_outlier_channels = shape.outlier_channels;
+        s.gemma.k_outlier_gain = shape.outlier_gain;
+        s.gemma.v_offset_rms = shape.v_offset;
+        specs.push_back(s);
+    }
+    return specs;
+}
+
+TEST_CASE("gpu bf16 kernels: Gemma-like peaked inputs within the rounding-floor bound") {
+    const uint64_t seed = fresh_seed();
+    const std::vector<std::string> kernels = runnable_prefill_kernels(WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16);
+    REQUIRE_FALSE(kernels.empty());
+    for (const std::string& name : kernels) {
+        KernelRestriction only(name);
+        for (const ProblemSpec& spec : gemma_specs(seed)) {
+            CAPTURE(name);
+            CAPTURE(spec.describe());
+            const CaseResult r = run_case(*gpu().device, gpu().ctx, spec, WIDEATTN_DTYPE_BF16, ReferenceKind::kGpuF64);
+            REQUIRE_MESSAGE(r.error.empty(), r.error);
+            std::printf("  %-16s %-72s mean abs %.3e = x%.3f of the rounding floor\n", r.kernel.c_str(),
+                        spec.describe().c_str(), r.stats.mean_abs, floor_ratio(r));
+            INFO(accuracy::format_error_stats(r.stats));
+            CHECK(r.kernel == name);
+            CHECK(r.stats.nonfinite == 0);
+            CHECK(r.stats.rel_l2 <= kBf16RelL2);
+            CHECK(floor_ratio(r) <= kPeakedFloorRatio);
+            CHECK(r.lse_max_abs <= kFp32LseAbs);
+            CHECK(r.deterministic);
+        }
+    }
+}
+
 TEST_CASE("gpu fp64 kernel: matches the CPU reference on varlen, paged, context shapes") {
     const uint64_t seed = fresh_seed();
     check_reference_case(problem_spec({65}, {0}, 8, 1, 16, seed));

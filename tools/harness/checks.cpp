@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "accuracy/bf16.h"
 #include "accuracy/reference_cpu.h"
 #include "dispatch/manifest.h"
 #include "dispatch/selection.h"
@@ -34,7 +35,24 @@ std::string reference_on_gpu(const GpuDevice& gpu, wideattn_context* ctx, const 
     return err.empty() ? err : "fp64 GPU reference: " + err;
 }
 
+// Mean |bf16(x) - x| over the finite reference values.
+double rounding_floor(const std::vector<double>& reference) {
+    double sum = 0.0;
+    int64_t count = 0;
+    for (double x : reference) {
+        if (!std::isfinite(x)) continue;
+        sum += std::fabs(static_cast<double>(bf16_to_float(float_to_bf16(static_cast<float>(x)))) - x);
+        ++count;
+    }
+    return count ? sum / static_cast<double>(count) : 0.0;
+}
+
 }  // namespace
+
+double floor_ratio(const CaseResult& r) {
+    if (r.floor_mean_abs > 0.0) return r.stats.mean_abs / r.floor_mean_abs;
+    return r.stats.mean_abs == 0.0 ? 1.0 : INFINITY;
+}
 
 std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc_major, int cc_minor) {
     std::vector<RunnableKernel> kernels;
@@ -84,6 +102,7 @@ CaseResult run_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSp
     if (!result.error.empty()) return result;
     result.stats = accuracy::compute_error_stats(ref_out.data(), out.data(), accuracy::OutputType::kF64,
                                                  static_cast<int64_t>(ref_out.size()));
+    result.floor_mean_abs = rounding_floor(ref_out);
     for (size_t i = 0; i < lse.size(); ++i) {
         if (std::isnan(lse[i]) || (std::isinf(lse[i]) && lse[i] != ref_lse[i])) {
             ++result.lse_nonfinite;

@@ -31,6 +31,50 @@ struct Rng {
     }
 };
 
+// `row` (head_dim values ~ N(0, 1)) scaled to RMS `rms`.
+void normalise_row(float rms, std::vector<float>* row) {
+    double squares = 0.0;
+    for (float x : *row) squares += double{x} * x;
+    const double factor = squares > 0.0 ? rms / std::sqrt(squares / static_cast<double>(row->size())) : 0.0;
+    for (float& x : *row) x = static_cast<float>(x * factor);
+}
+
+// The GemmaInputs of spec into p's q, k, v (q's row padding stays N(0, input_scale^2)).
+void fill_gemma_inputs(const ProblemSpec& spec, Rng& rng, HostProblem* p) {
+    const GemmaInputs& g = spec.gemma;
+    const int32_t d = spec.head_dim;
+    std::vector<float> row(static_cast<size_t>(d));
+    for (auto& x : p->q) x = float_to_bf16(rng.normal() * spec.input_scale);
+    for (int64_t t = 0; t < p->total_q; ++t)
+        for (int32_t h = 0; h < spec.num_q_heads; ++h) {
+            for (float& x : row) x = rng.normal();
+            normalise_row(g.q_rms, &row);
+            const int64_t first = t * p->q_token_stride() + int64_t{h} * d;
+            for (int32_t i = 0; i < d; ++i) p->q[first + i] = float_to_bf16(row[i]);
+        }
+    std::vector<float> gain(static_cast<size_t>(d), 1.0f);
+    for (int32_t c = 0; c < g.k_outlier_channels && c < d; ++c) {
+        int32_t channel = static_cast<int32_t>(rng.next() % d);
+        while (gain[channel] != 1.0f) channel = (channel + 1) % d;
+        gain[channel] = g.k_outlier_gain;
+    }
+    std::vector<std::vector<float>> offsets(static_cast<size_t>(spec.num_kv_heads), std::vector<float>(d, 0.0f));
+    for (auto& offset : offsets) {
+        for (float& x : offset) x = rng.normal();
+        normalise_row(g.v_offset_rms, &offset);
+    }
+    const int64_t rows = p->kv_elements() / d;
+    for (int64_t r = 0; r < rows; ++r) {
+        const int32_t head = static_cast<int32_t>(r % spec.num_kv_heads);
+        for (float& x : row) x = rng.normal();
+        normalise_row(g.k_rms, &row);
+        for (int32_t i = 0; i < d; ++i) p->k[r * d + i] = float_to_bf16(row[i] * gain[i]);
+        for (float& x : row) x = rng.normal();
+        normalise_row(1.0f, &row);
+        for (int32_t i = 0; i < d; ++i) p->v[r * d + i] = float_to_bf16(row[i] + offsets[head][i]);
+    }
+}
+
 template <typename Container>
 std::string join(const Container& values) {
     std::ostringstream s;
@@ -98,11 +142,21 @@ ProblemSpec problem_spec(std::vector<int32_t> q_lens, std::vector<int32_t> conte
     return s;
 }
 
+std::string GemmaInputs::describe() const {
+    std::ostringstream s;
+    s << "gemma(q " << q_rms << ", k " << k_rms;
+    if (k_outlier_channels) s << ", " << k_outlier_channels << " ch x" << k_outlier_gain;
+    if (v_offset_rms != 0.0f) s << ", v+" << v_offset_rms;
+    s << ")";
+    return s.str();
+}
+
 std::string ProblemSpec::describe() const {
     std::ostringstream s;
     s << "seqs=" << q_lens.size() << " q=" << join(q_lens) << " ctx=" << join(contexts) << " H=" << num_q_heads
       << "/" << num_kv_heads << " D=" << head_dim << " bs=" << block_size << (shuffle_blocks ? " shuffled" : "")
-      << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "") << (e4m3_kv ? " kv=e4m3" : "") << (e4m3_q ? " q=e4m3" : "") << (nan_unused_slots ? " nan_unused" : "");
+      << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "") << (e4m3_kv ? " kv=e4m3" : "") << (e4m3_q ? " q=e4m3" : "") << (nan_unused_slots ? " nan_unused" : "")
+      << (gemma.enabled() ? " " + gemma.describe() : std::string());
     return s.str();
 }
 
@@ -154,13 +208,17 @@ std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
     p.q.resize(static_cast<size_t>(q_elems));
     p.k.resize(static_cast<size_t>(kv_elems));
     p.v.resize(static_cast<size_t>(kv_elems));
-    for (auto& x : p.q) x = float_to_bf16(rng.normal() * spec.input_scale);
-    const int32_t outlier_channel = static_cast<int32_t>(rng.next() % spec.head_dim);
-    for (int64_t i = 0; i < kv_elems; ++i) {
-        float k = rng.normal() * spec.input_scale;
-        if (spec.k_outlier != 0.0f && i % spec.head_dim == outlier_channel) k += spec.k_outlier;
-        p.k[i] = float_to_bf16(k);
-        p.v[i] = float_to_bf16(rng.normal());
+    if (spec.gemma.enabled()) {
+        fill_gemma_inputs(spec, rng, &p);
+    } else {
+        for (auto& x : p.q) x = float_to_bf16(rng.normal() * spec.input_scale);
+        const int32_t outlier_channel = static_cast<int32_t>(rng.next() % spec.head_dim);
+        for (int64_t i = 0; i < kv_elems; ++i) {
+            float k = rng.normal() * spec.input_scale;
+            if (spec.k_outlier != 0.0f && i % spec.head_dim == outlier_channel) k += spec.k_outlier;
+            p.k[i] = float_to_bf16(k);
+            p.v[i] = float_to_bf16(rng.normal());
+        }
     }
     if (spec.nan_unused_slots) poison_unused_slots(p.seq_lens_k, p.block_table, p.table_stride, &p);
     if (spec.e4m3_kv) {

@@ -14,6 +14,21 @@ namespace wideattn {
 // e4m3 Q rows must start on 16 bytes (validation): the padding is a multiple of 16 codes.
 constexpr int32_t kE4m3QPadMultiple = 16;
 
+// Inputs as QK-norm makes them (docs/design.md section 1): every Q and K head vector is
+// RMS-normalised (to q_rms, k_rms), K's outlier channels then take a gain (a learned k_norm
+// weight, the same channels in every head), V head vectors are RMS-normalised to 1 plus an offset
+// vector common to every key of a KV head. At softmax scale 1.0 the softmax is peaked: the output
+// is carried by a few keys. q_rms = 0 leaves the N(0, input_scale^2) inputs of ProblemSpec.
+struct GemmaInputs {
+    float q_rms = 0.0f;
+    float k_rms = 1.0f;
+    int32_t k_outlier_channels = 0;
+    float k_outlier_gain = 1.0f;
+    float v_offset_rms = 0.0f;
+    bool enabled() const { return q_rms > 0.0f; }
+    std::string describe() const;  // e.g. "gemma(q 0.5, k 1, 1 ch x40, v+4)"
+};
+
 struct ProblemSpec {
     std::vector<int32_t> q_lens;    // new tokens per sequence (0 allowed)
     std::vector<int32_t> contexts;  // cached keys before the new tokens, per sequence
@@ -27,6 +42,7 @@ struct ProblemSpec {
     float input_scale = 0.21f;      // q and k ~ N(0, input_scale^2); v ~ N(0, 1)
     float softmax_scale = 1.0f;     // Gemma 4 uses 1.0 (QK-norm carries the scale)
     float k_outlier = 0.0f;         // added to one K channel (a large-magnitude outlier)
+    GemmaInputs gemma;              // QK-normed inputs as Gemma 4's global layers produce (off by default)
     bool want_lse = true;
     bool generate_data = true;      // false: shapes and index arrays only (q, k, v left empty)
     bool e4m3_kv = false;           // also quantise K and V to e4m3 (k_e4m3, v_e4m3; k and v then
