@@ -74,9 +74,6 @@ struct WgmmaD512BlockTraits {
     static constexpr int32_t kExchangeBytes = kExchangeParities * kWarpGroups * kExchangeTileBytes;
     static constexpr int32_t kSmemAlign = 1024;  // swizzle atoms must be 1024-byte aligned
 
-    // Lazy softmax rescale (as the mma tier): exact, bounds P by 2^threshold.
-    static constexpr float kRescaleThresholdLog2 = 8.0f;
-
     static_assert(kRowsPerBlock == kWgmmaM, "one wgmma m64 covers the block's rows");
     static_assert(kRowsPerWarp % kGroup == 0, "a warp's accumulator rows hold whole tokens");
     static_assert(kTileKeys % kPageKeys == 0, "a key tile is whole 16-key sub-tiles");

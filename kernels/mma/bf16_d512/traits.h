@@ -59,9 +59,14 @@ struct MmaBf16D512Traits : MmaD512BlockTraits {
     };
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
 
-    // Lazy softmax rescale: O and the row sum are rescaled only when a row maximum grows by
-    // more than this many powers of two (exact result; bounds P by 2^threshold).
-    static constexpr float kRescaleThresholdLog2 = 8.0f;
+    // Softmax rescale: O and the row sums are rescaled whenever a row maximum grows by more than
+    // this many powers of two. 0: at every growth, so the largest P of a row is exactly 1 and only
+    // the smaller ones are rounded to bf16. With the softmax peaked (Gemma 4: QK-norm, scale 1.0)
+    // the output is carried by a few keys and rounding the largest P (a lazy threshold of 8 lets
+    // it reach 2^8) cost mean abs error 1.19x and max abs error 1.87x the tuned Triton peer's
+    // (H200, 2026-12-01, tools/bench/peer_accuracy.py); 0 gives 1.00x for 1.1% at the 16k prompt
+    // (BENCHMARKS.md, kernels/mma/NOTES.md).
+    static constexpr float kRescaleThresholdLog2 = 0.0f;
 
     static constexpr int32_t kMinSm = 80;  // mma.sync bf16 and cp.async
 
