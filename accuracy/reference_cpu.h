@@ -1,5 +1,5 @@
 // reference_cpu.h - fp64 attention on the CPU (Eigen) with exactly the semantics of
-// wideattn_prefill (DESIGN.md section 2). The yardstick for small shapes; the bundle's fp64
+// wideattn_prefill (docs/design.md section 2). The yardstick for small shapes; the bundle's fp64
 // GPU kernel is the one for large shapes, and the GPU tests check the two against each other.
 #pragma once
 

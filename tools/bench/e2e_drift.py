@@ -125,7 +125,7 @@ DEFAULT_LM_ROW_LOG_STD = 0.5
 
 # e4m3 (float8_e4m3fn): largest finite value; torch's cast does not saturate, so clamp first.
 E4M3_MAX = 448.0
-P_SCALE_KERNEL = 256.0               # the 8-bit kernel stores P * 2^8 (fp8/attn_e4m3/NOTES.md)
+P_SCALE_KERNEL = 256.0               # the 8-bit kernel stores P * 2^8 (fp8/mma_e4m3_d512/NOTES.md)
 P_SCALE_BROKEN = 1.0 / 256.0         # the broken variant: the P scale inverted
 
 # Checks and outputs.
