@@ -22,23 +22,39 @@ bool arch_runs_on(const ManifestKernel& k, int32_t cc_major, int32_t cc_minor) {
 
 namespace {
 
-// Candidate `index` fits; keeps it as *best when there is none yet, when it is another kernel of
-// higher priority (equal priorities: the smaller name, so the manifest's order never decides), or
-// when it is the same kernel built for an arch closer to the device (highest compatible minor,
-// arch-specific over generic).
-void keep_closest_cubin(const std::vector<ManifestKernel>& kernels, int32_t index, int32_t* best) {
-    if (*best < 0) {
-        *best = index;
-        return;
+// Whether cubin `a` is a closer build of the same kernel for the device than cubin `b`: the
+// highest compatible minor, then arch-specific over generic.
+bool closer_cubin(const ManifestKernel& a, const ManifestKernel& b) {
+    return a.arch_minor > b.arch_minor || (a.arch_minor == b.arch_minor && a.arch_specific && !b.arch_specific);
+}
+
+// Of the fitting cubins (indices into `kernels`), each kernel's closest one stands for it with
+// that cubin's priority (a kernel's priority may differ per arch); of those, `preferred` when it is
+// among them (a tuning file's choice), else the one of highest priority (equal priorities: the
+// smaller name, so the manifest's order never decides). -1 when `fitting` is empty.
+int32_t pick_fitting(const std::vector<ManifestKernel>& kernels, const std::vector<int32_t>& fitting,
+                     const std::string& preferred = std::string()) {
+    std::vector<int32_t> closest;  // one cubin per kernel name
+    for (const int32_t index : fitting) {
+        auto same = std::find_if(closest.begin(), closest.end(),
+                                 [&](int32_t c) { return kernels[c].name == kernels[index].name; });
+        if (same == closest.end())
+            closest.push_back(index);
+        else if (closer_cubin(kernels[index], kernels[*same]))
+            *same = index;
     }
-    const ManifestKernel& k = kernels[index];
-    const ManifestKernel& b = kernels[*best];
-    if (b.name != k.name) {
-        if (k.priority > b.priority || (k.priority == b.priority && k.name < b.name)) *best = index;
-        return;
+    int32_t best = -1;
+    for (const int32_t index : closest) {
+        const ManifestKernel& k = kernels[index];
+        if (!preferred.empty() && k.name == preferred) return index;
+        if (best < 0) {
+            best = index;
+            continue;
+        }
+        const ManifestKernel& b = kernels[best];
+        if (k.priority > b.priority || (k.priority == b.priority && k.name < b.name)) best = index;
     }
-    if (k.arch_minor > b.arch_minor || (k.arch_minor == b.arch_minor && k.arch_specific && !b.arch_specific))
-        *best = index;
+    return best;
 }
 
 }  // namespace
@@ -51,9 +67,9 @@ bool has_prefill_kernel(const std::vector<ManifestKernel>& kernels, const std::s
 
 wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_prefill_params& p,
                               int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message,
-                              const std::string& only_name) {
+                              const std::string& only_name, const std::string& preferred) {
     const int32_t group = p.num_q_heads / p.num_kv_heads;
-    int32_t best = -1;
+    std::vector<int32_t> fitting;
     // One reason per kernel name, in manifest order: an arch mismatch is replaced by the
     // reason a cubin of the right arch was refused, which says more.
     std::vector<std::pair<std::string, std::string>> misses;  // (name, reason)
@@ -90,7 +106,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
             miss << k.name << " would need " << p.num_q_heads / heads_per_block(group, k.heads_per_block_max)
                  << " blocks in grid.y for num_q_heads=" << p.num_q_heads << " (limit " << kMaxGridY << ")";
         } else {
-            keep_closest_cubin(kernels, static_cast<int32_t>(i), &best);
+            fitting.push_back(static_cast<int32_t>(i));
             continue;
         }
         size_t slot = 0;
@@ -103,8 +119,8 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
             miss_is_arch[slot] = false;
         }
     }
-    if (best >= 0) {
-        *index = best;
+    if (!fitting.empty()) {
+        *index = pick_fitting(kernels, fitting, restricted ? std::string() : preferred);
         return WIDEATTN_OK;
     }
     std::ostringstream s;
@@ -142,7 +158,7 @@ int64_t elementwise_grid_y(const ManifestKernel& k, int32_t heads, int32_t head_
 wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& kernels, const char* kind,
                                           const char* what, int32_t src_dtype, int32_t heads, int32_t head_dim,
                                           int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
-    int32_t best = -1;
+    std::vector<int32_t> fitting;
     std::string miss;
     for (size_t i = 0; i < kernels.size(); ++i) {
         const ManifestKernel& k = kernels[i];
@@ -163,10 +179,10 @@ wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& ker
                    " (limit " + std::to_string(kMaxGridY) + ")";
             continue;
         }
-        keep_closest_cubin(kernels, static_cast<int32_t>(i), &best);
+        fitting.push_back(static_cast<int32_t>(i));
     }
-    if (best >= 0) {
-        *index = best;
+    if (!fitting.empty()) {
+        *index = pick_fitting(kernels, fitting);
         return WIDEATTN_OK;
     }
     *message = std::string("no ") + what + " in the bundle for sm_" + std::to_string(cc_major) +

@@ -16,14 +16,17 @@ namespace wideattn {
 bool arch_runs_on(const ManifestKernel& kernel, int32_t cc_major, int32_t cc_minor);
 
 // Picks the kernel for already validated params on a cc_major.cc_minor device: of the kernels
-// whose dtypes, head dim, group and features fit, the one of highest manifest priority, preferring
-// the cubin whose arch is closest to the device. A non-empty `only_name` naming a prefill kernel
-// that takes p's q/kv/o dtypes considers kernels of that name alone (wideattn_set_prefill_kernel);
-// for other dtypes it has no effect. Returns WIDEATTN_OK and *index, or
-// WIDEATTN_ERROR_UNSUPPORTED with *message saying what is missing.
+// whose dtypes, head dim, group and features fit, each represented by its cubin whose arch is
+// closest to the device, the one of highest priority (that cubin's manifest priority). A
+// non-empty `only_name` naming a prefill kernel that takes p's q/kv/o dtypes considers kernels of
+// that name alone (wideattn_set_prefill_kernel); for other dtypes it has no effect. A non-empty
+// `preferred` (the tuning file's choice for the call's shape class, dispatch/tuning.h) is taken
+// instead of the highest priority when it fits; `only_name` wins over it. Returns WIDEATTN_OK and
+// *index, or WIDEATTN_ERROR_UNSUPPORTED with *message saying what is missing.
 wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_prefill_params& p,
                               int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message,
-                              const std::string& only_name = std::string());
+                              const std::string& only_name = std::string(),
+                              const std::string& preferred = std::string());
 
 // Whether the manifest has a prefill kernel called `name` (any arch).
 bool has_prefill_kernel(const std::vector<ManifestKernel>& kernels, const std::string& name);

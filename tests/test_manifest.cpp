@@ -11,12 +11,16 @@
 
 using namespace wideattn;
 
+namespace {
+constexpr int32_t kSm120SmemLimitBytes = 99 * 1024;  // opt-in dynamic shared memory per block on sm_120
+}  // namespace
+
 TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels for every configured arch") {
     Manifest m;
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
     CHECK(m.format == kManifestFormatVersion);
-    std::set<std::string> reference_archs, quantize_archs, amax_archs;
+    std::set<std::string> reference_archs, quantize_archs, amax_archs, mma_archs, ping_pong_archs;
     for (const ManifestKernel& k : m.kernels) {
         CHECK(k.cubin_bytes > 0);
         CHECK(k.registers > 0);
@@ -53,19 +57,45 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
             CHECK(k.has_feature("lse"));
             CHECK(k.head_dim_max == 512);
         }
+        // Both mma-tier BF16 kernels, with and without ping-pong, fit sm_120's limits on every arch.
+        if (k.name == "mma_bf16_d512" || k.name == "mma_bf16_d512_pp") {
+            (k.name == "mma_bf16_d512" ? mma_archs : ping_pong_archs).insert(k.arch);
+            CHECK(k.dynamic_smem <= kSm120SmemLimitBytes);
+            CHECK(k.q_dtype == WIDEATTN_DTYPE_BF16);
+            CHECK(k.kv_dtype == WIDEATTN_DTYPE_BF16);
+        }
     }
-    // Every kernel has one priority over all its cubins and no two kernels share one; on sm_90a
-    // each Hopper-tier kernel outranks the mma-tier kernel of its dtypes.
-    std::map<std::string, int32_t> priority_of;
-    std::set<int32_t> priorities;
+    // Each cubin carries its own priority (the table's, or its arch_priority for that arch): no two
+    // kernels share one on an arch; on sm_90a each Hopper-tier kernel outranks the mma-tier kernel
+    // of its dtypes; the mma-tier BF16 kernel without ping-pong outranks the one with everywhere but
+    // on sm_120a, where ping-pong (the published design) comes first.
+    std::map<std::pair<std::string, std::string>, int32_t> priority_of;  // (name, arch)
+    std::map<std::string, std::set<int32_t>> priorities_on;              // arch -> priorities
     for (const ManifestKernel& k : m.kernels) {
         CAPTURE(k.name);
-        const auto [known, inserted] = priority_of.emplace(k.name, k.priority);
-        CHECK(known->second == k.priority);
-        if (inserted) CHECK(priorities.insert(k.priority).second);
+        CAPTURE(k.arch);
+        CHECK(priority_of.emplace(std::make_pair(k.name, k.arch), k.priority).second);
+        CHECK(priorities_on[k.arch].insert(k.priority).second);
     }
-    if (priority_of.count("wgmma_bf16_d512")) CHECK(priority_of["wgmma_bf16_d512"] > priority_of["mma_bf16_d512"]);
-    if (priority_of.count("wgmma_e4m3q_d512")) CHECK(priority_of["wgmma_e4m3q_d512"] > priority_of["mma_e4m3q_d512"]);
+    auto outranks = [&](const std::string& first, const std::string& second, const std::string& arch) {
+        CAPTURE(first);
+        CAPTURE(arch);
+        const auto a = priority_of.find({first, arch});
+        const auto b = priority_of.find({second, arch});
+        REQUIRE(a != priority_of.end());
+        REQUIRE(b != priority_of.end());
+        CHECK(a->second > b->second);
+    };
+    for (const auto& [key, priority] : priority_of) {
+        const std::string& arch = key.second;
+        if (key.first == "wgmma_bf16_d512") outranks("wgmma_bf16_d512", "mma_bf16_d512", arch);
+        if (key.first == "wgmma_e4m3q_d512") outranks("wgmma_e4m3q_d512", "mma_e4m3q_d512", arch);
+        if (key.first != "mma_bf16_d512_pp") continue;
+        if (arch == "sm_120a")
+            outranks("mma_bf16_d512_pp", "mma_bf16_d512", arch);
+        else
+            outranks("mma_bf16_d512", "mma_bf16_d512_pp", arch);
+    }
 
     const char* configured = std::getenv("WIDEATTN_TEST_ARCHS");  // set by tests/meson.build
     REQUIRE(configured);
@@ -78,6 +108,8 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
         CHECK(reference_archs.count(arch) == 1);
         CHECK(quantize_archs.count(arch) == 1);
         CHECK(amax_archs.count(arch) == 1);
+        CHECK(mma_archs.count(arch) == 1);
+        CHECK(ping_pong_archs.count(arch) == 1);
         if (comma == std::string::npos) break;
         start = comma + 1;
     }

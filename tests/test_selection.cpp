@@ -2,6 +2,8 @@
 // the cache layouts TMA kernels accept.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest.h"
 #include "dispatch/selection.h"
@@ -136,6 +138,71 @@ TEST_CASE("selection: the kernel of highest priority wins, whatever the manifest
     // Equal priorities: the smaller name, in either order.
     CHECK(select_name(parse_bundle({entry("b", "sm_80", 5), entry("a", "sm_80", 5)}), p, 8, 6, &why) == "a@sm_80");
     CHECK(select_name(parse_bundle({entry("a", "sm_80", 5), entry("b", "sm_80", 5)}), p, 8, 6, &why) == "a@sm_80");
+}
+
+TEST_CASE("selection: a kernel's priority is that of its cubin closest to the device (per-arch priority)") {
+    auto entry = [](const std::string& name, const std::string& arch, int priority) {
+        return test::kernel_json(name, arch, "bf16", 512, 512, 512, 8, 8, "\"varlen\", \"paged\", \"lse\"",
+                                 kCubinBytes, kZeroHash, "prefill", priority);
+    };
+    const wideattn_prefill_params p = test::valid_params();
+    std::string why;
+    // The ping-pong pair of the bundle: "plain" first everywhere but on sm_120a, where "pp" has the
+    // higher priority; both are built for sm_80, sm_89 and sm_120a.
+    const std::vector<std::string> pair = {entry("plain", "sm_80", 210), entry("pp", "sm_80", 205),
+                                           entry("plain", "sm_89", 210), entry("pp", "sm_89", 205),
+                                           entry("plain", "sm_120a", 210), entry("pp", "sm_120a", 215)};
+    for (const bool reversed : {false, true}) {
+        std::vector<std::string> entries = pair;
+        if (reversed) std::reverse(entries.begin(), entries.end());
+        const Manifest m = parse_bundle(entries);
+        CAPTURE(reversed);
+        CHECK(select_name(m, p, 12, 0, &why) == "pp@sm_120a");
+        CHECK(select_name(m, p, 8, 9, &why) == "plain@sm_89");
+        CHECK(select_name(m, p, 8, 6, &why) == "plain@sm_80");
+    }
+    // The closest cubin decides even when a farther cubin of the same kernel ranks higher: "a" is
+    // 30 on sm_80 but 10 on sm_86, so on 8.6 "b" (20) wins in any order of the entries.
+    const std::vector<std::string> split = {entry("a", "sm_80", 30), entry("b", "sm_86", 20), entry("a", "sm_86", 10)};
+    CHECK(select_name(parse_bundle(split), p, 8, 6, &why) == "b@sm_86");
+    CHECK(select_name(parse_bundle({split[2], split[1], split[0]}), p, 8, 6, &why) == "b@sm_86");
+    CHECK(select_name(parse_bundle(split), p, 8, 0, &why) == "a@sm_80");
+}
+
+TEST_CASE("selection: the built bundle's mma-tier BF16 kernel per arch (ping-pong first on sm_120a only)") {
+    Manifest m;
+    std::string err;
+    REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
+    const wideattn_prefill_params p = test::valid_params();
+    struct ArchCase {
+        const char* arch;
+        int major, minor;
+        const char* expected;
+    };
+    // sm_90a builds carry the Hopper tier, which outranks both mma-tier kernels there.
+    const ArchCase cases[] = {{"sm_120a", 12, 0, "mma_bf16_d512_pp@sm_120a"},
+                              {"sm_89", 8, 9, "mma_bf16_d512@sm_89"},
+                              {"sm_90a", 9, 0, "wgmma_bf16_d512@sm_90a"},
+                              {"sm_86", 8, 6, "mma_bf16_d512@sm_86"},
+                              {"sm_80", 8, 0, "mma_bf16_d512@sm_80"}};
+    int checked = 0;
+    for (const ArchCase& c : cases) {
+        const bool built = std::any_of(m.kernels.begin(), m.kernels.end(),
+                                       [&](const ManifestKernel& k) { return k.arch == c.arch; });
+        if (!built) continue;
+        CAPTURE(c.arch);
+        CHECK(select_name(m, p, c.major, c.minor, &err) == c.expected);
+        // Without the Hopper tier, the mma tier's order still holds on sm_90a.
+        int32_t index = -1;
+        if (std::string(c.arch) == "sm_90a") {
+            REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, "mma_bf16_d512") == WIDEATTN_OK);
+            CHECK(m.kernels[index].name == "mma_bf16_d512");
+            REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, "mma_bf16_d512_pp") == WIDEATTN_OK);
+            CHECK(m.kernels[index].name == "mma_bf16_d512_pp");
+        }
+        ++checked;
+    }
+    CHECK(checked > 0);
 }
 
 TEST_CASE("selection: refusals say what is missing") {

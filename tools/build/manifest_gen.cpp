@@ -1,12 +1,14 @@
 // manifest_gen.cpp - writes build/bundle/manifest.json at build time.
 //
-// For every (kernel, arch, cubin, resources) entry given on the command line it takes the
-// kernel's KernelDesc from the same traits headers the kernel was compiled with and its selection
-// priority from the bundle's kernel table (kernel_table.h, generated from bundle/meson.build), the
-// ptxas resource numbers from the build, and the cubin's size and FNV-1a hash (so the loader can
-// detect a truncated or corrupt cubin).
+// For every (kernel, arch, cubin, resources, priority) entry given on the command line it takes
+// the kernel's KernelDesc from the same traits headers the kernel was compiled with (the kernel
+// must be in the bundle's kernel table, kernel_table.h, generated from bundle/meson.build), the
+// cubin's selection priority as the table gives it for that arch (its priority, or its
+// arch_priority for the arch), the ptxas resource numbers from the build, and the cubin's size and
+// FNV-1a hash (so the loader can detect a truncated or corrupt cubin).
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -34,20 +36,15 @@ using wideattn::same_text;
 WIDEATTN_FOR_EACH_KERNEL(WIDEATTN_CHECK_ENTRY)
 #undef WIDEATTN_CHECK_ENTRY
 
-struct TableEntry {
-    const KernelDesc* desc;
-    int32_t priority;
-};
-
-const TableEntry* find_entry(const std::string& name) {
-    static const TableEntry all[] = {
-#define WIDEATTN_TABLE_ENTRY(traits, kernel_name, kernel_symbol, kernel_min_sm, kernel_priority) \
-    {&traits::desc, kernel_priority},
+// The KernelDesc of the table's kernel called `name`, or nullptr.
+const KernelDesc* find_desc(const std::string& name) {
+    static const KernelDesc* const all[] = {
+#define WIDEATTN_TABLE_ENTRY(traits, kernel_name, kernel_symbol, kernel_min_sm, kernel_priority) &traits::desc,
         WIDEATTN_FOR_EACH_KERNEL(WIDEATTN_TABLE_ENTRY)
 #undef WIDEATTN_TABLE_ENTRY
     };
-    for (const TableEntry& entry : all)
-        if (name == entry.desc->name) return &entry;
+    for (const KernelDesc* desc : all)
+        if (name == desc->name) return desc;
     return nullptr;
 }
 
@@ -99,25 +96,34 @@ std::string features_json(const char* features) {
 
 int usage() {
     std::fprintf(stderr,
-                 "usage: manifest_gen --out FILE --version V [--entry NAME ARCH CUBIN RESOURCES]...\n");
+                 "usage: manifest_gen --out FILE --version V [--entry NAME ARCH CUBIN RESOURCES PRIORITY]...\n");
     return 2;
 }
 
-// One --entry: a kernel of the table built for one arch.
+// One --entry: a kernel of the table built for one arch, and that cubin's selection priority.
 struct Entry {
     std::string name, arch, cubin, resources;
+    int32_t priority = 0;
 };
+
+// Parses an entry's PRIORITY: a whole number in 0..kManifestPriorityMax.
+bool parse_priority(const std::string& text, int32_t* out) {
+    char* end = nullptr;
+    const long value = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || value < 0 || value > wideattn::kManifestPriorityMax) return false;
+    *out = static_cast<int32_t>(value);
+    return true;
+}
 
 // Appends the manifest object of `e` to `json`; false (after printing why) when the kernel is not
 // in the table or its cubin or resources cannot be read.
 bool write_kernel(const Entry& e, std::ostringstream& json) {
-    const TableEntry* entry = find_entry(e.name);
-    if (!entry) {
+    const KernelDesc* d = find_desc(e.name);
+    if (!d) {
         std::fprintf(stderr, "manifest_gen: kernel '%s' is not in the kernel table (bundle/meson.build)\n",
                      e.name.c_str());
         return false;
     }
-    const KernelDesc* d = entry->desc;
     std::ifstream cubin(e.cubin, std::ios::binary);
     if (!cubin) {
         std::fprintf(stderr, "manifest_gen: cannot read cubin '%s'\n", e.cubin.c_str());
@@ -136,7 +142,7 @@ bool write_kernel(const Entry& e, std::ostringstream& json) {
          << "      \"name\": " << json_string(d->name) << ",\n"
          << "      \"symbol\": " << json_string(d->symbol) << ",\n"
          << "      \"kind\": " << json_string(d->kind) << ",\n"
-         << "      \"priority\": " << entry->priority << ",\n"
+         << "      \"priority\": " << e.priority << ",\n"
          << "      \"arch\": " << json_string(e.arch) << ",\n"
          << "      \"cubin\": " << json_string(base_name(e.cubin)) << ",\n"
          << "      \"cubin_bytes\": " << bytes.size() << ",\n"
@@ -170,9 +176,15 @@ int main(int argc, char** argv) {
             out_path = argv[++i];
         } else if (arg == "--version" && i + 1 < argc) {
             version = argv[++i];
-        } else if (arg == "--entry" && i + 4 < argc) {
-            entries.push_back({argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4]});
-            i += 4;
+        } else if (arg == "--entry" && i + 5 < argc) {
+            Entry entry{argv[i + 1], argv[i + 2], argv[i + 3], argv[i + 4]};
+            if (!parse_priority(argv[i + 5], &entry.priority)) {
+                std::fprintf(stderr, "manifest_gen: --entry %s %s: PRIORITY='%s' is not an integer in 0..%d\n",
+                             argv[i + 1], argv[i + 2], argv[i + 5], wideattn::kManifestPriorityMax);
+                return 2;
+            }
+            entries.push_back(entry);
+            i += 5;
         } else {
             std::fprintf(stderr, "manifest_gen: unexpected argument '%s'\n", arg.c_str());
             return usage();

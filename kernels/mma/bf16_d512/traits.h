@@ -21,7 +21,8 @@ struct MmaBf16D512Traits : MmaD512BlockTraits {
     // Ping-pong (when kPingPong): warps 0..3 (group 0) run Q K^T, softmax, P V of key tile
     // j; warps 4..7 (group 1) run P V of tile j-1, then Q K^T and softmax of tile j, so one
     // group's softmax overlaps the other's matrix products. Measured slower on the H200
-    // (it shortens the K/V prefetch distance; see NOTES.md), so off.
+    // (it shortens the K/V prefetch distance; see NOTES.md), so off here; the ping-pong build
+    // ships as its own kernel, mma_bf16_d512_pp (../bf16_d512_pp/traits.h).
     static constexpr bool kPingPong = false;
     static constexpr int32_t kWarpGroups = 2;
     static constexpr int32_t kWarpsPerGroup = kWarps / kWarpGroups;
