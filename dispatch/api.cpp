@@ -2,6 +2,7 @@
 // cache, and the launch path (validate -> driver -> select -> load -> cuLaunchKernel).
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include "dispatch/manifest.h"
 #include "dispatch/manifest_format.h"
 #include "dispatch/selection.h"
+#include "dispatch/tuning.h"
 #include "dispatch/validation.h"
 #include "fp8/codec/e4m3.h"
 #include "wideattn.h"
@@ -58,6 +60,8 @@ struct wideattn_context {
     std::mutex mutex;                          // guards `loaded` and `prefill_only`
     std::map<std::pair<CUcontext, int32_t>, LoadedKernel> loaded;
     std::string prefill_only;                  // wideattn_set_prefill_kernel; empty: automatic
+    std::map<CUdevice, std::string> device_names;  // cuDeviceGetName, asked once per device (under `mutex`)
+    wideattn::ContextTuning tuning;            // the tuning file (dispatch/tuning.h)
 };
 
 namespace {
@@ -65,6 +69,22 @@ namespace {
 std::string prefill_restriction(const wideattn_context* ctx) {
     std::lock_guard<std::mutex> lock(const_cast<wideattn_context*>(ctx)->mutex);
     return ctx->prefill_only;
+}
+
+// The name of the current context's device, asked of the driver once per device ("" when the
+// driver cannot say: the tuning file's device check then fails and the priority order holds).
+std::string current_device_name(wideattn_context* ctx) {
+    wideattn_status status;
+    std::string error;
+    const wideattn::Driver* drv = wideattn::load_driver(&status, &error);
+    CUdevice device = 0;
+    if (!drv || drv->cuCtxGetDevice(&device) != CUDA_SUCCESS) return {};
+    std::lock_guard<std::mutex> lock(ctx->mutex);
+    if (const auto it = ctx->device_names.find(device); it != ctx->device_names.end()) return it->second;
+    constexpr int kDeviceNameBytes = 256;
+    char name[kDeviceNameBytes] = {};
+    if (drv->cuDeviceGetName(name, kDeviceNameBytes, device) != CUDA_SUCCESS) return {};
+    return ctx->device_names[device] = name;
 }
 
 // Reads a kernel's cubin and checks it against the manifest's size and checksum.
@@ -238,6 +258,8 @@ wideattn_status wideattn_open(wideattn_context** out, const char* bundle_dir) {
         std::string image;
         if (const wideattn_status status = read_cubin(dir, k, &image); status != WIDEATTN_OK) return status;
     }
+    if (const wideattn_status status = ctx->tuning.open(dir, ctx->manifest.kernels, &error); status != WIDEATTN_OK)
+        return fail(status, error);
     for (const wideattn::ManifestKernel& k : ctx->manifest.kernels) {
         wideattn_kernel_info info{};
         info.name = k.name.c_str();
@@ -302,8 +324,9 @@ wideattn_status wideattn_is_supported(const wideattn_context* ctx, const wideatt
     wideattn_status status = wideattn::validate_params(params, &message);
     if (status != WIDEATTN_OK) return fail(status, message);
     int32_t index = -1;
+    const std::string tuned = ctx->tuning.choice_for(*params, cc_major, cc_minor, nullptr);
     status = wideattn::select_kernel(ctx->manifest.kernels, *params, cc_major, cc_minor, &index, &message,
-                                     prefill_restriction(ctx));
+                                     prefill_restriction(ctx), tuned);
     if (status != WIDEATTN_OK) return fail(status, message);
     if (kernel_index) *kernel_index = index;
     return WIDEATTN_OK;
@@ -326,6 +349,28 @@ wideattn_status wideattn_set_prefill_kernel(wideattn_context* ctx, const char* n
     return WIDEATTN_OK;
 }
 
+wideattn_status wideattn_tuning_status(const wideattn_context* ctx, int32_t* state, char* message,
+                                       size_t message_size, size_t* message_length) {
+    if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+    if (!state) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "state is NULL");
+    if (!message && message_size > 0)
+        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT,
+                    "message is NULL with message_size=" + std::to_string(message_size) + " (must be 0)");
+    std::string text;
+    *state = ctx->tuning.state(&text);
+    if (message_size > 0) {
+        const size_t n = std::min(text.size(), message_size - 1);
+        text.copy(message, n);
+        message[n] = '\0';
+    }
+    if (message_length) *message_length = text.size();
+    return WIDEATTN_OK;
+}
+
+const char* wideattn_bundle_checksum(const wideattn_context* ctx) { return ctx ? ctx->tuning.checksum().c_str() : ""; }
+
+const char* wideattn_tuning_path(const wideattn_context* ctx) { return ctx ? ctx->tuning.path().c_str() : ""; }
+
 wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_params* params, void* stream) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     std::string message;
@@ -337,7 +382,12 @@ wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_p
     return launch_on_current_device(
         ctx, &args, stream,
         [&](int cc_major, int cc_minor, int32_t* index, std::string* why) {
-            return wideattn::select_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why, only);
+            std::string tuned;
+            if (ctx->tuning.in_play()) {
+                const std::string device_name = current_device_name(ctx);
+                tuned = ctx->tuning.choice_for(args, cc_major, cc_minor, &device_name);
+            }
+            return wideattn::select_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why, only, tuned);
         },
         [&](const wideattn::ManifestKernel& kernel) { return wideattn::launch_geometry(kernel, args); }, NoPrepare{},
         [&](const wideattn::ManifestKernel& kernel, const wideattn::Driver& drv, void** second) {

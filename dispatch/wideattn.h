@@ -16,6 +16,7 @@
 #ifndef WIDEATTN_H
 #define WIDEATTN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #if defined(__GNUC__)
@@ -272,6 +273,43 @@ WIDEATTN_API wideattn_status wideattn_is_supported(const wideattn_context* ctx,
  * tests, benchmarks and comparisons between tiers.
  */
 WIDEATTN_API wideattn_status wideattn_set_prefill_kernel(wideattn_context* ctx, const char* name);
+
+/*
+ * Tuning file: per shape class and q/kv dtypes, the prefill kernel `wideattn tune` measured
+ * fastest on one device for one bundle (docs/design.md, "Tuning file"). wideattn_open reads the
+ * file named by the environment variable WIDEATTN_TUNING (it must then exist), else tuning.json
+ * beside the bundle's manifest.json if there is one; an unreadable or malformed file makes
+ * wideattn_open fail with WIDEATTN_ERROR_BUNDLE naming the file. A file written for another
+ * bundle (its bundle checksum differs from wideattn_bundle_checksum) is ignored; a choice naming a
+ * kernel the bundle lacks, or one that does not take the choice's dtypes, is left out. The device
+ * is compared where it is known: wideattn_prefill compares the current device's name and compute
+ * capability, wideattn_is_supported the compute capability it is given; on a mismatch that call
+ * follows the built-in priority order. A choice is followed only when its kernel serves the call
+ * (otherwise the priority order decides); wideattn_set_prefill_kernel wins over the file.
+ * Shape classes, from host-known values: decode (total_q <= 8 * num_seqs), prefill_short
+ * (total_q < 8192), prefill_long (the rest); chunked prefill and mixed batches fall into these
+ * by total_q.
+ */
+typedef enum wideattn_tuning_state {
+    WIDEATTN_TUNING_NONE = 0,    /* no tuning file: the built-in priority order */
+    WIDEATTN_TUNING_READ = 1,    /* read and matches the bundle; no device compared yet */
+    WIDEATTN_TUNING_ACTIVE = 2,  /* followed: matches the bundle and the device of the last selection */
+    WIDEATTN_TUNING_IGNORED = 3  /* not followed: other bundle, or not the device of the last selection */
+} wideattn_tuning_state;
+
+/*
+ * The tuning file's state (*state, a wideattn_tuning_state) and the reason, with the file's path,
+ * as text into message[0 .. message_size-1] (NUL-terminated, cut to fit; message may be NULL when
+ * message_size is 0). Returns the length of the whole text in *message_length when not NULL.
+ */
+WIDEATTN_API wideattn_status wideattn_tuning_status(const wideattn_context* ctx, int32_t* state, char* message,
+                                                    size_t message_size, size_t* message_length);
+
+/* The bundle's checksum: FNV-1a 64 of manifest.json's bytes, as 16 hex digits. */
+WIDEATTN_API const char* wideattn_bundle_checksum(const wideattn_context* ctx);
+
+/* The tuning file the context looked for ($WIDEATTN_TUNING or DIR/tuning.json). */
+WIDEATTN_API const char* wideattn_tuning_path(const wideattn_context* ctx);
 
 /*
  * Launches prefill attention on `stream` (a CUstream / cudaStream_t; NULL is the legacy
