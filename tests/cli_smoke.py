@@ -89,7 +89,17 @@ SELFTEST_AND_BENCH_CASES = [
      "err", ["does not combine"]),
     ("bench --kernels without a GPU", ["bench", "--kernels", "mma_bf16_d512", "--cases", "prompt_4k"], EXIT_USAGE,
      "err", ["WIDEATTN_ERROR_NO_DRIVER"]),
-    ("bench --list", ["bench", "--list"], EXIT_OK, "out", ["prompt_16k", "tp4_prompt_16k"]),
+    ("bench --list", ["bench", "--list"], EXIT_OK, "out", ["prompt_16k", "tp4_prompt_16k", "decode_32_ctx_16k (decode)"]),
+    ("bench unknown decode-like case", ["bench", "--cases", "decode_1"], EXIT_USAGE, "err", ["unknown case 'decode_1'"]),
+]
+TUNE_CASES = [
+    ("tune --help", ["tune", "--help"], EXIT_OK, "out", ["usage: wideattn tune", "--out FILE", "prefill_short"]),
+    ("tune without a GPU exits 2", ["tune"], EXIT_USAGE, "err", ["wideattn tune: needs a GPU", "WIDEATTN_ERROR_NO_DRIVER"]),
+    ("tune --reps 0", ["tune", "--reps", "0"], EXIT_USAGE, "err", ["--reps='0'"]),
+    ("tune unknown case", ["tune", "--cases", "prompt_4k,prompt_99k"], EXIT_USAGE, "err", ["unknown case 'prompt_99k'"]),
+    ("tune --out without a value", ["tune", "--out"], EXIT_USAGE, "err", ["option --out needs a value"]),
+    ("tune unknown option", ["tune", "--fast"], EXIT_USAGE, "err", ["unknown argument '--fast'"]),
+    ("--help lists tune", ["--help"], EXIT_OK, "out", ["tune"]),
 ]
 
 CLI = sys.argv[1]
@@ -102,8 +112,15 @@ expect("inspect lists the fp64 kernel", rc == EXIT_OK and "reference_f64" in out
 archs = os.environ.get("WIDEATTN_TEST_ARCHS", "").split(",")
 for arch in filter(None, archs):
     expect(f"inspect shows {arch}", f" {arch} " in out, out)
-for case in INSPECT_CASES + SELFTEST_AND_BENCH_CASES:
+for case in INSPECT_CASES + SELFTEST_AND_BENCH_CASES + TUNE_CASES:
     expect_run(*case)
+
+# inspect shows which selection is in force: none here (the tests set WIDEATTN_TUNING=off), and a
+# malformed named file is an error that names it.
+expect("inspect shows the bundle checksum and the tuning state",
+       "bundle checksum: " in out and "tuning none: tuning files are off" in out, out)
+rc, _, err = run(["inspect"], {"WIDEATTN_TUNING": "/nonexistent/tuning.json"})
+expect("inspect with a missing named tuning file", rc == EXIT_USAGE and "/nonexistent/tuning.json" in err, (rc, err))
 
 rc, out, err = run(["version"])
 expect("version", rc == EXIT_OK and out.startswith("wideattn "), out)

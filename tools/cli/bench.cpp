@@ -14,6 +14,7 @@
 
 #include "accuracy/bf16.h"
 #include "fp8/codec/e4m3.h"
+#include "tools/cli/bench_suite.h"
 #include "tools/cli/cli_common.h"
 #include "tools/harness/device_problem.h"
 #include "tools/harness/problem.h"
@@ -23,11 +24,7 @@ namespace wideattn::cli {
 namespace {
 
 constexpr int kDefaultReps = 20;
-constexpr float kE4m3BenchScale = 1.0f / 256;  // puts the pool's N(0, 0.21^2) values mid-range in e4m3
-constexpr int32_t kBenchBlockSize = 16;  // page size of the Gemma 4 suite (docs/design.md section 7)
-constexpr uint64_t kBenchSeed = 100;
 constexpr int kDefaultWarmup = 3;
-constexpr size_t kPoolElements = size_t{1} << 25;  // 32 Mi random bf16 values tiled into inputs
 constexpr int kPeakIterations = 4096;
 constexpr int kPeakBlocksPerSm = 4;
 constexpr int kPeakThreads = 256;
@@ -45,80 +42,6 @@ constexpr PeakProbe kBf16Probe = {"mma_peak", "wideattn_mma_peak", 2.0 * 16 * 8 
 constexpr PeakProbe kE4m3RegisterProbe = {"mma_peak_e4m3", "wideattn_mma_peak_e4m3", 2.0 * 16 * 8 * 32, 0};
 constexpr PeakProbe kE4m3StreamedProbe = {"mma_peak_e4m3", "wideattn_mma_peak_e4m3", 2.0 * 16 * 8 * 32, 1};
 constexpr uint16_t kNoNanE4m3Pair = 0x7777;  // clears bit 3 and 7 of both bytes: never the NaN code 0x7f
-
-struct BenchCase {
-    std::string name;
-    std::vector<int32_t> q_lens, contexts;
-    int32_t hq = 32, hkv = 4;
-};
-
-std::vector<BenchCase> gemma4_suite() {
-    return {
-        {"prompt_4k", {4096}, {0}},
-        {"prompt_16k", {16384}, {0}},
-        {"prompt_20k", {20480}, {0}},
-        {"chunk_4k_ctx_8k", {4096}, {8192}},
-        {"chunk_4k_ctx_16k", {4096}, {16384}},
-        {"chunk_8k_ctx_8k", {8192}, {8192}},
-        {"chunk_8k_ctx_16k", {8192}, {16384}},
-        {"mixed_batch_4", {3000, 1500, 700, 64}, {0, 4096, 9000, 16000}},
-        {"tp4_prompt_16k", {16384}, {0}, 8, 1},
-    };
-}
-
-struct Timing {
-    double median_ms = 0, min_ms = 0, p90_ms = 0;
-};
-
-Timing summarize(std::vector<float> ms) {
-    std::sort(ms.begin(), ms.end());
-    Timing t;
-    t.min_ms = ms.front();
-    t.median_ms = ms[ms.size() / 2];
-    t.p90_ms = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
-    return t;
-}
-
-// Times `launch` with CUDA events: warm-up, then `reps` individually timed runs.
-template <typename Launch>
-std::string time_launches(const GpuDevice& gpu, int warmup, int reps, Launch launch, Timing* out) {
-    const Driver& d = gpu.driver();
-    CUevent start = nullptr, stop = nullptr;
-    std::string err = gpu.check(d.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
-    if (err.empty()) err = gpu.check(d.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
-    std::vector<float> ms;
-    for (int i = 0; err.empty() && i < warmup + reps; ++i) {
-        err = gpu.check(d.cuEventRecord(start, nullptr), "cuEventRecord");
-        if (err.empty()) err = launch();
-        if (err.empty()) err = gpu.check(d.cuEventRecord(stop, nullptr), "cuEventRecord");
-        if (err.empty()) err = gpu.check(d.cuEventSynchronize(stop), "kernel execution");
-        float elapsed = 0;
-        if (err.empty()) err = gpu.check(d.cuEventElapsedTime(&elapsed, start, stop), "cuEventElapsedTime");
-        if (err.empty() && i >= warmup) ms.push_back(elapsed);
-    }
-    if (start) d.cuEventDestroy(start);
-    if (stop) d.cuEventDestroy(stop);
-    if (err.empty()) *out = summarize(ms);
-    return err;
-}
-
-// Fills a device buffer with the random pool, tiled from a seed-dependent offset.
-std::string fill_from_pool(DeviceBuffer& buffer, const std::vector<uint16_t>& pool, size_t offset) {
-    const size_t elements = buffer.bytes() / sizeof(uint16_t);
-    std::vector<uint16_t> staging(std::min(elements, pool.size()));
-    for (size_t done = 0; done < elements;) {
-        const size_t n = std::min(staging.size(), elements - done);
-        for (size_t i = 0; i < n; ++i) staging[i] = pool[(offset + done + i) % pool.size()];
-        const Driver& d = buffer.gpu()->driver();
-        std::string err = buffer.gpu()->check(
-            d.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(buffer.get()) + done * sizeof(uint16_t), staging.data(),
-                           n * sizeof(uint16_t)),
-            "cuMemcpyHtoD");
-        if (!err.empty()) return err;
-        done += n;
-    }
-    return {};
-}
 
 // Measures an mma.sync rate with one of the probes of tools/bench/ (default: the register-only
 // bf16 rate of mma_peak.cu).
@@ -178,14 +101,6 @@ std::string json_escape(const std::string& s) {
     return out;
 }
 
-// One kernel configuration timed on every case: a kernel name ("" = the dispatcher's choice)
-// and the input dtypes it takes.
-struct BenchVariant {
-    std::string kernel;
-    bool e4m3_kv = false;
-    bool e4m3_q = false;
-};
-
 // The variants of this run: one from --kernel / --kv-dtype / --q-dtype, or one per name of
 // --kernels with that kernel's dtypes from the manifest. Returns an error message or "".
 std::string bench_variants(wideattn_context* ctx, const std::string& kernel_flag, const std::string& kernels_flag,
@@ -229,7 +144,8 @@ void print_help() {
         "register-only mma.sync bf16 rate, measured before and after the suite in the same run.\n\n"
         "  --bundle DIR   bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N     CUDA device ordinal (default 0)\n"
-        "  --cases LIST   comma-separated case names (default: all; see --list)\n"
+        "  --cases LIST   comma-separated case names (default: the prefill suite; --list also shows\n"
+        "                 the decode cases, which run only when named)\n"
         "  --reps N       timed runs per case (default %d, at least 1)\n"
         "  --warmup N     untimed runs first (default %d)\n"
         "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel\n"
@@ -280,6 +196,7 @@ int parse_options(int argc, char** argv, const std::vector<BenchCase>& suite, Be
             (option == "--kv-dtype" ? o->e4m3_kv : o->e4m3_q) = dtype == "e4m3";
         } else if (args.is("--list")) {
             for (const BenchCase& c : suite) std::printf("%s\n", c.name.c_str());
+            for (const BenchCase& c : gemma4_decode_suite()) std::printf("%s (decode)\n", c.name.c_str());
             return 0;
         } else if (args.is("--bundle")) {
             if (!args.value(&o->bundle_flag)) return 2;
@@ -311,13 +228,16 @@ int parse_options(int argc, char** argv, const std::vector<BenchCase>& suite, Be
     return kContinue;
 }
 
-// The cases of --cases (every case when it is empty); false after printing an unknown name.
-bool select_cases(const std::string& cases_flag, const std::vector<BenchCase>& suite,
+// The cases of --cases, looked up in the prefill and decode suites (the prefill suite when it is
+// empty); false after printing an unknown name.
+bool select_cases(const std::string& cases_flag, const std::vector<BenchCase>& prefill,
                   std::vector<BenchCase>* selected) {
     if (cases_flag.empty()) {
-        *selected = suite;
+        *selected = prefill;
         return true;
     }
+    std::vector<BenchCase> suite = prefill;
+    for (const BenchCase& c : gemma4_decode_suite()) suite.push_back(c);
     std::stringstream list(cases_flag);
     std::string name;
     while (std::getline(list, name, ',')) {
@@ -374,85 +294,6 @@ void measure_rates_before(const GpuDevice& gpu, const BenchOptions& o, bool any_
                     rates->e4m3_register, rates->e4m3_streamed);
     else
         std::printf("mma.sync e4m3 rate not measured: %s\n", (e1.empty() ? e2 : e1).c_str());
-}
-
-// The random inputs every case tiles from: bf16 values, and for e4m3 inputs the same values as
-// e4m3 codes (two per 16-bit pool entry, no NaN), dequantised with kE4m3BenchScale.
-struct InputPools {
-    std::vector<uint16_t> bf16, e4m3;
-};
-
-InputPools make_pools(bool any_e4m3) {
-    InputPools pools;
-    pools.bf16 = random_bf16(kPoolElements, 0.21f, 2026);
-    if (!any_e4m3) return pools;
-    pools.e4m3.resize(pools.bf16.size());
-    for (size_t i = 0; i < pools.bf16.size(); ++i) {
-        bool nonfinite = false;
-        const float value = bf16_to_float(pools.bf16[i]) / kE4m3BenchScale;
-        const uint8_t low = fp8::e4m3_from_float(value, &nonfinite);
-        const uint8_t high = fp8::e4m3_from_float(-value, &nonfinite);
-        pools.e4m3[i] = static_cast<uint16_t>(low | (high << 8));
-    }
-    return pools;
-}
-
-// The device side of one timed case.
-struct CaseBuffers {
-    DeviceBuffer q, k, v, o, lse, cu, seq_k, table;
-    DeviceBuffer q_scale, k_scale, v_scale;
-};
-
-// Allocates and fills the buffers of case number `c` (Q, K and V tiled from the pools at
-// case-dependent offsets, the output poisoned). Returns "" or the first error.
-std::string upload_case(const GpuDevice& gpu, const HostProblem& h, size_t c, const BenchVariant& variant,
-                        bool reference, const InputPools& pools, CaseBuffers* b) {
-    const bool e4m3_kv = variant.e4m3_kv, e4m3_q = variant.e4m3_q;
-    std::string err = b->q.allocate(gpu, h.out_elements() * (e4m3_q ? 1 : sizeof(uint16_t)));
-    const size_t kv_bytes = static_cast<size_t>(h.kv_elements()) * (e4m3_kv ? 1 : sizeof(uint16_t));
-    if (err.empty()) err = b->k.allocate(gpu, kv_bytes);
-    if (err.empty()) err = b->v.allocate(gpu, kv_bytes);
-    const size_t o_bytes = reference ? sizeof(double) : sizeof(uint16_t);
-    const size_t lse_bytes = reference ? sizeof(double) : sizeof(float);
-    if (err.empty()) err = b->o.allocate(gpu, h.out_elements() * o_bytes);
-    if (err.empty()) err = b->lse.allocate(gpu, h.lse_elements() * lse_bytes);
-    if (err.empty()) err = b->cu.allocate(gpu, h.cu_seqlens_q.size() * 4);
-    if (err.empty()) err = b->seq_k.allocate(gpu, h.seq_lens_k.size() * 4);
-    if (err.empty()) err = b->table.allocate(gpu, h.block_table.size() * 4);
-    const std::vector<uint16_t>& kv_pool = e4m3_kv ? pools.e4m3 : pools.bf16;
-    if (err.empty()) err = fill_from_pool(b->q, e4m3_q ? pools.e4m3 : pools.bf16, 0);
-    if (err.empty()) err = fill_from_pool(b->k, kv_pool, 7919 * (c + 1));
-    if (err.empty()) err = fill_from_pool(b->v, kv_pool, 104729 * (c + 1));
-    if (err.empty() && e4m3_q) err = b->q_scale.allocate(gpu, sizeof(float));
-    if (err.empty() && e4m3_q) err = b->q_scale.upload(&kE4m3BenchScale, sizeof(float));
-    if (err.empty() && e4m3_kv) err = b->k_scale.allocate(gpu, sizeof(float));
-    if (err.empty() && e4m3_kv) err = b->k_scale.upload(&kE4m3BenchScale, sizeof(float));
-    if (err.empty() && e4m3_kv) err = b->v_scale.allocate(gpu, sizeof(float));
-    if (err.empty() && e4m3_kv) err = b->v_scale.upload(&kE4m3BenchScale, sizeof(float));
-    if (err.empty()) err = b->cu.upload(h.cu_seqlens_q.data(), b->cu.bytes());
-    if (err.empty()) err = b->seq_k.upload(h.seq_lens_k.data(), b->seq_k.bytes());
-    if (err.empty()) err = b->table.upload(h.block_table.data(), b->table.bytes());
-    if (err.empty()) err = b->o.fill(kPoisonByte);
-    return err;
-}
-
-// The prefill call of one case on its buffers.
-wideattn_prefill_params case_params(const HostProblem& h, const CaseBuffers& b, const BenchVariant& variant,
-                                    bool reference) {
-    const int32_t o_dtype = reference ? WIDEATTN_DTYPE_F64 : WIDEATTN_DTYPE_BF16;
-    wideattn_prefill_params p =
-        h.params(b.q.get(), b.k.get(), b.v.get(), b.o.get(), b.lse.get(), static_cast<const int32_t*>(b.cu.get()),
-                 static_cast<const int32_t*>(b.seq_k.get()), static_cast<const int32_t*>(b.table.get()), o_dtype);
-    if (variant.e4m3_kv) {
-        p.kv_dtype = WIDEATTN_DTYPE_E4M3;
-        p.k_scale = static_cast<const float*>(b.k_scale.get());
-        p.v_scale = static_cast<const float*>(b.v_scale.get());
-    }
-    if (variant.e4m3_q) {
-        p.q_dtype = WIDEATTN_DTYPE_E4M3;
-        p.q_scale = static_cast<const float*>(b.q_scale.get());
-    }
-    return p;
 }
 
 // What one timed case gives the table and the JSON.
@@ -514,10 +355,7 @@ int run_suite(wideattn_context* ctx, const GpuDevice& gpu, const BenchOptions& o
         for (const BenchVariant& variant : variants) {
             const BenchCase& bc = selected[c];
             wideattn_set_prefill_kernel(ctx, variant.kernel.empty() ? nullptr : variant.kernel.c_str());
-            ProblemSpec spec = problem_spec(bc.q_lens, bc.contexts, bc.hq, bc.hkv, kBenchBlockSize, kBenchSeed + c);
-            spec.generate_data = false;  // inputs are tiled from the random pool on the device side
-            HostProblem h;
-            make_problem(spec, &h);
+            const HostProblem h = bench_problem(bc, c);
             CaseTiming r;
             const std::string err = time_case(ctx, gpu, o, h, c, variant, pools, &r);
             if (!err.empty()) {

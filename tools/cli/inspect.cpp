@@ -9,6 +9,7 @@
 #include <string>
 
 #include "dispatch/driver.h"
+#include "dispatch/tuning.h"
 #include "tools/cli/cli_common.h"
 #include "tools/harness/device_problem.h"
 #include "tools/cli/subcommands.h"
@@ -49,6 +50,46 @@ LiveResources read_live(const GpuDevice* gpu, const std::string& dir, const wide
     return live;
 }
 
+const char* tuning_state_name(int32_t state) {
+    switch (state) {
+        case WIDEATTN_TUNING_NONE: return "none";
+        case WIDEATTN_TUNING_READ: return "read";
+        case WIDEATTN_TUNING_ACTIVE: return "active";
+        case WIDEATTN_TUNING_IGNORED: return "ignored";
+    }
+    return "unknown";
+}
+
+// Which selection is in force: the bundle's checksum, the tuning file's state and reason, and its
+// choices (class, dtypes, kernel, the totals behind it).
+void print_selection(const wideattn_context* ctx) {
+    std::printf("bundle checksum: %s\n", wideattn_bundle_checksum(ctx));
+    int32_t state = WIDEATTN_TUNING_NONE;
+    size_t length = 0;
+    wideattn_tuning_status(ctx, &state, nullptr, 0, &length);
+    std::string message(length + 1, '\0');
+    wideattn_tuning_status(ctx, &state, &message[0], message.size(), &length);
+    message.resize(length);
+    std::printf("selection: %s\ntuning %s: %s\n",
+                state == WIDEATTN_TUNING_NONE || state == WIDEATTN_TUNING_IGNORED
+                    ? "the kernel table's priority order (highest priority among the kernels that fit)"
+                    : "the tuning file's choice per shape class where its kernel fits, else the priority order",
+                tuning_state_name(state), message.c_str());
+    if (state == WIDEATTN_TUNING_NONE) return;
+    std::ifstream in(wideattn_tuning_path(ctx), std::ios::binary);
+    TuningFile file;
+    std::string error;
+    if (!parse_tuning(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), &file,
+                      &error))
+        return;
+    for (const TuningChoice& c : file.choices) {
+        std::printf("  %-13s %s/%s -> %-18s", shape_class_name(c.shape_class), dtype_label(c.q_dtype),
+                    dtype_label(c.kv_dtype), c.kernel.c_str());
+        for (const TuningTiming& t : c.timings) std::printf(" %s %.3f ms", t.kernel.c_str(), t.total_ms);
+        std::printf("\n");
+    }
+}
+
 void print_help() {
     std::printf(
         "usage: wideattn inspect [--bundle DIR] [--device N]\n\n"
@@ -56,7 +97,9 @@ void print_help() {
         "tile (query tokens x keys x heads per block), threads, dynamic shared memory, and the\n"
         "register, spill and stack bytes. With a CUDA driver and a device that can load a cubin,\n"
         "registers and local (spill+stack) bytes are read from the loaded cubin (source 'driver');\n"
-        "otherwise they come from the build's ptxas report (source 'ptxas').\n\n"
+        "otherwise they come from the build's ptxas report (source 'ptxas'). Also shows which\n"
+        "selection is in force: the bundle's checksum and the tuning file's state (none, read,\n"
+        "active, ignored) with the reason and its choices (`wideattn tune` writes it).\n\n"
         "  --bundle DIR   bundle directory (default: $WIDEATTN_BUNDLE, the build tree's bundle, or the installed one)\n"
         "  --device N     CUDA device ordinal used to read live attributes (default 0)\n");
 }
@@ -93,6 +136,7 @@ int inspect_main(int argc, char** argv) {
                     gpu->multiprocessors());
     else
         std::printf("device: none (%s); register counts from the build's ptxas report\n", gpu_error.c_str());
+    print_selection(ctx);
     std::printf("%-16s %-8s %-15s %-10s %-9s %-12s %7s %8s %5s %6s %6s %-7s %s\n", "kernel", "arch", "q/kv/o",
                 "head_dim", "group", "tile t*k*h", "threads", "smem", "regs", "spill", "stack", "source", "features");
     for (int i = 0; i < count; ++i) {

@@ -6,5 +6,6 @@ namespace wideattn::cli {
 int inspect_main(int argc, char** argv);
 int selftest_main(int argc, char** argv);
 int bench_main(int argc, char** argv);
+int tune_main(int argc, char** argv);
 
 }  // namespace wideattn::cli

@@ -16,6 +16,7 @@ void print_help() {
         "  inspect    list the kernel bundle: kernels, archs, tiles, threads, shared memory, registers\n"
         "  selftest   on a GPU: run every kernel the device supports against the fp64 reference\n"
         "  bench      time the kernels on the Gemma 4 global-layer suite against the mma.sync rate\n"
+        "  tune       on a GPU: time every kernel per shape class and write the tuning file\n"
         "  accuracy   error statistics, KL drift of logit dumps, and the acceptance gate\n"
         "  version    print the library version\n");
 }
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     if (command == "inspect") return wideattn::cli::inspect_main(argc - 1, argv + 1);
     if (command == "selftest") return wideattn::cli::selftest_main(argc - 1, argv + 1);
     if (command == "bench") return wideattn::cli::bench_main(argc - 1, argv + 1);
+    if (command == "tune") return wideattn::cli::tune_main(argc - 1, argv + 1);
     if (command == "accuracy") return wideattn::accuracy::accuracy_main(argc - 1, argv + 1);
     if (command == "version") {
         std::printf("wideattn %s\n", wideattn_version());

@@ -1,0 +1,142 @@
+// bench_suite.cpp - the cases, input pools and per-case buffers `wideattn bench` and `wideattn
+// tune` share (see bench_suite.h).
+#include "tools/cli/bench_suite.h"
+
+#include <algorithm>
+
+#include "accuracy/bf16.h"
+#include "fp8/codec/e4m3.h"
+
+namespace wideattn::cli {
+namespace {
+
+constexpr float kE4m3BenchScale = 1.0f / 256;  // puts the pool's N(0, 0.21^2) values mid-range in e4m3
+constexpr size_t kPoolElements = size_t{1} << 25;  // 32 Mi random bf16 values tiled into inputs
+
+// Fills a device buffer with the random pool, tiled from a seed-dependent offset.
+std::string fill_from_pool(DeviceBuffer& buffer, const std::vector<uint16_t>& pool, size_t offset) {
+    const size_t elements = buffer.bytes() / sizeof(uint16_t);
+    std::vector<uint16_t> staging(std::min(elements, pool.size()));
+    for (size_t done = 0; done < elements;) {
+        const size_t n = std::min(staging.size(), elements - done);
+        for (size_t i = 0; i < n; ++i) staging[i] = pool[(offset + done + i) % pool.size()];
+        const Driver& d = buffer.gpu()->driver();
+        std::string err = buffer.gpu()->check(
+            d.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(buffer.get()) + done * sizeof(uint16_t), staging.data(),
+                           n * sizeof(uint16_t)),
+            "cuMemcpyHtoD");
+        if (!err.empty()) return err;
+        done += n;
+    }
+    return {};
+}
+
+}  // namespace
+
+std::vector<BenchCase> gemma4_suite() {
+    return {
+        {"prompt_4k", {4096}, {0}},
+        {"prompt_16k", {16384}, {0}},
+        {"prompt_20k", {20480}, {0}},
+        {"chunk_4k_ctx_8k", {4096}, {8192}},
+        {"chunk_4k_ctx_16k", {4096}, {16384}},
+        {"chunk_8k_ctx_8k", {8192}, {8192}},
+        {"chunk_8k_ctx_16k", {8192}, {16384}},
+        {"mixed_batch_4", {3000, 1500, 700, 64}, {0, 4096, 9000, 16000}},
+        {"tp4_prompt_16k", {16384}, {0}, 8, 1},
+    };
+}
+
+std::vector<BenchCase> gemma4_decode_suite() {
+    return {
+        {"decode_32_ctx_16k", std::vector<int32_t>(32, 1), std::vector<int32_t>(32, 16384)},
+        {"decode_64_ctx_4k", std::vector<int32_t>(64, 1), std::vector<int32_t>(64, 4096)},
+        {"verify4_16_ctx_8k", std::vector<int32_t>(16, 4), std::vector<int32_t>(16, 8192)},
+    };
+}
+
+HostProblem bench_problem(const BenchCase& bc, size_t c) {
+    ProblemSpec spec = problem_spec(bc.q_lens, bc.contexts, bc.hq, bc.hkv, kBenchBlockSize, kBenchSeed + c);
+    spec.generate_data = false;  // inputs are tiled from the random pool on the device side
+    HostProblem h;
+    make_problem(spec, &h);
+    return h;
+}
+
+Timing summarize(std::vector<float> ms) {
+    std::sort(ms.begin(), ms.end());
+    Timing t;
+    t.min_ms = ms.front();
+    t.median_ms = ms[ms.size() / 2];
+    t.p90_ms = ms[std::min(ms.size() - 1, ms.size() * 9 / 10)];
+    return t;
+}
+
+InputPools make_pools(bool any_e4m3) {
+    InputPools pools;
+    pools.bf16 = random_bf16(kPoolElements, 0.21f, 2026);
+    if (!any_e4m3) return pools;
+    pools.e4m3.resize(pools.bf16.size());
+    for (size_t i = 0; i < pools.bf16.size(); ++i) {
+        bool nonfinite = false;
+        const float value = bf16_to_float(pools.bf16[i]) / kE4m3BenchScale;
+        const uint8_t low = fp8::e4m3_from_float(value, &nonfinite);
+        const uint8_t high = fp8::e4m3_from_float(-value, &nonfinite);
+        pools.e4m3[i] = static_cast<uint16_t>(low | (high << 8));
+    }
+    return pools;
+}
+
+// Allocates and fills the buffers of case number `c` (Q, K and V tiled from the pools at
+// case-dependent offsets, the output poisoned). Returns "" or the first error.
+std::string upload_case(const GpuDevice& gpu, const HostProblem& h, size_t c, const BenchVariant& variant,
+                        bool reference, const InputPools& pools, CaseBuffers* b) {
+    const bool e4m3_kv = variant.e4m3_kv, e4m3_q = variant.e4m3_q;
+    std::string err = b->q.allocate(gpu, h.out_elements() * (e4m3_q ? 1 : sizeof(uint16_t)));
+    const size_t kv_bytes = static_cast<size_t>(h.kv_elements()) * (e4m3_kv ? 1 : sizeof(uint16_t));
+    if (err.empty()) err = b->k.allocate(gpu, kv_bytes);
+    if (err.empty()) err = b->v.allocate(gpu, kv_bytes);
+    const size_t o_bytes = reference ? sizeof(double) : sizeof(uint16_t);
+    const size_t lse_bytes = reference ? sizeof(double) : sizeof(float);
+    if (err.empty()) err = b->o.allocate(gpu, h.out_elements() * o_bytes);
+    if (err.empty()) err = b->lse.allocate(gpu, h.lse_elements() * lse_bytes);
+    if (err.empty()) err = b->cu.allocate(gpu, h.cu_seqlens_q.size() * 4);
+    if (err.empty()) err = b->seq_k.allocate(gpu, h.seq_lens_k.size() * 4);
+    if (err.empty()) err = b->table.allocate(gpu, h.block_table.size() * 4);
+    const std::vector<uint16_t>& kv_pool = e4m3_kv ? pools.e4m3 : pools.bf16;
+    if (err.empty()) err = fill_from_pool(b->q, e4m3_q ? pools.e4m3 : pools.bf16, 0);
+    if (err.empty()) err = fill_from_pool(b->k, kv_pool, 7919 * (c + 1));
+    if (err.empty()) err = fill_from_pool(b->v, kv_pool, 104729 * (c + 1));
+    if (err.empty() && e4m3_q) err = b->q_scale.allocate(gpu, sizeof(float));
+    if (err.empty() && e4m3_q) err = b->q_scale.upload(&kE4m3BenchScale, sizeof(float));
+    if (err.empty() && e4m3_kv) err = b->k_scale.allocate(gpu, sizeof(float));
+    if (err.empty() && e4m3_kv) err = b->k_scale.upload(&kE4m3BenchScale, sizeof(float));
+    if (err.empty() && e4m3_kv) err = b->v_scale.allocate(gpu, sizeof(float));
+    if (err.empty() && e4m3_kv) err = b->v_scale.upload(&kE4m3BenchScale, sizeof(float));
+    if (err.empty()) err = b->cu.upload(h.cu_seqlens_q.data(), b->cu.bytes());
+    if (err.empty()) err = b->seq_k.upload(h.seq_lens_k.data(), b->seq_k.bytes());
+    if (err.empty()) err = b->table.upload(h.block_table.data(), b->table.bytes());
+    if (err.empty()) err = b->o.fill(kPoisonByte);
+    return err;
+}
+
+// The prefill call of one case on its buffers.
+wideattn_prefill_params case_params(const HostProblem& h, const CaseBuffers& b, const BenchVariant& variant,
+                                    bool reference) {
+    const int32_t o_dtype = reference ? WIDEATTN_DTYPE_F64 : WIDEATTN_DTYPE_BF16;
+    wideattn_prefill_params p =
+        h.params(b.q.get(), b.k.get(), b.v.get(), b.o.get(), b.lse.get(), static_cast<const int32_t*>(b.cu.get()),
+                 static_cast<const int32_t*>(b.seq_k.get()), static_cast<const int32_t*>(b.table.get()), o_dtype);
+    if (variant.e4m3_kv) {
+        p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+        p.k_scale = static_cast<const float*>(b.k_scale.get());
+        p.v_scale = static_cast<const float*>(b.v_scale.get());
+    }
+    if (variant.e4m3_q) {
+        p.q_dtype = WIDEATTN_DTYPE_E4M3;
+        p.q_scale = static_cast<const float*>(b.q_scale.get());
+    }
+    return p;
+}
+
+}  // namespace wideattn::cli
