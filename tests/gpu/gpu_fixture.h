@@ -1,5 +1,5 @@
 // gpu_fixture.h - the GPU suite's shared fixture: device 0's primary context and a context on
-// the bundle, opened once per process. Without a driver or GPU the suite exits 77 (meson's
+// the bundle (tuning files off unless WIDEATTN_TUNING is set), opened once per process. Without a driver or GPU the suite exits 77 (meson's
 // "skipped") after printing why.
 #pragma once
 
@@ -30,6 +30,9 @@ inline GpuFixture& gpu() {
             std::printf("GPU suite skipped: %s: %s\n", wideattn_status_string(status), error.c_str());
             std::exit(kSkipExitCode);
         }
+        // A tuning file beside the bundle (`wideattn tune`) must not change what the suite runs;
+        // the tuning tests open their own contexts on their own files.
+        setenv("WIDEATTN_TUNING", "off", 0);
         if (wideattn_open(&made.ctx, nullptr) != WIDEATTN_OK) {
             std::printf("cannot open bundle: %s\n", wideattn_last_error());
             std::exit(1);
