@@ -2,9 +2,9 @@
 pinning, and the raw launches the torch layer calls. Standard library only: works without torch
 and without a GPU or driver (the library loads the driver at the first launch).
 
-The library is found by, in order: the `library` argument, $WIDEATTN_LIB, the location meson
-recorded when it configured this copy of the package (the build tree's libwideattn.so, or the
-installed one). The bundle: the `bundle` argument, $WIDEATTN_BUNDLE, the build tree's bundle for
+The library is the first of: the `library` argument, $WIDEATTN_LIB, the location meson recorded
+when it configured this copy of the package (the build tree's libwideattn.so, or the installed
+one). The bundle: the `bundle` argument, $WIDEATTN_BUNDLE, the build tree's bundle for
 the build-tree copy; the installed copy leaves it to the library (its installed bundle).
 """
 
@@ -74,23 +74,23 @@ class Library:
 
 
 def load_library(library=None):
-    """The Library for the first candidate that exists (loaded once per path)."""
-    tried = []
-    for path, origin in library_candidates(library):
-        if not os.path.exists(path):
-            tried.append(f"{path} ({origin}: no such file)")
-            continue
-        key = os.path.abspath(path)
-        with _load_lock:
-            if key not in _loaded:
-                try:
-                    _loaded[key] = Library(key)
-                except OSError as error:
-                    raise errors.LibraryNotFoundError("wideattn", f"cannot load {path} ({origin}): {error}")
-            return _loaded[key]
-    if not tried:
-        tried.append(f"nothing: no library argument, no ${ENV_LIBRARY}, no configured location")
-    raise errors.LibraryNotFoundError("wideattn", "libwideattn not found; tried " + "; ".join(tried))
+    """The Library of the first candidate (loaded once per path). The argument and $WIDEATTN_LIB
+    are taken as given: a missing file there is an error, not a reason to look further."""
+    candidates = library_candidates(library)
+    if not candidates:
+        raise errors.LibraryNotFoundError(
+            "wideattn", f"libwideattn not found: no library argument, no ${ENV_LIBRARY}, no configured location")
+    path, origin = candidates[0]
+    if not os.path.exists(path):
+        raise errors.LibraryNotFoundError("wideattn", f"libwideattn not found: {path} ({origin}): no such file")
+    key = os.path.abspath(path)
+    with _load_lock:
+        if key not in _loaded:
+            try:
+                _loaded[key] = Library(key)
+            except OSError as error:
+                raise errors.LibraryNotFoundError("wideattn", f"cannot load {path} ({origin}): {error}")
+        return _loaded[key]
 
 
 @dataclasses.dataclass(frozen=True)
