@@ -68,12 +68,12 @@ def _kv_pair(check, k_name, k, v_name, v, ndim, shape_text, q):
     check.tensor(v_name, v, ndim, _checks.ATTENTION_IN_DTYPES, shape_text)
     if v.dtype != k.dtype:
         check.fail(f"{v_name} has dtype {v.dtype} but {k_name} has {k.dtype}")
-    if tuple(v.shape) != tuple(k.shape):
-        check.fail(f"{v_name} has shape {tuple(v.shape)} but {k_name} has {tuple(k.shape)}")
     check.dim(f"{k_name}.shape[{ndim - 1}]", k.shape[-1], q.shape[2], "q.shape[2] (head_dim)")
     if q.shape[1] % k.shape[-2]:
         check.fail(f"q.shape[1]={q.shape[1]} (num_q_heads) is not a multiple of "
                    f"{k_name}.shape[{ndim - 2}]={k.shape[-2]} (num_kv_heads)")
+    if tuple(v.shape) != tuple(k.shape):
+        check.fail(f"{v_name} has shape {tuple(v.shape)} but {k_name} has {tuple(k.shape)}")
 
 
 def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_scale, out=None, lse=None,

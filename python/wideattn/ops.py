@@ -2,7 +2,8 @@
 
 Ops (every output is an argument the caller allocated, so calls work under torch.compile(fullgraph=True)
 through functionalisation and inside CUDA graphs; the CUDA implementation launches on the current
-stream of the tensors' device through the default context, the CPU one runs wideattn.reference):
+stream of the tensors' device through the default context; the CPU one validates the call with
+the library (wideattn_is_supported, no driver) and runs wideattn.reference):
 
     wideattn::prefill(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
                       softmax_scale, q_scale?, k_scale?, v_scale?, out!, lse!?)
@@ -107,8 +108,35 @@ def _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_la
     _launch(q.device, default_context().launch_prefill, params)
 
 
+def _arch_capability(arch):
+    """(major, minor) of "sm_90a" / "sm_120a" / "sm_89"."""
+    number = int("".join(ch for ch in arch[len("sm_"):] if ch.isdigit()))
+    return number // 10, number % 10
+
+
+def validate_prefill(params):
+    """Validates a call exactly as wideattn_prefill would and checks that a kernel of the bundle
+    serves it on one of the bundle's archs (wideattn_is_supported, no driver); raises the
+    library's error otherwise. Returns the KernelInfo that would run."""
+    context = default_context()
+    archs = sorted({k.arch for k in context.kernels() if k.kind == "prefill"})
+    failure = None
+    for arch in archs:
+        try:
+            return context.is_supported(params, _arch_capability(arch))
+        except Exception as error:
+            if getattr(error, "status", None) != _capi.STATUS_UNSUPPORTED:
+                raise
+            failure = error
+    if failure is not None:
+        raise failure
+    return None
+
+
 def _prefill_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
                  q_scale, k_scale, v_scale, out, lse):
+    validate_prefill(prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+                                    softmax_scale, q_scale, k_scale, v_scale, out, lse))
     dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
     result, result_lse = reference.attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, list(k_layout),
                                              list(v_layout), softmax_scale, q_scale, k_scale, v_scale, dtype)
@@ -181,6 +209,7 @@ def _register_fake(library, name, function):
         torch.library.impl_abstract(qualified, function, lib=library)
     else:
         library.impl(name, function, "Meta")
+        library.impl(name, function, "AutogradMeta")
 
 
 def _register():
