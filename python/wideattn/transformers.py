@@ -43,6 +43,8 @@ CPU_REFERENCE = False
 _log = logging.getLogger(__name__)
 _served = {}
 _warned = set()
+# Calls per path since import: "dense" and "paged" ran on wideattn, "sdpa" were handed over.
+calls = {"dense": 0, "paged": 0, "sdpa": 0}
 
 
 def register(name=NAME):
@@ -114,16 +116,18 @@ def unserved_reason(module, query, key, value, kwargs):
 def attention_forward(module, query, key, value, attention_mask, **kwargs):
     """The AttentionInterface function: (attn_output [B, T, Hq, D], None)."""
     paged = is_paged_call(kwargs)
-    if unserved_reason(module, query, key, value, kwargs) is not None:
-        return _fallback(paged)(module, query, key, value, attention_mask, **kwargs)
-    scaling = kwargs.get("scaling")
-    scaling = float(scaling) if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
-    if paged:
-        result = _paged_forward(module, query, key, value, scaling, kwargs)
-    else:
-        result = _dense_forward(query, key, value, attention_mask, scaling)
+    result = None
+    if unserved_reason(module, query, key, value, kwargs) is None:
+        scaling = kwargs.get("scaling")
+        scaling = float(scaling) if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
+        if paged:
+            result = _paged_forward(module, query, key, value, scaling, kwargs)
+        else:
+            result = _dense_forward(query, key, value, attention_mask, scaling)
     if result is None:
+        calls["sdpa"] += 1
         return _fallback(paged)(module, query, key, value, attention_mask, **kwargs)
+    calls["paged" if paged else "dense"] += 1
     return result, None
 
 

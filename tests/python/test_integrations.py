@@ -7,7 +7,6 @@ tests/gpu/test_transformers_gemma4.py runs the real thing).
 usage: python3 test_integrations.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
 """
 
-import math
 
 import harness
 
