@@ -29,7 +29,22 @@ class Checker:
         raise errors.invalid_argument(self.call, message)
 
     def tensor(self, name, value, ndim, dtypes, shape_text, optional=False):
-        """Checks a tensor argument's type, rank, dtype, device and unit last stride."""
+        """Checks a tensor argument's type, rank, dtype, device and unit last stride (a fast path
+        for arguments that pass; the detailed checks only to word a failure)."""
+        try:
+            if value.dim() == ndim and value.dtype in dtypes and (
+                    not ndim or value.stride(-1) == 1 or value.shape[-1] <= 1):
+                device = value.device
+                if self.device is None:
+                    self.device = device
+                    return value
+                if device == self.device:
+                    return value
+        except AttributeError:
+            pass
+        return self._refuse(name, value, ndim, dtypes, shape_text, optional)
+
+    def _refuse(self, name, value, ndim, dtypes, shape_text, optional):
         if value is None:
             if optional:
                 return None
@@ -40,13 +55,9 @@ class Checker:
             self.fail(f"{name} must be {ndim}-D {shape_text}, got shape {tuple(value.shape)}")
         if value.dtype not in dtypes:
             self.fail(f"{name} has dtype {str(value.dtype).replace('torch.', '')}; expected {dtype_names(dtypes)}")
-        if self.device is None:
-            self.device = value.device
-        elif value.device != self.device:
+        if self.device is not None and value.device != self.device:
             self.fail(f"{name} is on {value.device}, the other tensors on {self.device}")
-        if ndim and value.shape[-1] > 1 and value.stride(-1) != 1:
-            self.fail(f"{name} must be contiguous in its last dimension, got strides {tuple(value.stride())}")
-        return value
+        self.fail(f"{name} must be contiguous in its last dimension, got strides {tuple(value.stride())}")
 
     def dim(self, name, value, expected, what):
         if value != expected:

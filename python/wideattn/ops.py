@@ -78,27 +78,29 @@ def scale_params(src, slot_mapping, scale, nonfinite_count):
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
-def _stream(device):
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if _raw_stream is not None:
-        return index, _raw_stream(index)
-    return index, torch.cuda.current_stream(index).cuda_stream
-
-
 def _launch(device, launch, params):
     """Runs one launch on the current stream of `device`, with that device's context current."""
-    index, stream = _stream(device)
-    if index != torch.cuda.current_device():
+    current = torch.cuda.current_device()
+    index = current if device.index is None else device.index
+    stream = ctypes.c_void_p(_raw_stream(index) if _raw_stream is not None
+                             else torch.cuda.current_stream(index).cuda_stream)
+    if index != current:
         with torch.cuda.device(index):
-            launch(params, ctypes.c_void_p(stream))
+            launch(params, stream)
         return
     try:
-        launch(params, ctypes.c_void_p(stream))
+        launch(params, stream)
     except Exception as error:  # a thread whose CUDA context was never made current
         if getattr(error, "status", None) != _capi.STATUS_NO_DEVICE:
             raise
         torch.cuda.set_device(index)
-        launch(params, ctypes.c_void_p(stream))
+        launch(params, stream)
+
+
+def current_stream(device):
+    """The raw CUstream handle of the current stream of a CUDA device."""
+    index = torch.cuda.current_device() if device.index is None else device.index
+    return _raw_stream(index) if _raw_stream is not None else torch.cuda.current_stream(index).cuda_stream
 
 
 def _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,

@@ -67,7 +67,7 @@ def main():
     context = wideattn.default_context()
     params = ops.prefill_params(t["q"], t["k"], t["v"], t["cu"], t["lens"], t["table"], layout, layout, 1.0,
                                 None, None, None, t["out"], None)
-    stream = ops._stream(t["q"].device)[1]
+    stream = ops.current_stream(t["q"].device)
     calls = {
         "wideattn.prefill": lambda: attention.prefill(t["q"], t["k"], t["v"], t["cu"], t["lens"], t["table"], 1.0,
                                                       out=t["out"]),
