@@ -1,4 +1,4 @@
-"""The 8-bit helpers on torch tensors: the per-tensor e4m3 scale of a bf16 tensor, quantising
+"""The 8-bit functions on torch tensors: the per-tensor e4m3 scale of a bf16 tensor, quantising
 K/V into a paged e4m3 cache through a slot mapping (a serving engine's "store K/V" step), and
 quantising Q into a flat e4m3 tensor (fp8/quantize/NOTES.md). Scales stay on the device, so the
 three calls chain without a host round trip and are capturable in a CUDA graph."""

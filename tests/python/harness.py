@@ -1,6 +1,6 @@
 """harness.py - the runner of the Python package's test scripts: runs every test_* function of
 the calling module, prints one line per test and a closing count, exits 1 on any failure and 77
-(meson's "skipped") when the script's requirement is missing; plus helpers shared by the scripts."""
+(meson's "skipped") when the script's requirement is missing; plus functions shared by the scripts."""
 
 import importlib.abc
 import sys

@@ -3,7 +3,7 @@
 varlen_attention against a naive float64 attention (serving-engine cache layouts, shuffled
 pages, varlen batches with context and decode), the parameters handed to the library accepted by
 its own validation and selecting the expected kernel, argument checks naming the argument, the
-library's messages surfacing as exceptions, and the e4m3 codec, scale and quantise helpers.
+library's messages surfacing as exceptions, and the e4m3 codec, scale and quantise functions.
 
 usage: python3 test_torch_ops.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
 """

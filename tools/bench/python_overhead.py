@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """python_overhead.py - host time of one wideattn call from Python, op call to kernel launch, on a
 GPU (tools/gpu/gpu_suite.sh runs it; the bar: <= 15 us). A small decode call (4 sequences, one new
-token each, 256 keys; Gemma 4 31B global-layer shapes) is issued N times back to back without
+token each, 256 keys; Gemma 4 31B global-layer shapes) runs N times back to back without
 synchronising, so the loop is bound by the host: the time per call is the loop's wall time / N.
 Should the GPU still be busy at the end, the loop was bound by the kernels and the figure is an
 upper bound of the host time. Three entry points:
