@@ -128,6 +128,11 @@ E4M3_MAX = 448.0
 P_SCALE_KERNEL = 256.0               # the 8-bit kernel stores P * 2^8 (fp8/mma_e4m3_d512/NOTES.md)
 P_SCALE_BROKEN = 1.0 / 256.0         # the broken variant: the P scale inverted
 
+# Models: this script's decoder, or transformers' Gemma 4 code (tools/bench/hf_gemma4.py).
+MODEL_OWN = "gemma4-style"
+MODEL_TRANSFORMERS = "transformers-gemma4"
+MODEL_CHOICES = (MODEL_OWN, MODEL_TRANSFORMERS)
+
 # Checks and outputs.
 WIRING_KL_MAX = 1e-3                 # mean KL(torch fp64 attention || wideattn bf16) allowed
 CLI_NUMPY_REL_TOL = 1e-6             # CLI vs numpy mean KL agreement (relative)
@@ -1647,6 +1652,12 @@ def add_path_args(parser):
 
 def add_model_args(parser):
     model = parser.add_argument_group("model and tokens")
+    model.add_argument("--model", choices=MODEL_CHOICES, default=MODEL_OWN,
+                       help=f"{MODEL_OWN}: the decoder of this script (the 8-bit variants); "
+                            f"{MODEL_TRANSFORMERS}: transformers' Gemma4ForCausalLM with Gemma 4 31B's "
+                            "attention shapes (tools/bench/hf_gemma4.py): float32-attention reference, "
+                            "bf16 SDPA baseline, attn_implementation='wideattn' candidate, paired gate; "
+                            "exit 0 accept, 1 reject, 4 inconclusive, 2 error")
     model.add_argument("--vocab", type=int, default=DEFAULT_VOCAB, help="vocabulary size")
     model.add_argument("--hidden", type=int, default=DEFAULT_HIDDEN, help="residual width")
     model.add_argument("--layers", type=int, default=DEFAULT_LAYERS,
@@ -1735,6 +1746,10 @@ def main(argv=None):
     args = parse_args(argv)
     if args.self_test:
         return self_test()
+    if args.model == MODEL_TRANSFORMERS:
+        sys.path.insert(0, os.path.join(ROOT_DIR, "build", "python"))
+        import hf_gemma4
+        return hf_gemma4.run_e2e(args, sys.modules[__name__])
     return run(args)
 
 

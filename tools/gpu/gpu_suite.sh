@@ -3,11 +3,14 @@
 #   GPU test suite, selftest, compute-sanitizer (memcheck, racecheck, synccheck on small cases),
 #   `wideattn bench` (the dispatcher's kernels, and every tier side by side in one process where
 #   the Hopper tier is the default), the peer harness (PyTorch SDPA, Triton) and the end-to-end
-#   drift gate of the 8-bit kernel (tools/bench/e2e_drift.py, two model layouts) - then a summary.
+#   drift gate of the 8-bit kernel (tools/bench/e2e_drift.py, two model layouts), the Python
+#   package (tests/gpu/test_python_ops.py, tests/gpu/test_transformers_gemma4.py, the call overhead,
+#   the gate on transformers' Gemma 4 code) - then a summary.
 #   tools/gpu/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--no-e2e]
-#                          [--bench-cases LIST]
-# Budget: about 9 minutes on an H200 with every step; a device call is limited to 10, so run it
-# as two calls: `--no-peers`, then `--only-peers` (about 5-6 minutes).
+#                          [--no-python] [--only-python] [--bench-cases LIST]
+# Budget: about 9 minutes on an H200 with every step but the Python ones; a device call is limited
+# to 10, so run it as three calls: `--no-peers --no-python`, `--only-peers` (about 5-6 minutes),
+# `--only-python` (needs torch and transformers on the machine).
 # Logs and JSON land in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz.
 # The e2e step needs the CLI's HDF5 libraries: run tools/device_libs.sh here and carry .devlibs.
 # Logs and JSON go to $OUT (or ./gpu_suite_out). WIDEATTN_COMMIT names the commit (the device
@@ -20,16 +23,18 @@ mkdir -p "$out"
 export WIDEATTN_BUNDLE="$build/bundle"
 export PYTHONUNBUFFERED=1
 cli="$build/tools/wideattn"
-peers=1 sanitizer=1 tests=1 e2e=1 benches=1 bench_cases=""
+peers=1 sanitizer=1 tests=1 e2e=1 benches=1 python=1 bench_cases=""
 while (($#)); do
     case "$1" in
         --no-peers) peers=0 ;;
-        --only-peers) sanitizer=0; tests=0; e2e=0; benches=0 ;;
+        --only-peers) sanitizer=0; tests=0; e2e=0; benches=0; python=0 ;;
+        --no-python) python=0 ;;
+        --only-python) sanitizer=0; tests=0; e2e=0; benches=0; peers=0 ;;
         --no-sanitizer) sanitizer=0 ;;
         --no-tests) tests=0 ;;
         --no-e2e) e2e=0 ;;
         --bench-cases) bench_cases="$2"; shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "gpu_suite: unknown argument '$1'" >&2; exit 2 ;;
     esac
     shift
@@ -124,6 +129,21 @@ if ((e2e)); then
         summary[${#summary[@]}-1]+="  ($(e2e_meaning "$e2e_rc"))"
         tar -czf "$out/e2e_$layout.tar.gz" -C "$out" "e2e_$layout" && rm -rf "$out/e2e_$layout"
     done
+fi
+if ((python)); then
+    # The Python package on the device: the ops (every tier, the e4m3 path, torch.compile, CUDA
+    # graphs), attn_implementation="wideattn" in transformers' Gemma 4 (gate, greedy generation,
+    # continuous batching), the call overhead (bar: 15 us), and e2e_drift.py on that model.
+    py_cli="$cli"; [[ -x "$root/.devlibs/wideattn" ]] && py_cli="$root/.devlibs/wideattn"
+    export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
+    step python-ops python_ops.txt timeout 300 python3 "$root/tests/gpu/test_python_ops.py"
+    step python-hf python_transformers.txt timeout 420 python3 "$root/tests/gpu/test_transformers_gemma4.py" \
+        "$py_cli" "$out"
+    step py-overhead python_overhead.txt python3 "$root/tools/bench/python_overhead.py" --json "$out/python_overhead.json"
+    step e2e-hf e2e_hf_gemma4.txt timeout 300 python3 "$root/tools/bench/e2e_drift.py" --model transformers-gemma4 \
+        --layers 12 --cli "$py_cli" --lib "$build/dispatch/libwideattn.so" --bundle "$build/bundle" \
+        --out "$out/e2e_hf_gemma4" --dump-dir /tmp/wideattn_e2e_hf --margin-rel 0.10 --commit "$commit"
+    [[ -d "$out/e2e_hf_gemma4" ]] && tar -czf "$out/e2e_hf_gemma4.tar.gz" -C "$out" e2e_hf_gemma4 && rm -rf "$out/e2e_hf_gemma4"
 fi
 if ((peers)); then
     # The mma.sync rate measured in this run (by the bench step, or a short bench when it did not

@@ -1,0 +1,130 @@
+"""ctypes mirror of the C API in dispatch/wideattn.h: status codes, dtypes, the four structs and
+the function declarations. Standard library only, so it loads without torch and without a GPU.
+
+The struct layouts are checked against the C compiler's sizeof/offsetof of every field by
+tests/python/test_package.py (through tests/struct_layout.c); EXPECTED_SIZES is the hand-computed
+LP64 size of each struct, checked at load time.
+"""
+
+import ctypes
+
+# enum wideattn_status
+STATUS_OK = 0
+STATUS_INVALID_ARGUMENT = 1
+STATUS_UNSUPPORTED = 2
+STATUS_NO_DRIVER = 3
+STATUS_NO_DEVICE = 4
+STATUS_BUNDLE = 5
+STATUS_CUDA = 6
+
+# enum wideattn_dtype
+DTYPE_BF16 = 0
+DTYPE_F16 = 1
+DTYPE_F32 = 2
+DTYPE_F64 = 3
+DTYPE_E4M3 = 4
+DTYPE_NAMES = {DTYPE_BF16: "bf16", DTYPE_F16: "f16", DTYPE_F32: "f32", DTYPE_F64: "f64", DTYPE_E4M3: "e4m3"}
+
+_I64 = ctypes.c_int64
+_I32 = ctypes.c_int32
+_PTR = ctypes.c_void_p
+
+
+class PrefillParams(ctypes.Structure):
+    """struct wideattn_prefill_params, in header order."""
+
+    _fields_ = [
+        ("q", _PTR), ("q_token_stride", _I64), ("q_head_stride", _I64),
+        ("k_cache", _PTR), ("k_block_stride", _I64), ("k_slot_stride", _I64), ("k_head_stride", _I64),
+        ("v_cache", _PTR), ("v_block_stride", _I64), ("v_slot_stride", _I64), ("v_head_stride", _I64),
+        ("o", _PTR), ("o_token_stride", _I64), ("o_head_stride", _I64),
+        ("lse", _PTR), ("lse_head_stride", _I64),
+        ("cu_seqlens_q", _PTR), ("seq_lens_k", _PTR),
+        ("block_table", _PTR), ("block_table_stride", _I64),
+        ("q_scale", _PTR), ("k_scale", _PTR), ("v_scale", _PTR),
+        ("num_seqs", _I32), ("total_q", _I32), ("num_q_heads", _I32), ("num_kv_heads", _I32),
+        ("head_dim", _I32), ("block_size", _I32), ("num_blocks", _I32),
+        ("q_dtype", _I32), ("kv_dtype", _I32), ("o_dtype", _I32),
+        ("softmax_scale", ctypes.c_float), ("reserved", _I32),
+    ]
+
+
+class QuantizeParams(ctypes.Structure):
+    """struct wideattn_quantize_params, in header order."""
+
+    _fields_ = [
+        ("src", _PTR), ("src_token_stride", _I64), ("src_head_stride", _I64),
+        ("cache", _PTR), ("cache_block_stride", _I64), ("cache_slot_stride", _I64), ("cache_head_stride", _I64),
+        ("slot_mapping", _PTR), ("scale", _PTR), ("nonfinite_count", _PTR),
+        ("tokens", _I32), ("heads", _I32), ("head_dim", _I32), ("block_size", _I32),
+        ("num_blocks", _I32), ("src_dtype", _I32),
+    ]
+
+
+class ScaleParams(ctypes.Structure):
+    """struct wideattn_scale_params, in header order."""
+
+    _fields_ = [
+        ("src", _PTR), ("src_token_stride", _I64), ("src_head_stride", _I64),
+        ("slot_mapping", _PTR), ("scale", _PTR), ("nonfinite_count", _PTR),
+        ("tokens", _I32), ("heads", _I32), ("head_dim", _I32), ("src_dtype", _I32),
+    ]
+
+
+class KernelInfoStruct(ctypes.Structure):
+    """struct wideattn_kernel_info, in header order."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p), ("symbol", ctypes.c_char_p), ("arch", ctypes.c_char_p),
+        ("cubin", ctypes.c_char_p),
+        ("q_dtype", _I32), ("kv_dtype", _I32), ("o_dtype", _I32),
+        ("head_dim_min", _I32), ("head_dim_max", _I32), ("head_dim_step", _I32),
+        ("group_min", _I32), ("group_max", _I32),
+        ("tile_tokens", _I32), ("tile_keys", _I32), ("heads_per_block_max", _I32),
+        ("threads", _I32), ("dynamic_smem", _I32),
+        ("registers", _I32), ("spill_bytes", _I32), ("stack_bytes", _I32),
+        ("features", ctypes.c_char_p), ("kind", ctypes.c_char_p),
+    ]
+
+
+# LP64 sizes from the header: prefill 23 eight-byte members + 12 four-byte ones; quantize 10 + 6;
+# scale 6 + 4; kernel_info 4 pointers + 16 int32 + 2 pointers.
+EXPECTED_SIZES = {
+    "wideattn_prefill_params": (PrefillParams, 232),
+    "wideattn_quantize_params": (QuantizeParams, 104),
+    "wideattn_scale_params": (ScaleParams, 64),
+    "wideattn_kernel_info": (KernelInfoStruct, 112),
+}
+
+
+def check_sizes():
+    """Raises RuntimeError when a mirror's size differs from the C layout's."""
+    for c_name, (struct, size) in EXPECTED_SIZES.items():
+        actual = ctypes.sizeof(struct)
+        if actual != size:
+            raise RuntimeError(f"ctypes mirror of {c_name} is {actual} bytes, the C struct {size}")
+
+
+def declare(lib):
+    """Sets restype/argtypes of every wideattn_* function on a loaded ctypes.CDLL."""
+    ctx_p = ctypes.c_void_p
+    signatures = {
+        "wideattn_version": (ctypes.c_char_p, []),
+        "wideattn_status_string": (ctypes.c_char_p, [ctypes.c_int]),
+        "wideattn_last_error": (ctypes.c_char_p, []),
+        "wideattn_open": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]),
+        "wideattn_close": (None, [ctx_p]),
+        "wideattn_bundle_dir": (ctypes.c_char_p, [ctx_p]),
+        "wideattn_kernel_count": (_I32, [ctx_p]),
+        "wideattn_get_kernel_info": (ctypes.c_int, [ctx_p, _I32, ctypes.POINTER(KernelInfoStruct)]),
+        "wideattn_is_supported": (ctypes.c_int, [ctx_p, ctypes.POINTER(PrefillParams), ctypes.c_int,
+                                                 ctypes.c_int, ctypes.POINTER(_I32)]),
+        "wideattn_set_prefill_kernel": (ctypes.c_int, [ctx_p, ctypes.c_char_p]),
+        "wideattn_prefill": (ctypes.c_int, [ctx_p, ctypes.POINTER(PrefillParams), ctypes.c_void_p]),
+        "wideattn_quantize_to_cache": (ctypes.c_int, [ctx_p, ctypes.POINTER(QuantizeParams), ctypes.c_void_p]),
+        "wideattn_compute_scale": (ctypes.c_int, [ctx_p, ctypes.POINTER(ScaleParams), ctypes.c_void_p]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        function = getattr(lib, name)
+        function.restype = restype
+        function.argtypes = argtypes

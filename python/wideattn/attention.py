@@ -1,0 +1,160 @@
+"""Attention calls on torch tensors, in the shapes serving engines use.
+
+prefill() takes a paged KV cache ([num_blocks, block_size, num_kv_heads, head_dim], any strides with
+a contiguous head dim: vLLM's per-layer K and V halves, FlashInfer's, transformers' paged cache
+viewed as pages); decode is the same call with one (or a few) new tokens per sequence.
+varlen_attention() takes K/V as dense rows per sequence ([total_k, num_kv_heads, head_dim] with
+cu_seqlens_k, as flash_attn_varlen_func does) and describes them as token-row pages without a copy.
+Both check every argument, allocate what the caller did not pass with the caller's allocator
+(torch.empty), and run the `wideattn::prefill` op.
+"""
+
+import torch
+
+from . import _checks
+from . import ops
+
+Q_SHAPE = "[total_q, num_q_heads, head_dim]"
+CACHE_SHAPE = "[num_blocks, block_size, num_kv_heads, head_dim]"
+ROWS_SHAPE = "[total_k, num_kv_heads, head_dim]"
+
+
+def _output(check, out, q):
+    total_q, heads, head_dim = q.shape
+    if out is None:
+        return torch.empty((total_q, heads, head_dim), dtype=torch.bfloat16, device=q.device)
+    check.tensor("out", out, 3, _checks.OUT_DTYPES, Q_SHAPE)
+    if tuple(out.shape) != tuple(q.shape):
+        check.fail(f"out has shape {tuple(out.shape)}, q has {tuple(q.shape)}")
+    return out
+
+
+def _lse(check, lse, out, total_q):
+    """(lse tensor or None, whether to return it). lse=True allocates [num_q_heads, total_q]."""
+    dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
+    if lse is None or lse is False:
+        return None, False
+    if lse is True:
+        return torch.empty((out.shape[1], total_q), dtype=dtype, device=out.device), True
+    check.tensor("lse", lse, 2, (dtype,), f"[num_q_heads, >= total_q] of {str(dtype).replace('torch.', '')}")
+    if lse.shape[0] != out.shape[1] or lse.shape[1] < total_q:
+        check.fail(f"lse has shape {tuple(lse.shape)}; expected [{out.shape[1]}, >= {total_q}]")
+    return lse, True
+
+
+def _metadata(check, cu_seqlens_q, seq_lens_k_name, seq_lens_k, block_table=None):
+    """Checks cu_seqlens_q [num_seqs + 1], the per-sequence key tensor and the block table."""
+    check.tensor("cu_seqlens_q", cu_seqlens_q, 1, (torch.int32,), "[num_seqs + 1] of int32")
+    num_seqs = cu_seqlens_q.shape[0] - 1
+    if num_seqs < 1:
+        check.fail(f"cu_seqlens_q has {cu_seqlens_q.shape[0]} entries; expected num_seqs + 1 >= 2")
+    check.tensor(seq_lens_k_name, seq_lens_k, 1, (torch.int32,), "of int32")
+    if block_table is not None:
+        check.dim(f"{seq_lens_k_name}.shape[0]", seq_lens_k.shape[0], num_seqs, "cu_seqlens_q.shape[0] - 1")
+        check.tensor("block_table", block_table, 2, (torch.int32,), "[num_seqs, max_blocks_per_seq] of int32")
+        check.dim("block_table.shape[0]", block_table.shape[0], num_seqs, "num_seqs")
+    return num_seqs
+
+
+def _scales(check, q, kv_dtype, q_scale, k_scale, v_scale):
+    e4m3 = _checks.E4M3_DTYPES
+    return (check.scale("q_scale", q_scale, q.dtype in e4m3, "q"),
+            check.scale("k_scale", k_scale, kv_dtype in e4m3, "the K cache"),
+            check.scale("v_scale", v_scale, kv_dtype in e4m3, "the V cache"))
+
+
+def _kv_pair(check, k_name, k, v_name, v, ndim, shape_text, q):
+    check.tensor(k_name, k, ndim, _checks.ATTENTION_IN_DTYPES, shape_text)
+    check.tensor(v_name, v, ndim, _checks.ATTENTION_IN_DTYPES, shape_text)
+    if v.dtype != k.dtype:
+        check.fail(f"{v_name} has dtype {v.dtype} but {k_name} has {k.dtype}")
+    check.dim(f"{k_name}.shape[{ndim - 1}]", k.shape[-1], q.shape[2], "q.shape[2] (head_dim)")
+    if q.shape[1] % k.shape[-2]:
+        check.fail(f"q.shape[1]={q.shape[1]} (num_q_heads) is not a multiple of "
+                   f"{k_name}.shape[{ndim - 2}]={k.shape[-2]} (num_kv_heads)")
+    if tuple(v.shape) != tuple(k.shape):
+        check.fail(f"{v_name} has shape {tuple(v.shape)} but {k_name} has {tuple(k.shape)}")
+
+
+def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_scale, out=None, lse=None,
+            q_scale=None, k_scale=None, v_scale=None, max_seqlen_q=None, max_seqlen_k=None):
+    """Causal (bottom-right) attention of a varlen batch over a paged KV cache; returns out, or
+    (out, lse) when lse is a tensor or True.
+
+    q [total_q, num_q_heads, head_dim] bf16 (or e4m3 codes with q_scale); k_cache / v_cache
+    [num_blocks, block_size, num_kv_heads, head_dim] bf16 or e4m3 (uint8 or float8_e4m3fn codes,
+    with k_scale / v_scale: one float32 each, dequantised as code * scale); cu_seqlens_q
+    [num_seqs + 1] int32; seq_lens_k [num_seqs] int32 (context + new tokens); block_table
+    [num_seqs, max_blocks] int32; out [total_q, num_q_heads, head_dim] bf16 (float64 selects the
+    fp64 reference kernel); lse [num_q_heads, >= total_q] float32. max_seqlen_q / max_seqlen_k are
+    accepted as hints (the kernels need none). The device metadata is the caller's contract
+    (docs/design.md section 2); everything else is checked here and by the library.
+    """
+    check = _checks.Checker("wideattn.prefill")
+    check.tensor("q", q, 3, _checks.ATTENTION_IN_DTYPES, Q_SHAPE)
+    _kv_pair(check, "k_cache", k_cache, "v_cache", v_cache, 4, CACHE_SHAPE, q)
+    _metadata(check, cu_seqlens_q, "seq_lens_k", seq_lens_k, block_table)
+    scale = check.softmax_scale(softmax_scale)
+    scales = _scales(check, q, k_cache.dtype, q_scale, k_scale, v_scale)
+    check.count("max_seqlen_q", max_seqlen_q, optional=True)
+    check.count("max_seqlen_k", max_seqlen_k, optional=True)
+    check.int32_extent("k_cache.shape[0] (num_blocks)", k_cache.shape[0])
+    out = _output(check, out, q)
+    lse, return_lse = _lse(check, lse, out, q.shape[0])
+    k_layout = [0, k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]] + list(k_cache.stride()[:3])
+    v_layout = [0, v_cache.shape[0], v_cache.shape[1], v_cache.shape[2]] + list(v_cache.stride()[:3])
+    if q.shape[0]:
+        ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, scale,
+                        *scales, out, lse)
+    return (out, lse) if return_lse else out
+
+
+def token_row_layout(base, row_stride, head_stride, num_rows, num_kv_heads):
+    """The KV layout of rows base[r] (r < num_rows, each [num_kv_heads, head_dim] with the given
+    element strides) as pages of TOKEN_ROW_PAGE consecutive rows that start at any row: block b is
+    row b (block stride = slot stride = row stride). Kernels that read K/V with TMA cannot use
+    it; selection then takes the cp.async kernel of the same dtypes."""
+    return [0, max(num_rows, 1), ops.TOKEN_ROW_PAGE, num_kv_heads, row_stride, row_stride, head_stride]
+
+
+def token_row_block_table(row_start, max_seqlen_k, num_rows):
+    """block_table[s][p] = row_start[s] + 16 p: sequence s's keys are rows row_start[s] + j."""
+    pages = max(1, -(-max_seqlen_k // ops.TOKEN_ROW_PAGE))
+    steps = torch.arange(pages, device=row_start.device, dtype=torch.int32) * ops.TOKEN_ROW_PAGE
+    table = row_start.to(torch.int32)[:, None] + steps[None, :]
+    return table.clamp_(max=max(num_rows - 1, 0))
+
+
+def rows_prefill(q, k, v, k_rows, v_rows, cu_seqlens_q, row_start, seq_lens_k, max_seqlen_k, softmax_scale,
+                 out, lse=None, scales=(None, None, None)):
+    """The op on token-row layouts (k_rows / v_rows from token_row_layout); no checks."""
+    block_table = token_row_block_table(row_start, max_seqlen_k, k_rows[1])
+    ops._prefill_op(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_rows, v_rows, softmax_scale, *scales, out, lse)
+    return out
+
+
+def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, out=None,
+                     lse=None, q_scale=None, k_scale=None, v_scale=None):
+    """flash_attn_varlen_func-style causal (bottom-right) attention: sequence s owns query rows
+    cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 and key rows cu_seqlens_k[s] .. cu_seqlens_k[s+1]-1 of
+    k / v [total_k, num_kv_heads, head_dim] (its context followed by its new tokens).
+    max_seqlen_k (host int) bounds every sequence's keys; returns out, or (out, lse)."""
+    check = _checks.Checker("wideattn.varlen_attention")
+    check.tensor("q", q, 3, _checks.ATTENTION_IN_DTYPES, Q_SHAPE)
+    _kv_pair(check, "k", k, "v", v, 3, ROWS_SHAPE, q)
+    num_seqs = _metadata(check, cu_seqlens_q, "cu_seqlens_k", cu_seqlens_k)
+    check.dim("cu_seqlens_k.shape[0]", cu_seqlens_k.shape[0], num_seqs + 1, "cu_seqlens_q.shape[0]")
+    check.count("max_seqlen_q", max_seqlen_q, optional=True)
+    max_seqlen_k = check.count("max_seqlen_k", max_seqlen_k)
+    scale = check.softmax_scale(softmax_scale)
+    scales = _scales(check, q, k.dtype, q_scale, k_scale, v_scale)
+    check.int32_extent("k.shape[0] (total_k)", k.shape[0])
+    out = _output(check, out, q)
+    lse, return_lse = _lse(check, lse, out, q.shape[0])
+    if q.shape[0]:
+        k_rows = token_row_layout(k, k.stride(0), k.stride(1), k.shape[0], k.shape[1])
+        v_rows = token_row_layout(v, v.stride(0), v.stride(1), v.shape[0], v.shape[1])
+        seq_lens_k = (cu_seqlens_k[1:] - cu_seqlens_k[:-1]).to(torch.int32)
+        rows_prefill(q, k, v, k_rows, v_rows, cu_seqlens_q, cu_seqlens_k[:-1], seq_lens_k, max_seqlen_k, scale,
+                     out, lse, scales)
+    return (out, lse) if return_lse else out

@@ -1,0 +1,256 @@
+"""Loading libwideattn and contexts on a kernel bundle: kernel listing and inspection, kernel
+pinning, and the raw launches the torch layer calls. Standard library only: works without torch
+and without a GPU or driver (the library loads the driver at the first launch).
+
+The library is the first of: the `library` argument, $WIDEATTN_LIB, the location meson recorded
+when it configured this copy of the package (the build tree's libwideattn.so, or the installed
+one). The bundle: the `bundle` argument, $WIDEATTN_BUNDLE, the build tree's bundle for
+the build-tree copy; the installed copy leaves it to the library (its installed bundle).
+"""
+
+import ctypes
+import dataclasses
+import os
+import threading
+
+from . import _capi
+from . import errors
+
+try:
+    from . import _paths
+except ImportError:  # the source tree itself: no configured locations
+    _paths = None
+
+ENV_LIBRARY = "WIDEATTN_LIB"
+ENV_BUNDLE = "WIDEATTN_BUNDLE"
+
+_loaded = {}
+_load_lock = threading.Lock()
+
+
+def library_candidates(library=None):
+    """The paths tried for libwideattn, in order, each with where it came from."""
+    candidates = []
+    if library:
+        candidates.append((os.fspath(library), "the library argument"))
+    if os.environ.get(ENV_LIBRARY):
+        candidates.append((os.environ[ENV_LIBRARY], "$" + ENV_LIBRARY))
+    if _paths is not None and _paths.LIBRARY:
+        candidates.append((_paths.LIBRARY, f"the {_paths.LOCATION} location recorded by meson"))
+    return candidates
+
+
+def default_bundle(bundle=None):
+    """The bundle directory to open: the argument, $WIDEATTN_BUNDLE, the configured one, or None
+    (the library's installed bundle)."""
+    if bundle:
+        return os.fspath(bundle)
+    if os.environ.get(ENV_BUNDLE):
+        return os.environ[ENV_BUNDLE]
+    if _paths is not None and _paths.BUNDLE:
+        return _paths.BUNDLE
+    return None
+
+
+class Library:
+    """One loaded libwideattn (a ctypes.CDLL with every function declared)."""
+
+    def __init__(self, path):
+        _capi.check_sizes()
+        self.path = os.path.abspath(path)
+        self.cdll = ctypes.CDLL(self.path)
+        _capi.declare(self.cdll)
+
+    def version(self):
+        return self.cdll.wideattn_version().decode()
+
+    def check(self, call, status):
+        """Raises the WideattnError subclass of a non-OK status with the library's message."""
+        if status != _capi.STATUS_OK:
+            name = self.cdll.wideattn_status_string(status)
+            message = self.cdll.wideattn_last_error()
+            raise errors.from_status(call, status, name.decode() if name else f"status {status}",
+                                     message.decode(errors="replace") if message else "")
+
+
+def load_library(library=None):
+    """The Library of the first candidate (loaded once per path). The argument and $WIDEATTN_LIB
+    are taken as given: a missing file there is an error, not a reason to look further."""
+    candidates = library_candidates(library)
+    if not candidates:
+        raise errors.LibraryNotFoundError(
+            "wideattn", f"libwideattn not found: no library argument, no ${ENV_LIBRARY}, no configured location")
+    path, origin = candidates[0]
+    if not os.path.exists(path):
+        raise errors.LibraryNotFoundError("wideattn", f"libwideattn not found: {path} ({origin}): no such file")
+    key = os.path.abspath(path)
+    with _load_lock:
+        if key not in _loaded:
+            try:
+                _loaded[key] = Library(key)
+            except OSError as error:
+                raise errors.LibraryNotFoundError("wideattn", f"cannot load {path} ({origin}): {error}")
+        return _loaded[key]
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelInfo:
+    """One kernel entry of a bundle (wideattn_kernel_info; dtypes as names)."""
+
+    index: int
+    name: str
+    kind: str
+    arch: str
+    symbol: str
+    cubin: str
+    q_dtype: str
+    kv_dtype: str
+    o_dtype: str
+    head_dim: tuple    # (min, max, step)
+    group: tuple       # (min, max) of num_q_heads / num_kv_heads
+    tile_tokens: int
+    tile_keys: int
+    heads_per_block_max: int
+    threads: int
+    dynamic_smem: int
+    registers: int     # from the build's ptxas report; -1 unknown
+    spill_bytes: int
+    stack_bytes: int
+    features: tuple
+
+    def __repr__(self):
+        head_dim = self.head_dim[0] if self.head_dim[0] == self.head_dim[1] else \
+            f"{self.head_dim[0]}..{self.head_dim[1]}/{self.head_dim[2]}"
+        group = self.group[0] if self.group[0] == self.group[1] else f"{self.group[0]}..{self.group[1]}"
+        return (f"KernelInfo({self.name!r}, kind={self.kind!r}, arch={self.arch!r}, "
+                f"dtypes={self.q_dtype}/{self.kv_dtype}/{self.o_dtype}, head_dim={head_dim}, group={group})")
+
+
+def _kernel_info(index, raw):
+    def text(value):
+        return value.decode() if value else ""
+
+    def dtype(value):
+        return _capi.DTYPE_NAMES.get(value, str(value))
+
+    return KernelInfo(
+        index=index, name=text(raw.name), kind=text(raw.kind), arch=text(raw.arch), symbol=text(raw.symbol),
+        cubin=text(raw.cubin), q_dtype=dtype(raw.q_dtype), kv_dtype=dtype(raw.kv_dtype),
+        o_dtype=dtype(raw.o_dtype), head_dim=(raw.head_dim_min, raw.head_dim_max, raw.head_dim_step),
+        group=(raw.group_min, raw.group_max), tile_tokens=raw.tile_tokens, tile_keys=raw.tile_keys,
+        heads_per_block_max=raw.heads_per_block_max, threads=raw.threads, dynamic_smem=raw.dynamic_smem,
+        registers=raw.registers, spill_bytes=raw.spill_bytes, stack_bytes=raw.stack_bytes,
+        features=tuple(f for f in text(raw.features).split(",") if f))
+
+
+class Context:
+    """A wideattn_context on one bundle: its kernels, kernel pinning and the launches.
+
+    Opening reads and checks the manifest and needs no driver or GPU. Thread-safe like the
+    library; close() (or a with block) releases the modules it loaded.
+    """
+
+    def __init__(self, bundle=None, library=None):
+        self.library = load_library(library)
+        self._lib = self.library.cdll
+        self._handle = ctypes.c_void_p()
+        path = default_bundle(bundle)
+        self.library.check("wideattn_open", self._lib.wideattn_open(
+            ctypes.byref(self._handle), os.path.abspath(path).encode() if path else None))
+        self._kernels = None
+        self._prefill = self._lib.wideattn_prefill
+        self._quantize = self._lib.wideattn_quantize_to_cache
+        self._scale = self._lib.wideattn_compute_scale
+
+    def close(self):
+        if self._handle:
+            self._lib.wideattn_close(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            self.close()
+
+    def _require_open(self, call):
+        if not self._handle:
+            raise errors.invalid_argument(call, "the context is closed")
+
+    @property
+    def bundle_dir(self):
+        self._require_open("wideattn.Context.bundle_dir")
+        return self._lib.wideattn_bundle_dir(self._handle).decode()
+
+    def kernels(self):
+        """Every kernel of the bundle (one entry per kernel and arch), in manifest order."""
+        self._require_open("wideattn.Context.kernels")
+        if self._kernels is None:
+            result = []
+            for index in range(self._lib.wideattn_kernel_count(self._handle)):
+                raw = _capi.KernelInfoStruct()
+                self.library.check("wideattn_get_kernel_info",
+                                   self._lib.wideattn_get_kernel_info(self._handle, index, ctypes.byref(raw)))
+                result.append(_kernel_info(index, raw))
+            self._kernels = tuple(result)
+        return list(self._kernels)
+
+    def set_prefill_kernel(self, name):
+        """Restricts prefill selection to the kernel `name` for the dtypes it takes; None restores
+        the automatic choice (wideattn_set_prefill_kernel)."""
+        self._require_open("wideattn.Context.set_prefill_kernel")
+        self.library.check("wideattn_set_prefill_kernel", self._lib.wideattn_set_prefill_kernel(
+            self._handle, name.encode() if name else None))
+
+    def is_supported(self, params, capability):
+        """The KernelInfo that would run `params` (a _capi.PrefillParams) on a device of compute
+        capability (major, minor); raises the library's error when none would. Needs no driver."""
+        self._require_open("wideattn.Context.is_supported")
+        index = ctypes.c_int32(-1)
+        major, minor = capability
+        self.library.check("wideattn_is_supported", self._lib.wideattn_is_supported(
+            self._handle, ctypes.byref(params), int(major), int(minor), ctypes.byref(index)))
+        return self.kernels()[index.value]
+
+    def launch_prefill(self, params, stream):
+        """Queues wideattn_prefill on `stream` (an integer CUstream handle, 0 = legacy default)."""
+        status = self._prefill(self._handle, ctypes.byref(params), stream)
+        if status:
+            self.library.check("wideattn_prefill", status)
+
+    def launch_quantize(self, params, stream):
+        status = self._quantize(self._handle, ctypes.byref(params), stream)
+        if status:
+            self.library.check("wideattn_quantize_to_cache", status)
+
+    def launch_scale(self, params, stream):
+        status = self._scale(self._handle, ctypes.byref(params), stream)
+        if status:
+            self.library.check("wideattn_compute_scale", status)
+
+
+_default = {"context": None, "bundle": None, "library": None}
+_default_lock = threading.Lock()
+
+
+def configure(bundle=None, library=None):
+    """Sets the bundle and library the default context opens (closing one already open)."""
+    with _default_lock:
+        if _default["context"] is not None:
+            _default["context"].close()
+        _default.update(context=None, bundle=bundle, library=library)
+
+
+def default_context():
+    """The process-wide context the torch ops use, opened at first use."""
+    context = _default["context"]
+    if context is None:
+        with _default_lock:
+            if _default["context"] is None:
+                _default["context"] = Context(_default["bundle"], _default["library"])
+            context = _default["context"]
+    return context

@@ -1,0 +1,230 @@
+"""The PyTorch custom ops (namespace `wideattn`, torch.library) and the functions that call them.
+
+Ops (every output is an argument the caller allocated, so calls work under torch.compile(fullgraph=True)
+through functionalisation and inside CUDA graphs; the CUDA implementation launches on the current
+stream of the tensors' device through the default context; the CPU one validates the call with
+the library (wideattn_is_supported, no driver) and runs wideattn.reference):
+
+    wideattn::prefill(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+                      softmax_scale, q_scale?, k_scale?, v_scale?, out!, lse!?)
+    wideattn::quantize_to_cache(src, cache!, slot_mapping?, scale, cache_layout, nonfinite_count!?)
+    wideattn::compute_scale(src, slot_mapping?, scale!, nonfinite_count!?)
+
+A KV layout is [offset, num_blocks, block_size, num_kv_heads, block_stride, slot_stride,
+head_stride] in elements relative to the base tensor's first element: key j of sequence s lives
+at base + offset + block_table[s][j // block_size] * block_stride + (j % block_size) * slot_stride
++ head * head_stride (docs/design.md section 2). prefill() takes the paged cache tensors of a
+serving engine and derives it; varlen_attention() takes dense per-sequence K/V rows and builds
+"token-row pages" (a page of 16 consecutive rows starting at any row), which describes the rows
+without a copy.
+"""
+
+import ctypes
+
+import torch
+
+from . import _capi
+from . import _checks
+from . import reference
+from .library import default_context
+
+NAMESPACE = "wideattn"
+TOKEN_ROW_PAGE = 16          # keys per page of a token-row layout (the kernels' page multiple)
+LAYOUT_LEN = len(reference.LAYOUT_FIELDS)
+CACHE_LAYOUT_LEN = 5         # quantize: [num_blocks, block_size, block_stride, slot_stride, head_stride], bytes
+
+_DTYPE_CODES = {torch.bfloat16: _capi.DTYPE_BF16, torch.float16: _capi.DTYPE_F16,
+                torch.float32: _capi.DTYPE_F32, torch.float64: _capi.DTYPE_F64}
+for _e4m3 in _checks.E4M3_DTYPES:
+    _DTYPE_CODES[_e4m3] = _capi.DTYPE_E4M3
+E4M3_DTYPE = getattr(torch, "float8_e4m3fn", torch.uint8)   # what quantize() allocates
+
+
+def _ptr(tensor):
+    return tensor.data_ptr() if tensor is not None else None
+
+
+def prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
+                   q_scale, k_scale, v_scale, out, lse):
+    """The wideattn_prefill_params of one call (pointers from the tensors, strides in elements)."""
+    k_off, num_blocks, block_size, num_kv_heads, k_block, k_slot, k_head = k_layout
+    v_off, _, _, _, v_block, v_slot, v_head = v_layout
+    return _capi.PrefillParams(
+        q.data_ptr(), q.stride(0), q.stride(1),
+        k.data_ptr() + k_off * k.element_size(), k_block, k_slot, k_head,
+        v.data_ptr() + v_off * v.element_size(), v_block, v_slot, v_head,
+        out.data_ptr(), out.stride(0), out.stride(1),
+        _ptr(lse), lse.stride(0) if lse is not None else 0,
+        cu_seqlens_q.data_ptr(), seq_lens_k.data_ptr(), block_table.data_ptr(), block_table.stride(0),
+        _ptr(q_scale), _ptr(k_scale), _ptr(v_scale),
+        seq_lens_k.shape[0], q.shape[0], q.shape[1], num_kv_heads, q.shape[2], block_size, num_blocks,
+        _DTYPE_CODES[q.dtype], _DTYPE_CODES[k.dtype], _DTYPE_CODES[out.dtype], softmax_scale, 0)
+
+
+def quantize_params(src, cache, slot_mapping, scale, cache_layout, nonfinite_count):
+    num_blocks, block_size, block_stride, slot_stride, head_stride = cache_layout
+    return _capi.QuantizeParams(
+        src.data_ptr(), src.stride(0), src.stride(1), cache.data_ptr(), block_stride, slot_stride, head_stride,
+        _ptr(slot_mapping), scale.data_ptr(), _ptr(nonfinite_count),
+        src.shape[0], src.shape[1], src.shape[2], block_size, num_blocks, _capi.DTYPE_BF16)
+
+
+def scale_params(src, slot_mapping, scale, nonfinite_count):
+    return _capi.ScaleParams(
+        src.data_ptr(), src.stride(0), src.stride(1), _ptr(slot_mapping), scale.data_ptr(),
+        _ptr(nonfinite_count), src.shape[0], src.shape[1], src.shape[2], _capi.DTYPE_BF16)
+
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _launch(device, launch, params):
+    """Runs one launch on the current stream of `device`, with that device's context current."""
+    current = torch.cuda.current_device()
+    index = current if device.index is None else device.index
+    stream = ctypes.c_void_p(_raw_stream(index) if _raw_stream is not None
+                             else torch.cuda.current_stream(index).cuda_stream)
+    if index != current:
+        with torch.cuda.device(index):
+            launch(params, stream)
+        return
+    try:
+        launch(params, stream)
+    except Exception as error:  # a thread whose CUDA context was never made current
+        if getattr(error, "status", None) != _capi.STATUS_NO_DEVICE:
+            raise
+        torch.cuda.set_device(index)
+        launch(params, stream)
+
+
+def current_stream(device):
+    """The raw CUstream handle of the current stream of a CUDA device."""
+    index = torch.cuda.current_device() if device.index is None else device.index
+    return _raw_stream(index) if _raw_stream is not None else torch.cuda.current_stream(index).cuda_stream
+
+
+def _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
+                  q_scale, k_scale, v_scale, out, lse):
+    params = prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+                            softmax_scale, q_scale, k_scale, v_scale, out, lse)
+    _launch(q.device, default_context().launch_prefill, params)
+
+
+def _arch_capability(arch):
+    """(major, minor) of "sm_90a" / "sm_120a" / "sm_89"."""
+    number = int("".join(ch for ch in arch[len("sm_"):] if ch.isdigit()))
+    return number // 10, number % 10
+
+
+def validate_prefill(params):
+    """Validates a call exactly as wideattn_prefill would and checks that a kernel of the bundle
+    serves it on one of the bundle's archs (wideattn_is_supported, no driver); raises the
+    library's error otherwise. Returns the KernelInfo that would run."""
+    context = default_context()
+    archs = sorted({k.arch for k in context.kernels() if k.kind == "prefill"})
+    failure = None
+    for arch in archs:
+        try:
+            return context.is_supported(params, _arch_capability(arch))
+        except Exception as error:
+            if getattr(error, "status", None) != _capi.STATUS_UNSUPPORTED:
+                raise
+            failure = error
+    if failure is not None:
+        raise failure
+    return None
+
+
+def _prefill_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
+                 q_scale, k_scale, v_scale, out, lse):
+    validate_prefill(prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+                                    softmax_scale, q_scale, k_scale, v_scale, out, lse))
+    dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
+    result, result_lse = reference.attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, list(k_layout),
+                                             list(v_layout), softmax_scale, q_scale, k_scale, v_scale, dtype)
+    out.copy_(result)
+    if lse is not None:
+        lse[:, :q.shape[0]].copy_(result_lse)
+
+
+def _prefill_fake(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
+                  q_scale, k_scale, v_scale, out, lse):
+    return None
+
+
+def _quantize_cuda(src, cache, slot_mapping, scale, cache_layout, nonfinite_count):
+    params = quantize_params(src, cache, slot_mapping, scale, cache_layout, nonfinite_count)
+    _launch(src.device, default_context().launch_quantize, params)
+
+
+def _quantize_cpu(src, cache, slot_mapping, scale, cache_layout, nonfinite_count):
+    num_blocks, block_size, block_stride, slot_stride, head_stride = cache_layout
+    codes, _ = reference.quantize(src, scale)
+    finite = torch.isfinite(src.float())
+    slots = torch.arange(src.shape[0]) if slot_mapping is None else slot_mapping.long()
+    keep = (slots >= 0) & (slots < num_blocks * block_size)
+    slots = slots[keep]
+    row = (slots // block_size) * block_stride + (slots % block_size) * slot_stride
+    index = (row[:, None, None] + torch.arange(src.shape[1])[None, :, None] * head_stride +
+             torch.arange(src.shape[2])[None, None, :])
+    reference._flat(reference.e4m3_codes(cache))[index] = codes[keep]
+    if nonfinite_count is not None:
+        nonfinite_count += int((~finite[keep]).sum())
+
+
+def _scale_cuda(src, slot_mapping, scale, nonfinite_count):
+    _launch(src.device, default_context().launch_scale, scale_params(src, slot_mapping, scale, nonfinite_count))
+
+
+def _scale_cpu(src, slot_mapping, scale, nonfinite_count):
+    result, nonfinite = reference.compute_scale(src, slot_mapping)
+    scale.reshape(-1)[:1].copy_(result)
+    if nonfinite_count is not None:
+        nonfinite_count += nonfinite
+
+
+def _no_output(*args):
+    return None
+
+
+OP_SCHEMAS = {
+    "prefill": ("prefill(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor seq_lens_k, "
+                "Tensor block_table, SymInt[] k_layout, SymInt[] v_layout, float softmax_scale, "
+                "Tensor? q_scale, Tensor? k_scale, Tensor? v_scale, Tensor(a!) out, Tensor(b!)? lse) -> ()",
+                _prefill_cuda, _prefill_cpu, _prefill_fake),
+    "quantize_to_cache": ("quantize_to_cache(Tensor src, Tensor(a!) cache, Tensor? slot_mapping, Tensor scale, "
+                          "SymInt[] cache_layout, Tensor(b!)? nonfinite_count) -> ()",
+                          _quantize_cuda, _quantize_cpu, _no_output),
+    "compute_scale": ("compute_scale(Tensor src, Tensor? slot_mapping, Tensor(a!) scale, "
+                      "Tensor(b!)? nonfinite_count) -> ()",
+                      _scale_cuda, _scale_cpu, _no_output),
+}
+
+
+def _register_fake(library, name, function):
+    """The op's fake (shape-inference) implementation: register_fake (torch >= 2.4), impl_abstract
+    (2.1 .. 2.3), else a Meta kernel (older torch, e.g. Debian's 1.13)."""
+    qualified = f"{NAMESPACE}::{name}"
+    if hasattr(torch.library, "register_fake"):
+        torch.library.register_fake(qualified, function, lib=library)
+    elif hasattr(torch.library, "impl_abstract"):
+        torch.library.impl_abstract(qualified, function, lib=library)
+    else:
+        library.impl(name, function, "Meta")
+        library.impl(name, function, "AutogradMeta")
+
+
+def _register():
+    library = torch.library.Library(NAMESPACE, "DEF")
+    for name, (schema, cuda, cpu, fake) in OP_SCHEMAS.items():
+        library.define(schema)
+        library.impl(name, cuda, "CUDA")
+        library.impl(name, cpu, "CPU")
+        _register_fake(library, name, fake)
+    return library
+
+
+_LIBRARY = _register()
+_prefill_op = torch.ops.wideattn.prefill.default
+_quantize_op = torch.ops.wideattn.quantize_to_cache.default
+_scale_op = torch.ops.wideattn.compute_scale.default

@@ -1,0 +1,151 @@
+"""PyTorch reference of what the kernels compute (docs/design.md section 2), on any device: the
+attention of one call addressed exactly as the kernels address it (block table, pages, strides
+relative to a base tensor), the e4m3 codec, and the scale and quantise steps of
+fp8/quantize/NOTES.md. The ops' CPU implementations run these; tests compare the kernels with
+them. Exact math (float64 by default), not an emulation of a kernel's rounding.
+"""
+
+import math
+
+import torch
+
+E4M3_MAX = 448.0
+E4M3_MAX_CODE = 0x7E
+E4M3_NAN_CODE = 0x7F
+E4M3_SIGN = 0x80
+E4M3_MIN_SCALE = 2.0 ** -126
+E4M3_MANTISSA_BITS = 3
+E4M3_EXPONENT_BIAS = 7
+E4M3_SUBNORMAL_STEP = 2.0 ** -9
+
+# KV layout: [offset, num_blocks, block_size, num_kv_heads, block_stride, slot_stride, head_stride],
+# in elements, relative to the base tensor's data pointer (ops.py builds these).
+LAYOUT_FIELDS = ("offset", "num_blocks", "block_size", "num_kv_heads", "block_stride", "slot_stride",
+                 "head_stride")
+
+
+def e4m3_value(code):
+    """The float value of one e4m3 byte (NaN for 0x7F / 0xFF)."""
+    sign = -1.0 if code & E4M3_SIGN else 1.0
+    exponent = (code >> E4M3_MANTISSA_BITS) & 0xF
+    mantissa = code & 0x7
+    if exponent == 0xF and mantissa == 0x7:
+        return math.nan
+    if exponent == 0:
+        return sign * mantissa * E4M3_SUBNORMAL_STEP
+    return sign * (1.0 + mantissa / 8.0) * 2.0 ** (exponent - E4M3_EXPONENT_BIAS)
+
+
+_E4M3_TABLE = [e4m3_value(code) for code in range(256)]
+_E4M3_POSITIVE = _E4M3_TABLE[:E4M3_MAX_CODE + 1]   # codes 0 .. 0x7E, ascending
+
+
+def e4m3_codes(tensor):
+    """The bytes of an e4m3 tensor (uint8 codes, or torch.float8_e4m3fn viewed as uint8)."""
+    return tensor if tensor.dtype == torch.uint8 else tensor.view(torch.uint8)
+
+
+def e4m3_decode(codes, dtype=torch.float64):
+    """e4m3 codes (uint8 or float8_e4m3fn) to `dtype`."""
+    table = torch.tensor(_E4M3_TABLE, dtype=torch.float64, device=codes.device)
+    return table[e4m3_codes(codes).long()].to(dtype)
+
+
+def e4m3_encode(x):
+    """Floats to e4m3 codes (uint8): round to nearest even, saturate to +-448, NaN/inf -> NaN code
+    with the input's sign. Returns (codes, number of non-finite inputs)."""
+    x = x.float()
+    magnitude = x.abs().double()
+    values = torch.tensor(_E4M3_POSITIVE, dtype=torch.float64, device=x.device)
+    finite = torch.isfinite(x)
+    below_max = magnitude < E4M3_MAX
+    clamped = torch.where(below_max & finite, magnitude, torch.zeros_like(magnitude))
+    low = (torch.searchsorted(values, clamped.contiguous(), right=True) - 1).clamp(0, E4M3_MAX_CODE - 1)
+    high = low + 1
+    to_low = clamped - values[low]
+    to_high = values[high] - clamped
+    take_high = (to_high < to_low) | ((to_high == to_low) & (high % 2 == 0))
+    code = torch.where(take_high, high, low)
+    code = torch.where(below_max, code, torch.full_like(code, E4M3_MAX_CODE))
+    code = torch.where(finite, code, torch.full_like(code, E4M3_NAN_CODE))
+    code = code | (torch.signbit(x).long() * E4M3_SIGN)
+    return code.to(torch.uint8), int((~finite).sum())
+
+
+def compute_scale(src, slot_mapping=None):
+    """Per-tensor e4m3 scale of a [tokens, heads, head_dim] tensor: max(amax / 448, 2^-126) over
+    the finite inputs of the tokens whose slot is >= 0. Returns (float32 scale [1], non-finite count)."""
+    values = src.float()
+    if slot_mapping is not None:
+        values = values[slot_mapping.to(values.device) >= 0]
+    finite = torch.isfinite(values)
+    amax = values.abs()[finite].max() if bool(finite.any()) else torch.zeros((), device=src.device)
+    scale = torch.clamp(amax.float().reshape(1) / E4M3_MAX, min=E4M3_MIN_SCALE).float()
+    return scale, int((~finite).sum())
+
+
+def quantize(src, scale):
+    """e4m3 codes of src * (1 / scale) (the reciprocal in float32, as the kernel takes it) and
+    the number of non-finite inputs."""
+    reciprocal = 1.0 / scale.float().reshape(())
+    return e4m3_encode(src.float() * reciprocal)
+
+
+def _flat(base):
+    """A 1-D view of base's storage from its first element to the end of the storage."""
+    if hasattr(base, "untyped_storage"):
+        storage_elems = base.untyped_storage().nbytes() // base.element_size()
+    else:
+        storage_elems = base.storage().size()
+    return torch.as_strided(base, (storage_elems - base.storage_offset(),), (1,), base.storage_offset())
+
+
+def _dequantised(tensor, scale, dtype):
+    if tensor.dtype == torch.uint8 or "float8" in str(tensor.dtype):
+        return e4m3_decode(tensor, dtype) * scale.to(dtype).reshape(())
+    return tensor.to(dtype)
+
+
+def gather_keys(base, layout, block_row, length, head_dim, dtype, scale=None):
+    """Keys 0 .. length-1 of one sequence ([length, num_kv_heads, head_dim]) read through its
+    block-table row and the layout, exactly as the kernels address them."""
+    offset, _, block_size, heads, block_stride, slot_stride, head_stride = layout
+    keys = torch.arange(length, device=base.device)
+    blocks = block_row.to(base.device).long()[keys // block_size]
+    row = offset + blocks * block_stride + (keys % block_size) * slot_stride
+    index = (row[:, None, None] + torch.arange(heads, device=base.device)[None, :, None] * head_stride +
+             torch.arange(head_dim, device=base.device)[None, None, :])
+    return _dequantised(_flat(base)[index], scale, dtype)
+
+
+def attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
+              q_scale=None, k_scale=None, v_scale=None, dtype=torch.float64):
+    """Output [total_q, num_q_heads, head_dim] and LSE [num_q_heads, total_q] (natural log) of one
+    prefill call, in `dtype`: causal bottom-right per sequence, GQA, rows without a key = 0 / -inf."""
+    total_q, num_q_heads, head_dim = q.shape
+    queries = _dequantised(q, q_scale, dtype)
+    out = torch.zeros((total_q, num_q_heads, head_dim), dtype=dtype, device=q.device)
+    lse = torch.full((num_q_heads, total_q), -math.inf, dtype=dtype, device=q.device)
+    cu = cu_seqlens_q.tolist()
+    lengths = seq_lens_k.tolist()
+    group = num_q_heads // k_layout[3]
+    for s in range(len(lengths)):
+        begin, end, length = cu[s], cu[s + 1], lengths[s]
+        q_len = end - begin
+        if q_len == 0 or length == 0:
+            continue
+        keys = gather_keys(k, k_layout, block_table[s], length, head_dim, dtype, k_scale).to(q.device)
+        values = gather_keys(v, v_layout, block_table[s], length, head_dim, dtype, v_scale).to(q.device)
+        keys = keys.transpose(0, 1).repeat_interleave(group, dim=0)        # [Hq, L, D]
+        values = values.transpose(0, 1).repeat_interleave(group, dim=0)
+        scores = torch.matmul(queries[begin:end].transpose(0, 1), keys.transpose(1, 2)) * softmax_scale
+        visible = (torch.arange(length, device=q.device)[None, :] <=
+                   (length - q_len + torch.arange(q_len, device=q.device))[:, None])
+        scores = scores.masked_fill(~visible[None], -math.inf)
+        row_lse = torch.logsumexp(scores, dim=-1)                           # [Hq, q_len]
+        has_key = visible.any(dim=-1)[None, :].expand_as(row_lse)
+        weights = torch.where(has_key[..., None], torch.exp(scores - row_lse[..., None]),
+                              torch.zeros_like(scores))
+        out[begin:end] = torch.matmul(weights, values).transpose(0, 1)
+        lse[:, begin:end] = torch.where(has_key, row_lse, torch.full_like(row_lse, -math.inf))
+    return out, lse

@@ -1,0 +1,66 @@
+"""A minimal serving-engine attention backend on the wideattn ops, in vLLM's conventions
+(docs/integration.md walks through it): one layer's KV cache `kv_cache[2, num_blocks, block_size,
+num_kv_heads, head_dim]` (K half, V half), and per step the metadata vLLM's attention backends
+receive (query_start_loc, seq_lens, block_table, slot_mapping, max_query_len, max_seq_len).
+forward() stores the step's new K/V through slot_mapping (bf16: a copy; e4m3: the
+quantise-into-cache kernel with per-tensor scales on the device) and runs prefill and decode
+tokens of the step in one wideattn.prefill call. It is the sketch of an engine backend, tested
+on the CPU through the ops' reference implementation; no engine is part of this repository.
+"""
+
+import dataclasses
+
+import torch
+
+from . import attention as _attention
+from . import quantization as _quantization
+
+
+@dataclasses.dataclass
+class AttentionMetadata:
+    """One step's batch, as vLLM's FlashAttention backend metadata names it."""
+
+    query_start_loc: torch.Tensor   # int32 [num_seqs + 1]: cu_seqlens_q
+    seq_lens: torch.Tensor          # int32 [num_seqs]: context + new tokens (seq_lens_k)
+    block_table: torch.Tensor       # int32 [num_seqs, max_blocks]
+    slot_mapping: torch.Tensor      # int64 [num_tokens]: block * block_size + offset of each new token
+    max_query_len: int
+    max_seq_len: int
+
+
+class WideattnBackend:
+    """Attention of one layer wideattn serves (e.g. a Gemma 4 global layer).
+
+    kv_cache_dtype "bf16" keeps the cache in bf16; "e4m3" stores codes (float8_e4m3fn or uint8)
+    with k_scale / v_scale (float32 [1] device tensors, e.g. from wideattn.compute_scale of a
+    calibration batch) and runs the 8-bit kernel."""
+
+    def __init__(self, num_q_heads, num_kv_heads, head_dim, softmax_scale, kv_cache_dtype="bf16"):
+        if kv_cache_dtype not in ("bf16", "e4m3"):
+            raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r}: expected 'bf16' or 'e4m3'")
+        self.num_q_heads, self.num_kv_heads, self.head_dim = num_q_heads, num_kv_heads, head_dim
+        self.softmax_scale = softmax_scale
+        self.kv_cache_dtype = kv_cache_dtype
+
+    def store(self, key, value, kv_cache, slot_mapping, k_scale=None, v_scale=None):
+        """Writes the step's new K/V [num_tokens, num_kv_heads, head_dim] into the cache."""
+        if self.kv_cache_dtype == "e4m3":
+            _quantization.quantize_to_cache(key, kv_cache[0], slot_mapping, k_scale)
+            _quantization.quantize_to_cache(value, kv_cache[1], slot_mapping, v_scale)
+            return
+        # bf16: every slot must be >= 0 here (an engine's own store kernel skips padding slots).
+        for half, states in ((kv_cache[0], key), (kv_cache[1], value)):
+            half.view(-1, self.num_kv_heads, self.head_dim).index_copy_(0, slot_mapping, states)
+
+    def forward(self, query, key, value, kv_cache, metadata, output=None, k_scale=None, v_scale=None):
+        """query [num_tokens, Hq * D] or [num_tokens, Hq, D]; key/value [num_tokens, Hkv(, D)];
+        returns output [num_tokens, Hq, D] (written into `output` when given)."""
+        query = query.view(-1, self.num_q_heads, self.head_dim)
+        key = key.view(-1, self.num_kv_heads, self.head_dim)
+        value = value.view(-1, self.num_kv_heads, self.head_dim)
+        self.store(key, value, kv_cache, metadata.slot_mapping, k_scale, v_scale)
+        e4m3 = self.kv_cache_dtype == "e4m3"
+        return _attention.prefill(query, kv_cache[0], kv_cache[1], metadata.query_start_loc, metadata.seq_lens,
+                                  metadata.block_table, self.softmax_scale, out=output,
+                                  k_scale=k_scale if e4m3 else None, v_scale=v_scale if e4m3 else None,
+                                  max_seqlen_q=metadata.max_query_len, max_seqlen_k=metadata.max_seq_len)

@@ -1,0 +1,192 @@
+"""test_python_ops.py - the wideattn Python package on a GPU (run by tools/gpu/gpu_suite.sh; exits
+77, skipped, without torch or a CUDA device): the ops against wideattn.reference in float64 on
+Gemma 4 31B global-layer shapes for every bf16 tier the device has, varlen_attention, the e4m3
+path (scale, quantise into a vLLM-layout cache, attention) with the quantise and scale steps bit
+for bit against the reference, library errors as exceptions, a side stream,
+torch.compile(fullgraph=True) of a module calling the op, and CUDA-graph capture and replay
+bit-identical to eager calls.
+
+usage: PYTHONPATH=build/python python3 tests/gpu/test_python_ops.py
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import harness  # noqa: E402
+
+harness.require_torch()
+import torch  # noqa: E402
+
+if not torch.cuda.is_available():
+    harness.skip("no CUDA device")
+
+import wideattn  # noqa: E402
+from wideattn import reference  # noqa: E402
+
+Q_HEADS, KV_HEADS, HEAD_DIM, BLOCK = 32, 4, 512, 16
+SEQS = [(1000, 1000), (333, 2049), (1, 700), (4, 4100), (77, 77)]
+REL_L2_BF16 = 1e-2
+REL_L2_E4M3 = 0.15
+LSE_TOL = 1e-3
+
+
+def rel_l2(actual, expected):
+    return ((actual.double() - expected).norm() / expected.norm()).item()
+
+
+class Case:
+    """A vLLM-layout cache [2, num_blocks, 16, 4, 512] with shuffled blocks and a mixed batch."""
+
+    def __init__(self, seqs=SEQS, seed=0):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        pages = [-(-length // BLOCK) for _, length in seqs]
+        self.num_blocks = sum(pages) + 1
+        self.kv_cache = torch.randn((2, self.num_blocks, BLOCK, KV_HEADS, HEAD_DIM), device="cuda",
+                                    generator=g).bfloat16()
+        order = torch.randperm(self.num_blocks, device="cuda", generator=g).int()
+        self.block_table = torch.zeros((len(seqs), max(pages)), dtype=torch.int32, device="cuda")
+        used = 0
+        for s, n in enumerate(pages):
+            self.block_table[s, :n] = order[used:used + n]
+            used += n
+        cu = [0]
+        for q_len, _ in seqs:
+            cu.append(cu[-1] + q_len)
+        self.cu = torch.tensor(cu, dtype=torch.int32, device="cuda")
+        self.lens = torch.tensor([k for _, k in seqs], dtype=torch.int32, device="cuda")
+        self.q = torch.randn((cu[-1], Q_HEADS, HEAD_DIM), device="cuda", generator=g).bfloat16()
+        self.scale = HEAD_DIM ** -0.5
+        self.max_k = max(k for _, k in seqs)
+
+    def layout(self, cache):
+        return [0, cache.shape[0], cache.shape[1], cache.shape[2]] + list(cache.stride()[:3])
+
+    def expected(self, k=None, v=None, k_scale=None, v_scale=None):
+        k = self.kv_cache[0] if k is None else k
+        v = self.kv_cache[1] if v is None else v
+        return reference.attention(self.q, k, v, self.cu, self.lens, self.block_table, self.layout(k),
+                                   self.layout(v), self.scale, None, k_scale, v_scale)
+
+    def run(self, **kwargs):
+        return wideattn.prefill(self.q, self.kv_cache[0], self.kv_cache[1], self.cu, self.lens, self.block_table,
+                                self.scale, **kwargs)
+
+
+def test_prefill_against_the_reference_on_every_tier():
+    case = Case()
+    expected, expected_lse = case.expected()
+    context = wideattn.default_context()
+    names = {k.name for k in context.kernels() if k.kind == "prefill" and k.q_dtype == "bf16" and k.o_dtype == "bf16"}
+    for pinned in [None] + sorted(names):
+        context.set_prefill_kernel(pinned)
+        out, lse = case.run(lse=True)
+        torch.cuda.synchronize()
+        error = rel_l2(out, expected)
+        assert error <= REL_L2_BF16, (pinned, error)
+        assert (lse.double() - expected_lse).abs().max().item() <= LSE_TOL, pinned
+        print(f"  {pinned or 'automatic'}: rel L2 {error:.3e}")
+    context.set_prefill_kernel(None)
+
+
+def test_varlen_attention_against_the_reference():
+    case = Case(seed=1)
+    expected, _ = case.expected()
+    keys = [reference.gather_keys(case.kv_cache[0], case.layout(case.kv_cache[0]), case.block_table[s], k, HEAD_DIM,
+                                  torch.bfloat16) for s, (_, k) in enumerate(SEQS)]
+    values = [reference.gather_keys(case.kv_cache[1], case.layout(case.kv_cache[1]), case.block_table[s], k,
+                                    HEAD_DIM, torch.bfloat16) for s, (_, k) in enumerate(SEQS)]
+    cu_k = torch.tensor([0] + torch.cumsum(torch.tensor([k for _, k in SEQS]), 0).tolist(), dtype=torch.int32,
+                        device="cuda")
+    out = wideattn.varlen_attention(case.q, torch.cat(keys), torch.cat(values), case.cu, cu_k, None, case.max_k,
+                                    case.scale)
+    assert rel_l2(out, expected) <= REL_L2_BF16
+
+
+def test_e4m3_cache_path():
+    case = Case(seed=2)
+    cache = torch.empty(case.kv_cache.shape, dtype=getattr(torch, "float8_e4m3fn", torch.uint8), device="cuda")
+    flat = [case.kv_cache[i].reshape(-1, KV_HEADS, HEAD_DIM) for i in (0, 1)]
+    slots = torch.arange(flat[0].shape[0], device="cuda")
+    counter = torch.zeros(1, dtype=torch.int32, device="cuda")
+    scales = [wideattn.compute_scale(flat[i], nonfinite_count=counter) for i in (0, 1)]
+    for i in (0, 1):
+        wideattn.quantize_to_cache(flat[i], cache[i], slots, scales[i])
+        expected_scale, _ = reference.compute_scale(flat[i].cpu())
+        assert torch.equal(scales[i].cpu(), expected_scale), "scale not bit-exact"
+        codes, _ = reference.quantize(flat[i].cpu(), scales[i].cpu())
+        assert torch.equal(reference.e4m3_codes(cache[i]).reshape(-1, KV_HEADS, HEAD_DIM).cpu(), codes)
+    assert counter.item() == 0
+    out = wideattn.prefill(case.q, cache[0], cache[1], case.cu, case.lens, case.block_table, case.scale,
+                           k_scale=scales[0], v_scale=scales[1])
+    expected, _ = case.expected(cache[0], cache[1], scales[0], scales[1])
+    assert rel_l2(out, expected) <= REL_L2_E4M3
+
+
+def test_library_errors_on_the_device():
+    case = Case([(5, 20)], seed=3)
+    narrow = case.kv_cache[0][..., :256]
+    harness.expect_raises(wideattn.InvalidArgumentError, ["k_cache.shape[3] is 256"], wideattn.prefill, case.q,
+                          narrow, narrow, case.cu, case.lens, case.block_table, 1.0)
+    wide_group = case.q.repeat(1, 2, 1)
+    harness.expect_raises(wideattn.UnsupportedError, ["wideattn_prefill", "WIDEATTN_ERROR_UNSUPPORTED"],
+                          wideattn.prefill, wide_group, case.kv_cache[0], case.kv_cache[1], case.cu, case.lens,
+                          case.block_table, 1.0)
+
+
+def test_side_stream_matches_the_default_stream():
+    case = Case(seed=4)
+    reference_out = case.run()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        out = case.run()
+    torch.cuda.current_stream().wait_stream(stream)
+    assert torch.equal(out, reference_out)
+
+
+class Layer(torch.nn.Module):
+    def forward(self, q, k_cache, v_cache, cu, lens, table):
+        return wideattn.prefill(q, k_cache, v_cache, cu, lens, table, 1.0) * 2
+
+
+def test_torch_compile_fullgraph():
+    if not hasattr(torch, "compile"):
+        harness.skip("torch without torch.compile")
+    case = Case(seed=5)
+    args = (case.q, case.kv_cache[0], case.kv_cache[1], case.cu, case.lens, case.block_table)
+    eager = Layer()(*args)
+    compiled = torch.compile(Layer(), fullgraph=True)
+    assert torch.equal(compiled(*args), eager)
+
+
+def test_cuda_graph_replay_is_bit_identical():
+    case = Case(seed=6)
+    static_q = case.q.clone()
+    out = torch.empty_like(case.q)
+    lse = torch.empty((Q_HEADS, case.q.shape[0]), device="cuda")
+
+    def step():
+        wideattn.prefill(static_q, case.kv_cache[0], case.kv_cache[1], case.cu, case.lens, case.block_table,
+                         case.scale, out=out, lse=lse)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()                                   # warm-up: modules load outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for seed in (7, 8):
+        fresh = Case(seed=seed).q
+        static_q.copy_(fresh)
+        graph.replay()
+        torch.cuda.synchronize()
+        eager_out, eager_lse = wideattn.prefill(fresh, case.kv_cache[0], case.kv_cache[1], case.cu, case.lens,
+                                                case.block_table, case.scale, lse=True)
+        assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse), seed
+
+
+if __name__ == "__main__":
+    harness.run(dict(globals()))

@@ -1,0 +1,139 @@
+"""test_transformers_gemma4.py - attn_implementation="wideattn" in transformers' own Gemma 4 code
+on a GPU (run by tools/gpu/gpu_suite.sh; exits 77, skipped, without torch, CUDA or a transformers
+with Gemma4ForCausalLM). The model: tools/bench/hf_gemma4.py (Gemma 4 31B's attention shapes,
+12 layers, random peaked weights).
+
+  - logits of a 2048-token forward: wideattn against the float32-attention reference through the
+    gate (paired rule, margin 0.10 x the bf16 SDPA baseline's mean KL), SDPA in bf16 the baseline;
+  - greedy generation of 64 tokens with the KV cache: wideattn's tokens equal SDPA's, or (where
+    they part) the teacher-forced logits of the generated sequence pass the same gate;
+  - continuous batching (generate_batch) of 8 requests on the paged path equals each request
+    generated alone with wideattn.
+Every wideattn run also checks that its attention calls did reach the kernels.
+
+usage: PYTHONPATH=build/python python3 tests/gpu/test_transformers_gemma4.py CLI [OUT_DIR]
+       (CLI: the wideattn binary whose `accuracy gate` decides; OUT_DIR receives the gate JSON)
+"""
+
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "bench"))
+import harness  # noqa: E402
+
+harness.require_torch()
+import torch  # noqa: E402
+
+if not torch.cuda.is_available():
+    harness.skip("no CUDA device")
+try:
+    import transformers  # noqa: F401
+    from transformers import Gemma4ForCausalLM  # noqa: F401
+except ImportError as error:
+    harness.skip(f"transformers with Gemma 4 not importable: {error}")
+
+import e2e_drift  # noqa: E402
+import hf_gemma4  # noqa: E402
+import wideattn.transformers as wa_hf  # noqa: E402
+
+PROMPT_TOKENS = 2048
+NEW_TOKENS = 64
+BATCH_REQUESTS = 8
+BATCH_NEW_TOKENS = 32
+MARGIN_REL = 0.10
+CONFIDENCE = 0.95
+MIN_TOP1 = 0.3                 # the weights must give peaked next-token distributions
+SEED = 0
+
+_state = {}
+
+
+def model():
+    if "model" not in _state:
+        hf_gemma4.register_attention()
+        _state["model"] = hf_gemma4.build_model(seed=SEED)
+        vocab = _state["model"].config.vocab_size
+        _state["prompt"] = torch.randint(0, vocab, (PROMPT_TOKENS,), generator=torch.Generator().manual_seed(SEED)).cuda()
+    return _state["model"]
+
+
+def served_calls(kind, function, *args):
+    before = wa_hf.calls[kind]
+    result = function(*args)
+    ran = wa_hf.calls[kind] - before
+    assert ran > 0, f"no {kind} attention call ran on wideattn"
+    return result
+
+
+def gate(tokens, label):
+    """The paired gate on teacher-forced logits of `tokens` (CLI; its Python mirror otherwise)."""
+    m = model()
+    values = {name: hf_gemma4.logits(m, tokens, name).cpu().numpy()
+              for name in (hf_gemma4.FP32_REFERENCE, "sdpa")}
+    values["wideattn"] = served_calls("dense", hf_gemma4.logits, m, tokens, "wideattn").cpu().numpy()
+    targets = tokens[1:].tolist() + [0]
+    out_dir = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="wideattn_hf_")
+    dump_dir = tempfile.mkdtemp(prefix="wideattn_hf_dumps_")     # 256 MiB per dump: not in out_dir
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {}
+    for name, array in values.items():
+        paths[name] = os.path.join(dump_dir, f"{label}_{name}.h5")
+        e2e_drift.write_dump(paths[name], array, targets, "transformers Gemma4ForCausalLM (random)", name, name)
+    verdict, why = e2e_drift.run_cli_gate(sys.argv[1], paths[hf_gemma4.FP32_REFERENCE], paths["wideattn"],
+                                          paths["sdpa"], os.path.join(out_dir, f"gate_{label}.json"), 0.0,
+                                          MARGIN_REL, CONFIDENCE)
+    if verdict is None:
+        cand, _ = e2e_drift.kl_per_token(values[hf_gemma4.FP32_REFERENCE], values["wideattn"])
+        base, _ = e2e_drift.kl_per_token(values[hf_gemma4.FP32_REFERENCE], values["sdpa"])
+        verdict = e2e_drift.paired_gate(list(cand), list(base), 0.0, MARGIN_REL, CONFIDENCE)
+        print(f"  gate by the Python mirror: {why}")
+    print(f"  {label}: {verdict['verdict']}, candidate KL {verdict.get('candidate_mean_kl')}, "
+          f"baseline KL {verdict.get('baseline_mean_kl')}, upper bound {verdict.get('upper_bound')}, "
+          f"margin {verdict.get('margin')}")
+    return verdict["verdict"]
+
+
+def test_weights_are_peaked():
+    top1, entropy = hf_gemma4.peakedness(hf_gemma4.logits(model(), _state["prompt"], hf_gemma4.FP32_REFERENCE))
+    print(f"  mean top-1 probability {top1:.3f}, entropy {entropy:.3f} nats")
+    assert top1 >= MIN_TOP1, top1
+
+
+def test_logits_gate_accepts_wideattn():
+    model()
+    assert gate(_state["prompt"], "logits") == "ACCEPT"
+
+
+def test_greedy_generation_matches_sdpa():
+    m = model()
+    prompt = _state["prompt"][:256]
+    sdpa_tokens, _ = hf_gemma4.greedy(m, prompt, NEW_TOKENS, "sdpa")
+    wa_tokens, _ = served_calls("dense", hf_gemma4.greedy, m, prompt, NEW_TOKENS, "wideattn")
+    same = torch.equal(sdpa_tokens, wa_tokens)
+    first = next((i for i in range(NEW_TOKENS) if sdpa_tokens[i] != wa_tokens[i]), None)
+    print(f"  {NEW_TOKENS} greedy tokens {'identical' if same else f'part at step {first}'}")
+    if not same:
+        sequence = torch.cat([prompt, sdpa_tokens])
+        assert gate(sequence, "generation") == "ACCEPT"
+
+
+def test_continuous_batching_matches_single_requests():
+    m = model()
+    generator = torch.Generator().manual_seed(SEED + 2)
+    lengths = torch.randint(20, 400, (BATCH_REQUESTS,), generator=generator).tolist()
+    prompts = [torch.randint(0, m.config.vocab_size, (n,), generator=generator).cuda() for n in lengths]
+    batched = served_calls("paged", hf_gemma4.generate_batch, m, prompts, BATCH_NEW_TOKENS, "wideattn")
+    assert sorted(batched) == list(range(BATCH_REQUESTS)), sorted(batched)
+    for index, prompt in enumerate(prompts):
+        alone, _ = hf_gemma4.greedy(m, prompt, BATCH_NEW_TOKENS, "wideattn")
+        assert batched[index] == alone.tolist(), (index, batched[index], alone.tolist())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        print(__doc__)
+        sys.exit(2)
+    harness.run(dict(globals()))

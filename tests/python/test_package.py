@@ -1,0 +1,155 @@
+"""test_package.py - the wideattn Python package without torch and without a driver: the ctypes
+mirrors against the C compiler's layout, kernels() against the bundle's manifest, the library
+and bundle lookup order, errors per status carrying the library's message, kernel selection
+and pinning through is_supported, and that none of it imports torch.
+
+usage: python3 test_package.py STRUCT_LAYOUT_BINARY   (PYTHONPATH = build/python,
+       WIDEATTN_BUNDLE = build/bundle, WIDEATTN_LIBCUDA pointing nowhere)
+"""
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import harness
+
+harness.block_torch()
+import wideattn  # noqa: E402
+from wideattn import _capi, library  # noqa: E402
+
+STRUCTS = {"wideattn_prefill_params": _capi.PrefillParams, "wideattn_quantize_params": _capi.QuantizeParams,
+           "wideattn_scale_params": _capi.ScaleParams, "wideattn_kernel_info": _capi.KernelInfoStruct}
+FAKE_BASE = 0x10000000           # device addresses the no-driver calls never touch
+GEMMA_GLOBAL = {"num_q_heads": 32, "num_kv_heads": 4, "head_dim": 512}
+
+
+def fake_params(o_dtype=_capi.DTYPE_BF16, kv_dtype=_capi.DTYPE_BF16, block_size=16):
+    """A valid Gemma 4 global-layer call (10 tokens, one sequence) on fake device pointers."""
+    hq, hkv, d = GEMMA_GLOBAL["num_q_heads"], GEMMA_GLOBAL["num_kv_heads"], GEMMA_GLOBAL["head_dim"]
+    p = _capi.PrefillParams()
+    p.q, p.k_cache, p.v_cache, p.o = FAKE_BASE, 2 * FAKE_BASE, 3 * FAKE_BASE, 4 * FAKE_BASE
+    p.cu_seqlens_q, p.seq_lens_k, p.block_table = 5 * FAKE_BASE, 5 * FAKE_BASE + 4096, 5 * FAKE_BASE + 8192
+    p.block_table_stride = 4
+    p.q_token_stride = p.o_token_stride = hq * d
+    p.q_head_stride = p.o_head_stride = p.k_head_stride = p.v_head_stride = d
+    p.k_block_stride = p.v_block_stride = block_size * hkv * d
+    p.k_slot_stride = p.v_slot_stride = hkv * d
+    p.num_seqs, p.total_q, p.num_q_heads, p.num_kv_heads = 1, 10, hq, hkv
+    p.head_dim, p.block_size, p.num_blocks = d, block_size, 4
+    p.q_dtype, p.kv_dtype, p.o_dtype = _capi.DTYPE_BF16, kv_dtype, o_dtype
+    if kv_dtype == _capi.DTYPE_E4M3:
+        p.k_scale, p.v_scale = 6 * FAKE_BASE, 6 * FAKE_BASE + 16
+    p.softmax_scale = 1.0
+    return p
+
+
+def test_struct_layouts_match_the_compiler():
+    layout = json.loads(subprocess.run([sys.argv[1]], check=True, capture_output=True, text=True).stdout)
+    for c_name, struct in STRUCTS.items():
+        expected = layout[c_name]
+        assert ctypes.sizeof(struct) == expected["size"], (c_name, ctypes.sizeof(struct), expected["size"])
+        mirrored = [name for name, _ in struct._fields_]
+        assert mirrored == list(expected["fields"]), (c_name, mirrored, list(expected["fields"]))
+        for name, offset in expected["fields"].items():
+            assert getattr(struct, name).offset == offset, (c_name, name, getattr(struct, name).offset, offset)
+        assert _capi.EXPECTED_SIZES[c_name][1] == expected["size"]
+
+
+def test_kernels_list_the_manifest():
+    bundle = os.environ["WIDEATTN_BUNDLE"]
+    with open(os.path.join(bundle, "manifest.json")) as f:
+        manifest = json.load(f)["kernels"]
+    listed = wideattn.kernels()
+    assert [(k.name, k.arch, k.kind) for k in listed] == [(m["name"], m["arch"], m["kind"]) for m in manifest]
+    for kernel, entry in zip(listed, manifest):
+        assert (kernel.q_dtype, kernel.kv_dtype, kernel.o_dtype) == (entry["q_dtype"], entry["kv_dtype"],
+                                                                     entry["o_dtype"])
+        assert kernel.head_dim == (entry["head_dim"]["min"], entry["head_dim"]["max"], entry["head_dim"]["step"])
+        assert kernel.group == (entry["group"]["min"], entry["group"]["max"])
+        assert list(kernel.features) == entry["features"], (kernel.features, entry["features"])
+        assert kernel.threads == entry["threads"] and kernel.dynamic_smem == entry["dynamic_smem"]
+        assert kernel.cubin == entry["cubin"] and kernel.symbol == entry["symbol"]
+    assert any(k.name == "reference_f64" for k in listed)
+    assert "reference_f64" in repr(listed[0]) or "reference_f64" in repr(listed)
+    assert os.path.samefile(wideattn.default_context().bundle_dir, bundle)
+
+
+def test_version_is_the_library_version():
+    assert wideattn.version() == wideattn.__version__, (wideattn.version(), wideattn.__version__)
+
+
+def test_torch_is_not_imported():
+    assert "torch" not in sys.modules
+    harness.expect_raises(ImportError, ["torch"], getattr, wideattn, "prefill")
+
+
+def test_library_lookup_order():
+    configured = library.library_candidates()[-1]
+    assert configured[1].startswith("the build tree location"), configured
+    explicit = library.library_candidates("/some/explicit/libwideattn.so")
+    assert explicit[0] == ("/some/explicit/libwideattn.so", "the library argument")
+    harness.expect_raises(wideattn.LibraryNotFoundError, ["/nonexistent/libwideattn.so", "the library argument",
+                                                          "no such file"],
+                          wideattn.Context, library="/nonexistent/libwideattn.so")
+    os.environ[library.ENV_LIBRARY] = "/nonexistent/env/libwideattn.so"
+    try:
+        candidates = library.library_candidates()
+        assert candidates[0] == ("/nonexistent/env/libwideattn.so", "$WIDEATTN_LIB"), candidates
+        harness.expect_raises(wideattn.LibraryNotFoundError, ["/nonexistent/env/libwideattn.so", "$WIDEATTN_LIB"],
+                              wideattn.Context)
+        # The argument comes before the environment.
+        with wideattn.Context(library=configured[0]) as context:
+            assert context.kernels()
+    finally:
+        del os.environ[library.ENV_LIBRARY]
+
+
+def test_bundle_errors_carry_the_library_message():
+    error = harness.expect_raises(wideattn.BundleError, ["wideattn_open", "WIDEATTN_ERROR_BUNDLE",
+                                                         "/nonexistent/bundle"],
+                                  wideattn.Context, bundle="/nonexistent/bundle")
+    assert error.status == _capi.STATUS_BUNDLE and error.status_name == "WIDEATTN_ERROR_BUNDLE"
+
+
+def test_launch_without_a_driver():
+    context = wideattn.default_context()
+    error = harness.expect_raises(wideattn.NoDriverError, ["wideattn_prefill", "CUDA driver not available"],
+                                  context.launch_prefill, fake_params(), None)
+    assert error.status == _capi.STATUS_NO_DRIVER
+
+
+def test_invalid_argument_is_a_value_error_with_the_message():
+    context = wideattn.default_context()
+    error = harness.expect_raises(ValueError, ["block_size=24 is not a positive multiple of 16"],
+                                  context.launch_prefill, fake_params(block_size=24), None)
+    assert isinstance(error, wideattn.InvalidArgumentError) and error.status == _capi.STATUS_INVALID_ARGUMENT
+    harness.expect_raises(wideattn.InvalidArgumentError, ["block_size=24"], context.is_supported,
+                          fake_params(block_size=24), (9, 0))
+
+
+def test_selection_and_pinning():
+    with wideattn.Context() as context:
+        assert context.is_supported(fake_params(o_dtype=_capi.DTYPE_F64), (9, 0)).name == "reference_f64"
+        assert context.is_supported(fake_params(), (9, 0)).name == "wgmma_bf16_d512"
+        context.set_prefill_kernel("mma_bf16_d512")
+        assert context.is_supported(fake_params(), (9, 0)).name == "mma_bf16_d512"
+        assert context.is_supported(fake_params(o_dtype=_capi.DTYPE_F64), (9, 0)).name == "reference_f64"
+        context.set_prefill_kernel(None)
+        assert context.is_supported(fake_params(), (9, 0)).name == "wgmma_bf16_d512"
+        harness.expect_raises(wideattn.InvalidArgumentError, ["no_such_kernel", "mma_bf16_d512"],
+                              context.set_prefill_kernel, "no_such_kernel")
+        harness.expect_raises(wideattn.UnsupportedError, ["wideattn_is_supported"], context.is_supported,
+                              fake_params(), (8, 0))
+
+
+def test_closed_context_refuses_calls():
+    context = wideattn.Context()
+    context.close()
+    harness.expect_raises(wideattn.InvalidArgumentError, ["closed"], context.kernels)
+    context.close()
+
+
+if __name__ == "__main__":
+    harness.run(dict(globals()))

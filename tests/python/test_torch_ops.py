@@ -1,0 +1,276 @@
+"""test_torch_ops.py - the torch layer of the wideattn package on the CPU (Debian's python3-torch
+1.13 here; skipped without torch): the ops' registration and fake implementations, prefill and
+varlen_attention against a naive float64 attention (serving-engine cache layouts, shuffled
+pages, varlen batches with context and decode), the parameters handed to the library accepted by
+its own validation and selecting the expected kernel, argument checks naming the argument, the
+library's messages surfacing as exceptions, and the e4m3 codec, scale and quantise functions.
+
+usage: python3 test_torch_ops.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
+"""
+
+import math
+
+import harness
+
+harness.require_torch()
+import torch  # noqa: E402
+
+import wideattn  # noqa: E402
+from wideattn import attention, ops, reference  # noqa: E402
+from paged_problem import HEAD_DIM, Problem, assert_close_bf16  # noqa: E402
+
+MIXED = [(7, 40), (1, 33), (4, 20), (17, 17), (0, 5)]   # chunk with context, decode, spec decode, prompt, idle
+SM90 = (9, 0)
+
+
+def run_prefill(problem, **kwargs):
+    return wideattn.prefill(problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                            problem.block_table, problem.scale, **kwargs)
+
+
+def test_ops_are_registered_with_mutable_outputs():
+    schema = str(torch.ops.wideattn.prefill.default._schema)
+    assert "Tensor(a!) out" in schema and "Tensor(b!)? lse" in schema and "SymInt[] k_layout" in schema, schema
+    assert "Tensor(a!) cache" in str(torch.ops.wideattn.quantize_to_cache.default._schema)
+    assert "Tensor(a!) scale" in str(torch.ops.wideattn.compute_scale.default._schema)
+
+
+def test_fake_implementation_runs_on_meta_tensors():
+    meta = torch.device("meta")
+    q = torch.empty((10, 16, HEAD_DIM), dtype=torch.bfloat16, device=meta)
+    k = torch.empty((4, 16, 2, HEAD_DIM), dtype=torch.bfloat16, device=meta)
+    cu = torch.empty(2, dtype=torch.int32, device=meta)
+    lens = torch.empty(1, dtype=torch.int32, device=meta)
+    table = torch.empty((1, 4), dtype=torch.int32, device=meta)
+    out = wideattn.prefill(q, k, k, cu, lens, table, 1.0)
+    assert out.device == meta and tuple(out.shape) == (10, 16, HEAD_DIM) and out.dtype == torch.bfloat16
+
+
+def test_prefill_matches_naive_attention():
+    for layout in ("plain", "vllm", "flashinfer"):
+        problem = Problem(MIXED, layout=layout, seed=1)
+        out, lse = run_prefill(problem, lse=True)
+        expected, expected_lse = problem.expected()
+        assert_close_bf16(out, expected, f"prefill ({layout})")
+        valid = torch.isfinite(expected_lse)
+        assert torch.allclose(lse.double()[valid], expected_lse[valid], atol=1e-4), layout
+
+
+def test_prefill_writes_given_outputs():
+    problem = Problem([(5, 21), (3, 3)], seed=2)
+    out = torch.full(problem.q.shape, float("nan"), dtype=torch.bfloat16)
+    lse = torch.full((problem.q_heads, problem.q.shape[0] + 3), float("nan"))
+    result = run_prefill(problem, out=out, lse=lse, max_seqlen_q=5, max_seqlen_k=21)
+    assert result[0] is out and result[1] is lse
+    assert torch.isfinite(out.float()).all() and torch.isfinite(lse[:, :problem.q.shape[0]]).all()
+    assert torch.isnan(lse[:, problem.q.shape[0]:]).all()       # beyond total_q: untouched
+
+
+def test_reference_kernel_through_float64_out():
+    problem = Problem([(6, 30)], seed=3)
+    out = torch.empty(problem.q.shape, dtype=torch.float64)
+    run_prefill(problem, out=out)
+    expected, _ = problem.expected()
+    assert (out - expected).abs().max().item() < 1e-6
+
+
+def test_varlen_attention_matches_naive():
+    problem = Problem(MIXED, seed=4)
+    lengths = [length for _, length in MIXED]
+    keys = torch.cat([problem.keys(s) for s in range(len(MIXED))]).bfloat16()
+    values = torch.cat([problem.values(s) for s in range(len(MIXED))]).bfloat16()
+    cu_k = torch.tensor([0] + list(torch.cumsum(torch.tensor(lengths), 0)), dtype=torch.int32)
+    out = wideattn.varlen_attention(problem.q, keys, values, problem.cu_seqlens_q, cu_k, None, max(lengths),
+                                    problem.scale)
+    expected, _ = problem.expected()
+    assert_close_bf16(out, expected, "varlen_attention")
+    # A row stride wider than the rows (K and V halves of one [total_k, 2, Hkv, D] tensor).
+    packed = torch.stack([keys, values], dim=1)
+    out = wideattn.varlen_attention(problem.q, packed[:, 0], packed[:, 1], problem.cu_seqlens_q, cu_k, None,
+                                    max(lengths), problem.scale)
+    assert_close_bf16(out, expected, "varlen_attention on strided rows")
+
+
+def _params(problem, k_cache=None, v_cache=None, q=None, out=None, scales=(None, None, None), lse=None):
+    k_cache = problem.k_cache if k_cache is None else k_cache
+    v_cache = problem.v_cache if v_cache is None else v_cache
+    q = problem.q if q is None else q
+    out = torch.empty(q.shape, dtype=torch.bfloat16) if out is None else out
+    layout = [0, k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]]
+    return ops.prefill_params(q, k_cache, v_cache, problem.cu_seqlens_q, problem.seq_lens_k, problem.block_table,
+                              layout + list(k_cache.stride()[:3]), layout + list(v_cache.stride()[:3]),
+                              problem.scale, *scales, out, lse)
+
+
+def test_parameters_pass_the_library_validation_and_select():
+    context = wideattn.default_context()
+    problem = Problem(MIXED, layout="vllm", seed=5)
+    params = _params(problem)
+    assert params.k_block_stride == problem.k_cache.stride(0) and params.k_slot_stride == problem.k_cache.stride(1)
+    assert params.k_cache == problem.kv_cache.data_ptr() and params.v_cache == problem.kv_cache[1].data_ptr()
+    assert params.block_table_stride == problem.block_table.shape[1] and params.num_seqs == len(MIXED)
+    assert context.is_supported(params, SM90).name == "wgmma_bf16_d512"
+    lse = torch.empty((problem.q_heads, problem.q.shape[0]))
+    assert context.is_supported(_params(problem, lse=lse), SM90).name == "wgmma_bf16_d512"
+    f64 = torch.empty(problem.q.shape, dtype=torch.float64)
+    assert context.is_supported(_params(problem, out=f64), SM90).name == "reference_f64"
+    # Token-row pages overlap, which TMA cannot describe: the cp.async kernel of the same dtypes.
+    rows = attention.token_row_layout(problem.k_cache, problem.k_cache.stride(1), problem.k_cache.stride(2),
+                                      problem.num_blocks * problem.block_size, problem.kv_heads)
+    table = attention.token_row_block_table(problem.cu_seqlens_q[:-1], 40, problem.num_blocks * problem.block_size)
+    params = ops.prefill_params(problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q,
+                                problem.seq_lens_k, table, rows, rows, problem.scale, None, None, None,
+                                torch.empty(problem.q.shape, dtype=torch.bfloat16), None)
+    assert context.is_supported(params, SM90).name == "mma_bf16_d512"
+
+
+def test_e4m3_parameters_select_the_8bit_kernels():
+    context = wideattn.default_context()
+    problem = Problem(MIXED, seed=6)
+    codes = problem.k_cache.view(torch.uint8)[..., :HEAD_DIM]
+    scale = torch.ones(1)
+    assert context.is_supported(_params(problem, codes, codes, scales=(None, scale, scale)), SM90).name == \
+        "mma_e4m3_d512"
+    q_codes = problem.q.view(torch.uint8)[..., :HEAD_DIM]
+    assert context.is_supported(_params(problem, codes, codes, q=q_codes, scales=(scale, scale, scale)),
+                                SM90).name == "wgmma_e4m3q_d512"
+
+
+def test_library_errors_surface_with_their_message():
+    problem = Problem([(4, 20)], seed=7)
+    stride_zero = problem.q[:1].expand(4, -1, -1)
+    harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn_is_supported", "q_token_stride=0 must be >= 1"],
+                          wideattn.prefill, stride_zero, problem.k_cache, problem.v_cache, problem.cu_seqlens_q,
+                          problem.seq_lens_k, problem.block_table, 1.0)
+    overlapping = torch.empty(16 * HEAD_DIM, dtype=torch.bfloat16).as_strided(problem.q.shape,
+                                                                             (HEAD_DIM, HEAD_DIM // 2, 1))
+    harness.expect_raises(wideattn.InvalidArgumentError, ["make output rows overlap"], run_prefill, problem,
+                          out=overlapping)
+    small = Problem([(4, 20)], kv_heads=1, seed=7)
+    wide_group = small.q.repeat(1, 2, 1)                     # group 16: only the fp64 kernel serves it
+    harness.expect_raises(wideattn.UnsupportedError, ["WIDEATTN_ERROR_UNSUPPORTED"], wideattn.prefill, wide_group,
+                          small.k_cache, small.v_cache, small.cu_seqlens_q, small.seq_lens_k, small.block_table, 1.0)
+
+
+def test_argument_checks_name_the_argument():
+    p = Problem([(4, 20)], seed=8)
+    args = [p.q, p.k_cache, p.v_cache, p.cu_seqlens_q, p.seq_lens_k, p.block_table, 1.0]
+    e4m3 = p.k_cache.view(torch.uint8)[..., :HEAD_DIM]
+    cases = [
+        (0, p.q[0], ["q must be 3-D", "(16, 512)"]),
+        (0, p.q.float(), ["q has dtype float32"]),
+        (0, p.q.transpose(1, 2).contiguous().transpose(1, 2), ["q must be contiguous in its last dimension"]),
+        (1, p.k_cache[..., :256], ["k_cache.shape[3] is 256 but q.shape[2] (head_dim) is 512"]),
+        (2, p.v_cache.float(), ["v_cache has dtype float32"]),
+        (2, e4m3, ["v_cache has dtype torch.uint8 but k_cache has torch.bfloat16"]),
+        (1, p.k_cache[:, :, :1].repeat(1, 1, 3, 1), ["not a multiple of k_cache.shape[2]=3"]),
+        (3, p.cu_seqlens_q.long(), ["cu_seqlens_q has dtype int64; expected int32"]),
+        (3, p.cu_seqlens_q[:1], ["cu_seqlens_q has 1 entries"]),
+        (3, p.cu_seqlens_q.to("meta"), ["cu_seqlens_q is on meta, the other tensors on cpu"]),
+        (4, torch.zeros(2, dtype=torch.int32), ["seq_lens_k.shape[0] is 2 but cu_seqlens_q.shape[0] - 1 is 1"]),
+        (5, p.block_table[0], ["block_table must be 2-D"]),
+        (6, 0.0, ["softmax_scale=0.0 must be finite and > 0"]),
+        (6, math.nan, ["softmax_scale=nan"]),
+        (6, "1", ["softmax_scale must be a float, got str"]),
+    ]
+    for index, value, messages in cases:
+        call = list(args)
+        call[index] = value
+        harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.prefill: "] + messages, wideattn.prefill,
+                              *call)
+    keyword_cases = [
+        ({"out": torch.empty((3, 16, HEAD_DIM), dtype=torch.bfloat16)}, ["out has shape (3, 16, 512)"]),
+        ({"out": torch.empty(p.q.shape)}, ["out has dtype float32; expected bfloat16, float64"]),
+        ({"lse": torch.empty((16, 2))}, ["lse has shape (16, 2); expected [16, >= 4]"]),
+        ({"lse": torch.empty((16, 4), dtype=torch.float64)}, ["lse has dtype float64; expected float32"]),
+        ({"q_scale": torch.ones(1)}, ["q_scale is set but q is not e4m3"]),
+        ({"k_scale": torch.ones(2)}, ["k_scale is set but the K cache is not e4m3"]),
+        ({"max_seqlen_q": -1}, ["max_seqlen_q=-1 is outside 0 .."]),
+        ({"max_seqlen_k": 2.5}, ["max_seqlen_k must be an int, got float"]),
+    ]
+    for kwargs, messages in keyword_cases:
+        harness.expect_raises(wideattn.InvalidArgumentError, messages, wideattn.prefill, *args, **kwargs)
+    harness.expect_raises(wideattn.InvalidArgumentError, ["k_scale is None but the K cache is e4m3"],
+                          wideattn.prefill, p.q, e4m3, e4m3, *args[3:])
+    harness.expect_raises(wideattn.InvalidArgumentError, ["k_scale must hold one float32 element"],
+                          wideattn.prefill, p.q, e4m3, e4m3, *args[3:], k_scale=torch.ones(2), v_scale=torch.ones(1))
+
+
+def test_e4m3_codec():
+    known = [(0.0, 0x00), (-0.0, 0x80), (1.0, 0x38), (-1.0, 0xB8), (448.0, 0x7E), (500.0, 0x7E), (-1e30, 0xFE),
+             (2.0 ** -9, 0x01), (2.0 ** -10, 0x00), (3 * 2.0 ** -10, 0x02), (1.0625, 0x38), (1.1875, 0x3A),
+             (math.inf, 0x7F), (-math.inf, 0xFF), (math.nan, 0x7F)]
+    codes, nonfinite = reference.e4m3_encode(torch.tensor([value for value, _ in known]))
+    assert codes.tolist() == [code for _, code in known], [hex(c) for c in codes.tolist()]
+    assert nonfinite == 3
+    finite = torch.tensor([c for c in range(256) if c not in (0x7F, 0xFF)], dtype=torch.uint8)
+    again, _ = reference.e4m3_encode(reference.e4m3_decode(finite))
+    assert torch.equal(again, finite)
+    assert reference.e4m3_decode(torch.tensor([0x7E, 0x08, 0x01], dtype=torch.uint8)).tolist() == \
+        [448.0, 2.0 ** -6, 2.0 ** -9]
+
+
+def _source(tokens, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.randn((tokens, 2, HEAD_DIM), generator=generator) * 3).bfloat16()
+
+
+def test_compute_scale_skips_padding_and_counts_nonfinite():
+    src = _source(6, 9)
+    src[1, 0, 5] = float("nan")
+    src[2, 1, 7] = float("inf")
+    src[4, 0, 0] = 1000.0                       # padding token: left out of the amax
+    slots = torch.tensor([3, 0, 7, 9, -1, 2])
+    counter = torch.zeros(1, dtype=torch.int32)
+    scale = wideattn.compute_scale(src, slots, nonfinite_count=counter)
+    kept = src[slots >= 0].float()
+    amax = kept[torch.isfinite(kept)].abs().max()
+    assert scale.dtype == torch.float32 and scale.shape == (1,)
+    assert scale.item() == max((amax / 448.0).item(), 2.0 ** -126)
+    assert counter.item() == 2
+    assert wideattn.compute_scale(torch.zeros((3, 2, HEAD_DIM), dtype=torch.bfloat16)).item() == 2.0 ** -126
+    harness.expect_raises(wideattn.InvalidArgumentError, ["slot_mapping.shape[0] is 5 but src.shape[0] (tokens) is 6"],
+                          wideattn.compute_scale, src, slots[:5])
+    harness.expect_raises(wideattn.InvalidArgumentError, ["src has dtype float32"], wideattn.compute_scale,
+                          src.float())
+
+
+def test_quantize_to_cache_writes_the_mapped_slots():
+    problem = Problem([(4, 20)], layout="vllm", seed=10)
+    cache = torch.full((2, problem.num_blocks, 16, 2, HEAD_DIM), 0xAA, dtype=torch.uint8)
+    src = _source(5, 11)
+    slots = torch.tensor([37, 2, -1, 16, 63])
+    scale = wideattn.compute_scale(src)
+    wideattn.quantize_to_cache(src, cache[1], slots, scale)
+    codes, _ = reference.quantize(src, scale)
+    flat = cache[1].reshape(-1, 2, HEAD_DIM)
+    for token, slot in enumerate(slots.tolist()):
+        if slot >= 0:
+            assert torch.equal(flat[slot], codes[token]), slot
+    written = set(s for s in slots.tolist() if s >= 0)
+    untouched = [s for s in range(flat.shape[0]) if s not in written]
+    assert (flat[untouched] == 0xAA).all() and (cache[0] == 0xAA).all()
+    harness.expect_raises(wideattn.InvalidArgumentError, ["cache has dtype bfloat16"], wideattn.quantize_to_cache,
+                          src, problem.k_cache, slots, scale)
+    harness.expect_raises(wideattn.InvalidArgumentError, ["slot_mapping has dtype int32; expected int64"],
+                          wideattn.quantize_to_cache, src, cache[1], slots.int(), scale)
+
+
+def test_quantize_flat_and_e4m3_attention():
+    problem = Problem([(6, 37), (1, 18)], seed=12)
+    k_scale, v_scale = wideattn.compute_scale(problem.k_cache.reshape(-1, 2, HEAD_DIM)), \
+        wideattn.compute_scale(problem.v_cache.reshape(-1, 2, HEAD_DIM))
+    k_codes = wideattn.quantize(problem.k_cache.reshape(-1, 2, HEAD_DIM), k_scale).reshape(problem.k_cache.shape)
+    v_codes = wideattn.quantize(problem.v_cache.reshape(-1, 2, HEAD_DIM), v_scale).reshape(problem.v_cache.shape)
+    expected_codes, _ = reference.quantize(problem.k_cache.reshape(-1, 2, HEAD_DIM), k_scale)
+    assert torch.equal(reference.e4m3_codes(k_codes).reshape(-1, 2, HEAD_DIM), expected_codes)
+    out = wideattn.prefill(problem.q, k_codes, v_codes, problem.cu_seqlens_q, problem.seq_lens_k,
+                           problem.block_table, problem.scale, k_scale=k_scale, v_scale=v_scale)
+    k_deq = reference.e4m3_decode(k_codes) * k_scale.double()
+    v_deq = reference.e4m3_decode(v_codes) * v_scale.double()
+    expected, _ = problem.expected(k_deq, v_deq)
+    assert_close_bf16(out, expected, "e4m3 K/V attention")
+
+
+if __name__ == "__main__":
+    harness.run(dict(globals()))

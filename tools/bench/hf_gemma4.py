@@ -1,0 +1,214 @@
+"""hf_gemma4.py - transformers' own Gemma 4 code (Gemma4ForCausalLM) with Gemma 4 31B's attention
+shapes and random, peaked weights, for the end-to-end runs on the GPU machine
+(tools/bench/e2e_drift.py --model transformers-gemma4, tests/gpu/test_transformers_gemma4.py).
+
+Attention shapes (docs/design.md section 1): 32 query heads; sliding layers 16 KV heads of 256,
+window 1024; global layers (every 6th) 4 KV heads of 512 with K and V from one projection
+(attention_k_eq_v); scale 1.0; final logit softcap 30. No weights download: weights are
+transformers' init, then QK-norm weights set so attention scores have a standard deviation of
+about SCORE_STD, and LM-head rows drawn as in e2e_drift.py's model (log-normal row scales) so the
+next-token distributions are peaked (the run prints the mean top-1 probability and entropy).
+
+Attention implementations (registered with transformers): "wideattn" (wideattn.transformers:
+the 512-dim layers on the kernels, the others on SDPA), "sdpa" (bf16, the baseline), and
+FP32_REFERENCE (every layer's attention in float32 through transformers' SDPA function).
+"""
+
+import math
+
+NUM_Q_HEADS = 32
+SLIDING_KV_HEADS = 16
+SLIDING_HEAD_DIM = 256
+GLOBAL_KV_HEADS = 4
+GLOBAL_HEAD_DIM = 512
+SLIDING_WINDOW = 1024
+GLOBAL_EVERY = 6
+FINAL_SOFTCAP = 30.0
+SCORE_STD = 2.0                  # std of q.k (scale 1.0) after QK-norm
+LOGIT_STD = 5.5                  # as e2e_drift.py's DEFAULT_LOGIT_STD
+LM_ROW_LOG_STD = 0.5
+DEFAULT_LAYERS = 12
+DEFAULT_HIDDEN = 2048
+DEFAULT_VOCAB = 32768
+FP32_REFERENCE = "wideattn_fp32_reference"
+
+
+def build_config(layers=DEFAULT_LAYERS, hidden=DEFAULT_HIDDEN, vocab=DEFAULT_VOCAB):
+    from transformers import Gemma4TextConfig
+    layer_types = ["full_attention" if (i + 1) % GLOBAL_EVERY == 0 else "sliding_attention" for i in range(layers)]
+    layer_types[-1] = "full_attention"
+    return Gemma4TextConfig(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
+        num_attention_heads=NUM_Q_HEADS, num_key_value_heads=SLIDING_KV_HEADS, head_dim=SLIDING_HEAD_DIM,
+        global_head_dim=GLOBAL_HEAD_DIM, num_global_key_value_heads=GLOBAL_KV_HEADS, attention_k_eq_v=True,
+        sliding_window=SLIDING_WINDOW, layer_types=layer_types, final_logit_softcapping=FINAL_SOFTCAP,
+        hidden_size_per_layer_input=0, num_kv_shared_layers=0, enable_moe_block=False,
+        tie_word_embeddings=False, max_position_embeddings=32768)
+
+
+def check_shapes(model):
+    """The built layers have the intended attention shapes (config keys differ across versions)."""
+    layers = model.model.layers
+    for layer in layers:
+        attn = layer.self_attn
+        sliding = attn.layer_type == "sliding_attention"
+        head_dim = SLIDING_HEAD_DIM if sliding else GLOBAL_HEAD_DIM
+        kv_heads = SLIDING_KV_HEADS if sliding else GLOBAL_KV_HEADS
+        assert attn.head_dim == head_dim, (attn.layer_idx, attn.head_dim)
+        assert attn.q_proj.out_features == NUM_Q_HEADS * head_dim
+        assert attn.k_proj.out_features == kv_heads * head_dim, (attn.layer_idx, attn.k_proj.out_features)
+        assert (attn.v_proj is None) == (not sliding), "global layers take V from the K projection"
+        assert attn.scaling == 1.0
+    assert any(layer.self_attn.layer_type == "full_attention" for layer in layers)
+
+
+def build_model(seed=0, device="cuda", **config_args):
+    import torch
+    from transformers import Gemma4ForCausalLM
+    torch.manual_seed(seed)
+    config = build_config(**config_args)
+    model = Gemma4ForCausalLM(config).to(device=device, dtype=torch.bfloat16).eval()
+    check_shapes(model)
+    generator = torch.Generator(device="cpu").manual_seed(seed + 1)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            attn = layer.self_attn
+            weight = math.sqrt(SCORE_STD / math.sqrt(attn.head_dim))
+            attn.q_norm.weight.fill_(weight)
+            attn.k_norm.weight.fill_(weight)
+        hidden = config.hidden_size
+        rows = torch.randn((config.vocab_size, hidden), generator=generator) / math.sqrt(hidden)
+        row_scale = torch.exp(LM_ROW_LOG_STD * torch.randn((config.vocab_size, 1), generator=generator))
+        row_scale = row_scale / row_scale.pow(2).mean().sqrt()
+        model.lm_head.weight.copy_((rows * row_scale * LOGIT_STD).to(model.lm_head.weight))
+    return model
+
+
+def register_attention():
+    """wideattn (and paged|wideattn) plus the float32 reference, each with the SDPA mask format."""
+    import torch
+    import wideattn.transformers
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    def fp32_attention(module, query, key, value, attention_mask, **kwargs):
+        mask = attention_mask
+        if mask is not None and mask.dtype.is_floating_point:
+            mask = mask.float()
+        out, weights = sdpa_attention_forward(module, query.float(), key.float(), value.float(), mask, **kwargs)
+        return out.to(query.dtype), weights
+
+    wideattn.transformers.register()
+    AttentionInterface.register(FP32_REFERENCE, fp32_attention)
+    AttentionMaskInterface.register(FP32_REFERENCE, sdpa_mask)
+    return torch
+
+
+def logits(model, tokens, attention):
+    """float32 logits [tokens, vocab] of one teacher-forced forward with `attention`."""
+    import torch
+    model.set_attn_implementation(attention)
+    with torch.no_grad():
+        return model(input_ids=tokens[None]).logits[0].float()
+
+
+def peakedness(values):
+    """(mean top-1 probability, mean entropy in nats) of logits rows."""
+    import torch
+    probs = torch.softmax(values.double(), dim=-1)
+    entropy = -(probs * torch.log(probs.clamp_min(1e-300))).sum(-1)
+    return probs.max(-1).values.mean().item(), entropy.mean().item()
+
+
+def greedy(model, prompt, new_tokens, attention):
+    """Greedy generation with transformers' KV cache: (generated token ids, per-step logits)."""
+    import torch
+    model.set_attn_implementation(attention)
+    with torch.no_grad():
+        result = model.generate(input_ids=prompt[None], max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                                do_sample=False, return_dict_in_generate=True, output_logits=True,
+                                eos_token_id=None, pad_token_id=0)
+    generated = result.sequences[0, prompt.shape[0]:]
+    return generated, torch.stack([step[0].float() for step in result.logits])
+
+
+def generate_batch(model, prompts, new_tokens, attention):
+    """Continuous batching (generate_batch) of several prompts: {index: generated ids}."""
+    import torch
+    from transformers import GenerationConfig
+    model.set_attn_implementation(attention)
+    config = GenerationConfig(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                              eos_token_id=None, pad_token_id=0)
+    with torch.no_grad():
+        outputs = model.generate_batch(inputs=[p.tolist() for p in prompts], generation_config=config)
+    by_prompt = {}
+    for output in outputs.values():
+        prompt_ids = list(output.prompt_ids)
+        index = next(i for i, p in enumerate(prompts) if p.tolist() == prompt_ids)
+        by_prompt[index] = list(output.generated_tokens)
+    return by_prompt
+
+
+def gated_logits(model, inputs, seq_lens, attentions):
+    """{attention: float32 numpy logits [tokens, vocab]} of each sequence run alone (B = 1)."""
+    import numpy as np
+    import torch
+    out = {name: [] for name in attentions}
+    begin = 0
+    for length in seq_lens:
+        tokens = torch.tensor(inputs[begin:begin + length], device="cuda")
+        begin += length
+        for name in attentions:
+            out[name].append(logits(model, tokens, name).cpu().numpy())
+    return {name: np.concatenate(parts) for name, parts in out.items()}
+
+
+def run_e2e(args, e2e):
+    """tools/bench/e2e_drift.py --model transformers-gemma4: the float32-attention reference, the
+    bf16 SDPA baseline and the wideattn candidate through transformers' Gemma4ForCausalLM, logit
+    dumps, and the paired gate (CLI; the Python mirror where the CLI cannot run). Exit status:
+    0 ACCEPT, 1 REJECT, 4 INCONCLUSIVE, 2 error."""
+    import json
+    import os
+    import wideattn
+    wideattn.configure(bundle=args.bundle, library=args.lib)
+    register_attention()
+    model = build_model(seed=args.seed, vocab=args.vocab, hidden=args.hidden,
+                        layers=max(args.layers, GLOBAL_EVERY))
+    seq_lens = list(args.config.seq_lens)
+    inputs, targets = e2e.make_tokens(seq_lens, args.vocab, args.seed)
+    variants = {"reference": FP32_REFERENCE, "baseline": "sdpa", "candidate": wideattn.transformers.NAME}
+    before = dict(wideattn.transformers.calls)
+    values = gated_logits(model, inputs, seq_lens, list(variants.values()))
+    served = wideattn.transformers.calls["dense"] - before.get("dense", 0)
+    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(args.dump_dir, exist_ok=True)
+    paths = {}
+    for label, attention in variants.items():
+        paths[label] = os.path.join(args.dump_dir, f"hf_gemma4_{label}.h5")
+        e2e.write_dump(paths[label], values[attention], targets, "transformers Gemma4ForCausalLM (random)",
+                       label, attention)
+    top1, entropy = peakedness(__import__("torch").from_numpy(values[FP32_REFERENCE]))
+    summary = {"model": "transformers-gemma4", "layers": len(model.model.layers), "tokens": len(targets),
+               "served_calls": served, "reference_top1": top1, "reference_entropy": entropy,
+               "commit": args.commit}
+    print(f"reference: mean top-1 probability {top1:.3f}, entropy {entropy:.3f} nats; "
+          f"{served} attention calls ran on wideattn", flush=True)
+    verdict, why = e2e.run_cli_gate(args.cli, paths["reference"], paths["candidate"], paths["baseline"],
+                                    os.path.join(args.out, "gate_hf_gemma4.json"), args.margin, args.margin_rel,
+                                    args.confidence)
+    if verdict is None:
+        cand_kl, _ = e2e.kl_per_token(values[FP32_REFERENCE], values[wideattn.transformers.NAME])
+        base_kl, _ = e2e.kl_per_token(values[FP32_REFERENCE], values["sdpa"])
+        verdict = e2e.paired_gate(list(cand_kl), list(base_kl), args.margin, args.margin_rel, args.confidence)
+        verdict["decided_by"] = f"Python mirror ({why})"
+    summary["gate"] = verdict
+    with open(os.path.join(args.out, "e2e_summary.json"), "w") as f:
+        json.dump(summary, f, indent=2, default=str)
+    print(f"gate: {verdict['verdict']} (mean difference {verdict.get('mean_difference')}, "
+          f"upper bound {verdict.get('upper_bound')}, margin {verdict.get('margin')})", flush=True)
+    if served == 0:
+        print("ERROR: no attention call ran on wideattn", flush=True)
+        return 2
+    return {"ACCEPT": 0, "REJECT": 1, "INCONCLUSIVE": 4}.get(verdict["verdict"], 2)
