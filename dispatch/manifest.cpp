@@ -1,11 +1,11 @@
 // manifest.cpp - reads and checks manifest.json (see manifest.h).
 #include "dispatch/manifest.h"
 
-#include <cmath>
-#include <fstream>
-#include <iterator>
+#include <set>
 #include <sstream>
+#include <utility>
 
+#include "dispatch/bundle_files.h"
 #include "dispatch/json.h"
 #include "dispatch/manifest_format.h"
 #include "kernels/common/kernel_desc.h"
@@ -15,6 +15,10 @@ namespace {
 
 constexpr int32_t kMaxThreadsPerBlock = 1024;
 constexpr int32_t kMaxSmemBytes = 256 * 1024;
+constexpr int64_t kMaxCubinBytes = int64_t{1} << 40;
+constexpr int32_t kMaxPtxasBytes = 1 << 30;        // spill and stack byte counts
+constexpr size_t kChecksumDigits = 16;             // cubin_fnv1a64: 64 bits in hex
+constexpr uint64_t kMaxManifestBytes = uint64_t{256} << 20;
 
 class KernelReader {
 public:
@@ -26,16 +30,17 @@ public:
         *out = v->string;
         return true;
     }
+    // An integer field: a JSON number written as an integer (no fraction or exponent) within
+    // lo..hi, so it converts exactly into its field.
     bool integer(const JsonValue& parent, const char* key, const char* path, int64_t lo, int64_t hi, int64_t* out) {
         const JsonValue* v = parent.find(key);
-        if (!v || v->type != JsonValue::Type::kNumber || std::floor(v->number) != v->number || v->number < lo ||
-            v->number > hi) {
-            std::ostringstream what;
-            what << "an integer in " << lo << ".." << hi;
-            return fail(path, what.str().c_str());
+        if (v && v->type == JsonValue::Type::kNumber && v->is_integer && v->integer >= lo && v->integer <= hi) {
+            *out = v->integer;
+            return true;
         }
-        *out = static_cast<int64_t>(v->number);
-        return true;
+        std::ostringstream what;
+        what << "an integer in " << lo << ".." << hi << " (" << describe(v) << ")";
+        return fail(path, what.str().c_str());
     }
     bool int32(const JsonValue& parent, const char* key, const char* path, int64_t lo, int64_t hi, int32_t* out) {
         int64_t value = 0;
@@ -58,6 +63,19 @@ public:
         if (*out < 0) return fail(key, "a dtype name (bf16, f16, f32, f64, e4m3)");
         return true;
     }
+    // What a field holds, for a message: "not 2.5", "not a string", "missing".
+    static std::string describe(const JsonValue* v) {
+        if (!v) return "it is missing";
+        switch (v->type) {
+            case JsonValue::Type::kNumber: return "not " + v->literal;
+            case JsonValue::Type::kString: return "not the string " + json_quoted(v->string);
+            case JsonValue::Type::kBool: return v->boolean ? "not true" : "not false";
+            case JsonValue::Type::kNull: return "not null";
+            case JsonValue::Type::kArray: return "not an array";
+            case JsonValue::Type::kObject: return "not an object";
+        }
+        return "not of a known type";
+    }
     bool fail(const char* field, const char* expected) {
         std::ostringstream msg;
         msg << "kernels[" << index_ << "]";
@@ -75,78 +93,102 @@ private:
     size_t index_;
 };
 
-bool read_kernel(const JsonValue& node, size_t index, ManifestKernel* k, std::string* error) {
-    KernelReader r(node, index);
-    if (node.type != JsonValue::Type::kObject) {
-        *error = "kernels[" + std::to_string(index) + "] is not an object";
-        return false;
-    }
+// The typed fields of one kernel entry, each checked for type and range; false at the first
+// that is not (r.error names it).
+bool read_fields(KernelReader& r, const JsonValue& node, ManifestKernel* k) {
     const JsonValue* head_dim = nullptr;
     const JsonValue* group = nullptr;
     const JsonValue* tile = nullptr;
     const JsonValue* ptxas = nullptr;
     int64_t cubin_bytes = 0;
-    bool ok = r.string("name", &k->name) && r.string("symbol", &k->symbol) && r.string("kind", &k->kind) &&
-              r.int32(node, "priority", "priority", 0, kManifestPriorityMax, &k->priority) &&
-              r.string("arch", &k->arch) &&
-              r.string("cubin", &k->cubin) && r.string("cubin_fnv1a64", &k->cubin_fnv1a64) &&
-              r.integer(node, "cubin_bytes", "cubin_bytes", 1, int64_t{1} << 40, &cubin_bytes) &&
-              r.dtype("q_dtype", &k->q_dtype) && r.dtype("kv_dtype", &k->kv_dtype) &&
-              r.dtype("o_dtype", &k->o_dtype) && (head_dim = r.object("head_dim")) &&
-              r.int32(*head_dim, "min", "head_dim.min", 1, 4096, &k->head_dim_min) &&
-              r.int32(*head_dim, "max", "head_dim.max", 1, 4096, &k->head_dim_max) &&
-              r.int32(*head_dim, "step", "head_dim.step", 1, 4096, &k->head_dim_step) &&
-              (group = r.object("group")) && r.int32(*group, "min", "group.min", 1, 1 << 20, &k->group_min) &&
-              r.int32(*group, "max", "group.max", 1, 1 << 20, &k->group_max) && (tile = r.object("tile")) &&
-              r.int32(*tile, "tokens", "tile.tokens", 1, 4096, &k->tile_tokens) &&
-              r.int32(*tile, "keys", "tile.keys", 1, 4096, &k->tile_keys) &&
-              r.int32(*tile, "heads", "tile.heads", 1, 1024, &k->heads_per_block_max) &&
-              r.int32(node, "threads", "threads", 32, kMaxThreadsPerBlock, &k->threads) &&
-              r.int32(node, "dynamic_smem", "dynamic_smem", 0, kMaxSmemBytes, &k->dynamic_smem) &&
-              r.int32(node, "min_sm", "min_sm", 10, 1000, &k->min_sm) && (ptxas = r.object("ptxas")) &&
-              r.int32(*ptxas, "registers", "ptxas.registers", -1, 255, &k->registers) &&
-              r.int32(*ptxas, "spill_stores", "ptxas.spill_stores", -1, 1 << 30, &k->spill_stores) &&
-              r.int32(*ptxas, "spill_loads", "ptxas.spill_loads", -1, 1 << 30, &k->spill_loads) &&
-              r.int32(*ptxas, "stack", "ptxas.stack", -1, 1 << 30, &k->stack);
-    if (!ok) {
-        *error = r.error;
-        return false;
-    }
+    const bool ok =
+        r.string("name", &k->name) && r.string("symbol", &k->symbol) && r.string("kind", &k->kind) &&
+        r.int32(node, "priority", "priority", 0, kManifestPriorityMax, &k->priority) && r.string("arch", &k->arch) &&
+        r.string("cubin", &k->cubin) && r.string("cubin_fnv1a64", &k->cubin_fnv1a64) &&
+        r.integer(node, "cubin_bytes", "cubin_bytes", 1, kMaxCubinBytes, &cubin_bytes) &&
+        r.dtype("q_dtype", &k->q_dtype) && r.dtype("kv_dtype", &k->kv_dtype) && r.dtype("o_dtype", &k->o_dtype) &&
+        (head_dim = r.object("head_dim")) && r.int32(*head_dim, "min", "head_dim.min", 1, 4096, &k->head_dim_min) &&
+        r.int32(*head_dim, "max", "head_dim.max", 1, 4096, &k->head_dim_max) &&
+        r.int32(*head_dim, "step", "head_dim.step", 1, 4096, &k->head_dim_step) && (group = r.object("group")) &&
+        r.int32(*group, "min", "group.min", 1, 1 << 20, &k->group_min) &&
+        r.int32(*group, "max", "group.max", 1, 1 << 20, &k->group_max) && (tile = r.object("tile")) &&
+        r.int32(*tile, "tokens", "tile.tokens", 1, 4096, &k->tile_tokens) &&
+        r.int32(*tile, "keys", "tile.keys", 1, 4096, &k->tile_keys) &&
+        r.int32(*tile, "heads", "tile.heads", 1, 1024, &k->heads_per_block_max) &&
+        r.int32(node, "threads", "threads", 32, kMaxThreadsPerBlock, &k->threads) &&
+        r.int32(node, "dynamic_smem", "dynamic_smem", 0, kMaxSmemBytes, &k->dynamic_smem) &&
+        r.int32(node, "min_sm", "min_sm", 10, 1000, &k->min_sm) && (ptxas = r.object("ptxas")) &&
+        r.int32(*ptxas, "registers", "ptxas.registers", -1, 255, &k->registers) &&
+        r.int32(*ptxas, "spill_stores", "ptxas.spill_stores", -1, kMaxPtxasBytes, &k->spill_stores) &&
+        r.int32(*ptxas, "spill_loads", "ptxas.spill_loads", -1, kMaxPtxasBytes, &k->spill_loads) &&
+        r.int32(*ptxas, "stack", "ptxas.stack", -1, kMaxPtxasBytes, &k->stack);
     k->cubin_bytes = static_cast<uint64_t>(cubin_bytes);
-    if (!parse_arch(k->arch, &k->arch_major, &k->arch_minor, &k->arch_specific)) {
-        r.fail("arch", "of the form sm_NN or sm_NNa");
-        *error = r.error;
-        return false;
+    return ok;
+}
+
+bool is_checksum_text(const std::string& text) {
+    if (text.size() != kChecksumDigits) return false;
+    for (const char c : text)
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    return true;
+}
+
+// The checks across fields of an entry whose fields read_fields accepted.
+bool check_kernel(KernelReader& r, ManifestKernel* k) {
+    if (k->name.empty()) return r.fail("name", "a non-empty string");
+    if (k->symbol.empty()) return r.fail("symbol", "a non-empty string");
+    if (!parse_arch(k->arch, &k->arch_major, &k->arch_minor, &k->arch_specific))
+        return r.fail("arch", "of the form sm_NN or sm_NNa");
+    if (k->kind != kKindPrefill && k->kind != kKindQuantizeE4m3 && k->kind != kKindAmaxE4m3)
+        return r.fail("kind", "\"prefill\", \"quantize_e4m3\" or \"amax_e4m3\"");
+    if (k->cubin.empty() || k->cubin.find('/') != std::string::npos || k->cubin[0] == '.')
+        return r.fail("cubin", "a plain file name inside the bundle directory");
+    if (!is_checksum_text(k->cubin_fnv1a64))
+        return r.fail("cubin_fnv1a64", ("16 lowercase hex digits (not " + json_quoted(k->cubin_fnv1a64) + ")").c_str());
+    if (k->head_dim_min > k->head_dim_max || k->group_min > k->group_max)
+        return r.fail("head_dim/group", "ranges with min <= max");
+    if (k->spill_stores < 0 || k->spill_loads < 0) {
+        k->spill_bytes = -1;
+    } else if (__builtin_add_overflow(k->spill_stores, k->spill_loads, &k->spill_bytes)) {
+        return r.fail("ptxas.spill_stores + ptxas.spill_loads", "at most 2147483647 bytes");
     }
-    if (k->kind != kKindPrefill && k->kind != kKindQuantizeE4m3 && k->kind != kKindAmaxE4m3) {
-        r.fail("kind", "\"prefill\", \"quantize_e4m3\" or \"amax_e4m3\"");
-        *error = r.error;
-        return false;
-    }
-    if (k->cubin.empty() || k->cubin.find('/') != std::string::npos || k->cubin[0] == '.') {
-        r.fail("cubin", "a plain file name inside the bundle directory");
-        *error = r.error;
-        return false;
-    }
-    if (k->head_dim_min > k->head_dim_max || k->group_min > k->group_max) {
-        r.fail("head_dim/group", "ranges with min <= max");
-        *error = r.error;
-        return false;
-    }
+    return true;
+}
+
+// The "features" array of strings.
+bool read_features(KernelReader& r, const JsonValue& node, ManifestKernel* k) {
     const JsonValue* features = node.find("features");
-    if (!features || features->type != JsonValue::Type::kArray) {
-        r.fail("features", "an array of strings");
-        *error = r.error;
-        return false;
-    }
+    if (!features || features->type != JsonValue::Type::kArray) return r.fail("features", "an array of strings");
     for (const JsonValue& f : features->array) {
-        if (f.type != JsonValue::Type::kString) {
-            r.fail("features", "an array of strings");
-            *error = r.error;
-            return false;
-        }
+        if (f.type != JsonValue::Type::kString) return r.fail("features", "an array of strings");
         k->features.push_back(f.string);
         k->features_csv += (k->features_csv.empty() ? "" : ",") + f.string;
+    }
+    return true;
+}
+
+bool read_kernel(const JsonValue& node, size_t index, ManifestKernel* k, std::string* error) {
+    if (node.type != JsonValue::Type::kObject) {
+        *error = "kernels[" + std::to_string(index) + "] is not an object";
+        return false;
+    }
+    KernelReader r(node, index);
+    if (read_fields(r, node, k) && check_kernel(r, k) && read_features(r, node, k)) return true;
+    *error = r.error;
+    return false;
+}
+
+// The top-level "format" field: exactly kManifestFormatVersion.
+bool check_format(const JsonValue& root, std::string* error) {
+    const JsonValue* format = root.find("format");
+    if (!format || format->type != JsonValue::Type::kNumber) {
+        *error = "manifest.json: missing numeric field 'format'";
+        return false;
+    }
+    if (!format->is_integer || format->integer != kManifestFormatVersion) {
+        *error = "manifest.json: format " + format->literal + " is not the supported format " +
+                 std::to_string(kManifestFormatVersion);
+        return false;
     }
     return true;
 }
@@ -180,16 +222,11 @@ bool parse_manifest(const std::string& text, Manifest* out, std::string* error) 
         *error = "manifest.json is not valid JSON (" + json_error + ")";
         return false;
     }
-    const JsonValue* format = root.find("format");
-    if (!format || format->type != JsonValue::Type::kNumber) {
-        *error = "manifest.json: missing numeric field 'format'";
+    if (root.type != JsonValue::Type::kObject) {
+        *error = "manifest.json: the top level is not an object";
         return false;
     }
-    if (format->number != kManifestFormatVersion) {
-        *error = "manifest.json: format " + std::to_string(static_cast<int>(format->number)) +
-                 " is not the supported format " + std::to_string(kManifestFormatVersion);
-        return false;
-    }
+    if (!check_format(root, error)) return false;
     const JsonValue* kernels = root.find("kernels");
     if (!kernels || kernels->type != JsonValue::Type::kArray) {
         *error = "manifest.json: missing array field 'kernels'";
@@ -197,13 +234,24 @@ bool parse_manifest(const std::string& text, Manifest* out, std::string* error) 
     }
     Manifest m;
     m.format = kManifestFormatVersion;
-    if (const JsonValue* v = root.find("library_version"); v && v->type == JsonValue::Type::kString)
+    if (const JsonValue* v = root.find("library_version")) {
+        if (v->type != JsonValue::Type::kString) {
+            *error = "manifest.json: field 'library_version' must be a string";
+            return false;
+        }
         m.library_version = v->string;
+    }
+    std::set<std::pair<std::string, std::string>> seen;  // (name, arch)
     for (size_t i = 0; i < kernels->array.size(); ++i) {
         ManifestKernel k;
         std::string kernel_error;
         if (!read_kernel(kernels->array[i], i, &k, &kernel_error)) {
             *error = "manifest.json: " + kernel_error;
+            return false;
+        }
+        if (!seen.emplace(k.name, k.arch).second) {
+            *error = "manifest.json: kernels[" + std::to_string(i) + "] (" + k.name + "): a second entry for " +
+                     k.name + " on " + k.arch + " (each (name, arch) pair appears once)";
             return false;
         }
         m.kernels.push_back(std::move(k));
@@ -214,12 +262,11 @@ bool parse_manifest(const std::string& text, Manifest* out, std::string* error) 
 
 bool load_manifest(const std::string& bundle_dir, Manifest* out, std::string* error) {
     const std::string path = bundle_dir + "/" + kManifestFileName;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        *error = "cannot open " + path + " (is bundle_dir '" + bundle_dir + "' a wideattn bundle?)";
+    std::string text, read_error;
+    if (!read_regular_file(path, kMaxManifestBytes, &text, &read_error)) {
+        *error = read_error + " (is bundle_dir '" + bundle_dir + "' a wideattn bundle?)";
         return false;
     }
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::string parse_error;
     if (!parse_manifest(text, out, &parse_error)) {
         *error = path + ": " + parse_error;

@@ -22,6 +22,7 @@ struct ManifestKernel {
     int32_t threads = 0, dynamic_smem = 0, min_sm = 0;
     int32_t priority = 0;                    // selection order between kernels: the higher wins
     int32_t registers = -1, spill_stores = -1, spill_loads = -1, stack = -1;
+    int32_t spill_bytes = -1;                // spill_stores + spill_loads, -1 when either is unknown
 
     bool has_feature(const std::string& feature) const;
 };

@@ -2,6 +2,8 @@
 // clear errors naming the kernel and field).
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <map>
 #include <set>
 
@@ -175,6 +177,11 @@ TEST_CASE("manifest: errors name the kernel and the field") {
         {replace("\"priority\": 0, ", ""), "kernels[0] (mma): field 'priority' must be an integer in 0..1048576"},
         {replace("\"priority\": 0", "\"priority\": -1"), "field 'priority' must be an integer"},
         {replace("\"priority\": 0", "\"priority\": \"high\""), "field 'priority' must be an integer"},
+        {replace("\"cubin_fnv1a64\": \"0000000000000000\"", "\"cubin_fnv1a64\": \"00000000000000G0\""),
+         "field 'cubin_fnv1a64' must be 16 lowercase hex digits (not '00000000000000G0')"},
+        {replace("\"name\": \"mma\"", "\"name\": \"\""), "field 'name' must be a non-empty string"},
+        {"[1, 2]", "manifest.json: the top level is not an object"},
+        {"{\"format\": 1, \"library_version\": 1, \"kernels\": []}", "field 'library_version' must be a string"},
     };
     for (const Case& c : cases) {
         Manifest m;
@@ -190,4 +197,100 @@ TEST_CASE("manifest: a missing bundle directory is a clear error") {
     std::string err;
     CHECK_FALSE(load_manifest("/nonexistent/bundle", &m, &err));
     CHECK(err.find("cannot open /nonexistent/bundle/manifest.json") != std::string::npos);
+}
+
+TEST_CASE("manifest: numbers are range-checked into their fields, never converted out of range") {
+    struct Case {
+        std::string from, to, expected;
+    };
+    const std::string good = test::kernel_json("mma", "sm_90a", "bf16", 512, 512, 512, 8, 8);
+    const Case cases[] = {
+        {"\"registers\": 128", "\"registers\": 1e300",
+         "field 'ptxas.registers' must be an integer in -1..255 (not 1e300)"},
+        {"\"spill_stores\": 0", "\"spill_stores\": 4294967296",
+         "field 'ptxas.spill_stores' must be an integer in -1..1073741824 (not 4294967296)"},
+        {"\"stack\": 0", "\"stack\": -1e300", "field 'ptxas.stack' must be an integer in -1..1073741824 (not -1e300)"},
+        {"\"threads\": 256", "\"threads\": 256.0", "field 'threads' must be an integer in 32..1024 (not 256.0)"},
+        {"\"threads\": 256", "\"threads\": 2.56e2", "field 'threads' must be an integer in 32..1024 (not 2.56e2)"},
+        {"\"priority\": 0", "\"priority\": 2147483648", "field 'priority' must be an integer in 0..1048576"},
+        {"\"priority\": 0", "\"priority\": 99999999999999999999999", "(not 99999999999999999999999)"},
+        {"\"cubin_bytes\": 4", "\"cubin_bytes\": 1e300", "field 'cubin_bytes' must be an integer in 1..1099511627776"},
+        {"\"cubin_bytes\": 4", "\"cubin_bytes\": true", "field 'cubin_bytes' must be an integer in 1..1099511627776 (not true)"},
+        {"\"min\": 512", "\"min\": null", "field 'head_dim.min' must be an integer in 1..4096 (not null)"},
+        {"\"tokens\": 8", "\"tokens\": \"8\"", "field 'tile.tokens' must be an integer in 1..4096 (not the string '8')"},
+        {"\"keys\": 32, ", "", "field 'tile.keys' must be an integer in 1..4096 (it is missing)"},
+        // Each count is in range, their sum (the kernel info's spill_bytes, an int32) is not.
+        {"\"spill_stores\": 0, \"spill_loads\": 0", "\"spill_stores\": 1073741824, \"spill_loads\": 1073741824",
+         "field 'ptxas.spill_stores + ptxas.spill_loads' must be at most 2147483647 bytes"},
+    };
+    for (const Case& c : cases) {
+        std::string kernel = good;
+        REQUIRE(kernel.find(c.from) != std::string::npos);
+        kernel.replace(kernel.find(c.from), c.from.size(), c.to);
+        Manifest m;
+        std::string err;
+        CAPTURE(c.to);
+        CHECK_FALSE(parse_manifest(test::manifest_json({kernel}), &m, &err));
+        CHECK_MESSAGE(err.find("manifest.json: kernels[0] (mma): field '") == 0, err);
+        CHECK_MESSAGE(err.find(c.expected) != std::string::npos, err);
+    }
+    // Within range the sum is kept for the kernel info.
+    std::string kernel = good;
+    kernel.replace(kernel.find("\"spill_loads\": 0"), 16, "\"spill_loads\": 1073741823");
+    Manifest m;
+    std::string err;
+    REQUIRE_MESSAGE(parse_manifest(test::manifest_json({kernel}), &m, &err), err);
+    CHECK(m.kernels[0].spill_bytes == 1073741823);
+}
+
+TEST_CASE("manifest: the format must be exactly the integer 1") {
+    for (const char* format : {"1e300", "-1e300", "1.0", "1.5", "2", "0", "9223372036854775808"}) {
+        CAPTURE(format);
+        Manifest m;
+        std::string err;
+        CHECK_FALSE(parse_manifest(std::string("{\"format\": ") + format + ", \"kernels\": []}", &m, &err));
+        CHECK(err == std::string("manifest.json: format ") + format + " is not the supported format 1");
+    }
+}
+
+TEST_CASE("manifest: duplicates are refused, not merged") {
+    const std::string ref = test::kernel_json("reference_f64", "sm_90a", "f64", 32, 512, 32, 1, 64);
+    Manifest m;
+    std::string err;
+    // A key given twice inside a kernel entry (a merging reader made the name
+    // "reference_f64reference_f64").
+    std::string twice = ref;
+    twice.replace(0, 1, "{\"name\": \"reference_f64\", ");
+    CHECK_FALSE(parse_manifest(test::manifest_json({twice}), &m, &err));
+    CHECK_MESSAGE(err.find("not valid JSON (offset ") != std::string::npos, err);
+    CHECK_MESSAGE(err.find("duplicate key 'name' in object") != std::string::npos, err);
+    // The "kernels" array given twice (a merging reader doubled the kernels).
+    const std::string doubled = "{\"format\": 1, \"kernels\": [" + ref + "], \"kernels\": [" + ref + "]}";
+    CHECK_FALSE(parse_manifest(doubled, &m, &err));
+    CHECK_MESSAGE(err.find("duplicate key 'kernels' in object") != std::string::npos, err);
+    // Two entries for one (name, arch).
+    CHECK_FALSE(parse_manifest(test::manifest_json({ref, ref}), &m, &err));
+    CHECK(err == "manifest.json: kernels[1] (reference_f64): a second entry for reference_f64 on sm_90a (each (name, "
+                 "arch) pair appears once)");
+    // The same kernel for two archs is what a bundle has.
+    CHECK(parse_manifest(
+        test::manifest_json({ref, test::kernel_json("reference_f64", "sm_80", "f64", 32, 512, 32, 1, 64)}), &m, &err));
+}
+
+TEST_CASE("manifest: a manifest.json that is not a regular file is a clear error") {
+    test::TempDir tmp;
+    Manifest m;
+    std::string err;
+    const std::string as_directory = tmp.path() + "/dir-bundle";
+    REQUIRE(mkdir(as_directory.c_str(), 0700) == 0);
+    REQUIRE(mkdir((as_directory + "/manifest.json").c_str(), 0700) == 0);
+    CHECK_FALSE(load_manifest(as_directory, &m, &err));
+    CHECK(err == as_directory + "/manifest.json is a directory, not a regular file (is bundle_dir '" + as_directory +
+                     "' a wideattn bundle?)");
+    // A FIFO must neither block the open nor be read.
+    const std::string as_fifo = tmp.path() + "/fifo-bundle";
+    REQUIRE(mkdir(as_fifo.c_str(), 0700) == 0);
+    REQUIRE(mkfifo((as_fifo + "/manifest.json").c_str(), 0600) == 0);
+    CHECK_FALSE(load_manifest(as_fifo, &m, &err));
+    CHECK(err.find("/manifest.json is a FIFO, not a regular file") != std::string::npos);
 }
