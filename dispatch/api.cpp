@@ -3,10 +3,7 @@
 #include <cuda.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "dispatch/bundle_files.h"
+#include "dispatch/c_boundary.h"
 #include "dispatch/driver.h"
 #include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest.h"
@@ -39,12 +38,8 @@ namespace {
 
 constexpr int kStaticSmemLimit = 48 * 1024;  // above this a kernel must opt in per function
 
-thread_local std::string g_last_error;
-
-wideattn_status fail(wideattn_status status, std::string message) {
-    g_last_error = std::move(message);
-    return status;
-}
+using wideattn::fail;
+using wideattn::guarded;
 
 struct LoadedKernel {
     CUmodule module = nullptr;
@@ -87,25 +82,6 @@ std::string current_device_name(wideattn_context* ctx) {
     return ctx->device_names[device] = name;
 }
 
-// Reads a kernel's cubin and checks it against the manifest's size and checksum.
-wideattn_status read_cubin(const std::string& bundle_dir, const wideattn::ManifestKernel& k, std::string* image) {
-    const std::string path = bundle_dir + "/" + k.cubin;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fail(WIDEATTN_ERROR_BUNDLE, "cannot open cubin " + path + " of kernel " + k.name + " (" + k.arch + ")");
-    image->assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (image->size() != k.cubin_bytes)
-        return fail(WIDEATTN_ERROR_BUNDLE, "cubin " + path + " has " + std::to_string(image->size()) +
-                                               " bytes, manifest says " + std::to_string(k.cubin_bytes) +
-                                               " (truncated or replaced file)");
-    char hash[24];
-    std::snprintf(hash, sizeof hash, "%016llx",
-                  static_cast<unsigned long long>(wideattn::fnv1a64(image->data(), image->size())));
-    if (k.cubin_fnv1a64 != hash)
-        return fail(WIDEATTN_ERROR_BUNDLE, "cubin " + path + " checksum " + hash + " does not match the manifest's " +
-                                               k.cubin_fnv1a64 + " (corrupt file)");
-    return WIDEATTN_OK;
-}
-
 // Loads (once per CUDA context) the cubin of kernel `index` and returns its function.
 wideattn_status get_function(wideattn_context* ctx, const wideattn::Driver& drv, CUcontext cu_ctx, int32_t index,
                              CUfunction* function) {
@@ -117,8 +93,12 @@ wideattn_status get_function(wideattn_context* ctx, const wideattn::Driver& drv,
     }
     const wideattn::ManifestKernel& k = ctx->manifest.kernels[index];
     const std::string path = ctx->bundle_dir + "/" + k.cubin;
-    std::string image;
-    if (const wideattn_status status = read_cubin(ctx->bundle_dir, k, &image); status != WIDEATTN_OK) return status;
+    // The cubin's size and checksum are verified here, at its first load, not when the bundle
+    // is opened: open stays O(manifest size) however many cubins the bundle has.
+    std::string image, message;
+    if (const wideattn_status status = wideattn::read_verified_cubin(ctx->bundle_dir, k, &image, &message);
+        status != WIDEATTN_OK)
+        return fail(status, message);
     LoadedKernel loaded;
     CUresult r = drv.cuModuleLoadData(&loaded.module, image.data());
     if (r != CUDA_SUCCESS)
@@ -211,33 +191,35 @@ wideattn_status launch_on_current_device(wideattn_context* ctx, Args* args, void
     return WIDEATTN_OK;
 }
 
-}  // namespace
-
-extern "C" {
-
-const char* wideattn_version(void) {
-#define WIDEATTN_STR2(x) #x
-#define WIDEATTN_STR(x) WIDEATTN_STR2(x)
-    return WIDEATTN_STR(WIDEATTN_VERSION_MAJOR) "." WIDEATTN_STR(WIDEATTN_VERSION_MINOR) "." WIDEATTN_STR(
-        WIDEATTN_VERSION_PATCH);
+// The kernel_info of one manifest entry (string fields point into the entry).
+wideattn_kernel_info kernel_info(const wideattn::ManifestKernel& k) {
+    wideattn_kernel_info info{};
+    info.name = k.name.c_str();
+    info.symbol = k.symbol.c_str();
+    info.arch = k.arch.c_str();
+    info.cubin = k.cubin.c_str();
+    info.q_dtype = k.q_dtype;
+    info.kv_dtype = k.kv_dtype;
+    info.o_dtype = k.o_dtype;
+    info.head_dim_min = k.head_dim_min;
+    info.head_dim_max = k.head_dim_max;
+    info.head_dim_step = k.head_dim_step;
+    info.group_min = k.group_min;
+    info.group_max = k.group_max;
+    info.tile_tokens = k.tile_tokens;
+    info.tile_keys = k.tile_keys;
+    info.heads_per_block_max = k.heads_per_block_max;
+    info.threads = k.threads;
+    info.dynamic_smem = k.dynamic_smem;
+    info.registers = k.registers;
+    info.spill_bytes = k.spill_bytes;
+    info.stack_bytes = k.stack;
+    info.features = k.features_csv.c_str();
+    info.kind = k.kind.c_str();
+    return info;
 }
 
-const char* wideattn_status_string(wideattn_status status) {
-    switch (status) {
-        case WIDEATTN_OK: return "WIDEATTN_OK";
-        case WIDEATTN_ERROR_INVALID_ARGUMENT: return "WIDEATTN_ERROR_INVALID_ARGUMENT";
-        case WIDEATTN_ERROR_UNSUPPORTED: return "WIDEATTN_ERROR_UNSUPPORTED";
-        case WIDEATTN_ERROR_NO_DRIVER: return "WIDEATTN_ERROR_NO_DRIVER";
-        case WIDEATTN_ERROR_NO_DEVICE: return "WIDEATTN_ERROR_NO_DEVICE";
-        case WIDEATTN_ERROR_BUNDLE: return "WIDEATTN_ERROR_BUNDLE";
-        case WIDEATTN_ERROR_CUDA: return "WIDEATTN_ERROR_CUDA";
-    }
-    return "WIDEATTN_STATUS_UNKNOWN";
-}
-
-const char* wideattn_last_error(void) { return g_last_error.c_str(); }
-
-wideattn_status wideattn_open(wideattn_context** out, const char* bundle_dir) {
+wideattn_status open_context(wideattn_context** out, const char* bundle_dir) {
     if (!out) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx (the output pointer) is NULL");
     *out = nullptr;
     std::string dir;
@@ -252,87 +234,17 @@ wideattn_status wideattn_open(wideattn_context** out, const char* bundle_dir) {
     ctx->bundle_dir = dir;
     std::string error;
     if (!wideattn::load_manifest(dir, &ctx->manifest, &error)) return fail(WIDEATTN_ERROR_BUNDLE, error);
-    // Every cubin must be present and intact now, so a damaged bundle fails at open, not
-    // at some later launch.
-    for (const wideattn::ManifestKernel& k : ctx->manifest.kernels) {
-        std::string image;
-        if (const wideattn_status status = read_cubin(dir, k, &image); status != WIDEATTN_OK) return status;
-    }
+    // Only the manifest (and the tuning file) is read: each cubin is read and verified at its
+    // first load.
     if (const wideattn_status status = ctx->tuning.open(dir, ctx->manifest.kernels, &error); status != WIDEATTN_OK)
         return fail(status, error);
-    for (const wideattn::ManifestKernel& k : ctx->manifest.kernels) {
-        wideattn_kernel_info info{};
-        info.name = k.name.c_str();
-        info.symbol = k.symbol.c_str();
-        info.arch = k.arch.c_str();
-        info.cubin = k.cubin.c_str();
-        info.q_dtype = k.q_dtype;
-        info.kv_dtype = k.kv_dtype;
-        info.o_dtype = k.o_dtype;
-        info.head_dim_min = k.head_dim_min;
-        info.head_dim_max = k.head_dim_max;
-        info.head_dim_step = k.head_dim_step;
-        info.group_min = k.group_min;
-        info.group_max = k.group_max;
-        info.tile_tokens = k.tile_tokens;
-        info.tile_keys = k.tile_keys;
-        info.heads_per_block_max = k.heads_per_block_max;
-        info.threads = k.threads;
-        info.dynamic_smem = k.dynamic_smem;
-        info.registers = k.registers;
-        info.spill_bytes = k.spill_stores < 0 ? -1 : k.spill_stores + k.spill_loads;
-        info.stack_bytes = k.stack;
-        info.features = k.features_csv.c_str();
-        info.kind = k.kind.c_str();
-        ctx->infos.push_back(info);
-    }
+    ctx->infos.reserve(ctx->manifest.kernels.size());
+    for (const wideattn::ManifestKernel& k : ctx->manifest.kernels) ctx->infos.push_back(kernel_info(k));
     *out = ctx.release();
     return WIDEATTN_OK;
 }
 
-void wideattn_close(wideattn_context* ctx) {
-    if (!ctx) return;
-    if (!ctx->loaded.empty()) {
-        wideattn_status status;
-        std::string error;
-        if (const wideattn::Driver* drv = wideattn::load_driver(&status, &error))
-            for (auto& entry : ctx->loaded) drv->cuModuleUnload(entry.second.module);
-    }
-    delete ctx;
-}
-
-const char* wideattn_bundle_dir(const wideattn_context* ctx) { return ctx ? ctx->bundle_dir.c_str() : ""; }
-
-int32_t wideattn_kernel_count(const wideattn_context* ctx) {
-    return ctx ? static_cast<int32_t>(ctx->infos.size()) : 0;
-}
-
-wideattn_status wideattn_get_kernel_info(const wideattn_context* ctx, int32_t index, wideattn_kernel_info* info) {
-    if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
-    if (!info) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "info is NULL");
-    if (index < 0 || index >= static_cast<int32_t>(ctx->infos.size()))
-        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "index=" + std::to_string(index) + " outside 0.." +
-                                                         std::to_string(static_cast<int>(ctx->infos.size()) - 1));
-    *info = ctx->infos[index];
-    return WIDEATTN_OK;
-}
-
-wideattn_status wideattn_is_supported(const wideattn_context* ctx, const wideattn_prefill_params* params,
-                                      int cc_major, int cc_minor, int32_t* kernel_index) {
-    if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
-    std::string message;
-    wideattn_status status = wideattn::validate_params(params, &message);
-    if (status != WIDEATTN_OK) return fail(status, message);
-    int32_t index = -1;
-    const std::string tuned = ctx->tuning.choice_for(*params, cc_major, cc_minor, nullptr);
-    status = wideattn::select_kernel(ctx->manifest.kernels, *params, cc_major, cc_minor, &index, &message,
-                                     prefill_restriction(ctx), tuned);
-    if (status != WIDEATTN_OK) return fail(status, message);
-    if (kernel_index) *kernel_index = index;
-    return WIDEATTN_OK;
-}
-
-wideattn_status wideattn_set_prefill_kernel(wideattn_context* ctx, const char* name) {
+wideattn_status set_prefill_kernel(wideattn_context* ctx, const char* name) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     const std::string wanted = name ? name : "";
     if (!wanted.empty() && !wideattn::has_prefill_kernel(ctx->manifest.kernels, wanted)) {
@@ -349,8 +261,8 @@ wideattn_status wideattn_set_prefill_kernel(wideattn_context* ctx, const char* n
     return WIDEATTN_OK;
 }
 
-wideattn_status wideattn_tuning_status(const wideattn_context* ctx, int32_t* state, char* message,
-                                       size_t message_size, size_t* message_length) {
+wideattn_status tuning_status(const wideattn_context* ctx, int32_t* state, char* message, size_t message_size,
+                              size_t* message_length) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     if (!state) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "state is NULL");
     if (!message && message_size > 0)
@@ -367,11 +279,7 @@ wideattn_status wideattn_tuning_status(const wideattn_context* ctx, int32_t* sta
     return WIDEATTN_OK;
 }
 
-const char* wideattn_bundle_checksum(const wideattn_context* ctx) { return ctx ? ctx->tuning.checksum().c_str() : ""; }
-
-const char* wideattn_tuning_path(const wideattn_context* ctx) { return ctx ? ctx->tuning.path().c_str() : ""; }
-
-wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_params* params, void* stream) {
+wideattn_status prefill(wideattn_context* ctx, const wideattn_prefill_params* params, void* stream) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     std::string message;
     const wideattn_status status = wideattn::validate_params(params, &message);
@@ -400,8 +308,7 @@ wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_p
         });
 }
 
-wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params,
-                                           void* stream) {
+wideattn_status quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params, void* stream) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     std::string message;
     const wideattn_status status = wideattn::validate_quantize_params(params, &message);
@@ -415,7 +322,7 @@ wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn
         [&](const wideattn::ManifestKernel& kernel) { return wideattn::quantize_launch_geometry(kernel, args); });
 }
 
-wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_scale_params* params, void* stream) {
+wideattn_status compute_scale(wideattn_context* ctx, const wideattn_scale_params* params, void* stream) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     std::string message;
     const wideattn_status status = wideattn::validate_scale_params(params, &message);
@@ -436,6 +343,116 @@ wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_sca
         },
         [&](const wideattn::ManifestKernel& kernel) { return wideattn::scale_launch_geometry(kernel, args); },
         set_floor);
+}
+
+}  // namespace
+
+// Every exported function that can throw runs its body through guarded() (c_boundary.h); the
+// others (version, status_string, last_error, bundle_dir, kernel_count, bundle_checksum,
+// tuning_path) only read memory.
+extern "C" {
+
+const char* wideattn_version(void) {
+#define WIDEATTN_STR2(x) #x
+#define WIDEATTN_STR(x) WIDEATTN_STR2(x)
+    return WIDEATTN_STR(WIDEATTN_VERSION_MAJOR) "." WIDEATTN_STR(WIDEATTN_VERSION_MINOR) "." WIDEATTN_STR(
+        WIDEATTN_VERSION_PATCH);
+}
+
+const char* wideattn_status_string(wideattn_status status) {
+    switch (status) {
+        case WIDEATTN_OK: return "WIDEATTN_OK";
+        case WIDEATTN_ERROR_INVALID_ARGUMENT: return "WIDEATTN_ERROR_INVALID_ARGUMENT";
+        case WIDEATTN_ERROR_UNSUPPORTED: return "WIDEATTN_ERROR_UNSUPPORTED";
+        case WIDEATTN_ERROR_NO_DRIVER: return "WIDEATTN_ERROR_NO_DRIVER";
+        case WIDEATTN_ERROR_NO_DEVICE: return "WIDEATTN_ERROR_NO_DEVICE";
+        case WIDEATTN_ERROR_BUNDLE: return "WIDEATTN_ERROR_BUNDLE";
+        case WIDEATTN_ERROR_CUDA: return "WIDEATTN_ERROR_CUDA";
+        case WIDEATTN_ERROR_INTERNAL: return "WIDEATTN_ERROR_INTERNAL";
+    }
+    return "WIDEATTN_STATUS_UNKNOWN";
+}
+
+const char* wideattn_last_error(void) { return wideattn::last_error_text(); }
+
+wideattn_status wideattn_open(wideattn_context** out, const char* bundle_dir) {
+    return guarded("wideattn_open", [&] { return open_context(out, bundle_dir); });
+}
+
+void wideattn_close(wideattn_context* ctx) {
+    if (!ctx) return;
+    guarded("wideattn_close", [&] {
+        if (!ctx->loaded.empty()) {
+            wideattn_status status;
+            std::string error;
+            if (const wideattn::Driver* drv = wideattn::load_driver(&status, &error))
+                for (auto& entry : ctx->loaded) drv->cuModuleUnload(entry.second.module);
+        }
+        return WIDEATTN_OK;
+    });
+    delete ctx;
+}
+
+const char* wideattn_bundle_dir(const wideattn_context* ctx) { return ctx ? ctx->bundle_dir.c_str() : ""; }
+
+int32_t wideattn_kernel_count(const wideattn_context* ctx) {
+    return ctx ? static_cast<int32_t>(ctx->infos.size()) : 0;
+}
+
+wideattn_status wideattn_get_kernel_info(const wideattn_context* ctx, int32_t index, wideattn_kernel_info* info) {
+    return guarded("wideattn_get_kernel_info", [&] {
+        if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+        if (!info) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "info is NULL");
+        if (index < 0 || index >= static_cast<int32_t>(ctx->infos.size()))
+            return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "index=" + std::to_string(index) + " outside 0.." +
+                                                             std::to_string(static_cast<int>(ctx->infos.size()) - 1));
+        *info = ctx->infos[index];
+        return WIDEATTN_OK;
+    });
+}
+
+wideattn_status wideattn_is_supported(const wideattn_context* ctx, const wideattn_prefill_params* params,
+                                      int cc_major, int cc_minor, int32_t* kernel_index) {
+    return guarded("wideattn_is_supported", [&] {
+        if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+        std::string message;
+        wideattn_status status = wideattn::validate_params(params, &message);
+        if (status != WIDEATTN_OK) return fail(status, message);
+        int32_t index = -1;
+        const std::string tuned = ctx->tuning.choice_for(*params, cc_major, cc_minor, nullptr);
+        status = wideattn::select_kernel(ctx->manifest.kernels, *params, cc_major, cc_minor, &index, &message,
+                                         prefill_restriction(ctx), tuned);
+        if (status != WIDEATTN_OK) return fail(status, message);
+        if (kernel_index) *kernel_index = index;
+        return WIDEATTN_OK;
+    });
+}
+
+wideattn_status wideattn_set_prefill_kernel(wideattn_context* ctx, const char* name) {
+    return guarded("wideattn_set_prefill_kernel", [&] { return set_prefill_kernel(ctx, name); });
+}
+
+wideattn_status wideattn_tuning_status(const wideattn_context* ctx, int32_t* state, char* message,
+                                       size_t message_size, size_t* message_length) {
+    return guarded("wideattn_tuning_status",
+                   [&] { return tuning_status(ctx, state, message, message_size, message_length); });
+}
+
+const char* wideattn_bundle_checksum(const wideattn_context* ctx) { return ctx ? ctx->tuning.checksum().c_str() : ""; }
+
+const char* wideattn_tuning_path(const wideattn_context* ctx) { return ctx ? ctx->tuning.path().c_str() : ""; }
+
+wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_params* params, void* stream) {
+    return guarded("wideattn_prefill", [&] { return prefill(ctx, params, stream); });
+}
+
+wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params,
+                                           void* stream) {
+    return guarded("wideattn_quantize_to_cache", [&] { return quantize_to_cache(ctx, params, stream); });
+}
+
+wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_scale_params* params, void* stream) {
+    return guarded("wideattn_compute_scale", [&] { return compute_scale(ctx, params, stream); });
 }
 
 }  // extern "C"

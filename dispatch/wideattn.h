@@ -41,7 +41,9 @@ typedef enum wideattn_status {
     WIDEATTN_ERROR_NO_DRIVER = 3,        /* libcuda.so.1 could not be loaded or is incomplete */
     WIDEATTN_ERROR_NO_DEVICE = 4,        /* the driver reports no usable device or context */
     WIDEATTN_ERROR_BUNDLE = 5,           /* manifest or cubin missing, unreadable or corrupt */
-    WIDEATTN_ERROR_CUDA = 6              /* a CUDA driver call failed (message has the code) */
+    WIDEATTN_ERROR_CUDA = 6,             /* a CUDA driver call failed (message has the code) */
+    WIDEATTN_ERROR_INTERNAL = 7          /* an unexpected failure inside the library, e.g. out of
+                                            host memory; no C++ exception ever reaches the caller */
 } wideattn_status;
 
 /* Element types. Values are stable: they appear in the manifest and in kernel arguments. */
@@ -233,10 +235,12 @@ WIDEATTN_API const char* wideattn_last_error(void);
 
 /*
  * Opens a context on a bundle directory. bundle_dir NULL means: the environment variable
- * WIDEATTN_BUNDLE if set, else the directory the library was installed with. Reads and
- * checks manifest.json and every cubin's size and checksum (WIDEATTN_ERROR_BUNDLE names the
- * file); cubins are loaded into a CUDA context lazily, at the first launch in that context.
- * Does not need a driver or a GPU.
+ * WIDEATTN_BUNDLE if set, else the directory the library was installed with. Reads and checks
+ * manifest.json only (WIDEATTN_ERROR_BUNDLE names the file and field), so its cost grows with
+ * the manifest, not with the cubins. Each cubin is read, checked against the manifest's size
+ * and checksum, and loaded into a CUDA context lazily, at the first launch of its kernel in
+ * that context; a missing, truncated or corrupt cubin fails that launch with
+ * WIDEATTN_ERROR_BUNDLE naming the file. Does not need a driver or a GPU.
  */
 WIDEATTN_API wideattn_status wideattn_open(wideattn_context** ctx, const char* bundle_dir);
 

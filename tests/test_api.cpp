@@ -1,12 +1,20 @@
-// test_api.cpp - the C API without a GPU: opening bundles (good, missing, corrupt), kernel
-// info, is_supported, and the no-driver path of wideattn_prefill.
+// test_api.cpp - the C API without a GPU: opening bundles (good, missing, damaged manifest),
+// lazy cubin verification, the exception boundary, kernel info, is_supported, and the
+// no-driver path of wideattn_prefill.
 #include <doctest/doctest.h>
+
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <string>
 
+#include "dispatch/bundle_files.h"
+#include "dispatch/c_boundary.h"
 #include "dispatch/manifest.h"
+#include "dispatch/manifest_format.h"
 #include "tests/test_helpers.h"
 #include "wideattn.h"
 
@@ -20,14 +28,6 @@ std::string copy_bundle(const test::TempDir& dir) {
     const std::string command = "cp -r '" + test::built_bundle() + "' '" + target + "'";
     REQUIRE(std::system(command.c_str()) == 0);
     return target;
-}
-
-std::string first_cubin(const std::string& bundle) {
-    Manifest m;
-    std::string err;
-    REQUIRE(load_manifest(bundle, &m, &err));
-    REQUIRE(!m.kernels.empty());
-    return bundle + "/" + m.kernels[0].cubin;
 }
 
 // A libcuda path that does not exist: WIDEATTN_LIBCUDA set to it forces the no-driver path.
@@ -93,7 +93,7 @@ TEST_CASE("api: bundle directory from the argument, then WIDEATTN_BUNDLE") {
     CHECK(std::string(wideattn_last_error()) == "ctx (the output pointer) is NULL");
 }
 
-TEST_CASE("api: damaged bundles fail at open with the file named") {
+TEST_CASE("api: a damaged manifest fails at open with the file named") {
     test::TempDir tmp;
     const std::string bundle = copy_bundle(tmp);
     wideattn_context* ctx = nullptr;
@@ -106,30 +106,96 @@ TEST_CASE("api: damaged bundles fail at open with the file named") {
     SUBCASE("missing manifest") {
         std::remove((bundle + "/manifest.json").c_str());
         CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
-        CHECK(std::string(wideattn_last_error()).find("cannot open") != std::string::npos);
+        CHECK(std::string(wideattn_last_error()).find("cannot open " + bundle + "/manifest.json") != std::string::npos);
     }
-    SUBCASE("missing cubin") {
-        const std::string cubin = first_cubin(bundle);
-        std::remove(cubin.c_str());
+    SUBCASE("a directory in place of manifest.json: a status, not an exception through the C ABI") {
+        std::remove((bundle + "/manifest.json").c_str());
+        REQUIRE(mkdir((bundle + "/manifest.json").c_str(), 0700) == 0);
         CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
-        CHECK(std::string(wideattn_last_error()).find("cannot open cubin " + cubin) != std::string::npos);
-    }
-    SUBCASE("truncated cubin") {
-        const std::string cubin = first_cubin(bundle);
-        const std::string image = test::read_file(cubin);
-        test::write_file(cubin, image.substr(0, image.size() / 2));
-        CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
-        CHECK(std::string(wideattn_last_error()).find("truncated or replaced") != std::string::npos);
-    }
-    SUBCASE("corrupt cubin of the right size") {
-        const std::string cubin = first_cubin(bundle);
-        std::string image = test::read_file(cubin);
-        image[image.size() / 2] ^= 0x5a;
-        test::write_file(cubin, image);
-        CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
-        CHECK(std::string(wideattn_last_error()).find("(corrupt file)") != std::string::npos);
+        CHECK(std::string(wideattn_last_error()).find(bundle + "/manifest.json is a directory, not a regular file") ==
+              0);
     }
     CHECK(ctx == nullptr);
+}
+
+TEST_CASE("api: open reads the manifest only; each cubin is verified at its first load") {
+    test::TempDir tmp;
+    const std::string bundle = copy_bundle(tmp);
+    Manifest m;
+    std::string err;
+    REQUIRE(load_manifest(bundle, &m, &err));
+    const ManifestKernel& k = m.kernels[0];
+    const std::string cubin = bundle + "/" + k.cubin;
+    const std::string image = test::read_file(cubin);
+    std::string loaded, message;
+
+    SUBCASE("damaged cubins leave open and the kernel info working") {
+        // Every cubin gone: open never touches them, so it stays cheap for any bundle size.
+        for (const ManifestKernel& each : m.kernels) std::remove((bundle + "/" + each.cubin).c_str());
+        wideattn_context* ctx = nullptr;
+        REQUIRE(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_OK);
+        CHECK(wideattn_kernel_count(ctx) == static_cast<int32_t>(m.kernels.size()));
+        wideattn_kernel_info info{};
+        CHECK(wideattn_get_kernel_info(ctx, 0, &info) == WIDEATTN_OK);
+        CHECK(std::string(info.cubin) == k.cubin);
+        wideattn_close(ctx);
+    }
+    SUBCASE("an intact cubin loads") {
+        CHECK(read_verified_cubin(bundle, k, &loaded, &message) == WIDEATTN_OK);
+        CHECK(loaded == image);
+    }
+    SUBCASE("missing cubin") {
+        std::remove(cubin.c_str());
+        CHECK(read_verified_cubin(bundle, k, &loaded, &message) == WIDEATTN_ERROR_BUNDLE);
+        CHECK(message == "cannot read cubin " + cubin + " of kernel " + k.name + " (" + k.arch + "): cannot open " +
+                             cubin + " (No such file or directory)");
+    }
+    SUBCASE("truncated cubin") {
+        test::write_file(cubin, image.substr(0, image.size() / 2));
+        CHECK(read_verified_cubin(bundle, k, &loaded, &message) == WIDEATTN_ERROR_BUNDLE);
+        CHECK(message == "cubin " + cubin + " has " + std::to_string(image.size() / 2) + " bytes, manifest says " +
+                             std::to_string(image.size()) + " (truncated or replaced file)");
+    }
+    SUBCASE("a longer file in its place") {
+        test::write_file(cubin, image + "x");
+        CHECK(read_verified_cubin(bundle, k, &loaded, &message) == WIDEATTN_ERROR_BUNDLE);
+        CHECK(message.find("has " + std::to_string(image.size() + 1) + " bytes, manifest says") != std::string::npos);
+    }
+    SUBCASE("corrupt cubin of the right size") {
+        std::string corrupt = image;
+        corrupt[corrupt.size() / 2] ^= 0x5a;
+        test::write_file(cubin, corrupt);
+        CHECK(read_verified_cubin(bundle, k, &loaded, &message) == WIDEATTN_ERROR_BUNDLE);
+        CHECK(message == "cubin " + cubin + " checksum " + checksum_text(fnv1a64(corrupt.data(), corrupt.size())) +
+                             " does not match the manifest's " + k.cubin_fnv1a64 + " (corrupt file)");
+    }
+    SUBCASE("a directory in place of a cubin") {
+        std::remove(cubin.c_str());
+        REQUIRE(mkdir(cubin.c_str(), 0700) == 0);
+        CHECK(read_verified_cubin(bundle, k, &loaded, &message) == WIDEATTN_ERROR_BUNDLE);
+        CHECK(message.find(cubin + " is a directory, not a regular file") != std::string::npos);
+    }
+}
+
+TEST_CASE("api: an exception never crosses the C ABI") {
+    // guarded() is what every exported function that can throw runs its body through.
+    CHECK(guarded("wideattn_open", []() -> wideattn_status { throw std::runtime_error("boom"); }) ==
+          WIDEATTN_ERROR_INTERNAL);
+    CHECK(std::string(wideattn_last_error()) == "wideattn_open: unexpected exception: boom");
+    CHECK(guarded("wideattn_prefill", []() -> wideattn_status { throw std::bad_alloc(); }) == WIDEATTN_ERROR_INTERNAL);
+    CHECK(std::string(wideattn_last_error()) == "wideattn_prefill: out of host memory");
+    CHECK(guarded("wideattn_close", []() -> wideattn_status { throw 42; }) == WIDEATTN_ERROR_INTERNAL);
+    CHECK(std::string(wideattn_last_error()) == "wideattn_close: unexpected exception of an unknown type");
+    // A message of any length is cut to the fixed buffer, not overrun.
+    const std::string long_what(10000, 'w');
+    CHECK(guarded("f", [&]() -> wideattn_status { throw std::runtime_error(long_what); }) == WIDEATTN_ERROR_INTERNAL);
+    CHECK(std::string(wideattn_last_error()).size() < 1024);
+    // The next failure replaces the fixed message; success leaves the last one.
+    CHECK(guarded("f", [] { return fail(WIDEATTN_ERROR_BUNDLE, "plain"); }) == WIDEATTN_ERROR_BUNDLE);
+    CHECK(std::string(wideattn_last_error()) == "plain");
+    CHECK(guarded("f", [] { return WIDEATTN_OK; }) == WIDEATTN_OK);
+    CHECK(std::string(wideattn_last_error()) == "plain");
+    CHECK(std::string(wideattn_status_string(WIDEATTN_ERROR_INTERNAL)) == "WIDEATTN_ERROR_INTERNAL");
 }
 
 TEST_CASE("api: is_supported runs validation and selection without a driver") {
