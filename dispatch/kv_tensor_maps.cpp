@@ -2,7 +2,9 @@
 #include "dispatch/kv_tensor_maps.h"
 
 #include <sstream>
+#include <utility>
 
+#include "dispatch/checked_math.h"
 #include "dispatch/validation.h"
 
 namespace wideattn {
@@ -41,29 +43,69 @@ KvMapLayout kv_map_layout(const wideattn_prefill_params& p, bool is_value) {
     return layout;
 }
 
+namespace {
+
+// Why `stride` (elements of `elem` bytes) cannot be a TMA stride, or "".
+std::string stride_over_limit(const char* prefix, const char* dim, int64_t stride, int64_t elem) {
+    int64_t bytes = 0;
+    if (checked_mul(stride, elem, &bytes) && static_cast<uint64_t>(bytes) < kMaxStrideBytes) return std::string();
+    std::ostringstream why;
+    why << prefix << "_" << dim << "_stride=" << stride << " is 2^40 bytes or more (TMA strides are below 2^40 bytes)";
+    return why.str();
+}
+
+// "outer=value is below count x inner=span" for a stride that does not cover the dimension
+// inside it; the span is given as a product when it does not fit 64 bits.
+std::string below(const char* prefix, const char* outer, int64_t outer_value, const char* count_name, int64_t count,
+                  const char* inner, int64_t inner_value, bool span_fits, int64_t span) {
+    std::ostringstream why;
+    why << prefix << "_" << outer << "_stride=" << outer_value << " is below " << count_name << " x " << prefix << "_"
+        << inner << "_stride=";
+    if (span_fits)
+        why << span;
+    else
+        why << count << " x " << inner_value << " (beyond 64 bits)";
+    why << " (TMA needs each stride to cover the dimension inside it)";
+    return why.str();
+}
+
+}  // namespace
+
 std::string kv_map_unsupported(const wideattn_prefill_params& p) {
+    const int64_t elem = dtype_size(p.kv_dtype);
     for (const bool is_value : {false, true}) {
         const CacheStrides s = cache_strides(p, is_value);
-        const KvMapLayout layout = kv_map_layout(p, is_value);
-        std::ostringstream why;
         if (s.head < p.head_dim) {
-            why << s.prefix << "_head_stride=" << s.head << " is below head_dim=" << p.head_dim;
-        } else if (s.slot < s.head * p.num_kv_heads) {
-            why << s.prefix << "_slot_stride=" << s.slot << " is below num_kv_heads x " << s.prefix
-                << "_head_stride=" << s.head * p.num_kv_heads;
-        } else if (s.block < s.slot * p.block_size) {
-            why << s.prefix << "_block_stride=" << s.block << " is below block_size x " << s.prefix
-                << "_slot_stride=" << s.slot * p.block_size;
-        } else if (layout.strides[kKvMapDimBlock - 1] >= kMaxStrideBytes) {
-            why << s.prefix << "_block_stride=" << s.block << " is 2^40 bytes or more";
+            std::ostringstream why;
+            why << s.prefix << "_head_stride=" << s.head << " is below head_dim=" << p.head_dim
+                << " (TMA needs each stride to cover the dimension inside it)";
+            return why.str();
         }
-        if (!why.str().empty()) return why.str() + " (TMA needs each stride to cover the dimension inside it)";
+        int64_t heads_span = 0, slots_span = 0;
+        const bool heads_fit = checked_mul(s.head, p.num_kv_heads, &heads_span);
+        if (!heads_fit || s.slot < heads_span)
+            return below(s.prefix, "slot", s.slot, "num_kv_heads", p.num_kv_heads, "head", s.head, heads_fit,
+                         heads_span);
+        const bool slots_fit = checked_mul(s.slot, p.block_size, &slots_span);
+        if (!slots_fit || s.block < slots_span)
+            return below(s.prefix, "block", s.block, "block_size", p.block_size, "slot", s.slot, slots_fit,
+                         slots_span);
+        for (const auto& [dim, stride] : {std::pair<const char*, int64_t>{"head", s.head}, {"slot", s.slot},
+                                          {"block", s.block}}) {
+            std::string why = stride_over_limit(s.prefix, dim, stride, elem);
+            if (!why.empty()) return why;
+        }
     }
     return std::string();
 }
 
 wideattn_status encode_kv_tensor_maps(const Driver& driver, const wideattn_prefill_params& p, KvTensorMaps* maps,
                                       std::string* message) {
+    // The layout is computed without overflow checks: describable layouts only.
+    if (const std::string why = kv_map_unsupported(p); !why.empty()) {
+        *message = "the K/V cache cannot be described as TMA tensors: " + why;
+        return WIDEATTN_ERROR_UNSUPPORTED;
+    }
     if (!driver.cuTensorMapEncodeTiled) {
         *message = "the CUDA driver lacks cuTensorMapEncodeTiled (CUDA 12.0 or newer is needed for TMA kernels)";
         return WIDEATTN_ERROR_NO_DRIVER;

@@ -20,18 +20,21 @@ struct KvMapLayout {
     uint64_t strides[kKvMapRank - 1];
 };
 
+// For params that kv_map_unsupported accepts (its products are then known to fit).
 KvMapLayout kv_map_layout(const wideattn_prefill_params& p, bool is_value);
 
 // Empty when both caches of validated params can be described as TMA tensors; otherwise why
 // not, naming the argument and value. Beyond what validation already requires (16-byte aligned
 // bases and rows), the driver documents that every dimension's stride covers the one inside it
 // (head stride >= head_dim, slot stride >= num_kv_heads x head stride, block stride >=
-// block_size x slot stride) and that strides stay below 2^40 bytes.
+// block_size x slot stride) and that strides stay below 2^40 bytes. Every product is computed
+// with overflow checks: strides whose products do not fit 64 bits are "not describable" too.
 std::string kv_map_unsupported(const wideattn_prefill_params& p);
 
 // Encodes both maps for validated params whose layout kv_map_unsupported accepts. Returns
-// WIDEATTN_OK, or WIDEATTN_ERROR_NO_DRIVER when the driver lacks cuTensorMapEncodeTiled and
-// WIDEATTN_ERROR_CUDA when it refuses the layout, with *message.
+// WIDEATTN_OK, or with *message: WIDEATTN_ERROR_UNSUPPORTED for a layout kv_map_unsupported
+// refuses (selection never picks a "tma_kv" kernel for one), WIDEATTN_ERROR_NO_DRIVER when the
+// driver lacks cuTensorMapEncodeTiled and WIDEATTN_ERROR_CUDA when it refuses the layout.
 wideattn_status encode_kv_tensor_maps(const Driver& driver, const wideattn_prefill_params& p, KvTensorMaps* maps,
                                       std::string* message);
 

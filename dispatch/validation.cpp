@@ -1,10 +1,13 @@
 // validation.cpp - argument validation of the C API's calls (see validation.h).
 #include "dispatch/validation.h"
 
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <sstream>
 
+#include "dispatch/checked_math.h"
 #include "dispatch/manifest_format.h"
 
 namespace wideattn {
@@ -12,12 +15,21 @@ namespace {
 
 constexpr uintptr_t kTensorAlignment = 16;  // 16-byte vector loads and cp.async
 constexpr int32_t kBlockSizeMultiple = 16;
+constexpr int64_t kMaxSeqKeys = INT32_MAX;  // seq_lens_k entries are int32
 
 std::string pointer_text(const void* ptr) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%p", ptr);
     return buf;
 }
+
+// One dimension of a tensor: `count` indices `stride` elements apart.
+struct Dim {
+    const char* count_name;
+    int64_t count;
+    const char* stride_name;
+    int64_t stride;
+};
 
 class Validator {
 public:
@@ -58,24 +70,72 @@ public:
         if (dtype_size(value) > 0) return true;
         return fail(std::string(name) + "=" + std::to_string(value) + " is not a wideattn_dtype (0..4)");
     }
-    // The output rows [token][head] must not overlap: the inner stride covers head_dim and the
-    // outer stride covers all rows of the inner dimension.
+    // The output rows [token][head] must not overlap: of the dimensions with more than one
+    // index, the inner stride covers head_dim and the outer stride covers all rows of the inner
+    // dimension (a product that overflows covers nothing).
     bool output_rows_disjoint(int64_t token_stride, int64_t head_stride, int32_t total_q, int32_t heads,
                               int32_t head_dim) {
-        const bool token_outer = token_stride >= head_stride;
-        const int64_t inner = token_outer ? head_stride : token_stride;
-        const int64_t outer = token_outer ? token_stride : head_stride;
-        const int64_t inner_count = token_outer ? heads : total_q;
-        const int64_t outer_count = token_outer ? total_q : heads;
-        if (inner >= head_dim && (outer_count <= 1 || outer >= inner * inner_count)) return true;
+        const bool tokens_vary = total_q > 1, heads_vary = heads > 1;
+        bool disjoint = true;
+        if (tokens_vary && heads_vary) {
+            const bool token_outer = token_stride >= head_stride;
+            const int64_t inner = token_outer ? head_stride : token_stride;
+            const int64_t outer = token_outer ? token_stride : head_stride;
+            const int64_t inner_count = token_outer ? heads : total_q;
+            int64_t inner_span = 0;
+            disjoint = inner >= head_dim && checked_mul(inner, inner_count, &inner_span) && outer >= inner_span;
+        } else if (tokens_vary || heads_vary) {
+            disjoint = (tokens_vary ? token_stride : head_stride) >= head_dim;
+        }
+        if (disjoint) return true;
         std::ostringstream s;
         s << "o_token_stride=" << token_stride << " and o_head_stride=" << head_stride
           << " make output rows overlap (head_dim=" << head_dim << ", num_q_heads=" << heads
           << ", total_q=" << total_q << ")";
         return fail(s.str());
     }
+    // Every element of tensor `name` (rows of `row` <= 2^32 contiguous elements of `elem_size`
+    // <= 8 bytes at base + the dims' offsets) lies less than 2^63 bytes past `base` and below the
+    // end of the address space, so no offset the kernels compute can overflow. A tensor with a
+    // count of 0 has no element to reach.
+    bool tensor_fits(const char* name, const void* base, int64_t elem_size, int64_t row,
+                     std::initializer_list<Dim> dims) {
+        if (row <= 0) return true;
+        for (const Dim& d : dims)
+            if (d.count <= 0) return true;
+        int64_t bytes = (row - 1) * elem_size;  // below 2^35 by the bounds above
+        const Dim* largest = nullptr;
+        int64_t largest_bytes = -1;
+        for (const Dim& d : dims) {
+            int64_t term = 0;
+            if (!checked_mul(d.count - 1, d.stride, &term) || !checked_mul(term, elem_size, &term))
+                return too_far(name, d.stride_name, d.stride, d.count_name, d.count, elem_size);
+            if (term > largest_bytes) largest = &d, largest_bytes = term;
+            if (!checked_add(bytes, term, &bytes))
+                return too_far(name, largest->stride_name, largest->stride, largest->count_name, largest->count,
+                               elem_size);
+        }
+        const uintptr_t address = reinterpret_cast<uintptr_t>(base);
+        if (static_cast<uint64_t>(bytes) <= UINTPTR_MAX - address) return true;
+        std::ostringstream s;
+        s << name << "=" << pointer_text(base) << " plus the " << bytes
+          << " bytes to its last element runs past the end of the 64-bit address space";
+        return fail(s.str());
+    }
 
 private:
+    // The refusal of tensor_fits: `field`=value (with `count_name`=count indices) takes the
+    // tensor's last element 2^63 bytes or more past its base.
+    bool too_far(const char* tensor, const char* field, int64_t value, const char* count_name, int64_t count,
+                 int64_t elem_size) {
+        std::ostringstream s;
+        s << field << "=" << value;
+        if (count_name) s << " with " << count_name << "=" << count;
+        s << " puts the last element of " << tensor << " (" << elem_size
+          << "-byte elements) 2^63 bytes or more past its start: the offsets overflow";
+        return fail(s.str());
+    }
+
     std::string* message_;
 };
 
@@ -179,6 +239,45 @@ bool check_scales(Validator& v, const wideattn_prefill_params& p) {
     return true;
 }
 
+// Every tensor's last element within reach of 64-bit offsets (after the strides, counts and
+// dtypes passed the checks above). The block table is bounded by the most keys a sequence can
+// have (seq_lens_k is int32), as its entries live in device memory.
+bool check_extents(Validator& v, const wideattn_prefill_params& p) {
+    const int64_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
+    const int64_t lse_size = p.o_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
+    const int64_t table_row = (kMaxSeqKeys - 1) / p.block_size + 1;
+    const int64_t int32_size = sizeof(int32_t);
+    return v.tensor_fits("q", p.q, q_size, p.head_dim,
+                         {{"total_q", p.total_q, "q_token_stride", p.q_token_stride},
+                          {"num_q_heads", p.num_q_heads, "q_head_stride", p.q_head_stride}}) &&
+           v.tensor_fits("k_cache", p.k_cache, kv_size, p.head_dim,
+                         {{"num_blocks", p.num_blocks, "k_block_stride", p.k_block_stride},
+                          {"block_size", p.block_size, "k_slot_stride", p.k_slot_stride},
+                          {"num_kv_heads", p.num_kv_heads, "k_head_stride", p.k_head_stride}}) &&
+           v.tensor_fits("v_cache", p.v_cache, kv_size, p.head_dim,
+                         {{"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
+                          {"block_size", p.block_size, "v_slot_stride", p.v_slot_stride},
+                          {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride}}) &&
+           v.tensor_fits("o", p.o, o_size, p.head_dim,
+                         {{"total_q", p.total_q, "o_token_stride", p.o_token_stride},
+                          {"num_q_heads", p.num_q_heads, "o_head_stride", p.o_head_stride}}) &&
+           (!p.lse || v.tensor_fits("lse", p.lse, lse_size, p.total_q,
+                                    {{"num_q_heads", p.num_q_heads, "lse_head_stride", p.lse_head_stride}})) &&
+           v.tensor_fits("cu_seqlens_q", p.cu_seqlens_q, int32_size, int64_t{p.num_seqs} + 1, {}) &&
+           v.tensor_fits("seq_lens_k", p.seq_lens_k, int32_size, p.num_seqs, {}) &&
+           v.tensor_fits("block_table", p.block_table, int32_size, table_row,
+                         {{"num_seqs", p.num_seqs, "block_table_stride", p.block_table_stride}});
+}
+
+// The bf16 source of the quantise and amax kernels, and its optional int64 slot mapping.
+bool source_fits(Validator& v, const void* src, int64_t token_stride, int64_t head_stride, int32_t tokens,
+                 int32_t heads, int32_t head_dim, const int64_t* slot_mapping) {
+    return v.tensor_fits("src", src, dtype_size(WIDEATTN_DTYPE_BF16), head_dim,
+                         {{"tokens", tokens, "src_token_stride", token_stride},
+                          {"heads", heads, "src_head_stride", head_stride}}) &&
+           (!slot_mapping || v.tensor_fits("slot_mapping", slot_mapping, sizeof(int64_t), tokens, {}));
+}
+
 }  // namespace
 
 int32_t dtype_size(int32_t dtype) {
@@ -199,7 +298,7 @@ wideattn_status validate_params(const wideattn_prefill_params* p, std::string* m
     }
     Validator v(message);
     const bool ok = check_pointers_and_counts(v, *p) && check_shape(v, *p) && check_strides(v, *p) &&
-                    check_lse(v, *p) && check_scales(v, *p);
+                    check_lse(v, *p) && check_scales(v, *p) && check_extents(v, *p);
     return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
 }
 
@@ -229,7 +328,13 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
                     v.multiple(p->cache_block_stride, kCacheVecBytes, "cache_block_stride") &&
                     v.multiple(p->cache_slot_stride, kCacheVecBytes, "cache_slot_stride") &&
                     v.multiple(p->cache_head_stride, kCacheVecBytes, "cache_head_stride") &&
-                    v.multiple(p->head_dim, kCacheVecBytes, "head_dim");
+                    v.multiple(p->head_dim, kCacheVecBytes, "head_dim") &&
+                    source_fits(v, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
+                                p->slot_mapping) &&
+                    v.tensor_fits("cache", p->cache, 1, p->head_dim,
+                                  {{"num_blocks", p->num_blocks, "cache_block_stride", p->cache_block_stride},
+                                   {"block_size", p->block_size, "cache_slot_stride", p->cache_slot_stride},
+                                   {"heads", p->heads, "cache_head_stride", p->cache_head_stride}});
     if (!ok) return WIDEATTN_ERROR_INVALID_ARGUMENT;
     const int64_t slots = int64_t{p->num_blocks} * p->block_size;
     if (!p->slot_mapping && p->tokens > slots) {
@@ -261,7 +366,9 @@ wideattn_status validate_scale_params(const wideattn_scale_params* p, std::strin
                     v.at_least(p->head_dim, 1, "head_dim") &&
                     v.stride(p->src_token_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_token_stride") &&
                     v.stride(p->src_head_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_head_stride") &&
-                    v.multiple(p->head_dim, kSrcVecElems, "head_dim");
+                    v.multiple(p->head_dim, kSrcVecElems, "head_dim") &&
+                    source_fits(v, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
+                                p->slot_mapping);
     return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
 }
 

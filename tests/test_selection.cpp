@@ -430,6 +430,43 @@ TEST_CASE("selection: TMA kernels take the cache layouts a tensor map can descri
     }
 }
 
+TEST_CASE("selection: a TMA kernel steps aside for strides whose products do not fit 64 bits") {
+    // Wrapped, such products looked like covering strides, the driver then refused the map and
+    // the call failed with WIDEATTN_ERROR_CUDA.
+    const Manifest m = parse_bundle({
+        test::kernel_json("tma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8, "\"paged\", \"lse\", \"tma_kv\"",
+                          kCubinBytes, kZeroHash, "prefill", 300),
+        test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8, "\"varlen\", \"paged\", \"lse\"",
+                          kCubinBytes, kZeroHash, "prefill", 200),
+    });
+    wideattn_prefill_params p = test::valid_params();
+    std::string why;
+    SUBCASE("num_kv_heads x head stride beyond 64 bits") {
+        p.num_q_heads = 16;
+        p.num_kv_heads = 2;
+        p.k_head_stride = int64_t{1} << 62;
+        CHECK(kv_map_unsupported(p) ==
+              "k_slot_stride=2048 is below num_kv_heads x k_head_stride=2 x 4611686018427387904 (beyond 64 bits) "
+              "(TMA needs each stride to cover the dimension inside it)");
+        CHECK(select_name(m, p, 9, 0, &why) == "mma_bf16_d512@sm_90a");
+    }
+    SUBCASE("block_size x slot stride beyond 64 bits") {
+        p.v_slot_stride = int64_t{1} << 62;
+        CHECK(kv_map_unsupported(p).find("v_block_stride=32768 is below block_size x v_slot_stride=16 x "
+                                         "4611686018427387904 (beyond 64 bits)") == 0);
+        CHECK(select_name(m, p, 9, 0, &why) == "mma_bf16_d512@sm_90a");
+    }
+    SUBCASE("nested strides whose bytes reach 2^40 or do not fit 64 bits") {
+        p.num_blocks = 1;
+        p.k_block_stride = int64_t{1} << 62;  // 2^63 bytes
+        CHECK(kv_map_unsupported(p) ==
+              "k_block_stride=4611686018427387904 is 2^40 bytes or more (TMA strides are below 2^40 bytes)");
+        p.k_block_stride = INT64_MAX - 7;  // its bytes do not fit 64 bits
+        CHECK(kv_map_unsupported(p).find("k_block_stride=9223372036854775800 is 2^40 bytes or more") == 0);
+        CHECK(select_name(m, p, 9, 0, &why) == "mma_bf16_d512@sm_90a");
+    }
+}
+
 namespace {
 
 // What the fake cuTensorMapEncodeTiled below was last called with.
@@ -488,6 +525,14 @@ TEST_CASE("tensor maps: the driver gets the layout and box the kernel addresses,
         const KvMapLayout v = kv_map_layout(p, true);
         for (int d = 0; d < kKvMapRank; ++d) CHECK(g_encode.dims[d] == v.dims[d]);
         for (int d = 0; d + 1 < kKvMapRank; ++d) CHECK(g_encode.strides[d] == v.strides[d]);
+    }
+    SUBCASE("a layout tensor maps cannot describe never reaches the driver") {
+        g_encode = EncodeCall{};
+        driver.cuTensorMapEncodeTiled = &fake_encode;
+        p.k_slot_stride = int64_t{1} << 62;
+        CHECK(encode_kv_tensor_maps(driver, p, &maps, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+        CHECK(why.find("the K/V cache cannot be described as TMA tensors: k_block_stride=") == 0);
+        CHECK(g_encode.calls == 0);
     }
     SUBCASE("a refusal by the driver names the cache") {
         g_encode = EncodeCall{};

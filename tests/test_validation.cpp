@@ -251,3 +251,100 @@ TEST_CASE("validation: per-tensor scale (amax) arguments") {
     CHECK(validate_scale_params(&e4m3, &message) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(message == "src_dtype=77 is not supported (bf16 = 0)");
 }
+
+TEST_CASE("validation: strides whose products overflow are refused, naming the field and value") {
+    constexpr int64_t k2to59 = int64_t{1} << 59, k2to62 = int64_t{1} << 62, k2to58 = int64_t{1} << 58;
+    const std::vector<BadCase<wideattn_prefill_params>> cases = {
+        // The overlap check multiplied 2^59 by 32 heads, wrapped to 0 and accepted these rows,
+        // which overlap (token 1 of head 0 starts 8 elements past head 1 of token 0).
+        {"o strides near 2^59",
+         [](auto& p) {
+             p.o_token_stride = k2to59 + 8;
+             p.o_head_stride = k2to59;
+         },
+         "o_token_stride=576460752303423496 and o_head_stride=576460752303423488 make output rows overlap"},
+        {"o rows disjoint but beyond 2^63 bytes", [](auto& p) { p.o_token_stride = k2to58; },
+         "o_token_stride=288230376151711744 with total_q=100 puts the last element of o (2-byte elements) 2^63 bytes "
+         "or more past its start: the offsets overflow"},
+        {"q token stride", [](auto& p) { p.q_token_stride = k2to62; },
+         "q_token_stride=4611686018427387904 with total_q=100 puts the last element of q"},
+        {"k slot stride 2^62", [](auto& p) { p.k_slot_stride = k2to62; },
+         "k_slot_stride=4611686018427387904 with block_size=16 puts the last element of k_cache"},
+        {"k block stride 2^62", [](auto& p) { p.k_block_stride = k2to62; },
+         "k_block_stride=4611686018427387904 with num_blocks=2048 puts the last element of k_cache"},
+        {"v head stride 2^62", [](auto& p) { p.v_head_stride = k2to62; },
+         "v_head_stride=4611686018427387904 with num_kv_heads=4 puts the last element of v_cache"},
+        {"v block stride at the limit", [](auto& p) { p.v_block_stride = INT64_MAX - 7; },
+         "v_block_stride=9223372036854775800 with num_blocks=2048"},
+        // Each term fits, their sum does not: the largest term's stride is named.
+        {"k terms that sum past 2^63",
+         [](auto& p) {
+             p.num_blocks = 2;
+             p.k_block_stride = k2to62 / 2;
+             p.k_slot_stride = k2to62 / 32;
+             p.k_head_stride = k2to62 / 8;
+         },
+         "k_block_stride=2305843009213693952 with num_blocks=2 puts the last element of k_cache"},
+        {"lse head stride",
+         [](auto& p) {
+             p.lse = fake(0x60000000);
+             p.lse_head_stride = INT64_MAX;
+         },
+         "lse_head_stride=9223372036854775807 with num_q_heads=32 puts the last element of lse (4-byte elements)"},
+        {"block table stride",
+         [](auto& p) { p.block_table_stride = int64_t{1} << 61; },
+         "block_table_stride=2305843009213693952 with num_seqs=2 puts the last element of block_table"},
+        {"q near the top of the address space", [](auto& p) { p.q = fake(UINTPTR_MAX - 0xfff); },
+         "q=0xfffffffffffff000 plus the 3276798 bytes to its last element runs past the end of the 64-bit address "
+         "space"},
+        {"cu_seqlens_q at the top", [](auto& p) { p.cu_seqlens_q = static_cast<const int32_t*>(fake(UINTPTR_MAX - 3)); },
+         "cu_seqlens_q=0xfffffffffffffffc plus the 8 bytes to its last element runs past the end"},
+    };
+    check_each_refused(cases, test::valid_params, validate_params, MessageMatch::kStartsWith);
+}
+
+TEST_CASE("validation: a stride no element uses may be anything") {
+    std::string message;
+    wideattn_prefill_params p = test::valid_params();
+    p.num_blocks = 1;
+    p.k_block_stride = p.v_block_stride = INT64_MAX - 7;  // one block: its stride is never applied
+    p.num_seqs = 1;
+    p.block_table_stride = INT64_MAX;
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    // One token and one head: neither output stride separates two rows.
+    p = test::valid_params();
+    p.total_q = 1;
+    p.num_q_heads = p.num_kv_heads = 1;
+    p.o_token_stride = 8;
+    p.o_head_stride = INT64_MAX - 7;
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    p.total_q = 2;
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message.find("make output rows overlap") != std::string::npos);
+    // An empty batch writes no element.
+    p = test::valid_params();
+    p.total_q = 0;
+    p.o_token_stride = p.q_token_stride = INT64_MAX - 7;
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+}
+
+TEST_CASE("validation: quantise and scale extents are checked") {
+    const std::vector<BadCase<wideattn_quantize_params>> quantize = {
+        {"cache block stride", [](auto& p) { p.cache_block_stride = int64_t{1} << 62; },
+         "cache_block_stride=4611686018427387904 with num_blocks=8 puts the last element of cache (1-byte elements)"},
+        {"cache head stride", [](auto& p) { p.cache_head_stride = INT64_MAX - 7; },
+         "cache_head_stride=9223372036854775800 with heads=4"},
+        {"src token stride", [](auto& p) { p.src_token_stride = int64_t{1} << 62; },
+         "src_token_stride=4611686018427387904 with tokens=10 puts the last element of src (2-byte elements)"},
+        {"slot mapping at the top", [](auto& p) { p.slot_mapping = static_cast<const int64_t*>(fake(UINTPTR_MAX - 7)); },
+         "slot_mapping=0xfffffffffffffff8 plus the 72 bytes to its last element runs past the end"},
+    };
+    check_each_refused(quantize, test::valid_quantize_params, validate_quantize_params, MessageMatch::kStartsWith);
+    const std::vector<BadCase<wideattn_scale_params>> scale = {
+        {"src head stride", [](auto& p) { p.src_head_stride = int64_t{1} << 62; },
+         "src_head_stride=4611686018427387904 with heads=4 puts the last element of src"},
+        {"src at the top", [](auto& p) { p.src = fake(UINTPTR_MAX - 15); },
+         "src=0xfffffffffffffff0 plus the"},
+    };
+    check_each_refused(scale, test::valid_scale_params, validate_scale_params, MessageMatch::kStartsWith);
+}
