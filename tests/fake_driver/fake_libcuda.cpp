@@ -1,0 +1,174 @@
+// fake_libcuda.cpp - a stand-in for libcuda.so.1 that libwideattn loads through WIDEATTN_LIBCUDA,
+// so the launch path (driver, current context, selection, lazy cubin read and checksum, module
+// load, tensor-map encoding, cuLaunchKernel) runs on a machine without a GPU. It exports every
+// entry point dispatch/driver.h resolves; the device is sm_XY from $WIDEATTN_FAKE_CC ("90" if
+// unset). Launches run nothing: the last launched symbol and call counts are read back through
+// the fake_cuda_* functions at the end.
+#include <cuda.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+struct CUctx_st {
+    int unused;
+};
+struct CUmod_st {
+    int unused;
+};
+struct CUfunc_st {
+    std::string symbol;
+};
+
+namespace {
+
+constexpr int kDefaultCc = 90;
+constexpr int kSmemOptin = 227 * 1024;
+constexpr int kMultiprocessors = 132;
+constexpr int kDriverVersion = 13000;
+constexpr unsigned char kElfMagic[] = {0x7f, 'E', 'L', 'F'};
+constexpr uint64_t kTmaMaxStride = uint64_t{1} << 40;
+constexpr uint64_t kTmaMaxDim = uint64_t{1} << 32;
+constexpr uint64_t kTmaStrideAlign = 16;
+constexpr uint32_t kTmaMaxBox = 256;
+constexpr uint32_t kTmaMaxRank = 5;
+
+CUctx_st g_context;
+std::mutex g_mutex;
+std::string g_last_launch;
+int g_module_loads = 0;
+int g_tensor_maps = 0;
+
+int fake_cc() {
+    const char* cc = std::getenv("WIDEATTN_FAKE_CC");
+    return cc && *cc ? std::atoi(cc) : kDefaultCc;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Symbol of the last cuLaunchKernel ("" before the first).
+const char* fake_cuda_last_launch(void) { return g_last_launch.c_str(); }
+int fake_cuda_module_loads(void) { return g_module_loads; }
+int fake_cuda_tensor_maps(void) { return g_tensor_maps; }
+
+CUresult CUDAAPI cuInit(unsigned int) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDriverGetVersion(int* version) {
+    *version = kDriverVersion;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char** text) {
+    *text = error == CUDA_ERROR_INVALID_VALUE ? "CUDA_ERROR_INVALID_VALUE"
+            : error == CUDA_ERROR_INVALID_IMAGE ? "CUDA_ERROR_INVALID_IMAGE"
+                                                : "CUDA_ERROR_NOT_SUPPORTED";
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuGetErrorString(CUresult, const char** text) {
+    *text = "fake driver";
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetCount(int* count) {
+    *count = 1;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+    if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetName(char* name, int len, CUdevice) {
+    std::strncpy(name, "fake device", static_cast<size_t>(len));
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice) {
+    switch (attribute) {
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = fake_cc() / 10; break;
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = fake_cc() % 10; break;
+        case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = kSmemOptin; break;
+        case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = kMultiprocessors; break;
+        default: *value = 0;
+    }
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice) {
+    *context = &g_context;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext* context) {
+    *context = &g_context;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuCtxGetDevice(CUdevice* device) {
+    *device = 0;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+
+// Accepts ELF images only, as the real driver does for cubins.
+CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
+    if (std::memcmp(image, kElfMagic, sizeof kElfMagic) != 0) return CUDA_ERROR_INVALID_IMAGE;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    ++g_module_loads;
+    *module = new CUmod_st{};
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuModuleUnload(CUmodule module) {
+    delete module;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) {
+    *function = new CUfunc_st{name};  // one per load; the test process is short-lived
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuFuncGetAttribute(int* value, CUfunction_attribute, CUfunction) {
+    *value = 0;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                                unsigned int, unsigned int, CUstream, void**, void**) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_last_launch = f->symbol;
+    return CUDA_SUCCESS;
+}
+
+// The limits cuTensorMapEncodeTiled documents for the arguments libwideattn passes.
+CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap*, CUtensorMapDataType, cuuint32_t rank, void* base,
+                                        const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                                        const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                        CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+    if (rank < 1 || rank > kTmaMaxRank || reinterpret_cast<uintptr_t>(base) % kTmaStrideAlign != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (cuuint32_t d = 0; d < rank; ++d)
+        if (dims[d] == 0 || dims[d] > kTmaMaxDim || box[d] == 0 || box[d] > kTmaMaxBox) return CUDA_ERROR_INVALID_VALUE;
+    for (cuuint32_t d = 0; d + 1 < rank; ++d)
+        if (strides[d] % kTmaStrideAlign != 0 || strides[d] >= kTmaMaxStride) return CUDA_ERROR_INVALID_VALUE;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    ++g_tensor_maps;
+    return CUDA_SUCCESS;
+}
+
+// Memory, streams and events: never used by the tests of this driver.
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr*, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMemFree(CUdeviceptr) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr, const void*, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMemcpyDtoH(void*, CUdeviceptr, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr, CUdeviceptr, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMemsetD8(CUdeviceptr, unsigned char, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMemGetInfo(size_t*, size_t*) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr, unsigned int, size_t, CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuStreamCreate(CUstream*, unsigned int) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuStreamDestroy(CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventCreate(CUevent*, unsigned int) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuEventDestroy(CUevent) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuEventRecord(CUevent, CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuEventSynchronize(CUevent) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuEventElapsedTime(float*, CUevent, CUevent) { return CUDA_ERROR_NOT_SUPPORTED; }
+
+}  // extern "C"
