@@ -1,6 +1,6 @@
 """cli_smoke.py - the `wideattn` CLI as a user runs it: help texts, inspect on the built
 bundle, selftest without a GPU (error, and the skip flag), and bad arguments (exit 2 with a
-message naming the argument).
+message naming the argument: unknown options, integers out of range or malformed).
 
 usage: python3 cli_smoke.py PATH/wideattn
 """
@@ -101,6 +101,40 @@ TUNE_CASES = [
     ("tune unknown option", ["tune", "--fast"], EXIT_USAGE, "err", ["unknown argument '--fast'"]),
     ("--help lists tune", ["--help"], EXIT_OK, "out", ["tune"]),
 ]
+# Integer options are range-checked, never wrapped (4294967296 used to run on device 0, 4294967297
+# reps ran once), and every subcommand refuses an argument it does not know.
+INTEGER_AND_UNKNOWN_CASES = [
+    ("inspect --device 2^32", ["inspect", "--device", "4294967296"], EXIT_USAGE, "err",
+     ["wideattn inspect: --device='4294967296' is not an integer in 0..2147483647"]),
+    ("selftest --device 2^32", ["selftest", "--device", "4294967296"], EXIT_USAGE, "err",
+     ["--device='4294967296' is not an integer in 0..2147483647"]),
+    ("bench --device 2^32", ["bench", "--device", "4294967296"], EXIT_USAGE, "err",
+     ["--device='4294967296' is not an integer in 0..2147483647"]),
+    ("bench --reps 2^32 + 1", ["bench", "--reps", "4294967297"], EXIT_USAGE, "err",
+     ["wideattn bench: --reps='4294967297' is not an integer in 1..1000000"]),
+    ("bench --warmup 2^32", ["bench", "--warmup", "4294967296"], EXIT_USAGE, "err",
+     ["--warmup='4294967296' is not an integer in 0..1000000"]),
+    ("bench --warmup -1", ["bench", "--warmup", "-1"], EXIT_USAGE, "err", ["--warmup='-1' is not an integer"]),
+    ("tune --reps 2^32 + 1", ["tune", "--reps", "4294967297"], EXIT_USAGE, "err",
+     ["wideattn tune: --reps='4294967297' is not an integer in 1..1000000"]),
+    ("tune --device 2^32", ["tune", "--device", "4294967296"], EXIT_USAGE, "err",
+     ["--device='4294967296' is not an integer in 0..2147483647"]),
+    ("selftest --quick 2^32 + 1", ["selftest", "--quick", "4294967297"], EXIT_USAGE, "err",
+     ["--quick='4294967297' is not an integer in 1..2147483647"]),
+    ("selftest --seed beyond int64", ["selftest", "--seed", "9223372036854775808"], EXIT_USAGE, "err",
+     ["--seed='9223372036854775808' is not an integer in 0..9223372036854775807"]),
+    ("inspect --device +1", ["inspect", "--device", "+1"], EXIT_USAGE, "err", ["--device='+1' is not an integer"]),
+    ("inspect --device ' 1'", ["inspect", "--device", " 1"], EXIT_USAGE, "err", ["--device=' 1' is not an integer"]),
+    ("inspect --device 0x1", ["inspect", "--device", "0x1"], EXIT_USAGE, "err", ["--device='0x1' is not an integer"]),
+    ("inspect --device 1k", ["inspect", "--device", "1k"], EXIT_USAGE, "err", ["--device='1k' is not an integer"]),
+    ("inspect --device ''", ["inspect", "--device", ""], EXIT_USAGE, "err", ["--device='' is not an integer"]),
+    ("version --bogus", ["version", "--bogus"], EXIT_USAGE, "err",
+     ["wideattn version: unknown argument '--bogus' (see --help)"]),
+    ("version extra", ["version", "extra"], EXIT_USAGE, "err", ["unknown argument 'extra'"]),
+    ("version --help", ["version", "--help"], EXIT_OK, "out", ["usage: wideattn version"]),
+    ("selftest unknown option", ["selftest", "--bogus"], EXIT_USAGE, "err", ["unknown argument '--bogus'"]),
+    ("bench unknown option", ["bench", "--bogus"], EXIT_USAGE, "err", ["unknown argument '--bogus'"]),
+]
 
 CLI = sys.argv[1]
 
@@ -112,7 +146,7 @@ expect("inspect lists the fp64 kernel", rc == EXIT_OK and "reference_f64" in out
 archs = os.environ.get("WIDEATTN_TEST_ARCHS", "").split(",")
 for arch in filter(None, archs):
     expect(f"inspect shows {arch}", f" {arch} " in out, out)
-for case in INSPECT_CASES + SELFTEST_AND_BENCH_CASES + TUNE_CASES:
+for case in INSPECT_CASES + SELFTEST_AND_BENCH_CASES + TUNE_CASES + INTEGER_AND_UNKNOWN_CASES:
     expect_run(*case)
 
 # inspect shows which selection is in force: none here (the tests set WIDEATTN_TUNING=off), and a

@@ -146,8 +146,8 @@ void print_help() {
         "  --device N     CUDA device ordinal (default 0)\n"
         "  --cases LIST   comma-separated case names (default: the prefill suite; --list also shows\n"
         "                 the decode cases, which run only when named)\n"
-        "  --reps N       timed runs per case (default %d, at least 1)\n"
-        "  --warmup N     untimed runs first (default %d)\n"
+        "  --reps N       timed runs per case (default %d, 1..%lld)\n"
+        "  --warmup N     untimed runs first (default %d, 0..%lld)\n"
         "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel\n"
         "  --kv-dtype T   bf16 (default) or e4m3: K/V cache as e4m3 codes with per-tensor scales; also\n"
         "                 measures the e4m3 mma.sync rate (register-only, and with B from shared memory)\n"
@@ -162,7 +162,7 @@ void print_help() {
         "  --json FILE    also write the results as JSON\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit\n",
-        kDefaultReps, kDefaultWarmup);
+        kDefaultReps, kMaxReps, kDefaultWarmup, kMaxReps);
 }
 
 // The command line of one run.
@@ -215,11 +215,11 @@ int parse_options(int argc, char** argv, const std::vector<BenchCase>& suite, Be
         } else if (args.is("--cases")) {
             if (!args.value(&o->cases_flag)) return 2;
         } else if (args.is("--device")) {
-            if (!args.int_value(0, &o->device)) return 2;
+            if (!args.int_value(0, kMaxDeviceOrdinal, &o->device)) return 2;
         } else if (args.is("--reps")) {
-            if (!args.int_value(1, &o->reps)) return 2;
+            if (!args.int_value(1, kMaxReps, &o->reps)) return 2;
         } else if (args.is("--warmup")) {
-            if (!args.int_value(0, &o->warmup)) return 2;
+            if (!args.int_value(0, kMaxReps, &o->warmup)) return 2;
         } else {
             args.report_unknown();
             return 2;

@@ -16,6 +16,7 @@ namespace wideattn::cli {
 
 constexpr int32_t kBenchBlockSize = 16;  // page size of the Gemma 4 suite (docs/design.md section 7)
 constexpr uint64_t kBenchSeed = 100;
+constexpr long long kMaxReps = 1000000;  // --reps and --warmup of bench and tune: launches per case
 
 struct BenchCase {
     std::string name;

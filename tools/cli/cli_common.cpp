@@ -45,12 +45,21 @@ wideattn_context* open_bundle(const std::string& bundle_dir, const char* command
     return ctx;
 }
 
-bool parse_int(const char* command, const char* option, const char* text, long long min_value, long long* out) {
-    char* end = nullptr;
-    errno = 0;
-    const long long value = std::strtoll(text, &end, 10);
-    if (errno || !end || *end || end == text || value < min_value) {
-        std::fprintf(stderr, "wideattn %s: %s='%s' is not an integer >= %lld\n", command, option, text, min_value);
+bool parse_int(const char* command, const char* option, const char* text, long long min_value, long long max_value,
+               long long* out) {
+    const char* digits = text[0] == '-' ? text + 1 : text;
+    bool well_formed = *digits != '\0';
+    for (const char* c = digits; *c; ++c) well_formed = well_formed && *c >= '0' && *c <= '9';
+    long long value = 0;
+    if (well_formed) {
+        char* end = nullptr;
+        errno = 0;
+        value = std::strtoll(text, &end, 10);
+        well_formed = errno == 0 && end && *end == '\0';
+    }
+    if (!well_formed || value < min_value || value > max_value) {
+        std::fprintf(stderr, "wideattn %s: %s='%s' is not an integer in %lld..%lld\n", command, option, text, min_value,
+                     max_value);
         return false;
     }
     *out = value;
@@ -79,10 +88,10 @@ bool ArgReader::value(std::string* out) {
     return true;
 }
 
-bool ArgReader::int_value(long long min_value, long long* out) {
+bool ArgReader::int_value(long long min_value, long long max_value, long long* out) {
     const char* option = argv_[index_];
     std::string text;
-    return value(&text) && parse_int(command_, option, text.c_str(), min_value, out);
+    return value(&text) && parse_int(command_, option, text.c_str(), min_value, max_value, out);
 }
 
 const char* ArgReader::optional_value() {

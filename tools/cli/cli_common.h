@@ -2,6 +2,7 @@
 // argument parsing with clear errors.
 #pragma once
 
+#include <climits>
 #include <string>
 
 #include "wideattn.h"
@@ -18,9 +19,15 @@ std::string executable_dir();
 // Opens the context or prints "wideattn <cmd>: <status>: <message>" and returns nullptr.
 wideattn_context* open_bundle(const std::string& bundle_dir, const char* command);
 
-// Parses the integer value `text` (not null) of `option`, which must be >= min_value; prints an
-// error naming the option and value on failure. ArgReader::int_value reports a missing value.
-bool parse_int(const char* command, const char* option, const char* text, long long min_value, long long* out);
+// Largest CUDA device ordinal an option accepts (the driver takes an int).
+constexpr long long kMaxDeviceOrdinal = INT_MAX;
+
+// Parses the integer value `text` (not null) of `option`: an optional '-' and decimal digits,
+// nothing else (no sign '+', spaces, hex or suffix), within min_value..max_value. On failure
+// prints "wideattn COMMAND: OPTION='TEXT' is not an integer in MIN..MAX" and returns false.
+// ArgReader::int_value reports a missing value.
+bool parse_int(const char* command, const char* option, const char* text, long long min_value, long long max_value,
+               long long* out);
 
 // Reads one subcommand's arguments (argv[0] is the subcommand) in order. An option that takes a
 // value and has none, because the arguments end or the next one is an option ("--..."), is
@@ -37,8 +44,8 @@ class ArgReader {
     bool is(const char* option) const;
     // Takes the value that follows the current option.
     bool value(std::string* out);
-    // As value, parsed as an integer >= min_value.
-    bool int_value(long long min_value, long long* out);
+    // As value, parsed as an integer in min_value..max_value (parse_int).
+    bool int_value(long long min_value, long long max_value, long long* out);
     // Takes the next argument as the value of an option whose value may be left out (e.g.
     // `--quick [N]`) when there is one that is not an option; nullptr otherwise.
     const char* optional_value();

@@ -117,7 +117,7 @@ int inspect_main(int argc, char** argv) {
         } else if (args.is("--bundle")) {
             if (!args.value(&bundle_flag)) return 2;
         } else if (args.is("--device")) {
-            if (!args.int_value(0, &device)) return 2;
+            if (!args.int_value(0, kMaxDeviceOrdinal, &device)) return 2;
         } else {
             args.report_unknown();
             return 2;

@@ -3,6 +3,7 @@
 // statistics; exits non-zero when any case fails.
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -19,6 +20,8 @@ namespace wideattn::cli {
 namespace {
 
 constexpr size_t kQuickCases = 2;  // --quick: the two smallest cases per dtype combination
+constexpr long long kMaxQuickCases = INT_MAX;
+constexpr long long kMaxSeed = LLONG_MAX;
 
 struct NamedSpec {
     const char* label;
@@ -120,16 +123,16 @@ int parse_options(int argc, char** argv, SelftestOptions* o) {
         } else if (args.is("--bundle")) {
             if (!args.value(&o->bundle_flag)) return 2;
         } else if (args.is("--device")) {
-            if (!args.int_value(0, &o->device)) return 2;
+            if (!args.int_value(0, kMaxDeviceOrdinal, &o->device)) return 2;
         } else if (args.is("--seed")) {
-            if (!args.int_value(0, &o->seed)) return 2;
+            if (!args.int_value(0, kMaxSeed, &o->seed)) return 2;
         } else if (args.is("--skip-without-gpu")) {
             o->skip_without_gpu = true;
         } else if (args.is("--quick")) {
             o->quick = true;
             if (const char* count_text = args.optional_value()) {
                 long long count = 0;
-                if (!parse_int("selftest", "--quick", count_text, 1, &count)) return 2;
+                if (!parse_int("selftest", "--quick", count_text, 1, kMaxQuickCases, &count)) return 2;
                 o->quick_cases = static_cast<size_t>(count);
             }
         } else {

@@ -54,12 +54,12 @@ void print_help() {
         "  --device N     CUDA device ordinal (default 0)\n"
         "  --cases LIST   comma-separated case names of `wideattn bench --list` (default: all of them,\n"
         "                 prefill and decode)\n"
-        "  --reps N       timed repetitions per case (default %d, at least 1)\n"
-        "  --warmup N     untimed runs of each candidate first (default %d)\n"
+        "  --reps N       timed repetitions per case (default %d, 1..%lld)\n"
+        "  --warmup N     untimed runs of each candidate first (default %d, 0..%lld)\n"
         "  --out FILE     the tuning file to write (default: tuning.json beside the bundle's\n"
         "                 manifest.json, where the dispatcher looks when WIDEATTN_TUNING is unset)\n\n"
         "Without a GPU it exits with status 2.\n",
-        kDefaultTuneReps, kDefaultTuneWarmup);
+        kDefaultTuneReps, kMaxReps, kDefaultTuneWarmup, kMaxReps);
 }
 
 constexpr int kContinue = -1;
@@ -77,11 +77,11 @@ int parse_options(int argc, char** argv, TuneOptions* o) {
         } else if (args.is("--out")) {
             if (!args.value(&o->out_path)) return 2;
         } else if (args.is("--device")) {
-            if (!args.int_value(0, &o->device)) return 2;
+            if (!args.int_value(0, kMaxDeviceOrdinal, &o->device)) return 2;
         } else if (args.is("--reps")) {
-            if (!args.int_value(1, &o->reps)) return 2;
+            if (!args.int_value(1, kMaxReps, &o->reps)) return 2;
         } else if (args.is("--warmup")) {
-            if (!args.int_value(0, &o->warmup)) return 2;
+            if (!args.int_value(0, kMaxReps, &o->warmup)) return 2;
         } else {
             args.report_unknown();
             return 2;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "accuracy/accuracy_cli.h"
+#include "tools/cli/cli_common.h"
 #include "tools/cli/subcommands.h"
 #include "wideattn.h"
 
@@ -21,6 +22,21 @@ void print_help() {
         "  version    print the library version\n");
 }
 
+// `wideattn version [--help]`: any other argument is a usage error.
+int version_main(int argc, char** argv) {
+    wideattn::cli::ArgReader args("version", argc, argv);
+    while (args.next()) {
+        if (args.is("--help") || args.is("-h")) {
+            std::printf("usage: wideattn version\n\nPrints the library version.\n");
+            return 0;
+        }
+        args.report_unknown();
+        return 2;
+    }
+    std::printf("wideattn %s\n", wideattn_version());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -34,10 +50,7 @@ int main(int argc, char** argv) {
     if (command == "bench") return wideattn::cli::bench_main(argc - 1, argv + 1);
     if (command == "tune") return wideattn::cli::tune_main(argc - 1, argv + 1);
     if (command == "accuracy") return wideattn::accuracy::accuracy_main(argc - 1, argv + 1);
-    if (command == "version") {
-        std::printf("wideattn %s\n", wideattn_version());
-        return 0;
-    }
+    if (command == "version") return version_main(argc - 1, argv + 1);
     std::fprintf(stderr, "wideattn: unknown command '%s' (see wideattn --help)\n", command.c_str());
     return 2;
 }
