@@ -3,11 +3,10 @@
 // device can load them, and from the build's ptxas report otherwise.
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 
+#include "dispatch/bundle_files.h"
 #include "dispatch/driver.h"
 #include "dispatch/tuning.h"
 #include "tools/cli/cli_common.h"
@@ -16,6 +15,8 @@
 
 namespace wideattn::cli {
 namespace {
+
+constexpr uint64_t kMaxInspectedFileBytes = uint64_t{1} << 30;  // cubins and the tuning file
 
 struct LiveResources {
     bool ok = false;
@@ -31,8 +32,11 @@ LiveResources read_live(const GpuDevice* gpu, const std::string& dir, const wide
         return live;
     }
     const Driver& drv = gpu->driver();
-    std::ifstream in(dir + "/" + k.cubin, std::ios::binary);
-    const std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string image, why;
+    if (!read_regular_file(dir + "/" + k.cubin, kMaxInspectedFileBytes, &image, &why)) {
+        live.why = why;
+        return live;
+    }
     CUmodule module = nullptr;
     CUfunction function = nullptr;
     if (image.empty() || drv.cuModuleLoadData(&module, image.data()) != CUDA_SUCCESS) {
@@ -76,11 +80,10 @@ void print_selection(const wideattn_context* ctx) {
                     : "the tuning file's choice per shape class where its kernel fits, else the priority order",
                 tuning_state_name(state), message.c_str());
     if (state == WIDEATTN_TUNING_NONE) return;
-    std::ifstream in(wideattn_tuning_path(ctx), std::ios::binary);
     TuningFile file;
-    std::string error;
-    if (!parse_tuning(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), &file,
-                      &error))
+    std::string text, error;
+    if (!read_regular_file(wideattn_tuning_path(ctx), kMaxInspectedFileBytes, &text, &error) ||
+        !parse_tuning(text, &file, &error))
         return;
     for (const TuningChoice& c : file.choices) {
         std::printf("  %-13s %s/%s -> %-18s", shape_class_name(c.shape_class), dtype_label(c.q_dtype),
