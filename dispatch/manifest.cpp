@@ -206,7 +206,7 @@ bool parse_arch(const std::string& arch, int32_t* major, int32_t* minor, bool* a
     std::string digits = arch.substr(3);
     *arch_specific = !digits.empty() && digits.back() == 'a';
     if (*arch_specific) digits.pop_back();
-    if (digits.size() < 2 || digits.size() > 3) return false;
+    if (digits.size() < 2 || digits.size() > 3 || digits[0] == '0') return false;  // major >= 1
     for (char c : digits)
         if (c < '0' || c > '9') return false;
     const int value = std::stoi(digits);

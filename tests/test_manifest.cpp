@@ -2,13 +2,17 @@
 // clear errors naming the kernel and field).
 #include <doctest/doctest.h>
 
+#include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "dispatch/manifest.h"
 #include "dispatch/manifest_format.h"
+#include "tests/fuzz/manifest_fuzz_check.h"
 #include "tests/test_helpers.h"
 
 using namespace wideattn;
@@ -144,7 +148,9 @@ TEST_CASE("manifest: parse_arch") {
     CHECK(major == 8);
     CHECK(minor == 6);
     CHECK_FALSE(specific);
-    for (const char* bad : {"", "sm_", "sm_9", "compute_90", "sm_9x", "sm_1200"}) CHECK_FALSE(parse_arch(bad, &major, &minor, &specific));
+    // sm_00a and sm_05: a major version of 0 (found by the manifest fuzzer).
+    for (const char* bad : {"", "sm_", "sm_9", "compute_90", "sm_9x", "sm_1200", "sm_00a", "sm_05", "sm_012"})
+        CHECK_FALSE(parse_arch(bad, &major, &minor, &specific));
 }
 
 TEST_CASE("manifest: errors name the kernel and the field") {
@@ -293,4 +299,34 @@ TEST_CASE("manifest: a manifest.json that is not a regular file is a clear error
     REQUIRE(mkfifo((as_fifo + "/manifest.json").c_str(), 0600) == 0);
     CHECK_FALSE(load_manifest(as_fifo, &m, &err));
     CHECK(err.find("/manifest.json is a FIFO, not a regular file") != std::string::npos);
+}
+
+TEST_CASE("manifest: the fuzzing seed corpus replays: valid_* parse, invalid_* are refused, invariants hold") {
+    const char* corpus = std::getenv("WIDEATTN_FUZZ_CORPUS");  // set by tests/meson.build
+    REQUIRE(corpus);
+    DIR* dir = opendir(corpus);
+    REQUIRE_MESSAGE(dir, corpus);
+    std::vector<std::string> names;
+    while (const dirent* entry = readdir(dir))
+        if (entry->d_name[0] != '.') names.push_back(entry->d_name);
+    closedir(dir);
+    std::sort(names.begin(), names.end());
+    int valid = 0, invalid = 0;
+    for (const std::string& name : names) {
+        CAPTURE(name);
+        bool accepted = false;
+        const std::string problem =
+            fuzz::manifest_input_problem(test::read_file(std::string(corpus) + "/" + name), &accepted);
+        CHECK_MESSAGE(problem.empty(), problem);
+        if (name.rfind("valid_", 0) == 0) {
+            CHECK(accepted);
+            ++valid;
+        } else {
+            CHECK(name.rfind("invalid_", 0) == 0);
+            CHECK_FALSE(accepted);
+            ++invalid;
+        }
+    }
+    CHECK(valid >= 5);
+    CHECK(invalid >= 15);
 }

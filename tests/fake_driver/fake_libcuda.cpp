@@ -9,17 +9,19 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 struct CUctx_st {
     int unused;
 };
-struct CUmod_st {
-    int unused;
-};
 struct CUfunc_st {
     std::string symbol;
+};
+struct CUmod_st {
+    std::vector<std::unique_ptr<CUfunc_st>> functions;  // freed with the module
 };
 
 namespace {
@@ -121,8 +123,9 @@ CUresult CUDAAPI cuModuleUnload(CUmodule module) {
     delete module;
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuModuleGetFunction(CUfunction* function, CUmodule, const char* name) {
-    *function = new CUfunc_st{name};  // one per load; the test process is short-lived
+CUresult CUDAAPI cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+    module->functions.push_back(std::make_unique<CUfunc_st>(CUfunc_st{name}));
+    *function = module->functions.back().get();
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
