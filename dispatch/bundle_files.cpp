@@ -62,6 +62,7 @@ bool read_regular_file(const std::string& path, uint64_t max_bytes, std::string*
     }
     const uint64_t size = static_cast<uint64_t>(st.st_size);
     if (size_seen) *size_seen = size;
+    out->clear();
     if (size > max_bytes) {
         *error = path + " has " + std::to_string(size) + " bytes, more than the limit of " + std::to_string(max_bytes);
         return false;
@@ -73,6 +74,7 @@ bool read_regular_file(const std::string& path, uint64_t max_bytes, std::string*
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
             *error = "cannot read " + path + " (" + std::strerror(errno) + ")";
+            out->clear();
             return false;
         }
         if (n == 0) break;  // the file shrank since fstat: what was read is what it holds

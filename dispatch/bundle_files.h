@@ -13,7 +13,8 @@
 namespace wideattn {
 
 // Reads the whole file at `path` into *out when it is a regular file of at most `max_bytes`
-// bytes. On failure returns false and sets *error, naming the path and the reason. *size_seen
+// bytes. On failure returns false, leaves *out empty once the file is known to be regular, and
+// sets *error, naming the path and the reason. *size_seen
 // (when not null) is the file's size once it is known to be a regular file, else kSizeUnknown.
 constexpr uint64_t kSizeUnknown = UINT64_MAX;
 bool read_regular_file(const std::string& path, uint64_t max_bytes, std::string* out, std::string* error,

@@ -18,7 +18,6 @@ constexpr int32_t kMaxSmemBytes = 256 * 1024;
 constexpr int64_t kMaxCubinBytes = int64_t{1} << 40;
 constexpr int32_t kMaxPtxasBytes = 1 << 30;        // spill and stack byte counts
 constexpr size_t kChecksumDigits = 16;             // cubin_fnv1a64: 64 bits in hex
-constexpr uint64_t kMaxManifestBytes = uint64_t{256} << 20;
 
 class KernelReader {
 public:

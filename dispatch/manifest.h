@@ -39,6 +39,9 @@ bool parse_arch(const std::string& arch, int32_t* major, int32_t* minor, bool* a
 // Parses manifest text; on failure returns false and sets *error (names the kernel/field).
 bool parse_manifest(const std::string& text, Manifest* out, std::string* error);
 
+// The largest manifest.json the reader takes.
+constexpr uint64_t kMaxManifestBytes = uint64_t{256} << 20;
+
 // Reads and parses DIR/manifest.json.
 bool load_manifest(const std::string& bundle_dir, Manifest* out, std::string* error);
 

@@ -1,15 +1,16 @@
 // tuning.cpp - the tuning file: parsing, writing, and the per-context state (see tuning.h).
 #include "dispatch/tuning.h"
 
-#include <cmath>
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <sstream>
 
+#include "dispatch/bundle_files.h"
 #include "dispatch/json.h"
 #include "dispatch/manifest_format.h"
 #include "dispatch/selection.h"
@@ -21,6 +22,7 @@ namespace {
 constexpr int kChecksumDigits = 16;
 constexpr int32_t kCcMax = 100;
 constexpr double kMaxMilliseconds = 1e9;
+constexpr uint64_t kMaxTuningBytes = uint64_t{64} << 20;
 
 const char* const kShapeClassNames[] = {"decode", "prefill_short", "prefill_long"};
 
@@ -50,10 +52,11 @@ struct Reader {
     }
     bool integer(const JsonValue& parent, const char* key, const std::string& path, int64_t lo, int64_t hi,
                  int32_t* out) {
+        // An integer literal (no fraction or exponent) within lo..hi, converted exactly.
         const JsonValue* v = parent.find(key);
-        if (!v || v->type != Type::kNumber || std::floor(v->number) != v->number || v->number < lo || v->number > hi)
+        if (!v || v->type != Type::kNumber || !v->is_integer || v->integer < lo || v->integer > hi)
             return fail(path, "an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
-        *out = static_cast<int32_t>(v->number);
+        *out = static_cast<int32_t>(v->integer);
         return true;
     }
     bool milliseconds(const JsonValue& parent, const char* key, const std::string& path, double* out) {
@@ -120,7 +123,7 @@ bool is_checksum(const std::string& s) {
 
 bool read_header(Reader& r, const JsonValue& root, TuningFile* out) {
     const JsonValue* format = root.find("format");
-    if (!format || format->type != Type::kNumber || format->number != kTuningFormatVersion)
+    if (!format || format->type != Type::kNumber || !format->is_integer || format->integer != kTuningFormatVersion)
         return r.fail("format", std::to_string(kTuningFormatVersion));
     const JsonValue* device = r.member(root, "device", Type::kObject, "device", "an object");
     if (!device || !r.string(*device, "name", "device.name", &out->device_name) ||
@@ -166,11 +169,10 @@ std::string device_label(const TuningFile& f) {
     return f.device_name + " (sm_" + std::to_string(f.cc_major) + std::to_string(f.cc_minor) + ")";
 }
 
-bool read_text(const std::string& path, std::string* text) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return false;
-    text->assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return !in.bad();
+// Whether nothing at all is at `path` (a directory or unreadable file there is not "absent").
+bool absent(const std::string& path) {
+    struct stat st {};
+    return stat(path.c_str(), &st) != 0 && errno == ENOENT;
 }
 
 }  // namespace
@@ -249,9 +251,9 @@ std::string tuning_json(const TuningFile& f) {
 
 wideattn_status ContextTuning::open(const std::string& bundle_dir, const std::vector<ManifestKernel>& kernels,
                                     std::string* error) {
-    std::string manifest;
-    if (!read_text(bundle_dir + "/" + kManifestFileName, &manifest)) {
-        *error = "cannot read " + bundle_dir + "/" + kManifestFileName;
+    std::string manifest, why;
+    if (!read_regular_file(bundle_dir + "/" + kManifestFileName, kMaxManifestBytes, &manifest, &why)) {
+        *error = why;
         return WIDEATTN_ERROR_BUNDLE;
     }
     checksum_ = bundle_checksum(manifest);
@@ -263,13 +265,14 @@ wideattn_status ContextTuning::open(const std::string& bundle_dir, const std::ve
         return WIDEATTN_OK;
     }
     path_ = named ? std::string(env) : bundle_dir + "/" + kTuningFileName;
+    if (!named && absent(path_)) return WIDEATTN_OK;  // no tuning file beside the bundle: the priority order
     std::string text;
-    if (!read_text(path_, &text)) {
-        if (!named) return WIDEATTN_OK;  // no tuning file beside the bundle: the priority order
-        *error = std::string("cannot read the tuning file ") + path_ + " (named by " + kTuningPathEnv + ")";
+    if (!read_regular_file(path_, kMaxTuningBytes, &text, &why)) {
+        *error = std::string("cannot read the tuning file ") + path_ +
+                 (named ? std::string(" (named by ") + kTuningPathEnv + ")" : std::string()) + ": " + why;
         return WIDEATTN_ERROR_BUNDLE;
     }
-    std::string why;
+    why.clear();
     if (!parse_tuning(text, &file_, &why)) {
         *error = "tuning file " + path_ + " is malformed: " + why + " (rewrite it with `wideattn tune` or remove it)";
         return WIDEATTN_ERROR_BUNDLE;

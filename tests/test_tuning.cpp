@@ -2,6 +2,8 @@
 // back, malformed), and selection through the C API with a matching file, a file of another
 // device or bundle, a malformed one, and choices the bundle cannot follow.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -175,6 +177,11 @@ TEST_CASE("tuning: a malformed file is refused with the field named") {
         {replace("\"format\": 1", "\"format\": 2"), "'format' must be 1"},
         {replace("\"name\": \"Test GPU\", ", ""), "'device.name' must be a string"},
         {replace("\"cc_major\": 9", "\"cc_major\": 9.5"), "'device.cc_major' must be an integer"},
+        // Integers are integer literals within range: never a double converted out of range.
+        {replace("\"cc_major\": 9", "\"cc_major\": 9.0"), "'device.cc_major' must be an integer in 1..100"},
+        {replace("\"cc_major\": 9", "\"cc_major\": 1e300"), "'device.cc_major' must be an integer in 1..100"},
+        {replace("\"format\": 1", "\"format\": 1e300"), "'format' must be 1"},
+        {replace("\"format\": 1", "\"format\": 1, \"format\": 1"), "duplicate key 'format'"},
         {replace("00112233aabbccdd", "not-a-checksum"), "'bundle_checksum' must be 16 lower-case hex digits"},
         {replace("\"decode\"", "\"prefill_medium\""), "'choices[0].class' must be one of"},
         {replace("\"q_dtype\": \"bf16\"", "\"q_dtype\": \"int4\""), "'choices[0].q_dtype' must be a dtype name"},
@@ -229,6 +236,16 @@ TEST_CASE("tuning: no file, a missing named file, and WIDEATTN_TUNING=off") {
         wideattn_context* ctx = nullptr;
         CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
         CHECK(contains(wideattn_last_error(), "cannot read the tuning file " + missing + " (named by WIDEATTN_TUNING)"));
+    }
+    {
+        // A directory in place of tuning.json: an error naming it, not a stream exception.
+        REQUIRE(mkdir((bundle + "/tuning.json").c_str(), 0700) == 0);
+        const TuningEnv env(nullptr);
+        wideattn_context* ctx = nullptr;
+        CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
+        CHECK(std::string(wideattn_last_error()) == "cannot read the tuning file " + bundle + "/tuning.json: " + bundle +
+                                                        "/tuning.json is a directory, not a regular file");
+        REQUIRE(rmdir((bundle + "/tuning.json").c_str()) == 0);
     }
     {
         // A file beside the bundle is not read when tuning files are off.
