@@ -236,11 +236,11 @@ WIDEATTN_API const char* wideattn_last_error(void);
 /*
  * Opens a context on a bundle directory. bundle_dir NULL means: the environment variable
  * WIDEATTN_BUNDLE if set, else the directory the library was installed with. Reads and checks
- * manifest.json only (WIDEATTN_ERROR_BUNDLE names the file and field), so its cost grows with
- * the manifest, not with the cubins. Each cubin is read, checked against the manifest's size
- * and checksum, and loaded into a CUDA context lazily, at the first launch of its kernel in
- * that context; a missing, truncated or corrupt cubin fails that launch with
- * WIDEATTN_ERROR_BUNDLE naming the file. Does not need a driver or a GPU.
+ * manifest.json and the tuning file (below), no cubin (WIDEATTN_ERROR_BUNDLE names the file
+ * and field), so its cost grows with the manifest, not with the cubins. Each cubin is read,
+ * checked against the manifest's size and checksum, and loaded into a CUDA context lazily, at
+ * the first launch of its kernel in that context; a missing, truncated or corrupt cubin fails
+ * that launch with WIDEATTN_ERROR_BUNDLE naming the file. Does not need a driver or a GPU.
  */
 WIDEATTN_API wideattn_status wideattn_open(wideattn_context** ctx, const char* bundle_dir);
 

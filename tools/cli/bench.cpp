@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "accuracy/bf16.h"
+#include "dispatch/bundle_files.h"
 #include "fp8/codec/e4m3.h"
 #include "tools/cli/bench_suite.h"
 #include "tools/cli/cli_common.h"
@@ -26,6 +27,7 @@ namespace {
 constexpr int kDefaultReps = 20;
 constexpr int kDefaultWarmup = 3;
 constexpr int kPeakIterations = 4096;
+constexpr uint64_t kMaxProbeBytes = uint64_t{1} << 30;
 constexpr int kPeakBlocksPerSm = 4;
 constexpr int kPeakThreads = 256;
 constexpr int kPeakChains = 8;                       // must match tools/bench/mma_peak*.cu
@@ -49,14 +51,10 @@ std::string measure_mma_peak(const GpuDevice& gpu, const std::string& cubin_dir,
                              const PeakProbe& probe = kBf16Probe) {
     const Driver& d = gpu.driver();
     const std::string arch = "sm_" + std::to_string(gpu.cc_major()) + std::to_string(gpu.cc_minor());
-    std::string image;
-    for (const std::string& name : {arch + "a", arch}) {
-        std::ifstream in(cubin_dir + "/" + probe.stem + "." + name + ".cubin", std::ios::binary);
-        if (in) {
-            image.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string image, why;
+    for (const std::string& name : {arch + "a", arch})
+        if (read_regular_file(cubin_dir + "/" + probe.stem + "." + name + ".cubin", kMaxProbeBytes, &image, &why))
             break;
-        }
-    }
     if (image.empty()) return std::string("no ") + probe.stem + " cubin for " + arch + " in " + cubin_dir;
     CUmodule module = nullptr;
     CUfunction function = nullptr;
