@@ -9,7 +9,7 @@ quantize_to_cache, quantize, the `wideattn::*` custom ops (wideattn.ops) and the
 """
 
 from . import errors
-from .errors import (BundleError, CudaError, InvalidArgumentError, LibraryNotFoundError, NoDeviceError,
+from .errors import (BundleError, CudaError, InternalError, InvalidArgumentError, LibraryNotFoundError, NoDeviceError,
                      NoDriverError, UnsupportedError, WideattnError)
 from .library import Context, KernelInfo, configure, default_context
 
@@ -27,7 +27,7 @@ _TORCH_NAMES = {
     "quantize": "quantization",
 }
 
-__all__ = ["BundleError", "Context", "CudaError", "InvalidArgumentError", "KernelInfo", "LibraryNotFoundError",
+__all__ = ["BundleError", "Context", "CudaError", "InternalError", "InvalidArgumentError", "KernelInfo", "LibraryNotFoundError",
            "NoDeviceError", "NoDriverError", "UnsupportedError", "WideattnError", "configure", "default_context",
            "errors", "kernels", "version"] + sorted(_TORCH_NAMES)
 

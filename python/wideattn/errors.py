@@ -42,6 +42,11 @@ class CudaError(WideattnError):
     """WIDEATTN_ERROR_CUDA: a CUDA driver call failed (the message has the driver's error)."""
 
 
+class InternalError(WideattnError):
+    """WIDEATTN_ERROR_INTERNAL: an unexpected failure inside the library (e.g. out of host memory);
+    the message names the function."""
+
+
 class LibraryNotFoundError(WideattnError, OSError):
     """libwideattn itself could not be found or loaded."""
 
@@ -53,6 +58,7 @@ _BY_STATUS = {
     _capi.STATUS_NO_DEVICE: NoDeviceError,
     _capi.STATUS_BUNDLE: BundleError,
     _capi.STATUS_CUDA: CudaError,
+    _capi.STATUS_INTERNAL: InternalError,
 }
 
 INVALID_ARGUMENT_NAME = "WIDEATTN_ERROR_INVALID_ARGUMENT"

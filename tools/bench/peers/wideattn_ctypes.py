@@ -17,6 +17,7 @@ STATUS_NO_DRIVER = 3
 STATUS_NO_DEVICE = 4
 STATUS_BUNDLE = 5
 STATUS_CUDA = 6
+STATUS_INTERNAL = 7
 
 # Element types (enum wideattn_dtype).
 DTYPE_BF16 = 0
