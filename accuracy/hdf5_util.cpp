@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <sys/stat.h>
 
 #include "accuracy/accuracy_error.h"
@@ -67,6 +68,18 @@ bool has_link(hid_t location, const std::string& name) {
     return H5Lexists(location, name.c_str(), H5P_DEFAULT) > 0;
 }
 
+std::string hdf5_class_text(H5T_class_t type_class) {
+    switch (type_class) {
+        case H5T_INTEGER: return "an integer";
+        case H5T_FLOAT: return "a float";
+        case H5T_STRING: return "a string";
+        case H5T_COMPOUND: return "a compound";
+        case H5T_ARRAY: return "an array";
+        case H5T_VLEN: return "a variable-length sequence";
+        default: return "a class " + std::to_string(static_cast<int>(type_class));
+    }
+}
+
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
     H5Handle type(H5Tcopy(H5T_C_S1));
     H5Tset_size(type.get(), value.empty() ? 1 : value.size());
@@ -78,31 +91,110 @@ void write_string_attribute(hid_t object, const std::string& name, const std::st
         throw AccuracyError("cannot write string attribute '" + name + "'");
 }
 
-std::optional<std::string> read_string_attribute(hid_t object, const std::string& name) {
-    if (H5Aexists(object, name.c_str()) <= 0) return std::nullopt;
-    H5Handle attribute(H5Aopen(object, name.c_str(), H5P_DEFAULT));
-    if (!attribute.valid()) return std::nullopt;
-    H5Handle file_type(H5Aget_type(attribute.get()));
-    if (H5Tget_class(file_type.get()) != H5T_STRING) return std::nullopt;
-    H5Handle space(H5Aget_space(attribute.get()));
-    if (H5Sget_simple_extent_npoints(space.get()) != 1) return std::nullopt;
-    if (H5Tis_variable_str(file_type.get()) > 0) {
-        H5Handle memory_type(H5Tcopy(H5T_C_S1));
-        H5Tset_size(memory_type.get(), H5T_VARIABLE);
-        char* text = nullptr;
-        if (H5Aread(attribute.get(), memory_type.get(), &text) < 0 || text == nullptr) return std::nullopt;
-        std::string value(text);
+namespace {
+
+// Widest numeric attribute read (a long double or a 128-bit integer at most).
+constexpr size_t kMaxNumberBytes = 16;
+
+// Bytes a variable-length element occupies in the file: its length (4 bytes) and a global-heap
+// reference (the file's address size + a 4-byte index); 0 when the file's sizes cannot be read.
+hsize_t variable_length_element_bytes(hid_t object) {
+    constexpr hsize_t kLengthBytes = 4, kHeapIndexBytes = 4;
+    H5Handle file(H5Iget_file_id(object));
+    if (!file.valid()) return 0;
+    H5Handle props(H5Fget_create_plist(file.get()));
+    size_t address_bytes = 0, length_bytes = 0;
+    if (!props.valid() || H5Pget_sizes(props.get(), &address_bytes, &length_bytes) < 0) return 0;
+    return kLengthBytes + address_bytes + kHeapIndexBytes;
+}
+
+// One element in a scalar or simple dataspace, or a description of what is there instead.
+std::string single_element_problem(hid_t attribute) {
+    H5Handle space(H5Aget_space(attribute));
+    if (!space.valid()) return "has an unreadable dataspace";
+    const H5S_class_t space_class = H5Sget_simple_extent_type(space.get());
+    const hssize_t points = H5Sget_simple_extent_npoints(space.get());
+    if ((space_class != H5S_SCALAR && space_class != H5S_SIMPLE) || points != 1)
+        return "holds " + std::to_string(points) + " elements, not one";
+    return "";
+}
+
+StringAttribute unreadable(const std::string& problem) {
+    StringAttribute result;
+    result.status = StringAttribute::Status::kUnreadable;
+    result.problem = problem;
+    return result;
+}
+
+StringAttribute read_variable_string(hid_t attribute, hid_t file_type) {
+    const hsize_t expected = variable_length_element_bytes(attribute);
+    const hsize_t stored = H5Aget_storage_size(attribute);
+    if (expected == 0 || stored != expected)
+        return unreadable("stores " + std::to_string(stored) + " bytes for one variable-length string (expected " +
+                          std::to_string(expected) + "; corrupt?)");
+    H5Handle memory_type(H5Tcopy(H5T_C_S1));
+    H5Tset_size(memory_type.get(), H5T_VARIABLE);
+    H5Tset_cset(memory_type.get(), H5Tget_cset(file_type));
+    char* text = nullptr;
+    if (H5Aread(attribute, memory_type.get(), &text) < 0) return unreadable("cannot be read (corrupt?)");
+    StringAttribute result;
+    result.status = StringAttribute::Status::kValue;
+    if (text != nullptr) {
+        result.value = text;
         H5free_memory(text);
-        return value;
     }
-    const size_t size = H5Tget_size(file_type.get());
+    return result;
+}
+
+StringAttribute read_fixed_string(hid_t attribute, hid_t file_type) {
+    const size_t size = H5Tget_size(file_type);
+    if (size == 0 || size > kMaxStringAttributeBytes)
+        return unreadable("is a fixed-length string of " + std::to_string(size) + " bytes (at most " +
+                          std::to_string(kMaxStringAttributeBytes) + " are read)");
+    const hsize_t stored = H5Aget_storage_size(attribute);
+    if (stored != size)
+        return unreadable("stores " + std::to_string(stored) + " bytes for a string of " + std::to_string(size) +
+                          " (corrupt?)");
     H5Handle memory_type(H5Tcopy(H5T_C_S1));
     H5Tset_size(memory_type.get(), size);
     H5Tset_strpad(memory_type.get(), H5T_STR_NULLPAD);
+    H5Tset_cset(memory_type.get(), H5Tget_cset(file_type));
     std::string buffer(size, '\0');
-    if (H5Aread(attribute.get(), memory_type.get(), buffer.data()) < 0) return std::nullopt;
+    if (H5Aread(attribute, memory_type.get(), buffer.data()) < 0) return unreadable("cannot be read (corrupt?)");
     buffer.resize(std::strlen(buffer.c_str()));
-    return buffer;
+    StringAttribute result;
+    result.status = StringAttribute::Status::kValue;
+    result.value = std::move(buffer);
+    return result;
+}
+
+}  // namespace
+
+StringAttribute read_string_attribute_checked(hid_t object, const std::string& name) {
+    const htri_t exists = H5Aexists(object, name.c_str());
+    if (exists == 0) return {};
+    if (exists < 0) return unreadable("cannot be looked up (corrupt object header?)");
+    H5Handle attribute(H5Aopen(object, name.c_str(), H5P_DEFAULT));
+    if (!attribute.valid()) return unreadable("cannot be opened (corrupt?)");
+    H5Handle file_type(H5Aget_type(attribute.get()));
+    if (!file_type.valid()) return unreadable("has an unreadable type");
+    const H5T_class_t type_class = H5Tget_class(file_type.get());
+    if (type_class != H5T_STRING) return unreadable("is " + hdf5_class_text(type_class) + " attribute, not a string");
+    const std::string shape_problem = single_element_problem(attribute.get());
+    if (!shape_problem.empty()) return unreadable(shape_problem);
+    const H5T_cset_t cset = H5Tget_cset(file_type.get());
+    if (cset != H5T_CSET_ASCII && cset != H5T_CSET_UTF8)
+        return unreadable("has character set " + std::to_string(static_cast<int>(cset)) + " (not ASCII or UTF-8)");
+    const htri_t variable = H5Tis_variable_str(file_type.get());
+    if (variable < 0) return unreadable("has an unreadable string type");
+    return variable > 0 ? read_variable_string(attribute.get(), file_type.get())
+                        : read_fixed_string(attribute.get(), file_type.get());
+}
+
+std::optional<std::string> read_string_attribute(hid_t object, const std::string& name) {
+    StringAttribute attribute = read_string_attribute_checked(object, name);
+    if (attribute.status != StringAttribute::Status::kValue) return std::nullopt;
+    return std::move(attribute.value);
 }
 
 void write_double_attribute(hid_t object, const std::string& name, double value) {
@@ -119,20 +211,44 @@ std::optional<double> read_double_attribute(hid_t object, const std::string& nam
     H5Handle file_type(H5Aget_type(attribute.get()));
     const H5T_class_t type_class = H5Tget_class(file_type.get());
     if (type_class != H5T_FLOAT && type_class != H5T_INTEGER) return std::nullopt;
-    H5Handle space(H5Aget_space(attribute.get()));
-    if (H5Sget_simple_extent_npoints(space.get()) != 1) return std::nullopt;
+    if (!single_element_problem(attribute.get()).empty()) return std::nullopt;
+    const size_t size = H5Tget_size(file_type.get());
+    if (size == 0 || size > kMaxNumberBytes || H5Aget_storage_size(attribute.get()) != size) return std::nullopt;
     double value = 0.0;
     if (H5Aread(attribute.get(), H5T_NATIVE_DOUBLE, &value) < 0) return std::nullopt;
     return value;
 }
 
-std::vector<int64_t> dataset_dims(hid_t dataset) {
+std::vector<int64_t> dataset_dims(hid_t dataset, const std::string& where) {
     H5Handle space(H5Dget_space(dataset));
     const int rank = space.valid() ? H5Sget_simple_extent_ndims(space.get()) : -1;
-    if (rank < 0) throw AccuracyError("cannot read a dataset's dataspace");
+    if (rank < 0) throw AccuracyError("cannot read the dataspace of " + where + " (corrupt file?)");
     std::vector<hsize_t> dims(static_cast<size_t>(rank));
-    if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-    return std::vector<int64_t>(dims.begin(), dims.end());
+    if (rank > 0 && H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr) < 0)
+        throw AccuracyError("cannot read the dimensions of " + where + " (corrupt file?)");
+    std::vector<int64_t> result;
+    for (hsize_t d : dims) {
+        if (d > static_cast<hsize_t>(std::numeric_limits<int64_t>::max()))
+            throw AccuracyError(where + " declares a dimension of " + std::to_string(d) + " (more than 2^63 - 1)");
+        result.push_back(static_cast<int64_t>(d));
+    }
+    return result;
+}
+
+void check_declared_size(hid_t dataset, int64_t declared_bytes, const std::string& where) {
+    const hsize_t stored = H5Dget_storage_size(dataset);
+    const int64_t stored_bytes = stored > static_cast<hsize_t>(std::numeric_limits<int64_t>::max())
+                                     ? std::numeric_limits<int64_t>::max()
+                                     : static_cast<int64_t>(stored);
+    int64_t limit = 0;
+    if (__builtin_mul_overflow(kMaxDeclaredToStoredRatio, stored_bytes, &limit) ||
+        __builtin_add_overflow(limit, kDeclaredSlackBytes, &limit))
+        limit = std::numeric_limits<int64_t>::max();
+    if (declared_bytes > limit)
+        throw AccuracyError(where + " declares " + std::to_string(declared_bytes) + " bytes of data but stores " +
+                            std::to_string(stored_bytes) + " (at most " + std::to_string(kMaxDeclaredToStoredRatio) +
+                            " x the stored bytes + " + std::to_string(kDeclaredSlackBytes) +
+                            " are accepted; the rest would be chunks never written, or a corrupt header)");
 }
 
 }  // namespace wideattn::accuracy

@@ -1,6 +1,8 @@
 // hdf5_util.h - small helpers over the HDF5 C API shared by the logit-dump and attention-case
 // files: an owning handle, silencing HDF5's own error printing, opening a file with a clear
-// message for missing / non-HDF5 / truncated files, string attributes, dataset shapes.
+// message for missing / non-HDF5 / truncated files, string attributes (ASCII and UTF-8, fixed
+// and variable length, checked before they are read), dataset shapes, and the check of a
+// dataset's declared size against the bytes it stores.
 #pragma once
 
 #include <hdf5.h>
@@ -52,15 +54,49 @@ bool has_link(hid_t location, const std::string& name);
 // Writes a scalar fixed-length string attribute on `object`.
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value);
 
-// Reads a scalar string attribute (fixed- or variable-length); nullopt when absent or not a
-// string.
+// "an integer", "a float", "a string", ... for messages naming an HDF5 type class.
+std::string hdf5_class_text(H5T_class_t type_class);
+
+// A string attribute as read by read_string_attribute_checked.
+struct StringAttribute {
+    enum class Status { kAbsent, kValue, kUnreadable };
+    Status status = Status::kAbsent;
+    std::string value;    // kValue: the bytes as stored (UTF-8 or ASCII), up to the first NUL
+    std::string problem;  // kUnreadable: why, e.g. "is an integer attribute, not a string"
+};
+
+// Longest fixed-length string attribute read (a longer one is reported unreadable).
+inline constexpr size_t kMaxStringAttributeBytes = size_t{1} << 16;
+
+// Reads a string attribute holding one string: ASCII or UTF-8 character set, fixed or variable
+// length, scalar or a one-element array (h5py writes variable-length UTF-8 scalars). Before
+// H5Aread it checks the type class, the dataspace (one element), the fixed size (at most
+// kMaxStringAttributeBytes) and that the stored bytes match the declared type, so a corrupt
+// attribute is reported instead of being handed to the library's conversion code.
+StringAttribute read_string_attribute_checked(hid_t object, const std::string& name);
+
+// The value of read_string_attribute_checked; nullopt when absent or unreadable.
 std::optional<std::string> read_string_attribute(hid_t object, const std::string& name);
 
 // Writes / reads a scalar numeric attribute (stored as float64 / int64 in the file).
 void write_double_attribute(hid_t object, const std::string& name, double value);
 std::optional<double> read_double_attribute(hid_t object, const std::string& name);
 
-// Dimensions of a dataset's simple dataspace.
-std::vector<int64_t> dataset_dims(hid_t dataset);
+// Dimensions of a dataset's simple dataspace; throws AccuracyError naming `where` when the
+// dataspace cannot be read or a dimension does not fit int64.
+std::vector<int64_t> dataset_dims(hid_t dataset, const std::string& where = "a dataset");
+
+// A dataset may declare at most this many times the bytes it stores, plus kDeclaredSlackBytes
+// (a dataset of fill values, or compressed data, stores fewer bytes than it declares; deflate
+// cannot compress by more than ~1032:1).
+inline constexpr int64_t kMaxDeclaredToStoredRatio = 1024;
+inline constexpr int64_t kDeclaredSlackBytes = int64_t{1} << 20;
+
+// Throws AccuracyError naming `where` unless `declared_bytes` (the dataset's extent times its
+// element size, computed by the caller with checked arithmetic) is at most
+// kMaxDeclaredToStoredRatio x the dataset's storage size (H5Dget_storage_size) +
+// kDeclaredSlackBytes: a 1 KiB file declaring terabytes of never-written chunks is refused
+// before anything is allocated or read.
+void check_declared_size(hid_t dataset, int64_t declared_bytes, const std::string& where);
 
 }  // namespace wideattn::accuracy

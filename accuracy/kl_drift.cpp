@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "accuracy/accuracy_error.h"
+#include "accuracy/checked_size.h"
 #include "accuracy/row_kl.h"
 
 namespace wideattn::accuracy {
@@ -93,10 +94,47 @@ private:
     std::atomic<int64_t> stop_before_{std::numeric_limits<int64_t>::max()};
 };
 
+// Rows per block, blocks and workers of a drift run, checked against the limits.
+struct BlockPlan {
+    int64_t block_rows = 0;
+    int64_t blocks = 0;
+    int workers = 0;
+};
+
+BlockPlan plan_blocks(const DriftOptions& options, const DriftReport& report, size_t dumps) {
+    if (options.block_rows < 0)
+        throw AccuracyError("rows per block (--block-rows) must be >= 1, got " + std::to_string(options.block_rows));
+    if (options.threads < 0 || options.threads > DriftOptions::kMaxThreads)
+        throw AccuracyError("workers (--threads) must be in 1.." + std::to_string(DriftOptions::kMaxThreads) + ", got " +
+                            std::to_string(options.threads));
+    BlockPlan plan;
+    const int64_t wanted = options.block_rows > 0 ? options.block_rows
+                                                  : default_block_rows(report.vocab, report.reference_info.chunk_rows);
+    plan.block_rows = std::min(wanted, report.tokens);  // never more rows than the dumps have
+    plan.blocks = ceil_div(report.tokens, plan.block_rows);
+    const int hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
+    const int requested = options.threads > 0 ? options.threads
+                                              : std::max(1, std::min(hardware_threads, DriftOptions::kMaxAutoThreads));
+    plan.workers = static_cast<int>(std::min<int64_t>(requested, plan.blocks));
+    const std::string what = "block buffers (--block-rows " + std::to_string(plan.block_rows) + ", --threads " +
+                             std::to_string(plan.workers) + ")";
+    const int64_t row_bytes = checked_mul(report.vocab, static_cast<int64_t>(sizeof(float)), what);
+    const int64_t per_worker = checked_mul(checked_mul(plan.block_rows, row_bytes, what), static_cast<int64_t>(dumps), what);
+    const int64_t total = checked_mul(per_worker, plan.workers, what);
+    if (total > options.max_block_buffer_bytes)
+        throw AccuracyError(what + ": " + std::to_string(plan.block_rows) + " rows x " + std::to_string(report.vocab) +
+                            " floats x " + std::to_string(dumps) + " dumps x " + std::to_string(plan.workers) +
+                            " workers need " + std::to_string(total) + " bytes, more than the limit of " +
+                            std::to_string(options.max_block_buffer_bytes) +
+                            "; give fewer rows per block or fewer threads");
+    return plan;
+}
+
 }  // namespace
 
 int64_t default_block_rows(int64_t vocab, int64_t chunk_rows) {
-    int64_t block_rows = std::max<int64_t>(1, DriftOptions::kTargetBlockBytes / (vocab * int64_t{sizeof(float)}));
+    const int64_t target_floats = DriftOptions::kTargetBlockBytes / static_cast<int64_t>(sizeof(float));
+    int64_t block_rows = std::max<int64_t>(1, target_floats / std::max<int64_t>(1, vocab));
     if (chunk_rows > 0 && chunk_rows <= block_rows) block_rows -= block_rows % chunk_rows;
     return block_rows;
 }
@@ -133,15 +171,13 @@ DriftReport compute_drift(const std::string& reference, const std::string& candi
     }
     report.has_tokens = !tokens_path.empty();
 
-    const int64_t block_rows = options.block_rows > 0 ? options.block_rows
-                                                      : default_block_rows(report.vocab, report.reference_info.chunk_rows);
+    const BlockPlan plan = plan_blocks(options, report, readers.size());
+    const int64_t block_rows = plan.block_rows;
+    const int workers = plan.workers;
 
     // Each worker owns readers for every dump and its block buffers; it reads a block (HDF5
     // calls are serialised inside the reader) and computes it, so one worker's computation
     // overlaps the other's read without a dedicated reader thread or per-block barriers.
-    const int hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
-    const int workers = options.threads > 0 ? options.threads
-                                            : std::max(1, std::min(hardware_threads, DriftOptions::kMaxAutoThreads));
     std::vector<std::vector<std::unique_ptr<LogitDumpReader>>> worker_readers(static_cast<size_t>(workers));
     worker_readers[0] = std::move(readers);
     // The other workers' readers share the first ones' direct-read layouts: the chunk offsets are
@@ -157,7 +193,7 @@ DriftReport compute_drift(const std::string& reference, const std::string& candi
     }
 
     const int64_t vocab = report.vocab;
-    const int64_t block_count = (report.tokens + block_rows - 1) / block_rows;
+    const int64_t block_count = plan.blocks;
     const size_t dumps = worker_readers[0].size();
     DriftValues candidate_values(report.tokens, report.has_tokens);
     DriftValues baseline_values(has_baseline ? report.tokens : 0, report.has_tokens && has_baseline);
@@ -235,10 +271,18 @@ DriftReport compute_drift(const std::string& reference, const std::string& candi
         report.baseline_drift = baseline_values.summary(report.has_tokens);
         report.baseline_kl = std::move(baseline_values.kl);
         std::vector<double> differences(report.candidate_kl.size());
-        for (size_t i = 0; i < differences.size(); ++i)
+        bool undefined = false;  // +inf - +inf at some token
+        for (size_t i = 0; i < differences.size(); ++i) {
             differences[i] = report.candidate_kl[i] - report.baseline_kl[i];
-        const DistributionSummary paired = summarize(differences);
-        report.paired_kl_difference = {paired.mean, paired.stderr_mean};
+            undefined = undefined || std::isnan(differences[i]);
+        }
+        const double nan = std::numeric_limits<double>::quiet_NaN();
+        if (undefined) {
+            report.paired_kl_difference = {nan, nan};
+        } else {
+            const DistributionSummary paired = summarize(differences);
+            report.paired_kl_difference = {paired.mean, paired.stderr_mean};
+        }
     }
     return report;
 }

@@ -2,10 +2,10 @@
 // reader that reads row blocks through hyperslabs with a chunk cache sized to the chunks, so
 // memory stays bounded whatever the file size.
 //
-// Schema: dataset `logits` [tokens, vocab], float32, float16, or bfloat16 stored as uint16
-// with string attribute dtype="bfloat16" on the dataset; chunked by rows. Optional dataset
-// `tokens` [tokens] int32 (the next-token ids). String attributes `model`, `variant`,
-// `engine` on the root group.
+// Schema: dataset `logits` [tokens, vocab], float32, float16, or bfloat16 stored as uint16 (or
+// int16, read bit for bit) with string attribute dtype="bfloat16" on the dataset; chunked by
+// rows. Optional dataset `tokens` [tokens] of integers (the next-token ids). String attributes
+// `model`, `variant`, `engine` on the root group (ASCII or UTF-8, fixed or variable length).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,8 @@ inline constexpr const char* kLogitsDataset = "logits";
 inline constexpr const char* kTokensDataset = "tokens";
 inline constexpr const char* kDtypeAttribute = "dtype";
 inline constexpr const char* kBFloat16Name = "bfloat16";
+// Largest vocab a dump may declare: token ids are int32.
+inline constexpr int64_t kMaxVocab = int64_t{1} << 31;
 
 enum class LogitType { kFloat32, kFloat16, kBFloat16 };
 
@@ -42,6 +44,9 @@ struct LogitDumpInfo {
     int64_t chunk_rows = 0;  // rows per HDF5 chunk (0 when the dataset is not chunked)
     bool has_tokens = false;
     DumpMetadata metadata;
+    // Problems with optional parts that did not stop the read (e.g. an unreadable metadata
+    // attribute, left empty), one sentence each naming the file.
+    std::vector<std::string> warnings;
 };
 
 class LogitDumpWriter {
@@ -122,8 +127,20 @@ private:
     // Where each row's bytes lie in the file, and a descriptor to pread() them.
     struct DirectLayout;
 
+    // The logit type of a dataset and the memory type that reads it (16-bit data as its bits).
+    struct ElementType {
+        LogitType type;
+        H5Handle memory_type;
+    };
+
     // Opens and validates `path`; direct reads only when find_direct_layout.
     LogitDumpReader(const std::string& path, bool find_direct_layout);
+    // Parts of the validation at open: the [tokens, vocab] extent; the element type; the layout,
+    // filters, chunk shape and declared size against the stored bytes; the root attributes.
+    void read_shape(hid_t dataset);
+    static ElementType element_type(hid_t dataset, const std::string& path);
+    void check_storage(hid_t dataset);
+    void read_metadata();
     void open_dataset(bool chunk_cache);
     // The row layout direct reads need, or null when the dataset has another.
     std::shared_ptr<const DirectLayout> open_direct();
