@@ -38,7 +38,7 @@ int64_t checked_elements(hid_t dataset, const std::vector<int64_t>& dims, int64_
                          const std::string& where) {
     const std::string what = where + " " + dims_text(dims);
     const int64_t elements = checked_product(dims, what + ": elements");
-    check_declared_size(dataset, checked_mul(elements, element_bytes, what + ": declared bytes"), what);
+    check_dataset_storage(dataset, checked_mul(elements, element_bytes, what + ": declared bytes"), what);
     return elements;
 }
 
@@ -52,7 +52,9 @@ AttnTensor read_tensor(hid_t file, const std::string& path, const std::string& n
     H5Handle type(H5Dget_type(dataset.get()));
     const H5T_class_t type_class = H5Tget_class(type.get());
     const size_t size = H5Tget_size(type.get());
-    const std::optional<std::string> dtype = read_string_attribute(dataset.get(), kDtypeAttribute);
+    // The dtype attribute decides only for integer data (it may need a child process to read).
+    const std::optional<std::string> dtype =
+        type_class == H5T_INTEGER ? read_string_attribute(dataset.get(), kDtypeAttribute) : std::nullopt;
     herr_t status;
     if (type_class == H5T_FLOAT && size == 4) {
         tensor.type = TensorType::kFloat32;
@@ -163,6 +165,11 @@ const void* AttnTensor::data() const {
 }
 
 AttnCase read_attn_case(const std::string& path) {
+    probe_in_child(path, [&path] { read_attn_case_here(path); });
+    return read_attn_case_here(path);
+}
+
+AttnCase read_attn_case_here(const std::string& path) {
     H5Handle file = open_hdf5_for_reading(path);
     AttnCase c;
     c.q = read_tensor(file.get(), path, "q", 3);

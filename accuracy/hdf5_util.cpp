@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <sys/stat.h>
 
 #include "accuracy/accuracy_error.h"
+#include "accuracy/isolated_call.h"
 
 namespace wideattn::accuracy {
 
@@ -143,6 +145,9 @@ StringAttribute read_variable_string(hid_t attribute, hid_t file_type) {
         result.value = text;
         H5free_memory(text);
     }
+    if (result.value.size() > kMaxStringAttributeBytes)
+        return unreadable("is a variable-length string of " + std::to_string(result.value.size()) + " bytes (at most " +
+                          std::to_string(kMaxStringAttributeBytes) + " are read)");
     return result;
 }
 
@@ -235,7 +240,71 @@ std::vector<int64_t> dataset_dims(hid_t dataset, const std::string& where) {
     return result;
 }
 
-void check_declared_size(hid_t dataset, int64_t declared_bytes, const std::string& where) {
+namespace {
+
+// Layout, external files and filters (see check_dataset_storage).
+void check_layout_and_filters(hid_t create_props, H5D_layout_t layout, const std::string& where) {
+    if (layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED && layout != H5D_COMPACT)
+        throw AccuracyError(where + " has storage layout " + std::to_string(static_cast<int>(layout)) +
+                            " (only contiguous, chunked or compact datasets are read; not virtual ones)");
+    if (H5Pget_external_count(create_props) != 0)
+        throw AccuracyError(where + " keeps its data in external files (not read)");
+    const int filters = H5Pget_nfilters(create_props);
+    for (int f = 0; f < filters; ++f) {
+        unsigned flags = 0;
+        size_t values = 0;
+        const H5Z_filter_t filter =
+            H5Pget_filter2(create_props, static_cast<unsigned>(f), &flags, &values, nullptr, 0, nullptr, nullptr);
+        if (filter < 0 || H5Zfilter_avail(filter) <= 0)
+            throw AccuracyError(where + " is compressed with HDF5 filter " + std::to_string(filter) +
+                                ", which this HDF5 library does not have");
+    }
+}
+
+// Bytes of one chunk: the chunk's extent times the element size.
+int64_t chunk_bytes_of(hid_t dataset, hid_t create_props, const std::string& where) {
+    hsize_t chunk[H5S_MAX_RANK] = {};
+    const int rank = H5Pget_chunk(create_props, H5S_MAX_RANK, chunk);
+    H5Handle type(H5Dget_type(dataset));
+    if (rank < 1 || !type.valid()) throw AccuracyError("cannot read the chunk shape of " + where + " (corrupt file?)");
+    int64_t bytes = static_cast<int64_t>(H5Tget_size(type.get()));
+    for (int d = 0; d < rank; ++d) {
+        if (chunk[d] == 0 || chunk[d] > static_cast<hsize_t>(std::numeric_limits<int64_t>::max()) ||
+            __builtin_mul_overflow(bytes, static_cast<int64_t>(chunk[d]), &bytes))
+            throw AccuracyError(where + " has an invalid chunk shape (corrupt file?)");
+    }
+    return bytes;
+}
+
+// The stored bytes against what the layout implies.
+void check_stored_bytes(hid_t dataset, hid_t create_props, H5D_layout_t layout, int64_t declared_bytes,
+                        int64_t stored_bytes, const std::string& where) {
+    const std::string stores = where + " stores " + std::to_string(stored_bytes) + " bytes";
+    if (layout == H5D_COMPACT && stored_bytes != declared_bytes)
+        throw AccuracyError(stores + " of compact data for " + std::to_string(declared_bytes) + " declared (corrupt?)");
+    if (layout == H5D_CONTIGUOUS && stored_bytes != 0 && stored_bytes != declared_bytes)
+        throw AccuracyError(stores + " of contiguous data for " + std::to_string(declared_bytes) +
+                            " declared (corrupt?)");
+    if (layout != H5D_CHUNKED || H5Pget_nfilters(create_props) != 0) return;
+    const int64_t chunk_bytes = chunk_bytes_of(dataset, create_props, where);
+    hsize_t chunks = 0;
+    H5Handle space(H5Dget_space(dataset));
+    if (!space.valid() || H5Dget_num_chunks(dataset, space.get(), &chunks) < 0)
+        throw AccuracyError("cannot read the chunk index of " + where + " (corrupt file?)");
+    int64_t expected = 0;
+    if (chunks > static_cast<hsize_t>(std::numeric_limits<int64_t>::max()) ||
+        __builtin_mul_overflow(static_cast<int64_t>(chunks), chunk_bytes, &expected) || expected != stored_bytes)
+        throw AccuracyError(stores + " in " + std::to_string(chunks) + " unfiltered chunks of " +
+                            std::to_string(chunk_bytes) + " bytes (corrupt chunk index?)");
+}
+
+}  // namespace
+
+void check_dataset_storage(hid_t dataset, int64_t declared_bytes, const std::string& where) {
+    H5Handle create_props(H5Dget_create_plist(dataset));
+    if (!create_props.valid()) throw AccuracyError("cannot read the storage properties of " + where);
+    const H5D_layout_t layout = H5Pget_layout(create_props.get());
+    check_layout_and_filters(create_props.get(), layout, where);
     const hsize_t stored = H5Dget_storage_size(dataset);
     const int64_t stored_bytes = stored > static_cast<hsize_t>(std::numeric_limits<int64_t>::max())
                                      ? std::numeric_limits<int64_t>::max()
@@ -249,6 +318,45 @@ void check_declared_size(hid_t dataset, int64_t declared_bytes, const std::strin
                             std::to_string(stored_bytes) + " (at most " + std::to_string(kMaxDeclaredToStoredRatio) +
                             " x the stored bytes + " + std::to_string(kDeclaredSlackBytes) +
                             " are accepted; the rest would be chunks never written, or a corrupt header)");
+    check_stored_bytes(dataset, create_props.get(), layout, declared_bytes, stored_bytes, where);
+}
+
+int64_t chunk_rows_of(hid_t dataset, const std::string& where) {
+    H5Handle create_props(H5Dget_create_plist(dataset));
+    if (!create_props.valid()) throw AccuracyError("cannot read the storage properties of " + where);
+    if (H5Pget_layout(create_props.get()) != H5D_CHUNKED) return 0;
+    hsize_t chunk[2] = {0, 0};
+    if (H5Pget_chunk(create_props.get(), 2, chunk) != 2 || chunk[0] == 0 ||
+        chunk[0] > static_cast<hsize_t>(std::numeric_limits<int64_t>::max()))
+        throw AccuracyError("cannot read the chunk shape of " + where + " (corrupt file?)");
+    return static_cast<int64_t>(chunk[0]);
+}
+
+void probe_in_child(const std::string& path, const std::function<void()>& check, int timeout_ms) {
+    const auto work = [&check, &path]() -> std::optional<std::string> {
+        try {
+            check();
+            return std::string();
+        } catch (const AccuracyError& e) {
+            return std::string(e.what());
+        } catch (const std::bad_alloc&) {
+            return "'" + path + "': out of memory while reading the file's structure";
+        }
+    };
+    const IsolatedResult probe = run_isolated(work, timeout_ms, kMaxProbeMessageBytes);
+    switch (probe.status) {
+        case IsolatedResult::Status::kDone:
+            if (!probe.value.empty()) throw AccuracyError(probe.value);
+            return;
+        case IsolatedResult::Status::kFailed:
+        case IsolatedResult::Status::kCrashed:
+            throw AccuracyError("'" + path + "': libhdf5 crashed while reading the file's structure (" + probe.detail +
+                                "): the file is corrupt");
+        case IsolatedResult::Status::kTimedOut:
+            throw AccuracyError("'" + path + "': libhdf5 was still reading the file's structure after " +
+                                std::to_string(timeout_ms) + " ms: the file is corrupt (a loop in its metadata?)");
+        case IsolatedResult::Status::kNotRun: return;  // no child process: the checks run here only
+    }
 }
 
 }  // namespace wideattn::accuracy

@@ -7,7 +7,9 @@
 
 #include <hdf5.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -72,7 +74,8 @@ inline constexpr size_t kMaxStringAttributeBytes = size_t{1} << 16;
 // length, scalar or a one-element array (h5py writes variable-length UTF-8 scalars). Before
 // H5Aread it checks the type class, the dataspace (one element), the fixed size (at most
 // kMaxStringAttributeBytes) and that the stored bytes match the declared type, so a corrupt
-// attribute is reported instead of being handed to the library's conversion code.
+// attribute is reported instead of being handed to the library's conversion code (the string
+// of a variable-length one lives in the global heap, which only probe_in_child protects).
 StringAttribute read_string_attribute_checked(hid_t object, const std::string& name);
 
 // The value of read_string_attribute_checked; nullopt when absent or unreadable.
@@ -92,11 +95,32 @@ std::vector<int64_t> dataset_dims(hid_t dataset, const std::string& where = "a d
 inline constexpr int64_t kMaxDeclaredToStoredRatio = 1024;
 inline constexpr int64_t kDeclaredSlackBytes = int64_t{1} << 20;
 
-// Throws AccuracyError naming `where` unless `declared_bytes` (the dataset's extent times its
-// element size, computed by the caller with checked arithmetic) is at most
-// kMaxDeclaredToStoredRatio x the dataset's storage size (H5Dget_storage_size) +
-// kDeclaredSlackBytes: a 1 KiB file declaring terabytes of never-written chunks is refused
-// before anything is allocated or read.
-void check_declared_size(hid_t dataset, int64_t declared_bytes, const std::string& where);
+// Checks a dataset's storage before anything is read from it, throwing AccuracyError naming
+// `where`: the layout must be contiguous, chunked or compact (not virtual), with no external
+// files and only filters this HDF5 library has; `declared_bytes` (the extent times the element
+// size, computed by the caller with checked arithmetic) must be at most
+// kMaxDeclaredToStoredRatio x the stored bytes (H5Dget_storage_size) + kDeclaredSlackBytes, so a
+// 1 KiB file declaring terabytes of never-written chunks is refused; and the stored bytes must be
+// what the layout implies (compact: all of them; contiguous: all or none; chunked without
+// filters: the allocated chunks' count times a chunk's bytes), which HDF5 1.10 does not check
+// before reading past its buffers.
+void check_dataset_storage(hid_t dataset, int64_t declared_bytes, const std::string& where);
+
+// The most a child process may take to open and check a file (probe_in_child), and the
+// longest message it hands back.
+inline constexpr int kProbeTimeoutMs = 10000;
+inline constexpr size_t kMaxProbeMessageBytes = size_t{1} << 16;
+
+// Runs `check` (opening and validating `path` through HDF5, throwing AccuracyError) in a child
+// process (isolated_call.h) before the caller does the same in this one: libhdf5 1.10 crashes,
+// loops or reads freed memory on some corrupt files (a global heap or an object header) in the
+// calls an open makes. Throws AccuracyError with the child's own message when `check` threw,
+// "libhdf5 crashed while reading the file's structure (signal N): the file is corrupt" when the
+// child died, and a timeout message after `timeout_ms`. Returns when the child succeeded (or
+// none could be started). Forks: call it with no other thread inside HDF5.
+void probe_in_child(const std::string& path, const std::function<void()>& check, int timeout_ms = kProbeTimeoutMs);
+
+// The rows of a chunk of a chunked 2-D dataset (0 when it is not chunked).
+int64_t chunk_rows_of(hid_t dataset, const std::string& where);
 
 }  // namespace wideattn::accuracy

@@ -70,7 +70,9 @@ LogitDumpReader::ElementType LogitDumpReader::element_type(hid_t dataset, const 
     if (!file_type.valid()) throw AccuracyError("cannot read the element type of " + where(path) + " (corrupt file?)");
     const H5T_class_t type_class = H5Tget_class(file_type.get());
     const size_t type_size = H5Tget_size(file_type.get());
-    const StringAttribute dtype = read_string_attribute_checked(dataset, kDtypeAttribute);
+    // The dtype attribute decides only for integer data (it may need a child process to read).
+    const StringAttribute dtype =
+        type_class == H5T_INTEGER ? read_string_attribute_checked(dataset, kDtypeAttribute) : StringAttribute{};
     if (type_class == H5T_FLOAT && type_size == 4) return {LogitType::kFloat32, H5Handle(H5Tcopy(H5T_NATIVE_FLOAT))};
     if (type_class == H5T_FLOAT && type_size == 2 && has_fields(file_type.get(), kBinary16Fields))
         return {LogitType::kFloat16, make_float16_type()};
@@ -88,7 +90,7 @@ LogitDumpReader::ElementType LogitDumpReader::element_type(hid_t dataset, const 
         return {LogitType::kBFloat16, H5Handle(H5Tcopy(is_signed ? H5T_NATIVE_INT16 : H5T_NATIVE_UINT16))};
     }
     const std::string described = hdf5_class_text(type_class) + " type of " + std::to_string(type_size) + " bytes" +
-                                  dtype_text(dtype);
+                                  (type_class == H5T_INTEGER ? dtype_text(dtype) : "");
     throw AccuracyError(where(path) + " has an unsupported element type (" + described +
                         "); expected float32, float16, or 16-bit integers (uint16 or int16) with dtype=\"bfloat16\"");
 }
@@ -224,7 +226,19 @@ struct LogitDumpReader::DirectLayout {
     }
 };
 
-LogitDumpReader::LogitDumpReader(const std::string& path) : LogitDumpReader(path, true) {}
+LogitDumpReader::LogitDumpReader(const std::string& path) : LogitDumpReader(probed(path), true) {}
+
+const std::string& LogitDumpReader::probed(const std::string& path) {
+    probe_in_child(path, [&path] {
+        LogitDumpReader reader(path, true);
+        try {
+            reader.read_tokens();
+        } catch (const AccuracyError&) {
+            // Reported by read_tokens() in this process when it is called; only a crash counts here.
+        }
+    });
+    return path;
+}
 
 std::unique_ptr<LogitDumpReader> LogitDumpReader::another_reader() const {
     std::unique_ptr<LogitDumpReader> reader(new LogitDumpReader(info_.path, false));
@@ -240,7 +254,7 @@ std::unique_ptr<LogitDumpReader> LogitDumpReader::another_reader() const {
     return reader;
 }
 
-LogitDumpReader::LogitDumpReader(const std::string& path, bool find_direct_layout) {
+LogitDumpReader::LogitDumpReader(const std::string& path, bool primary) {
     info_.path = path;
     file_ = open_hdf5_for_reading(path);
     if (!has_link(file_.get(), kLogitsDataset))
@@ -257,9 +271,9 @@ LogitDumpReader::LogitDumpReader(const std::string& path, bool find_direct_layou
         check_storage(probe.get());
     }
     open_dataset(true);
-    if (find_direct_layout) set_direct_reads(true);
-
     info_.has_tokens = has_link(file_.get(), kTokensDataset);
+    if (!primary) return;
+    set_direct_reads(true);
     read_metadata();
 }
 
@@ -280,33 +294,9 @@ void LogitDumpReader::read_shape(hid_t dataset) {
 void LogitDumpReader::check_storage(hid_t dataset) {
     const std::string shape = where(info_.path) + " [" + std::to_string(info_.tokens) + ", " +
                               std::to_string(info_.vocab) + "] " + logit_type_name(info_.type);
-    H5Handle create_props(H5Dget_create_plist(dataset));
-    if (!create_props.valid()) throw AccuracyError("cannot read the storage properties of " + where(info_.path));
-    const H5D_layout_t layout = H5Pget_layout(create_props.get());
-    if (layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED && layout != H5D_COMPACT)
-        throw AccuracyError(where(info_.path) + " has storage layout " + std::to_string(static_cast<int>(layout)) +
-                            " (only contiguous, chunked or compact datasets are read; not virtual ones)");
-    if (H5Pget_external_count(create_props.get()) != 0)
-        throw AccuracyError(where(info_.path) + " keeps its data in external files (not read)");
-    const int filters = H5Pget_nfilters(create_props.get());
-    for (int f = 0; f < filters; ++f) {
-        unsigned flags = 0;
-        size_t values = 0;
-        const H5Z_filter_t filter = H5Pget_filter2(create_props.get(), static_cast<unsigned>(f), &flags, &values,
-                                                   nullptr, 0, nullptr, nullptr);
-        if (filter < 0 || H5Zfilter_avail(filter) <= 0)
-            throw AccuracyError(where(info_.path) + " is compressed with HDF5 filter " + std::to_string(filter) +
-                                ", which this HDF5 library does not have");
-    }
-    if (layout == H5D_CHUNKED) {
-        hsize_t chunk[2] = {0, 0};
-        if (H5Pget_chunk(create_props.get(), 2, chunk) != 2 || chunk[0] == 0 ||
-            chunk[0] > static_cast<hsize_t>(std::numeric_limits<int64_t>::max()))
-            throw AccuracyError("cannot read the chunk shape of " + where(info_.path) + " (corrupt file?)");
-        info_.chunk_rows = static_cast<int64_t>(chunk[0]);
-    }
     const int64_t row_bytes = checked_mul(info_.vocab, logit_type_bytes(info_.type), shape + ": bytes per row");
-    check_declared_size(dataset, checked_mul(info_.tokens, row_bytes, shape + ": declared bytes"), shape);
+    check_dataset_storage(dataset, checked_mul(info_.tokens, row_bytes, shape + ": declared bytes"), shape);
+    info_.chunk_rows = chunk_rows_of(dataset, where(info_.path));
 }
 
 void LogitDumpReader::read_metadata() {
@@ -464,7 +454,7 @@ std::vector<int32_t> LogitDumpReader::read_tokens() const {
     H5Handle file_type(H5Dget_type(dataset.get()));
     if (H5Tget_class(file_type.get()) != H5T_INTEGER) throw AccuracyError(name + " must hold integers");
     const int64_t element_bytes = static_cast<int64_t>(H5Tget_size(file_type.get()));
-    check_declared_size(dataset.get(), checked_mul(info_.tokens, element_bytes, name + ": declared bytes"), name);
+    check_dataset_storage(dataset.get(), checked_mul(info_.tokens, element_bytes, name + ": declared bytes"), name);
     // Read as int64, so HDF5 converts every integer type by value without clamping to int32
     // (an unsigned id above 2^63 - 1 still clamps, to a value outside the vocab).
     std::vector<int64_t> wide(checked_size(info_.tokens, name));
@@ -482,7 +472,7 @@ std::vector<int32_t> LogitDumpReader::read_tokens() const {
 
 void LogitDumpReader::check_row_range(int64_t first, int64_t count) const {
     if (first < 0 || count < 0 || first > info_.tokens || count > info_.tokens - first)
-        throw AccuracyError(where(info_.path) + ": rows " + std::to_string(first) + ".." + std::to_string(first + count) +
+        throw AccuracyError(where(info_.path) + ": " + std::to_string(count) + " rows from row " + std::to_string(first) +
                             " are outside 0.." + std::to_string(info_.tokens));
 }
 

@@ -83,11 +83,16 @@ private:
 
 class LogitDumpReader {
 public:
-    // Opens and validates `path` (throws AccuracyError naming the file and the problem).
+    // Opens and validates `path` (throws AccuracyError naming the file and the problem). The
+    // validation, and reading the token ids, first run in a child process (probe_in_child), so a
+    // corrupt file that crashes or hangs libhdf5 there is an error here. Forks: construct
+    // readers while no other thread is inside HDF5 (compute_drift opens them before its workers
+    // start; another_reader() does not fork).
     explicit LogitDumpReader(const std::string& path);
     // The same file opened again, for another thread: its own HDF5 handles and chunk cache,
     // sharing this reader's direct-read layout (the chunk offsets, found once per file, and the
     // descriptor: pread() needs no lock). Throws if the file no longer has this reader's shape.
+    // Its info() has no metadata (model, variant, engine are not read again).
     std::unique_ptr<LogitDumpReader> another_reader() const;
 
     const LogitDumpInfo& info() const { return info_; }
@@ -133,8 +138,11 @@ private:
         H5Handle memory_type;
     };
 
-    // Opens and validates `path`; direct reads only when find_direct_layout.
-    LogitDumpReader(const std::string& path, bool find_direct_layout);
+    // Opens and validates `path`; only a primary reader looks for the direct layout and reads
+    // the metadata attributes (another_reader() shares the first and does not need the second).
+    LogitDumpReader(const std::string& path, bool primary);
+    // Runs the validation of `path` in a child process; returns `path`.
+    static const std::string& probed(const std::string& path);
     // Parts of the validation at open: the [tokens, vocab] extent; the element type; the layout,
     // filters, chunk shape and declared size against the stored bytes; the root attributes.
     void read_shape(hid_t dataset);

@@ -1,12 +1,15 @@
 // test_input_limits.cpp - the reader and the accuracy CLI against hostile inputs: declared sizes
 // that overflow or that the file does not store, block rows and threads beyond what exists,
 // string attributes as h5py writes them (UTF-8, variable length) and broken ones, bfloat16 bits
-// stored as int16, and integer options that would wrap. Each case checks the message.
+// stored as int16, integer options that would wrap, crashes and hangs of libhdf5 on corrupt
+// files, and the fuzz seed corpus. Each case checks the message.
 #include <doctest/doctest.h>
 
 #include <hdf5.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +21,7 @@
 #include "accuracy/bf16.h"
 #include "accuracy/drift_report.h"
 #include "accuracy/hdf5_util.h"
+#include "accuracy/isolated_call.h"
 #include "accuracy/kl_drift.h"
 #include "accuracy/logit_dump.h"
 #include "accuracy_test_util.h"
@@ -150,7 +154,7 @@ TEST_CASE("input limits: row ranges that would overflow first + count are refuse
     LogitDumpReader reader(path);
     std::vector<float> out(8);
     CHECK_THROWS_WITH_AS(reader.read_rows(1, std::numeric_limits<int64_t>::max(), out.data()),
-                         doctest::Contains("are outside 0..2"), AccuracyError);
+                         doctest::Contains("9223372036854775807 rows from row 1 are outside 0..2"), AccuracyError);
     CHECK_THROWS_WITH_AS(reader.read_rows(3, 0, out.data()), doctest::Contains("are outside 0..2"), AccuracyError);
 }
 
@@ -378,4 +382,57 @@ TEST_CASE("input limits: attribute bytes that are not UTF-8 leave the JSON repor
     CHECK(report.find("\"model\":\"caf\\ufffd \\ufffd\"") != std::string::npos);
     CHECK(report.find('\xff') == std::string::npos);
     CHECK(report.find('\xe9') == std::string::npos);
+}
+
+TEST_CASE("input limits: a crash or a hang while a child checks a file is an error, not the end of the run") {
+    const std::string path = "corrupt.h5";
+    CHECK_THROWS_WITH_AS(probe_in_child(path, [] { std::raise(SIGSEGV); }),
+                         doctest::Contains("'corrupt.h5': libhdf5 crashed while reading the file's structure ("),
+                         AccuracyError);
+    CHECK_THROWS_WITH_AS(probe_in_child(path, [] { for (;;) pause(); }, 300),
+                         doctest::Contains("'corrupt.h5': libhdf5 was still reading the file's structure after 300 ms"),
+                         AccuracyError);
+    CHECK_THROWS_WITH_AS(probe_in_child(path, [] { throw AccuracyError("the child's own message"); }),
+                         "the child's own message", AccuracyError);
+    CHECK_NOTHROW(probe_in_child(path, [] {}));
+    // The child's values come back through the pipe, cut at the limit plus one byte.
+    const IsolatedResult long_value = run_isolated([] { return std::optional<std::string>(std::string(100, 'x')); },
+                                                   kProbeTimeoutMs, 10);
+    CHECK(long_value.status == IsolatedResult::Status::kDone);
+    CHECK(long_value.value == std::string(11, 'x'));
+    CHECK(run_isolated([] { return std::optional<std::string>(); }, kProbeTimeoutMs, 10).status ==
+          IsolatedResult::Status::kFailed);
+}
+
+TEST_CASE("input limits: an unfiltered chunk index that does not add up is refused (HDF5 read past its buffer)") {
+    // Found by the dump-reader fuzzer on 2026-12-01: a chunk index mutated to hold 6 entries for
+    // 4 stored chunks; libhdf5 1.10 copied 64 bytes from an 8-byte buffer in H5Dread.
+    const char* data = std::getenv("WIDEATTN_TEST_DATA");
+    if (data == nullptr) return;
+    const std::string path = std::string(data) + "/../tests/fuzz/corpus/logit_dump/regression_chunk_index.h5";
+    REQUIRE(std::filesystem::exists(path));
+    CHECK(open_error(path).find("dataset 'logits' [6, 40] float32 stores 1024 bytes in 6 unfiltered chunks of 256 "
+                                "bytes (corrupt chunk index?)") != std::string::npos);
+}
+
+TEST_CASE("input limits: every file of the fuzz seed corpus is read or refused with a message") {
+    const char* data = std::getenv("WIDEATTN_TEST_DATA");
+    if (data == nullptr) return;
+    const std::filesystem::path corpus = std::filesystem::path(data) / ".." / "tests" / "fuzz" / "corpus" / "logit_dump";
+    REQUIRE(std::filesystem::is_directory(corpus));
+    int read = 0, refused = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
+        if (entry.path().extension() != ".h5") continue;
+        CAPTURE(entry.path().string());
+        try {
+            const DriftReport report = compute_drift(entry.path().string(), entry.path().string(), "");
+            for (double kl : report.candidate_kl) CHECK(kl == 0.0);
+            ++read;
+        } catch (const AccuracyError& e) {
+            CHECK(std::string(e.what()).find(entry.path().filename().string()) != std::string::npos);
+            ++refused;
+        }
+    }
+    CHECK(read >= 7);
+    CHECK(refused >= 4);
 }
