@@ -261,17 +261,28 @@ void check_layout_and_filters(hid_t create_props, H5D_layout_t layout, const std
     }
 }
 
-// Bytes of one chunk: the chunk's extent times the element size.
+// Bytes of one chunk: the chunk's extent times the element size. The chunk must have the
+// dataset's rank and, in a dimension of fixed size, be no larger than it (HDF5's own rule when
+// a dataset is made; a corrupt chunk shape larger than that made libhdf5 1.10 copy past the
+// buffer its filters returned).
 int64_t chunk_bytes_of(hid_t dataset, hid_t create_props, const std::string& where) {
     hsize_t chunk[H5S_MAX_RANK] = {};
+    hsize_t dims[H5S_MAX_RANK] = {};
+    hsize_t max_dims[H5S_MAX_RANK] = {};
     const int rank = H5Pget_chunk(create_props, H5S_MAX_RANK, chunk);
     H5Handle type(H5Dget_type(dataset));
-    if (rank < 1 || !type.valid()) throw AccuracyError("cannot read the chunk shape of " + where + " (corrupt file?)");
+    H5Handle space(H5Dget_space(dataset));
+    const int space_rank = space.valid() ? H5Sget_simple_extent_dims(space.get(), dims, max_dims) : -1;
+    if (rank < 1 || rank != space_rank || !type.valid())
+        throw AccuracyError("cannot read the chunk shape of " + where + " (corrupt file?)");
     int64_t bytes = static_cast<int64_t>(H5Tget_size(type.get()));
     for (int d = 0; d < rank; ++d) {
-        if (chunk[d] == 0 || chunk[d] > static_cast<hsize_t>(std::numeric_limits<int64_t>::max()) ||
+        const bool too_large = max_dims[d] != H5S_UNLIMITED && chunk[d] > max_dims[d];
+        if (chunk[d] == 0 || too_large || chunk[d] > static_cast<hsize_t>(std::numeric_limits<int64_t>::max()) ||
             __builtin_mul_overflow(bytes, static_cast<int64_t>(chunk[d]), &bytes))
-            throw AccuracyError(where + " has an invalid chunk shape (corrupt file?)");
+            throw AccuracyError(where + " has chunks of " + std::to_string(chunk[d]) + " in dimension " +
+                                std::to_string(d) + " of at most " + std::to_string(max_dims[d]) +
+                                " (corrupt chunk shape?)");
     }
     return bytes;
 }
@@ -285,8 +296,9 @@ void check_stored_bytes(hid_t dataset, hid_t create_props, H5D_layout_t layout, 
     if (layout == H5D_CONTIGUOUS && stored_bytes != 0 && stored_bytes != declared_bytes)
         throw AccuracyError(stores + " of contiguous data for " + std::to_string(declared_bytes) +
                             " declared (corrupt?)");
-    if (layout != H5D_CHUNKED || H5Pget_nfilters(create_props) != 0) return;
+    if (layout != H5D_CHUNKED) return;
     const int64_t chunk_bytes = chunk_bytes_of(dataset, create_props, where);
+    if (H5Pget_nfilters(create_props) != 0) return;  // compressed chunks store any number of bytes
     hsize_t chunks = 0;
     H5Handle space(H5Dget_space(dataset));
     if (!space.valid() || H5Dget_num_chunks(dataset, space.get(), &chunks) < 0)

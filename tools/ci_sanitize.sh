@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${WIDEATTN_ASAN_BUILD_DIR:-$root/build-asan}
 fuzz_seconds=${WIDEATTN_FUZZ_SECONDS:-60}
-# Per input: above the reader's 10 s probe of a file (docs/accuracy.md, section 1) times the
+# Per input: above the reader's 10 s probe of a file (docs/accuracy.md, section 8) times the
 # three opens of one input, so a file that makes libhdf5 loop is refused, not a timeout.
 fuzz_input_timeout_s=60
 corpus=$root/tests/fuzz/corpus/logit_dump

@@ -415,6 +415,17 @@ TEST_CASE("input limits: an unfiltered chunk index that does not add up is refus
                                 "bytes (corrupt chunk index?)") != std::string::npos);
 }
 
+TEST_CASE("input limits: a chunk shape larger than a fixed dimension is refused (HDF5 copied past its buffer)") {
+    // Found by the dump-reader fuzzer on 2026-12-01: a deflated dataset [6, 40] whose chunk shape
+    // was mutated to [3, 2621440]; libhdf5 1.10 copied a chunk's bytes past what deflate returned.
+    const char* data = std::getenv("WIDEATTN_TEST_DATA");
+    if (data == nullptr) return;
+    const std::string path = std::string(data) + "/../tests/fuzz/corpus/logit_dump/regression_chunk_shape.h5";
+    REQUIRE(std::filesystem::exists(path));
+    CHECK(open_error(path).find("dataset 'logits' [6, 40] float16 has chunks of 2621440 in dimension 1 of at most 40 "
+                                "(corrupt chunk shape?)") != std::string::npos);
+}
+
 TEST_CASE("input limits: every file of the fuzz seed corpus is read or refused with a message") {
     const char* data = std::getenv("WIDEATTN_TEST_DATA");
     if (data == nullptr) return;
@@ -434,5 +445,5 @@ TEST_CASE("input limits: every file of the fuzz seed corpus is read or refused w
         }
     }
     CHECK(read >= 7);
-    CHECK(refused >= 4);
+    CHECK(refused >= 5);
 }
