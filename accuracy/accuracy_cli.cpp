@@ -79,9 +79,10 @@ const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows"
                   "  --baseline BASE   also compare BASE to REF, and print the paired per-token\n"
                   "                    difference KL(CAND) - KL(BASE), mean +- stderr\n"
                   "  --json FILE       write the report as JSON (FILE '-' is stdout)\n"
-                  "  --block-rows N    rows per read (default: about 1 MB of float per dump)\n"
-                  "  --threads N       workers, each reading and computing blocks (default: the number\n"
-                  "                    of hardware threads, at most 8)\n"
+                  "  --block-rows N    rows per read, >= 1 (default: about 1 MB of float per dump; more\n"
+                  "                    than the dumps have reads them in one block)\n"
+                  "  --threads N       workers, 1..64, each reading and computing blocks (default: the\n"
+                  "                    number of hardware threads, at most 8)\n"
                   "Exit: 0 ok, 2 error (bad input: the message names the file, row or argument).\n"};
 
 const Command kGate{"gate", {"REF", "CAND"},
@@ -118,7 +119,7 @@ const Command kAttnError{"attn-error", {"FILE"}, {"--max-rel-l2"},
                          "softmax_scale, the kernel's out and optionally lse; schema in docs/accuracy.md), runs\n"
                          "the fp64 CPU reference and prints mean/max abs error (with token, head, dim), RMS,\n"
                          "relative L2, 1 - cos, non-finite count, per head, and the LSE error.\n"
-                         "  --max-rel-l2 X    exit 1 when out's relative L2 error exceeds X or any output\n"
+                         "  --max-rel-l2 X    (>= 0) exit 1 when out's relative L2 error exceeds X or any output\n"
                          "                    is non-finite\n"
                          "Exit: 0 ok, 1 over the bound, 2 error.\n"};
 
@@ -131,7 +132,8 @@ const Command kMakeSample{"make-sample", {"OUTDIR"}, {"--tokens", "--vocab", "--
                           "token ids sampled from the reference: reference; baseline (reference + perturbation\n"
                           "sigma 0.05); candidate_pass (sigma 0.035, passes the baseline gate); candidate_fail\n"
                           "(sigma 0.075, fails it).\n"
-                          "  --tokens N   rows (default 256)      --vocab V   columns (default 4096)\n"
+                          "  --tokens N   rows, 1..16777216 (default 256)\n"
+                          "  --vocab V    columns, 2..4194304 (default 4096)\n"
                           "  --seed S     seed (default 1)        --dtype T   element type (default float16)\n"
                           "  --roles LIST comma-separated subset of reference,baseline,candidate_pass,candidate_fail\n"
                           "Exit: 0 ok, 2 error.\n"};
@@ -147,7 +149,7 @@ const Command kBenchRead{"bench-read", {"REF", "CAND"}, {"--repeat"},
                          "usage: wideattn accuracy bench-read REF CAND [--repeat N]\n"
                          "\n"
                          "Times streaming both dumps through the HDF5 reader alone against `kl REF CAND`\n"
-                         "on the same files, alternating N rounds (default 3; the machine may be shared);\n"
+                         "on the same files, alternating N rounds (1..1000, default 3; the machine may be shared);\n"
                          "prints the fastest and median times, the ratio of the fastest (bar: <= 1.5) and\n"
                          "the peak RSS (bar: < 512 MB). Exit: 0 ok, 2 error.\n"};
 

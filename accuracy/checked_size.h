@@ -1,5 +1,5 @@
 // checked_size.h - overflow-checked arithmetic for every size, count and offset computed from
-// input (dataset shapes, options): each helper throws AccuracyError naming what was computed
+// input (dataset shapes, options): each function throws AccuracyError naming what was computed
 // and the operands instead of wrapping, so a file declaring a vocab of 2^62 or an option of
 // 2^52 rows is refused with a message rather than dividing by zero or allocating a wrapped size.
 #pragma once

@@ -13,12 +13,17 @@
 #include <chrono>
 #include <cstring>
 
+// Present only in sanitizer builds: a fuzzer registers a death callback (it saves the input
+// as a crash) that a child must not run for a crash the parent reports as an error.
+extern "C" void __sanitizer_set_death_callback(void (*callback)()) __attribute__((weak));
+
 namespace wideattn::accuracy {
 namespace {
 
 constexpr char kHasValue = 1;
 constexpr char kNoValue = 0;
 constexpr int kChildFailedStatus = 127;
+constexpr size_t kReadBufferBytes = 4096;
 
 void write_all(int fd, const char* data, size_t size) {
     while (size > 0) {
@@ -36,6 +41,7 @@ constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
 [[noreturn]] void run_child(int fd, const std::function<std::optional<std::string>()>& work, size_t max_bytes) {
     for (int signal_number : kCrashSignals) ::signal(signal_number, SIG_DFL);
+    if (__sanitizer_set_death_callback != nullptr) __sanitizer_set_death_callback(nullptr);
     std::optional<std::string> value;
     try {
         value = work();
@@ -51,9 +57,10 @@ constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
 // Reads the child's bytes until end of file; false when the deadline passed first.
 bool read_until_eof(int fd, std::chrono::steady_clock::time_point deadline, size_t max_bytes, std::string* out) {
-    char buffer[4096];
+    char buffer[kReadBufferBytes];
     for (;;) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) return false;
         pollfd waiting{fd, POLLIN, 0};
         const int ready = ::poll(&waiting, 1, static_cast<int>(left.count()));

@@ -11,6 +11,7 @@ namespace {
 
 constexpr unsigned char kFirstPrintable = 0x20, kFirstNonAscii = 0x80;
 constexpr unsigned char kContinuationMask = 0xc0, kContinuationBits = 0x80;
+constexpr int kContinuationPayloadBits = 6;
 constexpr uint32_t kLastCodePoint = 0x10ffff;
 constexpr uint32_t kFirstSurrogate = 0xd800, kLastSurrogate = 0xdfff;
 constexpr const char* kReplacement = "\\ufffd";
@@ -19,27 +20,28 @@ constexpr const char* kReplacement = "\\ufffd";
 // the bytes there are not one: a stray continuation byte, a truncated sequence, an overlong
 // encoding, a surrogate or a code point above U+10FFFF.
 size_t utf8_sequence_length(const std::string& text, size_t i) {
-    struct Lead {
+    struct FirstByte {
         unsigned char mask, bits, payload;
         size_t length;
         uint32_t smallest;  // the smallest code point this length may encode (no overlong forms)
     };
-    static constexpr Lead kLeads[] = {{0xe0, 0xc0, 0x1f, 2, 0x80}, {0xf0, 0xe0, 0x0f, 3, 0x800},
-                                      {0xf8, 0xf0, 0x07, 4, 0x10000}};
+    static constexpr FirstByte kFirstBytes[] = {
+        {0xe0, 0xc0, 0x1f, 2, 0x80}, {0xf0, 0xe0, 0x0f, 3, 0x800}, {0xf8, 0xf0, 0x07, 4, 0x10000}};
     const unsigned char first = static_cast<unsigned char>(text[i]);
     if (first < kFirstNonAscii) return 1;
-    for (const Lead& lead : kLeads) {
-        if ((first & lead.mask) != lead.bits) continue;
-        if (text.size() - i < lead.length) return 0;
-        uint32_t code_point = first & lead.payload;
-        for (size_t k = 1; k < lead.length; ++k) {
+    for (const FirstByte& form : kFirstBytes) {
+        if ((first & form.mask) != form.bits) continue;
+        if (text.size() - i < form.length) return 0;
+        uint32_t code_point = first & form.payload;
+        for (size_t k = 1; k < form.length; ++k) {
             const unsigned char next = static_cast<unsigned char>(text[i + k]);
             if ((next & kContinuationMask) != kContinuationBits) return 0;
-            code_point = (code_point << 6) | (next & static_cast<unsigned char>(~kContinuationMask));
+            const uint32_t payload = next & static_cast<unsigned char>(~kContinuationMask);
+            code_point = (code_point << kContinuationPayloadBits) | payload;
         }
-        const bool valid = code_point >= lead.smallest && code_point <= kLastCodePoint &&
+        const bool valid = code_point >= form.smallest && code_point <= kLastCodePoint &&
                            (code_point < kFirstSurrogate || code_point > kLastSurrogate);
-        return valid ? lead.length : 0;
+        return valid ? form.length : 0;
     }
     return 0;
 }
