@@ -165,7 +165,10 @@ const void* AttnTensor::data() const {
 }
 
 AttnCase read_attn_case(const std::string& path) {
-    probe_in_child(path, [&path] { read_attn_case_here(path); });
+    probe_in_child(path, [&path] {
+        read_attn_case_here(path);
+        return std::string();
+    });
     return read_attn_case_here(path);
 }
 

@@ -344,22 +344,29 @@ int64_t chunk_rows_of(hid_t dataset, const std::string& where) {
     return static_cast<int64_t>(chunk[0]);
 }
 
-void probe_in_child(const std::string& path, const std::function<void()>& check, int timeout_ms) {
+std::optional<std::string> probe_in_child(const std::string& path, const std::function<std::string()>& check,
+                                          int timeout_ms) {
+    // The child's value: 'v' and what `check` returned, or 'e' and the message of its error.
+    constexpr char kValue = 'v', kError = 'e';
     const auto work = [&check, &path]() -> std::optional<std::string> {
         try {
-            check();
-            return std::string();
+            return kValue + check();
         } catch (const AccuracyError& e) {
-            return std::string(e.what());
+            return kError + std::string(e.what());
         } catch (const std::bad_alloc&) {
-            return "'" + path + "': out of memory while reading the file's structure";
+            return kError + ("'" + path + "': out of memory while reading the file's structure");
         }
     };
     const IsolatedResult probe = run_isolated(work, timeout_ms, kMaxProbeMessageBytes);
     switch (probe.status) {
         case IsolatedResult::Status::kDone:
-            if (!probe.value.empty()) throw AccuracyError(probe.value);
-            return;
+            if (probe.value.size() > kMaxProbeMessageBytes)
+                throw AccuracyError("'" + path + "': the check of the file's structure returned more than " +
+                                    std::to_string(kMaxProbeMessageBytes) + " bytes");
+            if (!probe.value.empty() && probe.value[0] == kError) throw AccuracyError(probe.value.substr(1));
+            if (probe.value.empty() || probe.value[0] != kValue)
+                throw AccuracyError("'" + path + "': the check of the file's structure returned no result");
+            return probe.value.substr(1);
         case IsolatedResult::Status::kFailed:
         case IsolatedResult::Status::kCrashed:
             throw AccuracyError("'" + path + "': libhdf5 crashed while reading the file's structure (" + probe.detail +
@@ -367,8 +374,9 @@ void probe_in_child(const std::string& path, const std::function<void()>& check,
         case IsolatedResult::Status::kTimedOut:
             throw AccuracyError("'" + path + "': libhdf5 was still reading the file's structure after " +
                                 std::to_string(timeout_ms) + " ms: the file is corrupt (a loop in its metadata?)");
-        case IsolatedResult::Status::kNotRun: return;  // no child process: the checks run here only
+        case IsolatedResult::Status::kNotRun: break;  // no child process: the checks run here only
     }
+    return std::nullopt;
 }
 
 }  // namespace wideattn::accuracy

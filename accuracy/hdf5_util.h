@@ -109,16 +109,19 @@ void check_dataset_storage(hid_t dataset, int64_t declared_bytes, const std::str
 // The most a child process may take to open and check a file (probe_in_child), and the
 // longest message it hands back.
 inline constexpr int kProbeTimeoutMs = 10000;
-inline constexpr size_t kMaxProbeMessageBytes = size_t{1} << 16;
+inline constexpr size_t kMaxProbeMessageBytes = size_t{1} << 20;
 
 // Runs `check` (opening and validating `path` through HDF5, throwing AccuracyError) in a child
-// process (isolated_call.h) before the caller does the same in this one: libhdf5 1.10 crashes,
-// loops or reads freed memory on some corrupt files (a global heap or an object header) in the
-// calls an open makes. Throws AccuracyError with the child's own message when `check` threw,
-// "libhdf5 crashed while reading the file's structure (signal N): the file is corrupt" when the
-// child died, and a timeout message after `timeout_ms`. Returns when the child succeeded (or
-// none could be started). Forks: call it with no other thread inside HDF5.
-void probe_in_child(const std::string& path, const std::function<void()>& check, int timeout_ms = kProbeTimeoutMs);
+// process (isolated_call.h) before the caller opens the file in this one: libhdf5 1.10 crashes,
+// loops, reads freed memory or allocates gigabytes on some corrupt files (a global heap or an
+// object header) in the calls an open makes. Throws AccuracyError with the child's own message
+// when `check` threw, "libhdf5 crashed while reading the file's structure (signal N): the file
+// is corrupt" when the child died, and a timeout message after `timeout_ms`. When the child
+// succeeded, returns what `check` returned (at most kMaxProbeMessageBytes), which the caller
+// uses instead of repeating the risky reads (attribute strings); nullopt when no child could be
+// started (the caller then does everything here). Forks: call it with no other thread inside HDF5.
+std::optional<std::string> probe_in_child(const std::string& path, const std::function<std::string()>& check,
+                                          int timeout_ms = kProbeTimeoutMs);
 
 // The rows of a chunk of a chunked 2-D dataset (0 when it is not chunked).
 int64_t chunk_rows_of(hid_t dataset, const std::string& where);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -65,14 +66,20 @@ std::string dtype_text(const StringAttribute& dtype) {
 
 }  // namespace
 
-LogitDumpReader::ElementType LogitDumpReader::element_type(hid_t dataset, const std::string& path) {
+LogitDumpReader::ElementType LogitDumpReader::element_type(hid_t dataset, const std::string& path,
+                                                           const LogitType* known) {
     H5Handle file_type(H5Dget_type(dataset));
     if (!file_type.valid()) throw AccuracyError("cannot read the element type of " + where(path) + " (corrupt file?)");
     const H5T_class_t type_class = H5Tget_class(file_type.get());
     const size_t type_size = H5Tget_size(file_type.get());
-    // The dtype attribute decides only for integer data (it may need a child process to read).
-    const StringAttribute dtype =
-        type_class == H5T_INTEGER ? read_string_attribute_checked(dataset, kDtypeAttribute) : StringAttribute{};
+    // The dtype attribute decides only for integer data; a child that checked the file has read it.
+    StringAttribute dtype;
+    if (type_class == H5T_INTEGER && known != nullptr) {
+        dtype.status = StringAttribute::Status::kValue;
+        dtype.value = *known == LogitType::kBFloat16 ? kBFloat16Name : "";
+    } else if (type_class == H5T_INTEGER) {
+        dtype = read_string_attribute_checked(dataset, kDtypeAttribute);
+    }
     if (type_class == H5T_FLOAT && type_size == 4) return {LogitType::kFloat32, H5Handle(H5Tcopy(H5T_NATIVE_FLOAT))};
     if (type_class == H5T_FLOAT && type_size == 2 && has_fields(file_type.get(), kBinary16Fields))
         return {LogitType::kFloat16, make_float16_type()};
@@ -226,22 +233,65 @@ struct LogitDumpReader::DirectLayout {
     }
 };
 
-LogitDumpReader::LogitDumpReader(const std::string& path) : LogitDumpReader(probed(path), true) {}
+struct LogitDumpReader::ChildFindings {
+    LogitType type = LogitType::kFloat32;
+    DumpMetadata metadata;
+    std::vector<std::string> warnings;
+};
 
-const std::string& LogitDumpReader::probed(const std::string& path) {
-    probe_in_child(path, [&path] {
-        LogitDumpReader reader(path, true);
+namespace {
+
+// The child's findings as text: fields "<length>:<bytes>", the type's name first, then model,
+// variant, engine and each warning.
+void append_field(std::string* out, const std::string& field) { *out += std::to_string(field.size()) + ":" + field; }
+
+std::vector<std::string> split_fields(const std::string& text, const std::string& path) {
+    std::vector<std::string> fields;
+    for (size_t at = 0; at < text.size();) {
+        const size_t colon = text.find(':', at);
+        size_t length = 0;
+        const std::from_chars_result parsed = std::from_chars(text.data() + at, text.data() + colon, length);
+        if (colon == std::string::npos || parsed.ec != std::errc() || length > text.size() - colon - 1)
+            throw AccuracyError("'" + path + "': the child process that checked the file returned malformed findings");
+        fields.push_back(text.substr(colon + 1, length));
+        at = colon + 1 + length;
+    }
+    return fields;
+}
+
+}  // namespace
+
+LogitDumpReader::LogitDumpReader(const std::string& path) : LogitDumpReader(path, OpenMode::kPrimary) {}
+
+std::optional<LogitDumpReader::ChildFindings> LogitDumpReader::check_in_child(const std::string& path) {
+    const std::optional<std::string> text = probe_in_child(path, [&path] {
+        LogitDumpReader reader(path, OpenMode::kInChild);
         try {
             reader.read_tokens();
         } catch (const AccuracyError&) {
-            // Reported by read_tokens() in this process when it is called; only a crash counts here.
+            // Reported by read_tokens() in the parent when it is called; only a crash counts here.
         }
+        const LogitDumpInfo& info = reader.info();
+        std::string findings;
+        for (const std::string& field : {std::string(logit_type_name(info.type)), info.metadata.model,
+                                         info.metadata.variant, info.metadata.engine})
+            append_field(&findings, field);
+        for (const std::string& warning : info.warnings) append_field(&findings, warning);
+        return findings;
     });
-    return path;
+    if (!text) return std::nullopt;
+    const std::vector<std::string> fields = split_fields(*text, path);
+    constexpr size_t kFixedFields = 4;
+    ChildFindings findings;
+    if (fields.size() < kFixedFields || !parse_logit_type(fields[0], &findings.type))
+        throw AccuracyError("'" + path + "': the child process that checked the file returned malformed findings");
+    findings.metadata = {fields[1], fields[2], fields[3]};
+    findings.warnings.assign(fields.begin() + kFixedFields, fields.end());
+    return findings;
 }
 
 std::unique_ptr<LogitDumpReader> LogitDumpReader::another_reader() const {
-    std::unique_ptr<LogitDumpReader> reader(new LogitDumpReader(info_.path, false));
+    std::unique_ptr<LogitDumpReader> reader(new LogitDumpReader(info_.path, OpenMode::kAnother));
     const LogitDumpInfo& other = reader->info();
     if (other.tokens != info_.tokens || other.vocab != info_.vocab || other.type != info_.type ||
         other.chunk_rows != info_.chunk_rows)
@@ -254,8 +304,10 @@ std::unique_ptr<LogitDumpReader> LogitDumpReader::another_reader() const {
     return reader;
 }
 
-LogitDumpReader::LogitDumpReader(const std::string& path, bool primary) {
+LogitDumpReader::LogitDumpReader(const std::string& path, OpenMode mode) {
     info_.path = path;
+    const std::optional<ChildFindings> findings =
+        mode == OpenMode::kPrimary ? check_in_child(path) : std::optional<ChildFindings>();
     file_ = open_hdf5_for_reading(path);
     if (!has_link(file_.get(), kLogitsDataset))
         throw AccuracyError("'" + path + "' has no dataset '" + kLogitsDataset + "' (not a logit dump?)");
@@ -265,16 +317,21 @@ LogitDumpReader::LogitDumpReader(const std::string& path, bool primary) {
         H5Handle probe(H5Dopen2(file_.get(), kLogitsDataset, H5P_DEFAULT));
         if (!probe.valid()) throw AccuracyError("cannot open " + where(path) + " (not a dataset?)");
         read_shape(probe.get());
-        ElementType element = element_type(probe.get(), path);
+        ElementType element = element_type(probe.get(), path, findings ? &findings->type : nullptr);
         info_.type = element.type;
         memory_type_ = std::move(element.memory_type);
         check_storage(probe.get());
     }
     open_dataset(true);
     info_.has_tokens = has_link(file_.get(), kTokensDataset);
-    if (!primary) return;
+    if (mode == OpenMode::kAnother) return;
     set_direct_reads(true);
-    read_metadata();
+    if (!findings) {
+        read_metadata();
+        return;
+    }
+    info_.metadata = findings->metadata;
+    info_.warnings = findings->warnings;
 }
 
 void LogitDumpReader::read_shape(hid_t dataset) {

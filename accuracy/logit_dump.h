@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -138,15 +139,22 @@ private:
         H5Handle memory_type;
     };
 
-    // Opens and validates `path`; only a primary reader looks for the direct layout and reads
-    // the metadata attributes (another_reader() shares the first and does not need the second).
-    LogitDumpReader(const std::string& path, bool primary);
-    // Runs the validation of `path` in a child process; returns `path`.
-    static const std::string& probed(const std::string& path);
-    // Parts of the validation at open: the [tokens, vocab] extent; the element type; the layout,
-    // filters, chunk shape and declared size against the stored bytes; the root attributes.
+    // kPrimary (the public constructor): first checks the file in a child process (probe_in_child,
+    // which opens it kInChild), then opens it here, taking the element type's dtype decision and
+    // the metadata from the child instead of reading those attributes again; looks for the direct
+    // layout. kInChild: all of it here. kAnother (another_reader()): no direct layout (it shares
+    // the first reader's), no metadata.
+    enum class OpenMode { kPrimary, kInChild, kAnother };
+    // What the child found, as the child hands it back (LogitDumpInfo's type, metadata, warnings).
+    struct ChildFindings;
+
+    LogitDumpReader(const std::string& path, OpenMode mode);
+    static std::optional<ChildFindings> check_in_child(const std::string& path);
+    // Parts of the validation at open: the [tokens, vocab] extent; the element type (`known`: the
+    // type the child decided, so the dtype attribute is not read again); the layout, filters,
+    // chunk shape and declared size against the stored bytes; the root attributes.
     void read_shape(hid_t dataset);
-    static ElementType element_type(hid_t dataset, const std::string& path);
+    static ElementType element_type(hid_t dataset, const std::string& path, const LogitType* known);
     void check_storage(hid_t dataset);
     void read_metadata();
     void open_dataset(bool chunk_cache);

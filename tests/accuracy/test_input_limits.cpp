@@ -386,15 +386,20 @@ TEST_CASE("input limits: attribute bytes that are not UTF-8 leave the JSON repor
 
 TEST_CASE("input limits: a crash or a hang while a child checks a file is an error, not the end of the run") {
     const std::string path = "corrupt.h5";
-    CHECK_THROWS_WITH_AS(probe_in_child(path, [] { std::raise(SIGSEGV); }),
+    CHECK_THROWS_WITH_AS(probe_in_child(path, []() -> std::string { std::raise(SIGSEGV); return ""; }),
                          doctest::Contains("'corrupt.h5': libhdf5 crashed while reading the file's structure ("),
                          AccuracyError);
-    CHECK_THROWS_WITH_AS(probe_in_child(path, [] { for (;;) pause(); }, 300),
+    CHECK_THROWS_WITH_AS(probe_in_child(path, []() -> std::string { for (;;) pause(); }, 300),
                          doctest::Contains("'corrupt.h5': libhdf5 was still reading the file's structure after 300 ms"),
                          AccuracyError);
-    CHECK_THROWS_WITH_AS(probe_in_child(path, [] { throw AccuracyError("the child's own message"); }),
+    CHECK_THROWS_WITH_AS(probe_in_child(path, []() -> std::string { throw AccuracyError("the child's own message"); }),
                          "the child's own message", AccuracyError);
-    CHECK_NOTHROW(probe_in_child(path, [] {}));
+    // What the child returns comes back (the parent uses it instead of repeating risky reads).
+    CHECK(probe_in_child(path, [] { return std::string("found\0here", 10); }) == std::string("found\0here", 10));
+    // The child really is another process: what it changes is not seen here.
+    static int counter = 0;
+    REQUIRE(probe_in_child(path, [] { return std::to_string(++counter); }) == std::string("1"));
+    CHECK(counter == 0);
     // The child's values come back through the pipe, cut at the limit plus one byte.
     const IsolatedResult long_value = run_isolated([] { return std::optional<std::string>(std::string(100, 'x')); },
                                                    kProbeTimeoutMs, 10);
@@ -446,4 +451,26 @@ TEST_CASE("input limits: every file of the fuzz seed corpus is read or refused w
     }
     CHECK(read >= 7);
     CHECK(refused >= 5);
+}
+
+TEST_CASE("input limits: metadata and warnings pass intact through the findings of the child that checks a file") {
+    silence_hdf5_errors();
+    TempDir dir;
+    const std::string path = dir.file("metadata.h5");
+    {
+        LogitDumpWriter writer(path, 4, LogitType::kFloat32, {"model \xce\x94", "", "engine"});
+        const std::vector<float> rows(8, 0.25f);
+        writer.append_rows(rows.data(), 2);
+    }
+    {
+        H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+        REQUIRE(H5Adelete(file.get(), "variant") >= 0);
+        write_int_attribute(file.get(), "variant", 3);
+    }
+    const LogitDumpInfo info = LogitDumpReader(path).info();
+    CHECK(info.metadata.model == "model \xce\x94");
+    CHECK(info.metadata.variant.empty());
+    CHECK(info.metadata.engine == "engine");
+    REQUIRE(info.warnings.size() == 1);
+    CHECK(info.warnings[0] == "'" + path + "' root attribute 'variant' is an integer attribute, not a string; left empty");
 }
