@@ -246,13 +246,15 @@ namespace {
 void append_field(std::string* out, const std::string& field) { *out += std::to_string(field.size()) + ":" + field; }
 
 std::vector<std::string> split_fields(const std::string& text, const std::string& path) {
+    const std::string malformed = "'" + path + "': the child process that checked the file returned malformed findings";
     std::vector<std::string> fields;
     for (size_t at = 0; at < text.size();) {
         const size_t colon = text.find(':', at);
+        if (colon == std::string::npos) throw AccuracyError(malformed);
         size_t length = 0;
         const std::from_chars_result parsed = std::from_chars(text.data() + at, text.data() + colon, length);
-        if (colon == std::string::npos || parsed.ec != std::errc() || length > text.size() - colon - 1)
-            throw AccuracyError("'" + path + "': the child process that checked the file returned malformed findings");
+        if (parsed.ec != std::errc() || parsed.ptr != text.data() + colon || length > text.size() - colon - 1)
+            throw AccuracyError(malformed);
         fields.push_back(text.substr(colon + 1, length));
         at = colon + 1 + length;
     }
