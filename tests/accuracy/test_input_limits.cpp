@@ -474,3 +474,23 @@ TEST_CASE("input limits: metadata and warnings pass intact through the findings 
     REQUIRE(info.warnings.size() == 1);
     CHECK(info.warnings[0] == "'" + path + "' root attribute 'variant' is an integer attribute, not a string; left empty");
 }
+
+TEST_CASE("input limits: a dump written by h5py (bfloat16 bits as int16, UTF-8 strings) reads as written") {
+    const char* data = std::getenv("WIDEATTN_TEST_DATA");
+    if (data == nullptr) return;
+    const std::string path = std::string(data) + "/../tests/fuzz/corpus/logit_dump/h5py_bfloat16_int16.h5";
+    REQUIRE(std::filesystem::exists(path));
+    LogitDumpReader reader(path);
+    CHECK(reader.info().type == LogitType::kBFloat16);
+    CHECK(reader.info().metadata.model == "gemma-4 \xce\x94");
+    CHECK(reader.info().metadata.variant == "torch view(int16)");
+    CHECK(reader.info().metadata.engine == "h5py");
+    CHECK(reader.read_tokens() == std::vector<int32_t>{0, 5, 10, 15, 20, 25});
+    std::vector<float> rows(static_cast<size_t>(reader.info().tokens * reader.info().vocab));
+    reader.read_rows(0, reader.info().tokens, rows.data());
+    // h5py stored the top 16 bits of N(0, 4) float32 logits, one of them -inf (row 2, column 3).
+    CHECK(std::isinf(rows[2 * 40 + 3]));
+    int negative = 0;
+    for (float x : rows) negative += x < 0.0f;
+    CHECK(negative > 60);
+}
