@@ -4,13 +4,17 @@
 // 3 inconclusive (gate, paired rule: too few tokens to decide at the margin).
 #include "accuracy/accuracy_cli.h"
 
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <new>
+#include <stdexcept>
 #include <set>
 #include <string>
 #include <vector>
@@ -34,7 +38,6 @@ constexpr int kExitError = 2;
 constexpr const char* kDefaultGateReport = "accuracy_gate_report.json";
 constexpr double kBenchRatioBar = 1.5;
 constexpr int64_t kBenchRssBarKib = 512 * 1024;
-constexpr int64_t kMaxThreads = 64;
 
 class UsageError : public AccuracyError {
 public:
@@ -76,9 +79,10 @@ const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows"
                   "  --baseline BASE   also compare BASE to REF, and print the paired per-token\n"
                   "                    difference KL(CAND) - KL(BASE), mean +- stderr\n"
                   "  --json FILE       write the report as JSON (FILE '-' is stdout)\n"
-                  "  --block-rows N    rows per read (default: about 1 MB of float per dump)\n"
-                  "  --threads N       workers, each reading and computing blocks (default: the number\n"
-                  "                    of hardware threads, at most 8)\n"
+                  "  --block-rows N    rows per read, >= 1 (default: about 1 MB of float per dump; more\n"
+                  "                    than the dumps have reads them in one block)\n"
+                  "  --threads N       workers, 1..64, each reading and computing blocks (default: the\n"
+                  "                    number of hardware threads, at most 8)\n"
                   "Exit: 0 ok, 2 error (bad input: the message names the file, row or argument).\n"};
 
 const Command kGate{"gate", {"REF", "CAND"},
@@ -115,7 +119,7 @@ const Command kAttnError{"attn-error", {"FILE"}, {"--max-rel-l2"},
                          "softmax_scale, the kernel's out and optionally lse; schema in docs/accuracy.md), runs\n"
                          "the fp64 CPU reference and prints mean/max abs error (with token, head, dim), RMS,\n"
                          "relative L2, 1 - cos, non-finite count, per head, and the LSE error.\n"
-                         "  --max-rel-l2 X    exit 1 when out's relative L2 error exceeds X or any output\n"
+                         "  --max-rel-l2 X    (>= 0) exit 1 when out's relative L2 error exceeds X or any output\n"
                          "                    is non-finite\n"
                          "Exit: 0 ok, 1 over the bound, 2 error.\n"};
 
@@ -128,7 +132,8 @@ const Command kMakeSample{"make-sample", {"OUTDIR"}, {"--tokens", "--vocab", "--
                           "token ids sampled from the reference: reference; baseline (reference + perturbation\n"
                           "sigma 0.05); candidate_pass (sigma 0.035, passes the baseline gate); candidate_fail\n"
                           "(sigma 0.075, fails it).\n"
-                          "  --tokens N   rows (default 256)      --vocab V   columns (default 4096)\n"
+                          "  --tokens N   rows, 1..16777216 (default 256)\n"
+                          "  --vocab V    columns, 2..4194304 (default 4096)\n"
                           "  --seed S     seed (default 1)        --dtype T   element type (default float16)\n"
                           "  --roles LIST comma-separated subset of reference,baseline,candidate_pass,candidate_fail\n"
                           "Exit: 0 ok, 2 error.\n"};
@@ -144,7 +149,7 @@ const Command kBenchRead{"bench-read", {"REF", "CAND"}, {"--repeat"},
                          "usage: wideattn accuracy bench-read REF CAND [--repeat N]\n"
                          "\n"
                          "Times streaming both dumps through the HDF5 reader alone against `kl REF CAND`\n"
-                         "on the same files, alternating N rounds (default 3; the machine may be shared);\n"
+                         "on the same files, alternating N rounds (1..1000, default 3; the machine may be shared);\n"
                          "prints the fastest and median times, the ratio of the fastest (bar: <= 1.5) and\n"
                          "the peak RSS (bar: < 512 MB). Exit: 0 ok, 2 error.\n"};
 
@@ -186,22 +191,38 @@ ParsedArgs parse_args(const Command& command, int argc, char** argv) {
     return args;
 }
 
-double parse_number(const std::string& option, const std::string& text) {
+// A finite number >= minimum (the gate's values are range-checked by validate_gate_policy).
+double parse_number(const std::string& option, const std::string& text,
+                    double minimum = -std::numeric_limits<double>::infinity()) {
     errno = 0;
     char* end = nullptr;
     const double value = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value))
+    if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])) || *end != '\0' || errno == ERANGE ||
+        !std::isfinite(value))
         throw UsageError("option '" + option + "': '" + text + "' is not a finite number");
+    if (value < minimum) {
+        char bound[32];
+        std::snprintf(bound, sizeof bound, "%g", minimum);
+        throw UsageError("option '" + option + "': '" + text + "' is not a number >= " + bound);
+    }
     return value;
 }
 
-int64_t parse_count(const std::string& option, const std::string& text, int64_t minimum) {
-    errno = 0;
-    char* end = nullptr;
-    const long long value = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno == ERANGE || value < minimum)
-        throw UsageError("option '" + option + "': '" + text + "' is not an integer >= " + std::to_string(minimum));
-    return value;
+// A decimal integer in [minimum, maximum], all of `text` (no sign but '-', no spaces), parsed
+// without wrapping: '4294967297' is refused for an int option, not read as 1.
+int64_t parse_integer(const std::string& option, const std::string& text, int64_t minimum,
+                      int64_t maximum = std::numeric_limits<int64_t>::max()) {
+    int64_t value = 0;
+    const char* begin = text.data();
+    const char* end = begin + text.size();
+    const std::from_chars_result parsed = std::from_chars(begin, end, value);
+    const bool in_range = !text.empty() && parsed.ec == std::errc() && parsed.ptr == end && value >= minimum &&
+                          value <= maximum;
+    if (in_range) return value;
+    const std::string range = maximum == std::numeric_limits<int64_t>::max()
+                                  ? ">= " + std::to_string(minimum)
+                                  : "in " + std::to_string(minimum) + ".." + std::to_string(maximum);
+    throw UsageError("option '" + option + "': '" + text + "' is not an integer " + range);
 }
 
 void write_text_file(const std::string& path, const std::string& text) {
@@ -218,13 +239,10 @@ void write_text_file(const std::string& path, const std::string& text) {
 
 DriftReport run_drift(const ParsedArgs& args, const std::string& label) {
     DriftOptions options;
-    if (args.has("--block-rows")) options.block_rows = parse_count("--block-rows", args.get("--block-rows"), 1);
-    if (args.has("--threads")) {
-        const int64_t threads = parse_count("--threads", args.get("--threads"), 1);
-        if (threads > kMaxThreads)
-            throw UsageError("option '--threads': '" + args.get("--threads") + "' is more than " + std::to_string(kMaxThreads));
-        options.threads = static_cast<int>(threads);
-    }
+    if (args.has("--block-rows")) options.block_rows = parse_integer("--block-rows", args.get("--block-rows"), 1);
+    if (args.has("--threads"))
+        options.threads =
+            static_cast<int>(parse_integer("--threads", args.get("--threads"), 1, DriftOptions::kMaxThreads));
     ProgressReporter progress(label);
     options.progress = [&progress](int64_t done, int64_t total) { progress.update(done, total); };
     DriftReport report = compute_drift(args.positionals[0], args.positionals[1], args.get("--baseline"), options);
@@ -262,7 +280,7 @@ GatePolicy parse_gate_policy(const ParsedArgs& args) {
     if (args.has("--margin")) policy.margin_absolute = parse_number("--margin", args.get("--margin"));
     if (args.has("--margin-rel")) policy.margin_relative = parse_number("--margin-rel", args.get("--margin-rel"));
     if (args.has("--confidence")) policy.confidence = parse_number("--confidence", args.get("--confidence"));
-    if (args.has("--block-tokens")) policy.block_tokens = parse_count("--block-tokens", args.get("--block-tokens"), 1);
+    if (args.has("--block-tokens")) policy.block_tokens = parse_integer("--block-tokens", args.get("--block-tokens"), 1);
     const std::string invalid = validate_gate_policy(policy);
     if (!invalid.empty()) throw UsageError(invalid);
     return policy;
@@ -295,6 +313,8 @@ void print_stats_line(const char* label, const ErrorStats& stats) {
 }
 
 int run_attn_error(const ParsedArgs& args) {
+    const bool bounded = args.has("--max-rel-l2");
+    const double bound = bounded ? parse_number("--max-rel-l2", args.get("--max-rel-l2"), 0.0) : 0.0;
     const AttnCase attn_case = read_attn_case(args.positionals[0]);
     const AttnErrorResult result = evaluate_attn_case(attn_case);
     std::printf("case: %s  q [%lld, %lld, %lld]  k_cache [%lld, %lld, %lld, %lld]  sequences %zu  scale %.9g\n",
@@ -311,8 +331,7 @@ int run_attn_error(const ParsedArgs& args) {
         print_stats_line(label.c_str(), result.per_head[h]);
     }
     if (result.has_lse) print_stats_line("lse", result.lse_stats);
-    if (args.has("--max-rel-l2")) {
-        const double bound = parse_number("--max-rel-l2", args.get("--max-rel-l2"));
+    if (bounded) {
         const bool within = result.out_stats.nonfinite == 0 && result.out_stats.rel_l2 <= bound;
         std::printf("%s: rel_l2 %.3e %s %.3e\n", within ? "OK" : "OVER", result.out_stats.rel_l2,
                     within ? "<=" : ">", bound);
@@ -339,9 +358,9 @@ std::vector<SampleRole> parse_roles(const std::string& list) {
 
 int run_make_sample(const ParsedArgs& args) {
     SampleOptions options;
-    if (args.has("--tokens")) options.tokens = parse_count("--tokens", args.get("--tokens"), 1);
-    if (args.has("--vocab")) options.vocab = parse_count("--vocab", args.get("--vocab"), 2);
-    if (args.has("--seed")) options.seed = static_cast<uint64_t>(parse_count("--seed", args.get("--seed"), 0));
+    if (args.has("--tokens")) options.tokens = parse_integer("--tokens", args.get("--tokens"), 1, kMaxSampleTokens);
+    if (args.has("--vocab")) options.vocab = parse_integer("--vocab", args.get("--vocab"), 2, kMaxSampleVocab);
+    if (args.has("--seed")) options.seed = static_cast<uint64_t>(parse_integer("--seed", args.get("--seed"), 0));
     if (args.has("--dtype") && !parse_logit_type(args.get("--dtype"), &options.type))
         throw UsageError("option '--dtype': '" + args.get("--dtype") + "' is not float32, float16 or bfloat16");
     if (args.has("--roles")) options.roles = parse_roles(args.get("--roles"));
@@ -354,14 +373,15 @@ int run_make_sample(const ParsedArgs& args) {
 }
 
 int run_make_attn_sample(const ParsedArgs& args) {
-    const uint64_t seed = args.has("--seed") ? static_cast<uint64_t>(parse_count("--seed", args.get("--seed"), 0)) : 1;
+    const uint64_t seed = args.has("--seed") ? static_cast<uint64_t>(parse_integer("--seed", args.get("--seed"), 0)) : 1;
     write_attn_case(args.positionals[0], make_sample_attn_case(seed));
     std::printf("wrote %s\n", args.positionals[0].c_str());
     return kExitOk;
 }
 
 int run_bench_read(const ParsedArgs& args) {
-    const int repeats = args.has("--repeat") ? static_cast<int>(parse_count("--repeat", args.get("--repeat"), 1)) : 3;
+    const int repeats =
+        args.has("--repeat") ? static_cast<int>(parse_integer("--repeat", args.get("--repeat"), 1, kMaxBenchRepeats)) : 3;
     const ReadBenchResult result = run_read_bench(args.positionals[0], args.positionals[1], repeats);
     const double gib = static_cast<double>(result.bytes_read) / (1024.0 * 1024.0 * 1024.0);
     std::printf("rounds    : %d (fastest / median)\n", result.repeats);
@@ -388,6 +408,18 @@ const Subcommand kSubcommands[] = {{&kKl, run_kl},
                                    {&kMakeAttnSample, run_make_attn_sample},
                                    {&kBenchRead, run_bench_read}};
 
+int report_error(const Subcommand& sub, const std::string& message) {
+    std::fprintf(stderr, "wideattn accuracy %s: error: %s\n", sub.command->name, message.c_str());
+    return kExitError;
+}
+
+// The positional arguments, for messages about failures that name no file themselves.
+std::string inputs_text(const ParsedArgs& args) {
+    std::string text;
+    for (const std::string& positional : args.positionals) text += (text.empty() ? "'" : ", '") + positional + "'";
+    return text;
+}
+
 }  // namespace
 
 int accuracy_main(int argc, char** argv) {
@@ -404,25 +436,27 @@ int accuracy_main(int argc, char** argv) {
     }
     for (const Subcommand& sub : kSubcommands) {
         if (name != sub.command->name) continue;
+        ParsedArgs args;
         try {
-            const ParsedArgs args = parse_args(*sub.command, argc, argv);
-            if (args.help) {
-                std::fputs(sub.command->help, stdout);
-                return kExitOk;
-            }
-            return sub.run(args);
+            args = parse_args(*sub.command, argc, argv);
         } catch (const UsageError& e) {
-            std::fprintf(stderr, "wideattn accuracy %s: error: %s\n", sub.command->name, e.what());
-            return kExitError;
+            return report_error(sub, e.what());
+        }
+        if (args.help) {
+            std::fputs(sub.command->help, stdout);
+            return kExitOk;
+        }
+        try {
+            return sub.run(args);
         } catch (const AccuracyError& e) {
-            std::fprintf(stderr, "wideattn accuracy %s: error: %s\n", sub.command->name, e.what());
-            return kExitError;
+            return report_error(sub, e.what());
         } catch (const std::bad_alloc&) {
-            std::fprintf(stderr, "wideattn accuracy %s: error: out of memory\n", sub.command->name);
-            return kExitError;
+            return report_error(sub, "out of memory (inputs: " + inputs_text(args) + ")");
+        } catch (const std::length_error& e) {
+            return report_error(sub, "a size derived from the inputs (" + inputs_text(args) + ") is too large (" +
+                                         e.what() + ")");
         } catch (const std::exception& e) {
-            std::fprintf(stderr, "wideattn accuracy %s: error: %s\n", sub.command->name, e.what());
-            return kExitError;
+            return report_error(sub, std::string(e.what()) + " (inputs: " + inputs_text(args) + ")");
         }
     }
     std::fprintf(stderr, "wideattn accuracy: error: unknown subcommand '%s' (see --help)\n", name.c_str());

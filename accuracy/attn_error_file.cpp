@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "accuracy/accuracy_error.h"
 #include "accuracy/bf16.h"
+#include "accuracy/checked_size.h"
 #include "accuracy/hdf5_util.h"
 #include "accuracy/logit_dump.h"
 #include "accuracy/reference_cpu.h"
@@ -30,47 +32,70 @@ H5Handle open_dataset(hid_t file, const std::string& path, const std::string& na
     return dataset;
 }
 
+// The element count of a dataset of `dims` with elements of `element_bytes`, checked for
+// overflow and against the bytes the dataset stores.
+int64_t checked_elements(hid_t dataset, const std::vector<int64_t>& dims, int64_t element_bytes,
+                         const std::string& where) {
+    const std::string what = where + " " + dims_text(dims);
+    const int64_t elements = checked_product(dims, what + ": elements");
+    check_dataset_storage(dataset, checked_mul(elements, element_bytes, what + ": declared bytes"), what);
+    return elements;
+}
+
 AttnTensor read_tensor(hid_t file, const std::string& path, const std::string& name, size_t rank) {
     const std::string where = "'" + path + "' dataset '" + name + "'";
     H5Handle dataset = open_dataset(file, path, name);
     AttnTensor tensor;
-    tensor.dims = dataset_dims(dataset.get());
+    tensor.dims = dataset_dims(dataset.get(), where);
     if (tensor.dims.size() != rank)
         throw AccuracyError(where + " must have rank " + std::to_string(rank) + ", has shape " + dims_text(tensor.dims));
     H5Handle type(H5Dget_type(dataset.get()));
     const H5T_class_t type_class = H5Tget_class(type.get());
     const size_t size = H5Tget_size(type.get());
-    const std::optional<std::string> dtype = read_string_attribute(dataset.get(), kDtypeAttribute);
+    // The dtype attribute decides only for integer data (it may need a child process to read).
+    const std::optional<std::string> dtype =
+        type_class == H5T_INTEGER ? read_string_attribute(dataset.get(), kDtypeAttribute) : std::nullopt;
     herr_t status;
     if (type_class == H5T_FLOAT && size == 4) {
         tensor.type = TensorType::kFloat32;
-        tensor.f32.resize(static_cast<size_t>(tensor.elements()));
+        tensor.f32.resize(checked_size(checked_elements(dataset.get(), tensor.dims, 4, where), where));
         status = H5Dread(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.f32.data());
     } else if (type_class == H5T_INTEGER && size == 2 && dtype && *dtype == kBFloat16Name) {
+        // bfloat16 bits in uint16 or int16: read with the file's signedness (no value
+        // conversion), used bit for bit.
         tensor.type = TensorType::kBFloat16;
-        tensor.bf16.resize(static_cast<size_t>(tensor.elements()));
-        status = H5Dread(dataset.get(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.bf16.data());
+        tensor.bf16.resize(checked_size(checked_elements(dataset.get(), tensor.dims, 2, where), where));
+        const hid_t memory_type = H5Tget_sign(type.get()) == H5T_SGN_2 ? H5T_NATIVE_INT16 : H5T_NATIVE_UINT16;
+        status = H5Dread(dataset.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.bf16.data());
     } else {
-        throw AccuracyError(where + " must be float32 or uint16 with dtype=\"bfloat16\"");
+        throw AccuracyError(where + " must be float32, or uint16 / int16 with dtype=\"bfloat16\"");
     }
     if (status < 0) throw AccuracyError("cannot read " + where + " (truncated or corrupt file?)");
     return tensor;
 }
 
+// An integer dataset read by value as int64 (no clamping), each value checked to fit int32.
 std::vector<int32_t> read_int_array(hid_t file, const std::string& path, const std::string& name, size_t rank,
                                     std::vector<int64_t>* dims_out) {
     const std::string where = "'" + path + "' dataset '" + name + "'";
     H5Handle dataset = open_dataset(file, path, name);
-    const std::vector<int64_t> dims = dataset_dims(dataset.get());
+    const std::vector<int64_t> dims = dataset_dims(dataset.get(), where);
     if (dims.size() != rank)
         throw AccuracyError(where + " must have rank " + std::to_string(rank) + ", has shape " + dims_text(dims));
     H5Handle type(H5Dget_type(dataset.get()));
     if (H5Tget_class(type.get()) != H5T_INTEGER) throw AccuracyError(where + " must hold integers");
-    int64_t count = 1;
-    for (int64_t d : dims) count *= d;
-    std::vector<int32_t> values(static_cast<size_t>(count));
-    if (count > 0 && H5Dread(dataset.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
+    const int64_t count =
+        checked_elements(dataset.get(), dims, static_cast<int64_t>(H5Tget_size(type.get())), where);
+    std::vector<int64_t> wide(checked_size(count, where));
+    if (count > 0 && H5Dread(dataset.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, wide.data()) < 0)
         throw AccuracyError("cannot read " + where + " (truncated or corrupt file?)");
+    std::vector<int32_t> values(wide.size());
+    for (size_t i = 0; i < wide.size(); ++i) {
+        if (wide[i] < std::numeric_limits<int32_t>::min() || wide[i] > std::numeric_limits<int32_t>::max())
+            throw AccuracyError(where + "[" + std::to_string(i) + "] = " + std::to_string(wide[i]) +
+                                " does not fit int32");
+        values[i] = static_cast<int32_t>(wide[i]);
+    }
     if (dims_out) *dims_out = dims;
     return values;
 }
@@ -113,19 +138,41 @@ void fill_bf16(AttnTensor* tensor, std::vector<int64_t> dims, uint64_t* state) {
     }
 }
 
+// The sizes wideattn_prefill_params holds as int32 must fit it (never truncated).
+void check_int32_sizes(const AttnCase& c, const std::string& file_name) {
+    const struct {
+        const char* name;
+        int64_t value;
+    } sizes[] = {{"total_q (q dimension 0)", c.q.dims[0]},
+                 {"num_q_heads (q dimension 1)", c.q.dims[1]},
+                 {"head_dim (q dimension 2)", c.q.dims[2]},
+                 {"num_blocks (k_cache dimension 0)", c.k_cache.dims[0]},
+                 {"block_size (k_cache dimension 1)", c.k_cache.dims[1]},
+                 {"num_kv_heads (k_cache dimension 2)", c.k_cache.dims[2]},
+                 {"num_seqs (seq_lens_k entries)", static_cast<int64_t>(c.seq_lens_k.size())}};
+    for (const auto& size : sizes)
+        if (size.value > std::numeric_limits<int32_t>::max())
+            throw AccuracyError(file_name + size.name + " = " + std::to_string(size.value) +
+                                " does not fit int32 (the C API's field)");
+}
+
 }  // namespace
 
-int64_t AttnTensor::elements() const {
-    int64_t count = 1;
-    for (int64_t d : dims) count *= d;
-    return count;
-}
+int64_t AttnTensor::elements() const { return checked_product(dims, "tensor " + dims_text(dims) + ": elements"); }
 
 const void* AttnTensor::data() const {
     return type == TensorType::kFloat32 ? static_cast<const void*>(f32.data()) : static_cast<const void*>(bf16.data());
 }
 
 AttnCase read_attn_case(const std::string& path) {
+    probe_in_child(path, [&path] {
+        read_attn_case_here(path);
+        return std::string();
+    });
+    return read_attn_case_here(path);
+}
+
+AttnCase read_attn_case_here(const std::string& path) {
     H5Handle file = open_hdf5_for_reading(path);
     AttnCase c;
     c.q = read_tensor(file.get(), path, "q", 3);
@@ -157,6 +204,7 @@ AttnCase read_attn_case(const std::string& path) {
         throw AccuracyError(file_name + "block_table has " + std::to_string(dims[0]) + " rows for " +
                             std::to_string(c.seq_lens_k.size()) + " sequences");
     if (c.q.dims[0] == 0) throw AccuracyError(file_name + "q has no tokens (empty case)");
+    check_int32_sizes(c, file_name);
     if (has_link(file.get(), "lse")) {
         const AttnTensor lse = read_tensor(file.get(), path, "lse", 2);
         if (lse.type != TensorType::kFloat32 || lse.dims != std::vector<int64_t>{c.q.dims[1], c.q.dims[0]})

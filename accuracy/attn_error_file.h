@@ -39,8 +39,12 @@ struct AttnCase {
     std::vector<float> lse;             // [num_q_heads, total_q] natural-log LSE of the scaled scores
 };
 
-// Reads and validates a case; throws AccuracyError naming the file, dataset and problem.
+// Reads and validates a case; throws AccuracyError naming the file, dataset and problem. The
+// whole read first runs in a child process (probe_in_child): a corrupt file that crashes or
+// hangs libhdf5 there is an error here.
 AttnCase read_attn_case(const std::string& path);
+// The same read in this process only.
+AttnCase read_attn_case_here(const std::string& path);
 void write_attn_case(const std::string& path, const AttnCase& attn_case);
 
 struct AttnErrorResult {

@@ -1,8 +1,10 @@
 // drift_report.cpp - see drift_report.h.
 #include "accuracy/drift_report.h"
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 
 #include "accuracy/json_writer.h"
 
@@ -10,6 +12,7 @@ namespace wideattn::accuracy {
 namespace {
 
 constexpr double kPercent = 100.0;
+constexpr size_t kRoleWidth = 10;  // the role column of the dump lines
 
 void append(std::string* out, const char* format, ...) __attribute__((format(printf, 2, 3)));
 void append(std::string* out, const char* format, ...) {
@@ -22,9 +25,22 @@ void append(std::string* out, const char* format, ...) {
 }
 
 void append_dump_line(std::string* out, const char* role, const LogitDumpInfo& info) {
-    append(out, "%-10s %s  [%lld x %lld %s] model=\"%s\" variant=\"%s\" engine=\"%s\"\n", role, info.path.c_str(),
-           static_cast<long long>(info.tokens), static_cast<long long>(info.vocab), logit_type_name(info.type),
-           info.metadata.model.c_str(), info.metadata.variant.c_str(), info.metadata.engine.c_str());
+    // Built with += rather than one bounded printf: paths and attributes may be long.
+    *out += std::string(role) + std::string(kRoleWidth > std::strlen(role) ? kRoleWidth - std::strlen(role) : 0, ' ') +
+            " " + info.path + "  [" + std::to_string(info.tokens) + " x " + std::to_string(info.vocab) + " " +
+            logit_type_name(info.type) + "] model=\"" + info.metadata.model + "\" variant=\"" + info.metadata.variant +
+            "\" engine=\"" + info.metadata.engine + "\"\n";
+    for (const std::string& warning : info.warnings) *out += "warning: " + warning + "\n";
+}
+
+// The rows where a dump's KL is +inf, said plainly (they make its mean +inf).
+void append_infinite_kl(std::string* out, const char* dump, const std::vector<double>& kl, const char* consequence) {
+    const NonFiniteRows rows = find_nonfinite(kl);
+    if (rows.count == 0) return;
+    *out += std::string("warning: KL(reference || ") + dump + ") is +inf at " + rows.text() + " of " +
+            std::to_string(kl.size()) + " tokens: the " + dump +
+            " gives probability 0 (a logit of -inf) to tokens the reference does not, so its mean KL is +inf" +
+            consequence + "\n";
 }
 
 // Percentile rows in llama.cpp's order; `scale` turns fractions into percent for delta-p.
@@ -58,6 +74,12 @@ void append_drift(std::string* out, const char* title, const DriftSummary& drift
 
 void write_dump(JsonWriter* json, const LogitDumpInfo& info) {
     json->begin_object();
+    if (!info.warnings.empty()) {
+        json->key("warnings");
+        json->begin_array();
+        for (const std::string& warning : info.warnings) json->value(warning);
+        json->end_array();
+    }
     json->key("path");
     json->value(info.path);
     json->key("model");
@@ -93,10 +115,23 @@ void write_summary(JsonWriter* json, const DistributionSummary& s) {
     json->end_object();
 }
 
-void write_drift(JsonWriter* json, const DriftSummary& drift) {
+void write_rows(JsonWriter* json, const NonFiniteRows& rows) {
+    json->begin_array();
+    for (int64_t row : rows.first) json->value(row);
+    json->end_array();
+}
+
+void write_drift(JsonWriter* json, const DriftSummary& drift, const std::vector<double>& kl) {
     json->begin_object();
     json->key("kl");
     write_summary(json, drift.kl);
+    const NonFiniteRows infinite = find_nonfinite(kl);
+    if (infinite.count > 0) {
+        json->key("kl_infinite_count");
+        json->value(infinite.count);
+        json->key("kl_infinite_rows");
+        write_rows(json, infinite);
+    }
     json->key("top1_agreement_percent");
     json->value(drift.top1_agreement.mean * kPercent);
     json->key("top1_agreement_stderr_percent");
@@ -110,12 +145,6 @@ void write_drift(JsonWriter* json, const DriftSummary& drift) {
         json->value(drift.rms_delta_p.stderr_mean);
     }
     json->end_object();
-}
-
-void write_rows(JsonWriter* json, const NonFiniteRows& rows) {
-    json->begin_array();
-    for (int64_t row : rows.first) json->value(row);
-    json->end_array();
 }
 
 // The paired rule's fields (docs/accuracy.md section 5).
@@ -207,11 +236,16 @@ std::string format_drift_text(const DriftReport& report) {
     append_dump_line(&out, "candidate", report.candidate_info);
     if (report.has_baseline) append_dump_line(&out, "baseline", report.baseline_info);
     append_drift(&out, "candidate vs reference", report.candidate_drift);
+    append_infinite_kl(&out, "candidate", report.candidate_kl, " (gate rejects it)");
     if (report.has_baseline) {
         append_drift(&out, "baseline vs reference", report.baseline_drift);
+        append_infinite_kl(&out, "baseline", report.baseline_kl,
+                           "; such a baseline cannot set a gate's budget or margin (gate exits 2)");
         append(&out, "\n====== Paired per-token KLD difference (candidate - baseline) ======\n");
         append(&out, "Mean  ΔKLD: %10.6f ± %10.6f\n", report.paired_kl_difference.mean,
                report.paired_kl_difference.stderr_mean);
+        if (std::isnan(report.paired_kl_difference.mean))
+            out += "(not defined: the KL of both dumps is +inf at some token, and +inf - +inf has no value)\n";
     }
     return out;
 }
@@ -243,10 +277,10 @@ std::string drift_report_json(const DriftReport& report, const std::string& comm
         write_dump(&json, report.baseline_info);
     }
     json.key("candidate_drift");
-    write_drift(&json, report.candidate_drift);
+    write_drift(&json, report.candidate_drift, report.candidate_kl);
     if (report.has_baseline) {
         json.key("baseline_drift");
-        write_drift(&json, report.baseline_drift);
+        write_drift(&json, report.baseline_drift, report.baseline_kl);
         json.key("paired_kl_difference");
         json.begin_object();
         json.key("mean");

@@ -1,11 +1,15 @@
 // hdf5_util.h - small helpers over the HDF5 C API shared by the logit-dump and attention-case
 // files: an owning handle, silencing HDF5's own error printing, opening a file with a clear
-// message for missing / non-HDF5 / truncated files, string attributes, dataset shapes.
+// message for missing / non-HDF5 / truncated files, string attributes (ASCII and UTF-8, fixed
+// and variable length, checked before they are read), dataset shapes, and the check of a
+// dataset's declared size against the bytes it stores.
 #pragma once
 
 #include <hdf5.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -52,15 +56,74 @@ bool has_link(hid_t location, const std::string& name);
 // Writes a scalar fixed-length string attribute on `object`.
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value);
 
-// Reads a scalar string attribute (fixed- or variable-length); nullopt when absent or not a
-// string.
+// "an integer", "a float", "a string", ... for messages naming an HDF5 type class.
+std::string hdf5_class_text(H5T_class_t type_class);
+
+// A string attribute as read by read_string_attribute_checked.
+struct StringAttribute {
+    enum class Status { kAbsent, kValue, kUnreadable };
+    Status status = Status::kAbsent;
+    std::string value;    // kValue: the bytes as stored (UTF-8 or ASCII), up to the first NUL
+    std::string problem;  // kUnreadable: why, e.g. "is an integer attribute, not a string"
+};
+
+// Longest fixed-length string attribute read (a longer one is reported unreadable).
+inline constexpr size_t kMaxStringAttributeBytes = size_t{1} << 16;
+
+// Reads a string attribute holding one string: ASCII or UTF-8 character set, fixed or variable
+// length, scalar or a one-element array (h5py writes variable-length UTF-8 scalars). Before
+// H5Aread it checks the type class, the dataspace (one element), the fixed size (at most
+// kMaxStringAttributeBytes) and that the stored bytes match the declared type, so a corrupt
+// attribute is reported instead of being handed to the library's conversion code (the string
+// of a variable-length one lives in the global heap, which only probe_in_child protects).
+StringAttribute read_string_attribute_checked(hid_t object, const std::string& name);
+
+// The value of read_string_attribute_checked; nullopt when absent or unreadable.
 std::optional<std::string> read_string_attribute(hid_t object, const std::string& name);
 
 // Writes / reads a scalar numeric attribute (stored as float64 / int64 in the file).
 void write_double_attribute(hid_t object, const std::string& name, double value);
 std::optional<double> read_double_attribute(hid_t object, const std::string& name);
 
-// Dimensions of a dataset's simple dataspace.
-std::vector<int64_t> dataset_dims(hid_t dataset);
+// Dimensions of a dataset's simple dataspace; throws AccuracyError naming `where` when the
+// dataspace cannot be read or a dimension does not fit int64.
+std::vector<int64_t> dataset_dims(hid_t dataset, const std::string& where = "a dataset");
+
+// A dataset may declare at most this many times the bytes it stores, plus kDeclaredSlackBytes
+// (a dataset of fill values, or compressed data, stores fewer bytes than it declares; deflate
+// cannot compress by more than ~1032:1).
+inline constexpr int64_t kMaxDeclaredToStoredRatio = 1024;
+inline constexpr int64_t kDeclaredSlackBytes = int64_t{1} << 20;
+
+// Checks a dataset's storage before anything is read from it, throwing AccuracyError naming
+// `where`: the layout must be contiguous, chunked or compact (not virtual), with no external
+// files and only filters this HDF5 library has; `declared_bytes` (the extent times the element
+// size, computed by the caller with checked arithmetic) must be at most
+// kMaxDeclaredToStoredRatio x the stored bytes (H5Dget_storage_size) + kDeclaredSlackBytes, so a
+// 1 KiB file declaring terabytes of never-written chunks is refused; and the stored bytes must be
+// what the layout implies (compact: all of them; contiguous: all or none; chunked without
+// filters: the allocated chunks' count times a chunk's bytes), which HDF5 1.10 does not check
+// before reading past its buffers.
+void check_dataset_storage(hid_t dataset, int64_t declared_bytes, const std::string& where);
+
+// The most a child process may take to open and check a file (probe_in_child), and the
+// longest message it hands back.
+inline constexpr int kProbeTimeoutMs = 10000;
+inline constexpr size_t kMaxProbeMessageBytes = size_t{1} << 20;
+
+// Runs `check` (opening and validating `path` through HDF5, throwing AccuracyError) in a child
+// process (isolated_call.h) before the caller opens the file in this one: libhdf5 1.10 crashes,
+// loops, reads freed memory or allocates gigabytes on some corrupt files (a global heap or an
+// object header) in the calls an open makes. Throws AccuracyError with the child's own message
+// when `check` threw, "libhdf5 crashed while reading the file's structure (signal N): the file
+// is corrupt" when the child died, and a timeout message after `timeout_ms`. When the child
+// succeeded, returns what `check` returned (at most kMaxProbeMessageBytes), which the caller
+// uses instead of repeating the risky reads (attribute strings); nullopt when no child could be
+// started (the caller then does everything here). Forks: call it with no other thread inside HDF5.
+std::optional<std::string> probe_in_child(const std::string& path, const std::function<std::string()>& check,
+                                          int timeout_ms = kProbeTimeoutMs);
+
+// The rows of a chunk of a chunked 2-D dataset (0 when it is not chunked).
+int64_t chunk_rows_of(hid_t dataset, const std::string& where);
 
 }  // namespace wideattn::accuracy

@@ -1,6 +1,8 @@
 // json_writer.h - a minimal JSON writer for the reports (no external JSON library): objects,
 // arrays, strings with proper escaping, numbers with round-trip precision. Non-finite numbers,
-// which JSON cannot hold, are written as the strings "inf", "-inf" and "nan".
+// which JSON cannot hold, are written as the strings "inf", "-inf" and "nan". Strings are
+// written as UTF-8: well-formed sequences as they are, every byte that is not part of one (file
+// names and attributes may hold any bytes) as \ufffd, so the document is always valid JSON.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "accuracy/accuracy_error.h"
+#include "accuracy/checked_size.h"
 #include "accuracy/row_kl.h"
 
 namespace wideattn::accuracy {
@@ -93,32 +94,65 @@ private:
     std::atomic<int64_t> stop_before_{std::numeric_limits<int64_t>::max()};
 };
 
-}  // namespace
+// Rows per block, blocks and workers of a drift run, checked against the limits.
+struct BlockPlan {
+    int64_t block_rows = 0;
+    int64_t blocks = 0;
+    int workers = 0;
+};
 
-int64_t default_block_rows(int64_t vocab, int64_t chunk_rows) {
-    int64_t block_rows = std::max<int64_t>(1, DriftOptions::kTargetBlockBytes / (vocab * int64_t{sizeof(float)}));
-    if (chunk_rows > 0 && chunk_rows <= block_rows) block_rows -= block_rows % chunk_rows;
-    return block_rows;
+BlockPlan plan_blocks(const DriftOptions& options, const DriftReport& report, size_t dumps) {
+    if (options.block_rows < 0)
+        throw AccuracyError("rows per block (--block-rows) must be >= 1, got " + std::to_string(options.block_rows));
+    if (options.threads < 0 || options.threads > DriftOptions::kMaxThreads)
+        throw AccuracyError("workers (--threads) must be in 1.." + std::to_string(DriftOptions::kMaxThreads) + ", got " +
+                            std::to_string(options.threads));
+    BlockPlan plan;
+    const int64_t wanted = options.block_rows > 0 ? options.block_rows
+                                                  : default_block_rows(report.vocab, report.reference_info.chunk_rows);
+    plan.block_rows = std::min(wanted, report.tokens);  // never more rows than the dumps have
+    plan.blocks = ceil_div(report.tokens, plan.block_rows);
+    const int hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
+    const int requested = options.threads > 0 ? options.threads
+                                              : std::max(1, std::min(hardware_threads, DriftOptions::kMaxAutoThreads));
+    plan.workers = static_cast<int>(std::min<int64_t>(requested, plan.blocks));
+    const std::string what = "block buffers (--block-rows " + std::to_string(plan.block_rows) + ", --threads " +
+                             std::to_string(plan.workers) + ")";
+    const int64_t row_bytes = checked_mul(report.vocab, static_cast<int64_t>(sizeof(float)), what);
+    const int64_t per_dump = checked_mul(plan.block_rows, row_bytes, what);
+    const int64_t per_worker = checked_mul(per_dump, static_cast<int64_t>(dumps), what);
+    const int64_t total = checked_mul(per_worker, plan.workers, what);
+    if (total > options.max_block_buffer_bytes)
+        throw AccuracyError(what + ": " + std::to_string(plan.block_rows) + " rows x " + std::to_string(report.vocab) +
+                            " floats x " + std::to_string(dumps) + " dumps x " + std::to_string(plan.workers) +
+                            " workers need " + std::to_string(total) + " bytes, more than the limit of " +
+                            std::to_string(options.max_block_buffer_bytes) +
+                            "; give fewer rows per block or fewer threads");
+    return plan;
 }
 
-DriftReport compute_drift(const std::string& reference, const std::string& candidate, const std::string& baseline,
-                          const DriftOptions& options) {
-    std::vector<std::unique_ptr<LogitDumpReader>> readers;
+using ReaderSet = std::vector<std::unique_ptr<LogitDumpReader>>;
+
+// Opens the dumps (reference, candidate, baseline when not empty), checks their shapes and
+// describes them in `report`.
+ReaderSet open_dumps(const std::string& reference, const std::string& candidate, const std::string& baseline,
+                     DriftReport* report) {
+    ReaderSet readers;
     readers.push_back(std::make_unique<LogitDumpReader>(reference));
     readers.push_back(std::make_unique<LogitDumpReader>(candidate));
-    const bool has_baseline = !baseline.empty();
-    if (has_baseline) readers.push_back(std::make_unique<LogitDumpReader>(baseline));
+    report->has_baseline = !baseline.empty();
+    if (report->has_baseline) readers.push_back(std::make_unique<LogitDumpReader>(baseline));
+    report->reference_info = readers[0]->info();
+    report->candidate_info = readers[1]->info();
+    if (report->has_baseline) report->baseline_info = readers[2]->info();
+    for (size_t i = 1; i < readers.size(); ++i) check_same_shape(report->reference_info, readers[i]->info());
+    report->tokens = report->reference_info.tokens;
+    report->vocab = report->reference_info.vocab;
+    return readers;
+}
 
-    DriftReport report;
-    report.reference_info = readers[0]->info();
-    report.candidate_info = readers[1]->info();
-    report.has_baseline = has_baseline;
-    if (has_baseline) report.baseline_info = readers[2]->info();
-    for (size_t i = 1; i < readers.size(); ++i) check_same_shape(report.reference_info, readers[i]->info());
-    report.tokens = report.reference_info.tokens;
-    report.vocab = report.reference_info.vocab;
-
-    // Token ids: every dump that has them must agree; the first one found is used.
+// Token ids: every dump that has them must agree; the first one found is used.
+std::vector<int32_t> common_tokens(const ReaderSet& readers, DriftReport* report) {
     std::vector<int32_t> tokens;
     std::string tokens_path;
     for (const auto& reader : readers) {
@@ -131,114 +165,169 @@ DriftReport compute_drift(const std::string& reference, const std::string& candi
             check_same_tokens(tokens, tokens_path, these, reader->info().path);
         }
     }
-    report.has_tokens = !tokens_path.empty();
+    report->has_tokens = !tokens_path.empty();
+    return tokens;
+}
 
-    const int64_t block_rows = options.block_rows > 0 ? options.block_rows
-                                                      : default_block_rows(report.vocab, report.reference_info.chunk_rows);
-
-    // Each worker owns readers for every dump and its block buffers; it reads a block (HDF5
-    // calls are serialised inside the reader) and computes it, so one worker's computation
-    // overlaps the other's read without a dedicated reader thread or per-block barriers.
-    const int hardware_threads = static_cast<int>(std::thread::hardware_concurrency());
-    const int workers = options.threads > 0 ? options.threads
-                                            : std::max(1, std::min(hardware_threads, DriftOptions::kMaxAutoThreads));
-    std::vector<std::vector<std::unique_ptr<LogitDumpReader>>> worker_readers(static_cast<size_t>(workers));
-    worker_readers[0] = std::move(readers);
-    // The other workers' readers share the first ones' direct-read layouts: the chunk offsets are
-    // looked up once per file (that lookup is quadratic in the chunk count with HDF5 1.10).
-    for (int w = 1; w < workers; ++w)
-        for (const auto& reader : worker_readers[0]) worker_readers[w].push_back(reader->another_reader());
-    for (auto& set : worker_readers) {
+// One reader per dump for each worker: the first worker's are `readers`, the others'
+// another_reader()s of them, sharing their direct-read layouts (the chunk offsets are looked up
+// once per file: that lookup is quadratic in the chunk count with HDF5 1.10).
+std::vector<ReaderSet> worker_reader_sets(ReaderSet readers, const BlockPlan& plan) {
+    std::vector<ReaderSet> sets(static_cast<size_t>(plan.workers));
+    sets[0] = std::move(readers);
+    for (int w = 1; w < plan.workers; ++w)
+        for (const auto& reader : sets[0]) sets[w].push_back(reader->another_reader());
+    for (auto& set : sets) {
         for (auto& reader : set) {
             const int64_t chunk_rows = reader->info().chunk_rows;
             // Whole-chunk reads need no chunk cache: HDF5 then reads straight into our buffers.
-            if (chunk_rows > 0 && block_rows % chunk_rows == 0) reader->set_chunk_cache(false);
+            if (chunk_rows > 0 && plan.block_rows % chunk_rows == 0) reader->set_chunk_cache(false);
+        }
+    }
+    return sets;
+}
+
+// Mean +- i.i.d. standard error of the per-token candidate KL minus baseline KL; NaN when both
+// are +inf at some token (+inf - +inf has no value, and NaN would not sort).
+MeanWithError paired_difference(const std::vector<double>& candidate_kl, const std::vector<double>& baseline_kl) {
+    std::vector<double> differences(candidate_kl.size());
+    for (size_t i = 0; i < differences.size(); ++i) {
+        differences[i] = candidate_kl[i] - baseline_kl[i];
+        if (std::isnan(differences[i])) {
+            const double nan = std::numeric_limits<double>::quiet_NaN();
+            return {nan, nan};
+        }
+    }
+    const DistributionSummary paired = summarize(differences);
+    return {paired.mean, paired.stderr_mean};
+}
+
+// The workers of one drift run. Each owns readers for every dump and its block buffers; it
+// takes the next block, reads it (HDF5 calls are serialised inside the reader) and computes it,
+// so one worker's computation overlaps another's read without a dedicated reader thread or
+// per-block barriers. Per-token results are stored by row.
+class DriftWorkers {
+public:
+    DriftWorkers(const DriftReport& report, const std::vector<int32_t>& tokens, const BlockPlan& plan,
+                 const DriftOptions& options, std::vector<ReaderSet> readers)
+        : candidate_values(report.tokens, report.has_tokens),
+          baseline_values(report.has_baseline ? report.tokens : 0, report.has_tokens && report.has_baseline),
+          report_(report), tokens_(tokens), plan_(plan), options_(options), readers_(std::move(readers)) {}
+
+    // Runs every worker (the calling thread is the first) and rethrows the first error by row.
+    void run() {
+        std::vector<std::thread> others;
+        for (int w = 1; w < plan_.workers; ++w) others.emplace_back([this, w] { work(w); });
+        work(0);
+        for (auto& thread : others) thread.join();
+        first_error_.rethrow_if_any();
+    }
+
+    DriftValues candidate_values;
+    DriftValues baseline_values;
+
+private:
+    void work(int worker) {
+        const size_t dumps = readers_[static_cast<size_t>(worker)].size();
+        std::vector<std::vector<float>> buffers;
+        try {
+            buffers.assign(dumps, std::vector<float>(static_cast<size_t>(plan_.block_rows * report_.vocab)));
+        } catch (...) {
+            first_error_.record(0, std::current_exception());
+            return;
+        }
+        for (;;) {
+            const int64_t block = next_block_.fetch_add(1);
+            const int64_t first = block * plan_.block_rows;
+            if (block >= plan_.blocks || !first_error_.wanted(first)) return;
+            const int64_t rows = std::min(plan_.block_rows, report_.tokens - first);
+            int64_t row = first;
+            try {
+                for (size_t d = 0; d < dumps; ++d)
+                    readers_[static_cast<size_t>(worker)][d]->read_rows(first, rows, buffers[d].data());
+                for (; row < first + rows; ++row) compute_row(buffers, row, row - first);
+            } catch (...) {
+                first_error_.record(row, std::current_exception());
+                return;
+            }
+            report_progress(rows);
         }
     }
 
-    const int64_t vocab = report.vocab;
-    const int64_t block_count = (report.tokens + block_rows - 1) / block_rows;
-    const size_t dumps = worker_readers[0].size();
-    DriftValues candidate_values(report.tokens, report.has_tokens);
-    DriftValues baseline_values(has_baseline ? report.tokens : 0, report.has_tokens && has_baseline);
-    std::atomic<int64_t> next_block{0};
-    // Rows finished so far, reported by whichever worker finishes a block (a worker may get no
-    // block at all), under a lock so the callback sees increasing counts from one thread at a time.
-    std::mutex progress_mutex;
-    int64_t rows_done = 0;
-    FirstError first_error;
+    // Row `row` of the dumps, held at `index` in the block buffers.
+    void compute_row(const std::vector<std::vector<float>>& buffers, int64_t row, int64_t index) {
+        const int64_t vocab = report_.vocab;
+        const float* ref = buffers[0].data() + index * vocab;
+        const float* cand = buffers[1].data() + index * vocab;
+        store(&candidate_values, row_pair_drift(ref, cand, vocab), ref, cand, report_.candidate_info, row);
+        if (report_.has_baseline) {
+            const float* base = buffers[2].data() + index * vocab;
+            store(&baseline_values, row_pair_drift(ref, base, vocab), ref, base, report_.baseline_info, row);
+        }
+    }
 
-    const auto store = [&](DriftValues* values, const RowPairDrift& drift, const float* ref, const float* other,
-                           const LogitDumpInfo& other_info, int64_t row) {
+    void store(DriftValues* values, const RowPairDrift& drift, const float* ref, const float* other,
+               const LogitDumpInfo& other_info, int64_t row) {
         if (drift.ref_problem != RowProblem::kNone)
-            throw_row_problem(report.reference_info, row, drift.ref_problem, drift.ref_problem_column);
+            throw_row_problem(report_.reference_info, row, drift.ref_problem, drift.ref_problem_column);
         if (drift.cand_problem != RowProblem::kNone)
             throw_row_problem(other_info, row, drift.cand_problem, drift.cand_problem_column);
         values->kl[static_cast<size_t>(row)] = drift.kl;
         values->top1_same[static_cast<size_t>(row)] = drift.ref_argmax == drift.cand_argmax;
-        if (report.has_tokens) {
-            const int32_t token = tokens[static_cast<size_t>(row)];
+        if (report_.has_tokens) {
+            const int32_t token = tokens_[static_cast<size_t>(row)];
             const double p_ref = std::exp(static_cast<double>(ref[token]) - drift.ref_log_normalizer);
             const double p_other = std::exp(static_cast<double>(other[token]) - drift.cand_log_normalizer);
             values->delta_p[static_cast<size_t>(row)] = p_other - p_ref;
         }
-    };
-
-    const auto work = [&](int worker) {
-        std::vector<std::vector<float>> buffers;
-        try {
-            buffers.assign(dumps, std::vector<float>(static_cast<size_t>(block_rows * vocab)));
-        } catch (...) {
-            first_error.record(0, std::current_exception());
-            return;
-        }
-        for (;;) {
-            const int64_t block = next_block.fetch_add(1);
-            const int64_t first = block * block_rows;
-            if (block >= block_count || !first_error.wanted(first)) return;
-            const int64_t rows = std::min(block_rows, report.tokens - first);
-            int64_t row = first;
-            try {
-                for (size_t d = 0; d < dumps; ++d) worker_readers[worker][d]->read_rows(first, rows, buffers[d].data());
-                for (int64_t r = 0; r < rows; ++r, ++row) {
-                    const float* ref = buffers[0].data() + r * vocab;
-                    const float* cand = buffers[1].data() + r * vocab;
-                    store(&candidate_values, row_pair_drift(ref, cand, vocab), ref, cand, report.candidate_info, row);
-                    if (has_baseline) {
-                        const float* base = buffers[2].data() + r * vocab;
-                        store(&baseline_values, row_pair_drift(ref, base, vocab), ref, base, report.baseline_info, row);
-                    }
-                }
-            } catch (...) {
-                first_error.record(row, std::current_exception());
-                return;
-            }
-            if (options.progress) {
-                const std::lock_guard<std::mutex> lock(progress_mutex);
-                rows_done += rows;
-                options.progress(rows_done, report.tokens);
-            }
-        }
-    };
-    {
-        std::vector<std::thread> helpers;
-        for (int w = 1; w < workers; ++w) helpers.emplace_back(work, w);
-        work(0);
-        for (auto& helper : helpers) helper.join();
     }
-    first_error.rethrow_if_any();
+
+    // Rows finished so far, reported by whichever worker finishes a block (a worker may get no
+    // block at all), under a lock so the callback sees increasing counts from one thread at a time.
+    void report_progress(int64_t rows) {
+        if (!options_.progress) return;
+        const std::lock_guard<std::mutex> lock(progress_mutex_);
+        rows_done_ += rows;
+        options_.progress(rows_done_, report_.tokens);
+    }
+
+    const DriftReport& report_;
+    const std::vector<int32_t>& tokens_;
+    const BlockPlan plan_;
+    const DriftOptions& options_;
+    std::vector<ReaderSet> readers_;
+    std::atomic<int64_t> next_block_{0};
+    std::mutex progress_mutex_;
+    int64_t rows_done_ = 0;
+    FirstError first_error_;
+};
+
+}  // namespace
+
+int64_t default_block_rows(int64_t vocab, int64_t chunk_rows) {
+    const int64_t target_floats = DriftOptions::kTargetBlockBytes / static_cast<int64_t>(sizeof(float));
+    int64_t block_rows = std::max<int64_t>(1, target_floats / std::max<int64_t>(1, vocab));
+    if (chunk_rows > 0 && chunk_rows <= block_rows) block_rows -= block_rows % chunk_rows;
+    return block_rows;
+}
+
+DriftReport compute_drift(const std::string& reference, const std::string& candidate, const std::string& baseline,
+                          const DriftOptions& options) {
+    DriftReport report;
+    std::vector<std::unique_ptr<LogitDumpReader>> readers = open_dumps(reference, candidate, baseline, &report);
+    const std::vector<int32_t> tokens = common_tokens(readers, &report);
+    const BlockPlan plan = plan_blocks(options, report, readers.size());
+
+    DriftWorkers run(report, tokens, plan, options, worker_reader_sets(std::move(readers), plan));
+    run.run();
     if (options.progress) options.progress(report.tokens, report.tokens);
 
-    report.candidate_drift = candidate_values.summary(report.has_tokens);
-    report.candidate_kl = std::move(candidate_values.kl);
-    if (has_baseline) {
-        report.baseline_drift = baseline_values.summary(report.has_tokens);
-        report.baseline_kl = std::move(baseline_values.kl);
-        std::vector<double> differences(report.candidate_kl.size());
-        for (size_t i = 0; i < differences.size(); ++i)
-            differences[i] = report.candidate_kl[i] - report.baseline_kl[i];
-        const DistributionSummary paired = summarize(differences);
-        report.paired_kl_difference = {paired.mean, paired.stderr_mean};
+    report.candidate_drift = run.candidate_values.summary(report.has_tokens);
+    report.candidate_kl = std::move(run.candidate_values.kl);
+    if (report.has_baseline) {
+        report.baseline_drift = run.baseline_values.summary(report.has_tokens);
+        report.baseline_kl = std::move(run.baseline_values.kl);
+        report.paired_kl_difference = paired_difference(report.candidate_kl, report.baseline_kl);
     }
     return report;
 }

@@ -14,16 +14,24 @@
 namespace wideattn::accuracy {
 
 struct DriftOptions {
-    int64_t block_rows = 0;   // rows per read; 0 picks about kTargetBlockBytes of float per dump
-    // Workers; each reads a block of every dump and computes it, so one worker's computation
-    // overlaps another's read. 0 picks the hardware concurrency, at most kMaxAutoThreads.
+    // Rows per read; 0 picks about kTargetBlockBytes of float per dump. More rows than the dumps
+    // have are clamped to their rows.
+    int64_t block_rows = 0;
+    // Workers, at most kMaxThreads; each reads a block of every dump and computes it, so one
+    // worker's computation overlaps another's read. 0 picks the hardware concurrency, at most
+    // kMaxAutoThreads. Never more workers than blocks.
     int threads = 0;
+    // Most memory the block buffers (block rows x vocab floats, per dump, per worker) may take;
+    // a run that needs more is refused, naming the rows per block and the workers.
+    int64_t max_block_buffer_bytes = kMaxBlockBufferBytes;
     // Called from the calling thread after some blocks and once at the end.
     std::function<void(int64_t rows_done, int64_t rows_total)> progress;
 
     // Small blocks keep the rows in cache between the read and the computation.
     static constexpr int64_t kTargetBlockBytes = int64_t{1} << 20;
     static constexpr int kMaxAutoThreads = 8;
+    static constexpr int kMaxThreads = 64;
+    static constexpr int64_t kMaxBlockBufferBytes = int64_t{8} << 30;
 };
 
 // Drift of one dump (candidate or baseline) against the reference.
@@ -57,8 +65,11 @@ struct DriftReport {
 int64_t default_block_rows(int64_t vocab, int64_t chunk_rows);
 
 // Compares `candidate` (and `baseline`, when not empty) to `reference`. Throws AccuracyError
-// for mismatched shapes, different token ids, NaN/+inf logits (naming file, row and column),
-// and the errors of LogitDumpReader.
+// for options out of range (block_rows < 0, threads outside 0..kMaxThreads, block buffers over
+// kMaxBlockBufferBytes), mismatched shapes, different token ids, NaN/+inf logits (naming file,
+// row and column), and the errors of LogitDumpReader. A per-token KL of +inf (the dump gives
+// probability 0 where the reference does not) is a result, not an error; where both dumps'
+// KL are +inf at one token the paired difference is NaN.
 DriftReport compute_drift(const std::string& reference, const std::string& candidate,
                           const std::string& baseline, const DriftOptions& options = {});
 

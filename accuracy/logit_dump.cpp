@@ -7,11 +7,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <string>
 
 #include "accuracy/accuracy_error.h"
 #include "accuracy/bf16.h"
+#include "accuracy/checked_size.h"
 #include "accuracy/float16.h"
 
 namespace wideattn::accuracy {
@@ -33,7 +37,70 @@ H5Handle make_float16_type() {
 
 std::string where(const std::string& path) { return "'" + path + "' dataset '" + kLogitsDataset + "'"; }
 
+// The bit fields of a 16-bit HDF5 float type: sign position, exponent position and size,
+// mantissa position and size, exponent bias.
+struct FloatFields {
+    size_t sign, exponent_position, exponent_size, mantissa_position, mantissa_size, bias;
+};
+constexpr FloatFields kBinary16Fields{15, 10, 5, 0, 10, 15};
+constexpr FloatFields kBFloat16Fields{15, 7, 8, 0, 7, 127};
+
+bool has_fields(hid_t type, const FloatFields& want) {
+    size_t sign = 0, exponent_position = 0, exponent_size = 0, mantissa_position = 0, mantissa_size = 0;
+    if (H5Tget_fields(type, &sign, &exponent_position, &exponent_size, &mantissa_position, &mantissa_size) < 0)
+        return false;
+    return sign == want.sign && exponent_position == want.exponent_position && exponent_size == want.exponent_size &&
+           mantissa_position == want.mantissa_position && mantissa_size == want.mantissa_size &&
+           H5Tget_ebias(type) == want.bias;
+}
+
+// ", dtype=\"x\"", ", dtype attribute <problem>" or "" for messages.
+std::string dtype_text(const StringAttribute& dtype) {
+    switch (dtype.status) {
+        case StringAttribute::Status::kAbsent: return ", no dtype attribute";
+        case StringAttribute::Status::kValue: return ", dtype=\"" + dtype.value + "\"";
+        case StringAttribute::Status::kUnreadable: return ", dtype attribute " + dtype.problem;
+    }
+    return "";
+}
+
 }  // namespace
+
+LogitDumpReader::ElementType LogitDumpReader::element_type(hid_t dataset, const std::string& path,
+                                                           const LogitType* known) {
+    H5Handle file_type(H5Dget_type(dataset));
+    if (!file_type.valid()) throw AccuracyError("cannot read the element type of " + where(path) + " (corrupt file?)");
+    const H5T_class_t type_class = H5Tget_class(file_type.get());
+    const size_t type_size = H5Tget_size(file_type.get());
+    // The dtype attribute decides only for integer data; a child that checked the file has read it.
+    StringAttribute dtype;
+    if (type_class == H5T_INTEGER && known != nullptr) {
+        dtype.status = StringAttribute::Status::kValue;
+        dtype.value = *known == LogitType::kBFloat16 ? kBFloat16Name : "";
+    } else if (type_class == H5T_INTEGER) {
+        dtype = read_string_attribute_checked(dataset, kDtypeAttribute);
+    }
+    if (type_class == H5T_FLOAT && type_size == 4) return {LogitType::kFloat32, H5Handle(H5Tcopy(H5T_NATIVE_FLOAT))};
+    if (type_class == H5T_FLOAT && type_size == 2 && has_fields(file_type.get(), kBinary16Fields))
+        return {LogitType::kFloat16, make_float16_type()};
+    if (type_class == H5T_FLOAT && type_size == 2 && has_fields(file_type.get(), kBFloat16Fields)) {
+        // The file's own format in the machine's byte order: HDF5 only reorders the bytes.
+        H5Handle memory_type(H5Tcopy(file_type.get()));
+        H5Tset_order(memory_type.get(), H5Tget_order(H5T_NATIVE_UINT16));
+        return {LogitType::kBFloat16, std::move(memory_type)};
+    }
+    if (type_class == H5T_INTEGER && type_size == 2 && dtype.status == StringAttribute::Status::kValue &&
+        dtype.value == kBFloat16Name) {
+        // bfloat16 bits in 16-bit integers, unsigned or signed (torch's tensor.view(torch.int16)):
+        // read as integers of the same signedness, so HDF5 never converts a value, and used bit for bit.
+        const bool is_signed = H5Tget_sign(file_type.get()) == H5T_SGN_2;
+        return {LogitType::kBFloat16, H5Handle(H5Tcopy(is_signed ? H5T_NATIVE_INT16 : H5T_NATIVE_UINT16))};
+    }
+    const std::string described = hdf5_class_text(type_class) + " type of " + std::to_string(type_size) + " bytes" +
+                                  (type_class == H5T_INTEGER ? dtype_text(dtype) : "");
+    throw AccuracyError(where(path) + " has an unsupported element type (" + described +
+                        "); expected float32, float16, or 16-bit integers (uint16 or int16) with dtype=\"bfloat16\"");
+}
 
 const char* logit_type_name(LogitType type) {
     switch (type) {
@@ -59,7 +126,9 @@ int64_t logit_type_bytes(LogitType type) { return type == LogitType::kFloat32 ? 
 LogitDumpWriter::LogitDumpWriter(const std::string& path, int64_t vocab, LogitType type,
                                  const DumpMetadata& metadata, int64_t chunk_rows)
     : path_(path), vocab_(vocab), type_(type) {
-    if (vocab < 1) throw AccuracyError("logit dump '" + path + "': vocab must be >= 1, got " + std::to_string(vocab));
+    if (vocab < 1 || vocab > kMaxVocab)
+        throw AccuracyError("logit dump '" + path + "': vocab must be in 1.." + std::to_string(kMaxVocab) + ", got " +
+                            std::to_string(vocab));
     if (chunk_rows < 0) throw AccuracyError("logit dump '" + path + "': chunk_rows must be >= 0");
     if (chunk_rows == 0)
         chunk_rows = std::max<int64_t>(1, kTargetChunkBytes / (vocab * logit_type_bytes(type)));
@@ -97,14 +166,15 @@ LogitDumpWriter::~LogitDumpWriter() {
 void LogitDumpWriter::append_rows(const float* rows, int64_t count) {
     if (!file_.valid()) throw AccuracyError("logit dump '" + path_ + "' is already closed");
     if (count <= 0) return;
-    const hsize_t new_dims[2] = {static_cast<hsize_t>(rows_written_ + count), static_cast<hsize_t>(vocab_)};
+    const int64_t rows_after = checked_add(rows_written_, count, "logit dump '" + path_ + "': rows");
+    const hsize_t new_dims[2] = {static_cast<hsize_t>(rows_after), static_cast<hsize_t>(vocab_)};
     if (H5Dset_extent(dataset_.get(), new_dims) < 0) throw AccuracyError("cannot extend " + where(path_));
     H5Handle file_space(H5Dget_space(dataset_.get()));
     const hsize_t start[2] = {static_cast<hsize_t>(rows_written_), 0};
     const hsize_t block[2] = {static_cast<hsize_t>(count), static_cast<hsize_t>(vocab_)};
     H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, block, nullptr);
     H5Handle memory_space(H5Screate_simple(2, block, nullptr));
-    const int64_t elements = count * vocab_;
+    const int64_t elements = checked_mul(count, vocab_, "logit dump '" + path_ + "': rows appended");
     herr_t status;
     if (type_ == LogitType::kFloat32) {
         status = H5Dwrite(dataset_.get(), H5T_NATIVE_FLOAT, memory_space.get(), file_space.get(), H5P_DEFAULT, rows);
@@ -163,10 +233,67 @@ struct LogitDumpReader::DirectLayout {
     }
 };
 
-LogitDumpReader::LogitDumpReader(const std::string& path) : LogitDumpReader(path, true) {}
+struct LogitDumpReader::ChildFindings {
+    LogitType type = LogitType::kFloat32;
+    DumpMetadata metadata;
+    std::vector<std::string> warnings;
+};
+
+namespace {
+
+// The child's findings as text: fields "<length>:<bytes>", the type's name first, then model,
+// variant, engine and each warning.
+void append_field(std::string* out, const std::string& field) { *out += std::to_string(field.size()) + ":" + field; }
+
+std::vector<std::string> split_fields(const std::string& text, const std::string& path) {
+    const std::string malformed = "'" + path + "': the child process that checked the file returned malformed findings";
+    std::vector<std::string> fields;
+    for (size_t at = 0; at < text.size();) {
+        const size_t colon = text.find(':', at);
+        if (colon == std::string::npos) throw AccuracyError(malformed);
+        size_t length = 0;
+        const std::from_chars_result parsed = std::from_chars(text.data() + at, text.data() + colon, length);
+        if (parsed.ec != std::errc() || parsed.ptr != text.data() + colon || length > text.size() - colon - 1)
+            throw AccuracyError(malformed);
+        fields.push_back(text.substr(colon + 1, length));
+        at = colon + 1 + length;
+    }
+    return fields;
+}
+
+}  // namespace
+
+LogitDumpReader::LogitDumpReader(const std::string& path) : LogitDumpReader(path, OpenMode::kPrimary) {}
+
+std::optional<LogitDumpReader::ChildFindings> LogitDumpReader::check_in_child(const std::string& path) {
+    const std::optional<std::string> text = probe_in_child(path, [&path] {
+        LogitDumpReader reader(path, OpenMode::kInChild);
+        try {
+            reader.read_tokens();
+        } catch (const AccuracyError&) {
+            // Reported by read_tokens() in the parent when it is called; only a crash counts here.
+        }
+        const LogitDumpInfo& info = reader.info();
+        std::string findings;
+        for (const std::string& field : {std::string(logit_type_name(info.type)), info.metadata.model,
+                                         info.metadata.variant, info.metadata.engine})
+            append_field(&findings, field);
+        for (const std::string& warning : info.warnings) append_field(&findings, warning);
+        return findings;
+    });
+    if (!text) return std::nullopt;
+    const std::vector<std::string> fields = split_fields(*text, path);
+    constexpr size_t kFixedFields = 4;
+    ChildFindings findings;
+    if (fields.size() < kFixedFields || !parse_logit_type(fields[0], &findings.type))
+        throw AccuracyError("'" + path + "': the child process that checked the file returned malformed findings");
+    findings.metadata = {fields[1], fields[2], fields[3]};
+    findings.warnings.assign(fields.begin() + kFixedFields, fields.end());
+    return findings;
+}
 
 std::unique_ptr<LogitDumpReader> LogitDumpReader::another_reader() const {
-    std::unique_ptr<LogitDumpReader> reader(new LogitDumpReader(info_.path, false));
+    std::unique_ptr<LogitDumpReader> reader(new LogitDumpReader(info_.path, OpenMode::kAnother));
     const LogitDumpInfo& other = reader->info();
     if (other.tokens != info_.tokens || other.vocab != info_.vocab || other.type != info_.type ||
         other.chunk_rows != info_.chunk_rows)
@@ -179,8 +306,10 @@ std::unique_ptr<LogitDumpReader> LogitDumpReader::another_reader() const {
     return reader;
 }
 
-LogitDumpReader::LogitDumpReader(const std::string& path, bool find_direct_layout) {
+LogitDumpReader::LogitDumpReader(const std::string& path, OpenMode mode) {
     info_.path = path;
+    const std::optional<ChildFindings> findings =
+        mode == OpenMode::kPrimary ? check_in_child(path) : std::optional<ChildFindings>();
     file_ = open_hdf5_for_reading(path);
     if (!has_link(file_.get(), kLogitsDataset))
         throw AccuracyError("'" + path + "' has no dataset '" + kLogitsDataset + "' (not a logit dump?)");
@@ -189,52 +318,62 @@ LogitDumpReader::LogitDumpReader(const std::string& path, bool find_direct_layou
     {
         H5Handle probe(H5Dopen2(file_.get(), kLogitsDataset, H5P_DEFAULT));
         if (!probe.valid()) throw AccuracyError("cannot open " + where(path) + " (not a dataset?)");
-        const std::vector<int64_t> dims = dataset_dims(probe.get());
-        if (dims.size() != 2)
-            throw AccuracyError(where(path) + " must be 2-D [tokens, vocab], has rank " + std::to_string(dims.size()));
-        info_.tokens = dims[0];
-        info_.vocab = dims[1];
-        H5Handle create_props(H5Dget_create_plist(probe.get()));
-        if (H5Pget_layout(create_props.get()) == H5D_CHUNKED) {
-            hsize_t chunk[2] = {0, 0};
-            if (H5Pget_chunk(create_props.get(), 2, chunk) == 2) info_.chunk_rows = static_cast<int64_t>(chunk[0]);
-        }
-        H5Handle file_type(H5Dget_type(probe.get()));
-        const H5T_class_t type_class = H5Tget_class(file_type.get());
-        const size_t type_size = H5Tget_size(file_type.get());
-        const std::optional<std::string> dtype = read_string_attribute(probe.get(), kDtypeAttribute);
-        if (type_class == H5T_FLOAT && type_size == 4) {
-            info_.type = LogitType::kFloat32;
-            memory_type_ = H5Handle(H5Tcopy(H5T_NATIVE_FLOAT));
-        } else if (type_class == H5T_FLOAT && type_size == 2) {
-            info_.type = LogitType::kFloat16;
-            memory_type_ = make_float16_type();
-        } else if (type_class == H5T_INTEGER && type_size == 2 && dtype && *dtype == kBFloat16Name) {
-            info_.type = LogitType::kBFloat16;
-            memory_type_ = H5Handle(H5Tcopy(H5T_NATIVE_UINT16));
-        } else {
-            throw AccuracyError(where(path) + " has an unsupported element type (class " + std::to_string(type_class) +
-                                ", " + std::to_string(type_size) + " bytes" + (dtype ? ", dtype=\"" + *dtype + "\"" : "") +
-                                "); expected float32, float16, or uint16 with dtype=\"bfloat16\"");
-        }
+        read_shape(probe.get());
+        ElementType element = element_type(probe.get(), path, findings ? &findings->type : nullptr);
+        info_.type = element.type;
+        memory_type_ = std::move(element.memory_type);
+        check_storage(probe.get());
     }
-    if (info_.tokens == 0 || info_.vocab == 0)
-        throw AccuracyError("'" + path + "' is an empty dump: logits shape [" + std::to_string(info_.tokens) + ", " +
-                            std::to_string(info_.vocab) + "]");
-
     open_dataset(true);
-    if (find_direct_layout) set_direct_reads(true);
-
     info_.has_tokens = has_link(file_.get(), kTokensDataset);
-    for (int i = 0; i < 3; ++i) {
-        const std::string value = read_string_attribute(file_.get(), kMetadataKeys[i]).value_or("");
-        (i == 0 ? info_.metadata.model : i == 1 ? info_.metadata.variant : info_.metadata.engine) = value;
+    if (mode == OpenMode::kAnother) return;
+    set_direct_reads(true);
+    if (!findings) {
+        read_metadata();
+        return;
+    }
+    info_.metadata = findings->metadata;
+    info_.warnings = findings->warnings;
+}
+
+void LogitDumpReader::read_shape(hid_t dataset) {
+    const std::vector<int64_t> dims = dataset_dims(dataset, where(info_.path));
+    if (dims.size() != 2)
+        throw AccuracyError(where(info_.path) + " must be 2-D [tokens, vocab], has rank " + std::to_string(dims.size()));
+    info_.tokens = dims[0];
+    info_.vocab = dims[1];
+    if (info_.tokens == 0 || info_.vocab == 0)
+        throw AccuracyError("'" + info_.path + "' is an empty dump: logits shape [" + std::to_string(info_.tokens) +
+                            ", " + std::to_string(info_.vocab) + "]");
+    if (info_.vocab > kMaxVocab)
+        throw AccuracyError(where(info_.path) + " declares a vocab of " + std::to_string(info_.vocab) + " (at most " +
+                            std::to_string(kMaxVocab) + ": token ids are int32)");
+}
+
+void LogitDumpReader::check_storage(hid_t dataset) {
+    const std::string shape = where(info_.path) + " [" + std::to_string(info_.tokens) + ", " +
+                              std::to_string(info_.vocab) + "] " + logit_type_name(info_.type);
+    const int64_t row_bytes = checked_mul(info_.vocab, logit_type_bytes(info_.type), shape + ": bytes per row");
+    check_dataset_storage(dataset, checked_mul(info_.tokens, row_bytes, shape + ": declared bytes"), shape);
+    info_.chunk_rows = chunk_rows_of(dataset, where(info_.path));
+}
+
+void LogitDumpReader::read_metadata() {
+    std::string* fields[] = {&info_.metadata.model, &info_.metadata.variant, &info_.metadata.engine};
+    for (size_t i = 0; i < std::size(kMetadataKeys); ++i) {
+        const StringAttribute attribute = read_string_attribute_checked(file_.get(), kMetadataKeys[i]);
+        if (attribute.status == StringAttribute::Status::kValue) *fields[i] = attribute.value;
+        if (attribute.status == StringAttribute::Status::kUnreadable)
+            info_.warnings.push_back("'" + info_.path + "' root attribute '" + kMetadataKeys[i] + "' " +
+                                     attribute.problem + "; left empty");
     }
 }
 
 void LogitDumpReader::open_dataset(bool chunk_cache) {
+    // Sizes were checked at open: a row fits int64; a chunk larger than the cache's cap is capped.
     const int64_t row_bytes = info_.vocab * logit_type_bytes(info_.type);
-    const int64_t chunk_bytes = std::max<int64_t>(1, info_.chunk_rows) * row_bytes;
+    const int64_t chunk_rows = std::max<int64_t>(1, info_.chunk_rows);
+    const int64_t chunk_bytes = chunk_rows > kMaxChunkCacheBytes / row_bytes ? kMaxChunkCacheBytes : chunk_rows * row_bytes;
     H5Handle access_props(H5Pcreate(H5P_DATASET_ACCESS));
     const size_t cache_bytes = chunk_cache ? static_cast<size_t>(std::min(chunk_bytes, kMaxChunkCacheBytes)) : 0;
     H5Pset_chunk_cache(access_props.get(), kChunkCacheSlots, cache_bytes, 1.0);
@@ -269,6 +408,10 @@ std::shared_ptr<const LogitDumpReader::DirectLayout> LogitDumpReader::open_direc
         if (storage == H5D_CONTIGUOUS) {
             const haddr_t offset = H5Dget_offset(dataset_.get());
             if (offset == HADDR_UNDEF) return nullptr;  // never written
+            int64_t data_bytes = 0;
+            if (__builtin_mul_overflow(info_.tokens, row_bytes, &data_bytes) ||
+                offset > static_cast<haddr_t>(std::numeric_limits<int64_t>::max() - data_bytes))
+                return nullptr;
             layout->chunk_rows = info_.tokens;
             layout->offsets.reset(new std::atomic<int64_t>[1]);
             layout->offsets[0].store(static_cast<int64_t>(offset), std::memory_order_relaxed);
@@ -278,7 +421,9 @@ std::shared_ptr<const LogitDumpReader::DirectLayout> LogitDumpReader::open_direc
                 chunk[0] == 0)
                 return nullptr;  // chunks that split rows
             layout->chunk_rows = static_cast<int64_t>(chunk[0]);
-            const int64_t chunks = (info_.tokens + layout->chunk_rows - 1) / layout->chunk_rows;
+            int64_t chunk_bytes = 0;
+            if (__builtin_mul_overflow(layout->chunk_rows, row_bytes, &chunk_bytes)) return nullptr;
+            const int64_t chunks = ceil_div(info_.tokens, layout->chunk_rows);
             if (chunks > kMaxDirectChunks) return nullptr;  // the lookups would cost more than they save
             layout->offsets.reset(new std::atomic<int64_t>[static_cast<size_t>(chunks)]);
             for (int64_t c = 0; c < chunks; ++c)
@@ -313,11 +458,14 @@ int64_t LogitDumpReader::chunk_offset(const DirectLayout& layout, int64_t chunk)
     {
         std::lock_guard<std::mutex> lock(hdf5_call_mutex());
         const herr_t status = H5Dget_chunk_info_by_coord(dataset_.get(), coord, &filter_mask, &address, &size);
-        // A chunk never written (fill values) or stored differently reads through H5Dread.
-        offset = status < 0 || address == HADDR_UNDEF || filter_mask != 0 ||
-                         static_cast<int64_t>(size) != layout.chunk_rows * row_bytes
-                     ? DirectLayout::kNotDirect
-                     : static_cast<int64_t>(address);
+        // A chunk never written (fill values), stored differently or at an address whose end
+        // does not fit a file offset (a corrupt index) reads through H5Dread. The chunk's byte
+        // count cannot overflow: open_direct checked it.
+        const int64_t chunk_bytes = layout.chunk_rows * row_bytes;
+        const bool usable = status >= 0 && address != HADDR_UNDEF && filter_mask == 0 &&
+                            size == static_cast<hsize_t>(chunk_bytes) &&
+                            address <= static_cast<haddr_t>(std::numeric_limits<int64_t>::max() - chunk_bytes);
+        offset = usable ? static_cast<int64_t>(address) : DirectLayout::kNotDirect;
     }
     layout.offsets[chunk].store(offset, std::memory_order_relaxed);
     return offset;
@@ -359,25 +507,31 @@ std::vector<int32_t> LogitDumpReader::read_tokens() const {
     const std::string name = "'" + info_.path + "' dataset '" + kTokensDataset + "'";
     H5Handle dataset(H5Dopen2(file_.get(), kTokensDataset, H5P_DEFAULT));
     if (!dataset.valid()) throw AccuracyError("cannot open " + name + " (not a dataset?)");
-    const std::vector<int64_t> dims = dataset_dims(dataset.get());
+    const std::vector<int64_t> dims = dataset_dims(dataset.get(), name);
     if (dims.size() != 1 || dims[0] != info_.tokens)
         throw AccuracyError(name + " must be 1-D with " + std::to_string(info_.tokens) + " entries (one per logits row)");
     H5Handle file_type(H5Dget_type(dataset.get()));
     if (H5Tget_class(file_type.get()) != H5T_INTEGER) throw AccuracyError(name + " must hold integers");
-    tokens.resize(static_cast<size_t>(info_.tokens));
-    if (H5Dread(dataset.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tokens.data()) < 0)
+    const int64_t element_bytes = static_cast<int64_t>(H5Tget_size(file_type.get()));
+    check_dataset_storage(dataset.get(), checked_mul(info_.tokens, element_bytes, name + ": declared bytes"), name);
+    // Read as int64, so HDF5 converts every integer type by value without clamping to int32
+    // (an unsigned id above 2^63 - 1 still clamps, to a value outside the vocab).
+    std::vector<int64_t> wide(checked_size(info_.tokens, name));
+    if (H5Dread(dataset.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, wide.data()) < 0)
         throw AccuracyError("cannot read " + name + " (truncated or corrupt file?)");
-    for (size_t i = 0; i < tokens.size(); ++i) {
-        if (tokens[i] < 0 || tokens[i] >= info_.vocab)
-            throw AccuracyError(name + "[" + std::to_string(i) + "] = " + std::to_string(tokens[i]) +
+    tokens.resize(wide.size());
+    for (size_t i = 0; i < wide.size(); ++i) {
+        if (wide[i] < 0 || wide[i] >= info_.vocab)
+            throw AccuracyError(name + "[" + std::to_string(i) + "] = " + std::to_string(wide[i]) +
                                 " is outside the vocab 0.." + std::to_string(info_.vocab - 1));
+        tokens[i] = static_cast<int32_t>(wide[i]);
     }
     return tokens;
 }
 
 void LogitDumpReader::check_row_range(int64_t first, int64_t count) const {
-    if (first < 0 || count < 0 || first + count > info_.tokens)
-        throw AccuracyError(where(info_.path) + ": rows " + std::to_string(first) + ".." + std::to_string(first + count) +
+    if (first < 0 || count < 0 || first > info_.tokens || count > info_.tokens - first)
+        throw AccuracyError(where(info_.path) + ": " + std::to_string(count) + " rows from row " + std::to_string(first) +
                             " are outside 0.." + std::to_string(info_.tokens));
 }
 

@@ -2,14 +2,15 @@
 // reader that reads row blocks through hyperslabs with a chunk cache sized to the chunks, so
 // memory stays bounded whatever the file size.
 //
-// Schema: dataset `logits` [tokens, vocab], float32, float16, or bfloat16 stored as uint16
-// with string attribute dtype="bfloat16" on the dataset; chunked by rows. Optional dataset
-// `tokens` [tokens] int32 (the next-token ids). String attributes `model`, `variant`,
-// `engine` on the root group.
+// Schema: dataset `logits` [tokens, vocab], float32, float16, or bfloat16 stored as uint16 (or
+// int16, read bit for bit) with string attribute dtype="bfloat16" on the dataset; chunked by
+// rows. Optional dataset `tokens` [tokens] of integers (the next-token ids). String attributes
+// `model`, `variant`, `engine` on the root group (ASCII or UTF-8, fixed or variable length).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,8 @@ inline constexpr const char* kLogitsDataset = "logits";
 inline constexpr const char* kTokensDataset = "tokens";
 inline constexpr const char* kDtypeAttribute = "dtype";
 inline constexpr const char* kBFloat16Name = "bfloat16";
+// Largest vocab a dump may declare: token ids are int32.
+inline constexpr int64_t kMaxVocab = int64_t{1} << 31;
 
 enum class LogitType { kFloat32, kFloat16, kBFloat16 };
 
@@ -42,6 +45,9 @@ struct LogitDumpInfo {
     int64_t chunk_rows = 0;  // rows per HDF5 chunk (0 when the dataset is not chunked)
     bool has_tokens = false;
     DumpMetadata metadata;
+    // Problems with optional parts that did not stop the read (e.g. an unreadable metadata
+    // attribute, left empty), one sentence each naming the file.
+    std::vector<std::string> warnings;
 };
 
 class LogitDumpWriter {
@@ -78,11 +84,16 @@ private:
 
 class LogitDumpReader {
 public:
-    // Opens and validates `path` (throws AccuracyError naming the file and the problem).
+    // Opens and validates `path` (throws AccuracyError naming the file and the problem). The
+    // validation, and reading the token ids, first run in a child process (probe_in_child), so a
+    // corrupt file that crashes or hangs libhdf5 there is an error here. Forks: construct
+    // readers while no other thread is inside HDF5 (compute_drift opens them before its workers
+    // start; another_reader() does not fork).
     explicit LogitDumpReader(const std::string& path);
     // The same file opened again, for another thread: its own HDF5 handles and chunk cache,
     // sharing this reader's direct-read layout (the chunk offsets, found once per file, and the
     // descriptor: pread() needs no lock). Throws if the file no longer has this reader's shape.
+    // Its info() has no metadata (model, variant, engine are not read again).
     std::unique_ptr<LogitDumpReader> another_reader() const;
 
     const LogitDumpInfo& info() const { return info_; }
@@ -122,8 +133,30 @@ private:
     // Where each row's bytes lie in the file, and a descriptor to pread() them.
     struct DirectLayout;
 
-    // Opens and validates `path`; direct reads only when find_direct_layout.
-    LogitDumpReader(const std::string& path, bool find_direct_layout);
+    // The logit type of a dataset and the memory type that reads it (16-bit data as its bits).
+    struct ElementType {
+        LogitType type;
+        H5Handle memory_type;
+    };
+
+    // kPrimary (the public constructor): first checks the file in a child process (probe_in_child,
+    // which opens it kInChild), then opens it here, taking the element type's dtype decision and
+    // the metadata from the child instead of reading those attributes again; looks for the direct
+    // layout. kInChild: all of it here. kAnother (another_reader()): no direct layout (it shares
+    // the first reader's), no metadata.
+    enum class OpenMode { kPrimary, kInChild, kAnother };
+    // What the child found, as the child hands it back (LogitDumpInfo's type, metadata, warnings).
+    struct ChildFindings;
+
+    LogitDumpReader(const std::string& path, OpenMode mode);
+    static std::optional<ChildFindings> check_in_child(const std::string& path);
+    // Parts of the validation at open: the [tokens, vocab] extent; the element type (`known`: the
+    // type the child decided, so the dtype attribute is not read again); the layout, filters,
+    // chunk shape and declared size against the stored bytes; the root attributes.
+    void read_shape(hid_t dataset);
+    static ElementType element_type(hid_t dataset, const std::string& path, const LogitType* known);
+    void check_storage(hid_t dataset);
+    void read_metadata();
     void open_dataset(bool chunk_cache);
     // The row layout direct reads need, or null when the dataset has another.
     std::shared_ptr<const DirectLayout> open_direct();

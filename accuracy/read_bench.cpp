@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "accuracy/accuracy_error.h"
+#include "accuracy/checked_size.h"
 #include "accuracy/kl_drift.h"
 #include "accuracy/logit_dump.h"
 
@@ -26,7 +27,7 @@ double time_read_only(const std::string& reference, const std::string& candidate
     if (ref.info().tokens != cand.info().tokens || ref.info().vocab != cand.info().vocab)
         throw AccuracyError("bench-read: '" + reference + "' and '" + candidate + "' have different logits shapes");
     const int64_t tokens = ref.info().tokens, vocab = ref.info().vocab;
-    const int64_t block_rows = default_block_rows(vocab, ref.info().chunk_rows);
+    const int64_t block_rows = std::min(tokens, default_block_rows(vocab, ref.info().chunk_rows));
     for (LogitDumpReader* reader : {&ref, &cand}) {  // as compute_drift does for whole-chunk reads
         const int64_t chunk_rows = reader->info().chunk_rows;
         if (chunk_rows > 0 && block_rows % chunk_rows == 0) reader->set_chunk_cache(false);
@@ -41,7 +42,9 @@ double time_read_only(const std::string& reference, const std::string& candidate
 }
 
 ReadBenchResult run_read_bench(const std::string& reference, const std::string& candidate, int repeats) {
-    if (repeats < 1) throw AccuracyError("bench-read: --repeat must be >= 1, got " + std::to_string(repeats));
+    if (repeats < 1 || repeats > kMaxBenchRepeats)
+        throw AccuracyError("bench-read: --repeat must be in 1.." + std::to_string(kMaxBenchRepeats) + ", got " +
+                            std::to_string(repeats));
     ReadBenchResult result;
     result.repeats = repeats;
     std::vector<double> reads, kls;
@@ -50,8 +53,10 @@ ReadBenchResult run_read_bench(const std::string& reference, const std::string& 
         const auto start = std::chrono::steady_clock::now();
         const DriftReport report = compute_drift(reference, candidate, "");
         kls.push_back(seconds_since(start));
-        result.bytes_read = report.tokens * report.vocab *
-                            (logit_type_bytes(report.reference_info.type) + logit_type_bytes(report.candidate_info.type));
+        const std::string what = "bench-read: bytes of '" + reference + "' and '" + candidate + "'";
+        const int64_t elements = checked_mul(report.tokens, report.vocab, what);
+        result.bytes_read = checked_add(checked_mul(elements, logit_type_bytes(report.reference_info.type), what),
+                                        checked_mul(elements, logit_type_bytes(report.candidate_info.type), what), what);
         result.mean_kl = report.candidate_drift.kl.mean;
     }
     std::sort(reads.begin(), reads.end());

@@ -20,7 +20,10 @@ struct ReadBenchResult {
     double mean_kl = 0.0;              // result of the KL pass
 };
 
-// Runs `repeats` (>= 1) rounds of: read-only pass, KL pass.
+// Most rounds bench-read runs (--repeat).
+inline constexpr int kMaxBenchRepeats = 1000;
+
+// Runs `repeats` (1..kMaxBenchRepeats) rounds of: read-only pass, KL pass.
 ReadBenchResult run_read_bench(const std::string& reference, const std::string& candidate, int repeats);
 
 // Seconds to read every row of both dumps through LogitDumpReader in the blocks compute_drift

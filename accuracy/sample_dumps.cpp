@@ -100,8 +100,12 @@ double sample_perturbation(SampleRole role) {
 }
 
 std::vector<std::string> make_sample_dumps(const std::string& outdir, const SampleOptions& options) {
-    if (options.tokens < 1) throw AccuracyError("--tokens must be >= 1, got " + std::to_string(options.tokens));
-    if (options.vocab < 2) throw AccuracyError("--vocab must be >= 2, got " + std::to_string(options.vocab));
+    if (options.tokens < 1 || options.tokens > kMaxSampleTokens)
+        throw AccuracyError("--tokens must be in 1.." + std::to_string(kMaxSampleTokens) + ", got " +
+                            std::to_string(options.tokens));
+    if (options.vocab < 2 || options.vocab > kMaxSampleVocab)
+        throw AccuracyError("--vocab must be in 2.." + std::to_string(kMaxSampleVocab) + ", got " +
+                            std::to_string(options.vocab));
     if (options.roles.empty()) throw AccuracyError("make-sample: no roles to write");
     std::error_code mkdir_error;
     std::filesystem::create_directories(outdir, mkdir_error);

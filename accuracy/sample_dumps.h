@@ -22,6 +22,11 @@ std::string sample_file_name(SampleRole role);       // "sample_<role>.h5"
 // Standard deviation of the perturbation added to the pre-softcap logits of each role.
 double sample_perturbation(SampleRole role);
 
+// Largest samples make-sample writes: the generator holds a few doubles per vocab entry and
+// 16 rows per role in memory (about 1.5 GiB at the largest vocab), and the token ids.
+inline constexpr int64_t kMaxSampleTokens = int64_t{1} << 24;
+inline constexpr int64_t kMaxSampleVocab = int64_t{1} << 22;
+
 struct SampleOptions {
     int64_t tokens = 256;
     int64_t vocab = 4096;
@@ -32,7 +37,8 @@ struct SampleOptions {
     std::function<void(int64_t rows_done, int64_t rows_total)> progress;
 };
 
-// Writes <outdir>/sample_<role>.h5 for each requested role; returns the paths written.
+// Writes <outdir>/sample_<role>.h5 for each requested role; returns the paths written. Throws
+// AccuracyError for tokens outside 1..kMaxSampleTokens or vocab outside 2..kMaxSampleVocab.
 std::vector<std::string> make_sample_dumps(const std::string& outdir, const SampleOptions& options);
 
 }  // namespace wideattn::accuracy

@@ -1,4 +1,5 @@
-// test_json_writer.cpp - JSON output: structure, escaping, non-finite numbers.
+// test_json_writer.cpp - JSON output: structure, escaping (control characters, invalid UTF-8),
+// non-finite numbers.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -37,4 +38,19 @@ TEST_CASE("JSON writer: string escaping and non-finite numbers") {
     json.value(0.1);
     json.end_array();
     CHECK(json.text() == R"(["inf","-inf","nan",0.10000000000000001])");
+}
+
+TEST_CASE("JSON writer: bytes that are not UTF-8 become \\ufffd, one per byte; valid UTF-8 is kept") {
+    const std::string r = "\\ufffd";
+    CHECK(JsonWriter::escape("a\xff" "b") == "\"a" + r + "b\"");                      // not a lead byte
+    CHECK(JsonWriter::escape("\x80") == "\"" + r + "\"");                              // stray continuation
+    CHECK(JsonWriter::escape("\xc0\xaf") == "\"" + r + r + "\"");                      // overlong '/'
+    CHECK(JsonWriter::escape("\xe0\x80\xaf") == "\"" + r + r + r + "\"");              // overlong, 3 bytes
+    CHECK(JsonWriter::escape("\xed\xa0\x80") == "\"" + r + r + r + "\"");              // surrogate U+D800
+    CHECK(JsonWriter::escape("\xf4\x90\x80\x80") == "\"" + r + r + r + r + "\"");      // above U+10FFFF
+    CHECK(JsonWriter::escape("x\xe2\x82") == "\"x" + r + r + "\"");                    // truncated at the end
+    CHECK(JsonWriter::escape("\xe2\x82" "A") == "\"" + r + r + "A\"");                 // cut by ASCII
+    // Valid 2-, 3- and 4-byte sequences, the largest code point and U+FFFF pass unchanged.
+    const std::string valid = "\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf \xef\xbf\xbf";
+    CHECK(JsonWriter::escape(valid) == "\"" + valid + "\"");
 }

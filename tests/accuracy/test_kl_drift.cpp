@@ -1,6 +1,7 @@
 // test_kl_drift.cpp - drift over whole dumps: every statistic against an independent
 // long-double computation, streaming results identical for any block / chunk size and
-// threading, and the bad-input errors (shapes, vocab, token ids, NaN/inf rows).
+// threading, the bad-input errors (shapes, vocab, token ids, NaN/inf rows), and the report of
+// an infinite KL.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "accuracy/accuracy_error.h"
+#include "accuracy/drift_report.h"
 #include "accuracy/kl_drift.h"
 #include "accuracy/logit_dump.h"
 #include "accuracy_test_util.h"
@@ -249,4 +251,29 @@ TEST_CASE("drift without token ids skips delta-p; -inf logits are zero probabili
     CHECK(kl_close(report.candidate_kl[0], naive_kl(&ref.logits[0], &cand.logits[0], 30)));
     CHECK(std::isinf(report.candidate_kl[1]));
     CHECK(std::isinf(report.candidate_drift.kl.mean));
+}
+
+TEST_CASE("kl reports an infinite KL plainly, and a paired difference of +inf - +inf as undefined") {
+    TempDir dir;
+    constexpr int64_t kTokens = 12, kVocab = 16;
+    const DumpData ref = make_reference(kTokens, kVocab, 31);
+    DumpData cand = perturbed(ref, 32, 0.05), base = perturbed(ref, 33, 0.05);
+    const float minus_inf = -std::numeric_limits<float>::infinity();
+    for (const int64_t row : {3, 7}) base.logits[row * kVocab + 5] = minus_inf;  // the baseline: rows 3 and 7
+    cand.logits[3 * kVocab + 6] = minus_inf;                                      // the candidate: row 3
+    write(dir.file("ref.h5"), ref);
+    write(dir.file("cand.h5"), cand);
+    write(dir.file("base.h5"), base);
+    const DriftReport report = compute_drift(dir.file("ref.h5"), dir.file("cand.h5"), dir.file("base.h5"));
+    CHECK(std::isinf(report.baseline_drift.kl.mean));
+    CHECK(std::isnan(report.paired_kl_difference.mean));
+    const std::string text = format_drift_text(report);
+    CHECK(text.find("warning: KL(reference || baseline) is +inf at rows 3, 7 of 12 tokens: the baseline gives "
+                    "probability 0 (a logit of -inf) to tokens the reference does not, so its mean KL is +inf; such "
+                    "a baseline cannot set a gate's budget or margin (gate exits 2)") != std::string::npos);
+    CHECK(text.find("warning: KL(reference || candidate) is +inf at row 3 of 12 tokens") != std::string::npos);
+    CHECK(text.find("(not defined: the KL of both dumps is +inf at some token") != std::string::npos);
+    const std::string json = drift_report_json(report, "kl", nullptr, nullptr);
+    CHECK(json.find("\"kl_infinite_count\":2,\"kl_infinite_rows\":[3,7]") != std::string::npos);
+    CHECK(json.find("\"paired_kl_difference\":{\"mean\":\"nan\"") != std::string::npos);
 }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# ci_sanitize.sh - the sanitizer job: configures a clang build with AddressSanitizer and
+# UndefinedBehaviorSanitizer and the libFuzzer targets (build-asan, or $WIDEATTN_ASAN_BUILD_DIR),
+# builds only the CPU test binary and the dump-reader fuzzer (no cubins), runs the accuracy tests
+# under the sanitizers, then runs the fuzzer for $WIDEATTN_FUZZ_SECONDS (default 60) on
+# tests/fuzz/corpus/logit_dump. Exits non-zero on any failure: a failed test, a sanitizer report,
+# a fuzzer crash, leak, timeout or out-of-memory (the input is kept under <build>/fuzz-artifacts/).
+# Installs clang and its sanitizer runtimes (Debian packages) when they are missing.
+#   tools/ci_sanitize.sh [extra meson setup options]
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${WIDEATTN_ASAN_BUILD_DIR:-$root/build-asan}
+fuzz_seconds=${WIDEATTN_FUZZ_SECONDS:-60}
+# Per input: above the reader's 10 s probe of a file (docs/accuracy.md, section 8) times the
+# three opens of one input, so a file that makes libhdf5 loop is refused, not a timeout.
+fuzz_input_timeout_s=60
+corpus=$root/tests/fuzz/corpus/logit_dump
+
+packages=(meson ninja-build pkg-config doctest-dev libeigen3-dev libhdf5-dev clang libclang-rt-dev)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "ci_sanitize: installing ${missing[*]}"
+    sudo_cmd=()
+    [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+start=$(date +%s)
+if [[ ! -f "$build/build.ninja" ]]; then
+    # b_lundef=false: clang links the sanitizer runtimes into executables only, not shared libraries.
+    CC=clang CXX=clang++ meson setup "$build" "$root" -Dtoolkit_dir="${CUDA_HOME:-/usr/local/cuda}" \
+        -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \
+        -Dgpu_archs=sm_90a "$@"
+fi
+ninja -C "$build" tests/wideattn_tests accuracy/fuzz_logit_dump
+built=$(date +%s)
+echo "ci_sanitize: built in $((built - start))s"
+
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:allocator_may_return_null=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+WIDEATTN_TEST_DATA=$root/data "$build/tests/wideattn_tests" --source-file='*tests/accuracy/*'
+tested=$(date +%s)
+echo "ci_sanitize: accuracy tests passed under ASan/UBSan in $((tested - built))s"
+
+# New inputs the fuzzer finds go to <build>/fuzz-corpus (kept between runs of this build
+# directory); the committed corpus is only read. libhdf5's own leaks on corrupt files are
+# suppressed (tests/fuzz/lsan_hdf5.supp); its large transient allocations for sizes read from a
+# corrupt header are allowed (-malloc_limit_mb), its resident memory is not (-rss_limit_mb).
+mkdir -p "$build/fuzz-corpus" "$build/fuzz-artifacts"
+LSAN_OPTIONS=suppressions=$root/tests/fuzz/lsan_hdf5.supp \
+    "$build/accuracy/fuzz_logit_dump" -max_total_time="$fuzz_seconds" -timeout="$fuzz_input_timeout_s" \
+    -rss_limit_mb=2048 -malloc_limit_mb=1048576 -print_final_stats=1 \
+    -artifact_prefix="$build/fuzz-artifacts/" "$build/fuzz-corpus" "$corpus"
+echo "ci_sanitize: fuzzed the dump reader for ${fuzz_seconds}s without a finding; total $(( $(date +%s) - start ))s"
