@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # ci_sanitize.sh - the sanitizer job: configures a clang build with AddressSanitizer and
 # UndefinedBehaviorSanitizer and the libFuzzer targets (build-asan, or $WIDEATTN_ASAN_BUILD_DIR),
-# builds only the CPU test binary and the dump-reader fuzzer (no cubins), runs the accuracy tests
-# under the sanitizers, then runs the fuzzer for $WIDEATTN_FUZZ_SECONDS (default 60) on
-# tests/fuzz/corpus/logit_dump. Exits non-zero on any failure: a failed test, a sanitizer report,
+# builds the tree (cubins for sm_90a only) and both fuzzers, runs the CPU test suites `cpu` and
+# `fake_driver` under the sanitizers, then runs each fuzzer for $WIDEATTN_FUZZ_SECONDS (default
+# 60) on its committed corpus (tests/fuzz/corpus/logit_dump, tests/fuzz/corpus/manifest). Exits non-zero on any failure: a failed test, a sanitizer report,
 # a fuzzer crash, leak, timeout or out-of-memory (the input is kept under <build>/fuzz-artifacts/).
 # Installs clang and its sanitizer runtimes (Debian packages) when they are missing.
 #   tools/ci_sanitize.sh [extra meson setup options]
@@ -37,23 +37,27 @@ if [[ ! -f "$build/build.ninja" ]]; then
         -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \
         -Dgpu_archs=sm_90a "$@"
 fi
-ninja -C "$build" tests/wideattn_tests accuracy/fuzz_logit_dump
+ninja -C "$build"
 built=$(date +%s)
 echo "ci_sanitize: built in $((built - start))s"
 
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-WIDEATTN_TEST_DATA=$root/data "$build/tests/wideattn_tests" --source-file='*tests/accuracy/*'
+meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 cpu fake_driver
 tested=$(date +%s)
-echo "ci_sanitize: accuracy tests passed under ASan/UBSan in $((tested - built))s"
+echo "ci_sanitize: the cpu and fake_driver suites passed under ASan/UBSan in $((tested - built))s"
 
 # New inputs the fuzzer finds go to <build>/fuzz-corpus (kept between runs of this build
 # directory); the committed corpus is only read. libhdf5's own leaks on corrupt files are
 # suppressed (tests/fuzz/lsan_hdf5.supp); its large transient allocations for sizes read from a
 # corrupt header are allowed (-malloc_limit_mb), its resident memory is not (-rss_limit_mb).
-mkdir -p "$build/fuzz-corpus" "$build/fuzz-artifacts"
+mkdir -p "$build/fuzz-corpus" "$build/fuzz-corpus-manifest" "$build/fuzz-artifacts"
 LSAN_OPTIONS=suppressions=$root/tests/fuzz/lsan_hdf5.supp \
     "$build/accuracy/fuzz_logit_dump" -max_total_time="$fuzz_seconds" -timeout="$fuzz_input_timeout_s" \
     -rss_limit_mb=2048 -malloc_limit_mb=1048576 -print_final_stats=1 \
     -artifact_prefix="$build/fuzz-artifacts/" "$build/fuzz-corpus" "$corpus"
 echo "ci_sanitize: fuzzed the dump reader for ${fuzz_seconds}s without a finding; total $(( $(date +%s) - start ))s"
+"$build/tests/fuzz/fuzz_manifest" -dict="$root/tests/fuzz/manifest.dict" -max_len=8192 \
+    -max_total_time="$fuzz_seconds" -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/" \
+    "$build/fuzz-corpus-manifest" "$root/tests/fuzz/corpus/manifest"
+echo "ci_sanitize: fuzzed the manifest reader for ${fuzz_seconds}s without a finding; total $(( $(date +%s) - start ))s"
