@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -360,7 +361,12 @@ const char* wideattn_version(void) {
 }
 
 const char* wideattn_status_string(wideattn_status status) {
-    switch (status) {
+    // A C caller may pass any int: read it as one (loading an out-of-range value through the
+    // C++ enum type is undefined), then compare with the enumerators.
+    static_assert(sizeof(wideattn_status) == sizeof(int), "the C enum is an int");
+    int code = 0;
+    std::memcpy(&code, &status, sizeof code);
+    switch (code) {
         case WIDEATTN_OK: return "WIDEATTN_OK";
         case WIDEATTN_ERROR_INVALID_ARGUMENT: return "WIDEATTN_ERROR_INVALID_ARGUMENT";
         case WIDEATTN_ERROR_UNSUPPORTED: return "WIDEATTN_ERROR_UNSUPPORTED";
