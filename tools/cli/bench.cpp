@@ -234,19 +234,7 @@ bool select_cases(const std::string& cases_flag, const std::vector<BenchCase>& p
         *selected = prefill;
         return true;
     }
-    std::vector<BenchCase> suite = prefill;
-    for (const BenchCase& c : gemma4_decode_suite()) suite.push_back(c);
-    std::stringstream list(cases_flag);
-    std::string name;
-    while (std::getline(list, name, ',')) {
-        auto it = std::find_if(suite.begin(), suite.end(), [&](const BenchCase& c) { return c.name == name; });
-        if (it == suite.end()) {
-            std::fprintf(stderr, "wideattn bench: --cases: unknown case '%s' (see --list)\n", name.c_str());
-            return false;
-        }
-        selected->push_back(*it);
-    }
-    return true;
+    return named_cases(cases_flag, "bench", "--list", selected);
 }
 
 // Options that do not combine; false after printing why.

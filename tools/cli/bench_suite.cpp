@@ -3,6 +3,8 @@
 #include "tools/cli/bench_suite.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <sstream>
 
 #include "accuracy/bf16.h"
 #include "fp8/codec/e4m3.h"
@@ -53,6 +55,22 @@ std::vector<BenchCase> gemma4_decode_suite() {
         {"decode_64_ctx_4k", std::vector<int32_t>(64, 1), std::vector<int32_t>(64, 4096)},
         {"verify4_16_ctx_8k", std::vector<int32_t>(16, 4), std::vector<int32_t>(16, 8192)},
     };
+}
+
+bool named_cases(const std::string& list, const char* command, const char* hint, std::vector<BenchCase>* out) {
+    std::vector<BenchCase> suite = gemma4_suite();
+    for (const BenchCase& c : gemma4_decode_suite()) suite.push_back(c);
+    std::stringstream names(list);
+    std::string name;
+    while (std::getline(names, name, ',')) {
+        const auto it = std::find_if(suite.begin(), suite.end(), [&](const BenchCase& c) { return c.name == name; });
+        if (it == suite.end()) {
+            std::fprintf(stderr, "wideattn %s: --cases: unknown case '%s' (see %s)\n", command, name.c_str(), hint);
+            return false;
+        }
+        out->push_back(*it);
+    }
+    return true;
 }
 
 HostProblem bench_problem(const BenchCase& bc, size_t c) {

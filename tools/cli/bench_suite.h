@@ -31,6 +31,10 @@ std::vector<BenchCase> gemma4_suite();
 // sequence, the decode class of docs/design.md); `wideattn bench` runs them when --cases names them.
 std::vector<BenchCase> gemma4_decode_suite();
 
+// The cases a comma-separated `list` names, looked up in the prefill and decode suites, in list
+// order; false after printing "wideattn COMMAND: --cases: unknown case 'NAME' (see HINT)".
+bool named_cases(const std::string& list, const char* command, const char* hint, std::vector<BenchCase>* out);
+
 // The host-side problem of case number `c` (shapes, index arrays and a shuffled block table; no data:
 // the inputs are tiled from the random pool on the device).
 HostProblem bench_problem(const BenchCase& bc, size_t c);

@@ -9,7 +9,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -93,23 +92,12 @@ int parse_options(int argc, char** argv, TuneOptions* o) {
 // The cases of --cases among the prefill and decode suites (all of them when empty); false after
 // printing an unknown name.
 bool tune_cases(const std::string& flag, std::vector<BenchCase>* out) {
-    std::vector<BenchCase> all = gemma4_suite();
-    for (const BenchCase& c : gemma4_decode_suite()) all.push_back(c);
     if (flag.empty()) {
-        *out = all;
+        *out = gemma4_suite();
+        for (const BenchCase& c : gemma4_decode_suite()) out->push_back(c);
         return true;
     }
-    std::stringstream list(flag);
-    std::string name;
-    while (std::getline(list, name, ',')) {
-        const auto it = std::find_if(all.begin(), all.end(), [&](const BenchCase& c) { return c.name == name; });
-        if (it == all.end()) {
-            std::fprintf(stderr, "wideattn tune: --cases: unknown case '%s' (see wideattn bench --list)\n", name.c_str());
-            return false;
-        }
-        out->push_back(*it);
-    }
-    return true;
+    return named_cases(flag, "tune", "wideattn bench --list", out);
 }
 
 // The bundle's bf16-output prefill kernels grouped by q/kv dtypes (names in manifest order, once).
