@@ -28,8 +28,10 @@ and its speed change against the main bundle's.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
+import io
 import json
 import os
 import statistics
@@ -309,6 +311,17 @@ def run_gpu(args, log):
 # ----------------------------------------------------------------------------- CLI
 
 
+def usage_error(argv, needle):
+    """Whether parse_args(argv) exits with status 2 and a message containing `needle`."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parse_args(argv)
+    except SystemExit as exc:
+        return exc.code == 2 and needle in err.getvalue()
+    return False
+
+
 def self_test():
     failures, count = [], [0]
 
@@ -332,6 +345,13 @@ def self_test():
     check(all(c.seq_lens_k[0] > 0 for c in ACCURACY_CASES.values()), "cases have keys")
     check(max(c.seq_lens_k[0] for c in ACCURACY_CASES.values()) >= 16 * pb.K1, "a long context")
     check(set(AB_CASES) <= {c.name for c in pb.build_suite()}, "A/B cases are timing-suite cases")
+    for argv, needle in ((["--dists", "bogus"], "--dists: unknown distribution 'bogus'"),
+                         (["--cases", "prompt_9k"], "--cases: unknown case 'prompt_9k'"),
+                         (["--seeds", "0"], "--seeds=0: must be >= 1"),
+                         (["--ab-rounds", "-1"], "--ab-rounds=-1: must be >= 0"),
+                         (["--variant", "main=/x"], "--variant 'main=/x': expected LABEL=DIR"),
+                         (["--ab-dists", "x"], "--ab-dists: unknown distribution 'x'")):
+        check(usage_error(argv, needle), f"usage error naming {argv}")
     for f in failures:
         print(f"peer_accuracy self-test: FAILED {f}")
     print(f"peer_accuracy self-test: {count[0] - len(failures)} passed, {len(failures)} failed")
