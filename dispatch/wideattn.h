@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define WIDEATTN_VERSION_MAJOR 0
-#define WIDEATTN_VERSION_MINOR 1
+#define WIDEATTN_VERSION_MINOR 2
 #define WIDEATTN_VERSION_PATCH 0
 
 /* Status codes. */
@@ -127,8 +127,32 @@ typedef struct wideattn_prefill_params {
     int32_t kv_dtype;     /* wideattn_dtype */
     int32_t o_dtype;      /* wideattn_dtype; F64 selects the fp64 reference kernel */
     float softmax_scale;  /* > 0 and finite; Gemma 4 uses 1.0 */
+
+    /* Split-KV (decode and small batches, docs/design.md "Split-KV"): when a call has too few
+     * (token tile, KV head) blocks to fill the GPU, each block's keys are split over num_splits
+     * blocks that write fp32 partial O and LSE into `workspace`, and a second kernel merges them
+     * into o and lse on the same stream. The split boundaries depend only on the params and the
+     * device's SM count, so reruns are bit-identical; a different split count changes the
+     * rounding (within the kernels' error bounds), never the semantics. */
+    int32_t max_seqlen_q; /* hint: the largest q_len of the call, or 0 if unknown (>= 0). Hints
+                             only steer the split count; any value gives correct results */
+    int32_t max_seqlen_k; /* hint: the largest seq_lens_k of the call, or 0 if unknown (>= 0) */
+    int32_t num_splits;   /* 0: the library chooses (wideattn_plan_launch); 1: never split;
+                             2 .. WIDEATTN_MAX_SPLITS: exactly that many (the workspace must
+                             then hold them: WIDEATTN_ERROR_INVALID_ARGUMENT otherwise) */
+    /* Caller-owned device scratch for the partial results, 16-byte aligned, or NULL with
+     * workspace_bytes 0. Never allocated by the library, so a call stays capturable in a CUDA
+     * graph. With num_splits 0 the library uses the most splits, up to its choice, that fit in
+     * workspace_bytes (NULL: no split). Size it with wideattn_workspace_size (current device) or
+     * wideattn_plan_launch; contents need no initialisation and are garbage afterwards. A
+     * workspace may be reused by calls ordered on one stream, not by concurrent ones. */
+    void* workspace;
+    int64_t workspace_bytes;
     int32_t reserved;     /* must be 0 */
 } wideattn_prefill_params;
+
+/* The largest num_splits (wideattn_prefill_params). */
+#define WIDEATTN_MAX_SPLITS 128
 
 /*
  * Quantise bf16 K or V (or any [token][head][d] tensor) to e4m3 into the paged KV-cache layout
@@ -224,7 +248,7 @@ typedef struct wideattn_kernel_info {
     const char* kind;                  /* "prefill", "quantize_e4m3" or "amax_e4m3" */
 } wideattn_kernel_info;
 
-/* Library version string, e.g. "0.1.0". */
+/* Library version string, e.g. "0.2.0". */
 WIDEATTN_API const char* wideattn_version(void);
 
 /* Name of a status code, e.g. "WIDEATTN_ERROR_INVALID_ARGUMENT". */
@@ -314,6 +338,37 @@ WIDEATTN_API const char* wideattn_bundle_checksum(const wideattn_context* ctx);
 
 /* The tuning file the context looked for ($WIDEATTN_TUNING or DIR/tuning.json). */
 WIDEATTN_API const char* wideattn_tuning_path(const wideattn_context* ctx);
+
+/*
+ * What wideattn_prefill would launch for these params on a device of compute capability
+ * cc_major.cc_minor with num_sms multiprocessors (>= 1). Validates the params and selects the
+ * kernel exactly as wideattn_prefill and wideattn_is_supported do; never touches the driver.
+ * Split rule (dispatch/split_plan.h, docs/design.md "Split-KV"): a kernel with the "split_kv"
+ * feature splits when its blocks (token tiles x query-head groups, estimated from total_q,
+ * num_seqs and max_seqlen_q) fill less than the machine; the count is the smallest that reaches
+ * 95% of the best wave efficiency, at most WIDEATTN_MAX_SPLITS and at most one split per
+ * WIDEATTN_MIN_SPLIT_KEYS keys of max_seqlen_k when that hint is given.
+ */
+#define WIDEATTN_MIN_SPLIT_KEYS 256
+typedef struct wideattn_launch_plan {
+    int32_t kernel_index;       /* the prefill kernel (wideattn_get_kernel_info index) */
+    int32_t num_splits;         /* splits that run with the params' workspace as given; 1 = none */
+    int32_t merge_kernel_index; /* the kernel merging the splits; -1 when num_splits is 1 */
+    int32_t preferred_splits;   /* splits the library would use given enough workspace */
+    int64_t workspace_bytes;    /* workspace preferred_splits needs (0 when it is 1) */
+} wideattn_launch_plan;
+
+WIDEATTN_API wideattn_status wideattn_plan_launch(const wideattn_context* ctx, const wideattn_prefill_params* params,
+                                                  int cc_major, int cc_minor, int num_sms,
+                                                  wideattn_launch_plan* plan);
+
+/*
+ * The workspace bytes wideattn_prefill would like for these params on the calling thread's
+ * current device (wideattn_plan_launch's workspace_bytes there; 0 when the call does not split).
+ * Host-only: reads device attributes, never device memory, so it may run during a stream capture.
+ */
+WIDEATTN_API wideattn_status wideattn_workspace_size(const wideattn_context* ctx,
+                                                     const wideattn_prefill_params* params, int64_t* bytes);
 
 /*
  * Launches prefill attention on `stream` (a CUstream / cudaStream_t; NULL is the legacy

@@ -60,7 +60,7 @@ inline std::string kernel_json(const std::string& name, const std::string& arch,
 }
 
 inline std::string manifest_json(const std::vector<std::string>& kernels) {
-    std::string text = "{\"format\": 1, \"library_version\": \"0.1.0\", \"kernels\": [";
+    std::string text = "{\"format\": 1, \"library_version\": \"0.2.0\", \"kernels\": [";
     for (size_t i = 0; i < kernels.size(); ++i) text += (i ? ", " : "") + kernels[i];
     return text + "]}";
 }
