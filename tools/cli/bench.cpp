@@ -1,6 +1,8 @@
 // bench.cpp - `wideattn bench`: times the bundle's kernels on the Gemma 4 31B global-layer
-// suite (docs/design.md section 7) with CUDA events, and measures the register-only mma.sync bf16
-// rate in the same run (before and after) as the ceiling the results are compared with.
+// suites (prefill and decode, docs/design.md section 7) with CUDA events, each call with its
+// split-KV workspace, and measures the register-only mma.sync bf16 rate and, for decode cases, the
+// device-to-device copy bandwidth in the same run (before and after) as the ceilings the results
+// are compared with.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "accuracy/bf16.h"
 #include "dispatch/bundle_files.h"
 #include "fp8/codec/e4m3.h"
+#include "tools/cli/bench_report.h"
 #include "tools/cli/bench_suite.h"
 #include "tools/cli/cli_common.h"
 #include "tools/harness/device_problem.h"
@@ -32,6 +35,12 @@ constexpr int kPeakBlocksPerSm = 4;
 constexpr int kPeakThreads = 256;
 constexpr int kPeakChains = 8;                       // must match tools/bench/mma_peak*.cu
 constexpr const char* kProbeSubdir = "bench";        // build/tools/bench/: tools/bench/meson.build
+constexpr size_t kCopyProbeBytes = size_t{1} << 30;  // one cuMemcpyDtoD of the copy-bandwidth probe
+constexpr int kCopyProbeReps = 7;
+constexpr int kCopyProbeWarmup = 2;
+constexpr unsigned char kCopyProbeFill = 0x3c;       // the source's bytes (any value)
+constexpr const char* kSuitePrefill = "prefill";
+constexpr const char* kSuiteDecode = "decode";
 
 // A throughput probe cubin built in kProbeSubdir beside the CLI (sources in tools/bench/).
 struct PeakProbe {
@@ -90,15 +99,6 @@ std::string measure_mma_peak(const GpuDevice& gpu, const std::string& cubin_dir,
     return {};
 }
 
-std::string json_escape(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\';
-        out += c;
-    }
-    return out;
-}
-
 // The variants of this run: one from --kernel / --kv-dtype / --q-dtype, or one per name of
 // --kernels with that kernel's dtypes from the manifest. Returns an error message or "".
 std::string bench_variants(wideattn_context* ctx, const std::string& kernel_flag, const std::string& kernels_flag,
@@ -130,20 +130,53 @@ std::string bench_variants(wideattn_context* ctx, const std::string& kernel_flag
     return {};
 }
 
+// Measures the device-to-device copy bandwidth: the median time of a cuMemcpyDtoD of
+// kCopyProbeBytes, timed with events, counted as read + write (GB/s).
+std::string measure_copy_bandwidth(const GpuDevice& gpu, double* gbps) {
+    DeviceBuffer src, dst;
+    std::string err = src.allocate(gpu, kCopyProbeBytes);
+    if (err.empty()) err = dst.allocate(gpu, kCopyProbeBytes);
+    if (err.empty()) err = src.fill(kCopyProbeFill);
+    const Driver& d = gpu.driver();
+    const auto to = reinterpret_cast<CUdeviceptr>(dst.get());
+    const auto from = reinterpret_cast<CUdeviceptr>(src.get());
+    Timing t;
+    if (err.empty())
+        err = time_launches(gpu, kCopyProbeWarmup, kCopyProbeReps,
+                            [&] { return gpu.check(d.cuMemcpyDtoD(to, from, kCopyProbeBytes), "cuMemcpyDtoD"); }, &t);
+    if (!err.empty()) return err;
+    *gbps = 2.0 * static_cast<double>(kCopyProbeBytes) / (t.median_ms * 1e-3) / 1e9;
+    return {};
+}
+
 void print_help() {
     std::printf(
-        "usage: wideattn bench [--bundle DIR] [--device N] [--cases A,B,...] [--reps N] [--warmup N]\n"
-        "                      [--reference] [--kv-dtype bf16|e4m3] [--q-dtype bf16|e4m3] [--json FILE]\n"
-        "                      [--kernel NAME | --kernels A,B,...] [--commit SHA] [--list]\n\n"
+        "usage: wideattn bench [--bundle DIR] [--device N] [--suite prefill|decode] [--cases A,B,...]\n"
+        "                      [--reps N] [--warmup N] [--reference] [--kv-dtype bf16|e4m3]\n"
+        "                      [--q-dtype bf16|e4m3] [--json FILE] [--kernel NAME | --kernels A,B,...]\n"
+        "                      [--commit SHA] [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
         "4*D*Hq*(q_len*context + q_len*(q_len+1)/2) and reports TFLOP/s and the percentage of the\n"
-        "register-only mma.sync bf16 rate, measured before and after the suite in the same run.\n\n"
+        "register-only mma.sync bf16 rate, measured before and after the suite in the same run.\n"
+        "Every call gets the max_seqlen_q / max_seqlen_k hints and the split-KV workspace that\n"
+        "wideattn_workspace_size asks for on the device (allocated once per case, outside timing);\n"
+        "the 'spl' column is the split count wideattn_plan_launch reports for it.\n\n"
+        "Decode cases (--list marks them) also report the GB/s of K/V read (the K and V bytes of\n"
+        "every visible key of every sequence, once per KV head) and its percentage of the\n"
+        "device-to-device copy bandwidth (a %d MiB cuMemcpyDtoD, read + write, median of %d),\n"
+        "measured at the start and at the end of the run.\n\n"
         "  --bundle DIR   bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N     CUDA device ordinal (default 0)\n"
-        "  --cases LIST   comma-separated case names (default: the prefill suite; --list also shows\n"
-        "                 the decode cases, which run only when named)\n"
+        "  --suite S      prefill (default): the prefill suite with the kernel the options below pick;\n"
+        "                 decode: the decode suite (single tokens and 5-token verifications after long\n"
+        "                 contexts, a mixed batch of one 2048-token chunk and 63 decodes and its two\n"
+        "                 parts alone, the three decode cases), every case with bf16 K/V and with e4m3\n"
+        "                 K/V + bf16 Q (the dispatcher's kernels), then a summary with the FP8/BF16\n"
+        "                 time ratio and mixed / (chunk + decodes); not with --kernel, --kernels,\n"
+        "                 --kv-dtype, --q-dtype or --reference\n"
+        "  --cases LIST   comma-separated case names from both suites (default: the --suite's cases)\n"
         "  --reps N       timed runs per case (default %d, 1..%lld)\n"
         "  --warmup N     untimed runs first (default %d, 0..%lld)\n"
         "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel\n"
@@ -157,25 +190,78 @@ void print_help() {
         "                 running every kernel in turn with inputs of that kernel's dtypes (e.g.\n"
         "                 mma_bf16_d512,wgmma_bf16_d512,wgmma_e4m3q_d512); not with --kernel,\n"
         "                 --kv-dtype, --q-dtype or --reference\n"
-        "  --json FILE    also write the results as JSON\n"
+        "  --json FILE    also write the results as JSON: per case and variant the timings, TFLOP/s,\n"
+        "                 max_seqlen_q, max_seqlen_k, num_splits, workspace_bytes, decode, and for\n"
+        "                 decode cases kv_bytes, kv_gbps, pct_copy_bw_before, pct_copy_bw_after\n"
+        "                 (fp8_bf16_time_ratio on e4m3 K/V entries of --suite decode); the header has\n"
+        "                 suite and, when measured, copy_bytes, copy_bandwidth_gbps_before/_after;\n"
+        "                 mixed_batch_ratios when the mixed batch and its parts ran\n"
         "  --commit SHA   recorded in the JSON\n"
-        "  --list         print the case names and exit\n",
-        kDefaultReps, kMaxReps, kDefaultWarmup, kMaxReps);
+        "  --list         print the case names and exit (decode-suite cases marked '(decode)')\n",
+        static_cast<int>(kCopyProbeBytes >> 20), kCopyProbeReps, kDefaultReps, kMaxReps, kDefaultWarmup, kMaxReps);
 }
 
 // The command line of one run.
 struct BenchOptions {
     std::string bundle_flag, json_path, commit, cases_flag, kernel_flag, kernels_flag;
+    std::string suite = kSuitePrefill;
     bool reference = false;
     bool e4m3_kv = false, e4m3_q = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
+    bool decode_suite() const { return suite == kSuiteDecode; }
 };
 
 constexpr int kContinue = -1;  // parse_options: go on with the run
 
+// Prints the case names of both suites.
+void list_cases() {
+    for (const BenchCase& c : gemma4_suite()) std::printf("%s\n", c.name.c_str());
+    for (const BenchCase& c : gemma4_decode_bench_suite()) std::printf("%s (decode)\n", c.name.c_str());
+}
+
+// Reads an option with a value (other than the integers); false after printing a usage error.
+bool value_option(ArgReader& args, BenchOptions* o) {
+    const std::string option = args.arg();
+    std::string text;
+    if (!args.value(&text)) return false;
+    if (option == "--kv-dtype" || option == "--q-dtype") {
+        if (text != "bf16" && text != "e4m3") {
+            std::fprintf(stderr, "wideattn bench: %s='%s' is not bf16 or e4m3\n", option.c_str(), text.c_str());
+            return false;
+        }
+        (option == "--kv-dtype" ? o->e4m3_kv : o->e4m3_q) = text == "e4m3";
+    } else if (option == "--suite") {
+        if (text != kSuitePrefill && text != kSuiteDecode) {
+            std::fprintf(stderr, "wideattn bench: --suite='%s' is not %s or %s\n", text.c_str(), kSuitePrefill,
+                         kSuiteDecode);
+            return false;
+        }
+        o->suite = text;
+    } else if (option == "--kernels") {
+        if (text.empty()) {
+            std::fprintf(stderr, "wideattn bench: --kernels needs at least one kernel name\n");
+            return false;
+        }
+        o->kernels_flag = text;
+    } else {
+        std::string* targets[] = {&o->bundle_flag, &o->json_path, &o->kernel_flag, &o->commit, &o->cases_flag};
+        const char* names[] = {"--bundle", "--json", "--kernel", "--commit", "--cases"};
+        for (size_t i = 0; i < std::size(names); ++i)
+            if (option == names[i]) *targets[i] = text;
+    }
+    return true;
+}
+
+bool takes_value(const ArgReader& args) {
+    for (const char* option : {"--kv-dtype", "--q-dtype", "--suite", "--kernels", "--bundle", "--json", "--kernel",
+                               "--commit", "--cases"})
+        if (args.is(option)) return true;
+    return false;
+}
+
 // Reads the arguments into *o. Returns kContinue, or the exit status: 0 after --help or --list,
 // 2 on a usage error (printed).
-int parse_options(int argc, char** argv, const std::vector<BenchCase>& suite, BenchOptions* o) {
+int parse_options(int argc, char** argv, BenchOptions* o) {
     ArgReader args("bench", argc, argv);
     while (args.next()) {
         if (args.is("--help") || args.is("-h")) {
@@ -183,35 +269,11 @@ int parse_options(int argc, char** argv, const std::vector<BenchCase>& suite, Be
             return 0;
         } else if (args.is("--reference")) {
             o->reference = true;
-        } else if (args.is("--kv-dtype") || args.is("--q-dtype")) {
-            const std::string option = args.arg();
-            std::string dtype;
-            if (!args.value(&dtype)) return 2;
-            if (dtype != "bf16" && dtype != "e4m3") {
-                std::fprintf(stderr, "wideattn bench: %s='%s' is not bf16 or e4m3\n", option.c_str(), dtype.c_str());
-                return 2;
-            }
-            (option == "--kv-dtype" ? o->e4m3_kv : o->e4m3_q) = dtype == "e4m3";
         } else if (args.is("--list")) {
-            for (const BenchCase& c : suite) std::printf("%s\n", c.name.c_str());
-            for (const BenchCase& c : gemma4_decode_suite()) std::printf("%s (decode)\n", c.name.c_str());
+            list_cases();
             return 0;
-        } else if (args.is("--bundle")) {
-            if (!args.value(&o->bundle_flag)) return 2;
-        } else if (args.is("--json")) {
-            if (!args.value(&o->json_path)) return 2;
-        } else if (args.is("--kernel")) {
-            if (!args.value(&o->kernel_flag)) return 2;
-        } else if (args.is("--kernels")) {
-            if (!args.value(&o->kernels_flag)) return 2;
-            if (o->kernels_flag.empty()) {
-                std::fprintf(stderr, "wideattn bench: --kernels needs at least one kernel name\n");
-                return 2;
-            }
-        } else if (args.is("--commit")) {
-            if (!args.value(&o->commit)) return 2;
-        } else if (args.is("--cases")) {
-            if (!args.value(&o->cases_flag)) return 2;
+        } else if (takes_value(args)) {
+            if (!value_option(args, o)) return 2;
         } else if (args.is("--device")) {
             if (!args.int_value(0, kMaxDeviceOrdinal, &o->device)) return 2;
         } else if (args.is("--reps")) {
@@ -226,15 +288,14 @@ int parse_options(int argc, char** argv, const std::vector<BenchCase>& suite, Be
     return kContinue;
 }
 
-// The cases of --cases, looked up in the prefill and decode suites (the prefill suite when it is
+// The cases of --cases, looked up in the prefill and decode suites (the --suite's cases when it is
 // empty); false after printing an unknown name.
-bool select_cases(const std::string& cases_flag, const std::vector<BenchCase>& prefill,
-                  std::vector<BenchCase>* selected) {
-    if (cases_flag.empty()) {
-        *selected = prefill;
+bool select_cases(const BenchOptions& o, std::vector<BenchCase>* selected) {
+    if (o.cases_flag.empty()) {
+        *selected = o.decode_suite() ? gemma4_decode_bench_suite() : gemma4_suite();
         return true;
     }
-    return named_cases(cases_flag, "bench", "--list", selected);
+    return named_cases(o.cases_flag, "bench", "--list", selected);
 }
 
 // Options that do not combine; false after printing why.
@@ -249,32 +310,41 @@ bool options_combine(const BenchOptions& o) {
                      "with --kernel, --kv-dtype, --q-dtype or --reference\n");
         return false;
     }
+    if (o.decode_suite() &&
+        (!o.kernels_flag.empty() || !o.kernel_flag.empty() || o.e4m3_kv || o.e4m3_q || o.reference)) {
+        std::fprintf(stderr,
+                     "wideattn bench: --suite decode runs the dispatcher's kernels with bf16 and with e4m3 K/V; it "
+                     "does not combine with --kernel, --kernels, --kv-dtype, --q-dtype or --reference\n");
+        return false;
+    }
     return true;
 }
 
-// The mma.sync rates of the run: the bf16 ceiling before and after the suite, and the e4m3
-// ceilings when a variant reads e4m3 K/V.
-struct PeakRates {
-    std::string probe_dir;  // where the probe cubins are
-    std::string error;      // why the bf16 rate was not measured ("" when it was)
-    double before = 0, after = 0;
-    double e4m3_register = 0, e4m3_streamed = 0;
-};
-
 // Measures the rates before the suite and prints them under the run's heading line.
-void measure_rates_before(const GpuDevice& gpu, const BenchOptions& o, bool any_e4m3, PeakRates* rates) {
-    rates->error = measure_mma_peak(gpu, rates->probe_dir, &rates->before);
+void measure_rates_before(const GpuDevice& gpu, const BenchOptions& o, bool any_e4m3, bool any_decode,
+                          const std::string& probe_dir, RunRates* rates, std::string* mma_error) {
+    *mma_error = measure_mma_peak(gpu, probe_dir, &rates->mma_before);
     std::printf("bench on %s (sm_%d%d, %d SMs), %lld reps after %lld warm-up\n", gpu.name().c_str(), gpu.cc_major(),
                 gpu.cc_minor(), gpu.multiprocessors(), o.reps, o.warmup);
-    if (rates->error.empty())
-        std::printf("mma.sync bf16 register-only rate: %.1f TFLOP/s\n", rates->before);
+    if (mma_error->empty())
+        std::printf("mma.sync bf16 register-only rate: %.1f TFLOP/s\n", rates->mma_before);
     else
-        std::printf("mma.sync rate not measured: %s\n", rates->error.c_str());
+        std::printf("mma.sync rate not measured: %s\n", mma_error->c_str());
+    if (any_decode) {
+        const std::string err = measure_copy_bandwidth(gpu, &rates->copy_before);
+        if (err.empty()) {
+            rates->copy_bytes = static_cast<int64_t>(kCopyProbeBytes);
+            std::printf("copy bandwidth (cuMemcpyDtoD, read + write): %.1f GB/s\n", rates->copy_before);
+        } else {
+            std::printf("copy bandwidth not measured: %s\n", err.c_str());
+        }
+    }
     // The 8-bit kernel's own ceilings: e4m3 mma.sync with register operands, and with B read
     // from shared memory before every mma (as K and V are).
     if (!any_e4m3) return;
-    const std::string e1 = measure_mma_peak(gpu, rates->probe_dir, &rates->e4m3_register, kE4m3RegisterProbe);
-    const std::string e2 = measure_mma_peak(gpu, rates->probe_dir, &rates->e4m3_streamed, kE4m3StreamedProbe);
+    rates->e4m3_measured = true;
+    const std::string e1 = measure_mma_peak(gpu, probe_dir, &rates->e4m3_register, kE4m3RegisterProbe);
+    const std::string e2 = measure_mma_peak(gpu, probe_dir, &rates->e4m3_streamed, kE4m3StreamedProbe);
     if (e1.empty() && e2.empty())
         std::printf("mma.sync e4m3 rate: %.1f TFLOP/s register-only, %.1f TFLOP/s with B from shared memory\n",
                     rates->e4m3_register, rates->e4m3_streamed);
@@ -282,100 +352,85 @@ void measure_rates_before(const GpuDevice& gpu, const BenchOptions& o, bool any_
         std::printf("mma.sync e4m3 rate not measured: %s\n", (e1.empty() ? e2 : e1).c_str());
 }
 
-// What one timed case gives the table and the JSON.
-struct CaseTiming {
-    std::string kernel = "?";  // the kernel that ran (name from the manifest)
-    Timing t;
-};
+// The kernel and split count of *p (wideattn_plan_launch with the workspace attached), into *r.
+std::string plan_case(wideattn_context* ctx, const GpuDevice& gpu, const wideattn_prefill_params& p, CaseRecord* r) {
+    wideattn_launch_plan plan{};
+    if (wideattn_plan_launch(ctx, &p, gpu.cc_major(), gpu.cc_minor(), gpu.multiprocessors(), &plan) != WIDEATTN_OK)
+        return wideattn_last_error();
+    wideattn_kernel_info info{};
+    if (wideattn_get_kernel_info(ctx, plan.kernel_index, &info) == WIDEATTN_OK) r->kernel = info.name;
+    r->num_splits = plan.num_splits;
+    r->workspace_bytes = p.workspace_bytes;
+    return {};
+}
 
-// Times case number `c` of the run with one variant. Returns "" or the first error.
+// Times case number `c` of the run with one variant into *r. Returns "" or the first error.
 std::string time_case(wideattn_context* ctx, const GpuDevice& gpu, const BenchOptions& o, const HostProblem& h,
-                      size_t c, const BenchVariant& variant, const InputPools& pools, CaseTiming* out) {
+                      size_t c, const InputPools& pools, CaseRecord* r) {
     CaseBuffers b;
-    std::string err = upload_case(gpu, h, c, variant, o.reference, pools, &b);
-    wideattn_prefill_params p = case_params(h, b, variant, o.reference);
-    int32_t index = -1;
-    if (err.empty() && wideattn_is_supported(ctx, &p, gpu.cc_major(), gpu.cc_minor(), &index) != WIDEATTN_OK)
-        err = wideattn_last_error();
-    if (index >= 0) {
-        wideattn_kernel_info info{};
-        wideattn_get_kernel_info(ctx, index, &info);
-        out->kernel = info.name;
-    }
+    std::string err = upload_case(gpu, h, c, r->variant, o.reference, pools, &b);
+    wideattn_prefill_params p = case_params(h, b, r->variant, o.reference);
+    if (err.empty()) err = attach_workspace(ctx, gpu, &p, &b);
+    if (err.empty()) err = plan_case(ctx, gpu, p, r);
     if (err.empty())
         err = time_launches(gpu, static_cast<int>(o.warmup), static_cast<int>(o.reps),
                             [&]() -> std::string {
                                 if (wideattn_prefill(ctx, &p, nullptr) != WIDEATTN_OK) return wideattn_last_error();
                                 return {};
                             },
-                            &out->t);
+                            &r->t);
     return err;
 }
 
-// Appends one case's JSON object to `json_cases` (comma-separated).
-void append_case_json(const BenchCase& bc, const HostProblem& h, const BenchVariant& variant, const CaseTiming& r,
-                      double tflops, double pct, std::ostringstream& json_cases) {
-    const Timing& t = r.t;
-    json_cases << (json_cases.tellp() > 0 ? ",\n" : "") << "    {\"case\": \"" << bc.name << "\", \"kernel\": \""
-               << r.kernel << "\", \"q_lens\": " << "[";
-    for (size_t s = 0; s < bc.q_lens.size(); ++s) json_cases << (s ? ", " : "") << bc.q_lens[s];
-    json_cases << "], \"contexts\": [";
-    for (size_t s = 0; s < bc.contexts.size(); ++s) json_cases << (s ? ", " : "") << bc.contexts[s];
-    json_cases << "], \"q_dtype\": \"" << (variant.e4m3_q ? "e4m3" : "bf16") << "\", \"kv_dtype\": \""
-               << (variant.e4m3_kv ? "e4m3" : "bf16") << "\", \"num_q_heads\": " << bc.hq
-               << ", \"num_kv_heads\": " << bc.hkv << ", \"head_dim\": " << h.spec.head_dim
-               << ", \"block_size\": " << h.spec.block_size << ", \"flops\": " << h.flops()
-               << ", \"median_ms\": " << t.median_ms << ", \"min_ms\": " << t.min_ms << ", \"p90_ms\": " << t.p90_ms
-               << ", \"tflops\": " << tflops << ", \"pct_mma_rate\": " << pct << "}";
+// The record of one case and variant before timing: shapes, FLOPs, K/V bytes, hints.
+CaseRecord new_record(const BenchCase& bc, const HostProblem& h, const BenchVariant& variant) {
+    CaseRecord r;
+    r.bc = bc;
+    r.variant = variant;
+    r.max_seqlen_q = max_seqlen_q(h);
+    r.max_seqlen_k = max_seqlen_k(h);
+    r.head_dim = h.spec.head_dim;
+    r.block_size = h.spec.block_size;
+    r.flops = h.flops();
+    r.kv_bytes = kv_read_bytes(h, variant.e4m3_kv);
+    return r;
 }
 
-// Times every selected case with every variant, printing one row each and collecting the JSON
-// objects. Returns the number of cases that failed.
+// Times every selected case with every variant, printing one row each into *records. Returns
+// the number of cases that failed.
 int run_suite(wideattn_context* ctx, const GpuDevice& gpu, const BenchOptions& o,
               const std::vector<BenchCase>& selected, const std::vector<BenchVariant>& variants,
-              const InputPools& pools, double peak_before, std::ostringstream& json_cases) {
-    std::printf("%-18s %-16s %10s %10s %10s %9s %8s\n", "case", "kernel", "median_ms", "min_ms", "p90_ms", "TFLOP/s",
-                "%mma");
+              const InputPools& pools, const RunRates& rates, std::vector<CaseRecord>* records) {
+    print_table_header();
     int failures = 0;
     for (size_t c = 0; c < selected.size(); ++c) {
+        const BenchCase& bc = selected[c];
+        const HostProblem h = bench_problem(bc, c);
         for (const BenchVariant& variant : variants) {
-            const BenchCase& bc = selected[c];
             wideattn_set_prefill_kernel(ctx, variant.kernel.empty() ? nullptr : variant.kernel.c_str());
-            const HostProblem h = bench_problem(bc, c);
-            CaseTiming r;
-            const std::string err = time_case(ctx, gpu, o, h, c, variant, pools, &r);
+            CaseRecord r = new_record(bc, h, variant);
+            const std::string err = time_case(ctx, gpu, o, h, c, pools, &r);
             if (!err.empty()) {
-                std::printf("%-18s error: %s\n", bc.name.c_str(), err.c_str());
+                std::printf("%-24s error: %s\n", bc.name.c_str(), err.c_str());
                 ++failures;
                 continue;
             }
-            const double tflops = h.flops() / (r.t.median_ms * 1e-3) / 1e12;
-            const double pct = peak_before > 0 ? 100.0 * tflops / peak_before : 0.0;
-            std::printf("%-18s %-16s %10.3f %10.3f %10.3f %9.1f %7.1f%%\n", bc.name.c_str(), r.kernel.c_str(),
-                        r.t.median_ms, r.t.min_ms, r.t.p90_ms, tflops, pct);
-            std::fflush(stdout);
-            append_case_json(bc, h, variant, r, tflops, pct, json_cases);
+            print_row(r, rates);
+            records->push_back(r);
         }
     }
     return failures;
 }
 
 // Writes the --json report; false after printing that it could not.
-bool write_json(const BenchOptions& o, const GpuDevice& gpu, const PeakRates& rates, bool any_e4m3,
-                const std::ostringstream& json_cases) {
+bool write_json(const BenchOptions& o, const GpuDevice& gpu, const RunRates& rates,
+                const std::vector<CaseRecord>& records) {
     std::ofstream out(o.json_path);
     const std::time_t now = std::time(nullptr);
     char date[32];
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    out << "{\n  \"tool\": \"wideattn bench\",\n  \"date\": \"" << date << "\",\n  \"gpu\": \""
-        << json_escape(gpu.name()) << "\",\n  \"commit\": \"" << json_escape(o.commit) << "\",\n  \"reps\": " << o.reps
-        << ",\n  \"warmup\": " << o.warmup << ",\n  \"mma_rate_tflops_before\": " << rates.before
-        << ",\n  \"mma_rate_tflops_after\": " << rates.after;
-    if (any_e4m3)
-        out << ",\n  \"mma_e4m3_register_rate_tflops\": " << rates.e4m3_register
-            << ",\n  \"mma_e4m3_streamed_rate_tflops\": " << rates.e4m3_streamed;
-    out << ",\n  \"cases\": [\n"
-        << json_cases.str() << "\n  ]\n}\n";
+    RunInfo info{date, gpu.name(), o.commit, o.suite, o.reps, o.warmup};
+    write_report_json(out, info, rates, records);
     if (!out) {
         std::fprintf(stderr, "wideattn bench: cannot write --json '%s'\n", o.json_path.c_str());
         return false;
@@ -383,18 +438,39 @@ bool write_json(const BenchOptions& o, const GpuDevice& gpu, const PeakRates& ra
     return true;
 }
 
+// The variants of the run (both K/V dtypes for --suite decode); "" or the usage error.
+std::string run_variants(wideattn_context* ctx, const BenchOptions& o, std::vector<BenchVariant>* variants) {
+    if (!o.decode_suite()) return bench_variants(ctx, o.kernel_flag, o.kernels_flag, o.e4m3_kv, o.e4m3_q, variants);
+    *variants = {BenchVariant{"", false, false}, BenchVariant{"", true, false}};
+    return {};
+}
+
+// Re-measures the ceilings at the end of the run and prints them.
+void measure_rates_after(const GpuDevice& gpu, const std::string& probe_dir, bool mma_measured, RunRates* rates) {
+    if (mma_measured) {
+        measure_mma_peak(gpu, probe_dir, &rates->mma_after);
+        std::printf("mma.sync bf16 register-only rate after the suite: %.1f TFLOP/s\n", rates->mma_after);
+    }
+    if (rates->copy_bytes > 0) {
+        const std::string err = measure_copy_bandwidth(gpu, &rates->copy_after);
+        if (err.empty())
+            std::printf("copy bandwidth after the suite: %.1f GB/s\n", rates->copy_after);
+        else
+            std::printf("copy bandwidth after the suite not measured: %s\n", err.c_str());
+    }
+}
+
 }  // namespace
 
 int bench_main(int argc, char** argv) {
     BenchOptions o;
-    const std::vector<BenchCase> suite = gemma4_suite();
-    if (const int status = parse_options(argc, argv, suite, &o); status != kContinue) return status;
+    if (const int status = parse_options(argc, argv, &o); status != kContinue) return status;
     std::vector<BenchCase> selected;
-    if (!select_cases(o.cases_flag, suite, &selected) || !options_combine(o)) return 2;
+    if (!select_cases(o, &selected) || !options_combine(o)) return 2;
     wideattn_context* ctx = open_bundle(resolve_bundle_dir(o.bundle_flag, argv[0]), "bench");
     if (!ctx) return 2;
     std::vector<BenchVariant> variants;
-    const std::string variant_error = bench_variants(ctx, o.kernel_flag, o.kernels_flag, o.e4m3_kv, o.e4m3_q, &variants);
+    const std::string variant_error = run_variants(ctx, o, &variants);
     if (!variant_error.empty()) {
         std::fprintf(stderr, "wideattn bench: %s\n", variant_error.c_str());
         wideattn_close(ctx);
@@ -402,6 +478,7 @@ int bench_main(int argc, char** argv) {
     }
     const bool any_e4m3 =
         std::any_of(variants.begin(), variants.end(), [](const BenchVariant& v) { return v.e4m3_kv; });
+    const bool any_decode = std::any_of(selected.begin(), selected.end(), [](const BenchCase& c) { return c.decode; });
     wideattn_status status;
     std::string error;
     std::unique_ptr<GpuDevice> gpu = GpuDevice::open(static_cast<int>(o.device), &status, &error);
@@ -410,17 +487,16 @@ int bench_main(int argc, char** argv) {
         wideattn_close(ctx);
         return 2;
     }
-    PeakRates rates;
-    rates.probe_dir = executable_dir() + "/" + kProbeSubdir;  // mma_peak.<arch>.cubin
-    measure_rates_before(*gpu, o, any_e4m3, &rates);
+    const std::string probe_dir = executable_dir() + "/" + kProbeSubdir;  // mma_peak.<arch>.cubin
+    RunRates rates;
+    std::string mma_error;
+    measure_rates_before(*gpu, o, any_e4m3, any_decode, probe_dir, &rates, &mma_error);
     const InputPools pools = make_pools(any_e4m3);
-    std::ostringstream json_cases;
-    int failures = run_suite(ctx, *gpu, o, selected, variants, pools, rates.before, json_cases);
-    if (rates.error.empty()) {
-        measure_mma_peak(*gpu, rates.probe_dir, &rates.after);
-        std::printf("mma.sync bf16 register-only rate after the suite: %.1f TFLOP/s\n", rates.after);
-    }
-    if (!o.json_path.empty() && !write_json(o, *gpu, rates, any_e4m3, json_cases)) ++failures;
+    std::vector<CaseRecord> records;
+    int failures = run_suite(ctx, *gpu, o, selected, variants, pools, rates, &records);
+    measure_rates_after(*gpu, probe_dir, mma_error.empty(), &rates);
+    print_decode_summary(records, rates);
+    if (!o.json_path.empty() && !write_json(o, *gpu, rates, records)) ++failures;
     wideattn_close(ctx);
     return failures ? 1 : 0;
 }

@@ -1,5 +1,5 @@
-// bench_suite.cpp - the cases, input pools and per-case buffers `wideattn bench` and `wideattn
-// tune` share (see bench_suite.h).
+// bench_suite.cpp - the cases, input pools, per-case buffers and split-KV workspace `wideattn
+// bench` and `wideattn tune` share (see bench_suite.h).
 #include "tools/cli/bench_suite.h"
 
 #include <algorithm>
@@ -14,6 +14,18 @@ namespace {
 
 constexpr float kE4m3BenchScale = 1.0f / 256;  // puts the pool's N(0, 0.21^2) values mid-range in e4m3
 constexpr size_t kPoolElements = size_t{1} << 25;  // 32 Mi random bf16 values tiled into inputs
+constexpr int32_t kK = 1024;                       // the "k" of the case names
+constexpr int32_t kMixedChunk = 2048;              // the decode suite's mixed batch: one chunk of 2048
+constexpr int32_t kMixedChunkContext = 4096;       // new tokens at context 4096 (seq_lens_k 6144)
+constexpr int32_t kMixedDecodes = 63;              // and 63 single-token decodes
+constexpr int32_t kMixedDecodeContext = 8192;      // at context 8192
+constexpr int32_t kVerifyTokens = 5;               // speculative verification: 5 query tokens per sequence
+
+// A decode-suite case of `count` sequences of `q_len` new tokens, each after `context` cached keys.
+BenchCase uniform_batch(const char* name, int32_t count, int32_t q_len, int32_t context) {
+    return {name, std::vector<int32_t>(count, q_len), std::vector<int32_t>(count, context), kGemma4QHeads,
+            kGemma4KvHeads, true};
+}
 
 // Fills a device buffer with the random pool, tiled from a seed-dependent offset.
 std::string fill_from_pool(DeviceBuffer& buffer, const std::vector<uint16_t>& pool, size_t offset) {
@@ -51,15 +63,34 @@ std::vector<BenchCase> gemma4_suite() {
 
 std::vector<BenchCase> gemma4_decode_suite() {
     return {
-        {"decode_32_ctx_16k", std::vector<int32_t>(32, 1), std::vector<int32_t>(32, 16384)},
-        {"decode_64_ctx_4k", std::vector<int32_t>(64, 1), std::vector<int32_t>(64, 4096)},
-        {"verify4_16_ctx_8k", std::vector<int32_t>(16, 4), std::vector<int32_t>(16, 8192)},
+        uniform_batch("decode_32_ctx_16k", 32, 1, 16 * kK),
+        uniform_batch("decode_64_ctx_4k", 64, 1, 4 * kK),
+        uniform_batch("verify4_16_ctx_8k", 16, 4, 8 * kK),
     };
+}
+
+std::vector<BenchCase> gemma4_decode_bench_suite() {
+    BenchCase mixed = uniform_batch(kDecodeMixedParts.mixed, 1, kMixedChunk, kMixedChunkContext);
+    mixed.q_lens.insert(mixed.q_lens.end(), kMixedDecodes, 1);
+    mixed.contexts.insert(mixed.contexts.end(), kMixedDecodes, kMixedDecodeContext);
+    std::vector<BenchCase> suite = {
+        uniform_batch("decode_1_ctx_32k", 1, 1, 32 * kK),
+        uniform_batch("decode_1_ctx_128k", 1, 1, 128 * kK),
+        uniform_batch("decode_8_ctx_32k", 8, 1, 32 * kK),
+        uniform_batch("decode_64_ctx_8k", 64, 1, 8 * kK),
+        uniform_batch("verify5_1_ctx_20k", 1, kVerifyTokens, 20 * kK),
+        uniform_batch("verify5_32_ctx_20k", 32, kVerifyTokens, 20 * kK),
+        mixed,
+        uniform_batch(kDecodeMixedParts.chunk, 1, kMixedChunk, kMixedChunkContext),
+        uniform_batch(kDecodeMixedParts.decodes, kMixedDecodes, 1, kMixedDecodeContext),
+    };
+    for (const BenchCase& c : gemma4_decode_suite()) suite.push_back(c);
+    return suite;
 }
 
 bool named_cases(const std::string& list, const char* command, const char* hint, std::vector<BenchCase>* out) {
     std::vector<BenchCase> suite = gemma4_suite();
-    for (const BenchCase& c : gemma4_decode_suite()) suite.push_back(c);
+    for (const BenchCase& c : gemma4_decode_bench_suite()) suite.push_back(c);
     std::stringstream names(list);
     std::string name;
     while (std::getline(names, name, ',')) {
@@ -79,6 +110,24 @@ HostProblem bench_problem(const BenchCase& bc, size_t c) {
     HostProblem h;
     make_problem(spec, &h);
     return h;
+}
+
+int64_t kv_read_bytes(const HostProblem& h, bool e4m3_kv) {
+    int64_t keys = 0;
+    for (int32_t length : h.seq_lens_k) keys += length;
+    const int64_t element_bytes = e4m3_kv ? 1 : sizeof(uint16_t);
+    return 2 * keys * h.spec.num_kv_heads * h.spec.head_dim * element_bytes;
+}
+
+int32_t max_seqlen_q(const HostProblem& h) {
+    int32_t longest = 0;
+    for (size_t s = 0; s + 1 < h.cu_seqlens_q.size(); ++s)
+        longest = std::max(longest, h.cu_seqlens_q[s + 1] - h.cu_seqlens_q[s]);
+    return longest;
+}
+
+int32_t max_seqlen_k(const HostProblem& h) {
+    return h.seq_lens_k.empty() ? 0 : *std::max_element(h.seq_lens_k.begin(), h.seq_lens_k.end());
 }
 
 Timing summarize(std::vector<float> ms) {
@@ -154,7 +203,24 @@ wideattn_prefill_params case_params(const HostProblem& h, const CaseBuffers& b, 
         p.q_dtype = WIDEATTN_DTYPE_E4M3;
         p.q_scale = static_cast<const float*>(b.q_scale.get());
     }
+    p.max_seqlen_q = max_seqlen_q(h);
+    p.max_seqlen_k = max_seqlen_k(h);
     return p;
+}
+
+std::string attach_workspace(const wideattn_context* ctx, const GpuDevice& gpu, wideattn_prefill_params* p,
+                             CaseBuffers* b) {
+    int64_t bytes = 0;
+    if (wideattn_workspace_size(ctx, p, &bytes) != WIDEATTN_OK)
+        return std::string("wideattn_workspace_size: ") + wideattn_last_error();
+    p->workspace = nullptr;
+    p->workspace_bytes = 0;
+    if (bytes <= 0) return {};
+    std::string err = b->workspace.allocate(gpu, static_cast<size_t>(bytes));
+    if (!err.empty()) return err;
+    p->workspace = b->workspace.get();
+    p->workspace_bytes = bytes;
+    return {};
 }
 
 }  // namespace wideattn::cli

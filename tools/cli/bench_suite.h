@@ -1,6 +1,7 @@
 // bench_suite.h - what `wideattn bench` and `wideattn tune` share: the Gemma 4 31B global-layer
-// cases (the prefill suite, docs/design.md section 7, and the decode cases), the random input
-// pools, the device buffers and params of one case, and CUDA-event timing.
+// cases (the prefill suite, docs/design.md section 7, and the decode suite), the random input
+// pools, the device buffers and params of one case (split-KV workspace included), K/V byte
+// counting and CUDA-event timing.
 #pragma once
 
 #include <algorithm>
@@ -18,18 +19,36 @@ constexpr int32_t kBenchBlockSize = 16;  // page size of the Gemma 4 suite (docs
 constexpr uint64_t kBenchSeed = 100;
 constexpr long long kMaxReps = 1000000;  // --reps and --warmup of bench and tune: launches per case
 
+constexpr int32_t kGemma4QHeads = 32;   // TP = 1 global layer of Gemma 4 31B
+constexpr int32_t kGemma4KvHeads = 4;
+
 struct BenchCase {
     std::string name;
     std::vector<int32_t> q_lens, contexts;
-    int32_t hq = 32, hkv = 4;
+    int32_t hq = kGemma4QHeads, hkv = kGemma4KvHeads;
+    bool decode = false;  // a case of the decode suite: also reported as K/V GB/s and % of copy bandwidth
 };
 
 // The prefill suite (what `wideattn bench` runs by default).
 std::vector<BenchCase> gemma4_suite();
 
-// The decode cases: many sequences of 1 to 4 new tokens after long contexts (total_q <= 8 per
-// sequence, the decode class of docs/design.md); `wideattn bench` runs them when --cases names them.
+// The decode cases `wideattn tune` measures by default: many sequences of 1 to 4 new tokens after
+// long contexts (total_q <= 8 per sequence, the decode class of docs/design.md).
 std::vector<BenchCase> gemma4_decode_suite();
+
+// The decode suite (`wideattn bench --suite decode`, docs/design.md section 7): single tokens and
+// 5-token verifications after long contexts, the mixed batch of one 2048-token chunk and 63
+// decodes with its two parts alone, then the cases of gemma4_decode_suite. Every case is decode.
+std::vector<BenchCase> gemma4_decode_bench_suite();
+
+// The mixed batch of the decode suite and the two cases that are its parts alone: bench reports
+// mixed ms / (chunk ms + decodes ms) when all three ran.
+struct MixedBatchParts {
+    const char* mixed;
+    const char* chunk;
+    const char* decodes;
+};
+constexpr MixedBatchParts kDecodeMixedParts = {"mixed_chunk_2k_decode_63", "chunk_2k_ctx_4k", "decode_63_ctx_8k"};
 
 // The cases a comma-separated `list` names, looked up in the prefill and decode suites, in list
 // order; false after printing "wideattn COMMAND: --cases: unknown case 'NAME' (see HINT)".
@@ -38,6 +57,14 @@ bool named_cases(const std::string& list, const char* command, const char* hint,
 // The host-side problem of case number `c` (shapes, index arrays and a shuffled block table; no data:
 // the inputs are tiled from the random pool on the device).
 HostProblem bench_problem(const BenchCase& bc, size_t c);
+
+// Bytes of K and V a decode call must read: every visible key of every sequence (seq_lens_k of
+// them), once per KV head, K and V, 1 byte per element for e4m3 K/V and 2 for bf16.
+int64_t kv_read_bytes(const HostProblem& h, bool e4m3_kv);
+
+// The split-KV hints of a problem: its largest q_len and its largest seq_lens_k.
+int32_t max_seqlen_q(const HostProblem& h);
+int32_t max_seqlen_k(const HostProblem& h);
 
 struct Timing {
     double median_ms = 0, min_ms = 0, p90_ms = 0;
@@ -89,6 +116,7 @@ InputPools make_pools(bool any_e4m3);
 struct CaseBuffers {
     DeviceBuffer q, k, v, o, lse, cu, seq_k, table;
     DeviceBuffer q_scale, k_scale, v_scale;
+    DeviceBuffer workspace;  // split-KV scratch (allocated by attach_workspace when the call splits)
 };
 
 // Allocates and fills the buffers of case number `c` (Q, K and V tiled from the pools at
@@ -96,8 +124,15 @@ struct CaseBuffers {
 std::string upload_case(const GpuDevice& gpu, const HostProblem& h, size_t c, const BenchVariant& variant,
                         bool reference, const InputPools& pools, CaseBuffers* b);
 
-// The prefill call of one case on its buffers.
+// The prefill call of one case on its buffers, with the max_seqlen_q / max_seqlen_k hints and no
+// workspace.
 wideattn_prefill_params case_params(const HostProblem& h, const CaseBuffers& b, const BenchVariant& variant,
                                     bool reference);
+
+// Sizes the split-KV workspace of *p with wideattn_workspace_size on the current device, allocates
+// it once into b->workspace (nothing when the call does not split) and points p->workspace /
+// p->workspace_bytes at it. Returns "" or the error.
+std::string attach_workspace(const wideattn_context* ctx, const GpuDevice& gpu, wideattn_prefill_params* p,
+                             CaseBuffers* b);
 
 }  // namespace wideattn::cli
