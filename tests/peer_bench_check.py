@@ -17,7 +17,12 @@ test sees which implementation ran when and what each was timed at.
 - time_interleaved's ran_after names the implementation launched right before every timed run;
 - tools/bench/peer_predecessors.py groups the figures by that predecessor (recorded, or reconstructed
   from the balanced order for older reports), and refuses a report without them, a file that
-  is not a report and a missing argument (exit 2, naming the file).
+  is not a report and a missing argument (exit 2, naming the file);
+- decode mode: the decode suite's shapes (names, q_lens, contexts, the mixed batch and its parts),
+  the K/V byte count, the copy bandwidth (read + write), the copy percentages, speedups per K/V
+  dtype, the mixed / (chunk + decodes) ratio and the table on a made-up report; the Triton decode
+  peer's split count and row padding (tools/bench/peers/triton_paged_decode.py, imported with a
+  stand-in triton); usage errors exit 2 naming the option and its value.
 usage: peer_bench_check.py PEER_BENCH_PY PEER_PREDECESSORS_PY
 """
 import collections
@@ -59,6 +64,106 @@ def load(path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def check_decode(pb, expect):
+    """The decode suite, byte counting and the decode report's derived figures and table."""
+    suite = {case.name: case for case in pb.build_decode_suite()}
+    expect(list(suite) == ["decode-1@32k", "decode-1@128k", "decode-8@32k", "decode-64@8k", "verify5-1@20k",
+                           "verify5-32@20k", "mixed-chunk2k-decode63", "chunk-2k@4k", "decode-63@8k"],
+           f"the decode suite's cases: {list(suite)}")
+    shapes = {"decode-1@32k": (1, 1, 32768), "decode-1@128k": (1, 1, 131072), "decode-8@32k": (8, 1, 32768),
+              "decode-64@8k": (64, 1, 8192), "verify5-1@20k": (1, 5, 20480), "verify5-32@20k": (32, 5, 20480),
+              "decode-63@8k": (63, 1, 8192)}
+    for name, (count, q_len, context) in shapes.items():
+        case = suite[name]
+        expect(case.q_lens == (q_len,) * count and case.contexts == (context,) * count
+               and (case.num_q_heads, case.num_kv_heads, case.head_dim) == (32, 4, 512),
+               f"{name}: {count} x q_len {q_len} at context {context}: {case}")
+    mixed, chunk = suite["mixed-chunk2k-decode63"], suite["chunk-2k@4k"]
+    expect(mixed.q_lens == (2048,) + (1,) * 63 and mixed.contexts == (4096,) + (8192,) * 63
+           and mixed.seq_lens_k[0] == 6144, f"the mixed batch: {mixed}")
+    expect(chunk.q_lens == (2048,) and chunk.seq_lens_k == (6144,), f"the chunk alone: {chunk}")
+    quick = {case.name: case for case in pb.build_decode_suite(quick=True)}
+    expect(quick["verify5-32@20k"].q_lens == (5,) * 32 and quick["verify5-32@20k"].contexts == (2560,) * 32
+           and quick["mixed-chunk2k-decode63"].q_lens[0] == 256,
+           f"--quick divides the contexts and the chunk, not the decode tokens: {quick['verify5-32@20k']}")
+    # 32769 keys x 4 KV heads x 512 dims, K and V.
+    expect(pb.kv_read_bytes(suite["decode-1@32k"], 2) == 2 * 32769 * 4 * 512 * 2
+           and pb.kv_read_bytes(suite["decode-1@32k"], 1) == 32769 * 4 * 512 * 2,
+           f"K/V bytes of decode-1@32k: {pb.kv_read_bytes(suite['decode-1@32k'], 2)}")
+    expect(pb.kv_read_bytes(mixed, 2) == 2 * (6144 + 63 * 8193) * 4 * 512 * 2,
+           "K/V bytes of the mixed batch count every sequence's keys once")
+    expect(abs(pb.copy_gbps(1 << 30, 1.0) - 2 * (1 << 30) / 1e6) < 1e-6, "copy bandwidth counts read + write")
+    expect(pb.pct(50.0, 200.0) == 25.0 and pb.pct(1.0, None) is None, "percentages of a ceiling")
+
+    def entry(ms, gbps=None):
+        return {"status": "ok", "ms_median": ms, "ms_min": ms, "ms_p90": ms, "gbps": gbps}
+
+    cases = []
+    for name, factor in (("mixed-chunk2k-decode63", 3.0), ("chunk-2k@4k", 1.0), ("decode-63@8k", 1.0)):
+        impls = {"wideattn": entry(factor * 1.0, 100.0), "triton-decode": entry(factor * 2.0, 50.0),
+                 "wideattn-e4m3": entry(factor * 0.5, 150.0)}
+        cases.append({"name": name, "impls": impls})
+        pb.fill_speedups(cases[-1])
+    report = {"rates": {"copy_gbps_before": 400.0, "copy_gbps_after": 500.0}, "cases": cases}
+    pb.fill_copy_percentages(report)
+    wa = cases[0]["impls"]["wideattn"]
+    expect(wa["pct_copy_before"] == 25.0 and wa["pct_copy_after"] == 20.0,
+           f"GB/s as % of the copy bandwidth at the start and end: {wa}")
+    expect(cases[0]["impls"]["triton-decode"].get("wideattn_speedup") == 2.0
+           and "wideattn_speedup" not in cases[0]["impls"]["wideattn-e4m3"],
+           f"speedup over the wideattn of the same K/V dtype only: {cases[0]['impls']}")
+    ratios = pb.mixed_ratios(report)
+    expect(set(ratios) == {"wideattn", "triton-decode", "wideattn-e4m3"}
+           and abs(ratios["wideattn"]["ratio"] - 1.5) < 1e-12,
+           f"mixed / (chunk + decodes) = 3 / (1 + 1): {ratios}")
+    expect(pb.mixed_ratios({"cases": cases[:2]}) == {}, "no mixed ratio without all three cases")
+    report["mixed_ratios"] = ratios
+    table = pb.format_decode_table(report).splitlines()
+    row = next((line for line in table if line.startswith("mixed-chunk2k-decode63") and " triton-decode " in line),
+               "")
+    expect(row.split()[2:9] == ["6.000", "6.000", "6.000", "50", "12.5", "10.0", "2.00"],
+           f"the table row has ms, GB/s, both copy percentages and the speedup: {row!r}")
+    expect(any("= 1.500" in line for line in table), f"the table ends with the mixed ratios: {table[-3:]}")
+
+
+def check_decode_peer(bench_dir, expect):
+    """The Triton decode peer's host-side choices, imported with a stand-in triton."""
+    language = types.SimpleNamespace(constexpr=int)
+    sys.modules["triton"] = types.SimpleNamespace(
+        jit=lambda fn: fn, language=language,
+        next_power_of_2=lambda n: 1 << max(0, (n - 1).bit_length()))
+    sys.modules["triton.language"] = language
+    spec = importlib.util.spec_from_file_location("triton_paged_decode",
+                                                  os.path.join(bench_dir, "peers", "triton_paged_decode.py"))
+    peer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(peer)
+    rows = {q_len: peer.block_rows(8, q_len) for q_len in range(1, peer.MAX_Q_LEN + 1)}
+    expect(rows == {1: 16, 2: 16, 3: 32, 4: 32, 5: 64, 6: 64, 7: 64, 8: 64},
+           f"stage-1 rows: 8 heads x q_len, a power of two >= 16: {rows}")
+    expect(peer.choose_splits(1, 4, 32769, 132) == peer.MAX_SPLITS, "one long sequence takes the most splits")
+    expect(peer.choose_splits(64, 4, 8193, 132) == 2, "64 x 4 programs on 132 SMs: 2 splits for two waves")
+    expect(peer.choose_splits(1, 4, 300, 132) == 1, "at least MIN_SPLIT_KEYS keys per split")
+    expect(peer.warps_for(16, peer.ENGINE_CONFIG) == 4 and peer.warps_for(64, peer.ENGINE_CONFIG) == peer.MAX_WARPS,
+           "warps grow with the rows up to MAX_WARPS")
+
+
+def check_usage_errors(peer_bench_py, expect):
+    """Each usage error exits 2 with a message naming the option and the value."""
+    cases = [
+        (["--mode", "decode", "--cases", "decode-1@99k"], ["--cases='decode-1@99k'", "unknown case"]),
+        (["--mode", "decode", "--impls", "sdpa"], ["--impls='sdpa'", "--mode decode"]),
+        (["--mode", "sideways"], ["--mode", "'sideways'"]),
+        (["--cases", "decode-1@32k"], ["--cases='decode-1@32k'"]),
+        (["--mode", "decode", "--reps", "0"], ["--reps='0'"]),
+        (["--mode", "decode", "--kernel", "mma_bf16_d512"], ["--kernel='mma_bf16_d512'"]),
+        (["--reps", "many"], ["--reps", "'many'"]),
+    ]
+    for argv, needles in cases:
+        result = subprocess.run([sys.executable, peer_bench_py] + argv, capture_output=True, text=True)
+        expect(result.returncode == 2 and all(needle in result.stderr for needle in needles),
+               f"{argv}: exit 2 naming {needles}: {result.returncode} {result.stderr[-300:]}")
 
 
 def main():
@@ -205,6 +310,10 @@ def main():
         result = subprocess.run([sys.executable, sys.argv[2], missing], capture_output=True, text=True)
         expect(result.returncode == 2 and "absent.json: cannot read" in result.stderr,
                f"a missing file is refused by name: {result.stderr}")
+
+    check_decode(pb, expect)
+    check_decode_peer(os.path.dirname(os.path.abspath(sys.argv[1])), expect)
+    check_usage_errors(sys.argv[1], expect)
 
     print(f"peer_bench_check: {'FAILED ' + str(len(failures)) if failures else 'all checks passed'}")
     sys.exit(1 if failures else 0)

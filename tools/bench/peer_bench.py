@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peer harness: wideattn prefill against PyTorch SDPA and a Triton paged prefill kernel.
+"""Peer harness: wideattn against PyTorch SDPA and Triton paged prefill and split-KV decode kernels.
 
 Runs on one GPU in one process (docs/design.md section 7): builds the Gemma 4 global-layer suite
 (Hq 32, Hkv 4, D 512, bf16, page 16, shuffled block table), cross-checks every implementation
@@ -8,12 +8,19 @@ float64 computation on sampled query rows when the library is unavailable), then
 them interleaved with CUDA events and reports ms, TFLOP/s, the percentage of the tensor rate
 measured in the same run, and wideattn's speedup over each peer. Writes a JSON report.
 
-Everything above `run_gpu_suite` is plain Python (case construction, FLOP counting,
-statistics, table formatting) and imports without torch; torch and triton load only when the
-GPU part runs.
+--mode decode runs the decode suite instead (single tokens and 5-token verifications after long
+contexts, a mixed batch of one chunk and 63 decodes and its parts alone): wideattn with its
+split-KV workspace and hints, and the Triton split-KV decode peer (peers/triton_paged_decode.py),
+each with bf16 K/V and with e4m3 K/V + bf16 Q on the same (e4m3-representable) values, reported
+in ms, GB/s of K/V read and the percentage of the device-to-device copy bandwidth measured at the
+start and end of the same run, with wideattn's speedup per K/V dtype.
+
+The case construction, byte and FLOP counting, statistics and table formatting are plain Python
+and import without torch; torch and triton load only when the GPU part runs.
 """
 
 import argparse
+import ctypes
 import dataclasses
 import datetime
 import json
@@ -76,6 +83,39 @@ IMPL_NOTES = {
     IMPL_SDPA: "torch SDPA, enable_gqa=True, contiguous per-sequence K/V prepared untimed",
     IMPL_SDPA_EXPANDED: "torch SDPA, K/V repeat_interleave'd to Hq heads, prepared untimed",
 }
+
+# Decode mode (--mode decode): wideattn and the Triton split-KV decode peer, each with bf16 K/V
+# and with e4m3 K/V + bf16 Q.
+MODE_PREFILL = "prefill"
+MODE_DECODE = "decode"
+IMPL_WIDEATTN_E4M3 = "wideattn-e4m3"
+IMPL_TRITON_DECODE = "triton-decode"
+IMPL_TRITON_DECODE_E4M3 = "triton-decode-e4m3"
+DECODE_IMPLS = (IMPL_WIDEATTN, IMPL_WIDEATTN_E4M3, IMPL_TRITON_DECODE, IMPL_TRITON_DECODE_E4M3)
+DECODE_BASELINE = {IMPL_TRITON_DECODE: IMPL_WIDEATTN, IMPL_TRITON_DECODE_E4M3: IMPL_WIDEATTN_E4M3}
+E4M3_IMPLS = (IMPL_WIDEATTN_E4M3, IMPL_TRITON_DECODE_E4M3)
+DECODE_IMPL_NOTES = {
+    IMPL_WIDEATTN: "libwideattn, dispatcher's kernel, bf16 K/V, split-KV workspace + hints",
+    IMPL_WIDEATTN_E4M3: "libwideattn, dispatcher's kernel, e4m3 K/V + bf16 Q, split-KV workspace + hints",
+    IMPL_TRITON_DECODE: "Triton paged split-KV decode (stage 1 per sequence x KV head x split, stage 2 "
+                        "merge) as engines ship it; sequences over 8 tokens by the Triton prefill "
+                        "(engine config)",
+    IMPL_TRITON_DECODE_E4M3: "the same decode kernel on e4m3 K/V, dequantised in the kernel (decode-only "
+                             "batches)",
+}
+VERIFY_TOKENS = 5                    # speculative verification: 5 query tokens per sequence
+MIXED_CASE = "mixed-chunk2k-decode63"
+MIXED_CHUNK_CASE = "chunk-2k@4k"
+MIXED_DECODES_CASE = "decode-63@8k"
+MIXED_CHUNK_TOKENS = 2 * K1          # the mixed batch: one 2048-token chunk at context 4096
+MIXED_CHUNK_CONTEXT = 4 * K1
+MIXED_DECODES = 63                   # and 63 single-token decodes at context 8192
+MIXED_DECODE_CONTEXT = 8 * K1
+E4M3_SCALE = 2.0 ** -5               # per-tensor K/V scale: N(0, 1) values stay far below 448 * scale
+MISMATCH_REL_L2_E4M3 = 0.15          # the 8-bit kernels' bound on dequantised inputs (docs/design.md)
+COPY_BYTES = 1 << 30                 # the copy-bandwidth probe: one 1 GiB device-to-device copy
+COPY_REPS = 7
+COPY_WARMUP = 2
 
 STATUS_OK = "ok"
 STATUS_OOM = "oom"
@@ -318,6 +358,159 @@ def format_header(report):
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- decode mode: cases
+
+
+def build_decode_suite(quick=False):
+    """The decode suite (docs/design.md section 7, `wideattn bench --suite decode`): single tokens
+    and 5-token verifications after long contexts, the mixed batch of one 2048-token chunk at
+    context 4096 and 63 decodes at context 8192, and its two parts alone. --quick divides every
+    context and the chunk by QUICK_SCALE (the decodes keep their one or five tokens)."""
+    scale = QUICK_SCALE if quick else 1
+
+    def n(tokens):
+        return max(1, tokens // scale)
+
+    def batch(name, count, q_len, context):
+        return Case(name, (q_len,) * count, (n(context),) * count)
+
+    chunk, chunk_ctx = n(MIXED_CHUNK_TOKENS), n(MIXED_CHUNK_CONTEXT)
+    decode_ctx = n(MIXED_DECODE_CONTEXT)
+    return [
+        batch("decode-1@32k", 1, 1, 32 * K1),
+        batch("decode-1@128k", 1, 1, 128 * K1),
+        batch("decode-8@32k", 8, 1, 32 * K1),
+        batch("decode-64@8k", 64, 1, 8 * K1),
+        batch("verify5-1@20k", 1, VERIFY_TOKENS, 20 * K1),
+        batch("verify5-32@20k", 32, VERIFY_TOKENS, 20 * K1),
+        Case(MIXED_CASE, (chunk,) + (1,) * MIXED_DECODES, (chunk_ctx,) + (decode_ctx,) * MIXED_DECODES),
+        Case(MIXED_CHUNK_CASE, (chunk,), (chunk_ctx,)),
+        Case(MIXED_DECODES_CASE, (1,) * MIXED_DECODES, (decode_ctx,) * MIXED_DECODES),
+    ]
+
+
+def suite_for(mode, quick=False):
+    return build_decode_suite(quick) if mode == MODE_DECODE else build_suite(quick)
+
+
+def kv_read_bytes(case, element_bytes):
+    """Bytes of K and V a call must read: every visible key of every sequence (seq_lens_k of
+    them), once per KV head, K and V, element_bytes each (2 for bf16, 1 for e4m3)."""
+    return 2 * sum(case.seq_lens_k) * case.num_kv_heads * case.head_dim * element_bytes
+
+
+def gbps(num_bytes, ms):
+    return num_bytes / (ms * 1e-3) / 1e9
+
+
+def copy_gbps(copy_bytes, ms):
+    """Device-to-device copy bandwidth: copy_bytes read and copy_bytes written in ms."""
+    return gbps(2 * copy_bytes, ms)
+
+
+def pct(value, ceiling):
+    return 100 * value / ceiling if value is not None and ceiling else None
+
+
+def decode_peer_of(name):
+    """The wideattn implementation a decode peer is compared with (same K/V dtype), or None."""
+    return DECODE_BASELINE.get(name)
+
+
+# ----------------------------------------------------------------------------- decode mode: output
+
+
+DECODE_COLUMNS = (("case", "<", 22), ("impl", "<", 18), ("ms", ">", 8), ("min", ">", 8),
+                  ("p90", ">", 8), ("GB/s", ">", 7), ("%cp0", ">", 5), ("%cp1", ">", 5),
+                  ("wa x", ">", 5), ("relL2", ">", 7), ("maxabs", ">", 7), ("note", "<", 0))
+
+
+def fill_copy_percentages(report):
+    """Each timed decode entry's GB/s as a percentage of the copy bandwidth at the start
+    (pct_copy_before) and at the end (pct_copy_after) of the run."""
+    rates = report["rates"]
+    for case in report["cases"]:
+        for impl in case["impls"].values():
+            if impl.get("gbps") is not None:
+                impl["pct_copy_before"] = pct(impl["gbps"], rates.get("copy_gbps_before"))
+                impl["pct_copy_after"] = pct(impl["gbps"], rates.get("copy_gbps_after"))
+
+
+def fill_speedups(case_result):
+    """wideattn_speedup of each timed peer: its median ms over that of the wideattn
+    implementation with the same K/V dtype."""
+    impls = case_result["impls"]
+    for name, impl in impls.items():
+        baseline = impls.get(decode_peer_of(name) or "", {})
+        if impl.get("ms_median") and baseline.get("ms_median"):
+            impl["wideattn_speedup"] = impl["ms_median"] / baseline["ms_median"]
+
+
+def mixed_ratios(report):
+    """mixed / (chunk + decodes) per implementation that ran all three cases of the mixed batch."""
+    cases = {case["name"]: case["impls"] for case in report["cases"]}
+    parts = [cases.get(name) for name in (MIXED_CASE, MIXED_CHUNK_CASE, MIXED_DECODES_CASE)]
+    if any(part is None for part in parts):
+        return {}
+    ratios = {}
+    for name, entry in parts[0].items():
+        times = [part.get(name, {}).get("ms_median") for part in parts]
+        if all(times):
+            ratios[name] = {"mixed_ms": times[0], "chunk_ms": times[1], "decodes_ms": times[2],
+                            "ratio": times[0] / (times[1] + times[2])}
+    return ratios
+
+
+def decode_table_rows(report):
+    rows = []
+    for case in report["cases"]:
+        for name, impl in case["impls"].items():
+            err = impl.get("error") or {}
+            note = impl["status"] if impl["status"] != STATUS_OK else ""
+            if impl.get("config"):
+                note = (note + " " + impl["config"]).strip()
+            rows.append([case["name"], name, _fmt(impl.get("ms_median"), ".3f"), _fmt(impl.get("ms_min"), ".3f"),
+                         _fmt(impl.get("ms_p90"), ".3f"), _fmt(impl.get("gbps"), ".0f"),
+                         _fmt(impl.get("pct_copy_before"), ".1f"), _fmt(impl.get("pct_copy_after"), ".1f"),
+                         _fmt(impl.get("wideattn_speedup"), ".2f"), _fmt(err.get("rel_l2"), ".1e"),
+                         _fmt(err.get("max_abs"), ".1e"), note])
+    return rows
+
+
+def format_rows(header_columns, rows):
+    lines = []
+    for row in [[name for name, _, _ in header_columns]] + rows:
+        cells = [format(cell, f"{align}{width}") if width else cell
+                 for cell, (_, align, width) in zip(row, header_columns)]
+        lines.append(" ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def format_decode_table(report):
+    """The decode mode's stdout table, then the mixed-batch ratios."""
+    lines = [format_rows(DECODE_COLUMNS, decode_table_rows(report))]
+    for name, ratio in report.get("mixed_ratios", {}).items():
+        lines.append(f"{MIXED_CASE} / ({MIXED_CHUNK_CASE} + {MIXED_DECODES_CASE}), {name}: "
+                     f"{ratio['mixed_ms']:.3f} / ({ratio['chunk_ms']:.3f} + {ratio['decodes_ms']:.3f}) = "
+                     f"{ratio['ratio']:.3f}")
+    return "\n".join(lines)
+
+
+def format_decode_header(report):
+    env = report["environment"]
+    rates = report["rates"]
+    after = rates.get("copy_gbps_after")
+    return "\n".join([
+        f"{env['date']}  {env['gpu']}  torch {env['torch']}  triton {env['triton']}  "
+        f"commit {env.get('commit') or '-'}  decode {'QUICK (/' + str(QUICK_SCALE) + ')' if env['quick'] else 'full'}",
+        f"copy bandwidth (1 GiB device-to-device, read + write): {rates['copy_gbps_before']:.0f} GB/s at the start "
+        f"(%cp0), {('%.0f GB/s' % after) if after else 'not yet measured'} at the end (%cp1)",
+        f"wideattn: {report['wideattn']['status']} {report['wideattn'].get('detail', '')}".rstrip(),
+        "GB/s = K/V bytes of every visible key once per KV head / ms; wa x = peer ms / wideattn ms "
+        "(same K/V dtype); errors vs fp64 reference on the dequantised inputs",
+    ])
+
+
 # ----------------------------------------------------------------------------- GPU part
 
 
@@ -493,11 +686,12 @@ def reference_f64(wa, data, capability, log):
 class Impl:
     """An implementation under test: run(copy) launches once; output() is copy 0's result."""
 
-    def __init__(self, name, run, output, config=None):
+    def __init__(self, name, run, output, config=None, max_rel_l2=MISMATCH_REL_L2):
         self.name = name
         self.run = run
         self.output = output
         self.config = config
+        self.max_rel_l2 = max_rel_l2  # not timed above this relative L2 error
 
 
 class TritonPeer:
@@ -810,7 +1004,7 @@ def cross_check(candidates, check, result):
             out = impl.output()
             entry["error"] = check(out)
             del out
-            if not entry["error"]["rel_l2"] <= MISMATCH_REL_L2:
+            if not entry["error"]["rel_l2"] <= impl.max_rel_l2:
                 entry["status"] = STATUS_MISMATCH
             else:
                 timed.append(impl)
@@ -919,16 +1113,295 @@ def run_gpu_suite(args, log):
     return report
 
 
+# ----------------------------------------------------------------------------- decode mode: GPU part
+
+
+class DecodeCaseData(CaseData):
+    """CaseData whose K/V caches hold e4m3-representable values: the random bf16 caches are
+    quantised to e4m3 codes (k_e4m3 / v_e4m3, scale E4M3_SCALE) and replaced by their exact
+    dequantisation, so bf16 and e4m3 implementations read the same values and share one fp64
+    reference."""
+
+    def __init__(self, case, copies, q_std, generators):
+        super().__init__(case, copies, q_std, generators)
+        torch = _lazy_torch()
+        self.k_e4m3, self.v_e4m3 = [], []
+        for copy in range(copies):
+            for caches, codes in ((self.k_cache, self.k_e4m3), (self.v_cache, self.v_e4m3)):
+                code = (caches[copy].float() / E4M3_SCALE).to(torch.float8_e4m3fn)
+                codes.append(code)
+                caches[copy] = (code.float() * E4M3_SCALE).to(torch.bfloat16)
+        self.kv_scale = torch.tensor([E4M3_SCALE], dtype=torch.float32, device="cuda")
+
+
+class _LaunchPlan(ctypes.Structure):
+    """struct wideattn_launch_plan (dispatch/wideattn.h), where the ctypes mirror has none."""
+
+    _fields_ = [("kernel_index", ctypes.c_int32), ("num_splits", ctypes.c_int32),
+                ("merge_kernel_index", ctypes.c_int32), ("preferred_splits", ctypes.c_int32),
+                ("workspace_bytes", ctypes.c_int64)]
+
+
+def _raw_call(wa, symbol, argtypes):
+    function = getattr(wa.lib._lib, symbol)
+    function.restype = ctypes.c_int
+    function.argtypes = argtypes
+    return function
+
+
+def wideattn_workspace_size(wa, params):
+    """wideattn_workspace_size on the current device (bytes the call would like)."""
+    if hasattr(wa.lib, "workspace_size"):
+        return wa.lib.workspace_size(params)
+    params_p = ctypes.POINTER(type(params))
+    function = _raw_call(wa, "wideattn_workspace_size", [ctypes.c_void_p, params_p, ctypes.POINTER(ctypes.c_int64)])
+    size = ctypes.c_int64(0)
+    wa.lib._check("wideattn_workspace_size", function(wa.lib._ctx, ctypes.byref(params), ctypes.byref(size)))
+    return size.value
+
+
+def wideattn_split_count(wa, params, capability, num_sms):
+    """The split count wideattn_plan_launch reports for params (with their workspace)."""
+    plan_type = getattr(wideattn_ctypes, "LaunchPlan", _LaunchPlan)
+    function = _raw_call(wa, "wideattn_plan_launch",
+                         [ctypes.c_void_p, ctypes.POINTER(type(params)), ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                          ctypes.POINTER(plan_type)])
+    plan = plan_type()
+    wa.lib._check("wideattn_plan_launch", function(wa.lib._ctx, ctypes.byref(params), capability[0], capability[1],
+                                                   num_sms, ctypes.byref(plan)))
+    return plan.num_splits
+
+
+def decode_params(wa, data, copy, o, e4m3):
+    """wideattn params of one copy with the split hints (max_seqlen_q / max_seqlen_k); for e4m3
+    the e4m3 caches and their scales."""
+    case = data.case
+    p = wa.params(data, copy, o, None, wideattn_ctypes.DTYPE_BF16)
+    if e4m3:
+        p.k_cache, p.v_cache = data.k_e4m3[copy].data_ptr(), data.v_e4m3[copy].data_ptr()
+        p.kv_dtype = wideattn_ctypes.DTYPE_E4M3
+        p.k_scale = p.v_scale = data.kv_scale.data_ptr()
+    p.max_seqlen_q = max(case.q_lens)
+    p.max_seqlen_k = max(case.seq_lens_k)
+    return p
+
+
+def wideattn_decode_impl(name, wa, data, env, result, log):
+    """The Impl of wideattn on one case (bf16 or e4m3 K/V) with the workspace
+    wideattn_workspace_size asks for (allocated once, outside timing), or None."""
+    torch = _lazy_torch()
+    if wa.status != STATUS_OK:
+        result["impls"][name] = {"status": STATUS_UNAVAILABLE}
+        return None
+    e4m3 = name == IMPL_WIDEATTN_E4M3
+    o = torch.empty_like(data.q[0])
+    params = [decode_params(wa, data, c, o, e4m3) for c in range(data.copies)]
+    kernel, why = wa.kernel_for(params[0], env["capability"])
+    workspace = None
+    if kernel is not None:
+        try:
+            size = wideattn_workspace_size(wa, params[0])
+            workspace = torch.empty(max(size, 1), dtype=torch.uint8, device="cuda")
+            for p in params:
+                p.workspace, p.workspace_bytes = (workspace.data_ptr(), size) if size else (None, 0)
+            splits = wideattn_split_count(wa, params[0], env["capability"], env["num_sms"])
+        except (wideattn_ctypes.WideattnError, AttributeError) as exc:
+            kernel, why = None, f"split-KV API: {exc}"
+    if kernel is None:
+        log(f"  {name} unavailable: {why}")
+        result["impls"][name] = {"status": STATUS_UNAVAILABLE, "reason": why}
+        return None
+    result.setdefault("wideattn_launch", {})[name] = {"kernel": kernel, "num_splits": splits,
+                                                      "workspace_bytes": params[0].workspace_bytes}
+
+    def output():
+        wa.launch(params[0])
+        torch.cuda.synchronize()
+        return o
+
+    impl = Impl(name, lambda c: wa.launch(params[c]), output, config=f"{kernel} splits {splits}",
+                max_rel_l2=MISMATCH_REL_L2_E4M3 if e4m3 else MISMATCH_REL_L2)
+    impl.workspace = workspace  # lives as long as the launches that point at it
+    return impl
+
+
+def triton_decode_impl(name, data, env, result, log):
+    """The engine's Triton attention on one case: the split-KV decode kernel for sequences of
+    1..MAX_Q_LEN tokens and the Triton prefill kernel (engine config) for longer ones; e4m3 only
+    for decode-only batches (the prefill peer reads bf16). None when it cannot run the case."""
+    torch = _lazy_torch()
+    from peers.triton_paged_decode import ENGINE_CONFIG, MAX_Q_LEN, PagedDecode
+    from peers.triton_paged_prefill import ENGINE_CONFIG as PREFILL_CONFIG, PagedPrefill
+    case = data.case
+    e4m3 = name == IMPL_TRITON_DECODE_E4M3
+    long_q = tuple(q if q > MAX_Q_LEN else 0 for q in case.q_lens)
+    if e4m3 and any(long_q):
+        result["impls"][name] = {"status": STATUS_UNAVAILABLE,
+                                 "reason": f"sequences over {MAX_Q_LEN} tokens need the bf16 prefill peer"}
+        return None
+    decode = None
+    if any(0 < q <= MAX_Q_LEN for q in case.q_lens):
+        decode = PagedDecode(case.q_lens, data.cu_seqlens_q, data.seq_lens_k, data.block_table, case.num_q_heads,
+                             case.num_kv_heads, case.head_dim, PAGE_SIZE, SOFTMAX_SCALE, env["num_sms"])
+    prefill = PagedPrefill(long_q, data.cu_seqlens_q, data.seq_lens_k, data.block_table, case.num_q_heads,
+                           case.num_kv_heads, PAGE_SIZE, SOFTMAX_SCALE) if any(long_q) else None
+    o = torch.empty_like(data.q[0])
+    k_caches, v_caches = (data.k_e4m3, data.v_e4m3) if e4m3 else (data.k_cache, data.v_cache)
+
+    def run(c):
+        if prefill is not None:
+            prefill(data.q[c], data.k_cache[c], data.v_cache[c], o, PREFILL_CONFIG)
+        if decode is not None:
+            decode(data.q[c], k_caches[c], v_caches[c], o, ENGINE_CONFIG, data.kv_scale, data.kv_scale)
+
+    def output():
+        run(0)
+        torch.cuda.synchronize()
+        return o
+
+    parts = ([decode.label(ENGINE_CONFIG)] if decode else []) + \
+        ([f"prefill {PREFILL_CONFIG.label()}"] if prefill else [])
+    return Impl(name, run, output, config=" + ".join(parts),
+                max_rel_l2=MISMATCH_REL_L2_E4M3 if e4m3 else MISMATCH_REL_L2)
+
+
+def measure_copy_bandwidth():
+    """GB/s of a COPY_BYTES device-to-device copy (read + write), median of COPY_REPS."""
+    torch = _lazy_torch()
+    src = torch.ones(COPY_BYTES, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    run = Impl("copy", lambda _copy: dst.copy_(src), None)
+    times, _ = time_interleaved([run], COPY_REPS, COPY_WARMUP, 1, None)
+    ms = statistics.median(times["copy"])
+    del src, dst
+    torch.cuda.empty_cache()
+    return copy_gbps(COPY_BYTES, ms)
+
+
+def record_decode_times(case, timed, args, copies, result, log):
+    """Times the matching implementations interleaved; ms, GB/s of K/V read and speedups."""
+    ran_after = {}
+    times, failed = time_interleaved(timed, args.reps, args.warmup, copies, args.impl_budget_s, ran_after) \
+        if timed else ({}, {})
+    for name, status in failed.items():
+        result["impls"][name]["status"] = status
+    for name, samples in times.items():
+        entry = result["impls"][name]
+        entry.update(summarize_times(samples))
+        entry["ran_after"] = ran_after.get(name, [])
+        entry["kv_bytes"] = kv_read_bytes(case, 1 if name in E4M3_IMPLS else 2)
+        entry["gbps"] = gbps(entry["kv_bytes"], entry["ms_median"])
+        entry["tflops"] = tflops(case.flops, entry["ms_median"])
+    fill_speedups(result)
+    log("  median ms: " + ", ".join(f"{name} {result['impls'][name]['ms_median']:.3f}" for name in times))
+
+
+def run_decode_case(case, args, wa, env, generators, log):
+    """Builds one decode case, cross-checks every implementation against the fp64 reference of
+    the dequantised inputs, times the survivors."""
+    torch = _lazy_torch()
+    torch.cuda.empty_cache()
+    # K and V, each as bf16 (2 bytes) and as e4m3 codes (1 byte).
+    kv_bytes = 2 * sum(blocks_needed(n) for n in case.seq_lens_k) * PAGE_SIZE * case.num_kv_heads * case.head_dim * 3
+    copies = input_copies(kv_bytes, env["l2_bytes"])
+    data = DecodeCaseData(case, copies, args.q_std, generators)
+    log(f"{case.name}: {case.shape()}  K/V {kv_read_bytes(case, 2) / 1e9:.2f} GB bf16  copies {copies}")
+    result = {"name": case.name, "q_lens": list(case.q_lens), "contexts": list(case.contexts),
+              "num_q_heads": case.num_q_heads, "num_kv_heads": case.num_kv_heads, "head_dim": case.head_dim,
+              "page_size": PAGE_SIZE, "num_blocks": data.num_blocks, "flops": case.flops, "copies": copies,
+              "e4m3_scale": E4M3_SCALE, "impls": {}}
+    ref_rows, ref = case_reference(wa, data, env["capability"], result, log)
+
+    def check(out):
+        return error_stats(out if ref_rows is None else out[ref_rows], ref)
+
+    candidates = []
+    for name in [impl for impl in DECODE_IMPLS if impl in args.impls.split(",")]:
+        if name in DECODE_BASELINE.values():
+            impl = wideattn_decode_impl(name, wa, data, env, result, log)
+        else:
+            impl = triton_decode_impl(name, data, env, result, log)
+        if impl is not None:
+            candidates.append(impl)
+    timed = cross_check(candidates, check, result)
+    ref = None
+    record_decode_times(case, timed, args, copies, result, log)
+    result["impls"] = {name: result["impls"][name] for name in DECODE_IMPLS if name in result["impls"]}
+    del data, candidates, timed
+    torch.cuda.empty_cache()
+    return result
+
+
+def run_decode_suite(args, log):
+    torch = _lazy_torch()
+    import triton
+    torch.cuda.init()
+    torch.zeros(1, device="cuda")           # creates the primary context wideattn launches in
+    props = torch.cuda.get_device_properties(0)
+    env = {"capability": torch.cuda.get_device_capability(0), "num_sms": props.multi_processor_count,
+           "l2_bytes": getattr(props, "L2_cache_size", 50 * 2 ** 20)}
+    report = {"environment": {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": props.name, "capability": list(env["capability"]), "num_sms": env["num_sms"],
+        "l2_bytes": env["l2_bytes"], "torch": torch.__version__, "triton": triton.__version__,
+        "commit": args.commit, "mode": MODE_DECODE, "quick": args.quick, "reps": args.reps,
+        "warmup": args.warmup, "q_std": args.q_std, "impl_budget_s": args.impl_budget_s, "seed": args.seed},
+        "impl_notes": DECODE_IMPL_NOTES}
+    wa = Wideattn(args.lib, args.bundle)
+    report["wideattn"] = {"status": wa.status, "detail": wa.detail, "kernels": wa.kernels}
+    report["rates"] = {"copy_bytes": COPY_BYTES, "copy_gbps_before": measure_copy_bandwidth()}
+    report["cases"] = []
+    log(format_decode_header(report))
+    generator = (torch.Generator().manual_seed(args.seed), torch.Generator(device="cuda").manual_seed(args.seed))
+    for case in select_cases(build_decode_suite(args.quick), args.cases):
+        report["cases"].append(run_decode_case(case, args, wa, env, generator, log))
+        if args.json:
+            write_json(args.json, report)
+    report["rates"]["copy_gbps_after"] = measure_copy_bandwidth()
+    fill_copy_percentages(report)
+    report["mixed_ratios"] = mixed_ratios(report)
+    return report
+
+
 def write_json(path, report):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as handle:
         json.dump(report, handle, indent=1)
 
 
+def usage_errors(args):
+    """The usage errors of parsed arguments, each naming the option and its value."""
+    errors = []
+    known = DECODE_IMPLS if args.mode == MODE_DECODE else ALL_IMPLS
+    unknown = [name for name in args.impls.split(",") if name and name not in known]
+    if unknown or not any(args.impls.split(",")):
+        errors.append(f"--impls='{args.impls}': unknown or no implementation(s) {unknown}; "
+                      f"known for --mode {args.mode}: {list(known)}")
+    try:
+        select_cases(suite_for(args.mode, args.quick), args.cases)
+    except ValueError as exc:
+        errors.append(f"--cases='{args.cases}': {exc}")
+    if args.reps < 1:
+        errors.append(f"--reps='{args.reps}' is not >= 1")
+    if args.warmup < 0:
+        errors.append(f"--warmup='{args.warmup}' is not >= 0")
+    if args.impl_budget_s is not None and not args.impl_budget_s > 0:
+        errors.append(f"--impl-budget-s='{args.impl_budget_s}' is not > 0")
+    if args.mode == MODE_DECODE and args.kernel:
+        errors.append(f"--kernel='{args.kernel}' does not apply to --mode decode (the dispatcher picks "
+                      "the kernel of each K/V dtype)")
+    return errors
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--mode", choices=(MODE_PREFILL, MODE_DECODE), default=MODE_PREFILL,
+                        help="prefill: the prefill suite against SDPA and the Triton prefill peer; decode: "
+                             "the decode suite (" + ", ".join(case.name for case in build_decode_suite())
+                             + ") with bf16 and e4m3 K/V against the Triton split-KV decode peer, in GB/s "
+                             "of K/V read and %% of the copy bandwidth measured in the same run")
     parser.add_argument("--lib", default="build/dispatch/libwideattn.so",
                         help="path of libwideattn.so; if it fails to load, wideattn is reported "
                              "'unavailable' and the peers still run")
@@ -936,14 +1409,16 @@ def parse_args(argv=None):
                         help="bundle directory (cubins + manifest.json) passed to wideattn_open")
     parser.add_argument("--kernel", default=None,
                         help="run this bf16 prefill kernel of the bundle (e.g. mma_bf16_d512) instead of "
-                             "the one the dispatcher picks")
+                             "the one the dispatcher picks (prefill mode)")
     parser.add_argument("--cases", default="",
-                        help="comma-separated case names to run (default: the whole suite): "
+                        help="comma-separated case names of the mode's suite to run (default: all): "
                              + ", ".join(case.name for case in build_suite()))
     parser.add_argument("--quick", action="store_true",
-                        help=f"divide every token count by {QUICK_SCALE} (validation run)")
-    parser.add_argument("--impls", default=",".join(ALL_IMPLS),
-                        help="comma-separated implementations to run")
+                        help=f"divide every token count by {QUICK_SCALE} (validation run; decode mode: "
+                             "contexts and the chunk)")
+    parser.add_argument("--impls", default=None,
+                        help="comma-separated implementations to run (default: all of the mode's: "
+                             f"prefill {','.join(ALL_IMPLS)}; decode {','.join(DECODE_IMPLS)})")
     parser.add_argument("--reps", type=int, default=DEFAULT_REPS,
                         help="timed repetitions per implementation (median reported)")
     parser.add_argument("--warmup", type=int, default=DEFAULT_WARMUP,
@@ -961,13 +1436,11 @@ def parse_args(argv=None):
     parser.add_argument("--commit", default=None, help="git commit to record in the JSON report")
     parser.add_argument("--json", default=None, help="write the JSON report to this path")
     args = parser.parse_args(argv)
-    unknown = [name for name in args.impls.split(",") if name and name not in ALL_IMPLS]
-    if unknown:
-        parser.error(f"unknown implementation(s) {unknown}; known: {list(ALL_IMPLS)}")
-    try:
-        select_cases(build_suite(args.quick), args.cases)
-    except ValueError as exc:
-        parser.error(str(exc))
+    if args.impls is None:
+        args.impls = ",".join(DECODE_IMPLS if args.mode == MODE_DECODE else ALL_IMPLS)
+    errors = usage_errors(args)
+    if errors:
+        parser.error("; ".join(errors))
     return args
 
 
@@ -977,10 +1450,16 @@ def main(argv=None):
     def log(message):
         print(message, flush=True)
 
-    report = run_gpu_suite(args, log)
-    print()
-    print(format_header(report))
-    print(format_table(report))
+    if args.mode == MODE_DECODE:
+        report = run_decode_suite(args, log)
+        print()
+        print(format_decode_header(report))
+        print(format_decode_table(report))
+    else:
+        report = run_gpu_suite(args, log)
+        print()
+        print(format_header(report))
+        print(format_table(report))
     if args.json:
         write_json(args.json, report)
         print(f"json: {args.json}")
