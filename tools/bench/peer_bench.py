@@ -1172,6 +1172,16 @@ def wideattn_split_count(wa, params, capability, num_sms):
     return plan.num_splits
 
 
+SPLIT_FIELDS = ("max_seqlen_q", "max_seqlen_k", "num_splits", "workspace", "workspace_bytes")
+
+
+def missing_split_fields():
+    """The split-KV fields of wideattn_prefill_params the ctypes mirror lacks (ctypes would take
+    an assignment to a missing one as a plain attribute and never pass it to the library)."""
+    fields = {name for name, _ in wideattn_ctypes.PrefillParams._fields_}
+    return [name for name in SPLIT_FIELDS if name not in fields]
+
+
 def decode_params(wa, data, copy, o, e4m3):
     """wideattn params of one copy with the split hints (max_seqlen_q / max_seqlen_k); for e4m3
     the e4m3 caches and their scales."""
@@ -1192,6 +1202,12 @@ def wideattn_decode_impl(name, wa, data, env, result, log):
     torch = _lazy_torch()
     if wa.status != STATUS_OK:
         result["impls"][name] = {"status": STATUS_UNAVAILABLE}
+        return None
+    missing = missing_split_fields()
+    if missing:
+        why = f"the ctypes mirror of wideattn_prefill_params lacks {missing}"
+        log(f"  {name} unavailable: {why}")
+        result["impls"][name] = {"status": STATUS_UNAVAILABLE, "reason": why}
         return None
     e4m3 = name == IMPL_WIDEATTN_E4M3
     o = torch.empty_like(data.q[0])

@@ -51,8 +51,8 @@ void print_help() {
         "dispatcher follows it on this device with this bundle (wideattn inspect shows its state).\n\n"
         "  --bundle DIR   bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N     CUDA device ordinal (default 0)\n"
-        "  --cases LIST   comma-separated case names of `wideattn bench --list` (default: all of them,\n"
-        "                 prefill and decode)\n"
+        "  --cases LIST   comma-separated case names of `wideattn bench --list` (default: the prefill\n"
+        "                 suite and decode_32_ctx_16k, decode_64_ctx_4k, verify4_16_ctx_8k)\n"
         "  --reps N       timed repetitions per case (default %d, 1..%lld)\n"
         "  --warmup N     untimed runs of each candidate first (default %d, 0..%lld)\n"
         "  --out FILE     the tuning file to write (default: tuning.json beside the bundle's\n"
@@ -89,8 +89,8 @@ int parse_options(int argc, char** argv, TuneOptions* o) {
     return kContinue;
 }
 
-// The cases of --cases among the prefill and decode suites (all of them when empty); false after
-// printing an unknown name.
+// The cases of --cases among the prefill and decode suites (the prefill suite and the three
+// cases of gemma4_decode_suite when empty); false after printing an unknown name.
 bool tune_cases(const std::string& flag, std::vector<BenchCase>* out) {
     if (flag.empty()) {
         *out = gemma4_suite();
