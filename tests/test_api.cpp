@@ -350,3 +350,109 @@ TEST_CASE("api: compute_scale validates first, then needs the driver") {
     CHECK(std::string(wideattn_last_error()).find("tokens=1000 exceed") != std::string::npos);
     CHECK(bundle_has_kind(ctx, "amax_e4m3"));
 }
+
+namespace {
+
+constexpr int kH200Sms = 132;
+
+// A decode-shaped call: `seqs` sequences of q_len new tokens each, hints set.
+wideattn_prefill_params decode_params(int32_t seqs, int32_t q_len, int32_t max_keys) {
+    wideattn_prefill_params p = test::valid_params();
+    p.num_seqs = seqs;
+    p.total_q = seqs * q_len;
+    p.max_seqlen_q = q_len;
+    p.max_seqlen_k = max_keys;
+    return p;
+}
+
+wideattn_launch_plan plan_on_h200(wideattn_context* ctx, const wideattn_prefill_params& p) {
+    wideattn_launch_plan plan{};
+    REQUIRE_MESSAGE(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, &plan) == WIDEATTN_OK, wideattn_last_error());
+    return plan;
+}
+
+std::string kernel_name(wideattn_context* ctx, int32_t index) {
+    wideattn_kernel_info info{};
+    REQUIRE(wideattn_get_kernel_info(ctx, index, &info) == WIDEATTN_OK);
+    return info.name;
+}
+
+}  // namespace
+
+TEST_CASE("api: plan_launch splits keys only where the blocks leave the machine idle") {
+    const OpenBundle bundle;
+    wideattn_context* const ctx = bundle.ctx();
+    // 1 x 32k: 4 blocks; 32 splits reach 128 of 132 SMs (97%, the smallest count within 95% of
+    // the best); without a workspace the call runs unsplit and says what it would need.
+    wideattn_prefill_params p = decode_params(1, 1, 32768);
+    wideattn_launch_plan plan = plan_on_h200(ctx, p);
+    CHECK(plan.preferred_splits == 32);
+    CHECK(plan.num_splits == 1);
+    CHECK(plan.merge_kernel_index == -1);
+    // 32 x 1 x 32 rows of 512 fp32, then 32 x 32 fp32 LSE rounded up to 256 bytes.
+    const int64_t bytes_32 = 32 * 32 * 512 * 4 + 4096;
+    CHECK(plan.workspace_bytes == bytes_32);
+    p.workspace = reinterpret_cast<void*>(uintptr_t{0x70000000});
+    p.workspace_bytes = bytes_32;
+    plan = plan_on_h200(ctx, p);
+    CHECK(plan.num_splits == 32);
+    CHECK(kernel_name(ctx, plan.merge_kernel_index) == "merge_splits_bf16");
+    // One byte less: the most splits that fit (31 x 64 KiB + 31 x 128 B -> 4 KiB).
+    p.workspace_bytes = bytes_32 - 1;
+    CHECK(plan_on_h200(ctx, p).num_splits == 31);
+    // 8 x 32k: 32 blocks, 4 splits fill 128 SMs; 64 x 8k fills the machine: no split.
+    CHECK(plan_on_h200(ctx, decode_params(8, 1, 32768)).preferred_splits == 4);
+    CHECK(plan_on_h200(ctx, decode_params(64, 1, 8192)).preferred_splits == 1);
+    // q_len 5 at 32 x 20k: 128 blocks, already 97%: no split; at 1 x 20k: 32 splits of 640 keys.
+    CHECK(plan_on_h200(ctx, decode_params(32, 5, 20480)).preferred_splits == 1);
+    CHECK(plan_on_h200(ctx, decode_params(1, 5, 20480)).preferred_splits == 32);
+    // A short context caps the count at one split per WIDEATTN_MIN_SPLIT_KEYS keys.
+    CHECK(plan_on_h200(ctx, decode_params(1, 1, 1000)).preferred_splits == 3);
+    CHECK(plan_on_h200(ctx, decode_params(1, 1, 100)).preferred_splits == 1);
+    // Unknown hints: the block count comes from total_q and num_seqs, no key cap.
+    wideattn_prefill_params no_hints = decode_params(1, 1, 0);
+    no_hints.max_seqlen_q = 0;
+    CHECK(plan_on_h200(ctx, no_hints).preferred_splits == 32);
+    // A long prefill never splits.
+    wideattn_prefill_params prompt = test::valid_params();
+    prompt.num_seqs = 1;
+    prompt.total_q = 16384;
+    CHECK(plan_on_h200(ctx, prompt).preferred_splits == 1);
+}
+
+TEST_CASE("api: plan_launch takes a forced split count exactly or refuses it by name") {
+    const OpenBundle bundle;
+    wideattn_context* const ctx = bundle.ctx();
+    wideattn_prefill_params p = decode_params(2, 3, 5000);
+    p.num_splits = 7;
+    wideattn_launch_plan plan{};
+    CHECK(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, &plan) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) ==
+          "workspace_bytes=0 (workspace NULL) is too small for num_splits=7: it needs 2757888 bytes "
+          "(wideattn_plan_launch / wideattn_workspace_size)");
+    p.workspace = reinterpret_cast<void*>(uintptr_t{0x70000000});
+    p.workspace_bytes = 2757888;  // 7 splits x 6 tokens x 32 heads: 1,344 rows of 2 KiB, then 1,344 x 4 B
+    plan = plan_on_h200(ctx, p);
+    CHECK(plan.num_splits == 7);
+    CHECK(plan.preferred_splits == 7);
+    // The fp64 reference has no split entry.
+    p.o_dtype = WIDEATTN_DTYPE_F64;
+    CHECK(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, &plan) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()).find("kernel reference_f64 does not split keys") != std::string::npos);
+    p.num_splits = 0;
+    CHECK(plan_on_h200(ctx, p).num_splits == 1);
+    CHECK(wideattn_plan_launch(ctx, &p, 9, 0, 0, &plan) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "num_sms=0 must be >= 1");
+    CHECK(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("api: workspace_size needs a device and says so without a driver") {
+    const OpenBundle bundle;
+    wideattn_prefill_params p = decode_params(1, 1, 32768);
+    int64_t bytes = -1;
+    const wideattn_status status = wideattn_workspace_size(bundle.ctx(), &p, &bytes);
+    CHECK((status == WIDEATTN_ERROR_NO_DRIVER || status == WIDEATTN_ERROR_NO_DEVICE));
+    CHECK(wideattn_workspace_size(bundle.ctx(), &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    p.num_splits = -1;
+    CHECK(wideattn_workspace_size(bundle.ctx(), &p, &bytes) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+}

@@ -49,7 +49,8 @@ public:
         last_launch_ = reinterpret_cast<const char* (*)()>(dlsym(handle_, "fake_cuda_last_launch"));
         module_loads_ = reinterpret_cast<int (*)()>(dlsym(handle_, "fake_cuda_module_loads"));
         tensor_maps_ = reinterpret_cast<int (*)()>(dlsym(handle_, "fake_cuda_tensor_maps"));
-        REQUIRE((last_launch_ && module_loads_ && tensor_maps_));
+        take_launches_ = reinterpret_cast<const char* (*)()>(dlsym(handle_, "fake_cuda_take_launches"));
+        REQUIRE((last_launch_ && module_loads_ && tensor_maps_ && take_launches_));
     }
     ~FakeDriver() { dlclose(handle_); }
     FakeDriver(const FakeDriver&) = delete;
@@ -57,12 +58,14 @@ public:
     std::string last_launch() const { return last_launch_(); }
     int module_loads() const { return module_loads_(); }
     int tensor_maps() const { return tensor_maps_(); }
+    std::string take_launches() const { return take_launches_(); }
 
 private:
     void* handle_ = nullptr;
     const char* (*last_launch_)() = nullptr;
     int (*module_loads_)() = nullptr;
     int (*tensor_maps_)() = nullptr;
+    const char* (*take_launches_)() = nullptr;
 };
 
 // The built bundle copied into a temp dir (so a test can damage it), opened.
@@ -216,6 +219,46 @@ TEST_CASE("fake driver: K/V caches tensor maps cannot describe take the mma kern
     CHECK(last_error().find("k_slot_stride=4611686018427387904 with block_size=16 puts the last element of k_cache") ==
           0);
     CHECK(driver.tensor_maps() == maps);
+}
+
+TEST_CASE("fake driver: a decode call launches the split entry over grid.z, then the merge kernel") {
+    const FakeDriver driver;
+    const BundleCopy bundle;
+    if (!bundle.kernel("wgmma_bf16_d512") || !bundle.kernel("merge_splits_bf16")) {
+        MESSAGE("the bundle has no wgmma_bf16_d512 and merge_splits_bf16 for " << bundle.arch() << ": skipped");
+        return;
+    }
+    // One sequence, one new token, 32k keys: 4 blocks (one per KV head) on the fake's 132 SMs.
+    wideattn_prefill_params p = test::valid_params();
+    p.num_seqs = 1;
+    p.total_q = 1;
+    p.max_seqlen_q = 1;
+    p.max_seqlen_k = 32768;
+    int64_t bytes = 0;
+    REQUIRE_MESSAGE(wideattn_workspace_size(bundle.ctx(), &p, &bytes) == WIDEATTN_OK, last_error());
+    CHECK(bytes > 0);
+    driver.take_launches();
+    // Without a workspace the call runs unsplit.
+    REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
+    CHECK(driver.take_launches() == "wideattn_wgmma_bf16_d512 1 4 1\n");
+    p.workspace = reinterpret_cast<void*>(uintptr_t{0x60000000});
+    p.workspace_bytes = bytes;
+    REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
+    // 32 splits (128 of 132 SMs), then 32 rows (1 token x 32 heads) merged 4 per block.
+    CHECK(driver.take_launches() == "wideattn_wgmma_bf16_d512_split 1 4 32\nwideattn_merge_splits_bf16 8 1 1\n");
+    // A forced count beyond the workspace is refused, naming the field; the context keeps working.
+    p.num_splits = 64;
+    CHECK(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(last_error().find("workspace_bytes=" + std::to_string(bytes) + " is too small for num_splits=64") == 0);
+    CHECK(driver.take_launches().empty());
+    p.num_splits = 2;
+    REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
+    CHECK(driver.take_launches() == "wideattn_wgmma_bf16_d512_split 1 4 2\nwideattn_merge_splits_bf16 8 1 1\n");
+    // The mma tier splits the same way through its own split entry.
+    REQUIRE(wideattn_set_prefill_kernel(bundle.ctx(), "mma_bf16_d512") == WIDEATTN_OK);
+    p.num_splits = 0;
+    REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
+    CHECK(driver.take_launches() == "wideattn_mma_bf16_d512_split 1 4 32\nwideattn_merge_splits_bf16 8 1 1\n");
 }
 
 TEST_CASE("fake driver: quantise and scale kernels load lazily too") {

@@ -122,6 +122,25 @@ TEST_CASE("validation: each bad input is refused with its own message") {
         {"scale nan", [](auto& p) { p.softmax_scale = NAN; }, "softmax_scale=nan must be finite and > 0"},
         {"scale inf", [](auto& p) { p.softmax_scale = INFINITY; }, "softmax_scale=inf must be finite and > 0"},
         {"reserved", [](auto& p) { p.reserved = 3; }, "reserved=3 must be 0"},
+        {"max_seqlen_q negative", [](auto& p) { p.max_seqlen_q = -1; }, "max_seqlen_q=-1 must be >= 0"},
+        {"max_seqlen_k negative", [](auto& p) { p.max_seqlen_k = -5; }, "max_seqlen_k=-5 must be >= 0"},
+        {"num_splits negative", [](auto& p) { p.num_splits = -2; }, "num_splits=-2 must be >= 0"},
+        {"num_splits too many", [](auto& p) { p.num_splits = 129; },
+         "num_splits=129 is larger than WIDEATTN_MAX_SPLITS=128"},
+        {"workspace bytes without workspace", [](auto& p) { p.workspace_bytes = 4096; },
+         "workspace is NULL but workspace_bytes=4096 (pass 0 without a workspace)"},
+        {"workspace bytes negative",
+         [](auto& p) {
+             p.workspace = fake(0x70000000);
+             p.workspace_bytes = -1;
+         },
+         "workspace_bytes=-1 must be >= 0"},
+        {"workspace misaligned",
+         [](auto& p) {
+             p.workspace = fake(0x70000008);
+             p.workspace_bytes = 4096;
+         },
+         "workspace=0x70000008 is not 16-byte aligned"},
         {"q dtype", [](auto& p) { p.q_dtype = 9; }, "q_dtype=9 is not a wideattn_dtype"},
         {"kv dtype", [](auto& p) { p.kv_dtype = -1; }, "kv_dtype=-1 is not a wideattn_dtype"},
         {"o dtype", [](auto& p) { p.o_dtype = 5; }, "o_dtype=5 is not a wideattn_dtype"},

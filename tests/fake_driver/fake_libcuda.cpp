@@ -40,6 +40,7 @@ constexpr uint32_t kTmaMaxRank = 5;
 CUctx_st g_context;
 std::mutex g_mutex;
 std::string g_last_launch;
+std::string g_launches;  // "symbol grid_x grid_y grid_z\n" per cuLaunchKernel
 int g_module_loads = 0;
 int g_tensor_maps = 0;
 
@@ -55,6 +56,14 @@ extern "C" {
 // Symbol of the last cuLaunchKernel ("" before the first).
 const char* fake_cuda_last_launch(void) { return g_last_launch.c_str(); }
 int fake_cuda_module_loads(void) { return g_module_loads; }
+// Every launch since the last call, one "symbol grid_x grid_y grid_z" line each; clears the log.
+const char* fake_cuda_take_launches(void) {
+    static thread_local std::string taken;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    taken.swap(g_launches);
+    g_launches.clear();
+    return taken.c_str();
+}
 int fake_cuda_tensor_maps(void) { return g_tensor_maps; }
 
 CUresult CUDAAPI cuInit(unsigned int) { return CUDA_SUCCESS; }
@@ -133,10 +142,12 @@ CUresult CUDAAPI cuFuncGetAttribute(int* value, CUfunction_attribute, CUfunction
     *value = 0;
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
-                                unsigned int, unsigned int, CUstream, void**, void**) {
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
+                                unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void**, void**) {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_last_launch = f->symbol;
+    g_launches += f->symbol + " " + std::to_string(grid_x) + " " + std::to_string(grid_y) + " " +
+                  std::to_string(grid_z) + "\n";
     return CUDA_SUCCESS;
 }
 
