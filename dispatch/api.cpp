@@ -20,6 +20,7 @@
 #include "dispatch/manifest.h"
 #include "dispatch/manifest_format.h"
 #include "dispatch/selection.h"
+#include "dispatch/split_plan.h"
 #include "dispatch/tuning.h"
 #include "dispatch/validation.h"
 #include "fp8/codec/e4m3.h"
@@ -30,7 +31,7 @@
 #endif
 
 // The params struct is an ABI: kernels take it by value and bindings (ctypes) mirror it.
-static_assert(sizeof(wideattn_prefill_params) == 232, "wideattn_prefill_params layout changed: update bindings");
+static_assert(sizeof(wideattn_prefill_params) == 264, "wideattn_prefill_params layout changed: update bindings");
 static_assert(sizeof(wideattn_quantize_params) == 104, "wideattn_quantize_params layout changed: update bindings");
 static_assert(sizeof(wideattn_scale_params) == 64, "wideattn_scale_params layout changed: update bindings");
 static_assert(sizeof(wideattn_kernel_info) == 112, "wideattn_kernel_info layout changed: update bindings");
@@ -45,6 +46,7 @@ using wideattn::guarded;
 struct LoadedKernel {
     CUmodule module = nullptr;
     CUfunction function = nullptr;
+    CUfunction split_function = nullptr;  // the split-KV entry of "split_kv" kernels
 };
 
 }  // namespace
@@ -83,13 +85,14 @@ std::string current_device_name(wideattn_context* ctx) {
     return ctx->device_names[device] = name;
 }
 
-// Loads (once per CUDA context) the cubin of kernel `index` and returns its function.
+// Loads (once per CUDA context) the cubin of kernel `index` and returns its function (`split`:
+// its split-KV entry).
 wideattn_status get_function(wideattn_context* ctx, const wideattn::Driver& drv, CUcontext cu_ctx, int32_t index,
-                             CUfunction* function) {
+                             bool split, CUfunction* function) {
     std::lock_guard<std::mutex> lock(ctx->mutex);
     const auto key = std::make_pair(cu_ctx, index);
     if (const auto it = ctx->loaded.find(key); it != ctx->loaded.end()) {
-        *function = it->second.function;
+        *function = split ? it->second.split_function : it->second.function;
         return WIDEATTN_OK;
     }
     const wideattn::ManifestKernel& k = ctx->manifest.kernels[index];
@@ -110,8 +113,17 @@ wideattn_status get_function(wideattn_context* ctx, const wideattn::Driver& drv,
         return fail(WIDEATTN_ERROR_BUNDLE,
                     "cubin " + path + " has no symbol " + k.symbol + ": " + wideattn::cuda_error_text(drv, r));
     }
-    if (k.dynamic_smem > kStaticSmemLimit) {
-        r = drv.cuFuncSetAttribute(loaded.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_smem);
+    if (!k.split_symbol.empty()) {
+        r = drv.cuModuleGetFunction(&loaded.split_function, loaded.module, k.split_symbol.c_str());
+        if (r != CUDA_SUCCESS) {
+            drv.cuModuleUnload(loaded.module);
+            return fail(WIDEATTN_ERROR_BUNDLE, "cubin " + path + " has no symbol " + k.split_symbol + ": " +
+                                                   wideattn::cuda_error_text(drv, r));
+        }
+    }
+    for (CUfunction f : {loaded.function, loaded.split_function}) {
+        if (!f || k.dynamic_smem <= kStaticSmemLimit) continue;
+        r = drv.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_smem);
         if (r != CUDA_SUCCESS) {
             drv.cuModuleUnload(loaded.module);
             return fail(WIDEATTN_ERROR_CUDA, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES=" +
@@ -120,7 +132,7 @@ wideattn_status get_function(wideattn_context* ctx, const wideattn::Driver& drv,
         }
     }
     ctx->loaded.emplace(key, loaded);
-    *function = loaded.function;
+    *function = split ? loaded.split_function : loaded.function;
     return WIDEATTN_OK;
 }
 
@@ -129,66 +141,115 @@ struct NoPrepare {
     wideattn_status operator()(const wideattn::Driver&, CUstream) const { return WIDEATTN_OK; }
 };
 
-// A kernel's arguments after the params struct (none by default: the second stays null).
-struct NoMoreArgs {
-    wideattn_status operator()(const wideattn::ManifestKernel&, const wideattn::Driver&, void**) const {
-        return WIDEATTN_OK;
-    }
+// The calling thread's current CUDA context and what the launch path needs of its device.
+struct CurrentDevice {
+    const wideattn::Driver* drv = nullptr;
+    CUcontext cu_ctx = nullptr;
+    int cc_major = 0, cc_minor = 0, smem_optin = 0, num_sms = 0;
 };
 
-// The launch path shared by every entry point: driver, the thread's current context and its
-// device, kernel selection (`select`), the shared-memory check, lazy module load, grid
-// (`geometry`), `prepare` (stream work before the kernel, queued even when the grid is empty)
-// and cuLaunchKernel with the by-value argument `args`, followed by the argument `more_args`
-// points the (null) second slot at for the selected kernel, if any. An empty grid launches
-// nothing and succeeds.
-template <typename Args, typename Select, typename Geometry, typename Prepare = NoPrepare,
-          typename MoreArgs = NoMoreArgs>
-wideattn_status launch_on_current_device(wideattn_context* ctx, Args* args, void* stream, Select select,
-                                         Geometry geometry, Prepare prepare = {}, MoreArgs more_args = {}) {
+wideattn_status current_device(CurrentDevice* dev) {
     wideattn_status status;
     std::string message;
-    const wideattn::Driver* drv = wideattn::load_driver(&status, &message);
-    if (!drv) return fail(status, message);
-    CUcontext cu_ctx = nullptr;
-    CUresult r = drv->cuCtxGetCurrent(&cu_ctx);
-    if (r != CUDA_SUCCESS) return fail(WIDEATTN_ERROR_CUDA, "cuCtxGetCurrent failed: " + wideattn::cuda_error_text(*drv, r));
-    if (!cu_ctx)
+    dev->drv = wideattn::load_driver(&status, &message);
+    if (!dev->drv) return fail(status, message);
+    const wideattn::Driver& drv = *dev->drv;
+    CUresult r = drv.cuCtxGetCurrent(&dev->cu_ctx);
+    if (r != CUDA_SUCCESS) return fail(WIDEATTN_ERROR_CUDA, "cuCtxGetCurrent failed: " + wideattn::cuda_error_text(drv, r));
+    if (!dev->cu_ctx)
         return fail(WIDEATTN_ERROR_NO_DEVICE,
                     "no current CUDA context on this thread (make one current first, e.g. any CUDA runtime call "
                     "or cuDevicePrimaryCtxRetain + cuCtxSetCurrent)");
     CUdevice device = 0;
-    int cc_major = 0, cc_minor = 0, smem_optin = 0;
-    if ((r = drv->cuCtxGetDevice(&device)) != CUDA_SUCCESS ||
-        (r = drv->cuDeviceGetAttribute(&cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)) != CUDA_SUCCESS ||
-        (r = drv->cuDeviceGetAttribute(&cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)) != CUDA_SUCCESS ||
-        (r = drv->cuDeviceGetAttribute(&smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device)) !=
-            CUDA_SUCCESS)
-        return fail(WIDEATTN_ERROR_CUDA, "querying the current device failed: " + wideattn::cuda_error_text(*drv, r));
+    if ((r = drv.cuCtxGetDevice(&device)) != CUDA_SUCCESS ||
+        (r = drv.cuDeviceGetAttribute(&dev->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)) !=
+            CUDA_SUCCESS ||
+        (r = drv.cuDeviceGetAttribute(&dev->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)) !=
+            CUDA_SUCCESS ||
+        (r = drv.cuDeviceGetAttribute(&dev->smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                      device)) != CUDA_SUCCESS ||
+        (r = drv.cuDeviceGetAttribute(&dev->num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device)) != CUDA_SUCCESS)
+        return fail(WIDEATTN_ERROR_CUDA, "querying the current device failed: " + wideattn::cuda_error_text(drv, r));
+    return WIDEATTN_OK;
+}
 
-    int32_t index = -1;
-    status = select(cc_major, cc_minor, &index, &message);
-    if (status != WIDEATTN_OK) return fail(status, message);
+// Whether the device gives kernel `index` its shared memory.
+wideattn_status check_smem(const wideattn_context* ctx, const CurrentDevice& dev, int32_t index) {
     const wideattn::ManifestKernel& kernel = ctx->manifest.kernels[index];
-    if (kernel.dynamic_smem > smem_optin)
+    if (kernel.dynamic_smem > dev.smem_optin)
         return fail(WIDEATTN_ERROR_UNSUPPORTED, kernel.name + " needs " + std::to_string(kernel.dynamic_smem) +
                                                     " bytes of shared memory; the device allows " +
-                                                    std::to_string(smem_optin));
-    const wideattn::LaunchGeometry g = geometry(kernel);
-    if (g.grid_x == 0 || g.grid_y == 0) return prepare(*drv, static_cast<CUstream>(stream));  // no kernel work
+                                                    std::to_string(dev.smem_optin));
+    return WIDEATTN_OK;
+}
 
+// Loads kernel `index` (lazily) and queues it with grid `g` and the arguments (`args`, `second`).
+wideattn_status launch_kernel(wideattn_context* ctx, const CurrentDevice& dev, int32_t index,
+                              const wideattn::LaunchGeometry& g, void* args, void* second, void* stream) {
+    const wideattn::ManifestKernel& kernel = ctx->manifest.kernels[index];
     CUfunction function = nullptr;
-    status = get_function(ctx, *drv, cu_ctx, index, &function);
+    const wideattn_status status = get_function(ctx, *dev.drv, dev.cu_ctx, index, g.grid_z > 1, &function);
     if (status != WIDEATTN_OK) return status;
-    void* second = nullptr;
-    if ((status = more_args(kernel, *drv, &second)) != WIDEATTN_OK) return status;
-    if ((status = prepare(*drv, static_cast<CUstream>(stream))) != WIDEATTN_OK) return status;
     void* kernel_args[] = {args, second};
-    r = drv->cuLaunchKernel(function, g.grid_x, g.grid_y, 1, g.block_x, 1, 1, g.dynamic_smem,
-                            static_cast<CUstream>(stream), kernel_args, nullptr);
+    const CUresult r = dev.drv->cuLaunchKernel(function, g.grid_x, g.grid_y, g.grid_z, g.block_x, 1, 1, g.dynamic_smem,
+                                               static_cast<CUstream>(stream), kernel_args, nullptr);
     if (r != CUDA_SUCCESS)
         return fail(WIDEATTN_ERROR_CUDA, "cuLaunchKernel(" + kernel.name + ", grid " + std::to_string(g.grid_x) + "x" +
-                                             std::to_string(g.grid_y) + ") failed: " + wideattn::cuda_error_text(*drv, r));
+                                             std::to_string(g.grid_y) + "x" + std::to_string(g.grid_z) +
+                                             ") failed: " + wideattn::cuda_error_text(*dev.drv, r));
+    return WIDEATTN_OK;
+}
+
+// The launch path of the element-wise entry points: the current device, kernel selection
+// (`select`), the shared-memory check, grid (`geometry`), `prepare` (stream work before the
+// kernel, queued even when the grid is empty) and the launch with the by-value argument `args`.
+// An empty grid launches nothing and succeeds.
+template <typename Args, typename Select, typename Geometry, typename Prepare = NoPrepare>
+wideattn_status launch_on_current_device(wideattn_context* ctx, Args* args, void* stream, Select select,
+                                         Geometry geometry, Prepare prepare = {}) {
+    CurrentDevice dev;
+    wideattn_status status = current_device(&dev);
+    if (status != WIDEATTN_OK) return status;
+    int32_t index = -1;
+    std::string message;
+    status = select(dev.cc_major, dev.cc_minor, &index, &message);
+    if (status != WIDEATTN_OK) return fail(status, message);
+    if ((status = check_smem(ctx, dev, index)) != WIDEATTN_OK) return status;
+    const wideattn::LaunchGeometry g = geometry(ctx->manifest.kernels[index]);
+    if (g.grid_x == 0 || g.grid_y == 0) return prepare(*dev.drv, static_cast<CUstream>(stream));  // no kernel work
+    if ((status = prepare(*dev.drv, static_cast<CUstream>(stream))) != WIDEATTN_OK) return status;
+    return launch_kernel(ctx, dev, index, g, args, nullptr, stream);
+}
+
+// The launch plan of validated params (wideattn_plan_launch): the selected prefill kernel, then
+// the split count (split_plan.h) and the merge kernel when it splits. `device_name` is the
+// device's name for the tuning file's check, or NULL where only the compute capability is known.
+wideattn_status plan_launch(const wideattn_context* ctx, const wideattn_prefill_params& p, int cc_major, int cc_minor,
+                            int num_sms, const std::string* device_name, wideattn_launch_plan* plan) {
+    std::string message;
+    int32_t index = -1;
+    const std::string tuned = ctx->tuning.in_play() ? ctx->tuning.choice_for(p, cc_major, cc_minor, device_name) : "";
+    wideattn_status status = wideattn::select_kernel(ctx->manifest.kernels, p, cc_major, cc_minor, &index, &message,
+                                                     prefill_restriction(ctx), tuned);
+    if (status != WIDEATTN_OK) return fail(status, message);
+    const wideattn::ManifestKernel& kernel = ctx->manifest.kernels[index];
+    int32_t preferred = wideattn::preferred_splits(kernel, p, num_sms);
+    int32_t merge = -1;
+    if (preferred > 1 && kernel.has_feature(wideattn::kFeatureSplitKv)) {
+        status = wideattn::select_merge_kernel(ctx->manifest.kernels, p, cc_major, cc_minor, &merge, &message);
+        if (status != WIDEATTN_OK) {
+            if (p.num_splits > 1) return fail(status, "num_splits=" + std::to_string(p.num_splits) + ": " + message);
+            preferred = 1;  // automatic: the call runs unsplit
+        }
+    }
+    int32_t splits = 1;
+    if (!wideattn::runnable_splits(kernel, p, preferred, &splits, &message))
+        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, message);
+    plan->kernel_index = index;
+    plan->num_splits = splits;
+    plan->merge_kernel_index = splits > 1 ? merge : -1;
+    plan->preferred_splits = preferred;
+    plan->workspace_bytes = preferred > 1 ? wideattn::workspace_layout(p, preferred).bytes : 0;
     return WIDEATTN_OK;
 }
 
@@ -283,30 +344,35 @@ wideattn_status tuning_status(const wideattn_context* ctx, int32_t* state, char*
 wideattn_status prefill(wideattn_context* ctx, const wideattn_prefill_params* params, void* stream) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     std::string message;
-    const wideattn_status status = wideattn::validate_params(params, &message);
+    wideattn_status status = wideattn::validate_params(params, &message);
     if (status != WIDEATTN_OK) return fail(status, message);
+    CurrentDevice dev;
+    if ((status = current_device(&dev)) != WIDEATTN_OK) return status;
+    const std::string device_name = ctx->tuning.in_play() ? current_device_name(ctx) : std::string();
+    wideattn_launch_plan plan{};
+    if ((status = plan_launch(ctx, *params, dev.cc_major, dev.cc_minor, dev.num_sms, &device_name, &plan)) !=
+        WIDEATTN_OK)
+        return status;
+    if ((status = check_smem(ctx, dev, plan.kernel_index)) != WIDEATTN_OK) return status;
     wideattn_prefill_params args = *params;
+    args.num_splits = plan.num_splits;  // the kernels' view: the count that runs (grid.z)
+    const wideattn::ManifestKernel& kernel = ctx->manifest.kernels[plan.kernel_index];
+    wideattn::LaunchGeometry g = wideattn::launch_geometry(kernel, args);
+    if (g.grid_x == 0 || g.grid_y == 0) return WIDEATTN_OK;  // no kernel work
+    g.grid_z = static_cast<uint32_t>(plan.num_splits);
     wideattn::KvTensorMaps maps;  // the second argument of "tma_kv" kernels
-    const std::string only = prefill_restriction(ctx);
-    return launch_on_current_device(
-        ctx, &args, stream,
-        [&](int cc_major, int cc_minor, int32_t* index, std::string* why) {
-            std::string tuned;
-            if (ctx->tuning.in_play()) {
-                const std::string device_name = current_device_name(ctx);
-                tuned = ctx->tuning.choice_for(args, cc_major, cc_minor, &device_name);
-            }
-            return wideattn::select_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why, only, tuned);
-        },
-        [&](const wideattn::ManifestKernel& kernel) { return wideattn::launch_geometry(kernel, args); }, NoPrepare{},
-        [&](const wideattn::ManifestKernel& kernel, const wideattn::Driver& drv, void** second) {
-            if (!kernel.has_feature(wideattn::kFeatureTmaKv)) return WIDEATTN_OK;
-            std::string why;
-            const wideattn_status encoded = wideattn::encode_kv_tensor_maps(drv, args, &maps, &why);
-            if (encoded != WIDEATTN_OK) return fail(encoded, kernel.name + ": " + why);
-            *second = &maps;
-            return WIDEATTN_OK;
-        });
+    void* second = nullptr;
+    if (kernel.has_feature(wideattn::kFeatureTmaKv)) {
+        std::string why;
+        const wideattn_status encoded = wideattn::encode_kv_tensor_maps(*dev.drv, args, &maps, &why);
+        if (encoded != WIDEATTN_OK) return fail(encoded, kernel.name + ": " + why);
+        second = &maps;
+    }
+    if ((status = launch_kernel(ctx, dev, plan.kernel_index, g, &args, second, stream)) != WIDEATTN_OK) return status;
+    if (plan.num_splits == 1) return WIDEATTN_OK;
+    const wideattn::LaunchGeometry merge_g =
+        wideattn::merge_launch_geometry(ctx->manifest.kernels[plan.merge_kernel_index], args);
+    return launch_kernel(ctx, dev, plan.merge_kernel_index, merge_g, &args, nullptr, stream);
 }
 
 wideattn_status quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params, void* stream) {
@@ -430,6 +496,40 @@ wideattn_status wideattn_is_supported(const wideattn_context* ctx, const wideatt
                                          prefill_restriction(ctx), tuned);
         if (status != WIDEATTN_OK) return fail(status, message);
         if (kernel_index) *kernel_index = index;
+        return WIDEATTN_OK;
+    });
+}
+
+wideattn_status wideattn_plan_launch(const wideattn_context* ctx, const wideattn_prefill_params* params, int cc_major,
+                                     int cc_minor, int num_sms, wideattn_launch_plan* plan) {
+    return guarded("wideattn_plan_launch", [&] {
+        if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+        if (!plan) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "plan is NULL");
+        if (num_sms < 1) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "num_sms=" + std::to_string(num_sms) + " must be >= 1");
+        std::string message;
+        const wideattn_status status = wideattn::validate_params(params, &message);
+        if (status != WIDEATTN_OK) return fail(status, message);
+        return plan_launch(ctx, *params, cc_major, cc_minor, num_sms, nullptr, plan);
+    });
+}
+
+wideattn_status wideattn_workspace_size(const wideattn_context* ctx, const wideattn_prefill_params* params,
+                                        int64_t* bytes) {
+    return guarded("wideattn_workspace_size", [&] {
+        if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+        if (!bytes) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "bytes is NULL");
+        std::string message;
+        wideattn_status status = wideattn::validate_params(params, &message);
+        if (status != WIDEATTN_OK) return fail(status, message);
+        CurrentDevice dev;
+        if ((status = current_device(&dev)) != WIDEATTN_OK) return status;
+        auto* mutable_ctx = const_cast<wideattn_context*>(ctx);  // the device-name cache only
+        const std::string device_name = ctx->tuning.in_play() ? current_device_name(mutable_ctx) : std::string();
+        wideattn_launch_plan plan{};
+        if ((status = plan_launch(ctx, *params, dev.cc_major, dev.cc_minor, dev.num_sms, &device_name, &plan)) !=
+            WIDEATTN_OK)
+            return status;
+        *bytes = plan.workspace_bytes;
         return WIDEATTN_OK;
     });
 }

@@ -138,8 +138,9 @@ bool check_kernel(KernelReader& r, ManifestKernel* k) {
     if (k->symbol.empty()) return r.fail("symbol", "a non-empty string");
     if (!parse_arch(k->arch, &k->arch_major, &k->arch_minor, &k->arch_specific))
         return r.fail("arch", "of the form sm_NN or sm_NNa");
-    if (k->kind != kKindPrefill && k->kind != kKindQuantizeE4m3 && k->kind != kKindAmaxE4m3)
-        return r.fail("kind", "\"prefill\", \"quantize_e4m3\" or \"amax_e4m3\"");
+    if (k->kind != kKindPrefill && k->kind != kKindMergeSplits && k->kind != kKindQuantizeE4m3 &&
+        k->kind != kKindAmaxE4m3)
+        return r.fail("kind", "\"prefill\", \"merge_splits\", \"quantize_e4m3\" or \"amax_e4m3\"");
     if (k->cubin.empty() || k->cubin.find('/') != std::string::npos || k->cubin[0] == '.')
         return r.fail("cubin", "a plain file name inside the bundle directory");
     if (!is_checksum_text(k->cubin_fnv1a64))
@@ -166,13 +167,37 @@ bool read_features(KernelReader& r, const JsonValue& node, ManifestKernel* k) {
     return true;
 }
 
+// The optional split-KV entry: "split_symbol" (a string) with "split_ptxas" (as "ptxas"), present
+// exactly when the features list "split_kv".
+bool read_split_entry(KernelReader& r, const JsonValue& node, ManifestKernel* k) {
+    const bool splits = k->has_feature("split_kv");
+    if (!node.find("split_symbol")) {
+        if (splits) return r.fail("split_symbol", "present: the features list \"split_kv\"");
+        return !node.find("split_ptxas") || r.fail("split_ptxas", "absent without a split_symbol");
+    }
+    const JsonValue* ptxas = nullptr;
+    int32_t stores = -1, loads = -1, stack = -1;
+    if (!(r.string("split_symbol", &k->split_symbol) && (ptxas = r.object("split_ptxas")) &&
+          r.int32(*ptxas, "registers", "split_ptxas.registers", -1, 255, &k->split_registers) &&
+          r.int32(*ptxas, "spill_stores", "split_ptxas.spill_stores", -1, kMaxPtxasBytes, &stores) &&
+          r.int32(*ptxas, "spill_loads", "split_ptxas.spill_loads", -1, kMaxPtxasBytes, &loads) &&
+          r.int32(*ptxas, "stack", "split_ptxas.stack", -1, kMaxPtxasBytes, &stack)))
+        return false;
+    if (k->split_symbol.empty() || k->split_symbol == k->symbol)
+        return r.fail("split_symbol", "a non-empty string other than symbol");
+    if (!splits) return r.fail("split_symbol", "absent: the features do not list \"split_kv\"");
+    k->split_spill_bytes = stores < 0 || loads < 0 ? -1 : (stores > INT32_MAX - loads ? INT32_MAX : stores + loads);
+    return true;
+}
+
 bool read_kernel(const JsonValue& node, size_t index, ManifestKernel* k, std::string* error) {
     if (node.type != JsonValue::Type::kObject) {
         *error = "kernels[" + std::to_string(index) + "] is not an object";
         return false;
     }
     KernelReader r(node, index);
-    if (read_fields(r, node, k) && check_kernel(r, k) && read_features(r, node, k)) return true;
+    if (read_fields(r, node, k) && check_kernel(r, k) && read_features(r, node, k) && read_split_entry(r, node, k))
+        return true;
     *error = r.error;
     return false;
 }

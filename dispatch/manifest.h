@@ -10,6 +10,8 @@ namespace wideattn {
 
 struct ManifestKernel {
     std::string name, symbol, kind, arch, cubin, features_csv;
+    std::string split_symbol;                // the split-KV entry point ("split_kv" kernels), else empty
+    int32_t split_registers = -1, split_spill_bytes = -1;  // its ptxas report, -1 unknown
     std::vector<std::string> features;
     uint64_t cubin_bytes = 0;
     std::string cubin_fnv1a64;

@@ -11,7 +11,8 @@
 namespace wideattn {
 namespace {
 
-constexpr int32_t kMaxGridY = 65535;  // CUDA's grid.y limit
+constexpr int32_t kMaxGridY = 65535;       // CUDA's grid.y limit
+constexpr int64_t kMaxGridX = 2147483647;  // CUDA's grid.x limit
 
 }  // namespace
 
@@ -217,6 +218,51 @@ LaunchGeometry scale_launch_geometry(const ManifestKernel& k, const wideattn_sca
     LaunchGeometry g;
     g.grid_x = static_cast<uint32_t>(ceil_div(p.tokens, k.tile_tokens));  // tile.tokens = tokens per block
     g.grid_y = static_cast<uint32_t>(elementwise_grid_y(k, p.heads, p.head_dim));
+    g.block_x = static_cast<uint32_t>(k.threads);
+    g.dynamic_smem = static_cast<uint32_t>(k.dynamic_smem);
+    return g;
+}
+
+namespace {
+
+int64_t merge_blocks(const ManifestKernel& k, const wideattn_prefill_params& p) {
+    return (int64_t{p.total_q} * p.num_q_heads + k.tile_tokens - 1) / k.tile_tokens;
+}
+
+}  // namespace
+
+wideattn_status select_merge_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_prefill_params& p,
+                                    int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
+    std::vector<int32_t> fitting;
+    std::string miss;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+        const ManifestKernel& k = kernels[i];
+        if (k.kind != kKindMergeSplits || k.o_dtype != p.o_dtype || !arch_runs_on(k, cc_major, cc_minor)) continue;
+        if (p.head_dim < k.head_dim_min || p.head_dim > k.head_dim_max || k.tile_tokens < 1) {
+            miss = k.name + " serves head_dim " + std::to_string(k.head_dim_min) + ".." +
+                   std::to_string(k.head_dim_max) + ", not head_dim=" + std::to_string(p.head_dim);
+            continue;
+        }
+        if (merge_blocks(k, p) > kMaxGridX) {
+            miss = k.name + " would need " + std::to_string(merge_blocks(k, p)) + " blocks for total_q=" +
+                   std::to_string(p.total_q) + " x num_q_heads=" + std::to_string(p.num_q_heads);
+            continue;
+        }
+        fitting.push_back(static_cast<int32_t>(i));
+    }
+    if (!fitting.empty()) {
+        *index = pick_fitting(kernels, fitting);
+        return WIDEATTN_OK;
+    }
+    *message = "no split-KV merge kernel in the bundle for o_dtype=" + std::to_string(p.o_dtype) + " on sm_" +
+               std::to_string(cc_major) + std::to_string(cc_minor) + (miss.empty() ? std::string() : ": " + miss);
+    return WIDEATTN_ERROR_UNSUPPORTED;
+}
+
+LaunchGeometry merge_launch_geometry(const ManifestKernel& k, const wideattn_prefill_params& p) {
+    LaunchGeometry g;
+    g.grid_x = static_cast<uint32_t>(merge_blocks(k, p));
+    g.grid_y = 1;
     g.block_x = static_cast<uint32_t>(k.threads);
     g.dynamic_smem = static_cast<uint32_t>(k.dynamic_smem);
     return g;

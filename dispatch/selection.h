@@ -32,11 +32,19 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
 bool has_prefill_kernel(const std::vector<ManifestKernel>& kernels, const std::string& name);
 
 // Launch geometry of docs/design.md / kernel_desc.h for a selected kernel.
+// grid_z: the key splits of a split-KV launch (1 otherwise).
 struct LaunchGeometry {
-    uint32_t grid_x = 0, grid_y = 0, block_x = 0;
+    uint32_t grid_x = 0, grid_y = 0, grid_z = 1, block_x = 0;
     uint32_t dynamic_smem = 0;
 };
 LaunchGeometry launch_geometry(const ManifestKernel& kernel, const wideattn_prefill_params& p);
+
+// The merge kernel of a split-KV call (kind "merge_splits") for p's o_dtype and head_dim whose
+// grid fits, closest to the device; WIDEATTN_ERROR_UNSUPPORTED with *message when none does.
+wideattn_status select_merge_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_prefill_params& p,
+                                    int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
+// Its grid: one block per tile.tokens (rows per block) of the total_q x num_q_heads rows.
+LaunchGeometry merge_launch_geometry(const ManifestKernel& kernel, const wideattn_prefill_params& p);
 
 // The same for wideattn_quantize_to_cache (validated by validate_quantize_params): kernel
 // choice and grid.

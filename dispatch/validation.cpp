@@ -239,6 +239,25 @@ bool check_scales(Validator& v, const wideattn_prefill_params& p) {
     return true;
 }
 
+// The split-KV fields: non-negative hints, a split count in range, and a workspace that is
+// either absent (NULL, 0 bytes) or aligned and within reach of 64-bit addresses.
+bool check_splits(Validator& v, const wideattn_prefill_params& p) {
+    std::ostringstream s;
+    if (!v.at_least(p.max_seqlen_q, 0, "max_seqlen_q") || !v.at_least(p.max_seqlen_k, 0, "max_seqlen_k") ||
+        !v.at_least(p.num_splits, 0, "num_splits") || !v.at_least(p.workspace_bytes, 0, "workspace_bytes"))
+        return false;
+    if (p.num_splits > WIDEATTN_MAX_SPLITS) {
+        s << "num_splits=" << p.num_splits << " is larger than WIDEATTN_MAX_SPLITS=" << WIDEATTN_MAX_SPLITS;
+        return v.fail(s.str());
+    }
+    if (!p.workspace && p.workspace_bytes != 0) {
+        s << "workspace is NULL but workspace_bytes=" << p.workspace_bytes << " (pass 0 without a workspace)";
+        return v.fail(s.str());
+    }
+    return !p.workspace || (v.aligned(p.workspace, kTensorAlignment, "workspace") &&
+                            v.tensor_fits("workspace", p.workspace, 1, p.workspace_bytes, {}));
+}
+
 // Every tensor's last element within reach of 64-bit offsets (after the strides, counts and
 // dtypes passed the checks above). The block table is bounded by the most keys a sequence can
 // have (seq_lens_k is int32), as its entries live in device memory.
@@ -298,7 +317,7 @@ wideattn_status validate_params(const wideattn_prefill_params* p, std::string* m
     }
     Validator v(message);
     const bool ok = check_pointers_and_counts(v, *p) && check_shape(v, *p) && check_strides(v, *p) &&
-                    check_lse(v, *p) && check_scales(v, *p) && check_extents(v, *p);
+                    check_lse(v, *p) && check_scales(v, *p) && check_splits(v, *p) && check_extents(v, *p);
     return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
 }
 

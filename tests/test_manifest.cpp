@@ -26,7 +26,7 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
     CHECK(m.format == kManifestFormatVersion);
-    std::set<std::string> reference_archs, quantize_archs, amax_archs, mma_archs, ping_pong_archs;
+    std::set<std::string> reference_archs, quantize_archs, amax_archs, mma_archs, ping_pong_archs, merge_archs;
     for (const ManifestKernel& k : m.kernels) {
         CHECK(k.cubin_bytes > 0);
         CHECK(k.registers > 0);
@@ -53,8 +53,19 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
             CHECK(k.q_dtype == WIDEATTN_DTYPE_BF16);
             CHECK(k.o_dtype == WIDEATTN_DTYPE_F32);
             CHECK(k.tile_tokens > 0);
+        } else if (k.name == "merge_splits_bf16") {
+            merge_archs.insert(k.arch);
+            CHECK(k.kind == "merge_splits");
+            CHECK(k.o_dtype == WIDEATTN_DTYPE_BF16);
+            CHECK(k.split_symbol.empty());
         } else {
             CHECK(k.kind == "prefill");
+        }
+        // Every prefill kernel but the fp64 reference has a split-KV entry, checked by ptxas apart.
+        if (k.kind == "prefill" && k.name != "reference_f64") {
+            CHECK(k.has_feature("split_kv"));
+            CHECK(k.split_symbol == k.symbol + "_split");
+            CHECK(k.split_registers > 0);
         }
         if (k.name == "reference_f64") {
             reference_archs.insert(k.arch);
@@ -113,6 +124,7 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
         CAPTURE(arch);
         CHECK(reference_archs.count(arch) == 1);
         CHECK(quantize_archs.count(arch) == 1);
+        CHECK(merge_archs.count(arch) == 1);
         CHECK(amax_archs.count(arch) == 1);
         CHECK(mma_archs.count(arch) == 1);
         CHECK(ping_pong_archs.count(arch) == 1);
@@ -172,7 +184,7 @@ TEST_CASE("manifest: errors name the kernel and the field") {
         {replace("\"arch\": \"sm_90a\"", "\"arch\": \"gfx90a\""), "kernels[0] (mma): field 'arch'"},
         {replace("\"o_dtype\": \"bf16\"", "\"o_dtype\": \"int8\""), "field 'o_dtype' must be a dtype name"},
         {replace("\"kind\": \"prefill\"", "\"kind\": \"decode\""),
-         "field 'kind' must be \"prefill\", \"quantize_e4m3\" or \"amax_e4m3\""},
+         "field 'kind' must be \"prefill\", \"merge_splits\", \"quantize_e4m3\" or \"amax_e4m3\""},
         {replace("\"threads\": 256", "\"threads\": 4096"), "field 'threads' must be an integer in 32..1024"},
         {replace("\"threads\": 256", "\"threads\": 2.5"), "field 'threads'"},
         {replace("\"cubin\": \"mma.sm_90a.cubin\"", "\"cubin\": \"../etc/passwd\""), "field 'cubin'"},

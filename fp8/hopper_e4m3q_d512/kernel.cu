@@ -4,7 +4,8 @@
 // epilogue.cuh).
 //
 // Launch: as every prefill kernel (kernel_desc.h): grid.x = token tiles of 8, grid.y =
-// num_q_heads / 8, block = kThreads, dynamic shared memory kSmemBytes.
+// num_q_heads / 8, grid.z = key splits (split-KV when > 1), block = kThreads, dynamic shared
+// memory kSmemBytes.
 #include <cstdint>
 
 #include "fp8/hopper_e4m3q_d512/epilogue.cuh"
@@ -16,19 +17,19 @@
 #include "kernels/common/tile_order.cuh"
 #include "kernels/common/wgmma_block.cuh"
 
-extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3QD512Traits::kThreads, 1)
-wideattn_wgmma_e4m3q_d512(const __grid_constant__ wideattn_prefill_params p) {
-    using namespace wideattn;
-    using namespace wideattn::hopper;
-    using namespace wideattn::hopper::e4m3q;
+namespace wideattn::hopper::e4m3q {
+
+// One block; kSplit: the split-KV instantiation (the key range of split blockIdx.z, partials out).
+template <bool kSplit>
+__device__ __forceinline__ void e4m3q_block(const wideattn_prefill_params& p, unsigned char* smem) {
     using Traits = WgmmaE4m3QD512Traits;
-    extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
 
     const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
     if (!work.tile.found) return;
     const GroupPlace at = group_place<Traits>();
     BlockGeometry geometry;
     block_geometry<Traits>(p, work, at.row_tile, &geometry);
+    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
 
     const CodeSharedMap<Traits> map = CodeSharedMap<Traits>::at(aligned_shared_base<Traits>(smem));
 
@@ -46,6 +47,21 @@ wideattn_wgmma_e4m3q_d512(const __grid_constant__ wideattn_prefill_params p) {
 
     const float score_scale = p.softmax_scale * kLog2e * __ldg(p.q_scale) * __ldg(p.k_scale);
     wgmma_e4m3q_mainloop<Traits>(p, geometry, at, map, k_stream, v_stream, score_scale, o, state);
-    write_scaled_output<Traits>(p, o, state, first_token, work.tile.tile_len, at.row_tile, work.kv_head, at.group,
+    write_scaled_output<Traits, kSplit>(p, o, state, first_token, work.tile.tile_len, at.row_tile, work.kv_head, at.group,
                                 at.lane);
+}
+
+}  // namespace wideattn::hopper::e4m3q
+
+// The two entries: unsplit, and split-KV (grid.z = key splits), each its own function.
+extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3QD512Traits::kThreads, 1)
+wideattn_wgmma_e4m3q_d512(const __grid_constant__ wideattn_prefill_params p) {
+    extern __shared__ __align__(wideattn::WgmmaE4m3QD512Traits::kSmemAlign) unsigned char smem[];
+    wideattn::hopper::e4m3q::e4m3q_block<false>(p, smem);
+}
+
+extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3QD512Traits::kThreads, 1)
+wideattn_wgmma_e4m3q_d512_split(const __grid_constant__ wideattn_prefill_params p) {
+    extern __shared__ __align__(wideattn::WgmmaE4m3QD512Traits::kSmemAlign) unsigned char smem[];
+    wideattn::hopper::e4m3q::e4m3q_block<true>(p, smem);
 }

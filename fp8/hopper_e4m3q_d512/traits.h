@@ -67,7 +67,7 @@ struct WgmmaE4m3QD512Traits : WgmmaD512BlockTraits {
         kHeadDim, kHeadDim, kHeadDim,
         kGroup, kGroup,
         kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
-        "varlen,paged,causal,gqa,lse,fp8_kv,fp8_q", kKindPrefill};
+        "varlen,paged,causal,gqa,lse,fp8_kv,fp8_q,split_kv", kKindPrefill, "wideattn_wgmma_e4m3q_d512_split"};
 };
 
 }  // namespace wideattn

@@ -2,7 +2,8 @@
 // over the quad of lanes holding a row, normalises O (O / l * v_scale; the 2^8 P factor
 // cancels), writes bf16 rows of valid tokens only (a lane's 4 consecutive dims per 16-dim
 // block as one 8-byte store) and the optional natural-log LSE. Rows without a visible key
-// get zeros and LSE -inf.
+// get zeros and LSE -inf. write_partials is the split-KV form (grid.z > 1): fp32 partial rows and
+// LSE into the workspace.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/ptx_mma.cuh"
+#include "kernels/common/split_partials.cuh"
 #include "wideattn.h"
 
 namespace wideattn::mma_e4m3 {
@@ -45,6 +47,32 @@ __device__ __forceinline__ void write_output(const wideattn_prefill_params& p,
             static_cast<float*>(p.lse)[head * p.lse_head_stride + first_token + token] =
                 row_lse(base, state.sum[r]);
         }
+    }
+}
+
+// Split-KV (grid.z > 1): the same rows as write_output, as fp32 partials (O / l * v_scale) and
+// the split's LSE into the workspace (kernels/common/split_partials.cuh).
+template <class Traits>
+__device__ __forceinline__ void write_partials(const wideattn_prefill_params& p,
+                                               const float (&o)[Traits::kDimNTiles][4], RowState& state, float v_scale,
+                                               int64_t first_token, int32_t tile_len, int32_t row_tile, int32_t head,
+                                               int32_t half, int32_t lane) {
+    constexpr int32_t kLaneDims = 4;  // consecutive output dims a lane owns per 16-dim block
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        const float total = reduce_row_sum(state, r);
+        const float inv_sum = total > 0.0f ? v_scale / total : 0.0f;
+        const int32_t token = row_tile * Traits::kTokensPerRowTile + r;
+        if (token >= tile_len) continue;
+        const int64_t part = split_row(p, first_token + token, head);
+        float* row = split_o_row(p, part) + half * Traits::kDimsPerWarp + kLaneDims * (lane % 4);
+#pragma unroll
+        for (int32_t v = 0; v < Traits::kPvDimBlocks; ++v)
+            *reinterpret_cast<float4*>(row + v * Traits::kVecBytes) =
+                make_float4(o[2 * v][2 * r] * inv_sum, o[2 * v + 1][2 * r] * inv_sum, o[2 * v][2 * r + 1] * inv_sum,
+                            o[2 * v + 1][2 * r + 1] * inv_sum);
+        if (half == 0 && lane % 4 == 0)
+            *split_lse(p, part) = row_lse(state.max_log2[r] - Traits::kProbScaleLog2, total);
     }
 }
 

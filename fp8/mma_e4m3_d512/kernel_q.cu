@@ -11,5 +11,12 @@
 extern "C" __global__ void __launch_bounds__(wideattn::MmaE4m3QD512Traits::kThreads, 1)
 wideattn_mma_e4m3q_d512(const __grid_constant__ wideattn_prefill_params p) {
     extern __shared__ __align__(16) unsigned char smem[];
-    wideattn::mma_e4m3::e4m3_prefill<wideattn::MmaE4m3QD512Traits, true>(p, smem);
+    wideattn::mma_e4m3::e4m3_prefill<wideattn::MmaE4m3QD512Traits, true, false>(p, smem);
+}
+
+// The split-KV entry (grid.z = key splits; kernels/common/block_geometry.cuh, restrict_to_split).
+extern "C" __global__ void __launch_bounds__(wideattn::MmaE4m3QD512Traits::kThreads, 1)
+wideattn_mma_e4m3q_d512_split(const __grid_constant__ wideattn_prefill_params p) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    wideattn::mma_e4m3::e4m3_prefill<wideattn::MmaE4m3QD512Traits, true, true>(p, smem);
 }

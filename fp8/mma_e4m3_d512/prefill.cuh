@@ -22,13 +22,14 @@
 namespace wideattn::mma_e4m3 {
 
 // `smem`: the kernel's dynamic shared memory (kSmemBytes).
-template <class Traits, bool kQIsE4m3>
+template <class Traits, bool kQIsE4m3, bool kSplit>
 __device__ __forceinline__ void e4m3_prefill(const wideattn_prefill_params& p, unsigned char* smem) {
     const BlockWork work = find_block_work(p, Traits::kTileTokens);
     if (!work.tile.found) return;
     const ThreadPlace at = thread_place<Traits>(work);
     E4m3BlockGeometry geometry;
     block_geometry<Traits>(p, work, at.row_tile, &geometry);
+    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
 
     uint32_t q[Traits::kQkSteps][4];
     float q_scale[2];
@@ -53,8 +54,12 @@ __device__ __forceinline__ void e4m3_prefill(const wideattn_prefill_params& p, u
     // The tile's placement is recomputed rather than kept live across the loop (registers).
     const BlockWork finished = find_block_work(p, Traits::kTileTokens);
     const ThreadPlace out = thread_place<Traits>(finished);
-    write_output<Traits>(p, o, state, __ldg(p.v_scale), out.first_token, finished.tile.tile_len, out.row_tile,
-                         out.head, out.half, out.lane);
+    if constexpr (kSplit)
+        write_partials<Traits>(p, o, state, __ldg(p.v_scale), out.first_token, finished.tile.tile_len, out.row_tile,
+                               out.head, out.half, out.lane);
+    else
+        write_output<Traits>(p, o, state, __ldg(p.v_scale), out.first_token, finished.tile.tile_len, out.row_tile,
+                             out.head, out.half, out.lane);
 }
 
 }  // namespace wideattn::mma_e4m3

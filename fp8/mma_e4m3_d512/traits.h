@@ -87,7 +87,7 @@ struct MmaE4m3D512Traits : MmaD512BlockTraits {
 
     static constexpr KernelDesc desc = prefill_desc("mma_e4m3_d512", "wideattn_mma_e4m3_d512", kBF16, kE4M3,
                                                     kTileKeys, kSmemBytes, kMinSm,
-                                                    "varlen,paged,causal,gqa,lse,fp8_kv");
+                                                    "varlen,paged,causal,gqa,lse,fp8_kv,split_kv", "wideattn_mma_e4m3_d512_split");
 };
 
 // The same kernel for callers whose Q is already e4m3 (per-tensor scale *q_scale, e.g. from
@@ -96,7 +96,7 @@ struct MmaE4m3D512Traits : MmaD512BlockTraits {
 struct MmaE4m3QD512Traits : MmaE4m3D512Traits {
     static constexpr KernelDesc desc = prefill_desc("mma_e4m3q_d512", "wideattn_mma_e4m3q_d512", kE4M3, kE4M3,
                                                     kTileKeys, kSmemBytes, kMinSm,
-                                                    "varlen,paged,causal,gqa,lse,fp8_kv,fp8_q");
+                                                    "varlen,paged,causal,gqa,lse,fp8_kv,fp8_q,split_kv", "wideattn_mma_e4m3q_d512_split");
 };
 
 }  // namespace wideattn

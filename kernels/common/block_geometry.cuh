@@ -1,7 +1,8 @@
 // block_geometry.cuh - where a thread sits in an mma-tier prefill block (64 rows = 8 tokens x the
 // 8 query heads of one KV head, warps = m-tile x dim half), which keys a block visits under
 // bottom-right causal masking, the mask itself on a tile of scores, and the Q rows a lane loads.
-// Shared by every prefill tier (the Hopper kernels use the key range and the mask); `Traits`
+// Shared by every prefill tier (the Hopper kernels use the key range and the mask), and the
+// key range of one split under split-KV; `Traits`
 // supplies kWarpSize, kDimSplit, kGroup, kTileKeys, kTokensPerRowTile and kDimsPerWarp.
 #pragma once
 
@@ -40,6 +41,36 @@ __device__ __forceinline__ ThreadPlace thread_place(const BlockWork& work) {
     place.head = work.kv_head * Traits::kGroup + place.lane / 4;
     place.first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
     return place;
+}
+
+// Split-KV (grid.z > 1, docs/design.md "Split-KV"), applied after block_geometry by a kernel's
+// split instantiation: split blockIdx.z of gridDim.z visits keys
+// [begin, end) of [0, kv_end), chunks of ceil(kv_end / splits) keys rounded up to a multiple of
+// lcm(kTileKeys, block_size), so a split starts on a page and a key tile boundary. The geometry is
+// rebased to the split's first key (kv_end, row_key_end and the block-table row shift by it), so
+// the main loops, page walks and masks run unchanged on local key numbers; a split past the last
+// key visits none (its rows end with LSE -inf). The boundaries depend on the shape alone.
+__device__ __forceinline__ int32_t split_granule(int32_t tile_keys, int32_t block_size) {
+    int32_t a = tile_keys, b = block_size;
+    while (b != 0) {
+        const int32_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return tile_keys / a * block_size;
+}
+
+template <class Traits>
+__device__ __forceinline__ void restrict_to_split(const wideattn_prefill_params& p, BlockGeometry* geometry) {
+    const int32_t granule = split_granule(Traits::kTileKeys, p.block_size);
+    const int32_t splits = static_cast<int32_t>(gridDim.z);
+    const int32_t chunk = ((geometry->kv_end + splits - 1) / splits + granule - 1) / granule * granule;
+    const int32_t begin = static_cast<int32_t>(
+        min(static_cast<int64_t>(geometry->kv_end), static_cast<int64_t>(chunk) * blockIdx.z));
+    geometry->kv_end = min(geometry->kv_end - begin, chunk);
+    geometry->num_tiles = (geometry->kv_end + Traits::kTileKeys - 1) / Traits::kTileKeys;
+    geometry->row_key_end -= begin;
+    geometry->table_offset += begin / p.block_size;
 }
 
 template <class Traits>

@@ -2,7 +2,9 @@
 // m16n8 layout (mma_bf16_d512; the Hopper kernels, whose warps hold the same layout of the wgmma
 // m64n256 accumulator): reduces the row sums over the quad of lanes holding a row, normalises O,
 // writes bf16 rows of valid tokens only, and the optional natural-log LSE. Rows without a visible
-// key get zeros and LSE -inf. `Traits` supplies kDimNTiles (8-column quads of O per thread),
+// key get zeros and LSE -inf. write_partials is the split-KV form (grid.z > 1): fp32 partial rows
+// and LSE into the workspace. Under split-KV (grid.z > 1) the same rows go to the workspace as
+// fp32 partials (kernels/common/split_partials.cuh). `Traits` supplies kDimNTiles (8-column quads of O per thread),
 // kAccumN (columns per quad), kDimsPerWarp (the dims of a row one warp holds) and
 // kTokensPerRowTile (tokens in a warp's 16 rows).
 #pragma once
@@ -12,6 +14,8 @@
 
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/ptx_mma.cuh"
+#include "kernels/common/split_partials.cuh"
+#include "kernels/common/split_partials.cuh"
 #include "wideattn.h"
 
 namespace wideattn {
@@ -41,6 +45,29 @@ __device__ __forceinline__ void write_output(const wideattn_prefill_params& p,
         if (p.lse != nullptr && half == 0 && lane % 4 == 0)
             static_cast<float*>(p.lse)[head * p.lse_head_stride + first_token + token] =
                 row_lse(state.max_log2[r], state.sum[r]);
+    }
+}
+
+// Split-KV (grid.z > 1): the same rows as write_output, as fp32 partials (O normalised by this
+// split's row sum) and the split's LSE into the workspace (kernels/common/split_partials.cuh).
+template <class Traits>
+__device__ __forceinline__ void write_partials(const wideattn_prefill_params& p,
+                                               const float (&o)[Traits::kDimNTiles][4], RowState& state,
+                                               int64_t first_token, int32_t tile_len, int32_t row_tile, int32_t head,
+                                               int32_t half, int32_t lane) {
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        const float total = reduce_row_sum(state, r);
+        const float inv_sum = total > 0.0f ? 1.0f / total : 0.0f;
+        const int32_t token = row_tile * Traits::kTokensPerRowTile + r;
+        if (token >= tile_len) continue;
+        const int64_t part = split_row(p, first_token + token, head);
+        float* row = split_o_row(p, part) + half * Traits::kDimsPerWarp + 2 * (lane % 4);
+#pragma unroll
+        for (int32_t n = 0; n < Traits::kDimNTiles; ++n)
+            *reinterpret_cast<float2*>(row + n * Traits::kAccumN) =
+                make_float2(o[n][2 * r] * inv_sum, o[n][2 * r + 1] * inv_sum);
+        if (half == 0 && lane % 4 == 0) *split_lse(p, part) = row_lse(state.max_log2[r], total);
     }
 }
 

@@ -50,12 +50,19 @@ struct KernelDesc {
     int32_t dynamic_smem;     // bytes of dynamic shared memory per block
     int32_t min_sm;           // lowest compute capability (major*10+minor) it is built for
     const char* features;     // comma-separated feature list
-    const char* kind;         // what the kernel computes: kKindPrefill, kKindQuantizeE4m3 or kKindAmaxE4m3
+    const char* kind;         // what the kernel computes: kKindPrefill, kKindMergeSplits, kKindQuantizeE4m3 or
+                              // kKindAmaxE4m3
+    // The split-KV entry point (grid.z = key splits, partials into the workspace: docs/design.md
+    // "Split-KV"), a second function of the same cubin with the same arguments; nullptr if none.
+    // Its own function, so the unsplit entry's registers and code stay those of the kernel alone.
+    const char* split_symbol = nullptr;
 };
 
-// Kernel kinds (manifest "kind"): the dispatcher picks prefill kernels for wideattn_prefill,
-// quantise kernels for wideattn_quantize_to_cache and amax kernels for wideattn_compute_scale.
+// Kernel kinds (manifest "kind"): the dispatcher picks prefill kernels for wideattn_prefill (and
+// a merge kernel after a split-KV launch), quantise kernels for wideattn_quantize_to_cache and
+// amax kernels for wideattn_compute_scale.
 constexpr const char* kKindPrefill = "prefill";
+constexpr const char* kKindMergeSplits = "merge_splits";
 constexpr const char* kKindQuantizeE4m3 = "quantize_e4m3";
 constexpr const char* kKindAmaxE4m3 = "amax_e4m3";
 
@@ -77,6 +84,18 @@ WIDEATTN_HOST_DEVICE constexpr int32_t heads_per_block(int32_t group, int32_t ma
 // Upper bound of sum over sequences of ceil(q_len_s / tile_tokens).
 WIDEATTN_HOST_DEVICE constexpr int64_t token_tile_count(int64_t total_q, int64_t num_seqs, int32_t tile_tokens) {
     return (total_q + num_seqs * (tile_tokens - 1) + tile_tokens - 1) / tile_tokens;
+}
+
+// Split-KV workspace (docs/design.md "Split-KV"; the host sizes it in dispatch/split_plan.h):
+// fp32 partial O [splits][total_q][num_q_heads][head_dim] from the start, then fp32 partial LSE
+// [splits][total_q][num_q_heads] at this offset, each region a multiple of kSplitWorkspaceAlign.
+constexpr int64_t kSplitWorkspaceAlign = 256;
+WIDEATTN_HOST_DEVICE constexpr int64_t split_workspace_round(int64_t bytes) {
+    return (bytes + kSplitWorkspaceAlign - 1) / kSplitWorkspaceAlign * kSplitWorkspaceAlign;
+}
+WIDEATTN_HOST_DEVICE constexpr int64_t split_lse_offset(int64_t splits, int64_t total_q, int64_t num_q_heads,
+                                                        int64_t head_dim) {
+    return split_workspace_round(splits * total_q * num_q_heads * head_dim * static_cast<int64_t>(sizeof(float)));
 }
 
 constexpr int32_t kSmemLimitSm120 = 99 * 1024;  // opt-in dynamic shared memory per block, sm_120/sm_89/sm_86

@@ -46,13 +46,14 @@ struct MmaD512BlockTraits {
     // The KernelDesc of a kernel of this decomposition (O is bf16 in every one of them).
     static constexpr KernelDesc prefill_desc(const char* name, const char* symbol, int32_t q_dtype,
                                              int32_t kv_dtype, int32_t tile_keys, int32_t smem_bytes,
-                                             int32_t min_sm, const char* features) {
+                                             int32_t min_sm, const char* features,
+                                             const char* split_symbol = nullptr) {
         return {name, symbol,
                 q_dtype, kv_dtype, kBF16,
                 kHeadDim, kHeadDim, kHeadDim,
                 kGroup, kGroup,
                 kTileTokens, tile_keys, kGroup, kThreads, smem_bytes, min_sm,
-                features, kKindPrefill};
+                features, kKindPrefill, split_symbol};
     }
 
     static_assert(kRowTiles * kDimSplit == kWarps, "one warp per (m-tile, dim half)");

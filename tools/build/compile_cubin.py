@@ -3,10 +3,12 @@
 
 Used by bundle/meson.build (one custom_target per kernel and arch). Writes:
   OUT.cubin            the cubin
-  OUT.resources        key=value lines: registers, spill_stores, spill_loads, stack, shared
+  OUT.resources        key=value lines: registers, spill_stores, spill_loads, stack, shared, and
+                       with --split-symbol the same of the split-KV entry as split_registers,
+                       split_spill_stores, split_spill_loads, split_stack
   OUT.d                make-style dependency file (for ninja)
 Fails (exit 1) when ptxas reports more registers than --max-registers or any spill bytes
-(unless --allow-spills), so a kernel that would spill on a shipped arch never builds; and when
+(unless --allow-spills; --split-allow-spills for the split-KV entry), so a kernel that would spill on a shipped arch never builds; and when
 ptxas says it serialized wgmma instructions (a silent slowdown of the Hopper-tier kernels).
 """
 import argparse
@@ -63,6 +65,8 @@ def main():
     ap.add_argument("--max-registers", type=int, default=MAX_REGISTERS_PER_THREAD)
     ap.add_argument("--allow-spills", action="store_true", help="do not fail on spill bytes")
     ap.add_argument("extra", nargs="*", help="extra nvcc flags (after --)")
+    ap.add_argument("--split-symbol", default="", help="the kernel's split-KV entry point, checked the same way")
+    ap.add_argument("--split-allow-spills", action="store_true", help="accept spills in the split-KV entry")
     args = ap.parse_args()
 
     cmd = [args.nvcc, "-cubin", "-gencode", gencode(args.arch), "-O3", "-std=c++17", "-lineinfo",
@@ -81,20 +85,30 @@ def main():
         sys.stderr.write(proc.stdout)
         sys.stderr.write(f"compile_cubin: ptxas printed no resource line for symbol {args.symbol}\n")
         return 1
+    entries = [(args.symbol, res, args.allow_spills, "")]
+    if args.split_symbol:
+        split = parse_ptxas(proc.stdout, args.split_symbol)
+        if split["registers"] < 0:
+            sys.stderr.write(proc.stdout)
+            sys.stderr.write(f"compile_cubin: ptxas printed no resource line for symbol {args.split_symbol}\n")
+            return 1
+        entries.append((args.split_symbol, split, args.split_allow_spills, "split_"))
     with open(args.resources, "w") as f:
-        for key, value in res.items():
-            f.write(f"{key}={value}\n")
+        for _, numbers, _, prefix in entries:
+            for key, value in numbers.items():
+                f.write(f"{prefix}{key}={value}\n")
     problems = []
-    if res["registers"] > args.max_registers:
-        problems.append(f"{res['registers']} registers > {args.max_registers}")
-    spills = res["spill_stores"] + res["spill_loads"]
-    if spills and not args.allow_spills:
-        problems.append(f"{res['spill_stores']} bytes spill stores, {res['spill_loads']} bytes spill loads")
+    for symbol, numbers, spills_allowed, _ in entries:
+        if numbers["registers"] > args.max_registers:
+            problems.append(f"{symbol}: {numbers['registers']} registers > {args.max_registers}")
+        if numbers["spill_stores"] + numbers["spill_loads"] and not spills_allowed:
+            problems.append(f"{symbol}: {numbers['spill_stores']} bytes spill stores, "
+                            f"{numbers['spill_loads']} bytes spill loads")
     if WGMMA_SERIALIZED in proc.stdout:
         problems.append("ptxas serialized wgmma instructions")
     if problems:
         sys.stderr.write(proc.stdout)
-        sys.stderr.write(f"compile_cubin: {args.symbol} for {args.arch}: " + "; ".join(problems) + "\n")
+        sys.stderr.write(f"compile_cubin: {args.arch}: " + "; ".join(problems) + "\n")
         return 1
     return 0
 

@@ -27,10 +27,12 @@ using wideattn::same_text;
 
 // The table and the traits cannot disagree: every entry's name, symbol and lowest arch are its
 // KernelDesc's, and its priority is in the manifest's range.
-#define WIDEATTN_CHECK_ENTRY(traits, kernel_name, kernel_symbol, kernel_min_sm, kernel_priority)                \
+#define WIDEATTN_CHECK_ENTRY(traits, kernel_name, kernel_symbol, kernel_min_sm, kernel_priority, kernel_split)  \
     static_assert(same_text(traits::desc.name, kernel_name), "bundle table: name is not " #traits "::desc's");   \
     static_assert(same_text(traits::desc.symbol, kernel_symbol), "bundle table: symbol is not " #traits "::desc's"); \
     static_assert(traits::desc.min_sm == kernel_min_sm, "bundle table: min_sm is not " #traits "::desc's");       \
+    static_assert(same_text(traits::desc.split_symbol ? traits::desc.split_symbol : "", kernel_split),            \
+                  "bundle table: split_symbol is not " #traits "::desc's");                                       \
     static_assert(kernel_priority >= 0 && kernel_priority <= wideattn::kManifestPriorityMax,                      \
                   "bundle table: priority out of range");
 WIDEATTN_FOR_EACH_KERNEL(WIDEATTN_CHECK_ENTRY)
@@ -39,7 +41,8 @@ WIDEATTN_FOR_EACH_KERNEL(WIDEATTN_CHECK_ENTRY)
 // The KernelDesc of the table's kernel called `name`, or nullptr.
 const KernelDesc* find_desc(const std::string& name) {
     static const KernelDesc* const all[] = {
-#define WIDEATTN_TABLE_ENTRY(traits, kernel_name, kernel_symbol, kernel_min_sm, kernel_priority) &traits::desc,
+#define WIDEATTN_TABLE_ENTRY(traits, kernel_name, kernel_symbol, kernel_min_sm, kernel_priority, kernel_split) \
+    &traits::desc,
         WIDEATTN_FOR_EACH_KERNEL(WIDEATTN_TABLE_ENTRY)
 #undef WIDEATTN_TABLE_ENTRY
     };
@@ -161,7 +164,13 @@ bool write_kernel(const Entry& e, std::ostringstream& json) {
          << "      \"features\": " << features_json(d->features) << ",\n"
          << "      \"ptxas\": {\"registers\": " << res["registers"] << ", \"spill_stores\": "
          << res["spill_stores"] << ", \"spill_loads\": " << res["spill_loads"] << ", \"stack\": "
-         << res["stack"] << "}\n    }";
+         << res["stack"] << "}";
+    if (d->split_symbol)
+        json << ",\n      \"split_symbol\": " << json_string(d->split_symbol) << ",\n"
+             << "      \"split_ptxas\": {\"registers\": " << res["split_registers"] << ", \"spill_stores\": "
+             << res["split_spill_stores"] << ", \"spill_loads\": " << res["split_spill_loads"] << ", \"stack\": "
+             << res["split_stack"] << "}";
+    json << "\n    }";
     return true;
 }
 

@@ -4,6 +4,7 @@
 // of the wgmma accumulator has).
 //
 // Launch: grid.x = token_tile_count(total_q, num_seqs, kTileTokens), grid.y = num_q_heads / 8,
+// grid.z = key splits (split-KV when > 1, kernels/common/block_geometry.cuh),
 // block = kThreads, dynamic shared memory kSmemBytes; arguments: the params and the TMA tensor
 // maps of k_cache and v_cache (KvTensorMaps, encoded by the dispatcher). Each block computes 64
 // rows (8 tokens x the 8 query heads of one KV head) over every key they can see.
@@ -20,24 +21,19 @@
 #include "kernels/hopper/bf16_d512/mainloop.cuh"
 #include "kernels/hopper/bf16_d512/traits.h"
 
-extern "C" __global__ void __launch_bounds__(wideattn::WgmmaBf16D512Traits::kThreads, 1)
-wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p,
-                         const __grid_constant__ wideattn::KvTensorMaps maps) {
-    using namespace wideattn;
-    using namespace wideattn::hopper;
-    using namespace wideattn::hopper::bf16;
-    using Traits = WgmmaBf16D512Traits;
-    extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
+namespace wideattn::hopper::bf16 {
 
-    if (threadIdx.x == 0) {  // the first copies need the descriptors: fetch them while the block sets up
-        ptx::prefetch_tensor_map(&maps.k);
-        ptx::prefetch_tensor_map(&maps.v);
-    }
+// One block; kSplit: the split-KV instantiation (the key range of split blockIdx.z, partials out).
+template <bool kSplit>
+__device__ __forceinline__ void bf16_block(const wideattn_prefill_params& p, const KvTensorMaps& maps,
+                                           unsigned char* smem) {
+    using Traits = WgmmaBf16D512Traits;
     const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
     if (!work.tile.found) return;
     const GroupPlace at = group_place<Traits>();
     BlockGeometry geometry;
     block_geometry<Traits>(p, work, at.row_tile, &geometry);
+    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
 
     const SharedMap map = shared_map<Traits>(aligned_shared_base<Traits>(smem));
 
@@ -54,5 +50,34 @@ wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p,
 
     wgmma_mainloop<Traits>(p, geometry, at, map, k_stream, v_stream, o, state);
     const int32_t head = work.kv_head * Traits::kGroup + at.lane / 4;
-    write_output<Traits>(p, o, state, first_token, work.tile.tile_len, at.row_tile, head, at.group, at.lane);
+    if constexpr (kSplit)
+        write_partials<Traits>(p, o, state, first_token, work.tile.tile_len, at.row_tile, head, at.group, at.lane);
+    else
+        write_output<Traits>(p, o, state, first_token, work.tile.tile_len, at.row_tile, head, at.group, at.lane);
+}
+
+}  // namespace wideattn::hopper::bf16
+
+// The two entries: unsplit, and split-KV (grid.z = key splits), each its own function.
+template <bool kSplit>
+__device__ __forceinline__ void wgmma_bf16_entry(const wideattn_prefill_params& p, const wideattn::KvTensorMaps& maps) {
+    using Traits = wideattn::WgmmaBf16D512Traits;
+    extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
+    if (threadIdx.x == 0) {  // the first copies need the descriptors: fetch them while the block sets up
+        wideattn::ptx::prefetch_tensor_map(&maps.k);
+        wideattn::ptx::prefetch_tensor_map(&maps.v);
+    }
+    wideattn::hopper::bf16::bf16_block<kSplit>(p, maps, smem);
+}
+
+extern "C" __global__ void __launch_bounds__(wideattn::WgmmaBf16D512Traits::kThreads, 1)
+wideattn_wgmma_bf16_d512(const __grid_constant__ wideattn_prefill_params p,
+                         const __grid_constant__ wideattn::KvTensorMaps maps) {
+    wgmma_bf16_entry<false>(p, maps);
+}
+
+extern "C" __global__ void __launch_bounds__(wideattn::WgmmaBf16D512Traits::kThreads, 1)
+wideattn_wgmma_bf16_d512_split(const __grid_constant__ wideattn_prefill_params p,
+                               const __grid_constant__ wideattn::KvTensorMaps maps) {
+    wgmma_bf16_entry<true>(p, maps);
 }

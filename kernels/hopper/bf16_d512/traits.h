@@ -70,7 +70,7 @@ struct WgmmaBf16D512Traits : WgmmaD512BlockTraits {
         kHeadDim, kHeadDim, kHeadDim,
         kGroup, kGroup,
         kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
-        "varlen,paged,causal,gqa,lse,tma_kv", kKindPrefill};
+        "varlen,paged,causal,gqa,lse,tma_kv,split_kv", kKindPrefill, "wideattn_wgmma_bf16_d512_split"};
 };
 
 }  // namespace wideattn

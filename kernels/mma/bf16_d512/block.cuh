@@ -20,13 +20,14 @@
 
 namespace wideattn::mma_bf16 {
 
-template <class Traits>
+template <class Traits, bool kSplit>
 __device__ __forceinline__ void prefill_block(const wideattn_prefill_params& p, unsigned char* smem) {
     const BlockWork work = find_block_work(p, Traits::kTileTokens);
     if (!work.tile.found) return;
     const ThreadPlace at = thread_place<Traits>(work);
     BlockGeometry geometry;
     block_geometry<Traits>(p, work, at.row_tile, &geometry);
+    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
 
     uint32_t q[Traits::kQkSteps][4];
     load_q_fragments<Traits>(p, q, at.first_token, work.tile.tile_len, at.row_tile, at.head, at.half, at.lane);
@@ -36,7 +37,10 @@ __device__ __forceinline__ void prefill_block(const wideattn_prefill_params& p, 
     RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
 
     attention_mainloop<Traits>(p, geometry, q, o, state, smem);
-    write_output<Traits>(p, o, state, at.first_token, work.tile.tile_len, at.row_tile, at.head, at.half, at.lane);
+    if constexpr (kSplit)
+        write_partials<Traits>(p, o, state, at.first_token, work.tile.tile_len, at.row_tile, at.head, at.half, at.lane);
+    else
+        write_output<Traits>(p, o, state, at.first_token, work.tile.tile_len, at.row_tile, at.head, at.half, at.lane);
 }
 
 }  // namespace wideattn::mma_bf16

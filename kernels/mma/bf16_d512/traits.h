@@ -84,7 +84,8 @@ struct MmaBf16D512Traits : MmaD512BlockTraits {
     static_assert(kSmemBytes <= kSmemLimitSm80, "must fit sm_80 shared memory");
 
     static constexpr KernelDesc desc = prefill_desc("mma_bf16_d512", "wideattn_mma_bf16_d512", kBF16, kBF16,
-                                                    kTileKeys, kSmemBytes, kMinSm, "varlen,paged,causal,gqa,lse");
+                                                    kTileKeys, kSmemBytes, kMinSm, "varlen,paged,causal,gqa,lse,split_kv",
+                                                    "wideattn_mma_bf16_d512_split");
 };
 
 }  // namespace wideattn

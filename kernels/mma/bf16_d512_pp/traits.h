@@ -25,7 +25,7 @@ struct MmaBf16D512PpTraits : MmaBf16D512Traits {
 
     static constexpr KernelDesc desc =
         prefill_desc("mma_bf16_d512_pp", "wideattn_mma_bf16_d512_pp", kBF16, kBF16, kTileKeys, kSmemBytes, kMinSm,
-                     "varlen,paged,causal,gqa,lse");
+                     "varlen,paged,causal,gqa,lse,split_kv", "wideattn_mma_bf16_d512_pp_split");
 };
 
 }  // namespace wideattn

@@ -1,0 +1,87 @@
+// kernel.cu - the split-KV merge kernel (traits: traits.h; workspace layout:
+// kernels/common/kernel_desc.h). For row (token, head) with split results (O_s, LSE_s),
+// s = 0 .. num_splits-1: m = max LSE_s, w_s = exp(LSE_s - m), o = sum w_s O_s / sum w_s,
+// lse = m + log sum w_s; a row whose splits all saw no key (m = -inf) gets zeros and -inf. The
+// splits are summed in index order by every lane and the weight sum reduced in a fixed butterfly,
+// so the result depends on the inputs alone.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/common/kernel_desc.h"
+#include "kernels/common/ptx_mma.cuh"
+#include "kernels/merge/splits_bf16/traits.h"
+#include "wideattn.h"
+
+namespace {
+
+constexpr uint32_t kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+    for (int32_t offset = 16; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(kFullMask, x, offset));
+    return x;
+}
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+    for (int32_t offset = 16; offset > 0; offset /= 2) x += __shfl_xor_sync(kFullMask, x, offset);
+    return x;
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(wideattn::MergeSplitsBf16Traits::kThreads)
+wideattn_merge_splits_bf16(const __grid_constant__ wideattn_prefill_params p) {
+    using namespace wideattn;
+    using Traits = MergeSplitsBf16Traits;
+    const int32_t lane = threadIdx.x % Traits::kWarpSize;
+    const int64_t rows = static_cast<int64_t>(p.total_q) * p.num_q_heads;
+    const int64_t row = static_cast<int64_t>(blockIdx.x) * Traits::kRowsPerBlock + threadIdx.x / Traits::kWarpSize;
+    if (row >= rows) return;
+    const int32_t splits = p.num_splits;
+    const float* lse_parts = reinterpret_cast<const float*>(
+        static_cast<const char*>(p.workspace) + split_lse_offset(splits, p.total_q, p.num_q_heads, p.head_dim));
+    const float* o_parts = static_cast<const float*>(p.workspace);
+
+    float m = -INFINITY;
+    for (int32_t s = lane; s < splits; s += Traits::kWarpSize) m = fmaxf(m, lse_parts[s * rows + row]);
+    m = warp_max(m);
+    float weights = 0.0f;
+    if (m != -INFINITY)
+        for (int32_t s = lane; s < splits; s += Traits::kWarpSize) weights += expf(lse_parts[s * rows + row] - m);
+    weights = warp_sum(weights);
+
+    float acc[Traits::kDimsPerLane] = {};
+    if (m != -INFINITY) {
+        for (int32_t s = 0; s < splits; ++s) {
+            const float lse = lse_parts[s * rows + row];
+            if (lse == -INFINITY) continue;  // that split saw no key of this row: its O is 0
+            const float w = expf(lse - m);
+            const float* part = o_parts + (s * rows + row) * p.head_dim;
+#pragma unroll
+            for (int32_t v = 0; v < Traits::kVecsPerLane; ++v) {
+                const float4 x = *reinterpret_cast<const float4*>(
+                    part + (v * Traits::kWarpSize + lane) * Traits::kVecFloats);
+                acc[v * Traits::kVecFloats + 0] += w * x.x;
+                acc[v * Traits::kVecFloats + 1] += w * x.y;
+                acc[v * Traits::kVecFloats + 2] += w * x.z;
+                acc[v * Traits::kVecFloats + 3] += w * x.w;
+            }
+        }
+    }
+    const float inv = weights > 0.0f ? 1.0f / weights : 0.0f;
+    const int64_t token = row / p.num_q_heads;
+    const int32_t head = static_cast<int32_t>(row % p.num_q_heads);
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.o) + token * p.o_token_stride + head * p.o_head_stride;
+#pragma unroll
+    for (int32_t v = 0; v < Traits::kVecsPerLane; ++v) {
+        const float* a = acc + v * Traits::kVecFloats;
+        uint2 packed;
+        packed.x = ptx::pack_bf16x2(a[0] * inv, a[1] * inv);
+        packed.y = ptx::pack_bf16x2(a[2] * inv, a[3] * inv);
+        *reinterpret_cast<uint2*>(out + (v * Traits::kWarpSize + lane) * Traits::kVecFloats) = packed;
+    }
+    if (p.lse != nullptr && lane == 0)
+        static_cast<float*>(p.lse)[head * p.lse_head_stride + token] = weights > 0.0f ? m + logf(weights) : -INFINITY;
+}

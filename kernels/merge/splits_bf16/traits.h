@@ -1,0 +1,36 @@
+// traits.h - launch constants and manifest description of the split-KV merge kernel
+// (merge_splits_bf16): after a split prefill launch (grid.z = num_splits), it combines each
+// (token, query head) row's fp32 partial O and LSE from the workspace into bf16 o and fp32 lse.
+//   grid.x = ceil(total_q * num_q_heads / kRowsPerBlock), block = kThreads, no shared memory;
+//   one warp per row, each lane owning kDimsPerLane dims in kVecsPerLane 4-float vectors.
+// In the manifest tile.tokens = kRowsPerBlock (rows per block), tile.keys and tile.heads 1.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/kernel_desc.h"
+
+namespace wideattn {
+
+struct MergeSplitsBf16Traits {
+    static constexpr int32_t kWarpSize = 32;
+    static constexpr int32_t kThreads = 128;
+    static constexpr int32_t kRowsPerBlock = kThreads / kWarpSize;
+    static constexpr int32_t kHeadDim = 512;
+    static constexpr int32_t kVecFloats = 4;  // one 16-byte load of a partial row
+    static constexpr int32_t kVecsPerLane = kHeadDim / (kWarpSize * kVecFloats);
+    static constexpr int32_t kDimsPerLane = kVecsPerLane * kVecFloats;
+    static constexpr int32_t kMaxGroup = 1 << 16;  // any GQA group: rows are (token, query head)
+    static constexpr int32_t kMinSm = 80;
+    static_assert(kHeadDim % (kWarpSize * kVecFloats) == 0, "whole vectors per lane");
+
+    static constexpr KernelDesc desc = {
+        "merge_splits_bf16", "wideattn_merge_splits_bf16",
+        kF32, kF32, kBF16,
+        kHeadDim, kHeadDim, kHeadDim,
+        1, kMaxGroup,
+        kRowsPerBlock, 1, 1, kThreads, 0, kMinSm,
+        "lse,deterministic", kKindMergeSplits};
+};
+
+}  // namespace wideattn
