@@ -151,33 +151,24 @@ def _arch_capability(arch):
     return number // 10, number % 10
 
 
-# The multiprocessors the CPU implementation plans a call for (an H200's): the plan, and with it
-# the workspace the CPU path allocates, depends on the device; the reference result does not.
-PLAN_SMS = 132
-
-
 def validate_prefill(params):
-    """Validates a call exactly as wideattn_prefill would and checks that a kernel of the bundle
-    serves it on one of the bundle's archs (wideattn_plan_launch, no driver), with the workspace
-    the plan asks for attached to params as a CPU tensor, as the CUDA implementation attaches a
-    device one; raises the library's error otherwise. Returns (KernelInfo that would run, plan)."""
+    """Validates a call exactly as wideattn_prefill would (the split fields included) and checks
+    that a kernel of the bundle serves it on one of the bundle's archs (wideattn_is_supported, no
+    driver); raises the library's error otherwise. Returns the KernelInfo that would run. The
+    workspace is the launch's concern (the CUDA implementation sizes and attaches it)."""
     context = default_context()
     archs = sorted({k.arch for k in context.kernels() if k.kind == "prefill"})
     failure = None
     for arch in archs:
-        capability = _arch_capability(arch)
         try:
-            plan = context.plan_launch(attach_workspace(params, None), capability, PLAN_SMS)
-            workspace = allocate_workspace(plan.workspace_bytes, torch.device("cpu"))
-            plan = context.plan_launch(attach_workspace(params, workspace), capability, PLAN_SMS)
-            return context.kernels()[plan.kernel_index], plan
+            return context.is_supported(params, _arch_capability(arch))
         except Exception as error:
             if getattr(error, "status", None) != _capi.STATUS_UNSUPPORTED:
                 raise
             failure = error
     if failure is not None:
         raise failure
-    return None, None
+    return None
 
 
 def _prefill_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/split_plan.h"
+#include "kernels/common/kernel_desc.h"
 #include "tests/gpu/gpu_fixture.h"
 #include "tools/harness/checks.h"
 
@@ -33,8 +35,6 @@ constexpr int32_t kKvHeadCounts[] = {4, 1};
 constexpr int32_t kGroup = 8;                            // Gemma 4's global layers
 constexpr int64_t kWorkspaceRounding = 256;              // wideattn.h: bytes rounded up to 256
 constexpr unsigned char kRerunWorkspaceFill = 0x00;      // the rerun finds other garbage there
-constexpr const char* kSplitFeature = "split_kv";
-constexpr const char* kMergeKind = "merge_splits";
 
 uint64_t fresh_seed() {
     static uint64_t seed = static_cast<uint64_t>(std::time(nullptr)) * 7919;
@@ -77,19 +77,19 @@ std::string kernel_kind(int32_t index) {
 std::vector<std::string> split_kernels(const Family& family) {
     std::vector<std::string> names;
     for (const RunnableKernel& r : runnable_kernels(gpu().ctx, gpu().device->cc_major(), gpu().device->cc_minor())) {
-        if (r.kind != "prefill" || r.o_dtype != WIDEATTN_DTYPE_BF16 || r.q_dtype != family.q_dtype ||
+        if (r.kind != kKindPrefill || r.o_dtype != WIDEATTN_DTYPE_BF16 || r.q_dtype != family.q_dtype ||
             r.kv_dtype != family.kv_dtype)
             continue;
         bool split = false;
         for (int32_t i = 0; i < wideattn_kernel_count(gpu().ctx); ++i) {
             wideattn_kernel_info k{};
             wideattn_get_kernel_info(gpu().ctx, i, &k);
-            if (r.name == k.name && has_feature(k, kSplitFeature)) split = true;
+            if (r.name == k.name && has_feature(k, kFeatureSplitKv)) split = true;
         }
         if (split)
             names.push_back(r.name);
         else
-            std::printf("  %s: no %s feature, not part of the split-KV cases\n", r.name.c_str(), kSplitFeature);
+            std::printf("  %s: no %s feature, not part of the split-KV cases\n", r.name.c_str(), kFeatureSplitKv);
     }
     return names;
 }
@@ -204,7 +204,7 @@ void check_plan(const SplitProblem& p, const std::string& kernel, int32_t splits
         CHECK(r.plan.merge_kernel_index == -1);
         CHECK(r.workspace_bytes == 0);
     } else {
-        CHECK(kernel_kind(r.plan.merge_kernel_index) == kMergeKind);
+        CHECK(kernel_kind(r.plan.merge_kernel_index) == kKindMergeSplits);
         CHECK(r.workspace_bytes == workspace_formula(p.host, r.plan.num_splits));
     }
 }
@@ -376,10 +376,6 @@ TEST_CASE("gpu split-KV: a too-small or misaligned workspace with forced splits 
     small.workspace_bytes = good.workspace_bytes - kWorkspaceRounding;
     CHECK(launch(&p, small, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK_MESSAGE(message.find("workspace_bytes") != std::string::npos, message);
-    wideattn_launch_plan plan{};
-    const GpuDevice& dev = *gpu().device;
-    CHECK(wideattn_plan_launch(gpu().ctx, &small, dev.cc_major(), dev.cc_minor(), dev.multiprocessors(), &plan) ==
-          WIDEATTN_ERROR_INVALID_ARGUMENT);
 
     wideattn_prefill_params none = valid;
     none.workspace = nullptr;
@@ -389,7 +385,7 @@ TEST_CASE("gpu split-KV: a too-small or misaligned workspace with forced splits 
 
     // Large enough, but 8 bytes past a 16-byte boundary.
     DeviceBuffer roomy;
-    REQUIRE(roomy.allocate(dev, static_cast<size_t>(good.workspace_bytes + kWorkspaceRounding)).empty());
+    REQUIRE(roomy.allocate(*gpu().device, static_cast<size_t>(good.workspace_bytes + kWorkspaceRounding)).empty());
     wideattn_prefill_params misaligned = valid;
     misaligned.workspace = static_cast<unsigned char*>(roomy.get()) + kMisalignment;
     CHECK(launch(&p, misaligned, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
@@ -456,7 +452,7 @@ TEST_CASE("gpu split-KV: automatic splits without a workspace run unsplit, with 
         REQUIRE(wideattn_plan_launch(gpu().ctx, &automatic, dev.cc_major(), dev.cc_minor(), dev.multiprocessors(),
                                      &plan) == WIDEATTN_OK);
         CHECK(plan.num_splits == kFittingSplits);
-        CHECK(kernel_kind(plan.merge_kernel_index) == kMergeKind);
+        CHECK(kernel_kind(plan.merge_kernel_index) == kKindMergeSplits);
         REQUIRE(launch(&p, automatic, &message) == WIDEATTN_OK);
         std::vector<double> dense;
         REQUIRE(p.device.download_output(p.host, &dense).empty());

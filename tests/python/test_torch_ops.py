@@ -23,6 +23,7 @@ from paged_problem import HEAD_DIM, Problem, assert_close_bf16  # noqa: E402
 
 MIXED = [(7, 40), (1, 33), (4, 20), (17, 17), (0, 5)]   # chunk with context, decode, spec decode, prompt, idle
 SM90 = (9, 0)
+SM90_SMS = 132            # an H200's multiprocessors
 
 
 def run_prefill(problem, **kwargs):
@@ -228,10 +229,12 @@ def test_split_options_reach_the_library_and_keep_the_result():
                                 layout + list(problem.v_cache.stride()[:3]), problem.scale, None, None, None, out, None,
                                 3, 700, 7)
     assert (params.max_seqlen_q, params.max_seqlen_k, params.num_splits) == (3, 700, 7)
-    # The CPU implementation plans like a launch: the forced count with the workspace it sized.
-    kernel, plan = ops.validate_prefill(params)
-    assert kernel.name == "wgmma_bf16_d512" and plan.num_splits == 7, (kernel, plan)
-    assert params.workspace_bytes == plan.workspace_bytes == _workspace_formula(7, problem), (params, plan)
+    assert ops.validate_prefill(params).name == "wgmma_bf16_d512"
+    # With the workspace the formula of wideattn.h gives, the library plans exactly 7 splits.
+    workspace = ops.allocate_workspace(_workspace_formula(7, problem), torch.device("cpu"))
+    plan = wideattn.default_context().plan_launch(ops.attach_workspace(params, workspace), SM90, SM90_SMS)
+    assert plan.num_splits == 7 and plan.workspace_bytes == params.workspace_bytes, (plan, params.workspace_bytes)
+    assert wideattn.default_context().kernels()[plan.merge_kernel_index].kind == "merge_splits", plan
     schema = str(torch.ops.wideattn.prefill.default._schema)
     assert "SymInt max_seqlen_q=0" in schema and "int num_splits=0" in schema, schema
 
