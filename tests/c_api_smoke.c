@@ -1,11 +1,59 @@
 /* c_api_smoke.c - a plain C program using libwideattn (shared library, C header only):
- * opens the bundle, lists kernels, and on a machine without a driver gets NO_DRIVER from a
- * launch (with a GPU present it gets a result from the real driver instead). */
+ * opens the bundle, lists kernels, plans a split-KV decode call (wideattn_plan_launch needs no
+ * driver), and on a machine without a driver gets NO_DRIVER from a launch and from
+ * wideattn_workspace_size (with a GPU present it gets a result from the real driver instead). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "wideattn.h"
+
+enum { kPlanSms = 132, kWorkspaceRounding = 256 };
+
+/* wideattn.h: S splits need S * total_q * num_q_heads * (head_dim + 1) * 4 bytes, rounded up to 256. */
+static int64_t workspace_formula(const wideattn_prefill_params* p, int32_t splits) {
+    int64_t raw = (int64_t)splits * p->total_q * p->num_q_heads * (p->head_dim + 1) * (int64_t)sizeof(float);
+    return (raw + kWorkspaceRounding - 1) / kWorkspaceRounding * kWorkspaceRounding;
+}
+
+/* The fp64 call does not split; the same call in bf16 as a decode over 4096 keys on an sm_90
+ * device of kPlanSms SMs wants splits, runs unsplit without a workspace and split with one. */
+static int check_split_plan(wideattn_context* ctx, const wideattn_prefill_params* f64) {
+    wideattn_launch_plan plan;
+    memset(&plan, 0, sizeof plan);
+    if (wideattn_plan_launch(ctx, f64, 9, 0, kPlanSms, &plan) != WIDEATTN_OK || plan.num_splits != 1 ||
+        plan.merge_kernel_index != -1) {
+        fprintf(stderr, "fp64 plan: %s, %d splits\n", wideattn_last_error(), plan.num_splits);
+        return 0;
+    }
+    wideattn_prefill_params p = *f64;
+    p.o_dtype = WIDEATTN_DTYPE_BF16;
+    p.max_seqlen_q = p.total_q;
+    p.max_seqlen_k = 4096;
+    if (wideattn_plan_launch(ctx, &p, 9, 0, kPlanSms, &plan) != WIDEATTN_OK) {
+        fprintf(stderr, "bf16 plan: %s\n", wideattn_last_error());
+        return 0;
+    }
+    printf("bf16 decode plan: kernel %d, %d splits without a workspace, %d preferred (%lld bytes)\n",
+           plan.kernel_index, plan.num_splits, plan.preferred_splits, (long long)plan.workspace_bytes);
+    if (plan.num_splits != 1 || plan.preferred_splits < 2 ||
+        plan.workspace_bytes != workspace_formula(&p, plan.preferred_splits))
+        return 0;
+    p.workspace = (void*)0x60000000;
+    p.workspace_bytes = plan.workspace_bytes;
+    int32_t preferred = plan.preferred_splits;
+    if (wideattn_plan_launch(ctx, &p, 9, 0, kPlanSms, &plan) != WIDEATTN_OK || plan.num_splits != preferred ||
+        plan.merge_kernel_index < 0)
+        return 0;
+    wideattn_kernel_info merge;
+    if (wideattn_get_kernel_info(ctx, plan.merge_kernel_index, &merge) != WIDEATTN_OK ||
+        strcmp(merge.kind, "merge_splits") != 0)
+        return 0;
+    int64_t bytes = -1;
+    wideattn_status status = wideattn_workspace_size(ctx, &p, &bytes);
+    printf("workspace_size: %s: %s\n", wideattn_status_string(status), wideattn_last_error());
+    return status == WIDEATTN_ERROR_NO_DRIVER;
+}
 
 int main(void) {
     wideattn_context* ctx = NULL;
@@ -47,6 +95,7 @@ int main(void) {
     status = wideattn_compute_scale(ctx, &sp, NULL);
     printf("compute_scale: %s: %s\n", wideattn_status_string(status), wideattn_last_error());
     ok = ok && status == WIDEATTN_ERROR_NO_DRIVER;
+    ok = ok && check_split_plan(ctx, &p);
     wideattn_close(ctx);
     /* The test runs with WIDEATTN_LIBCUDA pointing nowhere: the no-driver path is expected. */
     return ok ? 0 : 1;

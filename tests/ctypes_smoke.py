@@ -1,8 +1,9 @@
 """ctypes_smoke.py - loads libwideattn from Python through the project's ctypes binding
-(tools/bench/peers/wideattn_ctypes.py, the one the peer harness uses) on a machine without a CUDA
-driver (or with WIDEATTN_LIBCUDA pointing nowhere): checks the struct layout, opens the bundle,
-lists kernels, asks is_supported, and expects WIDEATTN_ERROR_NO_DRIVER from a launch and
-INVALID_ARGUMENT (with its message) from a bad block size.
+(tools/bench/peers/wideattn_ctypes.py, the one the peer harness uses, with the structs of
+python/wideattn/_capi.py) on a machine without a CUDA driver (or with WIDEATTN_LIBCUDA pointing
+nowhere): checks the struct sizes, opens the bundle, lists kernels, asks is_supported and
+plan_launch, and expects WIDEATTN_ERROR_NO_DRIVER from a launch and from workspace_size and
+INVALID_ARGUMENT (with its message) from a bad block size and a bad split count.
 
 usage: python3 ctypes_smoke.py PATH/libwideattn.so
 """
@@ -11,6 +12,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "bench", "peers"))
 import wideattn_ctypes as wa  # noqa: E402
+
+
+PLAN_SMS = 132   # an H200's multiprocessors
 
 
 def fail(message):
@@ -34,6 +38,16 @@ def fake_params():
     return p
 
 
+def expect_error(call, status, text):
+    try:
+        call()
+    except wa.WideattnError as error:
+        if error.status != status or text not in str(error):
+            fail(f"expected status {status} with {text!r}, got {error}")
+        return
+    fail(f"expected status {status} with {text!r}, the call succeeded")
+
+
 def main():
     wa.check_layout()
     lib = wa.Library(sys.argv[1], None)  # bundle from WIDEATTN_BUNDLE
@@ -45,6 +59,14 @@ def main():
     index = lib.is_supported(p, 9, 0)
     if kernels[index]["name"] != "reference_f64":
         fail(f"is_supported picked {kernels[index]['name']}")
+    plan = lib.plan_launch(p, 9, 0, PLAN_SMS)
+    if plan.kernel_index != index or plan.num_splits != 1 or plan.merge_kernel_index != -1:
+        fail(f"fp64 plan: kernel {plan.kernel_index}, {plan.num_splits} splits, merge {plan.merge_kernel_index}")
+    expect_error(lambda: lib.workspace_size(p), wa.STATUS_NO_DRIVER, "CUDA driver not available")
+    p.num_splits = wa.MAX_SPLITS + 1
+    expect_error(lambda: lib.plan_launch(p, 9, 0, PLAN_SMS), wa.STATUS_INVALID_ARGUMENT,
+                 f"num_splits={wa.MAX_SPLITS + 1}")
+    p.num_splits = 0
     try:
         lib.prefill(p, 0)
         fail("prefill succeeded without a driver")

@@ -1,6 +1,7 @@
 /* struct_layout.c - prints the C compiler's sizeof and offsetof of every field of the C API's
  * structs (dispatch/wideattn.h) as JSON; tests/python/test_package.py compares the Python
- * package's ctypes mirrors with it field by field. */
+ * package's ctypes mirrors (python/wideattn/_capi.py, also the structs of
+ * tools/bench/peers/wideattn_ctypes.py) with it field by field. */
 #include <stddef.h>
 #include <stdio.h>
 
@@ -31,7 +32,9 @@ int main(void) {
     FIELD(wideattn_prefill_params, block_size); FIELD(wideattn_prefill_params, num_blocks);
     FIELD(wideattn_prefill_params, q_dtype); FIELD(wideattn_prefill_params, kv_dtype);
     FIELD(wideattn_prefill_params, o_dtype); FIELD(wideattn_prefill_params, softmax_scale);
-    FIELD(wideattn_prefill_params, reserved);
+    FIELD(wideattn_prefill_params, max_seqlen_q); FIELD(wideattn_prefill_params, max_seqlen_k);
+    FIELD(wideattn_prefill_params, num_splits); FIELD(wideattn_prefill_params, workspace);
+    FIELD(wideattn_prefill_params, workspace_bytes); FIELD(wideattn_prefill_params, reserved);
     END();
     BEGIN(wideattn_quantize_params);
     FIELD(wideattn_quantize_params, src); FIELD(wideattn_quantize_params, src_token_stride);
@@ -61,6 +64,11 @@ int main(void) {
     FIELD(wideattn_kernel_info, dynamic_smem); FIELD(wideattn_kernel_info, registers);
     FIELD(wideattn_kernel_info, spill_bytes); FIELD(wideattn_kernel_info, stack_bytes);
     FIELD(wideattn_kernel_info, features); FIELD(wideattn_kernel_info, kind);
+    END();
+    BEGIN(wideattn_launch_plan);
+    FIELD(wideattn_launch_plan, kernel_index); FIELD(wideattn_launch_plan, num_splits);
+    FIELD(wideattn_launch_plan, merge_kernel_index); FIELD(wideattn_launch_plan, preferred_splits);
+    FIELD(wideattn_launch_plan, workspace_bytes);
     END();
     printf("}\n");
     return 0;

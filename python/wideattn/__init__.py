@@ -2,7 +2,8 @@
 512, GQA group 8: Gemma 4's global layers) through libwideattn (ctypes, no compile step).
 
 Without torch and without a GPU: contexts on a bundle, kernels() and their KernelInfo, which
-kernel a call would select (Context.is_supported), the library version.
+kernel a call would select and how it would split (Context.is_supported, Context.plan_launch),
+the library version.
 With torch (imported on first use of these names): prefill, varlen_attention, compute_scale,
 quantize_to_cache, quantize, the `wideattn::*` custom ops (wideattn.ops) and the reference
 (wideattn.reference). transformers: wideattn.transformers.register().
@@ -11,7 +12,7 @@ quantize_to_cache, quantize, the `wideattn::*` custom ops (wideattn.ops) and the
 from . import errors
 from .errors import (BundleError, CudaError, InternalError, InvalidArgumentError, LibraryNotFoundError, NoDeviceError,
                      NoDriverError, UnsupportedError, WideattnError)
-from .library import Context, KernelInfo, configure, default_context
+from .library import Context, KernelInfo, LaunchPlan, configure, default_context
 
 try:
     from ._paths import VERSION as __version__
@@ -27,8 +28,8 @@ _TORCH_NAMES = {
     "quantize": "quantization",
 }
 
-__all__ = ["BundleError", "Context", "CudaError", "InternalError", "InvalidArgumentError", "KernelInfo", "LibraryNotFoundError",
-           "NoDeviceError", "NoDriverError", "UnsupportedError", "WideattnError", "configure", "default_context",
+__all__ = ["BundleError", "Context", "CudaError", "InternalError", "InvalidArgumentError", "KernelInfo", "LaunchPlan",
+           "LibraryNotFoundError", "NoDeviceError", "NoDriverError", "UnsupportedError", "WideattnError", "configure", "default_context",
            "errors", "kernels", "version"] + sorted(_TORCH_NAMES)
 
 

@@ -1,9 +1,10 @@
-"""ctypes mirror of the C API in dispatch/wideattn.h: status codes, dtypes, the four structs and
-the function declarations. Standard library only, so it loads without torch and without a GPU.
+"""ctypes mirror of the C API in dispatch/wideattn.h (0.2.0): status codes, dtypes, the five
+structs and the function declarations. Standard library only, so it loads without torch and
+without a GPU; tools/bench/peers/wideattn_ctypes.py loads this file for its structs too.
 
 The struct layouts are checked against the C compiler's sizeof/offsetof of every field by
-tests/python/test_package.py (through tests/struct_layout.c); EXPECTED_SIZES is the hand-computed
-LP64 size of each struct, checked at load time.
+tests/python/test_package.py (through tests/struct_layout.c); EXPECTED_SIZES holds the sizes
+struct_layout prints for the header on LP64 (x86-64, aarch64), checked at load time.
 """
 
 import ctypes
@@ -26,6 +27,14 @@ DTYPE_F64 = 3
 DTYPE_E4M3 = 4
 DTYPE_NAMES = {DTYPE_BF16: "bf16", DTYPE_F16: "f16", DTYPE_F32: "f32", DTYPE_F64: "f64", DTYPE_E4M3: "e4m3"}
 
+# Split-KV (wideattn_prefill_params.num_splits): 0 the library chooses, 1 never split,
+# 2 .. MAX_SPLITS exactly that many.
+SPLITS_AUTO = 0
+SPLITS_NONE = 1
+MAX_SPLITS = 128          # WIDEATTN_MAX_SPLITS
+MIN_SPLIT_KEYS = 256      # WIDEATTN_MIN_SPLIT_KEYS
+WORKSPACE_ALIGNMENT = 16  # bytes, of wideattn_prefill_params.workspace
+
 _I64 = ctypes.c_int64
 _I32 = ctypes.c_int32
 _PTR = ctypes.c_void_p
@@ -46,7 +55,19 @@ class PrefillParams(ctypes.Structure):
         ("num_seqs", _I32), ("total_q", _I32), ("num_q_heads", _I32), ("num_kv_heads", _I32),
         ("head_dim", _I32), ("block_size", _I32), ("num_blocks", _I32),
         ("q_dtype", _I32), ("kv_dtype", _I32), ("o_dtype", _I32),
-        ("softmax_scale", ctypes.c_float), ("reserved", _I32),
+        ("softmax_scale", ctypes.c_float),
+        ("max_seqlen_q", _I32), ("max_seqlen_k", _I32), ("num_splits", _I32),
+        ("workspace", _PTR), ("workspace_bytes", _I64),
+        ("reserved", _I32),
+    ]
+
+
+class LaunchPlan(ctypes.Structure):
+    """struct wideattn_launch_plan, in header order."""
+
+    _fields_ = [
+        ("kernel_index", _I32), ("num_splits", _I32), ("merge_kernel_index", _I32), ("preferred_splits", _I32),
+        ("workspace_bytes", _I64),
     ]
 
 
@@ -88,13 +109,15 @@ class KernelInfoStruct(ctypes.Structure):
     ]
 
 
-# LP64 sizes from the header: prefill 23 eight-byte members + 12 four-byte ones; quantize 10 + 6;
-# scale 6 + 4; kernel_info 4 pointers + 16 int32 + 2 pointers.
+# LP64 sizes as tests/struct_layout.c prints them for dispatch/wideattn.h (prefill: softmax_scale
+# at 224, the three split-KV int32 at 228..236, workspace at 240, workspace_bytes at 248, reserved
+# at 256, tail padding to 264).
 EXPECTED_SIZES = {
-    "wideattn_prefill_params": (PrefillParams, 232),
+    "wideattn_prefill_params": (PrefillParams, 264),
     "wideattn_quantize_params": (QuantizeParams, 104),
     "wideattn_scale_params": (ScaleParams, 64),
     "wideattn_kernel_info": (KernelInfoStruct, 112),
+    "wideattn_launch_plan": (LaunchPlan, 24),
 }
 
 
@@ -121,6 +144,9 @@ def declare(lib):
         "wideattn_is_supported": (ctypes.c_int, [ctx_p, ctypes.POINTER(PrefillParams), ctypes.c_int,
                                                  ctypes.c_int, ctypes.POINTER(_I32)]),
         "wideattn_set_prefill_kernel": (ctypes.c_int, [ctx_p, ctypes.c_char_p]),
+        "wideattn_plan_launch": (ctypes.c_int, [ctx_p, ctypes.POINTER(PrefillParams), ctypes.c_int, ctypes.c_int,
+                                                ctypes.c_int, ctypes.POINTER(LaunchPlan)]),
+        "wideattn_workspace_size": (ctypes.c_int, [ctx_p, ctypes.POINTER(PrefillParams), ctypes.POINTER(_I64)]),
         "wideattn_prefill": (ctypes.c_int, [ctx_p, ctypes.POINTER(PrefillParams), ctypes.c_void_p]),
         "wideattn_quantize_to_cache": (ctypes.c_int, [ctx_p, ctypes.POINTER(QuantizeParams), ctypes.c_void_p]),
         "wideattn_compute_scale": (ctypes.c_int, [ctx_p, ctypes.POINTER(ScaleParams), ctypes.c_void_p]),

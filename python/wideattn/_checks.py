@@ -5,6 +5,7 @@ import math
 
 import torch
 
+from . import _capi
 from . import errors
 
 INT32_MAX = 2 ** 31 - 1
@@ -84,17 +85,27 @@ class Checker:
             self.fail(f"softmax_scale={value} must be finite and > 0")
         return float(value)
 
-    def count(self, name, value, minimum=0, optional=False):
-        """A host integer (a length hint or a size)."""
+    def count(self, name, value, minimum=0, optional=False, maximum=INT32_MAX):
+        """A host integer (a length hint or a size). A one-element CPU tensor is read; a device
+        tensor is refused: reading it would synchronise the stream and break CUDA-graph capture."""
         if value is None and optional:
             return None
         if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
+            if value.device.type != "cpu":
+                self.fail(f"{name} is a tensor on {value.device}; pass a host int (reading a device "
+                          f"tensor would synchronise and break CUDA-graph capture)")
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(f"{name} must be an int, got {type(value).__name__}")
-        if not minimum <= value <= INT32_MAX:
-            self.fail(f"{name}={value} is outside {minimum} .. {INT32_MAX}")
+        if not minimum <= value <= maximum:
+            self.fail(f"{name}={value} is outside {minimum} .. {maximum}")
         return value
+
+    def num_splits(self, value):
+        """None (the library chooses: 0), 0, 1 (never split) or an exact count up to MAX_SPLITS."""
+        if value is None:
+            return _capi.SPLITS_AUTO
+        return self.count("num_splits", value, maximum=_capi.MAX_SPLITS)
 
     def int32_extent(self, name, value):
         if value > INT32_MAX:

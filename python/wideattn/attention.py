@@ -77,7 +77,7 @@ def _kv_pair(check, k_name, k, v_name, v, ndim, shape_text, q):
 
 
 def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_scale, out=None, lse=None,
-            q_scale=None, k_scale=None, v_scale=None, max_seqlen_q=None, max_seqlen_k=None):
+            q_scale=None, k_scale=None, v_scale=None, max_seqlen_q=None, max_seqlen_k=None, num_splits=None):
     """Causal (bottom-right) attention of a varlen batch over a paged KV cache; returns out, or
     (out, lse) when lse is a tensor or True.
 
@@ -86,9 +86,12 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     with k_scale / v_scale: one float32 each, dequantised as code * scale); cu_seqlens_q
     [num_seqs + 1] int32; seq_lens_k [num_seqs] int32 (context + new tokens); block_table
     [num_seqs, max_blocks] int32; out [total_q, num_q_heads, head_dim] bf16 (float64 selects the
-    fp64 reference kernel); lse [num_q_heads, >= total_q] float32. max_seqlen_q / max_seqlen_k are
-    accepted as hints (the kernels need none). The device metadata is the caller's contract
-    (docs/design.md section 2); everything else is checked here and by the library.
+    fp64 reference kernel); lse [num_q_heads, >= total_q] float32. max_seqlen_q / max_seqlen_k
+    are host-int hints (the largest q_len and seq_lens_k of the batch; None unknown) that steer the
+    split-KV count and never change the result's semantics; num_splits None or 0 lets the library
+    choose, 1 never splits, 2 .. 128 forces that many (docs/design.md "Split-KV"). The device
+    metadata is the caller's contract (docs/design.md section 2); everything else is checked
+    here and by the library.
     """
     check = _checks.Checker("wideattn.prefill")
     check.tensor("q", q, 3, _checks.ATTENTION_IN_DTYPES, Q_SHAPE)
@@ -96,8 +99,8 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     _metadata(check, cu_seqlens_q, "seq_lens_k", seq_lens_k, block_table)
     scale = check.softmax_scale(softmax_scale)
     scales = _scales(check, q, k_cache.dtype, q_scale, k_scale, v_scale)
-    check.count("max_seqlen_q", max_seqlen_q, optional=True)
-    check.count("max_seqlen_k", max_seqlen_k, optional=True)
+    hints = _hints(check, max_seqlen_q, max_seqlen_k)
+    splits = check.num_splits(num_splits)
     check.int32_extent("k_cache.shape[0] (num_blocks)", k_cache.shape[0])
     out = _output(check, out, q)
     lse, return_lse = _lse(check, lse, out, q.shape[0])
@@ -105,8 +108,15 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     v_layout = [0, v_cache.shape[0], v_cache.shape[1], v_cache.shape[2]] + list(v_cache.stride()[:3])
     if q.shape[0]:
         ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, scale,
-                        *scales, out, lse)
+                        *scales, out, lse, *hints, splits)
     return (out, lse) if return_lse else out
+
+
+def _hints(check, max_seqlen_q, max_seqlen_k):
+    """(max_seqlen_q, max_seqlen_k) as the C API takes them: host ints, 0 for unknown (None)."""
+    q_hint = check.count("max_seqlen_q", max_seqlen_q, optional=True)
+    k_hint = check.count("max_seqlen_k", max_seqlen_k, optional=True)
+    return (q_hint or 0, k_hint or 0)
 
 
 def token_row_layout(base, row_stride, head_stride, num_rows, num_kv_heads):
@@ -126,26 +136,30 @@ def token_row_block_table(row_start, max_seqlen_k, num_rows):
 
 
 def rows_prefill(q, k, v, k_rows, v_rows, cu_seqlens_q, row_start, seq_lens_k, max_seqlen_k, softmax_scale,
-                 out, lse=None, scales=(None, None, None)):
-    """The op on token-row layouts (k_rows / v_rows from token_row_layout); no checks."""
+                 out, lse=None, scales=(None, None, None), max_seqlen_q=0, num_splits=0):
+    """The op on token-row layouts (k_rows / v_rows from token_row_layout); no checks.
+    max_seqlen_k (host int) bounds every sequence's keys and is passed on as the hint."""
     block_table = token_row_block_table(row_start, max_seqlen_k, k_rows[1])
-    ops._prefill_op(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_rows, v_rows, softmax_scale, *scales, out, lse)
+    ops._prefill_op(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_rows, v_rows, softmax_scale, *scales, out, lse,
+                    max_seqlen_q, max_seqlen_k, num_splits)
     return out
 
 
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, out=None,
-                     lse=None, q_scale=None, k_scale=None, v_scale=None):
+                     lse=None, q_scale=None, k_scale=None, v_scale=None, num_splits=None):
     """flash_attn_varlen_func-style causal (bottom-right) attention: sequence s owns query rows
     cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 and key rows cu_seqlens_k[s] .. cu_seqlens_k[s+1]-1 of
     k / v [total_k, num_kv_heads, head_dim] (its context followed by its new tokens).
-    max_seqlen_k (host int) bounds every sequence's keys; returns out, or (out, lse)."""
+    max_seqlen_k (host int) bounds every sequence's keys; max_seqlen_q (host int or None) is a
+    hint; both steer the split-KV count, as num_splits does (see prefill). Returns out, or (out, lse)."""
     check = _checks.Checker("wideattn.varlen_attention")
     check.tensor("q", q, 3, _checks.ATTENTION_IN_DTYPES, Q_SHAPE)
     _kv_pair(check, "k", k, "v", v, 3, ROWS_SHAPE, q)
     num_seqs = _metadata(check, cu_seqlens_q, "cu_seqlens_k", cu_seqlens_k)
     check.dim("cu_seqlens_k.shape[0]", cu_seqlens_k.shape[0], num_seqs + 1, "cu_seqlens_q.shape[0]")
-    check.count("max_seqlen_q", max_seqlen_q, optional=True)
+    max_seqlen_q = check.count("max_seqlen_q", max_seqlen_q, optional=True) or 0
     max_seqlen_k = check.count("max_seqlen_k", max_seqlen_k)
+    splits = check.num_splits(num_splits)
     scale = check.softmax_scale(softmax_scale)
     scales = _scales(check, q, k.dtype, q_scale, k_scale, v_scale)
     check.int32_extent("k.shape[0] (total_k)", k.shape[0])
@@ -156,5 +170,5 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         v_rows = token_row_layout(v, v.stride(0), v.stride(1), v.shape[0], v.shape[1])
         seq_lens_k = (cu_seqlens_k[1:] - cu_seqlens_k[:-1]).to(torch.int32)
         rows_prefill(q, k, v, k_rows, v_rows, cu_seqlens_q, cu_seqlens_k[:-1], seq_lens_k, max_seqlen_k, scale,
-                     out, lse, scales)
+                     out, lse, scales, max_seqlen_q, splits)
     return (out, lse) if return_lse else out

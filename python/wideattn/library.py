@@ -126,6 +126,17 @@ class KernelInfo:
                 f"dtypes={self.q_dtype}/{self.kv_dtype}/{self.o_dtype}, head_dim={head_dim}, group={group})")
 
 
+@dataclasses.dataclass(frozen=True)
+class LaunchPlan:
+    """What wideattn_prefill would launch for one call (wideattn_launch_plan)."""
+
+    kernel_index: int        # the prefill kernel (Context.kernels() index)
+    num_splits: int          # splits that run with the params' workspace as given; 1 = none
+    merge_kernel_index: int  # the kernel merging the splits; -1 when num_splits is 1
+    preferred_splits: int    # splits the library would use given enough workspace
+    workspace_bytes: int     # workspace preferred_splits needs (0 when it is 1)
+
+
 def _kernel_info(index, raw):
     def text(value):
         return value.decode() if value else ""
@@ -159,6 +170,7 @@ class Context:
             ctypes.byref(self._handle), os.path.abspath(path).encode() if path else None))
         self._kernels = None
         self._prefill = self._lib.wideattn_prefill
+        self._workspace_size = self._lib.wideattn_workspace_size
         self._quantize = self._lib.wideattn_quantize_to_cache
         self._scale = self._lib.wideattn_compute_scale
 
@@ -215,6 +227,26 @@ class Context:
         self.library.check("wideattn_is_supported", self._lib.wideattn_is_supported(
             self._handle, ctypes.byref(params), int(major), int(minor), ctypes.byref(index)))
         return self.kernels()[index.value]
+
+    def plan_launch(self, params, capability, num_sms):
+        """The LaunchPlan of `params` on a device of compute capability (major, minor) with
+        num_sms multiprocessors (wideattn_plan_launch); validates like is_supported. Needs no driver."""
+        self._require_open("wideattn.Context.plan_launch")
+        raw = _capi.LaunchPlan()
+        major, minor = capability
+        self.library.check("wideattn_plan_launch", self._lib.wideattn_plan_launch(
+            self._handle, ctypes.byref(params), int(major), int(minor), int(num_sms), ctypes.byref(raw)))
+        return LaunchPlan(raw.kernel_index, raw.num_splits, raw.merge_kernel_index, raw.preferred_splits,
+                          raw.workspace_bytes)
+
+    def workspace_size(self, params):
+        """The workspace bytes wideattn_prefill would like for `params` on the calling thread's
+        current device (wideattn_workspace_size: device attributes only, capture-safe)."""
+        size = ctypes.c_int64(0)
+        status = self._workspace_size(self._handle, ctypes.byref(params), ctypes.byref(size))
+        if status:
+            self.library.check("wideattn_workspace_size", status)
+        return size.value
 
     def launch_prefill(self, params, stream):
         """Queues wideattn_prefill on `stream` (an integer CUstream handle, 0 = legacy default)."""

@@ -6,7 +6,8 @@ stream of the tensors' device through the default context; the CPU one validates
 the library (wideattn_is_supported, no driver) and runs wideattn.reference):
 
     wideattn::prefill(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
-                      softmax_scale, q_scale?, k_scale?, v_scale?, out!, lse!?)
+                      softmax_scale, q_scale?, k_scale?, v_scale?, out!, lse!?,
+                      max_seqlen_q=0, max_seqlen_k=0, num_splits=0)
     wideattn::quantize_to_cache(src, cache!, slot_mapping?, scale, cache_layout, nonfinite_count!?)
     wideattn::compute_scale(src, slot_mapping?, scale!, nonfinite_count!?)
 
@@ -17,6 +18,13 @@ at base + offset + block_table[s][j // block_size] * block_stride + (j % block_s
 serving engine and derives it; varlen_attention() takes dense per-sequence K/V rows and builds
 "token-row pages" (a page of 16 consecutive rows starting at any row), which describes the rows
 without a copy.
+
+Split-KV (docs/design.md "Split-KV"): max_seqlen_q / max_seqlen_k are host-side hints (0 unknown)
+that steer the library's split count, num_splits is 0 (the library chooses), 1 (never split) or
+an exact count up to _capi.MAX_SPLITS. The CUDA implementation asks wideattn_workspace_size for
+the call's workspace (host only, no device read) and allocates it with torch.empty on the call's
+device and current stream: the caching allocator's stream-ordered reuse makes it safe to free
+after the launch is queued, and inside a CUDA-graph capture it comes from the graph's pool.
 """
 
 import ctypes
@@ -45,8 +53,9 @@ def _ptr(tensor):
 
 
 def prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
-                   q_scale, k_scale, v_scale, out, lse):
-    """The wideattn_prefill_params of one call (pointers from the tensors, strides in elements)."""
+                   q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=_capi.SPLITS_AUTO):
+    """The wideattn_prefill_params of one call (pointers from the tensors, strides in elements),
+    without a workspace (attach_workspace adds one)."""
     k_off, num_blocks, block_size, num_kv_heads, k_block, k_slot, k_head = k_layout
     v_off, _, _, _, v_block, v_slot, v_head = v_layout
     return _capi.PrefillParams(
@@ -58,7 +67,23 @@ def prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_l
         cu_seqlens_q.data_ptr(), seq_lens_k.data_ptr(), block_table.data_ptr(), block_table.stride(0),
         _ptr(q_scale), _ptr(k_scale), _ptr(v_scale),
         seq_lens_k.shape[0], q.shape[0], q.shape[1], num_kv_heads, q.shape[2], block_size, num_blocks,
-        _DTYPE_CODES[q.dtype], _DTYPE_CODES[k.dtype], _DTYPE_CODES[out.dtype], softmax_scale, 0)
+        _DTYPE_CODES[q.dtype], _DTYPE_CODES[k.dtype], _DTYPE_CODES[out.dtype], softmax_scale,
+        int(max_seqlen_q), int(max_seqlen_k), int(num_splits), None, 0, 0)
+
+
+def attach_workspace(params, workspace):
+    """Points params at a workspace tensor (its bytes; None detaches) and returns params."""
+    params.workspace = _ptr(workspace)
+    params.workspace_bytes = workspace.numel() * workspace.element_size() if workspace is not None else 0
+    return params
+
+
+def allocate_workspace(size, device):
+    """A workspace of `size` bytes on `device` (None for 0): torch.empty through the caching
+    allocator on the current stream, whose blocks start 512-byte aligned (the library asks 16)."""
+    if size <= 0:
+        return None
+    return torch.empty(size, dtype=torch.uint8, device=device)
 
 
 def quantize_params(src, cache, slot_mapping, scale, cache_layout, nonfinite_count):
@@ -104,10 +129,20 @@ def current_stream(device):
 
 
 def _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
-                  q_scale, k_scale, v_scale, out, lse):
+                  q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0):
     params = prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
-                            softmax_scale, q_scale, k_scale, v_scale, out, lse)
-    _launch(q.device, default_context().launch_prefill, params)
+                            softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0,
+                            max_seqlen_k or 0, num_splits or 0)
+    context = default_context()
+
+    def launch(call_params, stream):
+        # Sized and allocated with the call's device current (wideattn_workspace_size reads the
+        # current device's attributes); freed after the launch is queued, reused only by work
+        # ordered after it on this stream.
+        workspace = allocate_workspace(context.workspace_size(call_params), q.device)
+        context.launch_prefill(attach_workspace(call_params, workspace), stream)
+
+    _launch(q.device, launch, params)
 
 
 def _arch_capability(arch):
@@ -117,9 +152,10 @@ def _arch_capability(arch):
 
 
 def validate_prefill(params):
-    """Validates a call exactly as wideattn_prefill would and checks that a kernel of the bundle
-    serves it on one of the bundle's archs (wideattn_is_supported, no driver); raises the
-    library's error otherwise. Returns the KernelInfo that would run."""
+    """Validates a call exactly as wideattn_prefill would (the split fields included) and checks
+    that a kernel of the bundle serves it on one of the bundle's archs (wideattn_is_supported, no
+    driver); raises the library's error otherwise. Returns the KernelInfo that would run. The
+    workspace is the launch's concern (the CUDA implementation sizes and attaches it)."""
     context = default_context()
     archs = sorted({k.arch for k in context.kernels() if k.kind == "prefill"})
     failure = None
@@ -136,9 +172,10 @@ def validate_prefill(params):
 
 
 def _prefill_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
-                 q_scale, k_scale, v_scale, out, lse):
+                 q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0):
     validate_prefill(prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
-                                    softmax_scale, q_scale, k_scale, v_scale, out, lse))
+                                    softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0,
+                                    max_seqlen_k or 0, num_splits or 0))
     dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
     result, result_lse = reference.attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, list(k_layout),
                                              list(v_layout), softmax_scale, q_scale, k_scale, v_scale, dtype)
@@ -148,7 +185,7 @@ def _prefill_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_lay
 
 
 def _prefill_fake(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
-                  q_scale, k_scale, v_scale, out, lse):
+                  q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0):
     return None
 
 
@@ -190,7 +227,8 @@ def _no_output(*args):
 OP_SCHEMAS = {
     "prefill": ("prefill(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor seq_lens_k, "
                 "Tensor block_table, SymInt[] k_layout, SymInt[] v_layout, float softmax_scale, "
-                "Tensor? q_scale, Tensor? k_scale, Tensor? v_scale, Tensor(a!) out, Tensor(b!)? lse) -> ()",
+                "Tensor? q_scale, Tensor? k_scale, Tensor? v_scale, Tensor(a!) out, Tensor(b!)? lse, "
+                "SymInt max_seqlen_q=0, SymInt max_seqlen_k=0, int num_splits=0) -> ()",
                 _prefill_cuda, _prefill_cpu, _prefill_fake),
     "quantize_to_cache": ("quantize_to_cache(Tensor src, Tensor(a!) cache, Tensor? slot_mapping, Tensor scale, "
                           "SymInt[] cache_layout, Tensor(b!)? nonfinite_count) -> ()",

@@ -33,11 +33,13 @@ class WideattnBackend:
 
     kv_cache_dtype "bf16" keeps the cache in bf16; "e4m3" stores codes (float8_e4m3fn or uint8)
     with k_scale / v_scale (float32 [1] device tensors, e.g. from wideattn.compute_scale of a
-    calibration batch) and runs the 8-bit kernel."""
+    calibration batch) and runs the 8-bit kernel. num_splits forces the split-KV count of every
+    call (1 never splits; None lets the library choose from the step's max_query_len / max_seq_len)."""
 
-    def __init__(self, num_q_heads, num_kv_heads, head_dim, softmax_scale, kv_cache_dtype="bf16"):
+    def __init__(self, num_q_heads, num_kv_heads, head_dim, softmax_scale, kv_cache_dtype="bf16", num_splits=None):
         if kv_cache_dtype not in ("bf16", "e4m3"):
             raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r}: expected 'bf16' or 'e4m3'")
+        self.num_splits = num_splits   # split-KV count of every call (None: the library chooses)
         self.num_q_heads, self.num_kv_heads, self.head_dim = num_q_heads, num_kv_heads, head_dim
         self.softmax_scale = softmax_scale
         self.kv_cache_dtype = kv_cache_dtype
@@ -63,4 +65,5 @@ class WideattnBackend:
         return _attention.prefill(query, kv_cache[0], kv_cache[1], metadata.query_start_loc, metadata.seq_lens,
                                   metadata.block_table, self.softmax_scale, out=output,
                                   k_scale=k_scale if e4m3 else None, v_scale=v_scale if e4m3 else None,
-                                  max_seqlen_q=metadata.max_query_len, max_seqlen_k=metadata.max_seq_len)
+                                  max_seqlen_q=metadata.max_query_len, max_seqlen_k=metadata.max_seq_len,
+                                  num_splits=self.num_splits)

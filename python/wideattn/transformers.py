@@ -22,6 +22,9 @@ Two call shapes reach attention_forward:
     (`cache`) and packed metadata (cu_seq_lens_q/k, max_seqlen_q/k, read_index, write_index).
     The new K/V go into transformers' own paged cache through cache.update(), which returns the
     sequences' keys as dense rows; the op reads them through token-row pages (varlen).
+Both pass the op host-side length hints (max_seqlen_q / max_seqlen_k: the query and key lengths
+of the call, or the continuous-batching metadata's) for its split-KV choice; no device tensor is
+read for them, so decode steps stay capturable in CUDA graphs.
 """
 
 import logging
@@ -227,8 +230,9 @@ def _dense_forward(query, key, value, attention_mask, scaling):
     k_rows = _attention.token_row_layout(key, key.stride(2), key.stride(1), num_rows, kv_heads)
     v_rows = _attention.token_row_layout(value, value.stride(2), value.stride(1), num_rows, kv_heads)
     out = torch.empty((batch * q_len, q_heads, head_dim), dtype=torch.bfloat16, device=query.device)
+    # Host hints for the split-KV count: no sequence has more than q_len queries or kv_len keys.
     _attention.rows_prefill(q_rows, key, value, k_rows, v_rows, cu_seqlens_q, row_start, seq_lens_k, kv_len,
-                            scaling, out)
+                            scaling, out, max_seqlen_q=q_len)
     out = out.view(batch, q_len, q_heads, head_dim)
     if attention_mask is not None:
         padded = torch.arange(q_len, device=query.device)[None, :] < pad_rows[:, None]
@@ -246,6 +250,12 @@ def _specialize(cache, layer_idx, num_tokens, kwargs):
         return cache.specialize_kwargs(layer_idx, num_tokens, kwargs)
     except TypeError:
         return cache.specialize_kwargs(layer_idx, kwargs)
+
+
+def _host_hint(value):
+    """A length hint as a host int: a Python int as given, anything else (absent, a device
+    tensor, which reading would synchronise) unknown (None)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _token_rows(states, kv_heads, head_dim):
@@ -273,6 +283,7 @@ def _paged_forward(module, query, key, value, scaling, kwargs):
     cu_q = local.get("cu_seq_lens_q", local.get("cumulative_seqlens_q")).to(torch.int32)
     cu_k = _layer_value(local.get("cu_seq_lens_k", local.get("cumulative_seqlens_k"))).to(torch.int32)
     max_k = int(_layer_value(local["max_seqlen_k"]))
+    max_q = _host_hint(_layer_value(local.get("max_seqlen_q")))
     q_rows = query.transpose(1, 2).reshape(total_q, q_heads, head_dim)
-    out = _attention.varlen_attention(q_rows, keys, values, cu_q, cu_k, None, max_k, scaling)
+    out = _attention.varlen_attention(q_rows, keys, values, cu_q, cu_k, max_q, max_k, scaling)
     return out.view(1, total_q, q_heads, head_dim)

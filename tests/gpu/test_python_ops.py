@@ -3,8 +3,9 @@
 Gemma 4 31B global-layer shapes for every bf16 tier the device has, varlen_attention, the e4m3
 path (scale, quantise into a vLLM-layout cache, attention) with the quantise and scale steps bit
 for bit against the reference, library errors as exceptions, a side stream,
-torch.compile(fullgraph=True) of a module calling the op, and CUDA-graph capture and replay
-bit-identical to eager calls.
+torch.compile(fullgraph=True) of a module calling the op, CUDA-graph capture and replay
+bit-identical to eager calls, and split-KV decode: forced and automatic split counts against the
+reference with bit-identical reruns, and a captured split decode replayed bit-identical to eager.
 
 usage: PYTHONPATH=build/python python3 tests/gpu/test_python_ops.py
 """
@@ -22,7 +23,7 @@ if not torch.cuda.is_available():
     harness.skip("no CUDA device")
 
 import wideattn  # noqa: E402
-from wideattn import reference  # noqa: E402
+from wideattn import ops, reference  # noqa: E402
 
 Q_HEADS, KV_HEADS, HEAD_DIM, BLOCK = 32, 4, 512, 16
 SEQS = [(1000, 1000), (333, 2049), (1, 700), (4, 4100), (77, 77)]
@@ -186,6 +187,77 @@ def test_cuda_graph_replay_is_bit_identical():
         eager_out, eager_lse = wideattn.prefill(fresh, case.kv_cache[0], case.kv_cache[1], case.cu, case.lens,
                                                 case.block_table, case.scale, lse=True)
         assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse), seed
+
+
+DECODE_SEQS = [(1, 20000), (1, 4100), (2, 700), (0, 33), (1, 1)]
+SPLIT_COUNTS = (None, 1, 2, 7, 33, 128)
+
+
+def _decode_case(seed):
+    case = Case(DECODE_SEQS, seed=seed)
+    case.max_q = max(q for q, _ in DECODE_SEQS)
+    return case
+
+
+def _device_plan(case, **fields):
+    """The library's plan for the case's call on this device (hints filled from the host)."""
+    out = torch.empty_like(case.q)
+    params = ops.prefill_params(case.q, case.kv_cache[0], case.kv_cache[1], case.cu, case.lens, case.block_table,
+                                case.layout(case.kv_cache[0]), case.layout(case.kv_cache[1]), case.scale, None, None,
+                                None, out, None, case.max_q, case.max_k, fields.get("num_splits", 0))
+    properties = torch.cuda.get_device_properties(case.q.device)
+    return wideattn.default_context().plan_launch(params, (properties.major, properties.minor),
+                                                  properties.multi_processor_count)
+
+
+def test_split_decode_against_the_reference():
+    case = _decode_case(9)
+    expected, expected_lse = case.expected()
+    plan = _device_plan(case)
+    assert plan.preferred_splits > 1, plan                  # a decode batch on a whole GPU splits
+    for splits in SPLIT_COUNTS:
+        out, lse = case.run(lse=True, max_seqlen_q=case.max_q, max_seqlen_k=case.max_k, num_splits=splits)
+        again, again_lse = case.run(lse=True, max_seqlen_q=case.max_q, max_seqlen_k=case.max_k, num_splits=splits)
+        torch.cuda.synchronize()
+        error = rel_l2(out, expected)
+        assert error <= REL_L2_BF16, (splits, error)
+        assert (lse.double() - expected_lse).abs().max().item() <= LSE_TOL, splits
+        assert torch.equal(out, again) and torch.equal(lse, again_lse), f"rerun differs at num_splits={splits}"
+        print(f"  num_splits={splits}: rel L2 {error:.3e}")
+    print(f"  automatic: {plan.preferred_splits} splits, {plan.workspace_bytes} bytes of workspace")
+
+
+def test_cuda_graph_capture_of_a_split_decode_is_bit_identical():
+    case = _decode_case(10)
+    static_q = case.q.clone()
+    for splits in (7, None):
+        out = torch.empty_like(case.q)
+        lse = torch.empty((Q_HEADS, case.q.shape[0]), device="cuda")
+
+        def step():
+            wideattn.prefill(static_q, case.kv_cache[0], case.kv_cache[1], case.cu, case.lens, case.block_table,
+                             case.scale, out=out, lse=lse, max_seqlen_q=case.max_q, max_seqlen_k=case.max_k,
+                             num_splits=splits)
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            step()                               # warm-up: the kernel and merge modules load outside the capture
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()
+        for seed in (11, 12):
+            fresh = _decode_case(seed).q
+            static_q.copy_(fresh)
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            eager_out, eager_lse = wideattn.prefill(fresh, case.kv_cache[0], case.kv_cache[1], case.cu, case.lens,
+                                                    case.block_table, case.scale, lse=True, max_seqlen_q=case.max_q,
+                                                    max_seqlen_k=case.max_k, num_splits=splits)
+            assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse), (splits, seed)
+        del graph
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 the CPU, through the ops' CPU (reference) implementation (transformers itself is not installed
 here: its SDPA fallback is replaced by a recorder, and its paged cache by stand-ins with the
 update() contracts of the versions the integration was written against; the GPU test
-tests/gpu/test_transformers_gemma4.py runs the real thing).
+tests/gpu/test_transformers_gemma4.py runs the real thing), and the host-side length hints and
+split count each path hands the op.
 
 usage: python3 test_integrations.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
 """
@@ -15,7 +16,7 @@ import torch  # noqa: E402
 
 import wideattn  # noqa: E402
 import wideattn.transformers as hf  # noqa: E402
-from wideattn import reference, serving  # noqa: E402
+from wideattn import ops, reference, serving  # noqa: E402
 from paged_problem import GROUP, HEAD_DIM, Problem, assert_close_bf16, dense_attention  # noqa: E402
 
 KV_HEADS = 2
@@ -246,6 +247,50 @@ def test_serving_backend_sketch():
                                                                                    value)
         expected, _ = problem.expected(k_deq, v_deq)
         assert_close_bf16(out, expected, f"serving backend ({kv_cache_dtype})")
+
+
+class HintRecorder:
+    """Wraps the op: records each call's (max_seqlen_q, max_seqlen_k, num_splits), then runs it."""
+
+    def __init__(self):
+        self.hints = []
+        self.op = ops._prefill_op
+
+    def __call__(self, *args):
+        self.hints.append(tuple(args[-3:]))
+        return self.op(*args)
+
+    def __enter__(self):
+        ops._prefill_op = self
+        return self
+
+    def __exit__(self, *exc):
+        ops._prefill_op = self.op
+
+
+def test_calls_pass_host_length_hints():
+    _setup()
+    query, key, value = _qkv(2, 5, 21, 10)
+    with HintRecorder() as recorder:
+        hf.attention_forward(Module(), query, key, value, None, scaling=SCALE)
+    assert recorder.hints == [(5, 21, 0)], recorder.hints
+    (query, key, value), kwargs, _ = _paged_call(OldPagedCache, 11)
+    with HintRecorder() as recorder:
+        hf.attention_forward(Module(), query, key, value, None, **kwargs)
+    assert recorder.hints == [(6, 21, 0)], recorder.hints
+    kwargs["max_seqlen_q"] = torch.tensor(6)                       # not a host int: unknown
+    with HintRecorder() as recorder:
+        hf.attention_forward(Module(), query, key, value, None, **kwargs)
+    assert recorder.hints == [(0, 21, 0)], recorder.hints
+    seqs = [(7, 40), (1, 33)]
+    problem = Problem(seqs, layout="vllm", seed=12)
+    metadata = _metadata(problem)
+    new = sum(q for q, _ in seqs)
+    states = torch.zeros((new, KV_HEADS, HEAD_DIM), dtype=torch.bfloat16)
+    backend = serving.WideattnBackend(Q_HEADS, KV_HEADS, HEAD_DIM, problem.scale, num_splits=7)
+    with HintRecorder() as recorder:
+        backend.forward(problem.q, states, states, problem.kv_cache, metadata)
+    assert recorder.hints == [(7, 40, 7)], recorder.hints
 
 
 if __name__ == "__main__":

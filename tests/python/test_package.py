@@ -1,7 +1,8 @@
 """test_package.py - the wideattn Python package without torch and without a driver: the ctypes
 mirrors against the C compiler's layout, kernels() against the bundle's manifest, the library
 and bundle lookup order, errors per status carrying the library's message, kernel selection
-and pinning through is_supported, and that none of it imports torch.
+and pinning through is_supported, split-KV planning (plan_launch, workspace sizes, validation
+of the split fields), and that none of it imports torch.
 
 usage: python3 test_package.py STRUCT_LAYOUT_BINARY   (PYTHONPATH = build/python,
        WIDEATTN_BUNDLE = build/bundle, WIDEATTN_LIBCUDA pointing nowhere)
@@ -20,7 +21,8 @@ import wideattn  # noqa: E402
 from wideattn import _capi, library  # noqa: E402
 
 STRUCTS = {"wideattn_prefill_params": _capi.PrefillParams, "wideattn_quantize_params": _capi.QuantizeParams,
-           "wideattn_scale_params": _capi.ScaleParams, "wideattn_kernel_info": _capi.KernelInfoStruct}
+           "wideattn_scale_params": _capi.ScaleParams, "wideattn_kernel_info": _capi.KernelInfoStruct,
+           "wideattn_launch_plan": _capi.LaunchPlan}
 FAKE_BASE = 0x10000000           # device addresses the no-driver calls never touch
 GEMMA_GLOBAL = {"num_q_heads": 32, "num_kv_heads": 4, "head_dim": 512}
 
@@ -55,6 +57,7 @@ def test_struct_layouts_match_the_compiler():
         for name, offset in expected["fields"].items():
             assert getattr(struct, name).offset == offset, (c_name, name, getattr(struct, name).offset, offset)
         assert _capi.EXPECTED_SIZES[c_name][1] == expected["size"]
+    assert sorted(layout) == sorted(STRUCTS), (sorted(layout), sorted(STRUCTS))
 
 
 def test_kernels_list_the_manifest():
@@ -142,6 +145,79 @@ def test_selection_and_pinning():
                               context.set_prefill_kernel, "no_such_kernel")
         harness.expect_raises(wideattn.UnsupportedError, ["wideattn_is_supported"], context.is_supported,
                               fake_params(), (8, 0))
+
+
+PLAN_SMS = 132            # an H200's multiprocessors
+FAKE_WORKSPACE = 7 * FAKE_BASE
+WORKSPACE_ROUNDING = 256  # wideattn.h: workspace bytes are rounded up to 256
+
+
+def workspace_formula(p, splits):
+    """wideattn.h: S splits need S * total_q * num_q_heads * (head_dim + 1) * 4 bytes, rounded up."""
+    raw = splits * p.total_q * p.num_q_heads * (p.head_dim + 1) * 4
+    return -(-raw // WORKSPACE_ROUNDING) * WORKSPACE_ROUNDING
+
+
+def decode_params(**fields):
+    """fake_params as a decode-sized call with host hints (10 query rows over 4096 keys)."""
+    p = fake_params()
+    p.max_seqlen_q, p.max_seqlen_k = p.total_q, 4096
+    for name, value in fields.items():
+        setattr(p, name, value)
+    return p
+
+
+def test_split_plan_without_a_driver():
+    context = wideattn.default_context()
+    plan = context.plan_launch(fake_params(o_dtype=_capi.DTYPE_F64), (9, 0), PLAN_SMS)
+    assert context.kernels()[plan.kernel_index].name == "reference_f64"
+    assert (plan.num_splits, plan.merge_kernel_index) == (1, -1), plan
+    # Four (token tile, KV head) blocks on 132 SMs: the library wants splits but, without a
+    # workspace, runs unsplit; given the workspace it asked for, it splits.
+    plan = context.plan_launch(decode_params(), (9, 0), PLAN_SMS)
+    assert context.kernels()[plan.kernel_index].name == "wgmma_bf16_d512"
+    assert plan.num_splits == 1 and plan.merge_kernel_index == -1 and plan.preferred_splits >= 2, plan
+    assert plan.preferred_splits <= 4096 // _capi.MIN_SPLIT_KEYS, plan
+    assert plan.workspace_bytes == workspace_formula(decode_params(), plan.preferred_splits), plan
+    split = context.plan_launch(decode_params(workspace=FAKE_WORKSPACE, workspace_bytes=plan.workspace_bytes),
+                                (9, 0), PLAN_SMS)
+    assert split.num_splits == plan.preferred_splits, split
+    assert context.kernels()[split.merge_kernel_index].kind == "merge_splits", split
+    # Hints only steer: the same call without them plans, and never splits past 128.
+    unhinted = context.plan_launch(decode_params(max_seqlen_q=0, max_seqlen_k=0), (9, 0), PLAN_SMS)
+    assert 1 <= unhinted.preferred_splits <= _capi.MAX_SPLITS, unhinted
+
+
+def test_forced_split_counts_plan_exactly():
+    context = wideattn.default_context()
+    for splits in (1, 2, 7, 33, _capi.MAX_SPLITS):
+        bytes_needed = workspace_formula(decode_params(), splits) if splits > 1 else 0
+        p = decode_params(num_splits=splits, workspace=FAKE_WORKSPACE if bytes_needed else None,
+                          workspace_bytes=bytes_needed)
+        plan = context.plan_launch(p, (9, 0), PLAN_SMS)
+        assert plan.num_splits == splits, (splits, plan)
+        assert (plan.merge_kernel_index == -1) == (splits == 1), (splits, plan)
+    p = decode_params(num_splits=7, workspace=FAKE_WORKSPACE, workspace_bytes=workspace_formula(decode_params(), 7))
+    assert context.is_supported(p, (9, 0)).name == "wgmma_bf16_d512"
+
+
+def test_workspace_size_needs_the_device():
+    context = wideattn.default_context()
+    harness.expect_raises(wideattn.NoDriverError, ["wideattn_workspace_size", "CUDA driver not available"],
+                          context.workspace_size, decode_params())
+
+
+def test_split_fields_are_validated():
+    context = wideattn.default_context()
+    for fields, text in (({"num_splits": _capi.MAX_SPLITS + 1}, f"num_splits={_capi.MAX_SPLITS + 1}"),
+                         ({"num_splits": -1}, "num_splits=-1"),
+                         ({"max_seqlen_q": -1}, "max_seqlen_q=-1"),
+                         ({"max_seqlen_k": -2}, "max_seqlen_k=-2"),
+                         ({"workspace": FAKE_WORKSPACE + 8, "workspace_bytes": 1 << 20}, "workspace"),
+                         ({"reserved": 1}, "reserved")):
+        for call in (lambda p: context.is_supported(p, (9, 0)), lambda p: context.plan_launch(p, (9, 0), PLAN_SMS),
+                     lambda p: context.launch_prefill(p, None)):
+            harness.expect_raises(wideattn.InvalidArgumentError, [text], call, decode_params(**fields))
 
 
 def test_closed_context_refuses_calls():

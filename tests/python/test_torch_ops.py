@@ -3,7 +3,9 @@
 varlen_attention against a naive float64 attention (serving-engine cache layouts, shuffled
 pages, varlen batches with context and decode), the parameters handed to the library accepted by
 its own validation and selecting the expected kernel, argument checks naming the argument, the
-library's messages surfacing as exceptions, and the e4m3 codec, scale and quantise functions.
+library's messages surfacing as exceptions, the split-KV options (hints, num_splits, the
+workspace the CUDA implementation sizes and attaches), and the e4m3 codec, scale and quantise
+functions.
 
 usage: python3 test_torch_ops.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
 """
@@ -21,6 +23,7 @@ from paged_problem import HEAD_DIM, Problem, assert_close_bf16  # noqa: E402
 
 MIXED = [(7, 40), (1, 33), (4, 20), (17, 17), (0, 5)]   # chunk with context, decode, spec decode, prompt, idle
 SM90 = (9, 0)
+SM90_SMS = 132            # an H200's multiprocessors
 
 
 def run_prefill(problem, **kwargs):
@@ -187,6 +190,10 @@ def test_argument_checks_name_the_argument():
         ({"k_scale": torch.ones(2)}, ["k_scale is set but the K cache is not e4m3"]),
         ({"max_seqlen_q": -1}, ["max_seqlen_q=-1 is outside 0 .."]),
         ({"max_seqlen_k": 2.5}, ["max_seqlen_k must be an int, got float"]),
+        ({"max_seqlen_k": torch.tensor(20, device="meta")}, ["max_seqlen_k is a tensor on meta", "host int"]),
+        ({"num_splits": 129}, ["num_splits=129 is outside 0 .. 128"]),
+        ({"num_splits": -1}, ["num_splits=-1 is outside"]),
+        ({"num_splits": 2.0}, ["num_splits must be an int, got float"]),
     ]
     for kwargs, messages in keyword_cases:
         harness.expect_raises(wideattn.InvalidArgumentError, messages, wideattn.prefill, *args, **kwargs)
@@ -194,6 +201,91 @@ def test_argument_checks_name_the_argument():
                           wideattn.prefill, p.q, e4m3, e4m3, *args[3:])
     harness.expect_raises(wideattn.InvalidArgumentError, ["k_scale must hold one float32 element"],
                           wideattn.prefill, p.q, e4m3, e4m3, *args[3:], k_scale=torch.ones(2), v_scale=torch.ones(1))
+
+
+WORKSPACE_ROUNDING = 256
+
+
+def _workspace_formula(splits, problem):
+    """wideattn.h: S splits need S * total_q * num_q_heads * (head_dim + 1) * 4 bytes, rounded up to 256."""
+    raw = splits * problem.q.shape[0] * problem.q_heads * (HEAD_DIM + 1) * 4
+    return -(-raw // WORKSPACE_ROUNDING) * WORKSPACE_ROUNDING
+
+
+def test_split_options_reach_the_library_and_keep_the_result():
+    problem = Problem([(1, 700), (3, 40), (0, 9), (1, 1)], seed=13)
+    expected, expected_lse = problem.expected()
+    for splits in (None, 0, 1, 2, 7, 128):
+        out, lse = run_prefill(problem, lse=True, max_seqlen_q=3, max_seqlen_k=700, num_splits=splits)
+        assert_close_bf16(out, expected, f"num_splits={splits}")
+        valid = torch.isfinite(expected_lse)
+        assert torch.allclose(lse.double()[valid], expected_lse[valid], atol=1e-4), splits
+    params = _params(problem)
+    assert (params.max_seqlen_q, params.max_seqlen_k, params.num_splits, params.workspace) == (0, 0, 0, None)
+    out = torch.empty(problem.q.shape, dtype=torch.bfloat16)
+    layout = [0, problem.k_cache.shape[0], problem.k_cache.shape[1], problem.k_cache.shape[2]]
+    params = ops.prefill_params(problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                                problem.block_table, layout + list(problem.k_cache.stride()[:3]),
+                                layout + list(problem.v_cache.stride()[:3]), problem.scale, None, None, None, out, None,
+                                3, 700, 7)
+    assert (params.max_seqlen_q, params.max_seqlen_k, params.num_splits) == (3, 700, 7)
+    assert ops.validate_prefill(params).name == "wgmma_bf16_d512"
+    # With the workspace the formula of wideattn.h gives, the library plans exactly 7 splits.
+    workspace = ops.allocate_workspace(_workspace_formula(7, problem), torch.device("cpu"))
+    plan = wideattn.default_context().plan_launch(ops.attach_workspace(params, workspace), SM90, SM90_SMS)
+    assert plan.num_splits == 7 and plan.workspace_bytes == params.workspace_bytes, (plan, params.workspace_bytes)
+    assert wideattn.default_context().kernels()[plan.merge_kernel_index].kind == "merge_splits", plan
+    schema = str(torch.ops.wideattn.prefill.default._schema)
+    assert "SymInt max_seqlen_q=0" in schema and "int num_splits=0" in schema, schema
+
+
+class _RecordingContext:
+    """Stands in for the library context in the CUDA implementation: records the workspace query
+    and the launch (params as launched, the workspace tensor alive at launch time)."""
+
+    WORKSPACE_BYTES = 4096
+
+    def __init__(self):
+        self.sized, self.launched = [], []
+
+    def workspace_size(self, params):
+        self.sized.append((params.max_seqlen_q, params.max_seqlen_k, params.num_splits, params.workspace))
+        return self.WORKSPACE_BYTES
+
+    def launch_prefill(self, params, stream):
+        self.launched.append((params.workspace, params.workspace_bytes, params.num_splits, stream))
+
+
+def test_cuda_implementation_sizes_and_attaches_the_workspace():
+    # The CUDA path with its launch seam replaced (no GPU here): it asks the library for the
+    # workspace of these params, allocates it with torch.empty on the call's device, attaches it
+    # and launches, reading no tensor data on the host.
+    problem = Problem([(1, 300), (2, 41)], seed=14)
+    recorder = _RecordingContext()
+    allocated = []
+    real_context, real_launch, real_allocate = ops.default_context, ops._launch, ops.allocate_workspace
+
+    def allocate(size, device):
+        tensor = real_allocate(size, torch.device("cpu"))
+        allocated.append((size, device, tensor.data_ptr()))
+        return tensor
+
+    ops.default_context, ops._launch, ops.allocate_workspace = (lambda: recorder), \
+        (lambda device, launch, params: launch(params, "stream")), allocate
+    try:
+        layout = [0, problem.k_cache.shape[0], problem.k_cache.shape[1], problem.k_cache.shape[2]]
+        out = torch.empty(problem.q.shape, dtype=torch.bfloat16)
+        ops._prefill_cuda(problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                          problem.block_table, layout + list(problem.k_cache.stride()[:3]),
+                          layout + list(problem.v_cache.stride()[:3]), problem.scale, None, None, None, out, None,
+                          2, 300, 33)
+    finally:
+        ops.default_context, ops._launch, ops.allocate_workspace = real_context, real_launch, real_allocate
+    assert recorder.sized == [(2, 300, 33, None)], recorder.sized
+    assert len(allocated) == 1 and allocated[0][0] == _RecordingContext.WORKSPACE_BYTES
+    assert allocated[0][1] == problem.q.device
+    assert recorder.launched == [(allocated[0][2], _RecordingContext.WORKSPACE_BYTES, 33, "stream")], recorder.launched
+    assert ops.allocate_workspace(0, torch.device("cpu")) is None
 
 
 def test_e4m3_codec():

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu_suite.sh - everything the H200 run needs (build here, carry build/), in one or two calls:
-#   GPU test suite, selftest, compute-sanitizer (memcheck, racecheck, synccheck on small cases),
+#   GPU test suite, selftest, compute-sanitizer (memcheck, racecheck, synccheck on small cases;
+#   memcheck and racecheck on small split-KV decode cases),
 #   `wideattn bench` (the dispatcher's kernels, and every tier side by side in one process where
 #   the Hopper tier is the default), the peer harness (PyTorch SDPA, Triton) and the end-to-end
 #   drift gate of the 8-bit kernel (tools/bench/e2e_drift.py, two model layouts), the Python
@@ -34,7 +35,7 @@ while (($#)); do
         --no-tests) tests=0 ;;
         --no-e2e) e2e=0 ;;
         --bench-cases) bench_cases="$2"; shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "gpu_suite: unknown argument '$1'" >&2; exit 2 ;;
     esac
     shift
@@ -69,6 +70,13 @@ if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
     step racecheck racecheck.txt compute-sanitizer --tool racecheck --error-exitcode 9 "$cli" selftest --quick 1
     # synccheck: barrier use (the Hopper bf16 kernel's one-way exchange pairs bar.arrive with bar.sync).
     step synccheck synccheck.txt compute-sanitizer --tool synccheck --error-exitcode 9 "$cli" selftest --quick 1
+    # Split-KV decode (the kernels' split path and the merge kernel, forced and automatic split
+    # counts): the GPU suite's small sanitizer case (tests/gpu/test_gpu_split.cpp).
+    split_case=(--test-case="gpu split-KV sanitizer*")
+    step memcheck-split memcheck_split.txt compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
+    step racecheck-split racecheck_split.txt compute-sanitizer --tool racecheck --error-exitcode 9 \
+        "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
 fi
 # bundle_has_prefill FIELD VALUE: the bundle has a prefill kernel whose manifest FIELD is VALUE.
 bundle_has_prefill() {

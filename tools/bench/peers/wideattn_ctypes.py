@@ -1,126 +1,58 @@
-"""ctypes binding of libwideattn (the C API in dispatch/wideattn.h).
+"""ctypes binding of libwideattn (the C API in dispatch/wideattn.h) for the peer harness.
 
-Mirrors wideattn_prefill_params and wideattn_kernel_info field for field, checks their sizes
-and key offsets against the C layout (computed by hand from the header for x86-64 / aarch64
-LP64 and confirmed with gcc + offsetof), and wraps the calls the peer harness needs. Imports
-only the standard library, so it loads on machines without torch or a GPU.
+The structs, constants and function declarations are the Python package's own mirror,
+python/wideattn/_capi.py (loaded from this checkout by file path, so importing it neither needs
+nor shadows an installed wideattn package); tests/python/test_package.py checks that mirror field
+by field against the compiler's layout (tests/struct_layout.c). This file adds the calls the
+peer harness needs. Imports only the standard library, so it loads on machines without torch or a GPU.
 """
 
 import ctypes
+import importlib.util
 import os
+import sys
 
-# Status codes (enum wideattn_status).
-STATUS_OK = 0
-STATUS_INVALID_ARGUMENT = 1
-STATUS_UNSUPPORTED = 2
-STATUS_NO_DRIVER = 3
-STATUS_NO_DEVICE = 4
-STATUS_BUNDLE = 5
-STATUS_CUDA = 6
-STATUS_INTERNAL = 7
-
-# Element types (enum wideattn_dtype).
-DTYPE_BF16 = 0
-DTYPE_F16 = 1
-DTYPE_F32 = 2
-DTYPE_F64 = 3
-DTYPE_E4M3 = 4
-
-_I64 = ctypes.c_int64
-_I32 = ctypes.c_int32
-_PTR = ctypes.c_void_p
+CAPI_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python", "wideattn",
+                         "_capi.py")
+_CAPI_MODULE = "wideattn_capi_mirror"
 
 
-class PrefillParams(ctypes.Structure):
-    """struct wideattn_prefill_params, in header order."""
-
-    _fields_ = [
-        ("q", _PTR),
-        ("q_token_stride", _I64),
-        ("q_head_stride", _I64),
-        ("k_cache", _PTR),
-        ("k_block_stride", _I64),
-        ("k_slot_stride", _I64),
-        ("k_head_stride", _I64),
-        ("v_cache", _PTR),
-        ("v_block_stride", _I64),
-        ("v_slot_stride", _I64),
-        ("v_head_stride", _I64),
-        ("o", _PTR),
-        ("o_token_stride", _I64),
-        ("o_head_stride", _I64),
-        ("lse", _PTR),
-        ("lse_head_stride", _I64),
-        ("cu_seqlens_q", _PTR),
-        ("seq_lens_k", _PTR),
-        ("block_table", _PTR),
-        ("block_table_stride", _I64),
-        ("q_scale", _PTR),
-        ("k_scale", _PTR),
-        ("v_scale", _PTR),
-        ("num_seqs", _I32),
-        ("total_q", _I32),
-        ("num_q_heads", _I32),
-        ("num_kv_heads", _I32),
-        ("head_dim", _I32),
-        ("block_size", _I32),
-        ("num_blocks", _I32),
-        ("q_dtype", _I32),
-        ("kv_dtype", _I32),
-        ("o_dtype", _I32),
-        ("softmax_scale", ctypes.c_float),
-        ("reserved", _I32),
-    ]
+def _load_capi():
+    if _CAPI_MODULE not in sys.modules:
+        spec = importlib.util.spec_from_file_location(_CAPI_MODULE, os.path.normpath(CAPI_PATH))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[_CAPI_MODULE] = module
+    return sys.modules[_CAPI_MODULE]
 
 
-class KernelInfo(ctypes.Structure):
-    """struct wideattn_kernel_info, in header order."""
+_capi = _load_capi()
 
-    _fields_ = [
-        ("name", ctypes.c_char_p),
-        ("symbol", ctypes.c_char_p),
-        ("arch", ctypes.c_char_p),
-        ("cubin", ctypes.c_char_p),
-        ("q_dtype", _I32),
-        ("kv_dtype", _I32),
-        ("o_dtype", _I32),
-        ("head_dim_min", _I32),
-        ("head_dim_max", _I32),
-        ("head_dim_step", _I32),
-        ("group_min", _I32),
-        ("group_max", _I32),
-        ("tile_tokens", _I32),
-        ("tile_keys", _I32),
-        ("heads_per_block_max", _I32),
-        ("threads", _I32),
-        ("dynamic_smem", _I32),
-        ("registers", _I32),
-        ("spill_bytes", _I32),
-        ("stack_bytes", _I32),
-        ("features", ctypes.c_char_p),
-        ("kind", ctypes.c_char_p),
-    ]
+STATUS_OK = _capi.STATUS_OK
+STATUS_INVALID_ARGUMENT = _capi.STATUS_INVALID_ARGUMENT
+STATUS_UNSUPPORTED = _capi.STATUS_UNSUPPORTED
+STATUS_NO_DRIVER = _capi.STATUS_NO_DRIVER
+STATUS_NO_DEVICE = _capi.STATUS_NO_DEVICE
+STATUS_BUNDLE = _capi.STATUS_BUNDLE
+STATUS_CUDA = _capi.STATUS_CUDA
+STATUS_INTERNAL = _capi.STATUS_INTERNAL
 
+DTYPE_BF16 = _capi.DTYPE_BF16
+DTYPE_F16 = _capi.DTYPE_F16
+DTYPE_F32 = _capi.DTYPE_F32
+DTYPE_F64 = _capi.DTYPE_F64
+DTYPE_E4M3 = _capi.DTYPE_E4M3
 
-# The C layout, by hand from wideattn.h (LP64): params = 23 eight-byte members (pointers and
-# int64 strides, offsets 0..176) + 12 four-byte members (offsets 184..228) = 232 bytes;
-# kernel_info = 4 pointers (0..24) + 16 int32 (32..92) + 1 pointer (96) = 104 bytes.
-# gcc's sizeof/offsetof on the header agree.
-EXPECTED_LAYOUT = {
-    PrefillParams: (232, {"lse": 112, "q_scale": 160, "num_seqs": 184,
-                          "softmax_scale": 224, "reserved": 228}),
-    KernelInfo: (112, {"q_dtype": 32, "stack_bytes": 92, "features": 96, "kind": 104}),
-}
+MAX_SPLITS = _capi.MAX_SPLITS
+
+PrefillParams = _capi.PrefillParams
+KernelInfo = _capi.KernelInfoStruct
+LaunchPlan = _capi.LaunchPlan
 
 
 def check_layout():
-    """Raises AssertionError if the ctypes mirrors differ from the C layout."""
-    for struct, (size, offsets) in EXPECTED_LAYOUT.items():
-        actual = ctypes.sizeof(struct)
-        assert actual == size, f"sizeof({struct.__name__}) = {actual}, C layout says {size}"
-        for field, offset in offsets.items():
-            actual = getattr(struct, field).offset
-            assert actual == offset, f"{struct.__name__}.{field} at {actual}, C layout says {offset}"
+    """Raises RuntimeError if a mirror's size differs from the C layout's (_capi.check_sizes)."""
+    _capi.check_sizes()
 
 
 class WideattnError(RuntimeError):
@@ -143,32 +75,7 @@ class Library:
         self._check("wideattn_open", self._lib.wideattn_open(ctypes.byref(self._ctx), bundle))
 
     def _declare(self):
-        lib = self._lib
-        ctx_p = ctypes.c_void_p
-        params_p = ctypes.POINTER(PrefillParams)
-        lib.wideattn_version.restype = ctypes.c_char_p
-        lib.wideattn_version.argtypes = []
-        lib.wideattn_status_string.restype = ctypes.c_char_p
-        lib.wideattn_status_string.argtypes = [ctypes.c_int]
-        lib.wideattn_last_error.restype = ctypes.c_char_p
-        lib.wideattn_last_error.argtypes = []
-        lib.wideattn_open.restype = ctypes.c_int
-        lib.wideattn_open.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p]
-        lib.wideattn_close.restype = None
-        lib.wideattn_close.argtypes = [ctx_p]
-        lib.wideattn_bundle_dir.restype = ctypes.c_char_p
-        lib.wideattn_bundle_dir.argtypes = [ctx_p]
-        lib.wideattn_kernel_count.restype = _I32
-        lib.wideattn_kernel_count.argtypes = [ctx_p]
-        lib.wideattn_get_kernel_info.restype = ctypes.c_int
-        lib.wideattn_get_kernel_info.argtypes = [ctx_p, _I32, ctypes.POINTER(KernelInfo)]
-        lib.wideattn_is_supported.restype = ctypes.c_int
-        lib.wideattn_is_supported.argtypes = [ctx_p, params_p, ctypes.c_int, ctypes.c_int,
-                                              ctypes.POINTER(_I32)]
-        lib.wideattn_prefill.restype = ctypes.c_int
-        lib.wideattn_prefill.argtypes = [ctx_p, params_p, ctypes.c_void_p]
-        lib.wideattn_set_prefill_kernel.restype = ctypes.c_int
-        lib.wideattn_set_prefill_kernel.argtypes = [ctx_p, ctypes.c_char_p]
+        _capi.declare(self._lib)
 
     def _check(self, call, status):
         if status != STATUS_OK:
@@ -203,11 +110,26 @@ class Library:
 
     def is_supported(self, params, cc_major, cc_minor):
         """Index of the kernel that would run these params; raises WideattnError if none."""
-        index = _I32(-1)
+        index = ctypes.c_int32(-1)
         self._check("wideattn_is_supported",
                     self._lib.wideattn_is_supported(self._ctx, ctypes.byref(params), cc_major,
                                                     cc_minor, ctypes.byref(index)))
         return index.value
+
+    def plan_launch(self, params, cc_major, cc_minor, num_sms):
+        """The LaunchPlan of `params` on a device of that compute capability and SM count."""
+        plan = LaunchPlan()
+        self._check("wideattn_plan_launch",
+                    self._lib.wideattn_plan_launch(self._ctx, ctypes.byref(params), cc_major, cc_minor,
+                                                   num_sms, ctypes.byref(plan)))
+        return plan
+
+    def workspace_size(self, params):
+        """The workspace bytes wideattn_prefill would like for `params` on the current device."""
+        size = ctypes.c_int64(0)
+        self._check("wideattn_workspace_size",
+                    self._lib.wideattn_workspace_size(self._ctx, ctypes.byref(params), ctypes.byref(size)))
+        return size.value
 
     def prefill(self, params, stream):
         """Queues one launch on `stream` (an integer CUstream handle, 0 = legacy default)."""

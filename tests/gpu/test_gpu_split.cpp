@@ -1,0 +1,465 @@
+// test_gpu_split.cpp - split-KV decode on the GPU (docs/design.md "Split-KV"). Every bf16 and
+// e4m3 prefill kernel of the bundle with the "split_kv" feature, forced by name, against the fp64
+// kernel on fresh random inputs (shuffled block tables; outputs and workspace poisoned before
+// each run) for forced split counts and the library's own choice: the kernel's error bound, LSE,
+// bit-identical reruns, the workspace sizes the library reports, refusals of a too-small
+// workspace, and the unsplit fallback without one. The "sanitizer" case is small enough for
+// compute-sanitizer (tools/gpu/gpu_suite.sh runs it under memcheck and racecheck).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "dispatch/split_plan.h"
+#include "kernels/common/kernel_desc.h"
+#include "tests/gpu/gpu_fixture.h"
+#include "tools/harness/checks.h"
+
+using namespace wideattn;
+using wideattn::test::gpu;
+
+namespace {
+
+constexpr int32_t kAutoSplits = 0;                       // num_splits 0: the library chooses
+constexpr int32_t kSplitSettings[] = {1, 2, 7, 33, 128, kAutoSplits};
+constexpr int32_t kSanitizerSplitSettings[] = {1, 2, 7, kAutoSplits};
+constexpr int32_t kDecodeContexts[] = {1, 17, 100, 4095, 20000};
+constexpr int32_t kMaxDecodeQLen = 8;
+constexpr int32_t kLongContext = 128 * 1024;
+constexpr int32_t kBlockSizes[] = {16, 48};
+constexpr int32_t kKvHeadCounts[] = {4, 1};
+constexpr int32_t kGroup = 8;                            // Gemma 4's global layers
+constexpr int64_t kWorkspaceRounding = 256;              // wideattn.h: bytes rounded up to 256
+constexpr unsigned char kRerunWorkspaceFill = 0x00;      // the rerun finds other garbage there
+
+uint64_t fresh_seed() {
+    static uint64_t seed = static_cast<uint64_t>(std::time(nullptr)) * 7919;
+    return ++seed;
+}
+
+// The input dtypes of a kernel family, the error bound its existing tests use, and whether its
+// LSE is held to kFp32LseAbs (e4m3 kernels round the scores: finiteness only, see kE4m3RelL2).
+struct Family {
+    const char* label;
+    int32_t q_dtype, kv_dtype;
+    double rel_l2;
+    bool check_lse_bound;
+};
+constexpr Family kFamilies[] = {
+    {"bf16", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16, kBf16RelL2, true},
+    {"e4m3 K/V", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false},
+    {"e4m3 Q+K/V", WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false},
+};
+
+bool has_feature(const wideattn_kernel_info& k, const char* feature) {
+    const std::string list = std::string(",") + (k.features ? k.features : "") + ",";
+    return list.find(std::string(",") + feature + ",") != std::string::npos;
+}
+
+std::string kernel_name(int32_t index) {
+    wideattn_kernel_info k{};
+    if (wideattn_get_kernel_info(gpu().ctx, index, &k) != WIDEATTN_OK) return "(no kernel " + std::to_string(index) + ")";
+    return k.name;
+}
+
+std::string kernel_kind(int32_t index) {
+    wideattn_kernel_info k{};
+    if (wideattn_get_kernel_info(gpu().ctx, index, &k) != WIDEATTN_OK) return "";
+    return k.kind;
+}
+
+// The bf16-output prefill kernels of a family that run on this GPU and have the split path, in
+// manifest order; those without it are printed (a forced split count does not apply to them).
+std::vector<std::string> split_kernels(const Family& family) {
+    std::vector<std::string> names;
+    for (const RunnableKernel& r : runnable_kernels(gpu().ctx, gpu().device->cc_major(), gpu().device->cc_minor())) {
+        if (r.kind != kKindPrefill || r.o_dtype != WIDEATTN_DTYPE_BF16 || r.q_dtype != family.q_dtype ||
+            r.kv_dtype != family.kv_dtype)
+            continue;
+        bool split = false;
+        for (int32_t i = 0; i < wideattn_kernel_count(gpu().ctx); ++i) {
+            wideattn_kernel_info k{};
+            wideattn_get_kernel_info(gpu().ctx, i, &k);
+            if (r.name == k.name && has_feature(k, kFeatureSplitKv)) split = true;
+        }
+        if (split)
+            names.push_back(r.name);
+        else
+            std::printf("  %s: no %s feature, not part of the split-KV cases\n", r.name.c_str(), kFeatureSplitKv);
+    }
+    return names;
+}
+
+// Restricts the suite's context to one kernel for the lifetime of the object.
+struct KernelRestriction {
+    explicit KernelRestriction(const std::string& name) {
+        REQUIRE_MESSAGE(wideattn_set_prefill_kernel(gpu().ctx, name.c_str()) == WIDEATTN_OK, wideattn_last_error());
+    }
+    ~KernelRestriction() { wideattn_set_prefill_kernel(gpu().ctx, nullptr); }
+};
+
+// wideattn.h: S splits need S * total_q * num_q_heads * (head_dim + 1) * 4 bytes, rounded up to 256.
+int64_t workspace_formula(const HostProblem& h, int32_t splits) {
+    const int64_t raw = int64_t{splits} * h.total_q * h.spec.num_q_heads * (h.spec.head_dim + 1) *
+                        static_cast<int64_t>(sizeof(float));
+    return (raw + kWorkspaceRounding - 1) / kWorkspaceRounding * kWorkspaceRounding;
+}
+
+// The host-side hints a caller has: the largest q_len and seq_lens_k of the batch.
+void set_hints(const HostProblem& h, wideattn_prefill_params* p) {
+    p->max_seqlen_q = 0;
+    p->max_seqlen_k = 0;
+    for (size_t s = 0; s < h.seq_lens_k.size(); ++s) {
+        p->max_seqlen_q = std::max(p->max_seqlen_q, h.cu_seqlens_q[s + 1] - h.cu_seqlens_q[s]);
+        p->max_seqlen_k = std::max(p->max_seqlen_k, h.seq_lens_k[s]);
+    }
+}
+
+// One problem on the device with its fp64 GPU reference (computed once, unsplit).
+struct SplitProblem {
+    HostProblem host;
+    DeviceProblem device;
+    std::vector<double> ref_out, ref_lse;
+};
+
+std::string make_split_problem(const ProblemSpec& spec, SplitProblem* p) {
+    std::string err = make_problem(spec, &p->host);
+    DeviceProblem ref;
+    if (err.empty()) err = ref.create(*gpu().device, p->host, WIDEATTN_DTYPE_F64);
+    if (err.empty()) err = ref.run(*gpu().device, gpu().ctx);
+    if (err.empty()) err = ref.download_output(p->host, &p->ref_out);
+    if (err.empty()) err = ref.download_lse(p->host, &p->ref_lse);
+    if (err.empty()) err = p->device.create(*gpu().device, p->host, WIDEATTN_DTYPE_BF16);
+    if (err.empty()) set_hints(p->host, &p->device.params);
+    return err.empty() ? err : spec.describe() + ": " + err;
+}
+
+// One split setting run twice: the plan, the workspace the library asked for, both outputs.
+struct SplitRun {
+    std::string error;
+    int64_t workspace_bytes = 0;
+    wideattn_launch_plan plan{};
+    std::vector<unsigned char> o_raw, lse_raw, o_rerun, lse_rerun;
+    std::vector<double> out, lse;
+};
+
+std::string download_raw_lse(const DeviceProblem& d, std::vector<unsigned char>* bytes) {
+    bytes->resize(d.lse.bytes());
+    return d.lse.download(bytes->data(), bytes->size());
+}
+
+// Sizes the workspace with wideattn_workspace_size, fills it with poison, plans, runs (outputs
+// poisoned), downloads; refills the workspace with other bytes and reruns.
+SplitRun run_split(SplitProblem* p, int32_t splits, DeviceBuffer* workspace) {
+    SplitRun r;
+    wideattn_prefill_params& params = p->device.params;
+    params.num_splits = splits;
+    params.workspace = nullptr;
+    params.workspace_bytes = 0;
+    if (wideattn_workspace_size(gpu().ctx, &params, &r.workspace_bytes) != WIDEATTN_OK) {
+        r.error = std::string("wideattn_workspace_size: ") + wideattn_last_error();
+        return r;
+    }
+    if (r.workspace_bytes > 0) {
+        if ((r.error = workspace->allocate(*gpu().device, static_cast<size_t>(r.workspace_bytes))).size() ||
+            (r.error = workspace->fill(kPoisonByte)).size())
+            return r;
+        params.workspace = workspace->get();
+        params.workspace_bytes = r.workspace_bytes;
+    }
+    const GpuDevice& dev = *gpu().device;
+    if (wideattn_plan_launch(gpu().ctx, &params, dev.cc_major(), dev.cc_minor(), dev.multiprocessors(), &r.plan) !=
+        WIDEATTN_OK) {
+        r.error = std::string("wideattn_plan_launch: ") + wideattn_last_error();
+        return r;
+    }
+    if ((r.error = p->device.run(dev, gpu().ctx)).size() || (r.error = p->device.download_raw(&r.o_raw)).size() ||
+        (r.error = download_raw_lse(p->device, &r.lse_raw)).size() ||
+        (r.error = p->device.download_output(p->host, &r.out)).size() ||
+        (r.error = p->device.download_lse(p->host, &r.lse)).size())
+        return r;
+    if (r.workspace_bytes > 0 && (r.error = workspace->fill(kRerunWorkspaceFill)).size()) return r;
+    if ((r.error = p->device.run(dev, gpu().ctx)).size() || (r.error = p->device.download_raw(&r.o_rerun)).size() ||
+        (r.error = download_raw_lse(p->device, &r.lse_rerun)).size())
+        return r;
+    return r;
+}
+
+// The plan and workspace size of one setting as wideattn.h states them.
+void check_plan(const SplitProblem& p, const std::string& kernel, int32_t splits, const SplitRun& r) {
+    CHECK(kernel_name(r.plan.kernel_index) == kernel);
+    if (splits == kAutoSplits) {
+        CHECK(r.plan.num_splits == r.plan.preferred_splits);
+        CHECK(r.plan.workspace_bytes == r.workspace_bytes);
+    } else {
+        CHECK(r.plan.num_splits == splits);
+    }
+    CHECK(r.plan.num_splits >= 1);
+    CHECK(r.plan.num_splits <= WIDEATTN_MAX_SPLITS);
+    if (r.plan.num_splits == 1) {
+        CHECK(r.plan.merge_kernel_index == -1);
+        CHECK(r.workspace_bytes == 0);
+    } else {
+        CHECK(kernel_kind(r.plan.merge_kernel_index) == kKindMergeSplits);
+        CHECK(r.workspace_bytes == workspace_formula(p.host, r.plan.num_splits));
+    }
+}
+
+// Output and LSE of one setting against the fp64 reference, and the rerun bit for bit.
+double check_against_reference(const SplitProblem& p, const Family& family, const SplitRun& r) {
+    const accuracy::ErrorStats stats = accuracy::compute_error_stats(
+        p.ref_out.data(), r.out.data(), accuracy::OutputType::kF64, static_cast<int64_t>(p.ref_out.size()));
+    INFO(accuracy::format_error_stats(stats));
+    CHECK(stats.nonfinite == 0);
+    CHECK(stats.rel_l2 <= family.rel_l2);
+    REQUIRE(r.lse.size() == p.ref_lse.size());
+    int64_t lse_nonfinite = 0;
+    double lse_max_abs = 0.0;
+    for (size_t i = 0; i < r.lse.size(); ++i) {
+        if (std::isnan(r.lse[i]) || (std::isinf(r.lse[i]) && r.lse[i] != p.ref_lse[i])) {
+            ++lse_nonfinite;
+            continue;
+        }
+        if (!std::isinf(p.ref_lse[i])) lse_max_abs = std::fmax(lse_max_abs, std::fabs(r.lse[i] - p.ref_lse[i]));
+    }
+    CHECK(lse_nonfinite == 0);
+    if (family.check_lse_bound) CHECK(lse_max_abs <= kFp32LseAbs);
+    CHECK_MESSAGE(r.o_raw == r.o_rerun, "rerun output differs");
+    CHECK_MESSAGE(r.lse_raw == r.lse_rerun, "rerun LSE differs");
+    return stats.rel_l2;
+}
+
+// Every setting of `settings` for one kernel (already forced) on one problem; one line of output.
+template <size_t N>
+void check_split_settings(SplitProblem* p, const Family& family, const std::string& kernel,
+                          const int32_t (&settings)[N]) {
+    double worst = 0.0;
+    int32_t auto_splits = 0;
+    for (const int32_t splits : settings) {
+        CAPTURE(splits);
+        DeviceBuffer workspace;
+        const SplitRun r = run_split(p, splits, &workspace);
+        REQUIRE_MESSAGE(r.error.empty(), r.error);
+        check_plan(*p, kernel, splits, r);
+        worst = std::fmax(worst, check_against_reference(*p, family, r));
+        if (splits == kAutoSplits) auto_splits = r.plan.num_splits;
+    }
+    std::printf("  %-18s %-64s worst rel L2 %.3e, auto %d splits\n", kernel.c_str(), p->host.spec.describe().c_str(),
+                worst, auto_splits);
+}
+
+// Single decode sequences: q_len 1..8 x kDecodeContexts, KV heads and page sizes cycling so each
+// context meets both of each.
+std::vector<ProblemSpec> decode_specs(uint64_t seed) {
+    std::vector<ProblemSpec> specs;
+    int variant = 0;
+    for (int32_t q_len = 1; q_len <= kMaxDecodeQLen; ++q_len)
+        for (const int32_t context : kDecodeContexts) {
+            const int32_t kv_heads = kKvHeadCounts[variant % 2];
+            const int32_t block_size = kBlockSizes[(variant / 2) % 2];
+            specs.push_back(problem_spec({q_len}, {context}, kv_heads * kGroup, kv_heads, block_size, seed + variant));
+            ++variant;
+        }
+    return specs;
+}
+
+// Mixed batches (empty sequences, a long prefill chunk beside decodes) and one 128k-key decode.
+std::vector<ProblemSpec> batch_specs(uint64_t seed) {
+    return {
+        problem_spec({0, 1, 3, 0, 8, 2}, {50, 20000, 4095, 0, 17, 1}, 32, 4, 48, seed),
+        problem_spec({1, 1200, 1, 4, 0, 1}, {17000, 2000, 100, 4095, 7, 1}, 32, 4, 16, seed + 1),
+        problem_spec({2, 0, 1, 5}, {4095, 100, 20000, 1}, 8, 1, 48, seed + 2),
+        problem_spec({1}, {kLongContext}, 8, 1, 48, seed + 3),
+    };
+}
+
+// Adapts a spec to a family: e4m3 K/V (and Q); NaN in unused K/V slots where the K/V are bf16.
+ProblemSpec for_family(ProblemSpec spec, const Family& family) {
+    spec.e4m3_kv = family.kv_dtype == WIDEATTN_DTYPE_E4M3;
+    spec.e4m3_q = family.q_dtype == WIDEATTN_DTYPE_E4M3;
+    spec.nan_unused_slots = !spec.e4m3_kv;
+    return spec;
+}
+
+// Runs `settings` on every spec for every split kernel of the family; REQUIREs one such kernel
+// for bf16 (the other families are skipped, with a message, when the bundle has none).
+template <size_t N>
+void check_family(const Family& family, const std::vector<ProblemSpec>& specs, const int32_t (&settings)[N]) {
+    CAPTURE(family.label);
+    const std::vector<std::string> kernels = split_kernels(family);
+    if (family.kv_dtype == WIDEATTN_DTYPE_BF16) REQUIRE_MESSAGE(!kernels.empty(), "no bf16 split-KV kernel runs here");
+    if (kernels.empty()) {
+        MESSAGE("no " << family.label << " split-KV kernel runs on this GPU");
+        return;
+    }
+    for (const ProblemSpec& base : specs) {
+        const ProblemSpec spec = for_family(base, family);
+        CAPTURE(spec.describe());
+        SplitProblem p;
+        const std::string err = make_split_problem(spec, &p);
+        REQUIRE_MESSAGE(err.empty(), err);
+        for (const std::string& name : kernels) {
+            CAPTURE(name);
+            const KernelRestriction only(name);
+            check_split_settings(&p, family, name, settings);
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("gpu split-KV: decode q_len 1..8 x contexts 1..20000, forced and automatic splits, every kernel") {
+    const uint64_t seed = fresh_seed() * 1000;
+    for (const Family& family : kFamilies) check_family(family, decode_specs(seed), kSplitSettings);
+}
+
+TEST_CASE("gpu split-KV: mixed batches with empty sequences and a prefill chunk, and a 128k context") {
+    const uint64_t seed = fresh_seed() * 1000 + 500;
+    for (const Family& family : kFamilies) check_family(family, batch_specs(seed), kSplitSettings);
+}
+
+TEST_CASE("gpu split-KV sanitizer: small split decode cases") {
+    // Small enough for compute-sanitizer's racecheck (about 300x slower on shared memory).
+    const uint64_t seed = fresh_seed() * 1000 + 900;
+    const std::vector<ProblemSpec> specs = {problem_spec({1, 3, 0}, {100, 40, 17}, 8, 1, 16, seed),
+                                            problem_spec({2}, {300}, 32, 4, 48, seed + 1)};
+    for (const Family& family : kFamilies) check_family(family, specs, kSanitizerSplitSettings);
+}
+
+namespace {
+
+// The first bf16 split kernel and one decode problem for the refusal cases.
+struct RefusalSetup {
+    std::string kernel;
+    SplitProblem problem;
+};
+
+void make_refusal_setup(RefusalSetup* s, const ProblemSpec& spec) {
+    const std::vector<std::string> kernels = split_kernels(kFamilies[0]);
+    REQUIRE_MESSAGE(!kernels.empty(), "no bf16 split-KV kernel runs here");
+    s->kernel = kernels.front();
+    const std::string err = make_split_problem(for_family(spec, kFamilies[0]), &s->problem);
+    REQUIRE_MESSAGE(err.empty(), err);
+}
+
+// Launches params as given (outputs poisoned first); the status, and the message on failure.
+wideattn_status launch(SplitProblem* p, const wideattn_prefill_params& params, std::string* message) {
+    REQUIRE(p->device.poison_outputs().empty());
+    const wideattn_status status = wideattn_prefill(gpu().ctx, &params, nullptr);
+    *message = status == WIDEATTN_OK ? "" : wideattn_last_error();
+    REQUIRE(gpu().device->check(gpu().device->driver().cuCtxSynchronize(), "cuCtxSynchronize").empty());
+    return status;
+}
+
+constexpr int32_t kRefusalSplits = 7;
+constexpr int64_t kMisalignment = 8;   // bytes: a workspace 8 past a 16-byte boundary
+
+}  // namespace
+
+TEST_CASE("gpu split-KV: a too-small or misaligned workspace with forced splits is refused, the context keeps working") {
+    RefusalSetup s;
+    make_refusal_setup(&s, problem_spec({1}, {4095}, 32, 4, 16, fresh_seed()));
+    const KernelRestriction only(s.kernel);
+    SplitProblem& p = s.problem;
+    DeviceBuffer workspace;
+    const SplitRun good = run_split(&p, kRefusalSplits, &workspace);   // leaves params on `workspace`
+    REQUIRE_MESSAGE(good.error.empty(), good.error);
+    REQUIRE(good.plan.num_splits == kRefusalSplits);
+    const wideattn_prefill_params valid = p.device.params;
+    std::string message;
+
+    wideattn_prefill_params small = valid;
+    small.workspace_bytes = good.workspace_bytes - kWorkspaceRounding;
+    CHECK(launch(&p, small, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK_MESSAGE(message.find("workspace_bytes") != std::string::npos, message);
+
+    wideattn_prefill_params none = valid;
+    none.workspace = nullptr;
+    none.workspace_bytes = 0;
+    CHECK(launch(&p, none, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK_MESSAGE(message.find("workspace") != std::string::npos, message);
+
+    // Large enough, but 8 bytes past a 16-byte boundary.
+    DeviceBuffer roomy;
+    REQUIRE(roomy.allocate(*gpu().device, static_cast<size_t>(good.workspace_bytes + kWorkspaceRounding)).empty());
+    wideattn_prefill_params misaligned = valid;
+    misaligned.workspace = static_cast<unsigned char*>(roomy.get()) + kMisalignment;
+    CHECK(launch(&p, misaligned, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK_MESSAGE(message.find("workspace") != std::string::npos, message);
+
+    wideattn_prefill_params too_many = valid;
+    too_many.num_splits = WIDEATTN_MAX_SPLITS + 1;
+    CHECK(launch(&p, too_many, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK_MESSAGE(message.find("num_splits=" + std::to_string(WIDEATTN_MAX_SPLITS + 1)) != std::string::npos, message);
+
+    // The context keeps working: a good run after the refusals gives the bits of the one before.
+    REQUIRE(launch(&p, valid, &message) == WIDEATTN_OK);
+    std::vector<unsigned char> after, lse_after;
+    REQUIRE(p.device.download_raw(&after).empty());
+    REQUIRE(download_raw_lse(p.device, &lse_after).empty());
+    CHECK(after == good.o_raw);
+    CHECK(lse_after == good.lse_raw);
+}
+
+TEST_CASE("gpu split-KV: automatic splits without a workspace run unsplit, with a partial one use what fits") {
+    RefusalSetup s;
+    make_refusal_setup(&s, problem_spec({1}, {20000}, 8, 1, 16, fresh_seed()));
+    const KernelRestriction only(s.kernel);
+    SplitProblem& p = s.problem;
+    const GpuDevice& dev = *gpu().device;
+
+    DeviceBuffer unused;
+    const SplitRun unsplit = run_split(&p, 1, &unused);
+    REQUIRE_MESSAGE(unsplit.error.empty(), unsplit.error);
+
+    // One (token tile, KV head) block on the whole GPU: the library wants to split it.
+    wideattn_prefill_params automatic = p.device.params;
+    automatic.num_splits = kAutoSplits;
+    automatic.workspace = nullptr;
+    automatic.workspace_bytes = 0;
+    wideattn_launch_plan plan{};
+    REQUIRE(wideattn_plan_launch(gpu().ctx, &automatic, dev.cc_major(), dev.cc_minor(), dev.multiprocessors(),
+                                 &plan) == WIDEATTN_OK);
+    CHECK(plan.num_splits == 1);
+    CHECK(plan.merge_kernel_index == -1);
+    CHECK(plan.preferred_splits > 1);
+    CHECK(plan.workspace_bytes == workspace_formula(p.host, plan.preferred_splits));
+    int64_t current_device_bytes = -1;
+    REQUIRE(wideattn_workspace_size(gpu().ctx, &automatic, &current_device_bytes) == WIDEATTN_OK);
+    CHECK(current_device_bytes == plan.workspace_bytes);
+
+    std::string message;
+    REQUIRE(launch(&p, automatic, &message) == WIDEATTN_OK);
+    std::vector<unsigned char> out, lse;
+    REQUIRE(p.device.download_raw(&out).empty());
+    REQUIRE(download_raw_lse(p.device, &lse).empty());
+    CHECK_MESSAGE(out == unsplit.o_raw, "auto without a workspace differs from num_splits = 1");
+    CHECK(lse == unsplit.lse_raw);
+
+    // A workspace for exactly two splits: the library takes the most that fit.
+    if (plan.preferred_splits > 2) {
+        constexpr int32_t kFittingSplits = 2;
+        DeviceBuffer partial;
+        const int64_t bytes = workspace_formula(p.host, kFittingSplits);
+        REQUIRE(partial.allocate(dev, static_cast<size_t>(bytes)).empty());
+        REQUIRE(partial.fill(kPoisonByte).empty());
+        automatic.workspace = partial.get();
+        automatic.workspace_bytes = bytes;
+        REQUIRE(wideattn_plan_launch(gpu().ctx, &automatic, dev.cc_major(), dev.cc_minor(), dev.multiprocessors(),
+                                     &plan) == WIDEATTN_OK);
+        CHECK(plan.num_splits == kFittingSplits);
+        CHECK(kernel_kind(plan.merge_kernel_index) == kKindMergeSplits);
+        REQUIRE(launch(&p, automatic, &message) == WIDEATTN_OK);
+        std::vector<double> dense;
+        REQUIRE(p.device.download_output(p.host, &dense).empty());
+        const accuracy::ErrorStats stats = accuracy::compute_error_stats(
+            p.ref_out.data(), dense.data(), accuracy::OutputType::kF64, static_cast<int64_t>(dense.size()));
+        INFO(accuracy::format_error_stats(stats));
+        CHECK(stats.nonfinite == 0);
+        CHECK(stats.rel_l2 <= kBf16RelL2);
+    }
+}
