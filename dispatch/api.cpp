@@ -224,8 +224,10 @@ wideattn_status launch_on_current_device(wideattn_context* ctx, Args* args, void
 // The launch plan of validated params (wideattn_plan_launch): the selected prefill kernel, then
 // the split count (split_plan.h) and the merge kernel when it splits. `device_name` is the
 // device's name for the tuning file's check, or NULL where only the compute capability is known.
+// `for_launch`: a forced split count whose workspace does not fit is refused (the launch);
+// otherwise it is reported as it is (a plan or a size query asks what the call needs).
 wideattn_status plan_launch(const wideattn_context* ctx, const wideattn_prefill_params& p, int cc_major, int cc_minor,
-                            int num_sms, const std::string* device_name, wideattn_launch_plan* plan) {
+                            int num_sms, const std::string* device_name, bool for_launch, wideattn_launch_plan* plan) {
     std::string message;
     int32_t index = -1;
     const std::string tuned = ctx->tuning.in_play() ? ctx->tuning.choice_for(p, cc_major, cc_minor, device_name) : "";
@@ -243,8 +245,11 @@ wideattn_status plan_launch(const wideattn_context* ctx, const wideattn_prefill_
         }
     }
     int32_t splits = 1;
-    if (!wideattn::runnable_splits(kernel, p, preferred, &splits, &message))
-        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, message);
+    if (!wideattn::runnable_splits(kernel, p, preferred, &splits, &message)) {
+        if (for_launch || !kernel.has_feature(wideattn::kFeatureSplitKv))
+            return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, message);
+        splits = preferred;  // forced, workspace too small: the launch would refuse it
+    }
     plan->kernel_index = index;
     plan->num_splits = splits;
     plan->merge_kernel_index = splits > 1 ? merge : -1;
@@ -350,7 +355,7 @@ wideattn_status prefill(wideattn_context* ctx, const wideattn_prefill_params* pa
     if ((status = current_device(&dev)) != WIDEATTN_OK) return status;
     const std::string device_name = ctx->tuning.in_play() ? current_device_name(ctx) : std::string();
     wideattn_launch_plan plan{};
-    if ((status = plan_launch(ctx, *params, dev.cc_major, dev.cc_minor, dev.num_sms, &device_name, &plan)) !=
+    if ((status = plan_launch(ctx, *params, dev.cc_major, dev.cc_minor, dev.num_sms, &device_name, true, &plan)) !=
         WIDEATTN_OK)
         return status;
     if ((status = check_smem(ctx, dev, plan.kernel_index)) != WIDEATTN_OK) return status;
@@ -509,7 +514,7 @@ wideattn_status wideattn_plan_launch(const wideattn_context* ctx, const wideattn
         std::string message;
         const wideattn_status status = wideattn::validate_params(params, &message);
         if (status != WIDEATTN_OK) return fail(status, message);
-        return plan_launch(ctx, *params, cc_major, cc_minor, num_sms, nullptr, plan);
+        return plan_launch(ctx, *params, cc_major, cc_minor, num_sms, nullptr, false, plan);
     });
 }
 
@@ -526,8 +531,8 @@ wideattn_status wideattn_workspace_size(const wideattn_context* ctx, const widea
         auto* mutable_ctx = const_cast<wideattn_context*>(ctx);  // the device-name cache only
         const std::string device_name = ctx->tuning.in_play() ? current_device_name(mutable_ctx) : std::string();
         wideattn_launch_plan plan{};
-        if ((status = plan_launch(ctx, *params, dev.cc_major, dev.cc_minor, dev.num_sms, &device_name, &plan)) !=
-            WIDEATTN_OK)
+        if ((status = plan_launch(ctx, *params, dev.cc_major, dev.cc_minor, dev.num_sms, &device_name, false,
+                                  &plan)) != WIDEATTN_OK)
             return status;
         *bytes = plan.workspace_bytes;
         return WIDEATTN_OK;
