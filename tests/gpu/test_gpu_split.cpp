@@ -138,9 +138,11 @@ std::string make_split_problem(const ProblemSpec& spec, SplitProblem* p) {
     return err.empty() ? err : spec.describe() + ": " + err;
 }
 
-// One split setting run twice: the plan, the workspace the library asked for, both outputs.
+// One split setting run twice: the plan, the workspace it ran with, both outputs, and where the
+// library's wideattn_workspace_size disagreed with wideattn.h's size (empty when it agreed).
 struct SplitRun {
     std::string error;
+    std::string sizing_mismatch;
     int64_t workspace_bytes = 0;
     wideattn_launch_plan plan{};
     std::vector<unsigned char> o_raw, lse_raw, o_rerun, lse_rerun;
@@ -152,18 +154,37 @@ std::string download_raw_lse(const DeviceProblem& d, std::vector<unsigned char>*
     return d.lse.download(bytes->data(), bytes->size());
 }
 
-// Sizes the workspace with wideattn_workspace_size, fills it with poison, plans, runs (outputs
-// poisoned), downloads; refills the workspace with other bytes and reruns.
+// The workspace of one setting, asked of wideattn_workspace_size without a workspace attached (as
+// a caller sizes it). A forced count takes wideattn.h's size for it whatever the answer, so the
+// kernels' split path is tested even where the answer is wrong; a differing answer or a refusal
+// is recorded in r->sizing_mismatch. Automatic: the answer, or r->error when it is refused.
+void size_workspace(const SplitProblem& p, const wideattn_prefill_params& params, int32_t splits, SplitRun* r) {
+    int64_t asked = -1;
+    const wideattn_status status = wideattn_workspace_size(gpu().ctx, &params, &asked);
+    const std::string answer = status == WIDEATTN_OK ? std::to_string(asked) + " bytes"
+                                                     : std::string(wideattn_status_string(status)) + ": " +
+                                                           wideattn_last_error();
+    if (splits == kAutoSplits) {
+        if (status != WIDEATTN_OK) r->error = "wideattn_workspace_size: " + answer;
+        r->workspace_bytes = asked;
+        return;
+    }
+    r->workspace_bytes = splits > 1 ? workspace_formula(p.host, splits) : 0;
+    if (status != WIDEATTN_OK || asked != r->workspace_bytes)
+        r->sizing_mismatch = "wideattn_workspace_size with num_splits=" + std::to_string(splits) + " and no workspace: " +
+                             answer + ", wideattn.h gives " + std::to_string(r->workspace_bytes);
+}
+
+// Sizes the workspace (size_workspace), fills it with poison, plans, runs (outputs poisoned),
+// downloads; refills the workspace with other bytes and reruns.
 SplitRun run_split(SplitProblem* p, int32_t splits, DeviceBuffer* workspace) {
     SplitRun r;
     wideattn_prefill_params& params = p->device.params;
     params.num_splits = splits;
     params.workspace = nullptr;
     params.workspace_bytes = 0;
-    if (wideattn_workspace_size(gpu().ctx, &params, &r.workspace_bytes) != WIDEATTN_OK) {
-        r.error = std::string("wideattn_workspace_size: ") + wideattn_last_error();
-        return r;
-    }
+    size_workspace(*p, params, splits, &r);
+    if (!r.error.empty()) return r;
     if (r.workspace_bytes > 0) {
         if ((r.error = workspace->allocate(*gpu().device, static_cast<size_t>(r.workspace_bytes))).size() ||
             (r.error = workspace->fill(kPoisonByte)).size())
@@ -233,10 +254,16 @@ double check_against_reference(const SplitProblem& p, const Family& family, cons
     return stats.rel_l2;
 }
 
+// wideattn_workspace_size answers that differ from wideattn.h's sizes: how many, and the first.
+struct SizingMismatches {
+    int count = 0;
+    std::string first;
+};
+
 // Every setting of `settings` for one kernel (already forced) on one problem; one line of output.
 template <size_t N>
 void check_split_settings(SplitProblem* p, const Family& family, const std::string& kernel,
-                          const int32_t (&settings)[N]) {
+                          const int32_t (&settings)[N], SizingMismatches* sizing) {
     double worst = 0.0;
     int32_t auto_splits = 0;
     for (const int32_t splits : settings) {
@@ -244,6 +271,7 @@ void check_split_settings(SplitProblem* p, const Family& family, const std::stri
         DeviceBuffer workspace;
         const SplitRun r = run_split(p, splits, &workspace);
         REQUIRE_MESSAGE(r.error.empty(), r.error);
+        if (!r.sizing_mismatch.empty() && sizing->count++ == 0) sizing->first = kernel + ": " + r.sizing_mismatch;
         check_plan(*p, kernel, splits, r);
         worst = std::fmax(worst, check_against_reference(*p, family, r));
         if (splits == kAutoSplits) auto_splits = r.plan.num_splits;
@@ -296,6 +324,7 @@ void check_family(const Family& family, const std::vector<ProblemSpec>& specs, c
         MESSAGE("no " << family.label << " split-KV kernel runs on this GPU");
         return;
     }
+    SizingMismatches sizing;
     for (const ProblemSpec& base : specs) {
         const ProblemSpec spec = for_family(base, family);
         CAPTURE(spec.describe());
@@ -305,9 +334,11 @@ void check_family(const Family& family, const std::vector<ProblemSpec>& specs, c
         for (const std::string& name : kernels) {
             CAPTURE(name);
             const KernelRestriction only(name);
-            check_split_settings(&p, family, name, settings);
+            check_split_settings(&p, family, name, settings, &sizing);
         }
     }
+    // A caller sizes a forced count with wideattn_workspace_size before it has a workspace.
+    CHECK_MESSAGE(sizing.count == 0, sizing.count << " forced settings sized wrongly; first: " << sizing.first);
 }
 
 }  // namespace
