@@ -33,7 +33,7 @@ constexpr int32_t kLongContext = 128 * 1024;
 constexpr int32_t kBlockSizes[] = {16, 48};
 constexpr int32_t kKvHeadCounts[] = {4, 1};
 constexpr int32_t kGroup = 8;                            // Gemma 4's global layers
-constexpr int64_t kWorkspaceRounding = 256;              // wideattn.h: bytes rounded up to 256
+constexpr int64_t kWorkspaceRounding = 256;              // docs/design.md: each region rounded up to 256 bytes
 constexpr unsigned char kRerunWorkspaceFill = 0x00;      // the rerun finds other garbage there
 
 uint64_t fresh_seed() {
@@ -102,11 +102,14 @@ struct KernelRestriction {
     ~KernelRestriction() { wideattn_set_prefill_kernel(gpu().ctx, nullptr); }
 };
 
-// wideattn.h: S splits need S * total_q * num_q_heads * (head_dim + 1) * 4 bytes, rounded up to 256.
+int64_t round_up(int64_t bytes) { return (bytes + kWorkspaceRounding - 1) / kWorkspaceRounding * kWorkspaceRounding; }
+
+// The workspace of S splits (docs/design.md "Split-KV"): rows = S x total_q x num_q_heads fp32
+// partial O rows of head_dim, then one fp32 LSE per row, each region rounded up to 256 bytes.
 int64_t workspace_formula(const HostProblem& h, int32_t splits) {
-    const int64_t raw = int64_t{splits} * h.total_q * h.spec.num_q_heads * (h.spec.head_dim + 1) *
-                        static_cast<int64_t>(sizeof(float));
-    return (raw + kWorkspaceRounding - 1) / kWorkspaceRounding * kWorkspaceRounding;
+    const int64_t rows = int64_t{splits} * h.total_q * h.spec.num_q_heads;
+    const int64_t f32 = static_cast<int64_t>(sizeof(float));
+    return round_up(rows * h.spec.head_dim * f32) + round_up(rows * f32);
 }
 
 // The host-side hints a caller has: the largest q_len and seq_lens_k of the batch.
@@ -139,7 +142,7 @@ std::string make_split_problem(const ProblemSpec& spec, SplitProblem* p) {
 }
 
 // One split setting run twice: the plan, the workspace it ran with, both outputs, and where the
-// library's wideattn_workspace_size disagreed with wideattn.h's size (empty when it agreed).
+// library's wideattn_workspace_size disagreed with docs/design.md's size (empty when it agreed).
 struct SplitRun {
     std::string error;
     std::string sizing_mismatch;
@@ -155,7 +158,7 @@ std::string download_raw_lse(const DeviceProblem& d, std::vector<unsigned char>*
 }
 
 // The workspace of one setting, asked of wideattn_workspace_size without a workspace attached (as
-// a caller sizes it). A forced count takes wideattn.h's size for it whatever the answer, so the
+// a caller sizes it). A forced count takes docs/design.md's size whatever the answer, so the
 // kernels' split path is tested even where the answer is wrong; a differing answer or a refusal
 // is recorded in r->sizing_mismatch. Automatic: the answer, or r->error when it is refused.
 void size_workspace(const SplitProblem& p, const wideattn_prefill_params& params, int32_t splits, SplitRun* r) {
@@ -172,7 +175,7 @@ void size_workspace(const SplitProblem& p, const wideattn_prefill_params& params
     r->workspace_bytes = splits > 1 ? workspace_formula(p.host, splits) : 0;
     if (status != WIDEATTN_OK || asked != r->workspace_bytes)
         r->sizing_mismatch = "wideattn_workspace_size with num_splits=" + std::to_string(splits) + " and no workspace: " +
-                             answer + ", wideattn.h gives " + std::to_string(r->workspace_bytes);
+                             answer + ", docs/design.md gives " + std::to_string(r->workspace_bytes);
 }
 
 // Sizes the workspace (size_workspace), fills it with poison, plans, runs (outputs poisoned),
@@ -210,7 +213,7 @@ SplitRun run_split(SplitProblem* p, int32_t splits, DeviceBuffer* workspace) {
     return r;
 }
 
-// The plan and workspace size of one setting as wideattn.h states them.
+// The plan and workspace size of one setting as wideattn.h and docs/design.md state them.
 void check_plan(const SplitProblem& p, const std::string& kernel, int32_t splits, const SplitRun& r) {
     CHECK(kernel_name(r.plan.kernel_index) == kernel);
     if (splits == kAutoSplits) {
@@ -254,7 +257,7 @@ double check_against_reference(const SplitProblem& p, const Family& family, cons
     return stats.rel_l2;
 }
 
-// wideattn_workspace_size answers that differ from wideattn.h's sizes: how many, and the first.
+// wideattn_workspace_size answers that differ from docs/design.md's sizes: how many, and the first.
 struct SizingMismatches {
     int count = 0;
     std::string first;
