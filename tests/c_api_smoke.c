@@ -10,10 +10,13 @@
 
 enum { kPlanSms = 132, kWorkspaceRounding = 256 };
 
-/* wideattn.h: S splits need S * total_q * num_q_heads * (head_dim + 1) * 4 bytes, rounded up to 256. */
+static int64_t round_up(int64_t bytes) { return (bytes + kWorkspaceRounding - 1) / kWorkspaceRounding * kWorkspaceRounding; }
+
+/* The workspace of S splits (docs/design.md "Split-KV"): S x total_q x num_q_heads fp32 rows of
+ * head_dim, then one fp32 LSE per row, each region rounded up to 256 bytes. */
 static int64_t workspace_formula(const wideattn_prefill_params* p, int32_t splits) {
-    int64_t raw = (int64_t)splits * p->total_q * p->num_q_heads * (p->head_dim + 1) * (int64_t)sizeof(float);
-    return (raw + kWorkspaceRounding - 1) / kWorkspaceRounding * kWorkspaceRounding;
+    int64_t rows = (int64_t)splits * p->total_q * p->num_q_heads;
+    return round_up(rows * p->head_dim * (int64_t)sizeof(float)) + round_up(rows * (int64_t)sizeof(float));
 }
 
 /* The fp64 call does not split; the same call in bf16 as a decode over 4096 keys on an sm_90

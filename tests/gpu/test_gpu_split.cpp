@@ -33,7 +33,7 @@ constexpr int32_t kLongContext = 128 * 1024;
 constexpr int32_t kBlockSizes[] = {16, 48};
 constexpr int32_t kKvHeadCounts[] = {4, 1};
 constexpr int32_t kGroup = 8;                            // Gemma 4's global layers
-constexpr int64_t kWorkspaceRounding = 256;              // wideattn.h: bytes rounded up to 256
+constexpr int64_t kWorkspaceRounding = 256;              // docs/design.md: each region rounded up to 256 bytes
 constexpr unsigned char kRerunWorkspaceFill = 0x00;      // the rerun finds other garbage there
 
 uint64_t fresh_seed() {
@@ -102,11 +102,14 @@ struct KernelRestriction {
     ~KernelRestriction() { wideattn_set_prefill_kernel(gpu().ctx, nullptr); }
 };
 
-// wideattn.h: S splits need S * total_q * num_q_heads * (head_dim + 1) * 4 bytes, rounded up to 256.
+int64_t round_up(int64_t bytes) { return (bytes + kWorkspaceRounding - 1) / kWorkspaceRounding * kWorkspaceRounding; }
+
+// The workspace of S splits (docs/design.md "Split-KV"): rows = S x total_q x num_q_heads fp32
+// partial O rows of head_dim, then one fp32 LSE per row, each region rounded up to 256 bytes.
 int64_t workspace_formula(const HostProblem& h, int32_t splits) {
-    const int64_t raw = int64_t{splits} * h.total_q * h.spec.num_q_heads * (h.spec.head_dim + 1) *
-                        static_cast<int64_t>(sizeof(float));
-    return (raw + kWorkspaceRounding - 1) / kWorkspaceRounding * kWorkspaceRounding;
+    const int64_t rows = int64_t{splits} * h.total_q * h.spec.num_q_heads;
+    const int64_t f32 = static_cast<int64_t>(sizeof(float));
+    return round_up(rows * h.spec.head_dim * f32) + round_up(rows * f32);
 }
 
 // The host-side hints a caller has: the largest q_len and seq_lens_k of the batch.
@@ -138,9 +141,11 @@ std::string make_split_problem(const ProblemSpec& spec, SplitProblem* p) {
     return err.empty() ? err : spec.describe() + ": " + err;
 }
 
-// One split setting run twice: the plan, the workspace the library asked for, both outputs.
+// One split setting run twice: the plan, the workspace it ran with, both outputs, and where the
+// library's wideattn_workspace_size disagreed with docs/design.md's size (empty when it agreed).
 struct SplitRun {
     std::string error;
+    std::string sizing_mismatch;
     int64_t workspace_bytes = 0;
     wideattn_launch_plan plan{};
     std::vector<unsigned char> o_raw, lse_raw, o_rerun, lse_rerun;
@@ -152,18 +157,37 @@ std::string download_raw_lse(const DeviceProblem& d, std::vector<unsigned char>*
     return d.lse.download(bytes->data(), bytes->size());
 }
 
-// Sizes the workspace with wideattn_workspace_size, fills it with poison, plans, runs (outputs
-// poisoned), downloads; refills the workspace with other bytes and reruns.
+// The workspace of one setting, asked of wideattn_workspace_size without a workspace attached (as
+// a caller sizes it). A forced count takes docs/design.md's size whatever the answer, so the
+// kernels' split path is tested even where the answer is wrong; a differing answer or a refusal
+// is recorded in r->sizing_mismatch. Automatic: the answer, or r->error when it is refused.
+void size_workspace(const SplitProblem& p, const wideattn_prefill_params& params, int32_t splits, SplitRun* r) {
+    int64_t asked = -1;
+    const wideattn_status status = wideattn_workspace_size(gpu().ctx, &params, &asked);
+    const std::string answer = status == WIDEATTN_OK ? std::to_string(asked) + " bytes"
+                                                     : std::string(wideattn_status_string(status)) + ": " +
+                                                           wideattn_last_error();
+    if (splits == kAutoSplits) {
+        if (status != WIDEATTN_OK) r->error = "wideattn_workspace_size: " + answer;
+        r->workspace_bytes = asked;
+        return;
+    }
+    r->workspace_bytes = splits > 1 ? workspace_formula(p.host, splits) : 0;
+    if (status != WIDEATTN_OK || asked != r->workspace_bytes)
+        r->sizing_mismatch = "wideattn_workspace_size with num_splits=" + std::to_string(splits) + " and no workspace: " +
+                             answer + ", docs/design.md gives " + std::to_string(r->workspace_bytes);
+}
+
+// Sizes the workspace (size_workspace), fills it with poison, plans, runs (outputs poisoned),
+// downloads; refills the workspace with other bytes and reruns.
 SplitRun run_split(SplitProblem* p, int32_t splits, DeviceBuffer* workspace) {
     SplitRun r;
     wideattn_prefill_params& params = p->device.params;
     params.num_splits = splits;
     params.workspace = nullptr;
     params.workspace_bytes = 0;
-    if (wideattn_workspace_size(gpu().ctx, &params, &r.workspace_bytes) != WIDEATTN_OK) {
-        r.error = std::string("wideattn_workspace_size: ") + wideattn_last_error();
-        return r;
-    }
+    size_workspace(*p, params, splits, &r);
+    if (!r.error.empty()) return r;
     if (r.workspace_bytes > 0) {
         if ((r.error = workspace->allocate(*gpu().device, static_cast<size_t>(r.workspace_bytes))).size() ||
             (r.error = workspace->fill(kPoisonByte)).size())
@@ -189,7 +213,7 @@ SplitRun run_split(SplitProblem* p, int32_t splits, DeviceBuffer* workspace) {
     return r;
 }
 
-// The plan and workspace size of one setting as wideattn.h states them.
+// The plan and workspace size of one setting as wideattn.h and docs/design.md state them.
 void check_plan(const SplitProblem& p, const std::string& kernel, int32_t splits, const SplitRun& r) {
     CHECK(kernel_name(r.plan.kernel_index) == kernel);
     if (splits == kAutoSplits) {
@@ -233,10 +257,16 @@ double check_against_reference(const SplitProblem& p, const Family& family, cons
     return stats.rel_l2;
 }
 
+// wideattn_workspace_size answers that differ from docs/design.md's sizes: how many, and the first.
+struct SizingMismatches {
+    int count = 0;
+    std::string first;
+};
+
 // Every setting of `settings` for one kernel (already forced) on one problem; one line of output.
 template <size_t N>
 void check_split_settings(SplitProblem* p, const Family& family, const std::string& kernel,
-                          const int32_t (&settings)[N]) {
+                          const int32_t (&settings)[N], SizingMismatches* sizing) {
     double worst = 0.0;
     int32_t auto_splits = 0;
     for (const int32_t splits : settings) {
@@ -244,6 +274,7 @@ void check_split_settings(SplitProblem* p, const Family& family, const std::stri
         DeviceBuffer workspace;
         const SplitRun r = run_split(p, splits, &workspace);
         REQUIRE_MESSAGE(r.error.empty(), r.error);
+        if (!r.sizing_mismatch.empty() && sizing->count++ == 0) sizing->first = kernel + ": " + r.sizing_mismatch;
         check_plan(*p, kernel, splits, r);
         worst = std::fmax(worst, check_against_reference(*p, family, r));
         if (splits == kAutoSplits) auto_splits = r.plan.num_splits;
@@ -296,6 +327,7 @@ void check_family(const Family& family, const std::vector<ProblemSpec>& specs, c
         MESSAGE("no " << family.label << " split-KV kernel runs on this GPU");
         return;
     }
+    SizingMismatches sizing;
     for (const ProblemSpec& base : specs) {
         const ProblemSpec spec = for_family(base, family);
         CAPTURE(spec.describe());
@@ -305,9 +337,11 @@ void check_family(const Family& family, const std::vector<ProblemSpec>& specs, c
         for (const std::string& name : kernels) {
             CAPTURE(name);
             const KernelRestriction only(name);
-            check_split_settings(&p, family, name, settings);
+            check_split_settings(&p, family, name, settings, &sizing);
         }
     }
+    // A caller sizes a forced count with wideattn_workspace_size before it has a workspace.
+    CHECK_MESSAGE(sizing.count == 0, sizing.count << " forced settings sized wrongly; first: " << sizing.first);
 }
 
 }  // namespace

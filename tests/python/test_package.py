@@ -149,13 +149,18 @@ def test_selection_and_pinning():
 
 PLAN_SMS = 132            # an H200's multiprocessors
 FAKE_WORKSPACE = 7 * FAKE_BASE
-WORKSPACE_ROUNDING = 256  # wideattn.h: workspace bytes are rounded up to 256
+WORKSPACE_ROUNDING = 256  # docs/design.md: each workspace region is rounded up to 256 bytes
+
+
+def _round_up(size):
+    return -(-size // WORKSPACE_ROUNDING) * WORKSPACE_ROUNDING
 
 
 def workspace_formula(p, splits):
-    """wideattn.h: S splits need S * total_q * num_q_heads * (head_dim + 1) * 4 bytes, rounded up."""
-    raw = splits * p.total_q * p.num_q_heads * (p.head_dim + 1) * 4
-    return -(-raw // WORKSPACE_ROUNDING) * WORKSPACE_ROUNDING
+    """docs/design.md "Split-KV": S x total_q x num_q_heads fp32 rows of head_dim, then an fp32
+    LSE per row, each region rounded up to 256 bytes."""
+    rows = splits * p.total_q * p.num_q_heads
+    return _round_up(rows * p.head_dim * 4) + _round_up(rows * 4)
 
 
 def decode_params(**fields):

@@ -206,10 +206,15 @@ def test_argument_checks_name_the_argument():
 WORKSPACE_ROUNDING = 256
 
 
+def _round_up(size):
+    return -(-size // WORKSPACE_ROUNDING) * WORKSPACE_ROUNDING
+
+
 def _workspace_formula(splits, problem):
-    """wideattn.h: S splits need S * total_q * num_q_heads * (head_dim + 1) * 4 bytes, rounded up to 256."""
-    raw = splits * problem.q.shape[0] * problem.q_heads * (HEAD_DIM + 1) * 4
-    return -(-raw // WORKSPACE_ROUNDING) * WORKSPACE_ROUNDING
+    """docs/design.md "Split-KV": S x total_q x num_q_heads fp32 rows of head_dim, then an fp32
+    LSE per row, each region rounded up to 256 bytes."""
+    rows = splits * problem.q.shape[0] * problem.q_heads
+    return _round_up(rows * HEAD_DIM * 4) + _round_up(rows * 4)
 
 
 def test_split_options_reach_the_library_and_keep_the_result():
@@ -230,7 +235,7 @@ def test_split_options_reach_the_library_and_keep_the_result():
                                 3, 700, 7)
     assert (params.max_seqlen_q, params.max_seqlen_k, params.num_splits) == (3, 700, 7)
     assert ops.validate_prefill(params).name == "wgmma_bf16_d512"
-    # With the workspace the formula of wideattn.h gives, the library plans exactly 7 splits.
+    # With the workspace docs/design.md gives for 7 splits, the library plans exactly 7.
     workspace = ops.allocate_workspace(_workspace_formula(7, problem), torch.device("cpu"))
     plan = wideattn.default_context().plan_launch(ops.attach_workspace(params, workspace), SM90, SM90_SMS)
     assert plan.num_splits == 7 and plan.workspace_bytes == params.workspace_bytes, (plan, params.workspace_bytes)
