@@ -234,7 +234,8 @@ def test_split_options_reach_the_library_and_keep_the_result():
                                 layout + list(problem.v_cache.stride()[:3]), problem.scale, None, None, None, out, None,
                                 3, 700, 7)
     assert (params.max_seqlen_q, params.max_seqlen_k, params.num_splits) == (3, 700, 7)
-    assert ops.validate_prefill(params).name == "wgmma_bf16_d512"
+    chosen = ops.validate_prefill(params)  # the first of the bundle's archs that serves it
+    assert chosen.kind == "prefill" and chosen.q_dtype == "bf16" and chosen.kv_dtype == "bf16", chosen
     # With the workspace docs/design.md gives for 7 splits, the library plans exactly 7.
     workspace = ops.allocate_workspace(_workspace_formula(7, problem), torch.device("cpu"))
     plan = wideattn.default_context().plan_launch(ops.attach_workspace(params, workspace), SM90, SM90_SMS)
