@@ -26,7 +26,8 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
     CHECK(m.format == kManifestFormatVersion);
-    std::set<std::string> reference_archs, quantize_archs, amax_archs, mma_archs, ping_pong_archs, merge_archs;
+    std::set<std::string> reference_archs, quantize_archs, amax_archs, mma_archs, ping_pong_archs, merge_archs,
+        hopper_e4m3kv_archs;
     for (const ManifestKernel& k : m.kernels) {
         CHECK(k.cubin_bytes > 0);
         CHECK(k.registers > 0);
@@ -74,6 +75,16 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
             CHECK(k.has_feature("lse"));
             CHECK(k.head_dim_max == 512);
         }
+        // The Hopper kernel for bf16 Q over an e4m3 cache: sm_90a only, with the split-KV entry.
+        if (k.name == "wgmma_e4m3kv_d512") {
+            hopper_e4m3kv_archs.insert(k.arch);
+            CHECK(k.arch == "sm_90a");
+            CHECK(k.q_dtype == WIDEATTN_DTYPE_BF16);
+            CHECK(k.kv_dtype == WIDEATTN_DTYPE_E4M3);
+            CHECK(k.o_dtype == WIDEATTN_DTYPE_BF16);
+            CHECK(k.has_feature("fp8_kv"));
+            CHECK_FALSE(k.has_feature("fp8_q"));
+        }
         // Both mma-tier BF16 kernels, with and without ping-pong, fit sm_120's limits on every arch.
         if (k.name == "mma_bf16_d512" || k.name == "mma_bf16_d512_pp") {
             (k.name == "mma_bf16_d512" ? mma_archs : ping_pong_archs).insert(k.arch);
@@ -107,6 +118,7 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
         const std::string& arch = key.second;
         if (key.first == "wgmma_bf16_d512") outranks("wgmma_bf16_d512", "mma_bf16_d512", arch);
         if (key.first == "wgmma_e4m3q_d512") outranks("wgmma_e4m3q_d512", "mma_e4m3q_d512", arch);
+        if (key.first == "wgmma_e4m3kv_d512") outranks("wgmma_e4m3kv_d512", "mma_e4m3_d512", arch);
         if (key.first != "mma_bf16_d512_pp") continue;
         if (arch == "sm_120a")
             outranks("mma_bf16_d512_pp", "mma_bf16_d512", arch);
@@ -128,6 +140,7 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
         CHECK(amax_archs.count(arch) == 1);
         CHECK(mma_archs.count(arch) == 1);
         CHECK(ping_pong_archs.count(arch) == 1);
+        CHECK(hopper_e4m3kv_archs.count(arch) == (arch == "sm_90a" ? 1u : 0u));
         if (comma == std::string::npos) break;
         start = comma + 1;
     }

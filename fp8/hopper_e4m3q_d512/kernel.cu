@@ -1,67 +1,23 @@
 // kernel.cu - entry point of the Hopper-tier 8-bit prefill kernel for head dim 512, GQA group 8
 // (sm_90a): Q, K and V e4m3 with per-tensor scales *q_scale, *k_scale, *v_scale (traits:
-// traits.h; loads: loads.cuh and kernels/common/wgmma_loads.cuh; loop: mainloop.cuh; output:
-// epilogue.cuh).
+// traits.h; the block: block.cuh, with loads.cuh and kernels/common/wgmma_loads.cuh, mainloop.cuh
+// and epilogue.cuh).
 //
 // Launch: as every prefill kernel (kernel_desc.h): grid.x = token tiles of 8, grid.y =
 // num_q_heads / 8, grid.z = key splits (split-KV when > 1), block = kThreads, dynamic shared
 // memory kSmemBytes.
-#include <cstdint>
-
-#include "fp8/hopper_e4m3q_d512/epilogue.cuh"
-#include "fp8/hopper_e4m3q_d512/loads.cuh"
-#include "fp8/hopper_e4m3q_d512/mainloop.cuh"
+#include "fp8/hopper_e4m3q_d512/block.cuh"
 #include "fp8/hopper_e4m3q_d512/traits.h"
-#include "kernels/common/block_geometry.cuh"
-#include "kernels/common/online_softmax.cuh"
-#include "kernels/common/tile_order.cuh"
-#include "kernels/common/wgmma_block.cuh"
-
-namespace wideattn::hopper::e4m3q {
-
-// One block; kSplit: the split-KV instantiation (the key range of split blockIdx.z, partials out).
-template <bool kSplit>
-__device__ __forceinline__ void e4m3q_block(const wideattn_prefill_params& p, unsigned char* smem) {
-    using Traits = WgmmaE4m3QD512Traits;
-
-    const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
-    if (!work.tile.found) return;
-    const GroupPlace at = group_place<Traits>();
-    BlockGeometry geometry;
-    block_geometry<Traits>(p, work, at.row_tile, &geometry);
-    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
-
-    const CodeSharedMap<Traits> map = CodeSharedMap<Traits>::at(aligned_shared_base<Traits>(smem));
-
-    const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
-    const int32_t* table_row = p.block_table + geometry.table_offset;
-    CodeTileStream<Traits, true> k_stream;
-    CodeTileStream<Traits, false> v_stream;
-    k_stream.init(p, false, work.kv_head, at.group, at.thread, table_row, geometry.kv_end);
-    v_stream.init(p, true, work.kv_head, at.group, at.thread, table_row, geometry.kv_end);
-    issue_code_prologue<Traits>(p, geometry, at, map, first_token, work.tile.tile_len, k_stream, v_stream);
-
-    float o[Traits::kDimNTiles][4];
-    zero_output(o);
-    RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-
-    const float score_scale = p.softmax_scale * kLog2e * __ldg(p.q_scale) * __ldg(p.k_scale);
-    wgmma_e4m3q_mainloop<Traits>(p, geometry, at, map, k_stream, v_stream, score_scale, o, state);
-    write_scaled_output<Traits, kSplit>(p, o, state, first_token, work.tile.tile_len, at.row_tile, work.kv_head, at.group,
-                                at.lane);
-}
-
-}  // namespace wideattn::hopper::e4m3q
 
 // The two entries: unsplit, and split-KV (grid.z = key splits), each its own function.
 extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3QD512Traits::kThreads, 1)
 wideattn_wgmma_e4m3q_d512(const __grid_constant__ wideattn_prefill_params p) {
     extern __shared__ __align__(wideattn::WgmmaE4m3QD512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::hopper::e4m3q::e4m3q_block<false>(p, smem);
+    wideattn::hopper::e4m3q::e4m3_block<wideattn::WgmmaE4m3QD512Traits, wideattn::hopper::e4m3q::CodedQ, false>(p, smem);
 }
 
 extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3QD512Traits::kThreads, 1)
 wideattn_wgmma_e4m3q_d512_split(const __grid_constant__ wideattn_prefill_params p) {
     extern __shared__ __align__(wideattn::WgmmaE4m3QD512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::hopper::e4m3q::e4m3q_block<true>(p, smem);
+    wideattn::hopper::e4m3q::e4m3_block<wideattn::WgmmaE4m3QD512Traits, wideattn::hopper::e4m3q::CodedQ, true>(p, smem);
 }

@@ -88,14 +88,17 @@ __device__ __forceinline__ void block_writes_visible() {
     ptx::named_barrier_sync(kBlockLoadsBarrier, Traits::kThreads);
 }
 
-template <class Traits>
+// kCopyQ: Q codes are cp.async'd into the first group with K_0 (the e4m3-Q kernel); without, the
+// caller writes them (block.cuh) and the first group holds K_0 alone.
+template <class Traits, bool kCopyQ = true>
 __device__ __forceinline__ void issue_code_prologue(const wideattn_prefill_params& p, const BlockGeometry& g,
                                                     const GroupPlace& at, const CodeSharedMap<Traits>& map,
                                                     int64_t first_token, int32_t tile_len,
                                                     CodeTileStream<Traits, true>& k_stream,
                                                     CodeTileStream<Traits, false>& v_stream) {
     const int32_t* table_row = p.block_table + g.table_offset;
-    issue_q_rows<Traits, Traits::kCodeBytes>(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
+    if constexpr (kCopyQ)
+        issue_q_rows<Traits, Traits::kCodeBytes>(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
     k_stream.issue(p, table_row, g.kv_end, map.key(0));
     ptx::cp_async_commit();
     if (g.num_tiles > 1) k_stream.issue(p, table_row, g.kv_end, map.key(1));

@@ -133,7 +133,7 @@ def test_e4m3_parameters_select_the_8bit_kernels():
     codes = problem.k_cache.view(torch.uint8)[..., :HEAD_DIM]
     scale = torch.ones(1)
     assert context.is_supported(_params(problem, codes, codes, scales=(None, scale, scale)), SM90).name == \
-        "mma_e4m3_d512"
+        "wgmma_e4m3kv_d512"
     q_codes = problem.q.view(torch.uint8)[..., :HEAD_DIM]
     assert context.is_supported(_params(problem, codes, codes, q=q_codes, scales=(scale, scale, scale)),
                                 SM90).name == "wgmma_e4m3q_d512"

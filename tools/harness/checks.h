@@ -24,6 +24,10 @@ constexpr double kFp32LseAbs = 1e-3;
 // measured at 0.2% .. 10% relative L2 on stress inputs. 0.15 passes that and still catches a
 // fragment-layout bug, which gives O(1) errors; whether the drift is acceptable is decided by
 // the logit KL gate, not here. LSE moves with the rounded scores: checked for finiteness only.
+// The same bound holds wgmma_e4m3kv_d512 (bf16 Q quantised in the kernel with one scale per
+// 64-row block, amax / 448): a normal e4m3 code is within half its relative step, 2^-4, of q / scale,
+// the per-element error of the mma-tier kernel's per-row-half Q scale; only elements below
+// 2^-6 x scale (rows ~2^15 smaller than the block's largest) fall into subnormal codes and lose more.
 constexpr double kE4m3RelL2 = 0.15;
 
 // bf16 kernels on Gemma-like inputs (GemmaInputs): the mean absolute error against fp64 over the
