@@ -3,7 +3,8 @@
 #   GPU test suite, selftest, compute-sanitizer (memcheck, racecheck, synccheck on small cases;
 #   memcheck and racecheck on small split-KV decode cases),
 #   `wideattn bench` (the dispatcher's kernels, and every tier side by side in one process where
-#   the Hopper tier is the default), the peer harness (PyTorch SDPA, Triton) and the end-to-end
+#   the Hopper tier is the default; the decode suite), the peer harness (PyTorch SDPA, Triton;
+#   the Triton split-KV decode peer) and the end-to-end
 #   drift gate of the 8-bit kernel (tools/bench/e2e_drift.py, two model layouts), the Python
 #   package (tests/gpu/test_python_ops.py, tests/gpu/test_transformers_gemma4.py, the call overhead,
 #   the gate on transformers' Gemma 4 code) - then a summary.
@@ -107,6 +108,8 @@ if ((benches)); then
     fi
     step bench-ref bench_reference.txt "$cli" bench --reference --cases prompt_16k --reps 1 --warmup 0 \
         --json "$out/bench_reference.json" --commit "$commit"
+    # Decode and small batches (split-KV): BF16 and e4m3 K/V with the copy bandwidth of the run.
+    step bench-decode bench_decode.txt "$cli" bench --suite decode --json "$out/bench_decode.json" --commit "$commit"
 fi
 # e2e_meaning STATUS: what an exit status of tools/bench/e2e_drift.py means (its docstring).
 e2e_meaning() {
@@ -163,6 +166,9 @@ if ((peers)); then
     peer_args=(--lib "$build/dispatch/libwideattn.so" --bundle "$build/bundle" --json "$out/peers.json" --commit "$commit")
     [[ -n "$mma_rate" && "$mma_rate" != "0" ]] && peer_args+=(--mma-rate "$mma_rate")
     step peers peers.txt timeout 420 python3 "$root/tools/bench/peer_bench.py" "${peer_args[@]}"
+    step peers-decode peers_decode.txt timeout 180 python3 "$root/tools/bench/peer_bench.py" --mode decode \
+        --lib "$build/dispatch/libwideattn.so" --bundle "$build/bundle" --json "$out/peers_decode.json" \
+        --commit "$commit"
 fi
 # The device tool returns at most 8 files of at most 16 MiB: every log and JSON report in one
 # archive, the two e2e archives (logit samples, several MiB each) beside it.
