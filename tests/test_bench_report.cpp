@@ -64,7 +64,8 @@ TEST_CASE("bench decode suite: shapes, names, decode flags and the lookup of eve
     CHECK(std::all_of(mixed.q_lens.begin() + 1, mixed.q_lens.end(), [](int32_t q) { return q == 1; }));
     CHECK(std::all_of(mixed.contexts.begin() + 1, mixed.contexts.end(), [](int32_t c) { return c == 8192; }));
     CHECK(std::all_of(suite.begin(), suite.end(), [](const BenchCase& c) { return c.decode; }));
-    CHECK(std::none_of(gemma4_suite().begin(), gemma4_suite().end(), [](const BenchCase& c) { return c.decode; }));
+    const std::vector<BenchCase> prefill = gemma4_suite();
+    CHECK(std::none_of(prefill.begin(), prefill.end(), [](const BenchCase& c) { return c.decode; }));
 
     std::vector<BenchCase> found;
     REQUIRE(named_cases("decode_32_ctx_16k,decode_1_ctx_128k,prompt_16k,verify4_16_ctx_8k", "bench", "--list", &found));
