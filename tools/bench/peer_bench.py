@@ -20,7 +20,6 @@ and import without torch; torch and triton load only when the GPU part runs.
 """
 
 import argparse
-import ctypes
 import dataclasses
 import datetime
 import json
@@ -1134,54 +1133,6 @@ class DecodeCaseData(CaseData):
         self.kv_scale = torch.tensor([E4M3_SCALE], dtype=torch.float32, device="cuda")
 
 
-class _LaunchPlan(ctypes.Structure):
-    """struct wideattn_launch_plan (dispatch/wideattn.h), where the ctypes mirror has none."""
-
-    _fields_ = [("kernel_index", ctypes.c_int32), ("num_splits", ctypes.c_int32),
-                ("merge_kernel_index", ctypes.c_int32), ("preferred_splits", ctypes.c_int32),
-                ("workspace_bytes", ctypes.c_int64)]
-
-
-def _raw_call(wa, symbol, argtypes):
-    function = getattr(wa.lib._lib, symbol)
-    function.restype = ctypes.c_int
-    function.argtypes = argtypes
-    return function
-
-
-def wideattn_workspace_size(wa, params):
-    """wideattn_workspace_size on the current device (bytes the call would like)."""
-    if hasattr(wa.lib, "workspace_size"):
-        return wa.lib.workspace_size(params)
-    params_p = ctypes.POINTER(type(params))
-    function = _raw_call(wa, "wideattn_workspace_size", [ctypes.c_void_p, params_p, ctypes.POINTER(ctypes.c_int64)])
-    size = ctypes.c_int64(0)
-    wa.lib._check("wideattn_workspace_size", function(wa.lib._ctx, ctypes.byref(params), ctypes.byref(size)))
-    return size.value
-
-
-def wideattn_split_count(wa, params, capability, num_sms):
-    """The split count wideattn_plan_launch reports for params (with their workspace)."""
-    plan_type = getattr(wideattn_ctypes, "LaunchPlan", _LaunchPlan)
-    function = _raw_call(wa, "wideattn_plan_launch",
-                         [ctypes.c_void_p, ctypes.POINTER(type(params)), ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                          ctypes.POINTER(plan_type)])
-    plan = plan_type()
-    wa.lib._check("wideattn_plan_launch", function(wa.lib._ctx, ctypes.byref(params), capability[0], capability[1],
-                                                   num_sms, ctypes.byref(plan)))
-    return plan.num_splits
-
-
-SPLIT_FIELDS = ("max_seqlen_q", "max_seqlen_k", "num_splits", "workspace", "workspace_bytes")
-
-
-def missing_split_fields():
-    """The split-KV fields of wideattn_prefill_params the ctypes mirror lacks (ctypes would take
-    an assignment to a missing one as a plain attribute and never pass it to the library)."""
-    fields = {name for name, _ in wideattn_ctypes.PrefillParams._fields_}
-    return [name for name in SPLIT_FIELDS if name not in fields]
-
-
 def decode_params(wa, data, copy, o, e4m3):
     """wideattn params of one copy with the split hints (max_seqlen_q / max_seqlen_k); for e4m3
     the e4m3 caches and their scales."""
@@ -1203,12 +1154,6 @@ def wideattn_decode_impl(name, wa, data, env, result, log):
     if wa.status != STATUS_OK:
         result["impls"][name] = {"status": STATUS_UNAVAILABLE}
         return None
-    missing = missing_split_fields()
-    if missing:
-        why = f"the ctypes mirror of wideattn_prefill_params lacks {missing}"
-        log(f"  {name} unavailable: {why}")
-        result["impls"][name] = {"status": STATUS_UNAVAILABLE, "reason": why}
-        return None
     e4m3 = name == IMPL_WIDEATTN_E4M3
     o = torch.empty_like(data.q[0])
     params = [decode_params(wa, data, c, o, e4m3) for c in range(data.copies)]
@@ -1216,12 +1161,13 @@ def wideattn_decode_impl(name, wa, data, env, result, log):
     workspace = None
     if kernel is not None:
         try:
-            size = wideattn_workspace_size(wa, params[0])
+            size = wa.lib.workspace_size(params[0])
             workspace = torch.empty(max(size, 1), dtype=torch.uint8, device="cuda")
             for p in params:
                 p.workspace, p.workspace_bytes = (workspace.data_ptr(), size) if size else (None, 0)
-            splits = wideattn_split_count(wa, params[0], env["capability"], env["num_sms"])
-        except (wideattn_ctypes.WideattnError, AttributeError) as exc:
+            capability = env["capability"]
+            splits = wa.lib.plan_launch(params[0], capability[0], capability[1], env["num_sms"]).num_splits
+        except wideattn_ctypes.WideattnError as exc:
             kernel, why = None, f"split-KV API: {exc}"
     if kernel is None:
         log(f"  {name} unavailable: {why}")
