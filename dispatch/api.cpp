@@ -55,33 +55,28 @@ struct wideattn_context {
     std::string bundle_dir;
     wideattn::Manifest manifest;
     std::vector<wideattn_kernel_info> infos;  // string fields point into manifest
-    std::mutex mutex;                          // guards `loaded` and `prefill_only`
+    mutable std::mutex mutex;                  // guards `loaded`, `prefill_only` and `device_names`
     std::map<std::pair<CUcontext, int32_t>, LoadedKernel> loaded;
     std::string prefill_only;                  // wideattn_set_prefill_kernel; empty: automatic
-    std::map<CUdevice, std::string> device_names;  // cuDeviceGetName, asked once per device (under `mutex`)
+    mutable std::map<CUdevice, std::string> device_names;  // cuDeviceGetName, asked once per device
     wideattn::ContextTuning tuning;            // the tuning file (dispatch/tuning.h)
 };
 
 namespace {
 
 std::string prefill_restriction(const wideattn_context* ctx) {
-    std::lock_guard<std::mutex> lock(const_cast<wideattn_context*>(ctx)->mutex);
+    std::lock_guard<std::mutex> lock(ctx->mutex);
     return ctx->prefill_only;
 }
 
-// The name of the current context's device, asked of the driver once per device ("" when the
-// driver cannot say: the tuning file's device check then fails and the priority order holds).
-std::string current_device_name(wideattn_context* ctx) {
-    wideattn_status status;
-    std::string error;
-    const wideattn::Driver* drv = wideattn::load_driver(&status, &error);
-    CUdevice device = 0;
-    if (!drv || drv->cuCtxGetDevice(&device) != CUDA_SUCCESS) return {};
+// The name of `device`, asked of the driver once per device ("" when the driver cannot say: the
+// tuning file's device check then fails and the priority order holds).
+std::string device_name(const wideattn_context* ctx, const wideattn::Driver& drv, CUdevice device) {
     std::lock_guard<std::mutex> lock(ctx->mutex);
     if (const auto it = ctx->device_names.find(device); it != ctx->device_names.end()) return it->second;
     constexpr int kDeviceNameBytes = 256;
     char name[kDeviceNameBytes] = {};
-    if (drv->cuDeviceGetName(name, kDeviceNameBytes, device) != CUDA_SUCCESS) return {};
+    if (drv.cuDeviceGetName(name, kDeviceNameBytes, device) != CUDA_SUCCESS) return {};
     return ctx->device_names[device] = name;
 }
 
@@ -145,6 +140,7 @@ struct NoPrepare {
 struct CurrentDevice {
     const wideattn::Driver* drv = nullptr;
     CUcontext cu_ctx = nullptr;
+    CUdevice device = 0;
     int cc_major = 0, cc_minor = 0, smem_optin = 0, num_sms = 0;
 };
 
@@ -160,15 +156,15 @@ wideattn_status current_device(CurrentDevice* dev) {
         return fail(WIDEATTN_ERROR_NO_DEVICE,
                     "no current CUDA context on this thread (make one current first, e.g. any CUDA runtime call "
                     "or cuDevicePrimaryCtxRetain + cuCtxSetCurrent)");
-    CUdevice device = 0;
-    if ((r = drv.cuCtxGetDevice(&device)) != CUDA_SUCCESS ||
-        (r = drv.cuDeviceGetAttribute(&dev->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)) !=
+    if ((r = drv.cuCtxGetDevice(&dev->device)) != CUDA_SUCCESS ||
+        (r = drv.cuDeviceGetAttribute(&dev->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev->device)) !=
             CUDA_SUCCESS ||
-        (r = drv.cuDeviceGetAttribute(&dev->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)) !=
+        (r = drv.cuDeviceGetAttribute(&dev->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev->device)) !=
             CUDA_SUCCESS ||
         (r = drv.cuDeviceGetAttribute(&dev->smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                                      device)) != CUDA_SUCCESS ||
-        (r = drv.cuDeviceGetAttribute(&dev->num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device)) != CUDA_SUCCESS)
+                                      dev->device)) != CUDA_SUCCESS ||
+        (r = drv.cuDeviceGetAttribute(&dev->num_sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev->device)) !=
+            CUDA_SUCCESS)
         return fail(WIDEATTN_ERROR_CUDA, "querying the current device failed: " + wideattn::cuda_error_text(drv, r));
     return WIDEATTN_OK;
 }
@@ -221,35 +217,46 @@ wideattn_status launch_on_current_device(wideattn_context* ctx, Args* args, void
     return launch_kernel(ctx, dev, index, g, args, nullptr, stream);
 }
 
+// The prefill kernel for validated params on a cc_major.cc_minor device: the pinned kernel, else
+// the tuning file's choice (compared with `device_name` too when it is not NULL), else priority.
+wideattn_status select_prefill(const wideattn_context* ctx, const wideattn_prefill_params& p, int cc_major,
+                               int cc_minor, const std::string* device_name, int32_t* index) {
+    std::string message;
+    const std::string tuned = ctx->tuning.choice_for(p, cc_major, cc_minor, device_name);
+    const wideattn_status status = wideattn::select_kernel(ctx->manifest.kernels, p, cc_major, cc_minor, index,
+                                                           &message, prefill_restriction(ctx), tuned);
+    return status == WIDEATTN_OK ? status : fail(status, message);
+}
+
 // The launch plan of validated params (wideattn_plan_launch): the selected prefill kernel, then
 // the split count (split_plan.h) and the merge kernel when it splits. `device_name` is the
 // device's name for the tuning file's check, or NULL where only the compute capability is known.
 // `for_launch`: a forced split count whose workspace does not fit is refused (the launch);
-// otherwise it is reported as it is (a plan or a size query asks what the call needs).
+// otherwise it is reported as it is (a plan or a size query asks what the call needs). A forced
+// count on a kernel without a split entry, or without a merge kernel, is refused either way.
 wideattn_status plan_launch(const wideattn_context* ctx, const wideattn_prefill_params& p, int cc_major, int cc_minor,
                             int num_sms, const std::string* device_name, bool for_launch, wideattn_launch_plan* plan) {
-    std::string message;
     int32_t index = -1;
-    const std::string tuned = ctx->tuning.in_play() ? ctx->tuning.choice_for(p, cc_major, cc_minor, device_name) : "";
-    wideattn_status status = wideattn::select_kernel(ctx->manifest.kernels, p, cc_major, cc_minor, &index, &message,
-                                                     prefill_restriction(ctx), tuned);
-    if (status != WIDEATTN_OK) return fail(status, message);
+    wideattn_status status = select_prefill(ctx, p, cc_major, cc_minor, device_name, &index);
+    if (status != WIDEATTN_OK) return status;
     const wideattn::ManifestKernel& kernel = ctx->manifest.kernels[index];
+    const bool forced = p.num_splits > 1;
+    if (forced && !kernel.has_feature(wideattn::kFeatureSplitKv))
+        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, wideattn::no_split_entry(kernel, p));
     int32_t preferred = wideattn::preferred_splits(kernel, p, num_sms);
     int32_t merge = -1;
-    if (preferred > 1 && kernel.has_feature(wideattn::kFeatureSplitKv)) {
+    if (preferred > 1) {
+        std::string message;
         status = wideattn::select_merge_kernel(ctx->manifest.kernels, p, cc_major, cc_minor, &merge, &message);
         if (status != WIDEATTN_OK) {
-            if (p.num_splits > 1) return fail(status, "num_splits=" + std::to_string(p.num_splits) + ": " + message);
+            if (forced) return fail(status, "num_splits=" + std::to_string(p.num_splits) + ": " + message);
             preferred = 1;  // automatic: the call runs unsplit
         }
     }
-    int32_t splits = 1;
-    if (!wideattn::runnable_splits(kernel, p, preferred, &splits, &message)) {
-        if (for_launch || !kernel.has_feature(wideattn::kFeatureSplitKv))
-            return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, message);
-        splits = preferred;  // forced, workspace too small: the launch would refuse it
-    }
+    // A forced count is reported as it is; only the launch refuses a workspace it does not fit.
+    const int32_t splits = forced ? preferred : wideattn::fitting_splits(p, preferred);
+    if (for_launch && !wideattn::workspace_fits(p, splits))
+        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, wideattn::workspace_shortfall(p, splits));
     plan->kernel_index = index;
     plan->num_splits = splits;
     plan->merge_kernel_index = splits > 1 ? merge : -1;
@@ -346,18 +353,23 @@ wideattn_status tuning_status(const wideattn_context* ctx, int32_t* state, char*
     return WIDEATTN_OK;
 }
 
-wideattn_status prefill(wideattn_context* ctx, const wideattn_prefill_params* params, void* stream) {
+// Validation, the current device and the launch plan there (plan_launch with its device name).
+wideattn_status plan_on_current_device(const wideattn_context* ctx, const wideattn_prefill_params* params,
+                                       bool for_launch, CurrentDevice* dev, wideattn_launch_plan* plan) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     std::string message;
     wideattn_status status = wideattn::validate_params(params, &message);
     if (status != WIDEATTN_OK) return fail(status, message);
+    if ((status = current_device(dev)) != WIDEATTN_OK) return status;
+    const std::string name = ctx->tuning.in_play() ? device_name(ctx, *dev->drv, dev->device) : std::string();
+    return plan_launch(ctx, *params, dev->cc_major, dev->cc_minor, dev->num_sms, &name, for_launch, plan);
+}
+
+wideattn_status prefill(wideattn_context* ctx, const wideattn_prefill_params* params, void* stream) {
     CurrentDevice dev;
-    if ((status = current_device(&dev)) != WIDEATTN_OK) return status;
-    const std::string device_name = ctx->tuning.in_play() ? current_device_name(ctx) : std::string();
     wideattn_launch_plan plan{};
-    if ((status = plan_launch(ctx, *params, dev.cc_major, dev.cc_minor, dev.num_sms, &device_name, true, &plan)) !=
-        WIDEATTN_OK)
-        return status;
+    wideattn_status status = plan_on_current_device(ctx, params, true, &dev, &plan);
+    if (status != WIDEATTN_OK) return status;
     if ((status = check_smem(ctx, dev, plan.kernel_index)) != WIDEATTN_OK) return status;
     wideattn_prefill_params args = *params;
     args.num_splits = plan.num_splits;  // the kernels' view: the count that runs (grid.z)
@@ -496,10 +508,7 @@ wideattn_status wideattn_is_supported(const wideattn_context* ctx, const wideatt
         wideattn_status status = wideattn::validate_params(params, &message);
         if (status != WIDEATTN_OK) return fail(status, message);
         int32_t index = -1;
-        const std::string tuned = ctx->tuning.choice_for(*params, cc_major, cc_minor, nullptr);
-        status = wideattn::select_kernel(ctx->manifest.kernels, *params, cc_major, cc_minor, &index, &message,
-                                         prefill_restriction(ctx), tuned);
-        if (status != WIDEATTN_OK) return fail(status, message);
+        if ((status = select_prefill(ctx, *params, cc_major, cc_minor, nullptr, &index)) != WIDEATTN_OK) return status;
         if (kernel_index) *kernel_index = index;
         return WIDEATTN_OK;
     });
@@ -523,17 +532,10 @@ wideattn_status wideattn_workspace_size(const wideattn_context* ctx, const widea
     return guarded("wideattn_workspace_size", [&] {
         if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
         if (!bytes) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "bytes is NULL");
-        std::string message;
-        wideattn_status status = wideattn::validate_params(params, &message);
-        if (status != WIDEATTN_OK) return fail(status, message);
         CurrentDevice dev;
-        if ((status = current_device(&dev)) != WIDEATTN_OK) return status;
-        auto* mutable_ctx = const_cast<wideattn_context*>(ctx);  // the device-name cache only
-        const std::string device_name = ctx->tuning.in_play() ? current_device_name(mutable_ctx) : std::string();
         wideattn_launch_plan plan{};
-        if ((status = plan_launch(ctx, *params, dev.cc_major, dev.cc_minor, dev.num_sms, &device_name, false,
-                                  &plan)) != WIDEATTN_OK)
-            return status;
+        const wideattn_status status = plan_on_current_device(ctx, params, false, &dev, &plan);
+        if (status != WIDEATTN_OK) return status;
         *bytes = plan.workspace_bytes;
         return WIDEATTN_OK;
     });

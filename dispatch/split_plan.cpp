@@ -17,7 +17,7 @@ WorkspaceLayout workspace_layout(const wideattn_prefill_params& p, int32_t split
         !checked_mul(rows, int64_t{p.head_dim} * kFloat, &o_bytes) || !checked_mul(rows, kFloat, &lse_bytes) ||
         o_bytes > INT64_MAX / 2 - kSplitWorkspaceAlign || lse_bytes > INT64_MAX / 2 - kSplitWorkspaceAlign)
         return layout;
-        layout.lse_offset = split_workspace_round(o_bytes);  // = split_lse_offset, the kernels' view
+    layout.lse_offset = split_workspace_round(o_bytes);  // = split_lse_offset, the kernels' view
     layout.bytes = layout.lse_offset + split_workspace_round(lse_bytes);
     return layout;
 }
@@ -49,27 +49,25 @@ int32_t preferred_splits(const ManifestKernel& kernel, const wideattn_prefill_pa
     return 1;
 }
 
-bool runnable_splits(const ManifestKernel& kernel, const wideattn_prefill_params& p, int32_t preferred,
-                     int32_t* splits, std::string* message) {
+bool workspace_fits(const wideattn_prefill_params& p, int32_t splits) {
+    return splits == 1 || (p.workspace != nullptr && p.workspace_bytes >= workspace_layout(p, splits).bytes);
+}
+
+int32_t fitting_splits(const wideattn_prefill_params& p, int32_t preferred) {
     int32_t s = preferred;
-    if (s > 1 && !kernel.has_feature(kFeatureSplitKv)) {
-        *message = "num_splits=" + std::to_string(p.num_splits) + ": kernel " + kernel.name +
-                   " does not split keys (no \"split_kv\" feature); pass num_splits 0 or 1";
-        return false;
-    }
-    if (p.num_splits > 1) {
-        const int64_t needed = workspace_layout(p, s).bytes;
-        if (p.workspace == nullptr || p.workspace_bytes < needed) {
-            *message = "workspace_bytes=" + std::to_string(p.workspace_bytes) + (p.workspace ? "" : " (workspace NULL)") +
-                       " is too small for num_splits=" + std::to_string(s) + ": it needs " + std::to_string(needed) +
-                       " bytes (wideattn_plan_launch / wideattn_workspace_size)";
-            return false;
-        }
-    } else if (p.num_splits == 0) {
-        while (s > 1 && (p.workspace == nullptr || p.workspace_bytes < workspace_layout(p, s).bytes)) --s;
-    }
-    *splits = s;
-    return true;
+    while (!workspace_fits(p, s)) --s;
+    return s;
+}
+
+std::string workspace_shortfall(const wideattn_prefill_params& p, int32_t splits) {
+    return "workspace_bytes=" + std::to_string(p.workspace_bytes) + (p.workspace ? "" : " (workspace NULL)") +
+           " is too small for num_splits=" + std::to_string(splits) + ": it needs " +
+           std::to_string(workspace_layout(p, splits).bytes) + " bytes (wideattn_plan_launch / wideattn_workspace_size)";
+}
+
+std::string no_split_entry(const ManifestKernel& kernel, const wideattn_prefill_params& p) {
+    return "num_splits=" + std::to_string(p.num_splits) + ": kernel " + kernel.name +
+           " does not split keys (no \"split_kv\" feature); pass num_splits 0 or 1";
 }
 
 }  // namespace wideattn

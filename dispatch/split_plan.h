@@ -36,11 +36,16 @@ int64_t working_blocks(const ManifestKernel& kernel, const wideattn_prefill_para
 // cannot split or the call fills the machine). p.num_splits > 0 is returned as it is.
 int32_t preferred_splits(const ManifestKernel& kernel, const wideattn_prefill_params& p, int32_t num_sms);
 
-// The split count that runs, from `preferred` (preferred_splits, or 1 where no merge kernel
-// serves the call): reduced until its workspace fits p.workspace_bytes (auto, num_splits 0), or
-// exactly p.num_splits. Returns false with *message (naming the field, its value and what is
-// needed) when a forced count cannot run.
-bool runnable_splits(const ManifestKernel& kernel, const wideattn_prefill_params& p, int32_t preferred,
-                     int32_t* splits, std::string* message);
+// Whether p's workspace holds `splits` splits (1 needs none).
+bool workspace_fits(const wideattn_prefill_params& p, int32_t splits);
+
+// The split count automatic planning runs: `preferred` (preferred_splits, or 1 where no merge
+// kernel serves the call) reduced until its workspace fits p.workspace_bytes.
+int32_t fitting_splits(const wideattn_prefill_params& p, int32_t preferred);
+
+// The refusals of a forced p.num_splits: a workspace too small for `splits` (naming
+// workspace_bytes and the bytes needed), and a kernel without a split entry.
+std::string workspace_shortfall(const wideattn_prefill_params& p, int32_t splits);
+std::string no_split_entry(const ManifestKernel& kernel, const wideattn_prefill_params& p);
 
 }  // namespace wideattn
