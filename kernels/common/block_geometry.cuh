@@ -50,26 +50,27 @@ __device__ __forceinline__ ThreadPlace thread_place(const BlockWork& work) {
 // rebased to the split's first key (kv_end, row_key_end and the block-table row shift by it), so
 // the main loops, page walks and masks run unchanged on local key numbers; a split past the last
 // key visits none (its rows end with LSE -inf). The boundaries depend on the shape alone.
-__device__ __forceinline__ int32_t split_granule(int32_t tile_keys, int32_t block_size) {
+__device__ __forceinline__ int64_t split_granule(int32_t tile_keys, int32_t block_size) {
     int32_t a = tile_keys, b = block_size;
     while (b != 0) {
         const int32_t r = a % b;
         a = b;
         b = r;
     }
-    return tile_keys / a * block_size;
+    return static_cast<int64_t>(tile_keys / a) * block_size;
 }
 
+// In 64-bit arithmetic: kv_end may be near 2^31 (a huge block table) and lcm(kTileKeys,
+// block_size) up to 2 x block_size, where the 32-bit rounding would wrap.
 template <class Traits>
 __device__ __forceinline__ void restrict_to_split(const wideattn_prefill_params& p, BlockGeometry* geometry) {
-    const int32_t granule = split_granule(Traits::kTileKeys, p.block_size);
-    const int32_t splits = static_cast<int32_t>(gridDim.z);
-    const int32_t chunk = ((geometry->kv_end + splits - 1) / splits + granule - 1) / granule * granule;
-    const int32_t begin = static_cast<int32_t>(
-        min(static_cast<int64_t>(geometry->kv_end), static_cast<int64_t>(chunk) * blockIdx.z));
-    geometry->kv_end = min(geometry->kv_end - begin, chunk);
+    const int64_t granule = split_granule(Traits::kTileKeys, p.block_size);
+    const int64_t kv_end = geometry->kv_end;
+    const int64_t chunk = ((kv_end + gridDim.z - 1) / gridDim.z + granule - 1) / granule * granule;
+    const int64_t begin = min(kv_end, chunk * blockIdx.z);
+    geometry->kv_end = static_cast<int32_t>(min(kv_end - begin, chunk));
     geometry->num_tiles = (geometry->kv_end + Traits::kTileKeys - 1) / Traits::kTileKeys;
-    geometry->row_key_end -= begin;
+    geometry->row_key_end -= static_cast<int32_t>(begin);
     geometry->table_offset += begin / p.block_size;
 }
 
