@@ -443,6 +443,26 @@ TEST_CASE("api: plan_launch reports a forced split count as it is, and what it n
     CHECK(wideattn_plan_launch(ctx, &p, 9, 0, 0, &plan) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()) == "num_sms=0 must be >= 1");
     CHECK(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "plan is NULL");
+}
+
+TEST_CASE("api: without a merge kernel a call runs unsplit, and a forced count is refused by name") {
+    test::TempDir tmp;
+    test::write_file(tmp.path() + "/manifest.json",
+                     test::manifest_json({test::split_kernel_json("wgmma_bf16_d512", "sm_90a")}));
+    wideattn_context* ctx = nullptr;
+    REQUIRE_MESSAGE(wideattn_open(&ctx, tmp.path().c_str()) == WIDEATTN_OK, wideattn_last_error());
+    wideattn_prefill_params p = decode_params(1, 1, 32768);
+    wideattn_launch_plan plan{};
+    REQUIRE_MESSAGE(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, &plan) == WIDEATTN_OK, wideattn_last_error());
+    CHECK(plan.num_splits == 1);
+    CHECK(plan.preferred_splits == 1);
+    CHECK(plan.workspace_bytes == 0);
+    p.num_splits = 2;
+    CHECK(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, &plan) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(std::string(wideattn_last_error()) ==
+          "num_splits=2: no split-KV merge kernel in the bundle for o_dtype=0 on sm_90");
+    wideattn_close(ctx);
 }
 
 TEST_CASE("api: workspace_size needs a device and says so without a driver") {
@@ -452,6 +472,7 @@ TEST_CASE("api: workspace_size needs a device and says so without a driver") {
     const wideattn_status status = wideattn_workspace_size(bundle.ctx(), &p, &bytes);
     CHECK((status == WIDEATTN_ERROR_NO_DRIVER || status == WIDEATTN_ERROR_NO_DEVICE));
     CHECK(wideattn_workspace_size(bundle.ctx(), &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "bytes is NULL");
     p.num_splits = -1;
     CHECK(wideattn_workspace_size(bundle.ctx(), &p, &bytes) == WIDEATTN_ERROR_INVALID_ARGUMENT);
 }

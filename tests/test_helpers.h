@@ -59,6 +59,15 @@ inline std::string kernel_json(const std::string& name, const std::string& arch,
            "], \"ptxas\": {\"registers\": 128, \"spill_stores\": 0, \"spill_loads\": 0, \"stack\": 0}}";
 }
 
+// kernel_json of a "split_kv" kernel: the features plus the split entry manifest_gen writes.
+inline std::string split_kernel_json(const std::string& name, const std::string& arch) {
+    std::string entry = kernel_json(name, arch, "bf16", 512, 512, 512, 8, 8,
+                                    "\"varlen\", \"paged\", \"lse\", \"split_kv\"");
+    entry.pop_back();  // the closing brace
+    return entry + ", \"split_symbol\": \"wideattn_" + name +
+           "_split\", \"split_ptxas\": {\"registers\": 128, \"spill_stores\": 0, \"spill_loads\": 0, \"stack\": 0}}";
+}
+
 inline std::string manifest_json(const std::vector<std::string>& kernels) {
     std::string text = "{\"format\": 1, \"library_version\": \"0.2.0\", \"kernels\": [";
     for (size_t i = 0; i < kernels.size(); ++i) text += (i ? ", " : "") + kernels[i];

@@ -178,6 +178,35 @@ TEST_CASE("manifest: parse_arch") {
         CHECK_FALSE(parse_arch(bad, &major, &minor, &specific));
 }
 
+TEST_CASE("manifest: the split entry is there exactly when the features say split_kv") {
+    Manifest m;
+    std::string err;
+    const std::string split = test::split_kernel_json("mma", "sm_90a");
+    REQUIRE_MESSAGE(parse_manifest(test::manifest_json({split}), &m, &err), err);
+    CHECK(m.kernels[0].split_symbol == "wideattn_mma_split");
+    CHECK(m.kernels[0].split_registers == 128);
+    CHECK(m.kernels[0].split_spill_bytes == 0);
+    auto refused = [&](std::string entry, const std::string& from, const std::string& to) {
+        entry.replace(entry.find(from), from.size(), to);
+        CHECK_FALSE(parse_manifest(test::manifest_json({entry}), &m, &err));
+        return err;
+    };
+    CHECK(refused(split, ", \"split_kv\"", "") ==
+          "manifest.json: kernels[0] (mma): field 'split_symbol' must be absent: the features do not list \"split_kv\"");
+    std::string no_symbol = split;
+    no_symbol.replace(no_symbol.find(", \"split_kv\""), std::string(", \"split_kv\"").size(), "");
+    CHECK(refused(no_symbol, "\"split_symbol\": \"wideattn_mma_split\", ", "") ==
+          "manifest.json: kernels[0] (mma): field 'split_ptxas' must be absent without a split_symbol");
+    CHECK(refused(split, "\"split_symbol\": \"wideattn_mma_split\"", "\"split_symbol\": \"wideattn_mma\"") ==
+          "manifest.json: kernels[0] (mma): field 'split_symbol' must be a non-empty string other than symbol");
+    CHECK(refused(test::kernel_json("mma", "sm_90a", "bf16", 512, 512, 512, 8, 8,
+                                    "\"varlen\", \"split_kv\""),
+                  "\"varlen\"", "\"varlen\"") ==
+          "manifest.json: kernels[0] (mma): field 'split_symbol' must be present: the features list \"split_kv\"");
+    CHECK(refused(split, "\"split_ptxas\": {\"registers\": 128", "\"split_ptxas\": {\"registers\": 300")
+              .find("field 'split_ptxas.registers'") != std::string::npos);
+}
+
 TEST_CASE("manifest: errors name the kernel and the field") {
     struct Case {
         std::string text;
