@@ -12,13 +12,15 @@
 
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/wgmma_layout.h"
+#include "kernels/common/page_bounds.cuh"
 #include "kernels/common/wgmma_loads.cuh"
 #include "wideattn.h"
 
 namespace wideattn::hopper::e4m3q {
 
 // Consecutive e4m3 K or V tiles of one warpgroup (TilePages), into the swizzled operand layout
-// (K) or the plain [key][512 bytes] staging layout (V). Keys >= kv_end are zero-filled.
+// (K) or the plain [key][512 bytes] staging layout (V). Keys >= kv_end are zero-filled, and so
+// are the keys of a page outside the cache (page_bounds.cuh: read as page 0, copying nothing).
 template <class Traits, bool kSwizzled>
 struct CodeTileStream {
     static constexpr int32_t kRowsPerPass = Traits::kWarpGroupThreads / Traits::kCodeVecsPerGroupRow;
@@ -57,8 +59,10 @@ struct CodeTileStream {
         const int32_t tile_key0 = pages.tile_key0();
 #pragma unroll
         for (int32_t sub = 0; sub < Traits::kSubTiles; ++sub) {
-            const char* src = head_base + pages.page[sub] * block_stride + pages.page_slots[sub] * slot_stride;
-            const int32_t rows_valid = kv_end - tile_key0 - sub * Traits::kPageKeys;
+            const bool in_cache = page_in_cache(pages.page[sub], p.num_blocks);
+            const char* src =
+                head_base + (in_cache ? pages.page[sub] : 0) * block_stride + pages.page_slots[sub] * slot_stride;
+            const int32_t rows_valid = in_cache ? kv_end - tile_key0 - sub * Traits::kPageKeys : 0;
 #pragma unroll
             for (int32_t i = 0; i < kPassesPerSubTile; ++i) {
                 const int32_t pass = sub * kPassesPerSubTile + i;

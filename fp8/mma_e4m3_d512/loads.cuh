@@ -12,6 +12,7 @@
 
 #include "fp8/mma_e4m3_d512/fragments.cuh"
 #include "kernels/common/block_geometry.cuh"
+#include "kernels/common/page_bounds.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "wideattn.h"
 
@@ -27,7 +28,8 @@ __device__ __forceinline__ uint32_t chunk_offset(int32_t row, int32_t vec) {
 
 // Where the two 16-key page runs of key tile `tile` live (block_size is a multiple of 16, so
 // a run never straddles a page; the second run is in the same page unless the first ends
-// it). A run that starts at or past kv_end is never read (zero-filled): no table lookup.
+// it). A run that starts at or past kv_end is never read (zero-filled): no table lookup. A run
+// whose page is outside the cache gets kNoPage and is zero-filled too (page_bounds.cuh).
 template <class Traits>
 struct TileLocation {
     int32_t page[Traits::kPageRunsPerTile];
@@ -41,12 +43,14 @@ __device__ __forceinline__ TileLocation<Traits> locate_tile(const wideattn_prefi
     const int32_t first_key = tile * Traits::kTileKeys;
     if (first_key >= kv_end) return where;
     const int32_t index = first_key / p.block_size;
-    where.page[0] = __ldg(table_row + index);
+    const int32_t first_page = __ldg(table_row + index);
+    where.page[0] = page_in_cache(first_page, p.num_blocks) ? first_page : kNoPage;
     where.first_slot[0] = first_key - index * p.block_size;
     if (first_key + Traits::kPageRunKeys < kv_end) {
         const int32_t next_slot = where.first_slot[0] + Traits::kPageRunKeys;
         const bool same_page = next_slot < p.block_size;  // block_size is a multiple of 16
-        where.page[1] = same_page ? where.page[0] : __ldg(table_row + index + 1);
+        const int32_t next_page = same_page ? first_page : __ldg(table_row + index + 1);
+        where.page[1] = page_in_cache(next_page, p.num_blocks) ? next_page : kNoPage;
         where.first_slot[1] = same_page ? next_slot : 0;
     }
     return where;
@@ -55,7 +59,8 @@ __device__ __forceinline__ TileLocation<Traits> locate_tile(const wideattn_prefi
 // Issues (does not commit) the cp.async copies of one chunk from kIssuers threads; `issuer`
 // is this thread's index among them. A thread only ever issues V chunks (is_value) or only K
 // chunks, so everything derived from the tensor's pointer and strides is loop-invariant for
-// it. Keys >= kv_end are zero-filled; a chunk past the last tile issues nothing.
+// it. Keys >= kv_end and runs of kNoPage are zero-filled; a chunk past the last tile issues
+// nothing.
 template <class Traits, int32_t kIssuers>
 __device__ __forceinline__ void issue_chunk(const wideattn_prefill_params& p, int32_t chunk, int32_t num_tiles,
                                             int32_t kv_end, int32_t kv_head, const TileLocation<Traits>& where,
@@ -77,13 +82,14 @@ __device__ __forceinline__ void issue_chunk(const wideattn_prefill_params& p, in
     const uint32_t slot_base = ring + (chunk % Traits::kRingSlots) * Traits::kChunkBytes;
 #pragma unroll
     for (int32_t run = 0; run < Traits::kPageRunsPerTile; ++run) {
-        const uint8_t* run_base = cache + where.page[run] * block_stride +
+        const bool in_cache = where.page[run] != kNoPage;
+        const uint8_t* run_base = cache + (in_cache ? where.page[run] : 0) * block_stride +
                                   (where.first_slot[run] + first_row) * slot_stride + head_offset +
                                   vec * Traits::kVecBytes;
 #pragma unroll
         for (int32_t i = 0; i < kPassesPerRun; ++i) {
             const int32_t row = run * Traits::kPageRunKeys + first_row + i * kRowsPerPass;
-            const bool valid = first_key + row < kv_end;
+            const bool valid = in_cache && first_key + row < kv_end;
             ptx::cp_async_16(slot_base + chunk_offset<Traits>(row, vec),
                              valid ? run_base + i * kRowsPerPass * slot_stride : cache,
                              valid ? Traits::kVecBytes : 0);

@@ -1,7 +1,8 @@
 // causal_keys.cuh - the keys a token tile may see under bottom-right causal masking:
 // token t of the tile (0-based) sees keys [0, context_end + t + 1), where context_end =
-// seq_lens_k - q_len + tile_begin, never past what the block table can address (so a bad
-// seq_lens_k cannot make a kernel read beyond the table).
+// seq_lens_k - q_len + tile_begin. seq_lens_k is read clamped to [0, addressable], the keys
+// the block table can address (docs/design.md, "Metadata the kernels distrust"), so a bad value
+// cannot make a kernel read beyond the table and every count stays in int32.
 #pragma once
 
 #include <cstdint>
@@ -23,10 +24,15 @@ struct CausalKeys {
     }
 };
 
+// block_table_stride * block_size, in 64 bits without overflow (seq_lens_k is int32 anyway).
+__device__ __forceinline__ int64_t addressable_keys(const wideattn_prefill_params& p) {
+    return min(p.block_table_stride, static_cast<int64_t>(INT32_MAX)) * p.block_size;
+}
+
 __device__ inline CausalKeys causal_keys(const wideattn_prefill_params& p, const TokenTile& tile) {
-    const int32_t num_keys = __ldg(p.seq_lens_k + tile.seq);
-    return CausalKeys{static_cast<int64_t>(num_keys) - tile.q_len + tile.tile_begin,
-                      p.block_table_stride * p.block_size};
+    const int64_t addressable = addressable_keys(p);
+    const int64_t num_keys = min(max(static_cast<int64_t>(__ldg(p.seq_lens_k + tile.seq)), int64_t{0}), addressable);
+    return CausalKeys{num_keys - tile.q_len + tile.tile_begin, addressable};
 }
 
 }  // namespace wideattn

@@ -35,9 +35,9 @@ struct BlockWork {
 
 __device__ inline int32_t count_token_tiles(const wideattn_prefill_params& p, int32_t tile_tokens) {
     int32_t total = 0;
-    int32_t q_begin = __ldg(p.cu_seqlens_q);
+    int32_t q_begin = clamped_q_bound(p, 0, 0);
     for (int32_t s = 0; s < p.num_seqs; ++s) {
-        const int32_t q_end = __ldg(p.cu_seqlens_q + s + 1);
+        const int32_t q_end = clamped_q_bound(p, s + 1, q_begin);
         const int32_t q_len = q_end - q_begin;
         total += q_len > 0 ? (q_len + tile_tokens - 1) / tile_tokens : 0;
         q_begin = q_end;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cuda_bf16.h>
 
+#include "kernels/common/causal_keys.cuh"
+#include "kernels/common/page_bounds.cuh"
 #include "kernels/common/token_tiles.cuh"
 #include "kernels/reference/traits.h"
 
@@ -15,21 +17,24 @@ namespace wideattn {
 namespace {
 
 // Copies `count` keys (starting at key_begin of the sequence) of one KV head into a
-// [kKeysPerChunk][head_dim] bf16 tile, 16 bytes per thread per step.
+// [kKeysPerChunk][head_dim] bf16 tile, 16 bytes per thread per step; the keys of a page outside
+// the cache (page_bounds.cuh) are zeros. `num_blocks` bounds the block-table entries.
 template <class Traits>
 __device__ void load_kv_chunk(__nv_bfloat16* tile, const __nv_bfloat16* cache, int64_t block_stride,
                               int64_t slot_stride, int64_t head_offset, const int32_t* table_row,
-                              int32_t block_size, int32_t key_begin, int32_t count, int32_t head_dim) {
+                              int32_t block_size, int32_t num_blocks, int32_t key_begin, int32_t count,
+                              int32_t head_dim) {
     constexpr int32_t kVec = 8;  // bf16 per 16-byte vector
     const int32_t vecs_per_row = head_dim / kVec;
     for (int32_t v = threadIdx.x; v < count * vecs_per_row; v += Traits::kThreads) {
         const int32_t row = v / vecs_per_row;
         const int32_t col = (v % vecs_per_row) * kVec;
         const int32_t key = key_begin + row;
-        const int64_t block = __ldg(table_row + key / block_size);
-        const int64_t offset = block * block_stride + (key % block_size) * slot_stride + head_offset + col;
+        const int32_t block = __ldg(table_row + key / block_size);
+        const int64_t offset = static_cast<int64_t>(block) * block_stride + (key % block_size) * slot_stride +
+                               head_offset + col;
         *reinterpret_cast<uint4*>(tile + row * head_dim + col) =
-            __ldg(reinterpret_cast<const uint4*>(cache + offset));
+            page_in_cache(block, num_blocks) ? __ldg(reinterpret_cast<const uint4*>(cache + offset)) : uint4{0, 0, 0, 0};
     }
 }
 
@@ -119,13 +124,8 @@ __device__ __forceinline__ void write_output(const wideattn_prefill_params& p,
 // Keys visible to the tile's query: 0 .. context + i (bottom-right causal), never past the keys
 // the block table can address.
 __device__ __forceinline__ int32_t visible_keys(const wideattn_prefill_params& p, const TokenTile& tile) {
-    const int32_t num_keys = __ldg(p.seq_lens_k + tile.seq);
-    const int32_t context = num_keys - tile.q_len;
-    int32_t visible = min(context + tile.tile_begin + 1, num_keys);
-    const int64_t addressable = p.block_table_stride * p.block_size;
-    if (visible > addressable) visible = static_cast<int32_t>(addressable);
-    if (visible < 0) visible = 0;
-    return visible;
+    const CausalKeys causal = causal_keys(p, tile);  // seq_lens_k clamped to [0, addressable]
+    return causal.visible(1);
 }
 
 }  // namespace
@@ -176,10 +176,10 @@ wideattn_reference_f64(const wideattn_prefill_params p) {
         const int32_t count = min(Traits::kKeysPerChunk, visible - key_begin);
         __syncthreads();  // previous chunk fully consumed
         load_kv_chunk<Traits>(k_tile, static_cast<const __nv_bfloat16*>(p.k_cache), p.k_block_stride,
-                      p.k_slot_stride, kv_head * p.k_head_stride, table_row, p.block_size, key_begin,
+                      p.k_slot_stride, kv_head * p.k_head_stride, table_row, p.block_size, p.num_blocks, key_begin,
                       count, D);
         load_kv_chunk<Traits>(v_tile, static_cast<const __nv_bfloat16*>(p.v_cache), p.v_block_stride,
-                      p.v_slot_stride, kv_head * p.v_head_stride, table_row, p.block_size, key_begin,
+                      p.v_slot_stride, kv_head * p.v_head_stride, table_row, p.block_size, p.num_blocks, key_begin,
                       count, D);
         __syncthreads();
 

@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/common/block_geometry.cuh"
+#include "kernels/common/page_bounds.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "wideattn.h"
 
@@ -57,19 +58,24 @@ struct ChunkStream {
         page_slot = 0;
     }
 
-    // The page of the next chunk (read early so its latency hides behind the wait and barrier).
-    __device__ __forceinline__ int32_t next_page(const int32_t* table_row, int32_t num_tiles) const {
-        return tile < num_tiles ? __ldg(table_row + page_index) : 0;
+    // The page of the next chunk (read early so its latency hides behind the wait and barrier),
+    // or kNoPage when the entry is outside the cache (page_bounds.cuh).
+    __device__ __forceinline__ int32_t next_page(const wideattn_prefill_params& p, const int32_t* table_row,
+                                                 int32_t num_tiles) const {
+        const int32_t page = tile < num_tiles ? __ldg(table_row + page_index) : 0;
+        return page_in_cache(page, p.num_blocks) ? page : kNoPage;
     }
 
     // Issues (does not commit) the copies of the next chunk into `slot_base` and advances to
-    // the tile after it. Keys >= kv_end are zero-filled (their addresses stay inside the page);
+    // the tile after it. Keys >= kv_end are zero-filled (their addresses stay inside the page),
+    // and so is kNoPage (read as page 0, copying nothing);
     // a tile past the last one issues nothing.
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t page, int32_t num_tiles,
                                           int32_t kv_end, uint32_t slot_base) {
         if (tile < num_tiles) {
-            const char* src = head_base + page * block_stride + page_slot * slot_stride;
-            const int32_t rows_valid = kv_end - tile * Traits::kTileKeys;
+            const bool in_cache = page != kNoPage;
+            const char* src = head_base + (in_cache ? page : 0) * block_stride + page_slot * slot_stride;
+            const int32_t rows_valid = in_cache ? kv_end - tile * Traits::kTileKeys : 0;
 #pragma unroll
             for (int32_t i = 0; i < kPasses; ++i) {
                 const int32_t row = first_row + i * kRowsPerPass;

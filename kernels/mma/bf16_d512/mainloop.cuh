@@ -187,7 +187,7 @@ __device__ __forceinline__ void attention_mainloop(const wideattn_prefill_params
 #pragma unroll
     for (int32_t c = 0; c < kChunksAhead; ++c) {
         if (c % 2 == issued_parity)
-            stream.issue(p, stream.next_page(table_row, g.num_tiles), g.num_tiles, g.kv_end,
+            stream.issue(p, stream.next_page(p, table_row, g.num_tiles), g.num_tiles, g.kv_end,
                          ring + c * Traits::kChunkBytes);
         ptx::cp_async_commit();
     }
@@ -195,7 +195,7 @@ __device__ __forceinline__ void attention_mainloop(const wideattn_prefill_params
     uint32_t prob[4];
     int32_t k_slot = 0;  // ring slot of K_j: (2j) % kRingSlots
     for (int32_t j = 0; j < g.num_tiles; ++j) {
-        const int32_t page = stream.next_page(table_row, g.num_tiles);
+        const int32_t page = stream.next_page(p, table_row, g.num_tiles);
         const int32_t v_slot = ring_add<Traits>(k_slot, 1);
         ptx::cp_async_wait<kChunksAhead - 2>();
         __syncthreads();
