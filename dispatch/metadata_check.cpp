@@ -3,7 +3,7 @@
 #include "dispatch/metadata_check.h"
 
 #include <algorithm>
-#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
