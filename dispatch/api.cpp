@@ -19,6 +19,7 @@
 #include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest.h"
 #include "dispatch/manifest_format.h"
+#include "dispatch/metadata_check.h"
 #include "dispatch/selection.h"
 #include "dispatch/split_plan.h"
 #include "dispatch/tuning.h"
@@ -60,6 +61,7 @@ struct wideattn_context {
     std::string prefill_only;                  // wideattn_set_prefill_kernel; empty: automatic
     mutable std::map<CUdevice, std::string> device_names;  // cuDeviceGetName, asked once per device
     wideattn::ContextTuning tuning;            // the tuning file (dispatch/tuning.h)
+    bool check_metadata = false;               // WIDEATTN_CHECK_METADATA=1 at open: every prefill checked
 };
 
 namespace {
@@ -307,6 +309,8 @@ wideattn_status open_context(wideattn_context** out, const char* bundle_dir) {
     auto ctx = std::make_unique<wideattn_context>();
     ctx->bundle_dir = dir;
     std::string error;
+    if (!wideattn::parse_check_metadata_env(std::getenv(wideattn::kCheckMetadataEnv), &ctx->check_metadata, &error))
+        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, error);
     if (!wideattn::load_manifest(dir, &ctx->manifest, &error)) return fail(WIDEATTN_ERROR_BUNDLE, error);
     // Only the manifest (and the tuning file) is read: each cubin is read and verified at its
     // first load.
@@ -371,6 +375,11 @@ wideattn_status prefill(wideattn_context* ctx, const wideattn_prefill_params* pa
     wideattn_status status = plan_on_current_device(ctx, params, true, &dev, &plan);
     if (status != WIDEATTN_OK) return status;
     if ((status = check_smem(ctx, dev, plan.kernel_index)) != WIDEATTN_OK) return status;
+    if (wideattn::checked_mode(*params, ctx->check_metadata)) {
+        std::string message;
+        status = wideattn::check_device_metadata(*dev.drv, *params, static_cast<CUstream>(stream), &message);
+        if (status != WIDEATTN_OK) return fail(status, message);
+    }
     wideattn_prefill_params args = *params;
     args.num_splits = plan.num_splits;  // the kernels' view: the count that runs (grid.z)
     const wideattn::ManifestKernel& kernel = ctx->manifest.kernels[plan.kernel_index];

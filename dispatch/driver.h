@@ -20,7 +20,7 @@ namespace wideattn {
     X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)                  \
     X(cuFuncSetAttribute) X(cuFuncGetAttribute) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree)          \
     X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8) X(cuMemGetInfo) X(cuStreamCreate)   \
-    X(cuMemsetD32Async)                                                                                \
+    X(cuMemsetD32Async) X(cuMemcpyDtoHAsync) X(cuStreamIsCapturing)                                   \
     X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)     \
     X(cuEventSynchronize) X(cuEventElapsedTime)
 

@@ -16,6 +16,7 @@ namespace {
 constexpr uintptr_t kTensorAlignment = 16;  // 16-byte vector loads and cp.async
 constexpr int32_t kBlockSizeMultiple = 16;
 constexpr int64_t kMaxSeqKeys = INT32_MAX;  // seq_lens_k entries are int32
+constexpr uint32_t kKnownFlags = WIDEATTN_FLAG_CHECK_METADATA;  // wideattn_prefill_params.flags
 
 std::string pointer_text(const void* ptr) {
     char buf[32];
@@ -155,7 +156,7 @@ bool check_pointers_and_counts(Validator& v, const wideattn_prefill_params& p) {
            v.at_least(p.num_blocks, 1, "num_blocks") && v.at_least(p.block_table_stride, 1, "block_table_stride");
 }
 
-// Head grouping, page size, softmax scale, the reserved field and head_dim (after the dtypes
+// Head grouping, page size, softmax scale, the flags and head_dim (after the dtypes
 // and counts passed check_pointers_and_counts).
 bool check_shape(Validator& v, const wideattn_prefill_params& p) {
     std::ostringstream s;
@@ -171,8 +172,9 @@ bool check_shape(Validator& v, const wideattn_prefill_params& p) {
         s << "softmax_scale=" << p.softmax_scale << " must be finite and > 0";
         return v.fail(s.str());
     }
-    if (p.reserved != 0) {
-        s << "reserved=" << p.reserved << " must be 0";
+    if (const uint32_t unknown = static_cast<uint32_t>(p.flags) & ~kKnownFlags; unknown != 0) {
+        s << "flags=" << p.flags << " has unknown bits 0x" << std::hex << unknown << std::dec
+          << " (the only flag is WIDEATTN_FLAG_CHECK_METADATA = " << WIDEATTN_FLAG_CHECK_METADATA << ")";
         return v.fail(s.str());
     }
     const int32_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype);

@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define WIDEATTN_VERSION_MAJOR 0
-#define WIDEATTN_VERSION_MINOR 2
+#define WIDEATTN_VERSION_MINOR 3
 #define WIDEATTN_VERSION_PATCH 0
 
 /* Status codes. */
@@ -148,8 +148,29 @@ typedef struct wideattn_prefill_params {
      * workspace may be reused by calls ordered on one stream, not by concurrent ones. */
     void* workspace;
     int64_t workspace_bytes;
-    int32_t reserved;     /* must be 0 */
+    /* WIDEATTN_FLAG_* bits (0: none; an unknown bit is WIDEATTN_ERROR_INVALID_ARGUMENT). Named
+     * `reserved` and required to be 0 before C API 0.3.0; same offset and size. */
+    int32_t flags;
 } wideattn_prefill_params;
+
+/*
+ * Checked mode (wideattn_prefill_params.flags, or WIDEATTN_CHECK_METADATA=1 in the environment
+ * when the context is opened): before launching, wideattn_prefill copies cu_seqlens_q,
+ * seq_lens_k and the used prefix of every block_table row from the device (cuMemcpyDtoHAsync on
+ * the caller's stream, then cuStreamSynchronize) and checks them on the host:
+ *   - cu_seqlens_q[0] == 0, non-decreasing, every entry <= total_q, cu_seqlens_q[num_seqs] == total_q;
+ *   - q_len <= seq_lens_k[s] <= block_table_stride * block_size for every sequence s;
+ *   - block_table[s * block_table_stride + j] in 0 .. num_blocks-1 for j < ceil(seq_lens_k[s] /
+ *     block_size).
+ * The first bad entry fails the call with WIDEATTN_ERROR_INVALID_ARGUMENT naming the array,
+ * sequence, index, value and rule; nothing is launched and the context keeps working. Without
+ * the mode the kernels clamp bad lengths to what the table row can address and trust the
+ * table entries (docs/design.md section 2). For debug builds of engines: the call waits for the
+ * stream, so it is slow and cannot be captured in a CUDA graph (a call on a capturing stream is
+ * refused before any copy). wideattn_is_supported, wideattn_plan_launch and
+ * wideattn_workspace_size only validate the flag (they read no device memory).
+ */
+#define WIDEATTN_FLAG_CHECK_METADATA 1
 
 /* The largest num_splits (wideattn_prefill_params). */
 #define WIDEATTN_MAX_SPLITS 128
@@ -248,7 +269,7 @@ typedef struct wideattn_kernel_info {
     const char* kind;                  /* "prefill", "quantize_e4m3" or "amax_e4m3" */
 } wideattn_kernel_info;
 
-/* Library version string, e.g. "0.2.0". */
+/* Library version string, e.g. "0.3.0". */
 WIDEATTN_API const char* wideattn_version(void);
 
 /* Name of a status code, e.g. "WIDEATTN_ERROR_INVALID_ARGUMENT". */
@@ -265,6 +286,10 @@ WIDEATTN_API const char* wideattn_last_error(void);
  * checked against the manifest's size and checksum, and loaded into a CUDA context lazily, at
  * the first launch of its kernel in that context; a missing, truncated or corrupt cubin fails
  * that launch with WIDEATTN_ERROR_BUNDLE naming the file. Does not need a driver or a GPU.
+ * Reads the environment variable WIDEATTN_CHECK_METADATA once: "1" puts every wideattn_prefill
+ * of the context in checked mode (WIDEATTN_FLAG_CHECK_METADATA), unset, "" or "0" leaves it to
+ * each call's flags; any other value fails the open with WIDEATTN_ERROR_INVALID_ARGUMENT naming
+ * the variable and its value.
  */
 WIDEATTN_API wideattn_status wideattn_open(wideattn_context** ctx, const char* bundle_dir);
 

@@ -34,7 +34,7 @@ int main(void) {
     FIELD(wideattn_prefill_params, o_dtype); FIELD(wideattn_prefill_params, softmax_scale);
     FIELD(wideattn_prefill_params, max_seqlen_q); FIELD(wideattn_prefill_params, max_seqlen_k);
     FIELD(wideattn_prefill_params, num_splits); FIELD(wideattn_prefill_params, workspace);
-    FIELD(wideattn_prefill_params, workspace_bytes); FIELD(wideattn_prefill_params, reserved);
+    FIELD(wideattn_prefill_params, workspace_bytes); FIELD(wideattn_prefill_params, flags);
     END();
     BEGIN(wideattn_quantize_params);
     FIELD(wideattn_quantize_params, src); FIELD(wideattn_quantize_params, src_token_stride);

@@ -57,7 +57,7 @@ const Field kPrefillFields[] = {
     PREFILL_FIELD(kInt32, num_q_heads), PREFILL_FIELD(kInt32, num_kv_heads), PREFILL_FIELD(kInt32, head_dim),
     PREFILL_FIELD(kInt32, block_size), PREFILL_FIELD(kInt32, num_blocks), PREFILL_FIELD(kInt32, q_dtype),
     PREFILL_FIELD(kInt32, kv_dtype), PREFILL_FIELD(kInt32, o_dtype), PREFILL_FIELD(kFloat, softmax_scale),
-    PREFILL_FIELD(kInt32, reserved),
+    PREFILL_FIELD(kInt32, flags),
 };
 #define QUANTIZE_FIELD(kind, name) WIDEATTN_FIELD(wideattn_quantize_params, kind, name)
 const Field kQuantizeFields[] = {
@@ -160,6 +160,7 @@ wideattn_prefill_params random_prefill(Random& rng) {
         p.k_scale = static_cast<const float*>(address(9, rng));
         p.v_scale = static_cast<const float*>(address(10, rng));
     }
+    if (rng.chance(25)) p.flags = WIDEATTN_FLAG_CHECK_METADATA;
     return p;
 }
 

@@ -1,4 +1,4 @@
-"""ctypes mirror of the C API in dispatch/wideattn.h (0.2.0): status codes, dtypes, the five
+"""ctypes mirror of the C API in dispatch/wideattn.h (0.3.0): status codes, dtypes, the five
 structs and the function declarations. Standard library only, so it loads without torch and
 without a GPU; tools/bench/peers/wideattn_ctypes.py loads this file for its structs too.
 
@@ -35,6 +35,10 @@ MAX_SPLITS = 128          # WIDEATTN_MAX_SPLITS
 MIN_SPLIT_KEYS = 256      # WIDEATTN_MIN_SPLIT_KEYS
 WORKSPACE_ALIGNMENT = 16  # bytes, of wideattn_prefill_params.workspace
 
+# wideattn_prefill_params.flags: checked mode (the library copies cu_seqlens_q, seq_lens_k and the
+# block table to the host and refuses bad entries before launching; not capturable in a CUDA graph).
+FLAG_CHECK_METADATA = 1   # WIDEATTN_FLAG_CHECK_METADATA
+
 _I64 = ctypes.c_int64
 _I32 = ctypes.c_int32
 _PTR = ctypes.c_void_p
@@ -58,7 +62,7 @@ class PrefillParams(ctypes.Structure):
         ("softmax_scale", ctypes.c_float),
         ("max_seqlen_q", _I32), ("max_seqlen_k", _I32), ("num_splits", _I32),
         ("workspace", _PTR), ("workspace_bytes", _I64),
-        ("reserved", _I32),
+        ("flags", _I32),
     ]
 
 
@@ -110,7 +114,7 @@ class KernelInfoStruct(ctypes.Structure):
 
 
 # LP64 sizes as tests/struct_layout.c prints them for dispatch/wideattn.h (prefill: softmax_scale
-# at 224, the three split-KV int32 at 228..236, workspace at 240, workspace_bytes at 248, reserved
+# at 224, the three split-KV int32 at 228..236, workspace at 240, workspace_bytes at 248, flags
 # at 256, tail padding to 264).
 EXPECTED_SIZES = {
     "wideattn_prefill_params": (PrefillParams, 264),

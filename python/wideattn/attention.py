@@ -11,6 +11,7 @@ Both check every argument, allocate what the caller did not pass with the caller
 
 import torch
 
+from . import _capi
 from . import _checks
 from . import ops
 
@@ -77,7 +78,8 @@ def _kv_pair(check, k_name, k, v_name, v, ndim, shape_text, q):
 
 
 def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_scale, out=None, lse=None,
-            q_scale=None, k_scale=None, v_scale=None, max_seqlen_q=None, max_seqlen_k=None, num_splits=None):
+            q_scale=None, k_scale=None, v_scale=None, max_seqlen_q=None, max_seqlen_k=None, num_splits=None,
+            check_metadata=False):
     """Causal (bottom-right) attention of a varlen batch over a paged KV cache; returns out, or
     (out, lse) when lse is a tensor or True.
 
@@ -91,7 +93,9 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     split-KV count and never change the result's semantics; num_splits None or 0 lets the library
     choose, 1 never splits, 2 .. 128 forces that many (docs/design.md "Split-KV"). The device
     metadata is the caller's contract (docs/design.md section 2); everything else is checked
-    here and by the library.
+    here and by the library. check_metadata=True (debug runs) is the library's checked mode: the
+    metadata is copied to the host and a bad entry raises InvalidArgumentError naming it instead of
+    being clamped; the call then waits for the stream and cannot be captured in a CUDA graph.
     """
     check = _checks.Checker("wideattn.prefill")
     check.tensor("q", q, 3, _checks.ATTENTION_IN_DTYPES, Q_SHAPE)
@@ -101,6 +105,7 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     scales = _scales(check, q, k_cache.dtype, q_scale, k_scale, v_scale)
     hints = _hints(check, max_seqlen_q, max_seqlen_k)
     splits = check.num_splits(num_splits)
+    flags = _flags(check, check_metadata)
     check.int32_extent("k_cache.shape[0] (num_blocks)", k_cache.shape[0])
     out = _output(check, out, q)
     lse, return_lse = _lse(check, lse, out, q.shape[0])
@@ -108,8 +113,15 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     v_layout = [0, v_cache.shape[0], v_cache.shape[1], v_cache.shape[2]] + list(v_cache.stride()[:3])
     if q.shape[0]:
         ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, scale,
-                        *scales, out, lse, *hints, splits)
+                        *scales, out, lse, *hints, splits, flags)
     return (out, lse) if return_lse else out
+
+
+def _flags(check, check_metadata):
+    """wideattn_prefill_params.flags of the check_metadata keyword (a bool)."""
+    if not isinstance(check_metadata, bool):
+        check.fail(f"check_metadata must be a bool, got {type(check_metadata).__name__}")
+    return _capi.FLAG_CHECK_METADATA if check_metadata else 0
 
 
 def _hints(check, max_seqlen_q, max_seqlen_k):
@@ -136,22 +148,24 @@ def token_row_block_table(row_start, max_seqlen_k, num_rows):
 
 
 def rows_prefill(q, k, v, k_rows, v_rows, cu_seqlens_q, row_start, seq_lens_k, max_seqlen_k, softmax_scale,
-                 out, lse=None, scales=(None, None, None), max_seqlen_q=0, num_splits=0):
+                 out, lse=None, scales=(None, None, None), max_seqlen_q=0, num_splits=0, flags=0):
     """The op on token-row layouts (k_rows / v_rows from token_row_layout); no checks.
     max_seqlen_k (host int) bounds every sequence's keys and is passed on as the hint."""
     block_table = token_row_block_table(row_start, max_seqlen_k, k_rows[1])
     ops._prefill_op(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_rows, v_rows, softmax_scale, *scales, out, lse,
-                    max_seqlen_q, max_seqlen_k, num_splits)
+                    max_seqlen_q, max_seqlen_k, num_splits, flags)
     return out
 
 
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, out=None,
-                     lse=None, q_scale=None, k_scale=None, v_scale=None, num_splits=None):
+                     lse=None, q_scale=None, k_scale=None, v_scale=None, num_splits=None, check_metadata=False):
     """flash_attn_varlen_func-style causal (bottom-right) attention: sequence s owns query rows
     cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 and key rows cu_seqlens_k[s] .. cu_seqlens_k[s+1]-1 of
     k / v [total_k, num_kv_heads, head_dim] (its context followed by its new tokens).
     max_seqlen_k (host int) bounds every sequence's keys; max_seqlen_q (host int or None) is a
-    hint; both steer the split-KV count, as num_splits does (see prefill). Returns out, or (out, lse)."""
+    hint; both steer the split-KV count, as num_splits does (see prefill); check_metadata as in
+    prefill (the rows' block table is built here, so it checks cu_seqlens_q and the key counts
+    against max_seqlen_k). Returns out, or (out, lse)."""
     check = _checks.Checker("wideattn.varlen_attention")
     check.tensor("q", q, 3, _checks.ATTENTION_IN_DTYPES, Q_SHAPE)
     _kv_pair(check, "k", k, "v", v, 3, ROWS_SHAPE, q)
@@ -160,6 +174,7 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     max_seqlen_q = check.count("max_seqlen_q", max_seqlen_q, optional=True) or 0
     max_seqlen_k = check.count("max_seqlen_k", max_seqlen_k)
     splits = check.num_splits(num_splits)
+    flags = _flags(check, check_metadata)
     scale = check.softmax_scale(softmax_scale)
     scales = _scales(check, q, k.dtype, q_scale, k_scale, v_scale)
     check.int32_extent("k.shape[0] (total_k)", k.shape[0])
@@ -170,5 +185,5 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
         v_rows = token_row_layout(v, v.stride(0), v.stride(1), v.shape[0], v.shape[1])
         seq_lens_k = (cu_seqlens_k[1:] - cu_seqlens_k[:-1]).to(torch.int32)
         rows_prefill(q, k, v, k_rows, v_rows, cu_seqlens_q, cu_seqlens_k[:-1], seq_lens_k, max_seqlen_k, scale,
-                     out, lse, scales, max_seqlen_q, splits)
+                     out, lse, scales, max_seqlen_q, splits, flags)
     return (out, lse) if return_lse else out

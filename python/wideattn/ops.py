@@ -7,7 +7,7 @@ the library (wideattn_is_supported, no driver) and runs wideattn.reference):
 
     wideattn::prefill(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
                       softmax_scale, q_scale?, k_scale?, v_scale?, out!, lse!?,
-                      max_seqlen_q=0, max_seqlen_k=0, num_splits=0)
+                      max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0)
     wideattn::quantize_to_cache(src, cache!, slot_mapping?, scale, cache_layout, nonfinite_count!?)
     wideattn::compute_scale(src, slot_mapping?, scale!, nonfinite_count!?)
 
@@ -25,6 +25,12 @@ an exact count up to _capi.MAX_SPLITS. The CUDA implementation asks wideattn_wor
 the call's workspace (host only, no device read) and allocates it with torch.empty on the call's
 device and current stream: the caching allocator's stream-ordered reuse makes it safe to free
 after the launch is queued, and inside a CUDA-graph capture it comes from the graph's pool.
+
+flags is wideattn_prefill_params.flags: _capi.FLAG_CHECK_METADATA is checked mode (docs/design.md
+section 6): the CUDA implementation's library call copies cu_seqlens_q, seq_lens_k and the used
+block-table rows to the host and refuses bad entries before launching (it waits for the stream,
+so it cannot be captured in a CUDA graph); the CPU implementation applies the same rules to its
+host tensors (reference.metadata_error) with the library's messages.
 """
 
 import ctypes
@@ -33,6 +39,7 @@ import torch
 
 from . import _capi
 from . import _checks
+from . import errors
 from . import reference
 from .library import default_context
 
@@ -53,7 +60,8 @@ def _ptr(tensor):
 
 
 def prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
-                   q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=_capi.SPLITS_AUTO):
+                   q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=_capi.SPLITS_AUTO,
+                   flags=0):
     """The wideattn_prefill_params of one call (pointers from the tensors, strides in elements),
     without a workspace (attach_workspace adds one)."""
     k_off, num_blocks, block_size, num_kv_heads, k_block, k_slot, k_head = k_layout
@@ -68,7 +76,7 @@ def prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_l
         _ptr(q_scale), _ptr(k_scale), _ptr(v_scale),
         seq_lens_k.shape[0], q.shape[0], q.shape[1], num_kv_heads, q.shape[2], block_size, num_blocks,
         _DTYPE_CODES[q.dtype], _DTYPE_CODES[k.dtype], _DTYPE_CODES[out.dtype], softmax_scale,
-        int(max_seqlen_q), int(max_seqlen_k), int(num_splits), None, 0, 0)
+        int(max_seqlen_q), int(max_seqlen_k), int(num_splits), None, 0, int(flags))
 
 
 def attach_workspace(params, workspace):
@@ -129,10 +137,10 @@ def current_stream(device):
 
 
 def _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
-                  q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0):
+                  q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
     params = prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
                             softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0,
-                            max_seqlen_k or 0, num_splits or 0)
+                            max_seqlen_k or 0, num_splits or 0, flags)
     context = default_context()
 
     def launch(call_params, stream):
@@ -172,10 +180,14 @@ def validate_prefill(params):
 
 
 def _prefill_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
-                 q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0):
+                 q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
     validate_prefill(prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
                                     softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0,
-                                    max_seqlen_k or 0, num_splits or 0))
+                                    max_seqlen_k or 0, num_splits or 0, flags))
+    if flags & _capi.FLAG_CHECK_METADATA:
+        error = reference.metadata_error(cu_seqlens_q, seq_lens_k, block_table, q.shape[0], k_layout[2], k_layout[1])
+        if error is not None:
+            raise errors.invalid_argument("wideattn_prefill", error)
     dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
     result, result_lse = reference.attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, list(k_layout),
                                              list(v_layout), softmax_scale, q_scale, k_scale, v_scale, dtype)
@@ -185,7 +197,7 @@ def _prefill_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_lay
 
 
 def _prefill_fake(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
-                  q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0):
+                  q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
     return None
 
 
@@ -228,7 +240,7 @@ OP_SCHEMAS = {
     "prefill": ("prefill(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor seq_lens_k, "
                 "Tensor block_table, SymInt[] k_layout, SymInt[] v_layout, float softmax_scale, "
                 "Tensor? q_scale, Tensor? k_scale, Tensor? v_scale, Tensor(a!) out, Tensor(b!)? lse, "
-                "SymInt max_seqlen_q=0, SymInt max_seqlen_k=0, int num_splits=0) -> ()",
+                "SymInt max_seqlen_q=0, SymInt max_seqlen_k=0, int num_splits=0, int flags=0) -> ()",
                 _prefill_cuda, _prefill_cpu, _prefill_fake),
     "quantize_to_cache": ("quantize_to_cache(Tensor src, Tensor(a!) cache, Tensor? slot_mapping, Tensor scale, "
                           "SymInt[] cache_layout, Tensor(b!)? nonfinite_count) -> ()",

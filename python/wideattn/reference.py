@@ -18,6 +18,8 @@ E4M3_MANTISSA_BITS = 3
 E4M3_EXPONENT_BIAS = 7
 E4M3_SUBNORMAL_STEP = 2.0 ** -9
 
+CHECKED_MODE = "checked mode"  # the note ending each of checked mode's messages
+
 # KV layout: [offset, num_blocks, block_size, num_kv_heads, block_stride, slot_stride, head_stride],
 # in elements, relative to the base tensor's data pointer (ops.py builds these).
 LAYOUT_FIELDS = ("offset", "num_blocks", "block_size", "num_kv_heads", "block_stride", "slot_stride",
@@ -116,6 +118,51 @@ def gather_keys(base, layout, block_row, length, head_dim, dtype, scale=None):
     index = (row[:, None, None] + torch.arange(heads, device=base.device)[None, :, None] * head_stride +
              torch.arange(head_dim, device=base.device)[None, None, :])
     return _dequantised(_flat(base)[index], scale, dtype)
+
+
+def _lengths_error(cu, lengths, total_q, row_keys):
+    """The message of the first broken cu_seqlens_q / seq_lens_k rule of checked mode, or None."""
+    for i, value in enumerate(cu):
+        if i == 0 and value != 0:
+            return f"cu_seqlens_q[0] = {value} is not 0 (the first sequence starts at query row 0; {CHECKED_MODE})"
+        if i > 0 and value < cu[i - 1]:
+            return (f"cu_seqlens_q[{i}] = {value} is below cu_seqlens_q[{i - 1}] = {cu[i - 1]} "
+                    f"(must be non-decreasing; {CHECKED_MODE})")
+        if value > total_q:
+            return (f"cu_seqlens_q[{i}] = {value} is above total_q = {total_q} "
+                    f"(no sequence ends past the last query row; {CHECKED_MODE})")
+    if cu[-1] != total_q:
+        return (f"cu_seqlens_q[{len(cu) - 1}] = {cu[-1]} is not total_q = {total_q} "
+                f"(cu_seqlens_q[num_seqs] must equal total_q; {CHECKED_MODE})")
+    for s, length in enumerate(lengths):
+        q_len = cu[s + 1] - cu[s]
+        if length < q_len:
+            return (f"seq_lens_k[{s}] = {length} is below q_len = {q_len} of sequence {s} (cu_seqlens_q[{s + 1}] - "
+                    f"cu_seqlens_q[{s}]; its keys include its new tokens; {CHECKED_MODE})")
+        if length > row_keys:
+            return (f"seq_lens_k[{s}] = {length} is above block_table_stride * block_size = {row_keys} "
+                    f"(the keys one block_table row addresses; {CHECKED_MODE})")
+    return None
+
+
+def metadata_error(cu_seqlens_q, seq_lens_k, block_table, total_q, block_size, num_blocks):
+    """The library's message for the first entry of a call's metadata that breaks a rule of
+    checked mode (WIDEATTN_FLAG_CHECK_METADATA, dispatch/metadata_check.h), or None: the CPU
+    implementation's mirror of the library's host check. Rows are read as the library reads them,
+    block_table.stride(0) entries apart, each up to ceil(seq_lens_k[s] / block_size) entries."""
+    cu, lengths = cu_seqlens_q.tolist(), seq_lens_k.tolist()
+    stride = block_table.stride(0)
+    error = _lengths_error(cu, lengths, total_q, stride * block_size)
+    if error is not None:
+        return error
+    table = _flat(block_table)
+    for s, length in enumerate(lengths):
+        used = -(-length // block_size)
+        for j, entry in enumerate(table[s * stride:s * stride + used].tolist()):
+            if not 0 <= entry < num_blocks:
+                return (f"block_table[{s}][{j}] = {entry} (sequence {s}, key block {j}) is outside "
+                        f"[0, num_blocks = {num_blocks}) ({CHECKED_MODE})")
+    return None
 
 
 def attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,

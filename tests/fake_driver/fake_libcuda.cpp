@@ -3,7 +3,9 @@
 // load, tensor-map encoding, cuLaunchKernel) runs on a machine without a GPU. It exports every
 // entry point dispatch/driver.h resolves; the device is sm_XY from $WIDEATTN_FAKE_CC ("90" if
 // unset). Launches run nothing: the last launched symbol and call counts are read back through
-// the fake_cuda_* functions at the end.
+// the fake_cuda_* functions at the end. Device pointers are host pointers: cuMemcpyDtoHAsync is a
+// memcpy (the checked mode's metadata copies), and fake_cuda_set_* make a stream report a capture
+// or a copy fail.
 #include <cuda.h>
 
 #include <cstdint>
@@ -43,6 +45,10 @@ std::string g_last_launch;
 std::string g_launches;  // "symbol grid_x grid_y grid_z\n" per cuLaunchKernel
 int g_module_loads = 0;
 int g_tensor_maps = 0;
+int g_device_copies = 0;     // cuMemcpyDtoHAsync calls
+int g_synchronizations = 0;  // cuStreamSynchronize calls
+bool g_capturing = false;    // cuStreamIsCapturing reports an active capture
+int g_copies_until_failure = -1;  // cuMemcpyDtoHAsync calls that succeed before one fails; -1: never
 
 int fake_cc() {
     const char* cc = std::getenv("WIDEATTN_FAKE_CC");
@@ -65,6 +71,13 @@ const char* fake_cuda_take_launches(void) {
     return taken.c_str();
 }
 int fake_cuda_tensor_maps(void) { return g_tensor_maps; }
+int fake_cuda_device_copies(void) { return g_device_copies; }
+int fake_cuda_synchronizations(void) { return g_synchronizations; }
+// Every stream reports an active capture (cuStreamIsCapturing) while `capturing` is nonzero.
+void fake_cuda_set_capturing(int capturing) { g_capturing = capturing != 0; }
+// The cuMemcpyDtoHAsync call after `successes` more successful ones fails with
+// CUDA_ERROR_INVALID_VALUE (then copies succeed again); -1: no failure.
+void fake_cuda_set_copies_until_failure(int successes) { g_copies_until_failure = successes; }
 
 CUresult CUDAAPI cuInit(unsigned int) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuDriverGetVersion(int* version) {
@@ -167,7 +180,7 @@ CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap*, CUtensorMapDataType, cuuin
     return CUDA_SUCCESS;
 }
 
-// Memory, streams and events: never used by the tests of this driver.
+// Memory, streams and events: the calls the launch path makes work; the others are never used here.
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr*, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuMemFree(CUdeviceptr) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr, const void*, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
@@ -176,9 +189,29 @@ CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr, CUdeviceptr, size_t) { return CUDA_ER
 CUresult CUDAAPI cuMemsetD8(CUdeviceptr, unsigned char, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuMemGetInfo(size_t*, size_t*) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr, unsigned int, size_t, CUstream) { return CUDA_SUCCESS; }
+// The tests pass host arrays as device pointers.
+CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_copies_until_failure == 0) {
+        g_copies_until_failure = -1;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (g_copies_until_failure > 0) --g_copies_until_failure;
+    ++g_device_copies;
+    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
+    *status = g_capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuStreamCreate(CUstream*, unsigned int) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuStreamDestroy(CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuStreamSynchronize(CUstream) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    ++g_synchronizations;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuEventCreate(CUevent*, unsigned int) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuEventDestroy(CUevent) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuEventRecord(CUevent, CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }

@@ -250,14 +250,15 @@ def test_serving_backend_sketch():
 
 
 class HintRecorder:
-    """Wraps the op: records each call's (max_seqlen_q, max_seqlen_k, num_splits), then runs it."""
+    """Wraps the op: records each call's (max_seqlen_q, max_seqlen_k, num_splits), the arguments
+    before the last (flags), then runs it."""
 
     def __init__(self):
         self.hints = []
         self.op = ops._prefill_op
 
     def __call__(self, *args):
-        self.hints.append(tuple(args[-3:]))
+        self.hints.append(tuple(args[-4:-1]))
         return self.op(*args)
 
     def __enter__(self):

@@ -4,12 +4,14 @@ varlen_attention against a naive float64 attention (serving-engine cache layouts
 pages, varlen batches with context and decode), the parameters handed to the library accepted by
 its own validation and selecting the expected kernel, argument checks naming the argument, the
 library's messages surfacing as exceptions, the split-KV options (hints, num_splits, the
-workspace the CUDA implementation sizes and attaches), and the e4m3 codec, scale and quantise
-functions.
+workspace the CUDA implementation sizes and attaches), checked mode (check_metadata: the library's
+flag, and the CPU implementation's mirror of its rules and messages), and the e4m3 codec, scale and
+quantise functions.
 
 usage: python3 test_torch_ops.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
 """
 
+import copy
 import math
 
 import harness
@@ -18,7 +20,7 @@ harness.require_torch()
 import torch  # noqa: E402
 
 import wideattn  # noqa: E402
-from wideattn import attention, ops, reference  # noqa: E402
+from wideattn import _capi, attention, ops, reference  # noqa: E402
 from paged_problem import HEAD_DIM, Problem, assert_close_bf16  # noqa: E402
 
 MIXED = [(7, 40), (1, 33), (4, 20), (17, 17), (0, 5)]   # chunk with context, decode, spec decode, prompt, idle
@@ -243,6 +245,74 @@ def test_split_options_reach_the_library_and_keep_the_result():
     assert wideattn.default_context().kernels()[plan.merge_kernel_index].kind == "merge_splits", plan
     schema = str(torch.ops.wideattn.prefill.default._schema)
     assert "SymInt max_seqlen_q=0" in schema and "int num_splits=0" in schema, schema
+
+
+def _broken(problem, array, index, value):
+    """A copy of problem with one metadata entry replaced."""
+    broken = copy.copy(problem)
+    tensor = getattr(problem, array).clone()
+    tensor[index] = value
+    setattr(broken, array, tensor)
+    return broken
+
+
+def test_check_metadata_refuses_the_first_bad_entry_with_the_library_message():
+    problem = Problem(MIXED, seed=15)   # cu_seqlens_q 0 7 8 12 29 29, 3-page rows, 14 blocks
+    expected, _ = problem.expected()
+    assert_close_bf16(run_prefill(problem, check_metadata=True), expected, "check_metadata=True")
+    cases = [
+        (("cu_seqlens_q", 2, 6),
+         "cu_seqlens_q[2] = 6 is below cu_seqlens_q[1] = 7 (must be non-decreasing; checked mode)"),
+        (("cu_seqlens_q", 0, 1), "cu_seqlens_q[0] = 1 is not 0 (the first sequence starts at query row 0; "
+                                 "checked mode)"),
+        (("cu_seqlens_q", 5, 30), "cu_seqlens_q[5] = 30 is above total_q = 29 (no sequence ends past the last "
+                                  "query row; checked mode)"),
+        (("seq_lens_k", 3, 16), "seq_lens_k[3] = 16 is below q_len = 17 of sequence 3 (cu_seqlens_q[4] - "
+                                "cu_seqlens_q[3]; its keys include its new tokens; checked mode)"),
+        (("seq_lens_k", 0, 49), "seq_lens_k[0] = 49 is above block_table_stride * block_size = 48 (the keys one "
+                                "block_table row addresses; checked mode)"),
+        (("block_table", (1, 2), -1), "block_table[1][2] = -1 (sequence 1, key block 2) is outside "
+                                      "[0, num_blocks = 14) (checked mode)"),
+        (("block_table", (3, 1), 14), "block_table[3][1] = 14 (sequence 3, key block 1) is outside "
+                                      "[0, num_blocks = 14) (checked mode)"),
+    ]
+    for (array, index, value), message in cases:
+        broken = _broken(problem, array, index, value)
+        error = harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn_prefill", message], run_prefill,
+                                      broken, check_metadata=True)
+        assert error.message == message, (error.message, message)
+    # Only the used prefix of a row is read: sequence 4 (5 keys) uses one of its three entries.
+    assert_close_bf16(run_prefill(_broken(problem, "block_table", (4, 2), -1), check_metadata=True), expected,
+                      "an unused entry")
+    harness.expect_raises(wideattn.InvalidArgumentError, ["check_metadata must be a bool, got int"], run_prefill,
+                          problem, check_metadata=1)
+    schema = str(torch.ops.wideattn.prefill.default._schema)
+    assert "int flags=0" in schema, schema
+
+
+def test_check_metadata_sets_the_flag_the_library_validates():
+    problem = Problem([(3, 40), (1, 9)], seed=16)
+    out = torch.empty(problem.q.shape, dtype=torch.bfloat16)
+    layout = [0, problem.k_cache.shape[0], problem.k_cache.shape[1], problem.k_cache.shape[2]]
+    arguments = (problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                 problem.block_table, layout + list(problem.k_cache.stride()[:3]),
+                 layout + list(problem.v_cache.stride()[:3]), problem.scale, None, None, None, out, None, 0, 0, 0)
+    params = ops.prefill_params(*arguments, _capi.FLAG_CHECK_METADATA)
+    assert params.flags == 1 and ops.prefill_params(*arguments).flags == 0
+    assert ops.validate_prefill(params).kind == "prefill"
+    params.flags = 6
+    harness.expect_raises(wideattn.InvalidArgumentError, ["flags=6 has unknown bits 0x6"], ops.validate_prefill,
+                          params)
+    # varlen_attention builds its rows' table; checked mode still reads the key counts.
+    keys = problem.seq_lens_k
+    cu_k = torch.tensor([0, int(keys[0]), int(keys[0]) + int(keys[1])], dtype=torch.int32)
+    rows = torch.randn((int(cu_k[-1]), problem.kv_heads, HEAD_DIM)).bfloat16()
+    wideattn.varlen_attention(problem.q, rows, rows, problem.cu_seqlens_q, cu_k, 3, 40, problem.scale,
+                              check_metadata=True)
+    harness.expect_raises(wideattn.InvalidArgumentError, ["seq_lens_k[0] = 40 is above block_table_stride * "
+                                                          "block_size = 32"],
+                          wideattn.varlen_attention, problem.q, rows, rows, problem.cu_seqlens_q, cu_k, 3, 20,
+                          problem.scale, check_metadata=True)
 
 
 class _RecordingContext:
