@@ -9,7 +9,12 @@
 #   package (tests/gpu/test_python_ops.py, tests/gpu/test_transformers_gemma4.py, the call overhead,
 #   the gate on transformers' Gemma 4 code) - then a summary.
 #   tools/gpu/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--no-e2e]
-#                          [--no-python] [--only-python] [--bench-cases LIST]
+#                          [--no-python] [--only-python] [--bench-cases LIST] [--tune] [--only-tune]
+# --tune (opt-in) adds the tuning bar after the benches: `wideattn tune --out $OUT/tuning.json`,
+#   then `wideattn bench` on every case of the prefill and decode suites with that file in force
+#   (WIDEATTN_TUNING; bf16, e4m3 K/V and e4m3 Q/K/V as the bundle has them), the kernels the file
+#   timed side by side (`bench --kernels`), and tools/bench/check_tuning.py on the three
+#   (check_tuning.txt / .json / .md); --only-tune runs that step alone.
 # Budget: about 9 minutes on an H200 with every step but the Python ones; a device call is limited
 # to 10, so run it as three calls: `--no-peers --no-python`, `--only-peers` (about 5-6 minutes),
 # `--only-python` (needs torch and transformers on the machine).
@@ -25,7 +30,7 @@ mkdir -p "$out"
 export WIDEATTN_BUNDLE="$build/bundle"
 export PYTHONUNBUFFERED=1
 cli="$build/tools/wideattn"
-peers=1 sanitizer=1 tests=1 e2e=1 benches=1 python=1 bench_cases=""
+peers=1 sanitizer=1 tests=1 e2e=1 benches=1 python=1 tune=0 bench_cases=""
 while (($#)); do
     case "$1" in
         --no-peers) peers=0 ;;
@@ -36,7 +41,9 @@ while (($#)); do
         --no-tests) tests=0 ;;
         --no-e2e) e2e=0 ;;
         --bench-cases) bench_cases="$2"; shift ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        --tune) tune=1 ;;
+        --only-tune) sanitizer=0; tests=0; e2e=0; benches=0; python=0; peers=0; tune=1 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "gpu_suite: unknown argument '$1'" >&2; exit 2 ;;
     esac
     shift
@@ -111,6 +118,34 @@ if ((benches)); then
     # Decode and small batches (split-KV): BF16 and e4m3 K/V with the copy bandwidth of the run.
     step bench-decode bench_decode.txt "$cli" bench --suite decode --json "$out/bench_decode.json" --commit "$commit"
 fi
+# tune_check: the tuning bar (docs/design.md section 7). The tuning file goes to $out, not beside
+# the bundle, so that no other step selects by it; the side-by-side run pins each kernel by name.
+tune_check() {
+    local tuning="$out/tuning.json" checker="$root/tools/bench/check_tuning.py"
+    step tune tune.txt "$cli" tune --out "$tuning" || return
+    local all_cases candidates
+    all_cases=$("$cli" bench --list | sed 's/ (decode)$//' | paste -sd, -)
+    local -a selected=() variants=("bf16")
+    bundle_has_prefill kv_dtype e4m3 && variants+=("e4m3kv")
+    bundle_has_prefill q_dtype e4m3 && variants+=("e4m3q")
+    for variant in "${variants[@]}"; do
+        local -a dtype_args=()
+        [[ $variant == e4m3kv ]] && dtype_args=(--kv-dtype e4m3)
+        [[ $variant == e4m3q ]] && dtype_args=(--kv-dtype e4m3 --q-dtype e4m3)
+        step "tuned-$variant" "tuned_$variant.txt" env WIDEATTN_TUNING="$tuning" "$cli" bench --cases "$all_cases" \
+            "${dtype_args[@]}" --json "$out/tuned_$variant.json" --commit "$commit"
+        [[ -f "$out/tuned_$variant.json" ]] && selected+=("$out/tuned_$variant.json")
+    done
+    step tune-kernels tune_kernels.txt python3 "$checker" --tuning "$tuning" --list-candidates || return
+    candidates=$(tail -n 1 "$out/tune_kernels.txt")
+    step tuned-sbs tuned_side_by_side.txt env WIDEATTN_TUNING=off "$cli" bench --kernels "$candidates" \
+        --cases "$all_cases" --json "$out/tuned_side_by_side.json" --commit "$commit"
+    ((${#selected[@]})) || return
+    step tune-check check_tuning.txt python3 "$checker" --tuning "$tuning" --selected "${selected[@]}" \
+        --side-by-side "$out/tuned_side_by_side.json" --json "$out/check_tuning.json" \
+        --markdown "$out/check_tuning.md"
+}
+((tune)) && tune_check
 # e2e_meaning STATUS: what an exit status of tools/bench/e2e_drift.py means (its docstring).
 e2e_meaning() {
     case "$1" in
@@ -174,6 +209,6 @@ fi
 # archive, the two e2e archives (logit samples, several MiB each) beside it.
 kill "$clock_log" 2>/dev/null
 wait "$clock_log" 2>/dev/null
-(cd "$out" && tar -czf suite.tar.gz $(ls *.txt *.json *.csv 2>/dev/null) && rm -f ./*.txt ./*.json ./*.csv)
+(cd "$out" && tar -czf suite.tar.gz $(ls *.txt *.json *.csv *.md 2>/dev/null) && rm -f ./*.txt ./*.json ./*.csv ./*.md)
 echo "== summary (commit $commit)"
 printf '%s\n' "${summary[@]}"
