@@ -323,7 +323,7 @@ void check_corruption(const Corruption& c, int shape, bool sanitizer) {
             check_setting(in, k, expected, bad, splits, stream.stream, &worst);
             listed += (listed.empty() ? "" : ",") + std::to_string(splits);
         }
-        std::printf("  %-18s shape %d, splits %-13s %3lld owned, %3lld no-key rows: rel L2 %.3e, valid after %.3e\n",
+        std::printf("  %-18s shape %d, splits %-14s %3lld owned, %3lld no-key rows: rel L2 %.3e, valid after %.3e\n",
                     k.name.c_str(), shape, listed.c_str(), static_cast<long long>(expected.owned_rows),
                     static_cast<long long>(expected.no_key_rows), worst.corrupted, worst.valid);
     }
