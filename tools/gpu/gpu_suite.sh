@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_suite.sh - everything the H200 run needs (build here, carry build/), in one or two calls:
 #   GPU test suite, selftest, compute-sanitizer (memcheck, racecheck, synccheck on small cases;
-#   memcheck and racecheck on small split-KV decode cases),
+#   memcheck and racecheck on small split-KV decode cases; memcheck on corrupted device metadata),
 #   `wideattn bench` (the dispatcher's kernels, and every tier side by side in one process where
 #   the Hopper tier is the default; the decode suite), the peer harness (PyTorch SDPA, Triton;
 #   the Triton split-KV decode peer) and the end-to-end
@@ -85,6 +85,13 @@ if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
         "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
     step racecheck-split racecheck_split.txt compute-sanitizer --tool racecheck --error-exitcode 9 \
         "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
+    # Corrupted cu_seqlens_q, block_table and seq_lens_k (one of each class, one shape) on every
+    # prefill kernel unsplit and with 7 forced splits and the merge: the GPU suite's small metadata
+    # case (tests/gpu/test_gpu_metadata.cpp). Estimated at about a minute under memcheck, not
+    # yet measured: 3 corruptions x 8 kernels, 45 corrupted and 45 valid launches of 55 rows.
+    metadata_case=(--test-case="gpu metadata sanitizer*")
+    step memcheck-meta memcheck_metadata.txt compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$build/tests/wideattn_gpu_tests" "${metadata_case[@]}"
 fi
 # bundle_has_prefill FIELD VALUE: the bundle has a prefill kernel whose manifest FIELD is VALUE.
 bundle_has_prefill() {
