@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ci_sanitize.sh - the sanitizer job: configures a clang build with AddressSanitizer and
 # UndefinedBehaviorSanitizer and the libFuzzer targets (build-asan, or $WIDEATTN_ASAN_BUILD_DIR),
-# builds the tree (cubins for sm_90a only) and both fuzzers, runs the CPU test suites `cpu` and
-# `fake_driver` under the sanitizers, then runs each fuzzer for $WIDEATTN_FUZZ_SECONDS (default
+# builds the tree (cubins for sm_90a only) and both fuzzers, runs the CPU tests `cpu`,
+# `fake_driver` and `metadata_model` under the sanitizers, then runs each fuzzer for $WIDEATTN_FUZZ_SECONDS (default
 # 60) on its committed corpus (tests/fuzz/corpus/logit_dump, tests/fuzz/corpus/manifest). Exits non-zero on any failure: a failed test, a sanitizer report,
 # a fuzzer crash, leak, timeout or out-of-memory (the input is kept under <build>/fuzz-artifacts/).
 # Installs clang and its sanitizer runtimes (Debian packages) when they are missing.
@@ -51,7 +51,7 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 testlog=$build/meson-logs/testlog.txt
 suite_attempts=3
 for ((attempt = 1; ; ++attempt)); do
-    meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 cpu fake_driver && break
+    meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 cpu fake_driver metadata_model && break
     if ((attempt < suite_attempts)) && grep -q "LeakSanitizer has encountered a fatal error" "$testlog" &&
         ! grep -qE "detected memory leaks|ERROR: AddressSanitizer|runtime error:|test cases:.*\| +[1-9][0-9]* failed" "$testlog"; then
         echo "ci_sanitize: LeakSanitizer's tracer crashed (no finding in the log); attempt $((attempt + 1)) of $suite_attempts"
@@ -60,7 +60,7 @@ for ((attempt = 1; ; ++attempt)); do
     exit 1
 done
 tested=$(date +%s)
-echo "ci_sanitize: the cpu and fake_driver suites passed under ASan/UBSan in $((tested - built))s"
+echo "ci_sanitize: the cpu, fake_driver and metadata_model tests passed under ASan/UBSan in $((tested - built))s"
 
 # New inputs the fuzzer finds go to <build>/fuzz-corpus (kept between runs of this build
 # directory); the committed corpus is only read. libhdf5's own leaks on corrupt files are
