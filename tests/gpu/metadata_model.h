@@ -1,6 +1,6 @@
 // metadata_model.h - the corrupted device metadata of the GPU metadata cases
 // (tests/gpu/test_gpu_metadata.cpp) and a host model of what a kernel must compute under it
-// (docs/design.md section 2, "Device metadata"): cu_seqlens_q read clamped and made monotone,
+// (docs/design.md section 2, "Metadata the kernels distrust"): cu_seqlens_q read clamped and made monotone,
 // seq_lens_k clamped to [0, block_table_stride * block_size], a block-table entry outside
 // [0, num_blocks) read as a page of zeros. Host code only; tests/gpu/test_metadata_model.cpp
 // checks it on the CPU against a row-by-row evaluation of those rules.

@@ -1,5 +1,5 @@
 // test_gpu_metadata.cpp - corrupted device metadata on the GPU (docs/design.md section 2,
-// "Device metadata"). Every prefill kernel of the bundle that runs here, pinned by name (those
+// "Metadata the kernels distrust"). Every prefill kernel of the bundle that runs here, pinned by name (those
 // with a split entry also with num_splits forced to 2..7 and a workspace, so the merge kernel
 // runs), is launched with non-monotonic or out-of-range cu_seqlens_q, block-table entries
 // outside [0, num_blocks) and seq_lens_k below q_len, negative or beyond the table, outputs and
