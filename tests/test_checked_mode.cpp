@@ -61,27 +61,6 @@ private:
     void (*set_failure_)(int) = nullptr;
 };
 
-// Sets (or with NULL unsets) an environment variable for one scope, then restores it.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) had_ = true, old_ = old;
-        if (value) setenv(name, value, 1);
-        else unsetenv(name);
-    }
-    ~ScopedEnv() {
-        if (had_) setenv(name_, old_.c_str(), 1);
-        else unsetenv(name_);
-    }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    const char* name_;
-    bool had_ = false;
-    std::string old_;
-};
-
 // The built bundle opened (with the environment as it is at construction).
 class Context {
 public:
@@ -198,7 +177,7 @@ TEST_CASE("checked mode: WIDEATTN_CHECK_METADATA=1 checks every call of the cont
     const std::string expected =
         "block_table[1][9] = 2049 (sequence 1, key block 9) is outside [0, num_blocks = 2048) (checked mode)";
     {
-        const ScopedEnv env(kCheckMetadataEnv, "1");
+        const test::ScopedEnv env(kCheckMetadataEnv, "1");
         const Context checked;
         CHECK(wideattn_prefill(checked.get(), call.params(), nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
         CHECK(last_error() == expected);
@@ -208,7 +187,7 @@ TEST_CASE("checked mode: WIDEATTN_CHECK_METADATA=1 checks every call of the cont
     const Context unchecked;
     CHECK_MESSAGE(wideattn_prefill(unchecked.get(), call.params(), nullptr) == WIDEATTN_OK, last_error());
     CHECK_FALSE(fake.take_launches().empty());
-    const ScopedEnv env(kCheckMetadataEnv, "0");
+    const test::ScopedEnv env(kCheckMetadataEnv, "0");
     const Context off;
     CHECK_MESSAGE(wideattn_prefill(off.get(), call.params(), nullptr) == WIDEATTN_OK, last_error());
     CHECK_FALSE(fake.take_launches().empty());

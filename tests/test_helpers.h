@@ -1,6 +1,6 @@
-// test_helpers.h - shared fixtures for the CPU tests: a temporary directory, file writing,
-// a synthetic manifest, and well-formed prefill params with fake (never dereferenced)
-// device pointers.
+// test_helpers.h - shared fixtures for the CPU tests: a temporary directory, an environment
+// variable set for one scope, file writing, a synthetic manifest, and well-formed prefill params
+// with fake (never dereferenced) device pointers.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,27 @@ public:
 
 private:
     std::string path_;
+};
+
+// Sets (or with NULL unsets) an environment variable for one scope, then restores it.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) had_ = true, old_ = old;
+        if (value) setenv(name, value, 1);
+        else unsetenv(name);
+    }
+    ~ScopedEnv() {
+        if (had_) setenv(name_, old_.c_str(), 1);
+        else unsetenv(name_);
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+    bool had_ = false;
+    std::string old_;
 };
 
 inline void write_file(const std::string& path, const std::string& text) {

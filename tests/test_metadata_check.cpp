@@ -41,27 +41,6 @@ struct HostCall {
     }
 };
 
-// Sets (or with NULL unsets) an environment variable for one scope, then restores it.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) had_ = true, old_ = old;
-        if (value) setenv(name, value, 1);
-        else unsetenv(name);
-    }
-    ~ScopedEnv() {
-        if (had_) setenv(name_, old_.c_str(), 1);
-        else unsetenv(name_);
-    }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    const char* name_;
-    bool had_ = false;
-    std::string old_;
-};
-
 }  // namespace
 
 TEST_CASE("metadata check: valid host metadata passes, garbage past the used prefixes is ignored") {
@@ -174,13 +153,13 @@ TEST_CASE("metadata check: WIDEATTN_CHECK_METADATA values") {
 TEST_CASE("metadata check: wideattn_open refuses a bad WIDEATTN_CHECK_METADATA, naming it") {
     wideattn_context* ctx = nullptr;
     {
-        const ScopedEnv env(kCheckMetadataEnv, "on");
+        const test::ScopedEnv env(kCheckMetadataEnv, "on");
         CHECK(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_ERROR_INVALID_ARGUMENT);
         CHECK(ctx == nullptr);
         CHECK(std::string(wideattn_last_error()).find("WIDEATTN_CHECK_METADATA=on is not 0 or 1") == 0);
     }
     for (const char* good : {"1", "0", ""}) {
-        const ScopedEnv env(kCheckMetadataEnv, good);
+        const test::ScopedEnv env(kCheckMetadataEnv, good);
         REQUIRE_MESSAGE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK, wideattn_last_error());
         wideattn_close(ctx);
     }
@@ -188,7 +167,7 @@ TEST_CASE("metadata check: wideattn_open refuses a bad WIDEATTN_CHECK_METADATA, 
 
 TEST_CASE("metadata check: the driver-free entry points validate the flags and read no metadata") {
     wideattn_context* ctx = nullptr;
-    const ScopedEnv env(kCheckMetadataEnv, "1");  // a checked context: still no device read
+    const test::ScopedEnv env(kCheckMetadataEnv, "1");  // a checked context: still no device read
     REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
     wideattn_prefill_params p = test::valid_params();  // fake metadata pointers: a read would crash
     p.o_dtype = WIDEATTN_DTYPE_F64;

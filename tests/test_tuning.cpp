@@ -21,30 +21,6 @@ namespace {
 constexpr int kStatusBytes = 4096;
 constexpr const char* kOtherBundle = "0123456789abcdef";
 
-// Sets WIDEATTN_TUNING for the lifetime of the object (nullptr: unset), then restores it.
-class TuningEnv {
-public:
-    explicit TuningEnv(const char* value) {
-        if (const char* old = std::getenv(kTuningPathEnv)) saved_ = old, had_ = true;
-        if (value)
-            setenv(kTuningPathEnv, value, 1);
-        else
-            unsetenv(kTuningPathEnv);
-    }
-    ~TuningEnv() {
-        if (had_)
-            setenv(kTuningPathEnv, saved_.c_str(), 1);
-        else
-            unsetenv(kTuningPathEnv);
-    }
-    TuningEnv(const TuningEnv&) = delete;
-    TuningEnv& operator=(const TuningEnv&) = delete;
-
-private:
-    std::string saved_;
-    bool had_ = false;
-};
-
 // A bundle opened (REQUIREd) with whatever tuning file the environment names.
 class Opened {
 public:
@@ -209,7 +185,7 @@ TEST_CASE("tuning: a malformed file is refused with the field named") {
     test::TempDir tmp;
     const std::string bundle = copy_bundle(tmp);
     test::write_file(bundle + "/tuning.json", replace("\"format\": 1", "\"format\": 2"));
-    const TuningEnv env(nullptr);
+    const test::ScopedEnv env(kTuningPathEnv, nullptr);
     wideattn_context* ctx = nullptr;
     CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
     CHECK(ctx == nullptr);
@@ -222,7 +198,7 @@ TEST_CASE("tuning: no file, a missing named file, and WIDEATTN_TUNING=off") {
     const std::string bundle = copy_bundle(tmp);
     int32_t state = -1;
     {
-        const TuningEnv env(nullptr);
+        const test::ScopedEnv env(kTuningPathEnv, nullptr);
         const Opened opened(bundle);
         CHECK(contains(opened.status(&state), "no tuning file at " + bundle + "/tuning.json"));
         CHECK(state == WIDEATTN_TUNING_NONE);
@@ -232,7 +208,7 @@ TEST_CASE("tuning: no file, a missing named file, and WIDEATTN_TUNING=off") {
     }
     {
         const std::string missing = tmp.path() + "/absent.json";
-        const TuningEnv env(missing.c_str());
+        const test::ScopedEnv env(kTuningPathEnv, missing.c_str());
         wideattn_context* ctx = nullptr;
         CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
         CHECK(contains(wideattn_last_error(), "cannot read the tuning file " + missing + " (named by WIDEATTN_TUNING)"));
@@ -240,7 +216,7 @@ TEST_CASE("tuning: no file, a missing named file, and WIDEATTN_TUNING=off") {
     {
         // A directory in place of tuning.json: an error naming it, not a stream exception.
         REQUIRE(mkdir((bundle + "/tuning.json").c_str(), 0700) == 0);
-        const TuningEnv env(nullptr);
+        const test::ScopedEnv env(kTuningPathEnv, nullptr);
         wideattn_context* ctx = nullptr;
         CHECK(wideattn_open(&ctx, bundle.c_str()) == WIDEATTN_ERROR_BUNDLE);
         CHECK(std::string(wideattn_last_error()) == "cannot read the tuning file " + bundle + "/tuning.json: " + bundle +
@@ -250,7 +226,7 @@ TEST_CASE("tuning: no file, a missing named file, and WIDEATTN_TUNING=off") {
     {
         // A file beside the bundle is not read when tuning files are off.
         test::write_file(bundle + "/tuning.json", "not json");
-        const TuningEnv env(kTuningOff);
+        const test::ScopedEnv env(kTuningPathEnv, kTuningOff);
         const Opened opened(bundle);
         CHECK(contains(opened.status(&state), "tuning files are off"));
         CHECK(state == WIDEATTN_TUNING_NONE);
@@ -258,7 +234,7 @@ TEST_CASE("tuning: no file, a missing named file, and WIDEATTN_TUNING=off") {
 }
 
 TEST_CASE("tuning: status arguments") {
-    const TuningEnv env(kTuningOff);
+    const test::ScopedEnv env(kTuningPathEnv, kTuningOff);
     const Opened opened(test::built_bundle());
     int32_t state = -1;
     size_t length = 0;
@@ -282,14 +258,14 @@ TEST_CASE("tuning: selection follows a matching file, and ignores a stale or unf
     test::TempDir tmp;
     const std::string bundle = copy_bundle(tmp);
     const std::string file = tmp.path() + "/tuning.json";
-    const TuningEnv env(file.c_str());
+    const test::ScopedEnv env(kTuningPathEnv, file.c_str());
     const std::string checksum = bundle_checksum(test::read_file(bundle + "/manifest.json"));
     const wideattn_prefill_params short_prefill = params_with(100, 2), long_prefill = params_with(9000, 1),
                                   decode = params_with(2, 2);
     // The default on that arch, and the mma-tier BF16 kernel it would not pick.
     std::string automatic;
     {
-        const TuningEnv off(kTuningOff);
+        const test::ScopedEnv off(kTuningPathEnv, kTuningOff);
         automatic = Opened(bundle).selected(short_prefill, major, minor);
     }
     const std::string other = automatic == "mma_bf16_d512_pp" ? "mma_bf16_d512" : "mma_bf16_d512_pp";
@@ -354,7 +330,7 @@ TEST_CASE("tuning: selection follows a matching file, and ignores a stale or unf
         CHECK(opened.selected(short_prefill, major, minor) == automatic);
     }
     SUBCASE("the file beside the bundle when WIDEATTN_TUNING is unset") {
-        const TuningEnv unset(nullptr);
+        const test::ScopedEnv unset(kTuningPathEnv, nullptr);
         test::write_file(bundle + "/tuning.json",
                          tuning_json(one_choice(checksum, major, minor, ShapeClass::kPrefillShort, other)));
         const Opened opened(bundle);

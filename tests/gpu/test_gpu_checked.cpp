@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/metadata_check.h"
 #include "tests/gpu/gpu_fixture.h"
+#include "tests/test_helpers.h"
 
 using namespace wideattn;
 using wideattn::test::gpu;
@@ -84,13 +86,12 @@ TEST_CASE("gpu checked mode: WIDEATTN_CHECK_METADATA=1 checks every call of a co
     std::vector<int32_t> table = p.host.block_table;
     table[1] = -1;  // sequence 0's second page
     p.upload(p.device.block_table, table);
-    const char* before = std::getenv("WIDEATTN_CHECK_METADATA");
-    const std::string saved = before ? before : "";
-    setenv("WIDEATTN_CHECK_METADATA", "1", 1);
     wideattn_context* checked = nullptr;
-    const wideattn_status opened = wideattn_open(&checked, nullptr);
-    if (before) setenv("WIDEATTN_CHECK_METADATA", saved.c_str(), 1);
-    else unsetenv("WIDEATTN_CHECK_METADATA");
+    wideattn_status opened;
+    {
+        const test::ScopedEnv env(kCheckMetadataEnv, "1");
+        opened = wideattn_open(&checked, nullptr);
+    }
     REQUIRE_MESSAGE(opened == WIDEATTN_OK, last_error());
     REQUIRE(p.device.poison_outputs().empty());
     CHECK(wideattn_prefill(checked, &p.device.params, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
