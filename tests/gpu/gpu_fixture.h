@@ -1,7 +1,10 @@
 // gpu_fixture.h - the GPU suite's shared fixture: device 0's primary context and a context on
-// the bundle (tuning files off unless WIDEATTN_TUNING is set), opened once per process. Without a driver or GPU the suite exits 77 (meson's
-// "skipped") after printing why.
+// the bundle (tuning files off unless WIDEATTN_TUNING is set), opened once per process, with a
+// kernel restriction and a stream of that context for one scope. Without a driver or GPU the
+// suite exits 77 (meson's "skipped") after printing why.
 #pragma once
+
+#include <doctest/doctest.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -43,5 +46,23 @@ inline GpuFixture& gpu() {
     }();
     return fixture;
 }
+
+// Restricts the suite's context to one kernel for the lifetime of the object.
+struct KernelRestriction {
+    explicit KernelRestriction(const std::string& name) {
+        REQUIRE_MESSAGE(wideattn_set_prefill_kernel(gpu().ctx, name.c_str()) == WIDEATTN_OK, wideattn_last_error());
+    }
+    ~KernelRestriction() { wideattn_set_prefill_kernel(gpu().ctx, nullptr); }
+};
+
+// A stream of the suite's context, destroyed with the object.
+struct TestStream {
+    CUstream stream = nullptr;
+    std::string error;
+    TestStream() { error = gpu().device->check(gpu().device->driver().cuStreamCreate(&stream, 0), "cuStreamCreate"); }
+    ~TestStream() {
+        if (stream) gpu().device->driver().cuStreamDestroy(stream);
+    }
+};
 
 }  // namespace wideattn::test

@@ -18,6 +18,8 @@
 
 using namespace wideattn;
 using wideattn::test::gpu;
+using wideattn::test::KernelRestriction;
+using wideattn::test::TestStream;
 
 namespace {
 
@@ -62,14 +64,6 @@ std::vector<std::string> runnable_prefill_kernels(int32_t kv_dtype, int32_t q_dt
             names.push_back(k.name);
     return names;
 }
-
-// Restricts the suite's context to one kernel for the lifetime of the object.
-struct KernelRestriction {
-    explicit KernelRestriction(const std::string& name) {
-        REQUIRE_MESSAGE(wideattn_set_prefill_kernel(gpu().ctx, name.c_str()) == WIDEATTN_OK, wideattn_last_error());
-    }
-    ~KernelRestriction() { wideattn_set_prefill_kernel(gpu().ctx, nullptr); }
-};
 
 // A bf16-output kernel against the fp64 kernel: finite, deterministic, within `rel_l2_bound`;
 // the LSE too when `check_lse` (e4m3 kernels round the scores, see kE4m3RelL2).
@@ -315,20 +309,6 @@ TEST_CASE("gpu e4m3-Q kernels: Q already e4m3, the shape list against the fp64 k
                                                                true);
                                      });
 }
-
-namespace {
-
-// A stream of the suite's context, destroyed with the object.
-struct TestStream {
-    CUstream stream = nullptr;
-    std::string error;
-    TestStream() { error = gpu().device->check(gpu().device->driver().cuStreamCreate(&stream, 0), "cuStreamCreate"); }
-    ~TestStream() {
-        if (stream) gpu().device->driver().cuStreamDestroy(stream);
-    }
-};
-
-}  // namespace
 
 TEST_CASE("gpu bf16 kernels: launches in flight on two streams at once give each call its own work") {
     // Everything a call prepares for its launch (the TMA tensor maps of its caches, the

@@ -119,24 +119,6 @@ std::vector<PrefillKernel> prefill_kernels() {
     return kernels;
 }
 
-// Restricts the suite's context to one kernel for the lifetime of the object.
-struct KernelRestriction {
-    explicit KernelRestriction(const std::string& name) {
-        REQUIRE_MESSAGE(wideattn_set_prefill_kernel(gpu().ctx, name.c_str()) == WIDEATTN_OK, wideattn_last_error());
-    }
-    ~KernelRestriction() { wideattn_set_prefill_kernel(gpu().ctx, nullptr); }
-};
-
-// A stream of the suite's context, destroyed with the object.
-struct TestStream {
-    CUstream stream = nullptr;
-    std::string error;
-    TestStream() { error = gpu().device->check(gpu().device->driver().cuStreamCreate(&stream, 0), "cuStreamCreate"); }
-    ~TestStream() {
-        if (stream) gpu().device->driver().cuStreamDestroy(stream);
-    }
-};
-
 // One shape with the inputs of one (q_dtype, kv_dtype) pair: the host problem, the expected
 // outputs of its valid metadata and (on first use) of each corruption, and its device copies
 // by output dtype. Kept for the process: the subcases re-enter the test cases once each.

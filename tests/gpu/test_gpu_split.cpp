@@ -21,6 +21,7 @@
 
 using namespace wideattn;
 using wideattn::test::gpu;
+using wideattn::test::KernelRestriction;
 
 namespace {
 
@@ -93,14 +94,6 @@ std::vector<std::string> split_kernels(const Family& family) {
     }
     return names;
 }
-
-// Restricts the suite's context to one kernel for the lifetime of the object.
-struct KernelRestriction {
-    explicit KernelRestriction(const std::string& name) {
-        REQUIRE_MESSAGE(wideattn_set_prefill_kernel(gpu().ctx, name.c_str()) == WIDEATTN_OK, wideattn_last_error());
-    }
-    ~KernelRestriction() { wideattn_set_prefill_kernel(gpu().ctx, nullptr); }
-};
 
 int64_t round_up(int64_t bytes) { return (bytes + kWorkspaceRounding - 1) / kWorkspaceRounding * kWorkspaceRounding; }
 
