@@ -60,17 +60,6 @@ __device__ __forceinline__ int64_t split_granule(int32_t tile_keys, int32_t bloc
     return static_cast<int64_t>(tile_keys / a) * block_size;
 }
 
-// Restricts the geometry to keys [begin, begin + count) of its range, renumbered from 0; begin is
-// a multiple of block_size and of kTileKeys, and begin + count <= kv_end.
-template <class Traits>
-__device__ __forceinline__ void restrict_keys(const wideattn_prefill_params& p, int64_t begin, int64_t count,
-                                              BlockGeometry* geometry) {
-    geometry->kv_end = static_cast<int32_t>(count);
-    geometry->num_tiles = (geometry->kv_end + Traits::kTileKeys - 1) / Traits::kTileKeys;
-    geometry->row_key_end -= static_cast<int32_t>(begin);
-    geometry->table_offset += begin / p.block_size;
-}
-
 // In 64-bit arithmetic: kv_end may be near 2^31 (a huge block table) and lcm(kTileKeys,
 // block_size) up to 2 x block_size, where the 32-bit rounding would wrap.
 template <class Traits>
@@ -79,7 +68,10 @@ __device__ __forceinline__ void restrict_to_split(const wideattn_prefill_params&
     const int64_t kv_end = geometry->kv_end;
     const int64_t chunk = ((kv_end + gridDim.z - 1) / gridDim.z + granule - 1) / granule * granule;
     const int64_t begin = min(kv_end, chunk * blockIdx.z);
-    restrict_keys<Traits>(p, begin, min(kv_end - begin, chunk), geometry);
+    geometry->kv_end = static_cast<int32_t>(min(kv_end - begin, chunk));
+    geometry->num_tiles = (geometry->kv_end + Traits::kTileKeys - 1) / Traits::kTileKeys;
+    geometry->row_key_end -= static_cast<int32_t>(begin);
+    geometry->table_offset += begin / p.block_size;
 }
 
 template <class Traits>
