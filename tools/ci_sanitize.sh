@@ -43,22 +43,16 @@ echo "ci_sanitize: built in $((built - start))s"
 
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-# LeakSanitizer's own tracer thread can crash at exit ("Tracer caught signal 11" ... "LeakSanitizer
-# has encountered a fatal error"): seen in CI and on a loaded build machine (2026-12-01), never in
-# 70 reruns of the same binaries on an idle one. That is the checker failing, not a finding, so
-# such a run is repeated (at most suite_attempts in all); a leak report, an ASan or UBSan report,
-# a failed assertion, or the tracer crashing on every attempt still fails the job.
-testlog=$build/meson-logs/testlog.txt
-suite_attempts=3
-for ((attempt = 1; ; ++attempt)); do
-    meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 cpu fake_driver metadata_model && break
-    if ((attempt < suite_attempts)) && grep -q "LeakSanitizer has encountered a fatal error" "$testlog" &&
-        ! grep -qE "detected memory leaks|ERROR: AddressSanitizer|runtime error:|test cases:.*\| +[1-9][0-9]* failed" "$testlog"; then
-        echo "ci_sanitize: LeakSanitizer's tracer crashed (no finding in the log); attempt $((attempt + 1)) of $suite_attempts"
-        continue
-    fi
+# A library the tests dlopen must have no thread-local storage: LeakSanitizer sizes a dlopen'ed
+# library's dynamic TLS block by a guess at glibc's block header, and when the allocator happens
+# to place the block 16 bytes past a page boundary it reads an allocator header as that size and
+# start, and its tracer thread crashes at exit ("Tracer caught signal 11"; clang 14, glibc 2.36;
+# reproduced with a dlopen'ed one-line thread_local, every 64th allocation count).
+if readelf -lW "$build/tests/libfake_cuda.so" | grep -qw TLS; then
+    echo "ci_sanitize: tests/libfake_cuda.so has thread-local storage; LeakSanitizer cannot scan it" >&2
     exit 1
-done
+fi
+meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 cpu fake_driver metadata_model
 tested=$(date +%s)
 echo "ci_sanitize: the cpu, fake_driver and metadata_model tests passed under ASan/UBSan in $((tested - built))s"
 

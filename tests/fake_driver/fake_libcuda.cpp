@@ -63,8 +63,11 @@ extern "C" {
 const char* fake_cuda_last_launch(void) { return g_last_launch.c_str(); }
 int fake_cuda_module_loads(void) { return g_module_loads; }
 // Every launch since the last call, one "symbol grid_x grid_y grid_z" line each; clears the log.
+// The text stays valid until the next call. No thread_local here: a dlopen'ed library's dynamic
+// TLS block is found by LeakSanitizer through a guess at glibc's block header, and a wrong guess
+// (it depends on where the allocator put the block) crashes its tracer thread at exit.
 const char* fake_cuda_take_launches(void) {
-    static thread_local std::string taken;
+    static std::string taken;
     std::lock_guard<std::mutex> lock(g_mutex);
     taken.swap(g_launches);
     g_launches.clear();
