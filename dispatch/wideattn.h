@@ -396,6 +396,7 @@ typedef struct wideattn_launch_plan {
     int64_t workspace_bytes;    /* workspace preferred_splits needs (0 when it is 1) */
 } wideattn_launch_plan;
 
+/* Fills *plan with what wideattn_prefill would launch for params on that device (see above). */
 WIDEATTN_API wideattn_status wideattn_plan_launch(const wideattn_context* ctx, const wideattn_prefill_params* params,
                                                   int cc_major, int cc_minor, int num_sms,
                                                   wideattn_launch_plan* plan);
