@@ -13,8 +13,8 @@
   the manifest); every field bench_report.cpp and tuning.cpp write is in docs/design.md; every
   field of real accuracy reports is in docs/accuracy.md section 5 (and every field there in
   drift_report.cpp); every object and attribute of the sample HDF5 files is in docs/accuracy.md.
-- Build options and kernels: meson_options.txt matches README's table (names, defaults,
-  choices); README's kernel table has the kernels of bundle/meson.build with the manifest's
+- Build options, tests and kernels: meson_options.txt matches README's table (names, defaults,
+  choices); README's Tests section names every meson test; README's kernel table has the kernels of bundle/meson.build with the manifest's
   dtypes, head dims and groups, and names the spills each entry allows.
 - Python: every public function, class and method of python/wideattn has a docstring naming
   each argument; every `wideattn.NAME` in README and docs/ exists, with the keywords used.
@@ -418,6 +418,13 @@ def meson_default(text):
     return text.strip("'")
 
 
+def check_test_list():
+    tests = re.findall(r"^test\('([a-z_0-9]+)'", read("tests/meson.build"), re.M)
+    listed = section(read("README.md"), r"Tests")
+    missing = [t for t in tests if f"`{t}`" not in listed]
+    expect(f"tests: README's Tests section names every meson test ({len(tests)})", not missing, missing)
+
+
 def check_build_options():
     options = {}
     for name, body in re.findall(r"option\('(\w+)',(.*?)\)\s*$", read("meson_options.txt"), re.S | re.M):
@@ -653,6 +660,7 @@ def main():
         check_accuracy_report(directory)
         check_hdf5(directory)
     check_build_options()
+    check_test_list()
     check_kernel_table()
     check_python()
     print(f"{len(failures)} failed" if failures else "all passed")
