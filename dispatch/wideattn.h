@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* WIDEATTN_API marks the exported functions (default visibility in the shared library). */
 #if defined(__GNUC__)
 #define WIDEATTN_API __attribute__((visibility("default")))
 #else
@@ -29,6 +30,11 @@
 extern "C" {
 #endif
 
+/* C API version of this header (= the project version; wideattn_version() returns the version
+ * of the loaded library as text). 0.2.0 (42f2241) inserted the split-KV fields into
+ * wideattn_prefill_params (232 -> 264 bytes: rebuild against the new header); 0.3.0 (9ecdd9c)
+ * renamed its last field `reserved` to `flags` (same offset and size). The shared library's
+ * soname is libwideattn.so.<MAJOR>. */
 #define WIDEATTN_VERSION_MAJOR 0
 #define WIDEATTN_VERSION_MINOR 3
 #define WIDEATTN_VERSION_PATCH 0
@@ -48,11 +54,12 @@ typedef enum wideattn_status {
 
 /* Element types. Values are stable: they appear in the manifest and in kernel arguments. */
 typedef enum wideattn_dtype {
-    WIDEATTN_DTYPE_BF16 = 0,
-    WIDEATTN_DTYPE_F16 = 1,
-    WIDEATTN_DTYPE_F32 = 2,
-    WIDEATTN_DTYPE_F64 = 3,
-    WIDEATTN_DTYPE_E4M3 = 4
+    WIDEATTN_DTYPE_BF16 = 0, /* bfloat16: q, k/v and o of the bf16 kernels, the quantise sources */
+    WIDEATTN_DTYPE_F16 = 1,  /* IEEE binary16 (the manifest knows it; no bundled kernel takes it) */
+    WIDEATTN_DTYPE_F32 = 2,  /* float: amax_e4m3's scale output, the split-KV merge's partials */
+    WIDEATTN_DTYPE_F64 = 3,  /* double: o (and lse) of the fp64 reference kernel */
+    WIDEATTN_DTYPE_E4M3 = 4  /* 8-bit float codes (e4m3, OCP FP8 E4M3FN: max 448), dequantised as
+                                code * the tensor's scale */
 } wideattn_dtype;
 
 /*
@@ -249,7 +256,9 @@ typedef struct wideattn_kernel_info {
     const char* symbol;   /* kernel symbol in the cubin */
     const char* arch;     /* e.g. "sm_90a" */
     const char* cubin;    /* file name inside the bundle directory */
-    int32_t q_dtype, kv_dtype, o_dtype;
+    int32_t q_dtype, kv_dtype, o_dtype; /* wideattn_dtype of q, k/v and o (merge_splits: the f32
+                                           partials twice, then o; quantize_e4m3: source, codes,
+                                           codes; amax_e4m3: source, codes, scale) */
     int32_t head_dim_min, head_dim_max; /* supported head dims: multiples of head_dim_step */
     int32_t head_dim_step;
     int32_t group_min, group_max;      /* supported num_q_heads / num_kv_heads */
@@ -265,8 +274,10 @@ typedef struct wideattn_kernel_info {
                                           K/V read through TMA tensor maps the library builds per
                                           call, so the kernel is skipped for caches whose strides
                                           do not nest (head <= slot <= block, each covering the
-                                          dimension inside it) */
-    const char* kind;                  /* "prefill", "quantize_e4m3" or "amax_e4m3" */
+                                          dimension inside it); "split_kv": has the split-KV entry
+                                          point (wideattn_prefill_params.num_splits) */
+    const char* kind;                  /* "prefill", "merge_splits" (the split-KV merge kernel),
+                                          "quantize_e4m3" or "amax_e4m3" */
 } wideattn_kernel_info;
 
 /* Library version string, e.g. "0.3.0". */
@@ -385,6 +396,7 @@ typedef struct wideattn_launch_plan {
     int64_t workspace_bytes;    /* workspace preferred_splits needs (0 when it is 1) */
 } wideattn_launch_plan;
 
+/* Fills *plan with what wideattn_prefill would launch for params on that device (see above). */
 WIDEATTN_API wideattn_status wideattn_plan_launch(const wideattn_context* ctx, const wideattn_prefill_params* params,
                                                   int cc_major, int cc_minor, int num_sms,
                                                   wideattn_launch_plan* plan);

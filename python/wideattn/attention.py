@@ -86,16 +86,18 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     q [total_q, num_q_heads, head_dim] bf16 (or e4m3 codes with q_scale); k_cache / v_cache
     [num_blocks, block_size, num_kv_heads, head_dim] bf16 or e4m3 (uint8 or float8_e4m3fn codes,
     with k_scale / v_scale: one float32 each, dequantised as code * scale); cu_seqlens_q
-    [num_seqs + 1] int32; seq_lens_k [num_seqs] int32 (context + new tokens); block_table
-    [num_seqs, max_blocks] int32; out [total_q, num_q_heads, head_dim] bf16 (float64 selects the
-    fp64 reference kernel); lse [num_q_heads, >= total_q] float32. max_seqlen_q / max_seqlen_k
-    are host-int hints (the largest q_len and seq_lens_k of the batch; None unknown) that steer the
-    split-KV count and never change the result's semantics; num_splits None or 0 lets the library
-    choose, 1 never splits, 2 .. 128 forces that many (docs/design.md "Split-KV"). The device
-    metadata is the caller's contract (docs/design.md section 2); everything else is checked
-    here and by the library. check_metadata=True (debug runs) is the library's checked mode: the
-    metadata is copied to the host and a bad entry raises InvalidArgumentError naming it instead of
-    being clamped; the call then waits for the stream and cannot be captured in a CUDA graph.
+    [num_seqs + 1] int32; seq_lens_k [num_seqs] int32 (context + new tokens); block_table [num_seqs,
+    max_blocks] int32; softmax_scale a positive finite float (Gemma 4: 1.0); out [total_q,
+    num_q_heads, head_dim] bf16 (float64 selects the fp64 reference kernel; None allocates bf16);
+    lse [num_q_heads, >= total_q] float32 (float64 with a float64 out; True allocates it, None skips
+    it). max_seqlen_q / max_seqlen_k are host-int hints (the largest q_len and seq_lens_k of the
+    batch; None unknown) that steer the split-KV count and never change the result's semantics;
+    num_splits None or 0 lets the library choose, 1 never splits, 2 .. 128 forces that many
+    (docs/design.md "Split-KV"). The device metadata is the caller's contract (docs/design.md
+    section 2); everything else is checked here and by the library. check_metadata=True (debug runs)
+    is the library's checked mode: the metadata is copied to the host and a bad entry raises
+    InvalidArgumentError naming it instead of being clamped; the call then waits for the stream and
+    cannot be captured in a CUDA graph.
     """
     check = _checks.Checker("wideattn.prefill")
     check.tensor("q", q, 3, _checks.ATTENTION_IN_DTYPES, Q_SHAPE)
@@ -132,15 +134,16 @@ def _hints(check, max_seqlen_q, max_seqlen_k):
 
 
 def token_row_layout(base, row_stride, head_stride, num_rows, num_kv_heads):
-    """The KV layout of rows base[r] (r < num_rows, each [num_kv_heads, head_dim] with the given
-    element strides) as pages of TOKEN_ROW_PAGE consecutive rows that start at any row: block b is
-    row b (block stride = slot stride = row stride). Kernels that read K/V with TMA cannot use
+    """The KV layout of rows base[r] (r < num_rows, each [num_kv_heads, head_dim]; row_stride and
+    head_stride in elements) as pages of TOKEN_ROW_PAGE consecutive rows that start at any row:
+    block b is row b (block stride = slot stride = row stride). Kernels that read K/V with TMA cannot use
     it; selection then takes the cp.async kernel of the same dtypes."""
     return [0, max(num_rows, 1), ops.TOKEN_ROW_PAGE, num_kv_heads, row_stride, row_stride, head_stride]
 
 
 def token_row_block_table(row_start, max_seqlen_k, num_rows):
-    """block_table[s][p] = row_start[s] + 16 p: sequence s's keys are rows row_start[s] + j."""
+    """block_table[s][p] = row_start[s] + 16 p: sequence s's keys are rows row_start[s] + j; pages
+    enough for max_seqlen_k keys, entries clamped below num_rows (the rows of K/V)."""
     pages = max(1, -(-max_seqlen_k // ops.TOKEN_ROW_PAGE))
     steps = torch.arange(pages, device=row_start.device, dtype=torch.int32) * ops.TOKEN_ROW_PAGE
     table = row_start.to(torch.int32)[:, None] + steps[None, :]
@@ -149,8 +152,12 @@ def token_row_block_table(row_start, max_seqlen_k, num_rows):
 
 def rows_prefill(q, k, v, k_rows, v_rows, cu_seqlens_q, row_start, seq_lens_k, max_seqlen_k, softmax_scale,
                  out, lse=None, scales=(None, None, None), max_seqlen_q=0, num_splits=0, flags=0):
-    """The op on token-row layouts (k_rows / v_rows from token_row_layout); no checks.
-    max_seqlen_k (host int) bounds every sequence's keys and is passed on as the hint."""
+    """The op on token-row layouts (k_rows / v_rows from token_row_layout, over the tensors k / v;
+    q as in prefill); no checks. Sequence s has the queries cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1
+    and seq_lens_k[s] keys from row row_start[s] of k / v; max_seqlen_k (host int) bounds every
+    sequence's keys and is passed on as the hint, max_seqlen_q likewise (0 unknown).
+    softmax_scale, out, lse (or None), scales (q_scale, k_scale, v_scale), num_splits and flags
+    are the op's arguments as prefill passes them. Returns out."""
     block_table = token_row_block_table(row_start, max_seqlen_k, k_rows[1])
     ops._prefill_op(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_rows, v_rows, softmax_scale, *scales, out, lse,
                     max_seqlen_q, max_seqlen_k, num_splits, flags)
@@ -159,13 +166,15 @@ def rows_prefill(q, k, v, k_rows, v_rows, cu_seqlens_q, row_start, seq_lens_k, m
 
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, out=None,
                      lse=None, q_scale=None, k_scale=None, v_scale=None, num_splits=None, check_metadata=False):
-    """flash_attn_varlen_func-style causal (bottom-right) attention: sequence s owns query rows
-    cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 and key rows cu_seqlens_k[s] .. cu_seqlens_k[s+1]-1 of
-    k / v [total_k, num_kv_heads, head_dim] (its context followed by its new tokens).
+    """flash_attn_varlen_func-style causal (bottom-right) attention: sequence s owns the rows
+    cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1 of q [total_q, num_q_heads, head_dim] and key rows
+    cu_seqlens_k[s] .. cu_seqlens_k[s+1]-1 of k / v [total_k, num_kv_heads, head_dim] (its
+    context followed by its new tokens).
     max_seqlen_k (host int) bounds every sequence's keys; max_seqlen_q (host int or None) is a
-    hint; both steer the split-KV count, as num_splits does (see prefill); check_metadata as in
-    prefill (the rows' block table is built here, so it checks cu_seqlens_q and the key counts
-    against max_seqlen_k). Returns out, or (out, lse)."""
+    hint; both steer the split-KV count, as num_splits does (see prefill); softmax_scale, out,
+    lse, q_scale, k_scale and v_scale as in prefill; check_metadata as in prefill (the rows' block
+    table is built here, so it checks cu_seqlens_q and the key counts against max_seqlen_k).
+    Returns out, or (out, lse)."""
     check = _checks.Checker("wideattn.varlen_attention")
     check.tensor("q", q, 3, _checks.ATTENTION_IN_DTYPES, Q_SHAPE)
     _kv_pair(check, "k", k, "v", v, 3, ROWS_SHAPE, q)

@@ -65,10 +65,11 @@ INVALID_ARGUMENT_NAME = "WIDEATTN_ERROR_INVALID_ARGUMENT"
 
 
 def from_status(call, status, status_name, message):
-    """The exception for a non-OK status (WideattnError itself for a code this module does not know)."""
+    """The exception for a non-OK `status` returned by `call`, with its `status_name` and the
+    library's `message` (WideattnError itself for a code this module does not know)."""
     return _BY_STATUS.get(status, WideattnError)(call, message, status, status_name)
 
 
 def invalid_argument(call, message):
-    """An InvalidArgumentError raised by a Python-side check."""
+    """An InvalidArgumentError of a Python-side check in `call`, explained by `message`."""
     return InvalidArgumentError(call, message, _capi.STATUS_INVALID_ARGUMENT, INVALID_ARGUMENT_NAME)

@@ -29,7 +29,8 @@ _load_lock = threading.Lock()
 
 
 def library_candidates(library=None):
-    """The paths tried for libwideattn, in order, each with where it came from."""
+    """The paths tried for libwideattn, in order, each as (path, where it came from): the
+    `library` argument (a path, or None), $WIDEATTN_LIB, the location meson recorded."""
     candidates = []
     if library:
         candidates.append((os.fspath(library), "the library argument"))
@@ -41,8 +42,8 @@ def library_candidates(library=None):
 
 
 def default_bundle(bundle=None):
-    """The bundle directory to open: the argument, $WIDEATTN_BUNDLE, the configured one, or None
-    (the library's installed bundle)."""
+    """The bundle directory to open: the `bundle` argument (a path, or None), $WIDEATTN_BUNDLE,
+    the configured one, or None (the library's installed bundle)."""
     if bundle:
         return os.fspath(bundle)
     if os.environ.get(ENV_BUNDLE):
@@ -53,7 +54,8 @@ def default_bundle(bundle=None):
 
 
 class Library:
-    """One loaded libwideattn (a ctypes.CDLL with every function declared)."""
+    """One loaded libwideattn (a ctypes.CDLL with every function declared), loaded from `path`
+    after checking that the ctypes struct mirrors have the C sizes."""
 
     def __init__(self, path):
         _capi.check_sizes()
@@ -62,10 +64,12 @@ class Library:
         _capi.declare(self.cdll)
 
     def version(self):
+        """The library's version string (wideattn_version), e.g. "0.3.0"."""
         return self.cdll.wideattn_version().decode()
 
     def check(self, call, status):
-        """Raises the WideattnError subclass of a non-OK status with the library's message."""
+        """Raises the WideattnError subclass of a non-OK `status` (a wideattn_status) with the
+        library's message, naming `call` (the function that returned it); returns for OK."""
         if status != _capi.STATUS_OK:
             name = self.cdll.wideattn_status_string(status)
             message = self.cdll.wideattn_last_error()
@@ -74,8 +78,9 @@ class Library:
 
 
 def load_library(library=None):
-    """The Library of the first candidate (loaded once per path). The argument and $WIDEATTN_LIB
-    are taken as given: a missing file there is an error, not a reason to look further."""
+    """The Library of the first candidate of library_candidates(`library`) (loaded once per
+    path). The argument and $WIDEATTN_LIB are taken as given: a missing file there is an error
+    (LibraryNotFoundError), not a reason to look further."""
     candidates = library_candidates(library)
     if not candidates:
         raise errors.LibraryNotFoundError(
@@ -157,6 +162,8 @@ def _kernel_info(index, raw):
 class Context:
     """A wideattn_context on one bundle: its kernels, kernel pinning and the launches.
 
+    `bundle`: the bundle directory (default_bundle: None means $WIDEATTN_BUNDLE, the configured
+    one, or the library's installed bundle); `library`: the libwideattn to load (load_library).
     Opening reads and checks the manifest and needs no driver or GPU. Thread-safe like the
     library; close() (or a with block) releases the modules it loaded.
     """
@@ -175,6 +182,8 @@ class Context:
         self._scale = self._lib.wideattn_compute_scale
 
     def close(self):
+        """Closes the context (wideattn_close) and unloads its modules; later calls raise
+        InvalidArgumentError. Closing twice is harmless."""
         if self._handle:
             self._lib.wideattn_close(self._handle)
             self._handle = ctypes.c_void_p()
@@ -195,6 +204,7 @@ class Context:
 
     @property
     def bundle_dir(self):
+        """The bundle directory the context opened (wideattn_bundle_dir)."""
         self._require_open("wideattn.Context.bundle_dir")
         return self._lib.wideattn_bundle_dir(self._handle).decode()
 
@@ -249,17 +259,22 @@ class Context:
         return size.value
 
     def launch_prefill(self, params, stream):
-        """Queues wideattn_prefill on `stream` (an integer CUstream handle, 0 = legacy default)."""
+        """Queues wideattn_prefill of `params` (a _capi.PrefillParams) on `stream` (an integer
+        CUstream handle, 0 = legacy default); raises the library's error."""
         status = self._prefill(self._handle, ctypes.byref(params), stream)
         if status:
             self.library.check("wideattn_prefill", status)
 
     def launch_quantize(self, params, stream):
+        """Queues wideattn_quantize_to_cache of `params` (a _capi.QuantizeParams) on `stream` (an
+        integer CUstream handle); raises the library's error."""
         status = self._quantize(self._handle, ctypes.byref(params), stream)
         if status:
             self.library.check("wideattn_quantize_to_cache", status)
 
     def launch_scale(self, params, stream):
+        """Queues wideattn_compute_scale of `params` (a _capi.ScaleParams) on `stream` (an integer
+        CUstream handle); raises the library's error."""
         status = self._scale(self._handle, ctypes.byref(params), stream)
         if status:
             self.library.check("wideattn_compute_scale", status)
@@ -270,7 +285,8 @@ _default_lock = threading.Lock()
 
 
 def configure(bundle=None, library=None):
-    """Sets the bundle and library the default context opens (closing one already open)."""
+    """Sets the `bundle` and `library` the default context opens (as for Context; closing one
+    already open, so the next default_context() opens them)."""
     with _default_lock:
         if _default["context"] is not None:
             _default["context"].close()

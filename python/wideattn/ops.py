@@ -63,7 +63,11 @@ def prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_l
                    q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=_capi.SPLITS_AUTO,
                    flags=0):
     """The wideattn_prefill_params of one call (pointers from the tensors, strides in elements),
-    without a workspace (attach_workspace adds one)."""
+    without a workspace (attach_workspace adds one). Arguments as the wideattn::prefill op takes
+    them (module docstring): q, k, v the tensors (k and v the bases of k_layout and v_layout, the
+    KV layouts), cu_seqlens_q, seq_lens_k, block_table the metadata, softmax_scale, the optional
+    per-tensor scale tensors q_scale, k_scale, v_scale, the outputs out and lse (or None), the
+    hints max_seqlen_q and max_seqlen_k (0 unknown), num_splits and flags."""
     k_off, num_blocks, block_size, num_kv_heads, k_block, k_slot, k_head = k_layout
     v_off, _, _, _, v_block, v_slot, v_head = v_layout
     return _capi.PrefillParams(
@@ -95,6 +99,11 @@ def allocate_workspace(size, device):
 
 
 def quantize_params(src, cache, slot_mapping, scale, cache_layout, nonfinite_count):
+    """The wideattn_quantize_params of one wideattn::quantize_to_cache call: src the bf16
+    [tokens, heads, head_dim] tensor, cache the e4m3 destination with cache_layout [num_blocks,
+    block_size, block_stride, slot_stride, head_stride] (bytes), slot_mapping (int64 per token, or
+    None for a flat destination), scale the float32 scale tensor, nonfinite_count the optional
+    int32 counter (or None)."""
     num_blocks, block_size, block_stride, slot_stride, head_stride = cache_layout
     return _capi.QuantizeParams(
         src.data_ptr(), src.stride(0), src.stride(1), cache.data_ptr(), block_stride, slot_stride, head_stride,
@@ -103,6 +112,9 @@ def quantize_params(src, cache, slot_mapping, scale, cache_layout, nonfinite_cou
 
 
 def scale_params(src, slot_mapping, scale, nonfinite_count):
+    """The wideattn_scale_params of one wideattn::compute_scale call: src the bf16 [tokens, heads,
+    head_dim] tensor, slot_mapping (None: every token counts), scale the float32 tensor written,
+    nonfinite_count the optional int32 counter (or None)."""
     return _capi.ScaleParams(
         src.data_ptr(), src.stride(0), src.stride(1), _ptr(slot_mapping), scale.data_ptr(),
         _ptr(nonfinite_count), src.shape[0], src.shape[1], src.shape[2], _capi.DTYPE_BF16)
@@ -160,7 +172,8 @@ def _arch_capability(arch):
 
 
 def validate_prefill(params):
-    """Validates a call exactly as wideattn_prefill would (the split fields included) and checks
+    """Validates a call (`params`, a _capi.PrefillParams) exactly as wideattn_prefill would (the
+    split fields included) and checks
     that a kernel of the bundle serves it on one of the bundle's archs (wideattn_is_supported, no
     driver); raises the library's error otherwise. Returns the KernelInfo that would run. The
     workspace is the launch's concern (the CUDA implementation sizes and attaches it)."""

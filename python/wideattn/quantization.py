@@ -62,7 +62,9 @@ def quantize_to_cache(src, cache, slot_mapping, scale, nonfinite_count=None):
     """cache[slot // block_size][slot % block_size] = e4m3(src[token] / scale) for slot =
     slot_mapping[token] >= 0 (negative: padding, skipped). cache [num_blocks, block_size, heads,
     head_dim] e4m3 (uint8 or float8_e4m3fn; any strides with a contiguous head dim, e.g. vLLM's
-    kv_cache[0]); scale: float32 [1] on the device. Returns cache."""
+    kv_cache[0]); src bf16 [tokens, heads, head_dim]; slot_mapping int64 [tokens]; scale: float32
+    [1] on the device. NaN/inf inputs are stored as e4m3 NaN and added to nonfinite_count (int32
+    [1]) when given. Returns cache."""
     check = _checks.Checker("wideattn.quantize_to_cache")
     _source(check, src)
     check.tensor("cache", cache, 4, _checks.E4M3_DTYPES, "[num_blocks, block_size, heads, head_dim] of e4m3")
@@ -81,7 +83,8 @@ def quantize_to_cache(src, cache, slot_mapping, scale, nonfinite_count=None):
 def quantize(src, scale, out=None, nonfinite_count=None):
     """e4m3 codes of src / scale into a flat [tokens, heads, head_dim] tensor (Q for the kernels
     that take Q in e4m3: pass it with q_scale = scale). out is allocated (float8_e4m3fn where torch
-    has it, else uint8) when None."""
+    has it, else uint8) when None. src bf16 [tokens, heads, head_dim]; scale float32 [1]; NaN/inf
+    inputs are added to nonfinite_count (int32 [1]) when given. Returns out."""
     check = _checks.Checker("wideattn.quantize")
     _source(check, src)
     scale = _scale_tensor(check, "scale", scale, None)

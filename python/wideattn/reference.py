@@ -27,7 +27,7 @@ LAYOUT_FIELDS = ("offset", "num_blocks", "block_size", "num_kv_heads", "block_st
 
 
 def e4m3_value(code):
-    """The float value of one e4m3 byte (NaN for 0x7F / 0xFF)."""
+    """The float value of one e4m3 byte `code` (an int 0..255; NaN for 0x7F / 0xFF)."""
     sign = -1.0 if code & E4M3_SIGN else 1.0
     exponent = (code >> E4M3_MANTISSA_BITS) & 0xF
     mantissa = code & 0x7
@@ -54,8 +54,8 @@ def e4m3_decode(codes, dtype=torch.float64):
 
 
 def e4m3_encode(x):
-    """Floats to e4m3 codes (uint8): round to nearest even, saturate to +-448, NaN/inf -> NaN code
-    with the input's sign. Returns (codes, number of non-finite inputs)."""
+    """The tensor x of floats to e4m3 codes (uint8): round to nearest even, saturate to +-448,
+    NaN/inf -> NaN code with the input's sign. Returns (codes, number of non-finite inputs)."""
     x = x.float()
     magnitude = x.abs().double()
     values = torch.tensor(_E4M3_POSITIVE, dtype=torch.float64, device=x.device)
@@ -75,8 +75,9 @@ def e4m3_encode(x):
 
 
 def compute_scale(src, slot_mapping=None):
-    """Per-tensor e4m3 scale of a [tokens, heads, head_dim] tensor: max(amax / 448, 2^-126) over
-    the finite inputs of the tokens whose slot is >= 0. Returns (float32 scale [1], non-finite count)."""
+    """Per-tensor e4m3 scale of src, a [tokens, heads, head_dim] tensor: max(amax / 448, 2^-126)
+    over the finite inputs of the tokens whose slot_mapping entry is >= 0 (None: every token).
+    Returns (float32 scale [1], non-finite count)."""
     values = src.float()
     if slot_mapping is not None:
         values = values[slot_mapping.to(values.device) >= 0]
@@ -109,8 +110,9 @@ def _dequantised(tensor, scale, dtype):
 
 
 def gather_keys(base, layout, block_row, length, head_dim, dtype, scale=None):
-    """Keys 0 .. length-1 of one sequence ([length, num_kv_heads, head_dim]) read through its
-    block-table row and the layout, exactly as the kernels address them."""
+    """Keys 0 .. length-1 of one sequence ([length, num_kv_heads, head_dim]) read from the tensor
+    base through its block-table row block_row and the KV layout (LAYOUT_FIELDS), exactly as the
+    kernels address them; converted to dtype, dequantised by the scale tensor when given (e4m3)."""
     offset, _, block_size, heads, block_stride, slot_stride, head_stride = layout
     keys = torch.arange(length, device=base.device)
     blocks = block_row.to(base.device).long()[keys // block_size]
@@ -148,8 +150,9 @@ def _lengths_error(cu, lengths, total_q, row_keys):
 def metadata_error(cu_seqlens_q, seq_lens_k, block_table, total_q, block_size, num_blocks):
     """The library's message for the first entry of a call's metadata that breaks a rule of
     checked mode (WIDEATTN_FLAG_CHECK_METADATA, dispatch/metadata_check.h), or None: the CPU
-    implementation's mirror of the library's host check. Rows are read as the library reads them,
-    block_table.stride(0) entries apart, each up to ceil(seq_lens_k[s] / block_size) entries."""
+    implementation's mirror of the library's host check of cu_seqlens_q, seq_lens_k and
+    block_table against total_q, block_size and num_blocks. Rows are read as the library reads
+    them, block_table.stride(0) entries apart, each up to ceil(seq_lens_k[s] / block_size) entries."""
     cu, lengths = cu_seqlens_q.tolist(), seq_lens_k.tolist()
     stride = block_table.stride(0)
     error = _lengths_error(cu, lengths, total_q, stride * block_size)
@@ -168,7 +171,10 @@ def metadata_error(cu_seqlens_q, seq_lens_k, block_table, total_q, block_size, n
 def attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
               q_scale=None, k_scale=None, v_scale=None, dtype=torch.float64):
     """Output [total_q, num_q_heads, head_dim] and LSE [num_q_heads, total_q] (natural log) of one
-    prefill call, in `dtype`: causal bottom-right per sequence, GQA, rows without a key = 0 / -inf."""
+    prefill call, in `dtype`: causal bottom-right per sequence, GQA, rows without a key = 0 / -inf.
+    q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout and softmax_scale as the
+    wideattn::prefill op takes them (wideattn.ops); q_scale, k_scale, v_scale dequantise e4m3
+    inputs (None for bf16)."""
     total_q, num_q_heads, head_dim = q.shape
     queries = _dequantised(q, q_scale, dtype)
     out = torch.zeros((total_q, num_q_heads, head_dim), dtype=dtype, device=q.device)

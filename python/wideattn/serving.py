@@ -29,7 +29,8 @@ class AttentionMetadata:
 
 
 class WideattnBackend:
-    """Attention of one layer wideattn serves (e.g. a Gemma 4 global layer).
+    """Attention of one layer wideattn serves (e.g. a Gemma 4 global layer) with num_q_heads query
+    and num_kv_heads KV heads of head_dim, scores scaled by softmax_scale.
 
     kv_cache_dtype "bf16" keeps the cache in bf16; "e4m3" stores codes (float8_e4m3fn or uint8)
     with k_scale / v_scale (float32 [1] device tensors, e.g. from wideattn.compute_scale of a
@@ -45,7 +46,8 @@ class WideattnBackend:
         self.kv_cache_dtype = kv_cache_dtype
 
     def store(self, key, value, kv_cache, slot_mapping, k_scale=None, v_scale=None):
-        """Writes the step's new K/V [num_tokens, num_kv_heads, head_dim] into the cache."""
+        """Writes the step's new key / value [num_tokens, num_kv_heads, head_dim] into kv_cache
+        at slot_mapping (int64 per token); e4m3 caches quantise with k_scale / v_scale."""
         if self.kv_cache_dtype == "e4m3":
             _quantization.quantize_to_cache(key, kv_cache[0], slot_mapping, k_scale)
             _quantization.quantize_to_cache(value, kv_cache[1], slot_mapping, v_scale)
@@ -55,8 +57,9 @@ class WideattnBackend:
             half.view(-1, self.num_kv_heads, self.head_dim).index_copy_(0, slot_mapping, states)
 
     def forward(self, query, key, value, kv_cache, metadata, output=None, k_scale=None, v_scale=None):
-        """query [num_tokens, Hq * D] or [num_tokens, Hq, D]; key/value [num_tokens, Hkv(, D)];
-        returns output [num_tokens, Hq, D] (written into `output` when given)."""
+        """query [num_tokens, Hq * D] or [num_tokens, Hq, D]; key/value [num_tokens, Hkv(, D)],
+        stored into kv_cache first (store); metadata an AttentionMetadata; k_scale / v_scale the
+        e4m3 cache's scales. Returns output [num_tokens, Hq, D] (written into `output` when given)."""
         query = query.view(-1, self.num_q_heads, self.head_dim)
         key = key.view(-1, self.num_kv_heads, self.head_dim)
         value = value.view(-1, self.num_kv_heads, self.head_dim)

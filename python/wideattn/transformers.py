@@ -80,7 +80,8 @@ def _fallback(paged):
 
 
 def served_shape(head_dim, group):
-    """Whether the bundle has a bf16 prefill kernel for this head dim and group."""
+    """Whether the bundle has a bf16 prefill kernel for head_dim and group (num_q_heads /
+    num_kv_heads); cached per pair."""
     key = (head_dim, group)
     if key not in _served:
         _served[key] = any(
@@ -92,7 +93,8 @@ def served_shape(head_dim, group):
 
 
 def unserved_reason(module, query, key, value, kwargs):
-    """Why this call goes to SDPA instead (None: wideattn runs it)."""
+    """Why the call of `module` (the attention layer) on query / key / value [B, H, T, D] with the
+    AttentionInterface kwargs goes to SDPA instead (None: wideattn runs it)."""
     if query.device.type != "cuda" and not (CPU_REFERENCE and query.device.type == "cpu"):
         return f"tensors on {query.device}"
     if any(t.dtype != torch.bfloat16 for t in (query, key, value)):
@@ -117,7 +119,10 @@ def unserved_reason(module, query, key, value, kwargs):
 
 
 def attention_forward(module, query, key, value, attention_mask, **kwargs):
-    """The AttentionInterface function: (attn_output [B, T, Hq, D], None)."""
+    """The AttentionInterface function: `module` the attention layer, query [B, Hq, T, D], key /
+    value [B, Hkv, S, D], attention_mask in SDPA format (or None), kwargs transformers' (scaling,
+    sliding_window, the paged cache and its metadata, ...). Returns (attn_output [B, T, Hq, D],
+    None); a call wideattn does not serve goes to SDPA."""
     paged = is_paged_call(kwargs)
     result = None
     if unserved_reason(module, query, key, value, kwargs) is None:
@@ -135,7 +140,8 @@ def attention_forward(module, query, key, value, attention_mask, **kwargs):
 
 
 def is_paged_call(kwargs):
-    """A continuous-batching call: a paged cache object with update() and packed metadata."""
+    """Whether the call's kwargs make it a continuous-batching call: a paged cache object with
+    update() and packed metadata."""
     cache = kwargs.get("cache")
     return cache is not None and hasattr(cache, "update") and (
         "cu_seq_lens_q" in kwargs or "cumulative_seqlens_q" in kwargs)
@@ -149,9 +155,11 @@ def _capturing_or_compiling(tensor):
 
 
 def mask_plan(attention_mask, batch, q_len, kv_len, device, verify=True):
-    """(pad_rows, key_start, key_len) per batch row as int64 device tensors, from an SDPA-format
-    mask (bool [B|1, 1, T, S], or additive float), a 2-D padding mask [B, S], or None (causal, no
-    padding); None when the mask is not causal-with-a-key-range (verified when `verify`)."""
+    """(pad_rows, key_start, key_len) per batch row as int64 device tensors, from attention_mask:
+    an SDPA-format mask (bool [B|1, 1, T, S], or additive float), a 2-D padding mask [B, S], or
+    None (causal, no padding); None when the mask is not causal-with-a-key-range (verified when
+    `verify`). batch, q_len and kv_len are the call's B, T and S; the tensors are made on
+    `device`."""
     if attention_mask is None:
         zeros = torch.zeros(batch, dtype=torch.int64, device=device)
         return zeros, zeros, torch.full((batch,), kv_len, dtype=torch.int64, device=device)
