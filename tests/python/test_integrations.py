@@ -357,6 +357,9 @@ def test_serving_backend_sketch():
                                                                                    value)
         expected, _ = problem.expected(k_deq, v_deq)
         assert_close_bf16(out, expected, f"serving backend ({kv_cache_dtype})")
+        before = kv_cache.clone()
+        again = backend.attend(problem.q, kv_cache, metadata, k_scale=scales[0], v_scale=scales[1])
+        assert torch.equal(again, out) and torch.equal(before, kv_cache), "attend() is not forward() less store()"
 
 
 class HintRecorder:
