@@ -186,20 +186,23 @@ PADDED_Q_ROWS = 2                          # CUDA-graph padding: rows of no sequ
 PADDED_K_ROWS = 3                          # and key rows past the last sequence's
 
 
-def _layer_keys(window):
+def _layer_keys(window, requests=REQUESTS):
     """Keys per request of a layer: all of them, or the sliding window's (transformers'
     get_seqlens_k: new + min(past, window - 1))."""
-    return [new + (past if window is None else min(past, window - 1)) for past, new in REQUESTS]
+    return [new + (past if window is None else min(past, window - 1)) for past, new in requests]
 
 
 class PagedStep:
     """One continuous-batching step over a full layer (0) and a sliding layer (1): the paged cache
     stand-in with every request's past K/V in shuffled slots, the call's new states, the kwargs
-    transformers passes (padded as under CUDA graphs when `padded`), and the expected outputs."""
+    transformers passes (padded as under CUDA graphs when `padded`), and the expected outputs.
+    Requests without a past (fresh prefills only) get empty read indices, as transformers passes
+    them for its write-only update."""
 
-    def __init__(self, cache_type, seed, padded=False):
+    def __init__(self, cache_type, seed, padded=False, requests=REQUESTS):
         generator = torch.Generator().manual_seed(seed)
-        total_q = sum(new for _, new in REQUESTS)
+        self.requests = requests
+        total_q = sum(new for _, new in requests)
         rows = total_q + (PADDED_Q_ROWS if padded else 0)
         self.query = torch.randn((1, rows, Q_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
         self.key = torch.randn((1, rows, KV_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
@@ -209,7 +212,7 @@ class PagedStep:
         self.past = []
         read = {None: [], SLIDING_WINDOW: []}
         write, used = [], 0
-        for past, new in REQUESTS:
+        for past, new in requests:
             own = slots[used:used + past + new]
             used += past + new
             past_k, past_v = (torch.randn((past, KV_HEADS, HEAD_DIM), generator=generator).bfloat16() for _ in "kv")
@@ -225,11 +228,13 @@ class PagedStep:
         write_index = torch.cat(write + [trash])
         read_trash = torch.full((PADDED_K_ROWS if padded else 0,), 128 + rows - 1)
         self.read_index = {window: torch.cat(parts + [read_trash]) for window, parts in read.items()}
-        q_lens = [new for _, new in REQUESTS] + ([0] if padded else [])
+        if not any(past for past, _ in requests):
+            self.read_index = {window: torch.zeros(0, dtype=torch.long) for window in read}
+        q_lens = [new for _, new in requests] + ([0] if padded else [])
         cu_q = torch.tensor([0] + [sum(q_lens[:i + 1]) for i in range(len(q_lens))], dtype=torch.int32)
         cu_k = {}
         for layer_type, window in ((hf.FULL_ATTENTION, None), (hf.SLIDING_ATTENTION, SLIDING_WINDOW)):
-            lens = _layer_keys(window) + ([0] if padded else [])
+            lens = _layer_keys(window, requests) + ([0] if padded else [])
             cu_k[layer_type] = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))], dtype=torch.int32)
         if cache_type is HeadMajorPagedCache:
             read_index, write_index = self.read_index[None], write_index
@@ -249,7 +254,7 @@ class PagedStep:
     def expected(self, window):
         """[total_q, Hq, D] float64 of every request: its past and new keys, causal, the window's."""
         out, begin = [], 0
-        for (past, new), (past_k, past_v) in zip(REQUESTS, self.past):
+        for (past, new), (past_k, past_v) in zip(self.requests, self.past):
             rows = slice(begin, begin + new)
             begin += new
             keys = torch.cat([past_k, self.key[0, :, rows].transpose(0, 1)])[None].transpose(1, 2)
@@ -278,6 +283,10 @@ def test_continuous_batching_calls():
         keys = step.cache.keys if cache_type is PagedCache else step.cache.keys.transpose(0, 1)
         assert torch.equal(keys[step.new_slots], step.key[0, :, :total_q].transpose(0, 1)), \
             "new keys not in the paged cache"
+    step = PagedStep(PagedCache, 10, requests=[(0, 5), (0, 9)])       # write-only update: the new states back
+    out, _ = hf.attention_forward(Module(), step.query, step.key, step.value, None, **step.kwargs)
+    assert_close_bf16(out[0], step.expected(None), "fresh prefills (write-only update)")
+    assert torch.equal(step.cache.keys[step.new_slots], step.key[0].transpose(0, 1))
     assert not recorder.calls
 
 
