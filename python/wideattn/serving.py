@@ -2,10 +2,12 @@
 (docs/integration.md walks through it): one layer's KV cache `kv_cache[2, num_blocks, block_size,
 num_kv_heads, head_dim]` (K half, V half), and per step the metadata vLLM's attention backends
 receive (query_start_loc, seq_lens, block_table, slot_mapping, max_query_len, max_seq_len).
-forward() stores the step's new K/V through slot_mapping (bf16: a copy; e4m3: the
-quantise-into-cache kernel with per-tensor scales on the device) and runs prefill and decode
-tokens of the step in one wideattn.prefill call. It is the sketch of an engine backend, tested
-on the CPU through the ops' reference implementation; no engine is part of this repository.
+store() writes the step's new K/V through slot_mapping (bf16: a copy; e4m3: the
+quantise-into-cache kernel with per-tensor scales on the device), attend() runs prefill and
+decode tokens of the step in one wideattn.prefill call, forward() does both. vLLM's
+FlashAttention backend splits them the same way (forward_includes_kv_cache_update = False:
+do_kv_cache_update stores, forward attends). It is the sketch of an engine backend, tested on
+the CPU through the ops' reference implementation; no engine is part of this repository.
 """
 
 import dataclasses
@@ -57,13 +59,19 @@ class WideattnBackend:
             half.view(-1, self.num_kv_heads, self.head_dim).index_copy_(0, slot_mapping, states)
 
     def forward(self, query, key, value, kv_cache, metadata, output=None, k_scale=None, v_scale=None):
-        """query [num_tokens, Hq * D] or [num_tokens, Hq, D]; key/value [num_tokens, Hkv(, D)],
-        stored into kv_cache first (store); metadata an AttentionMetadata; k_scale / v_scale the
-        e4m3 cache's scales. Returns output [num_tokens, Hq, D] (written into `output` when given)."""
-        query = query.view(-1, self.num_q_heads, self.head_dim)
+        """store() then attend(): query [num_tokens, Hq * D] or [num_tokens, Hq, D]; key/value
+        [num_tokens, Hkv(, D)], stored into kv_cache first; metadata an AttentionMetadata; k_scale /
+        v_scale the e4m3 cache's scales. Returns output [num_tokens, Hq, D] (written into `output`
+        when given)."""
         key = key.view(-1, self.num_kv_heads, self.head_dim)
         value = value.view(-1, self.num_kv_heads, self.head_dim)
         self.store(key, value, kv_cache, metadata.slot_mapping, k_scale, v_scale)
+        return self.attend(query, kv_cache, metadata, output, k_scale, v_scale)
+
+    def attend(self, query, kv_cache, metadata, output=None, k_scale=None, v_scale=None):
+        """Attention of the step's queries over the cache (the step's K/V stored already): query as
+        in forward(), kv_cache and metadata as in store(), output / k_scale / v_scale as in forward()."""
+        query = query.view(-1, self.num_q_heads, self.head_dim)
         e4m3 = self.kv_cache_dtype == "e4m3"
         return _attention.prefill(query, kv_cache[0], kv_cache[1], metadata.query_start_loc, metadata.seq_lens,
                                   metadata.block_table, self.softmax_scale, out=output,

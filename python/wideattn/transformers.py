@@ -1,6 +1,6 @@
 """transformers integration: `wideattn.transformers.register()` adds the attention function
 "wideattn" (and "paged|wideattn" for continuous batching) to transformers.AttentionInterface and
-the SDPA mask format under the same names to AttentionMaskInterface, so that
+the SDPA mask format under "wideattn" to AttentionMaskInterface, so that
 
     model = Gemma4ForCausalLM(config)                    # or from_pretrained(...)
     model.set_attn_implementation("wideattn")            # or attn_implementation="wideattn"
@@ -8,20 +8,29 @@ the SDPA mask format under the same names to AttentionMaskInterface, so that
 runs the layers wideattn serves (bf16 on CUDA, a head dim and GQA group of the bundle's bf16
 kernels: Gemma 4's 512-dim global layers; causal, no sliding window, no softcap, no dropout, no
 gradient) on the `wideattn::prefill` op and hands every other layer (Gemma 4's 256-dim sliding
-layers, training, ...) with its arguments unchanged to transformers' SDPA function.
+layers, training, ...) to transformers' SDPA function.
 
-Two call shapes reach attention_forward:
+Two call shapes reach attention_forward (checked against transformers' source up to 5.16.0.dev0,
+commit 3cd1a2307acd of 2026-08-21: modeling_gemma4.py, masking_utils.py,
+integrations/sdpa_attention.py and sdpa_paged.py, generation/continuous_batching/):
   - ordinary forward (generate with a DynamicCache/StaticCache, or no cache): query
     [B, Hq, T, D], key/value [B, Hkv, S, D] (S = cached + new keys) and the 4-D SDPA mask. The mask
     is read as "keys start_b .. end_b-1 of batch row b, causal bottom-right" (left padding, a
-    static cache's unused tail); K/V are described as token-row pages of the cache tensors (no
-    copy), padded query rows become a separate sequence and their outputs are zeroed. In eager
-    mode the mask is checked against that pattern (one host sync) and any other mask goes to
-    SDPA; under torch.compile or CUDA-graph capture the check is skipped.
-  - continuous batching (generate_batch): kwargs carry transformers' PagedAttentionCache
-    (`cache`) and packed metadata (cu_seq_lens_q/k, max_seqlen_q/k, read_index, write_index).
-    The new K/V go into transformers' own paged cache through cache.update(), which returns the
-    sequences' keys as dense rows; the op reads them through token-row pages (varlen).
+    static cache's unused tail); no mask means what transformers' SDPA function makes of it:
+    causal over all S keys for T == 1 or T == S, causal over the first T keys for T > 1 and
+    S > T (the prefill of an empty static cache, where sdpa_mask skips the mask). K/V are
+    described as token-row pages of the cache tensors (no copy), padded query rows become a
+    separate sequence and their outputs are zeroed. In eager mode the mask is checked against
+    that pattern (one host sync) and any other mask goes to SDPA; under torch.compile or
+    CUDA-graph capture the check is skipped.
+  - continuous batching (generate_batch on a "paged|wideattn" model): kwargs carry transformers'
+    PagedAttentionCache (`cache`) and packed metadata (cu_seq_lens_q/k, max_seqlen_q/k,
+    read_index, write_index: one index tensor per layer group). The new K/V go into
+    transformers' own paged cache through cache.update(), which returns the sequences' keys as
+    dense rows [total_k, Hkv, D]; the op reads them through token-row pages (varlen). transformers
+    builds no attention mask for a paged implementation other than paged|sdpa and paged|eager, so
+    a paged call wideattn does not serve (a sliding layer) gets the packed causal (sliding-window)
+    mask built here from the metadata, on the device, and runs on transformers' SDPA function.
 Both pass the op host-side length hints (max_seqlen_q / max_seqlen_k: the query and key lengths
 of the call, or the continuous-batching metadata's) for its split-KV choice; no device tensor is
 read for them, so decode steps stay capturable in CUDA graphs.
@@ -38,7 +47,10 @@ from .library import default_context
 NAME = "wideattn"
 PAGED_PREFIX = "paged|"
 FULL_ATTENTION = "full_attention"
+SLIDING_ATTENTION = "sliding_attention"
 SDPA = "sdpa"
+# Keyword arguments of a continuous-batching call that belong to the paged cache, not to SDPA.
+PAGED_ONLY_KWARGS = ("cache", "read_index", "write_index")
 # Tests only: True runs CPU tensors through the op's CPU (reference) implementation instead of
 # handing them to SDPA.
 CPU_REFERENCE = False
@@ -51,16 +63,14 @@ calls = {"dense": 0, "paged": 0, "sdpa": 0}
 
 
 def register(name=NAME):
-    """Registers the attention function and its mask format under `name` and "paged|" + name."""
+    """Registers the attention function under `name` and "paged|" + name, and the SDPA mask format
+    under `name`. "paged|" + name gets no mask function, as transformers' own paged functions
+    have none: the model then builds no mask for a continuous-batching step."""
     from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface, sdpa_mask
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
     AttentionInterface.register(name, attention_forward)
     AttentionInterface.register(PAGED_PREFIX + name, attention_forward)
     AttentionMaskInterface.register(name, sdpa_mask)
-    paged_sdpa = PAGED_PREFIX + SDPA
-    paged_mask = ALL_MASK_ATTENTION_FUNCTIONS[paged_sdpa] if paged_sdpa in ALL_MASK_ATTENTION_FUNCTIONS.valid_keys() \
-        else sdpa_mask
-    AttentionMaskInterface.register(PAGED_PREFIX + name, paged_mask)
     return name
 
 
@@ -70,12 +80,9 @@ def _warn_once(key, message):
         _log.warning(message)
 
 
-def _fallback(paged):
-    """transformers' own SDPA function (its paged variant for a continuous-batching call, where
-    the installed version has one)."""
+def _fallback():
+    """transformers' SDPA function (integrations/sdpa_attention.py: sdpa_attention_forward)."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    if paged and PAGED_PREFIX + SDPA in ALL_ATTENTION_FUNCTIONS.valid_keys():
-        return ALL_ATTENTION_FUNCTIONS[PAGED_PREFIX + SDPA]
     return ALL_ATTENTION_FUNCTIONS[SDPA]
 
 
@@ -124,6 +131,9 @@ def attention_forward(module, query, key, value, attention_mask, **kwargs):
     sliding_window, the paged cache and its metadata, ...). Returns (attn_output [B, T, Hq, D],
     None); a call wideattn does not serve goes to SDPA."""
     paged = is_paged_call(kwargs)
+    if paged and kwargs.get("block_table") is not None:
+        raise NotImplementedError("wideattn.transformers: a continuous-batching call with a block_table "
+                                  "(transformers' flash_attn_with_kvcache decode path) is not supported")
     result = None
     if unserved_reason(module, query, key, value, kwargs) is None:
         scaling = kwargs.get("scaling")
@@ -134,7 +144,9 @@ def attention_forward(module, query, key, value, attention_mask, **kwargs):
             result = _dense_forward(query, key, value, attention_mask, scaling)
     if result is None:
         calls["sdpa"] += 1
-        return _fallback(paged)(module, query, key, value, attention_mask, **kwargs)
+        if paged:
+            return _paged_fallback(module, query, key, value, kwargs)
+        return _fallback()(module, query, key, value, attention_mask, **kwargs)
     calls["paged" if paged else "dense"] += 1
     return result, None
 
@@ -155,14 +167,16 @@ def _capturing_or_compiling(tensor):
 
 
 def mask_plan(attention_mask, batch, q_len, kv_len, device, verify=True):
-    """(pad_rows, key_start, key_len) per batch row as int64 device tensors, from attention_mask:
-    an SDPA-format mask (bool [B|1, 1, T, S], or additive float), a 2-D padding mask [B, S], or
-    None (causal, no padding); None when the mask is not causal-with-a-key-range (verified when
-    `verify`). batch, q_len and kv_len are the call's B, T and S; the tensors are made on
-    `device`."""
+    """(pad_rows, key_start, key_len) per batch row as int64 device tensors, from an SDPA-format
+    mask (bool [B|1, 1, T, S], or additive float), a 2-D padding mask [B, S], or None (what
+    transformers' SDPA function makes of no mask: causal, no padding, over the first T keys when
+    T > 1 and S > T, else over all S); None when the mask is not causal-with-a-key-range
+    (verified when `verify`). batch, q_len and kv_len are the call's B, T and S; the tensors
+    are made on `device`."""
     if attention_mask is None:
         zeros = torch.zeros(batch, dtype=torch.int64, device=device)
-        return zeros, zeros, torch.full((batch,), kv_len, dtype=torch.int64, device=device)
+        keys = min(q_len, kv_len) if q_len > 1 else kv_len
+        return zeros, zeros, torch.full((batch,), keys, dtype=torch.int64, device=device)
     mask = attention_mask
     if mask.dim() == 2:
         if tuple(mask.shape) != (batch, kv_len):
@@ -248,16 +262,10 @@ def _dense_forward(query, key, value, attention_mask, scaling):
     return out
 
 
-def _layer_value(value):
-    return value[FULL_ATTENTION] if isinstance(value, dict) else value
-
-
-def _specialize(cache, layer_idx, num_tokens, kwargs):
-    """transformers versions whose cache picks the per-layer-group metadata first."""
-    try:
-        return cache.specialize_kwargs(layer_idx, num_tokens, kwargs)
-    except TypeError:
-        return cache.specialize_kwargs(layer_idx, kwargs)
+def _layer_value(value, layer_type=FULL_ATTENTION):
+    """A per-layer-type metadata entry: transformers passes a dict by layer type when the model
+    has several (Gemma 4: full and sliding), the bare value when it has one."""
+    return value[layer_type] if isinstance(value, dict) else value
 
 
 def _host_hint(value):
@@ -267,31 +275,74 @@ def _host_hint(value):
 
 
 def _token_rows(states, kv_heads, head_dim):
-    """cache.update()'s keys as [total_k, Hkv, D] rows ([1, Hkv, total_k, D] head-major is transposed)."""
+    """cache.update()'s keys as [total_k, Hkv, D] rows: transformers >= 4.57 returns them so; the
+    head-major [1, Hkv, total_k, D] of the 4.5x caches is transposed."""
     if states.dim() == 4 and states.shape[1] == kv_heads and states.shape[2] != kv_heads:
         states = states[0].transpose(0, 1)
     return states.reshape(-1, kv_heads, head_dim)
 
 
+def _paged_update(module, key, value, kwargs):
+    """Writes the call's new K/V [1, Hkv, T, D] into transformers' paged cache and returns the
+    sequences' keys and values as rows [total_k, Hkv, D]. update() picks the layer's group from
+    the per-group read_index / write_index lists itself."""
+    keys, values = kwargs["cache"].update(key_states=key, value_states=value, layer_idx=module.layer_idx,
+                                          read_index=kwargs["read_index"], write_index=kwargs["write_index"])
+    kv_heads, head_dim = key.shape[1], key.shape[-1]
+    return _token_rows(keys, kv_heads, head_dim), _token_rows(values, kv_heads, head_dim)
+
+
+def _cu_seqlens(kwargs, name, layer_type=FULL_ATTENTION):
+    """cu_seq_lens_q / cu_seq_lens_k (cumulative_seqlens_* in transformers 4.53-4.55) as int32."""
+    value = kwargs.get(f"cu_seq_lens_{name}", kwargs.get(f"cumulative_seqlens_{name}"))
+    return _layer_value(value, layer_type).to(torch.int32)
+
+
 def _paged_forward(module, query, key, value, scaling, kwargs):
     """A continuous-batching call's served layer: write the new K/V into the paged cache, attend
-    over the dense rows cache.update() returns. query [1, Hq, total_q, D]."""
-    cache, local = kwargs["cache"], dict(kwargs)
+    over the rows cache.update() returns. query [1, Hq, total_q, D]."""
     _, q_heads, total_q, head_dim = query.shape
-    kv_heads = key.shape[1]
-    if hasattr(cache, "specialize_kwargs"):
-        key, value = key.transpose(1, 2).contiguous(), value.transpose(1, 2).contiguous()
-        if not _specialize(cache, module.layer_idx, key.shape[1], local):
-            _warn_once("paged", "wideattn: this paged cache asks the kernel to write the cache itself; "
-                                "those calls run on SDPA")
-            return None
-    keys, values = cache.update(key_states=key, value_states=value, layer_idx=module.layer_idx,
-                                read_index=local["read_index"], write_index=local["write_index"])
-    keys, values = _token_rows(keys, kv_heads, head_dim), _token_rows(values, kv_heads, head_dim)
-    cu_q = local.get("cu_seq_lens_q", local.get("cumulative_seqlens_q")).to(torch.int32)
-    cu_k = _layer_value(local.get("cu_seq_lens_k", local.get("cumulative_seqlens_k"))).to(torch.int32)
-    max_k = int(_layer_value(local["max_seqlen_k"]))
-    max_q = _host_hint(_layer_value(local.get("max_seqlen_q")))
+    keys, values = _paged_update(module, key, value, kwargs)
+    max_k = int(_layer_value(kwargs["max_seqlen_k"]))
+    max_q = _host_hint(_layer_value(kwargs.get("max_seqlen_q")))
     q_rows = query.transpose(1, 2).reshape(total_q, q_heads, head_dim)
-    out = _attention.varlen_attention(q_rows, keys, values, cu_q, cu_k, max_q, max_k, scaling)
+    out = _attention.varlen_attention(q_rows, keys, values, _cu_seqlens(kwargs, "q"), _cu_seqlens(kwargs, "k"),
+                                      max_q, max_k, scaling)
     return out.view(1, total_q, q_heads, head_dim)
+
+
+def packed_mask(cu_seqlens_q, cu_seqlens_k, total_q, total_k, sliding_window, dtype):
+    """The additive mask [1, 1, total_q, total_k] of a packed continuous-batching step, the one
+    transformers' continuous batching builds for paged|sdpa (build_attention_mask): sequence s's
+    query rows see its own key rows under the bottom-right causal rule, and only the last
+    `sliding_window` of them when given; rows of no sequence (CUDA-graph padding) see no key
+    (finfo.min, so SDPA gives finite values there). Built on the device: no host sync."""
+    device = cu_seqlens_q.device
+    cu_q, cu_k = cu_seqlens_q.long(), cu_seqlens_k.long()
+    last = cu_q.shape[0] - 2
+    rows = torch.arange(total_q, device=device)
+    cols = torch.arange(total_k, device=device)
+    seq_q = torch.searchsorted(cu_q[1:], rows, right=True)
+    seq_k = torch.searchsorted(cu_k[1:], cols, right=True)
+    valid = (seq_q <= last)[:, None] & (seq_k <= last)[None, :]
+    seq_q, seq_k = seq_q.clamp(max=last), seq_k.clamp(max=last)
+    context = (cu_k[1:] - cu_k[:-1]) - (cu_q[1:] - cu_q[:-1])
+    own_key = rows - cu_q[seq_q] + context[seq_q]
+    distance = own_key[:, None] - (cols - cu_k[seq_k])[None, :]
+    allowed = valid & (seq_q[:, None] == seq_k[None, :]) & (distance >= 0)
+    if sliding_window is not None:
+        allowed &= distance < sliding_window
+    mask = torch.zeros((total_q, total_k), dtype=dtype, device=device)
+    return mask.masked_fill_(~allowed, torch.finfo(dtype).min)[None, None]
+
+
+def _paged_fallback(module, query, key, value, kwargs):
+    """A continuous-batching call wideattn does not serve: the cache update of the served path,
+    then transformers' SDPA function over the rows with the packed mask of the layer's type."""
+    keys, values = _paged_update(module, key, value, kwargs)
+    window = kwargs.get("sliding_window")
+    layer_type = SLIDING_ATTENTION if window is not None else FULL_ATTENTION
+    mask = packed_mask(_cu_seqlens(kwargs, "q"), _cu_seqlens(kwargs, "k", layer_type), query.shape[2],
+                       keys.shape[0], window, query.dtype)
+    rest = {name: item for name, item in kwargs.items() if name not in PAGED_ONLY_KWARGS}
+    return _fallback()(module, query, keys.transpose(0, 1)[None], values.transpose(0, 1)[None], mask, **rest)

@@ -1,7 +1,7 @@
 """test_integrations.py - the transformers integration's mapping and the serving backend sketch on
 the CPU, through the ops' CPU (reference) implementation (transformers itself is not installed
-here: its SDPA fallback is replaced by a recorder, and its paged cache by stand-ins with the
-update() contracts of the versions the integration was written against; the GPU test
+here: its SDPA function is replaced by a recorder or a naive masked attention, and its paged
+cache by stand-ins with the update() contract of transformers' PagedAttentionCache; the GPU test
 tests/gpu/test_transformers_gemma4.py runs the real thing), and the host-side length hints and
 split count each path hands the op.
 
@@ -38,16 +38,29 @@ class Recorder:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, paged):
+    def __call__(self):
         def sdpa(module, query, key, value, attention_mask, **kwargs):
-            self.calls.append((paged, query.shape, kwargs))
+            self.calls.append((query.shape, attention_mask, kwargs))
             return "sdpa", None
         return sdpa
 
 
-def _setup():
+class MaskedAttention(Recorder):
+    """Stands in for transformers' SDPA function by computing the attention it would: the
+    additive (or boolean) mask as given, float64."""
+
+    def __call__(self):
+        def sdpa(module, query, key, value, attention_mask, **kwargs):
+            self.calls.append((query.shape, attention_mask, kwargs))
+            allowed = attention_mask if attention_mask.dtype == torch.bool else attention_mask == 0
+            batch = query.shape[0]
+            return dense_attention(query, key, value, allowed[:, 0].expand(batch, -1, -1), kwargs["scaling"]), None
+        return sdpa
+
+
+def _setup(recorder_type=Recorder):
     hf.CPU_REFERENCE = True
-    recorder = Recorder()
+    recorder = recorder_type()
     hf._fallback = recorder
     return recorder
 
@@ -73,11 +86,14 @@ def _check_rows(out, expected, allowed, what):
 
 
 def test_causal_without_mask_runs_on_wideattn():
+    """No mask, as transformers' SDPA function reads it (integrations/sdpa_attention.py): causal
+    over all keys for T == 1 or T == S; for T > 1 and S > T (sdpa_mask skips the mask of an
+    empty static cache's prefill since transformers 5.14) causal over the first T keys."""
     recorder = _setup()
-    for q_len, kv_len in ((9, 9), (1, 37), (5, 21)):
+    for q_len, kv_len, keys in ((9, 9, 9), (1, 37, 37), (5, 21, 5)):
         query, key, value = _qkv(2, q_len, kv_len, q_len)
         out, weights = hf.attention_forward(Module(), query, key, value, None, scaling=SCALE)
-        allowed = _allowed([0, 0], [kv_len, kv_len], q_len, kv_len)
+        allowed = _allowed([0, 0], [keys, keys], q_len, kv_len)
         assert weights is None and tuple(out.shape) == (2, q_len, Q_HEADS, HEAD_DIM)
         assert_close_bf16(out, dense_attention(query, key, value, allowed, SCALE), f"T={q_len} S={kv_len}")
     assert not recorder.calls
@@ -122,88 +138,191 @@ def test_other_layers_and_masks_go_to_sdpa():
         assert hf.attention_forward(Module(), *args, **kwargs) == ("sdpa", None)
     assert len(recorder.calls) == len(handed)
     assert recorder.calls[1][2]["sliding_window"] == 1024          # arguments passed on unchanged
+    assert recorder.calls[0][1] is scattered
     trainable = query.clone().requires_grad_()
     assert hf.attention_forward(Module(), trainable, key, value, None, scaling=SCALE) == ("sdpa", None)
 
 
-class OldPagedCache:
-    """update() as in transformers 5.0-5.1x: [1, Hkv, T, D] in, [total_k, Hkv, D] out."""
+class PagedCache:
+    """update() as transformers' PagedAttentionCache has it since 4.57 (generation/
+    continuous_batching/cache.py; checked up to 5.16.0.dev0, commit 3cd1a2307acd): layers are
+    grouped by attention type, layer_idx -> (group, index in group); one cache tensor
+    [slots, Hkv, D] per index in a group, shared by the groups; read_index / write_index are
+    lists with one index tensor per group; key_states [1, Hkv, T, D] in, rows [K, Hkv, D] out; an
+    empty read index writes only and returns the new states. (The real sliding groups read
+    before they write, which gives the same rows when no slot is reused, as here.)"""
 
-    def __init__(self, slots):
+    def __init__(self, slots, groups):
+        self.layer_index_to_group_indices = {layer: (group, 0) for layer, group in enumerate(groups)}
         self.keys = torch.zeros((slots, KV_HEADS, HEAD_DIM), dtype=torch.bfloat16)
         self.values = torch.zeros_like(self.keys)
 
-    def store(self, key_states, value_states, read_index, write_index):
-        self.keys[write_index] = key_states
-        self.values[write_index] = value_states
-        return self.keys[read_index], self.values[read_index]
-
     def update(self, key_states, value_states, layer_idx, read_index, write_index):
-        return self.store(key_states[0].transpose(0, 1), value_states[0].transpose(0, 1), read_index, write_index)
+        group, _ = self.layer_index_to_group_indices[layer_idx]
+        key_states, value_states = key_states.transpose(1, 2).squeeze(0), value_states.transpose(1, 2).squeeze(0)
+        self.keys.index_copy_(0, write_index[group], key_states)
+        self.values.index_copy_(0, write_index[group], value_states)
+        if read_index[group].numel() == 0:
+            return key_states, value_states
+        return self.keys.index_select(0, read_index[group]), self.values.index_select(0, read_index[group])
 
 
-class NewPagedCache(OldPagedCache):
-    """update() of the versions with specialize_kwargs: [1, T, Hkv, D] in; per-group index lists."""
+class HeadMajorPagedCache:
+    """update() of the 4.5x caches (cache.py of mid-2025): one index tensor, keys returned
+    head-major [1, Hkv, K, D]."""
 
-    def specialize_kwargs(self, layer_idx, num_tokens, kwargs):
-        kwargs["read_index"], kwargs["write_index"] = kwargs["read_index"][0], kwargs["write_index"][0]
-        return True
+    def __init__(self, slots, groups):
+        self.keys = torch.zeros((KV_HEADS, slots, HEAD_DIM), dtype=torch.bfloat16)
+        self.values = torch.zeros_like(self.keys)
 
-    def update(self, key_states, value_states, layer_idx, read_index, write_index):
-        return self.store(key_states[0], value_states[0], read_index, write_index)
+    def update(self, key_states, value_states, layer_idx, read_index, write_index, **kwargs):
+        self.keys[:, write_index], self.values[:, write_index] = key_states[0], value_states[0]
+        return self.keys[None, :, read_index], self.values[None, :, read_index]
 
 
-def _paged_call(cache_type, seed):
-    """Three requests (past, new): a prefill chunk with context, two decodes; shuffled slots."""
-    requests = [(9, 6), (20, 1), (3, 1)]
-    generator = torch.Generator().manual_seed(seed)
-    slots = torch.randperm(64, generator=generator)
-    cache = cache_type(64)
-    read, write, used, past_keys = [], [], 0, []
-    for past, new in requests:
-        own = slots[used:used + past + new]
-        used += past + new
-        past_k = torch.randn((past, KV_HEADS, HEAD_DIM), generator=generator).bfloat16()
-        past_v = torch.randn((past, KV_HEADS, HEAD_DIM), generator=generator).bfloat16()
-        cache.keys[own[:past]], cache.values[own[:past]] = past_k, past_v
-        past_keys.append((past_k, past_v))
-        read.append(own)
-        write.append(own[past:])
-    total_q = sum(new for _, new in requests)
-    query = torch.randn((1, total_q, Q_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
-    key = torch.randn((1, total_q, KV_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
-    value = torch.randn((1, total_q, KV_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
-    cu_q = torch.tensor([0, 6, 7, 8], dtype=torch.int32)
-    cu_k = torch.tensor([0, 15, 36, 40], dtype=torch.int32)
-    read_index, write_index = torch.cat(read), torch.cat(write)
-    if cache_type is NewPagedCache:
-        read_index, write_index = [read_index], [write_index]
-    kwargs = {"cache": cache, "cu_seq_lens_q": cu_q, "cu_seq_lens_k": {"full_attention": cu_k},
-              "max_seqlen_q": 6, "max_seqlen_k": {"full_attention": 21}, "read_index": read_index,
-              "write_index": write_index, "scaling": SCALE}
-    expected = []
-    for s, ((past, new), (past_k, past_v)) in enumerate(zip(requests, past_keys)):
-        rows = slice(int(cu_q[s]), int(cu_q[s + 1]))
-        keys = torch.cat([past_k, key[0, :, rows].transpose(0, 1)])[None].transpose(1, 2)
-        values = torch.cat([past_v, value[0, :, rows].transpose(0, 1)])[None].transpose(1, 2)
-        allowed = _allowed([0], [past + new], new, past + new)
-        expected.append(dense_attention(query[:, :, rows], keys, values, allowed, SCALE)[0])
-    return (query, key, value), kwargs, torch.cat(expected)
+REQUESTS = [(9, 6), (20, 1), (3, 1)]       # (past, new) per request: a prefill chunk with context, two decodes
+SLIDING_WINDOW = 8
+PADDED_Q_ROWS = 2                          # CUDA-graph padding: rows of no sequence, a zero-length sequence
+PADDED_K_ROWS = 3                          # and key rows past the last sequence's
+
+
+def _layer_keys(window, requests=REQUESTS):
+    """Keys per request of a layer: all of them, or the sliding window's (transformers'
+    get_seqlens_k: new + min(past, window - 1))."""
+    return [new + (past if window is None else min(past, window - 1)) for past, new in requests]
+
+
+class PagedStep:
+    """One continuous-batching step over a full layer (0) and a sliding layer (1): the paged cache
+    stand-in with every request's past K/V in shuffled slots, the call's new states, the kwargs
+    transformers passes (padded as under CUDA graphs when `padded`), and the expected outputs.
+    Requests without a past (fresh prefills only) get empty read indices, as transformers passes
+    them for its write-only update."""
+
+    def __init__(self, cache_type, seed, padded=False, requests=REQUESTS):
+        generator = torch.Generator().manual_seed(seed)
+        self.requests = requests
+        total_q = sum(new for _, new in requests)
+        rows = total_q + (PADDED_Q_ROWS if padded else 0)
+        self.query = torch.randn((1, rows, Q_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
+        self.key = torch.randn((1, rows, KV_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
+        self.value = torch.randn((1, rows, KV_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
+        slots = torch.randperm(128, generator=generator)
+        self.cache = cache_type(128 + rows, groups=[0, 1])
+        self.past = []
+        read = {None: [], SLIDING_WINDOW: []}
+        write, used = [], 0
+        for past, new in requests:
+            own = slots[used:used + past + new]
+            used += past + new
+            past_k, past_v = (torch.randn((past, KV_HEADS, HEAD_DIM), generator=generator).bfloat16() for _ in "kv")
+            self._store(own[:past], past_k, past_v)
+            self.past.append((past_k, past_v))
+            write.append(own[past:])
+            read[None].append(own)
+            read[SLIDING_WINDOW].append(own[past - min(past, SLIDING_WINDOW - 1):])
+        # Padding as transformers pads under CUDA graphs: the padded rows write to slots nobody
+        # reads, the read indices grow by slots of the zeroed read trash.
+        trash = torch.arange(128, 128 + rows - total_q)
+        self.new_slots = torch.cat(write)
+        write_index = torch.cat(write + [trash])
+        read_trash = torch.full((PADDED_K_ROWS if padded else 0,), 128 + rows - 1)
+        self.read_index = {window: torch.cat(parts + [read_trash]) for window, parts in read.items()}
+        if not any(past for past, _ in requests):
+            self.read_index = {window: torch.zeros(0, dtype=torch.long) for window in read}
+        q_lens = [new for _, new in requests] + ([0] if padded else [])
+        cu_q = torch.tensor([0] + [sum(q_lens[:i + 1]) for i in range(len(q_lens))], dtype=torch.int32)
+        cu_k = {}
+        for layer_type, window in ((hf.FULL_ATTENTION, None), (hf.SLIDING_ATTENTION, SLIDING_WINDOW)):
+            lens = _layer_keys(window, requests) + ([0] if padded else [])
+            cu_k[layer_type] = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))], dtype=torch.int32)
+        if cache_type is HeadMajorPagedCache:
+            read_index, write_index = self.read_index[None], write_index
+        else:
+            read_index, write_index = [self.read_index[None], self.read_index[SLIDING_WINDOW]], [write_index] * 2
+        self.kwargs = {"cache": self.cache, "cu_seq_lens_q": cu_q, "cu_seq_lens_k": cu_k, "max_seqlen_q": max(q_lens),
+                       "max_seqlen_k": {name: int((c[1:] - c[:-1]).max()) for name, c in cu_k.items()},
+                       "read_index": read_index, "write_index": write_index, "scaling": SCALE,
+                       "position_ids": torch.zeros((1, rows), dtype=torch.long), "logits_indices": cu_q[1:] - 1}
+
+    def _store(self, slots, keys, values):
+        if isinstance(self.cache, HeadMajorPagedCache):
+            self.cache.keys[:, slots], self.cache.values[:, slots] = keys.transpose(0, 1), values.transpose(0, 1)
+        else:
+            self.cache.keys[slots], self.cache.values[slots] = keys, values
+
+    def expected(self, window):
+        """[total_q, Hq, D] float64 of every request: its past and new keys, causal, the window's."""
+        out, begin = [], 0
+        for (past, new), (past_k, past_v) in zip(self.requests, self.past):
+            rows = slice(begin, begin + new)
+            begin += new
+            keys = torch.cat([past_k, self.key[0, :, rows].transpose(0, 1)])[None].transpose(1, 2)
+            values = torch.cat([past_v, self.value[0, :, rows].transpose(0, 1)])[None].transpose(1, 2)
+            allowed = _allowed([0], [past + new], new, past + new)
+            if window is not None:
+                positions = torch.arange(past + new)
+                allowed = allowed & ((past + torch.arange(new))[:, None] - positions[None, :] < window)[None]
+            out.append(dense_attention(self.query[:, :, rows], keys, values, allowed, SCALE)[0])
+        return torch.cat(out)
+
+
+class SlidingModule(Module):
+    layer_idx = 1
 
 
 def test_continuous_batching_calls():
+    """A full layer on wideattn (rows from update(), varlen), its new keys in the paged cache."""
     recorder = _setup()
-    for cache_type in (OldPagedCache, NewPagedCache):
-        (query, key, value), kwargs, expected = _paged_call(cache_type, 6)
-        out, _ = hf.attention_forward(Module(), query, key, value, None, **kwargs)
-        assert tuple(out.shape) == (1, query.shape[2], Q_HEADS, HEAD_DIM)
-        assert_close_bf16(out[0], expected, cache_type.__name__)
-        written = kwargs["cache"].keys[kwargs["write_index"] if cache_type is OldPagedCache
-                                       else kwargs["write_index"][0]]
-        assert torch.equal(written, key[0].transpose(0, 1)), "new keys not in the paged cache"
-    (query, key, value), kwargs, _ = _paged_call(OldPagedCache, 7)
-    assert hf.attention_forward(Module(), query, key, value, None, sliding_window=512, **kwargs) == ("sdpa", None)
-    assert recorder.calls[-1][0] is True                          # handed to the paged SDPA path
+    for cache_type, padded in ((PagedCache, False), (PagedCache, True), (HeadMajorPagedCache, False)):
+        step = PagedStep(cache_type, 6, padded)
+        out, _ = hf.attention_forward(Module(), step.query, step.key, step.value, None, **step.kwargs)
+        total_q = sum(new for _, new in REQUESTS)
+        assert tuple(out.shape) == (1, step.query.shape[2], Q_HEADS, HEAD_DIM)
+        assert_close_bf16(out[0, :total_q], step.expected(None), f"{cache_type.__name__} padded={padded}")
+        keys = step.cache.keys if cache_type is PagedCache else step.cache.keys.transpose(0, 1)
+        assert torch.equal(keys[step.new_slots], step.key[0, :, :total_q].transpose(0, 1)), \
+            "new keys not in the paged cache"
+    step = PagedStep(PagedCache, 10, requests=[(0, 5), (0, 9)])       # write-only update: the new states back
+    out, _ = hf.attention_forward(Module(), step.query, step.key, step.value, None, **step.kwargs)
+    assert_close_bf16(out[0], step.expected(None), "fresh prefills (write-only update)")
+    assert torch.equal(step.cache.keys[step.new_slots], step.key[0].transpose(0, 1))
+    assert not recorder.calls
+
+
+def test_continuous_batching_sliding_layer_gets_a_packed_mask():
+    """A layer wideattn does not serve (Gemma 4's sliding layers) runs on SDPA over the rows
+    update() returns, with the packed causal sliding-window mask transformers builds only for
+    paged|sdpa; padded rows see no key."""
+    for padded in (False, True):
+        recorder = _setup(MaskedAttention)
+        step = PagedStep(PagedCache, 7, padded)
+        out, _ = hf.attention_forward(SlidingModule(), step.query, step.key, step.value, None,
+                                      sliding_window=SLIDING_WINDOW, **step.kwargs)
+        (_, mask, kwargs), = recorder.calls
+        total_q = sum(new for _, new in REQUESTS)
+        padded_keys = PADDED_K_ROWS if padded else 0
+        assert tuple(mask.shape) == (1, 1, step.query.shape[2], sum(_layer_keys(SLIDING_WINDOW)) + padded_keys)
+        assert kwargs["sliding_window"] == SLIDING_WINDOW and "cache" not in kwargs
+        assert_close_bf16(out[0, :total_q], step.expected(SLIDING_WINDOW), f"sliding layer padded={padded}")
+        lowest = torch.finfo(mask.dtype).min
+        assert (mask[0, 0, total_q:] == lowest).all() and (out[0, total_q:] == 0).all(), "padded rows saw keys"
+        assert (mask[0, 0, :, mask.shape[-1] - padded_keys:] == lowest).all(), "padded keys are seen"
+        assert hf.calls["sdpa"] > 0
+    recorder = _setup(MaskedAttention)
+    step = PagedStep(PagedCache, 8)
+    step.cache.keys, step.cache.values = step.cache.keys.float(), step.cache.values.float()
+    out, _ = hf.attention_forward(Module(), step.query.float(), step.key.float(), step.value.float(), None,
+                                  **step.kwargs)
+    assert_close_bf16(out[0], step.expected(None), "float32 full layer on SDPA")
+
+
+def test_block_table_calls_are_refused():
+    _setup()
+    step = PagedStep(PagedCache, 9)
+    harness.expect_raises(NotImplementedError, ["block_table"], hf.attention_forward, Module(), step.query,
+                          step.key, step.value, None, block_table=torch.zeros((1, 4), dtype=torch.int32),
+                          **step.kwargs)
 
 
 def _metadata(problem):
@@ -247,6 +366,9 @@ def test_serving_backend_sketch():
                                                                                    value)
         expected, _ = problem.expected(k_deq, v_deq)
         assert_close_bf16(out, expected, f"serving backend ({kv_cache_dtype})")
+        before = kv_cache.clone()
+        again = backend.attend(problem.q, kv_cache, metadata, k_scale=scales[0], v_scale=scales[1])
+        assert torch.equal(again, out) and torch.equal(before, kv_cache), "attend() is not forward() less store()"
 
 
 class HintRecorder:
@@ -275,13 +397,14 @@ def test_calls_pass_host_length_hints():
     with HintRecorder() as recorder:
         hf.attention_forward(Module(), query, key, value, None, scaling=SCALE)
     assert recorder.hints == [(5, 21, 0)], recorder.hints
-    (query, key, value), kwargs, _ = _paged_call(OldPagedCache, 11)
+    step = PagedStep(PagedCache, 11)
     with HintRecorder() as recorder:
-        hf.attention_forward(Module(), query, key, value, None, **kwargs)
+        hf.attention_forward(Module(), step.query, step.key, step.value, None, **step.kwargs)
     assert recorder.hints == [(6, 21, 0)], recorder.hints
-    kwargs["max_seqlen_q"] = torch.tensor(6)                       # not a host int: unknown
+    step = PagedStep(PagedCache, 11)
+    step.kwargs["max_seqlen_q"] = torch.tensor(6)                  # not a host int: unknown
     with HintRecorder() as recorder:
-        hf.attention_forward(Module(), query, key, value, None, **kwargs)
+        hf.attention_forward(Module(), step.query, step.key, step.value, None, **step.kwargs)
     assert recorder.hints == [(0, 21, 0)], recorder.hints
     seqs = [(7, 40), (1, 33)]
     problem = Problem(seqs, layout="vllm", seed=12)

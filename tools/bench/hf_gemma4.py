@@ -12,6 +12,13 @@ next-token distributions are peaked (the run prints the mean top-1 probability a
 Attention implementations (registered with transformers): "wideattn" (wideattn.transformers:
 the 512-dim layers on the kernels, the others on SDPA), "sdpa" (bf16, the baseline), and
 FP32_REFERENCE (every layer's attention in float32 through transformers' SDPA function).
+
+Continuous batching (generate_batch) runs on a model of global layers only (build_model(...,
+all_global=True)): transformers' PagedAttentionCache sizes every layer's pages from the config's
+global head_dim and num_key_value_heads (generation/continuous_batching/cache.py, find_head_dim;
+checked at 5.16.0.dev0, commit 3cd1a2307acd), and since transformers 5.15 reading those from a
+config whose layers differ raises AmbiguousGlobalPerLayerAttributeError, so Gemma 4's mixed
+256/512-dim layers cannot be batched there.
 """
 
 import math
@@ -33,13 +40,18 @@ DEFAULT_VOCAB = 32768
 FP32_REFERENCE = "wideattn_fp32_reference"
 
 
-def build_config(layers=DEFAULT_LAYERS, hidden=DEFAULT_HIDDEN, vocab=DEFAULT_VOCAB):
+def build_config(layers=DEFAULT_LAYERS, hidden=DEFAULT_HIDDEN, vocab=DEFAULT_VOCAB, all_global=False):
+    """Gemma4TextConfig with Gemma 4 31B's attention shapes; all_global: every layer a global one,
+    with the global shapes also as the config's head_dim / num_key_value_heads (a uniform
+    model: transformers drops per-layer values equal to the global ones)."""
     from transformers import Gemma4TextConfig
-    layer_types = ["full_attention" if (i + 1) % GLOBAL_EVERY == 0 else "sliding_attention" for i in range(layers)]
+    layer_types = ["full_attention" if all_global or (i + 1) % GLOBAL_EVERY == 0 else "sliding_attention"
+                   for i in range(layers)]
     layer_types[-1] = "full_attention"
+    kv_heads, head_dim = (GLOBAL_KV_HEADS, GLOBAL_HEAD_DIM) if all_global else (SLIDING_KV_HEADS, SLIDING_HEAD_DIM)
     return Gemma4TextConfig(
         vocab_size=vocab, hidden_size=hidden, intermediate_size=4 * hidden, num_hidden_layers=layers,
-        num_attention_heads=NUM_Q_HEADS, num_key_value_heads=SLIDING_KV_HEADS, head_dim=SLIDING_HEAD_DIM,
+        num_attention_heads=NUM_Q_HEADS, num_key_value_heads=kv_heads, head_dim=head_dim,
         global_head_dim=GLOBAL_HEAD_DIM, num_global_key_value_heads=GLOBAL_KV_HEADS, attention_k_eq_v=True,
         sliding_window=SLIDING_WINDOW, layer_types=layer_types, final_logit_softcapping=FINAL_SOFTCAP,
         hidden_size_per_layer_input=0, num_kv_shared_layers=0, enable_moe_block=False,
@@ -134,14 +146,21 @@ def greedy(model, prompt, new_tokens, attention):
 
 
 def generate_batch(model, prompts, new_tokens, attention):
-    """Continuous batching (generate_batch) of several prompts: {index: generated ids}."""
+    """Continuous batching (generate_batch) of several prompts on "paged|" + attention: {index:
+    generated ids}. The paged name is set here: given a plain name, generate_batch switches a
+    model that supports flash attention to paged|flash_attention_* where flash-attn is installed
+    (continuous_api.py, switch_to_cb_friendly_attn). No EOS (-1 in continuous batching), so every
+    request runs new_tokens steps; continuous batching drops min_new_tokens' processor."""
     import torch
     from transformers import GenerationConfig
-    model.set_attn_implementation(attention)
-    config = GenerationConfig(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                              eos_token_id=None, pad_token_id=0)
+    import wideattn.transformers
+    paged = attention if attention.startswith(wideattn.transformers.PAGED_PREFIX) \
+        else wideattn.transformers.PAGED_PREFIX + attention
+    model.set_attn_implementation(paged)
+    config = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, eos_token_id=None, pad_token_id=0)
     with torch.no_grad():
-        outputs = model.generate_batch(inputs=[p.tolist() for p in prompts], generation_config=config)
+        outputs = model.generate_batch(inputs=[p.tolist() for p in prompts], generation_config=config,
+                                       progress_bar=False)
     by_prompt = {}
     for output in outputs.values():
         prompt_ids = list(output.prompt_ids)
