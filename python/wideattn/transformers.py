@@ -167,8 +167,8 @@ def _capturing_or_compiling(tensor):
 
 
 def mask_plan(attention_mask, batch, q_len, kv_len, device, verify=True):
-    """(pad_rows, key_start, key_len) per batch row as int64 device tensors, from an SDPA-format
-    mask (bool [B|1, 1, T, S], or additive float), a 2-D padding mask [B, S], or None (what
+    """(pad_rows, key_start, key_len) per batch row as int64 device tensors, from attention_mask:
+    an SDPA-format mask (bool [B|1, 1, T, S], or additive float), a 2-D padding mask [B, S], or None (what
     transformers' SDPA function makes of no mask: causal, no padding, over the first T keys when
     T > 1 and S > T, else over all S); None when the mask is not causal-with-a-key-range
     (verified when `verify`). batch, q_len and kv_len are the call's B, T and S; the tensors
@@ -316,7 +316,9 @@ def packed_mask(cu_seqlens_q, cu_seqlens_k, total_q, total_k, sliding_window, dt
     transformers' continuous batching builds for paged|sdpa (build_attention_mask): sequence s's
     query rows see its own key rows under the bottom-right causal rule, and only the last
     `sliding_window` of them when given; rows of no sequence (CUDA-graph padding) see no key
-    (finfo.min, so SDPA gives finite values there). Built on the device: no host sync."""
+    (finfo.min of `dtype`, so SDPA gives finite values there). cu_seqlens_q / cu_seqlens_k are
+    the step's packed query and key offsets (device tensors of num_seqs + 1 entries). Built on the
+    device: no host sync."""
     device = cu_seqlens_q.device
     cu_q, cu_k = cu_seqlens_q.long(), cu_seqlens_k.long()
     last = cu_q.shape[0] - 2
