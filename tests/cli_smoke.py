@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-failures = []
+from check_lines import expect, failures
 
 
 def run(args, env_extra=None):
@@ -17,14 +17,6 @@ def run(args, env_extra=None):
     env.update(env_extra or {})
     proc = subprocess.run([CLI] + args, capture_output=True, text=True, env=env, timeout=120)
     return proc.returncode, proc.stdout, proc.stderr
-
-
-def expect(label, condition, detail=""):
-    if condition:
-        print(f"ok   {label}")
-    else:
-        print(f"FAIL {label} {detail}")
-        failures.append(label)
 
 
 EXIT_OK = 0

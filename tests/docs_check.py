@@ -30,15 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-failures = []
-
-
-def expect(label, condition, detail=""):
-    if condition:
-        print(f"ok   {label}")
-    else:
-        print(f"FAIL {label} {detail}")
-        failures.append(label)
+from check_lines import expect, failures
 
 
 def read(path):
