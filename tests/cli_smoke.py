@@ -185,6 +185,17 @@ expect("inspect lists the fp64 kernel", rc == EXIT_OK and "reference_f64" in out
 archs = os.environ.get("WIDEATTN_TEST_ARCHS", "").split(",")
 for arch in filter(None, archs):
     expect(f"inspect shows {arch}", f" {arch} " in out, out)
+# Columns line up however long the kernel names are (merge_splits_bf16 and wgmma_e4m3kv_d512,
+# 17 characters, used to push their rows one column right).
+lines = out.splitlines()
+header = next((i for i, line in enumerate(lines) if line.startswith("kernel ")), None)
+if header is not None:
+    arch_column = lines[header].index(" arch ") + 1
+    rows = [line for line in lines[header + 1:] if line.strip()]
+    misaligned = [row for row in rows if not (row[arch_column - 1] == " " and row[arch_column:].startswith("sm_"))]
+    expect("inspect columns line up", rows and not misaligned, misaligned)
+else:
+    expect("inspect prints its table header", False, out)
 for case in INSPECT_CASES + SELFTEST_AND_BENCH_CASES + TUNE_CASES + INTEGER_AND_UNKNOWN_CASES:
     expect_run(*case)
 
