@@ -442,7 +442,7 @@ int accuracy_main(int argc, char** argv) {
     silence_hdf5_errors();
     if (argc < 2) {
         std::fputs(kTopHelp, stderr);
-        std::fputs("error: missing subcommand\n", stderr);
+        std::fputs("wideattn accuracy: error: missing subcommand (see --help)\n", stderr);
         return kExitError;
     }
     const std::string name = argv[1];
