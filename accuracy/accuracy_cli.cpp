@@ -25,6 +25,7 @@
 #include "accuracy/gate.h"
 #include "accuracy/hdf5_util.h"
 #include "accuracy/kl_drift.h"
+#include "accuracy/output_path.h"
 #include "accuracy/progress.h"
 #include "accuracy/read_bench.h"
 #include "accuracy/sample_dumps.h"
@@ -78,7 +79,7 @@ const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows"
                   "statistics and RMS delta-p.\n"
                   "  --baseline BASE   also compare BASE to REF, and print the paired per-token\n"
                   "                    difference KL(CAND) - KL(BASE), mean +- stderr\n"
-                  "  --json FILE       write the report as JSON (FILE '-' is stdout)\n"
+                  "  --json FILE       write the report as JSON (FILE '-': stdout, the text to stderr)\n"
                   "  --block-rows N    rows per read, >= 1 (default: about 1 MB of float per dump; more\n"
                   "                    than the dumps have reads them in one block)\n"
                   "  --threads N       workers, 1..64, each reading and computing blocks (default: the\n"
@@ -107,7 +108,8 @@ const Command kGate{"gate", {"REF", "CAND"},
                     "  --confidence C    paired rule: one-sided confidence in [0.5, 1) (default 0.95)\n"
                     "  --block-tokens B  paired rule: tokens per block (default: max(ceil(n^(1/3)), from the\n"
                     "                    lag-1 autocorrelation), at most n/10)\n"
-                    "  --json FILE       JSON report path (default ./accuracy_gate_report.json; '-' stdout)\n"
+                    "  --json FILE       JSON report path (default ./accuracy_gate_report.json; '-': stdout,\n"
+                    "                    the text to stderr)\n"
                     "  --block-rows N, --threads N   as for kl\n"
                     "Prints the verdict (ACCEPT, REJECT or INCONCLUSIVE) and the numbers that decided.\n"
                     "Exit: 0 accept, 1 reject, 2 error, 3 inconclusive.\n"};
@@ -237,6 +239,17 @@ void write_text_file(const std::string& path, const std::string& text) {
     if (written != text.size() || !closed) throw AccuracyError("cannot write JSON report '" + path + "'");
 }
 
+// Refuses a JSON report path that cannot be written before any dump is read ("-" is stdout).
+void check_json_path(const std::string& path) {
+    if (path == "-") return;
+    const std::string problem = output_path_problem(path);
+    if (!problem.empty()) throw AccuracyError("cannot write JSON report '" + path + "': " + problem);
+}
+
+// Where the text report goes: stderr when the JSON report takes stdout (`--json -`), so stdout
+// holds the JSON alone.
+FILE* text_stream(const std::string& json_path) { return json_path == "-" ? stderr : stdout; }
+
 DriftReport run_drift(const ParsedArgs& args, const std::string& label) {
     DriftOptions options;
     if (args.has("--block-rows")) options.block_rows = parse_integer("--block-rows", args.get("--block-rows"), 1);
@@ -251,8 +264,9 @@ DriftReport run_drift(const ParsedArgs& args, const std::string& label) {
 }
 
 int run_kl(const ParsedArgs& args) {
+    if (args.has("--json")) check_json_path(args.get("--json"));
     const DriftReport report = run_drift(args, "kl");
-    std::fputs(format_drift_text(report).c_str(), stdout);
+    std::fputs(format_drift_text(report).c_str(), text_stream(args.get("--json")));
     if (args.has("--json")) write_text_file(args.get("--json"), drift_report_json(report, "kl", nullptr, nullptr));
     return kExitOk;
 }
@@ -288,6 +302,8 @@ GatePolicy parse_gate_policy(const ParsedArgs& args) {
 
 int run_gate(const ParsedArgs& args) {
     const GatePolicy policy = parse_gate_policy(args);
+    const std::string json_path = args.get("--json", kDefaultGateReport);
+    check_json_path(json_path);
     const DriftReport report = run_drift(args, "gate");
     if (report.has_baseline) check_baseline_kl(report.baseline_kl, report.baseline_info.path);
     GateDecision decision;
@@ -299,10 +315,10 @@ int run_gate(const ParsedArgs& args) {
         const NonFiniteRows infinite = find_nonfinite(report.candidate_kl);
         if (infinite.count > 0) decision.reason += "\nthe candidate's KL is +inf at " + infinite.text();
     }
-    std::fputs(format_drift_text(report).c_str(), stdout);
-    std::fputs("\n", stdout);
-    std::fputs(format_gate_text(decision).c_str(), stdout);
-    const std::string json_path = args.get("--json", kDefaultGateReport);
+    FILE* text = text_stream(json_path);
+    std::fputs(format_drift_text(report).c_str(), text);
+    std::fputs("\n", text);
+    std::fputs(format_gate_text(decision).c_str(), text);
     write_text_file(json_path, drift_report_json(report, "gate", &policy, &decision));
     if (json_path != "-") std::printf("report: %s\n", json_path.c_str());
     return gate_exit_status(decision.verdict);
@@ -426,7 +442,7 @@ int accuracy_main(int argc, char** argv) {
     silence_hdf5_errors();
     if (argc < 2) {
         std::fputs(kTopHelp, stderr);
-        std::fputs("error: missing subcommand\n", stderr);
+        std::fputs("wideattn accuracy: error: missing subcommand (see --help)\n", stderr);
         return kExitError;
     }
     const std::string name = argv[1];

@@ -10,6 +10,7 @@
 
 #include "accuracy/accuracy_error.h"
 #include "accuracy/isolated_call.h"
+#include "accuracy/output_path.h"
 
 namespace wideattn::accuracy {
 
@@ -62,7 +63,10 @@ H5Handle open_hdf5_for_reading(const std::string& path) {
 H5Handle create_hdf5_file(const std::string& path) {
     silence_hdf5_errors();
     H5Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    if (!file.valid()) throw AccuracyError("cannot create HDF5 file '" + path + "'");
+    if (!file.valid()) {
+        const std::string problem = output_path_problem(path);
+        throw AccuracyError("cannot create HDF5 file '" + path + "'" + (problem.empty() ? "" : ": " + problem));
+    }
     return file;
 }
 

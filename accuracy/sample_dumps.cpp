@@ -110,7 +110,7 @@ std::vector<std::string> make_sample_dumps(const std::string& outdir, const Samp
     std::error_code mkdir_error;
     std::filesystem::create_directories(outdir, mkdir_error);
     if (mkdir_error)
-        throw AccuracyError("make-sample: cannot create OUTDIR '" + outdir + "': " + mkdir_error.message());
+        throw AccuracyError("cannot create OUTDIR '" + outdir + "': " + mkdir_error.message());
     const int64_t vocab = options.vocab;
     const uint64_t seed = options.seed;
 

@@ -1,9 +1,12 @@
 """cli_smoke.py - the `wideattn` CLI as a user runs it: help texts, inspect on the built
-bundle, selftest without a GPU (error, and the skip flag), and bad arguments (exit 2 with a
-message naming the argument: unknown options, integers out of range or malformed).
+bundle, selftest without a GPU (error, and the skip flag), bad arguments (exit 2 with a
+message naming the argument: unknown options, integers out of range or malformed), and report
+paths: `--json -` of the accuracy commands (JSON alone on stdout) and report paths that cannot
+be written (refused before any work).
 
 usage: python3 cli_smoke.py PATH/wideattn
 """
+import json
 import os
 import subprocess
 import sys
@@ -136,6 +139,12 @@ INTEGER_AND_UNKNOWN_CASES = [
     ("inspect --device 0x1", ["inspect", "--device", "0x1"], EXIT_USAGE, "err", ["--device='0x1' is not an integer"]),
     ("inspect --device 1k", ["inspect", "--device", "1k"], EXIT_USAGE, "err", ["--device='1k' is not an integer"]),
     ("inspect --device ''", ["inspect", "--device", ""], EXIT_USAGE, "err", ["--device='' is not an integer"]),
+    ("accuracy without a subcommand", ["accuracy"], EXIT_USAGE, "err",
+     ["wideattn accuracy: error: missing subcommand (see --help)"]),
+    ("make-sample OUTDIR under a file", ["accuracy", "make-sample", os.path.abspath(__file__) + "/sub"], EXIT_USAGE,
+     "err", ["wideattn accuracy make-sample: error: cannot create OUTDIR '"]),
+    ("make-attn-sample in a missing directory", ["accuracy", "make-attn-sample", "/nonexistent/reports/a.h5"],
+     EXIT_USAGE, "err", ["cannot create HDF5 file '/nonexistent/reports/a.h5': No such file or directory"]),
     ("version --bogus", ["version", "--bogus"], EXIT_USAGE, "err",
      ["wideattn version: unknown argument '--bogus' (see --help)"]),
     ("version extra", ["version", "extra"], EXIT_USAGE, "err", ["unknown argument 'extra'"]),
@@ -143,6 +152,34 @@ INTEGER_AND_UNKNOWN_CASES = [
     ("selftest unknown option", ["selftest", "--bogus"], EXIT_USAGE, "err", ["unknown argument '--bogus'"]),
     ("bench unknown option", ["bench", "--bogus"], EXIT_USAGE, "err", ["unknown argument '--bogus'"]),
 ]
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")
+SAMPLE = {role: os.path.join(DATA, f"sample_{role}.h5") for role in ("reference", "baseline", "candidate_pass")}
+MISSING_DIR = "/nonexistent/reports"
+# A report path in a missing directory is refused before the dumps are read or a GPU is opened:
+# nothing on stdout, the path and the reason on stderr.
+UNWRITABLE_REPORT_CASES = [
+    ("gate --json in a missing directory", ["accuracy", "gate", SAMPLE["reference"], SAMPLE["candidate_pass"],
+                                            "--baseline", SAMPLE["baseline"], "--json", MISSING_DIR + "/g.json"],
+     EXIT_USAGE, "err", [f"cannot write JSON report '{MISSING_DIR}/g.json': No such file or directory"]),
+    ("kl --json on a directory", ["accuracy", "kl", SAMPLE["reference"], SAMPLE["candidate_pass"], "--json", DATA],
+     EXIT_USAGE, "err", ["cannot write JSON report", "Is a directory"]),
+    ("bench --json in a missing directory", ["bench", "--cases", "prompt_4k", "--json", MISSING_DIR + "/b.json"],
+     EXIT_USAGE, "err", [f"wideattn bench: cannot write --json '{MISSING_DIR}/b.json': No such file or directory"]),
+    ("tune --out in a missing directory", ["tune", "--out", MISSING_DIR + "/t.json"], EXIT_USAGE, "err",
+     [f"wideattn tune: cannot write --out '{MISSING_DIR}/t.json': No such file or directory"]),
+]
+
+
+def check_json_on_stdout(label, args, want_rc):
+    """`args` with `--json -`: exit `want_rc`, stdout one JSON document, the text report on stderr."""
+    rc, out, err = run(args + ["--json", "-"])
+    try:
+        report = json.loads(out)
+    except ValueError:
+        report = None
+    expect(label, rc == want_rc and report is not None and "Mean    KLD" in err, (rc, out[:300], err[:300]))
+
 
 CLI = sys.argv[1]
 
@@ -154,6 +191,17 @@ expect("inspect lists the fp64 kernel", rc == EXIT_OK and "reference_f64" in out
 archs = os.environ.get("WIDEATTN_TEST_ARCHS", "").split(",")
 for arch in filter(None, archs):
     expect(f"inspect shows {arch}", f" {arch} " in out, out)
+# Columns line up however long the kernel names are (merge_splits_bf16 and wgmma_e4m3kv_d512,
+# 17 characters, used to push their rows one column right).
+lines = out.splitlines()
+header = next((i for i, line in enumerate(lines) if line.startswith("kernel ")), None)
+if header is not None:
+    arch_column = lines[header].index(" arch ") + 1
+    rows = [line for line in lines[header + 1:] if line.strip()]
+    misaligned = [row for row in rows if not (row[arch_column - 1] == " " and row[arch_column:].startswith("sm_"))]
+    expect("inspect columns line up", rows and not misaligned, misaligned)
+else:
+    expect("inspect prints its table header", False, out)
 for case in INSPECT_CASES + SELFTEST_AND_BENCH_CASES + TUNE_CASES + INTEGER_AND_UNKNOWN_CASES:
     expect_run(*case)
 
@@ -163,6 +211,13 @@ expect("inspect shows the bundle checksum and the tuning state",
        "bundle checksum: " in out and "tuning none: tuning files are off" in out, out)
 rc, _, err = run(["inspect"], {"WIDEATTN_TUNING": "/nonexistent/tuning.json"})
 expect("inspect with a missing named tuning file", rc == EXIT_USAGE and "/nonexistent/tuning.json" in err, (rc, err))
+
+for case in UNWRITABLE_REPORT_CASES:
+    expect_run(*case)
+    expect(case[0] + ": no report printed", run(case[1])[1] == "", case[1])
+check_json_on_stdout("kl --json -", ["accuracy", "kl", SAMPLE["reference"], SAMPLE["candidate_pass"]], EXIT_OK)
+check_json_on_stdout("gate --json -", ["accuracy", "gate", SAMPLE["reference"], SAMPLE["candidate_pass"],
+                                       "--baseline", SAMPLE["baseline"]], EXIT_OK)
 
 rc, out, err = run(["version"])
 expect("version", rc == EXIT_OK and out.startswith("wideattn "), out)

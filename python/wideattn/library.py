@@ -159,6 +159,22 @@ def _kernel_info(index, raw):
         features=tuple(f for f in text(raw.features).split(",") if f))
 
 
+def _check_params(call, params):
+    """Refuses `params` that is not a _capi.PrefillParams (ctypes would raise a TypeError naming
+    neither the call nor the argument)."""
+    if not isinstance(params, _capi.PrefillParams):
+        raise errors.invalid_argument(call, f"params must be a wideattn._capi.PrefillParams, got "
+                                            f"{type(params).__name__}")
+
+
+def _capability(call, capability):
+    """(major, minor) of `capability` as ints, or InvalidArgumentError naming it."""
+    if (not isinstance(capability, (tuple, list)) or len(capability) != 2 or
+            not all(isinstance(part, int) and not isinstance(part, bool) for part in capability)):
+        raise errors.invalid_argument(call, f"capability must be (major, minor), e.g. (9, 0), got {capability!r}")
+    return capability
+
+
 class Context:
     """A wideattn_context on one bundle: its kernels, kernel pinning and the launches.
 
@@ -225,6 +241,9 @@ class Context:
         """Restricts prefill selection to the kernel `name` for the dtypes it takes; None restores
         the automatic choice (wideattn_set_prefill_kernel)."""
         self._require_open("wideattn.Context.set_prefill_kernel")
+        if name is not None and not isinstance(name, str):
+            raise errors.invalid_argument("wideattn.Context.set_prefill_kernel",
+                                          f"name must be a kernel name (str) or None, got {type(name).__name__}")
         self.library.check("wideattn_set_prefill_kernel", self._lib.wideattn_set_prefill_kernel(
             self._handle, name.encode() if name else None))
 
@@ -232,8 +251,9 @@ class Context:
         """The KernelInfo that would run `params` (a _capi.PrefillParams) on a device of compute
         capability (major, minor); raises the library's error when none would. Needs no driver."""
         self._require_open("wideattn.Context.is_supported")
+        _check_params("wideattn.Context.is_supported", params)
         index = ctypes.c_int32(-1)
-        major, minor = capability
+        major, minor = _capability("wideattn.Context.is_supported", capability)
         self.library.check("wideattn_is_supported", self._lib.wideattn_is_supported(
             self._handle, ctypes.byref(params), int(major), int(minor), ctypes.byref(index)))
         return self.kernels()[index.value]
@@ -242,8 +262,9 @@ class Context:
         """The LaunchPlan of `params` on a device of compute capability (major, minor) with
         num_sms multiprocessors (wideattn_plan_launch); validates like is_supported. Needs no driver."""
         self._require_open("wideattn.Context.plan_launch")
+        _check_params("wideattn.Context.plan_launch", params)
         raw = _capi.LaunchPlan()
-        major, minor = capability
+        major, minor = _capability("wideattn.Context.plan_launch", capability)
         self.library.check("wideattn_plan_launch", self._lib.wideattn_plan_launch(
             self._handle, ctypes.byref(params), int(major), int(minor), int(num_sms), ctypes.byref(raw)))
         return LaunchPlan(raw.kernel_index, raw.num_splits, raw.merge_kernel_index, raw.preferred_splits,

@@ -30,7 +30,9 @@ flags is wideattn_prefill_params.flags: _capi.FLAG_CHECK_METADATA is checked mod
 section 6): the CUDA implementation's library call copies cu_seqlens_q, seq_lens_k and the used
 block-table rows to the host and refuses bad entries before launching (it waits for the stream,
 so it cannot be captured in a CUDA graph); the CPU implementation applies the same rules to its
-host tensors (reference.metadata_error) with the library's messages.
+host tensors (reference.metadata_error) with the library's messages; without it, it still
+refuses keys it cannot read (reference.addressing_error: a seq_lens_k past its block_table row,
+a used block outside the cache), which the kernels would clamp.
 """
 
 import ctypes
@@ -46,6 +48,7 @@ from .library import default_context
 NAMESPACE = "wideattn"
 TOKEN_ROW_PAGE = 16          # keys per page of a token-row layout (the kernels' page multiple)
 LAYOUT_LEN = len(reference.LAYOUT_FIELDS)
+CPU_METADATA_NOTE = "the CPU implementation cannot read that key"
 CACHE_LAYOUT_LEN = 5         # quantize: [num_blocks, block_size, block_stride, slot_stride, head_stride], bytes
 
 _DTYPE_CODES = {torch.bfloat16: _capi.DTYPE_BF16, torch.float16: _capi.DTYPE_F16,
@@ -197,10 +200,14 @@ def _prefill_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_lay
     validate_prefill(prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
                                     softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0,
                                     max_seqlen_k or 0, num_splits or 0, flags))
+    # Checked mode applies every rule; otherwise the keys the reference cannot read (where the
+    # kernels would clamp) are refused all the same, as indexing would fail or wrap.
     if flags & _capi.FLAG_CHECK_METADATA:
         error = reference.metadata_error(cu_seqlens_q, seq_lens_k, block_table, q.shape[0], k_layout[2], k_layout[1])
-        if error is not None:
-            raise errors.invalid_argument("wideattn_prefill", error)
+    else:
+        error = reference.addressing_error(seq_lens_k, block_table, k_layout[2], k_layout[1], CPU_METADATA_NOTE)
+    if error is not None:
+        raise errors.invalid_argument("wideattn_prefill", error)
     dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
     result, result_lse = reference.attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, list(k_layout),
                                              list(v_layout), softmax_scale, q_scale, k_scale, v_scale, dtype)

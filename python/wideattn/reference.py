@@ -122,50 +122,73 @@ def gather_keys(base, layout, block_row, length, head_dim, dtype, scale=None):
     return _dequantised(_flat(base)[index], scale, dtype)
 
 
-def _lengths_error(cu, lengths, total_q, row_keys):
-    """The message of the first broken cu_seqlens_q / seq_lens_k rule of checked mode, or None."""
+def _lengths_error(cu, lengths, total_q, row_keys, note):
+    """The message of the first broken cu_seqlens_q / seq_lens_k rule of checked mode (ending in
+    `note`), or None."""
     for i, value in enumerate(cu):
         if i == 0 and value != 0:
-            return f"cu_seqlens_q[0] = {value} is not 0 (the first sequence starts at query row 0; {CHECKED_MODE})"
+            return f"cu_seqlens_q[0] = {value} is not 0 (the first sequence starts at query row 0; {note})"
         if i > 0 and value < cu[i - 1]:
             return (f"cu_seqlens_q[{i}] = {value} is below cu_seqlens_q[{i - 1}] = {cu[i - 1]} "
-                    f"(must be non-decreasing; {CHECKED_MODE})")
+                    f"(must be non-decreasing; {note})")
         if value > total_q:
             return (f"cu_seqlens_q[{i}] = {value} is above total_q = {total_q} "
-                    f"(no sequence ends past the last query row; {CHECKED_MODE})")
+                    f"(no sequence ends past the last query row; {note})")
     if cu[-1] != total_q:
         return (f"cu_seqlens_q[{len(cu) - 1}] = {cu[-1]} is not total_q = {total_q} "
-                f"(cu_seqlens_q[num_seqs] must equal total_q; {CHECKED_MODE})")
+                f"(cu_seqlens_q[num_seqs] must equal total_q; {note})")
     for s, length in enumerate(lengths):
         q_len = cu[s + 1] - cu[s]
         if length < q_len:
             return (f"seq_lens_k[{s}] = {length} is below q_len = {q_len} of sequence {s} (cu_seqlens_q[{s + 1}] - "
-                    f"cu_seqlens_q[{s}]; its keys include its new tokens; {CHECKED_MODE})")
+                    f"cu_seqlens_q[{s}]; its keys include its new tokens; {note})")
         if length > row_keys:
-            return (f"seq_lens_k[{s}] = {length} is above block_table_stride * block_size = {row_keys} "
-                    f"(the keys one block_table row addresses; {CHECKED_MODE})")
+            return _row_keys_message(s, length, row_keys, note)
     return None
 
 
-def metadata_error(cu_seqlens_q, seq_lens_k, block_table, total_q, block_size, num_blocks):
-    """The library's message for the first entry of a call's metadata that breaks a rule of
-    checked mode (WIDEATTN_FLAG_CHECK_METADATA, dispatch/metadata_check.h), or None: the CPU
-    implementation's mirror of the library's host check of cu_seqlens_q, seq_lens_k and
-    block_table against total_q, block_size and num_blocks. Rows are read as the library reads
-    them, block_table.stride(0) entries apart, each up to ceil(seq_lens_k[s] / block_size) entries."""
-    cu, lengths = cu_seqlens_q.tolist(), seq_lens_k.tolist()
+def _row_keys_message(s, length, row_keys, note):
+    return (f"seq_lens_k[{s}] = {length} is above block_table_stride * block_size = {row_keys} "
+            f"(the keys one block_table row addresses; {note})")
+
+
+def _blocks_error(lengths, block_table, block_size, num_blocks, note):
+    """The message of the first used block_table entry outside [0, num_blocks), or None."""
     stride = block_table.stride(0)
-    error = _lengths_error(cu, lengths, total_q, stride * block_size)
-    if error is not None:
-        return error
     table = _flat(block_table)
     for s, length in enumerate(lengths):
         used = -(-length // block_size)
         for j, entry in enumerate(table[s * stride:s * stride + used].tolist()):
             if not 0 <= entry < num_blocks:
                 return (f"block_table[{s}][{j}] = {entry} (sequence {s}, key block {j}) is outside "
-                        f"[0, num_blocks = {num_blocks}) ({CHECKED_MODE})")
+                        f"[0, num_blocks = {num_blocks}) ({note})")
     return None
+
+
+def metadata_error(cu_seqlens_q, seq_lens_k, block_table, total_q, block_size, num_blocks, note=CHECKED_MODE):
+    """The library's message for the first entry of a call's metadata that breaks a rule of
+    checked mode (WIDEATTN_FLAG_CHECK_METADATA, dispatch/metadata_check.h), or None: the CPU
+    implementation's mirror of the library's host check of cu_seqlens_q, seq_lens_k and
+    block_table against total_q, block_size and num_blocks. Rows are read as the library reads
+    them, block_table.stride(0) entries apart, each up to ceil(seq_lens_k[s] / block_size) entries.
+    Each message ends in `note` (default: "checked mode")."""
+    cu, lengths = cu_seqlens_q.tolist(), seq_lens_k.tolist()
+    error = _lengths_error(cu, lengths, total_q, block_table.stride(0) * block_size, note)
+    return error if error is not None else _blocks_error(lengths, block_table, block_size, num_blocks, note)
+
+
+def addressing_error(seq_lens_k, block_table, block_size, num_blocks, note):
+    """The message (ending in `note`) of the first key the reference could not read, or None: a
+    seq_lens_k entry past its block_table row (block_table.stride(0) * block_size keys), or a used
+    block_table entry outside [0, num_blocks) (checked mode's rules on seq_lens_k and block_table;
+    where the kernels would clamp, indexing would fail or, for a negative block, wrap to the
+    cache's end)."""
+    lengths = seq_lens_k.tolist()
+    row_keys = block_table.stride(0) * block_size
+    for s, length in enumerate(lengths):
+        if length > row_keys:
+            return _row_keys_message(s, length, row_keys, note)
+    return _blocks_error(lengths, block_table, block_size, num_blocks, note)
 
 
 def attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,

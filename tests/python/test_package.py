@@ -225,6 +225,17 @@ def test_split_fields_are_validated():
             harness.expect_raises(wideattn.InvalidArgumentError, [text], call, decode_params(**fields))
 
 
+def test_argument_types_are_named():
+    context = wideattn.default_context()
+    for call, arguments, text in (
+            (context.is_supported, (fake_params(), 9), "capability must be (major, minor), e.g. (9, 0), got 9"),
+            (context.is_supported, ({}, (9, 0)), "params must be a wideattn._capi.PrefillParams, got dict"),
+            (context.plan_launch, (fake_params(), (9, "0"), PLAN_SMS), "capability must be (major, minor)"),
+            (context.plan_launch, (None, (9, 0), PLAN_SMS), "params must be a wideattn._capi.PrefillParams"),
+            (context.set_prefill_kernel, (3,), "name must be a kernel name (str) or None, got int")):
+        harness.expect_raises(wideattn.InvalidArgumentError, [text], call, *arguments)
+
+
 def test_closed_context_refuses_calls():
     context = wideattn.Context()
     context.close()

@@ -5,7 +5,8 @@ pages, varlen batches with context and decode), the parameters handed to the lib
 its own validation and selecting the expected kernel, argument checks naming the argument, the
 library's messages surfacing as exceptions, the split-KV options (hints, num_splits, the
 workspace the CUDA implementation sizes and attaches), checked mode (check_metadata: the library's
-flag, and the CPU implementation's mirror of its rules and messages), and the e4m3 codec, scale and
+flag, and the CPU implementation's mirror of its rules and messages; keys it cannot read refused
+without it), and the e4m3 codec, scale and
 quantise functions.
 
 usage: python3 test_torch_ops.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
@@ -288,6 +289,20 @@ def test_check_metadata_refuses_the_first_bad_entry_with_the_library_message():
                           problem, check_metadata=1)
     schema = str(torch.ops.wideattn.prefill.default._schema)
     assert "int flags=0" in schema, schema
+
+
+def test_cpu_implementation_refuses_bad_metadata_without_checked_mode():
+    """The reference cannot compute what the kernels would clamp: a block past the cache used to
+    raise IndexError from the indexing, a negative one wrapped to the cache's end."""
+    problem = Problem(MIXED, seed=17)   # 14 blocks, 3-page rows of 16 keys
+    note = "the CPU implementation cannot read that key"
+    cases = [(("block_table", (3, 1), 14), "block_table[3][1] = 14"),
+             (("block_table", (0, 0), -1), "block_table[0][0] = -1"),
+             (("seq_lens_k", 0, 49), "seq_lens_k[0] = 49 is above")]
+    for (array, index, value), start in cases:
+        error = harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn_prefill", start, note], run_prefill,
+                                      _broken(problem, array, index, value))
+        assert error.message.startswith(start) and error.message.endswith(f"{note})"), error.message
 
 
 def test_check_metadata_sets_the_flag_the_library_validates():

@@ -467,6 +467,7 @@ int bench_main(int argc, char** argv) {
     if (const int status = parse_options(argc, argv, &o); status != kContinue) return status;
     std::vector<BenchCase> selected;
     if (!select_cases(o, &selected) || !options_combine(o)) return 2;
+    if (!o.json_path.empty() && !output_writable("bench", "--json", o.json_path)) return 2;
     wideattn_context* ctx = open_bundle(resolve_bundle_dir(o.bundle_flag, argv[0]), "bench");
     if (!ctx) return 2;
     std::vector<BenchVariant> variants;

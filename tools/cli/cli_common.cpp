@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "accuracy/output_path.h"
 #include "dispatch/manifest_format.h"
 
 namespace wideattn::cli {
@@ -33,6 +34,13 @@ std::string resolve_bundle_dir(const std::string& flag_value, const char* argv0)
         if (std::ifstream(candidate + "/" + kManifestFileName) && realpath(candidate.c_str(), resolved)) return resolved;
     }
     return {};
+}
+
+bool output_writable(const char* command, const char* option, const std::string& path) {
+    const std::string problem = accuracy::output_path_problem(path);
+    if (problem.empty()) return true;
+    std::fprintf(stderr, "wideattn %s: cannot write %s '%s': %s\n", command, option, path.c_str(), problem.c_str());
+    return false;
 }
 
 wideattn_context* open_bundle(const std::string& bundle_dir, const char* command) {

@@ -61,6 +61,11 @@ class ArgReader {
     int index_ = 0;
 };
 
+// Whether `path`, the value of `option`, can be written (accuracy::output_path_problem), asked
+// before the GPU work whose result goes there; prints "wideattn COMMAND: cannot write OPTION
+// 'PATH': REASON" and returns false when not.
+bool output_writable(const char* command, const char* option, const std::string& path);
+
 const char* dtype_label(int dtype);
 
 }  // namespace wideattn::cli

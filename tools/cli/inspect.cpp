@@ -1,6 +1,7 @@
 // inspect.cpp - `wideattn inspect`: lists the bundle's kernels (arch, dtypes, tile, threads,
 // shared memory) with register/spill counts read from the cubins through the driver where a
 // device can load them, and from the build's ptxas report otherwise.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -16,6 +17,7 @@
 namespace wideattn::cli {
 namespace {
 
+constexpr const char* kKernelHeader = "kernel";
 constexpr uint64_t kMaxInspectedFileBytes = uint64_t{1} << 30;  // cubins and the tuning file
 
 struct LiveResources {
@@ -140,7 +142,14 @@ int inspect_main(int argc, char** argv) {
     else
         std::printf("device: none (%s); register counts from the build's ptxas report\n", gpu_error.c_str());
     print_selection(ctx);
-    std::printf("%-16s %-8s %-15s %-10s %-9s %-12s %7s %8s %5s %6s %6s %-7s %s\n", "kernel", "arch", "q/kv/o",
+    // The kernel column is as wide as the longest name, so every later column lines up.
+    int name_width = static_cast<int>(std::strlen(kKernelHeader));
+    for (int i = 0; i < count; ++i) {
+        wideattn_kernel_info k{};
+        wideattn_get_kernel_info(ctx, i, &k);
+        name_width = std::max(name_width, static_cast<int>(std::strlen(k.name)));
+    }
+    std::printf("%-*s %-8s %-15s %-10s %-9s %-12s %7s %8s %5s %6s %6s %-7s %s\n", name_width, kKernelHeader, "arch", "q/kv/o",
                 "head_dim", "group", "tile t*k*h", "threads", "smem", "regs", "spill", "stack", "source", "features");
     for (int i = 0; i < count; ++i) {
         wideattn_kernel_info k{};
@@ -156,11 +165,11 @@ int inspect_main(int argc, char** argv) {
         std::snprintf(group, sizeof group, k.group_min == k.group_max ? "%d" : "%d..%d", k.group_min, k.group_max);
         std::snprintf(tile, sizeof tile, "%dx%dx%d", k.tile_tokens, k.tile_keys, k.heads_per_block_max);
         if (live.ok)
-            std::printf("%-16s %-8s %-15s %-10s %-9s %-12s %7d %8d %5d %6s %6d %-7s %s\n", k.name, k.arch, dtypes, dims,
+            std::printf("%-*s %-8s %-15s %-10s %-9s %-12s %7d %8d %5d %6s %6d %-7s %s\n", name_width, k.name, k.arch, dtypes, dims,
                         group, tile, k.threads, k.dynamic_smem, live.registers, "-", live.local_bytes, "driver",
                         k.features);
         else
-            std::printf("%-16s %-8s %-15s %-10s %-9s %-12s %7d %8d %5d %6d %6d %-7s %s\n", k.name, k.arch, dtypes, dims,
+            std::printf("%-*s %-8s %-15s %-10s %-9s %-12s %7d %8d %5d %6d %6d %-7s %s\n", name_width, k.name, k.arch, dtypes, dims,
                         group, tile, k.threads, k.dynamic_smem, k.registers, k.spill_bytes, k.stack_bytes, "ptxas",
                         k.features);
     }

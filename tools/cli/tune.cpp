@@ -268,6 +268,10 @@ int tune_main(int argc, char** argv) {
     if (!ctx) return 2;
     const std::string out_path = o.out_path.empty() ? std::string(wideattn_bundle_dir(ctx)) + "/" + kTuningFileName
                                                     : o.out_path;
+    if (!output_writable("tune", "--out", out_path)) {
+        wideattn_close(ctx);
+        return 2;
+    }
     wideattn_status status;
     std::string error;
     std::unique_ptr<GpuDevice> gpu = GpuDevice::open(static_cast<int>(o.device), &status, &error);
