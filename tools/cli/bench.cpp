@@ -176,7 +176,8 @@ void print_help() {
         "                 K/V + bf16 Q (the dispatcher's kernels), then a summary with the FP8/BF16\n"
         "                 time ratio and mixed / (chunk + decodes); not with --kernel, --kernels,\n"
         "                 --kv-dtype, --q-dtype or --reference\n"
-        "  --cases LIST   comma-separated case names from both suites (default: the --suite's cases)\n"
+        "  --cases LIST   comma-separated case names from both suites (default: the --suite's cases;\n"
+        "                 an empty list or name is refused)\n"
         "  --reps N       timed runs per case (default %d, 1..%lld)\n"
         "  --warmup N     untimed runs first (default %d, 0..%lld)\n"
         "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel\n"
@@ -206,6 +207,7 @@ struct BenchOptions {
     std::string bundle_flag, json_path, commit, cases_flag, kernel_flag, kernels_flag;
     std::string suite = kSuitePrefill;
     bool reference = false;
+    bool cases_given = false;  // --cases was on the command line (even as an empty list)
     bool e4m3_kv = false, e4m3_q = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
     bool decode_suite() const { return suite == kSuiteDecode; }
@@ -243,9 +245,12 @@ bool value_option(ArgReader& args, BenchOptions* o) {
             return false;
         }
         o->kernels_flag = text;
+    } else if (option == "--cases") {
+        o->cases_flag = text;
+        o->cases_given = true;
     } else {
-        std::string* targets[] = {&o->bundle_flag, &o->json_path, &o->kernel_flag, &o->commit, &o->cases_flag};
-        const char* names[] = {"--bundle", "--json", "--kernel", "--commit", "--cases"};
+        std::string* targets[] = {&o->bundle_flag, &o->json_path, &o->kernel_flag, &o->commit};
+        const char* names[] = {"--bundle", "--json", "--kernel", "--commit"};
         for (size_t i = 0; i < std::size(names); ++i)
             if (option == names[i]) *targets[i] = text;
     }
@@ -288,10 +293,10 @@ int parse_options(int argc, char** argv, BenchOptions* o) {
     return kContinue;
 }
 
-// The cases of --cases, looked up in the prefill and decode suites (the --suite's cases when it is
-// empty); false after printing an unknown name.
+// The cases of --cases, looked up in the prefill and decode suites (the --suite's cases without
+// --cases); false after printing an unknown or empty name.
 bool select_cases(const BenchOptions& o, std::vector<BenchCase>* selected) {
-    if (o.cases_flag.empty()) {
+    if (!o.cases_given) {
         *selected = o.decode_suite() ? gemma4_decode_bench_suite() : gemma4_suite();
         return true;
     }
