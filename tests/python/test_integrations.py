@@ -8,6 +8,8 @@ split count each path hands the op.
 usage: python3 test_integrations.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
 """
 
+import importlib.abc
+import sys
 
 import harness
 
@@ -334,6 +336,33 @@ def _metadata(problem):
     return serving.AttentionMetadata(problem.cu_seqlens_q, problem.seq_lens_k, problem.block_table,
                                      torch.tensor(slots, dtype=torch.int64),
                                      max(q for q, _ in problem.seqs), max(k for _, k in problem.seqs))
+
+
+class _BlockTransformers(importlib.abc.MetaPathFinder):
+    """Makes `import transformers` fail as on a machine without it."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname == "transformers" or fullname.startswith("transformers."):
+            raise ModuleNotFoundError(f"No module named {fullname!r} (blocked by the test)", name=fullname)
+        return None
+
+
+def test_register_without_transformers_names_it():
+    """register() where transformers cannot be imported: an ImportError saying what needs it,
+    the failed import as its cause (it used to be the bare ModuleNotFoundError)."""
+    saved = {name: module for name, module in sys.modules.items()
+             if name == "transformers" or name.startswith("transformers.")}
+    for name in saved:
+        del sys.modules[name]
+    blocker = _BlockTransformers()
+    sys.meta_path.insert(0, blocker)
+    try:
+        error = harness.expect_raises(ImportError, ["wideattn.transformers needs transformers"], hf.register)
+        assert isinstance(error.__cause__, ModuleNotFoundError), repr(error.__cause__)
+        assert error.__cause__.name == "transformers", error.__cause__.name
+    finally:
+        sys.meta_path.remove(blocker)
+        sys.modules.update(saved)
 
 
 def test_serving_backend_sketch():
