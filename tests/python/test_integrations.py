@@ -365,6 +365,24 @@ def test_register_without_transformers_names_it():
         sys.modules.update(saved)
 
 
+def test_serving_backend_checks_its_shape():
+    """The constructor refuses heads that do not form whole groups and a head_dim or group the
+    bundle has no kernel for, naming the argument and value (they used to fail at the first call)."""
+    refused = [
+        ((12, 8, HEAD_DIM), "bf16", ["num_q_heads=12 is not a multiple of num_kv_heads=8"]),
+        ((Q_HEADS, KV_HEADS, 256), "bf16", ["head_dim=256", "bf16 cache", f"take head_dim {HEAD_DIM}"]),
+        ((Q_HEADS, KV_HEADS, 128), "e4m3", ["head_dim=128", "e4m3 cache", f"take head_dim {HEAD_DIM}"]),
+        ((2 * KV_HEADS, KV_HEADS, HEAD_DIM), "bf16", ["= group 2", f"take group {GROUP}"]),
+        ((Q_HEADS, 0, HEAD_DIM), "bf16", ["num_kv_heads=0 is not a positive integer"]),
+        ((Q_HEADS, KV_HEADS, 512.0), "bf16", ["head_dim=512.0 is not a positive integer"]),
+    ]
+    for (q_heads, kv_heads, head_dim), kv_cache_dtype, fragments in refused:
+        harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.serving.WideattnBackend"] + fragments,
+                              serving.WideattnBackend, q_heads, kv_heads, head_dim, SCALE, kv_cache_dtype)
+    for kv_cache_dtype in ("bf16", "e4m3"):
+        serving.WideattnBackend(Q_HEADS, KV_HEADS, HEAD_DIM, SCALE, kv_cache_dtype)
+
+
 def test_serving_backend_sketch():
     seqs = [(7, 40), (1, 33), (1, 18), (12, 12)]
     for kv_cache_dtype in ("bf16", "e4m3"):
