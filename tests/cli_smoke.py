@@ -214,6 +214,17 @@ if header is not None:
     expect("inspect columns line up", rows and not misaligned, misaligned)
 else:
     expect("inspect prints its table header", False, out)
+# Without a driver every row comes from the ptxas report: its spill column is the manifest's spill
+# stores / spill loads (it used to print their sum, 24 for 12 stored + 12 loaded, under "spill").
+MANIFEST = os.path.join(os.path.dirname(os.path.abspath(CLI)), "..", "bundle", "manifest.json")
+with open(MANIFEST) as manifest_file:
+    spills = {(k["name"], k["arch"]): f"{k['ptxas']['spill_stores']}/{k['ptxas']['spill_loads']}"
+              for k in json.load(manifest_file)["kernels"]}
+expect("inspect labels the spill column stores/loads", header is not None and " spill st/ld " in lines[header],
+       lines[header] if header is not None else out)
+SPILL_FIELD = 9  # name arch q/kv/o head_dim group tile threads smem regs SPILL stack source features
+shown = {tuple(row.split()[:2]): row.split()[SPILL_FIELD] for row in (rows if header is not None else [])}
+expect("inspect shows every kernel's ptxas spill stores/loads", shown == spills, (shown, spills))
 for case in INSPECT_CASES + SELFTEST_AND_BENCH_CASES + TUNE_CASES + INTEGER_AND_UNKNOWN_CASES:
     expect_run(*case)
 

@@ -119,7 +119,7 @@ class KernelInfo:
     threads: int
     dynamic_smem: int
     registers: int     # from the build's ptxas report; -1 unknown
-    spill_bytes: int
+    spill_bytes: int   # ptxas spill stores + spill loads (inspect shows them apart); -1 unknown
     stack_bytes: int
     features: tuple
 
