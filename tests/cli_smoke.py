@@ -90,6 +90,12 @@ SELFTEST_AND_BENCH_CASES = [
      ["does not write bf16 output"]),
     ("bench --kernels with --kv-dtype", ["bench", "--kernels", "mma_bf16_d512", "--kv-dtype", "e4m3"], EXIT_USAGE,
      "err", ["does not combine"]),
+    # --reference with --kernel used to be accepted: the pin covers only its kernel's dtypes, so the
+    # fp64 kernel ran and --kernel was silently ignored.
+    ("bench --reference with --kernel", ["bench", "--reference", "--kernel", "mma_bf16_d512"], EXIT_USAGE, "err",
+     ["wideattn bench: --reference times the fp64 reference kernel", "does not combine with --kernel or --kernels"]),
+    ("bench --kernels with --reference", ["bench", "--kernels", "mma_bf16_d512", "--reference"], EXIT_USAGE, "err",
+     ["wideattn bench: --reference times the fp64 reference kernel", "does not combine with --kernel or --kernels"]),
     ("bench --kernels without a GPU", ["bench", "--kernels", "mma_bf16_d512", "--cases", "prompt_4k"], EXIT_USAGE,
      "err", ["WIDEATTN_ERROR_NO_DRIVER"]),
     ("bench --list", ["bench", "--list"], EXIT_OK, "out", ["prompt_16k", "tp4_prompt_16k", "decode_32_ctx_16k (decode)"]),

@@ -180,13 +180,15 @@ void print_help() {
         "                 an empty list or name is refused)\n"
         "  --reps N       timed runs per case (default %d, 1..%lld)\n"
         "  --warmup N     untimed runs first (default %d, 0..%lld)\n"
-        "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel\n"
+        "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel; not\n"
+        "                 with --kernel or --kernels\n"
         "  --kv-dtype T   bf16 (default) or e4m3: K/V cache as e4m3 codes with per-tensor scales; also\n"
         "                 measures the e4m3 mma.sync rate (register-only, and with B from shared memory)\n"
         "  --q-dtype T    bf16 (default) or e4m3 (with --kv-dtype e4m3): Q passed as e4m3 codes with a\n"
         "                 per-tensor scale, for the kernel that takes Q already quantised\n"
         "  --kernel NAME  time this prefill kernel instead of the one the dispatcher picks (e.g.\n"
-        "                 mma_bf16_d512 on sm_90, where wgmma_bf16_d512 is picked by default)\n"
+        "                 mma_bf16_d512 on sm_90, where wgmma_bf16_d512 is picked by default); not with\n"
+        "                 --reference\n"
         "  --kernels LIST time several prefill kernels side by side in this one process, each case\n"
         "                 running every kernel in turn with inputs of that kernel's dtypes (e.g.\n"
         "                 mma_bf16_d512,wgmma_bf16_d512,wgmma_e4m3q_d512); not with --kernel,\n"
@@ -305,6 +307,12 @@ bool select_cases(const BenchOptions& o, std::vector<BenchCase>* selected) {
 
 // Options that do not combine; false after printing why.
 bool options_combine(const BenchOptions& o) {
+    if (o.reference && (!o.kernel_flag.empty() || !o.kernels_flag.empty())) {
+        std::fprintf(stderr,
+                     "wideattn bench: --reference times the fp64 reference kernel (o_dtype f64); it does not combine "
+                     "with --kernel or --kernels, which pin bf16-output kernels\n");
+        return false;
+    }
     if (o.e4m3_q && (!o.e4m3_kv || o.reference)) {
         std::fprintf(stderr, "wideattn bench: --q-dtype e4m3 needs --kv-dtype e4m3 and no --reference\n");
         return false;
