@@ -124,7 +124,7 @@ TUNE_CASES = [
     ("tune unknown case", ["tune", "--cases", "prompt_4k,prompt_99k"], EXIT_USAGE, "err", ["unknown case 'prompt_99k'"]),
     ("tune --cases ''", ["tune", "--cases", ""], EXIT_USAGE, "err",
      ["wideattn tune: --cases needs at least one case name"]),
-    ("tune --cases leading comma", ["tune", "--cases", ",prompt_4k"], EXIT_USAGE, "err",
+    ("tune --cases starting with a comma", ["tune", "--cases", ",prompt_4k"], EXIT_USAGE, "err",
      ["wideattn tune: --cases=',prompt_4k' has an empty case name"]),
     ("tune --out without a value", ["tune", "--out"], EXIT_USAGE, "err", ["option --out needs a value"]),
     ("tune unknown option", ["tune", "--fast"], EXIT_USAGE, "err", ["unknown argument '--fast'"]),
