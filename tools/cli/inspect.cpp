@@ -20,8 +20,8 @@ namespace wideattn::cli {
 namespace {
 
 constexpr const char* kKernelHeader = "kernel";
-constexpr const char* kSpillHeader = "spill st/ld";  // ptxas spill stores / spill loads, bytes per thread
-constexpr int kSpillWidth = 11;                      // strlen(kSpillHeader)
+constexpr char kSpillHeader[] = "spill st/ld";  // ptxas spill stores / spill loads, bytes per thread
+constexpr int kSpillWidth = sizeof kSpillHeader - 1;
 constexpr uint64_t kMaxInspectedFileBytes = uint64_t{1} << 30;  // cubins and the tuning file
 
 struct LiveResources {
