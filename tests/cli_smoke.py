@@ -66,6 +66,14 @@ SELFTEST_AND_BENCH_CASES = [
     ("bench --json without a value", ["bench", "--json"], EXIT_USAGE, "err", ["option --json needs a value"]),
     ("bench --help", ["bench", "--help"], EXIT_OK, "out", ["usage: wideattn bench"]),
     ("bench unknown case", ["bench", "--cases", "prompt_99k"], EXIT_USAGE, "err", ["unknown case 'prompt_99k'"]),
+    # An empty --cases used to run the whole suite; an empty element was an unknown case '' or,
+    # trailing, dropped.
+    ("bench --cases ''", ["bench", "--cases", ""], EXIT_USAGE, "err",
+     ["wideattn bench: --cases needs at least one case name"]),
+    ("bench --cases empty name", ["bench", "--cases", "prompt_4k,,prompt_16k"], EXIT_USAGE, "err",
+     ["wideattn bench: --cases='prompt_4k,,prompt_16k' has an empty case name"]),
+    ("bench --cases trailing comma", ["bench", "--cases", "prompt_4k,"], EXIT_USAGE, "err",
+     ["--cases='prompt_4k,' has an empty case name"]),
     ("bench --reps 0", ["bench", "--reps", "0"], EXIT_USAGE, "err", ["--reps='0'"]),
     ("bench without a GPU", ["bench", "--cases", "prompt_16k"], EXIT_USAGE, "err", ["WIDEATTN_ERROR_NO_DRIVER"]),
     ("bench --kv-dtype fp4", ["bench", "--kv-dtype", "fp4"], EXIT_USAGE, "err", ["--kv-dtype='fp4'"]),
@@ -82,6 +90,12 @@ SELFTEST_AND_BENCH_CASES = [
      ["does not write bf16 output"]),
     ("bench --kernels with --kv-dtype", ["bench", "--kernels", "mma_bf16_d512", "--kv-dtype", "e4m3"], EXIT_USAGE,
      "err", ["does not combine"]),
+    # --reference with --kernel used to be accepted: the pin covers only its kernel's dtypes, so the
+    # fp64 kernel ran and --kernel was silently ignored.
+    ("bench --reference with --kernel", ["bench", "--reference", "--kernel", "mma_bf16_d512"], EXIT_USAGE, "err",
+     ["wideattn bench: --reference times the fp64 reference kernel", "does not combine with --kernel or --kernels"]),
+    ("bench --kernels with --reference", ["bench", "--kernels", "mma_bf16_d512", "--reference"], EXIT_USAGE, "err",
+     ["wideattn bench: --reference times the fp64 reference kernel", "does not combine with --kernel or --kernels"]),
     ("bench --kernels without a GPU", ["bench", "--kernels", "mma_bf16_d512", "--cases", "prompt_4k"], EXIT_USAGE,
      "err", ["WIDEATTN_ERROR_NO_DRIVER"]),
     ("bench --list", ["bench", "--list"], EXIT_OK, "out", ["prompt_16k", "tp4_prompt_16k", "decode_32_ctx_16k (decode)"]),
@@ -108,6 +122,10 @@ TUNE_CASES = [
     ("tune without a GPU exits 2", ["tune"], EXIT_USAGE, "err", ["wideattn tune: needs a GPU", "WIDEATTN_ERROR_NO_DRIVER"]),
     ("tune --reps 0", ["tune", "--reps", "0"], EXIT_USAGE, "err", ["--reps='0'"]),
     ("tune unknown case", ["tune", "--cases", "prompt_4k,prompt_99k"], EXIT_USAGE, "err", ["unknown case 'prompt_99k'"]),
+    ("tune --cases ''", ["tune", "--cases", ""], EXIT_USAGE, "err",
+     ["wideattn tune: --cases needs at least one case name"]),
+    ("tune --cases starting with a comma", ["tune", "--cases", ",prompt_4k"], EXIT_USAGE, "err",
+     ["wideattn tune: --cases=',prompt_4k' has an empty case name"]),
     ("tune --out without a value", ["tune", "--out"], EXIT_USAGE, "err", ["option --out needs a value"]),
     ("tune unknown option", ["tune", "--fast"], EXIT_USAGE, "err", ["unknown argument '--fast'"]),
     ("--help lists tune", ["--help"], EXIT_OK, "out", ["tune"]),
@@ -202,6 +220,17 @@ if header is not None:
     expect("inspect columns line up", rows and not misaligned, misaligned)
 else:
     expect("inspect prints its table header", False, out)
+# Without a driver every row comes from the ptxas report: its spill column is the manifest's spill
+# stores / spill loads (it used to print their sum, 24 for 12 stored + 12 loaded, under "spill").
+MANIFEST = os.path.join(os.path.dirname(os.path.abspath(CLI)), "..", "bundle", "manifest.json")
+with open(MANIFEST) as manifest_file:
+    spills = {(k["name"], k["arch"]): f"{k['ptxas']['spill_stores']}/{k['ptxas']['spill_loads']}"
+              for k in json.load(manifest_file)["kernels"]}
+expect("inspect labels the spill column stores/loads", header is not None and " spill st/ld " in lines[header],
+       lines[header] if header is not None else out)
+SPILL_FIELD = 9  # name arch q/kv/o head_dim group tile threads smem regs SPILL stack source features
+shown = {tuple(row.split()[:2]): row.split()[SPILL_FIELD] for row in (rows if header is not None else [])}
+expect("inspect shows every kernel's ptxas spill stores/loads", shown == spills, (shown, spills))
 for case in INSPECT_CASES + SELFTEST_AND_BENCH_CASES + TUNE_CASES + INTEGER_AND_UNKNOWN_CASES:
     expect_run(*case)
 

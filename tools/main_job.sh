@@ -2,10 +2,43 @@
 # main_job.sh - the README's first command: set up and build, list the bundle, run the
 # accuracy gate on the sample dumps in data/ (synthetic, and the logits of the 8-bit kernel's
 # end-to-end run on the H200), and on a GPU machine the self-test.
+#   tools/main_job.sh [--no-setup | setup.sh options, e.g. -Dgpu_archs=sm_90a]   (--help: usage)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${WIDEATTN_BUILD_DIR:-$root/build}
-"$root/tools/setup.sh" "$@"
+readonly exit_usage=2
+
+usage() {
+    cat <<EOF
+usage: tools/main_job.sh [--no-setup | SETUP_OPTIONS...]
+
+Sets up and builds (tools/setup.sh with SETUP_OPTIONS, e.g. -Dgpu_archs=sm_90a), lists the bundle
+(wideattn inspect), runs the accuracy gate on the sample dumps in data/ and, on a GPU machine,
+the self-test. The build directory is \$WIDEATTN_BUILD_DIR (default: build/ in the checkout).
+
+  --no-setup   skip tools/setup.sh (no packages, no meson configure, no .pth files): only
+               'ninja -C BUILD' on the build directory, which must be configured already
+  --help, -h   print this and exit
+EOF
+}
+
+if [[ ${1:-} == --help || ${1:-} == -h ]]; then
+    usage
+    exit 0
+fi
+if [[ ${1:-} == --no-setup ]]; then
+    if (($# > 1)); then
+        echo "main job: --no-setup takes no setup options (got '${*:2}'); configure with tools/setup.sh" >&2
+        exit "$exit_usage"
+    fi
+    if [[ ! -f "$build/build.ninja" ]]; then
+        echo "main job: --no-setup needs a configured build in '$build' (no build.ninja there; run tools/setup.sh)" >&2
+        exit "$exit_usage"
+    fi
+    ninja -C "$build"
+else
+    "$root/tools/setup.sh" "$@"
+fi
 cli="$build/tools/wideattn"
 
 echo "== bundle"

@@ -119,7 +119,7 @@ class KernelInfo:
     threads: int
     dynamic_smem: int
     registers: int     # from the build's ptxas report; -1 unknown
-    spill_bytes: int
+    spill_bytes: int   # ptxas spill stores + spill loads (inspect shows them apart); -1 unknown
     stack_bytes: int
     features: tuple
 
@@ -273,6 +273,7 @@ class Context:
     def workspace_size(self, params):
         """The workspace bytes wideattn_prefill would like for `params` on the calling thread's
         current device (wideattn_workspace_size: device attributes only, capture-safe)."""
+        self._require_open("wideattn.Context.workspace_size")
         size = ctypes.c_int64(0)
         status = self._workspace_size(self._handle, ctypes.byref(params), ctypes.byref(size))
         if status:
@@ -282,6 +283,7 @@ class Context:
     def launch_prefill(self, params, stream):
         """Queues wideattn_prefill of `params` (a _capi.PrefillParams) on `stream` (an integer
         CUstream handle, 0 = legacy default); raises the library's error."""
+        self._require_open("wideattn.Context.launch_prefill")
         status = self._prefill(self._handle, ctypes.byref(params), stream)
         if status:
             self.library.check("wideattn_prefill", status)
@@ -289,6 +291,7 @@ class Context:
     def launch_quantize(self, params, stream):
         """Queues wideattn_quantize_to_cache of `params` (a _capi.QuantizeParams) on `stream` (an
         integer CUstream handle); raises the library's error."""
+        self._require_open("wideattn.Context.launch_quantize")
         status = self._quantize(self._handle, ctypes.byref(params), stream)
         if status:
             self.library.check("wideattn_quantize_to_cache", status)
@@ -296,6 +299,7 @@ class Context:
     def launch_scale(self, params, stream):
         """Queues wideattn_compute_scale of `params` (a _capi.ScaleParams) on `stream` (an integer
         CUstream handle); raises the library's error."""
+        self._require_open("wideattn.Context.launch_scale")
         status = self._scale(self._handle, ctypes.byref(params), stream)
         if status:
             self.library.check("wideattn_compute_scale", status)

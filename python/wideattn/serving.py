@@ -15,7 +15,12 @@ import dataclasses
 import torch
 
 from . import attention as _attention
+from . import errors as _errors
 from . import quantization as _quantization
+from .library import default_context
+
+_CALL = "wideattn.serving.WideattnBackend"
+_KV_DTYPES = {"bf16": "bf16", "e4m3": "e4m3"}  # kv_cache_dtype -> the kernels' kv_dtype
 
 
 @dataclasses.dataclass
@@ -30,6 +35,40 @@ class AttentionMetadata:
     max_seq_len: int
 
 
+def _span(low, high, step=None):
+    """A kernel's head-dim or group range as text: "512", "32..512/32", "1..8"."""
+    if low == high:
+        return str(low)
+    return f"{low}..{high}" + (f"/{step}" if step else "")
+
+
+def _check_shape(num_q_heads, num_kv_heads, head_dim, kv_cache_dtype):
+    """Refuses heads that do not form whole GQA groups, and a head_dim or group that no bf16-output
+    prefill kernel of the bundle for a bf16 query and the cache's dtype takes."""
+    for name, value in (("num_q_heads", num_q_heads), ("num_kv_heads", num_kv_heads), ("head_dim", head_dim)):
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise _errors.invalid_argument(_CALL, f"{name}={value!r} is not a positive integer")
+    if num_q_heads % num_kv_heads:
+        raise _errors.invalid_argument(
+            _CALL, f"num_q_heads={num_q_heads} is not a multiple of num_kv_heads={num_kv_heads}")
+    dtypes = ("bf16", _KV_DTYPES[kv_cache_dtype], "bf16")  # q / kv / o
+    kernels = [k for k in default_context().kernels()
+               if k.kind == "prefill" and (k.q_dtype, k.kv_dtype, k.o_dtype) == dtypes]
+    what = f"the bundle's prefill kernels for a {kv_cache_dtype} cache"
+    fitting = [k for k in kernels
+               if k.head_dim[0] <= head_dim <= k.head_dim[1] and (head_dim - k.head_dim[0]) % k.head_dim[2] == 0]
+    if not fitting:
+        served = sorted({_span(*k.head_dim) for k in kernels})
+        raise _errors.invalid_argument(
+            _CALL, f"head_dim={head_dim}: {what} take head_dim {', '.join(served) or '(none)'}")
+    group = num_q_heads // num_kv_heads
+    if not any(k.group[0] <= group <= k.group[1] for k in fitting):
+        served = sorted({_span(*k.group) for k in fitting})
+        raise _errors.invalid_argument(
+            _CALL, f"num_q_heads={num_q_heads} / num_kv_heads={num_kv_heads} = group {group}: {what} with "
+                   f"head_dim {head_dim} take group {', '.join(served)}")
+
+
 class WideattnBackend:
     """Attention of one layer wideattn serves (e.g. a Gemma 4 global layer) with num_q_heads query
     and num_kv_heads KV heads of head_dim, scores scaled by softmax_scale.
@@ -37,11 +76,16 @@ class WideattnBackend:
     kv_cache_dtype "bf16" keeps the cache in bf16; "e4m3" stores codes (float8_e4m3fn or uint8)
     with k_scale / v_scale (float32 [1] device tensors, e.g. from wideattn.compute_scale of a
     calibration batch) and runs the 8-bit kernel. num_splits forces the split-KV count of every
-    call (1 never splits; None lets the library choose from the step's max_query_len / max_seq_len)."""
+    call (1 never splits; None lets the library choose from the step's max_query_len / max_seq_len).
+
+    The constructor checks the heads and head_dim against the bundle's prefill kernels for the
+    cache dtype (Context.kernels(), no GPU needed): InvalidArgumentError (a ValueError) names the
+    argument, its value and what the bundle serves."""
 
     def __init__(self, num_q_heads, num_kv_heads, head_dim, softmax_scale, kv_cache_dtype="bf16", num_splits=None):
-        if kv_cache_dtype not in ("bf16", "e4m3"):
+        if kv_cache_dtype not in _KV_DTYPES:
             raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r}: expected 'bf16' or 'e4m3'")
+        _check_shape(num_q_heads, num_kv_heads, head_dim, kv_cache_dtype)
         self.num_splits = num_splits   # split-KV count of every call (None: the library chooses)
         self.num_q_heads, self.num_kv_heads, self.head_dim = num_q_heads, num_kv_heads, head_dim
         self.softmax_scale = softmax_scale

@@ -65,9 +65,14 @@ calls = {"dense": 0, "paged": 0, "sdpa": 0}
 def register(name=NAME):
     """Registers the attention function under `name` and "paged|" + name, and the SDPA mask format
     under `name`. "paged|" + name gets no mask function, as transformers' own paged functions
-    have none: the model then builds no mask for a continuous-batching step."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    have none: the model then builds no mask for a continuous-batching step. Raises ImportError
+    (the failed import as its __cause__) where transformers cannot be imported."""
+    try:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    except ImportError as error:
+        raise ImportError(f"wideattn.transformers.register: wideattn.transformers needs transformers "
+                          f"(AttentionInterface and masking_utils; docs/integration.md section 4): {error}") from error
     AttentionInterface.register(name, attention_forward)
     AttentionInterface.register(PAGED_PREFIX + name, attention_forward)
     AttentionMaskInterface.register(name, sdpa_mask)

@@ -8,6 +8,8 @@ split count each path hands the op.
 usage: python3 test_integrations.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
 """
 
+import importlib.abc
+import sys
 
 import harness
 
@@ -334,6 +336,51 @@ def _metadata(problem):
     return serving.AttentionMetadata(problem.cu_seqlens_q, problem.seq_lens_k, problem.block_table,
                                      torch.tensor(slots, dtype=torch.int64),
                                      max(q for q, _ in problem.seqs), max(k for _, k in problem.seqs))
+
+
+class _BlockTransformers(importlib.abc.MetaPathFinder):
+    """Makes `import transformers` fail as on a machine without it."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname == "transformers" or fullname.startswith("transformers."):
+            raise ModuleNotFoundError(f"No module named {fullname!r} (blocked by the test)", name=fullname)
+        return None
+
+
+def test_register_without_transformers_names_it():
+    """register() where transformers cannot be imported: an ImportError saying what needs it,
+    the failed import as its cause (it used to be the bare ModuleNotFoundError)."""
+    saved = {name: module for name, module in sys.modules.items()
+             if name == "transformers" or name.startswith("transformers.")}
+    for name in saved:
+        del sys.modules[name]
+    blocker = _BlockTransformers()
+    sys.meta_path.insert(0, blocker)
+    try:
+        error = harness.expect_raises(ImportError, ["wideattn.transformers needs transformers"], hf.register)
+        assert isinstance(error.__cause__, ModuleNotFoundError), repr(error.__cause__)
+        assert error.__cause__.name == "transformers", error.__cause__.name
+    finally:
+        sys.meta_path.remove(blocker)
+        sys.modules.update(saved)
+
+
+def test_serving_backend_checks_its_shape():
+    """The constructor refuses heads that do not form whole groups and a head_dim or group the
+    bundle has no kernel for, naming the argument and value (they used to fail at the first call)."""
+    refused = [
+        ((12, 8, HEAD_DIM), "bf16", ["num_q_heads=12 is not a multiple of num_kv_heads=8"]),
+        ((Q_HEADS, KV_HEADS, 256), "bf16", ["head_dim=256", "bf16 cache", f"take head_dim {HEAD_DIM}"]),
+        ((Q_HEADS, KV_HEADS, 128), "e4m3", ["head_dim=128", "e4m3 cache", f"take head_dim {HEAD_DIM}"]),
+        ((2 * KV_HEADS, KV_HEADS, HEAD_DIM), "bf16", ["= group 2", f"take group {GROUP}"]),
+        ((Q_HEADS, 0, HEAD_DIM), "bf16", ["num_kv_heads=0 is not a positive integer"]),
+        ((Q_HEADS, KV_HEADS, 512.0), "bf16", ["head_dim=512.0 is not a positive integer"]),
+    ]
+    for (q_heads, kv_heads, head_dim), kv_cache_dtype, fragments in refused:
+        harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.serving.WideattnBackend"] + fragments,
+                              serving.WideattnBackend, q_heads, kv_heads, head_dim, SCALE, kv_cache_dtype)
+    for kv_cache_dtype in ("bf16", "e4m3"):
+        serving.WideattnBackend(Q_HEADS, KV_HEADS, HEAD_DIM, SCALE, kv_cache_dtype)
 
 
 def test_serving_backend_sketch():

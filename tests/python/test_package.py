@@ -237,9 +237,24 @@ def test_argument_types_are_named():
 
 
 def test_closed_context_refuses_calls():
+    """Every method and property of a closed context says so, naming itself (workspace_size and
+    the launches used to pass the NULL handle on and report the C library's "ctx is NULL")."""
     context = wideattn.Context()
     context.close()
-    harness.expect_raises(wideattn.InvalidArgumentError, ["closed"], context.kernels)
+    calls = {
+        "bundle_dir": lambda: context.bundle_dir,
+        "kernels": context.kernels,
+        "set_prefill_kernel": lambda: context.set_prefill_kernel(None),
+        "is_supported": lambda: context.is_supported(fake_params(), (9, 0)),
+        "plan_launch": lambda: context.plan_launch(fake_params(), (9, 0), 132),
+        "workspace_size": lambda: context.workspace_size(fake_params()),
+        "launch_prefill": lambda: context.launch_prefill(fake_params(), None),
+        "launch_quantize": lambda: context.launch_quantize(_capi.QuantizeParams(), None),
+        "launch_scale": lambda: context.launch_scale(_capi.ScaleParams(), None),
+    }
+    for name, call in calls.items():
+        error = harness.expect_raises(wideattn.InvalidArgumentError, ["the context is closed"], call)
+        assert "wideattn.Context." + name in str(error), (name, str(error))
     context.close()
 
 

@@ -176,16 +176,19 @@ void print_help() {
         "                 K/V + bf16 Q (the dispatcher's kernels), then a summary with the FP8/BF16\n"
         "                 time ratio and mixed / (chunk + decodes); not with --kernel, --kernels,\n"
         "                 --kv-dtype, --q-dtype or --reference\n"
-        "  --cases LIST   comma-separated case names from both suites (default: the --suite's cases)\n"
+        "  --cases LIST   comma-separated case names from both suites (default: the --suite's cases;\n"
+        "                 an empty list or name is refused)\n"
         "  --reps N       timed runs per case (default %d, 1..%lld)\n"
         "  --warmup N     untimed runs first (default %d, 0..%lld)\n"
-        "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel\n"
+        "  --reference    time the fp64 reference kernel (o_dtype f64) instead of the bf16 kernel; not\n"
+        "                 with --kernel or --kernels\n"
         "  --kv-dtype T   bf16 (default) or e4m3: K/V cache as e4m3 codes with per-tensor scales; also\n"
         "                 measures the e4m3 mma.sync rate (register-only, and with B from shared memory)\n"
         "  --q-dtype T    bf16 (default) or e4m3 (with --kv-dtype e4m3): Q passed as e4m3 codes with a\n"
         "                 per-tensor scale, for the kernel that takes Q already quantised\n"
         "  --kernel NAME  time this prefill kernel instead of the one the dispatcher picks (e.g.\n"
-        "                 mma_bf16_d512 on sm_90, where wgmma_bf16_d512 is picked by default)\n"
+        "                 mma_bf16_d512 on sm_90, where wgmma_bf16_d512 is picked by default); not with\n"
+        "                 --reference\n"
         "  --kernels LIST time several prefill kernels side by side in this one process, each case\n"
         "                 running every kernel in turn with inputs of that kernel's dtypes (e.g.\n"
         "                 mma_bf16_d512,wgmma_bf16_d512,wgmma_e4m3q_d512); not with --kernel,\n"
@@ -206,6 +209,7 @@ struct BenchOptions {
     std::string bundle_flag, json_path, commit, cases_flag, kernel_flag, kernels_flag;
     std::string suite = kSuitePrefill;
     bool reference = false;
+    bool cases_given = false;  // --cases was on the command line (even as an empty list)
     bool e4m3_kv = false, e4m3_q = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
     bool decode_suite() const { return suite == kSuiteDecode; }
@@ -243,9 +247,12 @@ bool value_option(ArgReader& args, BenchOptions* o) {
             return false;
         }
         o->kernels_flag = text;
+    } else if (option == "--cases") {
+        o->cases_flag = text;
+        o->cases_given = true;
     } else {
-        std::string* targets[] = {&o->bundle_flag, &o->json_path, &o->kernel_flag, &o->commit, &o->cases_flag};
-        const char* names[] = {"--bundle", "--json", "--kernel", "--commit", "--cases"};
+        std::string* targets[] = {&o->bundle_flag, &o->json_path, &o->kernel_flag, &o->commit};
+        const char* names[] = {"--bundle", "--json", "--kernel", "--commit"};
         for (size_t i = 0; i < std::size(names); ++i)
             if (option == names[i]) *targets[i] = text;
     }
@@ -288,10 +295,10 @@ int parse_options(int argc, char** argv, BenchOptions* o) {
     return kContinue;
 }
 
-// The cases of --cases, looked up in the prefill and decode suites (the --suite's cases when it is
-// empty); false after printing an unknown name.
+// The cases of --cases, looked up in the prefill and decode suites (the --suite's cases without
+// --cases); false after printing an unknown or empty name.
 bool select_cases(const BenchOptions& o, std::vector<BenchCase>* selected) {
-    if (o.cases_flag.empty()) {
+    if (!o.cases_given) {
         *selected = o.decode_suite() ? gemma4_decode_bench_suite() : gemma4_suite();
         return true;
     }
@@ -300,6 +307,12 @@ bool select_cases(const BenchOptions& o, std::vector<BenchCase>* selected) {
 
 // Options that do not combine; false after printing why.
 bool options_combine(const BenchOptions& o) {
+    if (o.reference && (!o.kernel_flag.empty() || !o.kernels_flag.empty())) {
+        std::fprintf(stderr,
+                     "wideattn bench: --reference times the fp64 reference kernel (o_dtype f64); it does not combine "
+                     "with --kernel or --kernels, which pin bf16-output kernels\n");
+        return false;
+    }
     if (o.e4m3_q && (!o.e4m3_kv || o.reference)) {
         std::fprintf(stderr, "wideattn bench: --q-dtype e4m3 needs --kv-dtype e4m3 and no --reference\n");
         return false;

@@ -89,6 +89,14 @@ std::vector<BenchCase> gemma4_decode_bench_suite() {
 }
 
 bool named_cases(const std::string& list, const char* command, const char* hint, std::vector<BenchCase>* out) {
+    if (list.empty()) {
+        std::fprintf(stderr, "wideattn %s: --cases needs at least one case name (see %s)\n", command, hint);
+        return false;
+    }
+    if (list.front() == ',' || list.back() == ',' || list.find(",,") != std::string::npos) {
+        std::fprintf(stderr, "wideattn %s: --cases='%s' has an empty case name\n", command, list.c_str());
+        return false;
+    }
     std::vector<BenchCase> suite = gemma4_suite();
     for (const BenchCase& c : gemma4_decode_bench_suite()) suite.push_back(c);
     std::stringstream names(list);

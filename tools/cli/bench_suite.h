@@ -51,7 +51,8 @@ struct MixedBatchParts {
 constexpr MixedBatchParts kDecodeMixedParts = {"mixed_chunk_2k_decode_63", "chunk_2k_ctx_4k", "decode_63_ctx_8k"};
 
 // The cases a comma-separated `list` names, looked up in the prefill and decode suites, in list
-// order; false after printing "wideattn COMMAND: --cases: unknown case 'NAME' (see HINT)".
+// order; false after printing "wideattn COMMAND: --cases: unknown case 'NAME' (see HINT)", or that
+// the list is empty or has an empty name (a given --cases never means the whole suite).
 bool named_cases(const std::string& list, const char* command, const char* hint, std::vector<BenchCase>* out);
 
 // The host-side problem of case number `c` (shapes, index arrays and a shuffled block table; no data:

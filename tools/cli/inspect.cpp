@@ -1,6 +1,7 @@
 // inspect.cpp - `wideattn inspect`: lists the bundle's kernels (arch, dtypes, tile, threads,
 // shared memory) with register/spill counts read from the cubins through the driver where a
-// device can load them, and from the build's ptxas report otherwise.
+// device can load them, and from the build's ptxas report otherwise (spill stores and spill
+// loads apart, as the manifest records them).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +10,7 @@
 
 #include "dispatch/bundle_files.h"
 #include "dispatch/driver.h"
+#include "dispatch/manifest.h"
 #include "dispatch/tuning.h"
 #include "tools/cli/cli_common.h"
 #include "tools/harness/device_problem.h"
@@ -18,6 +20,8 @@ namespace wideattn::cli {
 namespace {
 
 constexpr const char* kKernelHeader = "kernel";
+constexpr char kSpillHeader[] = "spill st/ld";  // ptxas spill stores / spill loads, bytes per thread
+constexpr int kSpillWidth = sizeof kSpillHeader - 1;
 constexpr uint64_t kMaxInspectedFileBytes = uint64_t{1} << 30;  // cubins and the tuning file
 
 struct LiveResources {
@@ -54,6 +58,17 @@ LiveResources read_live(const GpuDevice* gpu, const std::string& dir, const wide
     }
     drv.cuModuleUnload(module);
     return live;
+}
+
+// The spill column of a kernel from the build's ptxas report: "STORES/LOADS" in bytes per thread
+// ("?" for a count the manifest does not know), from the manifest entry of the same name and arch.
+std::string ptxas_spills(const Manifest& manifest, const wideattn_kernel_info& k) {
+    for (const ManifestKernel& m : manifest.kernels) {
+        if (m.name != k.name || m.arch != k.arch) continue;
+        const auto count = [](int32_t bytes) { return bytes < 0 ? std::string("?") : std::to_string(bytes); };
+        return count(m.spill_stores) + "/" + count(m.spill_loads);
+    }
+    return "?";
 }
 
 const char* tuning_state_name(int32_t state) {
@@ -100,11 +115,13 @@ void print_help() {
         "usage: wideattn inspect [--bundle DIR] [--device N]\n\n"
         "Lists every kernel of the bundle: name, arch, dtypes (q/kv/o), head dims, group range,\n"
         "tile (query tokens x keys x heads per block), threads, dynamic shared memory, and the\n"
-        "register, spill and stack bytes. With a CUDA driver and a device that can load a cubin,\n"
-        "registers and local (spill+stack) bytes are read from the loaded cubin (source 'driver');\n"
-        "otherwise they come from the build's ptxas report (source 'ptxas'). Also shows which\n"
-        "selection is in force: the bundle's checksum and the tuning file's state (none, read,\n"
-        "active, ignored) with the reason and its choices (`wideattn tune` writes it).\n\n"
+        "registers, spill and stack bytes per thread. With a CUDA driver and a device that can load\n"
+        "a cubin, registers and local memory (spills and stack together, in the 'stack' column) are\n"
+        "read from the loaded cubin (source 'driver'; 'spill st/ld' is '-'); otherwise they come\n"
+        "from the build's ptxas report (source 'ptxas'): 'spill st/ld' is ptxas's spill stores /\n"
+        "spill loads in bytes (e.g. 12/12: 12 bytes stored, 12 loaded), 'stack' its stack frame.\n"
+        "Also shows which selection is in force: the bundle's checksum and the tuning file's state\n"
+        "(none, read, active, ignored) with the reason and its choices (`wideattn tune` writes it).\n\n"
         "  --bundle DIR   bundle directory (default: $WIDEATTN_BUNDLE, the build tree's bundle, or the installed one)\n"
         "  --device N     CUDA device ordinal used to read live attributes (default 0)\n");
 }
@@ -142,6 +159,9 @@ int inspect_main(int argc, char** argv) {
     else
         std::printf("device: none (%s); register counts from the build's ptxas report\n", gpu_error.c_str());
     print_selection(ctx);
+    Manifest manifest;  // the ptxas spill stores and loads apart (the C API's spill_bytes is their sum)
+    std::string manifest_error;
+    if (!load_manifest(dir, &manifest, &manifest_error)) manifest.kernels.clear();
     // The kernel column is as wide as the longest name, so every later column lines up.
     int name_width = static_cast<int>(std::strlen(kKernelHeader));
     for (int i = 0; i < count; ++i) {
@@ -149,8 +169,9 @@ int inspect_main(int argc, char** argv) {
         wideattn_get_kernel_info(ctx, i, &k);
         name_width = std::max(name_width, static_cast<int>(std::strlen(k.name)));
     }
-    std::printf("%-*s %-8s %-15s %-10s %-9s %-12s %7s %8s %5s %6s %6s %-7s %s\n", name_width, kKernelHeader, "arch", "q/kv/o",
-                "head_dim", "group", "tile t*k*h", "threads", "smem", "regs", "spill", "stack", "source", "features");
+    std::printf("%-*s %-8s %-15s %-10s %-9s %-12s %7s %8s %5s %*s %6s %-7s %s\n", name_width, kKernelHeader, "arch",
+                "q/kv/o", "head_dim", "group", "tile t*k*h", "threads", "smem", "regs", kSpillWidth, kSpillHeader, "stack",
+                "source", "features");
     for (int i = 0; i < count; ++i) {
         wideattn_kernel_info k{};
         wideattn_get_kernel_info(ctx, i, &k);
@@ -165,13 +186,13 @@ int inspect_main(int argc, char** argv) {
         std::snprintf(group, sizeof group, k.group_min == k.group_max ? "%d" : "%d..%d", k.group_min, k.group_max);
         std::snprintf(tile, sizeof tile, "%dx%dx%d", k.tile_tokens, k.tile_keys, k.heads_per_block_max);
         if (live.ok)
-            std::printf("%-*s %-8s %-15s %-10s %-9s %-12s %7d %8d %5d %6s %6d %-7s %s\n", name_width, k.name, k.arch, dtypes, dims,
-                        group, tile, k.threads, k.dynamic_smem, live.registers, "-", live.local_bytes, "driver",
-                        k.features);
+            std::printf("%-*s %-8s %-15s %-10s %-9s %-12s %7d %8d %5d %*s %6d %-7s %s\n", name_width, k.name, k.arch,
+                        dtypes, dims, group, tile, k.threads, k.dynamic_smem, live.registers, kSpillWidth, "-",
+                        live.local_bytes, "driver", k.features);
         else
-            std::printf("%-*s %-8s %-15s %-10s %-9s %-12s %7d %8d %5d %6d %6d %-7s %s\n", name_width, k.name, k.arch, dtypes, dims,
-                        group, tile, k.threads, k.dynamic_smem, k.registers, k.spill_bytes, k.stack_bytes, "ptxas",
-                        k.features);
+            std::printf("%-*s %-8s %-15s %-10s %-9s %-12s %7d %8d %5d %*s %6d %-7s %s\n", name_width, k.name, k.arch,
+                        dtypes, dims, group, tile, k.threads, k.dynamic_smem, k.registers, kSpillWidth,
+                        ptxas_spills(manifest, k).c_str(), k.stack_bytes, "ptxas", k.features);
     }
     wideattn_close(ctx);
     return 0;

@@ -26,6 +26,7 @@ constexpr int kExitNoGpu = 2;
 
 struct TuneOptions {
     std::string bundle_flag, cases_flag, out_path;
+    bool cases_given = false;  // --cases was on the command line (even as an empty list)
     long long device = 0, reps = kDefaultTuneReps, warmup = kDefaultTuneWarmup;
 };
 
@@ -52,7 +53,8 @@ void print_help() {
         "  --bundle DIR   bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N     CUDA device ordinal (default 0)\n"
         "  --cases LIST   comma-separated case names of `wideattn bench --list` (default: the prefill\n"
-        "                 suite and decode_32_ctx_16k, decode_64_ctx_4k, verify4_16_ctx_8k)\n"
+        "                 suite and decode_32_ctx_16k, decode_64_ctx_4k, verify4_16_ctx_8k; an empty\n"
+        "                 list or name is refused)\n"
         "  --reps N       timed repetitions per case (default %d, 1..%lld)\n"
         "  --warmup N     untimed runs of each candidate first (default %d, 0..%lld)\n"
         "  --out FILE     the tuning file to write (default: tuning.json beside the bundle's\n"
@@ -73,6 +75,7 @@ int parse_options(int argc, char** argv, TuneOptions* o) {
             if (!args.value(&o->bundle_flag)) return 2;
         } else if (args.is("--cases")) {
             if (!args.value(&o->cases_flag)) return 2;
+            o->cases_given = true;
         } else if (args.is("--out")) {
             if (!args.value(&o->out_path)) return 2;
         } else if (args.is("--device")) {
@@ -90,14 +93,14 @@ int parse_options(int argc, char** argv, TuneOptions* o) {
 }
 
 // The cases of --cases among the prefill and decode suites (the prefill suite and the three
-// cases of gemma4_decode_suite when empty); false after printing an unknown name.
-bool tune_cases(const std::string& flag, std::vector<BenchCase>* out) {
-    if (flag.empty()) {
+// cases of gemma4_decode_suite without --cases); false after printing an unknown or empty name.
+bool tune_cases(const TuneOptions& o, std::vector<BenchCase>* out) {
+    if (!o.cases_given) {
         *out = gemma4_suite();
         for (const BenchCase& c : gemma4_decode_suite()) out->push_back(c);
         return true;
     }
-    return named_cases(flag, "tune", "wideattn bench --list", out);
+    return named_cases(o.cases_flag, "tune", "wideattn bench --list", out);
 }
 
 // The bundle's bf16-output prefill kernels grouped by q/kv dtypes (names in manifest order, once).
@@ -260,7 +263,7 @@ int tune_main(int argc, char** argv) {
     TuneOptions o;
     if (const int status = parse_options(argc, argv, &o); status != kContinue) return status;
     std::vector<BenchCase> cases;
-    if (!tune_cases(o.cases_flag, &cases)) return 2;
+    if (!tune_cases(o, &cases)) return 2;
     // The candidates are pinned by name, so an existing tuning file (even a malformed one, which
     // this run replaces) plays no part.
     setenv(kTuningPathEnv, kTuningOff, 1);
