@@ -112,7 +112,6 @@ std::string bench_variants(wideattn_context* ctx, const std::string& kernel_flag
     std::stringstream list(kernels_flag);
     std::string name;
     while (std::getline(list, name, ',')) {
-        if (name.empty()) return "--kernels='" + kernels_flag + "' has an empty name";
         if (wideattn_set_prefill_kernel(ctx, name.c_str()) != WIDEATTN_OK)
             return std::string("--kernels: ") + wideattn_last_error();
         for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
@@ -244,6 +243,10 @@ bool value_option(ArgReader& args, BenchOptions* o) {
     } else if (option == "--kernels") {
         if (text.empty()) {
             std::fprintf(stderr, "wideattn bench: --kernels needs at least one kernel name\n");
+            return false;
+        }
+        if (text.front() == ',' || text.back() == ',' || text.find(",,") != std::string::npos) {
+            std::fprintf(stderr, "wideattn bench: --kernels='%s' has an empty kernel name\n", text.c_str());
             return false;
         }
         o->kernels_flag = text;
