@@ -117,6 +117,24 @@ def check_command_docs(name, help_text, doc, shared, synopsis):
     expect(f"{name}: every documented option exists", not stale, stale)
 
 
+def documented_subcommands(command, heading, doc, doc_name, heading_pattern, section_pattern):
+    """(name, its section of doc) for each subcommand `wideattn COMMAND --help` lists under
+    `heading`; checks that each has a section and that every section heading names one."""
+    prefix = " ".join(["wideattn"] + command)
+    _, top = cli(command + ["--help"])
+    names = listed_commands(top, heading)
+    expect(f"{prefix} --help lists the subcommands", len(names) >= 5, names)
+    headed = re.findall(heading_pattern, doc, re.M)
+    expect(f"every {doc_name} subcommand section names a subcommand", set(headed) <= set(names), headed)
+    found = []
+    for name in names:
+        text = section(doc, section_pattern(name))
+        expect(f"{' '.join(command + [name])}: has a {doc_name} section", bool(text))
+        if text:
+            found.append((name, text))
+    return found
+
+
 def check_cli():
     readme = read("README.md")
     cli_section = section(readme, r"The `wideattn` CLI")
@@ -124,15 +142,9 @@ def check_cli():
     shared_for = re.search(r"Options of ((?:`[a-z]+`(?:, | and )?)+):", intro)
     shared_commands = re.findall(r"`([a-z]+)`", shared_for.group(1)) if shared_for else []
     shared = table_options(intro)
-    _, top = cli(["--help"])
-    commands = listed_commands(top, "commands:")
-    expect("wideattn --help lists the subcommands", len(commands) >= 5, commands)
-    headed = re.findall(r"^### `wideattn ([a-z-]+)", cli_section, re.M)
-    expect("every README CLI section names a subcommand", set(headed) <= set(commands), headed)
-    for command in commands:
-        doc = section(cli_section, r"`wideattn " + command + r"\b")
-        expect(f"{command}: has a README section", bool(doc))
-        if command == "accuracy" or not doc:
+    for command, doc in documented_subcommands([], "commands:", cli_section, "README CLI",
+                                                r"^### `wideattn ([a-z-]+)", lambda n: r"`wideattn " + n + r"\b"):
+        if command == "accuracy":
             continue
         _, help_text = cli([command, "--help"])
         if command in shared_commands:
@@ -144,16 +156,8 @@ def check_cli():
 
 def check_accuracy_cli():
     accuracy_doc = section(read("docs/accuracy.md"), r"3\. The `wideattn accuracy` subcommands")
-    _, top = cli(["accuracy", "--help"])
-    subcommands = listed_commands(top, "subcommands:")
-    expect("wideattn accuracy --help lists the subcommands", len(subcommands) >= 5, subcommands)
-    headed = re.findall(r"^### `([a-z-]+)`", accuracy_doc, re.M)
-    expect("every docs/accuracy.md subcommand section names a subcommand", set(headed) <= set(subcommands), headed)
-    for sub in subcommands:
-        doc = section(accuracy_doc, r"`" + sub + r"`")
-        expect(f"accuracy {sub}: has a docs/accuracy.md section", bool(doc))
-        if not doc:
-            continue
+    for sub, doc in documented_subcommands(["accuracy"], "subcommands:", accuracy_doc, "docs/accuracy.md",
+                                           r"^### `([a-z-]+)`", lambda n: r"`" + n + r"`"):
         _, help_text = cli(["accuracy", sub, "--help"])
         synopsis = "\n".join(re.findall(r"```\n(wideattn accuracy [\s\S]*?)```", doc))
         check_command_docs(f"accuracy {sub}", help_text, doc, set(), synopsis)
