@@ -290,6 +290,18 @@ bool check_extents(Validator& v, const wideattn_prefill_params& p) {
                          {{"num_seqs", p.num_seqs, "block_table_stride", p.block_table_stride}});
 }
 
+// The source dtype of the quantise and amax kernels: a value that is no wideattn_dtype is
+// INVALID_ARGUMENT (as the prefill dtypes are), a dtype other than bf16 UNSUPPORTED (no kernel
+// takes it); WIDEATTN_OK for bf16.
+wideattn_status check_src_dtype(int32_t src_dtype, std::string* message) {
+    if (src_dtype == WIDEATTN_DTYPE_BF16) return WIDEATTN_OK;
+    Validator v(message);
+    if (!v.dtype(src_dtype, "src_dtype")) return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    *message = "src_dtype=" + std::to_string(src_dtype) + " is not supported (bf16 = " +
+               std::to_string(WIDEATTN_DTYPE_BF16) + ")";
+    return WIDEATTN_ERROR_UNSUPPORTED;
+}
+
 // The bf16 source of the quantise and amax kernels, and its optional int64 slot mapping.
 bool source_fits(Validator& v, const void* src, int64_t token_stride, int64_t head_stride, int32_t tokens,
                  int32_t heads, int32_t head_dim, const int64_t* slot_mapping) {
@@ -331,11 +343,7 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
     }
     constexpr int32_t kCacheVecBytes = 8;  // the kernel stores 8 e4m3 bytes per thread
     std::ostringstream s;
-    if (p->src_dtype != WIDEATTN_DTYPE_BF16) {
-        s << "src_dtype=" << p->src_dtype << " is not supported (bf16 = " << WIDEATTN_DTYPE_BF16 << ")";
-        *message = s.str();
-        return WIDEATTN_ERROR_UNSUPPORTED;
-    }
+    if (const wideattn_status status = check_src_dtype(p->src_dtype, message); status != WIDEATTN_OK) return status;
     const bool ok = v.not_null(p->src, "src") && v.not_null(p->cache, "cache") && v.not_null(p->scale, "scale") &&
                     v.aligned(p->src, kTensorAlignment, "src") && v.aligned(p->cache, kCacheVecBytes, "cache") &&
                     (!p->slot_mapping || v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping")) &&
@@ -374,11 +382,7 @@ wideattn_status validate_scale_params(const wideattn_scale_params* p, std::strin
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     }
     constexpr int32_t kSrcVecElems = 8;  // the kernel loads 8 bf16 per thread and token
-    if (p->src_dtype != WIDEATTN_DTYPE_BF16) {
-        *message = "src_dtype=" + std::to_string(p->src_dtype) + " is not supported (bf16 = " +
-                   std::to_string(WIDEATTN_DTYPE_BF16) + ")";
-        return WIDEATTN_ERROR_UNSUPPORTED;
-    }
+    if (const wideattn_status status = check_src_dtype(p->src_dtype, message); status != WIDEATTN_OK) return status;
     const bool ok = v.not_null(p->src, "src") && v.not_null(p->scale, "scale") &&
                     v.aligned(p->src, kTensorAlignment, "src") && v.aligned(p->scale, sizeof(float), "scale") &&
                     (!p->slot_mapping || v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping")) &&

@@ -216,7 +216,8 @@ typedef struct wideattn_quantize_params {
     int32_t head_dim;              /* multiple of 8 */
     int32_t block_size;            /* >= 1 */
     int32_t num_blocks;            /* >= 1; slots >= num_blocks * block_size are skipped */
-    int32_t src_dtype;             /* wideattn_dtype: BF16 */
+    int32_t src_dtype;             /* wideattn_dtype: BF16 (another dtype: WIDEATTN_ERROR_UNSUPPORTED;
+                                      a value that is no wideattn_dtype: _INVALID_ARGUMENT) */
 } wideattn_quantize_params;
 
 /*
@@ -245,7 +246,7 @@ typedef struct wideattn_scale_params {
     int32_t tokens;                /* >= 0 */
     int32_t heads;                 /* >= 1 */
     int32_t head_dim;              /* multiple of 8 */
-    int32_t src_dtype;             /* wideattn_dtype: BF16 */
+    int32_t src_dtype;             /* wideattn_dtype: BF16 (as in wideattn_quantize_params) */
 } wideattn_scale_params;
 
 typedef struct wideattn_context wideattn_context;

@@ -271,9 +271,14 @@ TEST_CASE("validation: per-tensor scale (amax) arguments") {
     e4m3.src_dtype = WIDEATTN_DTYPE_E4M3;
     CHECK(validate_scale_params(&e4m3, &message) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(message == "src_dtype=4 is not supported (bf16 = 0)");
+    // A value that is no wideattn_dtype is a bad argument, as it is for the prefill dtypes.
     e4m3.src_dtype = 77;
-    CHECK(validate_scale_params(&e4m3, &message) == WIDEATTN_ERROR_UNSUPPORTED);
-    CHECK(message == "src_dtype=77 is not supported (bf16 = 0)");
+    CHECK(validate_scale_params(&e4m3, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "src_dtype=77 is not a wideattn_dtype (0..4)");
+    wideattn_quantize_params quantize = test::valid_quantize_params();
+    quantize.src_dtype = -1;
+    CHECK(validate_quantize_params(&quantize, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "src_dtype=-1 is not a wideattn_dtype (0..4)");
 }
 
 TEST_CASE("validation: strides whose products overflow are refused, naming the field and value") {
