@@ -205,7 +205,7 @@ typedef struct wideattn_quantize_params {
     int64_t src_token_stride;      /* elements, multiples of 8 */
     int64_t src_head_stride;
     void* cache;                   /* e4m3 bytes, 8-byte aligned */
-    int64_t cache_block_stride;    /* bytes, multiples of 8 */
+    int64_t cache_block_stride;    /* bytes, multiples of 8; the rows [block][slot][head] must not overlap */
     int64_t cache_slot_stride;
     int64_t cache_head_stride;
     const int64_t* slot_mapping;   /* int64 [tokens], device; NULL: slot = token (flat destination) */
