@@ -384,7 +384,9 @@ wideattn_status prefill(wideattn_context* ctx, const wideattn_prefill_params* pa
     args.num_splits = plan.num_splits;  // the kernels' view: the count that runs (grid.z)
     const wideattn::ManifestKernel& kernel = ctx->manifest.kernels[plan.kernel_index];
     wideattn::LaunchGeometry g = wideattn::launch_geometry(kernel, args);
-    if (g.grid_x == 0 || g.grid_y == 0) return WIDEATTN_OK;  // no kernel work
+    // An empty batch has no row to write: nothing launches (a forced split count would otherwise
+    // queue a merge kernel over an empty grid, which the driver refuses).
+    if (args.total_q == 0 || g.grid_x == 0 || g.grid_y == 0) return WIDEATTN_OK;
     g.grid_z = static_cast<uint32_t>(plan.num_splits);
     wideattn::KvTensorMaps maps;  // the second argument of "tma_kv" kernels
     void* second = nullptr;

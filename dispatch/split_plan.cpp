@@ -50,7 +50,9 @@ int32_t preferred_splits(const ManifestKernel& kernel, const wideattn_prefill_pa
 }
 
 bool workspace_fits(const wideattn_prefill_params& p, int32_t splits) {
-    return splits == 1 || (p.workspace != nullptr && p.workspace_bytes >= workspace_layout(p, splits).bytes);
+    if (splits == 1) return true;
+    const int64_t needed = workspace_layout(p, splits).bytes;
+    return needed == 0 || (p.workspace != nullptr && p.workspace_bytes >= needed);  // 0: an empty batch
 }
 
 int32_t fitting_splits(const wideattn_prefill_params& p, int32_t preferred) {

@@ -36,7 +36,7 @@ int64_t working_blocks(const ManifestKernel& kernel, const wideattn_prefill_para
 // cannot split or the call fills the machine). p.num_splits > 0 is returned as it is.
 int32_t preferred_splits(const ManifestKernel& kernel, const wideattn_prefill_params& p, int32_t num_sms);
 
-// Whether p's workspace holds `splits` splits (1 needs none).
+// Whether p's workspace holds `splits` splits (1 needs none, nor does an empty batch: 0 bytes).
 bool workspace_fits(const wideattn_prefill_params& p, int32_t splits);
 
 // The split count automatic planning runs: `preferred` (preferred_splits, or 1 where no merge

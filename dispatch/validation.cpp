@@ -1,11 +1,14 @@
 // validation.cpp - argument validation of the C API's calls (see validation.h).
 #include "dispatch/validation.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <initializer_list>
+#include <iterator>
 #include <sstream>
+#include <vector>
 
 #include "dispatch/checked_math.h"
 #include "dispatch/manifest_format.h"
@@ -94,6 +97,30 @@ public:
           << " make output rows overlap (head_dim=" << head_dim << ", num_q_heads=" << heads
           << ", total_q=" << total_q << ")";
         return fail(s.str());
+    }
+    // The rows of `row_bytes` that an output tensor's dims (listed outermost first) address do not
+    // overlap: of the dims with more than one index, taken from the smallest stride up (equal
+    // strides: the inner dim first), the first stride covers a row and each next one covers every
+    // row of the dims inside it (a product that overflows covers nothing). `what` names the rows.
+    bool rows_disjoint(const char* what, const char* row_name, int64_t row_bytes, std::initializer_list<Dim> dims) {
+        std::vector<const Dim*> varying;
+        for (auto d = std::rbegin(dims); d != std::rend(dims); ++d)
+            if (d->count > 1) varying.push_back(&*d);
+        std::stable_sort(varying.begin(), varying.end(), [](const Dim* a, const Dim* b) { return a->stride < b->stride; });
+        int64_t span = row_bytes;  // bytes one index of the next dim must step over
+        std::string span_text = row_name;
+        for (const Dim* d : varying) {
+            if (d->stride < span) {
+                std::ostringstream s;
+                s << d->stride_name << "=" << d->stride << " is smaller than " << span_text << " = " << span << ": "
+                  << what << " overlap";
+                return fail(s.str());
+            }
+            span_text = std::string(d->stride_name) + " x " + d->count_name + " = " + std::to_string(d->stride) +
+                        " x " + std::to_string(d->count);
+            if (!checked_mul(d->stride, d->count, &span)) span = INT64_MAX;
+        }
+        return true;
     }
     // Every element of tensor `name` (rows of `row` <= 2^32 contiguous elements of `elem_size`
     // <= 8 bytes at base + the dims' offsets) lies less than 2^63 bytes past `base` and below the
@@ -290,6 +317,18 @@ bool check_extents(Validator& v, const wideattn_prefill_params& p) {
                          {{"num_seqs", p.num_seqs, "block_table_stride", p.block_table_stride}});
 }
 
+// The source dtype of the quantise and amax kernels: a value that is no wideattn_dtype is
+// INVALID_ARGUMENT (as the prefill dtypes are), a dtype other than bf16 UNSUPPORTED (no kernel
+// takes it); WIDEATTN_OK for bf16.
+wideattn_status check_src_dtype(int32_t src_dtype, std::string* message) {
+    if (src_dtype == WIDEATTN_DTYPE_BF16) return WIDEATTN_OK;
+    Validator v(message);
+    if (!v.dtype(src_dtype, "src_dtype")) return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    *message = "src_dtype=" + std::to_string(src_dtype) + " is not supported (bf16 = " +
+               std::to_string(WIDEATTN_DTYPE_BF16) + ")";
+    return WIDEATTN_ERROR_UNSUPPORTED;
+}
+
 // The bf16 source of the quantise and amax kernels, and its optional int64 slot mapping.
 bool source_fits(Validator& v, const void* src, int64_t token_stride, int64_t head_stride, int32_t tokens,
                  int32_t heads, int32_t head_dim, const int64_t* slot_mapping) {
@@ -331,11 +370,7 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
     }
     constexpr int32_t kCacheVecBytes = 8;  // the kernel stores 8 e4m3 bytes per thread
     std::ostringstream s;
-    if (p->src_dtype != WIDEATTN_DTYPE_BF16) {
-        s << "src_dtype=" << p->src_dtype << " is not supported (bf16 = " << WIDEATTN_DTYPE_BF16 << ")";
-        *message = s.str();
-        return WIDEATTN_ERROR_UNSUPPORTED;
-    }
+    if (const wideattn_status status = check_src_dtype(p->src_dtype, message); status != WIDEATTN_OK) return status;
     const bool ok = v.not_null(p->src, "src") && v.not_null(p->cache, "cache") && v.not_null(p->scale, "scale") &&
                     v.aligned(p->src, kTensorAlignment, "src") && v.aligned(p->cache, kCacheVecBytes, "cache") &&
                     (!p->slot_mapping || v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping")) &&
@@ -356,7 +391,13 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
                                   {{"num_blocks", p->num_blocks, "cache_block_stride", p->cache_block_stride},
                                    {"block_size", p->block_size, "cache_slot_stride", p->cache_slot_stride},
                                    {"heads", p->heads, "cache_head_stride", p->cache_head_stride}});
-    if (!ok) return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    // The kernel writes one row of head_dim codes per (block, slot, head): rows that overlap would
+    // race. A stride of a dim with one index (block_size 1: the slot stride) is never applied.
+    if (!ok || !v.rows_disjoint("cache rows", "head_dim", p->head_dim,
+                                {{"num_blocks", p->num_blocks, "cache_block_stride", p->cache_block_stride},
+                                 {"block_size", p->block_size, "cache_slot_stride", p->cache_slot_stride},
+                                 {"heads", p->heads, "cache_head_stride", p->cache_head_stride}}))
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
     const int64_t slots = int64_t{p->num_blocks} * p->block_size;
     if (!p->slot_mapping && p->tokens > slots) {
         s << "tokens=" << p->tokens << " exceed num_blocks * block_size = " << slots
@@ -374,11 +415,7 @@ wideattn_status validate_scale_params(const wideattn_scale_params* p, std::strin
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     }
     constexpr int32_t kSrcVecElems = 8;  // the kernel loads 8 bf16 per thread and token
-    if (p->src_dtype != WIDEATTN_DTYPE_BF16) {
-        *message = "src_dtype=" + std::to_string(p->src_dtype) + " is not supported (bf16 = " +
-                   std::to_string(WIDEATTN_DTYPE_BF16) + ")";
-        return WIDEATTN_ERROR_UNSUPPORTED;
-    }
+    if (const wideattn_status status = check_src_dtype(p->src_dtype, message); status != WIDEATTN_OK) return status;
     const bool ok = v.not_null(p->src, "src") && v.not_null(p->scale, "scale") &&
                     v.aligned(p->src, kTensorAlignment, "src") && v.aligned(p->scale, sizeof(float), "scale") &&
                     (!p->slot_mapping || v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping")) &&

@@ -17,8 +17,8 @@ int32_t dtype_size(int32_t dtype);
 // WIDEATTN_ERROR_INVALID_ARGUMENT and sets *message, naming the argument and its value.
 wideattn_status validate_params(const wideattn_prefill_params* p, std::string* message);
 
-// The same for wideattn_quantize_to_cache: INVALID_ARGUMENT, or UNSUPPORTED for a src dtype no
-// kernel takes.
+// The same for wideattn_quantize_to_cache: INVALID_ARGUMENT (also for a src_dtype that is no
+// wideattn_dtype), or UNSUPPORTED for a wideattn_dtype no kernel takes as its source.
 wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std::string* message);
 
 // The same for wideattn_compute_scale (the per-tensor amax kernel).

@@ -205,7 +205,7 @@ typedef struct wideattn_quantize_params {
     int64_t src_token_stride;      /* elements, multiples of 8 */
     int64_t src_head_stride;
     void* cache;                   /* e4m3 bytes, 8-byte aligned */
-    int64_t cache_block_stride;    /* bytes, multiples of 8 */
+    int64_t cache_block_stride;    /* bytes, multiples of 8; the rows [block][slot][head] must not overlap */
     int64_t cache_slot_stride;
     int64_t cache_head_stride;
     const int64_t* slot_mapping;   /* int64 [tokens], device; NULL: slot = token (flat destination) */
@@ -216,7 +216,8 @@ typedef struct wideattn_quantize_params {
     int32_t head_dim;              /* multiple of 8 */
     int32_t block_size;            /* >= 1 */
     int32_t num_blocks;            /* >= 1; slots >= num_blocks * block_size are skipped */
-    int32_t src_dtype;             /* wideattn_dtype: BF16 */
+    int32_t src_dtype;             /* wideattn_dtype: BF16 (another dtype: WIDEATTN_ERROR_UNSUPPORTED;
+                                      a value that is no wideattn_dtype: _INVALID_ARGUMENT) */
 } wideattn_quantize_params;
 
 /*
@@ -245,7 +246,7 @@ typedef struct wideattn_scale_params {
     int32_t tokens;                /* >= 0 */
     int32_t heads;                 /* >= 1 */
     int32_t head_dim;              /* multiple of 8 */
-    int32_t src_dtype;             /* wideattn_dtype: BF16 */
+    int32_t src_dtype;             /* wideattn_dtype: BF16 (as in wideattn_quantize_params) */
 } wideattn_scale_params;
 
 typedef struct wideattn_context wideattn_context;
@@ -290,21 +291,23 @@ WIDEATTN_API const char* wideattn_status_string(wideattn_status status);
 WIDEATTN_API const char* wideattn_last_error(void);
 
 /*
- * Opens a context on a bundle directory. bundle_dir NULL means: the environment variable
- * WIDEATTN_BUNDLE if set, else the directory the library was installed with. Reads and checks
- * manifest.json and the tuning file (below), no cubin (WIDEATTN_ERROR_BUNDLE names the file
- * and field), so its cost grows with the manifest, not with the cubins. Each cubin is read,
- * checked against the manifest's size and checksum, and loaded into a CUDA context lazily, at
- * the first launch of its kernel in that context; a missing, truncated or corrupt cubin fails
- * that launch with WIDEATTN_ERROR_BUNDLE naming the file. Does not need a driver or a GPU.
- * Reads the environment variable WIDEATTN_CHECK_METADATA once: "1" puts every wideattn_prefill
- * of the context in checked mode (WIDEATTN_FLAG_CHECK_METADATA), unset, "" or "0" leaves it to
- * each call's flags; any other value fails the open with WIDEATTN_ERROR_INVALID_ARGUMENT naming
- * the variable and its value.
+ * Opens a context on a bundle directory. bundle_dir NULL or "" means: the environment variable
+ * WIDEATTN_BUNDLE if set and not empty, else the directory the library was installed with. Reads
+ * and checks manifest.json and the tuning file (below), no cubin (WIDEATTN_ERROR_BUNDLE names the
+ * file and field), so its cost grows with the manifest, not with the cubins. Each cubin is read,
+ * checked against the manifest's size and checksum, and loaded into a CUDA context lazily, at the
+ * first launch of its kernel in that context; a missing, truncated or corrupt cubin fails that
+ * launch with WIDEATTN_ERROR_BUNDLE naming the file. Does not need a driver or a GPU. Reads the
+ * environment variable WIDEATTN_CHECK_METADATA once: "1" puts every wideattn_prefill of the
+ * context in checked mode (WIDEATTN_FLAG_CHECK_METADATA), unset, "" or "0" leaves it to each
+ * call's flags; any other value fails the open with WIDEATTN_ERROR_INVALID_ARGUMENT naming the
+ * variable and its value.
  */
 WIDEATTN_API wideattn_status wideattn_open(wideattn_context** ctx, const char* bundle_dir);
 
-/* Closes a context (NULL is ignored). Loaded modules are unloaded. */
+/* Closes a context (NULL is ignored). Loaded modules are unloaded. The pointer is invalid
+ * afterwards: closing it again, or any call with it, is undefined (the library cannot detect it),
+ * as is closing a context while another thread still uses it. */
 WIDEATTN_API void wideattn_close(wideattn_context* ctx);
 
 /* Bundle directory the context was opened on. */
@@ -341,18 +344,17 @@ WIDEATTN_API wideattn_status wideattn_set_prefill_kernel(wideattn_context* ctx, 
 /*
  * Tuning file: per shape class and q/kv dtypes, the prefill kernel `wideattn tune` measured
  * fastest on one device for one bundle (docs/design.md, "Tuning file"). wideattn_open reads the
- * file named by the environment variable WIDEATTN_TUNING (it must then exist), else tuning.json
- * beside the bundle's manifest.json if there is one; an unreadable or malformed file makes
- * wideattn_open fail with WIDEATTN_ERROR_BUNDLE naming the file. A file written for another
- * bundle (its bundle checksum differs from wideattn_bundle_checksum) is ignored; a choice naming a
- * kernel the bundle lacks, or one that does not take the choice's dtypes, is left out. The device
- * is compared where it is known: wideattn_prefill compares the current device's name and compute
- * capability, wideattn_is_supported the compute capability it is given; on a mismatch that call
- * follows the built-in priority order. A choice is followed only when its kernel serves the call
- * (otherwise the priority order decides); wideattn_set_prefill_kernel wins over the file.
- * Shape classes, from host-known values: decode (total_q <= 8 * num_seqs), prefill_short
- * (total_q < 8192), prefill_long (the rest); chunked prefill and mixed batches fall into these
- * by total_q.
+ * file named by the environment variable WIDEATTN_TUNING (it must then exist; "off": no tuning
+ * file), else (unset or "") tuning.json beside the bundle's manifest.json if there is one; an unreadable or malformed file makes wideattn_open fail with WIDEATTN_ERROR_BUNDLE naming
+ * the file. A file written for another bundle (its bundle checksum differs from
+ * wideattn_bundle_checksum) is ignored; a choice naming a kernel the bundle lacks, or one that
+ * does not take the choice's dtypes, is left out. The device is compared where it is known:
+ * wideattn_prefill compares the current device's name and compute capability,
+ * wideattn_is_supported the compute capability it is given; on a mismatch that call follows the
+ * built-in priority order. A choice is followed only when its kernel serves the call (otherwise
+ * the priority order decides); wideattn_set_prefill_kernel wins over the file. Shape classes,
+ * from host-known values: decode (total_q <= 8 * num_seqs), prefill_short (total_q < 8192),
+ * prefill_long (the rest); chunked prefill and mixed batches fall into these by total_q.
  */
 typedef enum wideattn_tuning_state {
     WIDEATTN_TUNING_NONE = 0,    /* no tuning file: the built-in priority order */

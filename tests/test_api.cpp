@@ -84,6 +84,8 @@ TEST_CASE("api: bundle directory from the argument, then WIDEATTN_BUNDLE") {
     CHECK(wideattn_open(&ctx, nullptr) == WIDEATTN_ERROR_BUNDLE);
     CHECK(std::string(wideattn_last_error()).find("/nonexistent/env-bundle/manifest.json") != std::string::npos);
     CHECK(ctx == nullptr);
+    CHECK(wideattn_open(&ctx, "") == WIDEATTN_ERROR_BUNDLE);  // "" is NULL: the variable
+    CHECK(std::string(wideattn_last_error()).find("/nonexistent/env-bundle/manifest.json") != std::string::npos);
     CHECK(wideattn_open(&ctx, saved.c_str()) == WIDEATTN_OK);  // the argument wins
     wideattn_close(ctx);
     setenv("WIDEATTN_BUNDLE", saved.c_str(), 1);

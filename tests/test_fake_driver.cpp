@@ -261,6 +261,29 @@ TEST_CASE("fake driver: a decode call launches the split entry over grid.z, then
     CHECK(driver.take_launches() == "wideattn_mma_bf16_d512_split 1 4 32\nwideattn_merge_splits_bf16 8 1 1\n");
 }
 
+TEST_CASE("fake driver: a forced split count on an empty batch needs no workspace and launches nothing") {
+    const FakeDriver driver;
+    const BundleCopy bundle;
+    if (!bundle.kernel("wgmma_bf16_d512") || !bundle.kernel("merge_splits_bf16")) {
+        MESSAGE("the bundle has no wgmma_bf16_d512 and merge_splits_bf16 for " << bundle.arch() << ": skipped");
+        return;
+    }
+    wideattn_prefill_params p = test::valid_params();
+    p.total_q = 0;
+    p.num_splits = 8;
+    wideattn_launch_plan plan{};
+    REQUIRE_MESSAGE(wideattn_plan_launch(bundle.ctx(), &p, 9, 0, 132, &plan) == WIDEATTN_OK, last_error());
+    CHECK(plan.num_splits == 8);
+    CHECK(plan.workspace_bytes == 0);
+    int64_t bytes = -1;
+    REQUIRE_MESSAGE(wideattn_workspace_size(bundle.ctx(), &p, &bytes) == WIDEATTN_OK, last_error());
+    CHECK(bytes == 0);
+    driver.take_launches();
+    // The plan's 0 bytes are enough: no workspace, nothing launched.
+    CHECK_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
+    CHECK(driver.take_launches() == "");
+}
+
 TEST_CASE("fake driver: quantise and scale kernels load lazily too") {
     const FakeDriver driver;
     const BundleCopy bundle;

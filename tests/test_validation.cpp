@@ -213,12 +213,37 @@ TEST_CASE("validation: quantise-into-cache arguments") {
          "cache_block_stride=100 is not a positive multiple of 8"},
         {"cache slot stride", [](auto& p) { p.cache_slot_stride = 0; }, "cache_slot_stride=0 is not a positive multiple of 8"},
         {"cache head stride", [](auto& p) { p.cache_head_stride = 4; }, "cache_head_stride=4 is not a positive multiple of 8"},
+        {"cache heads overlap", [](auto& p) { p.cache_head_stride = 256; },
+         "cache_head_stride=256 is smaller than head_dim = 512: cache rows overlap"},
+        {"cache slots overlap", [](auto& p) { p.cache_slot_stride = 1024; },
+         "cache_slot_stride=1024 is smaller than cache_head_stride x heads = 512 x 4 = 2048: cache rows overlap"},
+        {"cache blocks overlap", [](auto& p) { p.cache_block_stride = 2048; },
+         "cache_block_stride=2048 is smaller than cache_slot_stride x block_size = 2048 x 16 = 32768: cache rows "
+         "overlap"},
+        {"cache strides equal", [](auto& p) { p.cache_slot_stride = p.cache_head_stride; },
+         "cache_slot_stride=512 is smaller than cache_head_stride x heads = 512 x 4 = 2048: cache rows overlap"},
     };
     check_each_refused(cases, test::valid_quantize_params, validate_quantize_params, MessageMatch::kContains);
     wideattn_quantize_params f32 = test::valid_quantize_params();
     f32.src_dtype = WIDEATTN_DTYPE_F32;
     CHECK(validate_quantize_params(&f32, &message) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(message.find("src_dtype=2 is not supported") != std::string::npos);
+}
+
+TEST_CASE("validation: quantise-into-cache takes any cache layout whose rows do not overlap") {
+    std::string message;
+    wideattn_quantize_params hnd = test::valid_quantize_params();  // [block][head][slot][d] (vLLM's HND)
+    hnd.cache_slot_stride = hnd.head_dim;
+    hnd.cache_head_stride = int64_t{hnd.block_size} * hnd.head_dim;
+    CHECK_MESSAGE(validate_quantize_params(&hnd, &message) == WIDEATTN_OK, message);
+    wideattn_quantize_params kv_interleaved = test::valid_quantize_params();  // [block][2][slot][head][d]
+    kv_interleaved.cache_block_stride *= 2;
+    CHECK_MESSAGE(validate_quantize_params(&kv_interleaved, &message) == WIDEATTN_OK, message);
+    wideattn_quantize_params one_head = test::valid_quantize_params();  // a stride never applied: anything
+    one_head.heads = 1;
+    one_head.cache_head_stride = 8;
+    one_head.src_token_stride = one_head.head_dim;
+    CHECK_MESSAGE(validate_quantize_params(&one_head, &message) == WIDEATTN_OK, message);
 }
 
 TEST_CASE("validation: the flat destination (slot_mapping NULL, e.g. Q) is accepted while tokens fit") {
@@ -271,9 +296,14 @@ TEST_CASE("validation: per-tensor scale (amax) arguments") {
     e4m3.src_dtype = WIDEATTN_DTYPE_E4M3;
     CHECK(validate_scale_params(&e4m3, &message) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(message == "src_dtype=4 is not supported (bf16 = 0)");
+    // A value that is no wideattn_dtype is a bad argument, as it is for the prefill dtypes.
     e4m3.src_dtype = 77;
-    CHECK(validate_scale_params(&e4m3, &message) == WIDEATTN_ERROR_UNSUPPORTED);
-    CHECK(message == "src_dtype=77 is not supported (bf16 = 0)");
+    CHECK(validate_scale_params(&e4m3, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "src_dtype=77 is not a wideattn_dtype (0..4)");
+    wideattn_quantize_params quantize = test::valid_quantize_params();
+    quantize.src_dtype = -1;
+    CHECK(validate_quantize_params(&quantize, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "src_dtype=-1 is not a wideattn_dtype (0..4)");
 }
 
 TEST_CASE("validation: strides whose products overflow are refused, naming the field and value") {
