@@ -221,13 +221,22 @@ TEST_CASE("fake driver: K/V caches tensor maps cannot describe take the mma kern
     CHECK(driver.tensor_maps() == maps);
 }
 
+namespace {
+
+// Whether the bundle has the kernels the split-KV cases launch (wgmma_bf16_d512 and
+// merge_splits_bf16); a message says the case is skipped when it has not.
+bool has_split_kernels(const BundleCopy& bundle) {
+    if (bundle.kernel("wgmma_bf16_d512") && bundle.kernel("merge_splits_bf16")) return true;
+    MESSAGE("the bundle has no wgmma_bf16_d512 and merge_splits_bf16 for " << bundle.arch() << ": skipped");
+    return false;
+}
+
+}  // namespace
+
 TEST_CASE("fake driver: a decode call launches the split entry over grid.z, then the merge kernel") {
     const FakeDriver driver;
     const BundleCopy bundle;
-    if (!bundle.kernel("wgmma_bf16_d512") || !bundle.kernel("merge_splits_bf16")) {
-        MESSAGE("the bundle has no wgmma_bf16_d512 and merge_splits_bf16 for " << bundle.arch() << ": skipped");
-        return;
-    }
+    if (!has_split_kernels(bundle)) return;
     // One sequence, one new token, 32k keys: 4 blocks (one per KV head) on the fake's 132 SMs.
     wideattn_prefill_params p = test::valid_params();
     p.num_seqs = 1;
@@ -264,10 +273,7 @@ TEST_CASE("fake driver: a decode call launches the split entry over grid.z, then
 TEST_CASE("fake driver: a forced split count on an empty batch needs no workspace and launches nothing") {
     const FakeDriver driver;
     const BundleCopy bundle;
-    if (!bundle.kernel("wgmma_bf16_d512") || !bundle.kernel("merge_splits_bf16")) {
-        MESSAGE("the bundle has no wgmma_bf16_d512 and merge_splits_bf16 for " << bundle.arch() << ": skipped");
-        return;
-    }
+    if (!has_split_kernels(bundle)) return;
     wideattn_prefill_params p = test::valid_params();
     p.total_q = 0;
     p.num_splits = 8;
