@@ -12,6 +12,10 @@
 
 namespace wideattn {
 
+// A device's compute capability as messages name it: "sm_90" for 9.0, and "compute capability
+// -1.0 (not valid)" where no sm_ name exists (a negative part, or a minor above 9).
+std::string device_arch_text(int32_t cc_major, int32_t cc_minor);
+
 // Whether a cubin built for `kernel.arch` runs on a device of compute capability major.minor.
 bool arch_runs_on(const ManifestKernel& kernel, int32_t cc_major, int32_t cc_minor);
 

@@ -463,7 +463,7 @@ TEST_CASE("api: without a merge kernel a call runs unsplit, and a forced count i
     p.num_splits = 2;
     CHECK(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, &plan) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(std::string(wideattn_last_error()) ==
-          "num_splits=2: no split-KV merge kernel in the bundle for o_dtype=0 on sm_90");
+          "num_splits=2: no split-KV merge kernel in the bundle for o_dtype=bf16 on sm_90");
     wideattn_close(ctx);
 }
 

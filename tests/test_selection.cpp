@@ -543,3 +543,37 @@ TEST_CASE("tensor maps: the driver gets the layout and box the kernel addresses,
         CHECK(g_encode.calls == 1);
     }
 }
+
+TEST_CASE("selection: messages name a compute capability without an sm_ name, and the merge refusal's dtype") {
+    CHECK(device_arch_text(9, 0) == "sm_90");
+    CHECK(device_arch_text(12, 1) == "sm_121");
+    CHECK(device_arch_text(-1, 0) == "compute capability -1.0 (not valid)");
+    CHECK(device_arch_text(9, -3) == "compute capability 9.-3 (not valid)");
+    CHECK(device_arch_text(9, 10) == "compute capability 9.10 (not valid)");
+    // A negative compute capability printed as "sm_-10" up to e2619f8.
+    const Manifest m = synthetic_bundle();
+    wideattn_prefill_params p = test::valid_params();
+    std::string why;
+    CHECK(select_name(m, p, -1, 0, &why).empty());
+    CHECK(why.find("on compute capability -1.0 (not valid): mma_bf16_d512 (sm_90a) does not run on compute "
+                   "capability -1.0 (not valid)") != std::string::npos);
+    CHECK(why.find("sm_-") == std::string::npos);
+    const Manifest aux = parse_bundle({aux_kernel_json("quantize_e4m3", "sm_90a", "e4m3", "\"paged\""),
+                                       aux_kernel_json("amax_e4m3", "sm_90a", "f32", "\"slot_mapping\"")});
+    int32_t index = -1;
+    CHECK(select_quantize_kernel(aux.kernels, test::valid_quantize_params(), -1, 0, &index, &why) ==
+          WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why == "no e4m3 quantise kernel in the bundle for compute capability -1.0 (not valid): quantize_e4m3 "
+                 "(sm_90a) does not run on compute capability -1.0 (not valid)");
+    // The merge refusal names o_dtype as the other messages do ("o_dtype=3" up to e2619f8).
+    const Manifest merge = parse_bundle({test::kernel_json("merge_splits_bf16", "sm_90a", "bf16", 512, 512, 512, 1,
+                                                           65536, "\"varlen\"", kCubinBytes, kZeroHash,
+                                                           "merge_splits")});
+    p.o_dtype = WIDEATTN_DTYPE_F64;
+    CHECK(select_merge_kernel(merge.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why == "no split-KV merge kernel in the bundle for o_dtype=f64 on sm_90");
+    p.o_dtype = WIDEATTN_DTYPE_BF16;
+    CHECK(select_merge_kernel(merge.kernels, p, -2, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why == "no split-KV merge kernel in the bundle for o_dtype=bf16 on compute capability -2.0 (not valid)");
+    REQUIRE(select_merge_kernel(merge.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
+}
