@@ -197,7 +197,38 @@ wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& ker
     return WIDEATTN_ERROR_UNSUPPORTED;
 }
 
+// check_quantize_grid / check_scale_grid for kernels of `kind`.
+wideattn_status check_elementwise_grid(const std::vector<ManifestKernel>& kernels, const char* kind,
+                                       int32_t src_dtype, int32_t heads, int32_t head_dim, std::string* message) {
+    const ManifestKernel* widest = nullptr;  // of the kernels serving head_dim, the most elements per block
+    for (const ManifestKernel& k : kernels) {
+        if (k.kind != kind || k.q_dtype != src_dtype || head_dim < k.head_dim_min || head_dim > k.head_dim_max ||
+            k.threads < 1 || k.tile_keys < 1)
+            continue;
+        if (elementwise_grid_y(k, heads, head_dim) <= kMaxGridY) return WIDEATTN_OK;
+        if (!widest || int64_t{k.threads} * k.tile_keys > int64_t{widest->threads} * widest->tile_keys) widest = &k;
+    }
+    if (!widest) return WIDEATTN_OK;
+    const int64_t per_block = int64_t{widest->threads} * widest->tile_keys;
+    std::ostringstream s;
+    s << "heads=" << heads << " x head_dim=" << head_dim << " needs " << elementwise_grid_y(*widest, heads, head_dim)
+      << " blocks in grid.y of " << widest->name << " (" << per_block << " elements per block, limit " << kMaxGridY
+      << "): at most " << kMaxGridY * per_block / head_dim << " heads of head_dim=" << head_dim;
+    *message = s.str();
+    return WIDEATTN_ERROR_INVALID_ARGUMENT;
+}
+
 }  // namespace
+
+wideattn_status check_quantize_grid(const std::vector<ManifestKernel>& kernels, const wideattn_quantize_params& p,
+                                    std::string* message) {
+    return check_elementwise_grid(kernels, kKindQuantizeE4m3, p.src_dtype, p.heads, p.head_dim, message);
+}
+
+wideattn_status check_scale_grid(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
+                                 std::string* message) {
+    return check_elementwise_grid(kernels, kKindAmaxE4m3, p.src_dtype, p.heads, p.head_dim, message);
+}
 
 wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_quantize_params& p,
                                        int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {

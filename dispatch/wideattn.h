@@ -212,7 +212,7 @@ typedef struct wideattn_quantize_params {
     const float* scale;            /* device pointer to the dequantisation scale (> 0) */
     int32_t* nonfinite_count;      /* device int32 counter, incremented per NaN/inf input; may be NULL */
     int32_t tokens;                /* >= 0 */
-    int32_t heads;                 /* >= 1 */
+    int32_t heads;                 /* >= 1; heads * head_dim within 65535 kernel blocks (below) */
     int32_t head_dim;              /* multiple of 8 */
     int32_t block_size;            /* >= 1 */
     int32_t num_blocks;            /* >= 1; slots >= num_blocks * block_size are skipped */
@@ -244,7 +244,7 @@ typedef struct wideattn_scale_params {
     float* scale;                  /* device float, written (4-byte aligned) */
     int32_t* nonfinite_count;      /* device int32 counter, incremented per NaN/inf input; may be NULL */
     int32_t tokens;                /* >= 0 */
-    int32_t heads;                 /* >= 1 */
+    int32_t heads;                 /* >= 1; heads * head_dim as in wideattn_quantize_params */
     int32_t head_dim;              /* multiple of 8 */
     int32_t src_dtype;             /* wideattn_dtype: BF16 (as in wideattn_quantize_params) */
 } wideattn_scale_params;
@@ -421,14 +421,18 @@ WIDEATTN_API wideattn_status wideattn_prefill(wideattn_context* ctx, const widea
 
 /*
  * Launches the e4m3 quantise-into-cache kernel (see wideattn_quantize_params) on `stream` in
- * the calling thread's current CUDA context. Validates every argument first.
+ * the calling thread's current CUDA context. Validates every argument first, before the driver
+ * is loaded, so bad input is WIDEATTN_ERROR_INVALID_ARGUMENT on any machine; that includes the
+ * grid: heads * head_dim may cover at most 65535 blocks of the bundle's kernel (threads x
+ * tile.keys elements each, 1024 for the bundled kernels: at most 67,107,840 elements per token).
  */
 WIDEATTN_API wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params,
                                                         void* stream);
 
 /*
  * Computes a tensor's per-tensor e4m3 scale into *params->scale (see wideattn_scale_params) on
- * `stream` in the calling thread's current CUDA context. Validates every argument first.
+ * `stream` in the calling thread's current CUDA context. Validates every argument first, before
+ * the driver is loaded, with the same grid limit as wideattn_quantize_to_cache.
  */
 WIDEATTN_API wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_scale_params* params,
                                                     void* stream);

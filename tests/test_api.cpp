@@ -323,6 +323,40 @@ TEST_CASE("api: quantise-into-cache validates first, then needs the driver") {
     CHECK(bundle_has_kind(ctx, "quantize_e4m3"));
 }
 
+// heads x head_dim = 16384 x 4096 in the rows of a valid call: 65536 blocks in grid.y of the bundled
+// quantise and amax kernels (1024 elements per block), one more than CUDA allows.
+constexpr int32_t kWideHeads = 16384;
+constexpr int32_t kWideHeadDim = 4096;
+
+TEST_CASE("api: a grid.y that overflows is an invalid argument without a driver too") {
+    force_no_driver();
+    const OpenBundle bundle;
+    wideattn_context* const ctx = bundle.ctx();
+    const std::string expected = "heads=16384 x head_dim=4096 needs 65536 blocks in grid.y of ";
+    wideattn_quantize_params q = test::valid_quantize_params();
+    q.heads = kWideHeads;
+    q.head_dim = kWideHeadDim;
+    q.src_head_stride = q.cache_head_stride = kWideHeadDim;
+    q.src_token_stride = q.cache_slot_stride = int64_t{kWideHeads} * kWideHeadDim;
+    q.cache_block_stride = q.cache_slot_stride * q.block_size;
+    // Up to e2619f8 the grid was checked only after the driver loaded: NO_DRIVER here.
+    CHECK(wideattn_quantize_to_cache(ctx, &q, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) ==
+          expected + "quantize_e4m3 (1024 elements per block, limit 65535): at most 16383 heads of head_dim=4096");
+    q.heads = kWideHeads - 1;  // 65535 blocks: valid, so the call needs the driver
+    CHECK(wideattn_quantize_to_cache(ctx, &q, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+    wideattn_scale_params s = test::valid_scale_params();
+    s.heads = kWideHeads;
+    s.head_dim = kWideHeadDim;
+    s.src_head_stride = kWideHeadDim;
+    s.src_token_stride = int64_t{kWideHeads} * kWideHeadDim;
+    CHECK(wideattn_compute_scale(ctx, &s, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) ==
+          expected + "amax_e4m3 (1024 elements per block, limit 65535): at most 16383 heads of head_dim=4096");
+    s.heads = kWideHeads - 1;
+    CHECK(wideattn_compute_scale(ctx, &s, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+}
+
 TEST_CASE("api: compute_scale validates first, then needs the driver") {
     force_no_driver();
     const OpenBundle bundle;

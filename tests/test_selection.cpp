@@ -331,11 +331,24 @@ TEST_CASE("selection: amax kernels are chosen by kind, dtype, head dim, grid and
           std::string::npos);
     p.heads = 65535 * 16;
     CHECK(select_scale_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
+    // The grid limit needs no device: checked for every arch's kernel before the driver loads.
+    CHECK(check_scale_grid(m.kernels, p, &why) == WIDEATTN_OK);
+    p.heads = 65535 * 16 + 1;
+    CHECK(check_scale_grid(m.kernels, p, &why) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(why == "heads=1048561 x head_dim=512 needs 65536 blocks in grid.y of amax_e4m3 (8192 elements per block, "
+                 "limit 65535): at most 1048560 heads of head_dim=512");
+    p.head_dim = 8200;  // served by no kernel: left to the selection (UNSUPPORTED)
+    CHECK(check_scale_grid(m.kernels, p, &why) == WIDEATTN_OK);
+    p = test::valid_scale_params();
     // The quantise selection has the same grid limit.
     wideattn_quantize_params q = test::valid_quantize_params();
     q.heads = 65535 * 16 + 1;
     CHECK(select_quantize_kernel(m.kernels, q, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(why.find("limit 65535") != std::string::npos);
+    CHECK(check_quantize_grid(m.kernels, q, &why) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(why.find("heads=1048561 x head_dim=512 needs 65536 blocks in grid.y of quantize_e4m3") == 0);
+    q.heads = 65535 * 16;
+    CHECK(check_quantize_grid(m.kernels, q, &why) == WIDEATTN_OK);
     // Neither picks the other's kernel, and a bundle without an amax kernel says so.
     q = test::valid_quantize_params();
     REQUIRE(select_quantize_kernel(m.kernels, q, 9, 0, &index, &why) == WIDEATTN_OK);
