@@ -79,6 +79,15 @@ typedef enum wideattn_dtype {
  * All strides are in elements of the tensor's own dtype; the head dimension is contiguous
  * (stride 1). Pointers are device pointers. The struct is plain data: zero-initialise it,
  * fill what you use, and pass it to wideattn_prefill().
+ *
+ * Outputs never alias: the bytes of o, lse and workspace (each from its base to its last
+ * element, as the strides and counts place it; the workspace's workspace_bytes) may share no
+ * byte with one another nor with an input (q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, the
+ * block_table rows, the scales), else WIDEATTN_ERROR_INVALID_ARGUMENT names both and their byte
+ * ranges. Inputs may share bytes (k_cache == v_cache, K and V interleaved per block in one
+ * allocation, q/k/v rows of one projection); a tensor without elements (total_q 0, lse NULL) has
+ * none. A cache whose pages share rows (a block stride below one block's rows, as dense K/V rows
+ * described as pages of 16 rows starting at any row) counts up to its last block's first slot.
  */
 typedef struct wideattn_prefill_params {
     /* q[token][q_head][d], token in 0 .. total_q-1. 16-byte aligned. */
@@ -199,6 +208,10 @@ typedef struct wideattn_prefill_params {
  *
  * The scale can come from the data without a host round trip: wideattn_compute_scale on the
  * same stream first, then this call with the same scale pointer.
+ *
+ * The outputs, cache (its rows from base to last byte) and nonfinite_count, may share no byte
+ * with each other nor with src, slot_mapping or scale (WIDEATTN_ERROR_INVALID_ARGUMENT naming both
+ * and their byte ranges), as for wideattn_prefill_params.
  */
 typedef struct wideattn_quantize_params {
     const void* src;               /* bf16 [tokens][heads][head_dim], 16-byte aligned */
@@ -234,7 +247,8 @@ typedef struct wideattn_quantize_params {
  * Deterministic: the call sets *scale to 2^-126 (an asynchronous memset on `stream`), then one
  * kernel raises it with atomicMax on the float's bits; amax -> scale is monotonic and max is
  * order-independent, so the result is the same bits as the CPU reference in every run.
- * Capturable in a CUDA graph (a memset node and a kernel node).
+ * Capturable in a CUDA graph (a memset node and a kernel node). The outputs, scale and
+ * nonfinite_count, may share no byte with each other nor with src or slot_mapping.
  */
 typedef struct wideattn_scale_params {
     const void* src;               /* bf16 [tokens][heads][head_dim], 16-byte aligned */
