@@ -406,7 +406,8 @@ wideattn_status prefill(wideattn_context* ctx, const wideattn_prefill_params* pa
 wideattn_status quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params, void* stream) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     std::string message;
-    const wideattn_status status = wideattn::validate_quantize_params(params, &message);
+    wideattn_status status = wideattn::validate_quantize_params(params, &message);
+    if (status == WIDEATTN_OK) status = wideattn::check_quantize_grid(ctx->manifest.kernels, *params, &message);
     if (status != WIDEATTN_OK) return fail(status, message);
     wideattn_quantize_params args = *params;
     return launch_on_current_device(
@@ -420,7 +421,8 @@ wideattn_status quantize_to_cache(wideattn_context* ctx, const wideattn_quantize
 wideattn_status compute_scale(wideattn_context* ctx, const wideattn_scale_params* params, void* stream) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     std::string message;
-    const wideattn_status status = wideattn::validate_scale_params(params, &message);
+    wideattn_status status = wideattn::validate_scale_params(params, &message);
+    if (status == WIDEATTN_OK) status = wideattn::check_scale_grid(ctx->manifest.kernels, *params, &message);
     if (status != WIDEATTN_OK) return fail(status, message);
     wideattn_scale_params args = *params;
     // The kernel raises *scale with atomicMax from the floor, so the floor goes in first.

@@ -13,8 +13,15 @@ namespace {
 
 constexpr int32_t kMaxGridY = 65535;       // CUDA's grid.y limit
 constexpr int64_t kMaxGridX = 2147483647;  // CUDA's grid.x limit
+constexpr int32_t kMaxCcMinor = 9;         // sm_XY names a one-digit minor
 
 }  // namespace
+
+std::string device_arch_text(int32_t cc_major, int32_t cc_minor) {
+    const std::string numbers = std::to_string(cc_major) + "." + std::to_string(cc_minor);
+    if (cc_major < 0 || cc_minor < 0 || cc_minor > kMaxCcMinor) return "compute capability " + numbers + " (not valid)";
+    return "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+}
 
 bool arch_runs_on(const ManifestKernel& k, int32_t cc_major, int32_t cc_minor) {
     if (k.arch_specific) return k.arch_major == cc_major && k.arch_minor == cc_minor;
@@ -91,7 +98,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
         std::string tma_why;
         const bool arch_miss = !arch_runs_on(k, cc_major, cc_minor);
         if (arch_miss) {
-            miss << k.name << " (" << k.arch << ") does not run on sm_" << cc_major << cc_minor;
+            miss << k.name << " (" << k.arch << ") does not run on " << device_arch_text(cc_major, cc_minor);
         } else if (p.head_dim < k.head_dim_min || p.head_dim > k.head_dim_max ||
                    (p.head_dim - k.head_dim_min) % k.head_dim_step != 0) {
             miss << k.name << " serves head_dim " << k.head_dim_min << ".." << k.head_dim_max << " step "
@@ -127,7 +134,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
     std::ostringstream s;
     s << "no kernel in the bundle for q_dtype=" << dtype_name(p.q_dtype) << " kv_dtype=" << dtype_name(p.kv_dtype)
       << " o_dtype=" << dtype_name(p.o_dtype) << " head_dim=" << p.head_dim << " group=" << group
-      << (p.lse ? " with lse" : "") << " on sm_" << cc_major << cc_minor;
+      << (p.lse ? " with lse" : "") << " on " << device_arch_text(cc_major, cc_minor);
     if (restricted) s << " (selection restricted to kernel " << only_name << " by wideattn_set_prefill_kernel)";
     if (misses.empty()) s << ": no kernel has these dtypes";
     for (size_t i = 0; i < misses.size(); ++i) s << (i ? "; " : ": ") << misses[i].second;
@@ -165,8 +172,7 @@ wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& ker
         const ManifestKernel& k = kernels[i];
         if (k.kind != kind || k.q_dtype != src_dtype) continue;
         if (!arch_runs_on(k, cc_major, cc_minor)) {
-            if (miss.empty()) miss = k.name + " (" + k.arch + ") does not run on sm_" + std::to_string(cc_major) +
-                                     std::to_string(cc_minor);
+            if (miss.empty()) miss = k.name + " (" + k.arch + ") does not run on " + device_arch_text(cc_major, cc_minor);
             continue;
         }
         if (head_dim < k.head_dim_min || head_dim > k.head_dim_max) {
@@ -186,12 +192,43 @@ wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& ker
         *index = pick_fitting(kernels, fitting);
         return WIDEATTN_OK;
     }
-    *message = std::string("no ") + what + " in the bundle for sm_" + std::to_string(cc_major) +
-               std::to_string(cc_minor) + (miss.empty() ? std::string(": the bundle has none") : ": " + miss);
+    *message = std::string("no ") + what + " in the bundle for " + device_arch_text(cc_major, cc_minor) +
+               (miss.empty() ? std::string(": the bundle has none") : ": " + miss);
     return WIDEATTN_ERROR_UNSUPPORTED;
 }
 
+// check_quantize_grid / check_scale_grid for kernels of `kind`.
+wideattn_status check_elementwise_grid(const std::vector<ManifestKernel>& kernels, const char* kind,
+                                       int32_t src_dtype, int32_t heads, int32_t head_dim, std::string* message) {
+    const ManifestKernel* widest = nullptr;  // of the kernels serving head_dim, the most elements per block
+    for (const ManifestKernel& k : kernels) {
+        if (k.kind != kind || k.q_dtype != src_dtype || head_dim < k.head_dim_min || head_dim > k.head_dim_max ||
+            k.threads < 1 || k.tile_keys < 1)
+            continue;
+        if (elementwise_grid_y(k, heads, head_dim) <= kMaxGridY) return WIDEATTN_OK;
+        if (!widest || int64_t{k.threads} * k.tile_keys > int64_t{widest->threads} * widest->tile_keys) widest = &k;
+    }
+    if (!widest) return WIDEATTN_OK;
+    const int64_t per_block = int64_t{widest->threads} * widest->tile_keys;
+    std::ostringstream s;
+    s << "heads=" << heads << " x head_dim=" << head_dim << " needs " << elementwise_grid_y(*widest, heads, head_dim)
+      << " blocks in grid.y of " << widest->name << " (" << per_block << " elements per block, limit " << kMaxGridY
+      << "): at most " << kMaxGridY * per_block / head_dim << " heads of head_dim=" << head_dim;
+    *message = s.str();
+    return WIDEATTN_ERROR_INVALID_ARGUMENT;
+}
+
 }  // namespace
+
+wideattn_status check_quantize_grid(const std::vector<ManifestKernel>& kernels, const wideattn_quantize_params& p,
+                                    std::string* message) {
+    return check_elementwise_grid(kernels, kKindQuantizeE4m3, p.src_dtype, p.heads, p.head_dim, message);
+}
+
+wideattn_status check_scale_grid(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
+                                 std::string* message) {
+    return check_elementwise_grid(kernels, kKindAmaxE4m3, p.src_dtype, p.heads, p.head_dim, message);
+}
 
 wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_quantize_params& p,
                                        int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
@@ -254,8 +291,8 @@ wideattn_status select_merge_kernel(const std::vector<ManifestKernel>& kernels, 
         *index = pick_fitting(kernels, fitting);
         return WIDEATTN_OK;
     }
-    *message = "no split-KV merge kernel in the bundle for o_dtype=" + std::to_string(p.o_dtype) + " on sm_" +
-               std::to_string(cc_major) + std::to_string(cc_minor) + (miss.empty() ? std::string() : ": " + miss);
+    *message = std::string("no split-KV merge kernel in the bundle for o_dtype=") + dtype_name(p.o_dtype) + " on " +
+               device_arch_text(cc_major, cc_minor) + (miss.empty() ? std::string() : ": " + miss);
     return WIDEATTN_ERROR_UNSUPPORTED;
 }
 

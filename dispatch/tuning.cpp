@@ -166,7 +166,7 @@ std::string choice_label(const TuningChoice& c) {
 }
 
 std::string device_label(const TuningFile& f) {
-    return f.device_name + " (sm_" + std::to_string(f.cc_major) + std::to_string(f.cc_minor) + ")";
+    return f.device_name + " (" + device_arch_text(f.cc_major, f.cc_minor) + ")";
 }
 
 // Whether nothing at all is at `path` (a directory or unreadable file there is not "absent").
@@ -308,7 +308,7 @@ std::string ContextTuning::choice_for(const wideattn_prefill_params& p, int32_t 
     if (!in_play()) return {};
     std::string mismatch;
     if (cc_major != file_.cc_major || cc_minor != file_.cc_minor)
-        mismatch = "sm_" + std::to_string(cc_major) + std::to_string(cc_minor);
+        mismatch = device_arch_text(cc_major, cc_minor);
     else if (device_name && *device_name != file_.device_name)
         mismatch = *device_name;
     std::lock_guard<std::mutex> lock(mutex_);

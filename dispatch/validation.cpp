@@ -35,6 +35,81 @@ struct Dim {
     int64_t stride;
 };
 
+// The byte offset of the last element of a tensor with elements (rows of `row` contiguous
+// elements of `elem_size` bytes along `dims`, every count >= 1) into *bytes. On an int64 overflow
+// returns false and *blamed: the dim whose term overflowed, else the largest term so far.
+bool last_element_offset(int64_t elem_size, int64_t row, std::initializer_list<Dim> dims, int64_t* bytes,
+                         const Dim** blamed) {
+    *bytes = (row - 1) * elem_size;  // row <= 2^32 and elem_size <= 8 bytes: no overflow
+    const Dim* largest = nullptr;
+    int64_t largest_bytes = -1;
+    for (const Dim& d : dims) {
+        int64_t term = 0;
+        if (!checked_mul(d.count - 1, d.stride, &term) || !checked_mul(term, elem_size, &term)) {
+            *blamed = &d;
+            return false;
+        }
+        if (term > largest_bytes) largest = &d, largest_bytes = term;
+        if (!checked_add(*bytes, term, bytes)) {
+            *blamed = largest;
+            return false;
+        }
+    }
+    return true;
+}
+
+// Whether the rows of `row_bytes` that a tensor's dims (listed outermost first) address are
+// disjoint: of the dims with more than one index, taken from the smallest stride up (equal
+// strides: the inner dim first), the first stride covers a row and each next one covers every row
+// of the dims inside it (a product that overflows covers nothing). Otherwise *why says which
+// stride falls short; `what` names the rows.
+bool rows_nest(const char* what, const char* row_name, int64_t row_bytes, std::initializer_list<Dim> dims,
+               std::string* why) {
+    std::vector<const Dim*> varying;
+    for (auto d = std::rbegin(dims); d != std::rend(dims); ++d)
+        if (d->count > 1) varying.push_back(&*d);
+    std::stable_sort(varying.begin(), varying.end(), [](const Dim* a, const Dim* b) { return a->stride < b->stride; });
+    int64_t span = row_bytes;  // bytes one index of the next dim must step over
+    std::string span_text = row_name;
+    for (const Dim* d : varying) {
+        if (d->stride < span) {
+            std::ostringstream s;
+            s << d->stride_name << "=" << d->stride << " is smaller than " << span_text << " = " << span << ": "
+              << what << " overlap";
+            *why = s.str();
+            return false;
+        }
+        span_text = std::string(d->stride_name) + " x " + d->count_name + " = " + std::to_string(d->stride) + " x " +
+                    std::to_string(d->count);
+        if (!checked_mul(d->stride, d->count, &span)) span = INT64_MAX;
+    }
+    return true;
+}
+
+// The bytes first..last (inclusive) of one tensor for the overlap check; `written`: an output.
+struct Span {
+    const char* name;
+    uintptr_t first, last;
+    bool written;
+};
+
+// Appends the span of a tensor that passed tensor_fits (rows of `row` elements of `elem_size`
+// along `dims`) to *spans; a tensor without elements (a count or row of 0, a NULL base) has none.
+void add_span(std::vector<Span>* spans, const char* name, const void* base, bool written, int64_t elem_size,
+              int64_t row, std::initializer_list<Dim> dims) {
+    if (!base || row <= 0) return;
+    for (const Dim& d : dims)
+        if (d.count <= 0) return;
+    int64_t bytes = 0;
+    const Dim* blamed = nullptr;
+    if (!last_element_offset(elem_size, row, dims, &bytes, &blamed)) bytes = INT64_MAX;
+    const uintptr_t first = reinterpret_cast<uintptr_t>(base);
+    uintptr_t last = UINTPTR_MAX;  // the end of the address space where the last element's bytes reach it
+    if (static_cast<uint64_t>(bytes) + static_cast<uint64_t>(elem_size - 1) <= UINTPTR_MAX - first)
+        last = first + static_cast<uint64_t>(bytes) + static_cast<uint64_t>(elem_size - 1);
+    spans->push_back({name, first, last, written});
+}
+
 class Validator {
 public:
     explicit Validator(std::string* message) : message_(message) {}
@@ -99,28 +174,10 @@ public:
         return fail(s.str());
     }
     // The rows of `row_bytes` that an output tensor's dims (listed outermost first) address do not
-    // overlap: of the dims with more than one index, taken from the smallest stride up (equal
-    // strides: the inner dim first), the first stride covers a row and each next one covers every
-    // row of the dims inside it (a product that overflows covers nothing). `what` names the rows.
+    // overlap (rows_nest); `what` names the rows in the refusal.
     bool rows_disjoint(const char* what, const char* row_name, int64_t row_bytes, std::initializer_list<Dim> dims) {
-        std::vector<const Dim*> varying;
-        for (auto d = std::rbegin(dims); d != std::rend(dims); ++d)
-            if (d->count > 1) varying.push_back(&*d);
-        std::stable_sort(varying.begin(), varying.end(), [](const Dim* a, const Dim* b) { return a->stride < b->stride; });
-        int64_t span = row_bytes;  // bytes one index of the next dim must step over
-        std::string span_text = row_name;
-        for (const Dim* d : varying) {
-            if (d->stride < span) {
-                std::ostringstream s;
-                s << d->stride_name << "=" << d->stride << " is smaller than " << span_text << " = " << span << ": "
-                  << what << " overlap";
-                return fail(s.str());
-            }
-            span_text = std::string(d->stride_name) + " x " + d->count_name + " = " + std::to_string(d->stride) +
-                        " x " + std::to_string(d->count);
-            if (!checked_mul(d->stride, d->count, &span)) span = INT64_MAX;
-        }
-        return true;
+        std::string why;
+        return rows_nest(what, row_name, row_bytes, dims, &why) || fail(why);
     }
     // Every element of tensor `name` (rows of `row` <= 2^32 contiguous elements of `elem_size`
     // <= 8 bytes at base + the dims' offsets) lies less than 2^63 bytes past `base` and below the
@@ -131,24 +188,33 @@ public:
         if (row <= 0) return true;
         for (const Dim& d : dims)
             if (d.count <= 0) return true;
-        int64_t bytes = (row - 1) * elem_size;  // below 2^35 by the bounds above
-        const Dim* largest = nullptr;
-        int64_t largest_bytes = -1;
-        for (const Dim& d : dims) {
-            int64_t term = 0;
-            if (!checked_mul(d.count - 1, d.stride, &term) || !checked_mul(term, elem_size, &term))
-                return too_far(name, d.stride_name, d.stride, d.count_name, d.count, elem_size);
-            if (term > largest_bytes) largest = &d, largest_bytes = term;
-            if (!checked_add(bytes, term, &bytes))
-                return too_far(name, largest->stride_name, largest->stride, largest->count_name, largest->count,
-                               elem_size);
-        }
+        int64_t bytes = 0;
+        if (const Dim* blamed = nullptr; !last_element_offset(elem_size, row, dims, &bytes, &blamed))
+            return too_far(name, blamed->stride_name, blamed->stride, blamed->count_name, blamed->count, elem_size);
         const uintptr_t address = reinterpret_cast<uintptr_t>(base);
         if (static_cast<uint64_t>(bytes) <= UINTPTR_MAX - address) return true;
         std::ostringstream s;
         s << name << "=" << pointer_text(base) << " plus the " << bytes
           << " bytes to its last element runs past the end of the 64-bit address space";
         return fail(s.str());
+    }
+    // No output's bytes overlap another output's or an input's (inputs may share bytes: they are
+    // only read). The refusal names both tensors and their byte ranges.
+    bool apart(const std::vector<Span>& spans) {
+        for (size_t i = 0; i < spans.size(); ++i)
+            for (size_t j = 0; j < spans.size(); ++j) {
+                const Span &a = spans[i], &b = spans[j];
+                if (!a.written || (b.written && j <= i) || i == j) continue;
+                if (a.first > b.last || b.first > a.last) continue;
+                std::ostringstream s;
+                s << a.name << " (bytes " << pointer_text(reinterpret_cast<const void*>(a.first)) << ".."
+                  << pointer_text(reinterpret_cast<const void*>(a.last)) << ") overlaps " << b.name << " (bytes "
+                  << pointer_text(reinterpret_cast<const void*>(b.first)) << ".."
+                  << pointer_text(reinterpret_cast<const void*>(b.last)) << "): an output may share no byte with "
+                  << (b.written ? "another output" : "an input");
+                return fail(s.str());
+            }
+        return true;
     }
 
 private:
@@ -317,6 +383,53 @@ bool check_extents(Validator& v, const wideattn_prefill_params& p) {
                          {{"num_seqs", p.num_seqs, "block_table_stride", p.block_table_stride}});
 }
 
+// The spans of a K or V cache (elements of `elem_size`). A cache whose pages share rows (a block
+// stride below the rows of one block, as in the token-row pages of dense K/V rows) counts up to
+// the rows of its last block's first slot: its later slots are the rows of the blocks after it,
+// so bytes past those rows need not belong to the cache.
+void add_cache_span(std::vector<Span>* spans, const char* name, const void* base, int64_t elem_size,
+                    const wideattn_prefill_params& p, Dim block, Dim slot, Dim head) {
+    std::string why;
+    if (rows_nest("cache rows", "head_dim", p.head_dim, {block, slot, head}, &why))
+        add_span(spans, name, base, false, elem_size, p.head_dim, {block, slot, head});
+    else
+        add_span(spans, name, base, false, elem_size, p.head_dim, {block, head});
+}
+
+// No output (o, lse, the workspace) shares a byte with another output or with an input (q, the
+// caches, the metadata arrays, the scales), after check_extents (so no span wraps).
+bool check_overlaps(Validator& v, const wideattn_prefill_params& p) {
+    const int64_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
+    const int64_t lse_size = p.o_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
+    const int64_t int32_size = sizeof(int32_t), float_size = sizeof(float);
+    // A table row is read up to the most blocks the kernels address (check_extents' bound).
+    const int64_t table_row = std::min(p.block_table_stride, (kMaxSeqKeys - 1) / p.block_size + 1);
+    std::vector<Span> spans;
+    add_span(&spans, "o", p.o, true, o_size, p.head_dim,
+             {{"total_q", p.total_q, "o_token_stride", p.o_token_stride},
+              {"num_q_heads", p.num_q_heads, "o_head_stride", p.o_head_stride}});
+    add_span(&spans, "lse", p.lse, true, lse_size, p.total_q,
+             {{"num_q_heads", p.num_q_heads, "lse_head_stride", p.lse_head_stride}});
+    add_span(&spans, "workspace", p.workspace, true, 1, p.workspace_bytes, {});
+    add_span(&spans, "q", p.q, false, q_size, p.head_dim,
+             {{"total_q", p.total_q, "q_token_stride", p.q_token_stride},
+              {"num_q_heads", p.num_q_heads, "q_head_stride", p.q_head_stride}});
+    add_cache_span(&spans, "k_cache", p.k_cache, kv_size, p, {"num_blocks", p.num_blocks, "k_block_stride", p.k_block_stride},
+                   {"block_size", p.block_size, "k_slot_stride", p.k_slot_stride},
+                   {"num_kv_heads", p.num_kv_heads, "k_head_stride", p.k_head_stride});
+    add_cache_span(&spans, "v_cache", p.v_cache, kv_size, p, {"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
+                   {"block_size", p.block_size, "v_slot_stride", p.v_slot_stride},
+                   {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride});
+    add_span(&spans, "cu_seqlens_q", p.cu_seqlens_q, false, int32_size, int64_t{p.num_seqs} + 1, {});
+    add_span(&spans, "seq_lens_k", p.seq_lens_k, false, int32_size, p.num_seqs, {});
+    add_span(&spans, "block_table", p.block_table, false, int32_size, table_row,
+             {{"num_seqs", p.num_seqs, "block_table_stride", p.block_table_stride}});
+    add_span(&spans, "q_scale", p.q_scale, false, float_size, 1, {});
+    add_span(&spans, "k_scale", p.k_scale, false, float_size, 1, {});
+    add_span(&spans, "v_scale", p.v_scale, false, float_size, 1, {});
+    return v.apart(spans);
+}
+
 // The source dtype of the quantise and amax kernels: a value that is no wideattn_dtype is
 // INVALID_ARGUMENT (as the prefill dtypes are), a dtype other than bf16 UNSUPPORTED (no kernel
 // takes it); WIDEATTN_OK for bf16.
@@ -336,6 +449,14 @@ bool source_fits(Validator& v, const void* src, int64_t token_stride, int64_t he
                          {{"tokens", tokens, "src_token_stride", token_stride},
                           {"heads", heads, "src_head_stride", head_stride}}) &&
            (!slot_mapping || v.tensor_fits("slot_mapping", slot_mapping, sizeof(int64_t), tokens, {}));
+}
+
+// The spans of the read-only source of the quantise and amax kernels and of its slot mapping.
+void add_source_spans(std::vector<Span>* spans, const void* src, int64_t token_stride, int64_t head_stride,
+                      int32_t tokens, int32_t heads, int32_t head_dim, const int64_t* slot_mapping) {
+    add_span(spans, "src", src, false, dtype_size(WIDEATTN_DTYPE_BF16), head_dim,
+             {{"tokens", tokens, "src_token_stride", token_stride}, {"heads", heads, "src_head_stride", head_stride}});
+    add_span(spans, "slot_mapping", slot_mapping, false, sizeof(int64_t), tokens, {});
 }
 
 }  // namespace
@@ -358,7 +479,8 @@ wideattn_status validate_params(const wideattn_prefill_params* p, std::string* m
     }
     Validator v(message);
     const bool ok = check_pointers_and_counts(v, *p) && check_shape(v, *p) && check_strides(v, *p) &&
-                    check_lse(v, *p) && check_scales(v, *p) && check_splits(v, *p) && check_extents(v, *p);
+                    check_lse(v, *p) && check_scales(v, *p) && check_splits(v, *p) && check_extents(v, *p) &&
+                    check_overlaps(v, *p);
     return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
 }
 
@@ -405,7 +527,17 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
         *message = s.str();
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     }
-    return WIDEATTN_OK;
+    // The outputs (the cache, the counter) share no byte with each other or the inputs.
+    std::vector<Span> spans;
+    add_span(&spans, "cache", p->cache, true, 1, p->head_dim,
+             {{"num_blocks", p->num_blocks, "cache_block_stride", p->cache_block_stride},
+              {"block_size", p->block_size, "cache_slot_stride", p->cache_slot_stride},
+              {"heads", p->heads, "cache_head_stride", p->cache_head_stride}});
+    add_span(&spans, "nonfinite_count", p->nonfinite_count, true, sizeof(int32_t), 1, {});
+    add_source_spans(&spans, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
+                     p->slot_mapping);
+    add_span(&spans, "scale", p->scale, false, sizeof(float), 1, {});
+    return v.apart(spans) ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
 }
 
 wideattn_status validate_scale_params(const wideattn_scale_params* p, std::string* message) {
@@ -427,7 +559,14 @@ wideattn_status validate_scale_params(const wideattn_scale_params* p, std::strin
                     v.multiple(p->head_dim, kSrcVecElems, "head_dim") &&
                     source_fits(v, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
                                 p->slot_mapping);
-    return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
+    if (!ok) return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    // The outputs (the scale, the counter) share no byte with each other or the inputs.
+    std::vector<Span> spans;
+    add_span(&spans, "scale", p->scale, true, sizeof(float), 1, {});
+    add_span(&spans, "nonfinite_count", p->nonfinite_count, true, sizeof(int32_t), 1, {});
+    add_source_spans(&spans, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
+                     p->slot_mapping);
+    return v.apart(spans) ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
 }
 
 }  // namespace wideattn

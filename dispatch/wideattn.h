@@ -79,6 +79,15 @@ typedef enum wideattn_dtype {
  * All strides are in elements of the tensor's own dtype; the head dimension is contiguous
  * (stride 1). Pointers are device pointers. The struct is plain data: zero-initialise it,
  * fill what you use, and pass it to wideattn_prefill().
+ *
+ * Outputs never alias: the bytes of o, lse and workspace (each from its base to its last
+ * element, as the strides and counts place it; the workspace's workspace_bytes) may share no
+ * byte with one another nor with an input (q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, the
+ * block_table rows, the scales), else WIDEATTN_ERROR_INVALID_ARGUMENT names both and their byte
+ * ranges. Inputs may share bytes (k_cache == v_cache, K and V interleaved per block in one
+ * allocation, q/k/v rows of one projection); a tensor without elements (total_q 0, lse NULL) has
+ * none. A cache whose pages share rows (a block stride below one block's rows, as dense K/V rows
+ * described as pages of 16 rows starting at any row) counts up to its last block's first slot.
  */
 typedef struct wideattn_prefill_params {
     /* q[token][q_head][d], token in 0 .. total_q-1. 16-byte aligned. */
@@ -199,6 +208,10 @@ typedef struct wideattn_prefill_params {
  *
  * The scale can come from the data without a host round trip: wideattn_compute_scale on the
  * same stream first, then this call with the same scale pointer.
+ *
+ * The outputs, cache (its rows from base to last byte) and nonfinite_count, may share no byte
+ * with each other nor with src, slot_mapping or scale (WIDEATTN_ERROR_INVALID_ARGUMENT naming both
+ * and their byte ranges), as for wideattn_prefill_params.
  */
 typedef struct wideattn_quantize_params {
     const void* src;               /* bf16 [tokens][heads][head_dim], 16-byte aligned */
@@ -212,7 +225,7 @@ typedef struct wideattn_quantize_params {
     const float* scale;            /* device pointer to the dequantisation scale (> 0) */
     int32_t* nonfinite_count;      /* device int32 counter, incremented per NaN/inf input; may be NULL */
     int32_t tokens;                /* >= 0 */
-    int32_t heads;                 /* >= 1 */
+    int32_t heads;                 /* >= 1; heads * head_dim within 65535 kernel blocks (below) */
     int32_t head_dim;              /* multiple of 8 */
     int32_t block_size;            /* >= 1 */
     int32_t num_blocks;            /* >= 1; slots >= num_blocks * block_size are skipped */
@@ -234,7 +247,8 @@ typedef struct wideattn_quantize_params {
  * Deterministic: the call sets *scale to 2^-126 (an asynchronous memset on `stream`), then one
  * kernel raises it with atomicMax on the float's bits; amax -> scale is monotonic and max is
  * order-independent, so the result is the same bits as the CPU reference in every run.
- * Capturable in a CUDA graph (a memset node and a kernel node).
+ * Capturable in a CUDA graph (a memset node and a kernel node). The outputs, scale and
+ * nonfinite_count, may share no byte with each other nor with src or slot_mapping.
  */
 typedef struct wideattn_scale_params {
     const void* src;               /* bf16 [tokens][heads][head_dim], 16-byte aligned */
@@ -244,7 +258,7 @@ typedef struct wideattn_scale_params {
     float* scale;                  /* device float, written (4-byte aligned) */
     int32_t* nonfinite_count;      /* device int32 counter, incremented per NaN/inf input; may be NULL */
     int32_t tokens;                /* >= 0 */
-    int32_t heads;                 /* >= 1 */
+    int32_t heads;                 /* >= 1; heads * head_dim as in wideattn_quantize_params */
     int32_t head_dim;              /* multiple of 8 */
     int32_t src_dtype;             /* wideattn_dtype: BF16 (as in wideattn_quantize_params) */
 } wideattn_scale_params;
@@ -421,14 +435,18 @@ WIDEATTN_API wideattn_status wideattn_prefill(wideattn_context* ctx, const widea
 
 /*
  * Launches the e4m3 quantise-into-cache kernel (see wideattn_quantize_params) on `stream` in
- * the calling thread's current CUDA context. Validates every argument first.
+ * the calling thread's current CUDA context. Validates every argument first, before the driver
+ * is loaded, so bad input is WIDEATTN_ERROR_INVALID_ARGUMENT on any machine; that includes the
+ * grid: heads * head_dim may cover at most 65535 blocks of the bundle's kernel (threads x
+ * tile.keys elements each, 1024 for the bundled kernels: at most 67,107,840 elements per token).
  */
 WIDEATTN_API wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params,
                                                         void* stream);
 
 /*
  * Computes a tensor's per-tensor e4m3 scale into *params->scale (see wideattn_scale_params) on
- * `stream` in the calling thread's current CUDA context. Validates every argument first.
+ * `stream` in the calling thread's current CUDA context. Validates every argument first, before
+ * the driver is loaded, with the same grid limit as wideattn_quantize_to_cache.
  */
 WIDEATTN_API wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_scale_params* params,
                                                     void* stream);

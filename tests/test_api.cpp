@@ -323,6 +323,44 @@ TEST_CASE("api: quantise-into-cache validates first, then needs the driver") {
     CHECK(bundle_has_kind(ctx, "quantize_e4m3"));
 }
 
+// heads x head_dim = 16384 x 4096 in the rows of a valid call: 65536 blocks in grid.y of the bundled
+// quantise and amax kernels (1024 elements per block), one more than CUDA allows.
+constexpr int32_t kWideHeads = 16384;
+constexpr int32_t kWideHeadDim = 4096;
+constexpr int kFarWindowBits = 40;  // outputs at 2^40 lie past every input of these rows
+
+TEST_CASE("api: a grid.y that overflows is an invalid argument without a driver too") {
+    force_no_driver();
+    const OpenBundle bundle;
+    wideattn_context* const ctx = bundle.ctx();
+    const std::string expected = "heads=16384 x head_dim=4096 needs 65536 blocks in grid.y of ";
+    wideattn_quantize_params q = test::valid_quantize_params();
+    q.heads = kWideHeads;
+    q.head_dim = kWideHeadDim;
+    q.src_head_stride = q.cache_head_stride = kWideHeadDim;
+    q.src_token_stride = q.cache_slot_stride = int64_t{kWideHeads} * kWideHeadDim;
+    q.cache_block_stride = q.cache_slot_stride * q.block_size;
+    q.cache = reinterpret_cast<void*>(uintptr_t{1} << kFarWindowBits);  // past src's 2^31 bytes
+    // Up to e2619f8 the grid was checked only after the driver loaded: NO_DRIVER here.
+    CHECK(wideattn_quantize_to_cache(ctx, &q, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) ==
+          expected + "quantize_e4m3 (1024 elements per block, limit 65535): at most 16383 heads of head_dim=4096");
+    q.heads = kWideHeads - 1;  // 65535 blocks: valid, so the call needs the driver
+    CHECK(wideattn_quantize_to_cache(ctx, &q, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+    wideattn_scale_params s = test::valid_scale_params();
+    s.heads = kWideHeads;
+    s.head_dim = kWideHeadDim;
+    s.src_head_stride = kWideHeadDim;
+    s.src_token_stride = int64_t{kWideHeads} * kWideHeadDim;
+    s.scale = reinterpret_cast<float*>(uintptr_t{1} << kFarWindowBits);
+    s.nonfinite_count = reinterpret_cast<int32_t*>((uintptr_t{1} << kFarWindowBits) + sizeof(float));
+    CHECK(wideattn_compute_scale(ctx, &s, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) ==
+          expected + "amax_e4m3 (1024 elements per block, limit 65535): at most 16383 heads of head_dim=4096");
+    s.heads = kWideHeads - 1;
+    CHECK(wideattn_compute_scale(ctx, &s, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+}
+
 TEST_CASE("api: compute_scale validates first, then needs the driver") {
     force_no_driver();
     const OpenBundle bundle;
@@ -419,7 +457,7 @@ TEST_CASE("api: plan_launch splits keys only where the blocks leave the machine 
     wideattn_prefill_params prompt = test::valid_params();
     prompt.num_seqs = 1;
     prompt.total_q = 16384;
-    CHECK(plan_on_h200(ctx, prompt).preferred_splits == 1);
+    CHECK(plan_on_h200(ctx, test::tensors_apart(prompt)).preferred_splits == 1);
 }
 
 TEST_CASE("api: plan_launch reports a forced split count as it is, and what it needs") {
@@ -463,7 +501,7 @@ TEST_CASE("api: without a merge kernel a call runs unsplit, and a forced count i
     p.num_splits = 2;
     CHECK(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, &plan) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(std::string(wideattn_last_error()) ==
-          "num_splits=2: no split-KV merge kernel in the bundle for o_dtype=0 on sm_90");
+          "num_splits=2: no split-KV merge kernel in the bundle for o_dtype=bf16 on sm_90");
     wideattn_close(ctx);
 }
 

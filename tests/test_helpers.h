@@ -128,6 +128,23 @@ inline wideattn_prefill_params valid_params() {
     return p;
 }
 
+// Moves every tensor of `p` into its own 2^40-byte window of fake addresses, so calls with more
+// rows than valid_params' 256 MiB windows hold (total_q above 8192) keep their tensors apart.
+inline wideattn_prefill_params tensors_apart(wideattn_prefill_params p) {
+    constexpr int kWindowBits = 40;
+    auto window = [](uintptr_t index) { return reinterpret_cast<void*>(index << kWindowBits); };
+    p.q = window(1);
+    p.k_cache = window(2);
+    p.v_cache = window(3);
+    p.o = window(4);
+    if (p.lse) p.lse = window(5);
+    if (p.workspace) p.workspace = window(6);
+    p.cu_seqlens_q = static_cast<const int32_t*>(window(7));
+    p.seq_lens_k = static_cast<const int32_t*>(window(8));
+    p.block_table = static_cast<const int32_t*>(window(9));
+    return p;
+}
+
 // A valid quantise-into-cache description (4 KV heads of 512 dims, page 16) with fake,
 // aligned device addresses.
 inline wideattn_quantize_params valid_quantize_params() {

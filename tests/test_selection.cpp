@@ -331,11 +331,24 @@ TEST_CASE("selection: amax kernels are chosen by kind, dtype, head dim, grid and
           std::string::npos);
     p.heads = 65535 * 16;
     CHECK(select_scale_kernel(m.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
+    // The grid limit needs no device: checked for every arch's kernel before the driver loads.
+    CHECK(check_scale_grid(m.kernels, p, &why) == WIDEATTN_OK);
+    p.heads = 65535 * 16 + 1;
+    CHECK(check_scale_grid(m.kernels, p, &why) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(why == "heads=1048561 x head_dim=512 needs 65536 blocks in grid.y of amax_e4m3 (8192 elements per block, "
+                 "limit 65535): at most 1048560 heads of head_dim=512");
+    p.head_dim = 8200;  // served by no kernel: left to the selection (UNSUPPORTED)
+    CHECK(check_scale_grid(m.kernels, p, &why) == WIDEATTN_OK);
+    p = test::valid_scale_params();
     // The quantise selection has the same grid limit.
     wideattn_quantize_params q = test::valid_quantize_params();
     q.heads = 65535 * 16 + 1;
     CHECK(select_quantize_kernel(m.kernels, q, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(why.find("limit 65535") != std::string::npos);
+    CHECK(check_quantize_grid(m.kernels, q, &why) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(why.find("heads=1048561 x head_dim=512 needs 65536 blocks in grid.y of quantize_e4m3") == 0);
+    q.heads = 65535 * 16;
+    CHECK(check_quantize_grid(m.kernels, q, &why) == WIDEATTN_OK);
     // Neither picks the other's kernel, and a bundle without an amax kernel says so.
     q = test::valid_quantize_params();
     REQUIRE(select_quantize_kernel(m.kernels, q, 9, 0, &index, &why) == WIDEATTN_OK);
@@ -542,4 +555,38 @@ TEST_CASE("tensor maps: the driver gets the layout and box the kernel addresses,
         CHECK(why.find("cuTensorMapEncodeTiled(k_cache) failed") != std::string::npos);
         CHECK(g_encode.calls == 1);
     }
+}
+
+TEST_CASE("selection: messages name a compute capability without an sm_ name, and the merge refusal's dtype") {
+    CHECK(device_arch_text(9, 0) == "sm_90");
+    CHECK(device_arch_text(12, 1) == "sm_121");
+    CHECK(device_arch_text(-1, 0) == "compute capability -1.0 (not valid)");
+    CHECK(device_arch_text(9, -3) == "compute capability 9.-3 (not valid)");
+    CHECK(device_arch_text(9, 10) == "compute capability 9.10 (not valid)");
+    // A negative compute capability printed as "sm_-10" up to e2619f8.
+    const Manifest m = synthetic_bundle();
+    wideattn_prefill_params p = test::valid_params();
+    std::string why;
+    CHECK(select_name(m, p, -1, 0, &why).empty());
+    CHECK(why.find("on compute capability -1.0 (not valid): mma_bf16_d512 (sm_90a) does not run on compute "
+                   "capability -1.0 (not valid)") != std::string::npos);
+    CHECK(why.find("sm_-") == std::string::npos);
+    const Manifest aux = parse_bundle({aux_kernel_json("quantize_e4m3", "sm_90a", "e4m3", "\"paged\""),
+                                       aux_kernel_json("amax_e4m3", "sm_90a", "f32", "\"slot_mapping\"")});
+    int32_t index = -1;
+    CHECK(select_quantize_kernel(aux.kernels, test::valid_quantize_params(), -1, 0, &index, &why) ==
+          WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why == "no e4m3 quantise kernel in the bundle for compute capability -1.0 (not valid): quantize_e4m3 "
+                 "(sm_90a) does not run on compute capability -1.0 (not valid)");
+    // The merge refusal names o_dtype as the other messages do ("o_dtype=3" up to e2619f8).
+    const Manifest merge = parse_bundle({test::kernel_json("merge_splits_bf16", "sm_90a", "bf16", 512, 512, 512, 1,
+                                                           65536, "\"varlen\"", kCubinBytes, kZeroHash,
+                                                           "merge_splits")});
+    p.o_dtype = WIDEATTN_DTYPE_F64;
+    CHECK(select_merge_kernel(merge.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why == "no split-KV merge kernel in the bundle for o_dtype=f64 on sm_90");
+    p.o_dtype = WIDEATTN_DTYPE_BF16;
+    CHECK(select_merge_kernel(merge.kernels, p, -2, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why == "no split-KV merge kernel in the bundle for o_dtype=bf16 on compute capability -2.0 (not valid)");
+    REQUIRE(select_merge_kernel(merge.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
 }

@@ -94,7 +94,7 @@ wideattn_prefill_params params_with(int32_t total_q, int32_t num_seqs) {
     wideattn_prefill_params p = test::valid_params();
     p.total_q = total_q;
     p.num_seqs = num_seqs;
-    return p;
+    return test::tensors_apart(p);
 }
 
 }  // namespace

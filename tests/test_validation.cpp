@@ -402,3 +402,114 @@ TEST_CASE("validation: quantise and scale extents are checked") {
     };
     check_each_refused(scale, test::valid_scale_params, validate_scale_params, MessageMatch::kStartsWith);
 }
+
+// Up to e2619f8 only o's own rows were checked for overlap: every case below was accepted.
+TEST_CASE("validation: outputs share no byte with each other or with an input") {
+    const std::vector<BadCase<wideattn_prefill_params>> cases = {
+        {"o is q", [](auto& p) { p.o = const_cast<void*>(p.q); },
+         "o (bytes 0x10000000..0x1031ffff) overlaps q (bytes 0x10000000..0x1031ffff): an output may share no byte "
+         "with an input"},
+        {"o runs into k_cache's last block", [](auto& p) { p.o = fake(0x27fff000); },
+         "o (bytes 0x27fff000..0x2831efff) overlaps k_cache (bytes 0x20000000..0x27ffffff)"},
+        {"o starts in v_cache", [](auto& p) { p.o = fake(0x37fffff0); }, "o (bytes 0x37fffff0..0x3831ffef) overlaps "
+                                                                         "v_cache (bytes 0x30000000..0x37ffffff)"},
+        {"lse inside o",
+         [](auto& p) {
+             p.lse = fake(0x40000100);
+             p.lse_head_stride = p.total_q;
+         },
+         "o (bytes 0x40000000..0x4031ffff) overlaps lse (bytes 0x40000100..0x400032ff): an output may share no byte "
+         "with another output"},
+        {"workspace over cu_seqlens_q",
+         [](auto& p) {
+             p.workspace = fake(0x50000000);
+             p.workspace_bytes = 0x4000;
+         },
+         "workspace (bytes 0x50000000..0x50003fff) overlaps cu_seqlens_q (bytes 0x50000000..0x5000000b)"},
+        {"workspace over o",
+         [](auto& p) {
+             p.workspace = fake(0x40300000);
+             p.workspace_bytes = 1 << 20;
+         },
+         "o (bytes 0x40000000..0x4031ffff) overlaps workspace (bytes 0x40300000..0x403fffff)"},
+        {"o over seq_lens_k", [](auto& p) { p.o = fake(0x4ffff000); },
+         "o (bytes 0x4ffff000..0x5031efff) overlaps cu_seqlens_q (bytes 0x50000000..0x5000000b)"},
+        {"o over the block table's last row", [](auto& p) { p.o = fake(0x50003ff0); },
+         "o (bytes 0x50003ff0..0x50323fef) overlaps block_table (bytes 0x50002000..0x50003fff)"},
+        {"q_scale inside o",
+         [](auto& p) {
+             p.q_dtype = WIDEATTN_DTYPE_E4M3;
+             p.q_scale = static_cast<const float*>(fake(0x40000010));
+         },
+         "o (bytes 0x40000000..0x4031ffff) overlaps q_scale (bytes 0x40000010..0x40000013)"},
+    };
+    check_each_refused(cases, test::valid_params, validate_params, MessageMatch::kStartsWith);
+}
+
+TEST_CASE("validation: inputs may share bytes, and an empty or absent output has none") {
+    std::string message;
+    wideattn_prefill_params same = test::valid_params();  // one tensor read as K and as V
+    same.v_cache = same.k_cache;
+    CHECK_MESSAGE(validate_params(&same, &message) == WIDEATTN_OK, message);
+    wideattn_prefill_params interleaved = test::valid_params();  // [block][2][slot][head][d] (FlashInfer)
+    interleaved.num_blocks = 1024;
+    interleaved.k_block_stride = interleaved.v_block_stride = 2 * test::valid_params().k_block_stride;
+    interleaved.v_cache = static_cast<const char*>(interleaved.k_cache) + test::valid_params().k_block_stride * 2;
+    CHECK_MESSAGE(validate_params(&interleaved, &message) == WIDEATTN_OK, message);
+    wideattn_prefill_params fused_qkv = test::valid_params();  // q, k and v rows of one projection
+    fused_qkv.k_cache = fused_qkv.v_cache = fused_qkv.q;
+    CHECK_MESSAGE(validate_params(&fused_qkv, &message) == WIDEATTN_OK, message);
+    wideattn_prefill_params empty = test::valid_params();  // no row of o, lse or q to touch
+    empty.total_q = 0;
+    empty.o = const_cast<void*>(empty.q);
+    empty.lse = fake(0x10000000);
+    CHECK_MESSAGE(validate_params(&empty, &message) == WIDEATTN_OK, message);
+}
+
+TEST_CASE("validation: K/V as token-row pages reach up to their last block's first slot") {
+    // Dense rows [1000][4][512] as pages of 16 rows starting at any row (the varlen layout): block
+    // b is row b, so the 15 slots past the last block's first are rows no block owns.
+    constexpr int64_t kRows = 1000, kRowElems = 4 * 512, kRowBytes = kRowElems * 2;
+    std::string message;
+    wideattn_prefill_params p = test::valid_params();
+    p.num_blocks = static_cast<int32_t>(kRows);
+    p.k_block_stride = p.k_slot_stride = p.v_block_stride = p.v_slot_stride = kRowElems;
+    p.o = fake(0x20000000 + kRows * kRowBytes);  // o right after K's rows
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    p.o = fake(0x20000000 + (kRows - 1) * kRowBytes);  // o over K's last row
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message.rfind("o (bytes 0x203e7000..0x20706fff) overlaps k_cache (bytes 0x20000000..0x203e7fff)", 0) == 0);
+}
+
+TEST_CASE("validation: quantise and scale outputs share no byte with each other or with an input") {
+    const std::vector<BadCase<wideattn_quantize_params>> quantize_cases = {
+        {"cache over src", [](auto& p) { p.cache = const_cast<void*>(p.src); },
+         "cache (bytes 0x10000000..0x1003ffff) overlaps src (bytes 0x10000000..0x10009fff): an output may share no "
+         "byte with an input"},
+        {"counter inside cache", [](auto& p) { p.nonfinite_count = static_cast<int32_t*>(fake(0x20000008)); },
+         "cache (bytes 0x20000000..0x2003ffff) overlaps nonfinite_count (bytes 0x20000008..0x2000000b): an output may "
+         "share no byte with another output"},
+        {"cache over slot_mapping", [](auto& p) { p.cache = fake(0x2fffff00); },
+         "cache (bytes 0x2fffff00..0x3003feff) overlaps slot_mapping (bytes 0x30000000..0x3000004f)"},
+        {"counter is scale", [](auto& p) { p.nonfinite_count = static_cast<int32_t*>(fake(0x30001000)); },
+         "nonfinite_count (bytes 0x30001000..0x30001003) overlaps scale (bytes 0x30001000..0x30001003)"},
+    };
+    check_each_refused(quantize_cases, test::valid_quantize_params, validate_quantize_params,
+                       MessageMatch::kStartsWith);
+    const std::vector<BadCase<wideattn_scale_params>> scale_cases = {
+        {"scale is the counter", [](auto& p) { p.nonfinite_count = reinterpret_cast<int32_t*>(p.scale); },
+         "scale (bytes 0x30001000..0x30001003) overlaps nonfinite_count (bytes 0x30001000..0x30001003): an output "
+         "may share no byte with another output"},
+        {"scale inside src", [](auto& p) { p.scale = static_cast<float*>(fake(0x10000004)); },
+         "scale (bytes 0x10000004..0x10000007) overlaps src (bytes 0x10000000..0x10009fff): an output may share no "
+         "byte with an input"},
+        {"counter over slot_mapping", [](auto& p) { p.nonfinite_count = static_cast<int32_t*>(fake(0x30000048)); },
+         "nonfinite_count (bytes 0x30000048..0x3000004b) overlaps slot_mapping (bytes 0x30000000..0x3000004f)"},
+    };
+    check_each_refused(scale_cases, test::valid_scale_params, validate_scale_params, MessageMatch::kStartsWith);
+    std::string message;
+    wideattn_quantize_params empty = test::valid_quantize_params();  // no source row to overwrite
+    empty.tokens = 0;
+    empty.cache = const_cast<void*>(empty.src);
+    CHECK_MESSAGE(validate_quantize_params(&empty, &message) == WIDEATTN_OK, message);
+}
