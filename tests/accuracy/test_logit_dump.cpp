@@ -183,6 +183,21 @@ TEST_CASE("logit dump reader: clear errors for bad files") {
     write_raw_dataset(dir.file("u16.h5"), "logits", H5T_STD_U16LE, 2);  // no dtype="bfloat16"
     CHECK(error_of(dir.file("u16.h5")).find("unsupported element type") != std::string::npos);
 
+    // bfloat16 bits viewed as float16 (torch's view(torch.float16)), marked as bfloat16: they would
+    // read as other numbers, so the contradiction is refused rather than read as float16.
+    H5Handle binary16(H5Tcopy(H5T_IEEE_F32LE));
+    H5Tset_fields(binary16.get(), 15, 10, 5, 0, 10);
+    H5Tset_size(binary16.get(), 2);
+    H5Tset_ebias(binary16.get(), 15);
+    write_raw_dataset(dir.file("f16_marked_bf16.h5"), "logits", binary16.get(), 2);
+    {
+        H5Handle file(H5Fopen(dir.file("f16_marked_bf16.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+        H5Handle dataset(H5Dopen2(file.get(), "logits", H5P_DEFAULT));
+        write_string_attribute(dataset.get(), "dtype", "bfloat16");
+    }
+    CHECK(error_of(dir.file("f16_marked_bf16.h5")).find("'logits' is IEEE float16 but has dtype=\"bfloat16\"") !=
+          std::string::npos);
+
     {
         LogitDumpWriter writer(dir.file("no_rows.h5"), 10, LogitType::kFloat32, {});
         writer.close();
