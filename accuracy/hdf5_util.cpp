@@ -45,6 +45,31 @@ std::mutex& hdf5_call_mutex() {
 
 void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
+namespace {
+
+// Why H5Fopen refused a file, from the error stack it left: another process's lock (a writer
+// has it open), the superblock's flags of a file open for writing, or anything else.
+enum class OpenRefusal { kOther, kLocked, kMarkedOpen };
+
+// libhdf5 1.10's description of a file whose superblock flags say a writer has it open.
+constexpr const char* kMarkedOpenText = "already open for write";
+
+herr_t note_open_refusal(unsigned, const H5E_error2_t* entry, void* data) {
+    auto* refusal = static_cast<OpenRefusal*>(data);
+    if (entry->min_num == H5E_CANTLOCKFILE) *refusal = OpenRefusal::kLocked;
+    else if (*refusal == OpenRefusal::kOther && entry->desc != nullptr && std::strstr(entry->desc, kMarkedOpenText))
+        *refusal = OpenRefusal::kMarkedOpen;
+    return 0;
+}
+
+OpenRefusal open_refusal() {
+    OpenRefusal refusal = OpenRefusal::kOther;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, note_open_refusal, &refusal);
+    return refusal;
+}
+
+}  // namespace
+
 H5Handle open_hdf5_for_reading(const std::string& path) {
     silence_hdf5_errors();
     struct stat info {};
@@ -55,8 +80,17 @@ H5Handle open_hdf5_for_reading(const std::string& path) {
     if (H5Fis_hdf5(path.c_str()) <= 0)
         throw AccuracyError("'" + path + "' is not an HDF5 file (no HDF5 signature)");
     H5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-    if (!file.valid())
+    if (!file.valid()) {
+        const OpenRefusal refusal = open_refusal();
+        if (refusal == OpenRefusal::kLocked)
+            throw AccuracyError("'" + path + "' is locked by a program that has it open for writing (HDF5 file "
+                                "locking): close the file in the writer (e.g. leave its h5py 'with' block) first");
+        if (refusal == OpenRefusal::kMarkedOpen)
+            throw AccuracyError("'" + path + "' is marked as still open for writing (its HDF5 superblock's "
+                                "consistency flags): close the file in the writer first; if the writer ended "
+                                "without closing it, the file may be incomplete (h5clear -s clears the flags)");
         throw AccuracyError("'" + path + "' has an HDF5 signature but cannot be opened (truncated or corrupt?)");
+    }
     return file;
 }
 

@@ -27,6 +27,18 @@ void check_same_shape(const LogitDumpInfo& reference, const LogitDumpInfo& other
                             other.path + "' has " + shape_text(other) + " ([tokens, vocab] must match)");
 }
 
+// A warning on `other` when both dumps name a model and the names differ: the dumps are then
+// most likely of different models (a mix-up in the pipeline that wrote them), which no shape
+// check catches when the vocabularies are equal.
+void note_other_model(const LogitDumpInfo& reference, LogitDumpInfo* other) {
+    if (reference.metadata.model.empty() || other->metadata.model.empty() ||
+        reference.metadata.model == other->metadata.model)
+        return;
+    other->warnings.push_back("'" + other->path + "' is of model \"" + other->metadata.model +
+                              "\" but the reference '" + reference.path + "' of model \"" +
+                              reference.metadata.model + "\": are these dumps of the same model?");
+}
+
 void check_same_tokens(const std::vector<int32_t>& expected, const std::string& expected_path,
                        const std::vector<int32_t>& actual, const std::string& actual_path) {
     for (size_t i = 0; i < expected.size(); ++i) {
@@ -146,6 +158,8 @@ ReaderSet open_dumps(const std::string& reference, const std::string& candidate,
     report->candidate_info = readers[1]->info();
     if (report->has_baseline) report->baseline_info = readers[2]->info();
     for (size_t i = 1; i < readers.size(); ++i) check_same_shape(report->reference_info, readers[i]->info());
+    note_other_model(report->reference_info, &report->candidate_info);
+    if (report->has_baseline) note_other_model(report->reference_info, &report->baseline_info);
     report->tokens = report->reference_info.tokens;
     report->vocab = report->reference_info.vocab;
     return readers;

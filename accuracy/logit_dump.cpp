@@ -72,17 +72,22 @@ LogitDumpReader::ElementType LogitDumpReader::element_type(hid_t dataset, const 
     if (!file_type.valid()) throw AccuracyError("cannot read the element type of " + where(path) + " (corrupt file?)");
     const H5T_class_t type_class = H5Tget_class(file_type.get());
     const size_t type_size = H5Tget_size(file_type.get());
-    // The dtype attribute decides only for integer data; a child that checked the file has read it.
+    const bool binary16 = type_class == H5T_FLOAT && type_size == 2 && has_fields(file_type.get(), kBinary16Fields);
+    // The dtype attribute decides for integer data, and is checked on IEEE float16 data (bfloat16
+    // bits viewed as float16 would read as other numbers); a child that checked the file has read it.
     StringAttribute dtype;
     if (type_class == H5T_INTEGER && known != nullptr) {
         dtype.status = StringAttribute::Status::kValue;
         dtype.value = *known == LogitType::kBFloat16 ? kBFloat16Name : "";
-    } else if (type_class == H5T_INTEGER) {
+    } else if (type_class == H5T_INTEGER || (binary16 && known == nullptr)) {
         dtype = read_string_attribute_checked(dataset, kDtypeAttribute);
     }
     if (type_class == H5T_FLOAT && type_size == 4) return {LogitType::kFloat32, H5Handle(H5Tcopy(H5T_NATIVE_FLOAT))};
-    if (type_class == H5T_FLOAT && type_size == 2 && has_fields(file_type.get(), kBinary16Fields))
-        return {LogitType::kFloat16, make_float16_type()};
+    if (binary16 && dtype.status == StringAttribute::Status::kValue && dtype.value == kBFloat16Name)
+        throw AccuracyError(where(path) + " is IEEE float16 but has dtype=\"bfloat16\": bfloat16 bits viewed as "
+                            "float16 would be read as other numbers; store the bits as uint16 or int16 "
+                            "(tensor.view(torch.int16)), or float16 values without that attribute");
+    if (binary16) return {LogitType::kFloat16, make_float16_type()};
     if (type_class == H5T_FLOAT && type_size == 2 && has_fields(file_type.get(), kBFloat16Fields)) {
         // The file's own format in the machine's byte order: HDF5 only reorders the bytes.
         H5Handle memory_type(H5Tcopy(file_type.get()));

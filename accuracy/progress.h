@@ -11,7 +11,10 @@ namespace wideattn::accuracy {
 
 class ProgressReporter {
 public:
-    explicit ProgressReporter(std::string label);
+    // `quiet_seconds`: how long a run whose stderr is no terminal stays silent.
+    explicit ProgressReporter(std::string label, double quiet_seconds = kQuietSeconds);
+    // Prints "label: done/total rows, elapsed" when due; never the same count twice in a row
+    // (the last block and the end of a run both report every row).
     void update(int64_t done, int64_t total);
     // Ends the line if anything was printed.
     void finish();
@@ -23,7 +26,9 @@ public:
 private:
     std::string label_;
     std::chrono::steady_clock::time_point start_;
+    double quiet_seconds_;
     double last_print_ = -1.0;
+    int64_t last_done_ = -1;
     bool terminal_;
     bool printed_ = false;
 };

@@ -2,6 +2,9 @@
 // errors, kl/gate on generated samples (accept 0, reject 1), bad files (2), JSON report.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
@@ -10,6 +13,7 @@
 #include <vector>
 
 #include "accuracy/accuracy_cli.h"
+#include "accuracy/progress.h"
 #include "accuracy_test_util.h"
 
 using wideattn::accuracy::accuracy_main;
@@ -96,4 +100,31 @@ TEST_CASE("accuracy CLI: bad inputs exit 2") {
     CHECK(run({"attn-error", dir.file("attn.h5")}) == 0);
     CHECK(run({"attn-error", dir.file("attn.h5"), "--max-rel-l2", "1e-2"}) == 0);
     CHECK(run({"attn-error", dir.file("attn.h5"), "--max-rel-l2", "1e-9"}) == 1);
+}
+
+TEST_CASE("progress lines: the last count is printed once (kl's last block and its end both report it)") {
+    TempDir dir;
+    const std::string log = dir.file("stderr.txt");
+    std::fflush(stderr);
+    const int saved = dup(STDERR_FILENO);
+    const int file = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(saved >= 0);
+    REQUIRE(file >= 0);
+    REQUIRE(dup2(file, STDERR_FILENO) == STDERR_FILENO);
+    close(file);
+    {
+        wideattn::accuracy::ProgressReporter progress("gate", 0.0);  // stderr is a file: one line per print
+        progress.update(4, 10);
+        progress.update(10, 10);
+        progress.update(10, 10);
+        progress.finish();
+    }
+    std::fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    const std::string text = read_file(log);
+    CHECK(text.find("gate: 4/10 rows") != std::string::npos);
+    const size_t last = text.find("gate: 10/10 rows");
+    CHECK(last != std::string::npos);
+    CHECK(text.find("gate: 10/10 rows", last + 1) == std::string::npos);
 }

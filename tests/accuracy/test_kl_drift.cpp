@@ -50,8 +50,8 @@ DumpData perturbed(const DumpData& base, uint64_t seed, double sigma) {
 }
 
 void write(const std::string& path, const DumpData& d, LogitType type = LogitType::kFloat32, int64_t chunk_rows = 0,
-           bool with_ids = true) {
-    LogitDumpWriter writer(path, d.vocab, type, {"test", "v", "e"}, chunk_rows);
+           bool with_ids = true, const std::string& model = "test") {
+    LogitDumpWriter writer(path, d.vocab, type, {model, "v", "e"}, chunk_rows);
     writer.append_rows(d.logits.data(), d.tokens);
     if (with_ids) writer.write_tokens(d.ids);
     writer.close();
@@ -276,4 +276,19 @@ TEST_CASE("kl reports an infinite KL plainly, and a paired difference of +inf - 
     const std::string json = drift_report_json(report, "kl", nullptr, nullptr);
     CHECK(json.find("\"kl_infinite_count\":2,\"kl_infinite_rows\":[3,7]") != std::string::npos);
     CHECK(json.find("\"paired_kl_difference\":{\"mean\":\"nan\"") != std::string::npos);
+}
+
+TEST_CASE("dumps of differently named models are compared with a warning on the one that differs") {
+    TempDir dir;
+    const DumpData ref = make_reference(6, 50, 3);
+    write(dir.file("ref.h5"), ref);
+    write(dir.file("cand.h5"), perturbed(ref, 4, 0.1), LogitType::kFloat32, 0, true, "llama-3-8b");
+    write(dir.file("base.h5"), perturbed(ref, 5, 0.1));
+    write(dir.file("unnamed.h5"), perturbed(ref, 6, 0.1), LogitType::kFloat32, 0, true, "");
+    const DriftReport report = compute_drift(dir.file("ref.h5"), dir.file("cand.h5"), dir.file("base.h5"));
+    REQUIRE(report.candidate_info.warnings.size() == 1);
+    CHECK(report.candidate_info.warnings[0] == "'" + dir.file("cand.h5") + "' is of model \"llama-3-8b\" but the reference '" +
+                                                   dir.file("ref.h5") + "' of model \"test\": are these dumps of the same model?");
+    CHECK(report.baseline_info.warnings.empty());
+    CHECK(compute_drift(dir.file("ref.h5"), dir.file("unnamed.h5"), "").candidate_info.warnings.empty());
 }

@@ -2,9 +2,14 @@
 // malformed-file error of the reader, and its direct (pread) row reads against H5Dread.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -42,6 +47,29 @@ void write_dump(const std::string& path, int64_t tokens, int64_t vocab, LogitTyp
         writer.append_rows(row.data(), 1);
     }
     writer.close();
+}
+
+// In a child process that ends without closing it: a dump in the newest file format, whose
+// superblock then keeps the flags of a file open for writing (as after a writer that crashed).
+void write_dump_left_open(const std::string& path) {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        H5Handle access(H5Pcreate(H5P_FILE_ACCESS));
+        H5Pset_libver_bounds(access.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+        const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
+        const hsize_t dims[2] = {2, 8};
+        const hid_t space = H5Screate_simple(2, dims, nullptr);
+        const hid_t dataset = H5Dcreate2(file, "logits", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        const std::vector<float> row(16, 1.0f);
+        H5Dwrite(dataset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, row.data());
+        H5Fflush(file, H5F_SCOPE_GLOBAL);
+        _exit(dataset >= 0 ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
 }
 
 // A file with one 2-D dataset of the given HDF5 type, named `name`.
@@ -155,11 +183,52 @@ TEST_CASE("logit dump reader: clear errors for bad files") {
     write_raw_dataset(dir.file("u16.h5"), "logits", H5T_STD_U16LE, 2);  // no dtype="bfloat16"
     CHECK(error_of(dir.file("u16.h5")).find("unsupported element type") != std::string::npos);
 
+    // bfloat16 bits viewed as float16 (torch's view(torch.float16)), marked as bfloat16: they would
+    // read as other numbers, so the contradiction is refused rather than read as float16.
+    H5Handle binary16(H5Tcopy(H5T_IEEE_F32LE));
+    H5Tset_fields(binary16.get(), 15, 10, 5, 0, 10);
+    H5Tset_size(binary16.get(), 2);
+    H5Tset_ebias(binary16.get(), 15);
+    write_raw_dataset(dir.file("f16_marked_bf16.h5"), "logits", binary16.get(), 2);
+    {
+        H5Handle file(H5Fopen(dir.file("f16_marked_bf16.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+        H5Handle dataset(H5Dopen2(file.get(), "logits", H5P_DEFAULT));
+        write_string_attribute(dataset.get(), "dtype", "bfloat16");
+    }
+    CHECK(error_of(dir.file("f16_marked_bf16.h5")).find("'logits' is IEEE float16 but has dtype=\"bfloat16\"") !=
+          std::string::npos);
+
     {
         LogitDumpWriter writer(dir.file("no_rows.h5"), 10, LogitType::kFloat32, {});
         writer.close();
     }
     CHECK(error_of(dir.file("no_rows.h5")).find("empty dump") != std::string::npos);
+}
+
+TEST_CASE("logit dump reader: a file a writer still has open is named as such, not as corrupt") {
+    wideattn::accuracy::silence_hdf5_errors();
+    TempDir dir;
+    write_dump(dir.file("open.h5"), 4, 16, LogitType::kFloat32);
+    {
+        // The lock an HDF5 writer holds (h5py.File(..., "w") before it is closed).
+        const char* locking = std::getenv("HDF5_USE_FILE_LOCKING");
+        const std::string saved = locking != nullptr ? locking : "";
+        unsetenv("HDF5_USE_FILE_LOCKING");
+        const int fd = open(dir.file("open.h5").c_str(), O_RDWR);
+        REQUIRE(fd >= 0);
+        REQUIRE(flock(fd, LOCK_EX | LOCK_NB) == 0);
+        const std::string locked = error_of(dir.file("open.h5"));
+        close(fd);
+        if (locking != nullptr) setenv("HDF5_USE_FILE_LOCKING", saved.c_str(), 1);
+        CHECK(locked.find("'" + dir.file("open.h5") + "' is locked by a program that has it open for writing") !=
+              std::string::npos);
+    }
+    CHECK(error_of(dir.file("open.h5")).empty());
+
+    write_dump_left_open(dir.file("left_open.h5"));
+    const std::string left_open = error_of(dir.file("left_open.h5"));
+    CHECK(left_open.find("'" + dir.file("left_open.h5") + "' is marked as still open for writing") != std::string::npos);
+    CHECK(left_open.find("h5clear -s") != std::string::npos);
 }
 
 TEST_CASE("logit dump reader: token ids must fit the dump") {
