@@ -14,8 +14,9 @@
   field of real accuracy reports is in docs/accuracy.md section 5 (and every field there in
   drift_report.cpp); every object and attribute of the sample HDF5 files is in docs/accuracy.md.
 - Build options, tests and kernels: meson_options.txt matches README's table (names, defaults,
-  choices); README's Tests section names every meson test; README's kernel table has the kernels of bundle/meson.build with the manifest's
-  dtypes, head dims and groups, and names the spills each entry allows.
+  choices); README's Tests section names every meson test; README's kernel table has the
+  kernels of bundle/meson.build with the manifest's dtypes, head dims and groups, and names the
+  spills each entry allows.
 - Python: every public function, class and method of python/wideattn has a docstring naming
   each argument; every `wideattn.NAME` in README and docs/ exists, with the keywords used.
 
