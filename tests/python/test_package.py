@@ -246,7 +246,7 @@ def test_closed_context_refuses_calls():
         "kernels": context.kernels,
         "set_prefill_kernel": lambda: context.set_prefill_kernel(None),
         "is_supported": lambda: context.is_supported(fake_params(), (9, 0)),
-        "plan_launch": lambda: context.plan_launch(fake_params(), (9, 0), 132),
+        "plan_launch": lambda: context.plan_launch(fake_params(), (9, 0), PLAN_SMS),
         "workspace_size": lambda: context.workspace_size(fake_params()),
         "launch_prefill": lambda: context.launch_prefill(fake_params(), None),
         "launch_quantize": lambda: context.launch_quantize(_capi.QuantizeParams(), None),
