@@ -7,8 +7,8 @@
 
 namespace wideattn::accuracy {
 
-// "" when `path` looks writable: an existing regular file that may be written, or a new name in
-// an existing directory that may be written. Otherwise the reason, e.g. "No such file or
+// "" when `path` looks writable: an existing file other than a directory (a regular file, or
+// e.g. /dev/null) that may be written, or a new name in an existing directory that may be written. Otherwise the reason, e.g. "No such file or
 // directory" (the directory is missing) or "Is a directory". Nothing is created.
 std::string output_path_problem(const std::string& path);
 

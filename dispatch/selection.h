@@ -56,19 +56,20 @@ wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernel
                                        int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
 LaunchGeometry quantize_launch_geometry(const ManifestKernel& kernel, const wideattn_quantize_params& p);
 
-// The device-independent part of those selections, checked before the driver is needed: when
-// the bundle's kernels of the call's kind and src_dtype that serve its head_dim (any arch) would
-// all need more than 65535 blocks in grid.y for heads x head_dim, WIDEATTN_ERROR_INVALID_ARGUMENT
-// with *message naming heads, head_dim and the most heads that fit; WIDEATTN_OK otherwise (a
-// missing kernel, arch or head dim is left to the selection, WIDEATTN_ERROR_UNSUPPORTED).
-wideattn_status check_quantize_grid(const std::vector<ManifestKernel>& kernels, const wideattn_quantize_params& p,
-                                    std::string* message);
-wideattn_status check_scale_grid(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
-                                 std::string* message);
-
 // The same for wideattn_compute_scale (the per-tensor amax kernel).
 wideattn_status select_scale_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
                                     int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
 LaunchGeometry scale_launch_geometry(const ManifestKernel& kernel, const wideattn_scale_params& p);
+
+// The device-independent part of the quantise and scale selections, checked before the driver
+// is needed: when the bundle's kernels of the call's kind and src_dtype that serve its head_dim
+// (any arch) would all need more than 65535 blocks in grid.y for heads x head_dim,
+// WIDEATTN_ERROR_INVALID_ARGUMENT with *message naming heads, head_dim and the most heads that
+// fit; WIDEATTN_OK otherwise (a missing kernel, arch or head dim is left to the selection,
+// WIDEATTN_ERROR_UNSUPPORTED).
+wideattn_status check_quantize_grid(const std::vector<ManifestKernel>& kernels, const wideattn_quantize_params& p,
+                                    std::string* message);
+wideattn_status check_scale_grid(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
+                                 std::string* message);
 
 }  // namespace wideattn

@@ -40,7 +40,9 @@ struct Dim {
 // returns false and *blamed: the dim whose term overflowed, else the largest term so far.
 bool last_element_offset(int64_t elem_size, int64_t row, std::initializer_list<Dim> dims, int64_t* bytes,
                          const Dim** blamed) {
-    *bytes = (row - 1) * elem_size;  // row <= 2^32 and elem_size <= 8 bytes: no overflow
+    // No overflow: rows are at most 2^32 elements of at most 8 bytes, or (the workspace) any
+    // int64 count of single bytes.
+    *bytes = (row - 1) * elem_size;
     const Dim* largest = nullptr;
     int64_t largest_bytes = -1;
     for (const Dim& d : dims) {
@@ -58,18 +60,19 @@ bool last_element_offset(int64_t elem_size, int64_t row, std::initializer_list<D
     return true;
 }
 
-// Whether the rows of `row_bytes` that a tensor's dims (listed outermost first) address are
-// disjoint: of the dims with more than one index, taken from the smallest stride up (equal
-// strides: the inner dim first), the first stride covers a row and each next one covers every row
-// of the dims inside it (a product that overflows covers nothing). Otherwise *why says which
+// Whether the rows of `row_size` (in the strides' unit: bytes for the e4m3 cache, elements for
+// the prefill caches) that a tensor's dims (listed outermost first) address are disjoint: of the
+// dims with more than one index, taken from the smallest stride up (equal strides: the inner dim
+// first), the first stride covers a row and each next one covers every row of the dims inside it
+// (a product that overflows int64 is more than any stride covers). Otherwise *why says which
 // stride falls short; `what` names the rows.
-bool rows_nest(const char* what, const char* row_name, int64_t row_bytes, std::initializer_list<Dim> dims,
+bool rows_nest(const char* what, const char* row_name, int64_t row_size, std::initializer_list<Dim> dims,
                std::string* why) {
     std::vector<const Dim*> varying;
     for (auto d = std::rbegin(dims); d != std::rend(dims); ++d)
         if (d->count > 1) varying.push_back(&*d);
     std::stable_sort(varying.begin(), varying.end(), [](const Dim* a, const Dim* b) { return a->stride < b->stride; });
-    int64_t span = row_bytes;  // bytes one index of the next dim must step over
+    int64_t span = row_size;  // what one index of the next dim must step over
     std::string span_text = row_name;
     for (const Dim* d : varying) {
         if (d->stride < span) {
@@ -149,35 +152,27 @@ public:
         if (dtype_size(value) > 0) return true;
         return fail(std::string(name) + "=" + std::to_string(value) + " is not a wideattn_dtype (0..4)");
     }
-    // The output rows [token][head] must not overlap: of the dimensions with more than one
-    // index, the inner stride covers head_dim and the outer stride covers all rows of the inner
-    // dimension (a product that overflows covers nothing).
+    // The output rows [token][head] must not overlap (rows_nest: of the dimensions with more than
+    // one index, the inner stride covers head_dim and the outer one every row of the inner).
     bool output_rows_disjoint(int64_t token_stride, int64_t head_stride, int32_t total_q, int32_t heads,
                               int32_t head_dim) {
-        const bool tokens_vary = total_q > 1, heads_vary = heads > 1;
-        bool disjoint = true;
-        if (tokens_vary && heads_vary) {
-            const bool token_outer = token_stride >= head_stride;
-            const int64_t inner = token_outer ? head_stride : token_stride;
-            const int64_t outer = token_outer ? token_stride : head_stride;
-            const int64_t inner_count = token_outer ? heads : total_q;
-            int64_t inner_span = 0;
-            disjoint = inner >= head_dim && checked_mul(inner, inner_count, &inner_span) && outer >= inner_span;
-        } else if (tokens_vary || heads_vary) {
-            disjoint = (tokens_vary ? token_stride : head_stride) >= head_dim;
-        }
-        if (disjoint) return true;
+        std::string why;
+        if (rows_nest("output rows", "head_dim", head_dim,
+                      {{"total_q", total_q, "o_token_stride", token_stride},
+                       {"num_q_heads", heads, "o_head_stride", head_stride}},
+                      &why))
+            return true;
         std::ostringstream s;
         s << "o_token_stride=" << token_stride << " and o_head_stride=" << head_stride
           << " make output rows overlap (head_dim=" << head_dim << ", num_q_heads=" << heads
           << ", total_q=" << total_q << ")";
         return fail(s.str());
     }
-    // The rows of `row_bytes` that an output tensor's dims (listed outermost first) address do not
+    // The rows of `row_size` that an output tensor's dims (listed outermost first) address do not
     // overlap (rows_nest); `what` names the rows in the refusal.
-    bool rows_disjoint(const char* what, const char* row_name, int64_t row_bytes, std::initializer_list<Dim> dims) {
+    bool rows_disjoint(const char* what, const char* row_name, int64_t row_size, std::initializer_list<Dim> dims) {
         std::string why;
-        return rows_nest(what, row_name, row_bytes, dims, &why) || fail(why);
+        return rows_nest(what, row_name, row_size, dims, &why) || fail(why);
     }
     // Every element of tensor `name` (rows of `row` <= 2^32 contiguous elements of `elem_size`
     // <= 8 bytes at base + the dims' offsets) lies less than 2^63 bytes past `base` and below the
@@ -204,7 +199,7 @@ public:
         for (size_t i = 0; i < spans.size(); ++i)
             for (size_t j = 0; j < spans.size(); ++j) {
                 const Span &a = spans[i], &b = spans[j];
-                if (!a.written || (b.written && j <= i) || i == j) continue;
+                if (!a.written || (b.written && j <= i)) continue;  // each pair of outputs once, not a with a
                 if (a.first > b.last || b.first > a.last) continue;
                 std::ostringstream s;
                 s << a.name << " (bytes " << pointer_text(reinterpret_cast<const void*>(a.first)) << ".."
@@ -491,8 +486,12 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     }
     constexpr int32_t kCacheVecBytes = 8;  // the kernel stores 8 e4m3 bytes per thread
-    std::ostringstream s;
     if (const wideattn_status status = check_src_dtype(p->src_dtype, message); status != WIDEATTN_OK) return status;
+    // The cache's rows of head_dim codes, [block][slot][head] (byte strides).
+    const std::initializer_list<Dim> cache_dims = {
+        {"num_blocks", p->num_blocks, "cache_block_stride", p->cache_block_stride},
+        {"block_size", p->block_size, "cache_slot_stride", p->cache_slot_stride},
+        {"heads", p->heads, "cache_head_stride", p->cache_head_stride}};
     const bool ok = v.not_null(p->src, "src") && v.not_null(p->cache, "cache") && v.not_null(p->scale, "scale") &&
                     v.aligned(p->src, kTensorAlignment, "src") && v.aligned(p->cache, kCacheVecBytes, "cache") &&
                     (!p->slot_mapping || v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping")) &&
@@ -509,19 +508,14 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
                     v.multiple(p->head_dim, kCacheVecBytes, "head_dim") &&
                     source_fits(v, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
                                 p->slot_mapping) &&
-                    v.tensor_fits("cache", p->cache, 1, p->head_dim,
-                                  {{"num_blocks", p->num_blocks, "cache_block_stride", p->cache_block_stride},
-                                   {"block_size", p->block_size, "cache_slot_stride", p->cache_slot_stride},
-                                   {"heads", p->heads, "cache_head_stride", p->cache_head_stride}});
+                    v.tensor_fits("cache", p->cache, 1, p->head_dim, cache_dims);
     // The kernel writes one row of head_dim codes per (block, slot, head): rows that overlap would
     // race. A stride of a dim with one index (block_size 1: the slot stride) is never applied.
-    if (!ok || !v.rows_disjoint("cache rows", "head_dim", p->head_dim,
-                                {{"num_blocks", p->num_blocks, "cache_block_stride", p->cache_block_stride},
-                                 {"block_size", p->block_size, "cache_slot_stride", p->cache_slot_stride},
-                                 {"heads", p->heads, "cache_head_stride", p->cache_head_stride}}))
+    if (!ok || !v.rows_disjoint("cache rows", "head_dim", p->head_dim, cache_dims))
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     const int64_t slots = int64_t{p->num_blocks} * p->block_size;
     if (!p->slot_mapping && p->tokens > slots) {
+        std::ostringstream s;
         s << "tokens=" << p->tokens << " exceed num_blocks * block_size = " << slots
           << " slots with slot_mapping NULL (slot = token)";
         *message = s.str();
@@ -529,10 +523,7 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
     }
     // The outputs (the cache, the counter) share no byte with each other or the inputs.
     std::vector<Span> spans;
-    add_span(&spans, "cache", p->cache, true, 1, p->head_dim,
-             {{"num_blocks", p->num_blocks, "cache_block_stride", p->cache_block_stride},
-              {"block_size", p->block_size, "cache_slot_stride", p->cache_slot_stride},
-              {"heads", p->heads, "cache_head_stride", p->cache_head_stride}});
+    add_span(&spans, "cache", p->cache, true, 1, p->head_dim, cache_dims);
     add_span(&spans, "nonfinite_count", p->nonfinite_count, true, sizeof(int32_t), 1, {});
     add_source_spans(&spans, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
                      p->slot_mapping);

@@ -359,8 +359,9 @@ WIDEATTN_API wideattn_status wideattn_set_prefill_kernel(wideattn_context* ctx, 
  * Tuning file: per shape class and q/kv dtypes, the prefill kernel `wideattn tune` measured
  * fastest on one device for one bundle (docs/design.md, "Tuning file"). wideattn_open reads the
  * file named by the environment variable WIDEATTN_TUNING (it must then exist; "off": no tuning
- * file), else (unset or "") tuning.json beside the bundle's manifest.json if there is one; an unreadable or malformed file makes wideattn_open fail with WIDEATTN_ERROR_BUNDLE naming
- * the file. A file written for another bundle (its bundle checksum differs from
+ * file), else (unset or "") tuning.json beside the bundle's manifest.json if there is one; an
+ * unreadable or malformed file makes wideattn_open fail with WIDEATTN_ERROR_BUNDLE naming the
+ * file. A file written for another bundle (its bundle checksum differs from
  * wideattn_bundle_checksum) is ignored; a choice naming a kernel the bundle lacks, or one that
  * does not take the choice's dtypes, is left out. The device is compared where it is known:
  * wideattn_prefill compares the current device's name and compute capability,

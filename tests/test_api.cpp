@@ -327,7 +327,6 @@ TEST_CASE("api: quantise-into-cache validates first, then needs the driver") {
 // quantise and amax kernels (1024 elements per block), one more than CUDA allows.
 constexpr int32_t kWideHeads = 16384;
 constexpr int32_t kWideHeadDim = 4096;
-constexpr int kFarWindowBits = 40;  // outputs at 2^40 lie past every input of these rows
 
 TEST_CASE("api: a grid.y that overflows is an invalid argument without a driver too") {
     force_no_driver();
@@ -340,7 +339,7 @@ TEST_CASE("api: a grid.y that overflows is an invalid argument without a driver 
     q.src_head_stride = q.cache_head_stride = kWideHeadDim;
     q.src_token_stride = q.cache_slot_stride = int64_t{kWideHeads} * kWideHeadDim;
     q.cache_block_stride = q.cache_slot_stride * q.block_size;
-    q.cache = reinterpret_cast<void*>(uintptr_t{1} << kFarWindowBits);  // past src's 2^31 bytes
+    q.cache = test::far_window(1);  // past src's 2^31 bytes
     // Up to e2619f8 the grid was checked only after the driver loaded: NO_DRIVER here.
     CHECK(wideattn_quantize_to_cache(ctx, &q, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()) ==
@@ -352,8 +351,8 @@ TEST_CASE("api: a grid.y that overflows is an invalid argument without a driver 
     s.head_dim = kWideHeadDim;
     s.src_head_stride = kWideHeadDim;
     s.src_token_stride = int64_t{kWideHeads} * kWideHeadDim;
-    s.scale = reinterpret_cast<float*>(uintptr_t{1} << kFarWindowBits);
-    s.nonfinite_count = reinterpret_cast<int32_t*>((uintptr_t{1} << kFarWindowBits) + sizeof(float));
+    s.scale = static_cast<float*>(test::far_window(1));
+    s.nonfinite_count = reinterpret_cast<int32_t*>(s.scale + 1);
     CHECK(wideattn_compute_scale(ctx, &s, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()) ==
           expected + "amax_e4m3 (1024 elements per block, limit 65535): at most 16383 heads of head_dim=4096");

@@ -23,6 +23,7 @@ namespace {
 
 constexpr int64_t k2to62 = int64_t{1} << 62;
 constexpr const char* kPreferredArch = "sm_90a";  // where the bundle has every tier
+constexpr int kFakeSms = 132;                      // the fake driver's multiprocessor count (an H200's)
 
 // The arch the fake device runs: sm_90a when the bundle has the fp64 kernel for it, else the
 // first arch it has that kernel for. Sets $WIDEATTN_FAKE_CC to match (the fake reads it per call).
@@ -278,7 +279,7 @@ TEST_CASE("fake driver: a forced split count on an empty batch needs no workspac
     p.total_q = 0;
     p.num_splits = 8;
     wideattn_launch_plan plan{};
-    REQUIRE_MESSAGE(wideattn_plan_launch(bundle.ctx(), &p, 9, 0, 132, &plan) == WIDEATTN_OK, last_error());
+    REQUIRE_MESSAGE(wideattn_plan_launch(bundle.ctx(), &p, 9, 0, kFakeSms, &plan) == WIDEATTN_OK, last_error());
     CHECK(plan.num_splits == 8);
     CHECK(plan.workspace_bytes == 0);
     int64_t bytes = -1;

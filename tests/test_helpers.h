@@ -128,11 +128,15 @@ inline wideattn_prefill_params valid_params() {
     return p;
 }
 
-// Moves every tensor of `p` into its own 2^40-byte window of fake addresses, so calls with more
-// rows than valid_params' 256 MiB windows hold (total_q above 8192) keep their tensors apart.
+// Fake address `index` x 2^40: windows far past the valid_* params' tensors (below 2^32), each
+// large enough for any tensor of a test.
+constexpr int kFarWindowBits = 40;
+inline void* far_window(uintptr_t index) { return reinterpret_cast<void*>(index << kFarWindowBits); }
+
+// Moves every tensor of `p` into its own far_window, so calls with more rows than valid_params'
+// 256 MiB windows hold (total_q above 8192) keep their tensors apart.
 inline wideattn_prefill_params tensors_apart(wideattn_prefill_params p) {
-    constexpr int kWindowBits = 40;
-    auto window = [](uintptr_t index) { return reinterpret_cast<void*>(index << kWindowBits); };
+    const auto window = far_window;
     p.q = window(1);
     p.k_cache = window(2);
     p.v_cache = window(3);

@@ -136,8 +136,8 @@ def _hints(check, max_seqlen_q, max_seqlen_k):
 def token_row_layout(base, row_stride, head_stride, num_rows, num_kv_heads):
     """The KV layout of rows base[r] (r < num_rows, each [num_kv_heads, head_dim]; row_stride and
     head_stride in elements) as pages of TOKEN_ROW_PAGE consecutive rows that start at any row:
-    block b is row b (block stride = slot stride = row stride). Kernels that read K/V with TMA cannot use
-    it; selection then takes the cp.async kernel of the same dtypes."""
+    block b is row b (block stride = slot stride = row stride). Kernels that read K/V with TMA
+    cannot use it; selection then takes the cp.async kernel of the same dtypes."""
     return [0, max(num_rows, 1), ops.TOKEN_ROW_PAGE, num_kv_heads, row_stride, row_stride, head_stride]
 
 

@@ -159,11 +159,11 @@ def _kernel_info(index, raw):
         features=tuple(f for f in text(raw.features).split(",") if f))
 
 
-def _check_params(call, params):
-    """Refuses `params` that is not a _capi.PrefillParams (ctypes would raise a TypeError naming
-    neither the call nor the argument)."""
-    if not isinstance(params, _capi.PrefillParams):
-        raise errors.invalid_argument(call, f"params must be a wideattn._capi.PrefillParams, got "
+def _check_params(call, params, struct=_capi.PrefillParams):
+    """Refuses `params` that is not a `struct` (the call's _capi parameter struct; ctypes would
+    raise a TypeError naming neither the call nor the argument)."""
+    if not isinstance(params, struct):
+        raise errors.invalid_argument(call, f"params must be a wideattn._capi.{struct.__name__}, got "
                                             f"{type(params).__name__}")
 
 
@@ -274,6 +274,7 @@ class Context:
         """The workspace bytes wideattn_prefill would like for `params` on the calling thread's
         current device (wideattn_workspace_size: device attributes only, capture-safe)."""
         self._require_open("wideattn.Context.workspace_size")
+        _check_params("wideattn.Context.workspace_size", params)
         size = ctypes.c_int64(0)
         status = self._workspace_size(self._handle, ctypes.byref(params), ctypes.byref(size))
         if status:
@@ -284,6 +285,7 @@ class Context:
         """Queues wideattn_prefill of `params` (a _capi.PrefillParams) on `stream` (an integer
         CUstream handle, 0 = legacy default); raises the library's error."""
         self._require_open("wideattn.Context.launch_prefill")
+        _check_params("wideattn.Context.launch_prefill", params)
         status = self._prefill(self._handle, ctypes.byref(params), stream)
         if status:
             self.library.check("wideattn_prefill", status)
@@ -292,6 +294,7 @@ class Context:
         """Queues wideattn_quantize_to_cache of `params` (a _capi.QuantizeParams) on `stream` (an
         integer CUstream handle); raises the library's error."""
         self._require_open("wideattn.Context.launch_quantize")
+        _check_params("wideattn.Context.launch_quantize", params, _capi.QuantizeParams)
         status = self._quantize(self._handle, ctypes.byref(params), stream)
         if status:
             self.library.check("wideattn_quantize_to_cache", status)
@@ -300,6 +303,7 @@ class Context:
         """Queues wideattn_compute_scale of `params` (a _capi.ScaleParams) on `stream` (an integer
         CUstream handle); raises the library's error."""
         self._require_open("wideattn.Context.launch_scale")
+        _check_params("wideattn.Context.launch_scale", params, _capi.ScaleParams)
         status = self._scale(self._handle, ctypes.byref(params), stream)
         if status:
             self.library.check("wideattn_compute_scale", status)

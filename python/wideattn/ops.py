@@ -176,10 +176,10 @@ def _arch_capability(arch):
 
 def validate_prefill(params):
     """Validates a call (`params`, a _capi.PrefillParams) exactly as wideattn_prefill would (the
-    split fields included) and checks
-    that a kernel of the bundle serves it on one of the bundle's archs (wideattn_is_supported, no
-    driver); raises the library's error otherwise. Returns the KernelInfo that would run. The
-    workspace is the launch's concern (the CUDA implementation sizes and attaches it)."""
+    split fields included) and checks that a kernel of the bundle serves it on one of the
+    bundle's archs (wideattn_is_supported, no driver); raises the library's error otherwise.
+    Returns the KernelInfo that would run. The workspace is the launch's concern (the CUDA
+    implementation sizes and attaches it)."""
     context = default_context()
     archs = sorted({k.arch for k in context.kernels() if k.kind == "prefill"})
     failure = None

@@ -148,6 +148,8 @@ def _lengths_error(cu, lengths, total_q, row_keys, note):
 
 
 def _row_keys_message(s, length, row_keys, note):
+    """The message (ending in `note`) of sequence s's seq_lens_k entry `length` above the
+    `row_keys` keys one block_table row addresses."""
     return (f"seq_lens_k[{s}] = {length} is above block_table_stride * block_size = {row_keys} "
             f"(the keys one block_table row addresses; {note})")
 

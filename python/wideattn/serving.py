@@ -20,7 +20,7 @@ from . import quantization as _quantization
 from .library import default_context
 
 _CALL = "wideattn.serving.WideattnBackend"
-_KV_DTYPES = {"bf16": "bf16", "e4m3": "e4m3"}  # kv_cache_dtype -> the kernels' kv_dtype
+_KV_DTYPES = ("bf16", "e4m3")  # kv_cache_dtype values, named as the kernels' kv_dtype
 
 
 @dataclasses.dataclass
@@ -51,7 +51,7 @@ def _check_shape(num_q_heads, num_kv_heads, head_dim, kv_cache_dtype):
     if num_q_heads % num_kv_heads:
         raise _errors.invalid_argument(
             _CALL, f"num_q_heads={num_q_heads} is not a multiple of num_kv_heads={num_kv_heads}")
-    dtypes = ("bf16", _KV_DTYPES[kv_cache_dtype], "bf16")  # q / kv / o
+    dtypes = ("bf16", kv_cache_dtype, "bf16")  # q / kv / o
     kernels = [k for k in default_context().kernels()
                if k.kind == "prefill" and (k.q_dtype, k.kv_dtype, k.o_dtype) == dtypes]
     what = f"the bundle's prefill kernels for a {kv_cache_dtype} cache"
@@ -78,13 +78,13 @@ class WideattnBackend:
     calibration batch) and runs the 8-bit kernel. num_splits forces the split-KV count of every
     call (1 never splits; None lets the library choose from the step's max_query_len / max_seq_len).
 
-    The constructor checks the heads and head_dim against the bundle's prefill kernels for the
-    cache dtype (Context.kernels(), no GPU needed): InvalidArgumentError (a ValueError) names the
-    argument, its value and what the bundle serves."""
+    The constructor checks kv_cache_dtype, and the heads and head_dim against the bundle's prefill
+    kernels for the cache dtype (Context.kernels(), no GPU needed): InvalidArgumentError (a
+    ValueError) names the argument, its value and what is accepted."""
 
     def __init__(self, num_q_heads, num_kv_heads, head_dim, softmax_scale, kv_cache_dtype="bf16", num_splits=None):
         if kv_cache_dtype not in _KV_DTYPES:
-            raise ValueError(f"kv_cache_dtype={kv_cache_dtype!r}: expected 'bf16' or 'e4m3'")
+            raise _errors.invalid_argument(_CALL, f"kv_cache_dtype={kv_cache_dtype!r}: expected 'bf16' or 'e4m3'")
         _check_shape(num_q_heads, num_kv_heads, head_dim, kv_cache_dtype)
         self.num_splits = num_splits   # split-KV count of every call (None: the library chooses)
         self.num_q_heads, self.num_kv_heads, self.head_dim = num_q_heads, num_kv_heads, head_dim

@@ -173,11 +173,11 @@ def _capturing_or_compiling(tensor):
 
 def mask_plan(attention_mask, batch, q_len, kv_len, device, verify=True):
     """(pad_rows, key_start, key_len) per batch row as int64 device tensors, from attention_mask:
-    an SDPA-format mask (bool [B|1, 1, T, S], or additive float), a 2-D padding mask [B, S], or None (what
-    transformers' SDPA function makes of no mask: causal, no padding, over the first T keys when
-    T > 1 and S > T, else over all S); None when the mask is not causal-with-a-key-range
-    (verified when `verify`). batch, q_len and kv_len are the call's B, T and S; the tensors
-    are made on `device`."""
+    an SDPA-format mask (bool [B|1, 1, T, S], or additive float), a 2-D padding mask [B, S], or
+    None (what transformers' SDPA function makes of no mask: causal, no padding, over the first T
+    keys when T > 1 and S > T, else over all S); None when the mask is not causal-with-a-key-range
+    (verified when `verify`). batch, q_len and kv_len are the call's B, T and S; the tensors are
+    made on `device`."""
     if attention_mask is None:
         zeros = torch.zeros(batch, dtype=torch.int64, device=device)
         keys = min(q_len, kv_len) if q_len > 1 else kv_len

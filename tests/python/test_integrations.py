@@ -366,8 +366,9 @@ def test_register_without_transformers_names_it():
 
 
 def test_serving_backend_checks_its_shape():
-    """The constructor refuses heads that do not form whole groups and a head_dim or group the
-    bundle has no kernel for, naming the argument and value (they used to fail at the first call)."""
+    """The constructor refuses a cache dtype it does not know, heads that do not form whole groups
+    and a head_dim or group the bundle has no kernel for, naming the argument and value (they used
+    to fail at the first call)."""
     refused = [
         ((12, 8, HEAD_DIM), "bf16", ["num_q_heads=12 is not a multiple of num_kv_heads=8"]),
         ((Q_HEADS, KV_HEADS, 256), "bf16", ["head_dim=256", "bf16 cache", f"take head_dim {HEAD_DIM}"]),
@@ -375,6 +376,8 @@ def test_serving_backend_checks_its_shape():
         ((2 * KV_HEADS, KV_HEADS, HEAD_DIM), "bf16", ["= group 2", f"take group {GROUP}"]),
         ((Q_HEADS, 0, HEAD_DIM), "bf16", ["num_kv_heads=0 is not a positive integer"]),
         ((Q_HEADS, KV_HEADS, 512.0), "bf16", ["head_dim=512.0 is not a positive integer"]),
+        # A bare ValueError up to 5f2c5be.
+        ((Q_HEADS, KV_HEADS, HEAD_DIM), "fp8", ["kv_cache_dtype='fp8': expected 'bf16' or 'e4m3'"]),
     ]
     for (q_heads, kv_heads, head_dim), kv_cache_dtype, fragments in refused:
         harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.serving.WideattnBackend"] + fragments,

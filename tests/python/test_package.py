@@ -232,7 +232,14 @@ def test_argument_types_are_named():
             (context.is_supported, ({}, (9, 0)), "params must be a wideattn._capi.PrefillParams, got dict"),
             (context.plan_launch, (fake_params(), (9, "0"), PLAN_SMS), "capability must be (major, minor)"),
             (context.plan_launch, (None, (9, 0), PLAN_SMS), "params must be a wideattn._capi.PrefillParams"),
-            (context.set_prefill_kernel, (3,), "name must be a kernel name (str) or None, got int")):
+            (context.set_prefill_kernel, (3,), "name must be a kernel name (str) or None, got int"),
+            # ctypes' TypeError or ArgumentError, naming neither the call nor params, up to 5f2c5be.
+            (context.workspace_size, ({},), "params must be a wideattn._capi.PrefillParams, got dict"),
+            (context.launch_prefill, (_capi.ScaleParams(), None), "params must be a wideattn._capi.PrefillParams"),
+            (context.launch_quantize, (fake_params(), None),
+             "params must be a wideattn._capi.QuantizeParams, got PrefillParams"),
+            (context.launch_scale, (_capi.QuantizeParams(), None),
+             "params must be a wideattn._capi.ScaleParams, got QuantizeParams")):
         harness.expect_raises(wideattn.InvalidArgumentError, [text], call, *arguments)
 
 
@@ -246,7 +253,7 @@ def test_closed_context_refuses_calls():
         "kernels": context.kernels,
         "set_prefill_kernel": lambda: context.set_prefill_kernel(None),
         "is_supported": lambda: context.is_supported(fake_params(), (9, 0)),
-        "plan_launch": lambda: context.plan_launch(fake_params(), (9, 0), 132),
+        "plan_launch": lambda: context.plan_launch(fake_params(), (9, 0), PLAN_SMS),
         "workspace_size": lambda: context.workspace_size(fake_params()),
         "launch_prefill": lambda: context.launch_prefill(fake_params(), None),
         "launch_quantize": lambda: context.launch_quantize(_capi.QuantizeParams(), None),

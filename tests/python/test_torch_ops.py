@@ -6,8 +6,7 @@ its own validation and selecting the expected kernel, argument checks naming the
 library's messages surfacing as exceptions, the split-KV options (hints, num_splits, the
 workspace the CUDA implementation sizes and attaches), checked mode (check_metadata: the library's
 flag, and the CPU implementation's mirror of its rules and messages; keys it cannot read refused
-without it), and the e4m3 codec, scale and
-quantise functions.
+without it), and the e4m3 codec, scale and quantise functions.
 
 usage: python3 test_torch_ops.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
 """

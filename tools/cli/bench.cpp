@@ -245,7 +245,7 @@ bool value_option(ArgReader& args, BenchOptions* o) {
             std::fprintf(stderr, "wideattn bench: --kernels needs at least one kernel name\n");
             return false;
         }
-        if (text.front() == ',' || text.back() == ',' || text.find(",,") != std::string::npos) {
+        if (has_empty_name(text)) {
             std::fprintf(stderr, "wideattn bench: --kernels='%s' has an empty kernel name\n", text.c_str());
             return false;
         }

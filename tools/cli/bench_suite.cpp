@@ -88,12 +88,16 @@ std::vector<BenchCase> gemma4_decode_bench_suite() {
     return suite;
 }
 
+bool has_empty_name(const std::string& list) {
+    return !list.empty() && (list.front() == ',' || list.back() == ',' || list.find(",,") != std::string::npos);
+}
+
 bool named_cases(const std::string& list, const char* command, const char* hint, std::vector<BenchCase>* out) {
     if (list.empty()) {
         std::fprintf(stderr, "wideattn %s: --cases needs at least one case name (see %s)\n", command, hint);
         return false;
     }
-    if (list.front() == ',' || list.back() == ',' || list.find(",,") != std::string::npos) {
+    if (has_empty_name(list)) {
         std::fprintf(stderr, "wideattn %s: --cases='%s' has an empty case name\n", command, list.c_str());
         return false;
     }

@@ -50,6 +50,10 @@ struct MixedBatchParts {
 };
 constexpr MixedBatchParts kDecodeMixedParts = {"mixed_chunk_2k_decode_63", "chunk_2k_ctx_4k", "decode_63_ctx_8k"};
 
+// Whether the comma-separated `list` has an empty name: a leading or trailing comma, or two in a
+// row (--cases, --kernels).
+bool has_empty_name(const std::string& list);
+
 // The cases a comma-separated `list` names, looked up in the prefill and decode suites, in list
 // order; false after printing "wideattn COMMAND: --cases: unknown case 'NAME' (see HINT)", or that
 // the list is empty or has an empty name (a given --cases never means the whole suite).
