@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "dispatch/checked_math.h"
+#include "kernels/common/kernel_desc.h"
 #include "dispatch/manifest_format.h"
 
 namespace wideattn {
 namespace {
 
 constexpr uintptr_t kTensorAlignment = 16;  // 16-byte vector loads and cp.async
-constexpr int32_t kBlockSizeMultiple = 16;
 constexpr int64_t kMaxSeqKeys = INT32_MAX;  // seq_lens_k entries are int32
 constexpr uint32_t kKnownFlags = WIDEATTN_FLAG_CHECK_METADATA;  // wideattn_prefill_params.flags
 
@@ -252,8 +252,8 @@ bool check_shape(Validator& v, const wideattn_prefill_params& p) {
         s << "num_q_heads=" << p.num_q_heads << " is not a multiple of num_kv_heads=" << p.num_kv_heads;
         return v.fail(s.str());
     }
-    if (p.block_size < kBlockSizeMultiple || p.block_size % kBlockSizeMultiple != 0) {
-        s << "block_size=" << p.block_size << " is not a positive multiple of " << kBlockSizeMultiple;
+    if (p.block_size < kPageSizeMultiple || p.block_size % kPageSizeMultiple != 0) {
+        s << "block_size=" << p.block_size << " is not a positive multiple of " << kPageSizeMultiple;
         return v.fail(s.str());
     }
     if (!std::isfinite(p.softmax_scale) || p.softmax_scale <= 0.0f) {
