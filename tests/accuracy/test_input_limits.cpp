@@ -316,7 +316,7 @@ TEST_CASE("input limits: an unreadable optional attribute is a warning, not a fa
     const std::string path = dir.file("odd_attributes.h5");
     {
         LogitDumpWriter writer(path, 4, LogitType::kFloat32, {"m", "v", "e"});
-        const std::vector<float> rows(8, 0.25f);
+        const std::vector<float> rows = random_row(5, 8, -2.0, 2.0);
         writer.append_rows(rows.data(), 2);
     }
     {
@@ -371,7 +371,7 @@ TEST_CASE("input limits: attribute bytes that are not UTF-8 leave the JSON repor
     const std::string path = dir.file("latin1.h5");
     {
         LogitDumpWriter writer(path, 4, LogitType::kFloat32, {"caf\xe9 \xff", "v", "e"});
-        const std::vector<float> rows(8, 0.25f);
+        const std::vector<float> rows = random_row(6, 8, -2.0, 2.0);
         writer.append_rows(rows.data(), 2);
     }
     CHECK(LogitDumpReader(path).info().metadata.model == "caf\xe9 \xff");
