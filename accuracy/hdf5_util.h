@@ -130,9 +130,9 @@ int64_t chunk_rows_of(hid_t dataset, const std::string& where);
 
 // The rows (indices of the first dimension) of a dataset that have no storage in the file, in
 // ascending ranges: what a writer that stopped early leaves, and what libhdf5 reads as the fill
-// value without a word. A contiguous dataset whose space was never allocated has none for any
-// row; a chunked one none for the rows of each chunk missing from its chunk index (a row counts
-// when any chunk holding part of it is missing). Compact datasets always have storage. The
+// value without a word. They are every row of a contiguous dataset whose space was never
+// allocated, and of a chunked one the rows of each chunk missing from its chunk index (a row
+// counts when any chunk holding part of it is missing). Compact datasets always have storage. The
 // chunks are counted once (H5Dget_num_chunks, one walk of the index); only when fewer are
 // stored than the extent holds is each chunk looked up (H5Dget_chunk_storage_size, a search of
 // the index; a failed lookup counts as missing), stopping once the missing ones are all found.

@@ -484,9 +484,8 @@ int64_t LogitDumpReader::chunk_offset(const DirectLayout& layout, int64_t chunk)
         std::lock_guard<std::mutex> lock(hdf5_call_mutex());
         const herr_t status = H5Dget_chunk_info_by_coord(dataset_.get(), coord, &filter_mask, &address, &size);
         // A chunk stored differently, at an address whose end does not fit a file offset (a
-        // corrupt index) or missing (refused at open: only a file changed since) reads through
-        // H5Dread. The chunk's byte
-        // count cannot overflow: open_direct checked it.
+        // corrupt index) or missing (refused at open, so only in a file changed since) reads
+        // through H5Dread. The chunk's byte count cannot overflow: open_direct checked it.
         const int64_t chunk_bytes = layout.chunk_rows * row_bytes;
         const bool usable = status >= 0 && address != HADDR_UNDEF && filter_mask == 0 &&
                             size == static_cast<hsize_t>(chunk_bytes) &&
