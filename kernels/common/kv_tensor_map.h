@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/common/kernel_desc.h"
+#include "kernels/common/v_transposed.h"
 
 namespace wideattn {
 
@@ -34,14 +35,11 @@ constexpr int32_t kKvBoxSlots = kPageSizeMultiple;
 // The transposed e4m3 V cache (WIDEATTN_FLAG_V_TRANSPOSED, kernels/common/v_transposed.h) as a
 // tensor, innermost first: the slot positions of a page row (contiguous), the head dim (rows
 // block_size bytes apart), the KV head, the block. One copy is kVtBoxSlots (16) positions of
-// kVtBoxDims consecutive dims without swizzle: [dims][16 bytes], the K-major core matrices of the
-// FP8 P V's B operand, a 16-slot group never crossing a page.
+// kVtBoxDims consecutive dims without swizzle (v_transposed.h).
 constexpr int32_t kVtMapDimSlot = 0;
 constexpr int32_t kVtMapDimElem = 1;
 constexpr int32_t kVtMapDimHead = 2;
 constexpr int32_t kVtMapDimBlock = 3;
-constexpr int32_t kVtBoxSlots = kPageSizeMultiple;
-constexpr int32_t kVtBoxDims = 128;
 
 // The kernel's second argument (__grid_constant__): tensor maps of k_cache and v_cache.
 struct KvTensorMaps {

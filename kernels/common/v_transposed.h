@@ -22,6 +22,12 @@ constexpr int32_t kVQuadSlots = 8;    // slots of one 8-column score quad
 constexpr int32_t kVLaneBytes = kVGroupSlots / (kVQuadSlots / kVPairSlots);  // a lane's positions 4t .. 4t+3
 static_assert(kVGroupSlots == kPageSizeMultiple, "an interleaved group never straddles a page");
 
+// One TMA copy of the layout (kv_tensor_map.h): kVtBoxSlots positions (one group, 16 bytes) of
+// kVtBoxDims consecutive dims, landing without swizzle as [dims][16 bytes], the K-major core
+// matrices of the FP8 P V's B operand.
+constexpr int32_t kVtBoxSlots = kVGroupSlots;
+constexpr int32_t kVtBoxDims = 128;
+
 // Byte position of slot `slot` (0 .. block_size-1) inside its page row.
 WIDEATTN_HOST_DEVICE constexpr int32_t v_slot_position(int32_t slot) {
     const int32_t group = slot / kVGroupSlots, in_group = slot % kVGroupSlots;

@@ -191,7 +191,6 @@ void HostProblem::use_transposed_v(wideattn_prefill_params* p) const {
 std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
     if (spec.q_lens.empty() || spec.q_lens.size() != spec.contexts.size())
         return "make_problem: q_lens and contexts must be non-empty and of equal length";
-    if (spec.nan_unused_slots && spec.e4m3_kv) return "make_problem: nan_unused_slots needs bf16 K/V (not e4m3_kv)";
     if (spec.v_transposed && !spec.e4m3_kv) return "make_problem: v_transposed needs e4m3_kv (an e4m3 V layout)";
     if (spec.e4m3_q && spec.q_token_pad % kE4m3QPadMultiple != 0)
         return "make_problem: q_token_pad=" + std::to_string(spec.q_token_pad) + " must be a multiple of " +

@@ -54,7 +54,7 @@ struct ProblemSpec {
                                     // for the kernels that read it; needs e4m3_kv
     bool nan_unused_slots = false;  // every K/V slot no sequence uses (past a sequence's keys in
                                     // its last page, spare blocks) holds NaN: a kernel must never
-                                    // let them reach O (bf16 K/V only)
+                                    // let them reach O (with e4m3_kv their codes are NaN)
     uint64_t seed = 1;
 
     std::string describe() const;   // one line, e.g. "seqs=5 q=[1,7,...] ctx=[...] H=32/4 bs=16"
