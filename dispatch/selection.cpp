@@ -7,6 +7,7 @@
 #include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest_format.h"
 #include "kernels/common/kernel_desc.h"
+#include "kernels/common/v_transposed.h"
 
 namespace wideattn {
 namespace {
@@ -108,6 +109,13 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
                  << group;
         } else if (p.lse && !k.has_feature("lse")) {
             miss << k.name << " cannot write lse";
+        } else if ((p.flags & WIDEATTN_FLAG_V_TRANSPOSED) && !k.has_feature(kFeatureVTransposed)) {
+            miss << k.name << " reads V in the engine layout v_cache[block][slot][kv_head][d], not the transposed "
+                 << "layout of WIDEATTN_FLAG_V_TRANSPOSED";
+        } else if (!(p.flags & WIDEATTN_FLAG_V_TRANSPOSED) && k.has_feature(kFeatureVTransposed)) {
+            miss << k.name << " reads V only in the transposed layout (flags WIDEATTN_FLAG_V_TRANSPOSED, "
+                 << "v_cache[block][kv_head][d][slot] as wideattn_quantize_to_cache writes it with that flag), "
+                 << "not the engine layout";
         } else if (k.has_feature(kFeatureTmaKv) && !(tma_why = kv_map_unsupported(p)).empty()) {
             miss << k.name << " loads K/V with TMA, which cannot address this cache: " << tma_why;
         } else if (p.num_q_heads / heads_per_block(group, k.heads_per_block_max) > kMaxGridY) {

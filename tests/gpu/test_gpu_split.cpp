@@ -16,6 +16,7 @@
 
 #include "dispatch/split_plan.h"
 #include "kernels/common/kernel_desc.h"
+#include "kernels/common/v_transposed.h"
 #include "tests/gpu/gpu_fixture.h"
 #include "tools/harness/checks.h"
 
@@ -42,18 +43,21 @@ uint64_t fresh_seed() {
     return ++seed;
 }
 
-// The input dtypes of a kernel family, the error bound its existing tests use, and whether its
-// LSE is held to kFp32LseAbs (e4m3 kernels round the scores: finiteness only, see kE4m3RelL2).
+// The input dtypes of a kernel family, the error bound its existing tests use, whether its
+// LSE is held to kFp32LseAbs (e4m3 kernels round the scores: finiteness only, see kE4m3RelL2),
+// and whether its kernels read V in the transposed layout (WIDEATTN_FLAG_V_TRANSPOSED) only.
 struct Family {
     const char* label;
     int32_t q_dtype, kv_dtype;
     double rel_l2;
     bool check_lse_bound;
+    bool v_transposed = false;
 };
 constexpr Family kFamilies[] = {
     {"bf16", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16, kBf16RelL2, true},
     {"e4m3 K/V", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false},
     {"e4m3 Q+K/V", WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false},
+    {"e4m3 Q+K/V, transposed V", WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false, true},
 };
 
 bool has_feature(const wideattn_kernel_info& k, const char* feature) {
@@ -79,7 +83,7 @@ std::vector<std::string> split_kernels(const Family& family) {
     std::vector<std::string> names;
     for (const RunnableKernel& r : runnable_kernels(gpu().ctx, gpu().device->cc_major(), gpu().device->cc_minor())) {
         if (r.kind != kKindPrefill || r.o_dtype != WIDEATTN_DTYPE_BF16 || r.q_dtype != family.q_dtype ||
-            r.kv_dtype != family.kv_dtype)
+            r.kv_dtype != family.kv_dtype || r.v_transposed != family.v_transposed)
             continue;
         bool split = false;
         for (int32_t i = 0; i < wideattn_kernel_count(gpu().ctx); ++i) {
@@ -305,6 +309,7 @@ std::vector<ProblemSpec> batch_specs(uint64_t seed) {
 ProblemSpec for_family(ProblemSpec spec, const Family& family) {
     spec.e4m3_kv = family.kv_dtype == WIDEATTN_DTYPE_E4M3;
     spec.e4m3_q = family.q_dtype == WIDEATTN_DTYPE_E4M3;
+    spec.v_transposed = family.v_transposed;
     spec.nan_unused_slots = !spec.e4m3_kv;
     return spec;
 }
@@ -533,6 +538,14 @@ int64_t cache_element(const HostProblem& h, int32_t seq, int32_t key, int32_t kv
     return (slot * h.spec.num_kv_heads + kv_head) * h.spec.head_dim + dim;
 }
 
+// The same element in the transposed V layout of HostProblem::use_transposed_v.
+int64_t transposed_value_element(const HostProblem& h, int32_t seq, int32_t key, int32_t kv_head, int32_t dim) {
+    const int32_t block = h.block_table[static_cast<size_t>(seq) * h.table_stride + key / h.spec.block_size];
+    const int64_t head_stride = int64_t{h.spec.head_dim} * h.spec.block_size;
+    return v_transposed_offset(block, key % h.spec.block_size, kv_head, dim, head_stride * h.spec.num_kv_heads,
+                               head_stride, h.spec.block_size);
+}
+
 // Writes the corruption into the inputs the kernel reads (the e4m3 codes where it reads codes).
 void corrupt(HostProblem* h, Corruption what) {
     if (what == Corruption::kQNaN) {
@@ -547,7 +560,10 @@ void corrupt(HostProblem* h, Corruption what) {
     const int64_t at = cache_element(*h, kCorruptSeq, kCorruptKey, kCorruptKvHead, kCorruptDim);
     const bool value = what == Corruption::kVNaN;
     if (h->spec.e4m3_kv) {
-        (value ? h->v_e4m3 : h->k_e4m3)[at] = kE4m3NaN;
+        const bool transposed = value && h->spec.v_transposed;
+        (value ? h->v_e4m3 : h->k_e4m3)[transposed ? transposed_value_element(*h, kCorruptSeq, kCorruptKey,
+                                                                               kCorruptKvHead, kCorruptDim)
+                                                    : at] = kE4m3NaN;
         return;
     }
     const uint16_t bits = what == Corruption::kKPosInf ? kBf16PosInf : what == Corruption::kKNegInf ? kBf16NegInf : kBf16NaN;
