@@ -470,8 +470,8 @@ bool check_quantize_layout(Validator& v, const wideattn_quantize_params& p) {
     if ((p.flags & WIDEATTN_FLAG_V_TRANSPOSED) == 0) return true;
     if (!p.slot_mapping)
         return v.fail("slot_mapping is NULL with WIDEATTN_FLAG_V_TRANSPOSED (the transposed layout is a paged cache)");
-    if (p.block_size < kBlockSizeMultiple || p.block_size % kBlockSizeMultiple != 0) {
-        s << "block_size=" << p.block_size << " is not a positive multiple of " << kBlockSizeMultiple
+    if (p.block_size < kPageSizeMultiple || p.block_size % kPageSizeMultiple != 0) {
+        s << "block_size=" << p.block_size << " is not a positive multiple of " << kPageSizeMultiple
           << " (WIDEATTN_FLAG_V_TRANSPOSED interleaves groups of 16 slots)";
         return v.fail(s.str());
     }

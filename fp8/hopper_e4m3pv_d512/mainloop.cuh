@@ -235,11 +235,9 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
         }
         ptx::pin_all(o);
         ptx::pin_all(prob);
-        if (rescale) {
-            ptx::wgmma_wait<0>();
-            ptx::pin_all(o);
-            rescale_output(o, alpha);
-        }
+        // With Q K_j+2^T in flight: a wait in this per-warp branch would break warpgroup
+        // convergence of wgmma (kernels/hopper/NOTES.md, the rescale).
+        if (rescale) rescale_output(o, alpha);
     } else {
         ptx::wgmma_wait<0>();
         ptx::pin_all(o);
