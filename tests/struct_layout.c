@@ -1,5 +1,5 @@
 /* struct_layout.c - prints the C compiler's sizeof and offsetof of every field of the C API's
- * structs (dispatch/wideattn.h) as JSON; tests/python/test_package.py compares the Python
+ * structs (include/wideattn.h) as JSON; tests/python/test_package.py compares the Python
  * package's ctypes mirrors (python/wideattn/_capi.py, also the structs of
  * tools/bench/peers/wideattn_ctypes.py) with it field by field. */
 #include <stddef.h>

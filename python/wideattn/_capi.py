@@ -1,4 +1,4 @@
-"""ctypes mirror of the C API in dispatch/wideattn.h (0.3.0): status codes, dtypes, the five
+"""ctypes mirror of the C API in include/wideattn.h (0.3.0): status codes, dtypes, the five
 structs and the function declarations. Standard library only, so it loads without torch and
 without a GPU; tools/bench/peers/wideattn_ctypes.py loads this file for its structs too.
 
@@ -113,7 +113,7 @@ class KernelInfoStruct(ctypes.Structure):
     ]
 
 
-# LP64 sizes as tests/struct_layout.c prints them for dispatch/wideattn.h (prefill: softmax_scale
+# LP64 sizes as tests/struct_layout.c prints them for include/wideattn.h (prefill: softmax_scale
 # at 224, the three split-KV int32 at 228..236, workspace at 240, workspace_bytes at 248, flags
 # at 256, tail padding to 264).
 EXPECTED_SIZES = {
