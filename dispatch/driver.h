@@ -25,8 +25,9 @@ namespace wideattn {
     X(cuEventSynchronize) X(cuEventElapsedTime)
 
 // Entry points only some kernels need; a driver without them still loads, and the kernels that
-// need them report it at launch (cuTensorMapEncodeTiled: CUDA 12.0 drivers and later).
-#define WIDEATTN_DRIVER_OPTIONAL_FUNCTIONS(X) X(cuTensorMapEncodeTiled)
+// need them report it at launch (cuTensorMapEncodeTiled: CUDA 12.0 drivers and later); the launch
+// path takes cuLaunchKernelEx (CUDA 12.0) where the driver has it, cuLaunchKernel otherwise.
+#define WIDEATTN_DRIVER_OPTIONAL_FUNCTIONS(X) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx)
 
 struct Driver {
 #define WIDEATTN_DRIVER_POINTER(name) decltype(&::name) name = nullptr;

@@ -89,13 +89,6 @@ bool rows_nest(const char* what, const char* row_name, int64_t row_size, std::in
     return true;
 }
 
-// The bytes first..last (inclusive) of one tensor for the overlap check; `written`: an output.
-struct Span {
-    const char* name;
-    uintptr_t first, last;
-    bool written;
-};
-
 // Appends the span of a tensor that passed tensor_fits (rows of `row` elements of `elem_size`
 // along `dims`) to *spans; a tensor without elements (a count or row of 0, a NULL base) has none.
 void add_span(std::vector<Span>* spans, const char* name, const void* base, bool written, int64_t elem_size,
@@ -188,29 +181,11 @@ public:
             return too_far(name, blamed->stride_name, blamed->stride, blamed->count_name, blamed->count, elem_size);
         const uintptr_t address = reinterpret_cast<uintptr_t>(base);
         if (static_cast<uint64_t>(bytes) <= UINTPTR_MAX - address) return true;
-        std::ostringstream s;
-        s << name << "=" << pointer_text(base) << " plus the " << bytes
-          << " bytes to its last element runs past the end of the 64-bit address space";
-        return fail(s.str());
+        return fail(past_address_space(name, base, static_cast<uint64_t>(bytes)));
     }
     // No output's bytes overlap another output's or an input's (inputs may share bytes: they are
     // only read). The refusal names both tensors and their byte ranges.
-    bool apart(const std::vector<Span>& spans) {
-        for (size_t i = 0; i < spans.size(); ++i)
-            for (size_t j = 0; j < spans.size(); ++j) {
-                const Span &a = spans[i], &b = spans[j];
-                if (!a.written || (b.written && j <= i)) continue;  // each pair of outputs once, not a with a
-                if (a.first > b.last || b.first > a.last) continue;
-                std::ostringstream s;
-                s << a.name << " (bytes " << pointer_text(reinterpret_cast<const void*>(a.first)) << ".."
-                  << pointer_text(reinterpret_cast<const void*>(a.last)) << ") overlaps " << b.name << " (bytes "
-                  << pointer_text(reinterpret_cast<const void*>(b.first)) << ".."
-                  << pointer_text(reinterpret_cast<const void*>(b.last)) << "): an output may share no byte with "
-                  << (b.written ? "another output" : "an input");
-                return fail(s.str());
-            }
-        return true;
-    }
+    bool apart(const std::vector<Span>& spans) { return spans_apart(spans.data(), spans.size(), message_); }
 
 private:
     // The refusal of tensor_fits: `field`=value (with `count_name`=count indices) takes the
@@ -229,10 +204,14 @@ private:
 };
 
 // Dtypes known, every pointer set and aligned, counts in range.
-bool check_pointers_and_counts(Validator& v, const wideattn_prefill_params& p) {
+// `run_tensors_optional`: q, k_cache, v_cache and o may be NULL (wideattn_plan_create).
+bool check_pointers_and_counts(Validator& v, const wideattn_prefill_params& p, bool run_tensors_optional) {
+    const auto run_tensor = [&](const void* ptr, const char* name) {
+        return (run_tensors_optional && !ptr) || v.not_null(ptr, name);
+    };
     return v.dtype(p.q_dtype, "q_dtype") && v.dtype(p.kv_dtype, "kv_dtype") && v.dtype(p.o_dtype, "o_dtype") &&
-           v.not_null(p.q, "q") && v.not_null(p.k_cache, "k_cache") && v.not_null(p.v_cache, "v_cache") &&
-           v.not_null(p.o, "o") && v.not_null(p.cu_seqlens_q, "cu_seqlens_q") &&
+           run_tensor(p.q, "q") && run_tensor(p.k_cache, "k_cache") && run_tensor(p.v_cache, "v_cache") &&
+           run_tensor(p.o, "o") && v.not_null(p.cu_seqlens_q, "cu_seqlens_q") &&
            v.not_null(p.seq_lens_k, "seq_lens_k") && v.not_null(p.block_table, "block_table") &&
            v.aligned(p.q, kTensorAlignment, "q") && v.aligned(p.k_cache, kTensorAlignment, "k_cache") &&
            v.aligned(p.v_cache, kTensorAlignment, "v_cache") && v.aligned(p.o, kTensorAlignment, "o") &&
@@ -393,13 +372,13 @@ void add_cache_span(std::vector<Span>* spans, const char* name, const void* base
 
 // No output (o, lse, the workspace) shares a byte with another output or with an input (q, the
 // caches, the metadata arrays, the scales), after check_extents (so no span wraps).
-bool check_overlaps(Validator& v, const wideattn_prefill_params& p) {
+void add_prefill_spans(const wideattn_prefill_params& p, std::vector<Span>* out) {
     const int64_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
     const int64_t lse_size = p.o_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
     const int64_t int32_size = sizeof(int32_t), float_size = sizeof(float);
     // A table row is read up to the most blocks the kernels address (check_extents' bound).
     const int64_t table_row = std::min(p.block_table_stride, (kMaxSeqKeys - 1) / p.block_size + 1);
-    std::vector<Span> spans;
+    std::vector<Span>& spans = *out;
     add_span(&spans, "o", p.o, true, o_size, p.head_dim,
              {{"total_q", p.total_q, "o_token_stride", p.o_token_stride},
               {"num_q_heads", p.num_q_heads, "o_head_stride", p.o_head_stride}});
@@ -422,6 +401,11 @@ bool check_overlaps(Validator& v, const wideattn_prefill_params& p) {
     add_span(&spans, "q_scale", p.q_scale, false, float_size, 1, {});
     add_span(&spans, "k_scale", p.k_scale, false, float_size, 1, {});
     add_span(&spans, "v_scale", p.v_scale, false, float_size, 1, {});
+}
+
+bool check_overlaps(Validator& v, const wideattn_prefill_params& p) {
+    std::vector<Span> spans;
+    add_prefill_spans(p, &spans);
     return v.apart(spans);
 }
 
@@ -467,16 +451,28 @@ int32_t dtype_size(int32_t dtype) {
     }
 }
 
-wideattn_status validate_params(const wideattn_prefill_params* p, std::string* message) {
+namespace {
+
+wideattn_status validate_prefill(const wideattn_prefill_params* p, std::string* message, bool run_tensors_optional) {
     if (!p) {
         *message = "params is NULL";
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     }
     Validator v(message);
-    const bool ok = check_pointers_and_counts(v, *p) && check_shape(v, *p) && check_strides(v, *p) &&
+    const bool ok = check_pointers_and_counts(v, *p, run_tensors_optional) && check_shape(v, *p) && check_strides(v, *p) &&
                     check_lse(v, *p) && check_scales(v, *p) && check_splits(v, *p) && check_extents(v, *p) &&
                     check_overlaps(v, *p);
     return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
+}
+
+}  // namespace
+
+wideattn_status validate_params(const wideattn_prefill_params* p, std::string* message) {
+    return validate_prefill(p, message, false);
+}
+
+wideattn_status validate_plan_params(const wideattn_prefill_params* p, std::string* message) {
+    return validate_prefill(p, message, true);
 }
 
 wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std::string* message) {
@@ -558,6 +554,83 @@ wideattn_status validate_scale_params(const wideattn_scale_params* p, std::strin
     add_source_spans(&spans, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
                      p->slot_mapping);
     return v.apart(spans) ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
+}
+
+void prefill_spans(const wideattn_prefill_params& p, std::vector<Span>* spans) { add_prefill_spans(p, spans); }
+
+bool spans_apart(const Span* spans, size_t count, std::string* message) {
+    for (size_t i = 0; i < count; ++i)
+        for (size_t j = 0; j < count; ++j) {
+            const Span &a = spans[i], &b = spans[j];
+            if (!a.written || (b.written && j <= i)) continue;  // each pair of outputs once, not a with a
+            if (a.first > b.last || b.first > a.last) continue;
+            std::ostringstream s;
+            s << a.name << " (bytes " << pointer_text(reinterpret_cast<const void*>(a.first)) << ".."
+              << pointer_text(reinterpret_cast<const void*>(a.last)) << ") overlaps " << b.name << " (bytes "
+              << pointer_text(reinterpret_cast<const void*>(b.first)) << ".."
+              << pointer_text(reinterpret_cast<const void*>(b.last)) << "): an output may share no byte with "
+              << (b.written ? "another output" : "an input");
+            *message = s.str();
+            return false;
+        }
+    return true;
+}
+
+namespace {
+
+// The Extent of a tensor with `span_dims` for the overlap rule and `fit_dims` for the address
+// space (the same dims but for a cache whose pages share rows).
+Extent extent(int64_t elem_size, int64_t row, std::initializer_list<Dim> fit_dims, std::initializer_list<Dim> span_dims) {
+    Extent e{false, 0, 0};
+    if (row <= 0) return e;
+    for (const Dim& d : fit_dims)
+        if (d.count <= 0) return e;
+    int64_t fit = 0, span = 0;
+    const Dim* blamed = nullptr;
+    // Validated params: neither offset overflows.
+    last_element_offset(elem_size, row, fit_dims, &fit, &blamed);
+    last_element_offset(elem_size, row, span_dims, &span, &blamed);
+    e.any = true;
+    e.last_element = static_cast<uint64_t>(fit);
+    e.last_byte = static_cast<uint64_t>(span) + static_cast<uint64_t>(elem_size - 1);
+    return e;
+}
+
+Extent cache_extent(const wideattn_prefill_params& p, int64_t elem_size, Dim block, Dim slot, Dim head) {
+    std::string why;
+    if (rows_nest("cache rows", "head_dim", p.head_dim, {block, slot, head}, &why))
+        return extent(elem_size, p.head_dim, {block, slot, head}, {block, slot, head});
+    return extent(elem_size, p.head_dim, {block, slot, head}, {block, head});
+}
+
+}  // namespace
+
+PrefillExtents prefill_extents(const wideattn_prefill_params& p) {
+    const int64_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
+    const int64_t lse_size = p.o_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
+    const Dim q_token{"total_q", p.total_q, "q_token_stride", p.q_token_stride};
+    const Dim q_head{"num_q_heads", p.num_q_heads, "q_head_stride", p.q_head_stride};
+    const Dim o_token{"total_q", p.total_q, "o_token_stride", p.o_token_stride};
+    const Dim o_head{"num_q_heads", p.num_q_heads, "o_head_stride", p.o_head_stride};
+    const Dim lse_head{"num_q_heads", p.num_q_heads, "lse_head_stride", p.lse_head_stride};
+    PrefillExtents e{};
+    e.q = extent(q_size, p.head_dim, {q_token, q_head}, {q_token, q_head});
+    e.o = extent(o_size, p.head_dim, {o_token, o_head}, {o_token, o_head});
+    e.lse = extent(lse_size, p.total_q, {lse_head}, {lse_head});
+    e.k_cache = cache_extent(p, kv_size, {"num_blocks", p.num_blocks, "k_block_stride", p.k_block_stride},
+                             {"block_size", p.block_size, "k_slot_stride", p.k_slot_stride},
+                             {"num_kv_heads", p.num_kv_heads, "k_head_stride", p.k_head_stride});
+    e.v_cache = cache_extent(p, kv_size, {"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
+                             {"block_size", p.block_size, "v_slot_stride", p.v_slot_stride},
+                             {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride});
+    return e;
+}
+
+std::string past_address_space(const char* name, const void* base, uint64_t last_element) {
+    std::ostringstream s;
+    s << name << "=" << pointer_text(base) << " plus the " << last_element
+      << " bytes to its last element runs past the end of the 64-bit address space";
+    return s.str();
 }
 
 }  // namespace wideattn
