@@ -210,13 +210,34 @@ CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap*, CUtensorMapDataType, cuuin
     return CUDA_SUCCESS;
 }
 
-// Memory, streams and events: the calls the launch path makes work; the others are never used here.
-CUresult CUDAAPI cuMemAlloc(CUdeviceptr*, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemFree(CUdeviceptr) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr, const void*, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpyDtoH(void*, CUdeviceptr, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr, CUdeviceptr, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemsetD8(CUdeviceptr, unsigned char, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
+// Memory: device pointers are host pointers (256-byte aligned), so a program over the driver API
+// (examples/plan_decode.c) runs here as on a GPU; streams and events as far as the tests use them.
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr* ptr, size_t bytes) {
+    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+    *ptr = reinterpret_cast<CUdeviceptr>(p);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemFree(CUdeviceptr ptr) {
+    std::free(reinterpret_cast<void*>(ptr));
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
+    std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
+    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t bytes) {
+    std::memset(reinterpret_cast<void*>(dst), value, bytes);
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuMemGetInfo(size_t*, size_t*) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr, unsigned int, size_t, CUstream) { return CUDA_SUCCESS; }
 // The tests pass host arrays as device pointers.
@@ -235,8 +256,17 @@ CUresult CUDAAPI cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
     *status = g_capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuStreamCreate(CUstream*, unsigned int) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamDestroy(CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }
+struct CUstream_st {
+    int unused;
+};
+CUresult CUDAAPI cuStreamCreate(CUstream* stream, unsigned int) {
+    *stream = new CUstream_st{};
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
+    delete stream;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuStreamSynchronize(CUstream) {
     std::lock_guard<std::mutex> lock(g_mutex);
     ++g_synchronizations;
