@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "tests/fuzz/plan_fuzz_check.h"
 #include "tests/test_helpers.h"
 #include "wideattn.h"
 
@@ -563,4 +565,27 @@ TEST_CASE("plan: checked mode checks the metadata at every run") {
     CHECK_MESSAGE(last_error().find("block_table[0][3] = 5000") == 0, last_error());
     CHECK(fake.take_launches().empty());
     CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
+}
+
+TEST_CASE("plan: random programs of plan calls keep the fuzzing invariants (tests/fuzz/fuzz_plan.cpp)") {
+    const Fake fake;
+    const Context c;
+    if (!c.ok) return;
+    std::mt19937_64 rng(20261201);
+    std::vector<uint8_t> input;
+    fuzz::PlanFuzzStats stats;
+    for (int i = 0; i < 3000; ++i) {
+        input.resize(rng() % 200);
+        for (uint8_t& b : input) b = static_cast<uint8_t>(rng());
+        // Half the programs keep the params valid (no field writes), so their plans are created
+        // and the run, info and destroy paths get exercised.
+        if (!input.empty() && (i & 1)) input[0] = 0;
+        const std::string problem = fuzz::plan_input_problem(c.ctx, input.data(), input.size(), &stats);
+        CAPTURE(i);
+        REQUIRE_MESSAGE(problem.empty(), problem);
+    }
+    MESSAGE("plans created: " << stats.created << ", calls: " << stats.calls << ", succeeded: " << stats.succeeded);
+    CHECK(stats.created > 1000);
+    CHECK(stats.succeeded > 1000);
+    CHECK(stats.calls - stats.succeeded > 10000);
 }
