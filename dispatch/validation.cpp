@@ -68,22 +68,31 @@ bool last_element_offset(int64_t elem_size, int64_t row, std::initializer_list<D
 // stride falls short; `what` names the rows.
 bool rows_nest(const char* what, const char* row_name, int64_t row_size, std::initializer_list<Dim> dims,
                std::string* why) {
-    std::vector<const Dim*> varying;
-    for (auto d = std::rbegin(dims); d != std::rend(dims); ++d)
-        if (d->count > 1) varying.push_back(&*d);
-    std::stable_sort(varying.begin(), varying.end(), [](const Dim* a, const Dim* b) { return a->stride < b->stride; });
+    // No allocation on success (a launch path runs this): the varying dims in a fixed array, the
+    // refusal's text built only when it is needed.
+    constexpr size_t kMaxDims = 4;
+    const Dim* varying[kMaxDims];
+    size_t n = 0;
+    for (auto d = std::rbegin(dims); d != std::rend(dims) && n < kMaxDims; ++d)
+        if (d->count > 1) varying[n++] = &*d;
+    std::stable_sort(varying, varying + n, [](const Dim* a, const Dim* b) { return a->stride < b->stride; });
     int64_t span = row_size;  // what one index of the next dim must step over
-    std::string span_text = row_name;
-    for (const Dim* d : varying) {
+    const Dim* inner = nullptr;  // the dim whose rows `span` covers (none: a row)
+    for (size_t i = 0; i < n; ++i) {
+        const Dim* d = varying[i];
         if (d->stride < span) {
             std::ostringstream s;
-            s << d->stride_name << "=" << d->stride << " is smaller than " << span_text << " = " << span << ": "
-              << what << " overlap";
+            s << d->stride_name << "=" << d->stride << " is smaller than ";
+            if (inner)
+                s << inner->stride_name << " x " << inner->count_name << " = " << inner->stride << " x "
+                  << inner->count;
+            else
+                s << row_name;
+            s << " = " << span << ": " << what << " overlap";
             *why = s.str();
             return false;
         }
-        span_text = std::string(d->stride_name) + " x " + d->count_name + " = " + std::to_string(d->stride) + " x " +
-                    std::to_string(d->count);
+        inner = d;
         if (!checked_mul(d->stride, d->count, &span)) span = INT64_MAX;
     }
     return true;
@@ -91,7 +100,18 @@ bool rows_nest(const char* what, const char* row_name, int64_t row_size, std::in
 
 // Appends the span of a tensor that passed tensor_fits (rows of `row` elements of `elem_size`
 // along `dims`) to *spans; a tensor without elements (a count or row of 0, a NULL base) has none.
-void add_span(std::vector<Span>* spans, const char* name, const void* base, bool written, int64_t elem_size,
+// Spans in fixed storage: the most a call has (the prefill's 12), without an allocation.
+struct SpanList {
+    static constexpr size_t kCapacity = 16;
+    Span items[kCapacity];
+    size_t count = 0;
+    void push_back(const Span& s) {
+        if (count < kCapacity) items[count++] = s;
+    }
+};
+
+template <typename Spans>
+void add_span(Spans* spans, const char* name, const void* base, bool written, int64_t elem_size,
               int64_t row, std::initializer_list<Dim> dims) {
     if (!base || row <= 0) return;
     for (const Dim& d : dims)
@@ -185,7 +205,7 @@ public:
     }
     // No output's bytes overlap another output's or an input's (inputs may share bytes: they are
     // only read). The refusal names both tensors and their byte ranges.
-    bool apart(const std::vector<Span>& spans) { return spans_apart(spans.data(), spans.size(), message_); }
+    bool apart(const SpanList& spans) { return spans_apart(spans.items, spans.count, message_); }
 
 private:
     // The refusal of tensor_fits: `field`=value (with `count_name`=count indices) takes the
@@ -226,26 +246,30 @@ bool check_pointers_and_counts(Validator& v, const wideattn_prefill_params& p, b
 // Head grouping, page size, softmax scale, the flags and head_dim (after the dtypes
 // and counts passed check_pointers_and_counts).
 bool check_shape(Validator& v, const wideattn_prefill_params& p) {
-    std::ostringstream s;
     if (p.num_q_heads % p.num_kv_heads != 0) {
+        std::ostringstream s;
         s << "num_q_heads=" << p.num_q_heads << " is not a multiple of num_kv_heads=" << p.num_kv_heads;
         return v.fail(s.str());
     }
     if (p.block_size < kBlockSizeMultiple || p.block_size % kBlockSizeMultiple != 0) {
+        std::ostringstream s;
         s << "block_size=" << p.block_size << " is not a positive multiple of " << kBlockSizeMultiple;
         return v.fail(s.str());
     }
     if (!std::isfinite(p.softmax_scale) || p.softmax_scale <= 0.0f) {
+        std::ostringstream s;
         s << "softmax_scale=" << p.softmax_scale << " must be finite and > 0";
         return v.fail(s.str());
     }
     if (const uint32_t unknown = static_cast<uint32_t>(p.flags) & ~kKnownFlags; unknown != 0) {
+        std::ostringstream s;
         s << "flags=" << p.flags << " has unknown bits 0x" << std::hex << unknown << std::dec
           << " (the only flag is WIDEATTN_FLAG_CHECK_METADATA = " << WIDEATTN_FLAG_CHECK_METADATA << ")";
         return v.fail(s.str());
     }
     const int32_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype);
     if (p.head_dim % (kTensorAlignment / kv_size) != 0 || p.head_dim % (kTensorAlignment / q_size) != 0) {
+        std::ostringstream s;
         s << "head_dim=" << p.head_dim << " is not a multiple of 16 bytes of its elements";
         return v.fail(s.str());
     }
@@ -293,12 +317,13 @@ bool check_scales(Validator& v, const wideattn_prefill_params& p) {
                   {p.k_scale, p.kv_dtype == WIDEATTN_DTYPE_E4M3, "k_scale", "kv_dtype", p.kv_dtype},
                   {p.v_scale, p.kv_dtype == WIDEATTN_DTYPE_E4M3, "v_scale", "kv_dtype", p.kv_dtype}};
     for (const auto& scale : scales) {
-        std::ostringstream s;
         if (scale.needed && !scale.ptr) {
+            std::ostringstream s;
             s << scale.name << " is NULL but " << scale.dtype_field << "=e4m3 needs a scale";
             return v.fail(s.str());
         }
         if (!scale.needed && scale.ptr) {
+            std::ostringstream s;
             s << scale.name << "=" << pointer_text(scale.ptr) << " is set but " << scale.dtype_field << "="
               << dtype_name(scale.dtype) << " takes no scale (pass NULL)";
             return v.fail(s.str());
@@ -311,15 +336,16 @@ bool check_scales(Validator& v, const wideattn_prefill_params& p) {
 // The split-KV fields: non-negative hints, a split count in range, and a workspace that is
 // either absent (NULL, 0 bytes) or aligned and within reach of 64-bit addresses.
 bool check_splits(Validator& v, const wideattn_prefill_params& p) {
-    std::ostringstream s;
     if (!v.at_least(p.max_seqlen_q, 0, "max_seqlen_q") || !v.at_least(p.max_seqlen_k, 0, "max_seqlen_k") ||
         !v.at_least(p.num_splits, 0, "num_splits") || !v.at_least(p.workspace_bytes, 0, "workspace_bytes"))
         return false;
     if (p.num_splits > WIDEATTN_MAX_SPLITS) {
+        std::ostringstream s;
         s << "num_splits=" << p.num_splits << " is larger than WIDEATTN_MAX_SPLITS=" << WIDEATTN_MAX_SPLITS;
         return v.fail(s.str());
     }
     if (!p.workspace && p.workspace_bytes != 0) {
+        std::ostringstream s;
         s << "workspace is NULL but workspace_bytes=" << p.workspace_bytes << " (pass 0 without a workspace)";
         return v.fail(s.str());
     }
@@ -361,7 +387,7 @@ bool check_extents(Validator& v, const wideattn_prefill_params& p) {
 // stride below the rows of one block, as in the token-row pages of dense K/V rows) counts up to
 // the rows of its last block's first slot: its later slots are the rows of the blocks after it,
 // so bytes past those rows need not belong to the cache.
-void add_cache_span(std::vector<Span>* spans, const char* name, const void* base, int64_t elem_size,
+void add_cache_span(SpanList* spans, const char* name, const void* base, int64_t elem_size,
                     const wideattn_prefill_params& p, Dim block, Dim slot, Dim head) {
     std::string why;
     if (rows_nest("cache rows", "head_dim", p.head_dim, {block, slot, head}, &why))
@@ -372,13 +398,13 @@ void add_cache_span(std::vector<Span>* spans, const char* name, const void* base
 
 // No output (o, lse, the workspace) shares a byte with another output or with an input (q, the
 // caches, the metadata arrays, the scales), after check_extents (so no span wraps).
-void add_prefill_spans(const wideattn_prefill_params& p, std::vector<Span>* out) {
+void add_prefill_spans(const wideattn_prefill_params& p, SpanList* out) {
     const int64_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
     const int64_t lse_size = p.o_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
     const int64_t int32_size = sizeof(int32_t), float_size = sizeof(float);
     // A table row is read up to the most blocks the kernels address (check_extents' bound).
     const int64_t table_row = std::min(p.block_table_stride, (kMaxSeqKeys - 1) / p.block_size + 1);
-    std::vector<Span>& spans = *out;
+    SpanList& spans = *out;
     add_span(&spans, "o", p.o, true, o_size, p.head_dim,
              {{"total_q", p.total_q, "o_token_stride", p.o_token_stride},
               {"num_q_heads", p.num_q_heads, "o_head_stride", p.o_head_stride}});
@@ -404,7 +430,7 @@ void add_prefill_spans(const wideattn_prefill_params& p, std::vector<Span>* out)
 }
 
 bool check_overlaps(Validator& v, const wideattn_prefill_params& p) {
-    std::vector<Span> spans;
+    SpanList spans;
     add_prefill_spans(p, &spans);
     return v.apart(spans);
 }
@@ -431,7 +457,7 @@ bool source_fits(Validator& v, const void* src, int64_t token_stride, int64_t he
 }
 
 // The spans of the read-only source of the quantise and amax kernels and of its slot mapping.
-void add_source_spans(std::vector<Span>* spans, const void* src, int64_t token_stride, int64_t head_stride,
+void add_source_spans(SpanList* spans, const void* src, int64_t token_stride, int64_t head_stride,
                       int32_t tokens, int32_t heads, int32_t head_dim, const int64_t* slot_mapping) {
     add_span(spans, "src", src, false, dtype_size(WIDEATTN_DTYPE_BF16), head_dim,
              {{"tokens", tokens, "src_token_stride", token_stride}, {"heads", heads, "src_head_stride", head_stride}});
@@ -518,7 +544,7 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     }
     // The outputs (the cache, the counter) share no byte with each other or the inputs.
-    std::vector<Span> spans;
+    SpanList spans;
     add_span(&spans, "cache", p->cache, true, 1, p->head_dim, cache_dims);
     add_span(&spans, "nonfinite_count", p->nonfinite_count, true, sizeof(int32_t), 1, {});
     add_source_spans(&spans, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
@@ -548,7 +574,7 @@ wideattn_status validate_scale_params(const wideattn_scale_params* p, std::strin
                                 p->slot_mapping);
     if (!ok) return WIDEATTN_ERROR_INVALID_ARGUMENT;
     // The outputs (the scale, the counter) share no byte with each other or the inputs.
-    std::vector<Span> spans;
+    SpanList spans;
     add_span(&spans, "scale", p->scale, true, sizeof(float), 1, {});
     add_span(&spans, "nonfinite_count", p->nonfinite_count, true, sizeof(int32_t), 1, {});
     add_source_spans(&spans, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
@@ -556,7 +582,11 @@ wideattn_status validate_scale_params(const wideattn_scale_params* p, std::strin
     return v.apart(spans) ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
 }
 
-void prefill_spans(const wideattn_prefill_params& p, std::vector<Span>* spans) { add_prefill_spans(p, spans); }
+void prefill_spans(const wideattn_prefill_params& p, std::vector<Span>* spans) {
+    SpanList list;
+    add_prefill_spans(p, &list);
+    spans->insert(spans->end(), list.items, list.items + list.count);
+}
 
 bool spans_apart(const Span* spans, size_t count, std::string* message) {
     for (size_t i = 0; i < count; ++i)
