@@ -27,7 +27,10 @@ namespace wideattn {
 // Entry points only some kernels need; a driver without them still loads, and the kernels that
 // need them report it at launch (cuTensorMapEncodeTiled: CUDA 12.0 drivers and later); the launch
 // path takes cuLaunchKernelEx (CUDA 12.0) where the driver has it, cuLaunchKernel otherwise.
-#define WIDEATTN_DRIVER_OPTIONAL_FUNCTIONS(X) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx)
+// The graph calls are the GPU tests' (CUDA-graph capture of plans).
+#define WIDEATTN_DRIVER_OPTIONAL_FUNCTIONS(X)                                                              \
+    X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx) X(cuStreamBeginCapture) X(cuStreamEndCapture)          \
+    X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 struct Driver {
 #define WIDEATTN_DRIVER_POINTER(name) decltype(&::name) name = nullptr;
