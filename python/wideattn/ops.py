@@ -247,7 +247,7 @@ def _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_la
                      softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0, max_seqlen_k or 0,
                      num_splits or 0, flags)
     entry = plans.get(key)
-    if entry is None:
+    if entry is None or not entry[0].handle:  # none yet, or closed with its context (wideattn.configure)
         entry = _make_plan(index, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
                            q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags)
         plans.put(key, entry)

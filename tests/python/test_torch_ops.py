@@ -382,13 +382,13 @@ class _RecordingPlan:
     """Stands in for a library plan: records its runs and whether it was closed."""
 
     def __init__(self, params):
-        self.params, self.runs, self.closed = params, [], False
+        self.params, self.runs, self.closed, self.handle = params, [], False, 1
 
     def run(self, q, k_cache, v_cache, o, lse=None, stream=None):
         self.runs.append((q, k_cache, v_cache, o, lse, stream))
 
     def close(self):
-        self.closed = True
+        self.closed, self.handle = True, None
 
 
 class _PlanningContext(_RecordingContext):
@@ -443,13 +443,17 @@ def test_cuda_implementation_plans_once_per_signature_and_runs_per_layer():
         call(other[1], *layers[0])
         assert len(recorder.plans) == 3 and plan.closed and not recorder.plans[1].closed
         assert len(ops.plans) == 2 and ops.plans.hits == 2 and ops.plans.misses == 3
+        # A plan closed with its context (wideattn.configure) is made again.
+        recorder.plans[2].close()
+        call(other[1], *layers[0])
+        assert len(recorder.plans) == 4
         # Debug mode: a one-shot launch, no plan.
         previous = wideattn.set_debug(True)
         try:
             call(problem.cu_seqlens_q, *layers[0])
         finally:
             wideattn.set_debug(previous)
-        assert len(recorder.plans) == 3 and len(recorder.launched) == 1
+        assert len(recorder.plans) == 4 and len(recorder.launched) == 1
     finally:
         (ops.default_context, ops._cuda_state, ops._on_device, ops.allocate_workspace, ops.plans,
          ops._launch) = saved
