@@ -320,7 +320,8 @@ WIDEATTN_API const char* wideattn_last_error(void);
  */
 WIDEATTN_API wideattn_status wideattn_open(wideattn_context** ctx, const char* bundle_dir);
 
-/* Closes a context (NULL is ignored). Loaded modules are unloaded. The pointer is invalid
+/* Closes a context (NULL is ignored). Loaded modules are unloaded and the context's plans
+ * destroyed (their handles are refused from then on). The pointer is invalid
  * afterwards: closing it again, or any call with it, is undefined (the library cannot detect it),
  * as is closing a context while another thread still uses it. */
 WIDEATTN_API void wideattn_close(wideattn_context* ctx);
