@@ -274,7 +274,11 @@ def _make_plan(index, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, 
                             max_seqlen_k or 0, num_splits or 0, flags)
     context = default_context()
     with _on_device(index):
-        workspace = allocate_workspace(context.workspace_size(params), q.device)
+        try:
+            workspace = allocate_workspace(context.workspace_size(params), q.device)
+        except errors.NoDeviceError:  # a thread whose CUDA context was never made current
+            torch.cuda.set_device(index)
+            workspace = allocate_workspace(context.workspace_size(params), q.device)
         return context.plan(attach_workspace(params, workspace)), workspace
 
 

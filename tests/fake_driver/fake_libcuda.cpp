@@ -171,15 +171,18 @@ CUresult CUDAAPI cuFuncGetAttribute(int* value, CUfunction_attribute, CUfunction
     *value = 0;
     return CUDA_SUCCESS;
 }
-// Records a launch (the log line and the counters); `params` are the kernel arguments, the
-// second of which (when the kernel takes one) is copied as the last tensor maps launched with.
+// Records a launch (the log line and the counters); `params` are the kernel arguments, the first
+// of which is kept as the last launch's wideattn_prefill_params (prefill and merge kernels).
 void record_launch(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z, void** params) {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_last_launch = f->symbol;
     g_launches += f->symbol + " " + std::to_string(grid_x) + " " + std::to_string(grid_y) + " " +
                   std::to_string(grid_z) + "\n";
     ++g_kernel_launches;
-    if (params && params[0]) std::memcpy(g_last_args, params[0], sizeof g_last_args);
+    // The first argument's size, as the real driver knows it from the kernel: the quantise and amax
+    // kernels take their own params structs, every other kernel wideattn_prefill_params.
+    const bool elementwise = f->symbol.find("quantize") != std::string::npos || f->symbol.find("amax") != std::string::npos;
+    if (params && params[0] && !elementwise) std::memcpy(g_last_args, params[0], sizeof g_last_args);
 }
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
