@@ -203,14 +203,17 @@ def token_row_block_table(row_start, max_seqlen_k, num_rows):
 
 
 def rows_prefill(q, k, v, k_rows, v_rows, cu_seqlens_q, row_start, seq_lens_k, max_seqlen_k, softmax_scale,
-                 out, lse=None, scales=(None, None, None), max_seqlen_q=0, num_splits=0, flags=0):
+                 out, lse=None, scales=(None, None, None), max_seqlen_q=0, num_splits=0, flags=0, block_table=None):
     """The op on token-row layouts (k_rows / v_rows from token_row_layout, over the tensors k / v;
     q as in prefill); no checks. Sequence s has the queries cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1
     and seq_lens_k[s] keys from row row_start[s] of k / v; max_seqlen_k (host int) bounds every
     sequence's keys and is passed on as the hint, max_seqlen_q likewise (0 unknown).
     softmax_scale, out, lse (or None), scales (q_scale, k_scale, v_scale), num_splits and flags
-    are the op's arguments as prefill passes them. Returns out."""
-    block_table = token_row_block_table(row_start, max_seqlen_k, k_rows[1])
+    are the op's arguments as prefill passes them; block_table, when given, is
+    token_row_block_table(row_start, max_seqlen_k, k_rows[1]) made before (shared by calls over
+    rows of the same layout). Returns out."""
+    if block_table is None:
+        block_table = token_row_block_table(row_start, max_seqlen_k, k_rows[1])
     ops._prefill_op(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_rows, v_rows, softmax_scale, *scales, out, lse,
                     max_seqlen_q, max_seqlen_k, num_splits, flags)
     return out

@@ -33,7 +33,8 @@ integrations/sdpa_attention.py and sdpa_paged.py, generation/continuous_batching
     mask built here from the metadata, on the device, and runs on transformers' SDPA function.
 Ordinary forward: the global layers of one forward step share one StepMetadata (the mask read
 and verified once, the varlen tensors built once), so the op's plan cache (ops.PlanCache) runs one
-plan, made at the step's first global layer, for all of them.
+plan, made at the step's first global layer, for all of them; a continuous-batching step shares
+its metadata the same way (paged_step_metadata).
 Both pass the op host-side length hints (max_seqlen_q / max_seqlen_k: the query and key lengths
 of the call, or the continuous-batching metadata's) for its split-KV choice; no device tensor is
 read for them, so decode steps stay capturable in CUDA graphs.
@@ -365,16 +366,52 @@ def _cu_seqlens(kwargs, name, layer_type=FULL_ATTENTION):
     return _layer_value(value, layer_type).to(torch.int32)
 
 
+# The last continuous-batching step's metadata: (key, the metadata tensors it was made from, value).
+_paged_step = {"entry": None}
+
+
+def paged_step_metadata(kwargs, num_rows, max_k, device):
+    """(cu_seqlens_q, row_start, seq_lens_k, block_table) of a continuous-batching call's served
+    layer over `num_rows` key rows (cache.update()'s) with at most `max_k` keys per sequence: the
+    int32 metadata and the token-row block table of varlen_attention. kwargs is the call's
+    (cu_seq_lens_q / cu_seq_lens_k of the full-attention layers); device the call's. Shared by
+    the global layers of a step: reused while the metadata tensors are the same objects (held, their
+    version counters unchanged) with the same row count and max_k; built anew under torch.compile
+    and CUDA-graph capture."""
+    sources = tuple(_layer_value(kwargs.get(f"cu_seq_lens_{n}", kwargs.get(f"cumulative_seqlens_{n}")))
+                    for n in ("q", "k"))
+    key = tuple((id(s), s._version) for s in sources) + (num_rows, max_k, device)
+    shared = not _capturing_or_compiling_device(device)
+    entry = _paged_step["entry"]
+    if shared and entry is not None and entry[0] == key and all(a is b for a, b in zip(entry[1], sources)):
+        return entry[2]
+    cu_q, cu_k = (s.to(torch.int32) for s in sources)
+    row_start = cu_k[:-1]
+    seq_lens_k = (cu_k[1:] - cu_k[:-1]).to(torch.int32)
+    metadata = (cu_q, row_start, seq_lens_k, _attention.token_row_block_table(row_start, max_k, num_rows))
+    step_builds["count"] += 1
+    if shared:
+        _paged_step["entry"] = (key, sources, metadata)
+    return metadata
+
+
 def _paged_forward(module, query, key, value, scaling, kwargs):
     """A continuous-batching call's served layer: write the new K/V into the paged cache, attend
-    over the rows cache.update() returns. query [1, Hq, total_q, D]."""
+    over the rows cache.update() returns (varlen_attention's token-row pages, with the step's
+    metadata shared by its global layers: paged_step_metadata). query [1, Hq, total_q, D]."""
     _, q_heads, total_q, head_dim = query.shape
     keys, values = _paged_update(module, key, value, kwargs)
     max_k = int(_layer_value(kwargs["max_seqlen_k"]))
     max_q = _host_hint(_layer_value(kwargs.get("max_seqlen_q")))
     q_rows = query.transpose(1, 2).reshape(total_q, q_heads, head_dim)
-    out = _attention.varlen_attention(q_rows, keys, values, _cu_seqlens(kwargs, "q"), _cu_seqlens(kwargs, "k"),
-                                      max_q, max_k, scaling)
+    out = torch.empty((total_q, q_heads, head_dim), dtype=torch.bfloat16, device=query.device)
+    if total_q:
+        cu_q, row_start, seq_lens_k, table = paged_step_metadata(kwargs, keys.shape[0], max_k, query.device)
+        k_rows = _attention.token_row_layout(keys, keys.stride(0), keys.stride(1), keys.shape[0], keys.shape[1])
+        v_rows = _attention.token_row_layout(values, values.stride(0), values.stride(1), values.shape[0],
+                                             values.shape[1])
+        _attention.rows_prefill(q_rows, keys, values, k_rows, v_rows, cu_q, row_start, seq_lens_k, max_k, scaling,
+                                out, max_seqlen_q=max_q or 0, block_table=table)
     return out.view(1, total_q, q_heads, head_dim)
 
 

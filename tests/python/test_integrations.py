@@ -500,6 +500,13 @@ def test_global_layers_of_a_step_share_one_metadata():
         for _ in range(3):                 # no mask: shared by shape
             hf.attention_forward(Module(), *_qkv(2, 5, 21, 9), None, scaling=SCALE)
         assert hf.step_builds["count"] == builds + 4
+        # Continuous batching: the served layers of one step (the same metadata tensors) too.
+        step = PagedStep(PagedCache, 21)
+        first, _ = hf.attention_forward(Module(), step.query, step.key, step.value, None, **step.kwargs)
+        for _ in range(2):
+            again, _ = hf.attention_forward(Module(), step.query, step.key, step.value, None, **step.kwargs)
+            assert torch.equal(again, first)
+        assert hf.step_builds["count"] == builds + 5
     finally:
         ops._prefill_op = real_op
 
