@@ -67,11 +67,14 @@ struct Command {
     std::vector<const char*> positionals;  // names, for messages
     std::set<std::string> value_options;   // options taking a value
     const char* help;
+    std::set<std::string> flag_options = {};  // options taking none
 };
+
+constexpr const char* kAllowConstantRows = "--allow-constant-rows";
 
 const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows", "--threads"},
                   "usage: wideattn accuracy kl REF CAND [--baseline BASE] [--json FILE] [--block-rows N]\n"
-                  "                            [--threads N]\n"
+                  "                            [--threads N] [--allow-constant-rows]\n"
                   "\n"
                   "Per-token KL(REF || CAND) of two HDF5 logit dumps of the same tokens, in float64,\n"
                   "streamed in row blocks, and the statistics of llama.cpp --kl-divergence: mean +-\n"
@@ -84,14 +87,20 @@ const Command kKl{"kl", {"REF", "CAND"}, {"--baseline", "--json", "--block-rows"
                   "                    than the dumps have reads them in one block)\n"
                   "  --threads N       workers, 1..64, each reading and computing blocks (default: the\n"
                   "                    number of hardware threads, at most 8)\n"
-                  "Exit: 0 ok, 2 error (bad input: the message names the file, row or argument).\n"};
+                  "  --allow-constant-rows  read rows whose logits all have one value (by default an error:\n"
+                  "                    no model gives them, fill values or a zeroed buffer do), with a\n"
+                  "                    warning naming them; for synthetic dumps\n"
+                  "Rows a dump's file holds no data for (a writer that stopped early) are an error naming\n"
+                  "them, whatever the options.\n"
+                  "Exit: 0 ok, 2 error (bad input: the message names the file, row or argument).\n",
+                  {kAllowConstantRows}};
 
 const Command kGate{"gate", {"REF", "CAND"},
                     {"--baseline", "--budget", "--rule", "--margin", "--margin-rel", "--confidence", "--block-tokens",
                      "--json", "--block-rows", "--threads"},
                     "usage: wideattn accuracy gate REF CAND (--baseline BASE | --budget X) [--rule point|paired]\n"
                     "                              [--margin M] [--margin-rel R] [--confidence C]\n"
-                    "                              [--block-tokens B] [--json FILE]\n"
+                    "                              [--block-tokens B] [--json FILE] [--allow-constant-rows]\n"
                     "\n"
                     "Decides whether CAND's drift KL(REF || CAND) is within what is allowed.\n"
                     "--rule paired (the default with --baseline and no --budget): non-inferiority on the\n"
@@ -110,9 +119,11 @@ const Command kGate{"gate", {"REF", "CAND"},
                     "                    lag-1 autocorrelation), at most n/10)\n"
                     "  --json FILE       JSON report path (default ./accuracy_gate_report.json; '-': stdout,\n"
                     "                    the text to stderr)\n"
-                    "  --block-rows N, --threads N   as for kl\n"
+                    "  --block-rows N, --threads N, --allow-constant-rows   as for kl (rows never written and,\n"
+                    "                    without --allow-constant-rows, rows of one value are errors: exit 2)\n"
                     "Prints the verdict (ACCEPT, REJECT or INCONCLUSIVE) and the numbers that decided.\n"
-                    "Exit: 0 accept, 1 reject, 2 error, 3 inconclusive.\n"};
+                    "Exit: 0 accept, 1 reject, 2 error, 3 inconclusive.\n",
+                    {kAllowConstantRows}};
 
 const Command kAttnError{"attn-error", {"FILE"}, {"--max-rel-l2"},
                          "usage: wideattn accuracy attn-error FILE [--max-rel-l2 X]\n"
@@ -148,12 +159,14 @@ const Command kMakeAttnSample{"make-attn-sample", {"FILE"}, {"--seed"},
                               "to bfloat16, for trying attn-error. Exit: 0 ok, 2 error.\n"};
 
 const Command kBenchRead{"bench-read", {"REF", "CAND"}, {"--repeat"},
-                         "usage: wideattn accuracy bench-read REF CAND [--repeat N]\n"
+                         "usage: wideattn accuracy bench-read REF CAND [--repeat N] [--allow-constant-rows]\n"
                          "\n"
                          "Times streaming both dumps through the HDF5 reader alone against `kl REF CAND`\n"
                          "on the same files, alternating N rounds (1..1000, default 3; the machine may be shared);\n"
                          "prints the fastest and median times, the ratio of the fastest (bar: <= 1.5) and\n"
-                         "the peak RSS (bar: < 512 MB). Exit: 0 ok, 2 error.\n"};
+                         "the peak RSS (bar: < 512 MB). --allow-constant-rows: as for kl, in the kl rounds.\n"
+                         "Exit: 0 ok, 2 error.\n",
+                         {kAllowConstantRows}};
 
 struct ParsedArgs {
     std::vector<std::string> positionals;
@@ -177,6 +190,11 @@ ParsedArgs parse_args(const Command& command, int argc, char** argv) {
             return args;
         }
         if (arg.size() > 1 && arg[0] == '-' && arg != "-") {
+            if (command.flag_options.count(arg)) {
+                if (args.options.count(arg)) throw UsageError("option '" + arg + "' given twice");
+                args.options[arg] = "";
+                continue;
+            }
             if (!command.value_options.count(arg)) throw UsageError("unknown option '" + arg + "' for " + context);
             if (i + 1 >= argc) throw UsageError("option '" + arg + "' of " + context + " needs a value");
             if (args.options.count(arg)) throw UsageError("option '" + arg + "' given twice");
@@ -256,6 +274,7 @@ DriftReport run_drift(const ParsedArgs& args, const std::string& label) {
     if (args.has("--threads"))
         options.threads =
             static_cast<int>(parse_integer("--threads", args.get("--threads"), 1, DriftOptions::kMaxThreads));
+    options.allow_constant_rows = args.has(kAllowConstantRows);
     ProgressReporter progress(label);
     options.progress = [&progress](int64_t done, int64_t total) { progress.update(done, total); };
     DriftReport report = compute_drift(args.positionals[0], args.positionals[1], args.get("--baseline"), options);
@@ -398,7 +417,8 @@ int run_make_attn_sample(const ParsedArgs& args) {
 int run_bench_read(const ParsedArgs& args) {
     const int repeats =
         args.has("--repeat") ? static_cast<int>(parse_integer("--repeat", args.get("--repeat"), 1, kMaxBenchRepeats)) : 3;
-    const ReadBenchResult result = run_read_bench(args.positionals[0], args.positionals[1], repeats);
+    const ReadBenchResult result =
+        run_read_bench(args.positionals[0], args.positionals[1], repeats, args.has(kAllowConstantRows));
     const double gib = static_cast<double>(result.bytes_read) / (1024.0 * 1024.0 * 1024.0);
     std::printf("rounds    : %d (fastest / median)\n", result.repeats);
     std::printf("read-only : %.3f s / %.3f s (%.2f GiB, %.2f GiB/s)\n", result.read_seconds,

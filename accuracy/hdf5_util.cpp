@@ -1,6 +1,7 @@
 // hdf5_util.cpp - see hdf5_util.h.
 #include "accuracy/hdf5_util.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "accuracy/accuracy_error.h"
+#include "accuracy/checked_size.h"
 #include "accuracy/isolated_call.h"
 #include "accuracy/output_path.h"
 
@@ -380,6 +382,73 @@ int64_t chunk_rows_of(hid_t dataset, const std::string& where) {
         chunk[0] > static_cast<hsize_t>(std::numeric_limits<int64_t>::max()))
         throw AccuracyError("cannot read the chunk shape of " + where + " (corrupt file?)");
     return static_cast<int64_t>(chunk[0]);
+}
+
+namespace {
+
+// The rows of the chunks of a chunked dataset missing from its chunk index (see
+// rows_without_storage); `dims` is the extent, every dimension non-zero.
+std::vector<RowRange> rows_of_missing_chunks(hid_t dataset, hid_t create_props, const std::vector<int64_t>& dims,
+                                             const std::string& where) {
+    const int rank = static_cast<int>(dims.size());
+    std::vector<hsize_t> chunk(dims.size());
+    if (H5Pget_chunk(create_props, rank, chunk.data()) != rank)
+        throw AccuracyError("cannot read the chunk shape of " + where + " (corrupt file?)");
+    // Chunks along each dimension, and in all (check_dataset_storage checked the chunk shape).
+    std::vector<int64_t> grid(dims.size());
+    int64_t chunks = 1;
+    for (int d = 0; d < rank; ++d) {
+        if (chunk[d] == 0 || chunk[d] > static_cast<hsize_t>(std::numeric_limits<int64_t>::max()))
+            throw AccuracyError("cannot read the chunk shape of " + where + " (corrupt file?)");
+        grid[d] = ceil_div(dims[d], static_cast<int64_t>(chunk[d]));
+        chunks = checked_mul(chunks, grid[d], where + ": chunks of the extent");
+    }
+    hsize_t stored = 0;
+    H5Handle space(H5Dget_space(dataset));
+    if (!space.valid() || H5Dget_num_chunks(dataset, space.get(), &stored) < 0)
+        throw AccuracyError("cannot read the chunk index of " + where + " (corrupt file?)");
+    if (stored >= static_cast<hsize_t>(chunks)) return {};
+    const int64_t missing = chunks - static_cast<int64_t>(stored);
+    std::vector<RowRange> rows;
+    std::vector<int64_t> position(dims.size(), 0);  // chunk coordinates, the last dimension fastest
+    std::vector<hsize_t> offset(dims.size());
+    int64_t found = 0;
+    for (int64_t c = 0; c < chunks && found < missing; ++c) {
+        for (int d = 0; d < rank; ++d) offset[d] = static_cast<hsize_t>(position[d]) * chunk[d];
+        hsize_t bytes = 0;
+        if (H5Dget_chunk_storage_size(dataset, offset.data(), &bytes) < 0 || bytes == 0) {
+            ++found;
+            const int64_t first = position[0] * static_cast<int64_t>(chunk[0]);
+            add_rows(&rows, first, std::min(dims[0], first + static_cast<int64_t>(chunk[0])) - 1);
+        }
+        for (int d = rank - 1; d >= 0; --d) {  // the next chunk
+            if (++position[d] < grid[d] || d == 0) break;
+            position[d] = 0;
+        }
+    }
+    return rows;
+}
+
+}  // namespace
+
+std::vector<RowRange> rows_without_storage(hid_t dataset, const std::string& where) {
+    H5Handle create_props(H5Dget_create_plist(dataset));
+    if (!create_props.valid()) throw AccuracyError("cannot read the storage properties of " + where);
+    const std::vector<int64_t> dims = dataset_dims(dataset, where);
+    for (int64_t d : dims)
+        if (d == 0) return {};
+    const int64_t rows = dims.empty() ? 1 : dims[0];
+    switch (H5Pget_layout(create_props.get())) {
+        case H5D_CONTIGUOUS: {
+            H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
+            if (H5Dget_space_status(dataset, &status) < 0 || status == H5D_SPACE_STATUS_ERROR)
+                throw AccuracyError("cannot read the storage state of " + where + " (corrupt file?)");
+            if (status == H5D_SPACE_STATUS_NOT_ALLOCATED) return {{0, rows - 1}};
+            return {};
+        }
+        case H5D_CHUNKED: return rows_of_missing_chunks(dataset, create_props.get(), dims, where);
+        default: return {};
+    }
 }
 
 std::optional<std::string> probe_in_child(const std::string& path, const std::function<std::string()>& check,

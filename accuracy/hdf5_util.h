@@ -2,7 +2,7 @@
 // files: an owning handle, silencing HDF5's own error printing, opening a file with a clear
 // message for missing / non-HDF5 / truncated files, string attributes (ASCII and UTF-8, fixed
 // and variable length, checked before they are read), dataset shapes, and the check of a
-// dataset's declared size against the bytes it stores.
+// dataset's declared size against the bytes it stores, and the rows it has no storage for.
 #pragma once
 
 #include <hdf5.h>
@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "accuracy/row_ranges.h"
 
 namespace wideattn::accuracy {
 
@@ -125,5 +127,18 @@ std::optional<std::string> probe_in_child(const std::string& path, const std::fu
 
 // The rows of a chunk of a chunked 2-D dataset (0 when it is not chunked).
 int64_t chunk_rows_of(hid_t dataset, const std::string& where);
+
+// The rows (indices of the first dimension) of a dataset that have no storage in the file, in
+// ascending ranges: what a writer that stopped early leaves, and what libhdf5 reads as the fill
+// value without a word. They are every row of a contiguous dataset whose space was never
+// allocated, and of a chunked one the rows of each chunk missing from its chunk index (a row
+// counts when any chunk holding part of it is missing). Compact datasets always have storage. The
+// chunks are counted once (H5Dget_num_chunks, one walk of the index); only when fewer are
+// stored than the extent holds is each chunk looked up (H5Dget_chunk_storage_size, a search of
+// the index; a failed lookup counts as missing), stopping once the missing ones are all found.
+// Call after check_dataset_storage; throws AccuracyError naming `where` when the storage state
+// or the chunk index cannot be read. Rows of allocated storage that no write reached (a chunk
+// written in part, space allocated early) hold fill values that only the values show.
+std::vector<RowRange> rows_without_storage(hid_t dataset, const std::string& where);
 
 }  // namespace wideattn::accuracy

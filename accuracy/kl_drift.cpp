@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <limits>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "accuracy/accuracy_error.h"
 #include "accuracy/checked_size.h"
 #include "accuracy/row_kl.h"
+#include "accuracy/row_ranges.h"
 
 namespace wideattn::accuracy {
 namespace {
@@ -98,6 +100,8 @@ public:
     void rethrow_if_any() const {
         if (error_) std::rethrow_exception(error_);
     }
+    // The row of the first error; every row before it was computed. The maximum when none.
+    int64_t row() const { return stop_before_.load(); }
 
 private:
     std::mutex mutex_;
@@ -105,6 +109,42 @@ private:
     std::exception_ptr error_;
     std::atomic<int64_t> stop_before_{std::numeric_limits<int64_t>::max()};
 };
+
+// The rows of one dump whose logits all have one value: a flag per row (workers set disjoint
+// rows) and the first such row found with its value, for the message.
+class ConstantRows {
+public:
+    explicit ConstantRows(int64_t tokens) : flags_(static_cast<size_t>(tokens)) {}
+    void record(int64_t row, float value) {
+        flags_[static_cast<size_t>(row)] = 1;
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (row < first_) {
+            first_ = row;
+            value_ = value;
+        }
+    }
+    int64_t first() const { return first_; }  // the maximum when none; read after the workers end
+    float value() const { return value_; }
+    std::vector<RowRange> before(int64_t end) const { return flagged_rows(flags_, end); }
+
+private:
+    std::vector<uint8_t> flags_;
+    std::mutex mutex_;
+    int64_t first_ = std::numeric_limits<int64_t>::max();
+    float value_ = 0.0f;
+};
+
+// "'c.h5' dataset 'logits': rows 8..15 (8 of 16) hold one value each (every logit 0 in row 8)".
+std::string constant_rows_text(const LogitDumpInfo& info, const ConstantRows& constant, int64_t end) {
+    const std::vector<RowRange> rows = constant.before(end);
+    const int64_t count = rows_in(rows);
+    char value[32];
+    std::snprintf(value, sizeof value, "%.9g", static_cast<double>(constant.value()));
+    return "'" + info.path + "' dataset '" + kLogitsDataset + "': " + row_ranges_text(rows) + " (" +
+           std::to_string(count) + " of " + std::to_string(info.tokens) + ") " +
+           (count == 1 ? "holds one value" : "hold one value each") + " (every logit " + value + " in row " +
+           std::to_string(constant.first()) + ")";
+}
 
 // Rows per block, blocks and workers of a drift run, checked against the limits.
 struct BlockPlan {
@@ -226,15 +266,30 @@ public:
                  const DriftOptions& options, std::vector<ReaderSet> readers)
         : candidate_values(report.tokens, report.has_tokens),
           baseline_values(report.has_baseline ? report.tokens : 0, report.has_tokens && report.has_baseline),
-          report_(report), tokens_(tokens), plan_(plan), options_(options), readers_(std::move(readers)) {}
+          report_(report), tokens_(tokens), plan_(plan), options_(options), readers_(std::move(readers)) {
+        for (size_t d = 0; d < readers_[0].size(); ++d)
+            constant_rows_.push_back(std::make_unique<ConstantRows>(report.tokens));
+    }
 
-    // Runs every worker (the calling thread is the first) and rethrows the first error by row.
+    // Runs every worker (the calling thread is the first) and rethrows the first error by row,
+    // rows of one value (unless allowed) among them.
     void run() {
         std::vector<std::thread> others;
         for (int w = 1; w < plan_.workers; ++w) others.emplace_back([this, w] { work(w); });
         work(0);
         for (auto& thread : others) thread.join();
+        if (!options_.allow_constant_rows) refuse_constant_rows();
         first_error_.rethrow_if_any();
+    }
+
+    // A warning for each dump with rows of one value (after a run that allowed them).
+    void warn_constant_rows(DriftReport* report) const {
+        LogitDumpInfo* infos[] = {&report->reference_info, &report->candidate_info, &report->baseline_info};
+        for (size_t d = 0; d < constant_rows_.size(); ++d) {
+            if (constant_rows_[d]->first() >= report->tokens) continue;
+            infos[d]->warnings.push_back(constant_rows_text(*infos[d], *constant_rows_[d], report->tokens) +
+                                         ": read as uniform distributions (--allow-constant-rows)");
+        }
     }
 
     DriftValues candidate_values;
@@ -278,6 +333,28 @@ private:
             const float* base = buffers[2].data() + index * vocab;
             store(&baseline_values, row_pair_drift(ref, base, vocab), ref, base, report_.baseline_info, row);
         }
+        for (size_t d = 0; d < buffers.size(); ++d) {
+            const float* logits = buffers[d].data() + index * vocab;
+            if (row_is_constant(logits, vocab)) constant_rows_[d]->record(row, logits[0]);
+        }
+    }
+
+    // Throws for the dump whose first row of one value comes first, when that row lies before
+    // the first other error (every row before that error's was computed, so the rows named are
+    // all there are up to it).
+    void refuse_constant_rows() const {
+        const int64_t checked = std::min(first_error_.row(), report_.tokens);
+        const LogitDumpInfo* infos[] = {&report_.reference_info, &report_.candidate_info, &report_.baseline_info};
+        size_t first_dump = 0;
+        for (size_t d = 1; d < constant_rows_.size(); ++d)
+            if (constant_rows_[d]->first() < constant_rows_[first_dump]->first()) first_dump = d;
+        if (constant_rows_[first_dump]->first() >= checked) return;
+        std::string message = constant_rows_text(*infos[first_dump], *constant_rows_[first_dump], checked) +
+                              ": no model gives such rows; the fill values of rows never written, a zeroed buffer "
+                              "or a failed copy do (--allow-constant-rows reads them, for synthetic dumps)";
+        if (checked < report_.tokens)
+            message += "; rows from " + std::to_string(checked) + " on were not checked (another error there)";
+        throw AccuracyError(message);
     }
 
     void store(DriftValues* values, const RowPairDrift& drift, const float* ref, const float* other,
@@ -310,6 +387,7 @@ private:
     const BlockPlan plan_;
     const DriftOptions& options_;
     std::vector<ReaderSet> readers_;
+    std::vector<std::unique_ptr<ConstantRows>> constant_rows_;  // reference, candidate, baseline
     std::atomic<int64_t> next_block_{0};
     std::mutex progress_mutex_;
     int64_t rows_done_ = 0;
@@ -334,6 +412,7 @@ DriftReport compute_drift(const std::string& reference, const std::string& candi
 
     DriftWorkers run(report, tokens, plan, options, worker_reader_sets(std::move(readers), plan));
     run.run();
+    run.warn_constant_rows(&report);
     if (options.progress) options.progress(report.tokens, report.tokens);
 
     report.candidate_drift = run.candidate_values.summary(report.has_tokens);

@@ -24,6 +24,11 @@ struct DriftOptions {
     // Most memory the block buffers (block rows x vocab floats, per dump, per worker) may take;
     // a run that needs more is refused, naming the rows per block and the workers.
     int64_t max_block_buffer_bytes = kMaxBlockBufferBytes;
+    // A row whose logits all have one value (row_is_constant) is an error naming the dump and
+    // the rows: no model gives one, fill values, a zeroed buffer or a failed copy do. Set, such
+    // rows are read (as the uniform distributions they are) and each dump that has them gets a
+    // warning naming them; for synthetic dumps.
+    bool allow_constant_rows = false;
     // Called from the calling thread after some blocks and once at the end.
     std::function<void(int64_t rows_done, int64_t rows_total)> progress;
 
@@ -67,9 +72,11 @@ int64_t default_block_rows(int64_t vocab, int64_t chunk_rows);
 // Compares `candidate` (and `baseline`, when not empty) to `reference`. Throws AccuracyError
 // for options out of range (block_rows < 0, threads outside 0..kMaxThreads, block buffers over
 // kMaxBlockBufferBytes), mismatched shapes, different token ids, NaN/+inf logits (naming file,
-// row and column), and the errors of LogitDumpReader. A per-token KL of +inf (the dump gives
-// probability 0 where the reference does not) is a result, not an error; where both dumps'
-// KL are +inf at one token the paired difference is NaN.
+// row and column), rows of one value unless allowed (naming file, dataset and row ranges), and
+// the errors of LogitDumpReader (rows never written among them). The error reported is that of
+// the first row at fault: rows of one value before another error's row are reported instead of
+// it. A per-token KL of +inf (the dump gives probability 0 where the reference does not) is a
+// result, not an error; where both dumps' KL are +inf at one token the paired difference is NaN.
 DriftReport compute_drift(const std::string& reference, const std::string& candidate,
                           const std::string& baseline, const DriftOptions& options = {});
 

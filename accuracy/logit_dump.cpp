@@ -17,6 +17,7 @@
 #include "accuracy/bf16.h"
 #include "accuracy/checked_size.h"
 #include "accuracy/float16.h"
+#include "accuracy/row_ranges.h"
 
 namespace wideattn::accuracy {
 namespace {
@@ -62,6 +63,24 @@ std::string dtype_text(const StringAttribute& dtype) {
         case StringAttribute::Status::kUnreadable: return ", dtype attribute " + dtype.problem;
     }
     return "";
+}
+
+// Throws AccuracyError naming the rows of `dataset` (`name`, of `rows` rows) that have no storage
+// in the file (rows_without_storage): libhdf5 would read them as the fill value, which for logits
+// is a uniform distribution and for token ids the id 0, with no sign that they were never written.
+void check_rows_written(hid_t dataset, const std::string& name, int64_t rows) {
+    const std::vector<RowRange> unwritten = rows_without_storage(dataset, name);
+    if (unwritten.empty()) return;
+    const int64_t count = rows_in(unwritten);
+    const bool one = count == 1;
+    H5Handle create_props(H5Dget_create_plist(dataset));
+    const bool chunked = create_props.valid() && H5Pget_layout(create_props.get()) == H5D_CHUNKED;
+    throw AccuracyError(name + ": " + row_ranges_text(unwritten) + " (" + std::to_string(count) + " of " +
+                        std::to_string(rows) + ") " + (one ? "was" : "were") +
+                        " never written: the file holds no data " + (one ? "for it (" : "for them (") +
+                        (chunked ? "chunks missing from the chunk index" : "the dataset's space was never allocated") +
+                        "), which libhdf5 would read as the fill value; a writer that stopped or was killed before " +
+                        (one ? "writing it" : "writing them") + " leaves such a file");
 }
 
 }  // namespace
@@ -328,6 +347,7 @@ LogitDumpReader::LogitDumpReader(const std::string& path, OpenMode mode) {
         info_.type = element.type;
         memory_type_ = std::move(element.memory_type);
         check_storage(probe.get());
+        if (mode != OpenMode::kAnother) check_rows_written(probe.get(), where(path), info_.tokens);
     }
     open_dataset(true);
     info_.has_tokens = has_link(file_.get(), kTokensDataset);
@@ -463,9 +483,9 @@ int64_t LogitDumpReader::chunk_offset(const DirectLayout& layout, int64_t chunk)
     {
         std::lock_guard<std::mutex> lock(hdf5_call_mutex());
         const herr_t status = H5Dget_chunk_info_by_coord(dataset_.get(), coord, &filter_mask, &address, &size);
-        // A chunk never written (fill values), stored differently or at an address whose end
-        // does not fit a file offset (a corrupt index) reads through H5Dread. The chunk's byte
-        // count cannot overflow: open_direct checked it.
+        // A chunk stored differently, at an address whose end does not fit a file offset (a
+        // corrupt index) or missing (refused at open, so only in a file changed since) reads
+        // through H5Dread. The chunk's byte count cannot overflow: open_direct checked it.
         const int64_t chunk_bytes = layout.chunk_rows * row_bytes;
         const bool usable = status >= 0 && address != HADDR_UNDEF && filter_mask == 0 &&
                             size == static_cast<hsize_t>(chunk_bytes) &&
@@ -519,6 +539,7 @@ std::vector<int32_t> LogitDumpReader::read_tokens() const {
     if (H5Tget_class(file_type.get()) != H5T_INTEGER) throw AccuracyError(name + " must hold integers");
     const int64_t element_bytes = static_cast<int64_t>(H5Tget_size(file_type.get()));
     check_dataset_storage(dataset.get(), checked_mul(info_.tokens, element_bytes, name + ": declared bytes"), name);
+    check_rows_written(dataset.get(), name, info_.tokens);
     // Read as int64, so HDF5 converts every integer type by value without clamping to int32
     // (an unsigned id above 2^63 - 1 still clamps, to a value outside the vocab).
     std::vector<int64_t> wide(checked_size(info_.tokens, name));

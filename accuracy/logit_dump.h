@@ -84,7 +84,9 @@ private:
 
 class LogitDumpReader {
 public:
-    // Opens and validates `path` (throws AccuracyError naming the file and the problem). The
+    // Opens and validates `path` (throws AccuracyError naming the file and the problem; rows the
+    // file holds no data for, rows_without_storage, are one: "rows 8..15 (8 of 16) were never
+    // written", checked once per dataset here, not per read). The
     // validation, and reading the token ids, first run in a child process (probe_in_child), so a
     // corrupt file that crashes or hangs libhdf5 there is an error here. Forks: construct
     // readers while no other thread is inside HDF5 (compute_drift opens them before its workers
@@ -97,7 +99,7 @@ public:
     std::unique_ptr<LogitDumpReader> another_reader() const;
 
     const LogitDumpInfo& info() const { return info_; }
-    // The `tokens` dataset (empty when absent); validated to have `tokens` entries.
+    // The `tokens` dataset (empty when absent); validated to have `tokens` entries, all written.
     std::vector<int32_t> read_tokens() const;
     // Reads rows [first, first + count) into out[count * vocab].
     void read_rows(int64_t first, int64_t count, float* out);
@@ -120,7 +122,7 @@ public:
     // chunk costs the square of their number: a dataset of more than kMaxDirectChunks chunks
     // reads through H5Dread. On the 2-core development VM 2048 lookups take ~45 ms and 4096 ~0.18
     // s per file, about what direct reads then save a two-file drift run (docs/accuracy.md,
-    // section 7). A chunk found stored otherwise (never written, filtered) reads through H5Dread.
+    // section 7). A chunk found stored otherwise (filtered) reads through H5Dread.
     bool direct_reads() const { return direct_ != nullptr; }
     void set_direct_reads(bool enabled);
     static constexpr int64_t kMaxDirectChunks = 4096;

@@ -41,17 +41,20 @@ double time_read_only(const std::string& reference, const std::string& candidate
     return seconds_since(start);
 }
 
-ReadBenchResult run_read_bench(const std::string& reference, const std::string& candidate, int repeats) {
+ReadBenchResult run_read_bench(const std::string& reference, const std::string& candidate, int repeats,
+                               bool allow_constant_rows) {
     if (repeats < 1 || repeats > kMaxBenchRepeats)
         throw AccuracyError("bench-read: --repeat must be in 1.." + std::to_string(kMaxBenchRepeats) + ", got " +
                             std::to_string(repeats));
     ReadBenchResult result;
     result.repeats = repeats;
+    DriftOptions options;
+    options.allow_constant_rows = allow_constant_rows;
     std::vector<double> reads, kls;
     for (int round = 0; round < repeats; ++round) {
         reads.push_back(time_read_only(reference, candidate));
         const auto start = std::chrono::steady_clock::now();
-        const DriftReport report = compute_drift(reference, candidate, "");
+        const DriftReport report = compute_drift(reference, candidate, "", options);
         kls.push_back(seconds_since(start));
         const std::string what = "bench-read: bytes of '" + reference + "' and '" + candidate + "'";
         const int64_t elements = checked_mul(report.tokens, report.vocab, what);

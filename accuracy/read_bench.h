@@ -23,8 +23,10 @@ struct ReadBenchResult {
 // Most rounds bench-read runs (--repeat).
 inline constexpr int kMaxBenchRepeats = 1000;
 
-// Runs `repeats` (1..kMaxBenchRepeats) rounds of: read-only pass, KL pass.
-ReadBenchResult run_read_bench(const std::string& reference, const std::string& candidate, int repeats);
+// Runs `repeats` (1..kMaxBenchRepeats) rounds of: read-only pass, KL pass (rows of one value
+// read there only with allow_constant_rows, DriftOptions).
+ReadBenchResult run_read_bench(const std::string& reference, const std::string& candidate, int repeats,
+                               bool allow_constant_rows = false);
 
 // Seconds to read every row of both dumps through LogitDumpReader in the blocks compute_drift
 // uses, without computing anything (one thread: HDF5 reads are serialised anyway).

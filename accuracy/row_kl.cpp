@@ -866,6 +866,13 @@ WIDEATTN_AVX2 bool conditioned_row_drift(const float* ref, const float* cand, in
 
 }  // namespace
 
+bool row_is_constant(const float* row, int64_t vocab) {
+    if (vocab < 2) return false;
+    for (int64_t i = 1; i < vocab; ++i)
+        if (!(row[i] == row[0])) return false;
+    return true;
+}
+
 RowPairDrift row_pair_drift(const float* ref, const float* cand, int64_t vocab) {
     RowPairDrift drift;
 #ifdef WIDEATTN_HAVE_AVX2_PATH

@@ -43,4 +43,11 @@ struct RowPairDrift {
 
 RowPairDrift row_pair_drift(const float* ref, const float* cand, int64_t vocab);
 
+// Whether every logit of a row of vocab >= 2 has the same value (as numbers: 0 and -0 are one
+// value, NaN is none). No model gives such a row; fill values, a zeroed buffer or a failed copy
+// do. Stops at the first logit that differs from the first, so a model's row costs a compare or
+// two (it is called on rows already read and just summed, still in cache). A row of one logit
+// is one value in every dump and is never counted.
+bool row_is_constant(const float* row, int64_t vocab);
+
 }  // namespace wideattn::accuracy

@@ -35,7 +35,7 @@
 
 // The params struct is an ABI: kernels take it by value and bindings (ctypes) mirror it.
 static_assert(sizeof(wideattn_prefill_params) == 264, "wideattn_prefill_params layout changed: update bindings");
-static_assert(sizeof(wideattn_quantize_params) == 104, "wideattn_quantize_params layout changed: update bindings");
+static_assert(sizeof(wideattn_quantize_params) == 112, "wideattn_quantize_params layout changed: update bindings");
 static_assert(sizeof(wideattn_scale_params) == 64, "wideattn_scale_params layout changed: update bindings");
 static_assert(sizeof(wideattn_kernel_info) == 112, "wideattn_kernel_info layout changed: update bindings");
 

@@ -27,24 +27,6 @@ CacheStrides cache_strides(const wideattn_prefill_params& p, bool is_value) {
     return s;
 }
 
-}  // namespace
-
-KvMapLayout kv_map_layout(const wideattn_prefill_params& p, bool is_value) {
-    const CacheStrides s = cache_strides(p, is_value);
-    const uint64_t elem = static_cast<uint64_t>(dtype_size(p.kv_dtype));
-    KvMapLayout layout{};
-    layout.dims[kKvMapDimElem] = static_cast<uint64_t>(p.head_dim);
-    layout.dims[kKvMapDimHead] = static_cast<uint64_t>(p.num_kv_heads);
-    layout.dims[kKvMapDimSlot] = static_cast<uint64_t>(p.block_size);
-    layout.dims[kKvMapDimBlock] = static_cast<uint64_t>(p.num_blocks);
-    layout.strides[kKvMapDimHead - 1] = static_cast<uint64_t>(s.head) * elem;
-    layout.strides[kKvMapDimSlot - 1] = static_cast<uint64_t>(s.slot) * elem;
-    layout.strides[kKvMapDimBlock - 1] = static_cast<uint64_t>(s.block) * elem;
-    return layout;
-}
-
-namespace {
-
 // Why `stride` (elements of `elem` bytes) cannot be a TMA stride, or "".
 std::string stride_over_limit(const char* prefix, const char* dim, int64_t stride, int64_t elem) {
     int64_t bytes = 0;
@@ -69,11 +51,71 @@ std::string below(const char* prefix, const char* outer, int64_t outer_value, co
     return why.str();
 }
 
+bool v_transposed(const wideattn_prefill_params& p) { return (p.flags & WIDEATTN_FLAG_V_TRANSPOSED) != 0; }
+
+// The head stride of a transposed V cache; with a single KV head, one page's rows.
+int64_t transposed_head_stride(const wideattn_prefill_params& p) {
+    return p.num_kv_heads == 1 ? int64_t{p.head_dim} * p.block_size : p.v_head_stride;
+}
+
+// Why the transposed V cache cannot be a TMA tensor, or "" (the dim rows, block_size bytes apart,
+// are 16-byte multiples by validation).
+std::string transposed_unsupported(const wideattn_prefill_params& p) {
+    const int64_t head = transposed_head_stride(p);
+    int64_t page_rows = 0, heads_span = 0;
+    checked_mul(int64_t{p.head_dim}, int64_t{p.block_size}, &page_rows);  // both int32: fits
+    if (head < page_rows) {
+        std::ostringstream why;
+        why << "v_head_stride=" << head << " is below head_dim x block_size = " << page_rows
+            << " (TMA needs each stride to cover the dimension inside it)";
+        return why.str();
+    }
+    const bool heads_fit = checked_mul(head, p.num_kv_heads, &heads_span);
+    if (!heads_fit || p.v_block_stride < heads_span) {
+        std::ostringstream why;
+        why << "v_block_stride=" << p.v_block_stride << " is below num_kv_heads x v_head_stride";
+        if (heads_fit) why << " = " << heads_span;
+        why << " (TMA needs each stride to cover the dimension inside it)";
+        return why.str();
+    }
+    for (const auto& [dim, stride] : {std::pair<const char*, int64_t>{"head", head}, {"block", p.v_block_stride}}) {
+        std::string why = stride_over_limit("v", dim, stride, 1);
+        if (!why.empty()) return why;
+    }
+    return std::string();
+}
+
 }  // namespace
+
+KvMapLayout kv_map_layout(const wideattn_prefill_params& p, bool is_value) {
+    if (is_value && v_transposed(p)) {
+        KvMapLayout layout{};
+        layout.dims[kVtMapDimSlot] = static_cast<uint64_t>(p.block_size);
+        layout.dims[kVtMapDimElem] = static_cast<uint64_t>(p.head_dim);
+        layout.dims[kVtMapDimHead] = static_cast<uint64_t>(p.num_kv_heads);
+        layout.dims[kVtMapDimBlock] = static_cast<uint64_t>(p.num_blocks);
+        layout.strides[kVtMapDimElem - 1] = static_cast<uint64_t>(p.block_size);
+        layout.strides[kVtMapDimHead - 1] = static_cast<uint64_t>(transposed_head_stride(p));
+        layout.strides[kVtMapDimBlock - 1] = static_cast<uint64_t>(p.v_block_stride);
+        return layout;
+    }
+    const CacheStrides s = cache_strides(p, is_value);
+    const uint64_t elem = static_cast<uint64_t>(dtype_size(p.kv_dtype));
+    KvMapLayout layout{};
+    layout.dims[kKvMapDimElem] = static_cast<uint64_t>(p.head_dim);
+    layout.dims[kKvMapDimHead] = static_cast<uint64_t>(p.num_kv_heads);
+    layout.dims[kKvMapDimSlot] = static_cast<uint64_t>(p.block_size);
+    layout.dims[kKvMapDimBlock] = static_cast<uint64_t>(p.num_blocks);
+    layout.strides[kKvMapDimHead - 1] = static_cast<uint64_t>(s.head) * elem;
+    layout.strides[kKvMapDimSlot - 1] = static_cast<uint64_t>(s.slot) * elem;
+    layout.strides[kKvMapDimBlock - 1] = static_cast<uint64_t>(s.block) * elem;
+    return layout;
+}
 
 std::string kv_map_unsupported(const wideattn_prefill_params& p) {
     const int64_t elem = dtype_size(p.kv_dtype);
     for (const bool is_value : {false, true}) {
+        if (is_value && v_transposed(p)) return transposed_unsupported(p);
         const CacheStrides s = cache_strides(p, is_value);
         if (s.head < p.head_dim) {
             std::ostringstream why;
@@ -100,7 +142,7 @@ std::string kv_map_unsupported(const wideattn_prefill_params& p) {
 }
 
 bool TensorMapKey::operator==(const TensorMapKey& o) const {
-    if (base != o.base || data_type != o.data_type) return false;
+    if (base != o.base || data_type != o.data_type || transposed != o.transposed) return false;
     for (int d = 0; d < kKvMapRank; ++d)
         if (layout.dims[d] != o.layout.dims[d]) return false;
     for (int d = 0; d + 1 < kKvMapRank; ++d)
@@ -113,6 +155,7 @@ TensorMapKey kv_map_key(const wideattn_prefill_params& p, bool is_value, const v
     key.base = reinterpret_cast<uint64_t>(base);
     key.data_type = dtype_size(p.kv_dtype) == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
     key.layout = kv_map_layout(p, is_value);
+    key.transposed = is_value && v_transposed(p) ? 1 : 0;
     return key;
 }
 
@@ -130,11 +173,14 @@ wideattn_status encode_kv_tensor_map(const Driver& driver, const TensorMapKey& k
     const uint32_t elem = key.data_type == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 ? 2 : 1;
     const cuuint32_t box[kKvMapRank] = {static_cast<cuuint32_t>(kKvBoxBytes / elem), 1,
                                         static_cast<cuuint32_t>(kKvBoxSlots), 1};
+    const cuuint32_t transposed_box[kKvMapRank] = {static_cast<cuuint32_t>(kVtBoxSlots),
+                                                   static_cast<cuuint32_t>(kVtBoxDims), 1, 1};
     const cuuint32_t element_strides[kKvMapRank] = {1, 1, 1, 1};
     const CUresult r = driver.cuTensorMapEncodeTiled(
         map, static_cast<CUtensorMapDataType>(key.data_type), kKvMapRank, reinterpret_cast<void*>(key.base),
-        key.layout.dims, key.layout.strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        key.layout.dims, key.layout.strides, key.transposed ? transposed_box : box, element_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, key.transposed ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
         *message = std::string("cuTensorMapEncodeTiled(") + name + ") failed: " + cuda_error_text(driver, r);
         return WIDEATTN_ERROR_CUDA;

@@ -20,13 +20,17 @@ struct KvMapLayout {
     uint64_t strides[kKvMapRank - 1];
 };
 
-// For params that kv_map_unsupported accepts (its products are then known to fit).
+// For params that kv_map_unsupported accepts (its products are then known to fit). A V cache in
+// the transposed layout (WIDEATTN_FLAG_V_TRANSPOSED) is described in kVtMapDim* order instead,
+// byte strides block_size, v_head_stride and v_block_stride, and copied in boxes of kVtBoxSlots
+// x kVtBoxDims without swizzle.
 KvMapLayout kv_map_layout(const wideattn_prefill_params& p, bool is_value);
 
 // What one map is encoded from (the key of TensorMapCache): the base, the data type and the layout.
 struct TensorMapKey {
     uint64_t base;
-    uint32_t data_type;  // CUtensorMapDataType
+    uint32_t data_type;   // CUtensorMapDataType
+    uint32_t transposed;  // 1: a transposed V cache (WIDEATTN_FLAG_V_TRANSPOSED): its box and no swizzle
     KvMapLayout layout;
     bool operator==(const TensorMapKey& o) const;
 };
@@ -46,7 +50,8 @@ std::string tensor_maps_unavailable(const Driver& driver);
 // not, naming the argument and value. Beyond what validation already requires (16-byte aligned
 // bases and rows), the driver documents that every dimension's stride covers the one inside it
 // (head stride >= head_dim, slot stride >= num_kv_heads x head stride, block stride >=
-// block_size x slot stride) and that strides stay below 2^40 bytes. Every product is computed
+// block_size x slot stride; transposed V: head stride >= head_dim x block_size, block stride >=
+// num_kv_heads x head stride) and that strides stay below 2^40 bytes. Every product is computed
 // with overflow checks: strides whose products do not fit 64 bits are "not describable" too.
 std::string kv_map_unsupported(const wideattn_prefill_params& p);
 

@@ -7,6 +7,7 @@
 #include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest_format.h"
 #include "kernels/common/kernel_desc.h"
+#include "kernels/common/v_transposed.h"
 
 namespace wideattn {
 namespace {
@@ -106,6 +107,19 @@ bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int3
     }
     if (p.lse && !k.has_feature("lse")) {
         if (why) *why = k.name + " cannot write lse";
+        return false;
+    }
+    if ((p.flags & WIDEATTN_FLAG_V_TRANSPOSED) && !k.has_feature(kFeatureVTransposed)) {
+        if (why)
+            *why = k.name + " reads V in the engine layout v_cache[block][slot][kv_head][d], not the transposed "
+                            "layout of WIDEATTN_FLAG_V_TRANSPOSED";
+        return false;
+    }
+    if (!(p.flags & WIDEATTN_FLAG_V_TRANSPOSED) && k.has_feature(kFeatureVTransposed)) {
+        if (why)
+            *why = k.name + " reads V only in the transposed layout (flags WIDEATTN_FLAG_V_TRANSPOSED, "
+                            "v_cache[block][kv_head][d][slot] as wideattn_quantize_to_cache writes it with that "
+                            "flag), not the engine layout";
         return false;
     }
     if (k.has_feature(kFeatureTmaKv)) {

@@ -11,15 +11,20 @@
 #include <vector>
 
 #include "dispatch/checked_math.h"
+#include "kernels/common/kernel_desc.h"
 #include "dispatch/manifest_format.h"
 
 namespace wideattn {
 namespace {
 
 constexpr uintptr_t kTensorAlignment = 16;  // 16-byte vector loads and cp.async
-constexpr int32_t kBlockSizeMultiple = 16;
 constexpr int64_t kMaxSeqKeys = INT32_MAX;  // seq_lens_k entries are int32
-constexpr uint32_t kKnownFlags = WIDEATTN_FLAG_CHECK_METADATA;  // wideattn_prefill_params.flags
+constexpr uint32_t kKnownFlags =
+    WIDEATTN_FLAG_CHECK_METADATA | WIDEATTN_FLAG_V_TRANSPOSED;             // wideattn_prefill_params.flags
+constexpr uint32_t kKnownQuantizeFlags = WIDEATTN_FLAG_V_TRANSPOSED;  // wideattn_quantize_params.flags
+constexpr int64_t kTransposedSlotStride = 1;  // the slots of a transposed V row are contiguous
+
+bool v_transposed(const wideattn_prefill_params& p) { return (p.flags & WIDEATTN_FLAG_V_TRANSPOSED) != 0; }
 
 std::string pointer_text(const void* ptr) {
     char buf[32];
@@ -251,9 +256,9 @@ bool check_shape(Validator& v, const wideattn_prefill_params& p) {
         s << "num_q_heads=" << p.num_q_heads << " is not a multiple of num_kv_heads=" << p.num_kv_heads;
         return v.fail(s.str());
     }
-    if (p.block_size < kBlockSizeMultiple || p.block_size % kBlockSizeMultiple != 0) {
+    if (p.block_size < kPageSizeMultiple || p.block_size % kPageSizeMultiple != 0) {
         std::ostringstream s;
-        s << "block_size=" << p.block_size << " is not a positive multiple of " << kBlockSizeMultiple;
+        s << "block_size=" << p.block_size << " is not a positive multiple of " << kPageSizeMultiple;
         return v.fail(s.str());
     }
     if (!std::isfinite(p.softmax_scale) || p.softmax_scale <= 0.0f) {
@@ -264,7 +269,14 @@ bool check_shape(Validator& v, const wideattn_prefill_params& p) {
     if (const uint32_t unknown = static_cast<uint32_t>(p.flags) & ~kKnownFlags; unknown != 0) {
         std::ostringstream s;
         s << "flags=" << p.flags << " has unknown bits 0x" << std::hex << unknown << std::dec
-          << " (the only flag is WIDEATTN_FLAG_CHECK_METADATA = " << WIDEATTN_FLAG_CHECK_METADATA << ")";
+          << " (the flags are WIDEATTN_FLAG_CHECK_METADATA = " << WIDEATTN_FLAG_CHECK_METADATA
+          << " and WIDEATTN_FLAG_V_TRANSPOSED = " << WIDEATTN_FLAG_V_TRANSPOSED << ")";
+        return v.fail(s.str());
+    }
+    if (v_transposed(p) && p.kv_dtype != WIDEATTN_DTYPE_E4M3) {
+        std::ostringstream s;
+        s << "flags has WIDEATTN_FLAG_V_TRANSPOSED but kv_dtype=" << dtype_name(p.kv_dtype)
+          << ": the transposed V layout holds e4m3 codes only";
         return v.fail(s.str());
     }
     const int32_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype);
@@ -276,6 +288,15 @@ bool check_shape(Validator& v, const wideattn_prefill_params& p) {
     return true;
 }
 
+// The slot stride of a transposed V layout: 1 (its page rows hold the slots contiguously).
+bool check_transposed_slot_stride(Validator& v, int64_t stride, const char* name) {
+    if (stride == kTransposedSlotStride) return true;
+    std::ostringstream s;
+    s << name << "=" << stride << " must be " << kTransposedSlotStride
+      << " with WIDEATTN_FLAG_V_TRANSPOSED (the slots of a transposed page row are contiguous)";
+    return v.fail(s.str());
+}
+
 // Every stride positive and row-aligned, and output rows that do not overlap.
 bool check_strides(Validator& v, const wideattn_prefill_params& p) {
     const int32_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
@@ -285,7 +306,8 @@ bool check_strides(Validator& v, const wideattn_prefill_params& p) {
            v.stride(p.k_slot_stride, kv_size, "k_slot_stride") &&
            v.stride(p.k_head_stride, kv_size, "k_head_stride") &&
            v.stride(p.v_block_stride, kv_size, "v_block_stride") &&
-           v.stride(p.v_slot_stride, kv_size, "v_slot_stride") &&
+           (v_transposed(p) ? check_transposed_slot_stride(v, p.v_slot_stride, "v_slot_stride")
+                            : v.stride(p.v_slot_stride, kv_size, "v_slot_stride")) &&
            v.stride(p.v_head_stride, kv_size, "v_head_stride") &&
            v.stride(p.o_token_stride, o_size, "o_token_stride") &&
            v.stride(p.o_head_stride, o_size, "o_head_stride") &&
@@ -368,10 +390,15 @@ bool check_extents(Validator& v, const wideattn_prefill_params& p) {
                          {{"num_blocks", p.num_blocks, "k_block_stride", p.k_block_stride},
                           {"block_size", p.block_size, "k_slot_stride", p.k_slot_stride},
                           {"num_kv_heads", p.num_kv_heads, "k_head_stride", p.k_head_stride}}) &&
-           v.tensor_fits("v_cache", p.v_cache, kv_size, p.head_dim,
-                         {{"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
-                          {"block_size", p.block_size, "v_slot_stride", p.v_slot_stride},
-                          {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride}}) &&
+           (v_transposed(p)
+                ? v.tensor_fits("v_cache", p.v_cache, kv_size, p.block_size,
+                                {{"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
+                                 {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride},
+                                 {"head_dim", p.head_dim, "block_size", p.block_size}})
+                : v.tensor_fits("v_cache", p.v_cache, kv_size, p.head_dim,
+                                {{"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
+                                 {"block_size", p.block_size, "v_slot_stride", p.v_slot_stride},
+                                 {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride}})) &&
            v.tensor_fits("o", p.o, o_size, p.head_dim,
                          {{"total_q", p.total_q, "o_token_stride", p.o_token_stride},
                           {"num_q_heads", p.num_q_heads, "o_head_stride", p.o_head_stride}}) &&
@@ -417,9 +444,16 @@ void add_prefill_spans(const wideattn_prefill_params& p, SpanList* out) {
     add_cache_span(&spans, "k_cache", p.k_cache, kv_size, p, {"num_blocks", p.num_blocks, "k_block_stride", p.k_block_stride},
                    {"block_size", p.block_size, "k_slot_stride", p.k_slot_stride},
                    {"num_kv_heads", p.num_kv_heads, "k_head_stride", p.k_head_stride});
-    add_cache_span(&spans, "v_cache", p.v_cache, kv_size, p, {"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
-                   {"block_size", p.block_size, "v_slot_stride", p.v_slot_stride},
-                   {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride});
+    if (v_transposed(p))
+        add_span(&spans, "v_cache", p.v_cache, false, kv_size, p.block_size,
+                 {{"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
+                  {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride},
+                  {"head_dim", p.head_dim, "block_size", p.block_size}});
+    else
+        add_cache_span(&spans, "v_cache", p.v_cache, kv_size, p,
+                       {"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
+                       {"block_size", p.block_size, "v_slot_stride", p.v_slot_stride},
+                       {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride});
     add_span(&spans, "cu_seqlens_q", p.cu_seqlens_q, false, int32_size, int64_t{p.num_seqs} + 1, {});
     add_span(&spans, "seq_lens_k", p.seq_lens_k, false, int32_size, p.num_seqs, {});
     add_span(&spans, "block_table", p.block_table, false, int32_size, table_row,
@@ -433,6 +467,26 @@ bool check_overlaps(Validator& v, const wideattn_prefill_params& p) {
     SpanList spans;
     add_prefill_spans(p, &spans);
     return v.apart(spans);
+}
+
+// The quantise call's flags: known bits only; the transposed V layout with a slot mapping (it is
+// a paged cache), pages of whole 16-slot groups and the contiguous slot stride it implies.
+bool check_quantize_layout(Validator& v, const wideattn_quantize_params& p) {
+    std::ostringstream s;
+    if (const uint32_t unknown = static_cast<uint32_t>(p.flags) & ~kKnownQuantizeFlags; unknown != 0) {
+        s << "flags=" << p.flags << " has unknown bits 0x" << std::hex << unknown << std::dec
+          << " (the only flag is WIDEATTN_FLAG_V_TRANSPOSED = " << WIDEATTN_FLAG_V_TRANSPOSED << ")";
+        return v.fail(s.str());
+    }
+    if ((p.flags & WIDEATTN_FLAG_V_TRANSPOSED) == 0) return true;
+    if (!p.slot_mapping)
+        return v.fail("slot_mapping is NULL with WIDEATTN_FLAG_V_TRANSPOSED (the transposed layout is a paged cache)");
+    if (p.block_size < kPageSizeMultiple || p.block_size % kPageSizeMultiple != 0) {
+        s << "block_size=" << p.block_size << " is not a positive multiple of " << kPageSizeMultiple
+          << " (WIDEATTN_FLAG_V_TRANSPOSED interleaves groups of 16 slots)";
+        return v.fail(s.str());
+    }
+    return check_transposed_slot_stride(v, p.cache_slot_stride, "cache_slot_stride");
 }
 
 // The source dtype of the quantise and amax kernels: a value that is no wideattn_dtype is
@@ -509,11 +563,21 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
     }
     constexpr int32_t kCacheVecBytes = 8;  // the kernel stores 8 e4m3 bytes per thread
     if (const wideattn_status status = check_src_dtype(p->src_dtype, message); status != WIDEATTN_OK) return status;
-    // The cache's rows of head_dim codes, [block][slot][head] (byte strides).
-    const std::initializer_list<Dim> cache_dims = {
+    if (!check_quantize_layout(v, *p)) return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    const bool transposed = (p->flags & WIDEATTN_FLAG_V_TRANSPOSED) != 0;
+    // The cache's rows: head_dim codes [block][slot][head], or (transposed) block_size codes
+    // [block][head][d] (byte strides).
+    const std::initializer_list<Dim> engine_dims = {
         {"num_blocks", p->num_blocks, "cache_block_stride", p->cache_block_stride},
         {"block_size", p->block_size, "cache_slot_stride", p->cache_slot_stride},
         {"heads", p->heads, "cache_head_stride", p->cache_head_stride}};
+    const std::initializer_list<Dim> transposed_dims = {
+        {"num_blocks", p->num_blocks, "cache_block_stride", p->cache_block_stride},
+        {"heads", p->heads, "cache_head_stride", p->cache_head_stride},
+        {"head_dim", p->head_dim, "block_size", p->block_size}};
+    const std::initializer_list<Dim>& cache_dims = transposed ? transposed_dims : engine_dims;
+    const int64_t cache_row = transposed ? p->block_size : p->head_dim;
+    const char* cache_row_name = transposed ? "block_size" : "head_dim";
     const bool ok = v.not_null(p->src, "src") && v.not_null(p->cache, "cache") && v.not_null(p->scale, "scale") &&
                     v.aligned(p->src, kTensorAlignment, "src") && v.aligned(p->cache, kCacheVecBytes, "cache") &&
                     (!p->slot_mapping || v.aligned(p->slot_mapping, sizeof(int64_t), "slot_mapping")) &&
@@ -525,15 +589,16 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
                     v.stride(p->src_token_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_token_stride") &&
                     v.stride(p->src_head_stride, dtype_size(WIDEATTN_DTYPE_BF16), "src_head_stride") &&
                     v.multiple(p->cache_block_stride, kCacheVecBytes, "cache_block_stride") &&
-                    v.multiple(p->cache_slot_stride, kCacheVecBytes, "cache_slot_stride") &&
+                    (transposed || v.multiple(p->cache_slot_stride, kCacheVecBytes, "cache_slot_stride")) &&
                     v.multiple(p->cache_head_stride, kCacheVecBytes, "cache_head_stride") &&
                     v.multiple(p->head_dim, kCacheVecBytes, "head_dim") &&
                     source_fits(v, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
                                 p->slot_mapping) &&
-                    v.tensor_fits("cache", p->cache, 1, p->head_dim, cache_dims);
-    // The kernel writes one row of head_dim codes per (block, slot, head): rows that overlap would
-    // race. A stride of a dim with one index (block_size 1: the slot stride) is never applied.
-    if (!ok || !v.rows_disjoint("cache rows", "head_dim", p->head_dim, cache_dims))
+                    v.tensor_fits("cache", p->cache, 1, cache_row, cache_dims);
+    // The kernel writes one row of head_dim codes per (block, slot, head), or of block_size codes
+    // per (block, head, d): rows that overlap would race. A stride of a dim with one index
+    // (block_size 1: the slot stride) is never applied.
+    if (!ok || !v.rows_disjoint("cache rows", cache_row_name, cache_row, cache_dims))
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     const int64_t slots = int64_t{p->num_blocks} * p->block_size;
     if (!p->slot_mapping && p->tokens > slots) {
@@ -545,7 +610,7 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
     }
     // The outputs (the cache, the counter) share no byte with each other or the inputs.
     SpanList spans;
-    add_span(&spans, "cache", p->cache, true, 1, p->head_dim, cache_dims);
+    add_span(&spans, "cache", p->cache, true, 1, cache_row, cache_dims);
     add_span(&spans, "nonfinite_count", p->nonfinite_count, true, sizeof(int32_t), 1, {});
     add_source_spans(&spans, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
                      p->slot_mapping);
@@ -650,9 +715,16 @@ PrefillExtents prefill_extents(const wideattn_prefill_params& p) {
     e.k_cache = cache_extent(p, kv_size, {"num_blocks", p.num_blocks, "k_block_stride", p.k_block_stride},
                              {"block_size", p.block_size, "k_slot_stride", p.k_slot_stride},
                              {"num_kv_heads", p.num_kv_heads, "k_head_stride", p.k_head_stride});
-    e.v_cache = cache_extent(p, kv_size, {"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
-                             {"block_size", p.block_size, "v_slot_stride", p.v_slot_stride},
-                             {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride});
+    if (v_transposed(p)) {
+        const Dim block{"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride};
+        const Dim head{"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride};
+        const Dim dim{"head_dim", p.head_dim, "block_size", p.block_size};
+        e.v_cache = extent(kv_size, p.block_size, {block, head, dim}, {block, head, dim});
+    } else {
+        e.v_cache = cache_extent(p, kv_size, {"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
+                                 {"block_size", p.block_size, "v_slot_stride", p.v_slot_stride},
+                                 {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride});
+    }
     return e;
 }
 

@@ -33,9 +33,11 @@ extern "C" {
 /* C API version of this header (= the project version; wideattn_version() returns the version
  * of the loaded library as text). 0.2.0 (42f2241) inserted the split-KV fields into
  * wideattn_prefill_params (232 -> 264 bytes: rebuild against the new header); 0.3.0 (9ecdd9c)
- * renamed its last field `reserved` to `flags` (same offset and size); 0.4.0 added plans
- * (wideattn_plan_create / wideattn_plan_run, below) and moved this header from dispatch/ to
- * include/. The shared library's soname is libwideattn.so.<MAJOR>. */
+ * renamed its last field `reserved` to `flags` (same offset and size); 0.4.0 added the transposed
+ * e4m3 V layout (WIDEATTN_FLAG_V_TRANSPOSED), appended `flags` to wideattn_quantize_params
+ * (104 -> 112 bytes: rebuild against the new header), added plans (wideattn_plan_create /
+ * wideattn_plan_run, below) and moved this header from dispatch/ to include/. The shared
+ * library's soname is libwideattn.so.<MAJOR>. */
 #define WIDEATTN_VERSION_MAJOR 0
 #define WIDEATTN_VERSION_MINOR 4
 #define WIDEATTN_VERSION_PATCH 0
@@ -189,6 +191,20 @@ typedef struct wideattn_prefill_params {
  */
 #define WIDEATTN_FLAG_CHECK_METADATA 1
 
+/*
+ * Transposed e4m3 V cache (wideattn_prefill_params.flags with kv_dtype E4M3, and
+ * wideattn_quantize_params.flags for the step that writes it; docs/design.md "Transposed V"):
+ * each (block, kv_head) page of v_cache holds its head_dim rows of block_size contiguous codes,
+ *   v(block, slot, kv_head, d) = v_cache[block * v_block_stride + kv_head * v_head_stride +
+ *                                        d * block_size + position(slot)],
+ * v_slot_stride = 1, where the slots of each group of 16 are interleaved so that an FP8 P V
+ * reads them in the order of the score accumulator:
+ *   position(s) = 16 (s / 16) + 4 ((s / 2) % 4) + 2 ((s / 8) % 2) + s % 2.
+ * K stays in the engine layout. Only the kernels with the "v_transposed" feature read it, and
+ * they read nothing else; selection refuses the others for it (WIDEATTN_ERROR_UNSUPPORTED).
+ */
+#define WIDEATTN_FLAG_V_TRANSPOSED 2
+
 /* The largest num_splits (wideattn_prefill_params). */
 #define WIDEATTN_MAX_SPLITS 128
 
@@ -232,6 +248,11 @@ typedef struct wideattn_quantize_params {
     int32_t num_blocks;            /* >= 1; slots >= num_blocks * block_size are skipped */
     int32_t src_dtype;             /* wideattn_dtype: BF16 (another dtype: WIDEATTN_ERROR_UNSUPPORTED;
                                       a value that is no wideattn_dtype: _INVALID_ARGUMENT) */
+    int32_t flags;                 /* 0, or WIDEATTN_FLAG_V_TRANSPOSED: write the transposed V layout,
+                                      cache[block][head][d][position(slot)] with byte strides
+                                      cache_block_stride, cache_head_stride, block_size and
+                                      cache_slot_stride = 1 (block_size a multiple of 16, a slot
+                                      mapping given); since C API 0.4.0 */
 } wideattn_quantize_params;
 
 /*
@@ -296,7 +317,7 @@ typedef struct wideattn_kernel_info {
                                           "quantize_e4m3" or "amax_e4m3" */
 } wideattn_kernel_info;
 
-/* Library version string, e.g. "0.3.0". */
+/* Library version string, e.g. "0.4.0". */
 WIDEATTN_API const char* wideattn_version(void);
 
 /* Name of a status code, e.g. "WIDEATTN_ERROR_INVALID_ARGUMENT". */

@@ -256,7 +256,9 @@ if real.returncode != 2 or "WIDEATTN_ERROR_NO_DRIVER" not in real.stderr:
 def opt(name, default=None):
     return args[args.index(name) + 1] if name in args else default
 manifest_path = os.path.join(os.environ["WIDEATTN_BUNDLE"], "manifest.json")
-kernels = [k for k in json.load(open(manifest_path))["kernels"] if k["kind"] == "prefill" and k["o_dtype"] == "bf16"]
+# As `wideattn tune`: a kernel that reads V only in the transposed layout serves no engine-layout call.
+kernels = [k for k in json.load(open(manifest_path))["kernels"]
+           if k["kind"] == "prefill" and k["o_dtype"] == "bf16" and "v_transposed" not in k["features"]]
 combos = {}
 for k in kernels:
     combos.setdefault((k["q_dtype"], k["kv_dtype"]), {})[k["name"]] = k["priority"]

@@ -45,6 +45,7 @@ int main(void) {
     FIELD(wideattn_quantize_params, tokens); FIELD(wideattn_quantize_params, heads);
     FIELD(wideattn_quantize_params, head_dim); FIELD(wideattn_quantize_params, block_size);
     FIELD(wideattn_quantize_params, num_blocks); FIELD(wideattn_quantize_params, src_dtype);
+    FIELD(wideattn_quantize_params, flags);
     END();
     BEGIN(wideattn_scale_params);
     FIELD(wideattn_scale_params, src); FIELD(wideattn_scale_params, src_token_stride);

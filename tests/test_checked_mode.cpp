@@ -204,7 +204,9 @@ TEST_CASE("checked mode: bad flag bits are refused before any copy or launch") {
     const int copies = fake.copies();
     call.p.flags = WIDEATTN_FLAG_CHECK_METADATA | 8;
     CHECK(wideattn_prefill(ctx.get(), call.params(), nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    CHECK(last_error() == "flags=9 has unknown bits 0x8 (the only flag is WIDEATTN_FLAG_CHECK_METADATA = 1)");
+    CHECK(last_error() ==
+          "flags=9 has unknown bits 0x8 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
+          "WIDEATTN_FLAG_V_TRANSPOSED = 2)");
     CHECK(fake.copies() == copies);
     CHECK(fake.take_launches().empty());
 }

@@ -1,7 +1,7 @@
 // test_fp8.cpp - the e4m3 codec against CUDA's own host conversion (cuda_fp8.h) on every
 // code, every rounding midpoint and random floats; quantising with a scale (saturation, the
 // overflow of x / scale); the per-tensor scale convention and its reference; and the
-// quantise-into-cache reference, paged and flat (Q).
+// quantise-into-cache reference, paged (engine and transposed V layouts) and flat (Q).
 #include <doctest/doctest.h>
 
 #include <cuda_fp8.h>
@@ -14,6 +14,7 @@
 #include "accuracy/bf16.h"
 #include "fp8/codec/e4m3.h"
 #include "fp8/codec/quantize_reference.h"
+#include "kernels/common/v_transposed.h"
 
 using namespace wideattn;
 using namespace wideattn::fp8;
@@ -337,4 +338,64 @@ TEST_CASE("fp8 quantize: the flat destination (Q) is the identity slot mapping w
     CHECK(quantize_to_cache_reference(src.data(), tokens, heads, dim, src_token_stride, dim, nullptr, scale, layout,
                                       paged.data(), &report)
               .find("tokens=5 do not fit in the cache (4 slots)") != std::string::npos);
+}
+
+TEST_CASE("fp8 quantize: the transposed V layout interleaves each 16-slot group into the P V key order") {
+    // Position 4t + 2a + b of a group holds slot 8a + 2t + b: lane t's score columns 2t, 2t + 1 of
+    // quad a (the A fragment of an FP8 P V: fp8/hopper_e4m3pv_d512/NOTES.md).
+    const int32_t expected[kVGroupSlots] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+    for (int32_t position = 0; position < kVGroupSlots; ++position) {
+        CHECK(v_position_slot(position) == expected[position]);
+        CHECK(v_slot_position(expected[position]) == position);
+    }
+    for (int32_t slot = 0; slot < 4 * kVGroupSlots; ++slot) {
+        CHECK(v_position_slot(v_slot_position(slot)) == slot);
+        CHECK(v_slot_position(slot) / kVGroupSlots == slot / kVGroupSlots);  // never leaves its group
+    }
+
+    const int64_t tokens = 40, heads = 2, dim = 24, block_size = 32, num_blocks = 3;
+    std::vector<uint16_t> src(tokens * heads * dim);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (auto& x : src) x = float_to_bf16(normal(rng));
+    std::vector<int64_t> slots(tokens);
+    for (int64_t t = 0; t < tokens; ++t) slots[t] = (t * 37 + 5) % (num_blocks * block_size);
+    slots[11] = -1;
+    const float scale = 0.25f;
+    CacheLayout engine;
+    engine.num_blocks = num_blocks;
+    engine.block_size = block_size;
+    engine.head_stride = dim;
+    engine.slot_stride = heads * dim;
+    engine.block_stride = block_size * heads * dim;
+    CacheLayout transposed = engine;
+    transposed.v_transposed = true;
+    transposed.slot_stride = 0;  // unused
+    transposed.head_stride = dim * block_size + 16;  // padded page rows
+    transposed.block_stride = heads * transposed.head_stride;
+    std::vector<uint8_t> want(num_blocks * engine.block_stride, 0xAA), got(num_blocks * transposed.block_stride, 0xAA);
+    QuantizeReport report;
+    REQUIRE(quantize_to_cache_reference(src.data(), tokens, heads, dim, heads * dim, dim, slots.data(), scale, engine,
+                                        want.data(), &report)
+                .empty());
+    REQUIRE(quantize_to_cache_reference(src.data(), tokens, heads, dim, heads * dim, dim, slots.data(), scale,
+                                        transposed, got.data(), &report)
+                .empty());
+    int64_t compared = 0, wrong = 0;
+    for (int64_t block = 0; block < num_blocks; ++block)
+        for (int32_t slot = 0; slot < block_size; ++slot)
+            for (int64_t h = 0; h < heads; ++h)
+                for (int32_t d = 0; d < dim; ++d, ++compared)
+                    wrong += want[block * engine.block_stride + slot * engine.slot_stride + h * engine.head_stride +
+                                  d] != got[v_transposed_offset(block, slot, h, d, transposed.block_stride,
+                                                                 transposed.head_stride, block_size)];
+    CHECK(compared == num_blocks * block_size * heads * dim);
+    CHECK(wrong == 0);
+    CHECK(got[dim * block_size] == 0xAA);  // the padding after a page row's head is never written
+
+    CacheLayout odd = transposed;
+    odd.block_size = 24;
+    CHECK(quantize_to_cache_reference(src.data(), tokens, heads, dim, heads * dim, dim, slots.data(), scale, odd,
+                                      got.data(), &report)
+              .find("block_size=24 is not a multiple of 16") != std::string::npos);
 }

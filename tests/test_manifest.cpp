@@ -96,8 +96,9 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
     }
     // Each cubin carries its own priority (the table's, or its arch_priority for that arch): no two
     // kernels share one on an arch; on sm_90a each Hopper-tier kernel outranks the mma-tier kernel
-    // of its dtypes; the mma-tier BF16 kernel without ping-pong outranks the one with everywhere but
-    // on sm_120a, where ping-pong (the published design) comes first.
+    // of its dtypes, and the candidate wgmma_e4m3pv_d512 stays below wgmma_e4m3q_d512; the mma-tier
+    // BF16 kernel without ping-pong outranks the one with everywhere but on sm_120a, where ping-pong
+    // (the published design) comes first.
     std::map<std::pair<std::string, std::string>, int32_t> priority_of;  // (name, arch)
     std::map<std::string, std::set<int32_t>> priorities_on;              // arch -> priorities
     for (const ManifestKernel& k : m.kernels) {
@@ -120,6 +121,7 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
         if (key.first == "wgmma_bf16_d512") outranks("wgmma_bf16_d512", "mma_bf16_d512", arch);
         if (key.first == "wgmma_e4m3q_d512") outranks("wgmma_e4m3q_d512", "mma_e4m3q_d512", arch);
         if (key.first == "wgmma_e4m3kv_d512") outranks("wgmma_e4m3kv_d512", "mma_e4m3_d512", arch);
+        if (key.first == "wgmma_e4m3pv_d512") outranks("wgmma_e4m3q_d512", "wgmma_e4m3pv_d512", arch);
         if (key.first != "mma_bf16_d512_pp") continue;
         if (arch == "sm_120a")
             outranks("mma_bf16_d512_pp", "mma_bf16_d512", arch);

@@ -179,7 +179,8 @@ TEST_CASE("metadata check: the driver-free entry points validate the flags and r
     p.flags = 4;
     CHECK(wideattn_is_supported(ctx, &p, 9, 0, &index) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()) ==
-          "flags=4 has unknown bits 0x4 (the only flag is WIDEATTN_FLAG_CHECK_METADATA = 1)");
+          "flags=4 has unknown bits 0x4 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
+          "WIDEATTN_FLAG_V_TRANSPOSED = 2)");
     CHECK(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, &plan) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()).find("flags=4 has unknown bits 0x4") == 0);
     wideattn_close(ctx);

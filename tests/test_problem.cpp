@@ -7,6 +7,7 @@
 
 #include "accuracy/bf16.h"
 #include "fp8/codec/e4m3.h"
+#include "kernels/common/v_transposed.h"
 #include "tools/harness/problem.h"
 
 using namespace wideattn;
@@ -98,6 +99,9 @@ TEST_CASE("problem: bad specs are refused") {
     spec.q_lens = {1, 2};
     spec.contexts = {0};
     CHECK(make_problem(spec, &h).find("equal length") != std::string::npos);
+    spec.contexts = {0, 0};
+    spec.v_transposed = true;
+    CHECK(make_problem(spec, &h).find("v_transposed needs e4m3_kv") != std::string::npos);
 }
 
 TEST_CASE("problem: e4m3 K/V are exactly the bf16 values the references see") {
@@ -182,4 +186,35 @@ TEST_CASE("problem: Gemma-like inputs are RMS-normalised, with outlier channels 
     CHECK(again.q == h.q);
     CHECK(again.k == h.k);
     CHECK(again.v == h.v);
+}
+
+TEST_CASE("problem: the transposed V codes are the engine layout's, page rows [kv_head][d][slot position]") {
+    ProblemSpec spec = problem_spec({9}, {40}, 16, 2, 32, ProblemSpec{}.seed);
+    spec.head_dim = 64;
+    spec.e4m3_kv = true;
+    HostProblem engine, transposed;
+    REQUIRE(make_problem(spec, &engine).empty());
+    spec.v_transposed = true;
+    REQUIRE(make_problem(spec, &transposed).empty());
+    CHECK(transposed.k_e4m3 == engine.k_e4m3);
+    CHECK(transposed.v == engine.v);  // the references' dequantised values do not move
+    REQUIRE(transposed.v_e4m3.size() == engine.v_e4m3.size());
+    wideattn_prefill_params p = transposed.params(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                  nullptr, WIDEATTN_DTYPE_BF16);
+    CHECK(p.flags == 0);  // the references read the engine layout
+    transposed.use_transposed_v(&p);
+    CHECK(p.flags == WIDEATTN_FLAG_V_TRANSPOSED);
+    CHECK(p.v_slot_stride == 1);
+    CHECK(p.v_head_stride == 64 * 32);
+    CHECK(p.v_block_stride == 2 * 64 * 32);
+    int64_t wrong = 0;
+    for (int64_t block = 0; block < engine.num_blocks; ++block)
+        for (int32_t slot = 0; slot < spec.block_size; ++slot)
+            for (int32_t h = 0; h < spec.num_kv_heads; ++h)
+                for (int32_t d = 0; d < spec.head_dim; ++d)
+                    wrong += engine.v_e4m3[((block * spec.block_size + slot) * spec.num_kv_heads + h) * spec.head_dim +
+                                           d] !=
+                             transposed.v_e4m3[v_transposed_offset(block, slot, h, d, p.v_block_stride,
+                                                                   p.v_head_stride, spec.block_size)];
+    CHECK(wrong == 0);
 }

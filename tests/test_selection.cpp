@@ -590,3 +590,68 @@ TEST_CASE("selection: messages name a compute capability without an sm_ name, an
     CHECK(why == "no split-KV merge kernel in the bundle for o_dtype=bf16 on compute capability -2.0 (not valid)");
     REQUIRE(select_merge_kernel(merge.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
 }
+
+namespace {
+
+// A kernel_json entry with e4m3 Q and K/V (bf16 output).
+std::string e4m3_kernel_json(const std::string& name, const std::string& features, int priority) {
+    std::string entry = test::kernel_json(name, "sm_90a", "bf16", 512, 512, 512, 8, 8, features, kCubinBytes,
+                                          kZeroHash, "prefill", priority);
+    for (const char* field : {"\"q_dtype\": \"bf16\"", "\"kv_dtype\": \"bf16\""}) {
+        const std::string from = field, to = from.substr(0, from.size() - 5) + "e4m3\"";
+        entry.replace(entry.find(from), from.size(), to);
+    }
+    return entry;
+}
+
+}  // namespace
+
+TEST_CASE("selection: the transposed V layout runs only the kernels that read it, and they run nothing else") {
+    // The candidate's priority is below the engine-layout kernel's, as in the bundle: only the
+    // layout decides between them.
+    const Manifest m = parse_bundle({
+        e4m3_kernel_json("wgmma_e4m3q_d512", "\"paged\", \"lse\"", 301),
+        e4m3_kernel_json("wgmma_e4m3pv_d512", "\"paged\", \"lse\", \"tma_kv\", \"v_transposed\"", 299),
+    });
+    wideattn_prefill_params p = test::valid_params();
+    p.q_dtype = p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+    std::string why;
+    CHECK(select_name(m, p, 9, 0, &why) == "wgmma_e4m3q_d512@sm_90a");
+    int32_t index = -1;
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &why, "wgmma_e4m3pv_d512") == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why.find("wgmma_e4m3pv_d512 reads V only in the transposed layout (flags WIDEATTN_FLAG_V_TRANSPOSED") !=
+          std::string::npos);
+
+    p.flags = WIDEATTN_FLAG_V_TRANSPOSED;
+    p.v_slot_stride = 1;
+    p.v_head_stride = int64_t{p.head_dim} * p.block_size;
+    p.v_block_stride = p.v_head_stride * p.num_kv_heads;
+    CHECK(kv_map_unsupported(p).empty());
+    CHECK(select_name(m, p, 9, 0, &why) == "wgmma_e4m3pv_d512@sm_90a");
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &why, "wgmma_e4m3q_d512") == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why.find("wgmma_e4m3q_d512 reads V in the engine layout v_cache[block][slot][kv_head][d], not the "
+                   "transposed layout of WIDEATTN_FLAG_V_TRANSPOSED") != std::string::npos);
+
+    SUBCASE("its tensor: slot positions innermost, then the dim rows, heads and blocks") {
+        const KvMapLayout v = kv_map_layout(p, true);
+        CHECK(v.dims[kVtMapDimSlot] == 16);
+        CHECK(v.dims[kVtMapDimElem] == 512);
+        CHECK(v.dims[kVtMapDimHead] == 4);
+        CHECK(v.dims[kVtMapDimBlock] == 2048);
+        CHECK(v.strides[kVtMapDimElem - 1] == 16);
+        CHECK(v.strides[kVtMapDimHead - 1] == 512 * 16);
+        CHECK(v.strides[kVtMapDimBlock - 1] == 4 * 512 * 16);
+        const KvMapLayout k = kv_map_layout(p, false);  // K keeps the engine layout
+        CHECK(k.strides[kKvMapDimSlot - 1] == 4 * 512);
+    }
+    SUBCASE("a head stride below one page's rows, a block stride below its heads") {
+        p.v_head_stride = int64_t{p.head_dim} * p.block_size - 16;
+        CHECK(kv_map_unsupported(p).find("v_head_stride=8176 is below head_dim x block_size = 8192") !=
+              std::string::npos);
+        CHECK(select_name(m, p, 9, 0, &why).empty());
+        p.v_head_stride = int64_t{p.head_dim} * p.block_size;
+        p.v_block_stride = p.v_head_stride * 3;
+        CHECK(kv_map_unsupported(p).find("v_block_stride=24576 is below num_kv_heads x v_head_stride = 32768") !=
+              std::string::npos);
+    }
+}

@@ -121,12 +121,17 @@ TEST_CASE("validation: each bad input is refused with its own message") {
         {"scale negative", [](auto& p) { p.softmax_scale = -1.0f; }, "softmax_scale=-1 must be finite and > 0"},
         {"scale nan", [](auto& p) { p.softmax_scale = NAN; }, "softmax_scale=nan must be finite and > 0"},
         {"scale inf", [](auto& p) { p.softmax_scale = INFINITY; }, "softmax_scale=inf must be finite and > 0"},
-        {"flags: an unknown bit", [](auto& p) { p.flags = 2; },
-         "flags=2 has unknown bits 0x2 (the only flag is WIDEATTN_FLAG_CHECK_METADATA = 1)"},
+        {"flags: an unknown bit", [](auto& p) { p.flags = 4; },
+         "flags=4 has unknown bits 0x4 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
+         "WIDEATTN_FLAG_V_TRANSPOSED = 2)"},
         {"flags: checked mode and unknown bits", [](auto& p) { p.flags = WIDEATTN_FLAG_CHECK_METADATA | 0x40; },
-         "flags=65 has unknown bits 0x40 (the only flag is WIDEATTN_FLAG_CHECK_METADATA = 1)"},
+         "flags=65 has unknown bits 0x40 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
+         "WIDEATTN_FLAG_V_TRANSPOSED = 2)"},
         {"flags: the sign bit", [](auto& p) { p.flags = INT32_MIN; },
-         "flags=-2147483648 has unknown bits 0x80000000 (the only flag is WIDEATTN_FLAG_CHECK_METADATA = 1)"},
+         "flags=-2147483648 has unknown bits 0x80000000 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
+         "WIDEATTN_FLAG_V_TRANSPOSED = 2)"},
+        {"flags: the transposed V layout with bf16 K/V", [](auto& p) { p.flags = WIDEATTN_FLAG_V_TRANSPOSED; },
+         "flags has WIDEATTN_FLAG_V_TRANSPOSED but kv_dtype=bf16: the transposed V layout holds e4m3 codes only"},
         {"max_seqlen_q negative", [](auto& p) { p.max_seqlen_q = -1; }, "max_seqlen_q=-1 must be >= 0"},
         {"max_seqlen_k negative", [](auto& p) { p.max_seqlen_k = -5; }, "max_seqlen_k=-5 must be >= 0"},
         {"num_splits negative", [](auto& p) { p.num_splits = -2; }, "num_splits=-2 must be >= 0"},
@@ -512,4 +517,64 @@ TEST_CASE("validation: quantise and scale outputs share no byte with each other 
     empty.tokens = 0;
     empty.cache = const_cast<void*>(empty.src);
     CHECK_MESSAGE(validate_quantize_params(&empty, &message) == WIDEATTN_OK, message);
+}
+
+namespace {
+
+// Valid params with e4m3 Q/K/V and V in the dense transposed layout (WIDEATTN_FLAG_V_TRANSPOSED).
+wideattn_prefill_params valid_transposed_params() {
+    wideattn_prefill_params p = test::valid_params();
+    p.q_dtype = p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+    p.q_scale = static_cast<const float*>(fake(0x50000000));
+    p.k_scale = static_cast<const float*>(fake(0x50000010));
+    p.v_scale = static_cast<const float*>(fake(0x50000020));
+    p.flags = WIDEATTN_FLAG_V_TRANSPOSED;
+    p.v_slot_stride = 1;
+    p.v_head_stride = int64_t{p.head_dim} * p.block_size;
+    p.v_block_stride = p.v_head_stride * p.num_kv_heads;
+    return p;
+}
+
+// Valid quantise params writing the dense transposed V layout.
+wideattn_quantize_params valid_transposed_quantize_params() {
+    wideattn_quantize_params p = test::valid_quantize_params();
+    p.flags = WIDEATTN_FLAG_V_TRANSPOSED;
+    p.cache_slot_stride = 1;
+    p.cache_head_stride = int64_t{p.head_dim} * p.block_size;
+    p.cache_block_stride = p.cache_head_stride * p.heads;
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("validation: the transposed V layout, for prefill and for the quantise step that writes it") {
+    std::string message;
+    const wideattn_prefill_params prefill = valid_transposed_params();
+    CHECK_MESSAGE(validate_params(&prefill, &message) == WIDEATTN_OK, message);
+    const wideattn_quantize_params quantize = valid_transposed_quantize_params();
+    CHECK_MESSAGE(validate_quantize_params(&quantize, &message) == WIDEATTN_OK, message);
+
+    const std::vector<BadCase<wideattn_prefill_params>> prefill_cases = {
+        {"the engine layout's slot stride", [](auto& p) { p.v_slot_stride = 4 * 512; },
+         "v_slot_stride=2048 must be 1 with WIDEATTN_FLAG_V_TRANSPOSED (the slots of a transposed page row are "
+         "contiguous)"},
+        {"o over the transposed cache's last page", [](auto& p) { p.o = fake(0x30000000 + 2047 * 4 * 512 * 16); },
+         "o (bytes"},
+    };
+    check_each_refused(prefill_cases, valid_transposed_params, validate_params, MessageMatch::kStartsWith);
+    const std::vector<BadCase<wideattn_quantize_params>> quantize_cases = {
+        {"an unknown flag", [](auto& p) { p.flags = 4; },
+         "flags=4 has unknown bits 0x4 (the only flag is WIDEATTN_FLAG_V_TRANSPOSED = 2)"},
+        {"no slot mapping", [](auto& p) { p.slot_mapping = nullptr; },
+         "slot_mapping is NULL with WIDEATTN_FLAG_V_TRANSPOSED (the transposed layout is a paged cache)"},
+        {"pages of 8 slots", [](auto& p) { p.block_size = 8; },
+         "block_size=8 is not a positive multiple of 16 (WIDEATTN_FLAG_V_TRANSPOSED interleaves groups of 16 "
+         "slots)"},
+        {"the engine layout's slot stride", [](auto& p) { p.cache_slot_stride = 2048; },
+         "cache_slot_stride=2048 must be 1 with WIDEATTN_FLAG_V_TRANSPOSED"},
+        {"page rows of a head overlapping the next head's", [](auto& p) { p.cache_head_stride = 512 * 16 - 8; },
+         "cache rows overlap"},
+    };
+    check_each_refused(quantize_cases, valid_transposed_quantize_params, validate_quantize_params,
+                       MessageMatch::kContains);
 }

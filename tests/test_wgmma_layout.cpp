@@ -2,14 +2,19 @@
 // wgmma matrix descriptors that read it, on the CPU: for every element a score step or a P V
 // step reads, the address the descriptor selects (modelled from the PTX ISA's canonical 128-byte
 // swizzled layouts, K-major and MN-major) must be the address the loader wrote that element to
-// (operand_offset). Covers the bf16 and the e4m3 kernel's Q, K and V and both warpgroups.
+// (operand_offset). Covers the bf16 and the e4m3 kernel's Q, K and V and both warpgroups, and the
+// FP8 P V of wgmma_e4m3pv_d512: its e4m3 P fragment (the PTX m64nNk32 A layout) against the score
+// accumulator it is packed from, and its K-major V without swizzle against where the TMA boxes of
+// the transposed V cache land.
 #include <doctest/doctest.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <set>
 
+#include "fp8/hopper_e4m3pv_d512/traits.h"
 #include "fp8/hopper_e4m3q_d512/traits.h"
+#include "kernels/common/v_transposed.h"
 #include "kernels/common/wgmma_layout.h"
 #include "kernels/hopper/bf16_d512/traits.h"
 
@@ -20,6 +25,7 @@ namespace {
 
 using Wt = WgmmaBf16D512Traits;
 using Et = WgmmaE4m3QD512Traits;
+using Pt = WgmmaE4m3PvD512Traits;
 
 constexpr uint32_t kBase = 0x400;  // a 1024-byte aligned shared address (as after the reserved 1 KB)
 constexpr int32_t kAtomRowBytes = 128;
@@ -152,4 +158,89 @@ TEST_CASE("wgmma layout: operand offsets tile each operand exactly once, atoms 1
     CHECK(Wt::kSmemBytes == Wt::SmemPlan::kEnd + Wt::kSmemAlign);
     CHECK(Et::kSmemBytes == Et::SmemPlan::kEnd + Et::kSmemAlign);
     CHECK(Wt::SmemPlan::kBarriers % Wt::kBarrierBytes == 0);
+}
+
+namespace {
+
+constexpr int32_t kCoreRows = 8;       // rows of a core matrix
+constexpr int32_t kCoreRowBytes = 16;  // bytes of a core-matrix row
+constexpr int32_t kLanesPerRow = 4;    // lanes sharing an accumulator row (t = lane % 4)
+
+// Element (n, k) of a K-major 8-bit operand without swizzle (PTX ISA, canonical layouts; CUTLASS
+// INTERLEAVE ((8,n),(16,2)):((16 B,SBO),(1 B,LBO))): 8-row core matrices of 16-byte rows, SBO
+// apart along n, LBO apart along k.
+uint32_t interleaved_k_major_address(SmemDescriptor d, int32_t n, int32_t k) {
+    const uint32_t start = field(d.low, 0), leading = field(d.low, kDescLeadingShift), stride = field(d.high, 0);
+    return start + (n / kCoreRows) * stride + (n % kCoreRows) * kCoreRowBytes + (k / kCoreRowBytes) * leading +
+           k % kCoreRowBytes;
+}
+
+// The key of the score tile that A column k of the FP8 P V holds: the PTX m64nNk32 8-bit A
+// fragment gives lane t's register r, byte i column 16 (r / 2) + 4t + i; the kernel packs into
+// it s[2 (r / 2) + i / 2][2 (r % 2) + i % 2] (softmax_e4m3_step), and accumulator quad n,
+// element e of lane t is key 8n + 2t + e % 2.
+int32_t pv_column_key(int32_t k) {
+    const int32_t half = k / 16, t = (k % 16) / kLanesPerRow, i = k % kLanesPerRow;
+    const int32_t n = 2 * half + i / 2, e = i % 2;
+    return Pt::kAccumN * n + 2 * t + e;
+}
+
+// Where the TMA boxes of the transposed V cache put V(key, dim) in a ring chunk at `v`: the
+// warpgroup's half, the key's 16-key sub-tile, the box of kVtBoxDims dims, its [dim][16 positions]
+// rows (the box starts at the sub-tile's first slot, a 16-slot group boundary).
+uint32_t transposed_value_address(uint32_t v, int32_t key, int32_t dim) {
+    const int32_t group = dim / Pt::kDimsPerGroup, local = dim % Pt::kDimsPerGroup;
+    return v + group * Pt::kGroupChunkBytes + (key / Pt::kPageKeys) * Pt::kVtSubTileBytes +
+           (local / kVtBoxDims) * Pt::kVtBoxBytes + (local % kVtBoxDims) * kVtBoxSlots +
+           v_slot_position(key % Pt::kPageKeys);
+}
+
+}  // namespace
+
+TEST_CASE("wgmma layout: the FP8 P V reads, for each P column, the V row of the key that column holds") {
+    std::set<int32_t> keys;
+    for (int32_t k = 0; k < Pt::kPvK; ++k) keys.insert(pv_column_key(k));
+    CHECK(keys.size() == static_cast<size_t>(Pt::kTileKeys));  // P holds each key of the tile once
+    const uint32_t v = kBase + Pt::SmemPlan::kRing + Pt::kChunkBytes;
+    int64_t wrong = 0, checked = 0;
+    for (int32_t group = 0; group < Pt::kWarpGroups; ++group) {
+        const SmemDescriptor d = fp8_pv_descriptor<Pt>(v, group);
+        CHECK((d.high >> 30) == 0u);  // no swizzle
+        for (int32_t n = 0; n < Pt::kDimsPerGroup; ++n)
+            for (int32_t k = 0; k < Pt::kPvK; ++k, ++checked)
+                wrong += interleaved_k_major_address(d, n, k) !=
+                         transposed_value_address(v, pv_column_key(k), group * Pt::kDimsPerGroup + n);
+    }
+    CHECK(wrong == 0);
+    CHECK(checked == int64_t{Pt::kTileKeys} * Pt::kHeadDim);
+    // The boxes of one chunk tile it exactly once, and P V's core matrices are 16-byte aligned.
+    std::set<uint32_t> bytes;
+    for (int32_t key = 0; key < Pt::kTileKeys; ++key)
+        for (int32_t dim = 0; dim < Pt::kHeadDim; ++dim) bytes.insert(transposed_value_address(v, key, dim));
+    CHECK(bytes.size() == static_cast<size_t>(Pt::kChunkBytes));
+    CHECK(*bytes.begin() == v);
+    CHECK(*bytes.rbegin() == v + Pt::kChunkBytes - 1);
+}
+
+TEST_CASE("wgmma layout: the FP8 P V kernel's score steps, shared-memory plan and K boxes") {
+    int64_t checked = 0;
+    CHECK(score_step_mismatches<Pt, Pt::kSlabsPerGroup, Pt::kScoreK, Pt::kElemBytes>(kBase, kBase + Pt::kQBytes,
+                                                                                     &checked) == 0);
+    CHECK(checked == int64_t{Pt::kHeadDim} * (Pt::kRowsPerBlock + Pt::kTileKeys));
+    for (int32_t offset : {Pt::SmemPlan::kQ, Pt::SmemPlan::kRing, Pt::SmemPlan::kExchange})
+        CHECK(offset % Pt::kAtomBytes == 0);
+    CHECK(Pt::kChunkBytes % Pt::kAtomBytes == 0);
+    CHECK(Pt::kSmemBytes == Pt::SmemPlan::kEnd + Pt::kSmemAlign);
+    // A K box (128 codes x 16 slots, 128-byte swizzle) at slab s, sub-tile u of a chunk is
+    // rows 16u .. 16u + 15 of the slab: the operand layout's offsets of those rows, in order.
+    constexpr int32_t kSubTileBytes = Pt::kPageKeys * Pt::kSwizzleBytes;
+    for (int32_t slab = 0; slab < Pt::kHeadDim / Pt::kSlabDims; ++slab)
+        for (int32_t sub = 0; sub < Pt::kSubTiles; ++sub) {
+            const uint32_t box = slab * Pt::kChunkSlabBytes + sub * kSubTileBytes;
+            for (int32_t row = 0; row < Pt::kPageKeys; ++row)
+                for (int32_t vec = 0; vec < Pt::kVecsPerSlabRow; ++vec)
+                    CHECK(swizzled(kBase + box + row * Pt::kSwizzleBytes + vec * Pt::kVecBytes) - kBase ==
+                          operand_offset<Pt, Pt::kTileKeys>(sub * Pt::kPageKeys + row,
+                                                            slab * Pt::kVecsPerSlabRow + vec));
+        }
 }

@@ -5,6 +5,7 @@
 
 #include "accuracy/bf16.h"
 #include "fp8/codec/e4m3.h"
+#include "kernels/common/v_transposed.h"
 
 namespace wideattn::fp8 {
 
@@ -62,6 +63,9 @@ std::string quantize_to_cache_reference(const uint16_t* src, int64_t tokens, int
     if (layout.block_size < 1 || layout.num_blocks < 1)
         return "quantize_to_cache_reference: block_size=" + std::to_string(layout.block_size) +
                ", num_blocks=" + std::to_string(layout.num_blocks) + " must be >= 1";
+    if (layout.v_transposed && layout.block_size % kVGroupSlots != 0)
+        return "quantize_to_cache_reference: block_size=" + std::to_string(layout.block_size) +
+               " is not a multiple of " + std::to_string(kVGroupSlots) + " (the transposed V layout)";
     if (!slot_mapping && tokens > layout.num_blocks * layout.block_size)
         return "quantize_to_cache_reference: tokens=" + std::to_string(tokens) + " do not fit in the cache (" +
                std::to_string(layout.num_blocks * layout.block_size) + " slots) with the identity slot mapping";
@@ -75,8 +79,8 @@ std::string quantize_to_cache_reference(const uint16_t* src, int64_t tokens, int
     for (int64_t t = 0; t < tokens; ++t) {
         const int64_t slot = slot_mapping ? slot_mapping[t] : t;
         if (slot < 0) continue;
-        uint8_t* slot_base = cache + (slot / layout.block_size) * layout.block_stride +
-                             (slot % layout.block_size) * layout.slot_stride;
+        const int64_t block = slot / layout.block_size;
+        const int32_t in_block = static_cast<int32_t>(slot % layout.block_size);
         for (int64_t h = 0; h < heads; ++h)
             for (int64_t d = 0; d < head_dim; ++d) {
                 const float x = bf16_to_float(src[t * src_token_stride + h * src_head_stride + d]);
@@ -88,7 +92,12 @@ std::string quantize_to_cache_reference(const uint16_t* src, int64_t tokens, int
                 } else if (std::fabs(scaled) > kE4m3Max) {
                     ++report->saturated;
                 }
-                slot_base[h * layout.head_stride + d] = code;
+                const int64_t offset =
+                    layout.v_transposed
+                        ? v_transposed_offset(block, in_block, h, static_cast<int32_t>(d), layout.block_stride,
+                                              layout.head_stride, static_cast<int32_t>(layout.block_size))
+                        : block * layout.block_stride + in_block * layout.slot_stride + h * layout.head_stride + d;
+                cache[offset] = code;
             }
     }
     return {};

@@ -25,6 +25,10 @@ struct CacheLayout {
     int64_t block_stride = 0;   // elements (bytes, for e4m3) between blocks
     int64_t slot_stride = 0;
     int64_t head_stride = 0;
+    // The transposed V layout (WIDEATTN_FLAG_V_TRANSPOSED, kernels/common/v_transposed.h):
+    // cache[block][head][d][v_slot_position(slot)], page rows of block_size bytes (a multiple of
+    // 16); slot_stride is then unused.
+    bool v_transposed = false;
 };
 
 struct QuantizeReport {
@@ -49,7 +53,8 @@ std::string scale_reference(const uint16_t* src, int64_t tokens, int64_t heads, 
                             ScaleReport* report);
 
 // Quantises src[token][head][d] (bf16 bits, caller strides in elements) with `scale` into
-// cache[slot / block_size][slot % block_size][head][d] for slot = slot_mapping[token];
+// cache[slot / block_size][slot % block_size][head][d] (or the transposed V layout) for
+// slot = slot_mapping[token];
 // tokens with a negative slot are skipped (padding). slot_mapping NULL is the identity
 // (slot = token; tokens must then fit in the cache). Returns "" or an error naming the bad
 // argument (nothing written then).

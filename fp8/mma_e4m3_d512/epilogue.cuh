@@ -2,8 +2,8 @@
 // over the quad of lanes holding a row, normalises O (O / l * v_scale; the 2^8 P factor
 // cancels), writes bf16 rows of valid tokens only (a lane's 4 consecutive dims per 16-dim
 // block as one 8-byte store) and the optional natural-log LSE. Rows without a visible key
-// get zeros and LSE -inf. write_partials is the split-KV form (grid.z > 1): fp32 partial rows and
-// LSE into the workspace.
+// get zeros and LSE -inf; a NaN softmax sum gives NaN in O and LSE. write_partials is the
+// split-KV form (grid.z > 1): fp32 partial rows and LSE into the workspace.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,7 @@ __device__ __forceinline__ void write_output(const wideattn_prefill_params& p,
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) {
         const float total = reduce_row_sum(state, r);
-        inv_sum[r] = total > 0.0f ? v_scale / total : 0.0f;
+        inv_sum[r] = inverse_row_sum(total, v_scale);
     }
     __nv_bfloat16* o_base = static_cast<__nv_bfloat16*>(p.o);
 #pragma unroll
@@ -61,7 +61,7 @@ __device__ __forceinline__ void write_partials(const wideattn_prefill_params& p,
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) {
         const float total = reduce_row_sum(state, r);
-        const float inv_sum = total > 0.0f ? v_scale / total : 0.0f;
+        const float inv_sum = inverse_row_sum(total, v_scale);
         const int32_t token = row_tile * Traits::kTokensPerRowTile + r;
         if (token >= tile_len) continue;
         const int64_t part = split_row(p, first_token + token, head);

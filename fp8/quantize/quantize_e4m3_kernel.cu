@@ -1,7 +1,8 @@
 // quantize_e4m3_kernel.cu - bf16 -> e4m3 into the paged KV cache (the "store K/V into the
 // cache" step of an engine), one block row per token, 8 elements per thread. Conversion is
 // fp8/codec/e4m3.h's e4m3_quantize, so the result equals fp8/codec/quantize_reference.cpp bit for
-// bit.
+// bit. With WIDEATTN_FLAG_V_TRANSPOSED the codes go to the transposed V layout instead
+// (kernels/common/v_transposed.h): one byte per dim row, a block-uniform branch on the flags.
 //
 // Q (a flat [token][head][d] destination) goes through this same kernel with slot_mapping NULL
 // (slot = token) and block_size 1: the flat layout is the paged one with one slot per block, so
@@ -13,6 +14,7 @@
 #include "fp8/codec/e4m3.h"
 #include "wideattn.h"
 #include "fp8/quantize/quantize_traits.h"
+#include "kernels/common/v_transposed.h"
 
 extern "C" __global__ void __launch_bounds__(wideattn::fp8::QuantizeE4m3Traits::kThreads)
 wideattn_quantize_e4m3_to_cache(const wideattn_quantize_params p) {
@@ -39,8 +41,19 @@ wideattn_quantize_e4m3_to_cache(const wideattn_quantize_params p) {
         codes[i] = wideattn::fp8::e4m3_quantize(__bfloat162float(values[i]), inverse_scale, &flagged);
         nonfinite += flagged;
     }
-    uint8_t* dst = static_cast<uint8_t*>(p.cache) + (slot / p.block_size) * p.cache_block_stride +
-                   (slot % p.block_size) * p.cache_slot_stride + head * p.cache_head_stride + dim;
-    *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(codes);
+    const int64_t block = slot / p.block_size;
+    const int32_t in_block = static_cast<int32_t>(slot % p.block_size);
+    uint8_t* cache = static_cast<uint8_t*>(p.cache);
+    if (p.flags & WIDEATTN_FLAG_V_TRANSPOSED) {
+        // The transposed V layout: each of the 8 dims is its own page row (block_size bytes apart).
+#pragma unroll
+        for (int32_t i = 0; i < Traits::kElemsPerThread; ++i)
+            cache[wideattn::v_transposed_offset(block, in_block, head, dim + i, p.cache_block_stride,
+                                                p.cache_head_stride, p.block_size)] = codes[i];
+    } else {
+        uint8_t* dst = cache + block * p.cache_block_stride + in_block * p.cache_slot_stride +
+                       head * p.cache_head_stride + dim;
+        *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(codes);
+    }
     if (nonfinite && p.nonfinite_count) atomicAdd(p.nonfinite_count, nonfinite);
 }

@@ -2,11 +2,11 @@
 // m16n8 layout (mma_bf16_d512; the Hopper kernels, whose warps hold the same layout of the wgmma
 // m64n256 accumulator): reduces the row sums over the quad of lanes holding a row, normalises O,
 // writes bf16 rows of valid tokens only, and the optional natural-log LSE. Rows without a visible
-// key get zeros and LSE -inf. write_partials is the split-KV form (grid.z > 1): fp32 partial rows
-// and LSE into the workspace. Under split-KV (grid.z > 1) the same rows go to the workspace as
-// fp32 partials (kernels/common/split_partials.cuh). `Traits` supplies kDimNTiles (8-column quads of O per thread),
-// kAccumN (columns per quad), kDimsPerWarp (the dims of a row one warp holds) and
-// kTokensPerRowTile (tokens in a warp's 16 rows).
+// key get zeros and LSE -inf; a row whose softmax sum is NaN (a NaN or +inf score) gets NaN in O
+// and LSE. write_partials is the split-KV form (grid.z > 1): the same rows as fp32 partials and
+// their LSE into the workspace (kernels/common/split_partials.cuh). `Traits` supplies kDimNTiles
+// (8-column quads of O per thread), kAccumN (columns per quad), kDimsPerWarp (the dims of a row
+// one warp holds) and kTokensPerRowTile (tokens in a warp's 16 rows).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,6 @@
 
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/ptx_mma.cuh"
-#include "kernels/common/split_partials.cuh"
 #include "kernels/common/split_partials.cuh"
 #include "wideattn.h"
 
@@ -29,7 +28,7 @@ __device__ __forceinline__ void write_output(const wideattn_prefill_params& p,
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) {
         const float total = reduce_row_sum(state, r);
-        inv_sum[r] = total > 0.0f ? 1.0f / total : 0.0f;
+        inv_sum[r] = inverse_row_sum(total);
     }
     __nv_bfloat16* o_base = static_cast<__nv_bfloat16*>(p.o);
 #pragma unroll
@@ -58,7 +57,7 @@ __device__ __forceinline__ void write_partials(const wideattn_prefill_params& p,
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) {
         const float total = reduce_row_sum(state, r);
-        const float inv_sum = total > 0.0f ? 1.0f / total : 0.0f;
+        const float inv_sum = inverse_row_sum(total);
         const int32_t token = row_tile * Traits::kTokensPerRowTile + r;
         if (token >= tile_len) continue;
         const int64_t part = split_row(p, first_token + token, head);

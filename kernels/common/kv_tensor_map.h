@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/common/kernel_desc.h"
+#include "kernels/common/v_transposed.h"
 
 namespace wideattn {
 
@@ -30,6 +31,15 @@ constexpr int32_t kKvMapRank = 4;
 // lands as zeros.
 constexpr int32_t kKvBoxBytes = 128;
 constexpr int32_t kKvBoxSlots = kPageSizeMultiple;
+
+// The transposed e4m3 V cache (WIDEATTN_FLAG_V_TRANSPOSED, kernels/common/v_transposed.h) as a
+// tensor, innermost first: the slot positions of a page row (contiguous), the head dim (rows
+// block_size bytes apart), the KV head, the block. One copy is kVtBoxSlots (16) positions of
+// kVtBoxDims consecutive dims without swizzle (v_transposed.h).
+constexpr int32_t kVtMapDimSlot = 0;
+constexpr int32_t kVtMapDimElem = 1;
+constexpr int32_t kVtMapDimHead = 2;
+constexpr int32_t kVtMapDimBlock = 3;
 
 // The kernel's second argument (__grid_constant__): tensor maps of k_cache and v_cache.
 struct KvTensorMaps {

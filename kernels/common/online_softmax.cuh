@@ -34,10 +34,18 @@ __device__ __forceinline__ float reduce_row_sum(RowState& state, int32_t r) {
     return total;
 }
 
-// Natural-log LSE of a row whose sum is of 2^(score - base_log2); -inf for an empty row.
+// Natural-log LSE of a row whose sum is of 2^(score - base_log2); -inf for an empty row (sum 0),
+// NaN for a row whose sum is NaN (a NaN or +inf score: docs/design.md "Non-finite inputs"), so a
+// split-KV merge can tell the two apart.
 __device__ __forceinline__ float row_lse(float base_log2, float sum) {
     constexpr float kLn2 = 0.6931471805599453f;
-    return sum > 0.0f ? base_log2 * kLn2 + logf(sum) : -INFINITY;
+    return sum == 0.0f ? -INFINITY : base_log2 * kLn2 + logf(sum);
+}
+
+// 1 / sum of a row's softmax sum for normalising O: 0 for an empty row (whose O is 0), NaN for
+// a NaN sum, so a NaN row stays NaN whatever its O holds.
+__device__ __forceinline__ float inverse_row_sum(float sum, float numerator = 1.0f) {
+    return sum == 0.0f ? 0.0f : numerator / sum;
 }
 
 // Clears the O accumulator (the thread's kNTiles 8-column quads).

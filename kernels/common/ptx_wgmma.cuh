@@ -1,7 +1,8 @@
 // ptx_wgmma.cuh - device wrappers over the sm_90a wgmma PTX of the Hopper tier (descriptors and
 // layout: wgmma_layout.h): the wgmma shapes the kernels issue
 // (scores: m64n32k16 bf16 / m64n32k32 e4m3 with both operands in shared memory; P V:
-// m64n256k16 bf16 / fp16 with A in registers and B MN-major in shared memory), wgmma
+// m64n256k16 bf16 / fp16 with A in registers and B MN-major in shared memory, m64n256k32 e4m3
+// with A in registers and B K-major in shared memory), wgmma
 // fence/commit/wait, the generic-to-async proxy fence, and operand pins that keep the compiler
 // from moving accumulator reads above a wait.
 #pragma once
@@ -110,16 +111,18 @@ __device__ __forceinline__ void pin_all(T (&values)[kRows][kCols]) {
                  : WIDEATTN_ACC16_OPERANDS(acc)                                                      \
                  : "r"(a_desc.low), "r"(a_desc.high), "r"(b_desc.low), "r"(b_desc.high), "r"(accumulate))
 
-// acc (64 x 256) += a b, a the thread's m16n8k16-layout fragment of its warp's 16 rows (16-bit
-// pairs), b MN-major in shared memory (transposed operand).
-#define WIDEATTN_WGMMA_PV(shape, acc, a, b_desc)                                                         \
+// acc (64 x 256) += a b, a the thread's fragment of its warp's 16 rows (16-bit pairs of the
+// m16n8k16 layout, or e4m3 quads of the m16n8k32 layout), b in shared memory: MN-major
+// (transposed, tail ", 1": imm-trans-b) for 16-bit types, K-major for e4m3 (tail "": FP8 wgmma
+// has no transpose operand).
+#define WIDEATTN_WGMMA_PV(shape, tail, acc, a, b_desc)                                                   \
     asm volatile("{\n"                                                                               \
                  ".reg .pred accumulate;\n"                                                           \
                  ".reg .b64 b_desc;\n"                                                                \
                  "setp.ne.b32 accumulate, %134, 0;\n"                                                 \
                  "mov.b64 b_desc, {%132, %133};\n"                                                   \
                  "wgmma.mma_async.sync.aligned." shape " {\n" WIDEATTN_ACC128_REGS                     \
-                 "}, {%128, %129, %130, %131}, b_desc, accumulate, 1, 1, 1;\n"                        \
+                 "}, {%128, %129, %130, %131}, b_desc, accumulate, 1, 1" tail ";\n"                    \
                  "}\n"                                                                               \
                  : WIDEATTN_ACC128_OPERANDS(acc)                                                     \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_desc.low), "r"(b_desc.high), "r"(1))
@@ -140,13 +143,20 @@ __device__ __forceinline__ void wgmma_m64n32k32_e4m3_ss(float (&s)[4][4], hopper
 // P V, bf16 P and V: o (64 x 256 fp32) += a b.
 __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&o)[32][4], const uint32_t (&a)[4],
                                                     hopper::SmemDescriptor b_desc) {
-    WIDEATTN_WGMMA_PV("m64n256k16.f32.bf16.bf16", o, a, b_desc);
+    WIDEATTN_WGMMA_PV("m64n256k16.f32.bf16.bf16", ", 1", o, a, b_desc);
 }
 
 // P V, fp16 P and V (the 8-bit kernel, V converted from e4m3).
 __device__ __forceinline__ void wgmma_m64n256k16_f16_rs(float (&o)[32][4], const uint32_t (&a)[4],
                                                         hopper::SmemDescriptor b_desc) {
-    WIDEATTN_WGMMA_PV("m64n256k16.f32.f16.f16", o, a, b_desc);
+    WIDEATTN_WGMMA_PV("m64n256k16.f32.f16.f16", ", 1", o, a, b_desc);
+}
+
+// P V, e4m3 P and V (k32: 32 keys per instruction): o (64 x 256 fp32) += a b, a four e4m3 per
+// register (byte i = element i), b K-major ([dim][key], keys contiguous) without swizzle.
+__device__ __forceinline__ void wgmma_m64n256k32_e4m3_rs(float (&o)[32][4], const uint32_t (&a)[4],
+                                                         hopper::SmemDescriptor b_desc) {
+    WIDEATTN_WGMMA_PV("m64n256k32.f32.e4m3.e4m3", "", o, a, b_desc);
 }
 
 }  // namespace wideattn::ptx

@@ -6,7 +6,8 @@
 // Operand layout ([rows][row bytes], bf16, fp16 or e4m3): slab s = bytes [128 s, 128 s + 128) of
 // every row is a [rows][128 bytes] block at s * rows * 128; the 16-byte column c of row r is
 // stored at column c ^ (r % 8): wgmma's 128-byte swizzle, with 8-row atoms of 1024 bytes (the
-// base must be 1024-byte aligned).
+// base must be 1024-byte aligned). The FP8 P V of wgmma_e4m3pv_d512 reads V K-major without
+// swizzle instead: 8-row x 16-byte core matrices of 128 contiguous bytes (fp8_pv_descriptor).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,8 @@ constexpr int kDescUnitShift = 4;
 constexpr int kDescLeadingShift = 16;
 constexpr uint32_t kDescFieldMask = 0x3FFF;
 
+constexpr uint32_t kDescNoSwizzleHigh = 0;  // bits 62-63 = 0: no swizzle (8-row x 16-byte core matrices)
+
 struct SmemDescriptor {
     uint32_t low;   // start address, leading-dimension byte offset
     uint32_t high;  // stride-dimension byte offset, swizzle mode
@@ -44,6 +47,15 @@ WIDEATTN_HOST_DEVICE inline SmemDescriptor swizzle128_descriptor(uint32_t shared
     return SmemDescriptor{((shared_address & kDescAddressMask) >> kDescUnitShift) |
                               ((leading_bytes >> kDescUnitShift) << kDescLeadingShift),
                           (stride_bytes >> kDescUnitShift) | kDescSwizzle128High};
+}
+
+// A descriptor of an operand without swizzle: core matrices of 8 rows x 16 bytes, each 128
+// contiguous bytes; `leading_bytes` apart along K (K-major), `stride_bytes` apart along M / N.
+WIDEATTN_HOST_DEVICE inline SmemDescriptor interleaved_descriptor(uint32_t shared_address, uint32_t leading_bytes,
+                                                                  uint32_t stride_bytes) {
+    return SmemDescriptor{((shared_address & kDescAddressMask) >> kDescUnitShift) |
+                              ((leading_bytes >> kDescUnitShift) << kDescLeadingShift),
+                          (stride_bytes >> kDescUnitShift) | kDescNoSwizzleHigh};
 }
 
 // A descriptor moved by `bytes` (a multiple of 16) inside shared memory.
@@ -80,6 +92,16 @@ WIDEATTN_HOST_DEVICE inline SmemDescriptor pv_step_descriptor(uint32_t v_chunk, 
         swizzle128_descriptor(v_chunk + group * Traits::kValueSlabsPerGroup * Traits::kChunkSlabBytes,
                               Traits::kChunkSlabBytes, Traits::kAtomBytes);
     return descriptor_plus(v_desc, kk * Traits::kPvK * Traits::kSwizzleBytes);
+}
+
+// Descriptor of the FP8 P V of warpgroup `group` (keys 0 .. 31 of the tile, one k32 wgmma): e4m3
+// V K-major as the transposed V layout lands ([16-key sub-tile][dim][16 bytes] without swizzle,
+// Traits::kVtSubTileBytes per sub-tile and warpgroup): 8-dim core matrices kVecBytes x kAtomRows
+// apart (stride), the two 16-key halves a sub-tile apart (leading).
+template <class Traits>
+WIDEATTN_HOST_DEVICE inline SmemDescriptor fp8_pv_descriptor(uint32_t v_chunk, int32_t group) {
+    return interleaved_descriptor(v_chunk + group * Traits::kGroupChunkBytes, Traits::kVtSubTileBytes,
+                                  Traits::kAtomRows * Traits::kVecBytes);
 }
 
 }  // namespace wideattn::hopper

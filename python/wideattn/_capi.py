@@ -38,6 +38,9 @@ WORKSPACE_ALIGNMENT = 16  # bytes, of wideattn_prefill_params.workspace
 # wideattn_prefill_params.flags: checked mode (the library copies cu_seqlens_q, seq_lens_k and the
 # block table to the host and refuses bad entries before launching; not capturable in a CUDA graph).
 FLAG_CHECK_METADATA = 1   # WIDEATTN_FLAG_CHECK_METADATA
+# wideattn_prefill_params.flags and wideattn_quantize_params.flags: the transposed e4m3 V cache
+# layout (v_cache[block][kv_head][d][slot position], include/wideattn.h; C API 0.4.0).
+FLAG_V_TRANSPOSED = 2     # WIDEATTN_FLAG_V_TRANSPOSED
 
 _I64 = ctypes.c_int64
 _I32 = ctypes.c_int32
@@ -83,7 +86,7 @@ class QuantizeParams(ctypes.Structure):
         ("cache", _PTR), ("cache_block_stride", _I64), ("cache_slot_stride", _I64), ("cache_head_stride", _I64),
         ("slot_mapping", _PTR), ("scale", _PTR), ("nonfinite_count", _PTR),
         ("tokens", _I32), ("heads", _I32), ("head_dim", _I32), ("block_size", _I32),
-        ("num_blocks", _I32), ("src_dtype", _I32),
+        ("num_blocks", _I32), ("src_dtype", _I32), ("flags", _I32),
     ]
 
 
@@ -153,7 +156,7 @@ class PlanInfo(ctypes.Structure):
 # at 256, tail padding to 264).
 EXPECTED_SIZES = {
     "wideattn_prefill_params": (PrefillParams, 264),
-    "wideattn_quantize_params": (QuantizeParams, 104),
+    "wideattn_quantize_params": (QuantizeParams, 112),
     "wideattn_scale_params": (ScaleParams, 64),
     "wideattn_kernel_info": (KernelInfoStruct, 112),
     "wideattn_launch_plan": (LaunchPlan, 24),

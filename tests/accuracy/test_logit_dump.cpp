@@ -255,13 +255,11 @@ TEST_CASE("logit dump reader: token ids must fit the dump") {
 
 namespace {
 
-// A float32 `logits` dataset [tokens, vocab] holding `rows`, with the given layout: chunk
-// {0, 0} = contiguous, else chunked (optionally deflate-compressed).
 // A float32 `logits` dataset [tokens, vocab] holding `rows`, contiguous (chunk_rows 0) or in
-// chunks; with written_rows >= 0 only the first written_rows rows are written (chunks past them
-// never are: HDF5 reads them as the fill value 0).
+// chunks of chunk_rows x chunk_cols (optionally deflate-compressed). Dumps with rows never
+// written: test_unwritten_rows.cpp.
 void write_float32_layout(const std::string& path, int64_t tokens, int64_t vocab, const std::vector<float>& rows,
-                          hsize_t chunk_rows, hsize_t chunk_cols, bool deflate, int64_t written_rows = -1) {
+                          hsize_t chunk_rows, hsize_t chunk_cols, bool deflate) {
     H5Handle file = create_hdf5_file(path);
     const hsize_t dims[2] = {static_cast<hsize_t>(tokens), static_cast<hsize_t>(vocab)};
     H5Handle space(H5Screate_simple(2, dims, nullptr));
@@ -274,16 +272,7 @@ void write_float32_layout(const std::string& path, int64_t tokens, int64_t vocab
     H5Handle dataset(H5Dcreate2(file.get(), "logits", H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, create_props.get(),
                                 H5P_DEFAULT));
     REQUIRE(dataset.valid());
-    if (written_rows < 0) {
-        REQUIRE(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) >= 0);
-        return;
-    }
-    const hsize_t start[2] = {0, 0};
-    const hsize_t block[2] = {static_cast<hsize_t>(written_rows), static_cast<hsize_t>(vocab)};
-    H5Handle file_space(H5Dget_space(dataset.get()));
-    REQUIRE(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, block, nullptr) >= 0);
-    H5Handle memory_space(H5Screate_simple(2, block, nullptr));
-    REQUIRE(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, memory_space.get(), file_space.get(), H5P_DEFAULT, rows.data()) >= 0);
+    REQUIRE(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) >= 0);
 }
 
 // Rows [first, first + count) of `reader`, as floats.
@@ -335,21 +324,6 @@ TEST_CASE("logit dump reader: direct reads equal H5Dread, and are used only wher
         CHECK(reader.direct_reads());
         expect_rows(reader);
     }
-    SUBCASE("chunks never written after written ones: those chunks through H5Dread (fill values)") {
-        write_float32_layout(dir.file("partial.h5"), tokens, vocab, rows, 3, static_cast<hsize_t>(vocab), false, 6);
-        LogitDumpReader reader(dir.file("partial.h5"));
-        CHECK(reader.direct_reads());
-        for (int64_t first = 0; first < tokens; ++first)
-            for (int64_t count = 1; first + count <= tokens; ++count) {
-                CAPTURE(first);
-                CAPTURE(count);
-                const std::vector<float> got = rows_of(reader, first, count);
-                for (int64_t i = 0; i < count * vocab; ++i) {
-                    const int64_t at = first * vocab + i;
-                    REQUIRE(got[static_cast<size_t>(i)] == (at < 6 * vocab ? rows[static_cast<size_t>(at)] : 0.0f));
-                }
-            }
-    }
     SUBCASE("compressed chunks: through H5Dread") {
         write_float32_layout(dir.file("deflate.h5"), tokens, vocab, rows, 4, static_cast<hsize_t>(vocab), true);
         LogitDumpReader reader(dir.file("deflate.h5"));
@@ -367,12 +341,6 @@ TEST_CASE("logit dump reader: direct reads equal H5Dread, and are used only wher
         write_dump(dir.file("brain.h5"), 3, vocab, LogitType::kBFloat16);
         CHECK_FALSE(LogitDumpReader(dir.file("half.h5")).direct_reads());
         CHECK_FALSE(LogitDumpReader(dir.file("brain.h5")).direct_reads());
-    }
-    SUBCASE("a contiguous dataset never written: through H5Dread (fill values)") {
-        write_raw_dataset(dir.file("unwritten.h5"), "logits", H5T_IEEE_F32LE, 2);
-        LogitDumpReader reader(dir.file("unwritten.h5"));
-        CHECK_FALSE(reader.direct_reads());
-        for (float x : rows_of(reader, 0, 3)) CHECK(x == 0.0f);
     }
     SUBCASE("another reader of the same file shares the layout and reads the same rows, also alone") {
         const std::string path = dir.file("shared.h5");

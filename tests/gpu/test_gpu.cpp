@@ -269,17 +269,21 @@ TEST_CASE("gpu bf16 kernels: the bf16 shape list against the fp64 kernel, every 
 namespace {
 
 // The 8-bit kernels' shape list against the fp64 kernel on the exactly dequantised inputs:
-// K/V in e4m3, and Q too when `e4m3_q` (rows then padded by a whole 16 bytes).
-void check_e4m3_shape_list(uint64_t seed, std::initializer_list<int32_t> q_lens, bool e4m3_q) {
+// K/V in e4m3, and Q too when `e4m3_q` (rows then padded by a whole 16 bytes); V in the
+// transposed layout for the kernel selected when it reads only that (wgmma_e4m3pv_d512).
+void check_e4m3_shape_list(uint64_t seed, std::initializer_list<int32_t> q_lens, bool e4m3_q,
+                           bool v_transposed = false) {
     for (ProblemSpec s : shape_list_cases(q_lens, {0, 777, 8192}, &seed)) {
         s.e4m3_kv = true;
         s.e4m3_q = e4m3_q;
+        s.v_transposed = v_transposed;
         check_fast_case(s, kE4m3RelL2, false);
     }
     ProblemSpec batch = shape_list_batch(++seed);
     if (e4m3_q) batch.q_token_pad = kE4m3QPadMultiple;
     batch.e4m3_kv = true;
     batch.e4m3_q = e4m3_q;
+    batch.v_transposed = v_transposed;
     check_fast_case(batch, kE4m3RelL2, false);
 }
 
@@ -302,12 +306,14 @@ TEST_CASE("gpu e4m3-Q kernels: Q already e4m3, the shape list against the fp64 k
         MESSAGE("no e4m3-Q kernel in the bundle yet");
         return;
     }
-    for_each_runnable_prefill_kernel(WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3,
-                                     "no e4m3-Q kernel of the bundle runs on this GPU",
-                                     [] {
-                                         check_e4m3_shape_list(fresh_seed() * 1000 + 800, {1, 7, 65, 1000, 4096 + 13},
-                                                               true);
-                                     });
+    const std::vector<std::string> kernels = runnable_prefill_kernels(WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3);
+    REQUIRE_MESSAGE(!kernels.empty(), "no e4m3-Q kernel of the bundle runs on this GPU");
+    for (const std::string& name : kernels) {
+        CAPTURE(name);
+        const KernelRestriction only(name);
+        check_e4m3_shape_list(fresh_seed() * 1000 + 800, {1, 7, 65, 1000, 4096 + 13}, true,
+                              kernel_reads_transposed_v(gpu().ctx, name));
+    }
 }
 
 TEST_CASE("gpu bf16 kernels: launches in flight on two streams at once give each call its own work") {
@@ -352,4 +358,82 @@ TEST_CASE("gpu bf16 kernels: launches in flight on two streams at once give each
             }
         }
     });
+}
+
+namespace {
+
+constexpr const char* kFp8PvKernel = "wgmma_e4m3pv_d512";
+constexpr int32_t kLongQLen = 64;
+// At 128k keys a P V accumulates 4096 FP8 wgmmas into one fp32 accumulator; the tensor cores keep
+// fewer accumulation bits for FP8 than fp32 does, which the mma-tier e4m3 kernel avoids by adding
+// each tile's P V in true fp32 (two-level). Its error comes from the same e4m3 P, so the FP8
+// P V kernel may exceed it by this much before the accumulation shows.
+constexpr double kLongContextErrorRatio = 1.5;
+
+bool runs_here(const std::string& name) {
+    for (const std::string& k : runnable_prefill_kernels(WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3))
+        if (k == name) return true;
+    return false;
+}
+
+// One long-context case with e4m3 Q/K/V (V transposed when `v_transposed`) through `kernel`.
+CaseResult long_context_case(const std::string& kernel, int32_t context, bool v_transposed, uint64_t seed) {
+    const KernelRestriction only(kernel);
+    ProblemSpec spec = problem_spec({kLongQLen}, {context}, 32, 4, 64, seed);
+    spec.e4m3_kv = spec.e4m3_q = true;
+    spec.v_transposed = v_transposed;
+    return run_case(*gpu().device, gpu().ctx, spec, WIDEATTN_DTYPE_BF16, ReferenceKind::kGpuF64);
+}
+
+}  // namespace
+
+TEST_CASE("gpu wgmma_e4m3pv_d512: transposed V, NaN in unused slots, the Gemma-like inputs") {
+    if (!runs_here(kFp8PvKernel)) {
+        MESSAGE("wgmma_e4m3pv_d512 does not run on this GPU");
+        return;
+    }
+    const KernelRestriction only(kFp8PvKernel);
+    uint64_t seed = fresh_seed() * 1000 + 900;
+    // Last pages partly filled (keys 21, 79, 33, 1 and 50 of pages of 32 or 16) with NaN codes in
+    // every slot no sequence uses: the kernel zeroes the keys past kv_end in its last V tile.
+    for (const int32_t block_size : {32, 16, 128}) {
+        ProblemSpec unused = problem_spec({1, 70, 33, 1, 45}, {20, 9, 0, 0, 5}, 32, 4, block_size, ++seed);
+        unused.e4m3_kv = unused.e4m3_q = unused.v_transposed = true;
+        unused.nan_unused_slots = true;
+        check_fast_case(unused, kE4m3RelL2, false);
+    }
+    for (ProblemSpec spec : gemma_specs(++seed)) {
+        spec.e4m3_kv = spec.e4m3_q = spec.v_transposed = true;
+        check_fast_case(spec, kE4m3RelL2, false);
+    }
+}
+
+TEST_CASE("gpu wgmma_e4m3pv_d512: accuracy at 32k and 128k keys against the fp64 kernel and the other e4m3-Q kernels") {
+    if (!runs_here(kFp8PvKernel)) {
+        MESSAGE("wgmma_e4m3pv_d512 does not run on this GPU");
+        return;
+    }
+    constexpr int32_t kContexts[] = {32768 - kLongQLen, 131072 - kLongQLen};
+    for (const int32_t context : kContexts) {
+        CAPTURE(context);
+        const uint64_t seed = fresh_seed();
+        const CaseResult pv = long_context_case(kFp8PvKernel, context, true, seed);
+        REQUIRE_MESSAGE(pv.error.empty(), pv.error);
+        std::printf("  %-18s q %d ctx %-7d %s\n", pv.kernel.c_str(), kLongQLen, context,
+                    accuracy::format_error_stats(pv.stats).c_str());
+        CHECK(pv.kernel == kFp8PvKernel);
+        CHECK(pv.stats.nonfinite == 0);
+        CHECK(pv.stats.rel_l2 <= kE4m3RelL2);
+        CHECK(pv.deterministic);
+        for (const char* other : {"wgmma_e4m3q_d512", "mma_e4m3q_d512"}) {
+            if (!runs_here(other)) continue;
+            const CaseResult r = long_context_case(other, context, false, seed);  // the same inputs
+            REQUIRE_MESSAGE(r.error.empty(), r.error);
+            std::printf("  %-18s q %d ctx %-7d %s\n", r.kernel.c_str(), kLongQLen, context,
+                        accuracy::format_error_stats(r.stats).c_str());
+            if (std::string(other) == "mma_e4m3q_d512")
+                CHECK_MESSAGE(pv.stats.rel_l2 <= kLongContextErrorRatio * r.stats.rel_l2,
+                              "the FP8 P V's accumulation loses precision over long key ranges");
+        }
+    }
 }

@@ -1,6 +1,7 @@
-// test_gpu_fp8.cpp - wideattn_quantize_to_cache (paged K/V and flat Q) and wideattn_compute_scale
-// on the GPU against the CPU reference, bit for bit (tools/harness/quantize_check.h,
-// tools/harness/scale_check.h), and their refusals on a GPU machine.
+// test_gpu_fp8.cpp - wideattn_quantize_to_cache (paged K/V, the transposed V layout, flat Q) and
+// wideattn_compute_scale on the GPU against the CPU reference, bit for bit
+// (tools/harness/quantize_check.h, tools/harness/scale_check.h), and their refusals on a GPU
+// machine.
 #include <doctest/doctest.h>
 
 #include <ctime>
@@ -22,6 +23,17 @@ TEST_CASE("gpu fp8: quantise into the paged cache equals the CPU reference bit f
     CHECK(r.nonfinite_reference == 2);
     CHECK(r.nonfinite_device == r.nonfinite_reference);
     CHECK(r.saturated > 0);
+}
+
+TEST_CASE("gpu fp8: quantise into the transposed V layout equals the CPU reference bit for bit") {
+    const QuantizeCaseResult r =
+        run_quantize_case(*gpu().device, gpu().ctx, static_cast<uint64_t>(std::time(nullptr)), true);
+    REQUIRE_MESSAGE(r.error.empty(), r.error);
+    CHECK(r.kernel == "quantize_e4m3");
+    CHECK(r.cache_bytes > 0);
+    CHECK(r.mismatches == 0);
+    CHECK(r.nonfinite_reference == 2);
+    CHECK(r.nonfinite_device == r.nonfinite_reference);
 }
 
 TEST_CASE("gpu fp8: bad quantise arguments are refused on a GPU machine too") {

@@ -65,6 +65,7 @@ struct PrefillKernel {
     int32_t q_dtype, kv_dtype, o_dtype;
     bool split;
     Tolerance tolerance;
+    bool v_transposed;  // reads V only in the transposed layout
 };
 
 bool has_feature(const wideattn_kernel_info& k, const char* feature) {
@@ -102,7 +103,7 @@ std::vector<PrefillKernel> prefill_kernels() {
     std::vector<PrefillKernel> kernels;
     for (const RunnableKernel& r : runnable_kernels(gpu().ctx, gpu().device->cc_major(), gpu().device->cc_minor())) {
         if (r.kind != kKindPrefill) continue;
-        PrefillKernel k{r.name, r.q_dtype, r.kv_dtype, r.o_dtype, false, {}};
+        PrefillKernel k{r.name, r.q_dtype, r.kv_dtype, r.o_dtype, false, {}, r.v_transposed};
         if (!tolerance_of(r, &k.tolerance)) {
             FAIL_CHECK("no error bound known for " << r.name << " (q_dtype " << r.q_dtype << ", kv_dtype "
                                                    << r.kv_dtype << ", o_dtype " << r.o_dtype << ")");
@@ -131,13 +132,14 @@ struct Inputs {
 
 Inputs& inputs(int shape, const PrefillKernel& k) {
     GpuDevice& dev = *gpu().device;  // the fixture first, so it outlives the cache below
-    static std::map<std::tuple<int, int32_t, int32_t>, std::unique_ptr<Inputs>> cache;
-    std::unique_ptr<Inputs>& slot = cache[{shape, k.q_dtype, k.kv_dtype}];
+    static std::map<std::tuple<int, int32_t, int32_t, bool>, std::unique_ptr<Inputs>> cache;
+    std::unique_ptr<Inputs>& slot = cache[{shape, k.q_dtype, k.kv_dtype, k.v_transposed}];
     if (!slot) {
         auto made = std::make_unique<Inputs>();
         ProblemSpec spec = shape_specs()[shape];
         spec.e4m3_kv = k.kv_dtype == WIDEATTN_DTYPE_E4M3;
         spec.e4m3_q = k.q_dtype == WIDEATTN_DTYPE_E4M3;
+        spec.v_transposed = k.v_transposed;
         std::string err = make_problem(spec, &made->host);
         if (err.empty()) err = expected_outputs(made->host, metadata_of(made->host), &made->valid);
         REQUIRE_MESSAGE(err.empty(), spec.describe() << ": " << err);

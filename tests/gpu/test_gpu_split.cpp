@@ -16,6 +16,7 @@
 
 #include "dispatch/split_plan.h"
 #include "kernels/common/kernel_desc.h"
+#include "kernels/common/v_transposed.h"
 #include "tests/gpu/gpu_fixture.h"
 #include "tools/harness/checks.h"
 
@@ -42,18 +43,21 @@ uint64_t fresh_seed() {
     return ++seed;
 }
 
-// The input dtypes of a kernel family, the error bound its existing tests use, and whether its
-// LSE is held to kFp32LseAbs (e4m3 kernels round the scores: finiteness only, see kE4m3RelL2).
+// The input dtypes of a kernel family, the error bound its existing tests use, whether its
+// LSE is held to kFp32LseAbs (e4m3 kernels round the scores: finiteness only, see kE4m3RelL2),
+// and whether its kernels read V in the transposed layout (WIDEATTN_FLAG_V_TRANSPOSED) only.
 struct Family {
     const char* label;
     int32_t q_dtype, kv_dtype;
     double rel_l2;
     bool check_lse_bound;
+    bool v_transposed = false;
 };
 constexpr Family kFamilies[] = {
     {"bf16", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16, kBf16RelL2, true},
     {"e4m3 K/V", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false},
     {"e4m3 Q+K/V", WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false},
+    {"e4m3 Q+K/V, transposed V", WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false, true},
 };
 
 bool has_feature(const wideattn_kernel_info& k, const char* feature) {
@@ -79,7 +83,7 @@ std::vector<std::string> split_kernels(const Family& family) {
     std::vector<std::string> names;
     for (const RunnableKernel& r : runnable_kernels(gpu().ctx, gpu().device->cc_major(), gpu().device->cc_minor())) {
         if (r.kind != kKindPrefill || r.o_dtype != WIDEATTN_DTYPE_BF16 || r.q_dtype != family.q_dtype ||
-            r.kv_dtype != family.kv_dtype)
+            r.kv_dtype != family.kv_dtype || r.v_transposed != family.v_transposed)
             continue;
         bool split = false;
         for (int32_t i = 0; i < wideattn_kernel_count(gpu().ctx); ++i) {
@@ -305,6 +309,7 @@ std::vector<ProblemSpec> batch_specs(uint64_t seed) {
 ProblemSpec for_family(ProblemSpec spec, const Family& family) {
     spec.e4m3_kv = family.kv_dtype == WIDEATTN_DTYPE_E4M3;
     spec.e4m3_q = family.q_dtype == WIDEATTN_DTYPE_E4M3;
+    spec.v_transposed = family.v_transposed;
     spec.nan_unused_slots = !spec.e4m3_kv;
     return spec;
 }
@@ -488,5 +493,202 @@ TEST_CASE("gpu split-KV: automatic splits without a workspace run unsplit, with 
         INFO(accuracy::format_error_stats(stats));
         CHECK(stats.nonfinite == 0);
         CHECK(stats.rel_l2 <= kBf16RelL2);
+    }
+}
+
+// Non-finite inputs (docs/design.md "Non-finite inputs"): one NaN or +-inf in Q, K or V of one
+// sequence of a two-sequence decode batch. Every split setting must give NaN in exactly the
+// output elements and LSE entries where the unsplit launch of the same kernel has it, the finite
+// elements within the kernel's error of the unsplit result, and the other sequence's rows the bits
+// of a clean run with the same setting.
+namespace {
+
+constexpr uint16_t kBf16NaN = 0x7fc0;
+constexpr uint16_t kBf16PosInf = 0x7f80;
+constexpr uint16_t kBf16NegInf = 0xff80;
+constexpr uint16_t kBf16PlusHalf = 0x3f00;
+constexpr uint16_t kBf16MinusHalf = 0xbf00;
+constexpr uint8_t kE4m3NaN = 0x7f;  // e4m3 (the fn variant) has NaN codes but no infinities
+constexpr int32_t kNonFiniteQLens[] = {1, 5};
+constexpr int32_t kNonFiniteContexts[] = {6000, 3000};
+constexpr int32_t kNonFiniteSplitSettings[] = {2, 7, kAutoSplits};
+constexpr int32_t kCorruptSeq = 0;
+constexpr int32_t kCleanSeq = 1;
+constexpr int32_t kCorruptQHead = 3;   // query head of the NaN in Q (of KV head 0)
+constexpr int32_t kCorruptKvHead = 1;  // KV head of the corrupted key or value
+constexpr int32_t kCorruptKey = 4321;  // a cached key of sequence 0, past the first split's range
+constexpr int32_t kCorruptDim = 77;
+
+enum class Corruption { kQNaN, kKNaN, kKPosInf, kKNegInf, kVNaN };
+struct CorruptionCase {
+    Corruption what;
+    const char* label;
+    bool needs_bf16_kv;  // an infinity has no e4m3 code
+};
+constexpr CorruptionCase kCorruptions[] = {
+    {Corruption::kQNaN, "NaN in Q", false},       {Corruption::kKNaN, "NaN in K", false},
+    {Corruption::kKPosInf, "+inf in K", true},    {Corruption::kKNegInf, "-inf in K", true},
+    {Corruption::kVNaN, "NaN in V", false},
+};
+
+// Element of (key of sequence seq, KV head, dim) in the paged cache ([block][slot][KV head][d]).
+int64_t cache_element(const HostProblem& h, int32_t seq, int32_t key, int32_t kv_head, int32_t dim) {
+    const int32_t block = h.block_table[static_cast<size_t>(seq) * h.table_stride + key / h.spec.block_size];
+    const int64_t slot = int64_t{block} * h.spec.block_size + key % h.spec.block_size;
+    return (slot * h.spec.num_kv_heads + kv_head) * h.spec.head_dim + dim;
+}
+
+// The same element in the transposed V layout of HostProblem::use_transposed_v.
+int64_t transposed_value_element(const HostProblem& h, int32_t seq, int32_t key, int32_t kv_head, int32_t dim) {
+    const int32_t block = h.block_table[static_cast<size_t>(seq) * h.table_stride + key / h.spec.block_size];
+    const int64_t head_stride = int64_t{h.spec.head_dim} * h.spec.block_size;
+    return v_transposed_offset(block, key % h.spec.block_size, kv_head, dim, head_stride * h.spec.num_kv_heads,
+                               head_stride, h.spec.block_size);
+}
+
+// Writes the corruption into the inputs the kernel reads (the e4m3 codes where it reads codes).
+void corrupt(HostProblem* h, Corruption what) {
+    if (what == Corruption::kQNaN) {
+        const int64_t at = int64_t{h->cu_seqlens_q[kCorruptSeq]} * h->q_token_stride() +
+                           int64_t{kCorruptQHead} * h->spec.head_dim + kCorruptDim;
+        if (h->spec.e4m3_q)
+            h->q_e4m3[at] = kE4m3NaN;
+        else
+            h->q[at] = kBf16NaN;
+        return;
+    }
+    const int64_t at = cache_element(*h, kCorruptSeq, kCorruptKey, kCorruptKvHead, kCorruptDim);
+    const bool value = what == Corruption::kVNaN;
+    if (h->spec.e4m3_kv) {
+        const bool transposed = value && h->spec.v_transposed;
+        (value ? h->v_e4m3 : h->k_e4m3)[transposed ? transposed_value_element(*h, kCorruptSeq, kCorruptKey,
+                                                                               kCorruptKvHead, kCorruptDim)
+                                                    : at] = kE4m3NaN;
+        return;
+    }
+    const uint16_t bits = what == Corruption::kKPosInf ? kBf16PosInf : what == Corruption::kKNegInf ? kBf16NegInf : kBf16NaN;
+    (value ? h->v : h->k)[at] = bits;
+    if (what == Corruption::kKPosInf || what == Corruption::kKNegInf) {
+        // Scores +inf (NaN out) for one head and -inf (finite out) for another, whatever the data.
+        const int32_t first_head = kCorruptKvHead * (h->spec.num_q_heads / h->spec.num_kv_heads);
+        for (int32_t t = h->cu_seqlens_q[kCorruptSeq]; t < h->cu_seqlens_q[kCorruptSeq + 1]; ++t) {
+            const int64_t row = int64_t{t} * h->q_token_stride() + kCorruptDim;
+            h->q[row + int64_t{first_head} * h->spec.head_dim] = kBf16PlusHalf;
+            h->q[row + int64_t{first_head + 1} * h->spec.head_dim] = kBf16MinusHalf;
+        }
+    }
+}
+
+// One problem on the device without a reference (the unsplit launch is the yardstick here).
+std::string make_device_problem(const HostProblem& host, SplitProblem* p) {
+    p->host = host;
+    std::string err = p->device.create(*gpu().device, p->host, WIDEATTN_DTYPE_BF16);
+    if (err.empty()) set_hints(p->host, &p->device.params);
+    return err;
+}
+
+// The bytes of sequence seq's output rows in a raw o download (bf16, token stride of the problem).
+std::vector<unsigned char> sequence_rows(const HostProblem& h, const std::vector<unsigned char>& raw, int32_t seq) {
+    const size_t row_bytes = static_cast<size_t>(h.q_token_stride()) * sizeof(uint16_t);
+    return {raw.begin() + h.cu_seqlens_q[seq] * row_bytes, raw.begin() + h.cu_seqlens_q[seq + 1] * row_bytes};
+}
+
+// Sequence seq's LSE entries ([head][token]).
+std::vector<double> sequence_lse(const HostProblem& h, const std::vector<double>& lse, int32_t seq) {
+    std::vector<double> entries;
+    for (int32_t head = 0; head < h.spec.num_q_heads; ++head)
+        for (int32_t t = h.cu_seqlens_q[seq]; t < h.cu_seqlens_q[seq + 1]; ++t)
+            entries.push_back(lse[static_cast<size_t>(head) * h.total_q + t]);
+    return entries;
+}
+
+// The NaN pattern of `split` against `unsplit`; returns how many output elements are NaN.
+int64_t check_nonfinite_agreement(const Family& family, const SplitRun& unsplit, const SplitRun& split) {
+    REQUIRE(split.out.size() == unsplit.out.size());
+    int64_t nan_elements = 0, pattern_mismatches = 0;
+    double diff2 = 0.0, ref2 = 0.0;
+    for (size_t i = 0; i < unsplit.out.size(); ++i) {
+        const double u = unsplit.out[i], s = split.out[i];
+        if (std::isnan(u)) ++nan_elements;
+        if (std::isnan(u) != std::isnan(s) || std::isinf(u) != std::isinf(s)) {
+            ++pattern_mismatches;
+        } else if (std::isfinite(u)) {
+            diff2 += (s - u) * (s - u);
+            ref2 += u * u;
+        }
+    }
+    CHECK_MESSAGE(pattern_mismatches == 0,
+                  pattern_mismatches << " output elements NaN / inf / finite where the unsplit launch is not");
+    const double rel_l2 = ref2 > 0.0 ? std::sqrt(diff2 / ref2) : 0.0;
+    CHECK_MESSAGE(rel_l2 <= family.rel_l2, "finite elements: rel L2 " << rel_l2 << " from the unsplit result");
+    REQUIRE(split.lse.size() == unsplit.lse.size());
+    int64_t lse_mismatches = 0;
+    for (size_t i = 0; i < unsplit.lse.size(); ++i)
+        if (std::isnan(unsplit.lse[i]) != std::isnan(split.lse[i]) ||
+            std::isinf(unsplit.lse[i]) != std::isinf(split.lse[i]))
+            ++lse_mismatches;
+    CHECK_MESSAGE(lse_mismatches == 0, lse_mismatches << " LSE entries NaN / inf / finite where the unsplit launch is not");
+    return nan_elements;
+}
+
+}  // namespace
+
+TEST_CASE("gpu split-KV: a NaN or inf in Q, K or V comes out where the unsplit launch has it, for every split kernel") {
+    uint64_t seed = fresh_seed() * 1000 + 700;
+    for (const Family& family : kFamilies) {
+        CAPTURE(family.label);
+        const std::vector<std::string> kernels = split_kernels(family);
+        if (family.kv_dtype == WIDEATTN_DTYPE_BF16) REQUIRE_MESSAGE(!kernels.empty(), "no bf16 split-KV kernel runs here");
+        for (const int32_t q_len : kNonFiniteQLens) {
+            const ProblemSpec spec = for_family(
+                problem_spec({q_len, q_len}, {kNonFiniteContexts[0], kNonFiniteContexts[1]}, 32, 4, 16, ++seed), family);
+            CAPTURE(spec.describe());
+            HostProblem host;
+            const std::string made = make_problem(spec, &host);
+            REQUIRE_MESSAGE(made.empty(), made);
+            SplitProblem clean;
+            const std::string clean_err = make_device_problem(host, &clean);
+            REQUIRE_MESSAGE(clean_err.empty(), clean_err);
+            for (const CorruptionCase& c : kCorruptions) {
+                if (c.needs_bf16_kv && spec.e4m3_kv) continue;
+                CAPTURE(c.label);
+                HostProblem corrupted_host = host;
+                corrupt(&corrupted_host, c.what);
+                SplitProblem bad;
+                const std::string bad_err = make_device_problem(corrupted_host, &bad);
+                REQUIRE_MESSAGE(bad_err.empty(), bad_err);
+                for (const std::string& name : kernels) {
+                    CAPTURE(name);
+                    const KernelRestriction only(name);
+                    DeviceBuffer workspace;
+                    const SplitRun unsplit = run_split(&bad, 1, &workspace);
+                    REQUIRE_MESSAGE(unsplit.error.empty(), unsplit.error);
+                    REQUIRE(unsplit.plan.num_splits == 1);
+                    int64_t nan_elements = 0;
+                    for (const int32_t splits : kNonFiniteSplitSettings) {
+                        CAPTURE(splits);
+                        const SplitRun split = run_split(&bad, splits, &workspace);
+                        REQUIRE_MESSAGE(split.error.empty(), split.error);
+                        REQUIRE(split.plan.num_splits > 1);
+                        nan_elements = check_nonfinite_agreement(family, unsplit, split);
+                        const SplitRun reference = run_split(&clean, splits, &workspace);
+                        REQUIRE_MESSAGE(reference.error.empty(), reference.error);
+                        REQUIRE(reference.plan.num_splits == split.plan.num_splits);
+                        CHECK_MESSAGE(sequence_rows(host, split.o_raw, kCleanSeq) ==
+                                          sequence_rows(host, reference.o_raw, kCleanSeq),
+                                      "the other sequence's rows differ from a clean run");
+                        const std::vector<double> lse = sequence_lse(host, split.lse, kCleanSeq);
+                        const std::vector<double> clean_lse = sequence_lse(host, reference.lse, kCleanSeq);
+                        CHECK_MESSAGE(std::equal(lse.begin(), lse.end(), clean_lse.begin(), clean_lse.end()),
+                                      "the other sequence's LSE differs from a clean run");
+                    }
+                    // A corruption that never reaches the output would prove nothing.
+                    CHECK_MESSAGE(nan_elements > 0, "the unsplit launch has no NaN: the corruption missed");
+                    std::printf("  %-18s q_len %d %-10s %6lld NaN output elements, split %d/%d/auto agree\n",
+                                name.c_str(), q_len, c.label, static_cast<long long>(nan_elements),
+                                kNonFiniteSplitSettings[0], kNonFiniteSplitSettings[1]);
+                }
+            }
+        }
     }
 }

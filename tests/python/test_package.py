@@ -220,7 +220,7 @@ def test_split_fields_are_validated():
                          ({"max_seqlen_q": -1}, "max_seqlen_q=-1"),
                          ({"max_seqlen_k": -2}, "max_seqlen_k=-2"),
                          ({"workspace": FAKE_WORKSPACE + 8, "workspace_bytes": 1 << 20}, "workspace"),
-                         ({"flags": 2}, "flags=2 has unknown bits 0x2")):
+                         ({"flags": 4}, "flags=4 has unknown bits 0x4")):
         for call in (lambda p: context.is_supported(p, (9, 0)), lambda p: context.plan_launch(p, (9, 0), PLAN_SMS),
                      lambda p: context.launch_prefill(p, None)):
             harness.expect_raises(wideattn.InvalidArgumentError, [text], call, decode_params(**fields))

@@ -23,6 +23,7 @@
 #include "tools/harness/device_problem.h"
 #include "tools/harness/problem.h"
 #include "tools/cli/subcommands.h"
+#include "tools/harness/checks.h"
 
 namespace wideattn::cli {
 namespace {
@@ -106,7 +107,8 @@ std::string bench_variants(wideattn_context* ctx, const std::string& kernel_flag
     if (kernels_flag.empty()) {
         if (!kernel_flag.empty() && wideattn_set_prefill_kernel(ctx, kernel_flag.c_str()) != WIDEATTN_OK)
             return std::string("--kernel: ") + wideattn_last_error();
-        variants->push_back(BenchVariant{kernel_flag, e4m3_kv, e4m3_q});
+        variants->push_back(BenchVariant{kernel_flag, e4m3_kv, e4m3_q,
+                                         !kernel_flag.empty() && kernel_reads_transposed_v(ctx, kernel_flag)});
         return {};
     }
     std::stringstream list(kernels_flag);
@@ -120,7 +122,8 @@ std::string bench_variants(wideattn_context* ctx, const std::string& kernel_flag
             if (name != info.name) continue;
             if (info.o_dtype != WIDEATTN_DTYPE_BF16) return "--kernels: " + name + " does not write bf16 output";
             variants->push_back(BenchVariant{name, info.kv_dtype == WIDEATTN_DTYPE_E4M3,
-                                             info.q_dtype == WIDEATTN_DTYPE_E4M3});
+                                             info.q_dtype == WIDEATTN_DTYPE_E4M3,
+                                             kernel_reads_transposed_v(ctx, name)});
             break;
         }
     }

@@ -210,6 +210,7 @@ wideattn_prefill_params case_params(const HostProblem& h, const CaseBuffers& b, 
         p.kv_dtype = WIDEATTN_DTYPE_E4M3;
         p.k_scale = static_cast<const float*>(b.k_scale.get());
         p.v_scale = static_cast<const float*>(b.v_scale.get());
+        if (variant.v_transposed) h.use_transposed_v(&p);  // the pool's codes serve any layout
     }
     if (variant.e4m3_q) {
         p.q_dtype = WIDEATTN_DTYPE_E4M3;

@@ -106,6 +106,7 @@ struct BenchVariant {
     std::string kernel;
     bool e4m3_kv = false;
     bool e4m3_q = false;
+    bool v_transposed = false;  // V in the transposed layout (a kernel with the "v_transposed" feature)
 };
 
 // The random inputs every case tiles from: bf16 values, and for e4m3 inputs the same values as

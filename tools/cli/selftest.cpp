@@ -160,6 +160,7 @@ void check_prefill_kernel(const GpuDevice& gpu, wideattn_context* ctx, const Sel
     for (NamedSpec& c : cases) {
         c.spec.e4m3_kv = is_e4m3;
         c.spec.e4m3_q = is_e4m3_q;
+        c.spec.v_transposed = combo.v_transposed;
         if (is_e4m3_q && c.spec.q_token_pad % kE4m3QPadMultiple != 0) c.spec.q_token_pad = kE4m3QPadMultiple;
     }
     if (o.quick) cases.resize(std::min(cases.size(), o.quick_cases));
@@ -189,12 +190,15 @@ void check_prefill_kernel(const GpuDevice& gpu, wideattn_context* ctx, const Sel
     }
 }
 
-// The e4m3 quantise-into-cache kernel: bit-exact against the CPU reference.
-void check_quantize(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o, Tally* tally) {
-    const QuantizeCaseResult q = run_quantize_case(gpu, ctx, static_cast<uint64_t>(o.seed));
+// The e4m3 quantise-into-cache kernel: bit-exact against the CPU reference, in the engine layout
+// or (v_transposed) the transposed V layout.
+void check_quantize(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o, bool v_transposed,
+                    Tally* tally) {
+    const QuantizeCaseResult q = run_quantize_case(gpu, ctx, static_cast<uint64_t>(o.seed), v_transposed);
     const bool ok = q.error.empty() && q.mismatches == 0 && q.nonfinite_device == q.nonfinite_reference;
-    std::printf("%s %-14s %-20s bf16 -> e4m3 paged cache, NaN/inf and saturating inputs\n", ok ? "PASS" : "FAIL",
-                q.kernel.empty() ? "quantize_e4m3" : q.kernel.c_str(), "quantize to cache");
+    std::printf("%s %-14s %-20s bf16 -> e4m3 paged cache%s, NaN/inf and saturating inputs\n", ok ? "PASS" : "FAIL",
+                q.kernel.empty() ? "quantize_e4m3" : q.kernel.c_str(), "quantize to cache",
+                v_transposed ? " (transposed V layout)" : "");
     if (q.error.empty())
         std::printf("     %lld of %lld cache bytes differ from the CPU reference; nonfinite %d (reference %lld)\n",
                     static_cast<long long>(q.mismatches), static_cast<long long>(q.cache_bytes), q.nonfinite_device,
@@ -242,7 +246,10 @@ void run_checks(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptio
         check_prefill_kernel(gpu, ctx, o, combo, tally);
     }
     wideattn_set_prefill_kernel(ctx, nullptr);
-    if (has_quantize) check_quantize(gpu, ctx, o, tally);
+    if (has_quantize) {
+        check_quantize(gpu, ctx, o, false, tally);
+        check_quantize(gpu, ctx, o, true, tally);
+    }
     if (has_amax && has_quantize) check_scale(gpu, ctx, o, tally);
 }
 

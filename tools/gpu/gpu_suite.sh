@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_suite.sh - everything the H200 run needs (build here, carry build/), in one or two calls:
 #   GPU test suite, selftest, compute-sanitizer (memcheck, racecheck, synccheck on small cases;
-#   memcheck and racecheck on small split-KV decode cases; memcheck on corrupted device metadata),
+#   memcheck, racecheck and synccheck on small split-KV decode cases; memcheck and synccheck on
+#   corrupted device metadata),
 #   `wideattn bench` (the dispatcher's kernels, and every tier side by side in one process where
 #   the Hopper tier is the default; the decode suite), the peer harness (PyTorch SDPA, Triton;
 #   the Triton split-KV decode peer) and the end-to-end
@@ -49,7 +50,7 @@ while (($#)); do
     shift
 done
 commit=${WIDEATTN_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
-declare -a summary
+declare -a summary failed_steps
 step() {  # step NAME LOGFILE COMMAND...
     local name=$1 log=$2; shift 2
     local start=$(date +%s)
@@ -58,6 +59,7 @@ step() {  # step NAME LOGFILE COMMAND...
     local rc=$?
     tail -n 25 "$out/$log"
     summary+=("$(printf '%-12s rc=%-3s %4ss  %s' "$name" "$rc" "$(( $(date +%s) - start ))" "$log")")
+    ((rc == 0)) || failed_steps+=("$name")
     return $rc
 }
 
@@ -85,12 +87,18 @@ if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
         "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
     step racecheck-split racecheck_split.txt compute-sanitizer --tool racecheck --error-exitcode 9 \
         "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
+    # synccheck: every warp of a warpgroup must execute the same wgmma instructions (the Hopper
+    # kernels' split entries and the merge).
+    step synccheck-split synccheck_split.txt compute-sanitizer --tool synccheck --error-exitcode 9 \
+        "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
     # Corrupted cu_seqlens_q, block_table and seq_lens_k (one of each class, one shape) on every
     # prefill kernel unsplit and with 7 forced splits and the merge: the GPU suite's small metadata
     # case (tests/gpu/test_gpu_metadata.cpp). Estimated at about a minute under memcheck, not
     # yet measured: 3 corruptions x 8 kernels, 45 corrupted and 45 valid launches of 55 rows.
     metadata_case=(--test-case="gpu metadata sanitizer*")
     step memcheck-meta memcheck_metadata.txt compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$build/tests/wideattn_gpu_tests" "${metadata_case[@]}"
+    step synccheck-meta synccheck_metadata.txt compute-sanitizer --tool synccheck --error-exitcode 9 \
         "$build/tests/wideattn_gpu_tests" "${metadata_case[@]}"
 fi
 # bundle_has_prefill FIELD VALUE: the bundle has a prefill kernel whose manifest FIELD is VALUE.
@@ -220,3 +228,8 @@ wait "$clock_log" 2>/dev/null
 (cd "$out" && tar -czf suite.tar.gz $(ls *.txt *.json *.csv *.md 2>/dev/null) && rm -f ./*.txt ./*.json ./*.csv ./*.md)
 echo "== summary (commit $commit)"
 printf '%s\n' "${summary[@]}"
+# Any failed step (a test, a sanitizer error, a bench that did not finish) fails the suite.
+if ((${#failed_steps[@]})); then
+    echo "gpu_suite: ${#failed_steps[@]} step(s) failed: ${failed_steps[*]}" >&2
+    exit 1
+fi

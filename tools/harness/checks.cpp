@@ -10,6 +10,7 @@
 #include "accuracy/reference_cpu.h"
 #include "dispatch/manifest.h"
 #include "dispatch/selection.h"
+#include "kernels/common/v_transposed.h"
 
 namespace wideattn {
 namespace {
@@ -35,6 +36,12 @@ std::string reference_on_gpu(const GpuDevice& gpu, wideattn_context* ctx, const 
     return err.empty() ? err : "fp64 GPU reference: " + err;
 }
 
+// Whether a kernel's comma-separated feature list names `feature`.
+bool lists_feature(const char* features, const char* feature) {
+    const std::string list = std::string(",") + (features ? features : "") + ",";
+    return list.find(std::string(",") + feature + ",") != std::string::npos;
+}
+
 // Mean |bf16(x) - x| over the finite reference values.
 double rounding_floor(const std::vector<double>& reference) {
     double sum = 0.0;
@@ -54,6 +61,15 @@ double floor_ratio(const CaseResult& r) {
     return r.stats.mean_abs == 0.0 ? 1.0 : INFINITY;
 }
 
+bool kernel_reads_transposed_v(const wideattn_context* ctx, const std::string& name) {
+    for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
+        wideattn_kernel_info k{};
+        wideattn_get_kernel_info(ctx, i, &k);
+        if (name == k.name) return lists_feature(k.features, kFeatureVTransposed);
+    }
+    return false;
+}
+
 std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc_major, int cc_minor) {
     std::vector<RunnableKernel> kernels;
     for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
@@ -65,7 +81,9 @@ std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc
             continue;
         const bool listed = std::any_of(kernels.begin(), kernels.end(),
                                         [&](const RunnableKernel& r) { return r.name == k.name; });
-        if (!listed) kernels.push_back(RunnableKernel{k.name, k.kind, k.q_dtype, k.kv_dtype, k.o_dtype});
+        if (!listed)
+            kernels.push_back(RunnableKernel{k.name, k.kind, k.q_dtype, k.kv_dtype, k.o_dtype,
+                                             kernel_reads_transposed_v(ctx, k.name)});
     }
     return kernels;
 }

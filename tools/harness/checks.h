@@ -57,7 +57,12 @@ struct RunnableKernel {
     std::string name;
     std::string kind;  // manifest kind: prefill, quantize_e4m3, amax_e4m3
     int32_t q_dtype, kv_dtype, o_dtype;
+    bool v_transposed = false;  // reads V only in the transposed layout (feature "v_transposed")
 };
+
+// Whether the bundle's kernel `name` reads V only in the transposed layout of
+// WIDEATTN_FLAG_V_TRANSPOSED (its problems need ProblemSpec::v_transposed).
+bool kernel_reads_transposed_v(const wideattn_context* ctx, const std::string& name);
 
 // The bundle's kernels that have a cubin running on a cc_major.cc_minor device, one entry per
 // name, in manifest order (selftest and the GPU suite run every one of them by name).

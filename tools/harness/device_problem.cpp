@@ -114,6 +114,7 @@ std::string DeviceProblem::create(const GpuDevice& gpu, const HostProblem& h, in
         params.kv_dtype = WIDEATTN_DTYPE_E4M3;
         params.k_scale = static_cast<const float*>(k_scale.get());
         params.v_scale = static_cast<const float*>(v_scale.get());
+        if (h.spec.v_transposed) h.use_transposed_v(&params);
     }
     if (e4m3_q) {
         params.q_dtype = WIDEATTN_DTYPE_E4M3;

@@ -69,7 +69,8 @@ struct DeviceProblem {
 
     // Uploads the inputs and allocates o (o_dtype) and lse (f32, or f64 for F64 output). With
     // host.spec.e4m3_kv and a non-F64 output, K/V are the e4m3 codes (kv_dtype E4M3 with
-    // device k_scale / v_scale), with host.spec.e4m3_q so is Q (q_dtype E4M3, q_scale); the
+    // device k_scale / v_scale; V in the transposed layout with host.spec.v_transposed), with
+    // host.spec.e4m3_q so is Q (q_dtype E4M3, q_scale); the
     // F64 reference always reads the dequantised bf16 Q, K and V.
     std::string create(const GpuDevice& gpu, const HostProblem& host, int32_t o_dtype);
     // Fills o and lse with kPoisonByte (NaN), so output a launch does not write stays NaN.

@@ -9,6 +9,7 @@
 
 #include "accuracy/bf16.h"
 #include "fp8/codec/e4m3.h"
+#include "kernels/common/v_transposed.h"
 
 namespace wideattn {
 namespace {
@@ -121,6 +122,21 @@ void poison_unused_slots(const std::vector<int32_t>& seq_lens_k, const std::vect
         }
 }
 
+// p->v_e4m3 (engine layout [block][slot][kv_head][d]) rearranged into the dense transposed V
+// layout [block][kv_head][d][v_slot_position(slot)] of use_transposed_v.
+void transpose_values(HostProblem* p) {
+    const int32_t bs = p->spec.block_size, heads = p->spec.num_kv_heads, d = p->spec.head_dim;
+    const int64_t head_stride = int64_t{d} * bs, block_stride = head_stride * heads;
+    std::vector<uint8_t> transposed(p->v_e4m3.size());
+    for (int64_t block = 0; block < p->num_blocks; ++block)
+        for (int32_t slot = 0; slot < bs; ++slot)
+            for (int32_t h = 0; h < heads; ++h)
+                for (int32_t i = 0; i < d; ++i)
+                    transposed[v_transposed_offset(block, slot, h, i, block_stride, head_stride, bs)] =
+                        p->v_e4m3[((block * bs + slot) * heads + h) * d + i];
+    p->v_e4m3 = std::move(transposed);
+}
+
 }  // namespace
 
 std::vector<uint16_t> random_bf16(size_t count, float scale, uint64_t seed) {
@@ -155,7 +171,8 @@ std::string ProblemSpec::describe() const {
     std::ostringstream s;
     s << "seqs=" << q_lens.size() << " q=" << join(q_lens) << " ctx=" << join(contexts) << " H=" << num_q_heads
       << "/" << num_kv_heads << " D=" << head_dim << " bs=" << block_size << (shuffle_blocks ? " shuffled" : "")
-      << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "") << (e4m3_kv ? " kv=e4m3" : "") << (e4m3_q ? " q=e4m3" : "") << (nan_unused_slots ? " nan_unused" : "")
+      << (k_outlier != 0.0f ? " k_outlier" : "") << (q_token_pad ? " padded" : "") << (e4m3_kv ? " kv=e4m3" : "")
+      << (v_transposed ? " v=transposed" : "") << (e4m3_q ? " q=e4m3" : "") << (nan_unused_slots ? " nan_unused" : "")
       << (gemma.enabled() ? " " + gemma.describe() : std::string());
     return s.str();
 }
@@ -164,10 +181,17 @@ int64_t HostProblem::kv_elements() const {
     return int64_t{num_blocks} * spec.block_size * spec.num_kv_heads * spec.head_dim;
 }
 
+void HostProblem::use_transposed_v(wideattn_prefill_params* p) const {
+    p->flags |= WIDEATTN_FLAG_V_TRANSPOSED;
+    p->v_slot_stride = 1;
+    p->v_head_stride = int64_t{spec.head_dim} * spec.block_size;
+    p->v_block_stride = p->v_head_stride * spec.num_kv_heads;
+}
+
 std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
     if (spec.q_lens.empty() || spec.q_lens.size() != spec.contexts.size())
         return "make_problem: q_lens and contexts must be non-empty and of equal length";
-    if (spec.nan_unused_slots && spec.e4m3_kv) return "make_problem: nan_unused_slots needs bf16 K/V (not e4m3_kv)";
+    if (spec.v_transposed && !spec.e4m3_kv) return "make_problem: v_transposed needs e4m3_kv (an e4m3 V layout)";
     if (spec.e4m3_q && spec.q_token_pad % kE4m3QPadMultiple != 0)
         return "make_problem: q_token_pad=" + std::to_string(spec.q_token_pad) + " must be a multiple of " +
                std::to_string(kE4m3QPadMultiple) + " with e4m3 Q (16-byte rows)";
@@ -224,6 +248,7 @@ std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
     if (spec.e4m3_kv) {
         quantize_e4m3_exactly(p.k, &p.k_e4m3, &p.k_scale);
         quantize_e4m3_exactly(p.v, &p.v_e4m3, &p.v_scale);
+        if (spec.v_transposed) transpose_values(&p);
     }
     if (spec.e4m3_q) quantize_e4m3_exactly(p.q, &p.q_e4m3, &p.q_scale);
     *out = std::move(p);

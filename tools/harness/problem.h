@@ -49,9 +49,12 @@ struct ProblemSpec {
                                     // hold the exactly dequantised values for the references)
     bool e4m3_q = false;            // also quantise Q to e4m3 (q_e4m3, q_scale; q then holds the
                                     // dequantised values); q_token_pad must be a multiple of 16
+    bool v_transposed = false;      // the e4m3 V codes (v_e4m3) in the transposed layout of
+                                    // WIDEATTN_FLAG_V_TRANSPOSED (kernels/common/v_transposed.h),
+                                    // for the kernels that read it; needs e4m3_kv
     bool nan_unused_slots = false;  // every K/V slot no sequence uses (past a sequence's keys in
                                     // its last page, spare blocks) holds NaN: a kernel must never
-                                    // let them reach O (bf16 K/V only)
+                                    // let them reach O (with e4m3_kv their codes are NaN)
     uint64_t seed = 1;
 
     std::string describe() const;   // one line, e.g. "seqs=5 q=[1,7,...] ctx=[...] H=32/4 bs=16"
@@ -67,7 +70,8 @@ struct HostProblem {
     int32_t num_blocks = 0;
     int32_t table_stride = 0;        // block table columns
     std::vector<uint16_t> q, k, v;   // bf16 bits
-    std::vector<uint8_t> k_e4m3, v_e4m3;  // e4m3 codes when spec.e4m3_kv (value = code * scale)
+    std::vector<uint8_t> k_e4m3, v_e4m3;  // e4m3 codes when spec.e4m3_kv (value = code * scale); V
+                                          // transposed when spec.v_transposed
     std::vector<uint8_t> q_e4m3;          // e4m3 codes when spec.e4m3_q
     float k_scale = 1.0f, v_scale = 1.0f, q_scale = 1.0f;
     std::vector<int32_t> cu_seqlens_q, seq_lens_k, block_table;
@@ -78,6 +82,9 @@ struct HostProblem {
                                    const int32_t* table_ptr, int32_t o_dtype) const;
     int64_t q_token_stride() const { return int64_t{spec.num_q_heads} * spec.head_dim + spec.q_token_pad; }
     int64_t kv_elements() const;  // elements of k_cache (and of v_cache)
+    // The v_cache strides and flag of the transposed V layout (dense pages [kv_head][d][slot]) in
+    // *p, in place of the engine layout's.
+    void use_transposed_v(wideattn_prefill_params* p) const;
     int64_t out_elements() const { return int64_t{total_q} * q_token_stride(); }
     int64_t lse_elements() const { return int64_t{spec.num_q_heads} * total_q; }
     // Causal FLOPs of docs/design.md section 7: 4 D Hq (q_len*context + q_len*(q_len+1)/2).

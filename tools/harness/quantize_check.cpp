@@ -45,13 +45,18 @@ std::vector<int64_t> shuffled_slots(std::mt19937_64& rng) {
     return slots;
 }
 
-fp8::CacheLayout cache_layout() {
+constexpr int64_t kSrcTokenStride = int64_t{kHeads} * kHeadDim;
+
+// The engine layout [block][slot][head][d], or the transposed V layout [block][head][d][slot
+// position] (WIDEATTN_FLAG_V_TRANSPOSED); both dense, the same bytes in all.
+fp8::CacheLayout cache_layout(bool v_transposed) {
     fp8::CacheLayout layout;
     layout.num_blocks = kNumBlocks;
     layout.block_size = kBlockSize;
-    layout.head_stride = kHeadDim;
-    layout.slot_stride = int64_t{kHeads} * kHeadDim;
-    layout.block_stride = kBlockSize * layout.slot_stride;
+    layout.v_transposed = v_transposed;
+    layout.head_stride = v_transposed ? int64_t{kHeadDim} * kBlockSize : kHeadDim;
+    layout.slot_stride = v_transposed ? 1 : kSrcTokenStride;
+    layout.block_stride = v_transposed ? kHeads * layout.head_stride : kBlockSize * layout.slot_stride;
     return layout;
 }
 
@@ -78,7 +83,7 @@ std::string upload_case(const GpuDevice& gpu, const std::vector<uint16_t>& src, 
 wideattn_quantize_params quantize_params(const fp8::CacheLayout& layout, const QuantizeBuffers& d) {
     wideattn_quantize_params p{};
     p.src = d.src.get();
-    p.src_token_stride = layout.slot_stride;
+    p.src_token_stride = kSrcTokenStride;
     p.src_head_stride = kHeadDim;
     p.cache = d.cache.get();
     p.cache_block_stride = layout.block_stride;
@@ -93,6 +98,7 @@ wideattn_quantize_params quantize_params(const fp8::CacheLayout& layout, const Q
     p.block_size = kBlockSize;
     p.num_blocks = kNumBlocks;
     p.src_dtype = WIDEATTN_DTYPE_BF16;
+    p.flags = layout.v_transposed ? WIDEATTN_FLAG_V_TRANSPOSED : 0;
     return p;
 }
 
@@ -109,7 +115,7 @@ std::string quantize_kernel_name(wideattn_context* ctx) {
 
 }  // namespace
 
-QuantizeCaseResult run_quantize_case(const GpuDevice& gpu, wideattn_context* ctx, uint64_t seed) {
+QuantizeCaseResult run_quantize_case(const GpuDevice& gpu, wideattn_context* ctx, uint64_t seed, bool v_transposed) {
     QuantizeCaseResult result;
     std::mt19937_64 rng(seed);
     const std::vector<uint16_t> src = random_source(rng);
@@ -118,10 +124,10 @@ QuantizeCaseResult run_quantize_case(const GpuDevice& gpu, wideattn_context* ctx
     const float amax = fp8::bf16_amax(src.data(), static_cast<int64_t>(src.size()), &nonfinite, &first_nonfinite);
     const float scale = fp8::e4m3_scale_for_amax(amax * kAmaxFraction);
 
-    const fp8::CacheLayout layout = cache_layout();
+    const fp8::CacheLayout layout = cache_layout(v_transposed);
     std::vector<uint8_t> want(static_cast<size_t>(kNumBlocks * layout.block_stride), kCachePoison);
     fp8::QuantizeReport report;
-    result.error = fp8::quantize_to_cache_reference(src.data(), kTokens, kHeads, kHeadDim, layout.slot_stride,
+    result.error = fp8::quantize_to_cache_reference(src.data(), kTokens, kHeads, kHeadDim, kSrcTokenStride,
                                                     kHeadDim, slots.data(), scale, layout, want.data(), &report);
     if (!result.error.empty()) return result;
     result.nonfinite_reference = report.nonfinite;

@@ -1,6 +1,7 @@
 // quantize_check.h - runs wideattn_quantize_to_cache on a random paged problem (shuffled slot
 // mapping, padding tokens, NaN/inf inputs, values that saturate; cache poisoned first) and
-// compares the cache bytes with the CPU reference (fp8/codec/quantize_reference.h) bit for bit.
+// compares the cache bytes (engine layout, or the transposed V layout) with the CPU reference
+// (fp8/codec/quantize_reference.h) bit for bit.
 // Shared by `wideattn selftest` and the GPU test suite.
 #pragma once
 
@@ -22,6 +23,8 @@ struct QuantizeCaseResult {
     int64_t saturated = 0;        // inputs beyond +-448 after scaling (reference's count)
 };
 
-QuantizeCaseResult run_quantize_case(const GpuDevice& gpu, wideattn_context* ctx, uint64_t seed);
+// v_transposed: the cache in the transposed V layout (WIDEATTN_FLAG_V_TRANSPOSED).
+QuantizeCaseResult run_quantize_case(const GpuDevice& gpu, wideattn_context* ctx, uint64_t seed,
+                                     bool v_transposed = false);
 
 }  // namespace wideattn

@@ -17,7 +17,9 @@
 
 namespace wideattn::hopper::bf16 {
 
-// The K or V tiles of one warpgroup, copied by TMA (tensor map: kernels/common/kv_tensor_map.h).
+// The K or V tiles of one warpgroup, copied by TMA (tensor map: kernels/common/kv_tensor_map.h);
+// also the e4m3 K stream of wgmma_e4m3pv_d512 (fp8/hopper_e4m3pv_d512/loads.cuh: a box is 128
+// bytes of 16 slots whatever the element size).
 // A tile is kSubTiles x kSlabsPerGroup boxes (16 keys x one 64-dim slab of the warpgroup's half,
 // landing in the operand layout with the 128-byte swizzle TMA applies); lane 0 of each of the
 // warpgroup's kIssuers warps issues kBoxesPerIssuer of them and announces their bytes on the

@@ -1,7 +1,7 @@
 // mainloop.cuh - the key loop of the Hopper-tier BF16 kernel for one warpgroup: per 32-key step,
 // S = Q K^T over the warpgroup's 256 dims (16 wgmma m64n32k16 from shared memory), the
-// partial-score exchange with the other warpgroup, the online softmax (exp2, lazy rescale, as
-// the mma tier) and O += P V (2 wgmma m64n256k16, P from registers).
+// partial-score exchange with the other warpgroup, the online softmax (exp2, O rescaled at every
+// growth of a row maximum, as the mma tier) and O += P V (2 wgmma m64n256k16, P from registers).
 //
 // Software pipeline: step j enters with P_j and Q K_j+1^T in flight. It waits for Q K_j+1^T,
 // issues P_j V_j (after a barrier of its own warpgroup), and while P V runs it posts its partial
@@ -10,8 +10,10 @@
 // softmax of S_j+1 into the other P register set and issues Q K_j+2^T right behind P_j V_j, so
 // the tensor cores do not idle through the next exchange. O is rescaled only after P_j V_j
 // completes (no non-wgmma instruction redefines wgmma registers in flight: ptxas would serialize
-// the wgmmas, and the build refuses that); Q K_j+2^T is waited for at the start of step j+1,
-// before its P V issue, for the same reason. Steps run in pairs (the two P sets) and the last
+// the wgmmas, and the build refuses that), with Q K_j+2^T still in flight: the rescale decision is
+// per warp, so a wgmma wait inside it would have the warps of one warpgroup execute
+// wgmma.wait_group at different instructions, which PTX does not allow (compute-sanitizer
+// synccheck flags it). Q K_j+2^T is waited for at the start of step j+1, before its P V issue. Steps run in pairs (the two P sets) and the last
 // ones are peeled so every wait has a fixed count.
 //
 // Ring (4 slots; chunk 2j = K_j, chunk 2j+1 = V_j, chunk c in slot c % 4), filled by TMA: per
@@ -206,11 +208,7 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
         }
         ptx::pin_all(o);
         ptx::pin_all(prob);
-        if (rescale) {
-            ptx::wgmma_wait<0>();
-            ptx::pin_all(o);
-            rescale_output(o, alpha);
-        }
+        if (rescale) rescale_output(o, alpha);
     } else {
         ptx::wgmma_wait<0>();
         ptx::pin_all(o);

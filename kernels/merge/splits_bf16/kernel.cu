@@ -1,8 +1,9 @@
 // kernel.cu - the split-KV merge kernel (traits: traits.h; workspace layout:
 // kernels/common/kernel_desc.h). For row (token, head) with split results (O_s, LSE_s),
 // s = 0 .. num_splits-1: m = max LSE_s, w_s = exp(LSE_s - m), o = sum w_s O_s / sum w_s,
-// lse = m + log sum w_s; a row whose splits all saw no key (m = -inf) gets zeros and -inf. The
-// splits are summed in index order by every lane and the weight sum reduced in a fixed butterfly,
+// lse = m + log sum w_s; a row whose splits all saw no key (m = -inf) gets zeros and -inf, a row
+// with any NaN split LSE (that split met a NaN or +inf score) gets NaN in o and lse, as the
+// unsplit kernels give it (docs/design.md "Non-finite inputs"). The splits are summed in index order by every lane and the weight sum reduced in a fixed butterfly,
 // so the result depends on the inputs alone.
 #include <cuda_bf16.h>
 
@@ -45,8 +46,13 @@ wideattn_merge_splits_bf16(const __grid_constant__ wideattn_prefill_params p) {
     const float* o_parts = static_cast<const float*>(p.workspace);
 
     float m = -INFINITY;
-    for (int32_t s = lane; s < splits; s += Traits::kWarpSize) m = fmaxf(m, lse_parts[s * rows + row]);
-    m = warp_max(m);
+    bool nan_split = false;
+    for (int32_t s = lane; s < splits; s += Traits::kWarpSize) {
+        const float lse = lse_parts[s * rows + row];
+        m = fmaxf(m, lse);  // fmaxf drops a NaN: nan_split keeps it
+        nan_split = nan_split || isnan(lse);
+    }
+    m = __any_sync(kFullMask, nan_split) ? NAN : warp_max(m);
     float weights = 0.0f;
     if (m != -INFINITY)
         for (int32_t s = lane; s < splits; s += Traits::kWarpSize) weights += expf(lse_parts[s * rows + row] - m);
@@ -70,7 +76,8 @@ wideattn_merge_splits_bf16(const __grid_constant__ wideattn_prefill_params p) {
             }
         }
     }
-    const float inv = weights > 0.0f ? 1.0f / weights : 0.0f;
+    // m NaN: every w_s and the sum are NaN, and so is each O element (the NaN split is summed).
+    const float inv = weights == 0.0f ? 0.0f : 1.0f / weights;
     const int64_t token = row / p.num_q_heads;
     const int32_t head = static_cast<int32_t>(row % p.num_q_heads);
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.o) + token * p.o_token_stride + head * p.o_head_stride;
@@ -83,5 +90,5 @@ wideattn_merge_splits_bf16(const __grid_constant__ wideattn_prefill_params p) {
         *reinterpret_cast<uint2*>(out + (v * Traits::kWarpSize + lane) * Traits::kVecFloats) = packed;
     }
     if (p.lse != nullptr && lane == 0)
-        static_cast<float*>(p.lse)[head * p.lse_head_stride + token] = weights > 0.0f ? m + logf(weights) : -INFINITY;
+        static_cast<float*>(p.lse)[head * p.lse_head_stride + token] = weights == 0.0f ? -INFINITY : m + logf(weights);
 }
