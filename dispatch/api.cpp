@@ -1,5 +1,6 @@
 // api.cpp - the C API of wideattn.h: context, bundle manifest, lazy per-context module
-// cache, and the launch path (validate -> driver -> select -> load -> cuLaunchKernel).
+// cache, and the launch path (validate -> driver -> select -> load -> launch); prefill and plans:
+// plan.cpp.
 #include <cuda.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 
 #include "dispatch/bundle_files.h"
 #include "dispatch/c_boundary.h"
+#include "dispatch/context.h"
 #include "dispatch/driver.h"
 #include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest.h"
@@ -44,27 +46,10 @@ constexpr int kStaticSmemLimit = 48 * 1024;  // above this a kernel must opt in 
 using wideattn::fail;
 using wideattn::guarded;
 
-struct LoadedKernel {
-    CUmodule module = nullptr;
-    CUfunction function = nullptr;
-    CUfunction split_function = nullptr;  // the split-KV entry of "split_kv" kernels
-};
-
 }  // namespace
 
-struct wideattn_context {
-    std::string bundle_dir;
-    wideattn::Manifest manifest;
-    std::vector<wideattn_kernel_info> infos;  // string fields point into manifest
-    mutable std::mutex mutex;                  // guards `loaded`, `prefill_only` and `device_names`
-    std::map<std::pair<CUcontext, int32_t>, LoadedKernel> loaded;
-    std::string prefill_only;                  // wideattn_set_prefill_kernel; empty: automatic
-    mutable std::map<CUdevice, std::string> device_names;  // cuDeviceGetName, asked once per device
-    wideattn::ContextTuning tuning;            // the tuning file (dispatch/tuning.h)
-    bool check_metadata = false;               // WIDEATTN_CHECK_METADATA=1 at open: every prefill checked
-};
-
-namespace {
+// The launch-path steps context.h declares, and the helpers of the entry points below.
+namespace wideattn {
 
 std::string prefill_restriction(const wideattn_context* ctx) {
     std::lock_guard<std::mutex> lock(ctx->mutex);
@@ -138,14 +123,6 @@ struct NoPrepare {
     wideattn_status operator()(const wideattn::Driver&, CUstream) const { return WIDEATTN_OK; }
 };
 
-// The calling thread's current CUDA context and what the launch path needs of its device.
-struct CurrentDevice {
-    const wideattn::Driver* drv = nullptr;
-    CUcontext cu_ctx = nullptr;
-    CUdevice device = 0;
-    int cc_major = 0, cc_minor = 0, smem_optin = 0, num_sms = 0;
-};
-
 wideattn_status current_device(CurrentDevice* dev) {
     wideattn_status status;
     std::string message;
@@ -181,6 +158,32 @@ wideattn_status check_smem(const wideattn_context* ctx, const CurrentDevice& dev
     return WIDEATTN_OK;
 }
 
+wideattn_status launch_function(const Driver& drv, CUfunction function, const std::string& name, uint32_t grid_x,
+                                uint32_t grid_y, uint32_t grid_z, uint32_t block_x, uint32_t dynamic_smem,
+                                void* args, void* second, void* stream) {
+    void* kernel_args[] = {args, second};
+    CUresult r;
+    if (drv.cuLaunchKernelEx) {
+        CUlaunchConfig config{};
+        config.gridDimX = grid_x;
+        config.gridDimY = grid_y;
+        config.gridDimZ = grid_z;
+        config.blockDimX = block_x;
+        config.blockDimY = 1;
+        config.blockDimZ = 1;
+        config.sharedMemBytes = dynamic_smem;
+        config.hStream = static_cast<CUstream>(stream);
+        r = drv.cuLaunchKernelEx(&config, function, kernel_args, nullptr);
+    } else {
+        r = drv.cuLaunchKernel(function, grid_x, grid_y, grid_z, block_x, 1, 1, dynamic_smem,
+                               static_cast<CUstream>(stream), kernel_args, nullptr);
+    }
+    if (r == CUDA_SUCCESS) return WIDEATTN_OK;
+    return fail(WIDEATTN_ERROR_CUDA, std::string(drv.cuLaunchKernelEx ? "cuLaunchKernelEx(" : "cuLaunchKernel(") +
+                                         name + ", grid " + std::to_string(grid_x) + "x" + std::to_string(grid_y) +
+                                         "x" + std::to_string(grid_z) + ") failed: " + cuda_error_text(drv, r));
+}
+
 // Loads kernel `index` (lazily) and queues it with grid `g` and the arguments (`args`, `second`).
 wideattn_status launch_kernel(wideattn_context* ctx, const CurrentDevice& dev, int32_t index,
                               const wideattn::LaunchGeometry& g, void* args, void* second, void* stream) {
@@ -188,14 +191,8 @@ wideattn_status launch_kernel(wideattn_context* ctx, const CurrentDevice& dev, i
     CUfunction function = nullptr;
     const wideattn_status status = get_function(ctx, *dev.drv, dev.cu_ctx, index, g.grid_z > 1, &function);
     if (status != WIDEATTN_OK) return status;
-    void* kernel_args[] = {args, second};
-    const CUresult r = dev.drv->cuLaunchKernel(function, g.grid_x, g.grid_y, g.grid_z, g.block_x, 1, 1, g.dynamic_smem,
-                                               static_cast<CUstream>(stream), kernel_args, nullptr);
-    if (r != CUDA_SUCCESS)
-        return fail(WIDEATTN_ERROR_CUDA, "cuLaunchKernel(" + kernel.name + ", grid " + std::to_string(g.grid_x) + "x" +
-                                             std::to_string(g.grid_y) + "x" + std::to_string(g.grid_z) +
-                                             ") failed: " + wideattn::cuda_error_text(*dev.drv, r));
-    return WIDEATTN_OK;
+    return launch_function(*dev.drv, function, kernel.name, g.grid_x, g.grid_y, g.grid_z, g.block_x, g.dynamic_smem,
+                           args, second, stream);
 }
 
 // The launch path of the element-wise entry points: the current device, kernel selection
@@ -266,6 +263,12 @@ wideattn_status plan_launch(const wideattn_context* ctx, const wideattn_prefill_
     plan->workspace_bytes = preferred > 1 ? wideattn::workspace_layout(p, preferred).bytes : 0;
     return WIDEATTN_OK;
 }
+
+}  // namespace wideattn
+
+namespace {
+
+using wideattn::CurrentDevice;
 
 // The kernel_info of one manifest entry (string fields point into the entry).
 wideattn_kernel_info kernel_info(const wideattn::ManifestKernel& k) {
@@ -364,43 +367,10 @@ wideattn_status plan_on_current_device(const wideattn_context* ctx, const wideat
     std::string message;
     wideattn_status status = wideattn::validate_params(params, &message);
     if (status != WIDEATTN_OK) return fail(status, message);
-    if ((status = current_device(dev)) != WIDEATTN_OK) return status;
-    const std::string name = ctx->tuning.in_play() ? device_name(ctx, *dev->drv, dev->device) : std::string();
-    return plan_launch(ctx, *params, dev->cc_major, dev->cc_minor, dev->num_sms, &name, for_launch, plan);
-}
-
-wideattn_status prefill(wideattn_context* ctx, const wideattn_prefill_params* params, void* stream) {
-    CurrentDevice dev;
-    wideattn_launch_plan plan{};
-    wideattn_status status = plan_on_current_device(ctx, params, true, &dev, &plan);
-    if (status != WIDEATTN_OK) return status;
-    if ((status = check_smem(ctx, dev, plan.kernel_index)) != WIDEATTN_OK) return status;
-    if (wideattn::checked_mode(*params, ctx->check_metadata)) {
-        std::string message;
-        status = wideattn::check_device_metadata(*dev.drv, *params, static_cast<CUstream>(stream), &message);
-        if (status != WIDEATTN_OK) return fail(status, message);
-    }
-    wideattn_prefill_params args = *params;
-    args.num_splits = plan.num_splits;  // the kernels' view: the count that runs (grid.z)
-    const wideattn::ManifestKernel& kernel = ctx->manifest.kernels[plan.kernel_index];
-    wideattn::LaunchGeometry g = wideattn::launch_geometry(kernel, args);
-    // An empty batch has no row to write: nothing launches (a forced split count would otherwise
-    // queue a merge kernel over an empty grid, which the driver refuses).
-    if (args.total_q == 0 || g.grid_x == 0 || g.grid_y == 0) return WIDEATTN_OK;
-    g.grid_z = static_cast<uint32_t>(plan.num_splits);
-    wideattn::KvTensorMaps maps;  // the second argument of "tma_kv" kernels
-    void* second = nullptr;
-    if (kernel.has_feature(wideattn::kFeatureTmaKv)) {
-        std::string why;
-        const wideattn_status encoded = wideattn::encode_kv_tensor_maps(*dev.drv, args, &maps, &why);
-        if (encoded != WIDEATTN_OK) return fail(encoded, kernel.name + ": " + why);
-        second = &maps;
-    }
-    if ((status = launch_kernel(ctx, dev, plan.kernel_index, g, &args, second, stream)) != WIDEATTN_OK) return status;
-    if (plan.num_splits == 1) return WIDEATTN_OK;
-    const wideattn::LaunchGeometry merge_g =
-        wideattn::merge_launch_geometry(ctx->manifest.kernels[plan.merge_kernel_index], args);
-    return launch_kernel(ctx, dev, plan.merge_kernel_index, merge_g, &args, nullptr, stream);
+    if ((status = wideattn::current_device(dev)) != WIDEATTN_OK) return status;
+    const std::string name =
+        ctx->tuning.in_play() ? wideattn::device_name(ctx, *dev->drv, dev->device) : std::string();
+    return wideattn::plan_launch(ctx, *params, dev->cc_major, dev->cc_minor, dev->num_sms, &name, for_launch, plan);
 }
 
 wideattn_status quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params, void* stream) {
@@ -410,7 +380,7 @@ wideattn_status quantize_to_cache(wideattn_context* ctx, const wideattn_quantize
     if (status == WIDEATTN_OK) status = wideattn::check_quantize_grid(ctx->manifest.kernels, *params, &message);
     if (status != WIDEATTN_OK) return fail(status, message);
     wideattn_quantize_params args = *params;
-    return launch_on_current_device(
+    return wideattn::launch_on_current_device(
         ctx, &args, stream,
         [&](int cc_major, int cc_minor, int32_t* index, std::string* why) {
             return wideattn::select_quantize_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why);
@@ -433,7 +403,7 @@ wideattn_status compute_scale(wideattn_context* ctx, const wideattn_scale_params
             return fail(WIDEATTN_ERROR_CUDA, "cuMemsetD32Async(scale) failed: " + wideattn::cuda_error_text(drv, r));
         return WIDEATTN_OK;
     };
-    return launch_on_current_device(
+    return wideattn::launch_on_current_device(
         ctx, &args, stream,
         [&](int cc_major, int cc_minor, int32_t* index, std::string* why) {
             return wideattn::select_scale_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why);
@@ -484,6 +454,7 @@ wideattn_status wideattn_open(wideattn_context** out, const char* bundle_dir) {
 void wideattn_close(wideattn_context* ctx) {
     if (!ctx) return;
     guarded("wideattn_close", [&] {
+        wideattn::retire_plans_of(ctx);
         if (!ctx->loaded.empty()) {
             wideattn_status status;
             std::string error;
@@ -521,7 +492,8 @@ wideattn_status wideattn_is_supported(const wideattn_context* ctx, const wideatt
         wideattn_status status = wideattn::validate_params(params, &message);
         if (status != WIDEATTN_OK) return fail(status, message);
         int32_t index = -1;
-        if ((status = select_prefill(ctx, *params, cc_major, cc_minor, nullptr, &index)) != WIDEATTN_OK) return status;
+        if ((status = wideattn::select_prefill(ctx, *params, cc_major, cc_minor, nullptr, &index)) != WIDEATTN_OK)
+            return status;
         if (kernel_index) *kernel_index = index;
         return WIDEATTN_OK;
     });
@@ -536,7 +508,7 @@ wideattn_status wideattn_plan_launch(const wideattn_context* ctx, const wideattn
         std::string message;
         const wideattn_status status = wideattn::validate_params(params, &message);
         if (status != WIDEATTN_OK) return fail(status, message);
-        return plan_launch(ctx, *params, cc_major, cc_minor, num_sms, nullptr, false, plan);
+        return wideattn::plan_launch(ctx, *params, cc_major, cc_minor, num_sms, nullptr, false, plan);
     });
 }
 
@@ -569,7 +541,7 @@ const char* wideattn_bundle_checksum(const wideattn_context* ctx) { return ctx ?
 const char* wideattn_tuning_path(const wideattn_context* ctx) { return ctx ? ctx->tuning.path().c_str() : ""; }
 
 wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_params* params, void* stream) {
-    return guarded("wideattn_prefill", [&] { return prefill(ctx, params, stream); });
+    return guarded("wideattn_prefill", [&] { return wideattn::prefill_once(ctx, params, stream); });
 }
 
 wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params,

@@ -25,8 +25,12 @@ namespace wideattn {
     X(cuEventSynchronize) X(cuEventElapsedTime)
 
 // Entry points only some kernels need; a driver without them still loads, and the kernels that
-// need them report it at launch (cuTensorMapEncodeTiled: CUDA 12.0 drivers and later).
-#define WIDEATTN_DRIVER_OPTIONAL_FUNCTIONS(X) X(cuTensorMapEncodeTiled)
+// need them report it at launch (cuTensorMapEncodeTiled: CUDA 12.0 drivers and later); the launch
+// path takes cuLaunchKernelEx (CUDA 12.0) where the driver has it, cuLaunchKernel otherwise.
+// The graph calls are the GPU tests' (CUDA-graph capture of plans).
+#define WIDEATTN_DRIVER_OPTIONAL_FUNCTIONS(X)                                                              \
+    X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx) X(cuStreamBeginCapture) X(cuStreamEndCapture)          \
+    X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 struct Driver {
 #define WIDEATTN_DRIVER_POINTER(name) decltype(&::name) name = nullptr;

@@ -141,6 +141,53 @@ std::string kv_map_unsupported(const wideattn_prefill_params& p) {
     return std::string();
 }
 
+bool TensorMapKey::operator==(const TensorMapKey& o) const {
+    if (base != o.base || data_type != o.data_type || transposed != o.transposed) return false;
+    for (int d = 0; d < kKvMapRank; ++d)
+        if (layout.dims[d] != o.layout.dims[d]) return false;
+    for (int d = 0; d + 1 < kKvMapRank; ++d)
+        if (layout.strides[d] != o.layout.strides[d]) return false;
+    return true;
+}
+
+TensorMapKey kv_map_key(const wideattn_prefill_params& p, bool is_value, const void* base) {
+    TensorMapKey key{};
+    key.base = reinterpret_cast<uint64_t>(base);
+    key.data_type = dtype_size(p.kv_dtype) == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    key.layout = kv_map_layout(p, is_value);
+    key.transposed = is_value && v_transposed(p) ? 1 : 0;
+    return key;
+}
+
+std::string tensor_maps_unavailable(const Driver& driver) {
+    if (driver.cuTensorMapEncodeTiled) return std::string();
+    return "the CUDA driver lacks cuTensorMapEncodeTiled (CUDA 12.0 or newer is needed for TMA kernels)";
+}
+
+wideattn_status encode_kv_tensor_map(const Driver& driver, const TensorMapKey& key, const char* name, CUtensorMap* map,
+                                     std::string* message) {
+    if (const std::string why = tensor_maps_unavailable(driver); !why.empty()) {
+        *message = why;
+        return WIDEATTN_ERROR_NO_DRIVER;
+    }
+    const uint32_t elem = key.data_type == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 ? 2 : 1;
+    const cuuint32_t box[kKvMapRank] = {static_cast<cuuint32_t>(kKvBoxBytes / elem), 1,
+                                        static_cast<cuuint32_t>(kKvBoxSlots), 1};
+    const cuuint32_t transposed_box[kKvMapRank] = {static_cast<cuuint32_t>(kVtBoxSlots),
+                                                   static_cast<cuuint32_t>(kVtBoxDims), 1, 1};
+    const cuuint32_t element_strides[kKvMapRank] = {1, 1, 1, 1};
+    const CUresult r = driver.cuTensorMapEncodeTiled(
+        map, static_cast<CUtensorMapDataType>(key.data_type), kKvMapRank, reinterpret_cast<void*>(key.base),
+        key.layout.dims, key.layout.strides, key.transposed ? transposed_box : box, element_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, key.transposed ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        *message = std::string("cuTensorMapEncodeTiled(") + name + ") failed: " + cuda_error_text(driver, r);
+        return WIDEATTN_ERROR_CUDA;
+    }
+    return WIDEATTN_OK;
+}
+
 wideattn_status encode_kv_tensor_maps(const Driver& driver, const wideattn_prefill_params& p, KvTensorMaps* maps,
                                       std::string* message) {
     // The layout is computed without overflow checks: describable layouts only.
@@ -148,35 +195,10 @@ wideattn_status encode_kv_tensor_maps(const Driver& driver, const wideattn_prefi
         *message = "the K/V cache cannot be described as TMA tensors: " + why;
         return WIDEATTN_ERROR_UNSUPPORTED;
     }
-    if (!driver.cuTensorMapEncodeTiled) {
-        *message = "the CUDA driver lacks cuTensorMapEncodeTiled (CUDA 12.0 or newer is needed for TMA kernels)";
-        return WIDEATTN_ERROR_NO_DRIVER;
-    }
-    const uint32_t elem = static_cast<uint32_t>(dtype_size(p.kv_dtype));
-    const cuuint32_t box[kKvMapRank] = {static_cast<cuuint32_t>(kKvBoxBytes / elem), 1,
-                                        static_cast<cuuint32_t>(kKvBoxSlots), 1};
-    const cuuint32_t element_strides[kKvMapRank] = {1, 1, 1, 1};
-    const CUtensorMapDataType type =
-        elem == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    const cuuint32_t transposed_box[kKvMapRank] = {static_cast<cuuint32_t>(kVtBoxSlots),
-                                                   static_cast<cuuint32_t>(kVtBoxDims), 1, 1};
-    for (const bool is_value : {false, true}) {
-        const KvMapLayout layout = kv_map_layout(p, is_value);
-        const bool transposed = is_value && v_transposed(p);
-        CUtensorMap* map = is_value ? &maps->v : &maps->k;
-        void* base = const_cast<void*>(is_value ? p.v_cache : p.k_cache);
-        const CUresult r = driver.cuTensorMapEncodeTiled(
-            map, type, kKvMapRank, base, layout.dims, layout.strides, transposed ? transposed_box : box,
-            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            transposed ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-        if (r != CUDA_SUCCESS) {
-            *message = std::string("cuTensorMapEncodeTiled(") + (is_value ? "v_cache" : "k_cache") +
-                       ") failed: " + cuda_error_text(driver, r);
-            return WIDEATTN_ERROR_CUDA;
-        }
-    }
-    return WIDEATTN_OK;
+    const wideattn_status status = encode_kv_tensor_map(driver, kv_map_key(p, false, p.k_cache), "k_cache", &maps->k,
+                                                        message);
+    if (status != WIDEATTN_OK) return status;
+    return encode_kv_tensor_map(driver, kv_map_key(p, true, p.v_cache), "v_cache", &maps->v, message);
 }
 
 }  // namespace wideattn

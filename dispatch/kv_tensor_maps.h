@@ -26,6 +26,26 @@ struct KvMapLayout {
 // x kVtBoxDims without swizzle.
 KvMapLayout kv_map_layout(const wideattn_prefill_params& p, bool is_value);
 
+// What one map is encoded from (the key of TensorMapCache): the base, the data type and the layout.
+struct TensorMapKey {
+    uint64_t base;
+    uint32_t data_type;   // CUtensorMapDataType
+    uint32_t transposed;  // 1: a transposed V cache (WIDEATTN_FLAG_V_TRANSPOSED): its box and no swizzle
+    KvMapLayout layout;
+    bool operator==(const TensorMapKey& o) const;
+};
+
+// The key of the K (is_value false) or V map of params kv_map_unsupported accepts, over `base`.
+TensorMapKey kv_map_key(const wideattn_prefill_params& p, bool is_value, const void* base);
+
+// Encodes one map (the driver must have cuTensorMapEncodeTiled). WIDEATTN_ERROR_CUDA with
+// *message naming `name` ("k_cache", "v_cache") when the driver refuses it.
+wideattn_status encode_kv_tensor_map(const Driver& driver, const TensorMapKey& key, const char* name, CUtensorMap* map,
+                                     std::string* message);
+
+// Why no tensor map can be encoded by `driver` ("" when cuTensorMapEncodeTiled is there).
+std::string tensor_maps_unavailable(const Driver& driver);
+
 // Empty when both caches of validated params can be described as TMA tensors; otherwise why
 // not, naming the argument and value. Beyond what validation already requires (16-byte aligned
 // bases and rows), the driver documents that every dimension's stride covers the one inside it

@@ -74,15 +74,78 @@ bool has_prefill_kernel(const std::vector<ManifestKernel>& kernels, const std::s
     return false;
 }
 
+namespace {
+
+// Whether prefill kernel k (of the call's dtypes) serves p on a cc_major.cc_minor device; when it
+// does not and `why` is not NULL, *why says why (built only then: the launch path asks without).
+bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int32_t cc_major, int32_t cc_minor,
+                 bool* arch_miss, std::string* why) {
+    const int32_t group = p.num_q_heads / p.num_kv_heads;
+    *arch_miss = !arch_runs_on(k, cc_major, cc_minor);
+    if (*arch_miss) {
+        if (why) *why = k.name + " (" + k.arch + ") does not run on " + device_arch_text(cc_major, cc_minor);
+        return false;
+    }
+    if (p.head_dim < k.head_dim_min || p.head_dim > k.head_dim_max ||
+        (p.head_dim - k.head_dim_min) % k.head_dim_step != 0) {
+        if (why) {
+            std::ostringstream miss;
+            miss << k.name << " serves head_dim " << k.head_dim_min << ".." << k.head_dim_max << " step "
+                 << k.head_dim_step << ", not head_dim=" << p.head_dim;
+            *why = miss.str();
+        }
+        return false;
+    }
+    if (group < k.group_min || group > k.group_max) {
+        if (why) {
+            std::ostringstream miss;
+            miss << k.name << " serves group " << k.group_min << ".." << k.group_max
+                 << ", not num_q_heads/num_kv_heads=" << group;
+            *why = miss.str();
+        }
+        return false;
+    }
+    if (p.lse && !k.has_feature("lse")) {
+        if (why) *why = k.name + " cannot write lse";
+        return false;
+    }
+    if ((p.flags & WIDEATTN_FLAG_V_TRANSPOSED) && !k.has_feature(kFeatureVTransposed)) {
+        if (why)
+            *why = k.name + " reads V in the engine layout v_cache[block][slot][kv_head][d], not the transposed "
+                            "layout of WIDEATTN_FLAG_V_TRANSPOSED";
+        return false;
+    }
+    if (!(p.flags & WIDEATTN_FLAG_V_TRANSPOSED) && k.has_feature(kFeatureVTransposed)) {
+        if (why)
+            *why = k.name + " reads V only in the transposed layout (flags WIDEATTN_FLAG_V_TRANSPOSED, "
+                            "v_cache[block][kv_head][d][slot] as wideattn_quantize_to_cache writes it with that "
+                            "flag), not the engine layout";
+        return false;
+    }
+    if (k.has_feature(kFeatureTmaKv)) {
+        if (const std::string tma_why = kv_map_unsupported(p); !tma_why.empty()) {
+            if (why) *why = k.name + " loads K/V with TMA, which cannot address this cache: " + tma_why;
+            return false;
+        }
+    }
+    if (p.num_q_heads / heads_per_block(group, k.heads_per_block_max) > kMaxGridY) {
+        if (why) {
+            std::ostringstream miss;
+            miss << k.name << " would need " << p.num_q_heads / heads_per_block(group, k.heads_per_block_max)
+                 << " blocks in grid.y for num_q_heads=" << p.num_q_heads << " (limit " << kMaxGridY << ")";
+            *why = miss.str();
+        }
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
 wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_prefill_params& p,
                               int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message,
                               const std::string& only_name, const std::string& preferred) {
     const int32_t group = p.num_q_heads / p.num_kv_heads;
-    std::vector<int32_t> fitting;
-    // One reason per kernel name, in manifest order: an arch mismatch is replaced by the
-    // reason a cubin of the right arch was refused, which says more.
-    std::vector<std::pair<std::string, std::string>> misses;  // (name, reason)
-    std::vector<bool> miss_is_arch;
     // The restriction applies to the dtypes the named kernel takes; other calls (e.g. the fp64
     // reference next to a restricted bf16 kernel) select as usual.
     const bool restricted =
@@ -90,54 +153,36 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
             return k.kind == kKindPrefill && k.name == only_name && k.q_dtype == p.q_dtype &&
                    k.kv_dtype == p.kv_dtype && k.o_dtype == p.o_dtype;
         });
-    for (size_t i = 0; i < kernels.size(); ++i) {
-        const ManifestKernel& k = kernels[i];
-        if (k.kind != kKindPrefill) continue;
-        if (restricted && k.name != only_name) continue;
-        if (k.q_dtype != p.q_dtype || k.kv_dtype != p.kv_dtype || k.o_dtype != p.o_dtype) continue;
-        std::ostringstream miss;
-        std::string tma_why;
-        const bool arch_miss = !arch_runs_on(k, cc_major, cc_minor);
-        if (arch_miss) {
-            miss << k.name << " (" << k.arch << ") does not run on " << device_arch_text(cc_major, cc_minor);
-        } else if (p.head_dim < k.head_dim_min || p.head_dim > k.head_dim_max ||
-                   (p.head_dim - k.head_dim_min) % k.head_dim_step != 0) {
-            miss << k.name << " serves head_dim " << k.head_dim_min << ".." << k.head_dim_max << " step "
-                 << k.head_dim_step << ", not head_dim=" << p.head_dim;
-        } else if (group < k.group_min || group > k.group_max) {
-            miss << k.name << " serves group " << k.group_min << ".." << k.group_max << ", not num_q_heads/num_kv_heads="
-                 << group;
-        } else if (p.lse && !k.has_feature("lse")) {
-            miss << k.name << " cannot write lse";
-        } else if ((p.flags & WIDEATTN_FLAG_V_TRANSPOSED) && !k.has_feature(kFeatureVTransposed)) {
-            miss << k.name << " reads V in the engine layout v_cache[block][slot][kv_head][d], not the transposed "
-                 << "layout of WIDEATTN_FLAG_V_TRANSPOSED";
-        } else if (!(p.flags & WIDEATTN_FLAG_V_TRANSPOSED) && k.has_feature(kFeatureVTransposed)) {
-            miss << k.name << " reads V only in the transposed layout (flags WIDEATTN_FLAG_V_TRANSPOSED, "
-                 << "v_cache[block][kv_head][d][slot] as wideattn_quantize_to_cache writes it with that flag), "
-                 << "not the engine layout";
-        } else if (k.has_feature(kFeatureTmaKv) && !(tma_why = kv_map_unsupported(p)).empty()) {
-            miss << k.name << " loads K/V with TMA, which cannot address this cache: " << tma_why;
-        } else if (p.num_q_heads / heads_per_block(group, k.heads_per_block_max) > kMaxGridY) {
-            miss << k.name << " would need " << p.num_q_heads / heads_per_block(group, k.heads_per_block_max)
-                 << " blocks in grid.y for num_q_heads=" << p.num_q_heads << " (limit " << kMaxGridY << ")";
-        } else {
+    const auto candidate = [&](const ManifestKernel& k) {
+        return k.kind == kKindPrefill && (!restricted || k.name == only_name) && k.q_dtype == p.q_dtype &&
+               k.kv_dtype == p.kv_dtype && k.o_dtype == p.o_dtype;
+    };
+    std::vector<int32_t> fitting;
+    bool arch_miss = false;
+    for (size_t i = 0; i < kernels.size(); ++i)
+        if (candidate(kernels[i]) && kernel_fits(kernels[i], p, cc_major, cc_minor, &arch_miss, nullptr))
             fitting.push_back(static_cast<int32_t>(i));
-            continue;
-        }
-        size_t slot = 0;
-        while (slot < misses.size() && misses[slot].first != k.name) ++slot;
-        if (slot == misses.size()) {
-            misses.emplace_back(k.name, miss.str());
-            miss_is_arch.push_back(arch_miss);
-        } else if (miss_is_arch[slot] && !arch_miss) {
-            misses[slot].second = miss.str();
-            miss_is_arch[slot] = false;
-        }
-    }
     if (!fitting.empty()) {
         *index = pick_fitting(kernels, fitting, restricted ? std::string() : preferred);
         return WIDEATTN_OK;
+    }
+    // Nothing fits: one reason per kernel name, in manifest order; an arch mismatch is replaced by
+    // the reason a cubin of the right arch was refused, which says more.
+    std::vector<std::pair<std::string, std::string>> misses;  // (name, reason)
+    std::vector<bool> miss_is_arch;
+    for (const ManifestKernel& k : kernels) {
+        if (!candidate(k)) continue;
+        std::string why;
+        kernel_fits(k, p, cc_major, cc_minor, &arch_miss, &why);
+        size_t slot = 0;
+        while (slot < misses.size() && misses[slot].first != k.name) ++slot;
+        if (slot == misses.size()) {
+            misses.emplace_back(k.name, why);
+            miss_is_arch.push_back(arch_miss);
+        } else if (miss_is_arch[slot] && !arch_miss) {
+            misses[slot].second = why;
+            miss_is_arch[slot] = false;
+        }
     }
     std::ostringstream s;
     s << "no kernel in the bundle for q_dtype=" << dtype_name(p.q_dtype) << " kv_dtype=" << dtype_name(p.kv_dtype)

@@ -73,37 +73,50 @@ bool last_element_offset(int64_t elem_size, int64_t row, std::initializer_list<D
 // stride falls short; `what` names the rows.
 bool rows_nest(const char* what, const char* row_name, int64_t row_size, std::initializer_list<Dim> dims,
                std::string* why) {
-    std::vector<const Dim*> varying;
-    for (auto d = std::rbegin(dims); d != std::rend(dims); ++d)
-        if (d->count > 1) varying.push_back(&*d);
-    std::stable_sort(varying.begin(), varying.end(), [](const Dim* a, const Dim* b) { return a->stride < b->stride; });
+    // No allocation on success (a launch path runs this): the varying dims in a fixed array, the
+    // refusal's text built only when it is needed.
+    constexpr size_t kMaxDims = 4;
+    const Dim* varying[kMaxDims];
+    size_t n = 0;
+    for (auto d = std::rbegin(dims); d != std::rend(dims) && n < kMaxDims; ++d)
+        if (d->count > 1) varying[n++] = &*d;
+    std::stable_sort(varying, varying + n, [](const Dim* a, const Dim* b) { return a->stride < b->stride; });
     int64_t span = row_size;  // what one index of the next dim must step over
-    std::string span_text = row_name;
-    for (const Dim* d : varying) {
+    const Dim* inner = nullptr;  // the dim whose rows `span` covers (none: a row)
+    for (size_t i = 0; i < n; ++i) {
+        const Dim* d = varying[i];
         if (d->stride < span) {
             std::ostringstream s;
-            s << d->stride_name << "=" << d->stride << " is smaller than " << span_text << " = " << span << ": "
-              << what << " overlap";
+            s << d->stride_name << "=" << d->stride << " is smaller than ";
+            if (inner)
+                s << inner->stride_name << " x " << inner->count_name << " = " << inner->stride << " x "
+                  << inner->count;
+            else
+                s << row_name;
+            s << " = " << span << ": " << what << " overlap";
             *why = s.str();
             return false;
         }
-        span_text = std::string(d->stride_name) + " x " + d->count_name + " = " + std::to_string(d->stride) + " x " +
-                    std::to_string(d->count);
+        inner = d;
         if (!checked_mul(d->stride, d->count, &span)) span = INT64_MAX;
     }
     return true;
 }
 
-// The bytes first..last (inclusive) of one tensor for the overlap check; `written`: an output.
-struct Span {
-    const char* name;
-    uintptr_t first, last;
-    bool written;
-};
-
 // Appends the span of a tensor that passed tensor_fits (rows of `row` elements of `elem_size`
 // along `dims`) to *spans; a tensor without elements (a count or row of 0, a NULL base) has none.
-void add_span(std::vector<Span>* spans, const char* name, const void* base, bool written, int64_t elem_size,
+// Spans in fixed storage: the most a call has (the prefill's 12), without an allocation.
+struct SpanList {
+    static constexpr size_t kCapacity = 16;
+    Span items[kCapacity];
+    size_t count = 0;
+    void push_back(const Span& s) {
+        if (count < kCapacity) items[count++] = s;
+    }
+};
+
+template <typename Spans>
+void add_span(Spans* spans, const char* name, const void* base, bool written, int64_t elem_size,
               int64_t row, std::initializer_list<Dim> dims) {
     if (!base || row <= 0) return;
     for (const Dim& d : dims)
@@ -193,29 +206,11 @@ public:
             return too_far(name, blamed->stride_name, blamed->stride, blamed->count_name, blamed->count, elem_size);
         const uintptr_t address = reinterpret_cast<uintptr_t>(base);
         if (static_cast<uint64_t>(bytes) <= UINTPTR_MAX - address) return true;
-        std::ostringstream s;
-        s << name << "=" << pointer_text(base) << " plus the " << bytes
-          << " bytes to its last element runs past the end of the 64-bit address space";
-        return fail(s.str());
+        return fail(past_address_space(name, base, static_cast<uint64_t>(bytes)));
     }
     // No output's bytes overlap another output's or an input's (inputs may share bytes: they are
     // only read). The refusal names both tensors and their byte ranges.
-    bool apart(const std::vector<Span>& spans) {
-        for (size_t i = 0; i < spans.size(); ++i)
-            for (size_t j = 0; j < spans.size(); ++j) {
-                const Span &a = spans[i], &b = spans[j];
-                if (!a.written || (b.written && j <= i)) continue;  // each pair of outputs once, not a with a
-                if (a.first > b.last || b.first > a.last) continue;
-                std::ostringstream s;
-                s << a.name << " (bytes " << pointer_text(reinterpret_cast<const void*>(a.first)) << ".."
-                  << pointer_text(reinterpret_cast<const void*>(a.last)) << ") overlaps " << b.name << " (bytes "
-                  << pointer_text(reinterpret_cast<const void*>(b.first)) << ".."
-                  << pointer_text(reinterpret_cast<const void*>(b.last)) << "): an output may share no byte with "
-                  << (b.written ? "another output" : "an input");
-                return fail(s.str());
-            }
-        return true;
-    }
+    bool apart(const SpanList& spans) { return spans_apart(spans.items, spans.count, message_); }
 
 private:
     // The refusal of tensor_fits: `field`=value (with `count_name`=count indices) takes the
@@ -234,10 +229,14 @@ private:
 };
 
 // Dtypes known, every pointer set and aligned, counts in range.
-bool check_pointers_and_counts(Validator& v, const wideattn_prefill_params& p) {
+// `run_tensors_optional`: q, k_cache, v_cache and o may be NULL (wideattn_plan_create).
+bool check_pointers_and_counts(Validator& v, const wideattn_prefill_params& p, bool run_tensors_optional) {
+    const auto run_tensor = [&](const void* ptr, const char* name) {
+        return (run_tensors_optional && !ptr) || v.not_null(ptr, name);
+    };
     return v.dtype(p.q_dtype, "q_dtype") && v.dtype(p.kv_dtype, "kv_dtype") && v.dtype(p.o_dtype, "o_dtype") &&
-           v.not_null(p.q, "q") && v.not_null(p.k_cache, "k_cache") && v.not_null(p.v_cache, "v_cache") &&
-           v.not_null(p.o, "o") && v.not_null(p.cu_seqlens_q, "cu_seqlens_q") &&
+           run_tensor(p.q, "q") && run_tensor(p.k_cache, "k_cache") && run_tensor(p.v_cache, "v_cache") &&
+           run_tensor(p.o, "o") && v.not_null(p.cu_seqlens_q, "cu_seqlens_q") &&
            v.not_null(p.seq_lens_k, "seq_lens_k") && v.not_null(p.block_table, "block_table") &&
            v.aligned(p.q, kTensorAlignment, "q") && v.aligned(p.k_cache, kTensorAlignment, "k_cache") &&
            v.aligned(p.v_cache, kTensorAlignment, "v_cache") && v.aligned(p.o, kTensorAlignment, "o") &&
@@ -252,32 +251,37 @@ bool check_pointers_and_counts(Validator& v, const wideattn_prefill_params& p) {
 // Head grouping, page size, softmax scale, the flags and head_dim (after the dtypes
 // and counts passed check_pointers_and_counts).
 bool check_shape(Validator& v, const wideattn_prefill_params& p) {
-    std::ostringstream s;
     if (p.num_q_heads % p.num_kv_heads != 0) {
+        std::ostringstream s;
         s << "num_q_heads=" << p.num_q_heads << " is not a multiple of num_kv_heads=" << p.num_kv_heads;
         return v.fail(s.str());
     }
     if (p.block_size < kPageSizeMultiple || p.block_size % kPageSizeMultiple != 0) {
+        std::ostringstream s;
         s << "block_size=" << p.block_size << " is not a positive multiple of " << kPageSizeMultiple;
         return v.fail(s.str());
     }
     if (!std::isfinite(p.softmax_scale) || p.softmax_scale <= 0.0f) {
+        std::ostringstream s;
         s << "softmax_scale=" << p.softmax_scale << " must be finite and > 0";
         return v.fail(s.str());
     }
     if (const uint32_t unknown = static_cast<uint32_t>(p.flags) & ~kKnownFlags; unknown != 0) {
+        std::ostringstream s;
         s << "flags=" << p.flags << " has unknown bits 0x" << std::hex << unknown << std::dec
           << " (the flags are WIDEATTN_FLAG_CHECK_METADATA = " << WIDEATTN_FLAG_CHECK_METADATA
           << " and WIDEATTN_FLAG_V_TRANSPOSED = " << WIDEATTN_FLAG_V_TRANSPOSED << ")";
         return v.fail(s.str());
     }
     if (v_transposed(p) && p.kv_dtype != WIDEATTN_DTYPE_E4M3) {
+        std::ostringstream s;
         s << "flags has WIDEATTN_FLAG_V_TRANSPOSED but kv_dtype=" << dtype_name(p.kv_dtype)
           << ": the transposed V layout holds e4m3 codes only";
         return v.fail(s.str());
     }
     const int32_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype);
     if (p.head_dim % (kTensorAlignment / kv_size) != 0 || p.head_dim % (kTensorAlignment / q_size) != 0) {
+        std::ostringstream s;
         s << "head_dim=" << p.head_dim << " is not a multiple of 16 bytes of its elements";
         return v.fail(s.str());
     }
@@ -335,12 +339,13 @@ bool check_scales(Validator& v, const wideattn_prefill_params& p) {
                   {p.k_scale, p.kv_dtype == WIDEATTN_DTYPE_E4M3, "k_scale", "kv_dtype", p.kv_dtype},
                   {p.v_scale, p.kv_dtype == WIDEATTN_DTYPE_E4M3, "v_scale", "kv_dtype", p.kv_dtype}};
     for (const auto& scale : scales) {
-        std::ostringstream s;
         if (scale.needed && !scale.ptr) {
+            std::ostringstream s;
             s << scale.name << " is NULL but " << scale.dtype_field << "=e4m3 needs a scale";
             return v.fail(s.str());
         }
         if (!scale.needed && scale.ptr) {
+            std::ostringstream s;
             s << scale.name << "=" << pointer_text(scale.ptr) << " is set but " << scale.dtype_field << "="
               << dtype_name(scale.dtype) << " takes no scale (pass NULL)";
             return v.fail(s.str());
@@ -353,15 +358,16 @@ bool check_scales(Validator& v, const wideattn_prefill_params& p) {
 // The split-KV fields: non-negative hints, a split count in range, and a workspace that is
 // either absent (NULL, 0 bytes) or aligned and within reach of 64-bit addresses.
 bool check_splits(Validator& v, const wideattn_prefill_params& p) {
-    std::ostringstream s;
     if (!v.at_least(p.max_seqlen_q, 0, "max_seqlen_q") || !v.at_least(p.max_seqlen_k, 0, "max_seqlen_k") ||
         !v.at_least(p.num_splits, 0, "num_splits") || !v.at_least(p.workspace_bytes, 0, "workspace_bytes"))
         return false;
     if (p.num_splits > WIDEATTN_MAX_SPLITS) {
+        std::ostringstream s;
         s << "num_splits=" << p.num_splits << " is larger than WIDEATTN_MAX_SPLITS=" << WIDEATTN_MAX_SPLITS;
         return v.fail(s.str());
     }
     if (!p.workspace && p.workspace_bytes != 0) {
+        std::ostringstream s;
         s << "workspace is NULL but workspace_bytes=" << p.workspace_bytes << " (pass 0 without a workspace)";
         return v.fail(s.str());
     }
@@ -408,7 +414,7 @@ bool check_extents(Validator& v, const wideattn_prefill_params& p) {
 // stride below the rows of one block, as in the token-row pages of dense K/V rows) counts up to
 // the rows of its last block's first slot: its later slots are the rows of the blocks after it,
 // so bytes past those rows need not belong to the cache.
-void add_cache_span(std::vector<Span>* spans, const char* name, const void* base, int64_t elem_size,
+void add_cache_span(SpanList* spans, const char* name, const void* base, int64_t elem_size,
                     const wideattn_prefill_params& p, Dim block, Dim slot, Dim head) {
     std::string why;
     if (rows_nest("cache rows", "head_dim", p.head_dim, {block, slot, head}, &why))
@@ -419,13 +425,13 @@ void add_cache_span(std::vector<Span>* spans, const char* name, const void* base
 
 // No output (o, lse, the workspace) shares a byte with another output or with an input (q, the
 // caches, the metadata arrays, the scales), after check_extents (so no span wraps).
-bool check_overlaps(Validator& v, const wideattn_prefill_params& p) {
+void add_prefill_spans(const wideattn_prefill_params& p, SpanList* out) {
     const int64_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
     const int64_t lse_size = p.o_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
     const int64_t int32_size = sizeof(int32_t), float_size = sizeof(float);
     // A table row is read up to the most blocks the kernels address (check_extents' bound).
     const int64_t table_row = std::min(p.block_table_stride, (kMaxSeqKeys - 1) / p.block_size + 1);
-    std::vector<Span> spans;
+    SpanList& spans = *out;
     add_span(&spans, "o", p.o, true, o_size, p.head_dim,
              {{"total_q", p.total_q, "o_token_stride", p.o_token_stride},
               {"num_q_heads", p.num_q_heads, "o_head_stride", p.o_head_stride}});
@@ -455,6 +461,11 @@ bool check_overlaps(Validator& v, const wideattn_prefill_params& p) {
     add_span(&spans, "q_scale", p.q_scale, false, float_size, 1, {});
     add_span(&spans, "k_scale", p.k_scale, false, float_size, 1, {});
     add_span(&spans, "v_scale", p.v_scale, false, float_size, 1, {});
+}
+
+bool check_overlaps(Validator& v, const wideattn_prefill_params& p) {
+    SpanList spans;
+    add_prefill_spans(p, &spans);
     return v.apart(spans);
 }
 
@@ -500,7 +511,7 @@ bool source_fits(Validator& v, const void* src, int64_t token_stride, int64_t he
 }
 
 // The spans of the read-only source of the quantise and amax kernels and of its slot mapping.
-void add_source_spans(std::vector<Span>* spans, const void* src, int64_t token_stride, int64_t head_stride,
+void add_source_spans(SpanList* spans, const void* src, int64_t token_stride, int64_t head_stride,
                       int32_t tokens, int32_t heads, int32_t head_dim, const int64_t* slot_mapping) {
     add_span(spans, "src", src, false, dtype_size(WIDEATTN_DTYPE_BF16), head_dim,
              {{"tokens", tokens, "src_token_stride", token_stride}, {"heads", heads, "src_head_stride", head_stride}});
@@ -520,16 +531,28 @@ int32_t dtype_size(int32_t dtype) {
     }
 }
 
-wideattn_status validate_params(const wideattn_prefill_params* p, std::string* message) {
+namespace {
+
+wideattn_status validate_prefill(const wideattn_prefill_params* p, std::string* message, bool run_tensors_optional) {
     if (!p) {
         *message = "params is NULL";
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     }
     Validator v(message);
-    const bool ok = check_pointers_and_counts(v, *p) && check_shape(v, *p) && check_strides(v, *p) &&
+    const bool ok = check_pointers_and_counts(v, *p, run_tensors_optional) && check_shape(v, *p) && check_strides(v, *p) &&
                     check_lse(v, *p) && check_scales(v, *p) && check_splits(v, *p) && check_extents(v, *p) &&
                     check_overlaps(v, *p);
     return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
+}
+
+}  // namespace
+
+wideattn_status validate_params(const wideattn_prefill_params* p, std::string* message) {
+    return validate_prefill(p, message, false);
+}
+
+wideattn_status validate_plan_params(const wideattn_prefill_params* p, std::string* message) {
+    return validate_prefill(p, message, true);
 }
 
 wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std::string* message) {
@@ -586,7 +609,7 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     }
     // The outputs (the cache, the counter) share no byte with each other or the inputs.
-    std::vector<Span> spans;
+    SpanList spans;
     add_span(&spans, "cache", p->cache, true, 1, cache_row, cache_dims);
     add_span(&spans, "nonfinite_count", p->nonfinite_count, true, sizeof(int32_t), 1, {});
     add_source_spans(&spans, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
@@ -616,12 +639,100 @@ wideattn_status validate_scale_params(const wideattn_scale_params* p, std::strin
                                 p->slot_mapping);
     if (!ok) return WIDEATTN_ERROR_INVALID_ARGUMENT;
     // The outputs (the scale, the counter) share no byte with each other or the inputs.
-    std::vector<Span> spans;
+    SpanList spans;
     add_span(&spans, "scale", p->scale, true, sizeof(float), 1, {});
     add_span(&spans, "nonfinite_count", p->nonfinite_count, true, sizeof(int32_t), 1, {});
     add_source_spans(&spans, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
                      p->slot_mapping);
     return v.apart(spans) ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
+}
+
+void prefill_spans(const wideattn_prefill_params& p, std::vector<Span>* spans) {
+    SpanList list;
+    add_prefill_spans(p, &list);
+    spans->insert(spans->end(), list.items, list.items + list.count);
+}
+
+bool spans_apart(const Span* spans, size_t count, std::string* message) {
+    for (size_t i = 0; i < count; ++i)
+        for (size_t j = 0; j < count; ++j) {
+            const Span &a = spans[i], &b = spans[j];
+            if (!a.written || (b.written && j <= i)) continue;  // each pair of outputs once, not a with a
+            if (a.first > b.last || b.first > a.last) continue;
+            std::ostringstream s;
+            s << a.name << " (bytes " << pointer_text(reinterpret_cast<const void*>(a.first)) << ".."
+              << pointer_text(reinterpret_cast<const void*>(a.last)) << ") overlaps " << b.name << " (bytes "
+              << pointer_text(reinterpret_cast<const void*>(b.first)) << ".."
+              << pointer_text(reinterpret_cast<const void*>(b.last)) << "): an output may share no byte with "
+              << (b.written ? "another output" : "an input");
+            *message = s.str();
+            return false;
+        }
+    return true;
+}
+
+namespace {
+
+// The Extent of a tensor with `span_dims` for the overlap rule and `fit_dims` for the address
+// space (the same dims but for a cache whose pages share rows).
+Extent extent(int64_t elem_size, int64_t row, std::initializer_list<Dim> fit_dims, std::initializer_list<Dim> span_dims) {
+    Extent e{false, 0, 0};
+    if (row <= 0) return e;
+    for (const Dim& d : fit_dims)
+        if (d.count <= 0) return e;
+    int64_t fit = 0, span = 0;
+    const Dim* blamed = nullptr;
+    // Validated params: neither offset overflows.
+    last_element_offset(elem_size, row, fit_dims, &fit, &blamed);
+    last_element_offset(elem_size, row, span_dims, &span, &blamed);
+    e.any = true;
+    e.last_element = static_cast<uint64_t>(fit);
+    e.last_byte = static_cast<uint64_t>(span) + static_cast<uint64_t>(elem_size - 1);
+    return e;
+}
+
+Extent cache_extent(const wideattn_prefill_params& p, int64_t elem_size, Dim block, Dim slot, Dim head) {
+    std::string why;
+    if (rows_nest("cache rows", "head_dim", p.head_dim, {block, slot, head}, &why))
+        return extent(elem_size, p.head_dim, {block, slot, head}, {block, slot, head});
+    return extent(elem_size, p.head_dim, {block, slot, head}, {block, head});
+}
+
+}  // namespace
+
+PrefillExtents prefill_extents(const wideattn_prefill_params& p) {
+    const int64_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
+    const int64_t lse_size = p.o_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
+    const Dim q_token{"total_q", p.total_q, "q_token_stride", p.q_token_stride};
+    const Dim q_head{"num_q_heads", p.num_q_heads, "q_head_stride", p.q_head_stride};
+    const Dim o_token{"total_q", p.total_q, "o_token_stride", p.o_token_stride};
+    const Dim o_head{"num_q_heads", p.num_q_heads, "o_head_stride", p.o_head_stride};
+    const Dim lse_head{"num_q_heads", p.num_q_heads, "lse_head_stride", p.lse_head_stride};
+    PrefillExtents e{};
+    e.q = extent(q_size, p.head_dim, {q_token, q_head}, {q_token, q_head});
+    e.o = extent(o_size, p.head_dim, {o_token, o_head}, {o_token, o_head});
+    e.lse = extent(lse_size, p.total_q, {lse_head}, {lse_head});
+    e.k_cache = cache_extent(p, kv_size, {"num_blocks", p.num_blocks, "k_block_stride", p.k_block_stride},
+                             {"block_size", p.block_size, "k_slot_stride", p.k_slot_stride},
+                             {"num_kv_heads", p.num_kv_heads, "k_head_stride", p.k_head_stride});
+    if (v_transposed(p)) {
+        const Dim block{"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride};
+        const Dim head{"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride};
+        const Dim dim{"head_dim", p.head_dim, "block_size", p.block_size};
+        e.v_cache = extent(kv_size, p.block_size, {block, head, dim}, {block, head, dim});
+    } else {
+        e.v_cache = cache_extent(p, kv_size, {"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
+                                 {"block_size", p.block_size, "v_slot_stride", p.v_slot_stride},
+                                 {"num_kv_heads", p.num_kv_heads, "v_head_stride", p.v_head_stride});
+    }
+    return e;
+}
+
+std::string past_address_space(const char* name, const void* base, uint64_t last_element) {
+    std::ostringstream s;
+    s << name << "=" << pointer_text(base) << " plus the " << last_element
+      << " bytes to its last element runs past the end of the 64-bit address space";
+    return s.str();
 }
 
 }  // namespace wideattn

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "wideattn.h"
 
@@ -16,6 +17,44 @@ int32_t dtype_size(int32_t dtype);
 // Checks every argument that can be checked on the host. On failure returns
 // WIDEATTN_ERROR_INVALID_ARGUMENT and sets *message, naming the argument and its value.
 wideattn_status validate_params(const wideattn_prefill_params* p, std::string* message);
+
+// The same for wideattn_plan_create: q, k_cache, v_cache and o may be NULL (a run gives them);
+// every other rule holds, the tensors' shapes and strides included.
+wideattn_status validate_plan_params(const wideattn_prefill_params* p, std::string* message);
+
+// The bytes first..last (inclusive) of one tensor for the overlap rule; `written`: an output.
+struct Span {
+    const char* name;
+    uintptr_t first, last;
+    bool written;
+};
+
+// The spans of validated params' tensors, in this order where present: o, lse, workspace, q,
+// k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, q_scale, k_scale, v_scale (a tensor
+// without elements or with a NULL base has none). Appends to *spans.
+void prefill_spans(const wideattn_prefill_params& p, std::vector<Span>* spans);
+
+// Whether no output span shares a byte with another span (outputs with outputs, outputs with
+// inputs; inputs may share bytes). Otherwise false and *message names both and their bytes, as
+// validate_params does. Allocates only to build the message.
+bool spans_apart(const Span* spans, size_t count, std::string* message);
+
+// Where a tensor of validated params ends, from its base: the offset of its last element (the
+// address-space rule of validate_params: base + last_element must not wrap) and of the last byte
+// its span covers (the overlap rule). `any` is false for a tensor without elements.
+struct Extent {
+    bool any;
+    uint64_t last_element;
+    uint64_t last_byte;
+};
+struct PrefillExtents {
+    Extent q, k_cache, v_cache, o, lse;
+};
+PrefillExtents prefill_extents(const wideattn_prefill_params& p);
+
+// The refusal of a base whose tensor's last element, `last_element` bytes on, runs past the end
+// of the address space (validate_params' message for it).
+std::string past_address_space(const char* name, const void* base, uint64_t last_element);
 
 // The same for wideattn_quantize_to_cache: INVALID_ARGUMENT (also for a src_dtype that is no
 // wideattn_dtype), or UNSUPPORTED for a wideattn_dtype no kernel takes as its source.

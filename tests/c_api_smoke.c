@@ -99,6 +99,15 @@ int main(void) {
     printf("compute_scale: %s: %s\n", wideattn_status_string(status), wideattn_last_error());
     ok = ok && status == WIDEATTN_ERROR_NO_DRIVER;
     ok = ok && check_split_plan(ctx, &p);
+    /* Plans need the driver too (the kernels' functions are resolved at creation); a handle that
+     * no wideattn_plan_create returned is refused without one. */
+    wideattn_plan* plan = (wideattn_plan*)0x1;
+    status = wideattn_plan_create(ctx, &p, NULL, &plan);
+    printf("plan_create: %s: %s\n", wideattn_status_string(status), wideattn_last_error());
+    ok = ok && status == WIDEATTN_ERROR_NO_DRIVER && plan == NULL;
+    status = wideattn_plan_run((const wideattn_plan*)0x100000001ull, p.q, p.k_cache, p.v_cache, p.o, NULL, NULL);
+    printf("plan_run: %s: %s\n", wideattn_status_string(status), wideattn_last_error());
+    ok = ok && status == WIDEATTN_ERROR_INVALID_ARGUMENT && strstr(wideattn_last_error(), "is not a plan");
     wideattn_close(ctx);
     /* The test runs with WIDEATTN_LIBCUDA pointing nowhere: the no-driver path is expected. */
     return ok ? 0 : 1;

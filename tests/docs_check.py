@@ -6,7 +6,7 @@
 - Environment: every variable read by dispatch/, accuracy/, tools/ and python/ (getenv,
   os.environ, shell expansions) has a row in README's "Environment variables" table, and every
   row names a variable that is read.
-- C API: every function, struct field and constant of dispatch/wideattn.h is in docs/design.md
+- C API: every function, struct field and constant of include/wideattn.h is in docs/design.md
   "The C API at a glance", every function has a comment in the header, and the version of the
   header, meson.build, the manifest, README and docs/design.md agree.
 - JSON and HDF5: every manifest field is in docs/design.md section 4 (and every field there in
@@ -256,7 +256,7 @@ def uncommented_functions(header):
 
 
 def check_c_api():
-    header = read("dispatch/wideattn.h")
+    header = read("include/wideattn.h")
     summary = section(read("docs/design.md"), r"The C API at a glance")
     expect("design.md has 'The C API at a glance'", bool(summary))
     functions, fields, constants = header_names(header)

@@ -1,5 +1,5 @@
 /* struct_layout.c - prints the C compiler's sizeof and offsetof of every field of the C API's
- * structs (dispatch/wideattn.h) as JSON; tests/python/test_package.py compares the Python
+ * structs (include/wideattn.h) as JSON; tests/python/test_package.py compares the Python
  * package's ctypes mirrors (python/wideattn/_capi.py, also the structs of
  * tools/bench/peers/wideattn_ctypes.py) with it field by field. */
 #include <stddef.h>
@@ -70,6 +70,27 @@ int main(void) {
     FIELD(wideattn_launch_plan, kernel_index); FIELD(wideattn_launch_plan, num_splits);
     FIELD(wideattn_launch_plan, merge_kernel_index); FIELD(wideattn_launch_plan, preferred_splits);
     FIELD(wideattn_launch_plan, workspace_bytes);
+    END();
+    BEGIN(wideattn_plan_options);
+    FIELD(wideattn_plan_options, struct_size); FIELD(wideattn_plan_options, flags);
+    FIELD(wideattn_plan_options, num_caches); FIELD(wideattn_plan_options, reserved);
+    FIELD(wideattn_plan_options, k_caches); FIELD(wideattn_plan_options, v_caches);
+    END();
+    BEGIN(wideattn_plan_tensors);
+    FIELD(wideattn_plan_tensors, struct_size); FIELD(wideattn_plan_tensors, reserved);
+    FIELD(wideattn_plan_tensors, q); FIELD(wideattn_plan_tensors, k_cache); FIELD(wideattn_plan_tensors, v_cache);
+    FIELD(wideattn_plan_tensors, o); FIELD(wideattn_plan_tensors, lse);
+    FIELD(wideattn_plan_tensors, k_block_stride); FIELD(wideattn_plan_tensors, k_slot_stride);
+    FIELD(wideattn_plan_tensors, k_head_stride); FIELD(wideattn_plan_tensors, v_block_stride);
+    FIELD(wideattn_plan_tensors, v_slot_stride); FIELD(wideattn_plan_tensors, v_head_stride);
+    FIELD(wideattn_plan_tensors, num_blocks); FIELD(wideattn_plan_tensors, block_size);
+    FIELD(wideattn_plan_tensors, num_kv_heads); FIELD(wideattn_plan_tensors, head_dim);
+    FIELD(wideattn_plan_tensors, kv_dtype_plus_one); FIELD(wideattn_plan_tensors, reserved2);
+    END();
+    BEGIN(wideattn_plan_info);
+    FIELD(wideattn_plan_info, struct_size); FIELD(wideattn_plan_info, has_lse); FIELD(wideattn_plan_info, launch);
+    FIELD(wideattn_plan_info, num_cached_maps); FIELD(wideattn_plan_info, tma_kv);
+    FIELD(wideattn_plan_info, checked); FIELD(wideattn_plan_info, reserved);
     END();
     printf("}\n");
     return 0;

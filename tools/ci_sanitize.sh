@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # ci_sanitize.sh - the sanitizer job: configures a clang build with AddressSanitizer and
 # UndefinedBehaviorSanitizer and the libFuzzer targets (build-asan, or $WIDEATTN_ASAN_BUILD_DIR),
-# builds the tree (cubins for sm_90a only) and both fuzzers, runs the CPU tests `cpu`,
+# builds the tree (cubins for sm_90a only) and the three fuzzers, runs the CPU tests `cpu`,
 # `fake_driver` and `metadata_model` under the sanitizers, then runs each fuzzer for $WIDEATTN_FUZZ_SECONDS (default
-# 60) on its committed corpus (tests/fuzz/corpus/logit_dump, tests/fuzz/corpus/manifest). Exits non-zero on any failure: a failed test, a sanitizer report,
+# 60) on its committed corpus (tests/fuzz/corpus/logit_dump, tests/fuzz/corpus/manifest; plans: none). Exits non-zero on any failure: a failed test, a sanitizer report,
 # a fuzzer crash, leak, timeout or out-of-memory (the input is kept under <build>/fuzz-artifacts/).
 # Installs clang and its sanitizer runtimes (Debian packages) when they are missing.
 #   tools/ci_sanitize.sh [extra meson setup options]
@@ -70,3 +70,10 @@ echo "ci_sanitize: fuzzed the dump reader for ${fuzz_seconds}s without a finding
     -max_total_time="$fuzz_seconds" -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/" \
     "$build/fuzz-corpus-manifest" "$root/tests/fuzz/corpus/manifest"
 echo "ci_sanitize: fuzzed the manifest reader for ${fuzz_seconds}s without a finding; total $(( $(date +%s) - start ))s"
+# Plans: programs of plan calls over fuzzed params, options, run tensors and handles, through the
+# stand-in driver and the tree's bundle (no seed corpus: an empty input is already a valid program).
+mkdir -p "$build/fuzz-corpus-plan"
+WIDEATTN_LIBCUDA="$build/tests/libfake_cuda.so" WIDEATTN_BUNDLE="$build/bundle" \
+    "$build/tests/fuzz/fuzz_plan" -max_len=512 -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+    -artifact_prefix="$build/fuzz-artifacts/" "$build/fuzz-corpus-plan"
+echo "ci_sanitize: fuzzed plans for ${fuzz_seconds}s without a finding; total $(( $(date +%s) - start ))s"

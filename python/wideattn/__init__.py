@@ -3,7 +3,8 @@
 
 Without torch and without a GPU: contexts on a bundle, kernels() and their KernelInfo, which
 kernel a call would select and how it would split (Context.is_supported, Context.plan_launch),
-the library version.
+plans (Context.plan, Plan.run: plan once per step, run per layer), the library version, debug
+mode (set_debug).
 With torch (imported on first use of these names): prefill, varlen_attention, compute_scale,
 quantize_to_cache, quantize, the `wideattn::*` custom ops (wideattn.ops) and the reference
 (wideattn.reference). transformers: wideattn.transformers.register().
@@ -12,7 +13,7 @@ quantize_to_cache, quantize, the `wideattn::*` custom ops (wideattn.ops) and the
 from . import errors
 from .errors import (BundleError, CudaError, InternalError, InvalidArgumentError, LibraryNotFoundError, NoDeviceError,
                      NoDriverError, UnsupportedError, WideattnError)
-from .library import Context, KernelInfo, LaunchPlan, configure, default_context
+from .library import Context, KernelInfo, LaunchPlan, Plan, PlanInfo, configure, debug_enabled, default_context, set_debug
 
 try:
     from ._paths import VERSION as __version__
@@ -29,8 +30,8 @@ _TORCH_NAMES = {
 }
 
 __all__ = ["BundleError", "Context", "CudaError", "InternalError", "InvalidArgumentError", "KernelInfo", "LaunchPlan",
-           "LibraryNotFoundError", "NoDeviceError", "NoDriverError", "UnsupportedError", "WideattnError", "configure", "default_context",
-           "errors", "kernels", "version"] + sorted(_TORCH_NAMES)
+           "LibraryNotFoundError", "NoDeviceError", "NoDriverError", "Plan", "PlanInfo", "UnsupportedError", "WideattnError",
+           "configure", "debug_enabled", "default_context", "errors", "kernels", "set_debug", "version"] + sorted(_TORCH_NAMES)
 
 
 def kernels():

@@ -1,4 +1,4 @@
-"""ctypes mirror of the C API in dispatch/wideattn.h (0.4.0): status codes, dtypes, the five
+"""ctypes mirror of the C API in include/wideattn.h (0.4.0): status codes, dtypes, the eight
 structs and the function declarations. Standard library only, so it loads without torch and
 without a GPU; tools/bench/peers/wideattn_ctypes.py loads this file for its structs too.
 
@@ -39,7 +39,7 @@ WORKSPACE_ALIGNMENT = 16  # bytes, of wideattn_prefill_params.workspace
 # block table to the host and refuses bad entries before launching; not capturable in a CUDA graph).
 FLAG_CHECK_METADATA = 1   # WIDEATTN_FLAG_CHECK_METADATA
 # wideattn_prefill_params.flags and wideattn_quantize_params.flags: the transposed e4m3 V cache
-# layout (v_cache[block][kv_head][d][slot position], dispatch/wideattn.h; C API 0.4.0).
+# layout (v_cache[block][kv_head][d][slot position], include/wideattn.h; C API 0.4.0).
 FLAG_V_TRANSPOSED = 2     # WIDEATTN_FLAG_V_TRANSPOSED
 
 _I64 = ctypes.c_int64
@@ -116,7 +116,42 @@ class KernelInfoStruct(ctypes.Structure):
     ]
 
 
-# LP64 sizes as tests/struct_layout.c prints them for dispatch/wideattn.h (prefill: softmax_scale
+# Plans (C API 0.4.0): the most caches wideattn_plan_options may list.
+PLAN_MAX_CACHES = 1024        # WIDEATTN_PLAN_MAX_CACHES
+
+
+class PlanOptions(ctypes.Structure):
+    """struct wideattn_plan_options (versioned: struct_size = ctypes.sizeof(PlanOptions))."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("num_caches", _I32), ("reserved", _I32),
+        ("k_caches", ctypes.POINTER(_PTR)), ("v_caches", ctypes.POINTER(_PTR)),
+    ]
+
+
+class PlanTensors(ctypes.Structure):
+    """struct wideattn_plan_tensors (versioned), in header order."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32),
+        ("q", _PTR), ("k_cache", _PTR), ("v_cache", _PTR), ("o", _PTR), ("lse", _PTR),
+        ("k_block_stride", _I64), ("k_slot_stride", _I64), ("k_head_stride", _I64),
+        ("v_block_stride", _I64), ("v_slot_stride", _I64), ("v_head_stride", _I64),
+        ("num_blocks", _I32), ("block_size", _I32), ("num_kv_heads", _I32), ("head_dim", _I32),
+        ("kv_dtype_plus_one", _I32), ("reserved2", _I32),
+    ]
+
+
+class PlanInfo(ctypes.Structure):
+    """struct wideattn_plan_info (versioned), in header order."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32), ("has_lse", ctypes.c_uint32), ("launch", LaunchPlan),
+        ("num_cached_maps", _I32), ("tma_kv", _I32), ("checked", _I32), ("reserved", _I32),
+    ]
+
+
+# LP64 sizes as tests/struct_layout.c prints them for include/wideattn.h (prefill: softmax_scale
 # at 224, the three split-KV int32 at 228..236, workspace at 240, workspace_bytes at 248, flags
 # at 256, tail padding to 264).
 EXPECTED_SIZES = {
@@ -125,6 +160,9 @@ EXPECTED_SIZES = {
     "wideattn_scale_params": (ScaleParams, 64),
     "wideattn_kernel_info": (KernelInfoStruct, 112),
     "wideattn_launch_plan": (LaunchPlan, 24),
+    "wideattn_plan_options": (PlanOptions, 32),
+    "wideattn_plan_tensors": (PlanTensors, 120),
+    "wideattn_plan_info": (PlanInfo, 48),
 }
 
 
@@ -157,6 +195,13 @@ def declare(lib):
         "wideattn_prefill": (ctypes.c_int, [ctx_p, ctypes.POINTER(PrefillParams), ctypes.c_void_p]),
         "wideattn_quantize_to_cache": (ctypes.c_int, [ctx_p, ctypes.POINTER(QuantizeParams), ctypes.c_void_p]),
         "wideattn_compute_scale": (ctypes.c_int, [ctx_p, ctypes.POINTER(ScaleParams), ctypes.c_void_p]),
+        "wideattn_plan_create": (ctypes.c_int, [ctx_p, ctypes.POINTER(PrefillParams), ctypes.POINTER(PlanOptions),
+                                                ctypes.POINTER(ctypes.c_void_p)]),
+        "wideattn_plan_run": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]),
+        "wideattn_plan_run_tensors": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PlanTensors), ctypes.c_void_p]),
+        "wideattn_plan_get_info": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PlanInfo)]),
+        "wideattn_plan_destroy": (ctypes.c_int, [ctypes.c_void_p]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)

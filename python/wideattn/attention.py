@@ -6,7 +6,11 @@ viewed as pages); decode is the same call with one (or a few) new tokens per seq
 varlen_attention() takes K/V as dense rows per sequence ([total_k, num_kv_heads, head_dim] with
 cu_seqlens_k, as flash_attn_varlen_func does) and describes them as token-row pages without a copy.
 Both check every argument, allocate what the caller did not pass with the caller's allocator
-(torch.empty), and run the `wideattn::prefill` op.
+(torch.empty), and run the `wideattn::prefill` op. prefill() checks a call once per argument
+signature (shapes, strides, dtypes, devices of its tensors, its scalars): a call whose signature
+passed before goes straight to the op, whose CUDA implementation reuses the plan of the same
+metadata (ops.PlanCache). Debug mode (wideattn.set_debug(True), $WIDEATTN_DEBUG=1) checks every
+call.
 """
 
 import torch
@@ -14,6 +18,7 @@ import torch
 from . import _capi
 from . import _checks
 from . import ops
+from .library import debug_enabled
 
 Q_SHAPE = "[total_q, num_q_heads, head_dim]"
 CACHE_SHAPE = "[num_blocks, block_size, num_kv_heads, head_dim]"
@@ -99,6 +104,27 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     InvalidArgumentError naming it instead of being clamped; the call then waits for the stream and
     cannot be captured in a CUDA graph.
     """
+    signature = None if debug_enabled() else _prefill_signature(
+        (q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, out, q_scale, k_scale, v_scale),
+        lse, (softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, check_metadata))
+    if signature is not None and signature in _checked_prefill:
+        # Arguments of this signature passed every check before: only the derived values.
+        if out is None:
+            out = torch.empty(tuple(q.shape), dtype=torch.bfloat16, device=q.device)
+        return_lse = lse is not None and lse is not False
+        if lse is True:
+            lse = torch.empty((out.shape[1], q.shape[0]), dtype=torch.float64 if out.dtype == torch.float64
+                              else torch.float32, device=out.device)
+        elif lse is False:
+            lse = None
+        if q.shape[0]:
+            k_layout = [0, k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]] + list(k_cache.stride()[:3])
+            v_layout = [0, v_cache.shape[0], v_cache.shape[1], v_cache.shape[2]] + list(v_cache.stride()[:3])
+            ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+                            float(softmax_scale), q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0,
+                            max_seqlen_k or 0, num_splits or 0,
+                            _capi.FLAG_CHECK_METADATA if check_metadata else 0)
+        return (out, lse) if return_lse else out
     check = _checks.Checker("wideattn.prefill")
     check.tensor("q", q, 3, _checks.ATTENTION_IN_DTYPES, Q_SHAPE)
     _kv_pair(check, "k_cache", k_cache, "v_cache", v_cache, 4, CACHE_SHAPE, q)
@@ -116,7 +142,33 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     if q.shape[0]:
         ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, scale,
                         *scales, out, lse, *hints, splits, flags)
+    if signature is not None:
+        if len(_checked_prefill) >= CHECKED_SIGNATURES:
+            _checked_prefill.clear()
+        _checked_prefill[signature] = True
     return (out, lse) if return_lse else out
+
+
+# Signatures of prefill() calls whose arguments passed the checks (debug mode: none kept).
+CHECKED_SIGNATURES = 4096
+_checked_prefill = {}
+_SCALAR_TYPES = (type(None), bool, int, float)
+
+
+def _prefill_signature(tensors, lse, scalars):
+    """What prefill()'s checks depend on: each tensor's shape, strides, dtype and device (None
+    for None), lse (as a tensor, or the bool / None given), the scalars with their types. None
+    when an argument is neither (a wrong type, a tensor as a hint): such calls are always checked."""
+    try:
+        key = tuple(None if x is None else (x.shape, x.stride(), x.dtype, x.device) for x in tensors)
+        lse_key = (lse.shape, lse.stride(), lse.dtype, lse.device) if isinstance(lse, torch.Tensor) else lse
+    except (AttributeError, TypeError):
+        return None
+    if not isinstance(lse_key, tuple) and type(lse_key) not in _SCALAR_TYPES:
+        return None
+    if any(type(s) not in _SCALAR_TYPES for s in scalars):
+        return None
+    return key + (lse_key,) + tuple((type(s), s) for s in scalars)
 
 
 def _flags(check, check_metadata):
@@ -151,14 +203,17 @@ def token_row_block_table(row_start, max_seqlen_k, num_rows):
 
 
 def rows_prefill(q, k, v, k_rows, v_rows, cu_seqlens_q, row_start, seq_lens_k, max_seqlen_k, softmax_scale,
-                 out, lse=None, scales=(None, None, None), max_seqlen_q=0, num_splits=0, flags=0):
+                 out, lse=None, scales=(None, None, None), max_seqlen_q=0, num_splits=0, flags=0, block_table=None):
     """The op on token-row layouts (k_rows / v_rows from token_row_layout, over the tensors k / v;
     q as in prefill); no checks. Sequence s has the queries cu_seqlens_q[s] .. cu_seqlens_q[s+1]-1
     and seq_lens_k[s] keys from row row_start[s] of k / v; max_seqlen_k (host int) bounds every
     sequence's keys and is passed on as the hint, max_seqlen_q likewise (0 unknown).
     softmax_scale, out, lse (or None), scales (q_scale, k_scale, v_scale), num_splits and flags
-    are the op's arguments as prefill passes them. Returns out."""
-    block_table = token_row_block_table(row_start, max_seqlen_k, k_rows[1])
+    are the op's arguments as prefill passes them; block_table, when given, is
+    token_row_block_table(row_start, max_seqlen_k, k_rows[1]) made before (shared by calls over
+    rows of the same layout). Returns out."""
+    if block_table is None:
+        block_table = token_row_block_table(row_start, max_seqlen_k, k_rows[1])
     ops._prefill_op(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_rows, v_rows, softmax_scale, *scales, out, lse,
                     max_seqlen_q, max_seqlen_k, num_splits, flags)
     return out

@@ -12,6 +12,7 @@ import ctypes
 import dataclasses
 import os
 import threading
+import weakref
 
 from . import _capi
 from . import errors
@@ -23,6 +24,7 @@ except ImportError:  # the source tree itself: no configured locations
 
 ENV_LIBRARY = "WIDEATTN_LIB"
 ENV_BUNDLE = "WIDEATTN_BUNDLE"
+ENV_DEBUG = "WIDEATTN_DEBUG"
 
 _loaded = {}
 _load_lock = threading.Lock()
@@ -196,11 +198,14 @@ class Context:
         self._workspace_size = self._lib.wideattn_workspace_size
         self._quantize = self._lib.wideattn_quantize_to_cache
         self._scale = self._lib.wideattn_compute_scale
+        self._plans = weakref.WeakSet()   # the live plans, destroyed by close() before the context
 
     def close(self):
         """Closes the context (wideattn_close) and unloads its modules; later calls raise
         InvalidArgumentError. Closing twice is harmless."""
         if self._handle:
+            for plan in list(self._plans):
+                plan.close()
             self._lib.wideattn_close(self._handle)
             self._handle = ctypes.c_void_p()
 
@@ -290,6 +295,33 @@ class Context:
         if status:
             self.library.check("wideattn_prefill", status)
 
+    def plan(self, params, caches=None):
+        """A Plan of `params` (a _capi.PrefillParams: the step's metadata, shapes, strides,
+        workspace; q, k_cache, v_cache and o may be 0) on the calling thread's current CUDA context
+        (wideattn_plan_create): validated, selected, split and resolved once, then run per layer.
+        `caches`: optional (k_cache, v_cache) pointer pairs (one per layer) whose tensor maps are
+        encoded now. Raises the library's error (the params' refusal, or no driver)."""
+        self._require_open("wideattn.Context.plan")
+        _check_params("wideattn.Context.plan", params)
+        options = None
+        keep = None
+        if caches:
+            pairs = [(int(k), int(v)) for k, v in caches]
+            k_list = (ctypes.c_void_p * len(pairs))(*[k for k, _ in pairs])
+            v_list = (ctypes.c_void_p * len(pairs))(*[v for _, v in pairs])
+            options = _capi.PlanOptions(ctypes.sizeof(_capi.PlanOptions), 0, len(pairs), 0,
+                                        ctypes.cast(k_list, ctypes.POINTER(ctypes.c_void_p)),
+                                        ctypes.cast(v_list, ctypes.POINTER(ctypes.c_void_p)))
+            keep = (k_list, v_list)
+        handle = ctypes.c_void_p()
+        self.library.check("wideattn_plan_create", self._lib.wideattn_plan_create(
+            self._handle, ctypes.byref(params), ctypes.byref(options) if options is not None else None,
+            ctypes.byref(handle)))
+        del keep
+        plan = Plan(self, handle.value)
+        self._plans.add(plan)
+        return plan
+
     def launch_quantize(self, params, stream):
         """Queues wideattn_quantize_to_cache of `params` (a _capi.QuantizeParams) on `stream` (an
         integer CUstream handle); raises the library's error."""
@@ -307,6 +339,98 @@ class Context:
         status = self._scale(self._handle, ctypes.byref(params), stream)
         if status:
             self.library.check("wideattn_compute_scale", status)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanInfo:
+    """What a plan launches (wideattn_plan_info)."""
+
+    launch: LaunchPlan
+    has_lse: bool
+    num_cached_maps: int  # caches whose tensor maps the plan holds
+    tma_kv: bool          # the kernel reads K/V through tensor maps
+    checked: bool         # every run checks the metadata (checked mode)
+
+
+class Plan:
+    """A wideattn_plan of one Context: run() per layer with that layer's tensors (integer device
+    pointers), close() (or the context's close) destroys it. A closed plan's calls raise
+    InvalidArgumentError from the library (its handle is refused, never dereferenced)."""
+
+    def __init__(self, context, handle):
+        self.context = context
+        self.handle = handle
+        self._lib = context._lib
+        self._run = context._lib.wideattn_plan_run
+        self._check = context.library.check
+
+    def run(self, q, k_cache, v_cache, o, lse=None, stream=None):
+        """Queues the plan for one layer (wideattn_plan_run) on `stream` (an integer CUstream
+        handle; None or 0 the legacy default); q, k_cache, v_cache, o, lse integer device pointers
+        (lse None exactly when the plan was made without one). Raises the library's error."""
+        status = self._run(self.handle, q, k_cache, v_cache, o, lse, stream)
+        if status:
+            self._check("wideattn_plan_run", status)
+
+    def run_tensors(self, tensors, stream=None):
+        """wideattn_plan_run_tensors of `tensors`, a _capi.PlanTensors (its struct_size set here)
+        that also states the caches' layout for the library to check against the plan's, on
+        `stream` (an integer CUstream handle; None or 0 the legacy default)."""
+        tensors.struct_size = ctypes.sizeof(_capi.PlanTensors)
+        self._check("wideattn_plan_run_tensors",
+                    self._lib.wideattn_plan_run_tensors(self.handle, ctypes.byref(tensors), stream))
+
+    def info(self):
+        """The PlanInfo of the plan (wideattn_plan_get_info)."""
+        raw = _capi.PlanInfo()
+        raw.struct_size = ctypes.sizeof(_capi.PlanInfo)
+        self._check("wideattn_plan_get_info", self._lib.wideattn_plan_get_info(self.handle, ctypes.byref(raw)))
+        launch = LaunchPlan(raw.launch.kernel_index, raw.launch.num_splits, raw.launch.merge_kernel_index,
+                            raw.launch.preferred_splits, raw.launch.workspace_bytes)
+        return PlanInfo(launch, bool(raw.has_lse), raw.num_cached_maps, bool(raw.tma_kv), bool(raw.checked))
+
+    def close(self):
+        """Destroys the plan (wideattn_plan_destroy); closing twice is harmless (the second is a no-op
+        here, so the library's refusal of a stale handle is not raised)."""
+        if self.handle:
+            handle, self.handle = self.handle, None
+            if self.context._handle:
+                self._lib.wideattn_plan_destroy(handle)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "handle", None):
+            self.close()
+
+
+def _debug_from_env():
+    value = os.environ.get(ENV_DEBUG, "")
+    if value not in ("", "0", "1"):
+        raise errors.invalid_argument("wideattn", f"${ENV_DEBUG}={value!r}: use 1 (debug mode) or 0 / unset (off)")
+    return value == "1"
+
+
+_debug = {"on": _debug_from_env()}
+
+
+def set_debug(enabled):
+    """Turns debug mode on (`enabled` true) or off; also $WIDEATTN_DEBUG=1 at import. In debug mode
+    the torch entry points check every call's arguments and launch every op call through a
+    one-shot wideattn_prefill, instead of checking once per argument signature and reusing
+    cached plans. Returns the previous setting."""
+    previous = _debug["on"]
+    _debug["on"] = bool(enabled)
+    return previous
+
+
+def debug_enabled():
+    """Whether debug mode is on (set_debug)."""
+    return _debug["on"]
 
 
 _default = {"context": None, "bundle": None, "library": None}

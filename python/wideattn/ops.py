@@ -26,6 +26,14 @@ the call's workspace (host only, no device read) and allocates it with torch.emp
 device and current stream: the caching allocator's stream-ordered reuse makes it safe to free
 after the launch is queued, and inside a CUDA-graph capture it comes from the graph's pool.
 
+Plans (C API 0.4.0): the CUDA implementation of wideattn::prefill keeps a plan per call signature
+(ops.plans, a PlanCache: the device, stream, shapes, strides, dtypes, metadata pointers, scales,
+hints and flags; least recently used dropped beyond PLAN_CACHE_ENTRIES) with its workspace, made
+(and validated by the library) at the signature's first call, and runs it with the call's q, K/V
+bases, out and lse: the global layers of a step, which share the step's metadata tensors, run one
+plan. Under CUDA-graph capture and in debug mode (wideattn.set_debug) each call is a one-shot
+wideattn_prefill with a workspace of its own instead.
+
 flags is wideattn_prefill_params.flags: _capi.FLAG_CHECK_METADATA is checked mode (docs/design.md
 section 6): the CUDA implementation's library call copies cu_seqlens_q, seq_lens_k and the used
 block-table rows to the host and refuses bad entries before launching (it waits for the stream,
@@ -35,7 +43,9 @@ refuses keys it cannot read (reference.addressing_error: a seq_lens_k past its b
 a used block outside the cache), which the kernels would clamp.
 """
 
+import collections
 import ctypes
+import threading
 
 import torch
 
@@ -43,7 +53,7 @@ from . import _capi
 from . import _checks
 from . import errors
 from . import reference
-from .library import default_context
+from .library import debug_enabled, default_context
 
 NAMESPACE = "wideattn"
 TOKEN_ROW_PAGE = 16          # keys per page of a token-row layout (the kernels' page multiple)
@@ -151,8 +161,130 @@ def current_stream(device):
     return _raw_stream(index) if _raw_stream is not None else torch.cuda.current_stream(index).cuda_stream
 
 
+PLAN_CACHE_ENTRIES = 64       # plans (with their workspaces) the CUDA implementation keeps
+
+
+class PlanCache:
+    """The CUDA implementation's plans by call signature (everything of a call's params but the
+    five per-layer pointers: the device, stream, shapes, strides, dtypes, metadata pointers,
+    scales, hints, flags), least recently used dropped beyond `entries`. An entry holds the plan
+    and its workspace tensor, so the workspace lives as long as the plan that uses it."""
+
+    def __init__(self, entries=PLAN_CACHE_ENTRIES):
+        self.entries = entries
+        self._plans = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        """The (plan, workspace) entry of signature `key` (None when there is none), made the most
+        recently used."""
+        with self._lock:
+            entry = self._plans.get(key)
+            if entry is not None:
+                self._plans.move_to_end(key)
+                self.hits += 1
+            return entry
+
+    def put(self, key, entry):
+        """Adds the (plan, workspace) `entry` under signature `key`, closing the plans dropped."""
+        with self._lock:
+            self.misses += 1
+            self._plans[key] = entry
+            self._plans.move_to_end(key)
+            while len(self._plans) > self.entries:
+                _, (plan, _) = self._plans.popitem(last=False)
+                plan.close()
+
+    def clear(self):
+        """Closes and drops every plan."""
+        with self._lock:
+            for plan, _ in self._plans.values():
+                plan.close()
+            self._plans.clear()
+
+    def __len__(self):
+        return len(self._plans)
+
+
+plans = PlanCache()
+
+
+def _cuda_state(device):
+    """(the current device's index, the call's device index, whether the current stream is being
+    captured, the call device's current raw stream) for the CUDA implementation."""
+    current = torch.cuda.current_device()
+    index = current if device.index is None else device.index
+    stream = _raw_stream(index) if _raw_stream is not None else torch.cuda.current_stream(index).cuda_stream
+    return current, index, torch.cuda.is_current_stream_capturing(), stream
+
+
+def _on_device(index):
+    """A context manager making CUDA device `index` current."""
+    return torch.cuda.device(index)
+
+
+def _signature(device_index, stream, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+               softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags):
+    """What a plan of the call fixes (the offsets of k_layout / v_layout move the bases only)."""
+    return (device_index, stream, tuple(q.shape), q.stride(), q.dtype, k.dtype, v.dtype, tuple(k_layout[1:]),
+            tuple(v_layout[1:]), out.stride(), out.dtype, None if lse is None else lse.stride(0),
+            cu_seqlens_q.data_ptr(), seq_lens_k.data_ptr(), seq_lens_k.shape[0], block_table.data_ptr(),
+            block_table.stride(0), _ptr(q_scale), _ptr(k_scale), _ptr(v_scale), softmax_scale, max_seqlen_q,
+            max_seqlen_k, num_splits, flags)
+
+
 def _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
                   q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
+    current, index, capturing, stream = _cuda_state(q.device)
+    if capturing or debug_enabled():
+        # Under capture the workspace comes from the graph's pool for this launch only (a cached plan's
+        # could be evicted while a graph still uses it); in debug mode every call is validated anew.
+        _prefill_once(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
+                      q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags)
+        return
+    key = _signature(index, stream, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+                     softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0, max_seqlen_k or 0,
+                     num_splits or 0, flags)
+    entry = plans.get(key)
+    if entry is None or not entry[0].handle:  # none yet, or closed with its context (wideattn.configure)
+        entry = _make_plan(index, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
+                           q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags)
+        plans.put(key, entry)
+    k_base = k.data_ptr() + k_layout[0] * k.element_size()
+    v_base = v.data_ptr() + v_layout[0] * v.element_size()
+    args = (q.data_ptr(), k_base, v_base, out.data_ptr(), None if lse is None else lse.data_ptr(), stream)
+    if index != current:
+        with _on_device(index):
+            entry[0].run(*args)
+        return
+    try:
+        entry[0].run(*args)
+    except errors.NoDeviceError:  # a thread whose CUDA context was never made current
+        torch.cuda.set_device(index)
+        entry[0].run(*args)
+
+
+def _make_plan(index, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
+               q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags):
+    """(plan, workspace) of a call on device `index`, made with that device current: params
+    (validated by wideattn_plan_create), the workspace it wants, the plan."""
+    params = prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+                            softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0,
+                            max_seqlen_k or 0, num_splits or 0, flags)
+    context = default_context()
+    with _on_device(index):
+        try:
+            workspace = allocate_workspace(context.workspace_size(params), q.device)
+        except errors.NoDeviceError:  # a thread whose CUDA context was never made current
+            torch.cuda.set_device(index)
+            workspace = allocate_workspace(context.workspace_size(params), q.device)
+        return context.plan(attach_workspace(params, workspace)), workspace
+
+
+def _prefill_once(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
+                  q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
+    """wideattn_prefill of one call with a workspace of its own (CUDA-graph capture, debug mode)."""
     params = prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
                             softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0,
                             max_seqlen_k or 0, num_splits or 0, flags)

@@ -31,6 +31,10 @@ integrations/sdpa_attention.py and sdpa_paged.py, generation/continuous_batching
     builds no attention mask for a paged implementation other than paged|sdpa and paged|eager, so
     a paged call wideattn does not serve (a sliding layer) gets the packed causal (sliding-window)
     mask built here from the metadata, on the device, and runs on transformers' SDPA function.
+Ordinary forward: the global layers of one forward step share one StepMetadata (the mask read
+and verified once, the varlen tensors built once), so the op's plan cache (ops.PlanCache) runs one
+plan, made at the step's first global layer, for all of them; a continuous-batching step shares
+its metadata the same way (paged_step_metadata).
 Both pass the op host-side length hints (max_seqlen_q / max_seqlen_k: the query and key lengths
 of the call, or the continuous-batching metadata's) for its split-KV choice; no device tensor is
 read for them, so decode steps stay capturable in CUDA graphs.
@@ -42,6 +46,7 @@ import math
 import torch
 
 from . import attention as _attention
+from . import ops as _ops
 from .library import default_context
 
 NAME = "wideattn"
@@ -231,39 +236,97 @@ def _rows_per_batch(tensor):
     return tensor.stride(0) // tensor.stride(2)
 
 
+class StepMetadata:
+    """The op's metadata of one forward step's served layers: the mask read once (and verified,
+    with its host sync, once), the varlen tensors built once, so every global layer of the step
+    passes the same tensors and the op's plan cache runs one plan for all of them. pad_rows
+    (int64 [B]) the padded query rows per batch row; cu_seqlens_q, seq_lens_k and block_table the
+    op's int32 metadata of the 2B sequences (padding, then real rows, per batch row) over the
+    token-row pages of the K/V rows; padded the bool [B, T] of padded query rows (None without a
+    mask)."""
+
+    def __init__(self, pad_rows, cu_seqlens_q, seq_lens_k, block_table, padded):
+        self.pad_rows = pad_rows
+        self.cu_seqlens_q = cu_seqlens_q
+        self.seq_lens_k = seq_lens_k
+        self.block_table = block_table
+        self.padded = padded
+
+
+# The last forward step's metadata: (key, the mask it was read from, StepMetadata or None).
+_step = {"entry": None}
+# Steps whose metadata was built (tests; a forward step of a model builds one).
+step_builds = {"count": 0}
+
+
+def step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, device, verify):
+    """The StepMetadata of a served call (None: the mask is not causal with a key range), shared
+    by the calls of one forward step. attention_mask, batch, q_len, kv_len and device as
+    mask_plan takes them (the call's mask, B, T and S); rows_per_batch the K/V rows between two
+    batch entries; verify whether the mask is checked (mask_plan). The last step's metadata is
+    reused for the same mask tensor (held, so its identity cannot be reused; its version counter
+    catches an in-place change) or no mask, and the same B, T, S, row layout and device; it is
+    built anew under torch.compile and CUDA-graph capture."""
+    key = (None if attention_mask is None else (id(attention_mask), attention_mask._version),
+           batch, q_len, kv_len, rows_per_batch, device, verify)
+    shared = verify and not _capturing_or_compiling_device(device)
+    entry = _step["entry"]
+    if shared and entry is not None and entry[0] == key and entry[1] is attention_mask:
+        return entry[2]
+    plan = mask_plan(attention_mask, batch, q_len, kv_len, device, verify)
+    metadata = None
+    if plan is not None:
+        pad_rows, key_start, key_len = plan
+        num_rows = (batch - 1) * rows_per_batch + kv_len
+        batch_rows = torch.arange(batch, device=device) * rows_per_batch
+        # Sequence 2b: batch row b's padded query rows over its first keys (finite, zeroed below);
+        # sequence 2b+1: its real query rows over keys key_start .. key_start + key_len - 1.
+        q_lens = torch.stack([pad_rows, q_len - pad_rows], dim=1).reshape(-1)
+        cu_seqlens_q = torch.cat([q_lens.new_zeros(1), torch.cumsum(q_lens, 0)]).to(torch.int32)
+        seq_lens_k = torch.stack([pad_rows, key_len], dim=1).reshape(-1).to(torch.int32)
+        row_start = torch.stack([batch_rows, batch_rows + key_start], dim=1).reshape(-1)
+        block_table = _attention.token_row_block_table(row_start, kv_len, num_rows)
+        padded = None
+        if attention_mask is not None:
+            padded = torch.arange(q_len, device=device)[None, :] < pad_rows[:, None]
+        metadata = StepMetadata(pad_rows, cu_seqlens_q, seq_lens_k, block_table, padded)
+    step_builds["count"] += 1
+    if shared:
+        _step["entry"] = (key, attention_mask, metadata)
+    return metadata
+
+
+def _capturing_or_compiling_device(device):
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling():
+        return True
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
 def _dense_forward(query, key, value, attention_mask, scaling):
     """An ordinary forward's served layer; None hands it to SDPA (a mask of another shape)."""
     batch, q_heads, q_len, head_dim = query.shape
     kv_heads, kv_len = key.shape[1], key.shape[2]
     verify = not _capturing_or_compiling(query)
-    plan = mask_plan(attention_mask, batch, q_len, kv_len, query.device, verify)
-    if plan is None:
-        _warn_once("mask", "wideattn: an attention mask other than causal with left padding or a cache tail; "
-                           "those calls run on SDPA")
-        return None
-    pad_rows, key_start, key_len = plan
     if _rows_per_batch(key) is None or key.stride() != value.stride():
         key, value = key.contiguous(), value.contiguous()
     rows_per_batch = _rows_per_batch(key)
+    metadata = step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, query.device, verify)
+    if metadata is None:
+        _warn_once("mask", "wideattn: an attention mask other than causal with left padding or a cache tail; "
+                           "those calls run on SDPA")
+        return None
     num_rows = (batch - 1) * rows_per_batch + kv_len
-    batch_rows = torch.arange(batch, device=query.device) * rows_per_batch
-    # Sequence 2b: batch row b's padded query rows over its first keys (finite, zeroed below);
-    # sequence 2b+1: its real query rows over keys key_start .. key_start + key_len - 1.
-    q_lens = torch.stack([pad_rows, q_len - pad_rows], dim=1).reshape(-1)
-    cu_seqlens_q = torch.cat([q_lens.new_zeros(1), torch.cumsum(q_lens, 0)]).to(torch.int32)
-    seq_lens_k = torch.stack([pad_rows, key_len], dim=1).reshape(-1).to(torch.int32)
-    row_start = torch.stack([batch_rows, batch_rows + key_start], dim=1).reshape(-1)
     q_rows = query.transpose(1, 2).reshape(batch * q_len, q_heads, head_dim)
     k_rows = _attention.token_row_layout(key, key.stride(2), key.stride(1), num_rows, kv_heads)
     v_rows = _attention.token_row_layout(value, value.stride(2), value.stride(1), num_rows, kv_heads)
     out = torch.empty((batch * q_len, q_heads, head_dim), dtype=torch.bfloat16, device=query.device)
     # Host hints for the split-KV count: no sequence has more than q_len queries or kv_len keys.
-    _attention.rows_prefill(q_rows, key, value, k_rows, v_rows, cu_seqlens_q, row_start, seq_lens_k, kv_len,
-                            scaling, out, max_seqlen_q=q_len)
+    _ops._prefill_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, k_rows,
+                     v_rows, scaling, None, None, None, out, None, q_len, kv_len, 0, 0)
     out = out.view(batch, q_len, q_heads, head_dim)
-    if attention_mask is not None:
-        padded = torch.arange(q_len, device=query.device)[None, :] < pad_rows[:, None]
-        out = out.masked_fill(padded[:, :, None, None], 0)
+    if metadata.padded is not None:
+        out = out.masked_fill(metadata.padded[:, :, None, None], 0)
     return out
 
 
@@ -303,16 +366,52 @@ def _cu_seqlens(kwargs, name, layer_type=FULL_ATTENTION):
     return _layer_value(value, layer_type).to(torch.int32)
 
 
+# The last continuous-batching step's metadata: (key, the metadata tensors it was made from, value).
+_paged_step = {"entry": None}
+
+
+def paged_step_metadata(kwargs, num_rows, max_k, device):
+    """(cu_seqlens_q, row_start, seq_lens_k, block_table) of a continuous-batching call's served
+    layer over `num_rows` key rows (cache.update()'s) with at most `max_k` keys per sequence: the
+    int32 metadata and the token-row block table of varlen_attention. kwargs is the call's
+    (cu_seq_lens_q / cu_seq_lens_k of the full-attention layers); device the call's. Shared by
+    the global layers of a step: reused while the metadata tensors are the same objects (held, their
+    version counters unchanged) with the same row count and max_k; built anew under torch.compile
+    and CUDA-graph capture."""
+    sources = tuple(_layer_value(kwargs.get(f"cu_seq_lens_{n}", kwargs.get(f"cumulative_seqlens_{n}")))
+                    for n in ("q", "k"))
+    key = tuple((id(s), s._version) for s in sources) + (num_rows, max_k, device)
+    shared = not _capturing_or_compiling_device(device)
+    entry = _paged_step["entry"]
+    if shared and entry is not None and entry[0] == key and all(a is b for a, b in zip(entry[1], sources)):
+        return entry[2]
+    cu_q, cu_k = (s.to(torch.int32) for s in sources)
+    row_start = cu_k[:-1]
+    seq_lens_k = (cu_k[1:] - cu_k[:-1]).to(torch.int32)
+    metadata = (cu_q, row_start, seq_lens_k, _attention.token_row_block_table(row_start, max_k, num_rows))
+    step_builds["count"] += 1
+    if shared:
+        _paged_step["entry"] = (key, sources, metadata)
+    return metadata
+
+
 def _paged_forward(module, query, key, value, scaling, kwargs):
     """A continuous-batching call's served layer: write the new K/V into the paged cache, attend
-    over the rows cache.update() returns. query [1, Hq, total_q, D]."""
+    over the rows cache.update() returns (varlen_attention's token-row pages, with the step's
+    metadata shared by its global layers: paged_step_metadata). query [1, Hq, total_q, D]."""
     _, q_heads, total_q, head_dim = query.shape
     keys, values = _paged_update(module, key, value, kwargs)
     max_k = int(_layer_value(kwargs["max_seqlen_k"]))
     max_q = _host_hint(_layer_value(kwargs.get("max_seqlen_q")))
     q_rows = query.transpose(1, 2).reshape(total_q, q_heads, head_dim)
-    out = _attention.varlen_attention(q_rows, keys, values, _cu_seqlens(kwargs, "q"), _cu_seqlens(kwargs, "k"),
-                                      max_q, max_k, scaling)
+    out = torch.empty((total_q, q_heads, head_dim), dtype=torch.bfloat16, device=query.device)
+    if total_q:
+        cu_q, row_start, seq_lens_k, table = paged_step_metadata(kwargs, keys.shape[0], max_k, query.device)
+        k_rows = _attention.token_row_layout(keys, keys.stride(0), keys.stride(1), keys.shape[0], keys.shape[1])
+        v_rows = _attention.token_row_layout(values, values.stride(0), values.stride(1), values.shape[0],
+                                             values.shape[1])
+        _attention.rows_prefill(q_rows, keys, values, k_rows, v_rows, cu_q, row_start, seq_lens_k, max_k, scaling,
+                                out, max_seqlen_q=max_q or 0, block_table=table)
     return out.view(1, total_q, q_heads, head_dim)
 
 

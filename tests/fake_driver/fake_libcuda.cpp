@@ -1,7 +1,7 @@
 // fake_libcuda.cpp - a stand-in for libcuda.so.1 that libwideattn loads through WIDEATTN_LIBCUDA,
 // so the launch path (driver, current context, selection, lazy cubin read and checksum, module
 // load, tensor-map encoding, cuLaunchKernel) runs on a machine without a GPU. It exports every
-// entry point dispatch/driver.h resolves; the device is sm_XY from $WIDEATTN_FAKE_CC ("90" if
+// entry point dispatch/driver.h resolves (cuLaunchKernelEx too); the device is sm_XY from $WIDEATTN_FAKE_CC ("90" if
 // unset). Launches run nothing: the last launched symbol and call counts are read back through
 // the fake_cuda_* functions at the end. Device pointers are host pointers: cuMemcpyDtoHAsync is a
 // memcpy (the checked mode's metadata copies), and fake_cuda_set_* make a stream report a capture
@@ -39,7 +39,7 @@ constexpr uint64_t kTmaStrideAlign = 16;
 constexpr uint32_t kTmaMaxBox = 256;
 constexpr uint32_t kTmaMaxRank = 5;
 
-CUctx_st g_context;
+CUctx_st g_contexts[2];
 std::mutex g_mutex;
 std::string g_last_launch;
 std::string g_launches;  // "symbol grid_x grid_y grid_z\n" per cuLaunchKernel
@@ -49,6 +49,10 @@ int g_device_copies = 0;     // cuMemcpyDtoHAsync calls
 int g_synchronizations = 0;  // cuStreamSynchronize calls
 bool g_capturing = false;    // cuStreamIsCapturing reports an active capture
 int g_copies_until_failure = -1;  // cuMemcpyDtoHAsync calls that succeed before one fails; -1: never
+int g_kernel_launches = 0;        // cuLaunchKernel and cuLaunchKernelEx calls
+unsigned char g_last_args[264];   // the first argument of the last launch (wideattn_prefill_params' size)
+bool g_no_launch_ex = false;      // cuLaunchKernelEx fails (a test that it is the call made)
+int g_context_index = 0;          // which of two contexts cuCtxGetCurrent reports
 
 int fake_cc() {
     const char* cc = std::getenv("WIDEATTN_FAKE_CC");
@@ -81,6 +85,15 @@ void fake_cuda_set_capturing(int capturing) { g_capturing = capturing != 0; }
 // The cuMemcpyDtoHAsync call after `successes` more successful ones fails with
 // CUDA_ERROR_INVALID_VALUE (then copies succeed again); -1: no failure.
 void fake_cuda_set_copies_until_failure(int successes) { g_copies_until_failure = successes; }
+// cuLaunchKernel + cuLaunchKernelEx calls so far.
+int fake_cuda_kernel_launches(void) { return g_kernel_launches; }
+// The first kernel argument of the last launch (264 bytes: a wideattn_prefill_params).
+const void* fake_cuda_last_args(void) { return g_last_args; }
+// cuLaunchKernelEx fails with CUDA_ERROR_NOT_SUPPORTED while `fail` is nonzero.
+void fake_cuda_set_launch_ex_fails(int fail) { g_no_launch_ex = fail != 0; }
+// cuCtxGetCurrent reports context 0 (the default), context 1 (another CUDA context) or, for -1,
+// none.
+void fake_cuda_set_current_context(int index) { g_context_index = index; }
 
 CUresult CUDAAPI cuInit(unsigned int) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuDriverGetVersion(int* version) {
@@ -121,12 +134,12 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, 
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice) {
-    *context = &g_context;
+    *context = &g_contexts[0];
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext* context) {
-    *context = &g_context;
+    *context = g_context_index < 0 ? nullptr : &g_contexts[g_context_index];
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
@@ -158,12 +171,29 @@ CUresult CUDAAPI cuFuncGetAttribute(int* value, CUfunction_attribute, CUfunction
     *value = 0;
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
-                                unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void**, void**) {
+// Records a launch (the log line and the counters); `params` are the kernel arguments, the first
+// of which is kept as the last launch's wideattn_prefill_params (prefill and merge kernels).
+void record_launch(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z, void** params) {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_last_launch = f->symbol;
     g_launches += f->symbol + " " + std::to_string(grid_x) + " " + std::to_string(grid_y) + " " +
                   std::to_string(grid_z) + "\n";
+    ++g_kernel_launches;
+    // The first argument's size, as the real driver knows it from the kernel: the quantise and amax
+    // kernels take their own params structs, every other kernel wideattn_prefill_params.
+    const bool elementwise = f->symbol.find("quantize") != std::string::npos || f->symbol.find("amax") != std::string::npos;
+    if (params && params[0] && !elementwise) std::memcpy(g_last_args, params[0], sizeof g_last_args);
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
+                                unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void** params,
+                                void**) {
+    record_launch(f, grid_x, grid_y, grid_z, params);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void**) {
+    if (g_no_launch_ex) return CUDA_ERROR_NOT_SUPPORTED;
+    record_launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, params);
     return CUDA_SUCCESS;
 }
 
@@ -183,13 +213,34 @@ CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap*, CUtensorMapDataType, cuuin
     return CUDA_SUCCESS;
 }
 
-// Memory, streams and events: the calls the launch path makes work; the others are never used here.
-CUresult CUDAAPI cuMemAlloc(CUdeviceptr*, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemFree(CUdeviceptr) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr, const void*, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpyDtoH(void*, CUdeviceptr, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr, CUdeviceptr, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemsetD8(CUdeviceptr, unsigned char, size_t) { return CUDA_ERROR_NOT_SUPPORTED; }
+// Memory: device pointers are host pointers (256-byte aligned), so a program over the driver API
+// (examples/plan_decode.c) runs here as on a GPU; streams and events as far as the tests use them.
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr* ptr, size_t bytes) {
+    void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+    *ptr = reinterpret_cast<CUdeviceptr>(p);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemFree(CUdeviceptr ptr) {
+    std::free(reinterpret_cast<void*>(ptr));
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
+    std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
+    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t bytes) {
+    std::memset(reinterpret_cast<void*>(dst), value, bytes);
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuMemGetInfo(size_t*, size_t*) { return CUDA_ERROR_NOT_SUPPORTED; }
 CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr, unsigned int, size_t, CUstream) { return CUDA_SUCCESS; }
 // The tests pass host arrays as device pointers.
@@ -208,8 +259,17 @@ CUresult CUDAAPI cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
     *status = g_capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuStreamCreate(CUstream*, unsigned int) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuStreamDestroy(CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }
+struct CUstream_st {
+    int unused;
+};
+CUresult CUDAAPI cuStreamCreate(CUstream* stream, unsigned int) {
+    *stream = new CUstream_st{};
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
+    delete stream;
+    return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuStreamSynchronize(CUstream) {
     std::lock_guard<std::mutex> lock(g_mutex);
     ++g_synchronizations;

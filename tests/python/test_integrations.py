@@ -467,5 +467,49 @@ def test_calls_pass_host_length_hints():
     assert recorder.hints == [(7, 40, 7)], recorder.hints
 
 
+def test_global_layers_of_a_step_share_one_metadata():
+    # A forward step's global layers (same mask tensor, or no mask, same shapes) get the same
+    # metadata tensors, built once, so the op's plan cache runs one plan for all of them; the next
+    # step (a new mask tensor, or an in-place change) builds its own. Each layer's output is right.
+    _setup()
+    q_len, kv_len, starts, ends = 1, 40, [3, 0, 7], [23, 40, 31]
+    allowed = _allowed(starts, ends, q_len, kv_len)
+    mask = allowed[:, None]
+    seen = []
+    real_op = ops._prefill_op
+
+    def recording_op(*args):
+        seen.append(tuple(a.data_ptr() for a in args[3:6]))
+        return real_op(*args)
+
+    ops._prefill_op = recording_op
+    try:
+        builds = hf.step_builds["count"]
+        for layer in range(4):
+            query, key, value = _qkv(3, q_len, kv_len, 100 + layer)
+            out, _ = hf.attention_forward(Module(), query, key, value, mask, scaling=SCALE)
+            _check_rows(out, dense_attention(query, key, value, allowed, SCALE), allowed, f"layer {layer}")
+        assert hf.step_builds["count"] == builds + 1, hf.step_builds
+        assert len(set(seen)) == 1, seen   # one set of metadata tensors for the step's layers
+        next_mask = mask.clone()
+        hf.attention_forward(Module(), *_qkv(3, q_len, kv_len, 7), next_mask, scaling=SCALE)
+        assert hf.step_builds["count"] == builds + 2
+        next_mask[1, 0, 0, 5] = False     # changed in place: read again
+        hf.attention_forward(Module(), *_qkv(3, q_len, kv_len, 8), next_mask, scaling=SCALE)
+        assert hf.step_builds["count"] == builds + 3
+        for _ in range(3):                 # no mask: shared by shape
+            hf.attention_forward(Module(), *_qkv(2, 5, 21, 9), None, scaling=SCALE)
+        assert hf.step_builds["count"] == builds + 4
+        # Continuous batching: the served layers of one step (the same metadata tensors) too.
+        step = PagedStep(PagedCache, 21)
+        first, _ = hf.attention_forward(Module(), step.query, step.key, step.value, None, **step.kwargs)
+        for _ in range(2):
+            again, _ = hf.attention_forward(Module(), step.query, step.key, step.value, None, **step.kwargs)
+            assert torch.equal(again, first)
+        assert hf.step_builds["count"] == builds + 5
+    finally:
+        ops._prefill_op = real_op
+
+
 if __name__ == "__main__":
     harness.run(dict(globals()))

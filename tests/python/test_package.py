@@ -22,7 +22,8 @@ from wideattn import _capi, library  # noqa: E402
 
 STRUCTS = {"wideattn_prefill_params": _capi.PrefillParams, "wideattn_quantize_params": _capi.QuantizeParams,
            "wideattn_scale_params": _capi.ScaleParams, "wideattn_kernel_info": _capi.KernelInfoStruct,
-           "wideattn_launch_plan": _capi.LaunchPlan}
+           "wideattn_launch_plan": _capi.LaunchPlan, "wideattn_plan_options": _capi.PlanOptions,
+           "wideattn_plan_tensors": _capi.PlanTensors, "wideattn_plan_info": _capi.PlanInfo}
 FAKE_BASE = 0x10000000           # device addresses the no-driver calls never touch
 GEMMA_GLOBAL = {"num_q_heads": 32, "num_kv_heads": 4, "head_dim": 512}
 

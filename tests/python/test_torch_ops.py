@@ -20,7 +20,7 @@ harness.require_torch()
 import torch  # noqa: E402
 
 import wideattn  # noqa: E402
-from wideattn import _capi, attention, ops, reference  # noqa: E402
+from wideattn import _capi, _checks, attention, ops, reference  # noqa: E402
 from paged_problem import HEAD_DIM, Problem, assert_close_bf16  # noqa: E402
 
 MIXED = [(7, 40), (1, 33), (4, 20), (17, 17), (0, 5)]   # chunk with context, decode, spec decode, prompt, idle
@@ -347,7 +347,7 @@ class _RecordingContext:
 
 
 def test_cuda_implementation_sizes_and_attaches_the_workspace():
-    # The CUDA path with its launch seam replaced (no GPU here): it asks the library for the
+    # The one-shot CUDA path (capture, debug mode) with its launch seam replaced (no GPU here): it asks the library for the
     # workspace of these params, allocates it with torch.empty on the call's device, attaches it
     # and launches, reading no tensor data on the host.
     problem = Problem([(1, 300), (2, 41)], seed=14)
@@ -365,7 +365,7 @@ def test_cuda_implementation_sizes_and_attaches_the_workspace():
     try:
         layout = [0, problem.k_cache.shape[0], problem.k_cache.shape[1], problem.k_cache.shape[2]]
         out = torch.empty(problem.q.shape, dtype=torch.bfloat16)
-        ops._prefill_cuda(problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+        ops._prefill_once(problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
                           problem.block_table, layout + list(problem.k_cache.stride()[:3]),
                           layout + list(problem.v_cache.stride()[:3]), problem.scale, None, None, None, out, None,
                           2, 300, 33)
@@ -376,6 +376,135 @@ def test_cuda_implementation_sizes_and_attaches_the_workspace():
     assert allocated[0][1] == problem.q.device
     assert recorder.launched == [(allocated[0][2], _RecordingContext.WORKSPACE_BYTES, 33, "stream")], recorder.launched
     assert ops.allocate_workspace(0, torch.device("cpu")) is None
+
+
+class _RecordingPlan:
+    """Stands in for a library plan: records its runs and whether it was closed."""
+
+    def __init__(self, params):
+        self.params, self.runs, self.closed, self.handle = params, [], False, 1
+
+    def run(self, q, k_cache, v_cache, o, lse=None, stream=None):
+        self.runs.append((q, k_cache, v_cache, o, lse, stream))
+
+    def close(self):
+        self.closed, self.handle = True, None
+
+
+class _PlanningContext(_RecordingContext):
+    """A _RecordingContext that also makes _RecordingPlans."""
+
+    def __init__(self):
+        super().__init__()
+        self.plans = []
+
+    def plan(self, params, caches=None):
+        self.plans.append(_RecordingPlan((params.workspace, params.workspace_bytes, params.cu_seqlens_q)))
+        return self.plans[-1]
+
+
+def test_cuda_implementation_plans_once_per_signature_and_runs_per_layer():
+    # The CUDA path's plan cache with its device seams replaced (no GPU here): the first call of a
+    # signature sizes the workspace and makes a plan with it attached; the layers that follow (new
+    # q, K/V and out tensors, the same metadata) run that plan with their own pointers; other
+    # metadata makes another plan; the least recently used plan is closed beyond the cache's size;
+    # debug mode launches one-shot.
+    import contextlib
+    problem = Problem([(1, 300), (2, 41)], seed=15)
+    recorder = _PlanningContext()
+    saved = (ops.default_context, ops._cuda_state, ops._on_device, ops.allocate_workspace, ops.plans, ops._launch)
+    ops.default_context = lambda: recorder
+    ops._cuda_state = lambda device: (0, 0, False, 77)
+    ops._on_device = lambda index: contextlib.nullcontext()
+    ops.allocate_workspace = lambda size, device: torch.empty(size, dtype=torch.uint8)
+    ops.plans = ops.PlanCache(entries=2)
+    ops._launch = lambda device, launch, params: launch(params, "stream")
+    layout = [0, problem.k_cache.shape[0], problem.k_cache.shape[1], problem.k_cache.shape[2]]
+    k_layout = layout + list(problem.k_cache.stride()[:3])
+    v_layout = layout + list(problem.v_cache.stride()[:3])
+
+    def call(cu_seqlens_q, k_cache, v_cache, q, out):
+        ops._prefill_cuda(q, k_cache, v_cache, cu_seqlens_q, problem.seq_lens_k, problem.block_table, k_layout,
+                          v_layout, problem.scale, None, None, None, out, None, 2, 300, 0)
+
+    try:
+        layers = [(problem.k_cache.clone(), problem.v_cache.clone(), problem.q.clone(),
+                   torch.empty(problem.q.shape, dtype=torch.bfloat16)) for _ in range(3)]
+        for k_cache, v_cache, q, out in layers:
+            call(problem.cu_seqlens_q, k_cache, v_cache, q, out)
+        assert len(recorder.plans) == 1 and len(recorder.sized) == 1
+        plan = recorder.plans[0]
+        assert plan.params[1] == _RecordingContext.WORKSPACE_BYTES and plan.params[0]
+        assert plan.runs == [(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), None, 77)
+                             for k, v, q, o in layers], plan.runs
+        # Other metadata (another cu_seqlens_q tensor): another plan; a third evicts the first.
+        other = [problem.cu_seqlens_q.clone() for _ in range(2)]
+        call(other[0], *layers[0])
+        call(other[1], *layers[0])
+        assert len(recorder.plans) == 3 and plan.closed and not recorder.plans[1].closed
+        assert len(ops.plans) == 2 and ops.plans.hits == 2 and ops.plans.misses == 3
+        # A plan closed with its context (wideattn.configure) is made again.
+        recorder.plans[2].close()
+        call(other[1], *layers[0])
+        assert len(recorder.plans) == 4
+        # Debug mode: a one-shot launch, no plan.
+        previous = wideattn.set_debug(True)
+        try:
+            call(problem.cu_seqlens_q, *layers[0])
+        finally:
+            wideattn.set_debug(previous)
+        assert len(recorder.plans) == 4 and len(recorder.launched) == 1
+    finally:
+        (ops.default_context, ops._cuda_state, ops._on_device, ops.allocate_workspace, ops.plans,
+         ops._launch) = saved
+
+
+def test_prefill_checks_each_argument_signature_once_and_every_call_in_debug_mode():
+    # The public function: a call whose argument signature passed the checks goes straight to the
+    # op; a new signature (another shape) and debug mode run the checks again.
+    problem = Problem([(1, 40)], seed=16)
+    calls = []
+    real_op = ops._prefill_op
+    ops._prefill_op = lambda *args: calls.append(args)
+    checks = []
+    real_checker = _checks.Checker
+
+    class CountingChecker(real_checker):
+        def __init__(self, call):
+            checks.append(call)
+            super().__init__(call)
+
+    _checks.Checker = CountingChecker
+    try:
+        attention._checked_prefill.clear()
+        for _ in range(3):
+            wideattn.prefill(problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                             problem.block_table, problem.scale)
+        assert len(calls) == 3 and len(checks) == 1
+        # The fast path passes the op what the checked path passes it.
+        assert [a for a in calls[0] if not isinstance(a, torch.Tensor)] == \
+            [a for a in calls[2] if not isinstance(a, torch.Tensor)]
+        wideattn.prefill(problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                         problem.block_table, problem.scale, out=torch.empty(problem.q.shape, dtype=torch.bfloat16))
+        assert len(checks) == 2
+        previous = wideattn.set_debug(True)
+        try:
+            wideattn.prefill(problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                             problem.block_table, problem.scale)
+        finally:
+            wideattn.set_debug(previous)
+        assert len(checks) == 3
+        # A bad argument is still refused after its good signature was seen.
+        try:
+            wideattn.prefill(problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                             problem.block_table, float("nan"))
+        except wideattn.InvalidArgumentError as error:
+            assert "softmax_scale=nan" in str(error), error
+        else:
+            raise AssertionError("a NaN softmax_scale was accepted")
+    finally:
+        ops._prefill_op = real_op
+        _checks.Checker = real_checker
 
 
 def test_e4m3_codec():

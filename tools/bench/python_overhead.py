@@ -1,15 +1,26 @@
 #!/usr/bin/env python3
 """python_overhead.py - host time of one wideattn call from Python, op call to kernel launch, on a
-GPU (tools/gpu/gpu_suite.sh runs it; the bar: <= 15 us). A small decode call (4 sequences, one new
-token each, 256 keys; Gemma 4 31B global-layer shapes) runs N times back to back without
-synchronising, so the loop is bound by the host: the time per call is the loop's wall time / N.
-Should the GPU still be busy at the end, the loop was bound by the kernels and the figure is an
-upper bound of the host time. Three entry points:
-  wideattn.prefill            the public function (argument checks, output given, op)
-  torch.ops.wideattn.prefill  the op itself (dispatcher, parameter struct, ctypes, launch)
+GPU (tools/gpu/gpu_suite.sh runs it). Gemma 4 31B global-layer shapes (32 query heads, 4 KV heads
+of 512, page 16), three calls:
+  decode_4x256  4 sequences, one new token each, 256 keys (the shape of the 2026-12-01 figures)
+  decode_1x32k  1 sequence, one new token, 32768 keys (split-KV, with its workspace)
+  prefill_16k   one 16384-token prompt
+Each runs N times back to back without synchronising, so the loop is bound by the host: the time
+per call is the loop's wall time / N (the prefill's kernel takes milliseconds, so it runs
+PREFILL_CALLS calls, and its figure is flagged GPU-bound when the stream is still busy at the end:
+an upper bound of the host time). Consecutive calls cycle over LAYERS K/V caches (2 for the large
+shapes), as a model's global layers do. Entry points:
+  wideattn.prefill            the public function (argument checks once per signature, op)
+  torch.ops.wideattn.prefill  the op itself (dispatcher, plan cache lookup, ctypes, launch)
   library launch              Context.launch_prefill with prebuilt params (ctypes + wideattn_prefill)
+  plan.run                    Context.plan once, Plan.run per call (ctypes + wideattn_plan_run)
+Bars (C API 0.4.0): wideattn.prefill <= 20 us, torch.ops <= 12 us, wideattn_prefill <= 8 us and
+wideattn_plan_run <= 4 us (the last two: tools/bench/host_cost.cpp, the C calls without Python; the
+library launch and plan.run rows here add ctypes). The exit status is 1 when a bar of the decode
+shapes is missed.
 
 usage: PYTHONPATH=build/python python3 tools/bench/python_overhead.py [--calls N] [--json FILE]
+       [--shapes decode_4x256,decode_1x32k,prefill_16k]
 """
 
 import argparse
@@ -19,31 +30,41 @@ import statistics
 import sys
 import time
 
-BAR_US = 15.0
+BARS_US = {"wideattn.prefill": 20.0, "torch.ops.wideattn.prefill": 12.0}
 Q_HEADS, KV_HEADS, HEAD_DIM, BLOCK = 32, 4, 512, 16
-SEQS, KEYS = 4, 256
+SHAPES = {"decode_4x256": (4, 1, 256), "decode_1x32k": (1, 1, 32768), "prefill_16k": (1, 16384, 16384)}
+LAYERS = 10
+LARGE_CACHE_BYTES = 64 << 20   # caches larger than this: 2 of them instead of LAYERS
+PREFILL_CALLS = 20
 REPEATS = 5
 
 
-def setup(torch):
-    pages = KEYS // BLOCK
-    cache = torch.randn((2, SEQS * pages, BLOCK, KV_HEADS, HEAD_DIM), device="cuda").bfloat16()
-    table = torch.arange(SEQS * pages, dtype=torch.int32, device="cuda").reshape(SEQS, pages)
-    return {"q": torch.randn((SEQS, Q_HEADS, HEAD_DIM), device="cuda").bfloat16(),
-            "k": cache[0], "v": cache[1], "table": table,
-            "cu": torch.arange(SEQS + 1, dtype=torch.int32, device="cuda"),
-            "lens": torch.full((SEQS,), KEYS, dtype=torch.int32, device="cuda"),
-            "out": torch.empty((SEQS, Q_HEADS, HEAD_DIM), device="cuda").bfloat16()}
+def setup(torch, seqs, q_len, keys):
+    """The tensors of one shape: q, out, metadata, and K/V caches [num_blocks, 16, 4, 512] per layer."""
+    pages = -(-keys // BLOCK)
+    blocks = seqs * pages
+    cache_bytes = blocks * BLOCK * KV_HEADS * HEAD_DIM * 2
+    layers = LAYERS if cache_bytes <= LARGE_CACHE_BYTES else 2
+    caches = [torch.randn((2, blocks, BLOCK, KV_HEADS, HEAD_DIM), device="cuda").bfloat16() for _ in range(layers)]
+    table = torch.arange(blocks, dtype=torch.int32, device="cuda").reshape(seqs, pages)
+    total_q = seqs * q_len
+    return {"q": torch.randn((total_q, Q_HEADS, HEAD_DIM), device="cuda").bfloat16(),
+            "k": [c[0] for c in caches], "v": [c[1] for c in caches], "table": table,
+            "cu": torch.arange(0, total_q + 1, q_len, dtype=torch.int32, device="cuda"),
+            "lens": torch.full((seqs,), keys, dtype=torch.int32, device="cuda"),
+            "out": torch.empty((total_q, Q_HEADS, HEAD_DIM), device="cuda").bfloat16(),
+            "q_len": q_len, "keys": keys}
 
 
 def timed(torch, call, calls):
-    """Median over REPEATS of the host microseconds per call of `calls` back-to-back calls."""
+    """Median over REPEATS of the host microseconds per call of `calls` back-to-back calls (call
+    takes the call's index), and whether the GPU was still busy at the end of every repeat."""
     samples = []
     for _ in range(REPEATS):
         torch.cuda.synchronize()
         start = time.perf_counter()
-        for _ in range(calls):
-            call()
+        for i in range(calls):
+            call(i)
         host = time.perf_counter() - start
         busy = not torch.cuda.current_stream().query()
         torch.cuda.synchronize()
@@ -51,40 +72,82 @@ def timed(torch, call, calls):
     return statistics.median(s for s, _ in samples), all(b for _, b in samples)
 
 
+def entry_points(torch, wideattn, attention, ops, t):
+    """{name: call(i)} of the four entry points over the tensors of one shape."""
+    layers = len(t["k"])
+    layouts = [[0, k.shape[0], BLOCK, KV_HEADS] + list(k.stride()[:3]) for k in t["k"]]
+    hints = (t["q_len"], t["keys"])
+    context = wideattn.default_context()
+    stream = ops.current_stream(t["q"].device)
+    params = []
+    for k, v, layout in zip(t["k"], t["v"], layouts):
+        p = ops.prefill_params(t["q"], k, v, t["cu"], t["lens"], t["table"], layout, layout, 1.0, None, None, None,
+                               t["out"], None, *hints)
+        params.append(p)
+    workspace = ops.allocate_workspace(context.workspace_size(params[0]), t["q"].device)
+    for p in params:
+        ops.attach_workspace(p, workspace)
+    plan = context.plan(params[0])
+    pointers = [(t["q"].data_ptr(), k.data_ptr(), v.data_ptr(), t["out"].data_ptr()) for k, v in zip(t["k"], t["v"])]
+    stream_handle = ctypes.c_void_p(stream)
+    return {
+        "wideattn.prefill": lambda i: attention.prefill(
+            t["q"], t["k"][i % layers], t["v"][i % layers], t["cu"], t["lens"], t["table"], 1.0, out=t["out"],
+            max_seqlen_q=hints[0], max_seqlen_k=hints[1]),
+        "torch.ops.wideattn.prefill": lambda i: ops._prefill_op(
+            t["q"], t["k"][i % layers], t["v"][i % layers], t["cu"], t["lens"], t["table"], layouts[i % layers],
+            layouts[i % layers], 1.0, None, None, None, t["out"], None, *hints),
+        "library launch": lambda i: context.launch_prefill(params[i % layers], stream_handle),
+        "plan.run": lambda i: plan.run(*pointers[i % layers], None, stream),
+    }, (plan, workspace)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--json")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated names of SHAPES")
     args = parser.parse_args()
+    shapes = [s for s in args.shapes.split(",") if s]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown or not shapes:
+        parser.error(f"--shapes: unknown {unknown}; choose from {', '.join(SHAPES)}")
     import torch
     import wideattn
     from wideattn import attention, ops
     if not torch.cuda.is_available():
         print("python_overhead: no CUDA device")
         return 2
-    t = setup(torch)
-    layout = [0, t["k"].shape[0], BLOCK, KV_HEADS] + list(t["k"].stride()[:3])
-    context = wideattn.default_context()
-    params = ops.prefill_params(t["q"], t["k"], t["v"], t["cu"], t["lens"], t["table"], layout, layout, 1.0,
-                                None, None, None, t["out"], None)
-    stream = ops.current_stream(t["q"].device)
-    calls = {
-        "wideattn.prefill": lambda: attention.prefill(t["q"], t["k"], t["v"], t["cu"], t["lens"], t["table"], 1.0,
-                                                      out=t["out"]),
-        "torch.ops.wideattn.prefill": lambda: ops._prefill_op(t["q"], t["k"], t["v"], t["cu"], t["lens"], t["table"],
-                                                              layout, layout, 1.0, None, None, None, t["out"], None),
-        "library launch": lambda: context.launch_prefill(params, ctypes.c_void_p(stream)),
-    }
-    for call in calls.values():
-        call()
-    torch.cuda.synchronize()
-    report = {"calls": args.calls, "bar_us": BAR_US, "sequences": SEQS, "keys": KEYS, "results": {}}
-    for name, call in calls.items():
-        per_call, busy = timed(torch, call, args.calls)
-        report["results"][name] = {"host_us_per_call": per_call, "gpu_busy_at_end": busy}
-        print(f"{name:28s} {per_call:8.2f} us/call{'  (GPU-bound: an upper bound)' if busy else ''}")
-    ok = report["results"]["wideattn.prefill"]["host_us_per_call"] <= BAR_US
-    print(f"bar: wideattn.prefill {'<=' if ok else '>'} {BAR_US} us per call")
+    report = {"calls": args.calls, "bars_us": BARS_US, "layers": LAYERS, "shapes": {}}
+    ok = True
+    for shape in shapes:
+        seqs, q_len, keys = SHAPES[shape]
+        t = setup(torch, seqs, q_len, keys)
+        calls, keep = entry_points(torch, wideattn, attention, ops, t)
+        for call in calls.values():
+            for i in range(len(t["k"])):
+                call(i)
+        torch.cuda.synchronize()
+        count = args.calls if q_len == 1 else min(args.calls, PREFILL_CALLS)
+        results = {}
+        print(f"{shape} ({seqs} x {keys} keys, {q_len} new token(s) per sequence; {count} calls, "
+              f"{len(t['k'])} caches):")
+        for name, call in calls.items():
+            per_call, busy = timed(torch, call, count)
+            results[name] = {"host_us_per_call": per_call, "gpu_busy_at_end": busy}
+            bar = BARS_US.get(name)
+            verdict = "" if bar is None else (f"  bar {bar} us: {'met' if per_call <= bar else 'MISSED'}")
+            print(f"  {name:28s} {per_call:8.2f} us/call{'  (GPU-bound: an upper bound)' if busy else ''}{verdict}")
+            if bar is not None and q_len == 1 and per_call > bar and not busy:
+                ok = False
+        report["shapes"][shape] = {"sequences": seqs, "q_len": q_len, "keys": keys, "calls": count,
+                                   "plan_cache": {"hits": ops.plans.hits, "misses": ops.plans.misses},
+                                   "results": results}
+        keep[0].close()
+        del t, calls, keep
+        ops.plans.clear()
+        torch.cuda.empty_cache()
+    print(f"bars of the decode shapes: {'met' if ok else 'missed'}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)

@@ -201,6 +201,7 @@ if ((python)); then
     step python-hf python_transformers.txt timeout 420 python3 "$root/tests/gpu/test_transformers_gemma4.py" \
         "$py_cli" "$out"
     step py-overhead python_overhead.txt python3 "$root/tools/bench/python_overhead.py" --json "$out/python_overhead.json"
+    step host-cost host_cost.txt "$build/tools/bench/wideattn_host_cost" --json "$out/host_cost.json"
     step e2e-hf e2e_hf_gemma4.txt timeout 300 python3 "$root/tools/bench/e2e_drift.py" --model transformers-gemma4 \
         --layers 12 --cli "$py_cli" --lib "$build/dispatch/libwideattn.so" --bundle "$build/bundle" \
         --out "$out/e2e_hf_gemma4" --dump-dir /tmp/wideattn_e2e_hf --margin-rel 0.10 --commit "$commit"

@@ -1,4 +1,4 @@
-"""ctypes binding of libwideattn (the C API in dispatch/wideattn.h) for the peer harness.
+"""ctypes binding of libwideattn (the C API in include/wideattn.h) for the peer harness.
 
 The structs, constants and function declarations are the Python package's own mirror,
 python/wideattn/_capi.py (loaded from this checkout by file path, so importing it neither needs

@@ -34,9 +34,10 @@ extern "C" {
  * of the loaded library as text). 0.2.0 (42f2241) inserted the split-KV fields into
  * wideattn_prefill_params (232 -> 264 bytes: rebuild against the new header); 0.3.0 (9ecdd9c)
  * renamed its last field `reserved` to `flags` (same offset and size); 0.4.0 added the transposed
- * e4m3 V layout (WIDEATTN_FLAG_V_TRANSPOSED) and appended `flags` to wideattn_quantize_params
- * (104 -> 112 bytes: rebuild against the new header). The shared library's soname is
- * libwideattn.so.<MAJOR>. */
+ * e4m3 V layout (WIDEATTN_FLAG_V_TRANSPOSED), appended `flags` to wideattn_quantize_params
+ * (104 -> 112 bytes: rebuild against the new header), added plans (wideattn_plan_create /
+ * wideattn_plan_run, below) and moved this header from dispatch/ to include/. The shared
+ * library's soname is libwideattn.so.<MAJOR>. */
 #define WIDEATTN_VERSION_MAJOR 0
 #define WIDEATTN_VERSION_MINOR 4
 #define WIDEATTN_VERSION_PATCH 0
@@ -340,7 +341,8 @@ WIDEATTN_API const char* wideattn_last_error(void);
  */
 WIDEATTN_API wideattn_status wideattn_open(wideattn_context** ctx, const char* bundle_dir);
 
-/* Closes a context (NULL is ignored). Loaded modules are unloaded. The pointer is invalid
+/* Closes a context (NULL is ignored). Loaded modules are unloaded and the context's plans
+ * destroyed (their handles are refused from then on). The pointer is invalid
  * afterwards: closing it again, or any call with it, is undefined (the library cannot detect it),
  * as is closing a context while another thread still uses it. */
 WIDEATTN_API void wideattn_close(wideattn_context* ctx);
@@ -472,6 +474,134 @@ WIDEATTN_API wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, c
  */
 WIDEATTN_API wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_scale_params* params,
                                                     void* stream);
+
+/*
+ * Plans (C API 0.4.0): plan once per batch, run once per layer.
+ *
+ * A forward step runs the same attention metadata (cu_seqlens_q, seq_lens_k, block_table, the
+ * shapes, strides, dtypes, scale, split hints and workspace) in every global layer, with only q,
+ * the layer's K/V cache, o and lse changing. wideattn_plan_create does once what wideattn_prefill
+ * does per call: validates the params, selects the kernel (pinning and tuning file as for
+ * wideattn_prefill), chooses the split count for the workspace given, resolves the kernels in the
+ * current CUDA context (loading their cubins on first use), precomputes the launch geometry and
+ * the per-tensor extents, and encodes the K/V tensor maps of the caches it is given.
+ * wideattn_plan_run then does the per-layer work only: cheap checks of the five pointers (set,
+ * aligned, within the address space, outputs apart from every other tensor of the call), the
+ * tensor maps (from the plan, else the context's bounded cache of encoded maps, else encoded and
+ * cached), and one launch per kernel (cuLaunchKernelEx where the driver has it). It allocates no
+ * host memory and throws nothing, and it can be captured in a CUDA graph (checked mode aside).
+ *
+ * Metadata values live on the device and may change between runs (a CUDA graph replays with new
+ * contents); what the plan fixes is their pointers and every host-side value of the params.
+ *
+ * Handles are checked (docs/design.md, "Plans"): a wideattn_plan* is a token in a process-wide
+ * registry, never dereferenced before it is found there. A destroyed plan, one whose context was
+ * closed, a token the library never gave out, or a run in another CUDA context than the plan's is
+ * refused with WIDEATTN_ERROR_INVALID_ARGUMENT naming the plan; never a crash. Destroying a plan
+ * while another thread runs it is undefined, as is closing its context then.
+ */
+typedef struct wideattn_plan wideattn_plan;
+
+/*
+ * Versioned structs: the first field is struct_size, set it to sizeof(the struct) as your header
+ * declares it. A library accepts any size from the struct's first version up to its own (fields
+ * past what the caller's size covers take their default: 0 / NULL) and a larger one when every
+ * byte past its own size is zero (a newer header's fields left unset); anything else is
+ * WIDEATTN_ERROR_INVALID_ARGUMENT naming the struct, the size given and the sizes accepted.
+ */
+
+/* Options of wideattn_plan_create (NULL: all defaults). */
+typedef struct wideattn_plan_options {
+    uint32_t struct_size;          /* sizeof(wideattn_plan_options) (versioned struct, above) */
+    uint32_t flags;                /* 0 (no option bit is defined yet; another bit is refused) */
+    /* Caches the plan will run with, one K and one V base per entry (e.g. one per layer), each in
+     * the layout the params describe: their tensor maps are encoded at creation and kept in the
+     * plan (tma_kv kernels; ignored by the others). Other caches may still be passed to
+     * wideattn_plan_run. At most WIDEATTN_PLAN_MAX_CACHES; NULL with num_caches 0. */
+    int32_t num_caches;
+    int32_t reserved;              /* 0 */
+    const void* const* k_caches;   /* num_caches K cache bases (16-byte aligned) */
+    const void* const* v_caches;   /* num_caches V cache bases */
+} wideattn_plan_options;
+
+/* The most caches wideattn_plan_options may list. */
+#define WIDEATTN_PLAN_MAX_CACHES 1024
+
+/* The size of each context's cache of encoded K/V tensor maps (keyed by base, dtype, shape and
+ * strides; the least recently used entry is replaced when it is full). */
+#define WIDEATTN_TENSOR_MAP_CACHE_ENTRIES 256
+
+/*
+ * Creates a plan for `params` on the calling thread's current CUDA context (which every run must
+ * have current too). Validates params as wideattn_prefill does, except that q, k_cache, v_cache
+ * and o may be NULL (they are given per run; when set here they are only checked, not kept). lse
+ * decides whether the plan writes the LSE: a non-NULL lse here means every run passes one (and
+ * lse_head_stride applies), NULL means every run passes NULL. The workspace (params.workspace,
+ * workspace_bytes) and the metadata pointers are kept: each run uses them, so runs of one plan
+ * are ordered on one stream or use plans with workspaces of their own. Checked mode
+ * (WIDEATTN_FLAG_CHECK_METADATA, or the context's WIDEATTN_CHECK_METADATA=1) applies to every
+ * run (which then waits for its stream). On WIDEATTN_OK *plan is the new plan; on failure *plan
+ * is NULL and the status and message are those wideattn_prefill would give for the same params.
+ */
+WIDEATTN_API wideattn_status wideattn_plan_create(wideattn_context* ctx, const wideattn_prefill_params* params,
+                                                  const wideattn_plan_options* options, wideattn_plan** plan);
+
+/*
+ * Runs a plan for one layer on `stream` (as wideattn_prefill does with the plan's params and
+ * these tensors): q, k_cache, v_cache and o (16-byte aligned, in the plan's strides and shape)
+ * and lse (NULL exactly when the plan was created without one). Refused with
+ * WIDEATTN_ERROR_INVALID_ARGUMENT naming the argument: a NULL or misaligned pointer, an lse
+ * that does not match the plan, a tensor that runs past the address space, an output sharing a
+ * byte with another tensor of the call; and a plan that is not live or belongs to another CUDA
+ * context (above). The caches are taken to have the plan's layout: wideattn_plan_run_tensors
+ * also checks the layout the caller states.
+ */
+WIDEATTN_API wideattn_status wideattn_plan_run(const wideattn_plan* plan, const void* q, const void* k_cache,
+                                               const void* v_cache, void* o, void* lse, void* stream);
+
+/* The tensors of one run, with the caches' layout as the caller knows it, checked against the
+ * plan's (0 in a layout field: not checked). */
+typedef struct wideattn_plan_tensors {
+    uint32_t struct_size;          /* sizeof(wideattn_plan_tensors) (versioned struct, above) */
+    uint32_t reserved;             /* 0 */
+    const void* q;
+    const void* k_cache;
+    const void* v_cache;
+    void* o;
+    void* lse;
+    /* The caches' layout (elements; 0: not checked): a value that differs from the plan's params
+     * is refused naming the field, the value given and the plan's. */
+    int64_t k_block_stride, k_slot_stride, k_head_stride;
+    int64_t v_block_stride, v_slot_stride, v_head_stride;
+    int32_t num_blocks, block_size, num_kv_heads, head_dim;
+    int32_t kv_dtype_plus_one;     /* kv_dtype + 1 (0: not checked) */
+    int32_t reserved2;             /* 0 */
+} wideattn_plan_tensors;
+
+/* wideattn_plan_run with the tensors (and the caches' layout, checked) in a struct. */
+WIDEATTN_API wideattn_status wideattn_plan_run_tensors(const wideattn_plan* plan, const wideattn_plan_tensors* tensors,
+                                                       void* stream);
+
+/* What a plan launches: the fields of wideattn_launch_plan for its params, and the shape of the
+ * tensors a run takes. */
+typedef struct wideattn_plan_info {
+    uint32_t struct_size;          /* sizeof(wideattn_plan_info) (versioned struct, above) */
+    uint32_t has_lse;              /* 1 when runs pass an lse */
+    wideattn_launch_plan launch;   /* kernel, splits that run, merge kernel, preferred splits and
+                                      their workspace bytes */
+    int32_t num_cached_maps;       /* K/V caches whose tensor maps the plan holds */
+    int32_t tma_kv;                /* 1 when the plan's kernel reads K/V through tensor maps */
+    int32_t checked;               /* 1 when every run checks the metadata (checked mode) */
+    int32_t reserved;
+} wideattn_plan_info;
+
+/* Fills *info (whose struct_size the caller sets) for a live plan. */
+WIDEATTN_API wideattn_status wideattn_plan_get_info(const wideattn_plan* plan, wideattn_plan_info* info);
+
+/* Destroys a plan (NULL is ignored). A second destroy, or a destroy of a token that is no live
+ * plan, is refused with WIDEATTN_ERROR_INVALID_ARGUMENT (never a double free). wideattn_close
+ * destroys the plans of its context. */
+WIDEATTN_API wideattn_status wideattn_plan_destroy(wideattn_plan* plan);
 
 #ifdef __cplusplus
 }

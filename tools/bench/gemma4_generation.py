@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""gemma4_generation.py - what users of transformers feel: Gemma 4 (transformers' own
+Gemma4ForCausalLM, random weights) in eager mode, batch 1, greedy decoding, with
+attn_implementation="wideattn" against "sdpa", on the GPU machine:
+  ttft_8k         time to first token of an 8192-token prompt: one forward of the prompt into an
+                  empty DynamicCache plus the argmax of the last logits, synchronised
+  decode_8k       one greedy decode step (forward of one token, argmax) at 8192 tokens of context
+  decode_32k      the same at 32768 tokens of context
+The context of a decode case is filled in chunks of PREFILL_CHUNK tokens (SDPA's math path at
+head dim 512 would need a 32k x 32k score matrix per head for one 32k forward); each decode case
+reports the median over --steps timed steps after --warmup steps, each step synchronised (host
+and device time together, as a generation loop sees it); TTFT the median of --reps prompts.
+
+Configs (--config): "12" is 12 layers of hidden 2048, vocab 32768 (tools/bench/hf_gemma4.py's
+test model: layers 6 and 12 global); "31b" is Gemma 4 31B's shape: 60 layers (10 global: every
+6th), hidden 5376, intermediate 21504, vocab 262144, about 31e9 parameters (62 GB of bf16
+weights, built on the device; the 32k-context case needs its KV cache on top). Both have the 31B
+attention shapes (32 query heads; sliding: 16 KV heads of 256, window 1024; global: 4 KV heads of
+512, K = V projection).
+
+The wideattn package is whatever `import wideattn` finds (PYTHONPATH): to compare builds, e.g.
+this one against main's a94d5f9 integration, run the script once per build with --label and
+--json, then --compare the reports:
+
+  PYTHONPATH=build/python python3 tools/bench/gemma4_generation.py --config 12 --label plan-run \\
+      --json /tmp/g4_plan.json
+  PYTHONPATH=/path/to/a94d5f9/build/python python3 tools/bench/gemma4_generation.py --config 12 \\
+      --label a94d5f9 --json /tmp/g4_main.json
+  python3 tools/bench/gemma4_generation.py --compare /tmp/g4_plan.json /tmp/g4_main.json
+
+Bars (the issue's, H200, batch 1, eager): decode_8k faster with "wideattn" than with "sdpa" and
+>= 1.3x faster than with main's a94d5f9 integration; ttft_8k >= 2x faster with "wideattn" than
+with "sdpa". The run prints the ratios of one report (wideattn vs sdpa); --compare prints those
+between reports. Results go into BENCHMARKS.md by hand, with the commit and date.
+
+usage: gemma4_generation.py [--config 12|31b] [--cases ttft_8k,decode_8k,decode_32k]
+       [--attention wideattn,sdpa] [--steps N] [--warmup N] [--reps N] [--label TEXT] [--json FILE]
+       gemma4_generation.py --compare NEW.json OLD.json
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+CONFIGS = {
+    "12": {"layers": 12, "hidden": 2048, "intermediate": 8192, "vocab": 32768},
+    "31b": {"layers": 60, "hidden": 5376, "intermediate": 21504, "vocab": 262144},
+}
+CASES = {"ttft_8k": ("ttft", 8192), "decode_8k": ("decode", 8192), "decode_32k": ("decode", 32768)}
+PREFILL_CHUNK = 2048
+DECODE_BAR_VS_SDPA = 1.0
+DECODE_BAR_VS_MAIN = 1.3
+TTFT_BAR_VS_SDPA = 2.0
+
+
+def build_model(torch, config, seed):
+    """Gemma4ForCausalLM of CONFIGS[config], built on the GPU in bf16 (no host copy of the weights)."""
+    import hf_gemma4
+    from transformers import Gemma4ForCausalLM
+    shape = CONFIGS[config]
+    model_config = hf_gemma4.build_config(layers=shape["layers"], hidden=shape["hidden"], vocab=shape["vocab"])
+    model_config.intermediate_size = shape["intermediate"]
+    model_config.max_position_embeddings = 40960
+    torch.manual_seed(seed)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device("cuda"):
+            model = Gemma4ForCausalLM(model_config).eval()
+    finally:
+        torch.set_default_dtype(previous)
+    hf_gemma4.check_shapes(model)
+    return model
+
+
+def synchronized(torch, function):
+    """(result, seconds) of function() between two device synchronisations."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = function()
+    torch.cuda.synchronize()
+    return result, time.perf_counter() - start
+
+
+def new_cache(model):
+    """An empty DynamicCache for the model (with its config where transformers takes one)."""
+    from transformers import DynamicCache
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:
+        return DynamicCache()
+
+
+def fill_context(torch, model, tokens):
+    """A DynamicCache holding `tokens` [1, n], filled in PREFILL_CHUNK chunks; the next token."""
+    cache = new_cache(model)
+    logits = None
+    for begin in range(0, tokens.shape[1], PREFILL_CHUNK):
+        chunk = tokens[:, begin:begin + PREFILL_CHUNK]
+        logits = model(input_ids=chunk, past_key_values=cache, use_cache=True).logits
+    return cache, logits[:, -1].argmax(-1, keepdim=True)
+
+
+def run_case(torch, model, kind, context, args, vocab):
+    """Seconds (list) of the case's timed repetitions."""
+    generator = torch.Generator(device="cpu").manual_seed(args.seed)
+    tokens = torch.randint(0, vocab, (1, context), generator=generator).cuda()
+    with torch.no_grad():
+        if kind == "ttft":
+            def first_token():
+                cache = new_cache(model)
+                out = model(input_ids=tokens, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                return out.logits[:, -1].argmax(-1)
+            synchronized(torch, first_token)  # warm-up: modules, plans, allocator
+            return [synchronized(torch, first_token)[1] for _ in range(args.reps)]
+        cache, token = fill_context(torch, model, tokens)
+        times = []
+        for step in range(args.warmup + args.steps):
+            def decode():
+                out = model(input_ids=token, past_key_values=cache, use_cache=True)
+                return out.logits[:, -1].argmax(-1, keepdim=True)
+            token, seconds = synchronized(torch, decode)
+            if step >= args.warmup:
+                times.append(seconds)
+        return times
+
+
+def measure(args):
+    import torch
+    import wideattn
+    import wideattn.transformers
+    import hf_gemma4
+    if not torch.cuda.is_available():
+        print("gemma4_generation: no CUDA device")
+        return 2
+    hf_gemma4.register_attention()
+    model = build_model(torch, args.config, args.seed)
+    report = {"tool": "gemma4_generation", "label": args.label, "config": args.config, **CONFIGS[args.config],
+              "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "transformers": __import__("transformers").__version__, "wideattn_package": wideattn.__file__,
+              "wideattn_version": wideattn.version(), "steps": args.steps, "warmup": args.warmup, "reps": args.reps,
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cases": {}}
+    for case in args.cases:
+        kind, context = CASES[case]
+        report["cases"][case] = {}
+        for attention in args.attention:
+            model.set_attn_implementation(attention)
+            before = dict(wideattn.transformers.calls)
+            times = run_case(torch, model, kind, context, args, CONFIGS[args.config]["vocab"])
+            served = wideattn.transformers.calls["dense"] - before.get("dense", 0)
+            ms = statistics.median(times) * 1e3
+            report["cases"][case][attention] = {"median_ms": ms, "min_ms": min(times) * 1e3,
+                                                "max_ms": max(times) * 1e3, "samples": len(times),
+                                                "wideattn_calls": served}
+            print(f"{case:11s} {attention:9s} {ms:10.3f} ms (median of {len(times)}; {served} calls on wideattn)",
+                  flush=True)
+            torch.cuda.empty_cache()
+    ratios(report, report, "sdpa", "wideattn", BARS_VS_SDPA)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    return 0
+
+
+def ratios(new, old, old_attention, new_attention, bars):
+    """Prints old/new median ratios per case (> 1: new is faster) with the bar of the case in
+    `bars` ({case: (bar, strict)}: the ratio must exceed bar when strict, reach it otherwise)."""
+    for case, results in new["cases"].items():
+        a = old["cases"].get(case, {}).get(old_attention)
+        b = results.get(new_attention)
+        if not a or not b:
+            continue
+        ratio = a["median_ms"] / b["median_ms"]
+        verdict = ""
+        if case in bars:
+            bar, strict = bars[case]
+            met = ratio > bar if strict else ratio >= bar
+            verdict = f"  (bar {'>' if strict else '>='} {bar}x: {'met' if met else 'MISSED'})"
+        print(f"{case:11s} {new.get('label') or ''} {new_attention} vs {old.get('label') or ''} {old_attention}: "
+              f"{ratio:.3f}x{verdict}")
+
+
+# The bars of one report (wideattn against sdpa) and of two (this build's wideattn against main's).
+BARS_VS_SDPA = {"ttft_8k": (TTFT_BAR_VS_SDPA, False), "decode_8k": (DECODE_BAR_VS_SDPA, True)}
+BARS_VS_MAIN = {"decode_8k": (DECODE_BAR_VS_MAIN, False)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="12")
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--attention", default="wideattn,sdpa")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--label", default="")
+    parser.add_argument("--json")
+    parser.add_argument("--compare", nargs=2, metavar=("NEW", "OLD"))
+    args = parser.parse_args()
+    if args.compare:
+        with open(args.compare[0]) as f:
+            new = json.load(f)
+        with open(args.compare[1]) as f:
+            old = json.load(f)
+        ratios(new, old, "wideattn", "wideattn", BARS_VS_MAIN)
+        ratios(new, old, "sdpa", "sdpa", {})
+        return 0
+    args.cases = [c for c in args.cases.split(",") if c]
+    args.attention = [a for a in args.attention.split(",") if a]
+    if not args.cases or any(c not in CASES for c in args.cases):
+        parser.error(f"--cases: choose from {', '.join(CASES)}")
+    if args.steps < 1 or args.reps < 1 or args.warmup < 0:
+        parser.error("--steps and --reps must be >= 1, --warmup >= 0")
+    return measure(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
