@@ -2,10 +2,11 @@
 // selection, split plan, tensor maps, launch, every call), wideattn_plan_run (the per-layer part
 // of a plan) and wideattn_plan_create, on the call shapes of tools/bench/python_overhead.py: the
 // 4 x 256-key decode, a 1 x 32k decode (split, with its workspace) and a 16k-token prefill (Gemma
-// 4 31B global-layer heads, page 16). Each figure is the median over 5 repetitions of N calls
-// back to back (no synchronisation inside: on a GPU the launches queue, so keep N below the
-// queue depth or the kernels' time shows; the default 2000 decode calls of 4 x 256 keys stay host
-// bound). Consecutive calls cycle over 10 K/V caches (2 for the large shapes), as a model's global
+// 4 31B global-layer heads, page 16). Each figure is the median over 5 repetitions of N calls,
+// timed in batches of 50 back-to-back calls with an untimed stream synchronisation between
+// batches (on a GPU a longer run fills the launch queue and then times the kernels: 2000 calls
+// without it gave the 4 x 256 decode's kernel time, 15.7 us, for both launch paths, 2026-12-01).
+// Consecutive calls cycle over 10 K/V caches (2 for the large shapes), as a model's global
 // layers do.
 //
 // Runs on the driver WIDEATTN_LIBCUDA names (libcuda.so.1 by default): on a GPU it allocates the
@@ -30,6 +31,7 @@
 namespace {
 
 constexpr int kHq = 32, kHkv = 4, kD = 512, kPage = 16, kLayers = 10, kRepeats = 5;
+constexpr int kBatch = 50;  // calls per timed batch: far below the launch queue's depth
 
 struct Shape {
     const char* name;
@@ -57,15 +59,23 @@ const Shape kShapes[] = {{"decode_4x256", 4, 1, 256}, {"decode_1x32k", 1, 1, 327
         }                                                                                      \
     } while (0)
 
-template <typename F>
-double us_per_call(int calls, F&& call) {
+// Host microseconds per call: `calls` calls in timed batches of at most kBatch, with an untimed
+// `sync()` before each batch, so the launch queue never fills and the kernels' time never shows.
+template <typename F, typename S>
+double us_per_call(int calls, F&& call, S&& sync) {
     std::vector<double> samples;
     for (int r = 0; r < kRepeats; ++r) {
-        const auto start = std::chrono::steady_clock::now();
-        for (int i = 0; i < calls; ++i) call(i);
-        const auto stop = std::chrono::steady_clock::now();
-        samples.push_back(std::chrono::duration<double, std::micro>(stop - start).count() / calls);
+        double total = 0.0;
+        for (int first = 0; first < calls; first += kBatch) {
+            sync();
+            const auto start = std::chrono::steady_clock::now();
+            for (int i = first; i < std::min(calls, first + kBatch); ++i) call(i);
+            const auto stop = std::chrono::steady_clock::now();
+            total += std::chrono::duration<double, std::micro>(stop - start).count();
+        }
+        samples.push_back(total / calls);
     }
+    sync();
     std::sort(samples.begin(), samples.end());
     return samples[kRepeats / 2];
 }
@@ -186,9 +196,10 @@ int main(int argc, char** argv) {
             per_layer[l].v_cache = reinterpret_cast<const void*>(v[l]);
         }
         CHECK_WA(wideattn_prefill(ctx, &p, stream));  // first launch: modules load
+        const auto sync = [&] { CHECK_CU(drv.cuStreamSynchronize(stream)); };
         const double prefill_us = us_per_call(n, [&](int i) {
             if (wideattn_prefill(ctx, &per_layer[i % layers], stream) != WIDEATTN_OK) std::abort();
-        });
+        }, sync);
         CHECK_CU(drv.cuStreamSynchronize(stream));
         wideattn_plan* plan = nullptr;
         CHECK_WA(wideattn_plan_create(ctx, &p, nullptr, &plan));
@@ -197,14 +208,14 @@ int main(int argc, char** argv) {
             if (wideattn_plan_run(plan, p.q, reinterpret_cast<const void*>(k[l]), reinterpret_cast<const void*>(v[l]),
                                   p.o, nullptr, stream) != WIDEATTN_OK)
                 std::abort();
-        });
+        }, sync);
         CHECK_CU(drv.cuStreamSynchronize(stream));
         CHECK_WA(wideattn_plan_destroy(plan));
         const double create_us = us_per_call(std::min(calls, 500), [&](int) {
             wideattn_plan* made = nullptr;
             if (wideattn_plan_create(ctx, &p, nullptr, &made) != WIDEATTN_OK) std::abort();
             wideattn_plan_destroy(made);
-        });
+        }, [] {});
         wideattn_launch_plan launch{};
         int major = 0, minor = 0, sms = 0;
         drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
