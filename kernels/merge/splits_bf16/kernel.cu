@@ -76,8 +76,10 @@ wideattn_merge_splits_bf16(const __grid_constant__ wideattn_prefill_params p) {
             }
         }
     }
-    // m NaN: every w_s and the sum are NaN, and so is each O element (the NaN split is summed).
-    const float inv = weights == 0.0f ? 0.0f : 1.0f / weights;
+    // m NaN: every w_s and the sum are NaN, and so is each O element (the NaN split is summed),
+    // which inv = 0 keeps NaN. (A division that may see NaN makes ptxas keep its slow path, with
+    // a stack frame and spills on sm_120a.)
+    const float inv = weights > 0.0f ? 1.0f / weights : 0.0f;
     const int64_t token = row / p.num_q_heads;
     const int32_t head = static_cast<int32_t>(row % p.num_q_heads);
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.o) + token * p.o_token_stride + head * p.o_head_stride;
