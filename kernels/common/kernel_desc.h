@@ -18,7 +18,7 @@
 
 namespace wideattn {
 
-// Element types of KernelDesc: the values of wideattn_dtype (dispatch/wideattn.h, the one source).
+// Element types of KernelDesc: the values of wideattn_dtype (include/wideattn.h, the one source).
 enum DType : int32_t {
     kBF16 = WIDEATTN_DTYPE_BF16,
     kF16 = WIDEATTN_DTYPE_F16,

@@ -1,5 +1,5 @@
 // v_transposed.h - the transposed e4m3 V cache layout (WIDEATTN_FLAG_V_TRANSPOSED,
-// dispatch/wideattn.h; docs/design.md "Transposed V") as plain host/device arithmetic, so the
+// include/wideattn.h; docs/design.md "Transposed V") as plain host/device arithmetic, so the
 // quantise kernel, its CPU reference, the test harness and the kernels that read the layout share
 // one formula: each (block, kv_head) page holds head_dim rows of block_size codes, and inside each
 // group of 16 slots the slots are interleaved into the key order of the FP8 P V's A fragment
