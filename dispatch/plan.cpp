@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -41,16 +40,9 @@ static_assert(sizeof(wideattn_plan_info) == 48, "wideattn_plan_info layout chang
 namespace wideattn {
 namespace {
 
-constexpr uintptr_t kTensorAlignment = 16;
 constexpr size_t kPlanOptionsFirstSize = 32;  // C API 0.4.0
 constexpr size_t kPlanTensorsFirstSize = 120;
 constexpr size_t kPlanInfoFirstSize = 48;
-
-std::string pointer_text(const void* ptr) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%p", ptr);
-    return buf;
-}
 
 // Reads a caller's versioned struct (its first field is uint32_t struct_size) into *out: any size
 // from the struct's first version up to this library's, fields past the caller's size left at 0,

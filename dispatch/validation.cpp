@@ -15,9 +15,14 @@
 #include "dispatch/manifest_format.h"
 
 namespace wideattn {
+std::string pointer_text(const void* ptr) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%p", ptr);
+    return buf;
+}
+
 namespace {
 
-constexpr uintptr_t kTensorAlignment = 16;  // 16-byte vector loads and cp.async
 constexpr int64_t kMaxSeqKeys = INT32_MAX;  // seq_lens_k entries are int32
 constexpr uint32_t kKnownFlags =
     WIDEATTN_FLAG_CHECK_METADATA | WIDEATTN_FLAG_V_TRANSPOSED;             // wideattn_prefill_params.flags
@@ -25,12 +30,6 @@ constexpr uint32_t kKnownQuantizeFlags = WIDEATTN_FLAG_V_TRANSPOSED;  // wideatt
 constexpr int64_t kTransposedSlotStride = 1;  // the slots of a transposed V row are contiguous
 
 bool v_transposed(const wideattn_prefill_params& p) { return (p.flags & WIDEATTN_FLAG_V_TRANSPOSED) != 0; }
-
-std::string pointer_text(const void* ptr) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%p", ptr);
-    return buf;
-}
 
 // One dimension of a tensor: `count` indices `stride` elements apart.
 struct Dim {

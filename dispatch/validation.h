@@ -11,6 +11,11 @@
 
 namespace wideattn {
 
+constexpr uintptr_t kTensorAlignment = 16;  // q, K/V caches, o, workspace: 16-byte vector loads and cp.async
+
+// A pointer as the refusals print it ("%p").
+std::string pointer_text(const void* ptr);
+
 // Bytes per element of a wideattn_dtype (0 for an unknown value).
 int32_t dtype_size(int32_t dtype);
 
