@@ -169,11 +169,12 @@ def is_paged_call(kwargs):
         "cu_seq_lens_q" in kwargs or "cumulative_seqlens_q" in kwargs)
 
 
-def _capturing_or_compiling(tensor):
+def _capturing_or_compiling(device):
+    """Whether torch.compile is tracing or the current stream of a CUDA `device` is capturing."""
     compiler = getattr(torch, "compiler", None)
     if compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling():
         return True
-    return tensor.is_cuda and torch.cuda.is_current_stream_capturing()
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
 def mask_plan(attention_mask, batch, q_len, kv_len, device, verify=True):
@@ -269,7 +270,7 @@ def step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, device, 
     built anew under torch.compile and CUDA-graph capture."""
     key = (None if attention_mask is None else (id(attention_mask), attention_mask._version),
            batch, q_len, kv_len, rows_per_batch, device, verify)
-    shared = verify and not _capturing_or_compiling_device(device)
+    shared = verify and not _capturing_or_compiling(device)
     entry = _step["entry"]
     if shared and entry is not None and entry[0] == key and entry[1] is attention_mask:
         return entry[2]
@@ -296,18 +297,11 @@ def step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, device, 
     return metadata
 
 
-def _capturing_or_compiling_device(device):
-    compiler = getattr(torch, "compiler", None)
-    if compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling():
-        return True
-    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-
-
 def _dense_forward(query, key, value, attention_mask, scaling):
     """An ordinary forward's served layer; None hands it to SDPA (a mask of another shape)."""
     batch, q_heads, q_len, head_dim = query.shape
     kv_heads, kv_len = key.shape[1], key.shape[2]
-    verify = not _capturing_or_compiling(query)
+    verify = not _capturing_or_compiling(query.device)
     if _rows_per_batch(key) is None or key.stride() != value.stride():
         key, value = key.contiguous(), value.contiguous()
     rows_per_batch = _rows_per_batch(key)
@@ -381,7 +375,7 @@ def paged_step_metadata(kwargs, num_rows, max_k, device):
     sources = tuple(_layer_value(kwargs.get(f"cu_seq_lens_{n}", kwargs.get(f"cumulative_seqlens_{n}")))
                     for n in ("q", "k"))
     key = tuple((id(s), s._version) for s in sources) + (num_rows, max_k, device)
-    shared = not _capturing_or_compiling_device(device)
+    shared = not _capturing_or_compiling(device)
     entry = _paged_step["entry"]
     if shared and entry is not None and entry[0] == key and all(a is b for a, b in zip(entry[1], sources)):
         return entry[2]
