@@ -126,6 +126,13 @@ struct SplitProblem {
     std::vector<double> ref_out, ref_lse;
 };
 
+// Uploads p->host as the bf16-output problem of the split kernels, with the caller's hints.
+std::string upload_problem(SplitProblem* p) {
+    std::string err = p->device.create(*gpu().device, p->host, WIDEATTN_DTYPE_BF16);
+    if (err.empty()) set_hints(p->host, &p->device.params);
+    return err;
+}
+
 std::string make_split_problem(const ProblemSpec& spec, SplitProblem* p) {
     std::string err = make_problem(spec, &p->host);
     DeviceProblem ref;
@@ -133,8 +140,7 @@ std::string make_split_problem(const ProblemSpec& spec, SplitProblem* p) {
     if (err.empty()) err = ref.run(*gpu().device, gpu().ctx);
     if (err.empty()) err = ref.download_output(p->host, &p->ref_out);
     if (err.empty()) err = ref.download_lse(p->host, &p->ref_lse);
-    if (err.empty()) err = p->device.create(*gpu().device, p->host, WIDEATTN_DTYPE_BF16);
-    if (err.empty()) set_hints(p->host, &p->device.params);
+    if (err.empty()) err = upload_problem(p);
     return err.empty() ? err : spec.describe() + ": " + err;
 }
 
@@ -582,9 +588,7 @@ void corrupt(HostProblem* h, Corruption what) {
 // One problem on the device without a reference (the unsplit launch is the yardstick here).
 std::string make_device_problem(const HostProblem& host, SplitProblem* p) {
     p->host = host;
-    std::string err = p->device.create(*gpu().device, p->host, WIDEATTN_DTYPE_BF16);
-    if (err.empty()) set_hints(p->host, &p->device.params);
-    return err;
+    return upload_problem(p);
 }
 
 // The bytes of sequence seq's output rows in a raw o download (bf16, token stride of the problem).
