@@ -126,29 +126,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[Traits::kDimNTiles][4],
 template <class Traits>
 __device__ __forceinline__ bool softmax_e4m3_step(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
                                                   uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
-    constexpr uint32_t kFullMask = 0xffffffffu;
-    float tile_max[2];
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r) {
-        float m = -INFINITY;
-#pragma unroll
-        for (int32_t n = 0; n < Traits::kKeyNTiles; ++n) m = fmaxf(m, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-        m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 2));
-        tile_max[r] = m * scale;
-    }
-    const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
-    float base[2];
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r)
-        base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r] - Traits::kProbScaleLog2;
-#pragma unroll
-    for (int32_t n = 0; n < Traits::kKeyNTiles; ++n)
-#pragma unroll
-        for (int32_t e = 0; e < 4; ++e) {
-            s[n][e] = fast_exp2(fmaf(s[n][e], scale, -base[e / 2]));
-            state.sum[e / 2] += s[n][e];
-        }
+    const bool rescale = exponentiate_scores<Traits, true>(s, scale, state, alpha, Traits::kProbScaleLog2);
     static_assert(Traits::kKeyNTiles == Traits::kProbRegs, "the 4 score quads of a row pair fill one k32 A fragment");
     prob[0][0] = mma_e4m3::pack_e4m3x4(s[0][0], s[0][1], s[1][0], s[1][1]);
     prob[0][1] = mma_e4m3::pack_e4m3x4(s[0][2], s[0][3], s[1][2], s[1][3]);

@@ -1,7 +1,8 @@
 // wgmma_softmax.cuh - the online softmax step of the Hopper-tier kernels (exp2, lazy rescale, as
 // the mma tier: online_softmax.cuh) on a 64 x 32 score tile held in the wgmma accumulator
-// layout, writing P as the 16-bit A fragments of the P V wgmmas (bf16 or fp16 pairs). `Traits`
-// is a kernel's traits (a WgmmaD512BlockTraits).
+// layout, writing P as the 16-bit A fragments of the P V wgmmas (bf16 or fp16 pairs); its
+// exponent part (exponentiate_scores) also serves wgmma_e4m3pv_d512's e4m3 P. `Traits` is a
+// kernel's traits (a WgmmaD512BlockTraits).
 #pragma once
 
 #include <cstdint>
@@ -26,17 +27,19 @@ struct PackF16 {
     }
 };
 
-// Online softmax with lazy rescale (warp-uniform decision; both warpgroups decide alike since
-// their scores are bitwise equal): updates the running max and sums, writes P as the A
-// fragments of the P V wgmmas, and returns whether O must be multiplied by alpha (row g, row
-// g + 8) before the next P V; the caller does that once no wgmma writes O any more.
-// kFoldScale: s is unscaled and `scale` (> 0) is applied here, the row max before scaling (for
-// scale > 0, max(s) * scale rounds to max(s * scale)) and each exp2 argument as one fused
-// s * scale - max (the 8-bit kernel: 2% faster there, commit 328e0c0); otherwise s is already
-// scaled by exchange_scores and `scale` is unused (the bf16 kernel: folding measured 0.7% slower).
-template <class Traits, class PackPair = PackBf16, bool kFoldScale = false>
-__device__ __forceinline__ bool softmax_step(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
-                                             uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
+// The exponent part of the online-softmax step: the tile's row maxima, the rescale decision
+// (warp-uniform; both warpgroups decide alike since their scores are bitwise equal), and s
+// replaced by P = 2^(s - max + prob_scale_log2) with the row sums updated. Returns whether O must
+// be multiplied by alpha (row g, row g + 8) before the next P V; the caller does that once no
+// wgmma writes O any more. kFoldScale: s is unscaled and `scale` (> 0) is applied here, the row
+// max before scaling (for scale > 0, max(s) * scale rounds to max(s * scale)) and each exp2
+// argument as one fused s * scale - max (the 8-bit kernels: 2% faster there, commit 328e0c0);
+// otherwise s is already scaled by exchange_scores and `scale` is unused (the bf16 kernel:
+// folding measured 0.7% slower). prob_scale_log2 lifts P into the range of an 8-bit P
+// (wgmma_e4m3pv_d512: 8); 0 elsewhere.
+template <class Traits, bool kFoldScale>
+__device__ __forceinline__ bool exponentiate_scores(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
+                                                    float (&alpha)[2], float prob_scale_log2 = 0.0f) {
     constexpr uint32_t kFullMask = 0xffffffffu;
     float tile_max[2];
 #pragma unroll
@@ -51,7 +54,8 @@ __device__ __forceinline__ bool softmax_step(float (&s)[Traits::kKeyNTiles][4], 
     const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
     float base[2];
 #pragma unroll
-    for (int32_t r = 0; r < 2; ++r) base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r];
+    for (int32_t r = 0; r < 2; ++r)
+        base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r] - prob_scale_log2;
 #pragma unroll
     for (int32_t n = 0; n < Traits::kKeyNTiles; ++n)
 #pragma unroll
@@ -59,6 +63,15 @@ __device__ __forceinline__ bool softmax_step(float (&s)[Traits::kKeyNTiles][4], 
             s[n][e] = fast_exp2(kFoldScale ? fmaf(s[n][e], scale, -base[e / 2]) : s[n][e] - base[e / 2]);
             state.sum[e / 2] += s[n][e];
         }
+    return rescale;
+}
+
+// Online softmax with lazy rescale: exponentiate_scores, then P written as the 16-bit A
+// fragments of the P V wgmmas; returns whether O must be multiplied by alpha before the next P V.
+template <class Traits, class PackPair = PackBf16, bool kFoldScale = false>
+__device__ __forceinline__ bool softmax_step(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
+                                             uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
+    const bool rescale = exponentiate_scores<Traits, kFoldScale>(s, scale, state, alpha);
 #pragma unroll
     for (int32_t kk = 0; kk < Traits::kPvSteps; ++kk) {
         prob[kk][0] = PackPair::pack(s[2 * kk][0], s[2 * kk][1]);
