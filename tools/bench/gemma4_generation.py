@@ -28,7 +28,7 @@ this one against main's a94d5f9 integration, run the script once per build with 
       --label a94d5f9 --json /tmp/g4_main.json
   python3 tools/bench/gemma4_generation.py --compare /tmp/g4_plan.json /tmp/g4_main.json
 
-Bars (the issue's, H200, batch 1, eager): decode_8k faster with "wideattn" than with "sdpa" and
+Bars (H200, batch 1, eager): decode_8k faster with "wideattn" than with "sdpa" and
 >= 1.3x faster than with main's a94d5f9 integration; ttft_8k >= 2x faster with "wideattn" than
 with "sdpa". The run prints the ratios of one report (wideattn vs sdpa); --compare prints those
 between reports. Results go into BENCHMARKS.md by hand, with the commit and date.

@@ -13,8 +13,9 @@
 // the wgmmas, and the build refuses that), with Q K_j+2^T still in flight: the rescale decision is
 // per warp, so a wgmma wait inside it would have the warps of one warpgroup execute
 // wgmma.wait_group at different instructions, which PTX does not allow (compute-sanitizer
-// synccheck flags it). Q K_j+2^T is waited for at the start of step j+1, before its P V issue. Steps run in pairs (the two P sets) and the last
-// ones are peeled so every wait has a fixed count.
+// synccheck flags it). Q K_j+2^T is waited for at the start of step j+1, before its P V issue.
+// Steps run in pairs (the two P sets) and the last ones are peeled so every wait has a fixed
+// count.
 //
 // Ring (4 slots; chunk 2j = K_j, chunk 2j+1 = V_j, chunk c in slot c % 4), filled by TMA: per
 // warpgroup one mbarrier per slot, chunk c completing phase c / 4 of its slot's barrier; lane 0 of
