@@ -78,8 +78,9 @@ namespace {
 
 // Whether prefill kernel k (of the call's dtypes) serves p on a cc_major.cc_minor device; when it
 // does not and `why` is not NULL, *why says why (built only then: the launch path asks without).
+// `pinned`: selection is restricted to k by name, which lifts the single-token rule.
 bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int32_t cc_major, int32_t cc_minor,
-                 bool* arch_miss, std::string* why) {
+                 bool pinned, bool* arch_miss, std::string* why) {
     const int32_t group = p.num_q_heads / p.num_kv_heads;
     *arch_miss = !arch_runs_on(k, cc_major, cc_minor);
     if (*arch_miss) {
@@ -101,6 +102,15 @@ bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int3
             std::ostringstream miss;
             miss << k.name << " serves group " << k.group_min << ".." << k.group_max
                  << ", not num_q_heads/num_kv_heads=" << group;
+            *why = miss.str();
+        }
+        return false;
+    }
+    if (!pinned && k.has_feature(kFeatureSingleToken) && p.total_q > p.num_seqs) {
+        if (why) {
+            std::ostringstream miss;
+            miss << k.name << " runs on its own only for one query token per sequence (decode), not total_q="
+                 << p.total_q << " over num_seqs=" << p.num_seqs << " (pin it by name to run it anyway)";
             *why = miss.str();
         }
         return false;
@@ -160,7 +170,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
     std::vector<int32_t> fitting;
     bool arch_miss = false;
     for (size_t i = 0; i < kernels.size(); ++i)
-        if (candidate(kernels[i]) && kernel_fits(kernels[i], p, cc_major, cc_minor, &arch_miss, nullptr))
+        if (candidate(kernels[i]) && kernel_fits(kernels[i], p, cc_major, cc_minor, restricted, &arch_miss, nullptr))
             fitting.push_back(static_cast<int32_t>(i));
     if (!fitting.empty()) {
         *index = pick_fitting(kernels, fitting, restricted ? std::string() : preferred);
@@ -173,7 +183,7 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
     for (const ManifestKernel& k : kernels) {
         if (!candidate(k)) continue;
         std::string why;
-        kernel_fits(k, p, cc_major, cc_minor, &arch_miss, &why);
+        kernel_fits(k, p, cc_major, cc_minor, restricted, &arch_miss, &why);
         size_t slot = 0;
         while (slot < misses.size() && misses[slot].first != k.name) ++slot;
         if (slot == misses.size()) {

@@ -655,3 +655,35 @@ TEST_CASE("selection: the transposed V layout runs only the kernels that read it
               std::string::npos);
     }
 }
+
+TEST_CASE("selection: a single-token kernel runs on its own only for one query token per sequence") {
+    // Above the prefill kernel, as a decode kernel that measured faster would be.
+    const Manifest m = parse_bundle({
+        test::kernel_json("prefill_bf16", "sm_90a", "bf16", 512, 512, 512, 8, 8, "\"varlen\", \"paged\", \"lse\"",
+                          kCubinBytes, kZeroHash, "prefill", 300),
+        test::kernel_json("decode_bf16", "sm_90a", "bf16", 512, 512, 512, 8, 8,
+                          "\"varlen\", \"paged\", \"lse\", \"single_token\"", kCubinBytes, kZeroHash, "prefill", 303),
+    });
+    wideattn_prefill_params p = test::valid_params();
+    std::string why;
+    p.total_q = p.num_seqs;  // one token per sequence on average: decode
+    CHECK(select_name(m, p, 9, 0, &why) == "decode_bf16@sm_90a");
+    p.total_q = 0;  // an empty batch too
+    CHECK(select_name(m, p, 9, 0, &why) == "decode_bf16@sm_90a");
+    p.total_q = p.num_seqs + 1;  // one sequence with a second token: the prefill kernel
+    CHECK(select_name(m, p, 9, 0, &why) == "prefill_bf16@sm_90a");
+    p.total_q = 100;
+    CHECK(select_name(m, p, 9, 0, &why) == "prefill_bf16@sm_90a");
+    // Pinned by name it serves every call; the tuning file's preference does not lift the rule.
+    int32_t index = -1;
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &why, "decode_bf16") == WIDEATTN_OK);
+    CHECK(m.kernels[index].name == "decode_bf16");
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &why, std::string(), "decode_bf16") == WIDEATTN_OK);
+    CHECK(m.kernels[index].name == "prefill_bf16");
+    // Alone in the bundle, a multi-token call is refused with the rule named.
+    const Manifest alone = parse_bundle({test::kernel_json("decode_bf16", "sm_90a", "bf16", 512, 512, 512, 8, 8,
+                                                           "\"varlen\", \"paged\", \"lse\", \"single_token\"")});
+    CHECK(select_kernel(alone.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why.find("decode_bf16 runs on its own only for one query token per sequence (decode), not total_q=100 "
+                   "over num_seqs=2") != std::string::npos);
+}

@@ -66,6 +66,11 @@ constexpr const char* kKindMergeSplits = "merge_splits";
 constexpr const char* kKindQuantizeE4m3 = "quantize_e4m3";
 constexpr const char* kKindAmaxE4m3 = "amax_e4m3";
 
+// Feature of a kernel made for calls of at most one query token per sequence (decode): it is
+// correct for any call (one block per token), but selection considers it on its own only when
+// total_q <= num_seqs; pinned by name it serves every call.
+constexpr char kFeatureSingleToken[] = "single_token";
+
 // Launch geometry shared by every prefill kernel and the dispatcher.
 //   grid.x = token tiles: enough for every sequence's ceil(q_len / tile_tokens) tiles;
 //            blocks past the last tile exit at once.

@@ -1,0 +1,202 @@
+// loads.cuh - the loads of the single-token e4m3 decode kernel (decode_e4m3_d512): the block's
+// 8 Q rows (bf16, scaled by one power of two per block and stored as f16, which is exact for every
+// value the scores can feel), and each warp's K/V sub-tiles by cp.async into its private ring.
+//
+// Shared-memory layouts: a K or V half-stage is [16 keys][512 codes], a Q row [512 f16]; in both
+// the 16-byte vector v of row r sits at position v ^ (r % 8), so the 8 rows an ldmatrix matrix
+// (or a quad's 8-byte Q load) reads fall in distinct banks.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cfloat>
+#include <cstdint>
+
+#include "fp8/decode_e4m3_d512/traits.h"
+#include "kernels/common/page_bounds.cuh"
+#include "kernels/common/ptx_mma.cuh"
+#include "wideattn.h"
+
+namespace wideattn::decode_e4m3 {
+
+constexpr uint32_t kFullMask = 0xffffffffu;
+
+// Byte offset of 16-byte vector `vec` of row `row` in a swizzled layout of `kRowBytes` rows.
+template <int32_t kRowBytes, class Traits>
+__device__ __forceinline__ uint32_t swizzled(int32_t row, int32_t vec) {
+    return static_cast<uint32_t>(row * kRowBytes + ((vec ^ (row % Traits::kSwizzleRows)) * Traits::kVecBytes));
+}
+
+__device__ __forceinline__ float bf16_low(uint32_t word) { return __uint_as_float(word << 16); }
+__device__ __forceinline__ float bf16_high(uint32_t word) { return __uint_as_float(word & 0xffff0000u); }
+
+// The largest finite |x| of eight bf16 (NaN and inf do not set the scale; they reach the scores
+// as they are).
+__device__ __forceinline__ float finite_amax_bf16x8(const uint4& w) {
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+    float m = 0.0f;
+#pragma unroll
+    for (int32_t i = 0; i < 4; ++i) {
+        const float lo = fabsf(bf16_low(words[i])), hi = fabsf(bf16_high(words[i]));
+        if (lo <= FLT_MAX) m = fmaxf(m, lo);
+        if (hi <= FLT_MAX) m = fmaxf(m, hi);
+    }
+    return m;
+}
+
+__device__ __forceinline__ uint32_t pack_f16x2(float low, float high) {
+    const __half2 h = __floats2half2_rn(low, high);
+    return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// Reads the block's 8 Q rows (token `token`, the heads of `kv_head`), scales them by
+// 2^-shift with shift chosen from the block's largest finite |q| (Traits::kQTopLog2) and stores
+// them as f16 into q_shared. Returns 2^shift, the factor the scores take back. Every thread of
+// the block calls it; it ends with a block barrier after which Q is readable.
+template <class Traits>
+__device__ __forceinline__ float load_q(const wideattn_prefill_params& p, uint32_t q_shared, uint32_t amax_slots,
+                                        int64_t token, int32_t kv_head) {
+    constexpr int32_t kSourceVecsPerRow = Traits::kHeadDim * 2 / Traits::kVecBytes;  // 8 bf16 per vector
+    constexpr int32_t kVecs = Traits::kRows * kSourceVecsPerRow;
+    constexpr int32_t kPerThread = kVecs / Traits::kThreads;
+    static_assert(kVecs % Traits::kThreads == 0, "every thread converts whole vectors");
+    const int32_t thread = static_cast<int32_t>(threadIdx.x);
+    uint4 raw[kPerThread];
+    float amax = 0.0f;
+#pragma unroll
+    for (int32_t i = 0; i < kPerThread; ++i) {
+        const int32_t v = thread + i * Traits::kThreads;
+        const int32_t row = v / kSourceVecsPerRow;
+        const int32_t vec = v % kSourceVecsPerRow;
+        const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(p.q) + token * p.q_token_stride +
+                                   (int64_t{kv_head} * Traits::kGroup + row) * p.q_head_stride + vec * 8;
+        raw[i] = __ldg(reinterpret_cast<const uint4*>(src));
+        amax = fmaxf(amax, finite_amax_bf16x8(raw[i]));
+    }
+#pragma unroll
+    for (int32_t offset = Traits::kWarpSize / 2; offset > 0; offset /= 2)
+        amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
+    const int32_t warp = thread / Traits::kWarpSize;
+    if (thread % Traits::kWarpSize == 0)
+        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(amax_slots + 4 * warp), "f"(amax) : "memory");
+    __syncthreads();
+    float block_amax = 0.0f;
+#pragma unroll
+    for (int32_t w = 0; w < Traits::kWarps; ++w) {
+        float m;
+        asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(m) : "r"(amax_slots + 4 * w) : "memory");
+        block_amax = fmaxf(block_amax, m);
+    }
+    constexpr int32_t kFloatBias = 127;
+    constexpr int32_t kMantissaBits = 23;
+    int32_t shift = 0;
+    if (block_amax > 0.0f) {
+        const int32_t exponent =
+            static_cast<int32_t>((__float_as_uint(block_amax) >> kMantissaBits) & 0xffu) - kFloatBias;
+        shift = max(-Traits::kQShiftLimit, min(Traits::kQShiftLimit, exponent - Traits::kQTopLog2));
+    }
+    const float down = __uint_as_float(static_cast<uint32_t>(kFloatBias - shift) << kMantissaBits);  // 2^-shift
+    const float up = __uint_as_float(static_cast<uint32_t>(kFloatBias + shift) << kMantissaBits);    // 2^shift
+#pragma unroll
+    for (int32_t i = 0; i < kPerThread; ++i) {
+        const int32_t v = thread + i * Traits::kThreads;
+        const int32_t row = v / kSourceVecsPerRow;
+        const int32_t vec = v % kSourceVecsPerRow;
+        const uint32_t w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
+        uint32_t h[4];
+#pragma unroll
+        for (int32_t j = 0; j < 4; ++j) h[j] = pack_f16x2(bf16_low(w[j]) * down, bf16_high(w[j]) * down);
+        const uint32_t address = q_shared + swizzled<Traits::kQRowBytes, Traits>(row, vec);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(h[0]), "r"(h[1]), "r"(h[2]),
+                     "r"(h[3])
+                     : "memory");
+    }
+    __syncthreads();
+    return up;
+}
+
+// The e4m3-Q form of load_q: the block's 8 Q rows as e4m3 codes, converted to f16 exactly into
+// q_shared; returns *q_scale, the factor the scores take back. Ends with a block barrier.
+template <class Traits>
+__device__ __forceinline__ float load_q_codes(const wideattn_prefill_params& p, uint32_t q_shared, int64_t token,
+                                              int32_t kv_head) {
+    constexpr int32_t kSourceVecsPerRow = Traits::kHeadDim / Traits::kVecBytes;  // 16 codes per vector
+    constexpr int32_t kVecs = Traits::kRows * kSourceVecsPerRow;
+    constexpr int32_t kPerThread = kVecs / Traits::kThreads;
+    static_assert(kVecs % Traits::kThreads == 0, "every thread converts whole vectors");
+    const int32_t thread = static_cast<int32_t>(threadIdx.x);
+#pragma unroll
+    for (int32_t i = 0; i < kPerThread; ++i) {
+        const int32_t v = thread + i * Traits::kThreads;
+        const int32_t row = v / kSourceVecsPerRow;
+        const int32_t vec = v % kSourceVecsPerRow;
+        const unsigned char* src = static_cast<const unsigned char*>(p.q) + token * p.q_token_stride +
+                                   (int64_t{kv_head} * Traits::kGroup + row) * p.q_head_stride + vec * Traits::kVecBytes;
+        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(src));
+        const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+        uint32_t h[8];
+#pragma unroll
+        for (int32_t j = 0; j < 4; ++j)
+            asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+                : "=r"(h[2 * j]), "=r"(h[2 * j + 1])
+                : "r"(w[j]));
+#pragma unroll
+        for (int32_t half = 0; half < 2; ++half) {
+            const uint32_t address = q_shared + swizzled<Traits::kQRowBytes, Traits>(row, 2 * vec + half);
+            asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(h[4 * half]),
+                         "r"(h[4 * half + 1]), "r"(h[4 * half + 2]), "r"(h[4 * half + 3])
+                         : "memory");
+        }
+    }
+    __syncthreads();
+    return __ldg(p.q_scale);
+}
+
+// One warp's key stream: sub-tiles warp, warp + kWarps, ... of the block's keys [0, kv_end),
+// each 16 keys of one page, K and V codes copied by cp.async (lane l copies the 16-byte vector l
+// of every key row). Keys past kv_end and pages whose block-table entry lies outside the cache
+// are zero-filled without a read.
+template <class Traits>
+struct WarpStream {
+    const unsigned char* k_base;  // k_cache at this KV head
+    const unsigned char* v_base;
+    const int32_t* table_row;
+    int32_t kv_end;
+    int32_t lane;
+
+    __device__ __forceinline__ void init(const wideattn_prefill_params& p, int32_t kv_head, const int32_t* row,
+                                         int32_t end, int32_t lane_index) {
+        k_base = static_cast<const unsigned char*>(p.k_cache) + kv_head * p.k_head_stride;
+        v_base = static_cast<const unsigned char*>(p.v_cache) + kv_head * p.v_head_stride;
+        table_row = row;
+        kv_end = end;
+        lane = lane_index;
+    }
+
+    // Issues the copies of sub-tile `sub` into the stage at `stage` (K half, then V half).
+    __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t sub, uint32_t stage) const {
+        const int32_t key0 = sub * Traits::kSubTileKeys;
+        const int32_t page_index = key0 / p.block_size;
+        const int32_t slot0 = key0 - page_index * p.block_size;
+        const int32_t page = __ldg(table_row + page_index);
+        const bool in_cache = page_in_cache(page, p.num_blocks);
+        const int32_t keys = in_cache ? min(Traits::kSubTileKeys, kv_end - key0) : 0;
+        const int64_t page_safe = in_cache ? page : 0;
+        const unsigned char* k_src =
+            k_base + page_safe * p.k_block_stride + int64_t{slot0} * p.k_slot_stride + lane * Traits::kVecBytes;
+        const unsigned char* v_src =
+            v_base + page_safe * p.v_block_stride + int64_t{slot0} * p.v_slot_stride + lane * Traits::kVecBytes;
+#pragma unroll
+        for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
+            const bool valid = key < keys;
+            const uint32_t offset = swizzled<Traits::kRowBytes, Traits>(key, lane);
+            ptx::cp_async_16(stage + offset, valid ? k_src + key * p.k_slot_stride : k_base,
+                             valid ? Traits::kVecBytes : 0);
+            ptx::cp_async_16(stage + Traits::kStageHalfBytes + offset, valid ? v_src + key * p.v_slot_stride : v_base,
+                             valid ? Traits::kVecBytes : 0);
+        }
+    }
+};
+
+}  // namespace wideattn::decode_e4m3

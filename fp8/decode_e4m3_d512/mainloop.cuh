@@ -1,0 +1,210 @@
+// mainloop.cuh - one warp's key loop of the single-token e4m3 decode kernel: per 16-key
+// sub-tile, S^T = K Q^T (keys in m: 32 mma m16n8k16 f16 over the 512 dims, K codes converted to
+// f16 after an ldmatrix, Q^T read from shared memory), the online softmax of the warp's own keys,
+// P^T by movmatrix, and O^T += V^T P^T (32 mma: an even-dim and an odd-dim m-tile per 32 dims,
+// V codes by a transposed ldmatrix, a byte permute and the conversion). No barrier but the warp's
+// own: each warp streams its sub-tiles through its cp.async ring (kStages stages, one commit
+// group per stage).
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16 .f16; g = lane / 4, t = lane % 4):
+// - S^T accumulator: c0 = (key g, row 2t), c1 = (key g, row 2t+1), c2, c3 the same of key g + 8.
+// - K as the A operand: a plain ldmatrix.x4 of keys 0-7 / 8-15 at vectors 2c, 2c + 1 gives lane
+//   (g, t) codes 4t .. 4t+3 of key g (g + 8) in each 16-dim vector; the low f16 pair is logical k
+//   2t, 2t+1 and the high pair k 2t+8, 2t+9, so k position 2t + e is dim 4t + e and 2t + 8 + e is
+//   dim 4t + 2 + e. Q^T (the B operand) takes the same order: b0, b1 are Q dims 4t .. 4t+3 of row
+//   g, one 8-byte load.
+// - V^T as the A operand: a transposed ldmatrix.x4 (b16) gives lane (g, t) the codes of keys 2t,
+//   2t+1 at dims 2g, 2g+1 of a vector; a byte permute pairs the keys per dim, so the even m-tile
+//   holds dims 2g (rows g) and 16 + 2g (rows g + 8) of each 32-dim block, the odd one dims 2g + 1
+//   and 17 + 2g.
+// - O^T accumulator o[2c + odd]: e0 = row 2t, e1 = row 2t+1 at dim 32c + 2g + odd, e2, e3 the
+//   same at dim 32c + 16 + 2g + odd.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "fp8/decode_e4m3_d512/loads.cuh"
+#include "fp8/decode_e4m3_d512/traits.h"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_mma.cuh"
+
+namespace wideattn::decode_e4m3 {
+
+constexpr uint32_t kPairKeysPerDim = 0x3120;  // bytes 0, 2, 1, 3: (key 2t, key 2t+1) of dim 2g, then of 2g+1
+
+// Two e4m3 codes (the low / high half of `word`) -> two f16 pairs, exactly.
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t word, uint32_t& low, uint32_t& high) {
+    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(low), "=r"(high)
+        : "r"(word));
+}
+
+__device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The transpose of an 8x8 b16 matrix held in the accumulator layout (lane (g, t): row g,
+// columns 2t, 2t+1).
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+
+// Online-softmax state of the lane's two rows (2t, 2t + 1) over the warp's keys.
+struct WarpRows {
+    float max_log2[2];  // running maxima of the scaled scores (log2 units)
+    float sum[2];       // the lane's part of the row sums of 2^(s - max + kProbScaleLog2)
+};
+
+// The lane address of the ldmatrix.x4 over keys 0-15 and 16-byte vectors 2c, 2c + 1 of a
+// half-stage: lane L gives the row of matrix L / 8 (keys 8 (L / 8 % 2) + L % 8, vector 2c + L / 16).
+template <class Traits>
+__device__ __forceinline__ uint32_t block_row_address(uint32_t half_stage, int32_t lane, int32_t c) {
+    const int32_t key = (lane / 8 % 2) * 8 + lane % 8;
+    const int32_t vec = 2 * c + lane / 16;
+    return half_stage + swizzled<Traits::kRowBytes, Traits>(key, vec);
+}
+
+// S^T of one sub-tile (scaled to log2 units, keys past kv_end at -inf), the lane's 4 values.
+template <class Traits>
+__device__ __forceinline__ void subtile_scores(uint32_t k_stage, uint32_t q_shared, int32_t lane, float score_scale,
+                                               int32_t keys_valid, float (&s)[4]) {
+    const int32_t g = lane / 4, t = lane % 4;
+    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int32_t c = 0; c < Traits::kDimBlocks; ++c) {
+        uint32_t r[4];
+        ptx::ldmatrix_x4(r, block_row_address<Traits>(k_stage, lane, c));
+        uint32_t lo[4], hi[4];
+#pragma unroll
+        for (int32_t q = 0; q < 4; ++q) e4m3x4_to_f16x2x2(r[q], lo[q], hi[q]);
+#pragma unroll
+        for (int32_t h = 0; h < 2; ++h) {
+            // Q dims 32c + 16h + 4t .. +3 of row g: vector 4c + 2h + t / 2, bytes 8 (t % 2).
+            const int32_t vec = 4 * c + 2 * h + t / 2;
+            const uint32_t address = q_shared + swizzled<Traits::kQRowBytes, Traits>(g, vec) + 8 * (t % 2);
+            uint32_t b0, b1;
+            asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(address));
+            const uint32_t a[4] = {lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1]};
+            mma_f16_16816(acc[h], a, b0, b1);
+        }
+    }
+#pragma unroll
+    for (int32_t e = 0; e < 4; ++e) {
+        const int32_t key = g + 8 * (e / 2);
+        s[e] = key < keys_valid ? (acc[0][e] + acc[1][e]) * score_scale : -INFINITY;
+    }
+}
+
+// The softmax step of one sub-tile: raises the row maxima (O^T rescaled, warp-uniform decision),
+// returns P^T as the two B registers of the P V mma.
+template <class Traits>
+__device__ __forceinline__ void subtile_softmax(float (&s)[4], WarpRows& rows, float (&o)[Traits::kONTiles][4],
+                                                uint32_t& p0, uint32_t& p1) {
+    float tile_max[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
+#pragma unroll
+    for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r) tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], offset));
+    const bool grows = tile_max[0] > rows.max_log2[0] || tile_max[1] > rows.max_log2[1];
+    if (__any_sync(kFullMask, grows)) {
+        float alpha[2];
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r) {
+            const float updated = fmaxf(rows.max_log2[r], tile_max[r]);
+            alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(rows.max_log2[r] - updated);
+            rows.max_log2[r] = updated;
+            rows.sum[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int32_t n = 0; n < Traits::kONTiles; ++n) {
+            o[n][0] *= alpha[0];
+            o[n][1] *= alpha[1];
+            o[n][2] *= alpha[0];
+            o[n][3] *= alpha[1];
+        }
+    }
+    float prob[4];
+#pragma unroll
+    for (int32_t e = 0; e < 4; ++e) {
+        const float m = rows.max_log2[e % 2];
+        const float base = (m == -INFINITY ? 0.0f : m) - Traits::kProbScaleLog2;
+        prob[e] = fast_exp2(s[e] - base);
+        rows.sum[e % 2] += prob[e];
+    }
+    p0 = movmatrix_trans(pack_f16x2(prob[0], prob[1]));  // keys 2t, 2t+1 of row g
+    p1 = movmatrix_trans(pack_f16x2(prob[2], prob[3]));  // keys 8+2t, 9+2t of row g
+}
+
+// O^T += V^T P^T over one sub-tile.
+template <class Traits>
+__device__ __forceinline__ void subtile_pv(uint32_t v_stage, int32_t lane, uint32_t p0, uint32_t p1,
+                                           float (&o)[Traits::kONTiles][4]) {
+#pragma unroll
+    for (int32_t c = 0; c < Traits::kDimBlocks; ++c) {
+        uint32_t r[4];
+        ptx::ldmatrix_x4_trans(r, block_row_address<Traits>(v_stage, lane, c));
+        uint32_t even[4], odd[4];
+#pragma unroll
+        for (int32_t q = 0; q < 4; ++q) e4m3x4_to_f16x2x2(__byte_perm(r[q], 0u, kPairKeysPerDim), even[q], odd[q]);
+        // Matrix q: keys 8 (q % 2) .., vector 2c + q / 2; A rows g / g + 8 = vector 2c / 2c + 1,
+        // k 2t.. / 8+2t.. = key block 0 / 1.
+        const uint32_t a_even[4] = {even[0], even[2], even[1], even[3]};
+        const uint32_t a_odd[4] = {odd[0], odd[2], odd[1], odd[3]};
+        mma_f16_16816(o[2 * c], a_even, p0, p1);
+        mma_f16_16816(o[2 * c + 1], a_odd, p0, p1);
+    }
+}
+
+// Sub-tiles of warp `warp` among num_tiles.
+template <class Traits>
+__device__ __forceinline__ int32_t warp_subtiles(int32_t num_tiles, int32_t warp) {
+    return num_tiles > warp ? (num_tiles - warp + Traits::kWarps - 1) / Traits::kWarps : 0;
+}
+
+// The first kStages - 1 stages of the warp's stream, one commit group each (issued before the
+// block reads Q, so their latency overlaps it).
+template <class Traits>
+__device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                               uint32_t ring, int32_t warp, int32_t num_tiles) {
+    const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
+#pragma unroll
+    for (int32_t i = 0; i < Traits::kStages - 1; ++i) {
+        if (i < count) stream.issue(p, warp + i * Traits::kWarps, ring + i * Traits::kStageBytes);
+        ptx::cp_async_commit();
+    }
+}
+
+// The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles (after issue_prologue).
+template <class Traits>
+__device__ __forceinline__ void warp_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                              uint32_t ring, uint32_t q_shared, int32_t warp, int32_t lane,
+                                              int32_t num_tiles, int32_t kv_end, float score_scale,
+                                              float (&o)[Traits::kONTiles][4], WarpRows& rows) {
+    const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
+    for (int32_t i = 0; i < count; ++i) {
+        ptx::cp_async_wait<Traits::kStages - 2>();
+        __syncwarp();  // the stage of sub-tile i landed for every lane; stage i - 1 is free
+        const int32_t ahead = i + Traits::kStages - 1;
+        if (ahead < count)
+            stream.issue(p, warp + ahead * Traits::kWarps, ring + (ahead % Traits::kStages) * Traits::kStageBytes);
+        ptx::cp_async_commit();
+        const uint32_t stage = ring + (i % Traits::kStages) * Traits::kStageBytes;
+        const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
+        float s[4];
+        subtile_scores<Traits>(stage, q_shared, lane, score_scale, kv_end - key0, s);
+        uint32_t p0, p1;
+        subtile_softmax<Traits>(s, rows, o, p0, p1);
+        subtile_pv<Traits>(stage + Traits::kStageHalfBytes, lane, p0, p1, o);
+    }
+    ptx::cp_async_wait<0>();
+}
+
+}  // namespace wideattn::decode_e4m3
