@@ -17,6 +17,7 @@
 #include "dispatch/bundle_files.h"
 #include "dispatch/c_boundary.h"
 #include "dispatch/context.h"
+#include "dispatch/dependent_launch.h"
 #include "dispatch/driver.h"
 #include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest.h"
@@ -160,8 +161,9 @@ wideattn_status check_smem(const wideattn_context* ctx, const CurrentDevice& dev
 
 wideattn_status launch_function(const Driver& drv, CUfunction function, const std::string& name, uint32_t grid_x,
                                 uint32_t grid_y, uint32_t grid_z, uint32_t block_x, uint32_t dynamic_smem,
-                                void* args, void* second, void* stream) {
+                                void* args, void* second, void* stream, bool programmatic) {
     void* kernel_args[] = {args, second};
+    programmatic = programmatic && drv.cuLaunchKernelEx != nullptr;
     CUresult r;
     if (drv.cuLaunchKernelEx) {
         CUlaunchConfig config{};
@@ -173,15 +175,25 @@ wideattn_status launch_function(const Driver& drv, CUfunction function, const st
         config.blockDimZ = 1;
         config.sharedMemBytes = dynamic_smem;
         config.hStream = static_cast<CUstream>(stream);
+        CUlaunchAttribute attribute{};
+        if (programmatic) {
+            attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attribute.value.programmaticStreamSerializationAllowed = 1;
+            config.attrs = &attribute;
+            config.numAttrs = 1;
+        }
         r = drv.cuLaunchKernelEx(&config, function, kernel_args, nullptr);
     } else {
         r = drv.cuLaunchKernel(function, grid_x, grid_y, grid_z, block_x, 1, 1, dynamic_smem,
                                static_cast<CUstream>(stream), kernel_args, nullptr);
     }
     if (r == CUDA_SUCCESS) return WIDEATTN_OK;
+    const std::string hint = programmatic ? std::string(" (a programmatic dependent launch; ") + kPdlEnv +
+                                                "=0 launches without)"
+                                          : std::string();
     return fail(WIDEATTN_ERROR_CUDA, std::string(drv.cuLaunchKernelEx ? "cuLaunchKernelEx(" : "cuLaunchKernel(") +
                                          name + ", grid " + std::to_string(grid_x) + "x" + std::to_string(grid_y) +
-                                         "x" + std::to_string(grid_z) + ") failed: " + cuda_error_text(drv, r));
+                                         "x" + std::to_string(grid_z) + ") failed: " + cuda_error_text(drv, r) + hint);
 }
 
 // Loads kernel `index` (lazily) and queues it with grid `g` and the arguments (`args`, `second`).
@@ -192,7 +204,7 @@ wideattn_status launch_kernel(wideattn_context* ctx, const CurrentDevice& dev, i
     const wideattn_status status = get_function(ctx, *dev.drv, dev.cu_ctx, index, g.grid_z > 1, &function);
     if (status != WIDEATTN_OK) return status;
     return launch_function(*dev.drv, function, kernel.name, g.grid_x, g.grid_y, g.grid_z, g.block_x, g.dynamic_smem,
-                           args, second, stream);
+                           args, second, stream, false);
 }
 
 // The launch path of the element-wise entry points: the current device, kernel selection
@@ -313,6 +325,8 @@ wideattn_status open_context(wideattn_context** out, const char* bundle_dir) {
     ctx->bundle_dir = dir;
     std::string error;
     if (!wideattn::parse_check_metadata_env(std::getenv(wideattn::kCheckMetadataEnv), &ctx->check_metadata, &error))
+        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, error);
+    if (!wideattn::parse_pdl_env(std::getenv(wideattn::kPdlEnv), &ctx->pdl, &error))
         return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, error);
     if (!wideattn::load_manifest(dir, &ctx->manifest, &error)) return fail(WIDEATTN_ERROR_BUNDLE, error);
     // Only the manifest (and the tuning file) is read: each cubin is read and verified at its

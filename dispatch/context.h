@@ -38,6 +38,7 @@ struct wideattn_context {
     mutable std::map<CUdevice, std::string> device_names;  // cuDeviceGetName, asked once per device
     wideattn::ContextTuning tuning;            // the tuning file (dispatch/tuning.h)
     bool check_metadata = false;               // WIDEATTN_CHECK_METADATA=1 at open: every prefill checked
+    bool pdl = true;                           // WIDEATTN_PDL at open (0: off): programmatic merge launches
     // Encoded K/V tensor maps of the caches this context's launches saw (bounded, thread-safe).
     std::unique_ptr<wideattn::TensorMapCache> tensor_maps = std::make_unique<wideattn::TensorMapCache>();
 };
@@ -74,11 +75,14 @@ wideattn_status plan_launch(const wideattn_context* ctx, const wideattn_prefill_
                             int num_sms, const std::string* device_name, bool for_launch, wideattn_launch_plan* plan);
 
 // Queues `function` with the grid and by-value arguments (`args`, and `second` when not NULL) on
-// `stream`: cuLaunchKernelEx where the driver has it, cuLaunchKernel otherwise. `name` names the
-// kernel in the message of a failure.
+// `stream`: cuLaunchKernelEx where the driver has it, cuLaunchKernel otherwise. `programmatic`
+// (the split-KV merge, dependent_launch.h decides): cuLaunchKernelEx with the attribute
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, so the kernel may start before the
+// previous one on the stream has finished (it waits for it with griddepcontrol.wait); ignored
+// without cuLaunchKernelEx. `name` names the kernel in the message of a failure.
 wideattn_status launch_function(const Driver& drv, CUfunction function, const std::string& name, uint32_t grid_x,
                                 uint32_t grid_y, uint32_t grid_z, uint32_t block_x, uint32_t dynamic_smem,
-                                void* args, void* second, void* stream);
+                                void* args, void* second, void* stream, bool programmatic);
 
 // Plans (plan.cpp): wideattn_prefill's path (a plan built and run once, never registered) and the
 // destruction of every registered plan of a context that closes.

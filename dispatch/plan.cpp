@@ -24,6 +24,7 @@
 
 #include "dispatch/c_boundary.h"
 #include "dispatch/context.h"
+#include "dispatch/dependent_launch.h"
 #include "dispatch/kv_tensor_maps.h"
 #include "dispatch/metadata_check.h"
 #include "dispatch/selection.h"
@@ -98,6 +99,7 @@ struct PlanCore {
     LaunchGeometry geometry, merge_geometry;
     bool launches = false;  // false: an empty batch, nothing to launch
     bool tma_kv = false, has_lse = false, checked = false;
+    bool merge_programmatic = false;  // the merge is a programmatic dependent launch (dependent_launch.h)
     TensorMapKey k_key{}, v_key{};  // the caches' map keys, base set per run
     PrefillExtents extents{};
     bool has_workspace_span = false;
@@ -150,6 +152,8 @@ wideattn_status build_core(wideattn_context* ctx, const wideattn_prefill_params*
             core->merge_geometry = merge_launch_geometry(ctx->manifest.kernels[merge], core->args);
             if ((status = get_function(ctx, *dev.drv, dev.cu_ctx, merge, false, &core->merge_function)) != WIDEATTN_OK)
                 return status;
+            core->merge_programmatic = programmatic_merge_launch(
+                ctx->pdl, dev.drv->cuLaunchKernelEx != nullptr, ctx->manifest.kernels[merge].arch_major);
         }
         if (core->tma_kv) {
             if (const std::string why = tensor_maps_unavailable(*dev.drv); !why.empty())
@@ -291,11 +295,12 @@ wideattn_status run_core(const PlanCore& core, const RunTensors& t, void* stream
     const LaunchGeometry& g = core.geometry;
     wideattn_status status = launch_function(*core.drv, core.function, kernel_name(core, core.launch.kernel_index),
                                              g.grid_x, g.grid_y, g.grid_z, g.block_x, g.dynamic_smem, &args, second,
-                                             stream);
+                                             stream, false);
     if (status != WIDEATTN_OK || core.launch.num_splits == 1) return status;
     const LaunchGeometry& m = core.merge_geometry;
     return launch_function(*core.drv, core.merge_function, kernel_name(core, core.launch.merge_kernel_index), m.grid_x,
-                           m.grid_y, m.grid_z, m.block_x, m.dynamic_smem, &args, nullptr, stream);
+                           m.grid_y, m.grid_z, m.block_x, m.dynamic_smem, &args, nullptr, stream,
+                           core.merge_programmatic);
 }
 
 // ------------------------------------------------------------------------------ the registry

@@ -150,9 +150,10 @@ typedef struct wideattn_prefill_params {
     /* Split-KV (decode and small batches, docs/design.md "Split-KV"): when a call has too few
      * (token tile, KV head) blocks to fill the GPU, each block's keys are split over num_splits
      * blocks that write fp32 partial O and LSE into `workspace`, and a second kernel merges them
-     * into o and lse on the same stream. The split boundaries depend only on the params and the
-     * device's SM count, so reruns are bit-identical; a different split count changes the
-     * rounding (within the kernels' error bounds), never the semantics. */
+     * into o and lse on the same stream (on sm_90 and later a programmatic dependent launch that
+     * may start during the split kernel's tail: WIDEATTN_PDL). The split boundaries depend only
+     * on the params and the device's SM count, so reruns are bit-identical; a different split
+     * count changes the rounding (within the kernels' error bounds), never the semantics. */
     int32_t max_seqlen_q; /* hint: the largest q_len of the call, or 0 if unknown (>= 0). Hints
                              only steer the split count; any value gives correct results */
     int32_t max_seqlen_k; /* hint: the largest seq_lens_k of the call, or 0 if unknown (>= 0) */
@@ -336,8 +337,10 @@ WIDEATTN_API const char* wideattn_last_error(void);
  * launch with WIDEATTN_ERROR_BUNDLE naming the file. Does not need a driver or a GPU. Reads the
  * environment variable WIDEATTN_CHECK_METADATA once: "1" puts every wideattn_prefill of the
  * context in checked mode (WIDEATTN_FLAG_CHECK_METADATA), unset, "" or "0" leaves it to each
- * call's flags; any other value fails the open with WIDEATTN_ERROR_INVALID_ARGUMENT naming the
- * variable and its value.
+ * call's flags; and WIDEATTN_PDL once: "0" launches the split-KV merge kernel plainly after the
+ * split kernel, unset, "" or "1" as a programmatic dependent launch on sm_90 and later (the same
+ * results; docs/design.md "Split-KV"). Any other value of either fails the open with
+ * WIDEATTN_ERROR_INVALID_ARGUMENT naming the variable and its value.
  */
 WIDEATTN_API wideattn_status wideattn_open(wideattn_context** ctx, const char* bundle_dir);
 

@@ -1,7 +1,7 @@
 // test_bench_report.cpp - `wideattn bench`'s decode suite and report without a GPU: the suite's
 // shapes and names (the three earlier decode cases still found by name), the split hints, the K/V
-// byte count, the FP8/BF16 and mixed / (chunk + decodes) ratios, and the JSON report parsed back
-// with the decode fields.
+// byte count, the FP8/BF16 and mixed / (chunk + decodes) ratios (per --pdl setting), and the JSON
+// report parsed back with the decode fields.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -152,4 +152,44 @@ TEST_CASE("bench report: the JSON keeps the existing fields and adds the decode 
     REQUIRE(ratios.array.size() == 1);
     CHECK(ratios.array[0].find("ratio")->number == doctest::Approx(1.5));
     CHECK(ratios.array[0].find("chunk")->string == kDecodeMixedParts.chunk);
+}
+
+TEST_CASE("bench report: --pdl variants pair within their setting and carry it in the JSON") {
+    std::vector<CaseRecord> records;
+    for (const char* pdl : {"on", "off"}) {
+        const double scale = std::string(pdl) == "on" ? 1.0 : 2.0;
+        for (CaseRecord r : {record(kDecodeMixedParts.mixed, false, 3.0 * scale),
+                             record(kDecodeMixedParts.chunk, false, 1.0 * scale),
+                             record(kDecodeMixedParts.decodes, false, 1.0 * scale),
+                             record("decode_1_ctx_32k", false, 0.1 * scale), record("decode_1_ctx_32k", true, 0.05)}) {
+            r.variant.pdl = pdl;
+            records.push_back(r);
+        }
+    }
+    // e4m3 over bf16 of the same setting: 0.05 / 0.1 with PDL, 0.05 / 0.2 without.
+    CHECK(fp8_bf16_ratio(records, records[4]) == doctest::Approx(0.5));
+    CHECK(fp8_bf16_ratio(records, records[9]) == doctest::Approx(0.25));
+    const std::vector<MixedRatio> ratios = mixed_ratios(records);
+    REQUIRE(ratios.size() == 2);
+    CHECK(ratios[0].variant.pdl == "on");
+    CHECK(ratios[1].variant.pdl == "off");
+    CHECK(ratios[0].mixed_ms == doctest::Approx(3.0));
+    CHECK(ratios[1].mixed_ms == doctest::Approx(6.0));
+    std::ostringstream out;
+    write_report_json(out, RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "decode", 20, 3}, RunRates{}, records);
+    JsonValue doc;
+    std::string err;
+    const std::string text = out.str();
+    REQUIRE_MESSAGE(parse_json(text, &doc, &err), (err + "\n" + text));
+    const JsonValue& cases = *doc.find("cases");
+    REQUIRE(cases.array.size() == records.size());
+    CHECK(cases.array[0].find("pdl")->string == "on");
+    CHECK(cases.array[5].find("pdl")->string == "off");
+    CHECK(doc.find("mixed_batch_ratios")->array[1].find("pdl")->string == "off");
+    // Without --pdl the field is absent.
+    std::ostringstream plain;
+    write_report_json(plain, RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "decode", 20, 3}, RunRates{},
+                      {record("decode_1_ctx_32k", false, 0.1)});
+    REQUIRE(parse_json(plain.str(), &doc, &err));
+    CHECK(doc.find("cases")->array[0].find("pdl") == nullptr);
 }

@@ -2,10 +2,12 @@
 // through the stand-in driver (tests/fake_driver/fake_libcuda.cpp): a plan launches what
 // wideattn_prefill launches, with the run's tensors in the kernel argument; tensor maps are
 // encoded once per cache (at creation for the caches listed, else at a cache's first run, then
-// from the context's cache); every refusal names what it refuses and launches nothing: bad
-// handles (NULL, never made, destroyed, closed context, destroyed twice), another or no CUDA
-// context, bad run tensors (NULL, misaligned, lse against the plan, past the address space,
-// overlapping), a cache layout other than the plan's, and versioned structs of a bad size.
+// from the context's cache); the merge after a split kernel is a programmatic dependent launch
+// on sm_90 (not on sm_89, nor with WIDEATTN_PDL=0); every refusal names what it refuses and
+// launches nothing: bad handles (NULL, never made, destroyed, closed context, destroyed twice),
+// another or no CUDA context, bad run tensors (NULL, misaligned, lse against the plan, past the
+// address space, overlapping), a cache layout other than the plan's, and versioned structs of a
+// bad size.
 #include <dlfcn.h>
 #include <doctest/doctest.h>
 
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/dependent_launch.h"
 #include "tests/fuzz/plan_fuzz_check.h"
 #include "tests/test_helpers.h"
 #include "wideattn.h"
@@ -39,7 +42,9 @@ public:
         set_context_ = symbol<void (*)(int)>("fake_cuda_set_current_context");
         set_launch_ex_fails_ = symbol<void (*)(int)>("fake_cuda_set_launch_ex_fails");
         copies_ = symbol<int (*)()>("fake_cuda_device_copies");
+        take_programmatic_ = symbol<const char* (*)()>("fake_cuda_take_programmatic_launches");
         take_launches_();
+        take_programmatic_();
     }
     ~Fake() {
         set_context_(0);
@@ -49,6 +54,8 @@ public:
     Fake(const Fake&) = delete;
     Fake& operator=(const Fake&) = delete;
     std::string take_launches() const { return take_launches_(); }
+    // The symbols launched with programmatic stream serialization since the last call.
+    std::string take_programmatic() const { return take_programmatic_(); }
     int tensor_maps() const { return tensor_maps_(); }
     int launches() const { return launches_(); }
     wideattn_prefill_params last_args() const {
@@ -75,6 +82,7 @@ private:
     void (*set_context_)(int) = nullptr;
     void (*set_launch_ex_fails_)(int) = nullptr;
     int (*copies_)() = nullptr;
+    const char* (*take_programmatic_)() = nullptr;
 };
 
 // A context on the built bundle; `ok` is false (with a message) where the bundle has no
@@ -126,6 +134,32 @@ struct Layer {
         : k(at(0x100000000ull + uintptr_t(i) * 0x80000000ull)),
           v(at(0x100000000ull + uintptr_t(i) * 0x80000000ull + 0x40000000ull)) {}
 };
+
+// The decode step of one sequence over 32k keys (32 splits on the fake device's 132 SMs) with the
+// workspace wideattn_workspace_size asks for at 0x60000000.
+wideattn_prefill_params split_step_params(const wideattn_context* ctx) {
+    wideattn_prefill_params p = step_params();
+    p.num_seqs = 1;
+    p.total_q = 1;
+    p.max_seqlen_k = 32768;
+    int64_t bytes = 0;
+    wideattn_prefill_params sized = p;
+    sized.q = sized.k_cache = sized.v_cache = at(0x10000000);
+    sized.o = at(0x40000000);
+    REQUIRE_MESSAGE(wideattn_workspace_size(ctx, &sized, &bytes) == WIDEATTN_OK, wideattn_last_error());
+    p.workspace = at(0x60000000);
+    p.workspace_bytes = bytes;
+    return p;
+}
+
+// The params of `p` with a layer's tensors (what wideattn_prefill takes).
+wideattn_prefill_params with_tensors(wideattn_prefill_params p, const Layer& layer) {
+    p.q = layer.q;
+    p.k_cache = layer.k;
+    p.v_cache = layer.v;
+    p.o = layer.o;
+    return p;
+}
 
 wideattn_plan_tensors tensors_of(const Layer& layer) {
     wideattn_plan_tensors t{};
@@ -241,17 +275,8 @@ TEST_CASE("plan: a split decode plan launches the split entry and the merge per 
     const Fake fake;
     const Context c;
     if (!c.ok) return;
-    wideattn_prefill_params p = step_params();
-    p.num_seqs = 1;
-    p.total_q = 1;
-    p.max_seqlen_k = 32768;
-    int64_t bytes = 0;
-    wideattn_prefill_params sized = p;
-    sized.q = sized.k_cache = sized.v_cache = at(0x10000000);
-    sized.o = at(0x40000000);
-    REQUIRE_MESSAGE(wideattn_workspace_size(c.ctx, &sized, &bytes) == WIDEATTN_OK, last_error());
-    p.workspace = at(0x60000000);
-    p.workspace_bytes = bytes;
+    const wideattn_prefill_params p = split_step_params(c.ctx);
+    const int64_t bytes = p.workspace_bytes;
     wideattn_plan* plan = nullptr;
     REQUIRE_MESSAGE(wideattn_plan_create(c.ctx, &p, nullptr, &plan) == WIDEATTN_OK, last_error());
     wideattn_plan_info info{};
@@ -274,6 +299,63 @@ TEST_CASE("plan: a split decode plan launches the split entry and the merge per 
     CHECK(last_error().find("overlaps workspace (bytes 0x60000000..") != std::string::npos);
     CHECK(fake.take_launches().empty());
     CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
+}
+
+TEST_CASE("plan: on sm_90 the merge is a programmatic dependent launch, the split kernel not; WIDEATTN_PDL=0 stops it") {
+    const Fake fake;
+    const Layer layer(3);
+    const std::string split_launches = "wideattn_wgmma_bf16_d512_split 1 4 32\nwideattn_merge_splits_bf16 8 1 1\n";
+    for (const char* value : {static_cast<const char*>(nullptr), "1", "0"}) {
+        CAPTURE(value ? value : "(unset)");
+        const test::ScopedEnv env(kPdlEnv, value);
+        const Context c;  // reads WIDEATTN_PDL at open
+        if (!c.ok) return;
+        const std::string programmatic = value && std::string(value) == "0" ? "" : "wideattn_merge_splits_bf16\n";
+        const wideattn_prefill_params p = split_step_params(c.ctx);
+        wideattn_plan* plan = nullptr;
+        REQUIRE_MESSAGE(wideattn_plan_create(c.ctx, &p, nullptr, &plan) == WIDEATTN_OK, last_error());
+        fake.take_launches();
+        fake.take_programmatic();
+        REQUIRE_MESSAGE(wideattn_plan_run(plan, layer.q, layer.k, layer.v, layer.o, nullptr, nullptr) == WIDEATTN_OK,
+                        last_error());
+        CHECK(fake.take_launches() == split_launches);
+        CHECK(fake.take_programmatic() == programmatic);
+        CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
+        // wideattn_prefill runs the same path; an unsplit call launches nothing programmatically.
+        wideattn_prefill_params full = with_tensors(p, layer);
+        REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &full, nullptr) == WIDEATTN_OK, last_error());
+        CHECK(fake.take_launches() == split_launches);
+        CHECK(fake.take_programmatic() == programmatic);
+        full.num_splits = 1;
+        REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &full, nullptr) == WIDEATTN_OK, last_error());
+        CHECK(fake.take_launches() == "wideattn_wgmma_bf16_d512 1 4 1\n");
+        CHECK(fake.take_programmatic().empty());
+    }
+}
+
+TEST_CASE("plan: on sm_89 the merge is a plain launch") {
+    const Fake fake;
+    const test::ScopedEnv cc("WIDEATTN_FAKE_CC", "89");
+    const test::ScopedEnv pdl(kPdlEnv, "1");
+    const Context c;
+    bool split = false, merge = false;
+    for (int32_t i = 0; i < wideattn_kernel_count(c.ctx); ++i) {
+        wideattn_kernel_info info{};
+        REQUIRE(wideattn_get_kernel_info(c.ctx, i, &info) == WIDEATTN_OK);
+        split |= std::string(info.name) == "mma_bf16_d512" && std::string(info.arch) == "sm_89";
+        merge |= std::string(info.name) == "merge_splits_bf16" && std::string(info.arch) == "sm_89";
+    }
+    if (!split || !merge) {
+        MESSAGE("the bundle has no mma_bf16_d512 and merge_splits_bf16 for sm_89: skipped");
+        return;
+    }
+    const Layer layer(3);
+    wideattn_prefill_params full = with_tensors(split_step_params(c.ctx), layer);
+    REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &full, nullptr) == WIDEATTN_OK, last_error());
+    const std::string launches = fake.take_launches();
+    CHECK_MESSAGE(launches.find("wideattn_mma_bf16_d512_split ") == 0, launches);
+    CHECK_MESSAGE(launches.find("\nwideattn_merge_splits_bf16 ") != std::string::npos, launches);
+    CHECK(fake.take_programmatic().empty());
 }
 
 TEST_CASE("plan: each launch is one cuLaunchKernelEx") {

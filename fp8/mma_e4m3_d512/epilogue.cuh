@@ -3,13 +3,15 @@
 // cancels), writes bf16 rows of valid tokens only (a lane's 4 consecutive dims per 16-dim
 // block as one 8-byte store) and the optional natural-log LSE. Rows without a visible key
 // get zeros and LSE -inf; a NaN softmax sum gives NaN in O and LSE. write_partials is the
-// split-KV form (grid.z > 1): fp32 partial rows and LSE into the workspace.
+// split-KV form (grid.z > 1): fp32 partial rows and LSE into the workspace, after letting the
+// merge kernel's blocks be scheduled (kernels/common/ptx_griddep.cuh).
 #pragma once
 
 #include <cstdint>
 #include <cuda_bf16.h>
 
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_griddep.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/split_partials.cuh"
 #include "wideattn.h"
@@ -51,12 +53,14 @@ __device__ __forceinline__ void write_output(const wideattn_prefill_params& p,
 }
 
 // Split-KV (grid.z > 1): the same rows as write_output, as fp32 partials (O / l * v_scale) and
-// the split's LSE into the workspace (kernels/common/split_partials.cuh).
+// the split's LSE into the workspace (kernels/common/split_partials.cuh), after letting the merge
+// kernel be scheduled (ptx::allow_dependent_launch, as kernels/common/epilogue.cuh's write_partials).
 template <class Traits>
 __device__ __forceinline__ void write_partials(const wideattn_prefill_params& p,
                                                const float (&o)[Traits::kDimNTiles][4], RowState& state, float v_scale,
                                                int64_t first_token, int32_t tile_len, int32_t row_tile, int32_t head,
                                                int32_t half, int32_t lane) {
+    ptx::allow_dependent_launch();
     constexpr int32_t kLaneDims = 4;  // consecutive output dims a lane owns per 16-dim block
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) {

@@ -4,7 +4,8 @@
 // writes bf16 rows of valid tokens only, and the optional natural-log LSE. Rows without a visible
 // key get zeros and LSE -inf; a row whose softmax sum is NaN (a NaN or +inf score) gets NaN in O
 // and LSE. write_partials is the split-KV form (grid.z > 1): the same rows as fp32 partials and
-// their LSE into the workspace (kernels/common/split_partials.cuh). `Traits` supplies kDimNTiles
+// their LSE into the workspace (kernels/common/split_partials.cuh), after letting the merge
+// kernel's blocks be scheduled (ptx::allow_dependent_launch). `Traits` supplies kDimNTiles
 // (8-column quads of O per thread), kAccumN (columns per quad), kDimsPerWarp (the dims of a row
 // one warp holds) and kTokensPerRowTile (tokens in a warp's 16 rows).
 #pragma once
@@ -13,6 +14,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_griddep.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/split_partials.cuh"
 #include "wideattn.h"
@@ -49,11 +51,15 @@ __device__ __forceinline__ void write_output(const wideattn_prefill_params& p,
 
 // Split-KV (grid.z > 1): the same rows as write_output, as fp32 partials (O normalised by this
 // split's row sum) and the split's LSE into the workspace (kernels/common/split_partials.cuh).
+// The key loop is done: the merge kernel, a programmatic dependent launch on sm_90 and later, may
+// be scheduled once every block is here (it still waits for this grid to finish before it reads
+// the partials, ptx_griddep.cuh), so its launch overlaps the grid's tail rather than following it.
 template <class Traits>
 __device__ __forceinline__ void write_partials(const wideattn_prefill_params& p,
                                                const float (&o)[Traits::kDimNTiles][4], RowState& state,
                                                int64_t first_token, int32_t tile_len, int32_t row_tile, int32_t head,
                                                int32_t half, int32_t lane) {
+    ptx::allow_dependent_launch();
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) {
         const float total = reduce_row_sum(state, r);

@@ -2,8 +2,9 @@
 // so the launch path (driver, current context, selection, lazy cubin read and checksum, module
 // load, tensor-map encoding, cuLaunchKernel) runs on a machine without a GPU. It exports every
 // entry point dispatch/driver.h resolves (cuLaunchKernelEx too); the device is sm_XY from $WIDEATTN_FAKE_CC ("90" if
-// unset). Launches run nothing: the last launched symbol and call counts are read back through
-// the fake_cuda_* functions at the end. Device pointers are host pointers: cuMemcpyDtoHAsync is a
+// unset). Launches run nothing: the last launched symbol, call counts and the programmatic
+// dependent launches (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+// are read back through the fake_cuda_* functions at the end. Device pointers are host pointers: cuMemcpyDtoHAsync is a
 // memcpy (the checked mode's metadata copies), and fake_cuda_set_* make a stream report a capture
 // or a copy fail.
 #include <cuda.h>
@@ -43,6 +44,7 @@ CUctx_st g_contexts[2];
 std::mutex g_mutex;
 std::string g_last_launch;
 std::string g_launches;  // "symbol grid_x grid_y grid_z\n" per cuLaunchKernel
+std::string g_programmatic_launches;  // "symbol\n" per launch with programmatic stream serialization
 int g_module_loads = 0;
 int g_tensor_maps = 0;
 int g_device_copies = 0;     // cuMemcpyDtoHAsync calls
@@ -75,6 +77,16 @@ const char* fake_cuda_take_launches(void) {
     std::lock_guard<std::mutex> lock(g_mutex);
     taken.swap(g_launches);
     g_launches.clear();
+    return taken.c_str();
+}
+// The symbol of every launch since the last call whose attributes allow programmatic stream
+// serialization (programmatic dependent launch), one per line; clears the log. Valid until the
+// next call.
+const char* fake_cuda_take_programmatic_launches(void) {
+    static std::string taken;
+    std::lock_guard<std::mutex> lock(g_mutex);
+    taken.swap(g_programmatic_launches);
+    g_programmatic_launches.clear();
     return taken.c_str();
 }
 int fake_cuda_tensor_maps(void) { return g_tensor_maps; }
@@ -193,7 +205,17 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int 
 }
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void**) {
     if (g_no_launch_ex) return CUDA_ERROR_NOT_SUPPORTED;
+    if (config->numAttrs > 0 && !config->attrs) return CUDA_ERROR_INVALID_VALUE;
+    bool programmatic = false;
+    for (unsigned int i = 0; i < config->numAttrs; ++i)
+        programmatic = programmatic ||
+                       (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
+                        config->attrs[i].value.programmaticStreamSerializationAllowed != 0);
     record_launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, params);
+    if (programmatic) {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        g_programmatic_launches += f->symbol + "\n";
+    }
     return CUDA_SUCCESS;
 }
 

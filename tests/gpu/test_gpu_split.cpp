@@ -3,8 +3,10 @@
 // kernel on fresh random inputs (shuffled block tables; outputs and workspace poisoned before
 // each run) for forced split counts and the library's own choice: the kernel's error bound, LSE,
 // bit-identical reruns, the workspace sizes the library reports, refusals of a too-small
-// workspace, and the unsplit fallback without one. The "sanitizer" case is small enough for
-// compute-sanitizer (tools/gpu/gpu_suite.sh runs it under memcheck and racecheck).
+// workspace, and the unsplit fallback without one; the merge launched as a programmatic dependent
+// launch (WIDEATTN_PDL=1) and plainly (WIDEATTN_PDL=0) in one process, bit for bit. The "sanitizer"
+// case is small enough for compute-sanitizer (tools/gpu/gpu_suite.sh runs it under memcheck and
+// racecheck).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,10 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "dispatch/dependent_launch.h"
 #include "dispatch/split_plan.h"
 #include "kernels/common/kernel_desc.h"
 #include "kernels/common/v_transposed.h"
 #include "tests/gpu/gpu_fixture.h"
+#include "tests/test_helpers.h"
 #include "tools/harness/checks.h"
 
 using namespace wideattn;
@@ -692,6 +696,155 @@ TEST_CASE("gpu split-KV: a NaN or inf in Q, K or V comes out where the unsplit l
                                 name.c_str(), q_len, c.label, static_cast<long long>(nan_elements),
                                 kNonFiniteSplitSettings[0], kNonFiniteSplitSettings[1]);
                 }
+            }
+        }
+    }
+}
+
+// Programmatic dependent launch of the merge (dispatch/dependent_launch.h): a context opened with
+// WIDEATTN_PDL=1 (on sm_90 and later the merge then starts before the split kernel has finished
+// and waits for it with griddepcontrol.wait) and one opened with WIDEATTN_PDL=0 (the plain launch
+// after it), in the same process, pinned to the same split kernel, must give the same bits: o and
+// LSE, each run with the workspace and the outputs poisoned. Then two problems sharing one
+// workspace run back to back on one stream without a synchronisation between them, several
+// times: a merge reading partials before its split kernel wrote them, or a split kernel
+// overwriting them while the previous merge reads, would show as a difference.
+namespace {
+
+constexpr int32_t kPdlSplitSettings[] = {2, 7, 33, kAutoSplits};
+constexpr int kPdlBackToBackRounds = 4;
+constexpr const char* kPdlOn = "1";
+constexpr const char* kPdlOff = "0";
+
+// A context on the bundle opened with WIDEATTN_PDL=`value`, pinned to `kernel`; closed with the object.
+struct PdlContext {
+    wideattn_context* ctx = nullptr;
+    PdlContext(const char* value, const std::string& kernel) {
+        const test::ScopedEnv env(kPdlEnv, value);
+        REQUIRE_MESSAGE(wideattn_open(&ctx, nullptr) == WIDEATTN_OK, wideattn_last_error());
+        REQUIRE_MESSAGE(wideattn_set_prefill_kernel(ctx, kernel.c_str()) == WIDEATTN_OK, wideattn_last_error());
+    }
+    ~PdlContext() { wideattn_close(ctx); }
+    PdlContext(const PdlContext&) = delete;
+    PdlContext& operator=(const PdlContext&) = delete;
+};
+
+// o's and lse's raw bytes of a problem.
+struct RawOutputs {
+    std::vector<unsigned char> o, lse;
+    bool operator==(const RawOutputs& other) const { return o == other.o && lse == other.lse; }
+};
+
+RawOutputs download_outputs(const SplitProblem& p) {
+    RawOutputs r;
+    REQUIRE(p.device.download_raw(&r.o).empty());
+    REQUIRE(download_raw_lse(p.device, &r.lse).empty());
+    return r;
+}
+
+// One run of `p` on `ctx` on the default stream with the workspace and outputs poisoned first.
+RawOutputs run_poisoned(SplitProblem* p, wideattn_context* ctx, DeviceBuffer* workspace) {
+    if (workspace->get()) REQUIRE(workspace->fill(kPoisonByte).empty());
+    const std::string err = p->device.run(*gpu().device, ctx);
+    REQUIRE_MESSAGE(err.empty(), err);
+    return download_outputs(*p);
+}
+
+// The split count `ctx` runs p's params with.
+int32_t planned_splits(wideattn_context* ctx, const wideattn_prefill_params& params) {
+    const GpuDevice& dev = *gpu().device;
+    wideattn_launch_plan plan{};
+    REQUIRE_MESSAGE(wideattn_plan_launch(ctx, &params, dev.cc_major(), dev.cc_minor(), dev.multiprocessors(), &plan) ==
+                        WIDEATTN_OK,
+                    wideattn_last_error());
+    return plan.num_splits;
+}
+
+// Both problems (same shape, other inputs) with `splits` on one shared workspace, run on the
+// context with PDL and on the one without: the same bits, alone and back to back on one stream.
+void check_pdl_setting(SplitProblem (&problems)[2], const PdlContext& on, const PdlContext& off, int32_t splits) {
+    CAPTURE(splits);
+    int64_t bytes = 0;
+    for (SplitProblem& p : problems) {
+        p.device.params.num_splits = splits;
+        p.device.params.workspace = nullptr;
+        p.device.params.workspace_bytes = 0;
+    }
+    if (splits == kAutoSplits)
+        REQUIRE_MESSAGE(wideattn_workspace_size(on.ctx, &problems[0].device.params, &bytes) == WIDEATTN_OK,
+                        wideattn_last_error());
+    else
+        bytes = workspace_formula(problems[0].host, splits);
+    DeviceBuffer workspace;
+    if (bytes > 0) REQUIRE(workspace.allocate(*gpu().device, static_cast<size_t>(bytes)).empty());
+    for (SplitProblem& p : problems) {
+        p.device.params.workspace = workspace.get();
+        p.device.params.workspace_bytes = bytes;
+    }
+    const int32_t runs_with = planned_splits(on.ctx, problems[0].device.params);
+    REQUIRE(planned_splits(off.ctx, problems[0].device.params) == runs_with);
+    REQUIRE((runs_with > 1 || splits == kAutoSplits));
+    if (runs_with == 1) {
+        MESSAGE("the library runs this problem unsplit here: no merge to compare");
+        return;
+    }
+
+    RawOutputs plain[2];
+    for (int i = 0; i < 2; ++i) {
+        CAPTURE(i);
+        plain[i] = run_poisoned(&problems[i], off.ctx, &workspace);
+        CHECK_MESSAGE(run_poisoned(&problems[i], on.ctx, &workspace) == plain[i],
+                      "the programmatic merge launch differs from the plain one");
+        CHECK_MESSAGE(run_poisoned(&problems[i], off.ctx, &workspace) == plain[i], "the plain rerun differs");
+    }
+    CHECK_MESSAGE(!(plain[0] == plain[1]), "the two problems' outputs are the same: the back-to-back runs prove nothing");
+
+    const wideattn::test::TestStream s;
+    REQUIRE_MESSAGE(s.error.empty(), s.error);
+    const Driver& drv = gpu().device->driver();
+    for (const PdlContext* c : {&on, &off}) {
+        CAPTURE(c == &on ? "WIDEATTN_PDL=1" : "WIDEATTN_PDL=0");
+        REQUIRE(workspace.fill(kPoisonByte).empty());
+        for (SplitProblem& p : problems) REQUIRE(p.device.poison_outputs().empty());
+        for (int round = 0; round < kPdlBackToBackRounds; ++round)
+            for (SplitProblem& p : problems)
+                REQUIRE_MESSAGE(wideattn_prefill(c->ctx, &p.device.params, s.stream) == WIDEATTN_OK,
+                                wideattn_last_error());
+        REQUIRE(gpu().device->check(drv.cuStreamSynchronize(s.stream), "cuStreamSynchronize").empty());
+        for (int i = 0; i < 2; ++i) CHECK_MESSAGE(download_outputs(problems[i]) == plain[i], "problem " << i);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("gpu split-KV: the merge as a programmatic dependent launch gives the bits of the plain launch") {
+    const uint64_t seed = fresh_seed() * 1000 + 800;
+    const std::vector<ProblemSpec> specs = {problem_spec({1}, {20000}, 32, 4, 16, seed),
+                                            problem_spec({1, 3, 0, 8}, {4095, 100, 17, 20000}, 32, 4, 48, seed)};
+    if (gpu().device->cc_major() < kPdlMinArchMajor)
+        MESSAGE("sm_" << gpu().device->cc_major() << gpu().device->cc_minor()
+                      << ": both contexts launch the merge plainly (no programmatic dependent launch before sm_90)");
+    for (const Family& family : kFamilies) {
+        CAPTURE(family.label);
+        const std::vector<std::string> kernels = split_kernels(family);
+        if (family.kv_dtype == WIDEATTN_DTYPE_BF16) REQUIRE_MESSAGE(!kernels.empty(), "no bf16 split-KV kernel runs here");
+        for (const ProblemSpec& base : specs) {
+            SplitProblem problems[2];
+            for (int i = 0; i < 2; ++i) {
+                ProblemSpec spec = for_family(base, family);
+                spec.seed += static_cast<uint64_t>(i) + 1;
+                HostProblem host;
+                std::string err = make_problem(spec, &host);
+                if (err.empty()) err = make_device_problem(host, &problems[i]);
+                REQUIRE_MESSAGE(err.empty(), spec.describe() << ": " << err);
+            }
+            CAPTURE(problems[0].host.spec.describe());
+            for (const std::string& name : kernels) {
+                CAPTURE(name);
+                const PdlContext on(kPdlOn, name), off(kPdlOff, name);
+                for (const int32_t splits : kPdlSplitSettings) check_pdl_setting(problems, on, off, splits);
+                std::printf("  %-18s %-64s PDL on and off: the same bits\n", name.c_str(),
+                            problems[0].host.spec.describe().c_str());
             }
         }
     }

@@ -2,10 +2,12 @@
 // suites (prefill and decode, docs/design.md section 7) with CUDA events, each call with its
 // split-KV workspace, and measures the register-only mma.sync bf16 rate and, for decode cases, the
 // device-to-device copy bandwidth in the same run (before and after) as the ceilings the results
-// are compared with.
+// are compared with. --pdl both times every case on two contexts, with and without programmatic
+// dependent launch of the split-KV merge (WIDEATTN_PDL), in one process.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iterator>
@@ -16,6 +18,7 @@
 
 #include "accuracy/bf16.h"
 #include "dispatch/bundle_files.h"
+#include "dispatch/dependent_launch.h"
 #include "fp8/codec/e4m3.h"
 #include "tools/cli/bench_report.h"
 #include "tools/cli/bench_suite.h"
@@ -42,6 +45,13 @@ constexpr int kCopyProbeWarmup = 2;
 constexpr unsigned char kCopyProbeFill = 0x3c;       // the source's bytes (any value)
 constexpr const char* kSuitePrefill = "prefill";
 constexpr const char* kSuiteDecode = "decode";
+// --pdl: the WIDEATTN_PDL of the contexts the variants run on (programmatic dependent launch of the
+// split-KV merge), or both, each case timed on a context of each in turn.
+constexpr const char* kPdlOn = "on";
+constexpr const char* kPdlOff = "off";
+constexpr const char* kPdlBoth = "both";
+constexpr const char* kPdlEnvOn = "1";   // WIDEATTN_PDL values (dispatch/dependent_launch.h)
+constexpr const char* kPdlEnvOff = "0";
 
 // A throughput probe cubin built in kProbeSubdir beside the CLI (sources in tools/bench/).
 struct PeakProbe {
@@ -156,7 +166,7 @@ void print_help() {
         "usage: wideattn bench [--bundle DIR] [--device N] [--suite prefill|decode] [--cases A,B,...]\n"
         "                      [--reps N] [--warmup N] [--reference] [--kv-dtype bf16|e4m3]\n"
         "                      [--q-dtype bf16|e4m3] [--json FILE] [--kernel NAME | --kernels A,B,...]\n"
-        "                      [--commit SHA] [--list]\n\n"
+        "                      [--pdl on|off|both] [--commit SHA] [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
@@ -201,6 +211,11 @@ void print_help() {
         "                 (fp8_bf16_time_ratio on e4m3 K/V entries of --suite decode); the header has\n"
         "                 suite and, when measured, copy_bytes, copy_bandwidth_gbps_before/_after;\n"
         "                 mixed_batch_ratios when the mixed batch and its parts ran\n"
+        "  --pdl MODE     on or off: run on a context opened with WIDEATTN_PDL=1 or 0 (programmatic\n"
+        "                 dependent launch of the split-KV merge kernel on sm_90 and later); both: open\n"
+        "                 one of each and time every case and variant on each in turn, in this one process\n"
+        "                 (rows 'CASE pdl=on' and 'CASE pdl=off', JSON field pdl); default: the\n"
+        "                 environment's WIDEATTN_PDL\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit (decode-suite cases marked '(decode)')\n",
         static_cast<int>(kCopyProbeBytes >> 20), kCopyProbeReps, kDefaultReps, kMaxReps, kDefaultWarmup, kMaxReps);
@@ -210,6 +225,7 @@ void print_help() {
 struct BenchOptions {
     std::string bundle_flag, json_path, commit, cases_flag, kernel_flag, kernels_flag;
     std::string suite = kSuitePrefill;
+    std::string pdl;  // --pdl: kPdlOn, kPdlOff, kPdlBoth; "" = the environment's WIDEATTN_PDL
     bool reference = false;
     bool cases_given = false;  // --cases was on the command line (even as an empty list)
     bool e4m3_kv = false, e4m3_q = false;
@@ -243,6 +259,13 @@ bool value_option(ArgReader& args, BenchOptions* o) {
             return false;
         }
         o->suite = text;
+    } else if (option == "--pdl") {
+        if (text != kPdlOn && text != kPdlOff && text != kPdlBoth) {
+            std::fprintf(stderr, "wideattn bench: --pdl='%s' is not %s, %s or %s\n", text.c_str(), kPdlOn, kPdlOff,
+                         kPdlBoth);
+            return false;
+        }
+        o->pdl = text;
     } else if (option == "--kernels") {
         if (text.empty()) {
             std::fprintf(stderr, "wideattn bench: --kernels needs at least one kernel name\n");
@@ -267,7 +290,7 @@ bool value_option(ArgReader& args, BenchOptions* o) {
 
 bool takes_value(const ArgReader& args) {
     for (const char* option : {"--kv-dtype", "--q-dtype", "--suite", "--kernels", "--bundle", "--json", "--kernel",
-                               "--commit", "--cases"})
+                               "--commit", "--cases", "--pdl"})
         if (args.is(option)) return true;
     return false;
 }
@@ -415,9 +438,17 @@ CaseRecord new_record(const BenchCase& bc, const HostProblem& h, const BenchVari
     return r;
 }
 
+// The contexts of a run: `main`, and with --pdl both `pdl_off`, opened with WIDEATTN_PDL=0, for
+// the variants with pdl "off".
+struct BenchContexts {
+    wideattn_context* main = nullptr;
+    wideattn_context* pdl_off = nullptr;
+    wideattn_context* of(const BenchVariant& v) const { return pdl_off && v.pdl == kPdlOff ? pdl_off : main; }
+};
+
 // Times every selected case with every variant, printing one row each into *records. Returns
 // the number of cases that failed.
-int run_suite(wideattn_context* ctx, const GpuDevice& gpu, const BenchOptions& o,
+int run_suite(const BenchContexts& contexts, const GpuDevice& gpu, const BenchOptions& o,
               const std::vector<BenchCase>& selected, const std::vector<BenchVariant>& variants,
               const InputPools& pools, const RunRates& rates, std::vector<CaseRecord>* records) {
     print_table_header();
@@ -426,6 +457,7 @@ int run_suite(wideattn_context* ctx, const GpuDevice& gpu, const BenchOptions& o
         const BenchCase& bc = selected[c];
         const HostProblem h = bench_problem(bc, c);
         for (const BenchVariant& variant : variants) {
+            wideattn_context* ctx = contexts.of(variant);
             wideattn_set_prefill_kernel(ctx, variant.kernel.empty() ? nullptr : variant.kernel.c_str());
             CaseRecord r = new_record(bc, h, variant);
             const std::string err = time_case(ctx, gpu, o, h, c, pools, &r);
@@ -457,11 +489,56 @@ bool write_json(const BenchOptions& o, const GpuDevice& gpu, const RunRates& rat
     return true;
 }
 
-// The variants of the run (both K/V dtypes for --suite decode); "" or the usage error.
+// The variants of the run (both K/V dtypes for --suite decode; with --pdl each labelled with its
+// setting, and with --pdl both each twice, on then off); "" or the usage error.
 std::string run_variants(wideattn_context* ctx, const BenchOptions& o, std::vector<BenchVariant>* variants) {
-    if (!o.decode_suite()) return bench_variants(ctx, o.kernel_flag, o.kernels_flag, o.e4m3_kv, o.e4m3_q, variants);
-    *variants = {BenchVariant{"", false, false}, BenchVariant{"", true, false}};
+    if (!o.decode_suite()) {
+        const std::string err = bench_variants(ctx, o.kernel_flag, o.kernels_flag, o.e4m3_kv, o.e4m3_q, variants);
+        if (!err.empty()) return err;
+    } else {
+        *variants = {BenchVariant{"", false, false}, BenchVariant{"", true, false}};
+    }
+    if (o.pdl.empty()) return {};
+    std::vector<BenchVariant> labelled;
+    for (BenchVariant v : *variants)
+        for (const char* setting : {kPdlOn, kPdlOff}) {
+            if (o.pdl != kPdlBoth && o.pdl != setting) continue;
+            v.pdl = setting;
+            labelled.push_back(v);
+        }
+    *variants = labelled;
     return {};
+}
+
+// Opens the bundle with WIDEATTN_PDL set to `value` for the open (NULL: as the environment has
+// it), then restores the variable; nullptr after printing why it could not.
+wideattn_context* open_with_pdl(const std::string& bundle_dir, const char* value) {
+    if (!value) return open_bundle(bundle_dir, "bench");
+    const char* before = std::getenv(kPdlEnv);
+    const bool had = before != nullptr;
+    const std::string saved = had ? before : "";
+    setenv(kPdlEnv, value, 1);
+    wideattn_context* ctx = open_bundle(bundle_dir, "bench");
+    if (had)
+        setenv(kPdlEnv, saved.c_str(), 1);
+    else
+        unsetenv(kPdlEnv);
+    return ctx;
+}
+
+// The contexts --pdl asks for (one, or with "both" one of each); false after printing why not.
+bool open_contexts(const BenchOptions& o, const std::string& bundle_dir, BenchContexts* contexts) {
+    const char* main_value = o.pdl.empty() ? nullptr : o.pdl == kPdlOff ? kPdlEnvOff : kPdlEnvOn;
+    contexts->main = open_with_pdl(bundle_dir, main_value);
+    if (!contexts->main) return false;
+    if (o.pdl != kPdlBoth) return true;
+    contexts->pdl_off = open_with_pdl(bundle_dir, kPdlEnvOff);
+    return contexts->pdl_off != nullptr;
+}
+
+void close_contexts(const BenchContexts& contexts) {
+    wideattn_close(contexts.main);
+    wideattn_close(contexts.pdl_off);
 }
 
 // Re-measures the ceilings at the end of the run and prints them.
@@ -487,13 +564,17 @@ int bench_main(int argc, char** argv) {
     std::vector<BenchCase> selected;
     if (!select_cases(o, &selected) || !options_combine(o)) return 2;
     if (!o.json_path.empty() && !output_writable("bench", "--json", o.json_path)) return 2;
-    wideattn_context* ctx = open_bundle(resolve_bundle_dir(o.bundle_flag, argv[0]), "bench");
-    if (!ctx) return 2;
+    BenchContexts contexts;
+    if (!open_contexts(o, resolve_bundle_dir(o.bundle_flag, argv[0]), &contexts)) {
+        close_contexts(contexts);
+        return 2;
+    }
+    wideattn_context* ctx = contexts.main;
     std::vector<BenchVariant> variants;
     const std::string variant_error = run_variants(ctx, o, &variants);
     if (!variant_error.empty()) {
         std::fprintf(stderr, "wideattn bench: %s\n", variant_error.c_str());
-        wideattn_close(ctx);
+        close_contexts(contexts);
         return 2;
     }
     const bool any_e4m3 =
@@ -504,7 +585,7 @@ int bench_main(int argc, char** argv) {
     std::unique_ptr<GpuDevice> gpu = GpuDevice::open(static_cast<int>(o.device), &status, &error);
     if (!gpu) {
         std::fprintf(stderr, "wideattn bench: %s: %s\n", wideattn_status_string(status), error.c_str());
-        wideattn_close(ctx);
+        close_contexts(contexts);
         return 2;
     }
     const std::string probe_dir = executable_dir() + "/" + kProbeSubdir;  // mma_peak.<arch>.cubin
@@ -513,11 +594,11 @@ int bench_main(int argc, char** argv) {
     measure_rates_before(*gpu, o, any_e4m3, any_decode, probe_dir, &rates, &mma_error);
     const InputPools pools = make_pools(any_e4m3);
     std::vector<CaseRecord> records;
-    int failures = run_suite(ctx, *gpu, o, selected, variants, pools, rates, &records);
+    int failures = run_suite(contexts, *gpu, o, selected, variants, pools, rates, &records);
     measure_rates_after(*gpu, probe_dir, mma_error.empty(), &rates);
     print_decode_summary(records, rates);
     if (!o.json_path.empty() && !write_json(o, *gpu, rates, records)) ++failures;
-    wideattn_close(ctx);
+    close_contexts(contexts);
     return failures ? 1 : 0;
 }
 

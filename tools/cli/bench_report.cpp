@@ -15,7 +15,12 @@ constexpr double kFlopsPerTflop = 1e12;
 const char* dtype_name(bool e4m3) { return e4m3 ? "e4m3" : "bf16"; }
 
 bool same_choice(const BenchVariant& a, const BenchVariant& b) {
-    return a.kernel == b.kernel && a.e4m3_kv == b.e4m3_kv && a.e4m3_q == b.e4m3_q;
+    return a.kernel == b.kernel && a.e4m3_kv == b.e4m3_kv && a.e4m3_q == b.e4m3_q && a.pdl == b.pdl;
+}
+
+// The case name as the tables print it: with the variant's --pdl setting when it has one.
+std::string row_label(const CaseRecord& r) {
+    return r.variant.pdl.empty() ? r.bc.name : r.bc.name + " pdl=" + r.variant.pdl;
 }
 
 // The record of case `name` with the variant `v`, or nullptr.
@@ -47,6 +52,7 @@ void case_json(std::ostream& out, const CaseRecord& r, const RunRates& rates, co
         << ", \"max_seqlen_q\": " << r.max_seqlen_q << ", \"max_seqlen_k\": " << r.max_seqlen_k
         << ", \"num_splits\": " << r.num_splits << ", \"workspace_bytes\": " << r.workspace_bytes
         << ", \"decode\": " << (r.bc.decode ? "true" : "false");
+    if (!r.variant.pdl.empty()) out << ", \"pdl\": \"" << json_escape(r.variant.pdl) << "\"";
     if (r.bc.decode) {
         const double gbps = record_kv_gbps(r);
         out << ", \"kv_bytes\": " << r.kv_bytes << ", \"kv_gbps\": " << gbps
@@ -65,7 +71,9 @@ void mixed_json(std::ostream& out, const std::vector<MixedRatio>& ratios) {
         out << (i ? ",\n" : "\n") << "    {\"mixed\": \"" << kDecodeMixedParts.mixed << "\", \"chunk\": \""
             << kDecodeMixedParts.chunk << "\", \"decodes\": \"" << kDecodeMixedParts.decodes << "\", \"kernel\": \""
             << json_escape(m.variant.kernel) << "\", \"q_dtype\": \"" << dtype_name(m.variant.e4m3_q)
-            << "\", \"kv_dtype\": \"" << dtype_name(m.variant.e4m3_kv) << "\", \"mixed_ms\": " << m.mixed_ms
+            << "\", \"kv_dtype\": \"" << dtype_name(m.variant.e4m3_kv) << "\""
+            << (m.variant.pdl.empty() ? "" : ", \"pdl\": \"" + json_escape(m.variant.pdl) + "\"")
+            << ", \"mixed_ms\": " << m.mixed_ms
             << ", \"chunk_ms\": " << m.chunk_ms << ", \"decodes_ms\": " << m.decodes_ms << ", \"ratio\": " << m.ratio
             << "}";
     }
@@ -95,7 +103,8 @@ double percent_of(double value, double ceiling) { return ceiling > 0 ? 100.0 * v
 
 double fp8_bf16_ratio(const std::vector<CaseRecord>& records, const CaseRecord& r) {
     if (!r.variant.e4m3_kv || r.variant.e4m3_q) return 0.0;
-    const BenchVariant bf16{r.variant.kernel, false, false};
+    BenchVariant bf16{r.variant.kernel, false, false};
+    bf16.pdl = r.variant.pdl;
     const CaseRecord* base = find_record(records, r.bc.name, bf16);
     if (!base || base->t.median_ms <= 0) return 0.0;
     return r.t.median_ms / base->t.median_ms;
@@ -127,7 +136,7 @@ void print_row(const CaseRecord& r, const RunRates& rates) {
         const double gbps = record_kv_gbps(r);
         std::snprintf(decode, sizeof decode, "%8.1f %6.1f%%", gbps, percent_of(gbps, rates.copy_before));
     }
-    std::printf("%-24s %-16s %4s %4d %10.3f %10.3f %10.3f %9.1f %6.1f%% %s\n", r.bc.name.c_str(), r.kernel.c_str(),
+    std::printf("%-24s %-16s %4s %4d %10.3f %10.3f %10.3f %9.1f %6.1f%% %s\n", row_label(r).c_str(), r.kernel.c_str(),
                 dtype_name(r.variant.e4m3_kv), r.num_splits, r.t.median_ms, r.t.min_ms, r.t.p90_ms, tflops,
                 percent_of(tflops, rates.mma_before), decode);
     std::fflush(stdout);
@@ -148,14 +157,16 @@ void print_decode_summary(const std::vector<CaseRecord>& records, const RunRates
         const double ratio = fp8_bf16_ratio(records, r);
         char ratio_text[16] = "-";
         if (ratio > 0) std::snprintf(ratio_text, sizeof ratio_text, "%.3f", ratio);
-        std::printf("%-24s %-16s %4s %4d %10.3f %8.1f %6.1f%% %6.1f%% %8s\n", r.bc.name.c_str(), r.kernel.c_str(),
+        std::printf("%-24s %-16s %4s %4d %10.3f %8.1f %6.1f%% %6.1f%% %8s\n", row_label(r).c_str(), r.kernel.c_str(),
                     dtype_name(r.variant.e4m3_kv), r.num_splits, r.t.median_ms, gbps,
                     percent_of(gbps, rates.copy_before), percent_of(gbps, rates.copy_after), ratio_text);
     }
-    for (const MixedRatio& m : mixed_ratios(records))
-        std::printf("%s (%s K/V): %.3f ms / (%s %.3f ms + %s %.3f ms) = %.3f\n", kDecodeMixedParts.mixed,
-                    dtype_name(m.variant.e4m3_kv), m.mixed_ms, kDecodeMixedParts.chunk, m.chunk_ms,
+    for (const MixedRatio& m : mixed_ratios(records)) {
+        const std::string pdl = m.variant.pdl.empty() ? "" : ", pdl=" + m.variant.pdl;
+        std::printf("%s (%s K/V%s): %.3f ms / (%s %.3f ms + %s %.3f ms) = %.3f\n", kDecodeMixedParts.mixed,
+                    dtype_name(m.variant.e4m3_kv), pdl.c_str(), m.mixed_ms, kDecodeMixedParts.chunk, m.chunk_ms,
                     kDecodeMixedParts.decodes, m.decodes_ms, m.ratio);
+    }
 }
 
 void write_report_json(std::ostream& out, const RunInfo& info, const RunRates& rates,

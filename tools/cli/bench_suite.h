@@ -107,6 +107,9 @@ struct BenchVariant {
     bool e4m3_kv = false;
     bool e4m3_q = false;
     bool v_transposed = false;  // V in the transposed layout (a kernel with the "v_transposed" feature)
+    // `wideattn bench --pdl`: "on" or "off", the WIDEATTN_PDL of the context the variant runs on
+    // (programmatic dependent launch of the split-KV merge); "" without --pdl (the environment's).
+    std::string pdl{};
 };
 
 // The random inputs every case tiles from: bf16 values, and for e4m3 inputs the same values as

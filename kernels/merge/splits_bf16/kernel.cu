@@ -5,11 +5,20 @@
 // with any NaN split LSE (that split met a NaN or +inf score) gets NaN in o and lse, as the
 // unsplit kernels give it (docs/design.md "Non-finite inputs"). The splits are summed in index order by every lane and the weight sum reduced in a fixed butterfly,
 // so the result depends on the inputs alone.
+//
+// On sm_90 and later the dispatcher launches it as a programmatic dependent launch of the split
+// kernel (dispatch/dependent_launch.h; WIDEATTN_PDL=0 turns that off): its blocks may start while
+// the split kernel's last blocks still run, so everything before ptx::wait_prerequisite_grids
+// (griddepcontrol.wait) uses the params alone, and every read of the workspace and write of o and
+// lse comes after it. Launched without the attribute (sm_89, a driver without cuLaunchKernelEx,
+// WIDEATTN_PDL=0) the wait returns at once; the arithmetic is the same either way, so both give
+// the same bits.
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
 #include "kernels/common/kernel_desc.h"
+#include "kernels/common/ptx_griddep.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/merge/splits_bf16/traits.h"
 #include "wideattn.h"
@@ -44,6 +53,8 @@ wideattn_merge_splits_bf16(const __grid_constant__ wideattn_prefill_params p) {
     const float* lse_parts = reinterpret_cast<const float*>(
         static_cast<const char*>(p.workspace) + split_lse_offset(splits, p.total_q, p.num_q_heads, p.head_dim));
     const float* o_parts = static_cast<const float*>(p.workspace);
+    // The split kernel's partials are complete and visible past this point.
+    ptx::wait_prerequisite_grids();
 
     float m = -INFINITY;
     bool nan_split = false;

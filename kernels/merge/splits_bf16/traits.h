@@ -4,6 +4,8 @@
 //   grid.x = ceil(total_q * num_q_heads / kRowsPerBlock), block = kThreads, no shared memory;
 //   one warp per row, each lane owning kDimsPerLane dims in kVecsPerLane 4-float vectors.
 // In the manifest tile.tokens = kRowsPerBlock (rows per block), tile.keys and tile.heads 1.
+// On sm_90 and later it is launched as a programmatic dependent launch of the split kernel
+// (kernel.cu says what that asks of the kernel).
 #pragma once
 
 #include <cstdint>
