@@ -1,7 +1,7 @@
-// epilogue.cuh - the end of a block of the single-token e4m3 decode kernel: the 4 warps' row
+// epilogue.cuh - the end of a block of the single-token e4m3 decode kernel: the 8 warps' row
 // maxima, row sums and O^T meet in shared memory (over the rings, after a block barrier), each
-// warp's O scaled by 2^(its max - the block max); then every thread adds the 4 warps' parts of
-// 32 outputs, normalises them (O / l x v_scale) and writes bf16 rows and the natural-log LSE, or,
+// warp's O scaled by 2^(its max - the block max); then every thread adds the 8 warps' parts of
+// 16 outputs, normalises them (O / l x v_scale) and writes bf16 rows and the natural-log LSE, or,
 // in the split-KV entry, fp32 partial rows and the split's LSE (kernels/common/split_partials.cuh).
 // An empty row (no visible key) gets zeros and LSE -inf, a NaN row sum NaN in O and LSE.
 #pragma once
@@ -13,6 +13,7 @@
 #include "fp8/decode_e4m3_d512/mainloop.cuh"
 #include "fp8/decode_e4m3_d512/traits.h"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_griddep.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/split_partials.cuh"
 #include "wideattn.h"
@@ -53,6 +54,7 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
                                             const float (&o)[Traits::kONTiles][4], WarpRows& rows, int32_t warp,
                                             int32_t lane, int64_t token, int32_t kv_head) {
     const int32_t g = lane / 4, t = lane % 4;
+    if constexpr (kSplit) ptx::allow_dependent_launch();  // the merge may be scheduled (docs/design.md, split-KV)
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r)
 #pragma unroll
@@ -87,7 +89,7 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
     }
     __syncthreads();
 
-    // Thread i: row i / 16, dims 4 (i % 16) + 64 j for j < 8.
+    // Thread i: row i / 32, dims 4 (i % 32) + 128 j for j < 4.
     constexpr int32_t kThreadsPerRow = Traits::kThreads / Traits::kRows;
     constexpr int32_t kDimsPerPass = 4 * kThreadsPerRow;
     constexpr int32_t kPasses = Traits::kHeadDim / kDimsPerPass;

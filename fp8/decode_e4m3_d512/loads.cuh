@@ -174,8 +174,9 @@ struct WarpStream {
         lane = lane_index;
     }
 
-    // Issues the copies of sub-tile `sub` into the stage at `stage` (K half, then V half).
-    __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t sub, uint32_t stage) const {
+    // Issues the copies of the K (kValue false) or V codes of sub-tile `sub` into `chunk`.
+    template <bool kValue>
+    __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t sub, uint32_t chunk) const {
         const int32_t key0 = sub * Traits::kSubTileKeys;
         const int32_t page_index = key0 / p.block_size;
         const int32_t slot0 = key0 - page_index * p.block_size;
@@ -183,18 +184,16 @@ struct WarpStream {
         const bool in_cache = page_in_cache(page, p.num_blocks);
         const int32_t keys = in_cache ? min(Traits::kSubTileKeys, kv_end - key0) : 0;
         const int64_t page_safe = in_cache ? page : 0;
-        const unsigned char* k_src =
-            k_base + page_safe * p.k_block_stride + int64_t{slot0} * p.k_slot_stride + lane * Traits::kVecBytes;
-        const unsigned char* v_src =
-            v_base + page_safe * p.v_block_stride + int64_t{slot0} * p.v_slot_stride + lane * Traits::kVecBytes;
+        const unsigned char* base = kValue ? v_base : k_base;
+        const int64_t slot_stride = kValue ? p.v_slot_stride : p.k_slot_stride;
+        const unsigned char* src = base + page_safe * (kValue ? p.v_block_stride : p.k_block_stride) +
+                                   int64_t{slot0} * slot_stride + lane * Traits::kVecBytes;
 #pragma unroll
         for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
             const bool valid = key < keys;
-            const uint32_t offset = swizzled<Traits::kRowBytes, Traits>(key, lane);
-            ptx::cp_async_16(stage + offset, valid ? k_src + key * p.k_slot_stride : k_base,
+            ptx::cp_async_16(chunk + swizzled<Traits::kRowBytes, Traits>(key, lane), valid ? src : base,
                              valid ? Traits::kVecBytes : 0);
-            ptx::cp_async_16(stage + Traits::kStageHalfBytes + offset, valid ? v_src + key * p.v_slot_stride : v_base,
-                             valid ? Traits::kVecBytes : 0);
+            src += slot_stride;
         }
     }
 };

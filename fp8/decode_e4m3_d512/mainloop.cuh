@@ -3,8 +3,8 @@
 // f16 after an ldmatrix, Q^T read from shared memory), the online softmax of the warp's own keys,
 // P^T by movmatrix, and O^T += V^T P^T (32 mma: an even-dim and an odd-dim m-tile per 32 dims,
 // V codes by a transposed ldmatrix, a byte permute and the conversion). No barrier but the warp's
-// own: each warp streams its sub-tiles through its cp.async ring (kStages stages, one commit
-// group per stage).
+// own: each warp streams its sub-tiles through its cp.async ring (kRingChunks chunks of K or V,
+// one commit group per chunk).
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 .f16; g = lane / 4, t = lane % 4):
 // - S^T accumulator: c0 = (key g, row 2t), c1 = (key g, row 2t+1), c2, c3 the same of key g + 8.
@@ -169,20 +169,43 @@ __device__ __forceinline__ int32_t warp_subtiles(int32_t num_tiles, int32_t warp
     return num_tiles > warp ? (num_tiles - warp + Traits::kWarps - 1) / Traits::kWarps : 0;
 }
 
-// The first kStages - 1 stages of the warp's stream, one commit group each (issued before the
-// block reads Q, so their latency overlaps it).
+// Issues the warp's chunk c (K of its sub-tile c / 2 for even c, V for odd) when that sub-tile
+// exists, and commits a group either way (one group per chunk keeps the waits' counts fixed).
+template <class Traits>
+__device__ __forceinline__ void issue_chunk(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                            uint32_t ring, int32_t warp, int32_t count, int32_t c) {
+    const int32_t local = c / 2;
+    if (local < count) {
+        const int32_t sub = warp + local * Traits::kWarps;
+        const uint32_t chunk = ring + (c % Traits::kRingChunks) * Traits::kChunkBytes;
+        if (c % 2 == 0)
+            stream.template issue<false>(p, sub, chunk);
+        else
+            stream.template issue<true>(p, sub, chunk);
+    }
+    ptx::cp_async_commit();
+}
+
+// The first chunks of the warp's stream, K_0 and V_0 (issued before the block reads Q, so their
+// latency overlaps it).
 template <class Traits>
 __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                                uint32_t ring, int32_t warp, int32_t num_tiles) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
 #pragma unroll
-    for (int32_t i = 0; i < Traits::kStages - 1; ++i) {
-        if (i < count) stream.issue(p, warp + i * Traits::kWarps, ring + i * Traits::kStageBytes);
-        ptx::cp_async_commit();
-    }
+    for (int32_t c = 0; c < Traits::kChunksInFlight; ++c) issue_chunk<Traits>(p, stream, ring, warp, count, c);
+}
+
+// Waits for the warp's oldest chunk in flight (kChunksInFlight - 1 younger ones may stay).
+template <class Traits>
+__device__ __forceinline__ void wait_oldest_chunk() {
+    ptx::cp_async_wait<Traits::kChunksInFlight - 1>();
+    __syncwarp();  // landed for every lane; every lane is done with the chunk read before it
 }
 
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles (after issue_prologue).
+// Sub-tile i: wait for K_i, issue K_i+1 (into V_i-1's slot), S_i and the softmax, wait for V_i,
+// issue V_i+1 (into K_i's slot), P_i V_i.
 template <class Traits>
 __device__ __forceinline__ void warp_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                               uint32_t ring, uint32_t q_shared, int32_t warp, int32_t lane,
@@ -190,19 +213,18 @@ __device__ __forceinline__ void warp_key_loop(const wideattn_prefill_params& p, 
                                               float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
     for (int32_t i = 0; i < count; ++i) {
-        ptx::cp_async_wait<Traits::kStages - 2>();
-        __syncwarp();  // the stage of sub-tile i landed for every lane; stage i - 1 is free
-        const int32_t ahead = i + Traits::kStages - 1;
-        if (ahead < count)
-            stream.issue(p, warp + ahead * Traits::kWarps, ring + (ahead % Traits::kStages) * Traits::kStageBytes);
-        ptx::cp_async_commit();
-        const uint32_t stage = ring + (i % Traits::kStages) * Traits::kStageBytes;
+        const int32_t key_chunk = 2 * i;
+        wait_oldest_chunk<Traits>();  // K_i
+        issue_chunk<Traits>(p, stream, ring, warp, count, key_chunk + Traits::kChunksInFlight);
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         float s[4];
-        subtile_scores<Traits>(stage, q_shared, lane, score_scale, kv_end - key0, s);
+        subtile_scores<Traits>(ring + (key_chunk % Traits::kRingChunks) * Traits::kChunkBytes, q_shared, lane,
+                               score_scale, kv_end - key0, s);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
-        subtile_pv<Traits>(stage + Traits::kStageHalfBytes, lane, p0, p1, o);
+        wait_oldest_chunk<Traits>();  // V_i
+        issue_chunk<Traits>(p, stream, ring, warp, count, key_chunk + 1 + Traits::kChunksInFlight);
+        subtile_pv<Traits>(ring + ((key_chunk + 1) % Traits::kRingChunks) * Traits::kChunkBytes, lane, p0, p1, o);
     }
     ptx::cp_async_wait<0>();
 }

@@ -1,7 +1,7 @@
 // traits.h - every compile-time constant of the single-token decode kernel for bf16 Q over an
 // e4m3 K/V cache, head dim 512, GQA group 8 (kernel wideattn_decode_e4m3_d512, sm_90a): one
 // block per (query token, KV head[, key split]), its 8 query rows being the 8 heads of the KV
-// head; 4 warps, each streaming its own 16-key sub-tiles (every 4th) through a private cp.async
+// head; 8 warps, each streaming its own 16-key sub-tiles (every 8th) through a private cp.async
 // ring and keeping its own online softmax and O, merged across the warps at the end. Both
 // products run as mma.sync m16n8k16 f16 with the keys in the m dimension (S^T = K Q^T, O^T =
 // V^T P^T), so 8 query rows fill the n = 8 of every mma and no row is padding; e4m3 codes
@@ -17,7 +17,7 @@ struct DecodeE4m3D512Traits {
     static constexpr int32_t kGroup = 8;             // query heads per KV head = the block's rows
     static constexpr int32_t kRows = kGroup;
     static constexpr int32_t kWarpSize = 32;
-    static constexpr int32_t kWarps = 4;
+    static constexpr int32_t kWarps = 8;  // 2 per scheduler: 1 left the issue slots 68% idle on latency
     static constexpr int32_t kThreads = kWarps * kWarpSize;
     static constexpr int32_t kTileTokens = 1;        // one query token per block
     static constexpr int32_t kTokensPerRowTile = 1;  // block_geometry: every row is the block's token
@@ -39,11 +39,13 @@ struct DecodeE4m3D512Traits {
     static constexpr int32_t kONTiles = 2 * kDimBlocks;                   // O^T m-tiles: even / odd dims
     static constexpr int32_t kSwizzleRows = 8;                            // rows of one ldmatrix matrix
 
-    // Per-warp ring of stages, a stage = the K and the V codes of one sub-tile.
-    static constexpr int32_t kStages = 3;
-    static constexpr int32_t kStageHalfBytes = kSubTileKeys * kRowBytes;  // K (or V) of a sub-tile
-    static constexpr int32_t kStageBytes = 2 * kStageHalfBytes;
-    static constexpr int32_t kWarpRingBytes = kStages * kStageBytes;
+    // Per-warp ring of chunks, a chunk = the K or the V codes of one sub-tile; chunk c of a warp is
+    // K (c even) or V (c odd) of its sub-tile c / 2, in slot c % kRingChunks. Three slots: while
+    // one is read, the next two are in flight.
+    static constexpr int32_t kRingChunks = 3;
+    static constexpr int32_t kChunkBytes = kSubTileKeys * kRowBytes;
+    static constexpr int32_t kChunksInFlight = kRingChunks - 1;
+    static constexpr int32_t kWarpRingBytes = kRingChunks * kChunkBytes;
 
     // Q: the 8 rows as f16 after the block's power-of-two scale, 1 KB rows, 16-byte vectors
     // swizzled by row; Q^T fragments come from it by ldmatrix.
@@ -85,7 +87,7 @@ struct DecodeE4m3D512Traits {
     static_assert(kDimBlock == 2 * kVecBytes, "a K/V ldmatrix.x4 covers two 16-byte vectors of 16 keys");
     static_assert(kMergeBytes <= kWarps * kWarpRingBytes, "the merge area fits in the rings");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
-    static_assert(kStages >= 2, "a stage lands while the previous one is used");
+    static_assert(kRingChunks == 3, "the schedule of mainloop.cuh: K_i+1 takes V_i-1's slot, V_i+1 K_i's");
 
     static constexpr KernelDesc desc = {
         "decode_e4m3_d512", "wideattn_decode_e4m3_d512",
