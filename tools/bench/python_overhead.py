@@ -200,13 +200,22 @@ def hf_entry_points(torch, t, steps):
         padding = torch.ones((batch, keys), dtype=torch.bool, device="cuda")
         padding[0, :3] = False                   # batch row 0 left-padded by 3 tokens
 
+        def decode_mask(padding_mask):
+            """The mask create_causal_mask would build for a decode step at `keys` keys: sdpa_mask's
+            arguments of transformers >= 5.14 (q_length, q_offset), else of the versions before
+            (cache_position)."""
+            common = dict(batch_size=batch, kv_length=keys, kv_offset=0, mask_function=causal_mask_function,
+                          attention_mask=padding_mask, device=query.device)
+            try:
+                return hf.build_mask(q_length=1, q_offset=keys - 1, **common)
+            except TypeError:
+                return hf.build_mask(cache_position=torch.arange(keys - 1, keys, device=query.device), **common)
+
         def masked_step(mode, padding_mask):
             def step(i):
                 previous = hf.set_mask_check(mode)
                 try:
-                    mask = hf.build_mask(batch_size=batch, q_length=1, kv_length=keys, q_offset=keys - 1, kv_offset=0,
-                                         mask_function=causal_mask_function, attention_mask=padding_mask,
-                                         device=query.device)
+                    mask = decode_mask(padding_mask)
                     for key, value in full:
                         hf.attention_forward(module, query, key, value, mask, scaling=1.0)
                 finally:
