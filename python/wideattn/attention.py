@@ -7,10 +7,13 @@ varlen_attention() takes K/V as dense rows per sequence ([total_k, num_kv_heads,
 cu_seqlens_k, as flash_attn_varlen_func does) and describes them as token-row pages without a copy.
 Both check every argument, allocate what the caller did not pass with the caller's allocator
 (torch.empty), and run the `wideattn::prefill` op. prefill() checks a call once per argument
-signature (shapes, strides, dtypes, devices of its tensors, its scalars): a call whose signature
-passed before goes straight to the op, whose CUDA implementation reuses the plan of the same
-metadata (ops.PlanCache). Debug mode (wideattn.set_debug(True), $WIDEATTN_DEBUG=1) checks every
-call.
+signature (_prefill_signature: the shapes, strides, dtypes and devices of its tensors, its
+scalars with their types): a call whose signature passed before builds the signature, looks it up
+and calls the op with the values the checks derived then (the KV layouts, the softmax scale as a
+float, the hints, the flags), allocating only the outputs it was not given; the op's CUDA
+implementation reuses the plan of the same metadata (ops.PlanCache). A call with a scalar of
+another type (a tensor as a hint) is checked every time. Debug mode (wideattn.set_debug(True),
+$WIDEATTN_DEBUG=1) checks every call.
 """
 
 import torch
@@ -18,7 +21,7 @@ import torch
 from . import _capi
 from . import _checks
 from . import ops
-from .library import debug_enabled
+from .library import _debug
 
 Q_SHAPE = "[total_q, num_q_heads, head_dim]"
 CACHE_SHAPE = "[num_blocks, block_size, num_kv_heads, head_dim]"
@@ -104,27 +107,32 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     InvalidArgumentError naming it instead of being clamped; the call then waits for the stream and
     cannot be captured in a CUDA graph.
     """
-    signature = None if debug_enabled() else _prefill_signature(
-        (q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, out, q_scale, k_scale, v_scale),
-        lse, (softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, check_metadata))
-    if signature is not None and signature in _checked_prefill:
-        # Arguments of this signature passed every check before: only the derived values.
-        if out is None:
-            out = torch.empty(tuple(q.shape), dtype=torch.bfloat16, device=q.device)
-        return_lse = lse is not None and lse is not False
-        if lse is True:
-            lse = torch.empty((out.shape[1], q.shape[0]), dtype=torch.float64 if out.dtype == torch.float64
-                              else torch.float32, device=out.device)
-        elif lse is False:
-            lse = None
-        if q.shape[0]:
-            k_layout = [0, k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]] + list(k_cache.stride()[:3])
-            v_layout = [0, v_cache.shape[0], v_cache.shape[1], v_cache.shape[2]] + list(v_cache.stride()[:3])
-            ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
-                            float(softmax_scale), q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0,
-                            max_seqlen_k or 0, num_splits or 0,
-                            _capi.FLAG_CHECK_METADATA if check_metadata else 0)
-        return (out, lse) if return_lse else out
+    if not _debug["on"]:
+        # A call whose signature passed the checks before: the derived values kept then, the op.
+        try:
+            signature = _prefill_signature(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, out, lse, q_scale,
+                                           k_scale, v_scale, softmax_scale, max_seqlen_q, max_seqlen_k, num_splits,
+                                           check_metadata)
+            derived = _checked_prefill.get(signature)
+        except (AttributeError, TypeError):   # an argument of the wrong type: the checks name it
+            signature = derived = None
+        if derived is not None:
+            k_layout, v_layout, scale, hints, splits, flags, lse_dtype, launch = derived
+            if out is None:
+                out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
+            if lse is None or lse is False:
+                if launch:
+                    ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+                                    scale, q_scale, k_scale, v_scale, out, None, *hints, splits, flags)
+                return out
+            if lse is True:
+                lse = torch.empty((q.shape[1], q.shape[0]), dtype=lse_dtype, device=q.device)
+            if launch:
+                ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, scale,
+                                q_scale, k_scale, v_scale, out, lse, *hints, splits, flags)
+            return out, lse
+    else:
+        signature = None
     check = _checks.Checker("wideattn.prefill")
     check.tensor("q", q, 3, _checks.ATTENTION_IN_DTYPES, Q_SHAPE)
     _kv_pair(check, "k_cache", k_cache, "v_cache", v_cache, 4, CACHE_SHAPE, q)
@@ -142,33 +150,50 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     if q.shape[0]:
         ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, scale,
                         *scales, out, lse, *hints, splits, flags)
-    if signature is not None:
+    if signature is not None and _memoizable(lse, (softmax_scale, max_seqlen_q, max_seqlen_k, num_splits,
+                                                   check_metadata)):
         if len(_checked_prefill) >= CHECKED_SIGNATURES:
             _checked_prefill.clear()
-        _checked_prefill[signature] = True
+        lse_dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
+        _checked_prefill[signature] = (k_layout, v_layout, scale, hints, splits, flags, lse_dtype, q.shape[0] > 0)
     return (out, lse) if return_lse else out
 
 
-# Signatures of prefill() calls whose arguments passed the checks (debug mode: none kept).
+# prefill() calls whose arguments passed the checks, by signature (_prefill_signature), each with
+# what the checks derived from them (debug mode: none kept).
 CHECKED_SIGNATURES = 4096
 _checked_prefill = {}
 _SCALAR_TYPES = (type(None), bool, int, float)
 
 
-def _prefill_signature(tensors, lse, scalars):
-    """What prefill()'s checks depend on: each tensor's shape, strides, dtype and device (None
-    for None), lse (as a tensor, or the bool / None given), the scalars with their types. None
-    when an argument is neither (a wrong type, a tensor as a hint): such calls are always checked."""
-    try:
-        key = tuple(None if x is None else (x.shape, x.stride(), x.dtype, x.device) for x in tensors)
-        lse_key = (lse.shape, lse.stride(), lse.dtype, lse.device) if isinstance(lse, torch.Tensor) else lse
-    except (AttributeError, TypeError):
-        return None
-    if not isinstance(lse_key, tuple) and type(lse_key) not in _SCALAR_TYPES:
-        return None
-    if any(type(s) not in _SCALAR_TYPES for s in scalars):
-        return None
-    return key + (lse_key,) + tuple((type(s), s) for s in scalars)
+def _prefill_signature(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, out, lse, q_scale, k_scale, v_scale,
+                       softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, check_metadata):
+    """What prefill()'s checks and the values they derive depend on, as one flat tuple: the types of
+    the scalars first (so that a lookup compares a probe whose scalar is of another type, e.g. a
+    tensor hint, with no stored value), then each tensor's shape, strides, dtype and device (None
+    for a tensor not passed), lse as given (None, True, False, or its tensor's), the scalars'
+    values. Raises AttributeError or TypeError for an argument that is not of these kinds (the
+    checks then word the refusal); a signature with a scalar of another type is computed but never
+    stored (_memoizable)."""
+    return (type(softmax_scale), type(max_seqlen_q), type(max_seqlen_k), type(num_splits), type(check_metadata),
+            q.shape, q.stride(), q.dtype, q.device,
+            k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
+            v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device,
+            cu_seqlens_q.shape, cu_seqlens_q.stride(), cu_seqlens_q.dtype, cu_seqlens_q.device,
+            seq_lens_k.shape, seq_lens_k.stride(), seq_lens_k.dtype, seq_lens_k.device,
+            block_table.shape, block_table.stride(), block_table.dtype, block_table.device,
+            None if out is None else (out.shape, out.stride(), out.dtype, out.device),
+            lse if lse is None or lse is True or lse is False else (lse.shape, lse.stride(), lse.dtype, lse.device),
+            None if q_scale is None else (q_scale.shape, q_scale.stride(), q_scale.dtype, q_scale.device),
+            None if k_scale is None else (k_scale.shape, k_scale.stride(), k_scale.dtype, k_scale.device),
+            None if v_scale is None else (v_scale.shape, v_scale.stride(), v_scale.dtype, v_scale.device),
+            softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, check_metadata)
+
+
+def _memoizable(lse, scalars):
+    """Whether a checked call's signature may be kept: lse a tensor or None / True / False and every
+    scalar of a plain type (a tensor hint is read by the checks, so its calls are always checked)."""
+    return (lse is None or isinstance(lse, (bool, torch.Tensor))) and all(type(s) in _SCALAR_TYPES for s in scalars)
 
 
 def _flags(check, check_metadata):

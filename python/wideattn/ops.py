@@ -26,13 +26,19 @@ the call's workspace (host only, no device read) and allocates it with torch.emp
 device and current stream: the caching allocator's stream-ordered reuse makes it safe to free
 after the launch is queued, and inside a CUDA-graph capture it comes from the graph's pool.
 
-Plans (C API 0.4.0): the CUDA implementation of wideattn::prefill keeps a plan per call signature
-(ops.plans, a PlanCache: the device, stream, shapes, strides, dtypes, metadata pointers, scales,
-hints and flags; least recently used dropped beyond PLAN_CACHE_ENTRIES) with its workspace, made
-(and validated by the library) at the signature's first call, and runs it with the call's q, K/V
-bases, out and lse: the global layers of a step, which share the step's metadata tensors, run one
-plan. Under CUDA-graph capture and in debug mode (wideattn.set_debug) each call is a one-shot
-wideattn_prefill with a workspace of its own instead.
+Plans (C API 0.4.0): the CUDA implementation of wideattn::prefill keeps a plan per plan key
+(ops.plans, a PlanCache; plan_key: the device, stream, shapes, strides, dtypes, metadata
+pointers, scale pointers, softmax scale, hints and flags, which is what wideattn_plan_create
+fixes; least recently used dropped beyond PLAN_CACHE_ENTRIES) with its workspace, made (and
+validated by the library) at the key's first call, and runs it with the call's q, K/V bases, out
+and lse: the global layers of a step, which share the step's metadata tensors, run one plan. The
+metadata's contents are not in the key and need not be: the plan keeps their pointers and the
+kernels read them on the device at every run, so new contents under the same pointers (a new
+step written into the same buffers, a replayed CUDA graph) are what the next run reads. A call
+that hits does no more on the host than build the key (one flat tuple of ints, dtypes and the
+shape and strides of q and out), look it up and queue wideattn_plan_run. Under CUDA-graph capture
+and in debug mode (wideattn.set_debug) each call is a one-shot wideattn_prefill with a workspace
+of its own instead.
 
 flags is wideattn_prefill_params.flags: _capi.FLAG_CHECK_METADATA is checked mode (docs/design.md
 section 6): the CUDA implementation's library call copies cu_seqlens_q, seq_lens_k and the used
@@ -53,7 +59,7 @@ from . import _capi
 from . import _checks
 from . import errors
 from . import reference
-from .library import debug_enabled, default_context
+from .library import _debug, default_context
 
 NAMESPACE = "wideattn"
 TOKEN_ROW_PAGE = 16          # keys per page of a token-row layout (the kernels' page multiple)
@@ -133,15 +139,27 @@ def scale_params(src, slot_mapping, scale, nonfinite_count):
         _ptr(nonfinite_count), src.shape[0], src.shape[1], src.shape[2], _capi.DTYPE_BF16)
 
 
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_raw_stream_fn = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _raw_stream(index):
+    """The raw CUstream handle of the current stream of CUDA device `index` (an int)."""
+    if _raw_stream_fn is not None:
+        return _raw_stream_fn(index)
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+# The C functions behind torch.cuda.current_device() and torch.cuda.is_current_stream_capturing(),
+# without their Python wrappers (the CUDA implementation only runs once CUDA is initialised).
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+_stream_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or torch.cuda.is_current_stream_capturing
 
 
 def _launch(device, launch, params):
     """Runs one launch on the current stream of `device`, with that device's context current."""
     current = torch.cuda.current_device()
     index = current if device.index is None else device.index
-    stream = ctypes.c_void_p(_raw_stream(index) if _raw_stream is not None
-                             else torch.cuda.current_stream(index).cuda_stream)
+    stream = ctypes.c_void_p(_raw_stream(index))
     if index != current:
         with torch.cuda.device(index):
             launch(params, stream)
@@ -157,18 +175,18 @@ def _launch(device, launch, params):
 
 def current_stream(device):
     """The raw CUstream handle of the current stream of a CUDA device."""
-    index = torch.cuda.current_device() if device.index is None else device.index
-    return _raw_stream(index) if _raw_stream is not None else torch.cuda.current_stream(index).cuda_stream
+    return _raw_stream(torch.cuda.current_device() if device.index is None else device.index)
 
 
 PLAN_CACHE_ENTRIES = 64       # plans (with their workspaces) the CUDA implementation keeps
 
 
 class PlanCache:
-    """The CUDA implementation's plans by call signature (everything of a call's params but the
-    five per-layer pointers: the device, stream, shapes, strides, dtypes, metadata pointers,
-    scales, hints, flags), least recently used dropped beyond `entries`. An entry holds the plan
-    and its workspace tensor, so the workspace lives as long as the plan that uses it."""
+    """The CUDA implementation's plans by plan key (plan_key: everything of a call's params but the
+    five per-layer pointers), least recently used dropped beyond `entries`. An entry holds the plan
+    and its workspace tensor, so the workspace lives as long as the plan that uses it. A lookup
+    that hits takes no lock (dict and OrderedDict operations are atomic under the GIL); adding and
+    clearing do."""
 
     def __init__(self, entries=PLAN_CACHE_ENTRIES):
         self.entries = entries
@@ -177,17 +195,19 @@ class PlanCache:
         self.hits = self.misses = 0
 
     def get(self, key):
-        """The (plan, workspace) entry of signature `key` (None when there is none), made the most
+        """The (plan, workspace) entry of plan key `key` (None when there is none), made the most
         recently used."""
-        with self._lock:
-            entry = self._plans.get(key)
-            if entry is not None:
+        entry = self._plans.get(key)
+        if entry is not None:
+            self.hits += 1
+            try:
                 self._plans.move_to_end(key)
-                self.hits += 1
-            return entry
+            except KeyError:  # dropped by another thread since
+                pass
+        return entry
 
     def put(self, key, entry):
-        """Adds the (plan, workspace) `entry` under signature `key`, closing the plans dropped."""
+        """Adds the (plan, workspace) `entry` under plan key `key`, closing the plans dropped."""
         with self._lock:
             self.misses += 1
             self._plans[key] = entry
@@ -210,13 +230,12 @@ class PlanCache:
 plans = PlanCache()
 
 
-def _cuda_state(device):
-    """(the current device's index, the call's device index, whether the current stream is being
-    captured, the call device's current raw stream) for the CUDA implementation."""
-    current = torch.cuda.current_device()
-    index = current if device.index is None else device.index
-    stream = _raw_stream(index) if _raw_stream is not None else torch.cuda.current_stream(index).cuda_stream
-    return current, index, torch.cuda.is_current_stream_capturing(), stream
+def _cuda_state(tensor):
+    """(the current device's index, the index of the CUDA device `tensor` is on, whether the
+    current stream is being captured, the raw current stream of `tensor`'s device) for the CUDA
+    implementation."""
+    index = tensor.get_device()
+    return _current_device(), index, _stream_capturing(), _raw_stream(index)
 
 
 def _on_device(index):
@@ -224,45 +243,65 @@ def _on_device(index):
     return torch.cuda.device(index)
 
 
-def _signature(device_index, stream, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
-               softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags):
-    """What a plan of the call fixes (the offsets of k_layout / v_layout move the bases only)."""
-    return (device_index, stream, tuple(q.shape), q.stride(), q.dtype, k.dtype, v.dtype, tuple(k_layout[1:]),
-            tuple(v_layout[1:]), out.stride(), out.dtype, None if lse is None else lse.stride(0),
-            cu_seqlens_q.data_ptr(), seq_lens_k.data_ptr(), seq_lens_k.shape[0], block_table.data_ptr(),
-            block_table.stride(0), _ptr(q_scale), _ptr(k_scale), _ptr(v_scale), softmax_scale, max_seqlen_q,
-            max_seqlen_k, num_splits, flags)
+def plan_key(device_index, stream, q, k, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+             softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags):
+    """The key of a call's plan in the plan cache: what wideattn_plan_create fixes, and only that
+    (docs/design.md "Plans": the plan keeps the metadata pointers and every host-side value of the
+    params; the kernels read the metadata contents on the device at each run, so contents that
+    change between calls under the same pointers are read anew, never cached). The arguments are
+    the op's (q, k, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
+    q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags) with the
+    device_index and raw stream of the call. The tuple: the device and stream (a plan's workspace
+    serves the runs of one stream), q's shape and strides (total_q, heads, head_dim), out's
+    strides, the q / kv / out dtypes, the lse head stride (None without an lse), the pointers of
+    cu_seqlens_q, seq_lens_k and block_table with num_seqs and the block-table row stride, the KV
+    layouts but their offsets (an offset moves a base pointer, which each run passes), the softmax
+    scale, the split-KV hints, num_splits, flags and the pointers of the scale tensors. v's dtype
+    is not in it: the params carry one kv dtype, k's. _prefill_cuda builds the same tuple inline
+    (a call of this function costs as much as the rest of a cache hit); the tests check that the
+    two agree."""
+    return (device_index, stream, q.shape, q.stride(), out.stride(), q.dtype, k.dtype, out.dtype,
+            None if lse is None else lse.stride(0), cu_seqlens_q.data_ptr(), seq_lens_k.data_ptr(), seq_lens_k.shape[0],
+            block_table.data_ptr(), block_table.stride(0), *k_layout[1:], *v_layout[1:], softmax_scale,
+            max_seqlen_q, max_seqlen_k, num_splits, flags, None if q_scale is None else q_scale.data_ptr(),
+            None if k_scale is None else k_scale.data_ptr(), None if v_scale is None else v_scale.data_ptr())
 
 
 def _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
                   q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
-    current, index, capturing, stream = _cuda_state(q.device)
-    if capturing or debug_enabled():
+    current, index, capturing, stream = _cuda_state(q)
+    if capturing or _debug["on"]:
         # Under capture the workspace comes from the graph's pool for this launch only (a cached plan's
         # could be evicted while a graph still uses it); in debug mode every call is validated anew.
         _prefill_once(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
                       q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags)
         return
-    key = _signature(index, stream, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
-                     softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0, max_seqlen_k or 0,
-                     num_splits or 0, flags)
+    # plan_key(), inline: the hot path of every layer.
+    key = (index, stream, q.shape, q.stride(), out.stride(), q.dtype, k.dtype, out.dtype,
+           None if lse is None else lse.stride(0), cu_seqlens_q.data_ptr(), seq_lens_k.data_ptr(), seq_lens_k.shape[0],
+           block_table.data_ptr(), block_table.stride(0), *k_layout[1:], *v_layout[1:], softmax_scale,
+           max_seqlen_q, max_seqlen_k, num_splits, flags, None if q_scale is None else q_scale.data_ptr(),
+           None if k_scale is None else k_scale.data_ptr(), None if v_scale is None else v_scale.data_ptr())
     entry = plans.get(key)
     if entry is None or not entry[0].handle:  # none yet, or closed with its context (wideattn.configure)
         entry = _make_plan(index, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
                            q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags)
         plans.put(key, entry)
-    k_base = k.data_ptr() + k_layout[0] * k.element_size()
-    v_base = v.data_ptr() + v_layout[0] * v.element_size()
-    args = (q.data_ptr(), k_base, v_base, out.data_ptr(), None if lse is None else lse.data_ptr(), stream)
+    plan = entry[0]
+    k_offset, v_offset = k_layout[0], v_layout[0]
+    q_ptr, o_ptr = q.data_ptr(), out.data_ptr()
+    k_ptr = k.data_ptr() + k_offset * k.element_size() if k_offset else k.data_ptr()
+    v_ptr = v.data_ptr() + v_offset * v.element_size() if v_offset else v.data_ptr()
+    lse_ptr = None if lse is None else lse.data_ptr()
     if index != current:
         with _on_device(index):
-            entry[0].run(*args)
+            plan.run(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stream)
         return
     try:
-        entry[0].run(*args)
+        plan.run(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stream)
     except errors.NoDeviceError:  # a thread whose CUDA context was never made current
         torch.cuda.set_device(index)
-        entry[0].run(*args)
+        plan.run(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stream)
 
 
 def _make_plan(index, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,

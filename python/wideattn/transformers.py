@@ -20,9 +20,8 @@ integrations/sdpa_attention.py and sdpa_paged.py, generation/continuous_batching
     causal over all S keys for T == 1 or T == S, causal over the first T keys for T > 1 and
     S > T (the prefill of an empty static cache, where sdpa_mask skips the mask). K/V are
     described as token-row pages of the cache tensors (no copy), padded query rows become a
-    separate sequence and their outputs are zeroed. In eager mode the mask is checked against
-    that pattern (one host sync) and any other mask goes to SDPA; under torch.compile or
-    CUDA-graph capture the check is skipped.
+    separate sequence and their outputs are zeroed. A mask not of that pattern goes to SDPA;
+    which masks are verified on the host, and where, is the rule under "Masks" below.
   - continuous batching (generate_batch on a "paged|wideattn" model): kwargs carry transformers'
     PagedAttentionCache (`cache`) and packed metadata (cu_seq_lens_q/k, max_seqlen_q/k,
     read_index, write_index: one index tensor per layer group). The new K/V go into
@@ -32,12 +31,42 @@ integrations/sdpa_attention.py and sdpa_paged.py, generation/continuous_batching
     a paged call wideattn does not serve (a sliding layer) gets the packed causal (sliding-window)
     mask built here from the metadata, on the device, and runs on transformers' SDPA function.
 Ordinary forward: the global layers of one forward step share one StepMetadata (the mask read
-and verified once, the varlen tensors built once), so the op's plan cache (ops.PlanCache) runs one
-plan, made at the step's first global layer, for all of them; a continuous-batching step shares
-its metadata the same way (paged_step_metadata).
+once, the varlen tensors built once), so the op's plan cache (ops.PlanCache) runs one plan, made
+at the step's first global layer, for all of them; a continuous-batching step shares its metadata
+the same way (paged_step_metadata).
 Both pass the op host-side length hints (max_seqlen_q / max_seqlen_k: the query and key lengths
 of the call, or the continuous-batching metadata's) for its split-KV choice; no device tensor is
 read for them, so decode steps stay capturable in CUDA graphs.
+
+Masks. The kernels implement causal attention over a key range per batch row; a mask of another
+form run on them would give wrong outputs without an error, which is worse than a slow call, so
+a mask is either of that form by construction or verified on the host (a device-to-host read: one
+synchronisation) before any layer runs on its reading. The rule (MASK_CHECK_AUTO, the default):
+  - No mask: the reading follows from the shapes (above); nothing is read.
+  - A mask built by build_mask (the SDPA mask format register() installs under "wideattn", which
+    transformers' create_causal_mask calls once per step) from transformers' plain causal mask
+    function, with no padding mask, no local window and host-int offsets that place the queries
+    at the end of the keys (a chunked prefill or a decode step over a cache without padding): of
+    the form by construction; its key ranges are read on the device, nothing is verified.
+  - A mask build_mask builds with a padding mask, or with offsets on the device (a StaticCache's
+    sequence length) or of unknown names (transformers before 5.14): verified once, in build_mask,
+    at the start of the step, where the device has the least queued work for the host to wait for;
+    the reading (or the verdict that it goes to SDPA) is attached to the mask and used by the step's
+    served layers.
+  - Any other mask (a 4-D mask the caller passed, one of another mask function, one changed in
+    place after build_mask read it: its version counter moved, or of other shapes than the call's):
+    verified at the step's first served layer and shared by the step's other layers.
+  - Under torch.compile or CUDA-graph capture nothing is read on the host: a mask without an
+    attached reading is read on the device unverified (a host read cannot be traced or captured).
+  - Debug mode (wideattn.set_debug(True), $WIDEATTN_DEBUG=1): every mask is verified at every
+    served call, whatever its origin, and no metadata is shared between layers.
+set_mask_check(MASK_CHECK_PER_STEP) restores the earlier rule (every mask verified at the first
+served layer of each step; build_mask attaches nothing), so the two can be timed in one process.
+
+Host synchronisations on the per-step path: only the mask verifications above (_matches, one
+bool() of a device flag). Nothing else reads device data on the host: the hints are host ints (a
+continuous-batching max_seqlen_k that is not one is replaced by the key row count, which bounds
+it), the metadata is built with device ops, and the op launches without reading its tensors.
 """
 
 import logging
@@ -47,7 +76,7 @@ import torch
 
 from . import attention as _attention
 from . import ops as _ops
-from .library import default_context
+from .library import _debug, default_context
 
 NAME = "wideattn"
 PAGED_PREFIX = "paged|"
@@ -74,14 +103,89 @@ def register(name=NAME):
     (the failed import as its __cause__) where transformers cannot be imported."""
     try:
         from transformers import AttentionInterface
-        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+        from transformers.masking_utils import AttentionMaskInterface, causal_mask_function, sdpa_mask
     except ImportError as error:
         raise ImportError(f"wideattn.transformers.register: wideattn.transformers needs transformers "
                           f"(AttentionInterface and masking_utils; docs/integration.md section 4): {error}") from error
+    _mask_source.update(sdpa_mask=sdpa_mask, causal=causal_mask_function)
     AttentionInterface.register(name, attention_forward)
     AttentionInterface.register(PAGED_PREFIX + name, attention_forward)
-    AttentionMaskInterface.register(name, sdpa_mask)
+    AttentionMaskInterface.register(name, build_mask)
     return name
+
+
+# How masks are checked against the kernels' reading (module docstring, "Masks"): MASK_CHECK_AUTO
+# (the default) verifies on the host only masks whose form does not follow from host values, once,
+# where transformers builds them; MASK_CHECK_PER_STEP verifies every mask at the first served layer
+# of each step (the earlier rule, kept to time the two against each other).
+MASK_CHECK_AUTO = "auto"
+MASK_CHECK_PER_STEP = "per_step"
+MASK_CHECKS = (MASK_CHECK_AUTO, MASK_CHECK_PER_STEP)
+_mask_check = {"mode": MASK_CHECK_AUTO}
+# What build_mask wraps: transformers' sdpa_mask and its plain causal mask function (set by register()).
+_mask_source = {"sdpa_mask": None, "causal": None}
+# The attribute build_mask sets on a mask it read: (the mask's version counter then, mask_plan's result).
+READING_ATTRIBUTE = "_wideattn_reading"
+# Masks read (and, where their form does not follow from host values, verified) by build_mask (tests).
+mask_reads = {"derived": 0, "verified": 0}
+
+
+def set_mask_check(mode):
+    """Sets how masks are checked: `mode` MASK_CHECK_AUTO ("auto", the default) or
+    MASK_CHECK_PER_STEP ("per_step", every mask verified on the host at the first served layer of
+    each step); returns the previous mode. Debug mode (wideattn.set_debug) verifies every mask at
+    every served call whatever the mode."""
+    if mode not in MASK_CHECKS:
+        raise ValueError(f"wideattn.transformers.set_mask_check: mode={mode!r}; expected one of {MASK_CHECKS}")
+    previous = _mask_check["mode"]
+    _mask_check["mode"] = mode
+    return previous
+
+
+def _host_offsets_fit(kwargs):
+    """Whether sdpa_mask's keyword arguments place the queries at the end of the keys in host ints:
+    kv_offset <= q_offset and q_offset + q_length <= kv_offset + kv_length (transformers >= 5.14's
+    names; older versions pass cache_position, a device tensor, and so never fit)."""
+    values = [kwargs.get(n) for n in ("q_offset", "kv_offset", "q_length", "kv_length")]
+    if any(type(v) is not int for v in values):
+        return False
+    q_offset, kv_offset, q_length, kv_length = values
+    return kv_offset <= q_offset and q_offset + q_length <= kv_offset + kv_length
+
+
+def build_mask(*args, **kwargs):
+    """The SDPA mask format registered under "wideattn": transformers' sdpa_mask called with `args`
+    and `kwargs` as transformers' mask creation passes them (returns its result), which also reads
+    a causal mask as the kernels take it (mask_plan) and attaches the reading to it, so the step's
+    served layers neither read nor verify it again. A mask of transformers' plain causal mask function
+    with no padding mask, no local window and host-int offsets that place the queries at the end
+    of the keys has the kernels' form by construction: read on the device, not verified. One with a
+    padding mask (or offsets on the device) is verified here, with one host synchronisation at the
+    start of the step, where the device has the least queued work to wait for. Other masks
+    (sliding windows, overlays: the layers wideattn does not serve, or masks it must verify per step),
+    masks under torch.compile or CUDA-graph capture, and every mask in debug mode or with
+    MASK_CHECK_PER_STEP are returned as built, with nothing attached."""
+    mask = _mask_source["sdpa_mask"](*args, **kwargs)
+    if (isinstance(mask, torch.Tensor) and mask.dim() == 4 and mask.shape[1] == 1
+            and kwargs.get("mask_function") is _mask_source["causal"] and kwargs.get("local_size") is None
+            and _mask_check["mode"] == MASK_CHECK_AUTO and not _debug["on"]
+            and not _capturing_or_compiling(mask.device)):
+        derived = kwargs.get("attention_mask") is None and _host_offsets_fit(kwargs)
+        batch, _, q_len, kv_len = mask.shape
+        plan = mask_plan(mask, batch, q_len, kv_len, mask.device, verify=not derived)
+        mask_reads["derived" if derived else "verified"] += 1
+        setattr(mask, READING_ATTRIBUTE, (mask._version, plan))
+    return mask
+
+
+def attached_reading(attention_mask, batch, q_len, kv_len):
+    """(True, mask_plan's result) for an attention_mask build_mask read, of the call's B, T and S
+    (batch, q_len, kv_len) and left unchanged since (its version counter); (False, None) for any
+    other mask, which the caller reads and verifies itself."""
+    reading = getattr(attention_mask, READING_ATTRIBUTE, None)
+    if reading is None or reading[0] != attention_mask._version or attention_mask.shape != (batch, 1, q_len, kv_len):
+        return False, None
+    return True, reading[1]
 
 
 def _warn_once(key, message):
@@ -90,10 +194,17 @@ def _warn_once(key, message):
         _log.warning(message)
 
 
+_attention_functions = {"registry": None}
+
+
 def _fallback():
-    """transformers' SDPA function (integrations/sdpa_attention.py: sdpa_attention_forward)."""
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    return ALL_ATTENTION_FUNCTIONS[SDPA]
+    """transformers' SDPA function (integrations/sdpa_attention.py: sdpa_attention_forward), looked
+    up in transformers' registry at each call (imported once)."""
+    registry = _attention_functions["registry"]
+    if registry is None:
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+        registry = _attention_functions["registry"] = ALL_ATTENTION_FUNCTIONS
+    return registry[SDPA]
 
 
 def served_shape(head_dim, group):
@@ -111,13 +222,15 @@ def served_shape(head_dim, group):
 
 def unserved_reason(module, query, key, value, kwargs):
     """Why the call of `module` (the attention layer) on query / key / value [B, H, T, D] with the
-    AttentionInterface kwargs goes to SDPA instead (None: wideattn runs it)."""
-    if query.device.type != "cuda" and not (CPU_REFERENCE and query.device.type == "cpu"):
-        return f"tensors on {query.device}"
-    if any(t.dtype != torch.bfloat16 for t in (query, key, value)):
-        return f"dtype {query.dtype}/{key.dtype}/{value.dtype}"
+    AttentionInterface kwargs goes to SDPA instead (None: wideattn runs it). The most frequent
+    refusal (Gemma 4's sliding layers: five in six) is tested first."""
     if kwargs.get("sliding_window") is not None:
         return "a sliding window"
+    if not query.is_cuda and not (CPU_REFERENCE and query.device.type == "cpu"):
+        return f"tensors on {query.device}"
+    bf16 = torch.bfloat16
+    if query.dtype is not bf16 or key.dtype is not bf16 or value.dtype is not bf16:
+        return f"dtype {query.dtype}/{key.dtype}/{value.dtype}"
     if kwargs.get("softcap"):
         return "an attention softcap"
     if kwargs.get("dropout", 0.0) and module.training:
@@ -128,10 +241,11 @@ def unserved_reason(module, query, key, value, kwargs):
         return "non-causal attention"
     if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad):
         return "gradients (the kernels have no backward)"
-    if value.shape[-1] != query.shape[-1] or key.shape[1] != value.shape[1] or query.shape[1] % key.shape[1]:
+    q_shape, k_shape, v_shape = query.shape, key.shape, value.shape
+    if v_shape[-1] != q_shape[-1] or k_shape[1] != v_shape[1] or q_shape[1] % k_shape[1]:
         return "unequal head dims or heads"
-    if not served_shape(query.shape[-1], query.shape[1] // key.shape[1]):
-        return f"head_dim {query.shape[-1]}, group {query.shape[1] // key.shape[1]} not in the bundle"
+    if not served_shape(q_shape[-1], q_shape[1] // k_shape[1]):
+        return f"head_dim {q_shape[-1]}, group {q_shape[1] // k_shape[1]} not in the bundle"
     return None
 
 
@@ -169,12 +283,18 @@ def is_paged_call(kwargs):
         "cu_seq_lens_q" in kwargs or "cumulative_seqlens_q" in kwargs)
 
 
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)   # torch >= 2.1
+
+
 def _capturing_or_compiling(device):
     """Whether torch.compile is tracing or the current stream of a CUDA `device` is capturing."""
-    compiler = getattr(torch, "compiler", None)
-    if compiler is not None and hasattr(compiler, "is_compiling") and compiler.is_compiling():
+    if _is_compiling is not None and _is_compiling():
         return True
-    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    return device.type == "cuda" and _ops._stream_capturing()
+
+
+# Host verifications of masks (_matches) since import (tests and benchmarks count them).
+verifications = {"count": 0}
 
 
 def mask_plan(attention_mask, batch, q_len, kv_len, device, verify=True):
@@ -216,8 +336,10 @@ def _causal_from_padding(padding, q_len, kv_len):
 
 
 def _matches(mask, allowed, start, end, pad_rows, q_len, positions):
-    """One host sync: every valid query row allows exactly keys start .. end - T + i, every row
-    of the batch has a key, and an additive mask holds only 0 and large negatives."""
+    """The one host synchronisation of the ordinary-forward path (module docstring, "Masks"):
+    whether every valid query row allows exactly keys start .. end - T + i, every row of the batch
+    has a key, and an additive mask holds only 0 and large negatives."""
+    verifications["count"] += 1
     rows = torch.arange(q_len, device=allowed.device)
     expected = (positions[None, None, :] >= start[:, None, None]) & \
                (positions[None, None, :] <= (end[:, None, None] - q_len + rows[None, :, None]))
@@ -230,16 +352,10 @@ def _matches(mask, allowed, start, end, pad_rows, q_len, positions):
     return not bool(wrong | empty)
 
 
-def _rows_per_batch(tensor):
-    """Rows of token stride between two batch entries of a [B, H, S, D] tensor (None: not a multiple)."""
-    if tensor.stride(-1) != 1 or tensor.stride(0) % tensor.stride(2):
-        return None
-    return tensor.stride(0) // tensor.stride(2)
-
 
 class StepMetadata:
-    """The op's metadata of one forward step's served layers: the mask read once (and verified,
-    with its host sync, once), the varlen tensors built once, so every global layer of the step
+    """The op's metadata of one forward step's served layers: the mask read once (and verified
+    where the module docstring's "Masks" says), the varlen tensors built once, so every global layer of the step
     passes the same tensors and the op's plan cache runs one plan for all of them. pad_rows
     (int64 [B]) the padded query rows per batch row; cu_seqlens_q, seq_lens_k and block_table the
     op's int32 metadata of the 2B sequences (padding, then real rows, per batch row) over the
@@ -264,17 +380,24 @@ def step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, device, 
     """The StepMetadata of a served call (None: the mask is not causal with a key range), shared
     by the calls of one forward step. attention_mask, batch, q_len, kv_len and device as
     mask_plan takes them (the call's mask, B, T and S); rows_per_batch the K/V rows between two
-    batch entries; verify whether the mask is checked (mask_plan). The last step's metadata is
+    batch entries; verify whether a mask without a reading attached by build_mask is verified
+    (mask_plan), which callers set False under torch.compile and CUDA-graph capture (then nothing is
+    read on the host, nor shared, as a traced or captured step cannot rely on it). The last step's metadata is
     reused for the same mask tensor (held, so its identity cannot be reused; its version counter
     catches an in-place change) or no mask, and the same B, T, S, row layout and device; it is
-    built anew under torch.compile and CUDA-graph capture."""
+    built anew under torch.compile and CUDA-graph capture, and at every call in debug mode (where
+    every mask is verified, attached reading or not)."""
     key = (None if attention_mask is None else (id(attention_mask), attention_mask._version),
            batch, q_len, kv_len, rows_per_batch, device, verify)
-    shared = verify and not _capturing_or_compiling(device)
+    debug = _debug["on"]
+    shared = verify and not debug
     entry = _step["entry"]
     if shared and entry is not None and entry[0] == key and entry[1] is attention_mask:
         return entry[2]
-    plan = mask_plan(attention_mask, batch, q_len, kv_len, device, verify)
+    attached, plan = (False, None) if attention_mask is None or debug or _mask_check["mode"] != MASK_CHECK_AUTO \
+        else attached_reading(attention_mask, batch, q_len, kv_len)
+    if not attached:
+        plan = mask_plan(attention_mask, batch, q_len, kv_len, device, verify)
     metadata = None
     if plan is not None:
         pad_rows, key_start, key_len = plan
@@ -300,24 +423,29 @@ def step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, device, 
 def _dense_forward(query, key, value, attention_mask, scaling):
     """An ordinary forward's served layer; None hands it to SDPA (a mask of another shape)."""
     batch, q_heads, q_len, head_dim = query.shape
-    kv_heads, kv_len = key.shape[1], key.shape[2]
-    verify = not _capturing_or_compiling(query.device)
-    if _rows_per_batch(key) is None or key.stride() != value.stride():
+    _, kv_heads, kv_len, _ = key.shape
+    device = query.device
+    verify = not _capturing_or_compiling(device)
+    k_stride, v_stride = key.stride(), value.stride()
+    # K/V rows of one token stride, batch entries a whole number of rows apart (else a copy).
+    if k_stride != v_stride or k_stride[3] != 1 or not k_stride[2] or k_stride[0] % k_stride[2]:
         key, value = key.contiguous(), value.contiguous()
-    rows_per_batch = _rows_per_batch(key)
-    metadata = step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, query.device, verify)
+        k_stride = v_stride = key.stride()
+    row_stride, head_stride = k_stride[2], k_stride[1]
+    rows_per_batch = k_stride[0] // row_stride
+    metadata = step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, device, verify)
     if metadata is None:
         _warn_once("mask", "wideattn: an attention mask other than causal with left padding or a cache tail; "
                            "those calls run on SDPA")
         return None
     num_rows = (batch - 1) * rows_per_batch + kv_len
     q_rows = query.transpose(1, 2).reshape(batch * q_len, q_heads, head_dim)
-    k_rows = _attention.token_row_layout(key, key.stride(2), key.stride(1), num_rows, kv_heads)
-    v_rows = _attention.token_row_layout(value, value.stride(2), value.stride(1), num_rows, kv_heads)
-    out = torch.empty((batch * q_len, q_heads, head_dim), dtype=torch.bfloat16, device=query.device)
+    # token_row_layout of K and V (same strides): pages of TOKEN_ROW_PAGE rows starting at any row.
+    rows = [0, max(num_rows, 1), _ops.TOKEN_ROW_PAGE, kv_heads, row_stride, row_stride, head_stride]
+    out = torch.empty((batch * q_len, q_heads, head_dim), dtype=torch.bfloat16, device=device)
     # Host hints for the split-KV count: no sequence has more than q_len queries or kv_len keys.
-    _ops._prefill_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, k_rows,
-                     v_rows, scaling, None, None, None, out, None, q_len, kv_len, 0, 0)
+    _ops._prefill_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, rows,
+                     rows, scaling, None, None, None, out, None, q_len, kv_len, 0, 0)
     out = out.view(batch, q_len, q_heads, head_dim)
     if metadata.padded is not None:
         out = out.masked_fill(metadata.padded[:, :, None, None], 0)
@@ -395,7 +523,11 @@ def _paged_forward(module, query, key, value, scaling, kwargs):
     metadata shared by its global layers: paged_step_metadata). query [1, Hq, total_q, D]."""
     _, q_heads, total_q, head_dim = query.shape
     keys, values = _paged_update(module, key, value, kwargs)
-    max_k = int(_layer_value(kwargs["max_seqlen_k"]))
+    # max_seqlen_k bounds every sequence's keys (the token-row block table's width): transformers
+    # passes a host int; anything else would need a host read, so the key rows bound it instead.
+    max_k = _host_hint(_layer_value(kwargs.get("max_seqlen_k")))
+    if max_k is None:
+        max_k = keys.shape[0]
     max_q = _host_hint(_layer_value(kwargs.get("max_seqlen_q")))
     q_rows = query.transpose(1, 2).reshape(total_q, q_heads, head_dim)
     out = torch.empty((total_q, q_heads, head_dim), dtype=torch.bfloat16, device=query.device)

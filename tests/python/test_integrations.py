@@ -511,5 +511,192 @@ def test_global_layers_of_a_step_share_one_metadata():
         ops._prefill_op = real_op
 
 
+def _causal(batch_idx, head_idx, q_idx, kv_idx):
+    """Stands in for transformers' causal_mask_function (build_mask compares it by identity)."""
+    return kv_idx <= q_idx
+
+
+def _sdpa_mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, mask_function=_causal, attention_mask=None,
+               local_size=None, allow_is_causal_skip=True, device="cpu", **kwargs):
+    """Stands in for transformers' sdpa_mask (masking_utils, 5.14+ arguments): the bool mask
+    [B, 1, T, S] of causal attention at the offsets, within local_size keys when given, and of
+    the 2-D padding mask's keys; mask functions other than _causal allow every key of the causal
+    ones but the first (an overlay of some other form)."""
+    rows = torch.arange(q_length)[:, None] + q_offset
+    cols = torch.arange(kv_length)[None, :] + kv_offset
+    allowed = cols <= rows
+    if mask_function is not _causal:
+        allowed = allowed & (cols > 0)
+    if local_size is not None:
+        allowed = allowed & (cols > rows - local_size)
+    allowed = allowed[None].expand(batch_size, -1, -1)
+    if attention_mask is not None:
+        allowed = allowed & attention_mask[:, None, kv_offset:kv_offset + kv_length].bool()
+    return allowed[:, None]
+
+
+class MaskSource:
+    """build_mask over the stand-ins above (transformers is not installed here), with the counters
+    of masks read and verified and the SDPA recorder; restores the module's state on exit."""
+
+    def __enter__(self):
+        self.recorder = _setup()
+        self.saved = dict(hf._mask_source)
+        hf._mask_source.update(sdpa_mask=_sdpa_mask, causal=_causal)
+        hf._step["entry"] = None
+        self.reads, self.verified = dict(hf.mask_reads), hf.verifications["count"]
+        return self
+
+    def __exit__(self, *exc):
+        hf._mask_source.update(self.saved)
+        hf.set_mask_check(hf.MASK_CHECK_AUTO)
+        hf._step["entry"] = None
+
+    def counts(self):
+        """(masks build_mask derived, build_mask verified, host verifications in all) since entry."""
+        return (hf.mask_reads["derived"] - self.reads["derived"], hf.mask_reads["verified"] - self.reads["verified"],
+                hf.verifications["count"] - self.verified)
+
+
+def _step_layers(mask, batch, q_len, kv_len, allowed, layers=3, seed=200):
+    """Runs `layers` served layers of one step with `mask`, checking each output against the
+    naive attention of `allowed`."""
+    for layer in range(layers):
+        query, key, value = _qkv(batch, q_len, kv_len, seed + layer)
+        out, _ = hf.attention_forward(Module(), query, key, value, mask, scaling=SCALE)
+        _check_rows(out, dense_attention(query, key, value, allowed, SCALE), allowed, f"layer {layer}")
+
+
+def test_masks_of_causal_form_by_construction_are_never_verified():
+    # build_mask's mask of the plain causal function, no padding, host offsets at the end of the
+    # keys (a chunk of a prefill, a decode step over a cache): read on the device, not verified,
+    # neither where it is built nor by the step's layers.
+    with MaskSource() as source:
+        for q_len, kv_len in ((4, 19), (1, 33), (6, 6)):
+            mask = hf.build_mask(batch_size=2, q_length=q_len, kv_length=kv_len, q_offset=kv_len - q_len, kv_offset=0,
+                                 mask_function=_causal, attention_mask=None, device="cpu")
+            assert torch.equal(mask, _sdpa_mask(2, q_len, kv_len, kv_len - q_len)), "build_mask changed the mask"
+            _step_layers(mask, 2, q_len, kv_len, _allowed([0, 0], [kv_len, kv_len], q_len, kv_len))
+        assert source.counts() == (3, 0, 0), source.counts()
+        assert not source.recorder.calls
+
+
+def test_masks_built_with_padding_are_verified_once_where_they_are_built():
+    # A padding mask (left padding; a static cache's tail): one host verification in build_mask,
+    # none in the layers. A padding with a hole: verified there too, and the layers go to SDPA
+    # without reading it again.
+    with MaskSource() as source:
+        padding = torch.ones((3, 12), dtype=torch.long)
+        padding[1, :5] = 0
+        padding[2, 9:] = 0                        # the unused tail of a static cache
+        mask = hf.build_mask(batch_size=3, q_length=1, kv_length=12, q_offset=8, kv_offset=0, mask_function=_causal,
+                             attention_mask=padding, device="cpu")
+        _step_layers(mask, 3, 1, 12, _allowed([0, 5, 0], [9, 9, 9], 1, 12))
+        assert source.counts() == (0, 1, 1), source.counts()
+        holed = torch.ones((1, 10), dtype=torch.long)
+        holed[0, 4] = 0
+        mask = hf.build_mask(batch_size=1, q_length=1, kv_length=10, q_offset=9, kv_offset=0, mask_function=_causal,
+                             attention_mask=holed, device="cpu")
+        assert getattr(mask, hf.READING_ATTRIBUTE)[1] is None
+        for layer in range(3):
+            assert hf.attention_forward(Module(), *_qkv(1, 1, 10, layer), mask, scaling=SCALE) == ("sdpa", None)
+        assert source.counts() == (0, 2, 2), source.counts()
+
+
+def test_masks_of_other_origins_are_verified_once_per_step():
+    # Offsets on the device (a StaticCache's length) or outside the keys: verified in build_mask.
+    # A mask changed in place after build_mask read it, or passed in 4-D by the caller: verified
+    # at the step's first served layer. Masks of other mask functions or a local window (layers
+    # wideattn does not serve): nothing read in build_mask.
+    with MaskSource() as source:
+        mask = hf.build_mask(batch_size=1, q_length=1, kv_length=16, q_offset=torch.tensor(7), kv_offset=0,
+                             mask_function=_causal, attention_mask=None, device="cpu")
+        _step_layers(mask, 1, 1, 16, _allowed([0], [8], 1, 16))
+        assert source.counts() == (0, 1, 1), source.counts()
+        over = hf.build_mask(batch_size=1, q_length=2, kv_length=8, q_offset=7, kv_offset=0, mask_function=_causal,
+                             device="cpu")
+        assert source.counts() == (0, 2, 2) and getattr(over, hf.READING_ATTRIBUTE)[1] is None, source.counts()
+        mask = hf.build_mask(batch_size=2, q_length=1, kv_length=20, q_offset=19, kv_offset=0, mask_function=_causal,
+                             device="cpu").clone()
+        setattr(mask, hf.READING_ATTRIBUTE, (mask._version, getattr(mask, hf.READING_ATTRIBUTE, (0, None))[1]))
+        mask[1, 0, 0, :3] = False                 # after build_mask read it: read and verified again
+        _step_layers(mask, 2, 1, 20, _allowed([0, 3], [20, 20], 1, 20))
+        assert source.counts() == (1, 2, 3), source.counts()
+        passed = _allowed([2, 0], [20, 20], 1, 20)[:, None]
+        _step_layers(passed, 2, 1, 20, _allowed([2, 0], [20, 20], 1, 20))
+        assert source.counts() == (1, 2, 4), source.counts()
+        for kwargs in ({"mask_function": _step_layers}, {"local_size": 4}):
+            other = hf.build_mask(batch_size=1, q_length=1, kv_length=9, q_offset=8, kv_offset=0,
+                                  **dict({"mask_function": _causal}, **kwargs))
+            assert not hasattr(other, hf.READING_ATTRIBUTE), kwargs
+        assert source.counts() == (1, 2, 4), source.counts()
+
+
+def test_per_step_mode_and_debug_mode_verify_as_their_rules_say():
+    # MASK_CHECK_PER_STEP (the earlier rule): build_mask attaches nothing, each step's first served
+    # layer verifies. Debug mode: every served call verifies, attached reading or not, and no
+    # metadata is shared.
+    with MaskSource() as source:
+        previous = hf.set_mask_check(hf.MASK_CHECK_PER_STEP)
+        assert previous == hf.MASK_CHECK_AUTO
+        allowed = _allowed([0, 0], [21, 21], 1, 21)
+        for _ in range(2):
+            mask = hf.build_mask(batch_size=2, q_length=1, kv_length=21, q_offset=20, kv_offset=0,
+                                 mask_function=_causal, device="cpu")
+            assert not hasattr(mask, hf.READING_ATTRIBUTE)
+            _step_layers(mask, 2, 1, 21, allowed)
+        assert source.counts() == (0, 0, 2), source.counts()
+        hf.set_mask_check(hf.MASK_CHECK_AUTO)
+        harness.expect_raises(ValueError, ["mode='always'"], hf.set_mask_check, "always")
+        mask = hf.build_mask(batch_size=2, q_length=1, kv_length=21, q_offset=20, kv_offset=0, mask_function=_causal,
+                             device="cpu")
+        builds = hf.step_builds["count"]
+        was = wideattn.set_debug(True)
+        try:
+            _step_layers(mask, 2, 1, 21, allowed, layers=3)
+            assert not hasattr(hf.build_mask(batch_size=2, q_length=1, kv_length=21, q_offset=20, kv_offset=0,
+                                             mask_function=_causal, device="cpu"), hf.READING_ATTRIBUTE)
+        finally:
+            wideattn.set_debug(was)
+        assert source.counts() == (1, 0, 5), source.counts()
+        assert hf.step_builds["count"] == builds + 3
+
+
+def test_no_host_reads_on_the_step_path_of_known_masks():
+    # The layers of steps with no mask or a mask of causal form by construction read no device
+    # value on the host: bool(), int(), float() and item() of tensors are counted.
+    reads = []
+    saved = {name: getattr(torch.Tensor, name) for name in ("__bool__", "__int__", "__float__", "item", "tolist")}
+
+    def counting(name):
+        def read(self, *args):
+            reads.append(name)
+            return saved[name](self, *args)
+        return read
+
+    with MaskSource():
+        masks = [None] + [hf.build_mask(batch_size=2, q_length=1, kv_length=kv_len, q_offset=kv_len - 1, kv_offset=0,
+                                        mask_function=_causal, device="cpu") for kv_len in (30, 31)]
+        inputs = [_qkv(2, 1, 30 + max(i - 1, 0), 300 + i) for i in range(len(masks))]
+        # The op's CPU implementation (the reference) reads its metadata on the host, the CUDA one
+        # does not: the op is replaced, so that only the integration's reads are counted.
+        real_op, launched = ops._prefill_op, []
+        ops._prefill_op = lambda *args: launched.append(args)
+        for name in saved:
+            setattr(torch.Tensor, name, counting(name))
+        try:
+            for mask, (query, key, value) in zip(masks, inputs):
+                for _ in range(3):
+                    hf.attention_forward(Module(), query, key, value, mask, scaling=SCALE)
+            assert len(launched) == 9 and not reads, (len(launched), reads)
+            # The counting sees a verification: a 4-D mask the caller passed.
+            hf.attention_forward(Module(), *inputs[1], _allowed([0, 0], [30, 30], 1, 30)[:, None], scaling=SCALE)
+        finally:
+            for name, function in saved.items():
+                setattr(torch.Tensor, name, function)
+            ops._prefill_op = real_op
+    assert reads == ["__bool__"], reads
+
+
 if __name__ == "__main__":
     harness.run(dict(globals()))

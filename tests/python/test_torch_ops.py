@@ -459,6 +459,117 @@ def test_cuda_implementation_plans_once_per_signature_and_runs_per_layer():
          ops._launch) = saved
 
 
+def test_plan_key_holds_what_the_plan_fixes_and_nothing_else():
+    # The CUDA path's plan key (device seams replaced, no GPU here): the inline key is
+    # ops.plan_key's; a call that changes only what each run passes (q, K/V bases, out, lse
+    # pointers: the layers of a step) or the metadata's contents under the same pointers (the
+    # kernels read them on the device at each run; the plan never reads them) runs the same plan;
+    # a change of anything the plan fixes makes another.
+    import contextlib
+    problem = Problem([(1, 300), (2, 41)], seed=17)
+    recorder = _PlanningContext()
+    saved = (ops.default_context, ops._cuda_state, ops._on_device, ops.allocate_workspace, ops.plans)
+    ops.default_context = lambda: recorder
+    ops._cuda_state = lambda tensor: (0, 0, False, 77)
+    ops._on_device = lambda index: contextlib.nullcontext()
+    ops.allocate_workspace = lambda size, device: torch.empty(size, dtype=torch.uint8)
+    ops.plans = ops.PlanCache()
+    layout = [0, problem.k_cache.shape[0], problem.k_cache.shape[1], problem.k_cache.shape[2]]
+    base = dict(q=problem.q, k=problem.k_cache, v=problem.v_cache, cu_seqlens_q=problem.cu_seqlens_q,
+                seq_lens_k=problem.seq_lens_k, block_table=problem.block_table,
+                k_layout=layout + list(problem.k_cache.stride()[:3]), v_layout=layout + list(problem.v_cache.stride()[:3]),
+                softmax_scale=problem.scale, q_scale=None, k_scale=None, v_scale=None,
+                out=torch.empty(problem.q.shape, dtype=torch.bfloat16), lse=None, max_seqlen_q=2, max_seqlen_k=300,
+                num_splits=0, flags=0)
+
+    def plans_after(**changes):
+        args = dict(base, **changes)
+        ops._prefill_cuda(*args.values())
+        return len(recorder.plans)
+
+    try:
+        assert plans_after() == 1
+        (key,) = ops.plans._plans
+        assert key == ops.plan_key(0, 77, *[value for name, value in base.items() if name != "v"]), key
+        lse = torch.empty((problem.q_heads, problem.q.shape[0]))
+        same = {"q": problem.q.clone(), "k": problem.k_cache.clone(), "v": problem.v_cache.clone(),
+                "out": torch.empty(problem.q.shape, dtype=torch.bfloat16),
+                "k_layout": [5] + base["k_layout"][1:]}    # an offset moves the base pointer only
+        for name, value in same.items():
+            assert plans_after(**{name: value}) == 1, name
+        problem.seq_lens_k.add_(0)                          # contents changed in place: same pointer
+        problem.block_table[0, 0] = problem.block_table[0, 1]
+        assert plans_after() == 1
+        assert recorder.plans[0].runs[-1][2] == problem.v_cache.data_ptr()
+        other = {"cu_seqlens_q": problem.cu_seqlens_q.clone(), "seq_lens_k": problem.seq_lens_k.clone(),
+                 "block_table": problem.block_table.clone(), "softmax_scale": 0.5, "max_seqlen_q": 3,
+                 "max_seqlen_k": 301, "num_splits": 2, "flags": 1, "lse": lse,
+                 "out": torch.empty((problem.q.shape[0], problem.q.shape[1], 2 * HEAD_DIM),
+                                    dtype=torch.bfloat16)[:, :, :HEAD_DIM],
+                 "k_layout": base["k_layout"][:1] + [base["k_layout"][1] - 1] + base["k_layout"][2:],
+                 "v_layout": base["v_layout"][:4] + [base["v_layout"][4] * 2] + base["v_layout"][5:],
+                 "k_scale": torch.ones(1)}
+        for count, (name, value) in enumerate(other.items(), start=2):
+            assert plans_after(**{name: value}) == count, name
+        # The run of a plan with an lse passes its pointer; an offset moves the K base by its elements.
+        plans_after(lse=lse, k_layout=[3] + base["k_layout"][1:])
+        run = recorder.plans[_plan_index("lse", other)].runs[-1]
+        assert run[4] == lse.data_ptr() and run[1] == problem.k_cache.data_ptr() + 3 * 2, run
+    finally:
+        ops.default_context, ops._cuda_state, ops._on_device, ops.allocate_workspace, ops.plans = saved
+
+
+def _plan_index(name, changes):
+    """The index in _PlanningContext.plans of the plan made for changes[name] (one plan before them)."""
+    return 1 + list(changes).index(name)
+
+
+def test_prefill_signature_memo_keeps_only_plain_scalars_and_their_types():
+    # The public function's memo of checked signatures: a tensor hint (read by the checks) is
+    # checked at every call; a bool where an int passed before is checked, and refused; lse=True
+    # and an lse tensor are signatures of their own.
+    problem = Problem([(1, 40)], seed=18)
+    calls, checks = [], []
+    real_op, real_checker = ops._prefill_op, _checks.Checker
+    ops._prefill_op = lambda *args: calls.append(args)
+
+    class CountingChecker(real_checker):
+        def __init__(self, call):
+            checks.append(call)
+            super().__init__(call)
+
+    _checks.Checker = CountingChecker
+
+    def call(**kwargs):
+        return wideattn.prefill(problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                                problem.block_table, problem.scale, **kwargs)
+
+    try:
+        attention._checked_prefill.clear()
+        for _ in range(3):
+            call(max_seqlen_q=torch.tensor(1))
+        assert len(checks) == 3 and calls[-1][-4] == 1, (len(checks), calls[-1][-4:])
+        call(num_splits=1)
+        call(num_splits=1)
+        assert len(checks) == 4
+        harness.expect_raises(wideattn.InvalidArgumentError, ["num_splits must be an int, got bool"], call,
+                              num_splits=True)
+        harness.expect_raises(wideattn.InvalidArgumentError, ["check_metadata must be a bool, got int"], call,
+                              check_metadata=0)
+        out, lse = call(lse=True)
+        again = call(lse=True)
+        assert isinstance(again, tuple) and again[1].shape == lse.shape and again[1] is not lse
+        assert call(lse=False) is not None and not isinstance(call(lse=False), tuple)
+        given = torch.empty((problem.q_heads, problem.q.shape[0] + 2))
+        assert call(lse=given)[1] is given and call(lse=given)[1] is given
+        # Fast-path calls pass the op what the checked call of their signature passed it.
+        assert calls[-1][-5] is given and [a for a in calls[-1] if not isinstance(a, torch.Tensor)] == \
+            [a for a in calls[-2] if not isinstance(a, torch.Tensor)]
+    finally:
+        ops._prefill_op = real_op
+        _checks.Checker = real_checker
+
+
 def test_prefill_checks_each_argument_signature_once_and_every_call_in_debug_mode():
     # The public function: a call whose argument signature passed the checks goes straight to the
     # op; a new signature (another shape) and debug mode run the checks again.

@@ -6,6 +6,10 @@ attn_implementation="wideattn" against "sdpa", on the GPU machine:
                   empty DynamicCache plus the argmax of the last logits, synchronised
   decode_8k       one greedy decode step (forward of one token, argmax) at 8192 tokens of context
   decode_32k      the same at 32768 tokens of context
+  decode_8k_padded  decode_8k with a left-padded prompt (its first PADDED_TOKENS tokens masked
+                  out by the 2-D attention_mask, which grows by one per step as generate's does):
+                  transformers then builds a 4-D mask every step, which wideattn.transformers
+                  verifies on the host (module docstring, "Masks")
 The context of a decode case is filled in chunks of PREFILL_CHUNK tokens (SDPA's math path at
 head dim 512 would need a 32k x 32k score matrix per head for one 32k forward); each decode case
 reports the median over --steps timed steps after --warmup steps, each step synchronised (host
@@ -17,6 +21,11 @@ test model: layers 6 and 12 global); "31b" is Gemma 4 31B's shape: 60 layers (10
 weights, built on the device; the 32k-context case needs its KV cache on top). Both have the 31B
 attention shapes (32 query heads; sliding: 16 KV heads of 256, window 1024; global: 4 KV heads of
 512, K = V projection).
+
+Attentions (--attention, run in the order given, --rounds times alternated per case):
+"wideattn", "sdpa", and "wideattn-per-step": wideattn with
+wideattn.transformers.set_mask_check("per_step"), the earlier mask rule (every mask verified at
+the first served layer of each step), to time the two rules side by side.
 
 The wideattn package is whatever `import wideattn` finds (PYTHONPATH): to compare builds, e.g.
 this one against main's a94d5f9 integration, run the script once per build with --label and
@@ -33,8 +42,9 @@ Bars (H200, batch 1, eager): decode_8k faster with "wideattn" than with "sdpa" a
 with "sdpa". The run prints the ratios of one report (wideattn vs sdpa); --compare prints those
 between reports. Results go into BENCHMARKS.md by hand, with the commit and date.
 
-usage: gemma4_generation.py [--config 12|31b] [--cases ttft_8k,decode_8k,decode_32k]
-       [--attention wideattn,sdpa] [--steps N] [--warmup N] [--reps N] [--label TEXT] [--json FILE]
+usage: gemma4_generation.py [--config 12|31b] [--cases ttft_8k,decode_8k,decode_32k,decode_8k_padded]
+       [--attention wideattn,sdpa,wideattn-per-step] [--rounds N] [--steps N] [--warmup N] [--reps N]
+       [--label TEXT] [--json FILE]
        gemma4_generation.py --compare NEW.json OLD.json
 """
 
@@ -51,8 +61,12 @@ CONFIGS = {
     "12": {"layers": 12, "hidden": 2048, "intermediate": 8192, "vocab": 32768},
     "31b": {"layers": 60, "hidden": 5376, "intermediate": 21504, "vocab": 262144},
 }
-CASES = {"ttft_8k": ("ttft", 8192), "decode_8k": ("decode", 8192), "decode_32k": ("decode", 32768)}
+CASES = {"ttft_8k": ("ttft", 8192), "decode_8k": ("decode", 8192), "decode_32k": ("decode", 32768),
+         "decode_8k_padded": ("decode_padded", 8192)}
 PREFILL_CHUNK = 2048
+PADDED_TOKENS = 8
+# --attention names: (transformers' attn_implementation, wideattn.transformers.set_mask_check mode).
+ATTENTIONS = {"wideattn": ("wideattn", "auto"), "wideattn-per-step": ("wideattn", "per_step"), "sdpa": ("sdpa", None)}
 DECODE_BAR_VS_SDPA = 1.0
 DECODE_BAR_VS_MAIN = 1.3
 TTFT_BAR_VS_SDPA = 2.0
@@ -96,13 +110,15 @@ def new_cache(model):
         return DynamicCache()
 
 
-def fill_context(torch, model, tokens):
-    """A DynamicCache holding `tokens` [1, n], filled in PREFILL_CHUNK chunks; the next token."""
+def fill_context(torch, model, tokens, attention_mask=None):
+    """A DynamicCache holding `tokens` [1, n], filled in PREFILL_CHUNK chunks (with the 2-D
+    attention_mask [1, n] of the tokens so far, when given); the next token."""
     cache = new_cache(model)
     logits = None
     for begin in range(0, tokens.shape[1], PREFILL_CHUNK):
         chunk = tokens[:, begin:begin + PREFILL_CHUNK]
-        logits = model(input_ids=chunk, past_key_values=cache, use_cache=True).logits
+        mask = None if attention_mask is None else attention_mask[:, :begin + chunk.shape[1]]
+        logits = model(input_ids=chunk, attention_mask=mask, past_key_values=cache, use_cache=True).logits
     return cache, logits[:, -1].argmax(-1, keepdim=True)
 
 
@@ -118,11 +134,18 @@ def run_case(torch, model, kind, context, args, vocab):
                 return out.logits[:, -1].argmax(-1)
             synchronized(torch, first_token)  # warm-up: modules, plans, allocator
             return [synchronized(torch, first_token)[1] for _ in range(args.reps)]
-        cache, token = fill_context(torch, model, tokens)
+        mask = None
+        if kind == "decode_padded":
+            mask = torch.ones((1, context), dtype=torch.long, device="cuda")
+            mask[:, :PADDED_TOKENS] = 0
+        cache, token = fill_context(torch, model, tokens, mask)
         times = []
         for step in range(args.warmup + args.steps):
+            if mask is not None:   # as generate() grows it: one more attended token per step
+                mask = torch.cat([mask, mask.new_ones((1, 1))], dim=-1)
+
             def decode():
-                out = model(input_ids=token, past_key_values=cache, use_cache=True)
+                out = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True)
                 return out.logits[:, -1].argmax(-1, keepdim=True)
             token, seconds = synchronized(torch, decode)
             if step >= args.warmup:
@@ -145,22 +168,39 @@ def measure(args):
               "transformers": __import__("transformers").__version__, "wideattn_package": wideattn.__file__,
               "wideattn_version": wideattn.version(), "steps": args.steps, "warmup": args.warmup, "reps": args.reps,
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cases": {}}
+    report["rounds"] = args.rounds
     for case in args.cases:
         kind, context = CASES[case]
+        samples = {attention: [] for attention in args.attention}
+        rounds = {attention: [] for attention in args.attention}
+        counts = {attention: {"wideattn_calls": 0, "mask_verifications": 0} for attention in args.attention}
+        for round_index in range(args.rounds):
+            for attention in args.attention:
+                implementation, mask_check = ATTENTIONS[attention]
+                model.set_attn_implementation(implementation)
+                previous = wideattn.transformers.set_mask_check(mask_check or "auto")
+                before = dict(wideattn.transformers.calls)
+                verified = wideattn.transformers.verifications["count"]
+                try:
+                    times = run_case(torch, model, kind, context, args, CONFIGS[args.config]["vocab"])
+                finally:
+                    wideattn.transformers.set_mask_check(previous)
+                served = wideattn.transformers.calls["dense"] - before.get("dense", 0)
+                verifications = wideattn.transformers.verifications["count"] - verified
+                counts[attention]["wideattn_calls"] += served
+                counts[attention]["mask_verifications"] += verifications
+                samples[attention] += times
+                rounds[attention].append(statistics.median(times) * 1e3)
+                print(f"{case:16s} {attention:17s} {rounds[attention][-1]:10.3f} ms (round {round_index + 1}, median "
+                      f"of {len(times)}; {served} calls on wideattn, {verifications} mask verifications)", flush=True)
+                torch.cuda.empty_cache()
         report["cases"][case] = {}
-        for attention in args.attention:
-            model.set_attn_implementation(attention)
-            before = dict(wideattn.transformers.calls)
-            times = run_case(torch, model, kind, context, args, CONFIGS[args.config]["vocab"])
-            served = wideattn.transformers.calls["dense"] - before.get("dense", 0)
-            ms = statistics.median(times) * 1e3
-            report["cases"][case][attention] = {"median_ms": ms, "min_ms": min(times) * 1e3,
+        for attention, times in samples.items():
+            report["cases"][case][attention] = {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
                                                 "max_ms": max(times) * 1e3, "samples": len(times),
-                                                "wideattn_calls": served}
-            print(f"{case:11s} {attention:9s} {ms:10.3f} ms (median of {len(times)}; {served} calls on wideattn)",
-                  flush=True)
-            torch.cuda.empty_cache()
+                                                "round_medians_ms": rounds[attention], **counts[attention]}
     ratios(report, report, "sdpa", "wideattn", BARS_VS_SDPA)
+    ratios(report, report, "wideattn-per-step", "wideattn", {})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
@@ -194,7 +234,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", choices=sorted(CONFIGS), default="12")
     parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--attention", default="wideattn,sdpa")
+    parser.add_argument("--attention", default="wideattn,sdpa", help=f"comma-separated of {', '.join(ATTENTIONS)}")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every attention per case, alternated")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--reps", type=int, default=3)
@@ -215,8 +256,10 @@ def main():
     args.attention = [a for a in args.attention.split(",") if a]
     if not args.cases or any(c not in CASES for c in args.cases):
         parser.error(f"--cases: choose from {', '.join(CASES)}")
-    if args.steps < 1 or args.reps < 1 or args.warmup < 0:
-        parser.error("--steps and --reps must be >= 1, --warmup >= 0")
+    if not args.attention or any(a not in ATTENTIONS for a in args.attention):
+        parser.error(f"--attention: choose from {', '.join(ATTENTIONS)}")
+    if args.steps < 1 or args.reps < 1 or args.warmup < 0 or args.rounds < 1:
+        parser.error("--steps, --reps and --rounds must be >= 1, --warmup >= 0")
     return measure(args)
 
 
