@@ -50,6 +50,14 @@ __device__ __forceinline__ uint32_t pack_f16x2(float low, float high) {
     return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// Four e4m3 codes (one word) -> two f16 pairs, exactly: codes 0, 1 into `low`, 2, 3 into `high`
+// (the lower code in the lower half).
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t word, uint32_t& low, uint32_t& high) {
+    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(low), "=r"(high)
+        : "r"(word));
+}
+
 // Reads the block's 8 Q rows (token `token`, the heads of `kv_head`), scales them by
 // 2^-shift with shift chosen from the block's largest finite |q| (Traits::kQTopLog2) and stores
 // them as f16 into q_shared. Returns 2^shift, the factor the scores take back. Every thread of
@@ -137,10 +145,7 @@ __device__ __forceinline__ float load_q_codes(const wideattn_prefill_params& p, 
         const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
         uint32_t h[8];
 #pragma unroll
-        for (int32_t j = 0; j < 4; ++j)
-            asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
-                : "=r"(h[2 * j]), "=r"(h[2 * j + 1])
-                : "r"(w[j]));
+        for (int32_t j = 0; j < 4; ++j) e4m3x4_to_f16x2x2(w[j], h[2 * j], h[2 * j + 1]);
 #pragma unroll
         for (int32_t half = 0; half < 2; ++half) {
             const uint32_t address = q_shared + swizzled<Traits::kQRowBytes, Traits>(row, 2 * vec + half);

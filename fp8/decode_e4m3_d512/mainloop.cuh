@@ -34,21 +34,6 @@ namespace wideattn::decode_e4m3 {
 
 constexpr uint32_t kPairKeysPerDim = 0x3120;  // bytes 0, 2, 1, 3: (key 2t, key 2t+1) of dim 2g, then of 2g+1
 
-// Two e4m3 codes (the low / high half of `word`) -> two f16 pairs, exactly.
-__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t word, uint32_t& low, uint32_t& high) {
-    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
-        : "=r"(low), "=r"(high)
-        : "r"(word));
-}
-
-__device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // The transpose of an 8x8 b16 matrix held in the accumulator layout (lane (g, t): row g,
 // columns 2t, 2t+1).
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
@@ -93,7 +78,7 @@ __device__ __forceinline__ void subtile_scores(uint32_t k_stage, uint32_t q_shar
             uint32_t b0, b1;
             asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(address));
             const uint32_t a[4] = {lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1]};
-            mma_f16_16816(acc[h], a, b0, b1);
+            ptx::mma_f16_16816(acc[h], a, b0, b1);
         }
     }
 #pragma unroll
@@ -158,8 +143,8 @@ __device__ __forceinline__ void subtile_pv(uint32_t v_stage, int32_t lane, uint3
         // k 2t.. / 8+2t.. = key block 0 / 1.
         const uint32_t a_even[4] = {even[0], even[2], even[1], even[3]};
         const uint32_t a_odd[4] = {odd[0], odd[2], odd[1], odd[3]};
-        mma_f16_16816(o[2 * c], a_even, p0, p1);
-        mma_f16_16816(o[2 * c + 1], a_odd, p0, p1);
+        ptx::mma_f16_16816(o[2 * c], a_even, p0, p1);
+        ptx::mma_f16_16816(o[2 * c + 1], a_odd, p0, p1);
     }
 }
 

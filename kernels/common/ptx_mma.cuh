@@ -1,6 +1,6 @@
 // ptx_mma.cuh - thin device wrappers over the PTX the mma tier is built from (and that the
 // Hopper tier reuses for its Q loads, barriers and shared-memory exchange): cp.async (16-byte,
-// zero-fill), ldmatrix (plain and transposed), mma.sync m16n8k16 BF16 and m16n8k32 e4m3 with
+// zero-fill), ldmatrix (plain and transposed), mma.sync m16n8k16 BF16 and f16 and m16n8k32 e4m3 with
 // fp32 accumulation, named barriers, shared-memory float4 stores and loads, and bf16x2 packing.
 // Valid on sm_80 and newer; the e4m3 mma on sm_89 and newer.
 #pragma once
@@ -44,6 +44,15 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The same with f16 operands.
+__device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
         "{%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
