@@ -135,13 +135,15 @@ __device__ __forceinline__ bool softmax_e4m3_step(float (&s)[Traits::kKeyNTiles]
     return rescale;
 }
 
-// Issues the prologue's loads: Q (cp.async, one group), then, once the warpgroup's ring barriers
+// Issues the prologue's loads: Q (cp.async, one group; kCopyQ false: an empty group, Q is written
+// by the caller before the first group_loads_landed), then, once the warpgroup's ring barriers
 // are set up, K_0, K_1 and V_0 when those tiles exist; K_2 follows the exchange of S_0.
-template <class Traits>
+template <class Traits, bool kCopyQ>
 __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p, const BlockGeometry& g,
                                                const GroupPlace& at, const SharedMap& map, int64_t first_token,
                                                int32_t tile_len, Streams<Traits>& streams) {
-    issue_q_rows<Traits, Traits::kElemBytes>(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
+    if constexpr (kCopyQ)
+        issue_q_rows<Traits, Traits::kElemBytes>(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
     ptx::cp_async_commit();
     if (at.thread == 0) {
         for (int32_t slot = 0; slot < Traits::kRingSlots; ++slot)

@@ -270,7 +270,7 @@ namespace {
 
 // The 8-bit kernels' shape list against the fp64 kernel on the exactly dequantised inputs:
 // K/V in e4m3, and Q too when `e4m3_q` (rows then padded by a whole 16 bytes); V in the
-// transposed layout for the kernel selected when it reads only that (wgmma_e4m3pv_d512).
+// transposed layout for a kernel that reads only that (wgmma_e4m3pv_d512, wgmma_e4m3pvkv_d512).
 void check_e4m3_shape_list(uint64_t seed, std::initializer_list<int32_t> q_lens, bool e4m3_q,
                            bool v_transposed = false) {
     for (ProblemSpec s : shape_list_cases(q_lens, {0, 777, 8192}, &seed)) {
@@ -294,11 +294,14 @@ TEST_CASE("gpu e4m3 kernels: the shape list against the fp64 kernel on the dequa
         MESSAGE("no e4m3-KV kernel in the bundle yet");
         return;
     }
-    for_each_runnable_prefill_kernel(WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_BF16,
-                                     "no e4m3-KV kernel of the bundle runs on this GPU", [] {
-                                         check_e4m3_shape_list(fresh_seed() * 1000 + 500,
-                                                               {1, 7, 64, 65, 1000, 4096 + 13}, false);
-                                     });
+    const std::vector<std::string> kernels = runnable_prefill_kernels(WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_BF16);
+    REQUIRE_MESSAGE(!kernels.empty(), "no e4m3-KV kernel of the bundle runs on this GPU");
+    for (const std::string& name : kernels) {
+        CAPTURE(name);
+        const KernelRestriction only(name);
+        check_e4m3_shape_list(fresh_seed() * 1000 + 500, {1, 7, 64, 65, 1000, 4096 + 13}, false,
+                              kernel_reads_transposed_v(gpu().ctx, name));
+    }
 }
 
 TEST_CASE("gpu e4m3-Q kernels: Q already e4m3, the shape list against the fp64 kernel, every tier") {

@@ -62,6 +62,7 @@ constexpr Family kFamilies[] = {
     {"e4m3 K/V", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false},
     {"e4m3 Q+K/V", WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false},
     {"e4m3 Q+K/V, transposed V", WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false, true},
+    {"e4m3 K/V, transposed V", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false, true},
 };
 
 bool has_feature(const wideattn_kernel_info& k, const char* feature) {

@@ -1,0 +1,63 @@
+// block.cuh - one block of the Hopper-tier FP8 P V kernels (V in the transposed cache layout, both
+// products by FP8 wgmma), shared by wgmma_e4m3pv_d512 (kernel.cu: Q already e4m3, copied by
+// cp.async) and wgmma_e4m3pvkv_d512 (fp8/hopper_e4m3pvkv_d512/: bf16 Q quantised in the kernel with
+// one scale per block, as wgmma_e4m3kv_d512 does). The K/V streams, the key loop and the epilogue
+// are common.
+#pragma once
+
+#include <cstdint>
+
+#include "fp8/hopper_e4m3kv_d512/quantize_q.cuh"
+#include "fp8/hopper_e4m3pv_d512/epilogue.cuh"
+#include "fp8/hopper_e4m3pv_d512/loads.cuh"
+#include "fp8/hopper_e4m3pv_d512/mainloop.cuh"
+#include "kernels/common/block_geometry.cuh"
+#include "kernels/common/kv_tensor_map.h"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/tile_order.cuh"
+#include "kernels/common/wgmma_block.cuh"
+
+namespace wideattn::hopper::e4m3pv {
+
+// One block; kQuantizeQ: Q is bf16, quantised into shared memory with one scale per block
+// (fp8/hopper_e4m3kv_d512/quantize_q.cuh) after the K/V prologue is issued, else e4m3 codes copied
+// by cp.async with the per-tensor *q_scale; kSplit: the split-KV instantiation (the key range of
+// split blockIdx.z, partials out).
+template <class Traits, bool kQuantizeQ, bool kSplit>
+__device__ __forceinline__ void e4m3pv_block(const wideattn_prefill_params& p, const KvTensorMaps& maps,
+                                             unsigned char* smem) {
+    const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
+    if (!work.tile.found) return;
+    const GroupPlace at = group_place<Traits>();
+    BlockGeometry geometry;
+    block_geometry<Traits>(p, work, at.row_tile, &geometry);
+    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
+
+    const SharedMap map = shared_map<Traits>(aligned_shared_base<Traits>(smem));
+    const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
+    const int32_t* table_row = p.block_table + geometry.table_offset;
+    Streams<Traits> streams;
+    streams.k.init(p, &maps.k, work.kv_head, at.group, table_row, geometry.kv_end);
+    streams.v.init(p, &maps.v, work.kv_head, at.group, table_row, geometry.kv_end);
+    issue_prologue<Traits, !kQuantizeQ>(p, geometry, at, map, first_token, work.tile.tile_len, streams);
+    float block_q_scale = 0.0f;  // kQuantizeQ: the block's Q scale
+    if constexpr (kQuantizeQ)
+        block_q_scale = e4m3kv::quantize_q_block<Traits>(p, map.q, aligned_shared_base<Traits>(smem) +
+                                                                       Traits::SmemPlan::kQAmax,
+                                                         first_token, work.tile.tile_len, work.kv_head, at.group,
+                                                         at.thread);
+
+    float o[Traits::kDimNTiles][4];
+    zero_output(o);
+    RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+    float score_scale;
+    if constexpr (kQuantizeQ)
+        score_scale = p.softmax_scale * kLog2e * block_q_scale * __ldg(p.k_scale);
+    else
+        score_scale = p.softmax_scale * kLog2e * __ldg(p.q_scale) * __ldg(p.k_scale);
+    wgmma_e4m3pv_mainloop<Traits>(p, geometry, at, map, streams, score_scale, o, state);
+    write_block_output<Traits, kSplit>(p, o, state, first_token, work.tile.tile_len, at.row_tile, work.kv_head,
+                                       at.group, at.lane);
+}
+
+}  // namespace wideattn::hopper::e4m3pv

@@ -1,0 +1,40 @@
+// kernel.cu - entry points of the Hopper-tier FP8 P V prefill kernel for bf16 Q over an e4m3
+// cache with V in the transposed layout (WIDEATTN_FLAG_V_TRANSPOSED), head dim 512, GQA group 8
+// (sm_90a), what an FP8-KV engine sends when it allocates its cache in that layout: per-tensor
+// *k_scale, *v_scale; Q quantised to e4m3 in the kernel with one scale per block
+// (fp8/hopper_e4m3kv_d512/quantize_q.cuh), then both products by FP8 wgmma: the block of
+// wgmma_e4m3pv_d512 (fp8/hopper_e4m3pv_d512/block.cuh); traits: traits.h.
+//
+// Launch: as every prefill kernel (kernel_desc.h): grid.x = token tiles of 8, grid.y =
+// num_q_heads / 8, grid.z = key splits (split-KV when > 1), block = kThreads, dynamic shared
+// memory kSmemBytes; arguments: the params and the TMA tensor maps of k_cache (the engine layout)
+// and v_cache (the transposed layout), encoded by the dispatcher (dispatch/kv_tensor_maps.cpp).
+#include "fp8/hopper_e4m3pv_d512/block.cuh"
+#include "fp8/hopper_e4m3pvkv_d512/traits.h"
+#include "kernels/common/kv_tensor_map.h"
+#include "kernels/common/ptx_tma.cuh"
+
+// The two entries: unsplit, and split-KV (grid.z = key splits), each its own function.
+template <bool kSplit>
+__device__ __forceinline__ void wgmma_e4m3pvkv_entry(const wideattn_prefill_params& p,
+                                                     const wideattn::KvTensorMaps& maps) {
+    using Traits = wideattn::WgmmaE4m3PvKvD512Traits;
+    extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
+    if (threadIdx.x == 0) {  // the first copies need the descriptors: fetch them while the block sets up
+        wideattn::ptx::prefetch_tensor_map(&maps.k);
+        wideattn::ptx::prefetch_tensor_map(&maps.v);
+    }
+    wideattn::hopper::e4m3pv::e4m3pv_block<Traits, true, kSplit>(p, maps, smem);
+}
+
+extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3PvKvD512Traits::kThreads, 1)
+wideattn_wgmma_e4m3pvkv_d512(const __grid_constant__ wideattn_prefill_params p,
+                             const __grid_constant__ wideattn::KvTensorMaps maps) {
+    wgmma_e4m3pvkv_entry<false>(p, maps);
+}
+
+extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3PvKvD512Traits::kThreads, 1)
+wideattn_wgmma_e4m3pvkv_d512_split(const __grid_constant__ wideattn_prefill_params p,
+                                   const __grid_constant__ wideattn::KvTensorMaps maps) {
+    wgmma_e4m3pvkv_entry<true>(p, maps);
+}
