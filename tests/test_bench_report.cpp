@@ -1,7 +1,8 @@
 // test_bench_report.cpp - `wideattn bench`'s decode suite and report without a GPU: the suite's
 // shapes and names (the three earlier decode cases still found by name), the split hints, the K/V
-// byte count, the FP8/BF16 and mixed / (chunk + decodes) ratios (per --pdl setting), and the JSON
-// report parsed back with the decode fields.
+// byte count, the FP8/BF16 and mixed / (chunk + decodes) ratios (per --pdl setting), the wgmma
+// ceiling of each entry, and the JSON report parsed back with the decode, read-bandwidth and
+// wgmma-rate fields.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -120,6 +121,9 @@ TEST_CASE("bench report: the JSON keeps the existing fields and adds the decode 
     rates.copy_before = 4000;
     rates.copy_after = 2000;
     rates.copy_bytes = int64_t{1} << 30;
+    rates.read_before = 5000;
+    rates.read_after = 4000;
+    rates.read_bytes = int64_t{1} << 30;
     std::ostringstream out;
     write_report_json(out, RunInfo{"2026-12-01T00:00:00Z", "GPU \"x\"", "abc", "decode", 20, 3}, rates, records);
     JsonValue doc;
@@ -132,6 +136,11 @@ TEST_CASE("bench report: the JSON keeps the existing fields and adds the decode 
     CHECK(doc.find("copy_bandwidth_gbps_after")->number == 2000);
     CHECK(doc.find("copy_bytes")->number == double(int64_t{1} << 30));
     CHECK(doc.find("mma_rate_tflops_before")->number == 600);
+    CHECK(doc.find("read_bytes")->number == double(int64_t{1} << 30));
+    CHECK(doc.find("read_bandwidth_gbps_before")->number == 5000);
+    CHECK(doc.find("read_bandwidth_gbps_after")->number == 4000);
+    CHECK(doc.find("wgmma_e4m3_rate_tflops_before") == nullptr);  // not measured (not sm_90)
+    CHECK(doc.find("wgmma_bf16_rate_tflops_after") == nullptr);
     const JsonValue& cases = *doc.find("cases");
     REQUIRE(cases.array.size() == 4);
     const JsonValue& mixed = cases.array[0];
@@ -144,6 +153,10 @@ TEST_CASE("bench report: the JSON keeps the existing fields and adds the decode 
     CHECK(mixed.find("kv_gbps")->number == doctest::Approx(1000.0));
     CHECK(mixed.find("pct_copy_bw_before")->number == doctest::Approx(25.0));
     CHECK(mixed.find("pct_copy_bw_after")->number == doctest::Approx(50.0));
+    CHECK(mixed.find("pct_read_bw_before")->number == doctest::Approx(20.0));
+    CHECK(mixed.find("pct_read_bw_after")->number == doctest::Approx(25.0));
+    CHECK(mixed.find("pct_wgmma_rate") == nullptr);
+    CHECK(cases.array[1].find("pct_read_bw_before") == nullptr);  // not a decode case
     CHECK(mixed.find("fp8_bf16_time_ratio") == nullptr);
     CHECK(cases.array[1].find("kv_gbps") == nullptr);  // not a decode case
     CHECK(cases.array[3].find("fp8_bf16_time_ratio")->number == doctest::Approx(0.5));
@@ -192,4 +205,66 @@ TEST_CASE("bench report: --pdl variants pair within their setting and carry it i
                       {record("decode_1_ctx_32k", false, 0.1)});
     REQUIRE(parse_json(plain.str(), &doc, &err));
     CHECK(doc.find("cases")->array[0].find("pdl") == nullptr);
+}
+
+TEST_CASE("bench report: the wgmma ceiling of an entry and the wgmma fields of the JSON") {
+    RunRates rates;
+    rates.mma_before = 600;
+    rates.wgmma_measured = true;
+    rates.wgmma_e4m3_before = 1600;
+    rates.wgmma_e4m3_after = 1500;
+    rates.wgmma_bf16_before = 800;
+    rates.wgmma_bf16_after = 750;
+    // 1e12 FLOPs in 2.5 ms = 400 TFLOP/s.
+    auto prefill = [](const char* kernel, bool e4m3_kv, bool e4m3_q) {
+        CaseRecord r = record("prompt_16k", e4m3_kv, 2.5);
+        r.bc.decode = false;
+        r.variant.e4m3_q = e4m3_q;
+        r.kernel = kernel;
+        r.flops = 1e12;
+        return r;
+    };
+    const std::vector<CaseRecord> records = {
+        prefill("wgmma_e4m3pv_d512", true, true), prefill("wgmma_bf16_d512", false, false),
+        prefill("mma_e4m3_d512", true, false),    prefill("mma_bf16_d512", false, false),
+        prefill("reference_f64", false, false),   record("decode_1_ctx_32k", true, 0.1, 100000000),
+    };
+    bool fp8 = false;
+    CHECK(wgmma_ceiling(records[0], rates, &fp8) == 1600);
+    CHECK(fp8);
+    CHECK(wgmma_ceiling(records[1], rates, &fp8) == 800);
+    CHECK_FALSE(fp8);
+    CHECK(wgmma_ceiling(records[2], rates) == 1600);  // every 8-bit kernel: the FP8 rate
+    CHECK(wgmma_ceiling(records[3], rates) == 0.0);   // bf16 outside the Hopper tier: none
+    CHECK(wgmma_ceiling(records[4], rates) == 0.0);
+    CHECK(wgmma_ceiling(records[5], rates) == 0.0);   // decode: bandwidth-bound, no rate
+    RunRates unmeasured = rates;
+    unmeasured.wgmma_measured = false;
+    CHECK(wgmma_ceiling(records[0], unmeasured) == 0.0);
+
+    std::ostringstream out;
+    write_report_json(out, RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "prefill", 20, 3}, rates, records);
+    JsonValue doc;
+    std::string err;
+    const std::string text = out.str();
+    REQUIRE_MESSAGE(parse_json(text, &doc, &err), (err + "\n" + text));
+    CHECK(doc.find("wgmma_e4m3_rate_tflops_before")->number == 1600);
+    CHECK(doc.find("wgmma_e4m3_rate_tflops_after")->number == 1500);
+    CHECK(doc.find("wgmma_bf16_rate_tflops_before")->number == 800);
+    CHECK(doc.find("wgmma_bf16_rate_tflops_after")->number == 750);
+    CHECK(doc.find("read_bytes") == nullptr);  // no decode ceiling measured
+    const JsonValue& cases = *doc.find("cases");
+    REQUIRE(cases.array.size() == records.size());
+    CHECK(cases.array[0].find("tflops")->number == doctest::Approx(400.0));
+    CHECK(cases.array[0].find("pct_mma_rate")->number == doctest::Approx(400.0 / 6.0));
+    CHECK(cases.array[0].find("pct_fp8_wgmma_rate")->number == doctest::Approx(25.0));
+    CHECK(cases.array[0].find("pct_wgmma_rate") == nullptr);
+    CHECK(cases.array[1].find("pct_wgmma_rate")->number == doctest::Approx(50.0));
+    CHECK(cases.array[1].find("pct_fp8_wgmma_rate") == nullptr);
+    CHECK(cases.array[2].find("pct_fp8_wgmma_rate")->number == doctest::Approx(25.0));
+    for (size_t i : {size_t{3}, size_t{4}, size_t{5}}) {
+        CHECK(cases.array[i].find("pct_wgmma_rate") == nullptr);
+        CHECK(cases.array[i].find("pct_fp8_wgmma_rate") == nullptr);
+    }
+    CHECK(cases.array[5].find("pct_read_bw_before")->number == 0.0);  // decode entry, read rate unknown
 }

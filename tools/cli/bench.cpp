@@ -1,7 +1,8 @@
 // bench.cpp - `wideattn bench`: times the bundle's kernels on the Gemma 4 31B global-layer
 // suites (prefill and decode, docs/design.md section 7) with CUDA events, each call with its
-// split-KV workspace, and measures the register-only mma.sync bf16 rate and, for decode cases, the
-// device-to-device copy bandwidth in the same run (before and after) as the ceilings the results
+// split-KV workspace, and measures the register-only mma.sync bf16 rate, on sm_90 the dense FP8
+// and bf16 wgmma rates and, for decode cases, the device-to-device copy bandwidth and the
+// read-only streaming bandwidth in the same run (before and after) as the ceilings the results
 // are compared with. --pdl both times every case on two contexts, with and without programmatic
 // dependent launch of the split-KV merge (WIDEATTN_PDL), in one process.
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "dispatch/bundle_files.h"
 #include "dispatch/dependent_launch.h"
 #include "fp8/codec/e4m3.h"
+#include "tools/bench/probe_shapes.h"
 #include "tools/cli/bench_report.h"
 #include "tools/cli/bench_suite.h"
 #include "tools/cli/cli_common.h"
@@ -43,6 +45,18 @@ constexpr size_t kCopyProbeBytes = size_t{1} << 30;  // one cuMemcpyDtoD of the 
 constexpr int kCopyProbeReps = 7;
 constexpr int kCopyProbeWarmup = 2;
 constexpr unsigned char kCopyProbeFill = 0x3c;       // the source's bytes (any value)
+constexpr size_t kReadProbeBytes = size_t{1} << 30;  // read by one launch of the streaming probe (> L2)
+constexpr int kReadProbeReps = kCopyProbeReps;       // timed as the copy
+constexpr int kReadProbeWarmup = kCopyProbeWarmup;
+constexpr size_t kReadFillChunkBytes = size_t{16} << 20;  // pseudo-random bytes uploaded once, then replicated
+constexpr uint64_t kReadFillSeed = 0x5EEDF00Dull;
+constexpr uint64_t kNonZeroBytes = 0x0101010101010101ull;  // ORed into every fill word: no zero byte
+constexpr uint64_t kSplitMixGamma = 0x9E3779B97F4A7C15ull;  // splitmix64's increment and mixing constants
+constexpr uint64_t kSplitMixMul1 = 0xBF58476D1CE4E5B9ull;
+constexpr uint64_t kSplitMixMul2 = 0x94D049BB133111EBull;
+constexpr int32_t kWgmmaIterations = 4096;           // commit groups per warpgroup of the wgmma probes
+constexpr int kWgmmaMajor = 9;                       // the probes are built for sm_90a only
+constexpr int kWgmmaMinor = 0;
 constexpr const char* kSuitePrefill = "prefill";
 constexpr const char* kSuiteDecode = "decode";
 // --pdl: the WIDEATTN_PDL of the contexts the variants run on (programmatic dependent launch of the
@@ -65,21 +79,51 @@ constexpr PeakProbe kE4m3RegisterProbe = {"mma_peak_e4m3", "wideattn_mma_peak_e4
 constexpr PeakProbe kE4m3StreamedProbe = {"mma_peak_e4m3", "wideattn_mma_peak_e4m3", 2.0 * 16 * 8 * 32, 1};
 constexpr uint16_t kNoNanE4m3Pair = 0x7777;  // clears bit 3 and 7 of both bytes: never the NaN code 0x7f
 
+// A dense wgmma rate probe (tools/bench/wgmma_peak_*.cu, sm_90a only).
+struct WgmmaProbe {
+    const char* stem;
+    const char* symbol;
+    int k;  // K of one m64n256 wgmma
+};
+constexpr WgmmaProbe kWgmmaE4m3Probe = {"wgmma_peak_e4m3", "wideattn_wgmma_peak_e4m3", probe::kWgmmaKE4m3};
+constexpr WgmmaProbe kWgmmaBf16Probe = {"wgmma_peak_bf16", "wideattn_wgmma_peak_bf16", probe::kWgmmaKBf16};
+
+// A probe cubin of kProbeSubdir loaded for this device (<stem>.sm_NNa.cubin, else .sm_NN), and
+// its kernel; unloads the module when it goes.
+struct ProbeModule {
+    const GpuDevice* gpu = nullptr;
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    ProbeModule() = default;
+    ProbeModule(const ProbeModule&) = delete;
+    ProbeModule& operator=(const ProbeModule&) = delete;
+    ~ProbeModule() {
+        if (module) gpu->driver().cuModuleUnload(module);
+    }
+    std::string load(const GpuDevice& device, const std::string& cubin_dir, const char* stem, const char* symbol) {
+        gpu = &device;
+        const std::string arch = "sm_" + std::to_string(device.cc_major()) + std::to_string(device.cc_minor());
+        std::string image, why;
+        for (const std::string& name : {arch + "a", arch})
+            if (read_regular_file(cubin_dir + "/" + stem + "." + name + ".cubin", kMaxProbeBytes, &image, &why)) break;
+        if (image.empty()) return std::string("no ") + stem + " cubin for " + arch + " in " + cubin_dir;
+        const Driver& d = device.driver();
+        const std::string what = std::string("cuModuleLoadData(") + stem + ")";
+        std::string err = device.check(d.cuModuleLoadData(&module, image.data()), what.c_str());
+        if (err.empty()) err = device.check(d.cuModuleGetFunction(&function, module, symbol), symbol);
+        return err;
+    }
+};
+
 // Measures an mma.sync rate with one of the probes of tools/bench/ (default: the register-only
 // bf16 rate of mma_peak.cu).
 std::string measure_mma_peak(const GpuDevice& gpu, const std::string& cubin_dir, double* tflops,
                              const PeakProbe& probe = kBf16Probe) {
     const Driver& d = gpu.driver();
-    const std::string arch = "sm_" + std::to_string(gpu.cc_major()) + std::to_string(gpu.cc_minor());
-    std::string image, why;
-    for (const std::string& name : {arch + "a", arch})
-        if (read_regular_file(cubin_dir + "/" + probe.stem + "." + name + ".cubin", kMaxProbeBytes, &image, &why))
-            break;
-    if (image.empty()) return std::string("no ") + probe.stem + " cubin for " + arch + " in " + cubin_dir;
-    CUmodule module = nullptr;
-    CUfunction function = nullptr;
-    std::string err = gpu.check(d.cuModuleLoadData(&module, image.data()), "cuModuleLoadData(mma peak probe)");
-    if (err.empty()) err = gpu.check(d.cuModuleGetFunction(&function, module, probe.symbol), "mma peak probe symbol");
+    ProbeModule m;
+    std::string err = m.load(gpu, cubin_dir, probe.stem, probe.symbol);
+    if (!err.empty()) return err;
+    CUfunction function = m.function;
     const int blocks = gpu.multiprocessors() * kPeakBlocksPerSm;
     DeviceBuffer operands, out;
     std::vector<uint16_t> random = random_bf16(32 * 6 * 2, 1.0f, 12345);
@@ -103,7 +147,6 @@ std::string measure_mma_peak(const GpuDevice& gpu, const std::string& cubin_dir,
                                                  "cuLaunchKernel(mma peak probe)");
                             },
                             &t);
-    if (module) d.cuModuleUnload(module);
     if (!err.empty()) return err;
     const double flops = probe.flops_per_mma * kPeakChains * kPeakIterations * (double(blocks) * kPeakThreads / 32);
     *tflops = flops / (t.median_ms * 1e-3) / 1e12;
@@ -161,6 +204,97 @@ std::string measure_copy_bandwidth(const GpuDevice& gpu, double* gbps) {
     return {};
 }
 
+// Measures a dense wgmma rate (sm_90a): one block of two warpgroups per SM, each issuing
+// kWgmmaIterations groups of kWgmmaStepsPerGroup m64n256 wgmmas, 2 * 64 * 256 * K FLOPs each.
+std::string measure_wgmma_rate(const GpuDevice& gpu, const std::string& cubin_dir, const WgmmaProbe& p,
+                               double* tflops) {
+    ProbeModule m;
+    std::string err = m.load(gpu, cubin_dir, p.stem, p.symbol);
+    const int blocks = gpu.multiprocessors();
+    DeviceBuffer out;
+    if (err.empty()) err = out.allocate(gpu, sizeof(float) * blocks * probe::kWgmmaThreads);
+    void* out_ptr = out.get();
+    int32_t iterations = kWgmmaIterations;
+    void* args[] = {&out_ptr, &iterations};
+    const Driver& d = gpu.driver();
+    Timing t;
+    if (err.empty())
+        err = time_launches(gpu, kDefaultWarmup, kDefaultReps,
+                            [&] {
+                                return gpu.check(d.cuLaunchKernel(m.function, blocks, 1, 1, probe::kWgmmaThreads, 1, 1,
+                                                                  0, nullptr, args, nullptr),
+                                                 "cuLaunchKernel(wgmma rate probe)");
+                            },
+                            &t);
+    if (!err.empty()) return err;
+    const double wgmmas = double(blocks) * probe::kWgmmaWarpgroups * kWgmmaIterations * probe::kWgmmaStepsPerGroup;
+    *tflops = wgmmas * 2.0 * probe::kWgmmaM * probe::kWgmmaN * p.k / (t.median_ms * 1e-3) / 1e12;
+    return {};
+}
+
+// Whether this device runs the wgmma probes (their cubins are built for sm_90a only).
+bool wgmma_device(const GpuDevice& gpu) { return gpu.cc_major() == kWgmmaMajor && gpu.cc_minor() == kWgmmaMinor; }
+
+// Both wgmma rates into *e4m3 and *bf16; "" or the first error.
+std::string measure_wgmma_rates(const GpuDevice& gpu, const std::string& cubin_dir, double* e4m3, double* bf16) {
+    std::string err = measure_wgmma_rate(gpu, cubin_dir, kWgmmaE4m3Probe, e4m3);
+    if (err.empty()) err = measure_wgmma_rate(gpu, cubin_dir, kWgmmaBf16Probe, bf16);
+    return err;
+}
+
+// Fills `buffer` (a multiple of kReadFillChunkBytes) with pseudo-random bytes, none zero: one
+// chunk from a splitmix64 sequence uploaded, then copied over the rest on the device.
+std::string fill_pseudo_random(const GpuDevice& gpu, DeviceBuffer& buffer) {
+    std::vector<uint64_t> chunk(kReadFillChunkBytes / sizeof(uint64_t));
+    uint64_t state = kReadFillSeed;
+    for (uint64_t& word : chunk) {
+        uint64_t z = (state += kSplitMixGamma);
+        z = (z ^ (z >> 30)) * kSplitMixMul1;
+        z = (z ^ (z >> 27)) * kSplitMixMul2;
+        word = (z ^ (z >> 31)) | kNonZeroBytes;
+    }
+    std::string err = gpu.check(gpu.driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(buffer.get()), chunk.data(),
+                                                          kReadFillChunkBytes),
+                                "cuMemcpyHtoD");
+    const auto base = reinterpret_cast<CUdeviceptr>(buffer.get());
+    for (size_t done = kReadFillChunkBytes; err.empty() && done < buffer.bytes();) {
+        const size_t n = std::min(done, buffer.bytes() - done);
+        err = gpu.check(gpu.driver().cuMemcpyDtoD(base + done, base, n), "cuMemcpyDtoD");
+        done += n;
+    }
+    if (err.empty()) err = gpu.check(gpu.driver().cuCtxSynchronize(), "fill of the read probe's buffer");
+    return err;
+}
+
+// Measures the read-only streaming bandwidth: the median time of one launch of stream_read.cu
+// over kReadProbeBytes of pseudo-random bytes (filled outside timing), as GB/s read.
+std::string measure_read_bandwidth(const GpuDevice& gpu, const std::string& cubin_dir, double* gbps) {
+    ProbeModule m;
+    std::string err = m.load(gpu, cubin_dir, "stream_read", "wideattn_stream_read");
+    const int blocks = gpu.multiprocessors() * probe::kStreamBlocksPerSm;
+    DeviceBuffer data, out;
+    if (err.empty()) err = data.allocate(gpu, kReadProbeBytes);
+    if (err.empty()) err = out.allocate(gpu, sizeof(uint32_t) * blocks);
+    if (err.empty()) err = fill_pseudo_random(gpu, data);
+    void* data_ptr = data.get();
+    void* out_ptr = out.get();
+    uint64_t vectors = kReadProbeBytes / probe::kStreamVectorBytes;
+    void* args[] = {&data_ptr, &vectors, &out_ptr};
+    const Driver& d = gpu.driver();
+    Timing t;
+    if (err.empty())
+        err = time_launches(gpu, kReadProbeWarmup, kReadProbeReps,
+                            [&] {
+                                return gpu.check(d.cuLaunchKernel(m.function, blocks, 1, 1, probe::kStreamThreads, 1,
+                                                                  1, 0, nullptr, args, nullptr),
+                                                 "cuLaunchKernel(read bandwidth probe)");
+                            },
+                            &t);
+    if (!err.empty()) return err;
+    *gbps = static_cast<double>(kReadProbeBytes) / (t.median_ms * 1e-3) / 1e9;
+    return {};
+}
+
 void print_help() {
     std::printf(
         "usage: wideattn bench [--bundle DIR] [--device N] [--suite prefill|decode] [--cases A,B,...]\n"
@@ -172,13 +306,19 @@ void print_help() {
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
         "4*D*Hq*(q_len*context + q_len*(q_len+1)/2) and reports TFLOP/s and the percentage of the\n"
         "register-only mma.sync bf16 rate, measured before and after the suite in the same run.\n"
+        "On sm_90 the dense wgmma rates are measured the same way (m64n256k32 e4m3 and m64n256k16\n"
+        "bf16, operands in shared memory, two warpgroups per SM), and prefill rows report %%wgmma:\n"
+        "the 8-bit kernels (e4m3 K/V) of the FP8 rate, the bf16 Hopper-tier kernels (wgmma_*) of\n"
+        "the bf16 rate (skipped where the probe cubins, built for sm_90a only, are missing).\n"
         "Every call gets the max_seqlen_q / max_seqlen_k hints and the split-KV workspace that\n"
         "wideattn_workspace_size asks for on the device (allocated once per case, outside timing);\n"
         "the 'spl' column is the split count wideattn_plan_launch reports for it.\n\n"
         "Decode cases (--list marks them) also report the GB/s of K/V read (the K and V bytes of\n"
         "every visible key of every sequence, once per KV head) and its percentage of the\n"
-        "device-to-device copy bandwidth (a %d MiB cuMemcpyDtoD, read + write, median of %d),\n"
-        "measured at the start and at the end of the run.\n\n"
+        "device-to-device copy bandwidth (a %d MiB cuMemcpyDtoD, read + write, median of %d) and\n"
+        "of the read-only streaming bandwidth (%%read: a kernel reading %d MiB of pseudo-random\n"
+        "bytes with 16-byte loads, median of %d), both measured at the start and at the end of\n"
+        "the run.\n\n"
         "  --bundle DIR   bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N     CUDA device ordinal (default 0)\n"
         "  --suite S      prefill (default): the prefill suite with the kernel the options below pick;\n"
@@ -207,10 +347,14 @@ void print_help() {
         "                 --kv-dtype, --q-dtype or --reference\n"
         "  --json FILE    also write the results as JSON: per case and variant the timings, TFLOP/s,\n"
         "                 max_seqlen_q, max_seqlen_k, num_splits, workspace_bytes, decode, and for\n"
-        "                 decode cases kv_bytes, kv_gbps, pct_copy_bw_before, pct_copy_bw_after\n"
-        "                 (fp8_bf16_time_ratio on e4m3 K/V entries of --suite decode); the header has\n"
-        "                 suite and, when measured, copy_bytes, copy_bandwidth_gbps_before/_after;\n"
-        "                 mixed_batch_ratios when the mixed batch and its parts ran\n"
+        "                 decode cases kv_bytes, kv_gbps, pct_copy_bw_before, pct_copy_bw_after,\n"
+        "                 pct_read_bw_before, pct_read_bw_after (fp8_bf16_time_ratio on e4m3 K/V\n"
+        "                 entries of --suite decode), for prefill cases on sm_90 pct_fp8_wgmma_rate\n"
+        "                 (e4m3 K/V) or pct_wgmma_rate (bf16 Hopper tier); the header has suite and,\n"
+        "                 when measured, copy_bytes, copy_bandwidth_gbps_before/_after, read_bytes,\n"
+        "                 read_bandwidth_gbps_before/_after, wgmma_e4m3_rate_tflops_before/_after,\n"
+        "                 wgmma_bf16_rate_tflops_before/_after; mixed_batch_ratios when the mixed\n"
+        "                 batch and its parts ran\n"
         "  --pdl MODE     on or off: run on a context opened with WIDEATTN_PDL=1 or 0 (programmatic\n"
         "                 dependent launch of the split-KV merge kernel on sm_90 and later); both: open\n"
         "                 one of each and time every case and variant on each in turn, in this one process\n"
@@ -218,7 +362,8 @@ void print_help() {
         "                 environment's WIDEATTN_PDL\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit (decode-suite cases marked '(decode)')\n",
-        static_cast<int>(kCopyProbeBytes >> 20), kCopyProbeReps, kDefaultReps, kMaxReps, kDefaultWarmup, kMaxReps);
+        static_cast<int>(kCopyProbeBytes >> 20), kCopyProbeReps, static_cast<int>(kReadProbeBytes >> 20),
+        kReadProbeReps, kDefaultReps, kMaxReps, kDefaultWarmup, kMaxReps);
 }
 
 // The command line of one run.
@@ -372,6 +517,15 @@ void measure_rates_before(const GpuDevice& gpu, const BenchOptions& o, bool any_
         std::printf("mma.sync bf16 register-only rate: %.1f TFLOP/s\n", rates->mma_before);
     else
         std::printf("mma.sync rate not measured: %s\n", mma_error->c_str());
+    if (wgmma_device(gpu)) {
+        const std::string err = measure_wgmma_rates(gpu, probe_dir, &rates->wgmma_e4m3_before, &rates->wgmma_bf16_before);
+        rates->wgmma_measured = err.empty();
+        if (err.empty())
+            std::printf("wgmma dense rate: %.1f TFLOP/s e4m3 (m64n256k32), %.1f TFLOP/s bf16 (m64n256k16)\n",
+                        rates->wgmma_e4m3_before, rates->wgmma_bf16_before);
+        else
+            std::printf("wgmma rates not measured: %s\n", err.c_str());
+    }
     if (any_decode) {
         const std::string err = measure_copy_bandwidth(gpu, &rates->copy_before);
         if (err.empty()) {
@@ -379,6 +533,13 @@ void measure_rates_before(const GpuDevice& gpu, const BenchOptions& o, bool any_
             std::printf("copy bandwidth (cuMemcpyDtoD, read + write): %.1f GB/s\n", rates->copy_before);
         } else {
             std::printf("copy bandwidth not measured: %s\n", err.c_str());
+        }
+        const std::string read_err = measure_read_bandwidth(gpu, probe_dir, &rates->read_before);
+        if (read_err.empty()) {
+            rates->read_bytes = static_cast<int64_t>(kReadProbeBytes);
+            std::printf("read bandwidth (streaming 16-byte loads, read only): %.1f GB/s\n", rates->read_before);
+        } else {
+            std::printf("read bandwidth not measured: %s\n", read_err.c_str());
         }
     }
     // The 8-bit kernel's own ceilings: e4m3 mma.sync with register operands, and with B read
@@ -547,12 +708,27 @@ void measure_rates_after(const GpuDevice& gpu, const std::string& probe_dir, boo
         measure_mma_peak(gpu, probe_dir, &rates->mma_after);
         std::printf("mma.sync bf16 register-only rate after the suite: %.1f TFLOP/s\n", rates->mma_after);
     }
+    if (rates->wgmma_measured) {
+        const std::string err = measure_wgmma_rates(gpu, probe_dir, &rates->wgmma_e4m3_after, &rates->wgmma_bf16_after);
+        if (err.empty())
+            std::printf("wgmma dense rate after the suite: %.1f TFLOP/s e4m3, %.1f TFLOP/s bf16\n",
+                        rates->wgmma_e4m3_after, rates->wgmma_bf16_after);
+        else
+            std::printf("wgmma rates after the suite not measured: %s\n", err.c_str());
+    }
     if (rates->copy_bytes > 0) {
         const std::string err = measure_copy_bandwidth(gpu, &rates->copy_after);
         if (err.empty())
             std::printf("copy bandwidth after the suite: %.1f GB/s\n", rates->copy_after);
         else
             std::printf("copy bandwidth after the suite not measured: %s\n", err.c_str());
+    }
+    if (rates->read_bytes > 0) {
+        const std::string err = measure_read_bandwidth(gpu, probe_dir, &rates->read_after);
+        if (err.empty())
+            std::printf("read bandwidth after the suite: %.1f GB/s\n", rates->read_after);
+        else
+            std::printf("read bandwidth after the suite not measured: %s\n", err.c_str());
     }
 }
 
@@ -588,7 +764,7 @@ int bench_main(int argc, char** argv) {
         close_contexts(contexts);
         return 2;
     }
-    const std::string probe_dir = executable_dir() + "/" + kProbeSubdir;  // mma_peak.<arch>.cubin
+    const std::string probe_dir = executable_dir() + "/" + kProbeSubdir;  // <stem>.<arch>.cubin
     RunRates rates;
     std::string mma_error;
     measure_rates_before(*gpu, o, any_e4m3, any_decode, probe_dir, &rates, &mma_error);

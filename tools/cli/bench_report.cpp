@@ -11,6 +11,7 @@ namespace {
 constexpr double kMsPerSecond = 1e3;
 constexpr double kBytesPerGb = 1e9;
 constexpr double kFlopsPerTflop = 1e12;
+constexpr const char* kHopperTierPrefix = "wgmma_";  // the Hopper-tier kernels' names (bundle/meson.build)
 
 const char* dtype_name(bool e4m3) { return e4m3 ? "e4m3" : "bf16"; }
 
@@ -53,11 +54,17 @@ void case_json(std::ostream& out, const CaseRecord& r, const RunRates& rates, co
         << ", \"num_splits\": " << r.num_splits << ", \"workspace_bytes\": " << r.workspace_bytes
         << ", \"decode\": " << (r.bc.decode ? "true" : "false");
     if (!r.variant.pdl.empty()) out << ", \"pdl\": \"" << json_escape(r.variant.pdl) << "\"";
+    bool fp8 = false;
+    const double wgmma = wgmma_ceiling(r, rates, &fp8);
+    if (wgmma > 0 && fp8) out << ", \"pct_fp8_wgmma_rate\": " << percent_of(tflops, wgmma);
+    if (wgmma > 0 && !fp8) out << ", \"pct_wgmma_rate\": " << percent_of(tflops, wgmma);
     if (r.bc.decode) {
         const double gbps = record_kv_gbps(r);
         out << ", \"kv_bytes\": " << r.kv_bytes << ", \"kv_gbps\": " << gbps
             << ", \"pct_copy_bw_before\": " << percent_of(gbps, rates.copy_before)
-            << ", \"pct_copy_bw_after\": " << percent_of(gbps, rates.copy_after);
+            << ", \"pct_copy_bw_after\": " << percent_of(gbps, rates.copy_after)
+            << ", \"pct_read_bw_before\": " << percent_of(gbps, rates.read_before)
+            << ", \"pct_read_bw_after\": " << percent_of(gbps, rates.read_after);
     }
     const double ratio = fp8_bf16_ratio(records, r);
     if (ratio > 0) out << ", \"fp8_bf16_time_ratio\": " << ratio;
@@ -101,6 +108,13 @@ double record_kv_gbps(const CaseRecord& r) {
 
 double percent_of(double value, double ceiling) { return ceiling > 0 ? 100.0 * value / ceiling : 0.0; }
 
+double wgmma_ceiling(const CaseRecord& r, const RunRates& rates, bool* fp8) {
+    if (fp8) *fp8 = r.variant.e4m3_kv;
+    if (r.bc.decode || !rates.wgmma_measured) return 0.0;
+    if (r.variant.e4m3_kv) return rates.wgmma_e4m3_before;
+    return r.kernel.rfind(kHopperTierPrefix, 0) == 0 ? rates.wgmma_bf16_before : 0.0;
+}
+
 double fp8_bf16_ratio(const std::vector<CaseRecord>& records, const CaseRecord& r) {
     if (!r.variant.e4m3_kv || r.variant.e4m3_q) return 0.0;
     BenchVariant bf16{r.variant.kernel, false, false};
@@ -125,20 +139,24 @@ std::vector<MixedRatio> mixed_ratios(const std::vector<CaseRecord>& records) {
 }
 
 void print_table_header() {
-    std::printf("%-24s %-16s %4s %4s %10s %10s %10s %9s %7s %8s %7s\n", "case", "kernel", "kv", "spl", "median_ms",
-                "min_ms", "p90_ms", "TFLOP/s", "%mma", "GB/s", "%copy");
+    std::printf("%-24s %-16s %4s %4s %10s %10s %10s %9s %7s %8s %7s %7s %7s\n", "case", "kernel", "kv", "spl",
+                "median_ms", "min_ms", "p90_ms", "TFLOP/s", "%mma", "GB/s", "%copy", "%read", "%wgmma");
 }
 
 void print_row(const CaseRecord& r, const RunRates& rates) {
     const double tflops = record_tflops(r);
-    char decode[32] = "       -       -";
+    char decode[48] = "       -       -       -";
     if (r.bc.decode) {
         const double gbps = record_kv_gbps(r);
-        std::snprintf(decode, sizeof decode, "%8.1f %6.1f%%", gbps, percent_of(gbps, rates.copy_before));
+        std::snprintf(decode, sizeof decode, "%8.1f %6.1f%% %6.1f%%", gbps, percent_of(gbps, rates.copy_before),
+                      percent_of(gbps, rates.read_before));
     }
-    std::printf("%-24s %-16s %4s %4d %10.3f %10.3f %10.3f %9.1f %6.1f%% %s\n", row_label(r).c_str(), r.kernel.c_str(),
-                dtype_name(r.variant.e4m3_kv), r.num_splits, r.t.median_ms, r.t.min_ms, r.t.p90_ms, tflops,
-                percent_of(tflops, rates.mma_before), decode);
+    char wgmma_text[16] = "      -";
+    const double wgmma = wgmma_ceiling(r, rates);
+    if (wgmma > 0) std::snprintf(wgmma_text, sizeof wgmma_text, "%6.1f%%", percent_of(tflops, wgmma));
+    std::printf("%-24s %-16s %4s %4d %10.3f %10.3f %10.3f %9.1f %6.1f%% %s %s\n", row_label(r).c_str(),
+                r.kernel.c_str(), dtype_name(r.variant.e4m3_kv), r.num_splits, r.t.median_ms, r.t.min_ms, r.t.p90_ms,
+                tflops, percent_of(tflops, rates.mma_before), decode, wgmma_text);
     std::fflush(stdout);
 }
 
@@ -147,19 +165,21 @@ void print_decode_summary(const std::vector<CaseRecord>& records, const RunRates
     for (const CaseRecord& r : records) any = any || r.bc.decode;
     if (!any) return;
     std::printf("\ndecode: GB/s of K/V read (every visible key once per KV head); %% of the copy bandwidth at the\n"
-                "start (%.1f GB/s) and end (%.1f GB/s) of the run; fp8/bf16 = e4m3-K/V time / bf16 time\n",
-                rates.copy_before, rates.copy_after);
-    std::printf("%-24s %-16s %4s %4s %10s %8s %7s %7s %8s\n", "case", "kernel", "kv", "spl", "median_ms", "GB/s",
-                "%start", "%end", "fp8/bf16");
+                "start (%.1f GB/s) and end (%.1f GB/s) of the run, %%rd- of the read-only streaming bandwidth at\n"
+                "the start (%.1f GB/s) and end (%.1f GB/s); fp8/bf16 = e4m3-K/V time / bf16 time\n",
+                rates.copy_before, rates.copy_after, rates.read_before, rates.read_after);
+    std::printf("%-24s %-16s %4s %4s %10s %8s %7s %7s %9s %7s %8s\n", "case", "kernel", "kv", "spl", "median_ms",
+                "GB/s", "%start", "%end", "%rd-start", "%rd-end", "fp8/bf16");
     for (const CaseRecord& r : records) {
         if (!r.bc.decode) continue;
         const double gbps = record_kv_gbps(r);
         const double ratio = fp8_bf16_ratio(records, r);
         char ratio_text[16] = "-";
         if (ratio > 0) std::snprintf(ratio_text, sizeof ratio_text, "%.3f", ratio);
-        std::printf("%-24s %-16s %4s %4d %10.3f %8.1f %6.1f%% %6.1f%% %8s\n", row_label(r).c_str(), r.kernel.c_str(),
-                    dtype_name(r.variant.e4m3_kv), r.num_splits, r.t.median_ms, gbps,
-                    percent_of(gbps, rates.copy_before), percent_of(gbps, rates.copy_after), ratio_text);
+        std::printf("%-24s %-16s %4s %4d %10.3f %8.1f %6.1f%% %6.1f%% %8.1f%% %6.1f%% %8s\n", row_label(r).c_str(),
+                    r.kernel.c_str(), dtype_name(r.variant.e4m3_kv), r.num_splits, r.t.median_ms, gbps,
+                    percent_of(gbps, rates.copy_before), percent_of(gbps, rates.copy_after),
+                    percent_of(gbps, rates.read_before), percent_of(gbps, rates.read_after), ratio_text);
     }
     for (const MixedRatio& m : mixed_ratios(records)) {
         const std::string pdl = m.variant.pdl.empty() ? "" : ", pdl=" + m.variant.pdl;
@@ -176,12 +196,20 @@ void write_report_json(std::ostream& out, const RunInfo& info, const RunRates& r
         << json_escape(info.suite) << "\",\n  \"reps\": " << info.reps << ",\n  \"warmup\": " << info.warmup
         << ",\n  \"mma_rate_tflops_before\": " << rates.mma_before << ",\n  \"mma_rate_tflops_after\": "
         << rates.mma_after;
+    if (rates.wgmma_measured)
+        out << ",\n  \"wgmma_e4m3_rate_tflops_before\": " << rates.wgmma_e4m3_before
+            << ",\n  \"wgmma_e4m3_rate_tflops_after\": " << rates.wgmma_e4m3_after
+            << ",\n  \"wgmma_bf16_rate_tflops_before\": " << rates.wgmma_bf16_before
+            << ",\n  \"wgmma_bf16_rate_tflops_after\": " << rates.wgmma_bf16_after;
     if (rates.e4m3_measured)
         out << ",\n  \"mma_e4m3_register_rate_tflops\": " << rates.e4m3_register
             << ",\n  \"mma_e4m3_streamed_rate_tflops\": " << rates.e4m3_streamed;
     if (rates.copy_bytes > 0)
         out << ",\n  \"copy_bytes\": " << rates.copy_bytes << ",\n  \"copy_bandwidth_gbps_before\": "
             << rates.copy_before << ",\n  \"copy_bandwidth_gbps_after\": " << rates.copy_after;
+    if (rates.read_bytes > 0)
+        out << ",\n  \"read_bytes\": " << rates.read_bytes << ",\n  \"read_bandwidth_gbps_before\": "
+            << rates.read_before << ",\n  \"read_bandwidth_gbps_after\": " << rates.read_after;
     out << ",\n  \"cases\": [\n";
     for (size_t i = 0; i < records.size(); ++i) {
         if (i) out << ",\n";

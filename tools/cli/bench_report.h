@@ -1,7 +1,8 @@
 // bench_report.h - what `wideattn bench` prints and writes once a case is timed: one record per
-// (case, variant), the table rows, the decode figures (GB/s of K/V read, % of the copy bandwidth
-// measured in the same run, the FP8/BF16 time ratio, mixed / (chunk + decodes)) and the --json
-// report. Host-only: the CPU tests check it on made-up records.
+// (case, variant), the table rows, the prefill figures (% of the mma.sync and wgmma rates), the
+// decode figures (GB/s of K/V read, % of the copy and read-only bandwidths measured in the same
+// run, the FP8/BF16 time ratio, mixed / (chunk + decodes)) and the --json report. Host-only: the
+// CPU tests check it on made-up records.
 #pragma once
 
 #include <cstdint>
@@ -26,14 +27,20 @@ struct CaseRecord {
     Timing t;
 };
 
-// The ceilings of a run: mma.sync rates (TFLOP/s) and the device-to-device copy bandwidth
-// (GB/s, read + write), each measured at the start and at the end of the run (0: not measured).
+// The ceilings of a run: mma.sync and (sm_90) dense wgmma rates (TFLOP/s), the device-to-device
+// copy bandwidth (GB/s, read + write) and the read-only streaming bandwidth (GB/s read), each
+// measured at the start and (but the e4m3 mma.sync rates) at the end of the run (0: not measured).
 struct RunRates {
     double mma_before = 0, mma_after = 0;
     double e4m3_register = 0, e4m3_streamed = 0;
     bool e4m3_measured = false;
+    double wgmma_e4m3_before = 0, wgmma_e4m3_after = 0;  // m64n256k32 e4m3
+    double wgmma_bf16_before = 0, wgmma_bf16_after = 0;  // m64n256k16 bf16
+    bool wgmma_measured = false;                         // the probes ran (sm_90 with their cubins)
     double copy_before = 0, copy_after = 0;
     int64_t copy_bytes = 0;  // bytes of one timed cuMemcpyDtoD (counted twice: read + write)
+    double read_before = 0, read_after = 0;
+    int64_t read_bytes = 0;  // bytes one launch of the read probe reads (counted once)
 };
 
 // What the JSON header records besides the rates.
@@ -48,6 +55,12 @@ double record_kv_gbps(const CaseRecord& r);
 // 100 * value / ceiling, 0 when the ceiling is unknown (0).
 double percent_of(double value, double ceiling);
 
+// The dense wgmma rate (measured at the start of the run) a prefill record's TFLOP/s is compared
+// with: the FP8 rate for the 8-bit kernels (e4m3 K/V; *fp8 = true), the bf16 rate for bf16
+// entries of the Hopper tier (kernels named wgmma_*); 0 for decode cases, other kernels, and
+// when the rate was not measured.
+double wgmma_ceiling(const CaseRecord& r, const RunRates& rates, bool* fp8 = nullptr);
+
 // The median time of the e4m3-K/V, bf16-Q record over that of the bf16 record of the same case
 // with the same kernel choice; 0 when `r` is not such an e4m3 record or either is missing.
 double fp8_bf16_ratio(const std::vector<CaseRecord>& records, const CaseRecord& r);
@@ -60,12 +73,12 @@ struct MixedRatio {
 std::vector<MixedRatio> mixed_ratios(const std::vector<CaseRecord>& records);
 
 // The table printed while the run goes: header, and one row per record (% of the ceilings
-// measured at the start; decode columns "-" for prefill cases).
+// measured at the start; decode columns "-" for prefill cases, %wgmma "-" where wgmma_ceiling is 0).
 void print_table_header();
 void print_row(const CaseRecord& r, const RunRates& rates);
 
-// The decode summary at the end of the run: per decode case, ms, GB/s and % of both copy
-// bandwidths per variant and the FP8/BF16 time ratio; then the mixed-batch ratios.
+// The decode summary at the end of the run: per decode case, ms, GB/s, % of both copy and both
+// read-only bandwidths per variant and the FP8/BF16 time ratio; then the mixed-batch ratios.
 void print_decode_summary(const std::vector<CaseRecord>& records, const RunRates& rates);
 
 // The --json report (docs/design.md section 7 lists its fields).
