@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -24,7 +25,8 @@ constexpr int32_t kCcMax = 100;
 constexpr double kMaxMilliseconds = 1e9;
 constexpr uint64_t kMaxTuningBytes = uint64_t{64} << 20;
 
-const char* const kShapeClassNames[] = {"decode", "prefill_short", "prefill_long"};
+const char* const kShapeClassNames[] = {"decode_single", "decode", "prefill_short", "prefill_long"};
+static_assert(std::size(kShapeClassNames) == std::size(kShapeClasses), "a name per shape class");
 
 using Type = JsonValue::Type;
 
@@ -99,7 +101,7 @@ bool read_choice(Reader& r, const JsonValue& node, const std::string& path, Tuni
     std::string class_name;
     if (!r.string(node, "class", path + ".class", &class_name)) return false;
     if (!shape_class_from_name(class_name, &c->shape_class))
-        return r.fail(path + ".class", "one of decode, prefill_short, prefill_long");
+        return r.fail(path + ".class", "one of " + shape_class_list());
     if (!r.dtype(node, "q_dtype", path + ".q_dtype", &c->q_dtype) ||
         !r.dtype(node, "kv_dtype", path + ".kv_dtype", &c->kv_dtype) ||
         !r.string(node, "kernel", path + ".kernel", &c->kernel))
@@ -188,7 +190,14 @@ bool shape_class_from_name(const std::string& name, ShapeClass* out) {
     return false;
 }
 
+std::string shape_class_list() {
+    std::string list;
+    for (const ShapeClass c : kShapeClasses) list += (list.empty() ? "" : ", ") + std::string(shape_class_name(c));
+    return list;
+}
+
 ShapeClass shape_class_of(int32_t total_q, int32_t num_seqs) {
+    if (total_q <= num_seqs) return ShapeClass::kDecodeSingle;
     if (int64_t{total_q} <= int64_t{kDecodeTokensPerSeq} * num_seqs) return ShapeClass::kDecode;
     return total_q < kShortPrefillTokens ? ShapeClass::kPrefillShort : ShapeClass::kPrefillLong;
 }

@@ -3,12 +3,16 @@
 // (docs/design.md, "Tuning file"). Pure parsing and bookkeeping; the driver queries stay in
 // api.cpp.
 //
-// Shape classes use host-known values only (a call's selection never reads device data):
-//   decode         total_q <= kDecodeTokensPerSeq * num_seqs
-//   prefill_short  otherwise, total_q < kShortPrefillTokens
+// Shape classes use host-known values only (a call's selection never reads device data), tested
+// in this order:
+//   decode_single  total_q <= num_seqs (one query token per sequence: where a single_token
+//                  kernel runs on its own)
+//   decode         total_q <= kDecodeTokensPerSeq * num_seqs (verification steps)
+//   prefill_short  total_q < kShortPrefillTokens
 //   prefill_long   the rest
 // Chunked prefill and mixed batches fall into these by total_q: the max_seqlen hints that would
-// tell them apart are not part of the params.
+// tell them apart are not part of the params. Format 1 files written before decode_single
+// existed stay valid: their decode choice applies to the decode class as defined here.
 #pragma once
 
 #include <cstdint>
@@ -29,11 +33,14 @@ constexpr const char* kTuningOff = "off";  // WIDEATTN_TUNING=off: no tuning fil
 constexpr int32_t kDecodeTokensPerSeq = 8;
 constexpr int32_t kShortPrefillTokens = 8192;
 
-enum class ShapeClass { kDecode, kPrefillShort, kPrefillLong };
-constexpr ShapeClass kShapeClasses[] = {ShapeClass::kDecode, ShapeClass::kPrefillShort, ShapeClass::kPrefillLong};
+enum class ShapeClass { kDecodeSingle, kDecode, kPrefillShort, kPrefillLong };
+constexpr ShapeClass kShapeClasses[] = {ShapeClass::kDecodeSingle, ShapeClass::kDecode, ShapeClass::kPrefillShort,
+                                        ShapeClass::kPrefillLong};
 
 const char* shape_class_name(ShapeClass c);
 bool shape_class_from_name(const std::string& name, ShapeClass* out);
+// The names of kShapeClasses in order, comma separated ("decode_single, decode, ...").
+std::string shape_class_list();
 ShapeClass shape_class_of(int32_t total_q, int32_t num_seqs);
 
 // One kernel's time on a class: the sum over the class's cases of each case's median.

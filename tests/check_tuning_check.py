@@ -110,10 +110,12 @@ def check_verdicts(t):
 
 
 def check_classes(t):
-    """decode when total_q <= 8 * num_seqs, prefill_short when total_q < 8192, else prefill_long."""
-    kernels = {"decode": "k_decode", "prefill_short": "k_short", "prefill_long": "k_long"}
+    """decode_single when total_q <= num_seqs, decode when total_q <= 8 * num_seqs, prefill_short when
+    total_q < 8192, else prefill_long."""
+    kernels = {"decode_single": "k_single", "decode": "k_decode", "prefill_short": "k_short", "prefill_long": "k_long"}
     tuning = tuning_doc([(c, *BF, k, [k]) for c, k in kernels.items()])
-    shapes = [([8, 8], "decode"), ([16, 0], "decode"), ([1] * 64, "decode"), ([9, 8], "prefill_short"),
+    shapes = [([1], "decode_single"), ([0], "decode_single"), ([1] * 64, "decode_single"), ([2, 0], "decode_single"),
+              ([2, 1], "decode"), ([2], "decode"), ([8, 8], "decode"), ([16, 0], "decode"), ([9, 8], "prefill_short"),
               ([9], "prefill_short"), ([8191], "prefill_short"), ([4096, 4095], "prefill_short"),
               ([8192], "prefill_long"), ([4096, 4096], "prefill_long")]
     selected = bench_doc([(f"c{i}", kernels[cls], q_lens, *BF, 1.0) for i, (q_lens, cls) in enumerate(shapes)])
@@ -216,14 +218,20 @@ def real_runs(tuning_path, faster=None):
 
 
 def check_real_tuning(t, tuning_path):
+    """The file of 2026-12-01 predates decode_single: its decode choices (timed on decode_32_ctx_16k,
+    one token per sequence) apply to multi-token decode only, so that case has no choice now."""
     r = t.run("--tuning", tuning_path, "--list-candidates")
     t.expect(r.returncode == PASS_EXIT and r.stdout.strip() == REAL_CANDIDATES, f"--list-candidates: {r.stdout}")
     rc, rows, out, _ = t.check(tuning_path, *real_runs(tuning_path))
-    t.expect(rc == PASS_EXIT and "7 cases: 6 pass, 0 fail, 1 no choice" in out, f"real file: {rc} {out}")
+    t.expect(rc == PASS_EXIT and "7 cases: 3 pass, 0 fail, 4 no choice" in out, f"real file: {rc} {out}")
     t.expect(rows and rows[-1]["class"] == "prefill_long" and rows[-1]["verdict"] == "no choice", f"real: {rows}")
-    decode = [r for r in rows if r["case"] == "decode_32_ctx_16k" and r["q_dtype"] == "e4m3"]
-    t.expect(decode and decode[0]["class"] == "decode" and decode[0]["tuned"] == "wgmma_e4m3q_d512" and
-             decode[0]["fastest"] == "wgmma_e4m3q_d512", f"real decode e4m3: {decode}")
+    decode = [r for r in rows if r["case"] == "decode_32_ctx_16k"]
+    t.expect(len(decode) == 3 and all(r["class"] == "decode_single" and r["tuned"] is None and
+                                      r["verdict"] == "no choice" for r in decode), f"real decode: {decode}")
+    rc, rows, _, _ = t.check(tuning_path, *real_runs(tuning_path), "--require-choice")
+    t.expect(rc == FAIL_EXIT and "no choice for decode_single e4m3/e4m3" in " ".join(sum((r["reasons"] for r in rows),
+                                                                                          [])),
+             f"real file, --require-choice: {rc} {rows}")
     for factor, code in ((1.015, PASS_EXIT), (1.025, FAIL_EXIT)):
         rc, rows, _, _ = t.check(tuning_path, *real_runs(tuning_path, (SLOW, "prompt_4k", factor)))
         t.expect(rc == code, f"real file, {SLOW} {factor}x faster than the choice at prompt_4k: exit {rc}")
@@ -238,11 +246,15 @@ def check_real_tuning(t, tuning_path):
 
 # The stand-in CLI of the gpu_suite.sh run: every command line goes to the real CLI first, which
 # must stop for want of a driver (so its arguments and, for a selected run, the tuning file passed
-# the real parser); then it writes what the GPU run would: the tuning file (per dtypes the kernel of
-# the lowest priority, unlike the priority order) and the bench reports (the chosen kernel fastest,
-# or with STUB_FASTER the kernel of the highest priority 5% faster than it).
+# the real parser); then it writes what the GPU run would: the tuning file (per class and dtypes
+# the kernel of the lowest priority, unlike the priority order; a single_token kernel a candidate
+# of decode_single only, as `wideattn tune` has it) and the bench reports (the chosen kernel
+# fastest, or with STUB_FASTER the class's candidate of the highest priority 5% faster than it;
+# with --kernels a single_token kernel skipped on cases of more than one token per sequence).
+# A case's batch is read from its name: decode_N_* N single tokens, verifyK_N_* N of K tokens,
+# prompt_Nk / chunk_Nk_* N x 1024 tokens, any other 4096.
 STUB = r'''
-import json, os, subprocess, sys
+import json, os, re, subprocess, sys
 args = sys.argv[1:]
 env = dict(os.environ, WIDEATTN_LIBCUDA="/nonexistent/libcuda.so.1")
 with open(os.environ["STUB_LOG"], "a") as log:
@@ -259,39 +271,63 @@ manifest_path = os.path.join(os.environ["WIDEATTN_BUNDLE"], "manifest.json")
 # As `wideattn tune`: a kernel that reads V only in the transposed layout serves no engine-layout call.
 kernels = [k for k in json.load(open(manifest_path))["kernels"]
            if k["kind"] == "prefill" and k["o_dtype"] == "bf16" and "v_transposed" not in k["features"]]
+single = {k["name"] for k in kernels if "single_token" in k["features"]}
 combos = {}
 for k in kernels:
     combos.setdefault((k["q_dtype"], k["kv_dtype"]), {})[k["name"]] = k["priority"]
+CLASSES = ("decode_single", "decode", "prefill_short", "prefill_long")
+def q_lens(case):
+    m = re.match(r"decode_(\d+)_", case)
+    if m:
+        return [1] * int(m.group(1))
+    m = re.match(r"verify(\d+)_(\d+)_", case)
+    if m:
+        return [int(m.group(1))] * int(m.group(2))
+    m = re.match(r"(prompt|chunk)_(\d+)k", case)
+    return [int(m.group(2)) * 1024] if m else [4096]
+def shape_class(lens):
+    total, seqs = sum(lens), len(lens)
+    return ("decode_single" if total <= seqs else "decode" if total <= 8 * seqs else
+            "prefill_short" if total < 8192 else "prefill_long")
+def candidates(cls, q, kv):
+    return {n: p for n, p in combos[(q, kv)].items() if cls == "decode_single" or n not in single}
 def fnv1a64(data):
     h = 0xcbf29ce484222325
     for b in data:
         h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
     return "%016x" % h
 if args[0] == "tune":
-    choices = [{"class": c, "q_dtype": q, "kv_dtype": kv, "kernel": min(names, key=names.get),
-                "timings": [{"kernel": n, "total_ms": 1.0, "cases": [{"case": "prompt_4k", "median_ms": 1.0}]}
-                            for n in names]}
-               for (q, kv), names in combos.items() for c in ("decode", "prefill_short", "prefill_long")]
+    choices = []
+    for (q, kv) in combos:
+        for c in CLASSES:
+            names = candidates(c, q, kv)
+            choices.append({"class": c, "q_dtype": q, "kv_dtype": kv, "kernel": min(names, key=names.get),
+                            "timings": [{"kernel": n, "total_ms": 1.0,
+                                         "cases": [{"case": "prompt_4k", "median_ms": 1.0}]} for n in names]})
     doc = {"format": 1, "device": {"name": "NVIDIA H200", "cc_major": 9, "cc_minor": 0, "driver_version": 13000},
            "bundle_checksum": fnv1a64(open(manifest_path, "rb").read()), "choices": choices}
     json.dump(doc, open(opt("--out"), "w"))
     sys.exit(0)
 tuned = {}
 if os.environ.get("WIDEATTN_TUNING", "off") != "off":
-    tuned = {(c["q_dtype"], c["kv_dtype"]): c["kernel"] for c in json.load(open(os.environ["WIDEATTN_TUNING"]))["choices"]}
+    tuned = {(c["class"], c["q_dtype"], c["kv_dtype"]): c["kernel"]
+             for c in json.load(open(os.environ["WIDEATTN_TUNING"]))["choices"]}
 def record(case, name, q, kv):
-    chosen, first = min(combos[(q, kv)], key=combos[(q, kv)].get), max(combos[(q, kv)], key=combos[(q, kv)].get)
+    names = candidates(shape_class(q_lens(case)), q, kv)
+    chosen, first = min(names, key=names.get), max(names, key=names.get)
     ms = 1.0 if name == chosen else 0.95 if name == first and os.environ.get("STUB_FASTER") else 1.5
-    return {"case": case, "kernel": name, "q_lens": [1], "q_dtype": q, "kv_dtype": kv, "median_ms": ms}
+    return {"case": case, "kernel": name, "q_lens": q_lens(case), "q_dtype": q, "kv_dtype": kv, "median_ms": ms}
 if opt("--kernels"):
     by_name = {k["name"]: k for k in kernels}
     cases = [record(c, n, by_name[n]["q_dtype"], by_name[n]["kv_dtype"])
-             for c in opt("--cases").split(",") for n in opt("--kernels").split(",")]
+             for c in opt("--cases").split(",") for n in opt("--kernels").split(",")
+             if n not in single or sum(q_lens(c)) <= len(q_lens(c))]
 else:
     q, kv = opt("--q-dtype", "bf16"), opt("--kv-dtype", "bf16")
-    names = combos[(q, kv)]
-    kernel = tuned.get((q, kv), max(names, key=names.get))
-    cases = [record(c, kernel, q, kv) for c in opt("--cases").split(",")]
+    cases = []
+    for c in opt("--cases").split(","):
+        names = candidates(shape_class(q_lens(c)), q, kv)
+        cases.append(record(c, tuned.get((shape_class(q_lens(c)), q, kv), max(names, key=names.get)), q, kv))
 json.dump({"tool": "wideattn bench", "gpu": "NVIDIA H200", "cases": cases}, open(opt("--json"), "w"))
 '''
 
@@ -340,13 +376,16 @@ def check_gpu_suite(t, suite, cli, bundle):
     t.expect(len(selected) == 3 and all(c["tuning"] == tuning[0]["args"][2] for c in selected),
              f"selected runs with the tuning file: {selected}")
     side = [c for c in benches if "--kernels" in c["args"]]
-    # Every prefill kernel `wideattn tune` times: the bundle's, but the fp64 reference and the
-    # kernels of the transposed V layout (which the tuner's caches do not have).
+    # One list for every class: every prefill kernel `wideattn tune` times, the bundle's but the fp64
+    # reference and the kernels of the transposed V layout (which the tuner's caches do not have);
+    # the single_token kernels among them (timed for decode_single) run only on that class's cases.
     manifest = json.load(open(os.path.join(bundle, "manifest.json")))
     tuned = {k["name"] for k in manifest["kernels"] if k["kind"] == "prefill" and k["o_dtype"] != "f64" and
              "v_transposed" not in k["features"]}
     t.expect(len(side) == 1 and side[0]["tuning"] == "off" and
              set(side[0]["args"][side[0]["args"].index("--kernels") + 1].split(",")) == tuned, f"side by side: {side}")
+    classes = {r["class"] for r in (check or {}).get("rows", [])}
+    t.expect(classes == {"decode_single", "decode", "prefill_short", "prefill_long"}, f"classes checked: {classes}")
     summary, check, _ = run_suite(t, suite, cli, bundle, faster=True)
     t.expect(any(line.startswith("tune-check") and "rc=1" in line for line in summary), f"a faster kernel: {summary}")
     t.expect(check is not None and check["summary"] == f"{3 * cases} cases: 0 pass, {3 * cases} fail, 0 no choice",

@@ -64,7 +64,7 @@ SELFTEST_AND_BENCH_CASES = [
     ("bench --kv-dtype without a value", ["bench", "--kv-dtype"], EXIT_USAGE, "err",
      ["option --kv-dtype needs a value"]),
     ("bench --json without a value", ["bench", "--json"], EXIT_USAGE, "err", ["option --json needs a value"]),
-    ("bench --help", ["bench", "--help"], EXIT_OK, "out", ["usage: wideattn bench"]),
+    ("bench --help", ["bench", "--help"], EXIT_OK, "out", ["usage: wideattn bench", "a single_token kernel"]),
     ("bench unknown case", ["bench", "--cases", "prompt_99k"], EXIT_USAGE, "err", ["unknown case 'prompt_99k'"]),
     # An empty --cases used to run the whole suite; an empty element was an unknown case '' or,
     # trailing, dropped.
@@ -129,7 +129,8 @@ SELFTEST_AND_BENCH_CASES = [
      ["WIDEATTN_ERROR_NO_DRIVER"]),
 ]
 TUNE_CASES = [
-    ("tune --help", ["tune", "--help"], EXIT_OK, "out", ["usage: wideattn tune", "--out FILE", "prefill_short"]),
+    ("tune --help", ["tune", "--help"], EXIT_OK, "out", ["usage: wideattn tune", "--out FILE", "prefill_short",
+                                                          "decode_single: total_q <= num_seqs"]),
     ("tune without a GPU exits 2", ["tune"], EXIT_USAGE, "err", ["wideattn tune: needs a GPU", "WIDEATTN_ERROR_NO_DRIVER"]),
     ("tune --reps 0", ["tune", "--reps", "0"], EXIT_USAGE, "err", ["--reps='0'"]),
     ("tune unknown case", ["tune", "--cases", "prompt_4k,prompt_99k"], EXIT_USAGE, "err", ["unknown case 'prompt_99k'"]),

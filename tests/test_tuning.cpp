@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -100,14 +101,23 @@ wideattn_prefill_params params_with(int32_t total_q, int32_t num_seqs) {
 }  // namespace
 
 TEST_CASE("tuning: shape classes from total_q and num_seqs") {
-    CHECK(shape_class_of(1, 1) == ShapeClass::kDecode);
+    // decode_single: at most one query token per sequence, an empty batch included.
+    CHECK(shape_class_of(1, 1) == ShapeClass::kDecodeSingle);
+    CHECK(shape_class_of(0, 1) == ShapeClass::kDecodeSingle);
+    CHECK(shape_class_of(64, 64) == ShapeClass::kDecodeSingle);
+    CHECK(shape_class_of(7, 8) == ShapeClass::kDecodeSingle);
+    CHECK(shape_class_of(INT32_MAX, INT32_MAX) == ShapeClass::kDecodeSingle);
+    // decode: num_seqs < total_q <= 8 * num_seqs.
+    CHECK(shape_class_of(2, 1) == ShapeClass::kDecode);
+    CHECK(shape_class_of(65, 64) == ShapeClass::kDecode);
     CHECK(shape_class_of(8, 1) == ShapeClass::kDecode);
     CHECK(shape_class_of(64, 8) == ShapeClass::kDecode);
+    CHECK(shape_class_of(INT32_MAX, INT32_MAX / 2) == ShapeClass::kDecode);
     CHECK(shape_class_of(9, 1) == ShapeClass::kPrefillShort);
     CHECK(shape_class_of(65, 8) == ShapeClass::kPrefillShort);
     CHECK(shape_class_of(8191, 1) == ShapeClass::kPrefillShort);
     CHECK(shape_class_of(8192, 1) == ShapeClass::kPrefillLong);
-    CHECK(shape_class_of(0, 1) == ShapeClass::kDecode);
+    CHECK(shape_class_list() == "decode_single, decode, prefill_short, prefill_long");
     ShapeClass c;
     for (const ShapeClass each : kShapeClasses) {
         REQUIRE(shape_class_from_name(shape_class_name(each), &c));
@@ -117,7 +127,9 @@ TEST_CASE("tuning: shape classes from total_q and num_seqs") {
 }
 
 TEST_CASE("tuning: the file's text reads back as written") {
-    const TuningFile f = one_choice("00112233aabbccdd", 12, 0, ShapeClass::kPrefillLong, "mma_bf16_d512");
+    TuningFile f = one_choice("00112233aabbccdd", 12, 0, ShapeClass::kPrefillLong, "mma_bf16_d512");
+    f.choices.push_back(f.choices[0]);
+    f.choices[1].shape_class = ShapeClass::kDecodeSingle;
     TuningFile back;
     std::string err;
     REQUIRE_MESSAGE(parse_tuning(tuning_json(f), &back, &err), err);
@@ -126,8 +138,10 @@ TEST_CASE("tuning: the file's text reads back as written") {
     CHECK(back.cc_minor == 0);
     CHECK(back.driver_version == 13000);
     CHECK(back.bundle_checksum == "00112233aabbccdd");
-    REQUIRE(back.choices.size() == 1);
+    REQUIRE(back.choices.size() == 2);
     CHECK(back.choices[0].shape_class == ShapeClass::kPrefillLong);
+    CHECK(back.choices[1].shape_class == ShapeClass::kDecodeSingle);
+    CHECK(contains(tuning_json(f), "\"class\": \"decode_single\""));
     CHECK(back.choices[0].kernel == "mma_bf16_d512");
     REQUIRE(back.choices[0].timings.size() == 2);
     CHECK(back.choices[0].timings[1].kernel == "other");
@@ -159,7 +173,9 @@ TEST_CASE("tuning: a malformed file is refused with the field named") {
         {replace("\"format\": 1", "\"format\": 1e300"), "'format' must be 1"},
         {replace("\"format\": 1", "\"format\": 1, \"format\": 1"), "duplicate key 'format'"},
         {replace("00112233aabbccdd", "not-a-checksum"), "'bundle_checksum' must be 16 lower-case hex digits"},
-        {replace("\"decode\"", "\"prefill_medium\""), "'choices[0].class' must be one of"},
+        // An unknown class is malformed (format 1 readers before decode_single refuse that name so).
+        {replace("\"decode\"", "\"prefill_medium\""),
+         "'choices[0].class' must be one of decode_single, decode, prefill_short, prefill_long"},
         {replace("\"q_dtype\": \"bf16\"", "\"q_dtype\": \"int4\""), "'choices[0].q_dtype' must be a dtype name"},
         {replace("\"kernel\": \"mma_bf16_d512\",\n", "\"kernel\": 7,\n"),
          "'choices[0].kernel' must be a string"},
@@ -261,7 +277,7 @@ TEST_CASE("tuning: selection follows a matching file, and ignores a stale or unf
     const test::ScopedEnv env(kTuningPathEnv, file.c_str());
     const std::string checksum = bundle_checksum(test::read_file(bundle + "/manifest.json"));
     const wideattn_prefill_params short_prefill = params_with(100, 2), long_prefill = params_with(9000, 1),
-                                  decode = params_with(2, 2);
+                                  single = params_with(2, 2), verify = params_with(10, 2);
     // The default on that arch, and the mma-tier BF16 kernel it would not pick.
     std::string automatic;
     {
@@ -280,7 +296,8 @@ TEST_CASE("tuning: selection follows a matching file, and ignores a stale or unf
         CHECK(opened.status(&state).find("followed on Test GPU") != std::string::npos);
         CHECK(state == WIDEATTN_TUNING_ACTIVE);
         CHECK(opened.selected(long_prefill, major, minor) == automatic);
-        CHECK(opened.selected(decode, major, minor) == automatic);
+        CHECK(opened.selected(single, major, minor) == automatic);
+        CHECK(opened.selected(verify, major, minor) == automatic);
         // Other dtypes are not this choice's.
         wideattn_prefill_params reference = short_prefill;
         reference.o_dtype = WIDEATTN_DTYPE_F64;
@@ -288,6 +305,24 @@ TEST_CASE("tuning: selection follows a matching file, and ignores a stale or unf
         // Pinning wins over the file.
         REQUIRE(wideattn_set_prefill_kernel(opened.ctx(), automatic.c_str()) == WIDEATTN_OK);
         CHECK(opened.selected(short_prefill, major, minor) == automatic);
+    }
+    SUBCASE("decode (a file of before decode_single too) serves multi-token decode, decode_single one token a sequence") {
+        TuningFile f = one_choice(checksum, major, minor, ShapeClass::kDecode, other);
+        {
+            test::write_file(file, tuning_json(f));
+            const Opened opened(bundle);
+            CHECK(opened.selected(verify, major, minor) == other);
+            CHECK(opened.selected(single, major, minor) == automatic);
+            CHECK(opened.selected(params_with(3, 2), major, minor) == other);
+            CHECK(opened.selected(params_with(0, 2), major, minor) == automatic);
+        }
+        f.choices[0].shape_class = ShapeClass::kDecodeSingle;
+        test::write_file(file, tuning_json(f));
+        const Opened opened(bundle);
+        CHECK(opened.selected(single, major, minor) == other);
+        CHECK(opened.selected(params_with(0, 2), major, minor) == other);
+        CHECK(opened.selected(verify, major, minor) == automatic);
+        CHECK(opened.selected(params_with(3, 2), major, minor) == automatic);
     }
     SUBCASE("stale device: another compute capability") {
         test::write_file(file, tuning_json(one_choice(checksum, major + 1, minor, ShapeClass::kPrefillShort, other)));
@@ -337,4 +372,52 @@ TEST_CASE("tuning: selection follows a matching file, and ignores a stale or unf
         CHECK(opened.selected(short_prefill, major, minor) == other);
         CHECK(contains(opened.status(&state), "tuning file " + bundle + "/tuning.json"));
     }
+}
+
+TEST_CASE("tuning: a decode choice never displaces a single_token kernel on single-token calls") {
+    // decode_e4m3_d512 (single_token) ranks first for bf16 Q over an e4m3 cache where it fits; a file
+    // naming the prefill kernel for decode (as one written before decode_single would) keeps it there.
+    Manifest m;
+    std::string err;
+    REQUIRE(load_manifest(test::built_bundle(), &m, &err));
+    const auto arch_of = [&](const std::string& name, int* major, int* minor) {
+        for (const ManifestKernel& k : m.kernels)
+            if (k.name == name) {
+                *major = k.arch_major;
+                *minor = k.arch_minor;
+                return true;
+            }
+        return false;
+    };
+    int major = 0, minor = 0, other_major = 0, other_minor = 0;
+    if (!arch_of("decode_e4m3_d512", &major, &minor) || !arch_of("wgmma_e4m3kv_d512", &other_major, &other_minor) ||
+        other_major != major || other_minor != minor) {
+        MESSAGE("the built bundle has no decode_e4m3_d512 beside wgmma_e4m3kv_d512");
+        return;
+    }
+    test::TempDir tmp;
+    const std::string bundle = copy_bundle(tmp);
+    const std::string file = tmp.path() + "/tuning.json";
+    const test::ScopedEnv env(kTuningPathEnv, file.c_str());
+    const auto e4m3_kv = [](int32_t total_q, int32_t num_seqs) {
+        wideattn_prefill_params p = params_with(total_q, num_seqs);
+        p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+        p.k_scale = static_cast<const float*>(test::far_window(10));
+        p.v_scale = static_cast<const float*>(test::far_window(11));
+        return p;
+    };
+    TuningFile f = one_choice(bundle_checksum(test::read_file(bundle + "/manifest.json")), major, minor,
+                              ShapeClass::kDecode, "wgmma_e4m3kv_d512");
+    f.choices[0].kv_dtype = WIDEATTN_DTYPE_E4M3;
+    test::write_file(file, tuning_json(f));
+    {
+        const Opened opened(bundle);
+        CHECK(opened.selected(e4m3_kv(2, 2), major, minor) == "decode_e4m3_d512");
+        CHECK(opened.selected(e4m3_kv(10, 2), major, minor) == "wgmma_e4m3kv_d512");
+    }
+    // A decode_single choice is the file's measured word for those calls, whatever the priorities.
+    f.choices[0].shape_class = ShapeClass::kDecodeSingle;
+    test::write_file(file, tuning_json(f));
+    const Opened opened(bundle);
+    CHECK(opened.selected(e4m3_kv(2, 2), major, minor) == "wgmma_e4m3kv_d512");
 }

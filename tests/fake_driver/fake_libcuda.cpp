@@ -6,9 +6,11 @@
 // dependent launches (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
 // are read back through the fake_cuda_* functions at the end. Device pointers are host pointers: cuMemcpyDtoHAsync is a
 // memcpy (the checked mode's metadata copies), and fake_cuda_set_* make a stream report a capture
-// or a copy fail.
+// or a copy fail. Events record the host's steady clock, so `wideattn bench` and `wideattn tune`
+// run end to end on it (timing nothing but the host's side of the calls).
 #include <cuda.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +24,9 @@ struct CUctx_st {
 };
 struct CUfunc_st {
     std::string symbol;
+};
+struct CUevent_st {
+    std::chrono::steady_clock::time_point recorded;
 };
 struct CUmod_st {
     std::vector<std::unique_ptr<CUfunc_st>> functions;  // freed with the module
@@ -297,10 +302,22 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream) {
     ++g_synchronizations;
     return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuEventCreate(CUevent*, unsigned int) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuEventDestroy(CUevent) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuEventRecord(CUevent, CUstream) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuEventSynchronize(CUevent) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuEventElapsedTime(float*, CUevent, CUevent) { return CUDA_ERROR_NOT_SUPPORTED; }
+CUresult CUDAAPI cuEventCreate(CUevent* event, unsigned int) {
+    *event = new CUevent_st{};
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventDestroy(CUevent event) {
+    delete event;
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventRecord(CUevent event, CUstream) {
+    event->recorded = std::chrono::steady_clock::now();
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventSynchronize(CUevent) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuEventElapsedTime(float* ms, CUevent start, CUevent stop) {
+    *ms = std::chrono::duration<float, std::milli>(stop->recorded - start->recorded).count();
+    return CUDA_SUCCESS;
+}
 
 }  // extern "C"

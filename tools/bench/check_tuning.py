@@ -21,11 +21,14 @@ usage: check_tuning.py --tuning FILE --selected BENCH.json [BENCH.json ...]
                 is reported as "no choice" and does not fail)
 --json, --markdown  also write the rows and the summary there
 --list-candidates  print the kernels the tuning file timed (every choice's timings), comma
-                separated, for `wideattn bench --kernels`, and exit
+                separated, for `wideattn bench --kernels`, and exit (one list for every class:
+                bench runs a single_token kernel only on cases of decode_single)
 
-Shape classes as the library derives them (dispatch/tuning.h): decode when total_q <=
-8 * num_seqs, prefill_short when total_q < 8192, prefill_long otherwise; total_q = sum(q_lens),
-num_seqs = len(q_lens).
+Shape classes as the library derives them (dispatch/tuning.h), in this order: decode_single
+when total_q <= num_seqs, decode when total_q <= 8 * num_seqs, prefill_short when total_q < 8192,
+prefill_long otherwise; total_q = sum(q_lens), num_seqs = len(q_lens). `wideattn tune` times a
+single_token kernel (the decode kernels) on decode_single cases only, and `wideattn bench
+--kernels` skips it on the others, so the candidates of every class are measured on its cases.
 
 Exit status: 0 every case passes (or has no choice), 1 a case fails, 2 bad input (a missing or
 unreadable file, malformed JSON, a missing or wrong field: the message names the file and field).
@@ -37,7 +40,7 @@ import sys
 
 DECODE_TOKENS_PER_SEQ = 8      # dispatch/tuning.h kDecodeTokensPerSeq
 SHORT_PREFILL_TOKENS = 8192    # dispatch/tuning.h kShortPrefillTokens
-SHAPE_CLASSES = ("decode", "prefill_short", "prefill_long")
+SHAPE_CLASSES = ("decode_single", "decode", "prefill_short", "prefill_long")  # dispatch/tuning.h
 TUNING_FORMAT = 1
 DTYPE_NAMES = ("bf16", "f16", "f32", "f64", "e4m3")
 CHECKSUM_DIGITS = 16
@@ -58,6 +61,8 @@ class BadInput(Exception):
 def shape_class(q_lens):
     """The library's shape class of a batch with these new-token counts."""
     total_q, num_seqs = sum(q_lens), len(q_lens)
+    if total_q <= num_seqs:
+        return "decode_single"
     if total_q <= DECODE_TOKENS_PER_SEQ * num_seqs:
         return "decode"
     return "prefill_short" if total_q < SHORT_PREFILL_TOKENS else "prefill_long"

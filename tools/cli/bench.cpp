@@ -343,7 +343,9 @@ void print_help() {
         "                 --reference\n"
         "  --kernels LIST time several prefill kernels side by side in this one process, each case\n"
         "                 running every kernel in turn with inputs of that kernel's dtypes (e.g.\n"
-        "                 mma_bf16_d512,wgmma_bf16_d512,wgmma_e4m3q_d512); not with --kernel,\n"
+        "                 mma_bf16_d512,wgmma_bf16_d512,wgmma_e4m3q_d512); a single_token kernel\n"
+        "                 (the decode kernels) only on cases with total_q <= num_seqs, a note on the\n"
+        "                 others (--kernel NAME runs it on every case); not with --kernel,\n"
         "                 --kv-dtype, --q-dtype or --reference\n"
         "  --json FILE    also write the results as JSON: per case and variant the timings, TFLOP/s,\n"
         "                 max_seqlen_q, max_seqlen_k, num_splits, workspace_bytes, decode, and for\n"
@@ -607,8 +609,20 @@ struct BenchContexts {
     wideattn_context* of(const BenchVariant& v) const { return pdl_off && v.pdl == kPdlOff ? pdl_off : main; }
 };
 
-// Times every selected case with every variant, printing one row each into *records. Returns
-// the number of cases that failed.
+// Why --kernels leaves `variant` out on problem h, or "": a single_token kernel runs side by side
+// only on cases of at most one query token per sequence, the calls it serves on its own (pinned,
+// it would serve any call, with one block per query token: seconds a run on a long prompt).
+// --kernel NAME runs its kernel on every case.
+std::string side_by_side_skip(const wideattn_context* ctx, const BenchOptions& o, const HostProblem& h,
+                              const BenchVariant& variant) {
+    const auto num_seqs = static_cast<int32_t>(h.spec.q_lens.size());
+    if (o.kernels_flag.empty() || h.total_q <= num_seqs || !kernel_is_single_token(ctx, variant.kernel)) return {};
+    return variant.kernel + " skipped: a single_token kernel, timed only where total_q <= num_seqs (here " +
+           std::to_string(h.total_q) + " over " + std::to_string(num_seqs) + ")";
+}
+
+// Times every selected case with every variant, printing one row each into *records (a note for
+// a variant side_by_side_skip leaves out). Returns the number of cases that failed.
 int run_suite(const BenchContexts& contexts, const GpuDevice& gpu, const BenchOptions& o,
               const std::vector<BenchCase>& selected, const std::vector<BenchVariant>& variants,
               const InputPools& pools, const RunRates& rates, std::vector<CaseRecord>* records) {
@@ -619,6 +633,10 @@ int run_suite(const BenchContexts& contexts, const GpuDevice& gpu, const BenchOp
         const HostProblem h = bench_problem(bc, c);
         for (const BenchVariant& variant : variants) {
             wideattn_context* ctx = contexts.of(variant);
+            if (const std::string why = side_by_side_skip(ctx, o, h, variant); !why.empty()) {
+                std::printf("%-24s note: %s\n", bc.name.c_str(), why.c_str());
+                continue;
+            }
             wideattn_set_prefill_kernel(ctx, variant.kernel.empty() ? nullptr : variant.kernel.c_str());
             CaseRecord r = new_record(bc, h, variant);
             const std::string err = time_case(ctx, gpu, o, h, c, pools, &r);

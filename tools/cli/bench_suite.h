@@ -32,8 +32,8 @@ struct BenchCase {
 // The prefill suite (what `wideattn bench` runs by default).
 std::vector<BenchCase> gemma4_suite();
 
-// The decode cases `wideattn tune` measures by default: many sequences of 1 to 4 new tokens after
-// long contexts (total_q <= 8 per sequence, the decode class of docs/design.md).
+// The three earlier decode cases (the last three of the decode suite): many sequences of 1 or 4
+// new tokens after long contexts (the decode_single and decode classes of docs/design.md).
 std::vector<BenchCase> gemma4_decode_suite();
 
 // The decode suite (`wideattn bench --suite decode`, docs/design.md section 7): single tokens and

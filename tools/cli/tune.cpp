@@ -1,7 +1,8 @@
 // tune.cpp - `wideattn tune`: on the user's GPU, times every bundled prefill kernel that serves
-// each shape class and dtype combination on the bench suite's cases (prefill and decode),
+// each shape class and dtype combination on the bench suites' cases (prefill and decode),
 // side by side and interleaved, and writes the tuning file the dispatcher follows
-// (dispatch/tuning.h, docs/design.md "Tuning file").
+// (dispatch/tuning.h, docs/design.md "Tuning file"). A single_token kernel is timed only on cases
+// of one query token per sequence (decode_single), the only calls it serves on its own.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "tools/cli/bench_suite.h"
 #include "tools/cli/cli_common.h"
 #include "tools/cli/subcommands.h"
+#include "tools/harness/checks.h"
 
 namespace wideattn::cli {
 namespace {
@@ -42,18 +44,20 @@ void print_help() {
         "usage: wideattn tune [--bundle DIR] [--device N] [--cases A,B,...] [--reps N] [--warmup N]\n"
         "                     [--out FILE]\n\n"
         "On this GPU, times every prefill kernel of the bundle that serves each shape class\n"
-        "(decode: total_q <= 8 * num_seqs; prefill_short: total_q < 8192; prefill_long: the rest;\n"
-        "chunked prefill and mixed batches fall into these by total_q) and dtype combination (q/kv,\n"
-        "bf16 output) on the bench cases of that class, side by side and interleaved (each\n"
-        "repetition runs every candidate once, in a rotating order), printing the timings as it\n"
-        "goes. Per class and dtypes it chooses the kernel with the smallest sum of per-case median\n"
+        "(decode_single: total_q <= num_seqs; decode: total_q <= 8 * num_seqs; prefill_short:\n"
+        "total_q < 8192; prefill_long: the rest; chunked prefill and mixed batches fall into these\n"
+        "by total_q) and dtype combination (q/kv, bf16 output) on the bench cases of that class,\n"
+        "side by side and interleaved (each repetition runs every candidate once, in a rotating\n"
+        "order), printing the timings as it goes. A kernel with the single_token feature (the decode\n"
+        "kernels) is a candidate on decode_single cases only, the calls it serves on its own.\n"
+        "Per class and dtypes it chooses the kernel with the smallest sum of per-case median\n"
         "times and writes the tuning file: device name, compute capability, driver version, the\n"
         "bundle's checksum, and per class the chosen kernel with the timings behind it. The\n"
         "dispatcher follows it on this device with this bundle (wideattn inspect shows its state).\n\n"
         "  --bundle DIR   bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N     CUDA device ordinal (default 0)\n"
-        "  --cases LIST   comma-separated case names of `wideattn bench --list` (default: the prefill\n"
-        "                 suite and decode_32_ctx_16k, decode_64_ctx_4k, verify4_16_ctx_8k; an empty\n"
+        "  --cases LIST   comma-separated case names of `wideattn bench --list` (default: every case\n"
+        "                 of the prefill and decode suites, as the tuning bar checks them; an empty\n"
         "                 list or name is refused)\n"
         "  --reps N       timed repetitions per case (default %d, 1..%lld)\n"
         "  --warmup N     untimed runs of each candidate first (default %d, 0..%lld)\n"
@@ -92,12 +96,12 @@ int parse_options(int argc, char** argv, TuneOptions* o) {
     return kContinue;
 }
 
-// The cases of --cases among the prefill and decode suites (the prefill suite and the three
-// cases of gemma4_decode_suite without --cases); false after printing an unknown or empty name.
+// The cases of --cases among the prefill and decode suites (without --cases every case of both,
+// as `wideattn bench --list` names them); false after printing an unknown or empty name.
 bool tune_cases(const TuneOptions& o, std::vector<BenchCase>* out) {
     if (!o.cases_given) {
         *out = gemma4_suite();
-        for (const BenchCase& c : gemma4_decode_suite()) out->push_back(c);
+        for (const BenchCase& c : gemma4_decode_bench_suite()) out->push_back(c);
         return true;
     }
     return named_cases(o.cases_flag, "tune", "wideattn bench --list", out);
@@ -120,11 +124,15 @@ std::vector<Combo> bundle_combos(const wideattn_context* ctx) {
     return combos;
 }
 
-// The kernels of `combo` that serve params `p` on this device (each pinned in turn).
+// The kernels of `combo` that serve params `p` on this device (each pinned in turn). Pinning lifts
+// the single-token rule of selection, so a single_token kernel is left out here for a call of
+// more than one query token per sequence: it never serves one on its own (and one block per
+// query token on a long prompt would take seconds a run).
 std::vector<std::string> candidates(wideattn_context* ctx, const GpuDevice& gpu, const Combo& combo,
                                     const wideattn_prefill_params& p) {
     std::vector<std::string> out;
     for (const std::string& name : combo.kernels) {
+        if (p.total_q > p.num_seqs && kernel_is_single_token(ctx, name)) continue;
         int32_t index = -1;
         if (wideattn_set_prefill_kernel(ctx, name.c_str()) == WIDEATTN_OK &&
             wideattn_is_supported(ctx, &p, gpu.cc_major(), gpu.cc_minor(), &index) == WIDEATTN_OK)

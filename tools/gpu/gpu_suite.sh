@@ -14,7 +14,8 @@
 # --tune (opt-in) adds the tuning bar after the benches: `wideattn tune --out $OUT/tuning.json`,
 #   then `wideattn bench` on every case of the prefill and decode suites with that file in force
 #   (WIDEATTN_TUNING; bf16, e4m3 K/V and e4m3 Q/K/V as the bundle has them), the kernels the file
-#   timed side by side (`bench --kernels`), and tools/bench/check_tuning.py on the three
+#   timed side by side (`bench --kernels`, which runs a single_token kernel only on the cases of
+#   one query token per sequence, as tune timed it), and tools/bench/check_tuning.py on the three
 #   (check_tuning.txt / .json / .md); --only-tune runs that step alone.
 # Budget: about 9 minutes on an H200 with every step but the Python ones; a device call is limited
 # to 10, so run it as three calls: `--no-peers --no-python`, `--only-peers` (about 5-6 minutes),

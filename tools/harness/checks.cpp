@@ -10,6 +10,7 @@
 #include "accuracy/reference_cpu.h"
 #include "dispatch/manifest.h"
 #include "dispatch/selection.h"
+#include "kernels/common/kernel_desc.h"
 #include "kernels/common/v_transposed.h"
 
 namespace wideattn {
@@ -61,13 +62,21 @@ double floor_ratio(const CaseResult& r) {
     return r.stats.mean_abs == 0.0 ? 1.0 : INFINITY;
 }
 
-bool kernel_reads_transposed_v(const wideattn_context* ctx, const std::string& name) {
+bool kernel_has_feature(const wideattn_context* ctx, const std::string& name, const char* feature) {
     for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
         wideattn_kernel_info k{};
         wideattn_get_kernel_info(ctx, i, &k);
-        if (name == k.name) return lists_feature(k.features, kFeatureVTransposed);
+        if (name == k.name) return lists_feature(k.features, feature);
     }
     return false;
+}
+
+bool kernel_reads_transposed_v(const wideattn_context* ctx, const std::string& name) {
+    return kernel_has_feature(ctx, name, kFeatureVTransposed);
+}
+
+bool kernel_is_single_token(const wideattn_context* ctx, const std::string& name) {
+    return kernel_has_feature(ctx, name, kFeatureSingleToken);
 }
 
 std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc_major, int cc_minor) {

@@ -60,9 +60,17 @@ struct RunnableKernel {
     bool v_transposed = false;  // reads V only in the transposed layout (feature "v_transposed")
 };
 
+// Whether the bundle's kernel `name` lists `feature` in its manifest features (false when the
+// bundle has no kernel of that name).
+bool kernel_has_feature(const wideattn_context* ctx, const std::string& name, const char* feature);
+
 // Whether the bundle's kernel `name` reads V only in the transposed layout of
 // WIDEATTN_FLAG_V_TRANSPOSED (its problems need ProblemSpec::v_transposed).
 bool kernel_reads_transposed_v(const wideattn_context* ctx, const std::string& name);
+
+// Whether the bundle's kernel `name` has the single_token feature: made for one query token per
+// sequence, selected on its own only when total_q <= num_seqs (kernels/common/kernel_desc.h).
+bool kernel_is_single_token(const wideattn_context* ctx, const std::string& name);
 
 // The bundle's kernels that have a cubin running on a cc_major.cc_minor device, one entry per
 // name, in manifest order (selftest and the GPU suite run every one of them by name).

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Runs `wideattn tune` and `wideattn bench` end to end on the stand-in driver (launches run
+nothing; events time the host) and checks what does not depend on the times: tune times a
+single_token kernel only on decode_single cases (every class of the tuning file names its
+candidates), bench --kernels skips it on the other cases with a note, a bench with the tuning
+file in force runs the file's choice per class, and tools/bench/check_tuning.py (with a
+tolerance no time can exceed) passes every case with --require-choice.
+usage: tune_fake_driver_check.py WIDEATTN_CLI CHECK_TUNING_PY BUNDLE_DIR FAKE_LIBCUDA
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+# One case of each class the three hold: decode_single, decode (q_len 5), prefill_short.
+CASES = {"decode_1_ctx_32k": "decode_single", "verify5_1_ctx_20k": "decode", "prompt_4k": "prefill_short"}
+TIMEOUT_S = 240
+ANY_TIME = "1e9"
+EXIT_SKIP = 77    # meson: the test is skipped  # check_tuning.py --tolerance: only the selection and the candidates decide
+
+
+def main():
+    cli, checker, bundle, fake = sys.argv[1:5]
+    failures = []
+
+    def expect(condition, what):
+        if not condition:
+            failures.append(what)
+
+    env = dict(os.environ, WIDEATTN_BUNDLE=bundle, WIDEATTN_LIBCUDA=fake, WIDEATTN_TUNING="off")
+    quick = ["--cases", ",".join(CASES), "--reps", "1", "--warmup", "0"]
+
+    def run(args, **extra):
+        return subprocess.run(args, env=dict(env, **extra), capture_output=True, text=True, timeout=TIMEOUT_S)
+
+    manifest = json.load(open(os.path.join(bundle, "manifest.json")))["kernels"]
+    single = {k["name"] for k in manifest if k["kind"] == "prefill" and "single_token" in k["features"]}
+    if not single:
+        print("tune_fake_driver: the bundle has no single_token kernel (no sm_90a build): skipped")
+        return EXIT_SKIP
+    with tempfile.TemporaryDirectory() as tmp:
+        tuning = os.path.join(tmp, "tuning.json")
+        r = run([cli, "tune", *quick, "--out", tuning])
+        expect(r.returncode == 0, f"tune: exit {r.returncode}: {r.stdout}{r.stderr}")
+        if r.returncode != 0:
+            return report(failures)
+        for line in r.stdout.splitlines():
+            words = line.split()
+            expect(not (len(words) > 3 and words[0] in CASES and CASES[words[0]] != "decode_single" and
+                        words[3] in single), f"tune timed a single_token kernel on a multi-token case: {line}")
+        choices = json.load(open(tuning))["choices"]
+        by_class = {}
+        for c in choices:
+            timed = {t["kernel"] for t in c["timings"]}
+            by_class[(c["class"], c["q_dtype"], c["kv_dtype"])] = c["kernel"]
+            if c["class"] == "decode_single":
+                mine = {k["name"] for k in manifest if k["name"] in single and k["q_dtype"] == c["q_dtype"] and
+                        k["kv_dtype"] == c["kv_dtype"]}
+                expect(mine <= timed, f"decode_single {c['q_dtype']}/{c['kv_dtype']} did not time {mine - timed}")
+            else:
+                expect(not timed & single, f"{c['class']} timed single_token kernels {timed & single}")
+        expect({cls for cls, _, _ in by_class} == set(CASES.values()), f"classes of the file: {sorted(by_class)}")
+
+        listed = subprocess.run([sys.executable, checker, "--tuning", tuning, "--list-candidates"],
+                                capture_output=True, text=True).stdout.strip()
+        expect(single <= set(listed.split(",")), f"--list-candidates lacks the single_token kernels: {listed}")
+        side = os.path.join(tmp, "side.json")
+        r = run([cli, "bench", "--kernels", listed, *quick, "--json", side])
+        expect(r.returncode == 0, f"bench --kernels: exit {r.returncode}: {r.stdout}{r.stderr}")
+        for case, cls in CASES.items():
+            for name in single:
+                note = f"note: {name} skipped: a single_token kernel"
+                noted = any(line.startswith(case + " ") and note in line for line in r.stdout.splitlines())
+                expect(noted == (cls != "decode_single"), f"bench --kernels note for {name} on {case}: {noted}")
+        if os.path.exists(side):
+            ran = {(c["case"], c["kernel"]) for c in json.load(open(side))["cases"]}
+            expect({n for c, n in ran if c == "decode_1_ctx_32k"} >= single, f"side by side, decode_1: {ran}")
+            expect(not {n for c, n in ran if c != "decode_1_ctx_32k"} & single, f"side by side, others: {ran}")
+
+        selected = os.path.join(tmp, "selected.json")
+        r = run([cli, "bench", *quick, "--kv-dtype", "e4m3", "--json", selected], WIDEATTN_TUNING=tuning)
+        expect(r.returncode == 0, f"bench with the tuning file: exit {r.returncode}: {r.stdout}{r.stderr}")
+        if os.path.exists(selected):
+            for c in json.load(open(selected))["cases"]:
+                chosen = by_class.get((CASES[c["case"]], c["q_dtype"], c["kv_dtype"]))
+                expect(c["kernel"] == chosen, f"{c['case']} ran {c['kernel']}, the file names {chosen}")
+            r = subprocess.run([sys.executable, checker, "--tuning", tuning, "--selected", selected, "--side-by-side",
+                                side, "--tolerance", ANY_TIME, "--require-choice"], capture_output=True, text=True)
+            expect(r.returncode == 0 and f"{len(CASES)} cases: {len(CASES)} pass" in r.stdout,
+                   f"check_tuning.py: exit {r.returncode}: {r.stdout}{r.stderr}")
+    return report(failures)
+
+
+def report(failures):
+    for what in failures:
+        print("FAIL:", what)
+    print(f"tune_fake_driver: {len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
