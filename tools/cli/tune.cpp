@@ -56,9 +56,9 @@ void print_help() {
         "dispatcher follows it on this device with this bundle (wideattn inspect shows its state).\n\n"
         "  --bundle DIR   bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N     CUDA device ordinal (default 0)\n"
-        "  --cases LIST   comma-separated case names of `wideattn bench --list` (default: every case\n"
-        "                 of the prefill and decode suites, as the tuning bar checks them; an empty\n"
-        "                 list or name is refused)\n"
+        "  --cases LIST   comma-separated case names of `wideattn bench --list` (default: the prefill\n"
+        "                 suite and decode_32_ctx_16k, decode_64_ctx_4k (decode_single),\n"
+        "                 verify4_16_ctx_8k (decode); an empty list or name is refused)\n"
         "  --reps N       timed repetitions per case (default %d, 1..%lld)\n"
         "  --warmup N     untimed runs of each candidate first (default %d, 0..%lld)\n"
         "  --out FILE     the tuning file to write (default: tuning.json beside the bundle's\n"
@@ -96,12 +96,13 @@ int parse_options(int argc, char** argv, TuneOptions* o) {
     return kContinue;
 }
 
-// The cases of --cases among the prefill and decode suites (without --cases every case of both,
-// as `wideattn bench --list` names them); false after printing an unknown or empty name.
+// The cases of --cases among the prefill and decode suites (without --cases the prefill suite and
+// the three cases of gemma4_decode_suite, two single-token and one verification step, which keeps
+// a tune within one 10-minute device call); false after printing an unknown or empty name.
 bool tune_cases(const TuneOptions& o, std::vector<BenchCase>* out) {
     if (!o.cases_given) {
         *out = gemma4_suite();
-        for (const BenchCase& c : gemma4_decode_bench_suite()) out->push_back(c);
+        for (const BenchCase& c : gemma4_decode_suite()) out->push_back(c);
         return true;
     }
     return named_cases(o.cases_flag, "tune", "wideattn bench --list", out);
