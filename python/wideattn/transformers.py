@@ -34,6 +34,28 @@ Ordinary forward: the global layers of one forward step share one StepMetadata (
 once, the varlen tensors built once), so the op's plan cache (ops.PlanCache) runs one plan, made
 at the step's first global layer, for all of them; a continuous-batching step shares its metadata
 the same way (paged_step_metadata).
+
+Plan reuse across decode steps. A decode step (one query token per batch row, outside debug mode,
+torch.compile and CUDA-graph capture) keeps the op's plan key of the step before, so the plan cache
+makes a plan only when a capacity is passed (a new plan per step cost ~50 us per layer before):
+  - each (batch row, KV head) is a sequence pair of its own over one KV head (_decode_forward):
+    query rows [B * Hkv, group, D], K/V as token-row pages with no head stride, since a
+    DynamicCache's K/V [B, Hkv, S, D] are a new exact tensor per step (torch.cat) whose head
+    stride S * D changes with S; the K/V bases are what each plan run receives, never in the key;
+  - the step's cu_seqlens_q, seq_lens_k and block table are written once per step into the
+    persistent buffers of decode_buffers() (StepBuffers, per device, stream and thread; grown
+    geometrically): host values (no mask) by one host-to-device copy from a ring of pinned
+    staging buffers, each reused only after the CUDA event of its last copy; key ranges read
+    from a mask by device ops into the same buffers. Same pointers from step to step;
+  - the max_seqlen_k hint and the block table's width are key_capacity(S) (powers of two to 4096,
+    then multiples of 4096), which only caps the split count (any hint is correct);
+  - the layout's row count is the rows up to the end of the storage for a view into a larger one
+    (a static cache), else row_capacity(rows) (at most 1/8 more than the tensor has, so that a
+    thousand steps at 8k context share it). Those extra rows are never read (the block table
+    names rows of the tensor only), but the library refuses a run whose output lies in them
+    (its overlap rule): that call runs once more with the exact count (decode_reuse counts it).
+Prefill and chunked steps (T > 1), debug mode and traced or captured steps build the step's
+metadata as new tensors (step_metadata) with the exact row count and hints.
 Both pass the op host-side length hints (max_seqlen_q / max_seqlen_k: the query and key lengths
 of the call, or the continuous-batching metadata's) for its split-KV choice; no device tensor is
 read for them, so decode steps stay capturable in CUDA graphs.
@@ -71,10 +93,12 @@ it), the metadata is built with device ops, and the op launches without reading 
 
 import logging
 import math
+import threading
 
 import torch
 
 from . import attention as _attention
+from . import errors
 from . import ops as _ops
 from .library import _debug, default_context
 
@@ -420,6 +444,199 @@ def step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, device, 
     return metadata
 
 
+STAGING_SLOTS = 4             # pinned host staging buffers per StepBuffers, used in turn
+_SECTION = 16                 # int32 entries: the metadata sections start 64 bytes apart at least
+
+
+def _round_section(n):
+    return -(-n // _SECTION) * _SECTION
+
+
+class StepBuffers:
+    """The persistent metadata of the decode steps on one device, stream and thread (decode_buffers):
+    one int32 device buffer holding cu_seqlens_q, seq_lens_k and the block table of a step at fixed
+    offsets, so that consecutive steps pass the same pointers (and the op's plan cache runs the plan
+    made at an earlier step); grown geometrically (a new pointer: a new plan) when a step needs more.
+    A step whose values are host ints (no mask) is written by one host-to-device copy from a pinned
+    staging buffer of a ring of STAGING_SLOTS, each with a CUDA event recorded after its copy: a slot
+    is written again only once its previous copy has completed (event.synchronize(), long done by
+    then); a step whose key ranges are on the device (a mask's reading) is written by device ops.
+    Either is queued on the stream after the previous step's launches, which read the old values."""
+
+    def __init__(self, device):
+        self.device = device
+        self.buffer = None
+        self.slots = [[None, None] for _ in range(STAGING_SLOTS)]
+        self.next_slot = 0
+        self.steps = {}
+
+    def views(self, num_seqs, pages):
+        """(cu_seqlens_q, seq_lens_k, block_table, (seq_offset, table_offset, entries)): views of
+        the device buffer (grown to fit) for num_seqs sequences and `pages` table entries per
+        sequence, the offsets of the last two and the buffer's entries they span."""
+        seq_offset = _round_section(num_seqs + 1)
+        table_offset = seq_offset + _round_section(num_seqs)
+        entries = table_offset + num_seqs * pages
+        buffer = self.buffer
+        if buffer is None or buffer.numel() < entries:
+            size = max(4096, 1 << (entries - 1).bit_length(), 2 * (0 if buffer is None else buffer.numel()))
+            buffer = self.buffer = torch.empty(size, dtype=torch.int32, device=self.device)
+        return (buffer[:num_seqs + 1], buffer[seq_offset:seq_offset + num_seqs],
+                buffer[table_offset:entries].view(num_seqs, pages), (seq_offset, table_offset, entries))
+
+    def page_steps(self, pages, device):
+        """int32 [pages]: 0, 16, 32, .. (cached per page count and device)."""
+        steps = self.steps.get((pages, device))
+        if steps is None:
+            steps = torch.arange(pages, dtype=torch.int32, device=device) * _ops.TOKEN_ROW_PAGE
+            if len(self.steps) >= 4:
+                self.steps.clear()
+            self.steps[(pages, device)] = steps
+        return steps
+
+    def write_host(self, entries, fill):
+        """Writes the buffer's first `entries` values: fill(host) writes them into `host`, an int32
+        CPU tensor of `entries` values (pinned staging for a CUDA buffer, the buffer itself on the
+        CPU); a CUDA buffer then gets them by one non-blocking copy on the current stream."""
+        if self.device.type != "cuda":
+            fill(self.buffer[:entries])
+            return
+        slot = self.slots[self.next_slot]
+        self.next_slot = (self.next_slot + 1) % STAGING_SLOTS
+        staging, event = slot
+        if event is None:
+            event = slot[1] = torch.cuda.Event()
+        else:
+            event.synchronize()        # its previous copy has completed: the slot may be rewritten
+        if staging is None or staging.numel() < entries:
+            staging = slot[0] = torch.empty(max(4096, 1 << (entries - 1).bit_length()), dtype=torch.int32,
+                                            pin_memory=True)
+        fill(staging[:entries])
+        self.buffer[:entries].copy_(staging[:entries], non_blocking=True)
+        event.record(torch.cuda.current_stream(self.device))
+
+
+# StepBuffers by (device, stream, thread): a step's buffers are written on the stream its layers
+# launch on, so a layer never reads what another stream or thread writes for its own step.
+_decode_buffers = {}
+
+
+def decode_buffers(device):
+    """The StepBuffers of `device`, its current stream and the calling thread."""
+    stream = _ops.current_stream(device) if device.type == "cuda" else None
+    key = (device, stream, threading.get_ident())
+    buffers = _decode_buffers.get(key)
+    if buffers is None:
+        buffers = _decode_buffers[key] = StepBuffers(device)
+    return buffers
+
+
+# The last decode step's metadata: (key, the mask it was read from, StepMetadata or None).
+_decode_step = {"entry": None}
+
+
+def decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, head_rows, num_rows, capacity, device):
+    """The StepMetadata of a served decode call (one query per batch row; attention_mask, batch,
+    kv_len and device as step_metadata takes them, with q_len 1) in _decode_forward's form, shared by the calls of one forward step as step_metadata's is (the same reuse rule,
+    keyed also by the row layout, the capacity, the stream and the thread), written into the
+    persistent buffers of decode_buffers(device): sequences 2r and 2r+1 for r = b * kv_heads + h
+    (batch row b, KV head h) are the row's padded query (over its first keys) and its real query
+    over keys key_start .. key_start + key_len - 1 of head h's rows, which start at row
+    b * rows_per_batch + h * head_rows; the block table has capacity / 16 pages per sequence,
+    entries clamped below num_rows. None: the mask is not causal with a key range. Callers run it
+    outside torch.compile, CUDA-graph capture and debug mode (where step_metadata builds anew)."""
+    stream = _ops.current_stream(device) if device.type == "cuda" else None
+    key = (None if attention_mask is None else (id(attention_mask), attention_mask._version), batch, kv_len,
+           kv_heads, rows_per_batch, head_rows, num_rows, capacity, device, stream, threading.get_ident())
+    entry = _decode_step["entry"]
+    if entry is not None and entry[0] == key and entry[1] is attention_mask:
+        return entry[2]
+    plan = None
+    if attention_mask is not None:
+        attached, plan = (False, None) if _mask_check["mode"] != MASK_CHECK_AUTO \
+            else attached_reading(attention_mask, batch, 1, kv_len)
+        if not attached:
+            plan = mask_plan(attention_mask, batch, 1, kv_len, device, True)
+        if plan is None:
+            _decode_step["entry"] = (key, attention_mask, None)
+            step_builds["count"] += 1
+            return None
+    buffers = decode_buffers(device)
+    num_seqs = 2 * batch * kv_heads
+    pages = capacity // _ops.TOKEN_ROW_PAGE
+    cu_seqlens_q, seq_lens_k, block_table, (seq_offset, table_offset, entries) = buffers.views(num_seqs, pages)
+    last_row = max(num_rows - 1, 0)
+    padded = None
+    if plan is None:
+        # No mask: no padding, every query over all kv_len keys; host values, one copy.
+        def fill(host):
+            cu, lens = host[:num_seqs + 1], host[seq_offset:seq_offset + num_seqs]
+            table = host[table_offset:entries].view(num_seqs, pages)
+            torch.arange(num_seqs + 1, dtype=torch.int32, out=cu).floor_divide_(2)
+            pairs = lens.view(-1, 2)
+            pairs[:, 0].fill_(0)
+            pairs[:, 1].fill_(kv_len)
+            heads = (torch.arange(batch, dtype=torch.int32)[:, None] * rows_per_batch +
+                     torch.arange(kv_heads, dtype=torch.int32)[None, :] * head_rows).reshape(-1, 1, 1)
+            torch.add(heads.expand(-1, 2, 1), buffers.page_steps(pages, host.device)[None, None, :],
+                      out=table.view(-1, 2, pages)).clamp_(max=last_row)
+        buffers.write_host(entries, fill)
+    else:
+        pad_rows, key_start, key_len = plan
+        # Device values: written by device ops on the current stream.
+        q_lens = torch.stack([pad_rows, 1 - pad_rows], dim=1)[:, None, :].expand(batch, kv_heads, 2).reshape(-1)
+        cu_seqlens_q[:1].zero_()
+        cu_seqlens_q[1:].copy_(torch.cumsum(q_lens, 0))
+        seq_lens_k.view(batch, kv_heads, 2).copy_(torch.stack([pad_rows, key_len], dim=1)[:, None, :])
+        heads = (torch.arange(batch, device=device)[:, None] * rows_per_batch +
+                 torch.arange(kv_heads, device=device)[None, :] * head_rows)
+        row_start = torch.stack([heads, heads + key_start[:, None]], dim=2).reshape(-1, 1)
+        block_table.copy_((row_start + buffers.page_steps(pages, device)[None, :]).clamp_(max=last_row))
+        padded = (pad_rows > 0)[:, None]
+    metadata = StepMetadata(None, cu_seqlens_q, seq_lens_k, block_table, padded)
+    step_builds["count"] += 1
+    _decode_step["entry"] = (key, attention_mask, metadata)
+    return metadata
+
+
+def key_capacity(keys):
+    """The key count a decode step's plan is made for: the smallest of 16, 32, .. 4096 (powers of
+    two) or of the multiples of 4096 that is >= `keys`. It is the width of the step's token-row
+    block table (capacity / 16 pages per sequence) and the max_seqlen_k hint, so consecutive steps
+    of a generation share the table's shape and the hint until the context passes the capacity
+    (module docstring, "Plan reuse across decode steps"). The hint only caps the split count at
+    max_seqlen_k / WIDEATTN_MIN_SPLIT_KEYS (dispatch/split_plan.cpp, preferred_splits): a capacity
+    at most 2x the keys below 8192 and at most 1.5x above lets a split have no fewer than 128 keys
+    (256 with the exact hint), and from 32768 keys on (_capi.MAX_SPLITS splits of 256) every hint
+    gives the same count."""
+    if keys <= 4096:
+        return 1 << max(4, (keys - 1).bit_length())
+    return -(-keys // 4096) * 4096
+
+
+def row_capacity(rows):
+    """The K/V row count (num_blocks of the token-row layout) a decode step's plan is made for when
+    the cache's storage ends at its last row (transformers' DynamicCache: torch.cat makes a new
+    exact tensor each step): `rows` rounded up to a multiple of 2^(bit_length - 4), at least 256,
+    so at most 1/8 more rows than the tensor has (module docstring, "Plan reuse across decode
+    steps")."""
+    step = 1 << max(8, rows.bit_length() - 4)
+    return -(-rows // step) * step
+
+
+def _storage_rows(tensor, row_stride):
+    """Rows of `row_stride` elements from tensor's first element to the end of its storage."""
+    storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
+    end = storage.data_ptr() + storage.nbytes()
+    return (end - tensor.data_ptr()) // (row_stride * tensor.element_size())
+
+
+# Plan reuse across decode steps: how often a layer's call ran as a one-shot call with the exact row
+# count after the plan's run refused the rounded-up one (an output inside the rows past the cache's
+# end that num_blocks names), and the per-head decode calls (tests, benchmarks).
+decode_reuse = {"per_head_calls": 0, "exact_retries": 0}
+
+
 def _dense_forward(query, key, value, attention_mask, scaling):
     """An ordinary forward's served layer; None hands it to SDPA (a mask of another shape)."""
     batch, q_heads, q_len, head_dim = query.shape
@@ -433,6 +650,8 @@ def _dense_forward(query, key, value, attention_mask, scaling):
         k_stride = v_stride = key.stride()
     row_stride, head_stride = k_stride[2], k_stride[1]
     rows_per_batch = k_stride[0] // row_stride
+    if q_len == 1 and verify and not _debug["on"] and head_stride % row_stride == 0 and kv_len:
+        return _decode_forward(query, key, value, attention_mask, scaling, rows_per_batch, head_stride // row_stride)
     metadata = step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, device, verify)
     if metadata is None:
         _warn_once("mask", "wideattn: an attention mask other than causal with left padding or a cache tail; "
@@ -447,6 +666,54 @@ def _dense_forward(query, key, value, attention_mask, scaling):
     _ops._prefill_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, rows,
                      rows, scaling, None, None, None, out, None, q_len, kv_len, 0, 0)
     out = out.view(batch, q_len, q_heads, head_dim)
+    if metadata.padded is not None:
+        out = out.masked_fill(metadata.padded[:, :, None, None], 0)
+    return out
+
+
+def _decode_forward(query, key, value, attention_mask, scaling, rows_per_batch, head_rows):
+    """A served decode layer (one query token per batch row) whose plan serves the next steps too
+    (module docstring, "Plan reuse across decode steps"): each (batch row, KV head) is a sequence
+    of its own over one KV head, so the layout has no head stride (a DynamicCache's changes every
+    step); the step's metadata lives in persistent buffers (StepBuffers); the row count and the
+    key count are rounded up (row_capacity, key_capacity). None hands the call to SDPA."""
+    batch, q_heads, _, head_dim = query.shape
+    _, kv_heads, kv_len, _ = key.shape
+    device = query.device
+    row_stride = key.stride(2)
+    num_rows = (batch - 1) * rows_per_batch + (kv_heads - 1) * head_rows + kv_len
+    available = _storage_rows(key, row_stride)
+    if value is not key:
+        available = min(available, _storage_rows(value, row_stride))
+    # A view into a larger storage (a static cache) names the rows up to the storage's end, which
+    # stay the same from step to step; a cache that ends at its last row, a rounded-up count.
+    num_blocks = available if available > num_rows else row_capacity(num_rows)
+    capacity = key_capacity(kv_len)
+    metadata = decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, head_rows, num_rows,
+                               capacity, device)
+    if metadata is None:
+        _warn_once("mask", "wideattn: an attention mask other than causal with left padding or a cache tail; "
+                           "those calls run on SDPA")
+        return None
+    group = q_heads // kv_heads
+    q_rows = query.transpose(1, 2).reshape(batch * kv_heads, group, head_dim)
+    out = torch.empty((batch * kv_heads, group, head_dim), dtype=torch.bfloat16, device=device)
+    rows = [0, num_blocks, _ops.TOKEN_ROW_PAGE, 1, row_stride, row_stride, row_stride]
+    decode_reuse["per_head_calls"] += 1
+    try:
+        _ops._prefill_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, rows,
+                         rows, scaling, None, None, None, out, None, 1, capacity, 0, 0)
+    except errors.InvalidArgumentError:
+        if num_blocks == num_rows:
+            raise
+        # The rows past the cache's end that the rounded-up count names may hold an output (the
+        # library refuses the overlap): this call names the exact rows, with a one-shot launch.
+        decode_reuse["exact_retries"] += 1
+        rows[1] = num_rows
+        once = _ops._prefill_once if device.type == "cuda" else _ops._prefill_op
+        once(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, rows, rows,
+             scaling, None, None, None, out, None, 1, capacity, 0, 0)
+    out = out.view(batch, 1, q_heads, head_dim)
     if metadata.padded is not None:
         out = out.masked_fill(metadata.padded[:, :, None, None], 0)
     return out

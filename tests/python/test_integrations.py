@@ -472,6 +472,7 @@ def test_global_layers_of_a_step_share_one_metadata():
     # metadata tensors, built once, so the op's plan cache runs one plan for all of them; the next
     # step (a new mask tensor, or an in-place change) builds its own. Each layer's output is right.
     _setup()
+    hf._step["entry"] = hf._decode_step["entry"] = None
     q_len, kv_len, starts, ends = 1, 40, [3, 0, 7], [23, 40, 31]
     allowed = _allowed(starts, ends, q_len, kv_len)
     mask = allowed[:, None]
@@ -543,14 +544,14 @@ class MaskSource:
         self.recorder = _setup()
         self.saved = dict(hf._mask_source)
         hf._mask_source.update(sdpa_mask=_sdpa_mask, causal=_causal)
-        hf._step["entry"] = None
+        hf._step["entry"] = hf._decode_step["entry"] = None
         self.reads, self.verified = dict(hf.mask_reads), hf.verifications["count"]
         return self
 
     def __exit__(self, *exc):
         hf._mask_source.update(self.saved)
         hf.set_mask_check(hf.MASK_CHECK_AUTO)
-        hf._step["entry"] = None
+        hf._step["entry"] = hf._decode_step["entry"] = None
 
     def counts(self):
         """(masks build_mask derived, build_mask verified, host verifications in all) since entry."""
@@ -696,6 +697,159 @@ def test_no_host_reads_on_the_step_path_of_known_masks():
                 setattr(torch.Tensor, name, function)
             ops._prefill_op = real_op
     assert reads == ["__bool__"], reads
+
+
+class OpRecorder:
+    """Wraps the op: records each call's plan key (ops.plan_key with device 0 and stream 0, as the
+    CUDA implementation would build it) and its layout, then runs it (or `op`, when given)."""
+
+    def __init__(self, op=None):
+        self.keys, self.layouts = [], []
+        self.op = ops._prefill_op
+        self.run = op or self.op
+
+    def __call__(self, *args):
+        q, k, v, cu, lens, table, k_layout, v_layout, scale, qs, ks, vs, out, lse, mq, mk, splits, flags = args
+        self.keys.append(ops.plan_key(0, 0, q, k, cu, lens, table, k_layout, v_layout, scale, qs, ks, vs, out, lse,
+                                      mq, mk, splits, flags))
+        self.layouts.append(list(k_layout))
+        return self.run(*args)
+
+    def __enter__(self):
+        ops._prefill_op = self
+        return self
+
+    def __exit__(self, *exc):
+        ops._prefill_op = self.op
+
+
+def _grown(key, value, new):
+    """A DynamicCache layer's update: torch.cat of the new K/V rows (new exact storage)."""
+    return torch.cat([key, new[0]], dim=-2), torch.cat([value, new[1]], dim=-2)
+
+
+def test_capacities_round_up_coarsely():
+    # key_capacity: >= the keys, a power of two up to 4096, a multiple of 4096 above; at most 2x
+    # the keys below 8192 and 1.5x above. row_capacity: >= the rows, at most 1/8 (or 255) more.
+    for keys in list(range(1, 300)) + [511, 512, 513, 4095, 4096, 4097, 8191, 8192, 8193, 12289, 32768, 40000]:
+        capacity = hf.key_capacity(keys)
+        assert capacity >= keys and capacity % ops.TOKEN_ROW_PAGE == 0, (keys, capacity)
+        assert capacity <= max(16, 2 * keys) and (keys < 8192 or capacity <= 1.5 * keys), (keys, capacity)
+        assert hf.key_capacity(capacity) == capacity
+    assert [hf.key_capacity(k) for k in (8193, 9000, 12288, 12289)] == [12288, 12288, 12288, 16384]
+    for rows in list(range(1, 3000, 7)) + [32772, 32768 * 3 + 5, 1 << 20]:
+        capacity = hf.row_capacity(rows)
+        assert rows <= capacity < rows + max(256, rows // 8 + 1), (rows, capacity)
+    # A decode step of 8192 + n keys at one row per step keeps both for a thousand steps.
+    assert len({(hf.key_capacity(8193 + n), hf.row_capacity(4 * (8193 + n))) for n in range(1000)}) == 1
+
+
+def test_decode_steps_of_a_growing_cache_share_one_plan_key():
+    # DynamicCache decode: K/V [B, Hkv, S, D] made anew by torch.cat at every step (so their head
+    # stride S * D changes too). The decode path gives every step of a capacity bucket the same
+    # plan key (metadata pointers, layout, hints), the outputs stay right, and the step's
+    # metadata is built once per step, not per layer.
+    _setup()
+    hf._step["entry"] = hf._decode_step["entry"] = None
+    generator = torch.Generator().manual_seed(31)
+    batch, layers = 2, 2
+    caches = [tuple(torch.randn((batch, KV_HEADS, 70, HEAD_DIM), generator=generator).bfloat16() for _ in range(2))
+              for _ in range(layers)]
+    builds, calls = hf.step_builds["count"], hf.decode_reuse["per_head_calls"]
+    retries = hf.decode_reuse["exact_retries"]
+    with OpRecorder() as recorder:
+        for step in range(12):
+            for layer in range(layers):
+                new = [torch.randn((batch, KV_HEADS, 1, HEAD_DIM), generator=generator).bfloat16() for _ in range(2)]
+                key, value = caches[layer] = _grown(*caches[layer], new)
+                query = torch.randn((batch, 1, Q_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
+                out, _ = hf.attention_forward(Module(), query, key, value, None, scaling=SCALE)
+                kv_len = key.shape[2]
+                allowed = _allowed([0] * batch, [kv_len] * batch, 1, kv_len)
+                assert_close_bf16(out, dense_attention(query, key, value, allowed, SCALE), f"step {step} layer {layer}")
+    assert hf.step_builds["count"] == builds + 12, hf.step_builds
+    assert hf.decode_reuse["per_head_calls"] == calls + 12 * layers
+    # One sequence pair per (batch row, KV head), one KV head, no head stride; rows rounded up
+    # (the reference's validation refuses an output that happens to lie in the rows past a cache's
+    # end, as the library does: those calls ran again with the exact rows).
+    rounded = hf.row_capacity(batch * KV_HEADS * 81)
+    first = [key for key, layout in zip(recorder.keys, recorder.layouts) if layout[1] == rounded]
+    assert len(first) == 12 * layers and len(set(first)) == 1, set(first)
+    assert len(recorder.keys) - len(first) == hf.decode_reuse["exact_retries"] - retries
+    assert recorder.layouts[0][1:] == [rounded, ops.TOKEN_ROW_PAGE, 1] + [HEAD_DIM] * 3, recorder.layouts[0]
+
+
+def test_decode_over_a_static_view_names_the_storage_rows():
+    # K/V views into a larger buffer (a static cache's, or a preallocated one): the layout names the
+    # rows up to the end of the storage (the same at every step), so growing key counts within a
+    # capacity bucket share the plan key; masks with left padding take the device path.
+    _setup()
+    hf._step["entry"] = hf._decode_step["entry"] = None
+    generator = torch.Generator().manual_seed(32)
+    batch, total = 3, 64
+    buffer = torch.randn((2, batch, KV_HEADS, total, HEAD_DIM), generator=generator).bfloat16()
+    starts = [3, 0, 7]
+    with OpRecorder() as recorder:
+        for kv_len in range(40, 48):
+            key, value = buffer[0, :, :, :kv_len], buffer[1, :, :, :kv_len]
+            allowed = _allowed(starts, [kv_len] * batch, 1, kv_len)
+            for mask in (None, allowed[:, None]):
+                query = torch.randn((batch, 1, Q_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
+                out, _ = hf.attention_forward(Module(), query, key, value, mask, scaling=SCALE)
+                expected_allowed = allowed if mask is not None else _allowed([0] * batch, [kv_len] * batch, 1, kv_len)
+                _check_rows(out, dense_attention(query, key, value, expected_allowed, SCALE), expected_allowed,
+                            f"S={kv_len} mask={mask is not None}")
+    assert len(set(recorder.keys)) == 1, set(recorder.keys)
+    # V's storage ends first: the rows from V's base to the end of the buffer.
+    assert recorder.layouts[0][1] == batch * KV_HEADS * total, recorder.layouts[0]
+
+
+def test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused():
+    # The rounded-up row count names rows past a DynamicCache tensor's end; where an output lies
+    # there the library refuses the call, and the layer runs again with the exact rows.
+    _setup()
+    hf._step["entry"] = hf._decode_step["entry"] = None
+    query, key, value = _qkv(1, 1, 37, 41)
+    exact = KV_HEADS * 37
+
+    def refusing(*args):
+        if args[6][1] != exact:
+            raise wideattn.InvalidArgumentError("wideattn_plan_run", "o overlaps k_cache (stand-in)")
+        return recorder.op(*args)
+
+    retries = hf.decode_reuse["exact_retries"]
+    with OpRecorder(refusing) as recorder:
+        out, _ = hf.attention_forward(Module(), query, key, value, None, scaling=SCALE)
+    assert hf.decode_reuse["exact_retries"] == retries + 1
+    assert [layout[1] for layout in recorder.layouts] == [hf.row_capacity(exact), exact], recorder.layouts
+    allowed = _allowed([0], [37], 1, 37)
+    assert_close_bf16(out, dense_attention(query, key, value, allowed, SCALE), "exact retry")
+
+
+def test_debug_mode_and_tracing_keep_the_per_call_path():
+    # Debug mode (every call checked, nothing shared) and torch.compile / CUDA-graph capture (no
+    # state kept across calls) run the earlier form: the exact layout with its KV heads, metadata
+    # built for the call.
+    _setup()
+    query, key, value = _qkv(2, 1, 30, 42)
+    allowed = _allowed([0, 0], [30, 30], 1, 30)
+    tracing = hf._capturing_or_compiling
+    for mode in ("debug", "tracing"):
+        was = wideattn.set_debug(mode == "debug")
+        if mode == "tracing":
+            hf._capturing_or_compiling = lambda device: True
+        try:
+            builds = hf.step_builds["count"]
+            with OpRecorder() as recorder:
+                for _ in range(2):
+                    out, _ = hf.attention_forward(Module(), query, key, value, None, scaling=SCALE)
+                    assert_close_bf16(out, dense_attention(query, key, value, allowed, SCALE), mode)
+        finally:
+            wideattn.set_debug(was)
+            hf._capturing_or_compiling = tracing
+        assert [layout[1:4] for layout in recorder.layouts] == [[30 * KV_HEADS + 30, ops.TOKEN_ROW_PAGE, KV_HEADS]] * 2, \
+            (mode, recorder.layouts)
+        assert hf.step_builds["count"] == builds + 2, mode
 
 
 if __name__ == "__main__":

@@ -28,8 +28,16 @@ and, where transformers is importable, the transformers integration on the same 
   hf layer                    wideattn.transformers.attention_forward of a served layer whose
                               step metadata is shared (the step's layers after the first; no mask)
   hf decode step / layer      decode shapes: whole steps of LAYERS served layers, the key count
-                              growing by one per step as in generation (the step's metadata built
-                              and, at a new key count, a plan made at its first layer), per layer
+                              growing by one per step as in generation, K/V views into larger
+                              buffers (a static cache's form), per layer: the step's metadata is
+                              written once per step into persistent buffers and the plan is made
+                              again only when the key count passes its capacity bucket
+                              (wideattn.transformers.key_capacity), so "N plans made" should read
+                              1-2 for a run whose steps stay within one or two buckets
+  hf decode step, new K/V     the same with new exact K/V tensors [B, 4, S, 512] at every step and
+                              layer (torch.empty: what a DynamicCache's torch.cat gives, its
+                              allocation included in the time): the head stride changes every
+                              step, the plan is reused all the same (1-2 plans made)
   hf step, 4-D mask (MODE)    decode shapes: steps whose causal mask [B, 1, 1, S] transformers'
                               create_causal_mask would build (wideattn.transformers.build_mask,
                               no padding), then LAYERS served layers, per layer: MODE "auto"
@@ -196,6 +204,15 @@ def hf_entry_points(torch, t, steps):
                 hf.attention_forward(module, query, c[0][:, :, :kv_len], c[1][:, :, :kv_len], None, scaling=1.0)
 
         points[f"hf decode step / layer ({layers} layers)"] = (decode_step, layers)
+
+        def decode_step_new_kv(i):
+            kv_len = keys + i % (spare + 1)
+            for _ in range(layers):
+                key = torch.empty((batch, KV_HEADS, kv_len, HEAD_DIM), dtype=torch.bfloat16, device="cuda")
+                value = torch.empty((batch, KV_HEADS, kv_len, HEAD_DIM), dtype=torch.bfloat16, device="cuda")
+                hf.attention_forward(module, query, key, value, None, scaling=1.0)
+
+        points[f"hf decode step, new K/V / layer ({layers} layers)"] = (decode_step_new_kv, layers)
 
         padding = torch.ones((batch, keys), dtype=torch.bool, device="cuda")
         padding[0, :3] = False                   # batch row 0 left-padded by 3 tokens
