@@ -35,8 +35,9 @@ once, the varlen tensors built once), so the op's plan cache (ops.PlanCache) run
 at the step's first global layer, for all of them; a continuous-batching step shares its metadata
 the same way (paged_step_metadata).
 
-Plan reuse across decode steps. A decode step (one query token per batch row, outside debug mode,
-torch.compile and CUDA-graph capture) keeps the op's plan key of the step before, so the plan cache
+Plan reuse across decode steps (opt-in: set_decode_reuse(True) or $WIDEATTN_DECODE_REUSE=1; off
+by default until measured on a GPU). A decode step (one query token per batch row, outside debug
+mode, torch.compile and CUDA-graph capture) keeps the op's plan key of the step before, so the plan cache
 makes a plan only when a capacity is passed (a new plan per step cost ~50 us per layer before):
   - each (batch row, KV head) is a sequence pair of its own over one KV head (_decode_forward):
     query rows [B * Hkv, group, D], K/V as token-row pages with no head stride, since a
@@ -93,6 +94,7 @@ it), the metadata is built with device ops, and the op launches without reading 
 
 import logging
 import math
+import os
 import threading
 
 import torch
@@ -163,6 +165,25 @@ def set_mask_check(mode):
         raise ValueError(f"wideattn.transformers.set_mask_check: mode={mode!r}; expected one of {MASK_CHECKS}")
     previous = _mask_check["mode"]
     _mask_check["mode"] = mode
+    return previous
+
+
+# Plan reuse across decode steps (module docstring, "Plan reuse across decode steps"): off by
+# default. It states a DynamicCache's K/V with up to 1/8 more rows than the tensor has (rows the
+# block table never names, so never read), which the library's extent and overlap checks then
+# treat as cache; until GPU runs have measured its gain and how often the exact retry happens, it
+# is an opt-in (set_decode_reuse(True) or $WIDEATTN_DECODE_REUSE=1).
+ENV_DECODE_REUSE = "WIDEATTN_DECODE_REUSE"
+_decode_reuse = {"on": os.environ.get(ENV_DECODE_REUSE, "") == "1"}
+
+
+def set_decode_reuse(on):
+    """Turns plan reuse across decode steps on or off (`on`: bool; default off, or on with
+    $WIDEATTN_DECODE_REUSE=1); returns the previous setting."""
+    if not isinstance(on, bool):
+        raise TypeError(f"wideattn.transformers.set_decode_reuse: on={on!r}; expected a bool")
+    previous = _decode_reuse["on"]
+    _decode_reuse["on"] = on
     return previous
 
 
@@ -650,7 +671,8 @@ def _dense_forward(query, key, value, attention_mask, scaling):
         k_stride = v_stride = key.stride()
     row_stride, head_stride = k_stride[2], k_stride[1]
     rows_per_batch = k_stride[0] // row_stride
-    if q_len == 1 and verify and not _debug["on"] and head_stride % row_stride == 0 and kv_len:
+    if (_decode_reuse["on"] and q_len == 1 and verify and not _debug["on"] and head_stride % row_stride == 0
+            and kv_len):
         return _decode_forward(query, key, value, attention_mask, scaling, rows_per_batch, head_stride // row_stride)
     metadata = step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, device, verify)
     if metadata is None:

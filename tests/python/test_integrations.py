@@ -9,6 +9,7 @@ usage: python3 test_integrations.py   (PYTHONPATH = build/python, WIDEATTN_BUNDL
 """
 
 import importlib.abc
+import os
 import sys
 
 import harness
@@ -744,7 +745,7 @@ def test_capacities_round_up_coarsely():
     assert len({(hf.key_capacity(8193 + n), hf.row_capacity(4 * (8193 + n))) for n in range(1000)}) == 1
 
 
-def test_decode_steps_of_a_growing_cache_share_one_plan_key():
+def _test_decode_steps_of_a_growing_cache_share_one_plan_key():
     # DynamicCache decode: K/V [B, Hkv, S, D] made anew by torch.cat at every step (so their head
     # stride S * D changes too). The decode path gives every step of a capacity bucket the same
     # plan key (metadata pointers, layout, hints), the outputs stay right, and the step's
@@ -779,7 +780,14 @@ def test_decode_steps_of_a_growing_cache_share_one_plan_key():
     assert recorder.layouts[0][1:] == [rounded, ops.TOKEN_ROW_PAGE, 1] + [HEAD_DIM] * 3, recorder.layouts[0]
 
 
-def test_decode_over_a_static_view_names_the_storage_rows():
+def test_decode_steps_of_a_growing_cache_share_one_plan_key():
+    previous = hf.set_decode_reuse(True)  # the opt-in these rules belong to
+    try:
+        _test_decode_steps_of_a_growing_cache_share_one_plan_key()
+    finally:
+        hf.set_decode_reuse(previous)
+
+def _test_decode_over_a_static_view_names_the_storage_rows():
     # K/V views into a larger buffer (a static cache's, or a preallocated one): the layout names the
     # rows up to the end of the storage (the same at every step), so growing key counts within a
     # capacity bucket share the plan key; masks with left padding take the device path.
@@ -804,7 +812,14 @@ def test_decode_over_a_static_view_names_the_storage_rows():
     assert recorder.layouts[0][1] == batch * KV_HEADS * total, recorder.layouts[0]
 
 
-def test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused():
+def test_decode_over_a_static_view_names_the_storage_rows():
+    previous = hf.set_decode_reuse(True)  # the opt-in these rules belong to
+    try:
+        _test_decode_over_a_static_view_names_the_storage_rows()
+    finally:
+        hf.set_decode_reuse(previous)
+
+def _test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused():
     # The rounded-up row count names rows past a DynamicCache tensor's end; where an output lies
     # there the library refuses the call, and the layer runs again with the exact rows.
     _setup()
@@ -826,7 +841,14 @@ def test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused():
     assert_close_bf16(out, dense_attention(query, key, value, allowed, SCALE), "exact retry")
 
 
-def test_debug_mode_and_tracing_keep_the_per_call_path():
+def test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused():
+    previous = hf.set_decode_reuse(True)  # the opt-in these rules belong to
+    try:
+        _test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused()
+    finally:
+        hf.set_decode_reuse(previous)
+
+def _test_debug_mode_and_tracing_keep_the_per_call_path():
     # Debug mode (every call checked, nothing shared) and torch.compile / CUDA-graph capture (no
     # state kept across calls) run the earlier form: the exact layout with its KV heads, metadata
     # built for the call.
@@ -850,6 +872,30 @@ def test_debug_mode_and_tracing_keep_the_per_call_path():
         assert [layout[1:4] for layout in recorder.layouts] == [[30 * KV_HEADS + 30, ops.TOKEN_ROW_PAGE, KV_HEADS]] * 2, \
             (mode, recorder.layouts)
         assert hf.step_builds["count"] == builds + 2, mode
+
+
+def test_debug_mode_and_tracing_keep_the_per_call_path():
+    previous = hf.set_decode_reuse(True)  # the opt-in these rules belong to
+    try:
+        _test_debug_mode_and_tracing_keep_the_per_call_path()
+    finally:
+        hf.set_decode_reuse(previous)
+
+def test_decode_reuse_is_off_by_default_and_named_when_set_wrongly():
+    # Without the opt-in a decode step runs the per-call form (the exact layout with its KV heads).
+    _setup()
+    assert hf.set_decode_reuse(False) is (os.environ.get(hf.ENV_DECODE_REUSE, "") == "1")
+    query, key, value = _qkv(2, 1, 30, 43)
+    calls = hf.decode_reuse["per_head_calls"]
+    out, _ = hf.attention_forward(Module(), query, key, value, None, scaling=SCALE)
+    assert_close_bf16(out, dense_attention(query, key, value, _allowed([0, 0], [30, 30], 1, 30), SCALE), "off")
+    assert hf.decode_reuse["per_head_calls"] == calls
+    try:
+        hf.set_decode_reuse(1)
+    except TypeError as e:
+        assert "set_decode_reuse: on=1; expected a bool" in str(e), e
+    else:
+        raise AssertionError("set_decode_reuse(1) was accepted")
 
 
 if __name__ == "__main__":
