@@ -131,6 +131,7 @@ TEST_CASE("bench report: the JSON keeps the existing fields and adds the decode 
     const std::string text = out.str();
     REQUIRE_MESSAGE(parse_json(text, &doc, &err), (err + "\n" + text));
     CHECK(doc.find("suite")->string == "decode");
+    CHECK(doc.find("timing")->string == "call");  // RunInfo's default: each call between its events
     CHECK(doc.find("gpu")->string == "GPU \"x\"");
     CHECK(doc.find("copy_bandwidth_gbps_before")->number == 4000);
     CHECK(doc.find("copy_bandwidth_gbps_after")->number == 2000);
@@ -189,11 +190,13 @@ TEST_CASE("bench report: --pdl variants pair within their setting and carry it i
     CHECK(ratios[0].mixed_ms == doctest::Approx(3.0));
     CHECK(ratios[1].mixed_ms == doctest::Approx(6.0));
     std::ostringstream out;
-    write_report_json(out, RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "decode", 20, 3}, RunRates{}, records);
+    write_report_json(out, RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "decode", 20, 3, "queued"}, RunRates{},
+                      records);
     JsonValue doc;
     std::string err;
     const std::string text = out.str();
     REQUIRE_MESSAGE(parse_json(text, &doc, &err), (err + "\n" + text));
+    CHECK(doc.find("timing")->string == "queued");
     const JsonValue& cases = *doc.find("cases");
     REQUIRE(cases.array.size() == records.size());
     CHECK(cases.array[0].find("pdl")->string == "on");

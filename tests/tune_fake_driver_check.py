@@ -4,7 +4,8 @@ nothing; events time the host) and checks what does not depend on the times: tun
 single_token kernel only on decode_single cases (every class of the tuning file names its
 candidates), bench --kernels skips it on the other cases with a note, a bench with the tuning
 file in force runs the file's choice per class, and tools/bench/check_tuning.py (with a
-tolerance no time can exceed) passes every case with --require-choice.
+tolerance no time can exceed) passes every case with --require-choice; and bench --timing queued
+runs with its spin probe ahead of each call, saying so in its output and JSON.
 usage: tune_fake_driver_check.py WIDEATTN_CLI CHECK_TUNING_PY BUNDLE_DIR FAKE_LIBCUDA
 """
 import json
@@ -40,6 +41,14 @@ def main():
         print("tune_fake_driver: the bundle has no single_token kernel (no sm_90a build): skipped")
         return EXIT_SKIP
     with tempfile.TemporaryDirectory() as tmp:
+        # bench --timing queued: the spin probe ahead of each timed call, named in the output and JSON.
+        queued = os.path.join(tmp, "queued.json")
+        r = run([cli, "bench", "--timing", "queued", "--cases", "decode_64_ctx_4k", "--reps", "2", "--warmup", "1",
+                 "--json", queued])
+        expect(r.returncode == 0 and "timing: each call queued behind a 300 us wait on the GPU" in r.stdout,
+               f"bench --timing queued: exit {r.returncode}: {r.stdout}{r.stderr}")
+        if r.returncode == 0:
+            expect(json.load(open(queued)).get("timing") == "queued", "bench --timing queued: JSON timing")
         tuning = os.path.join(tmp, "tuning.json")
         r = run([cli, "tune", *quick, "--out", tuning])
         expect(r.returncode == 0, f"tune: exit {r.returncode}: {r.stdout}{r.stderr}")

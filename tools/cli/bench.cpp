@@ -66,6 +66,13 @@ constexpr const char* kPdlOff = "off";
 constexpr const char* kPdlBoth = "both";
 constexpr const char* kPdlEnvOn = "1";   // WIDEATTN_PDL values (dispatch/dependent_launch.h)
 constexpr const char* kPdlEnvOff = "0";
+// --timing: each timed call between its two events on an idle GPU (call: the host's enqueue of
+// the call lies inside the pair), or queued behind a spin on the GPU long enough for the host to
+// enqueue the call and its events first (queued: the GPU time of the call's kernels, as a
+// captured graph or an engine running ahead of the GPU sees it).
+constexpr const char* kTimingCall = "call";
+constexpr const char* kTimingQueued = "queued";
+constexpr uint64_t kQueueAheadNs = 300000;  // 300 us of spin: far above a call's host time (~10 us)
 
 // A throughput probe cubin built in kProbeSubdir beside the CLI (sources in tools/bench/).
 struct PeakProbe {
@@ -300,7 +307,7 @@ void print_help() {
         "usage: wideattn bench [--bundle DIR] [--device N] [--suite prefill|decode] [--cases A,B,...]\n"
         "                      [--reps N] [--warmup N] [--reference] [--kv-dtype bf16|e4m3]\n"
         "                      [--q-dtype bf16|e4m3] [--json FILE] [--kernel NAME | --kernels A,B,...]\n"
-        "                      [--pdl on|off|both] [--commit SHA] [--list]\n\n"
+        "                      [--pdl on|off|both] [--timing call|queued] [--commit SHA] [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
@@ -352,8 +359,9 @@ void print_help() {
         "                 decode cases kv_bytes, kv_gbps, pct_copy_bw_before, pct_copy_bw_after,\n"
         "                 pct_read_bw_before, pct_read_bw_after (fp8_bf16_time_ratio on e4m3 K/V\n"
         "                 entries of --suite decode), for prefill cases on sm_90 pct_fp8_wgmma_rate\n"
-        "                 (e4m3 K/V) or pct_wgmma_rate (bf16 Hopper tier); the header has suite and,\n"
-        "                 when measured, copy_bytes, copy_bandwidth_gbps_before/_after, read_bytes,\n"
+        "                 (e4m3 K/V) or pct_wgmma_rate (bf16 Hopper tier); the header has suite,\n"
+        "                 timing and, when measured, copy_bytes, copy_bandwidth_gbps_before/_after,\n"
+        "                 read_bytes,\n"
         "                 read_bandwidth_gbps_before/_after, wgmma_e4m3_rate_tflops_before/_after,\n"
         "                 wgmma_bf16_rate_tflops_before/_after; mixed_batch_ratios when the mixed\n"
         "                 batch and its parts ran\n"
@@ -362,6 +370,11 @@ void print_help() {
         "                 one of each and time every case and variant on each in turn, in this one process\n"
         "                 (rows 'CASE pdl=on' and 'CASE pdl=off', JSON field pdl); default: the\n"
         "                 environment's WIDEATTN_PDL\n"
+        "  --timing MODE  call (default): each timed call between two CUDA events on an idle GPU,\n"
+        "                 so the host's enqueue of the call (validation, plan, launches) is inside\n"
+        "                 the pair; queued: each call queued behind a 300 us spin on the GPU\n"
+        "                 (tools/bench/spin_wait.cu), so the events time the call's kernels back to\n"
+        "                 back, as a captured graph runs them (JSON field timing)\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit (decode-suite cases marked '(decode)')\n",
         static_cast<int>(kCopyProbeBytes >> 20), kCopyProbeReps, static_cast<int>(kReadProbeBytes >> 20),
@@ -373,6 +386,7 @@ struct BenchOptions {
     std::string bundle_flag, json_path, commit, cases_flag, kernel_flag, kernels_flag;
     std::string suite = kSuitePrefill;
     std::string pdl;  // --pdl: kPdlOn, kPdlOff, kPdlBoth; "" = the environment's WIDEATTN_PDL
+    std::string timing = kTimingCall;  // --timing: kTimingCall or kTimingQueued
     bool reference = false;
     bool cases_given = false;  // --cases was on the command line (even as an empty list)
     bool e4m3_kv = false, e4m3_q = false;
@@ -413,6 +427,13 @@ bool value_option(ArgReader& args, BenchOptions* o) {
             return false;
         }
         o->pdl = text;
+    } else if (option == "--timing") {
+        if (text != kTimingCall && text != kTimingQueued) {
+            std::fprintf(stderr, "wideattn bench: --timing='%s' is not %s or %s\n", text.c_str(), kTimingCall,
+                         kTimingQueued);
+            return false;
+        }
+        o->timing = text;
     } else if (option == "--kernels") {
         if (text.empty()) {
             std::fprintf(stderr, "wideattn bench: --kernels needs at least one kernel name\n");
@@ -437,7 +458,7 @@ bool value_option(ArgReader& args, BenchOptions* o) {
 
 bool takes_value(const ArgReader& args) {
     for (const char* option : {"--kv-dtype", "--q-dtype", "--suite", "--kernels", "--bundle", "--json", "--kernel",
-                               "--commit", "--cases", "--pdl"})
+                               "--commit", "--cases", "--pdl", "--timing"})
         if (args.is(option)) return true;
     return false;
 }
@@ -569,9 +590,23 @@ std::string plan_case(wideattn_context* ctx, const GpuDevice& gpu, const wideatt
     return {};
 }
 
+// The GPU-side wait of --timing queued (spin_wait.cu), loaded once per run; no function: call timing.
+struct QueueAhead {
+    ProbeModule spin;
+    // Queues the wait on the default stream (nothing without the probe).
+    std::string operator()() const {
+        if (!spin.function) return {};
+        uint64_t ns = kQueueAheadNs;
+        void* args[] = {&ns};
+        return spin.gpu->check(spin.gpu->driver().cuLaunchKernel(spin.function, 1, 1, 1, 1, 1, 1, 0, nullptr, args,
+                                                                  nullptr),
+                               "cuLaunchKernel(spin_wait)");
+    }
+};
+
 // Times case number `c` of the run with one variant into *r. Returns "" or the first error.
 std::string time_case(wideattn_context* ctx, const GpuDevice& gpu, const BenchOptions& o, const HostProblem& h,
-                      size_t c, const InputPools& pools, CaseRecord* r) {
+                      size_t c, const InputPools& pools, const QueueAhead& ahead, CaseRecord* r) {
     CaseBuffers b;
     std::string err = upload_case(gpu, h, c, r->variant, o.reference, pools, &b);
     wideattn_prefill_params p = case_params(h, b, r->variant, o.reference);
@@ -583,7 +618,7 @@ std::string time_case(wideattn_context* ctx, const GpuDevice& gpu, const BenchOp
                                 if (wideattn_prefill(ctx, &p, nullptr) != WIDEATTN_OK) return wideattn_last_error();
                                 return {};
                             },
-                            &r->t);
+                            &r->t, [&] { return ahead(); });
     return err;
 }
 
@@ -625,7 +660,8 @@ std::string side_by_side_skip(const wideattn_context* ctx, const BenchOptions& o
 // a variant side_by_side_skip leaves out). Returns the number of cases that failed.
 int run_suite(const BenchContexts& contexts, const GpuDevice& gpu, const BenchOptions& o,
               const std::vector<BenchCase>& selected, const std::vector<BenchVariant>& variants,
-              const InputPools& pools, const RunRates& rates, std::vector<CaseRecord>* records) {
+              const InputPools& pools, const QueueAhead& ahead, const RunRates& rates,
+              std::vector<CaseRecord>* records) {
     print_table_header();
     int failures = 0;
     for (size_t c = 0; c < selected.size(); ++c) {
@@ -639,7 +675,7 @@ int run_suite(const BenchContexts& contexts, const GpuDevice& gpu, const BenchOp
             }
             wideattn_set_prefill_kernel(ctx, variant.kernel.empty() ? nullptr : variant.kernel.c_str());
             CaseRecord r = new_record(bc, h, variant);
-            const std::string err = time_case(ctx, gpu, o, h, c, pools, &r);
+            const std::string err = time_case(ctx, gpu, o, h, c, pools, ahead, &r);
             if (!err.empty()) {
                 std::printf("%-24s error: %s\n", bc.name.c_str(), err.c_str());
                 ++failures;
@@ -659,7 +695,7 @@ bool write_json(const BenchOptions& o, const GpuDevice& gpu, const RunRates& rat
     const std::time_t now = std::time(nullptr);
     char date[32];
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    RunInfo info{date, gpu.name(), o.commit, o.suite, o.reps, o.warmup};
+    RunInfo info{date, gpu.name(), o.commit, o.suite, o.reps, o.warmup, o.timing};
     write_report_json(out, info, rates, records);
     if (!out) {
         std::fprintf(stderr, "wideattn bench: cannot write --json '%s'\n", o.json_path.c_str());
@@ -783,12 +819,23 @@ int bench_main(int argc, char** argv) {
         return 2;
     }
     const std::string probe_dir = executable_dir() + "/" + kProbeSubdir;  // <stem>.<arch>.cubin
+    QueueAhead ahead;
+    if (o.timing == kTimingQueued) {
+        const std::string err = ahead.spin.load(*gpu, probe_dir, "spin_wait", "wideattn_spin_wait");
+        if (!err.empty()) {
+            std::fprintf(stderr, "wideattn bench: --timing %s: %s\n", kTimingQueued, err.c_str());
+            close_contexts(contexts);
+            return 2;
+        }
+        std::printf("timing: each call queued behind a %.0f us wait on the GPU (the GPU time of its kernels)\n",
+                    kQueueAheadNs / 1e3);
+    }
     RunRates rates;
     std::string mma_error;
     measure_rates_before(*gpu, o, any_e4m3, any_decode, probe_dir, &rates, &mma_error);
     const InputPools pools = make_pools(any_e4m3);
     std::vector<CaseRecord> records;
-    int failures = run_suite(contexts, *gpu, o, selected, variants, pools, rates, &records);
+    int failures = run_suite(contexts, *gpu, o, selected, variants, pools, ahead, rates, &records);
     measure_rates_after(*gpu, probe_dir, mma_error.empty(), &rates);
     print_decode_summary(records, rates);
     if (!o.json_path.empty() && !write_json(o, *gpu, rates, records)) ++failures;

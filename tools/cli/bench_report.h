@@ -47,6 +47,7 @@ struct RunRates {
 struct RunInfo {
     std::string tool_date, gpu, commit, suite;
     long long reps = 0, warmup = 0;
+    std::string timing = "call";  // bench --timing: "call" or "queued"
 };
 
 double record_tflops(const CaseRecord& r);

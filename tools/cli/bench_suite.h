@@ -77,16 +77,22 @@ struct Timing {
 
 Timing summarize(std::vector<float> ms);
 
-// Times `launch` with CUDA events: warm-up, then `reps` individually timed runs.
-template <typename Launch>
-std::string time_launches(const GpuDevice& gpu, int warmup, int reps, Launch launch, Timing* out) {
+// Nothing queued ahead of a timed run (time_launches' default `ahead`).
+inline std::string nothing_ahead() { return {}; }
+
+// Times `launch` with CUDA events: warm-up, then `reps` individually timed runs, each after
+// `ahead` (queued on the stream before the start event: nothing, or bench --timing queued's wait).
+template <typename Launch, typename Ahead = std::string (*)()>
+std::string time_launches(const GpuDevice& gpu, int warmup, int reps, Launch launch, Timing* out,
+                          Ahead ahead = nothing_ahead) {
     const Driver& d = gpu.driver();
     CUevent start = nullptr, stop = nullptr;
     std::string err = gpu.check(d.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
     if (err.empty()) err = gpu.check(d.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
     std::vector<float> ms;
     for (int i = 0; err.empty() && i < warmup + reps; ++i) {
-        err = gpu.check(d.cuEventRecord(start, nullptr), "cuEventRecord");
+        err = ahead();
+        if (err.empty()) err = gpu.check(d.cuEventRecord(start, nullptr), "cuEventRecord");
         if (err.empty()) err = launch();
         if (err.empty()) err = gpu.check(d.cuEventRecord(stop, nullptr), "cuEventRecord");
         if (err.empty()) err = gpu.check(d.cuEventSynchronize(stop), "kernel execution");
