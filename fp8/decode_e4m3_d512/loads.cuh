@@ -28,8 +28,8 @@ __device__ __forceinline__ uint32_t swizzled(int32_t row, int32_t vec) {
     return static_cast<uint32_t>(row * kRowBytes + ((vec ^ (row % Traits::kSwizzleRows)) * Traits::kVecBytes));
 }
 
-__device__ __forceinline__ float bf16_low(uint32_t word) { return __uint_as_float(word << 16); }
-__device__ __forceinline__ float bf16_high(uint32_t word) { return __uint_as_float(word & 0xffff0000u); }
+using ptx::bf16_high;
+using ptx::bf16_low;
 
 // The largest finite |x| of eight bf16 (NaN and inf do not set the scale; they reach the scores
 // as they are).

@@ -27,8 +27,8 @@ constexpr uint32_t kFullWarpMask = 0xffffffffu;
 constexpr int32_t kWordsPerVec = 4;       // 32-bit words in a 16-byte vector
 constexpr int32_t kCodesPerWord = 4;     // e4m3 codes in a 32-bit word
 
-__device__ __forceinline__ float bf16_low(uint32_t word) { return __uint_as_float(word << 16); }
-__device__ __forceinline__ float bf16_high(uint32_t word) { return __uint_as_float(word & 0xffff0000u); }
+using ptx::bf16_high;
+using ptx::bf16_low;
 
 __device__ __forceinline__ float max_abs_bf16x8(const uint4& w) {
     const uint32_t words[kWordsPerVec] = {w.x, w.y, w.z, w.w};

@@ -98,8 +98,8 @@ __device__ __forceinline__ void issue_chunk(const wideattn_prefill_params& p, in
     static_assert(kPassesPerRun * Traits::kPageRunsPerTile == kPasses, "passes cover the tile");
 }
 
-__device__ __forceinline__ float bf16_low(uint32_t word) { return __uint_as_float(word << 16); }
-__device__ __forceinline__ float bf16_high(uint32_t word) { return __uint_as_float(word & 0xffff0000u); }
+using ptx::bf16_high;
+using ptx::bf16_low;
 
 // Eight bytes of global memory through the read-only path.
 __device__ __forceinline__ uint2 load_global_8(const void* pointer) {

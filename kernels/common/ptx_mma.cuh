@@ -1,7 +1,8 @@
 // ptx_mma.cuh - thin device wrappers over the PTX the mma tier is built from (and that the
 // Hopper tier reuses for its Q loads, barriers and shared-memory exchange): cp.async (16-byte,
 // zero-fill), ldmatrix (plain and transposed), mma.sync m16n8k16 BF16 and f16 and m16n8k32 e4m3 with
-// fp32 accumulation, named barriers, shared-memory float4 stores and loads, and bf16x2 packing.
+// fp32 accumulation, named barriers, shared-memory float4 stores and loads, and bf16x2 packing and
+// unpacking.
 // Valid on sm_80 and newer; the e4m3 mma on sm_89 and newer.
 #pragma once
 
@@ -92,6 +93,10 @@ __device__ __forceinline__ float4 load_shared_f32x4(uint32_t address) {
                  : "memory");
     return v;
 }
+
+// The low and the high bf16 of a 32-bit word, as floats (exact).
+__device__ __forceinline__ float bf16_low(uint32_t word) { return __uint_as_float(word << 16); }
+__device__ __forceinline__ float bf16_high(uint32_t word) { return __uint_as_float(word & 0xffff0000u); }
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
     const __nv_bfloat162 packed = __floats2bfloat162_rn(low, high);
