@@ -27,6 +27,8 @@ struct WgmmaE4m3PvD512Traits : WgmmaD512BlockTraits {
     static constexpr int32_t kElemBytes = 1;
     static constexpr int32_t kSlabDims = kSwizzleBytes / kElemBytes;
     static constexpr int32_t kSlabsPerGroup = kDimsPerGroup / kSlabDims;
+    static constexpr int32_t kCodeBytes = kElemBytes;  // the names BlockQuantizedQTraits reads
+    static constexpr int32_t kCodeVecsPerGroupRow = kHeadDim * kCodeBytes / kVecBytes / kWarpGroups;
     static constexpr int32_t kScoreK = 32;  // k of wgmma m64n32k32 e4m3
     static constexpr int32_t kQkSteps = kDimsPerGroup / kScoreK;
 
