@@ -14,6 +14,7 @@
 #include "kernels/common/block_geometry.cuh"
 #include "kernels/common/kv_tensor_map.h"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_tma.cuh"
 #include "kernels/common/tile_order.cuh"
 #include "kernels/common/wgmma_block.cuh"
 
@@ -58,6 +59,17 @@ __device__ __forceinline__ void e4m3pv_block(const wideattn_prefill_params& p, c
     wgmma_e4m3pv_mainloop<Traits>(p, geometry, at, map, streams, score_scale, o, state);
     write_block_output<Traits, kSplit>(p, o, state, first_token, work.tile.tile_len, at.row_tile, work.kv_head,
                                        at.group, at.lane);
+}
+
+// The body of an entry point: the tensor-map prefetch while the block sets up, then the block.
+template <class Traits, bool kQuantizeQ, bool kSplit>
+__device__ __forceinline__ void e4m3pv_entry(const wideattn_prefill_params& p, const KvTensorMaps& maps) {
+    extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
+    if (threadIdx.x == 0) {  // the first copies need the descriptors: fetch them while the block sets up
+        ptx::prefetch_tensor_map(&maps.k);
+        ptx::prefetch_tensor_map(&maps.v);
+    }
+    e4m3pv_block<Traits, kQuantizeQ, kSplit>(p, maps, smem);
 }
 
 }  // namespace wideattn::hopper::e4m3pv

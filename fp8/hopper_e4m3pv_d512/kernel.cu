@@ -11,29 +11,16 @@
 #include "fp8/hopper_e4m3pv_d512/block.cuh"
 #include "fp8/hopper_e4m3pv_d512/traits.h"
 #include "kernels/common/kv_tensor_map.h"
-#include "kernels/common/ptx_tma.cuh"
 
 // The two entries: unsplit, and split-KV (grid.z = key splits), each its own function.
-template <bool kSplit>
-__device__ __forceinline__ void wgmma_e4m3pv_entry(const wideattn_prefill_params& p,
-                                                   const wideattn::KvTensorMaps& maps) {
-    using Traits = wideattn::WgmmaE4m3PvD512Traits;
-    extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
-    if (threadIdx.x == 0) {  // the first copies need the descriptors: fetch them while the block sets up
-        wideattn::ptx::prefetch_tensor_map(&maps.k);
-        wideattn::ptx::prefetch_tensor_map(&maps.v);
-    }
-    wideattn::hopper::e4m3pv::e4m3pv_block<Traits, false, kSplit>(p, maps, smem);
-}
-
 extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3PvD512Traits::kThreads, 1)
 wideattn_wgmma_e4m3pv_d512(const __grid_constant__ wideattn_prefill_params p,
                            const __grid_constant__ wideattn::KvTensorMaps maps) {
-    wgmma_e4m3pv_entry<false>(p, maps);
+    wideattn::hopper::e4m3pv::e4m3pv_entry<wideattn::WgmmaE4m3PvD512Traits, false, false>(p, maps);
 }
 
 extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3PvD512Traits::kThreads, 1)
 wideattn_wgmma_e4m3pv_d512_split(const __grid_constant__ wideattn_prefill_params p,
                                  const __grid_constant__ wideattn::KvTensorMaps maps) {
-    wgmma_e4m3pv_entry<true>(p, maps);
+    wideattn::hopper::e4m3pv::e4m3pv_entry<wideattn::WgmmaE4m3PvD512Traits, false, true>(p, maps);
 }
