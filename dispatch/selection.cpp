@@ -106,7 +106,7 @@ bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int3
         }
         return false;
     }
-    if (!pinned && k.has_feature(kFeatureSingleToken) && p.total_q > p.num_seqs) {
+    if (!pinned && k.has_feature(kFeatureSingleToken) && !single_token_call(p.total_q, p.num_seqs)) {
         if (why) {
             std::ostringstream miss;
             miss << k.name << " runs on its own only for one query token per sequence (decode), not total_q="

@@ -71,6 +71,10 @@ constexpr const char* kKindAmaxE4m3 = "amax_e4m3";
 // total_q <= num_seqs; pinned by name it serves every call.
 constexpr char kFeatureSingleToken[] = "single_token";
 
+// Whether a call of total_q query tokens over num_seqs sequences has at most one token per
+// sequence: the calls a single_token kernel serves on its own, the tuning class decode_single.
+WIDEATTN_HOST_DEVICE constexpr bool single_token_call(int64_t total_q, int64_t num_seqs) { return total_q <= num_seqs; }
+
 // Launch geometry shared by every prefill kernel and the dispatcher.
 //   grid.x = token tiles: enough for every sequence's ceil(q_len / tile_tokens) tiles;
 //            blocks past the last tile exit at once.

@@ -21,6 +21,7 @@
 #include "dispatch/bundle_files.h"
 #include "dispatch/dependent_launch.h"
 #include "fp8/codec/e4m3.h"
+#include "kernels/common/kernel_desc.h"
 #include "tools/bench/probe_shapes.h"
 #include "tools/cli/bench_report.h"
 #include "tools/cli/bench_suite.h"
@@ -651,7 +652,8 @@ struct BenchContexts {
 std::string side_by_side_skip(const wideattn_context* ctx, const BenchOptions& o, const HostProblem& h,
                               const BenchVariant& variant) {
     const auto num_seqs = static_cast<int32_t>(h.spec.q_lens.size());
-    if (o.kernels_flag.empty() || h.total_q <= num_seqs || !kernel_is_single_token(ctx, variant.kernel)) return {};
+    if (o.kernels_flag.empty() || single_token_call(h.total_q, num_seqs) || !kernel_is_single_token(ctx, variant.kernel))
+        return {};
     return variant.kernel + " skipped: a single_token kernel, timed only where total_q <= num_seqs (here " +
            std::to_string(h.total_q) + " over " + std::to_string(num_seqs) + ")";
 }

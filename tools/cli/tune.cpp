@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "dispatch/tuning.h"
+#include "kernels/common/kernel_desc.h"
 #include "tools/cli/bench_suite.h"
 #include "tools/cli/cli_common.h"
 #include "tools/cli/subcommands.h"
@@ -133,7 +134,7 @@ std::vector<std::string> candidates(wideattn_context* ctx, const GpuDevice& gpu,
                                     const wideattn_prefill_params& p) {
     std::vector<std::string> out;
     for (const std::string& name : combo.kernels) {
-        if (p.total_q > p.num_seqs && kernel_is_single_token(ctx, name)) continue;
+        if (!single_token_call(p.total_q, p.num_seqs) && kernel_is_single_token(ctx, name)) continue;
         int32_t index = -1;
         if (wideattn_set_prefill_kernel(ctx, name.c_str()) == WIDEATTN_OK &&
             wideattn_is_supported(ctx, &p, gpu.cc_major(), gpu.cc_minor(), &index) == WIDEATTN_OK)
