@@ -4,8 +4,8 @@
   (README "The `wideattn` CLI", docs/accuracy.md section 3) and every option of its --help a row
   in an option table there; every option a section names exists.
 - Environment: every variable read by dispatch/, accuracy/, tools/ and python/ (getenv,
-  os.environ, shell expansions) has a row in README's "Environment variables" table, and every
-  row names a variable that is read.
+  os.environ, library.switch_from_env, shell expansions) has a row in README's "Environment
+  variables" table, and every row names a variable that is read.
 - C API: every function, struct field and constant of include/wideattn.h is in docs/design.md
   "The C API at a glance", every function has a comment in the header, and the version of the
   header, meson.build, the manifest, README and docs/design.md agree.
@@ -200,6 +200,8 @@ def environment_reads():
         names |= set(re.findall(r"os\.(?:environ(?:\.get)?|getenv)[\[(]\s*\"([A-Z_][A-Z0-9_]*)\"", text))
         names |= {constants.get(c, c)
                   for c in re.findall(r"os\.(?:environ(?:\.get)?|getenv)[\[(]\s*([A-Z_]\w*)\b", text)}
+        # python/wideattn's on/off variables go through library.switch_from_env(NAME, ...).
+        names |= {constants.get(c, c) for c in re.findall(r"switch_from_env\(\s*(ENV_\w+)\s*,", text)}
         if path.endswith(".sh"):
             names |= shell_reads(text)
         for name in names:

@@ -408,11 +408,17 @@ class Plan:
             self.close()
 
 
-def _debug_from_env():
-    value = os.environ.get(ENV_DEBUG, "")
+def switch_from_env(name, meaning):
+    """An on/off environment variable `name`: "1" on, "0" or unset off; any other value raises
+    InvalidArgumentError naming the variable and what 1 means (`meaning`)."""
+    value = os.environ.get(name, "")
     if value not in ("", "0", "1"):
-        raise errors.invalid_argument("wideattn", f"${ENV_DEBUG}={value!r}: use 1 (debug mode) or 0 / unset (off)")
+        raise errors.invalid_argument("wideattn", f"${name}={value!r}: use 1 ({meaning}) or 0 / unset (off)")
     return value == "1"
+
+
+def _debug_from_env():
+    return switch_from_env(ENV_DEBUG, "debug mode")
 
 
 _debug = {"on": _debug_from_env()}

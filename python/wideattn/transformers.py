@@ -94,7 +94,6 @@ it), the metadata is built with device ops, and the op launches without reading 
 
 import logging
 import math
-import os
 import threading
 
 import torch
@@ -102,7 +101,7 @@ import torch
 from . import attention as _attention
 from . import errors
 from . import ops as _ops
-from .library import _debug, default_context
+from .library import _debug, default_context, switch_from_env
 
 NAME = "wideattn"
 PAGED_PREFIX = "paged|"
@@ -174,7 +173,7 @@ def set_mask_check(mode):
 # treat as cache; until GPU runs have measured its gain and how often the exact retry happens, it
 # is an opt-in (set_decode_reuse(True) or $WIDEATTN_DECODE_REUSE=1).
 ENV_DECODE_REUSE = "WIDEATTN_DECODE_REUSE"
-_decode_reuse = {"on": os.environ.get(ENV_DECODE_REUSE, "") == "1"}
+_decode_reuse = {"on": switch_from_env(ENV_DECODE_REUSE, "plan reuse across decode steps")}
 
 
 def set_decode_reuse(on):

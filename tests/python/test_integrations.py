@@ -896,6 +896,24 @@ def test_decode_reuse_is_off_by_default_and_named_when_set_wrongly():
         assert "set_decode_reuse: on=1; expected a bool" in str(e), e
     else:
         raise AssertionError("set_decode_reuse(1) was accepted")
+    # The variable read at import: 1 on, 0 or unset off, anything else refused by name.
+    saved = os.environ.get(hf.ENV_DECODE_REUSE)
+    try:
+        for value, expected in (("1", True), ("0", False), ("", False)):
+            os.environ[hf.ENV_DECODE_REUSE] = value
+            assert wideattn.library.switch_from_env(hf.ENV_DECODE_REUSE, "plan reuse") is expected, value
+        os.environ[hf.ENV_DECODE_REUSE] = "yes"
+        try:
+            wideattn.library.switch_from_env(hf.ENV_DECODE_REUSE, "plan reuse across decode steps")
+        except wideattn.InvalidArgumentError as e:
+            assert "$WIDEATTN_DECODE_REUSE='yes': use 1 (plan reuse across decode steps) or 0 / unset (off)" in str(e), e
+        else:
+            raise AssertionError("WIDEATTN_DECODE_REUSE=yes was accepted")
+    finally:
+        if saved is None:
+            os.environ.pop(hf.ENV_DECODE_REUSE, None)
+        else:
+            os.environ[hf.ENV_DECODE_REUSE] = saved
 
 
 if __name__ == "__main__":
