@@ -115,6 +115,16 @@ bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int3
         }
         return false;
     }
+    if (!pinned && k.has_feature(kFeatureFewTokens) && !few_tokens_call(p.total_q, p.num_seqs)) {
+        if (why) {
+            std::ostringstream miss;
+            miss << k.name << " runs on its own only for at most " << kFewTokensPerSeq
+                 << " query tokens per sequence on average (decode and verification steps), not total_q=" << p.total_q
+                 << " over num_seqs=" << p.num_seqs << " (pin it by name to run it anyway)";
+            *why = miss.str();
+        }
+        return false;
+    }
     if (p.lse && !k.has_feature("lse")) {
         if (why) *why = k.name + " cannot write lse";
         return false;

@@ -198,7 +198,7 @@ std::string shape_class_list() {
 
 ShapeClass shape_class_of(int32_t total_q, int32_t num_seqs) {
     if (single_token_call(total_q, num_seqs)) return ShapeClass::kDecodeSingle;
-    if (int64_t{total_q} <= int64_t{kDecodeTokensPerSeq} * num_seqs) return ShapeClass::kDecode;
+    if (few_tokens_call(total_q, num_seqs)) return ShapeClass::kDecode;
     return total_q < kShortPrefillTokens ? ShapeClass::kPrefillShort : ShapeClass::kPrefillLong;
 }
 

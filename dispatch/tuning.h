@@ -7,7 +7,8 @@
 // in this order:
 //   decode_single  total_q <= num_seqs (one query token per sequence: where a single_token
 //                  kernel runs on its own)
-//   decode         total_q <= kDecodeTokensPerSeq * num_seqs (verification steps)
+//   decode         total_q <= kFewTokensPerSeq * num_seqs (verification steps: where a few_tokens
+//                  kernel runs on its own; kernels/common/kernel_desc.h)
 //   prefill_short  total_q < kShortPrefillTokens
 //   prefill_long   the rest
 // Chunked prefill and mixed batches fall into these by total_q: the max_seqlen hints that would
@@ -30,7 +31,6 @@ constexpr int kTuningFormatVersion = 1;
 constexpr const char* kTuningFileName = "tuning.json";  // beside the bundle's manifest.json
 constexpr const char* kTuningPathEnv = "WIDEATTN_TUNING";
 constexpr const char* kTuningOff = "off";  // WIDEATTN_TUNING=off: no tuning file (tests, comparisons)
-constexpr int32_t kDecodeTokensPerSeq = 8;
 constexpr int32_t kShortPrefillTokens = 8192;
 
 enum class ShapeClass { kDecodeSingle, kDecode, kPrefillShort, kPrefillLong };

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs `wideattn tune` and `wideattn bench` end to end on the stand-in driver (launches run
 nothing; events time the host) and checks what does not depend on the times: tune times a
-single_token kernel only on decode_single cases (every class of the tuning file names its
-candidates), bench --kernels skips it on the other cases with a note, a bench with the tuning
+single_token kernel only on decode_single cases and a few_tokens kernel only on decode_single
+and decode cases (every class of the tuning file names its candidates), bench --kernels skips
+them on the other cases with a note, a bench with the tuning
 file in force runs the file's choice per class, and tools/bench/check_tuning.py (with a
 tolerance no time can exceed) passes every case with --require-choice; and bench --timing queued
 runs with its spin probe ahead of each call, saying so in its output and JSON.
@@ -36,7 +37,11 @@ def main():
         return subprocess.run(args, env=dict(env, **extra), capture_output=True, text=True, timeout=TIMEOUT_S)
 
     manifest = json.load(open(os.path.join(bundle, "manifest.json")))["kernels"]
-    single = {k["name"] for k in manifest if k["kind"] == "prefill" and "single_token" in k["features"]}
+    # The classes each token-limited kernel is timed in (selection runs it alone only there).
+    limited_classes = {"single_token": {"decode_single"}, "few_tokens": {"decode_single", "decode"}}
+    allowed = {k["name"]: (feature, classes) for k in manifest if k["kind"] == "prefill"
+               for feature, classes in limited_classes.items() if feature in k["features"]}
+    single = {name for name, (feature, _) in allowed.items() if feature == "single_token"}
     if not single:
         print("tune_fake_driver: the bundle has no single_token kernel (no sm_90a build): skipped")
         return EXIT_SKIP
@@ -56,36 +61,38 @@ def main():
             return report(failures)
         for line in r.stdout.splitlines():
             words = line.split()
-            expect(not (len(words) > 3 and words[0] in CASES and CASES[words[0]] != "decode_single" and
-                        words[3] in single), f"tune timed a single_token kernel on a multi-token case: {line}")
+            expect(not (len(words) > 3 and words[0] in CASES and words[3] in allowed and
+                        CASES[words[0]] not in allowed[words[3]][1]),
+                   f"tune timed a token-limited kernel on a case it does not serve alone: {line}")
         choices = json.load(open(tuning))["choices"]
         by_class = {}
         for c in choices:
             timed = {t["kernel"] for t in c["timings"]}
             by_class[(c["class"], c["q_dtype"], c["kv_dtype"])] = c["kernel"]
-            if c["class"] == "decode_single":
-                mine = {k["name"] for k in manifest if k["name"] in single and k["q_dtype"] == c["q_dtype"] and
-                        k["kv_dtype"] == c["kv_dtype"]}
-                expect(mine <= timed, f"decode_single {c['q_dtype']}/{c['kv_dtype']} did not time {mine - timed}")
-            else:
-                expect(not timed & single, f"{c['class']} timed single_token kernels {timed & single}")
+            mine = {k["name"] for k in manifest if k["name"] in allowed and k["q_dtype"] == c["q_dtype"] and
+                    k["kv_dtype"] == c["kv_dtype"]}
+            serving = {name for name in mine if c["class"] in allowed[name][1]}
+            expect(serving <= timed, f"{c['class']} {c['q_dtype']}/{c['kv_dtype']} did not time {serving - timed}")
+            expect(not timed & (mine - serving), f"{c['class']} timed token-limited kernels {timed & (mine - serving)}")
         expect({cls for cls, _, _ in by_class} == set(CASES.values()), f"classes of the file: {sorted(by_class)}")
 
         listed = subprocess.run([sys.executable, checker, "--tuning", tuning, "--list-candidates"],
                                 capture_output=True, text=True).stdout.strip()
-        expect(single <= set(listed.split(",")), f"--list-candidates lacks the single_token kernels: {listed}")
+        expect(set(allowed) <= set(listed.split(",")), f"--list-candidates lacks token-limited kernels: {listed}")
         side = os.path.join(tmp, "side.json")
         r = run([cli, "bench", "--kernels", listed, *quick, "--json", side])
         expect(r.returncode == 0, f"bench --kernels: exit {r.returncode}: {r.stdout}{r.stderr}")
         for case, cls in CASES.items():
-            for name in single:
-                note = f"note: {name} skipped: a single_token kernel"
+            for name, (feature, classes) in allowed.items():
+                note = f"note: {name} skipped: a {feature} kernel"
                 noted = any(line.startswith(case + " ") and note in line for line in r.stdout.splitlines())
-                expect(noted == (cls != "decode_single"), f"bench --kernels note for {name} on {case}: {noted}")
+                expect(noted == (cls not in classes), f"bench --kernels note for {name} on {case}: {noted}")
         if os.path.exists(side):
             ran = {(c["case"], c["kernel"]) for c in json.load(open(side))["cases"]}
-            expect({n for c, n in ran if c == "decode_1_ctx_32k"} >= single, f"side by side, decode_1: {ran}")
-            expect(not {n for c, n in ran if c != "decode_1_ctx_32k"} & single, f"side by side, others: {ran}")
+            for case, cls in CASES.items():
+                here = {n for c, n in ran if c == case}
+                serving = {name for name, (_, classes) in allowed.items() if cls in classes}
+                expect(here >= serving and not here & (set(allowed) - serving), f"side by side, {case}: {here}")
 
         selected = os.path.join(tmp, "selected.json")
         r = run([cli, "bench", *quick, "--kv-dtype", "e4m3", "--json", selected], WIDEATTN_TUNING=tuning)

@@ -1,6 +1,7 @@
 // loads.cuh - the loads of the single-token e4m3 decode kernel (decode_e4m3_d512): the block's
-// 8 Q rows (bf16, scaled by one power of two per block and stored as f16, which is exact for every
-// value the scores can feel), and each warp's K/V sub-tiles by cp.async into its private ring.
+// Q rows (bf16, scaled by one power of two per block and stored as f16, which is exact for every
+// value the scores can feel; also the multi-token verify_e4m3_d512's), and each warp's K/V
+// sub-tiles by cp.async into its private ring.
 //
 // Shared-memory layouts: a K or V half-stage is [16 keys][512 codes], a Q row [512 f16]; in both
 // the 16-byte vector v of row r sits at position v ^ (r % 8), so the 8 rows an ldmatrix matrix
@@ -58,13 +59,25 @@ __device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t word, uint32_t& low, 
         : "r"(word));
 }
 
-// Reads the block's 8 Q rows (token `token`, the heads of `kv_head`), scales them by
-// 2^-shift with shift chosen from the block's largest finite |q| (Traits::kQTopLog2) and stores
-// them as f16 into q_shared. Returns 2^shift, the factor the scores take back. Every thread of
-// the block calls it; it ends with a block barrier after which Q is readable.
+// The source row of block row `row`: Traits::kRows = kTileTokens x kGroup rows, row r being head
+// r % kGroup of the tile's token r / kGroup (the single-token kernel: the heads of its token).
+template <class Traits>
+__device__ __forceinline__ int32_t row_token(int32_t row) {
+    return Traits::kTileTokens == 1 ? 0 : row / Traits::kGroup;
+}
+template <class Traits>
+__device__ __forceinline__ int32_t row_head(int32_t row) {
+    return Traits::kTileTokens == 1 ? row : row % Traits::kGroup;
+}
+
+// Reads the block's Q rows (tokens first_token .. first_token + tokens - 1, the heads of
+// `kv_head`; rows of tokens past `tokens` are zero), scales them by 2^-shift with shift chosen
+// from the block's largest finite |q| (Traits::kQTopLog2) and stores them as f16 into q_shared.
+// Returns 2^shift, the factor the scores take back. Every thread of the block calls it; it ends
+// with a block barrier after which Q is readable.
 template <class Traits>
 __device__ __forceinline__ float load_q(const wideattn_prefill_params& p, uint32_t q_shared, uint32_t amax_slots,
-                                        int64_t token, int32_t kv_head) {
+                                        int64_t first_token, int32_t tokens, int32_t kv_head) {
     constexpr int32_t kSourceVecsPerRow = Traits::kHeadDim * 2 / Traits::kVecBytes;  // 8 bf16 per vector
     constexpr int32_t kVecs = Traits::kRows * kSourceVecsPerRow;
     constexpr int32_t kPerThread = kVecs / Traits::kThreads;
@@ -77,9 +90,11 @@ __device__ __forceinline__ float load_q(const wideattn_prefill_params& p, uint32
         const int32_t v = thread + i * Traits::kThreads;
         const int32_t row = v / kSourceVecsPerRow;
         const int32_t vec = v % kSourceVecsPerRow;
-        const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(p.q) + token * p.q_token_stride +
-                                   (int64_t{kv_head} * Traits::kGroup + row) * p.q_head_stride + vec * 8;
-        raw[i] = __ldg(reinterpret_cast<const uint4*>(src));
+        const int32_t token = row_token<Traits>(row);
+        const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(p.q) + (first_token + token) * p.q_token_stride +
+                                   (int64_t{kv_head} * Traits::kGroup + row_head<Traits>(row)) * p.q_head_stride +
+                                   vec * 8;
+        raw[i] = token < tokens ? __ldg(reinterpret_cast<const uint4*>(src)) : make_uint4(0u, 0u, 0u, 0u);
         amax = fmaxf(amax, finite_amax_bf16x8(raw[i]));
     }
 #pragma unroll
@@ -124,11 +139,12 @@ __device__ __forceinline__ float load_q(const wideattn_prefill_params& p, uint32
     return up;
 }
 
-// The e4m3-Q form of load_q: the block's 8 Q rows as e4m3 codes, converted to f16 exactly into
-// q_shared; returns *q_scale, the factor the scores take back. Ends with a block barrier.
+// The e4m3-Q form of load_q: the block's Q rows as e4m3 codes, converted to f16 exactly into
+// q_shared (rows of tokens past `tokens` zero); returns *q_scale, the factor the scores take
+// back. Ends with a block barrier.
 template <class Traits>
-__device__ __forceinline__ float load_q_codes(const wideattn_prefill_params& p, uint32_t q_shared, int64_t token,
-                                              int32_t kv_head) {
+__device__ __forceinline__ float load_q_codes(const wideattn_prefill_params& p, uint32_t q_shared,
+                                              int64_t first_token, int32_t tokens, int32_t kv_head) {
     constexpr int32_t kSourceVecsPerRow = Traits::kHeadDim / Traits::kVecBytes;  // 16 codes per vector
     constexpr int32_t kVecs = Traits::kRows * kSourceVecsPerRow;
     constexpr int32_t kPerThread = kVecs / Traits::kThreads;
@@ -139,9 +155,11 @@ __device__ __forceinline__ float load_q_codes(const wideattn_prefill_params& p, 
         const int32_t v = thread + i * Traits::kThreads;
         const int32_t row = v / kSourceVecsPerRow;
         const int32_t vec = v % kSourceVecsPerRow;
-        const unsigned char* src = static_cast<const unsigned char*>(p.q) + token * p.q_token_stride +
-                                   (int64_t{kv_head} * Traits::kGroup + row) * p.q_head_stride + vec * Traits::kVecBytes;
-        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(src));
+        const int32_t token = row_token<Traits>(row);
+        const unsigned char* src = static_cast<const unsigned char*>(p.q) + (first_token + token) * p.q_token_stride +
+                                   (int64_t{kv_head} * Traits::kGroup + row_head<Traits>(row)) * p.q_head_stride +
+                                   vec * Traits::kVecBytes;
+        const uint4 raw = token < tokens ? __ldg(reinterpret_cast<const uint4*>(src)) : make_uint4(0u, 0u, 0u, 0u);
         const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
         uint32_t h[8];
 #pragma unroll

@@ -75,6 +75,15 @@ constexpr char kFeatureSingleToken[] = "single_token";
 // sequence: the calls a single_token kernel serves on its own, the tuning class decode_single.
 WIDEATTN_HOST_DEVICE constexpr bool single_token_call(int64_t total_q, int64_t num_seqs) { return total_q <= num_seqs; }
 
+// Feature of a kernel made for calls of a few query tokens per sequence (speculative verification
+// steps): correct for any call, considered on its own by selection only when total_q <=
+// kFewTokensPerSeq x num_seqs (the tuning class decode); pinned by name it serves every call.
+constexpr char kFeatureFewTokens[] = "few_tokens";
+constexpr int32_t kFewTokensPerSeq = 8;
+WIDEATTN_HOST_DEVICE constexpr bool few_tokens_call(int64_t total_q, int64_t num_seqs) {
+    return total_q <= kFewTokensPerSeq * num_seqs;
+}
+
 // Launch geometry shared by every prefill kernel and the dispatcher.
 //   grid.x = token tiles: enough for every sequence's ceil(q_len / tile_tokens) tiles;
 //            blocks past the last tile exit at once.

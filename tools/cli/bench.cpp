@@ -352,8 +352,9 @@ void print_help() {
         "  --kernels LIST time several prefill kernels side by side in this one process, each case\n"
         "                 running every kernel in turn with inputs of that kernel's dtypes (e.g.\n"
         "                 mma_bf16_d512,wgmma_bf16_d512,wgmma_e4m3q_d512); a single_token kernel\n"
-        "                 (the decode kernels) only on cases with total_q <= num_seqs, a note on the\n"
-        "                 others (--kernel NAME runs it on every case); not with --kernel,\n"
+        "                 (the decode kernels) only on cases with total_q <= num_seqs, a few_tokens\n"
+        "                 kernel (the verify kernels) only where total_q <= 8 x num_seqs, a note on\n"
+        "                 the others (--kernel NAME runs it on every case); not with --kernel,\n"
         "                 --kv-dtype, --q-dtype or --reference\n"
         "  --json FILE    also write the results as JSON: per case and variant the timings, TFLOP/s,\n"
         "                 max_seqlen_q, max_seqlen_k, num_splits, workspace_bytes, decode, and for\n"
@@ -645,17 +646,18 @@ struct BenchContexts {
     wideattn_context* of(const BenchVariant& v) const { return pdl_off && v.pdl == kPdlOff ? pdl_off : main; }
 };
 
-// Why --kernels leaves `variant` out on problem h, or "": a single_token kernel runs side by side
-// only on cases of at most one query token per sequence, the calls it serves on its own (pinned,
-// it would serve any call, with one block per query token: seconds a run on a long prompt).
-// --kernel NAME runs its kernel on every case.
+// Why --kernels leaves `variant` out on problem h, or "": a single_token (few_tokens) kernel runs
+// side by side only on cases of at most 1 (8) query tokens per sequence, the calls it serves on
+// its own (pinned, it would serve any call, with one block per query token or per 8: seconds a
+// run on a long prompt). --kernel NAME runs its kernel on every case.
 std::string side_by_side_skip(const wideattn_context* ctx, const BenchOptions& o, const HostProblem& h,
                               const BenchVariant& variant) {
     const auto num_seqs = static_cast<int32_t>(h.spec.q_lens.size());
-    if (o.kernels_flag.empty() || single_token_call(h.total_q, num_seqs) || !kernel_is_single_token(ctx, variant.kernel))
-        return {};
-    return variant.kernel + " skipped: a single_token kernel, timed only where total_q <= num_seqs (here " +
-           std::to_string(h.total_q) + " over " + std::to_string(num_seqs) + ")";
+    if (o.kernels_flag.empty() || kernel_serves_alone(ctx, variant.kernel, h.total_q, num_seqs)) return {};
+    const int32_t limit = kernel_alone_tokens_per_seq(ctx, variant.kernel);
+    return variant.kernel + " skipped: a " + (limit == 1 ? kFeatureSingleToken : kFeatureFewTokens) +
+           " kernel, timed only where total_q <= " + (limit == 1 ? "" : std::to_string(limit) + " x ") +
+           "num_seqs (here " + std::to_string(h.total_q) + " over " + std::to_string(num_seqs) + ")";
 }
 
 // Times every selected case with every variant, printing one row each into *records (a note for

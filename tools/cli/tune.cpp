@@ -2,7 +2,8 @@
 // each shape class and dtype combination on the bench suites' cases (prefill and decode),
 // side by side and interleaved, and writes the tuning file the dispatcher follows
 // (dispatch/tuning.h, docs/design.md "Tuning file"). A single_token kernel is timed only on cases
-// of one query token per sequence (decode_single), the only calls it serves on its own.
+// of one query token per sequence (decode_single), a few_tokens kernel only on cases of at most 8
+// per sequence (decode_single and decode): the only calls each serves on its own.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +51,8 @@ void print_help() {
         "by total_q) and dtype combination (q/kv, bf16 output) on the bench cases of that class,\n"
         "side by side and interleaved (each repetition runs every candidate once, in a rotating\n"
         "order), printing the timings as it goes. A kernel with the single_token feature (the decode\n"
-        "kernels) is a candidate on decode_single cases only, the calls it serves on its own.\n"
+        "kernels) is a candidate on decode_single cases only, one with the few_tokens feature (the\n"
+        "verify kernels) on decode_single and decode cases: the calls each serves on its own.\n"
         "Per class and dtypes it chooses the kernel with the smallest sum of per-case median\n"
         "times and writes the tuning file: device name, compute capability, driver version, the\n"
         "bundle's checksum, and per class the chosen kernel with the timings behind it. The\n"
@@ -127,14 +129,14 @@ std::vector<Combo> bundle_combos(const wideattn_context* ctx) {
 }
 
 // The kernels of `combo` that serve params `p` on this device (each pinned in turn). Pinning lifts
-// the single-token rule of selection, so a single_token kernel is left out here for a call of
-// more than one query token per sequence: it never serves one on its own (and one block per
-// query token on a long prompt would take seconds a run).
+// the token-count rules of selection, so a single_token or few_tokens kernel is left out here for
+// a call with more query tokens per sequence than it serves on its own (one block per token, or
+// per 8, on a long prompt would take seconds a run).
 std::vector<std::string> candidates(wideattn_context* ctx, const GpuDevice& gpu, const Combo& combo,
                                     const wideattn_prefill_params& p) {
     std::vector<std::string> out;
     for (const std::string& name : combo.kernels) {
-        if (!single_token_call(p.total_q, p.num_seqs) && kernel_is_single_token(ctx, name)) continue;
+        if (!kernel_serves_alone(ctx, name, p.total_q, p.num_seqs)) continue;
         int32_t index = -1;
         if (wideattn_set_prefill_kernel(ctx, name.c_str()) == WIDEATTN_OK &&
             wideattn_is_supported(ctx, &p, gpu.cc_major(), gpu.cc_minor(), &index) == WIDEATTN_OK)

@@ -75,8 +75,15 @@ bool kernel_reads_transposed_v(const wideattn_context* ctx, const std::string& n
     return kernel_has_feature(ctx, name, kFeatureVTransposed);
 }
 
-bool kernel_is_single_token(const wideattn_context* ctx, const std::string& name) {
-    return kernel_has_feature(ctx, name, kFeatureSingleToken);
+int32_t kernel_alone_tokens_per_seq(const wideattn_context* ctx, const std::string& name) {
+    if (kernel_has_feature(ctx, name, kFeatureSingleToken)) return 1;
+    if (kernel_has_feature(ctx, name, kFeatureFewTokens)) return kFewTokensPerSeq;
+    return 0;
+}
+
+bool kernel_serves_alone(const wideattn_context* ctx, const std::string& name, int64_t total_q, int64_t num_seqs) {
+    const int32_t limit = kernel_alone_tokens_per_seq(ctx, name);
+    return limit == 0 || total_q <= limit * num_seqs;
 }
 
 std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc_major, int cc_minor) {

@@ -68,9 +68,14 @@ bool kernel_has_feature(const wideattn_context* ctx, const std::string& name, co
 // WIDEATTN_FLAG_V_TRANSPOSED (its problems need ProblemSpec::v_transposed).
 bool kernel_reads_transposed_v(const wideattn_context* ctx, const std::string& name);
 
-// Whether the bundle's kernel `name` has the single_token feature: made for one query token per
-// sequence, selected on its own only when total_q <= num_seqs (kernels/common/kernel_desc.h).
-bool kernel_is_single_token(const wideattn_context* ctx, const std::string& name);
+// The query tokens per sequence up to which selection runs the bundle's kernel `name` on its own:
+// 1 for a single_token kernel (total_q <= num_seqs), kFewTokensPerSeq for a few_tokens kernel
+// (total_q <= 8 x num_seqs), 0 for a kernel without such a limit (kernels/common/kernel_desc.h).
+int32_t kernel_alone_tokens_per_seq(const wideattn_context* ctx, const std::string& name);
+
+// Whether selection would run kernel `name` on its own for a call of total_q query tokens over
+// num_seqs sequences (pinned by name it serves any call).
+bool kernel_serves_alone(const wideattn_context* ctx, const std::string& name, int64_t total_q, int64_t num_seqs);
 
 // The bundle's kernels that have a cubin running on a cc_major.cc_minor device, one entry per
 // name, in manifest order (selftest and the GPU suite run every one of them by name).
