@@ -687,3 +687,34 @@ TEST_CASE("selection: a single-token kernel runs on its own only for one query t
     CHECK(why.find("decode_bf16 runs on its own only for one query token per sequence (decode), not total_q=100 "
                    "over num_seqs=2") != std::string::npos);
 }
+
+TEST_CASE("selection: a few-tokens kernel runs on its own only for at most 8 query tokens per sequence") {
+    // Above the prefill kernel and below the single-token one, as a verification kernel that
+    // measured faster than the prefill kernel would be.
+    const Manifest m = parse_bundle({
+        test::kernel_json("prefill_bf16", "sm_90a", "bf16", 512, 512, 512, 8, 8, "\"varlen\", \"paged\", \"lse\"",
+                          kCubinBytes, kZeroHash, "prefill", 300),
+        test::kernel_json("verify_bf16", "sm_90a", "bf16", 512, 512, 512, 8, 8,
+                          "\"varlen\", \"paged\", \"lse\", \"few_tokens\"", kCubinBytes, kZeroHash, "prefill", 302),
+        test::kernel_json("decode_bf16", "sm_90a", "bf16", 512, 512, 512, 8, 8,
+                          "\"varlen\", \"paged\", \"lse\", \"single_token\"", kCubinBytes, kZeroHash, "prefill", 303),
+    });
+    wideattn_prefill_params p = test::valid_params();
+    std::string why;
+    p.total_q = p.num_seqs;  // decode: the single-token kernel ranks first
+    CHECK(select_name(m, p, 9, 0, &why) == "decode_bf16@sm_90a");
+    p.total_q = p.num_seqs + 1;
+    CHECK(select_name(m, p, 9, 0, &why) == "verify_bf16@sm_90a");
+    p.total_q = kFewTokensPerSeq * p.num_seqs;  // 8 per sequence on average: still a verification step
+    CHECK(select_name(m, p, 9, 0, &why) == "verify_bf16@sm_90a");
+    p.total_q = kFewTokensPerSeq * p.num_seqs + 1;
+    CHECK(select_name(m, p, 9, 0, &why) == "prefill_bf16@sm_90a");
+    int32_t index = -1;
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &why, "verify_bf16") == WIDEATTN_OK);
+    CHECK(m.kernels[index].name == "verify_bf16");
+    const Manifest alone = parse_bundle({test::kernel_json("verify_bf16", "sm_90a", "bf16", 512, 512, 512, 8, 8,
+                                                           "\"varlen\", \"paged\", \"lse\", \"few_tokens\"")});
+    CHECK(select_kernel(alone.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why.find("verify_bf16 runs on its own only for at most 8 query tokens per sequence on average (decode "
+                   "and verification steps), not total_q=17 over num_seqs=2") != std::string::npos);
+}

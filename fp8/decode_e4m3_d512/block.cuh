@@ -20,11 +20,9 @@ template <bool kQIsE4m3, bool kSplit>
 __device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, unsigned char* smem) {
     using Traits = DecodeE4m3D512Traits;
     using Plan = Traits::SmemPlan;
-    const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
-    if (!work.tile.found) return;
+    BlockWork work;
     BlockGeometry geometry;
-    block_geometry<Traits>(p, work, 0, &geometry);
-    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
+    if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;
 
     const uint32_t base = ptx::shared_address(smem);
     const int32_t warp = static_cast<int32_t>(threadIdx.x) / Traits::kWarpSize;

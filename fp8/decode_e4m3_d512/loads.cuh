@@ -201,20 +201,27 @@ struct WarpStream {
     template <bool kValue>
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t sub, uint32_t chunk) const {
         const int32_t key0 = sub * Traits::kSubTileKeys;
+        copy_rows<kValue, Traits::kSubTileKeys>(p, key0, __ldg(table_row + key0 / p.block_size), chunk, 0);
+    }
+
+    // Copies keys key0 .. key0 + kKeys - 1 (in one page, whose block-table entry is `page`) of the K
+    // (kValue false) or V codes into rows first_row .. first_row + kKeys - 1 of `chunk`.
+    template <bool kValue, int32_t kKeys>
+    __device__ __forceinline__ void copy_rows(const wideattn_prefill_params& p, int32_t key0, int32_t page,
+                                              uint32_t chunk, int32_t first_row) const {
         const int32_t page_index = key0 / p.block_size;
         const int32_t slot0 = key0 - page_index * p.block_size;
-        const int32_t page = __ldg(table_row + page_index);
         const bool in_cache = page_in_cache(page, p.num_blocks);
-        const int32_t keys = in_cache ? min(Traits::kSubTileKeys, kv_end - key0) : 0;
+        const int32_t keys = in_cache ? min(kKeys, kv_end - key0) : 0;
         const int64_t page_safe = in_cache ? page : 0;
         const unsigned char* base = kValue ? v_base : k_base;
         const int64_t slot_stride = kValue ? p.v_slot_stride : p.k_slot_stride;
         const unsigned char* src = base + page_safe * (kValue ? p.v_block_stride : p.k_block_stride) +
                                    int64_t{slot0} * slot_stride + lane * Traits::kVecBytes;
 #pragma unroll
-        for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
+        for (int32_t key = 0; key < kKeys; ++key) {
             const bool valid = key < keys;
-            ptx::cp_async_16(chunk + swizzled<Traits::kRowBytes, Traits>(key, lane), valid ? src : base,
+            ptx::cp_async_16(chunk + swizzled<Traits::kRowBytes, Traits>(first_row + key, lane), valid ? src : base,
                              valid ? Traits::kVecBytes : 0);
             src += slot_stride;
         }

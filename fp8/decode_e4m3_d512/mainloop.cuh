@@ -57,6 +57,39 @@ __device__ __forceinline__ uint32_t block_row_address(uint32_t half_stage, int32
     return half_stage + swizzled<Traits::kRowBytes, Traits>(key, vec);
 }
 
+// The K codes of 16 keys x dim block c (32 dims) as two A fragments in f16: lo (k 0-7 of each
+// 16-dim half) and hi (k 8-15), by one ldmatrix.x4 and the conversions.
+template <class Traits>
+__device__ __forceinline__ void load_k_block(uint32_t k_stage, int32_t lane, int32_t c, uint32_t (&lo)[4],
+                                             uint32_t (&hi)[4]) {
+    uint32_t r[4];
+    ptx::ldmatrix_x4(r, block_row_address<Traits>(k_stage, lane, c));
+#pragma unroll
+    for (int32_t q = 0; q < 4; ++q) e4m3x4_to_f16x2x2(r[q], lo[q], hi[q]);
+}
+
+// The V codes of 16 keys x dim block c (32 dims) as the A fragments of the even-dim and the
+// odd-dim m-tile of V^T, by a transposed ldmatrix.x4, a byte permute and the conversions.
+template <class Traits>
+__device__ __forceinline__ void load_v_block(uint32_t v_stage, int32_t lane, int32_t c, uint32_t (&a_even)[4],
+                                             uint32_t (&a_odd)[4]) {
+    uint32_t r[4];
+    ptx::ldmatrix_x4_trans(r, block_row_address<Traits>(v_stage, lane, c));
+    uint32_t even[4], odd[4];
+#pragma unroll
+    for (int32_t q = 0; q < 4; ++q) e4m3x4_to_f16x2x2(__byte_perm(r[q], 0u, kPairKeysPerDim), even[q], odd[q]);
+    // Matrix q: keys 8 (q % 2) .., vector 2c + q / 2; A rows g / g + 8 = vector 2c / 2c + 1,
+    // k 2t.. / 8+2t.. = key block 0 / 1.
+    a_even[0] = even[0];
+    a_even[1] = even[2];
+    a_even[2] = even[1];
+    a_even[3] = even[3];
+    a_odd[0] = odd[0];
+    a_odd[1] = odd[2];
+    a_odd[2] = odd[1];
+    a_odd[3] = odd[3];
+}
+
 // S^T of one sub-tile (scaled to log2 units, keys past kv_end at -inf), the lane's 4 values.
 template <class Traits>
 __device__ __forceinline__ void subtile_scores(uint32_t k_stage, uint32_t q_shared, int32_t lane, float score_scale,
@@ -65,11 +98,8 @@ __device__ __forceinline__ void subtile_scores(uint32_t k_stage, uint32_t q_shar
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int32_t c = 0; c < Traits::kDimBlocks; ++c) {
-        uint32_t r[4];
-        ptx::ldmatrix_x4(r, block_row_address<Traits>(k_stage, lane, c));
         uint32_t lo[4], hi[4];
-#pragma unroll
-        for (int32_t q = 0; q < 4; ++q) e4m3x4_to_f16x2x2(r[q], lo[q], hi[q]);
+        load_k_block<Traits>(k_stage, lane, c, lo, hi);
 #pragma unroll
         for (int32_t h = 0; h < 2; ++h) {
             // Q dims 32c + 16h + 4t .. +3 of row g: vector 4c + 2h + t / 2, bytes 8 (t % 2).
@@ -134,15 +164,8 @@ __device__ __forceinline__ void subtile_pv(uint32_t v_stage, int32_t lane, uint3
                                            float (&o)[Traits::kONTiles][4]) {
 #pragma unroll
     for (int32_t c = 0; c < Traits::kDimBlocks; ++c) {
-        uint32_t r[4];
-        ptx::ldmatrix_x4_trans(r, block_row_address<Traits>(v_stage, lane, c));
-        uint32_t even[4], odd[4];
-#pragma unroll
-        for (int32_t q = 0; q < 4; ++q) e4m3x4_to_f16x2x2(__byte_perm(r[q], 0u, kPairKeysPerDim), even[q], odd[q]);
-        // Matrix q: keys 8 (q % 2) .., vector 2c + q / 2; A rows g / g + 8 = vector 2c / 2c + 1,
-        // k 2t.. / 8+2t.. = key block 0 / 1.
-        const uint32_t a_even[4] = {even[0], even[2], even[1], even[3]};
-        const uint32_t a_odd[4] = {odd[0], odd[2], odd[1], odd[3]};
+        uint32_t a_even[4], a_odd[4];
+        load_v_block<Traits>(v_stage, lane, c, a_even, a_odd);
         ptx::mma_f16_16816(o[2 * c], a_even, p0, p1);
         ptx::mma_f16_16816(o[2 * c + 1], a_odd, p0, p1);
     }

@@ -28,11 +28,11 @@ __device__ __forceinline__ float block_row_sum(uint32_t row_stats, int32_t row) 
     return (l.x + l.y) + (l.z + l.w);
 }
 
-template <class Traits, bool kSplit>
+template <class Traits, int32_t kTokens, bool kSplit>
 __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, uint32_t out, uint32_t row_stats,
-                                            uint32_t row_max, const float (&o)[Traits::kOMTiles][Traits::kTileTokens][4],
-                                            LaneRows<Traits>& rows, int32_t warp, int32_t lane, int64_t first_token,
-                                            int32_t tokens, int32_t kv_head) {
+                                            uint32_t row_max, const float (&o)[Traits::kOMTiles][kTokens][4],
+                                            LaneRows<Traits, kTokens>& rows, int32_t warp, int32_t lane, int64_t first_token,
+                                            int32_t kv_head) {
     const int32_t g = lane / 4, t = lane % 4;
     const int32_t group = warp % Traits::kKeyGroups;
     const int32_t half = warp / Traits::kKeyGroups;
@@ -40,14 +40,14 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
     __syncthreads();  // every warp is past its last reads of the ring and the row statistics
     if (half == 0) {
 #pragma unroll
-        for (int32_t j = 0; j < Traits::kTileTokens; ++j)
+        for (int32_t j = 0; j < kTokens; ++j)
 #pragma unroll
             for (int32_t r = 0; r < 2; ++r) {
                 float sum = rows.sum[j][r];
 #pragma unroll
                 for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
                     sum += __shfl_xor_sync(kFullMask, sum, offset);
-                if (g == 0 && j < tokens) {
+                if (g == 0) {
                     const int32_t row = j * Traits::kGroup + 2 * t + r;
                     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(row_stat_address<Traits>(row_stats, row, group)),
                                  "f"(sum)
@@ -58,23 +58,21 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
     __syncthreads();
     const float v_scale = __ldg(p.v_scale);
 #pragma unroll
-    for (int32_t j = 0; j < Traits::kTileTokens; ++j) {
-        if (j < tokens) {
-            float inv[2];
+    for (int32_t j = 0; j < kTokens; ++j) {
+        float inv[2];
 #pragma unroll
-            for (int32_t r = 0; r < 2; ++r)
-                inv[r] = inverse_row_sum(block_row_sum<Traits>(row_stats, j * Traits::kGroup + 2 * t + r), v_scale);
+        for (int32_t r = 0; r < 2; ++r)
+            inv[r] = inverse_row_sum(block_row_sum<Traits>(row_stats, j * Traits::kGroup + 2 * t + r), v_scale);
 #pragma unroll
-            for (int32_t m = 0; m < Traits::kOMTiles; ++m) {
-                // m-tile 2 cc + odd: dims 64 warp + 32 cc + 2g + odd (e 0, 1) and + 16 (e 2, 3).
-                const int32_t dim = warp * Traits::kDimsPerWarp + Traits::kDimBlock * (m / 2) + 2 * g + m % 2;
+        for (int32_t m = 0; m < Traits::kOMTiles; ++m) {
+            // m-tile 2 cc + odd: dims 64 warp + 32 cc + 2g + odd (e 0, 1) and + 16 (e 2, 3).
+            const int32_t dim = warp * Traits::kDimsPerWarp + Traits::kDimBlock * (m / 2) + 2 * g + m % 2;
 #pragma unroll
-                for (int32_t e = 0; e < 4; ++e) {
-                    const int32_t row = j * Traits::kGroup + 2 * t + e % 2;
-                    const uint32_t address =
-                        out + static_cast<uint32_t>(row * Traits::kOutRowBytes + (dim + 16 * (e / 2)) * 4);
-                    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(address), "f"(o[m][j][e] * inv[e % 2]) : "memory");
-                }
+            for (int32_t e = 0; e < 4; ++e) {
+                const int32_t row = j * Traits::kGroup + 2 * t + e % 2;
+                const uint32_t address =
+                    out + static_cast<uint32_t>(row * Traits::kOutRowBytes + (dim + 16 * (e / 2)) * 4);
+                asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(address), "f"(o[m][j][e] * inv[e % 2]) : "memory");
             }
         }
     }
@@ -83,7 +81,7 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
     // Thread i: float4 i, i + kThreads, ... of the valid rows (128 per row).
     constexpr int32_t kVecsPerOutRow = Traits::kHeadDim / 4;
     const int32_t thread = static_cast<int32_t>(threadIdx.x);
-    const int32_t vecs = tokens * Traits::kGroup * kVecsPerOutRow;
+    const int32_t vecs = kTokens * Traits::kGroup * kVecsPerOutRow;
     for (int32_t v = thread; v < vecs; v += Traits::kThreads) {
         const int32_t row = v / kVecsPerOutRow;
         const int32_t dim = 4 * (v % kVecsPerOutRow);
@@ -100,7 +98,7 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
             *reinterpret_cast<uint2*>(dst + dim) = packed;
         }
     }
-    if (thread < tokens * Traits::kGroup) {
+    if (thread < kTokens * Traits::kGroup) {
         const int32_t row = thread;
         const int64_t token = first_token + row / Traits::kGroup;
         const int32_t head = kv_head * Traits::kGroup + row % Traits::kGroup;

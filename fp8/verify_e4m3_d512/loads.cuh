@@ -17,48 +17,24 @@
 
 namespace wideattn::verify_e4m3 {
 
-using decode_e4m3::swizzled;
-
+// The block's stream: decode_e4m3_d512's row copies, the thread's keys of each tile.
 template <class Traits>
-struct BlockStream {
-    const unsigned char* k_base;  // k_cache at this KV head
-    const unsigned char* v_base;
-    const int32_t* table_row;
-    int32_t kv_end;
+struct BlockStream : decode_e4m3::WarpStream<Traits> {
     int32_t first_key;  // the thread's first key within a tile
-    int32_t lane;
 
     __device__ __forceinline__ void init(const wideattn_prefill_params& p, int32_t kv_head, const int32_t* row,
                                          int32_t end, int32_t warp, int32_t lane_index) {
-        k_base = static_cast<const unsigned char*>(p.k_cache) + kv_head * p.k_head_stride;
-        v_base = static_cast<const unsigned char*>(p.v_cache) + kv_head * p.v_head_stride;
-        table_row = row;
-        kv_end = end;
+        decode_e4m3::WarpStream<Traits>::init(p, kv_head, row, end, lane_index);
         first_key = warp * Traits::kKeysPerCopyWarp;
-        lane = lane_index;
     }
 
-    // Issues the thread's copies of the K (kValue false) or V codes of tile `tile` into `chunk`.
+    // Issues the thread's copies of the K (kValue false) or V codes of tile `tile` into `chunk`
+    // (a thread whose keys lie past kv_end reads no block-table entry).
     template <bool kValue>
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t tile, uint32_t chunk) const {
         const int32_t key0 = tile * Traits::kTileKeys + first_key;
-        const int32_t page_index = key0 / p.block_size;
-        const int32_t slot0 = key0 - page_index * p.block_size;
-        const int32_t page = key0 < kv_end ? __ldg(table_row + page_index) : -1;
-        const bool in_cache = page_in_cache(page, p.num_blocks);
-        const int32_t keys = in_cache ? min(Traits::kKeysPerCopyWarp, kv_end - key0) : 0;
-        const int64_t page_safe = in_cache ? page : 0;
-        const unsigned char* base = kValue ? v_base : k_base;
-        const int64_t slot_stride = kValue ? p.v_slot_stride : p.k_slot_stride;
-        const unsigned char* src = base + page_safe * (kValue ? p.v_block_stride : p.k_block_stride) +
-                                   int64_t{slot0} * slot_stride + lane * Traits::kVecBytes;
-#pragma unroll
-        for (int32_t key = 0; key < Traits::kKeysPerCopyWarp; ++key) {
-            const bool valid = key < keys;
-            ptx::cp_async_16(chunk + swizzled<Traits::kRowBytes, Traits>(first_key + key, lane), valid ? src : base,
-                             valid ? Traits::kVecBytes : 0);
-            src += slot_stride;
-        }
+        const int32_t page = key0 < this->kv_end ? __ldg(this->table_row + key0 / p.block_size) : -1;
+        this->template copy_rows<kValue, Traits::kKeysPerCopyWarp>(p, key0, page, chunk, first_key);
     }
 };
 

@@ -19,6 +19,9 @@ struct VerifyE4m3D512Traits {
     static constexpr int32_t kTileTokens = 8;  // tokens per block (a verification step of up to 8)
     static constexpr int32_t kRows = kTileTokens * kGroup;  // row r = head r % 8 of token r / 8
     static constexpr int32_t kTokensPerRowTile = 1;          // block_geometry: row tile 0 is the first token
+    // The key loop is compiled once per token count 1..kTileTokens (the block picks its own), so
+    // no mma or load is spent on absent tokens; up to kUnrolledTokens its inner loops unroll.
+    static constexpr int32_t kUnrolledTokens = 4;
     static constexpr int32_t kWarpSize = 32;
     static constexpr int32_t kWarps = 8;
     static constexpr int32_t kThreads = kWarps * kWarpSize;

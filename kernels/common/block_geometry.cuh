@@ -88,6 +88,18 @@ __device__ __forceinline__ void block_geometry(const wideattn_prefill_params& p,
     geometry->table_offset = static_cast<int64_t>(tile.seq) * p.block_table_stride;
 }
 
+// The work of a block in the head-slowest order (find_block_work_by_head) and the keys it visits
+// (its split's under split-KV); false for a block past the last token tile, which has nothing to do.
+template <class Traits, bool kSplit>
+__device__ __forceinline__ bool head_order_block(const wideattn_prefill_params& p, BlockWork* work,
+                                                 BlockGeometry* geometry) {
+    *work = find_block_work_by_head(p, Traits::kTileTokens);
+    if (!work->tile.found) return false;
+    block_geometry<Traits>(p, *work, 0, geometry);
+    if constexpr (kSplit) restrict_to_split<Traits>(p, geometry);
+    return true;
+}
+
 // The thread's two Q rows (row g and row g + 8 of its m-tile: tokens row_tile * kTokensPerRowTile
 // + r), each at the lane's first A-fragment dim: half * kDimsPerWarp + kLaneDims * (lane % 4).
 // Rows past the tile point at the last valid token (their results are discarded).

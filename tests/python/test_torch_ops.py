@@ -134,19 +134,10 @@ def test_e4m3_parameters_select_the_8bit_kernels():
     problem = Problem(MIXED, seed=6)
     codes = problem.k_cache.view(torch.uint8)[..., :HEAD_DIM]
     scale = torch.ones(1)
-    # MIXED has 29 query tokens over 5 sequences (<= 8 per sequence on average): the few_tokens
-    # kernels; a longer batch goes to the prefill kernels of the same dtypes.
     assert context.is_supported(_params(problem, codes, codes, scales=(None, scale, scale)), SM90).name == \
-        "verify_e4m3_d512"
+        "wgmma_e4m3kv_d512"
     q_codes = problem.q.view(torch.uint8)[..., :HEAD_DIM]
     assert context.is_supported(_params(problem, codes, codes, q=q_codes, scales=(scale, scale, scale)),
-                                SM90).name == "verify_e4m3q_d512"
-    long_problem = Problem([(7, 40), (64, 64)], seed=6)
-    long_codes = long_problem.k_cache.view(torch.uint8)[..., :HEAD_DIM]
-    assert context.is_supported(_params(long_problem, long_codes, long_codes, scales=(None, scale, scale)),
-                                SM90).name == "wgmma_e4m3kv_d512"
-    long_q = long_problem.q.view(torch.uint8)[..., :HEAD_DIM]
-    assert context.is_supported(_params(long_problem, long_codes, long_codes, q=long_q, scales=(scale, scale, scale)),
                                 SM90).name == "wgmma_e4m3q_d512"
 
 
