@@ -121,15 +121,15 @@ TEST_CASE("validation: each bad input is refused with its own message") {
         {"scale negative", [](auto& p) { p.softmax_scale = -1.0f; }, "softmax_scale=-1 must be finite and > 0"},
         {"scale nan", [](auto& p) { p.softmax_scale = NAN; }, "softmax_scale=nan must be finite and > 0"},
         {"scale inf", [](auto& p) { p.softmax_scale = INFINITY; }, "softmax_scale=inf must be finite and > 0"},
-        {"flags: an unknown bit", [](auto& p) { p.flags = 4; },
-         "flags=4 has unknown bits 0x4 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
-         "WIDEATTN_FLAG_V_TRANSPOSED = 2)"},
+        {"flags: an unknown bit", [](auto& p) { p.flags = 8; },
+         "flags=8 has unknown bits 0x8 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1, "
+         "WIDEATTN_FLAG_V_TRANSPOSED = 2 and WIDEATTN_FLAG_K_FROM_V = 4)"},
         {"flags: checked mode and unknown bits", [](auto& p) { p.flags = WIDEATTN_FLAG_CHECK_METADATA | 0x40; },
-         "flags=65 has unknown bits 0x40 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
-         "WIDEATTN_FLAG_V_TRANSPOSED = 2)"},
+         "flags=65 has unknown bits 0x40 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1, "
+         "WIDEATTN_FLAG_V_TRANSPOSED = 2 and WIDEATTN_FLAG_K_FROM_V = 4)"},
         {"flags: the sign bit", [](auto& p) { p.flags = INT32_MIN; },
-         "flags=-2147483648 has unknown bits 0x80000000 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
-         "WIDEATTN_FLAG_V_TRANSPOSED = 2)"},
+         "flags=-2147483648 has unknown bits 0x80000000 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1, "
+         "WIDEATTN_FLAG_V_TRANSPOSED = 2 and WIDEATTN_FLAG_K_FROM_V = 4)"},
         {"flags: the transposed V layout with bf16 K/V", [](auto& p) { p.flags = WIDEATTN_FLAG_V_TRANSPOSED; },
          "flags has WIDEATTN_FLAG_V_TRANSPOSED but kv_dtype=bf16: the transposed V layout holds e4m3 codes only"},
         {"max_seqlen_q negative", [](auto& p) { p.max_seqlen_q = -1; }, "max_seqlen_q=-1 must be >= 0"},
