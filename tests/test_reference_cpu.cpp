@@ -180,14 +180,6 @@ namespace {
 constexpr int32_t kGemmaHeadDim = 512;
 constexpr int32_t kGemmaHalf = kGemmaHeadDim / 2;
 
-// k_norm weights of a Gemma-like layer: positive, around 1, deterministic.
-std::vector<float> k_norm_weights(int32_t head_dim, uint64_t seed) {
-    std::vector<float> w(static_cast<size_t>(head_dim));
-    const std::vector<uint16_t> noise = random_bf16(w.size(), 0.25f, seed);
-    for (size_t d = 0; d < w.size(); ++d) w[d] = 1.0f + bf16_to_float(noise[d]);
-    return w;
-}
-
 std::vector<float> rebuilt_row(const std::vector<float>& v, const std::vector<float>& w, int32_t position) {
     const wideattn_k_from_v kfv = gemma4_k_from_v(w.data());
     std::vector<float> k(v.size());
@@ -204,7 +196,7 @@ TEST_CASE("reference_cpu: K from V equals the K+V computation on K rebuilt from 
     spec.softmax_scale = 0.05f;
     HostProblem h;
     REQUIRE(make_problem(spec, &h).empty());
-    const std::vector<float> w = k_norm_weights(spec.head_dim, 11);
+    const std::vector<float> w = random_k_norm_weights(spec.head_dim, 11);
     const wideattn_k_from_v kfv = gemma4_k_from_v(w.data());
 
     std::vector<double> from_v(static_cast<size_t>(h.out_elements()), NAN), from_v_lse(h.lse_elements(), NAN);
@@ -229,7 +221,7 @@ TEST_CASE("reference_cpu: K from V, RoPE on hand-worked values") {
     const std::vector<uint16_t> v_bits = random_bf16(kGemmaHeadDim, 1.0f, 3);
     std::vector<float> v(kGemmaHeadDim);
     for (int d = 0; d < kGemmaHeadDim; ++d) v[d] = bf16_to_float(v_bits[d]);
-    const std::vector<float> w = k_norm_weights(kGemmaHeadDim, 5);
+    const std::vector<float> w = random_k_norm_weights(kGemmaHeadDim, 5);
     std::vector<float> scaled(kGemmaHeadDim);
     for (int d = 0; d < kGemmaHeadDim; ++d) scaled[d] = bf16_to_float(float_to_bf16(v[d] * w[d]));
 

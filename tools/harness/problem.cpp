@@ -298,6 +298,14 @@ wideattn_k_from_v gemma4_k_from_v(const float* k_norm_scale) {
                              0};
 }
 
+std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed) {
+    constexpr float kSpread = 0.25f;
+    std::vector<float> w(static_cast<size_t>(head_dim));
+    const std::vector<uint16_t> noise = random_bf16(w.size(), kSpread, seed);
+    for (size_t d = 0; d < w.size(); ++d) w[d] = 1.0f + bf16_to_float(noise[d]);
+    return w;
+}
+
 void rebuild_k_from_v(const wideattn_k_from_v& kfv, HostProblem* problem) {
     HostProblem& h = *problem;
     const ProblemSpec& s = h.spec;

@@ -97,6 +97,9 @@ constexpr float kGemma4GlobalRopeTheta = 1.0e6f;
 constexpr int32_t kGemma4GlobalRotaryDims = 128;
 wideattn_k_from_v gemma4_k_from_v(const float* k_norm_scale);
 
+// k_norm weights of a test layer: 1 + N(0, 0.25^2) rounded through bf16, deterministic in `seed`.
+std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed);
+
 // Overwrites every key the problem's sequences address in problem->k with K rebuilt from its row
 // of problem->v (accuracy::k_from_v_row at the key's index in its sequence), so that a K+V call on
 // the result computes what the K-from-V call on problem->v does. kfv.k_norm_scale: host pointer.
