@@ -358,7 +358,8 @@ typedef struct wideattn_kernel_info {
                                           call, so the kernel is skipped for caches whose strides
                                           do not nest (head <= slot <= block, each covering the
                                           dimension inside it); "split_kv": has the split-KV entry
-                                          point (wideattn_prefill_params.num_splits) */
+                                          point (wideattn_prefill_params.num_splits); "k_from_v":
+                                          rebuilds K from V (WIDEATTN_FLAG_K_FROM_V) */
     const char* kind;                  /* "prefill", "merge_splits" (the split-KV merge kernel),
                                           "quantize_e4m3" or "amax_e4m3" */
 } wideattn_kernel_info;
