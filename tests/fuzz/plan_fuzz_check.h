@@ -122,11 +122,14 @@ inline void write_param(wideattn_prefill_params* p, uint8_t field, int64_t v) {
     }
 }
 
+// The bytes of the buffer a fuzzed K-from-V description lives in: every struct_size it states fits.
+constexpr size_t kKFromVBufferBytes = 256;
+
 // Writes a fuzzed value into one of a K-from-V description's fields (index modulo their number).
 inline void write_k_from_v(wideattn_k_from_v* d, uint8_t field, int64_t v) {
     const auto i32 = [v] { return static_cast<int32_t>(v); };
     switch (field % 7) {
-        case 0: d->struct_size = static_cast<uint32_t>(v); break;
+        case 0: d->struct_size = static_cast<uint32_t>(static_cast<uint64_t>(v) % (kKFromVBufferBytes + 1)); break;
         case 1: d->rope_type = i32(); break;
         case 2: d->k_norm_scale = reinterpret_cast<const float*>(static_cast<uintptr_t>(v)); break;
         case 3: std::memcpy(&d->rope_theta, &v, sizeof d->rope_theta); break;
@@ -163,7 +166,7 @@ inline std::string plan_input_problem(wideattn_context* ctx, const uint8_t* data
     // as large as any struct_size it may state.
     union KFromVBuffer {
         wideattn_k_from_v desc;
-        uint8_t bytes[256];
+        uint8_t bytes[kKFromVBufferBytes];
     } k_from_v{};
     k_from_v.desc = wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL,
                                       reinterpret_cast<const float*>(uintptr_t{0x70000000}), 1.0e6f, 128,
