@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "accuracy/bf16.h"
+#include "kernels/common/k_from_v.h"
 
 namespace wideattn::accuracy {
 namespace {
@@ -28,11 +29,31 @@ bool host_dtype_supported(int32_t dtype) {
 
 }  // namespace
 
+void k_from_v_row(const float* v_row, const wideattn_k_from_v& kfv, int32_t head_dim, int32_t position,
+                  float* k_row) {
+    const int32_t half = head_dim / 2;
+    for (int32_t i = 0; i < half; ++i) {
+        const float x_lo = k_from_v_scaled(v_row[i], kfv.k_norm_scale[i]);
+        const float x_hi = k_from_v_scaled(v_row[i + half], kfv.k_norm_scale[i + half]);
+        const RopeCosSin cs = rope_cos_sin(rope_angle(position, rope_inv_freq(kfv.rope_theta, i, head_dim, kfv.rotary_dims)));
+        k_row[i] = rope_rotate(x_lo, x_hi, cs, true);
+        k_row[i + half] = rope_rotate(x_hi, x_lo, cs, false);
+    }
+}
+
 std::string reference_attention_cpu(const wideattn_prefill_params& p, double* o, double* lse) {
     std::ostringstream err;
-    if (!p.q || !p.k_cache || !p.v_cache || !o || !p.cu_seqlens_q || !p.seq_lens_k || !p.block_table)
+    const bool rebuild_k = k_from_v_call(p.flags);
+    if (!p.q || (!rebuild_k && !p.k_cache) || !p.v_cache || !o || !p.cu_seqlens_q || !p.seq_lens_k || !p.block_table)
         return "reference_attention_cpu: a required pointer (q, k_cache, v_cache, o, cu_seqlens_q, "
                "seq_lens_k, block_table) is null";
+    if (rebuild_k && (!p.k_from_v || !p.k_from_v->k_norm_scale || p.kv_dtype != WIDEATTN_DTYPE_BF16 ||
+                      p.head_dim % 2 != 0)) {
+        err << "reference_attention_cpu: WIDEATTN_FLAG_K_FROM_V needs k_from_v and its k_norm_scale (host "
+               "pointers), kv_dtype=bf16 and an even head_dim (kv_dtype="
+            << p.kv_dtype << ", head_dim=" << p.head_dim << ")";
+        return err.str();
+    }
     if (!host_dtype_supported(p.q_dtype) || !host_dtype_supported(p.kv_dtype)) {
         err << "reference_attention_cpu: q_dtype=" << p.q_dtype << " / kv_dtype=" << p.kv_dtype
             << " not supported (BF16, F32, F64)";
@@ -82,14 +103,19 @@ std::string reference_attention_cpu(const wideattn_prefill_params& p, double* o,
         const int context = num_keys - q_len;
         for (int kv_head = 0; kv_head < p.num_kv_heads; ++kv_head) {
             Eigen::MatrixXd keys(num_keys, D), values(num_keys, D);
+            std::vector<float> v_row(rebuild_k ? D : 0), k_row(rebuild_k ? D : 0);
             for (int j = 0; j < num_keys; ++j) {
                 const int64_t block = p.block_table[s * p.block_table_stride + j / p.block_size];
                 const int64_t slot = j % p.block_size;
-                const int64_t k_row = block * p.k_block_stride + slot * p.k_slot_stride + kv_head * p.k_head_stride;
-                const int64_t v_row = block * p.v_block_stride + slot * p.v_slot_stride + kv_head * p.v_head_stride;
-                for (int d = 0; d < D; ++d) {
-                    keys(j, d) = load_element(p.k_cache, p.kv_dtype, k_row + d);
-                    values(j, d) = load_element(p.v_cache, p.kv_dtype, v_row + d);
+                const int64_t k_offset = block * p.k_block_stride + slot * p.k_slot_stride + kv_head * p.k_head_stride;
+                const int64_t v_offset = block * p.v_block_stride + slot * p.v_slot_stride + kv_head * p.v_head_stride;
+                for (int d = 0; d < D; ++d) values(j, d) = load_element(p.v_cache, p.kv_dtype, v_offset + d);
+                if (rebuild_k) {
+                    for (int d = 0; d < D; ++d) v_row[d] = static_cast<float>(values(j, d));
+                    k_from_v_row(v_row.data(), *p.k_from_v, D, j, k_row.data());
+                    for (int d = 0; d < D; ++d) keys(j, d) = k_row[d];
+                } else {
+                    for (int d = 0; d < D; ++d) keys(j, d) = load_element(p.k_cache, p.kv_dtype, k_offset + d);
                 }
             }
             for (int g = 0; g < group; ++g) {

@@ -1,6 +1,7 @@
 // reference_cpu.h - fp64 attention on the CPU (Eigen) with exactly the semantics of
 // wideattn_prefill (docs/design.md section 2). The yardstick for small shapes; the bundle's fp64
 // GPU kernel is the one for large shapes, and the GPU tests check the two against each other.
+// With WIDEATTN_FLAG_K_FROM_V each key's K is rebuilt from its V row (k_from_v_row) first.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,15 @@ namespace wideattn::accuracy {
 // o[token][q_head][d] as double using p.o_token_stride / p.o_head_stride, and, when `lse` is
 // not null, lse[q_head * p.lse_head_stride + token] as double (natural log; -inf for a row
 // with no visible key, whose output is zeros). Returns an empty string on success, else a
-// message naming the bad argument (nothing is written then).
+// message naming the bad argument (nothing is written then). With WIDEATTN_FLAG_K_FROM_V in
+// p.flags, p.k_from_v (and its k_norm_scale) is a HOST pointer too, k_cache is not read and V must
+// be BF16.
 std::string reference_attention_cpu(const wideattn_prefill_params& p, double* o, double* lse);
+
+// K of one key rebuilt from its bf16 V row (values as floats, head_dim of them) at `position`
+// (the key's index in its sequence), as WIDEATTN_FLAG_K_FROM_V defines it (include/wideattn.h;
+// kernels/common/k_from_v.h): bf16 values into k_row. kfv.k_norm_scale is a host pointer.
+void k_from_v_row(const float* v_row, const wideattn_k_from_v& kfv, int32_t head_dim, int32_t position,
+                  float* k_row);
 
 }  // namespace wideattn::accuracy

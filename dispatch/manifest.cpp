@@ -8,7 +8,9 @@
 #include "dispatch/bundle_files.h"
 #include "dispatch/json.h"
 #include "dispatch/manifest_format.h"
+#include "kernels/common/k_from_v.h"
 #include "kernels/common/kernel_desc.h"
+#include "kernels/common/kv_tensor_map.h"
 
 namespace wideattn {
 namespace {
@@ -164,6 +166,10 @@ bool read_features(KernelReader& r, const JsonValue& node, ManifestKernel* k) {
         k->features.push_back(f.string);
         k->features_csv += (k->features_csv.empty() ? "" : ",") + f.string;
     }
+    // A prefill kernel takes at most one second argument: the K/V tensor maps or the K-from-V
+    // description.
+    if (k->has_feature(kFeatureTmaKv) && k->has_feature(kFeatureKFromV))
+        return r.fail("features", "not both \"tma_kv\" and \"k_from_v\" (each is a second kernel argument)");
     return true;
 }
 

@@ -14,6 +14,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -30,6 +31,8 @@
 #include "dispatch/selection.h"
 #include "dispatch/split_plan.h"
 #include "dispatch/validation.h"
+#include "dispatch/versioned_struct.h"
+#include "kernels/common/k_from_v.h"
 #include "wideattn.h"
 
 static_assert(sizeof(void*) == 8, "plan tokens are 64-bit values");
@@ -44,32 +47,7 @@ namespace {
 constexpr size_t kPlanOptionsFirstSize = 32;  // C API 0.4.0
 constexpr size_t kPlanTensorsFirstSize = 120;
 constexpr size_t kPlanInfoFirstSize = 48;
-
-// Reads a caller's versioned struct (its first field is uint32_t struct_size) into *out: any size
-// from the struct's first version up to this library's, fields past the caller's size left at 0,
-// or a larger one whose bytes past this library's size are all zero.
-template <typename T>
-bool read_versioned(const void* in, size_t first_size, const char* name, T* out, std::string* message) {
-    uint32_t size = 0;
-    std::memcpy(&size, in, sizeof size);
-    if (size < first_size) {
-        *message = std::string(name) + ".struct_size=" + std::to_string(size) + " is below " +
-                   std::to_string(first_size) + ", the size of its first version (C API 0.4.0): set it to sizeof(" +
-                   name + ")";
-        return false;
-    }
-    const unsigned char* bytes = static_cast<const unsigned char*>(in);
-    for (size_t i = sizeof(T); i < size; ++i)
-        if (bytes[i] != 0) {
-            *message = std::string(name) + ".struct_size=" + std::to_string(size) + " is larger than this library's " +
-                       std::to_string(sizeof(T)) + " and byte " + std::to_string(i) +
-                       " is not zero: it sets a field this library does not know (a newer header; use its library)";
-            return false;
-        }
-    *out = T{};
-    std::memcpy(static_cast<void*>(out), in, std::min<size_t>(size, sizeof(T)));
-    return true;
-}
+constexpr char kPlanFirstVersion[] = "0.4.0";  // the plan structs' first version
 
 // The tensors a run takes.
 struct RunTensors {
@@ -86,7 +64,8 @@ struct OwnedMap {
     CUtensorMap map;
 };
 
-constexpr int kMaxFixedInputs = 6;  // cu_seqlens_q, seq_lens_k, block_table, q_scale, k_scale, v_scale
+constexpr int kMaxFixedInputs = 7;  // cu_seqlens_q, seq_lens_k, block_table, q_scale, k_scale, v_scale,
+                                    // k_from_v.k_norm_scale
 
 // What a call's params fix.
 struct PlanCore {
@@ -99,6 +78,9 @@ struct PlanCore {
     LaunchGeometry geometry, merge_geometry;
     bool launches = false;  // false: an empty batch, nothing to launch
     bool tma_kv = false, has_lse = false, checked = false;
+    bool k_from_v = false;       // the call rebuilds K from V (WIDEATTN_FLAG_K_FROM_V): runs take no k_cache
+    bool k_from_v_arg = false;   // the kernel takes the K-from-V description as its second argument
+    wideattn_k_from_v k_from_v_desc{};  // that argument: the validated copy (zeros for a K+V call)
     bool merge_programmatic = false;  // the merge is a programmatic dependent launch (dependent_launch.h)
     TensorMapKey k_key{}, v_key{};  // the caches' map keys, base set per run
     PrefillExtents extents{};
@@ -110,6 +92,16 @@ struct PlanCore {
 };
 
 const std::string& kernel_name(const PlanCore& core, int32_t index) { return core.ctx->manifest.kernels[index].name; }
+
+// The caller's params as the kernels take them: the bytes of a C API 0.4.0 struct, and k_from_v
+// only when flags asks for K from V (a caller built against 0.4.0 has no such field: its struct
+// ends where k_from_v begins, and it never sets the flag, whose bit 0.4.0 refused).
+wideattn_prefill_params copy_params(const wideattn_prefill_params* params) {
+    wideattn_prefill_params out{};
+    std::memcpy(static_cast<void*>(&out), params, offsetof(wideattn_prefill_params, k_from_v));
+    out.k_from_v = k_from_v_call(out.flags) ? params->k_from_v : nullptr;
+    return out;
+}
 
 // Validation, the current device, the launch plan there and what a run needs of it. `one_shot`
 // (wideattn_prefill): the params hold the run's tensors and were validated with them, so the
@@ -131,7 +123,7 @@ wideattn_status build_core(wideattn_context* ctx, const wideattn_prefill_params*
     core->ctx = ctx;
     core->drv = dev.drv;
     core->cu_ctx = dev.cu_ctx;
-    core->args = *params;
+    core->args = copy_params(params);
     core->args.num_splits = core->launch.num_splits;  // the kernels' view: the count that runs (grid.z)
     core->has_lse = params->lse != nullptr;
     core->checked = checked_mode(*params, ctx->check_metadata);
@@ -142,6 +134,10 @@ wideattn_status build_core(wideattn_context* ctx, const wideattn_prefill_params*
     core->launches = core->args.total_q != 0 && core->geometry.grid_x != 0 && core->geometry.grid_y != 0;
     core->geometry.grid_z = static_cast<uint32_t>(core->launch.num_splits);
     core->tma_kv = kernel.has_feature(kFeatureTmaKv);
+    core->k_from_v = k_from_v_call(params->flags);
+    core->k_from_v_arg = kernel.has_feature(kFeatureKFromV);
+    if ((status = read_k_from_v(core->args, &core->k_from_v_desc, &message)) != WIDEATTN_OK)
+        return fail(status, message);
     if (core->launches) {
         const bool split = core->launch.num_splits > 1;
         if ((status = get_function(ctx, *dev.drv, dev.cu_ctx, core->launch.kernel_index, split, &core->function)) !=
@@ -200,7 +196,12 @@ wideattn_status check_run_tensors(const PlanCore& core, const RunTensors& t) {
                    {t.k_cache, "k_cache", &core.extents.k_cache},
                    {t.v_cache, "v_cache", &core.extents.v_cache},
                    {t.o, "o", &core.extents.o}};
+    if (core.k_from_v && t.k_cache)
+        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT,
+                    "k_cache=" + pointer_text(t.k_cache) +
+                        " is set but the plan rebuilds K from v_cache (WIDEATTN_FLAG_K_FROM_V): pass NULL");
     for (const auto& x : tensors) {
+        if (!x.ptr && core.k_from_v && x.extent == &core.extents.k_cache) continue;
         if (!x.ptr) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, std::string(x.name) + " is NULL");
         if (reinterpret_cast<uintptr_t>(x.ptr) % kTensorAlignment != 0)
             return fail(WIDEATTN_ERROR_INVALID_ARGUMENT,
@@ -231,7 +232,7 @@ wideattn_status check_run_tensors(const PlanCore& core, const RunTensors& t) {
     if (t.lse && core.extents.lse.any) spans[n++] = run_span("lse", t.lse, core.extents.lse, true);
     if (core.has_workspace_span) spans[n++] = core.workspace_span;
     if (core.extents.q.any) spans[n++] = run_span("q", t.q, core.extents.q, false);
-    if (core.extents.k_cache.any) spans[n++] = run_span("k_cache", t.k_cache, core.extents.k_cache, false);
+    if (core.extents.k_cache.any && t.k_cache) spans[n++] = run_span("k_cache", t.k_cache, core.extents.k_cache, false);
     if (core.extents.v_cache.any) spans[n++] = run_span("v_cache", t.v_cache, core.extents.v_cache, false);
     for (int i = 0; i < core.input_count; ++i) spans[n++] = core.inputs[i];
     std::string message;
@@ -285,7 +286,8 @@ wideattn_status run_core(const PlanCore& core, const RunTensors& t, void* stream
     }
     if (!core.launches) return WIDEATTN_OK;
     KvTensorMaps maps;  // the second argument of "tma_kv" kernels
-    void* second = nullptr;
+    wideattn_k_from_v k_from_v_desc = core.k_from_v_desc;  // that of "k_from_v" kernels
+    void* second = core.k_from_v_arg ? &k_from_v_desc : nullptr;
     if (core.tma_kv) {
         wideattn_status status = find_map(core, core.k_maps, core.k_key, t.k_cache, "k_cache", &maps.k);
         if (status == WIDEATTN_OK) status = find_map(core, core.v_maps, core.v_key, t.v_cache, "v_cache", &maps.v);
@@ -474,7 +476,7 @@ wideattn_status plan_create(wideattn_context* ctx, const wideattn_prefill_params
     wideattn_plan_options o{};
     o.struct_size = sizeof o;
     std::string message;
-    if (options && !read_versioned(options, kPlanOptionsFirstSize, "wideattn_plan_options", &o, &message))
+    if (options && !read_versioned(options, kPlanOptionsFirstSize, kPlanFirstVersion, "wideattn_plan_options", &o, &message))
         return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, message);
     wideattn_status status = check_options(o);
     if (status != WIDEATTN_OK) return status;
@@ -493,7 +495,7 @@ wideattn_status plan_run_tensors(const wideattn_plan* token, const wideattn_plan
     if (!tensors) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "tensors is NULL");
     wideattn_plan_tensors t;
     std::string message;
-    if (!read_versioned(tensors, kPlanTensorsFirstSize, "wideattn_plan_tensors", &t, &message))
+    if (!read_versioned(tensors, kPlanTensorsFirstSize, kPlanFirstVersion, "wideattn_plan_tensors", &t, &message))
         return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, message);
     if (t.reserved != 0 || t.reserved2 != 0)
         return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "tensors.reserved and tensors.reserved2 must be 0");

@@ -6,6 +6,7 @@
 
 #include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest_format.h"
+#include "kernels/common/k_from_v.h"
 #include "kernels/common/kernel_desc.h"
 #include "kernels/common/v_transposed.h"
 
@@ -140,6 +141,12 @@ bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int3
             *why = k.name + " reads V only in the transposed layout (flags WIDEATTN_FLAG_V_TRANSPOSED, "
                             "v_cache[block][kv_head][d][slot] as wideattn_quantize_to_cache writes it with that "
                             "flag), not the engine layout";
+        return false;
+    }
+    if (k_from_v_call(p.flags) && !k.has_feature(kFeatureKFromV)) {
+        if (why)
+            *why = k.name + " reads K from k_cache and cannot rebuild it from V (WIDEATTN_FLAG_K_FROM_V needs a "
+                            "kernel with the k_from_v feature: today reference_f64, o_dtype=f64)";
         return false;
     }
     if (k.has_feature(kFeatureTmaKv)) {

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "dispatch/checked_math.h"
+#include "dispatch/versioned_struct.h"
+#include "kernels/common/k_from_v.h"
 #include "kernels/common/kernel_desc.h"
 #include "dispatch/manifest_format.h"
 
@@ -24,12 +26,15 @@ std::string pointer_text(const void* ptr) {
 namespace {
 
 constexpr int64_t kMaxSeqKeys = INT32_MAX;  // seq_lens_k entries are int32
-constexpr uint32_t kKnownFlags =
-    WIDEATTN_FLAG_CHECK_METADATA | WIDEATTN_FLAG_V_TRANSPOSED;             // wideattn_prefill_params.flags
+constexpr uint32_t kKnownFlags = WIDEATTN_FLAG_CHECK_METADATA | WIDEATTN_FLAG_V_TRANSPOSED |
+                                 WIDEATTN_FLAG_K_FROM_V;  // wideattn_prefill_params.flags
 constexpr uint32_t kKnownQuantizeFlags = WIDEATTN_FLAG_V_TRANSPOSED;  // wideattn_quantize_params.flags
 constexpr int64_t kTransposedSlotStride = 1;  // the slots of a transposed V row are contiguous
 
 bool v_transposed(const wideattn_prefill_params& p) { return (p.flags & WIDEATTN_FLAG_V_TRANSPOSED) != 0; }
+bool k_from_v(const wideattn_prefill_params& p) { return k_from_v_call(p.flags); }
+constexpr size_t kKFromVFirstSize = sizeof(wideattn_k_from_v);  // C API 0.5.0
+constexpr char kKFromVFirstVersion[] = "0.5.0";
 
 // One dimension of a tensor: `count` indices `stride` elements apart.
 struct Dim {
@@ -227,6 +232,17 @@ private:
     std::string* message_;
 };
 
+// k_cache: set for a K+V call (NULL allowed for a plan), NULL with WIDEATTN_FLAG_K_FROM_V.
+bool check_k_cache(Validator& v, const wideattn_prefill_params& p, bool run_tensors_optional) {
+    if (k_from_v(p)) {
+        if (!p.k_cache) return true;
+        return v.fail("k_cache=" + pointer_text(p.k_cache) +
+                      " is set but flags has WIDEATTN_FLAG_K_FROM_V: K is rebuilt from v_cache (pass NULL)");
+    }
+    if (p.k_cache || run_tensors_optional) return true;
+    return v.fail("k_cache is NULL (a V-only cache needs WIDEATTN_FLAG_K_FROM_V in flags and params.k_from_v)");
+}
+
 // Dtypes known, every pointer set and aligned, counts in range.
 // `run_tensors_optional`: q, k_cache, v_cache and o may be NULL (wideattn_plan_create).
 bool check_pointers_and_counts(Validator& v, const wideattn_prefill_params& p, bool run_tensors_optional) {
@@ -234,7 +250,7 @@ bool check_pointers_and_counts(Validator& v, const wideattn_prefill_params& p, b
         return (run_tensors_optional && !ptr) || v.not_null(ptr, name);
     };
     return v.dtype(p.q_dtype, "q_dtype") && v.dtype(p.kv_dtype, "kv_dtype") && v.dtype(p.o_dtype, "o_dtype") &&
-           run_tensor(p.q, "q") && run_tensor(p.k_cache, "k_cache") && run_tensor(p.v_cache, "v_cache") &&
+           run_tensor(p.q, "q") && check_k_cache(v, p, run_tensors_optional) && run_tensor(p.v_cache, "v_cache") &&
            run_tensor(p.o, "o") && v.not_null(p.cu_seqlens_q, "cu_seqlens_q") &&
            v.not_null(p.seq_lens_k, "seq_lens_k") && v.not_null(p.block_table, "block_table") &&
            v.aligned(p.q, kTensorAlignment, "q") && v.aligned(p.k_cache, kTensorAlignment, "k_cache") &&
@@ -269,7 +285,8 @@ bool check_shape(Validator& v, const wideattn_prefill_params& p) {
         std::ostringstream s;
         s << "flags=" << p.flags << " has unknown bits 0x" << std::hex << unknown << std::dec
           << " (the flags are WIDEATTN_FLAG_CHECK_METADATA = " << WIDEATTN_FLAG_CHECK_METADATA
-          << " and WIDEATTN_FLAG_V_TRANSPOSED = " << WIDEATTN_FLAG_V_TRANSPOSED << ")";
+          << ", WIDEATTN_FLAG_V_TRANSPOSED = " << WIDEATTN_FLAG_V_TRANSPOSED
+          << " and WIDEATTN_FLAG_K_FROM_V = " << WIDEATTN_FLAG_K_FROM_V << ")";
         return v.fail(s.str());
     }
     if (v_transposed(p) && p.kv_dtype != WIDEATTN_DTYPE_E4M3) {
@@ -287,6 +304,47 @@ bool check_shape(Validator& v, const wideattn_prefill_params& p) {
     return true;
 }
 
+// K from V: the description readable and in range, bf16 V (after check_shape: head_dim even).
+bool check_k_from_v(Validator& v, const wideattn_prefill_params& p) {
+    if (!k_from_v(p)) return true;
+    wideattn_k_from_v kfv{};
+    std::string message;
+    if (read_k_from_v(p, &kfv, &message) != WIDEATTN_OK) return v.fail(message);
+    std::ostringstream s;
+    if (p.kv_dtype != WIDEATTN_DTYPE_BF16) {
+        s << "kv_dtype=" << dtype_name(p.kv_dtype)
+          << " with WIDEATTN_FLAG_K_FROM_V: K is rebuilt from a bf16 V cache only (no kernel rebuilds it from "
+             "another dtype)";
+        return v.fail(s.str());
+    }
+    if (kfv.rope_type != WIDEATTN_ROPE_PROPORTIONAL) {
+        s << "k_from_v.rope_type=" << kfv.rope_type << " is not a RoPE type (WIDEATTN_ROPE_PROPORTIONAL = "
+          << WIDEATTN_ROPE_PROPORTIONAL << " is the one defined)";
+        return v.fail(s.str());
+    }
+    if (kfv.pairing != WIDEATTN_ROPE_ROTATE_HALF) {
+        s << "k_from_v.pairing=" << kfv.pairing << " is not a pairing (WIDEATTN_ROPE_ROTATE_HALF = "
+          << WIDEATTN_ROPE_ROTATE_HALF << " is the one defined)";
+        return v.fail(s.str());
+    }
+    if (kfv.reserved != 0) {
+        s << "k_from_v.reserved=" << kfv.reserved << " must be 0";
+        return v.fail(s.str());
+    }
+    if (!kfv.k_norm_scale) return v.fail("k_from_v.k_norm_scale is NULL (k_norm's weight, fp32 [head_dim])");
+    if (!v.aligned(kfv.k_norm_scale, sizeof(float), "k_from_v.k_norm_scale")) return false;
+    if (!std::isfinite(kfv.rope_theta) || kfv.rope_theta <= 0.0f) {
+        s << "k_from_v.rope_theta=" << kfv.rope_theta << " must be finite and > 0";
+        return v.fail(s.str());
+    }
+    if (kfv.rotary_dims < 0 || kfv.rotary_dims % 2 != 0 || kfv.rotary_dims > p.head_dim) {
+        s << "k_from_v.rotary_dims=" << kfv.rotary_dims << " must be even and in 0..head_dim=" << p.head_dim
+          << " (2 x the rotated frequencies; Gemma 4: 128 of 512)";
+        return v.fail(s.str());
+    }
+    return v.tensor_fits("k_from_v.k_norm_scale", kfv.k_norm_scale, sizeof(float), p.head_dim, {});
+}
+
 // The slot stride of a transposed V layout: 1 (its page rows hold the slots contiguously).
 bool check_transposed_slot_stride(Validator& v, int64_t stride, const char* name) {
     if (stride == kTransposedSlotStride) return true;
@@ -301,9 +359,9 @@ bool check_strides(Validator& v, const wideattn_prefill_params& p) {
     const int32_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
     return v.stride(p.q_token_stride, q_size, "q_token_stride") &&
            v.stride(p.q_head_stride, q_size, "q_head_stride") &&
-           v.stride(p.k_block_stride, kv_size, "k_block_stride") &&
-           v.stride(p.k_slot_stride, kv_size, "k_slot_stride") &&
-           v.stride(p.k_head_stride, kv_size, "k_head_stride") &&
+           (k_from_v(p) || (v.stride(p.k_block_stride, kv_size, "k_block_stride") &&
+                            v.stride(p.k_slot_stride, kv_size, "k_slot_stride") &&
+                            v.stride(p.k_head_stride, kv_size, "k_head_stride"))) &&
            v.stride(p.v_block_stride, kv_size, "v_block_stride") &&
            (v_transposed(p) ? check_transposed_slot_stride(v, p.v_slot_stride, "v_slot_stride")
                             : v.stride(p.v_slot_stride, kv_size, "v_slot_stride")) &&
@@ -385,10 +443,10 @@ bool check_extents(Validator& v, const wideattn_prefill_params& p) {
     return v.tensor_fits("q", p.q, q_size, p.head_dim,
                          {{"total_q", p.total_q, "q_token_stride", p.q_token_stride},
                           {"num_q_heads", p.num_q_heads, "q_head_stride", p.q_head_stride}}) &&
-           v.tensor_fits("k_cache", p.k_cache, kv_size, p.head_dim,
-                         {{"num_blocks", p.num_blocks, "k_block_stride", p.k_block_stride},
-                          {"block_size", p.block_size, "k_slot_stride", p.k_slot_stride},
-                          {"num_kv_heads", p.num_kv_heads, "k_head_stride", p.k_head_stride}}) &&
+           (k_from_v(p) || v.tensor_fits("k_cache", p.k_cache, kv_size, p.head_dim,
+                                         {{"num_blocks", p.num_blocks, "k_block_stride", p.k_block_stride},
+                                          {"block_size", p.block_size, "k_slot_stride", p.k_slot_stride},
+                                          {"num_kv_heads", p.num_kv_heads, "k_head_stride", p.k_head_stride}})) &&
            (v_transposed(p)
                 ? v.tensor_fits("v_cache", p.v_cache, kv_size, p.block_size,
                                 {{"num_blocks", p.num_blocks, "v_block_stride", p.v_block_stride},
@@ -460,6 +518,10 @@ void add_prefill_spans(const wideattn_prefill_params& p, SpanList* out) {
     add_span(&spans, "q_scale", p.q_scale, false, float_size, 1, {});
     add_span(&spans, "k_scale", p.k_scale, false, float_size, 1, {});
     add_span(&spans, "v_scale", p.v_scale, false, float_size, 1, {});
+    wideattn_k_from_v kfv{};
+    std::string unused;
+    if (k_from_v(p) && read_k_from_v(p, &kfv, &unused) == WIDEATTN_OK)
+        add_span(&spans, "k_from_v.k_norm_scale", kfv.k_norm_scale, false, float_size, p.head_dim, {});
 }
 
 bool check_overlaps(Validator& v, const wideattn_prefill_params& p) {
@@ -538,13 +600,25 @@ wideattn_status validate_prefill(const wideattn_prefill_params* p, std::string* 
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     }
     Validator v(message);
-    const bool ok = check_pointers_and_counts(v, *p, run_tensors_optional) && check_shape(v, *p) && check_strides(v, *p) &&
-                    check_lse(v, *p) && check_scales(v, *p) && check_splits(v, *p) && check_extents(v, *p) &&
-                    check_overlaps(v, *p);
+    const bool ok = check_pointers_and_counts(v, *p, run_tensors_optional) && check_shape(v, *p) &&
+                    check_k_from_v(v, *p) && check_strides(v, *p) && check_lse(v, *p) && check_scales(v, *p) &&
+                    check_splits(v, *p) && check_extents(v, *p) && check_overlaps(v, *p);
     return ok ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
 }
 
 }  // namespace
+
+wideattn_status read_k_from_v(const wideattn_prefill_params& p, wideattn_k_from_v* out, std::string* message) {
+    *out = wideattn_k_from_v{};
+    if (!k_from_v(p)) return WIDEATTN_OK;
+    if (!p.k_from_v) {
+        *message = "k_from_v is NULL but flags has WIDEATTN_FLAG_K_FROM_V (point it to a wideattn_k_from_v)";
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    return read_versioned(p.k_from_v, kKFromVFirstSize, kKFromVFirstVersion, "wideattn_k_from_v", out, message)
+               ? WIDEATTN_OK
+               : WIDEATTN_ERROR_INVALID_ARGUMENT;
+}
 
 wideattn_status validate_params(const wideattn_prefill_params* p, std::string* message) {
     return validate_prefill(p, message, false);

@@ -23,6 +23,11 @@ int32_t dtype_size(int32_t dtype);
 // WIDEATTN_ERROR_INVALID_ARGUMENT and sets *message, naming the argument and its value.
 wideattn_status validate_params(const wideattn_prefill_params* p, std::string* message);
 
+// The K-from-V description of params (WIDEATTN_FLAG_K_FROM_V) read as a versioned struct into
+// *out (zeroed for a call without the flag, WIDEATTN_OK); INVALID_ARGUMENT naming the field for a
+// NULL pointer or a struct_size this library cannot read. validate_params checks the values.
+wideattn_status read_k_from_v(const wideattn_prefill_params& p, wideattn_k_from_v* out, std::string* message);
+
 // The same for wideattn_plan_create: q, k_cache, v_cache and o may be NULL (a run gives them);
 // every other rule holds, the tensors' shapes and strides included.
 wideattn_status validate_plan_params(const wideattn_prefill_params* p, std::string* message);

@@ -36,10 +36,12 @@ extern "C" {
  * renamed its last field `reserved` to `flags` (same offset and size); 0.4.0 added the transposed
  * e4m3 V layout (WIDEATTN_FLAG_V_TRANSPOSED), appended `flags` to wideattn_quantize_params
  * (104 -> 112 bytes: rebuild against the new header), added plans (wideattn_plan_create /
- * wideattn_plan_run, below) and moved this header from dispatch/ to include/. The shared
- * library's soname is libwideattn.so.<MAJOR>. */
+ * wideattn_plan_run, below) and moved this header from dispatch/ to include/; 0.5.0 added K from V
+ * (WIDEATTN_FLAG_K_FROM_V, wideattn_k_from_v) and appended `k_from_v` to wideattn_prefill_params
+ * (264 -> 272 bytes; read only when flags has WIDEATTN_FLAG_K_FROM_V, so a caller built against
+ * 0.4.0 keeps working). The shared library's soname is libwideattn.so.<MAJOR>. */
 #define WIDEATTN_VERSION_MAJOR 0
-#define WIDEATTN_VERSION_MINOR 4
+#define WIDEATTN_VERSION_MINOR 5
 #define WIDEATTN_VERSION_PATCH 0
 
 /* Status codes. */
@@ -64,6 +66,37 @@ typedef enum wideattn_dtype {
     WIDEATTN_DTYPE_E4M3 = 4  /* 8-bit float codes (e4m3, OCP FP8 E4M3FN: max 448), dequantised as
                                 code * the tensor's scale */
 } wideattn_dtype;
+
+/*
+ * K from V (C API 0.5.0; docs/design.md section 2, "K from V in Gemma 4's global layers"): the
+ * cache holds V only and each key's K is rebuilt from its V row, as Gemma 4's global layers
+ * (attention_k_eq_v) define them: V = bf16(n), K = RoPE(bf16(n * w)) with n the RMS-normalised
+ * projection and w k_norm's weight. Per key j of a sequence (position j, its index in the
+ * sequence) and dim d of head_dim D, all arithmetic fp32 and each named step rounded to bf16:
+ *   x[d]       = bf16(V[d] * k_norm_scale[d])
+ *   inv_freq[i]= 1 / fp32(rope_theta ^ (2i / D))  for i < rotary_dims / 2, else 0   (i < D / 2)
+ *   c[i], s[i] = bf16(cos(fp32(j * inv_freq[i]))), bf16(sin(...))
+ *   K[d]       = bf16(bf16(x[d] * c[d]) - bf16(x[d + D/2] * s[d]))       for d <  D/2
+ *   K[d]       = bf16(bf16(x[d] * c[i]) + bf16(x[d - D/2] * s[i]))       for d >= D/2, i = d - D/2
+ * (rotate-half pairing: dim i turns with dim i + D/2; the exponent's denominator is the full head
+ * dim D, as transformers' "proportional" RoPE has it). Gemma 4's global layers: rope_theta 1e6,
+ * rotary_dims 128 (partial_rotary_factor 0.25 of D = 512). A versioned struct (struct_size, see
+ * "Versioned structs" below) pointed to by wideattn_prefill_params.k_from_v; the library passes a
+ * copy to the kernels, so it need not outlive the call (a plan keeps its own copy).
+ */
+#define WIDEATTN_ROPE_PROPORTIONAL 1 /* wideattn_k_from_v.rope_type: the one RoPE type defined */
+#define WIDEATTN_ROPE_ROTATE_HALF 1  /* wideattn_k_from_v.pairing: dim i with dim i + head_dim / 2 */
+typedef struct wideattn_k_from_v {
+    uint32_t struct_size;      /* sizeof(wideattn_k_from_v) */
+    int32_t rope_type;         /* WIDEATTN_ROPE_PROPORTIONAL */
+    const float* k_norm_scale; /* device, fp32 [head_dim]: k_norm's weight w itself (not 1 + w);
+                                  4-byte aligned */
+    float rope_theta;          /* > 0 and finite (Gemma 4 global layers: 1e6) */
+    int32_t rotary_dims;       /* dims that rotate: even, 0 .. head_dim; 2 x the frequencies with a
+                                  nonzero inv_freq (partial_rotary_factor x head_dim: 128 for Gemma 4) */
+    int32_t pairing;           /* WIDEATTN_ROPE_ROTATE_HALF */
+    int32_t reserved;          /* 0 */
+} wideattn_k_from_v;
 
 /*
  * Prefill attention over a variable-length batch with a paged KV cache.
@@ -171,6 +204,10 @@ typedef struct wideattn_prefill_params {
     /* WIDEATTN_FLAG_* bits (0: none; an unknown bit is WIDEATTN_ERROR_INVALID_ARGUMENT). Named
      * `reserved` and required to be 0 before C API 0.3.0; same offset and size. */
     int32_t flags;
+    /* With WIDEATTN_FLAG_K_FROM_V in flags: the K-from-V description (host pointer, above); k_cache
+     * is then NULL and its strides are not read. Read only when that flag is set (C API 0.5.0), so
+     * the 264 bytes of a 0.4.0 caller's struct are all that is read from it otherwise. */
+    const wideattn_k_from_v* k_from_v;
 } wideattn_prefill_params;
 
 /*
@@ -205,6 +242,14 @@ typedef struct wideattn_prefill_params {
  * they read nothing else; selection refuses the others for it (WIDEATTN_ERROR_UNSUPPORTED).
  */
 #define WIDEATTN_FLAG_V_TRANSPOSED 2
+
+/*
+ * K from V (wideattn_prefill_params.flags, C API 0.5.0): k_cache is NULL and each key's K is
+ * rebuilt from its bf16 V row as wideattn_k_from_v describes (params.k_from_v, required). Only the
+ * kernels with the "k_from_v" feature serve it (today the fp64 reference, reference_f64); selection
+ * refuses the others for it (WIDEATTN_ERROR_UNSUPPORTED). kv_dtype must be BF16.
+ */
+#define WIDEATTN_FLAG_K_FROM_V 4
 
 /* The largest num_splits (wideattn_prefill_params). */
 #define WIDEATTN_MAX_SPLITS 128
@@ -313,7 +358,8 @@ typedef struct wideattn_kernel_info {
                                           call, so the kernel is skipped for caches whose strides
                                           do not nest (head <= slot <= block, each covering the
                                           dimension inside it); "split_kv": has the split-KV entry
-                                          point (wideattn_prefill_params.num_splits) */
+                                          point (wideattn_prefill_params.num_splits); "k_from_v":
+                                          rebuilds K from V (WIDEATTN_FLAG_K_FROM_V) */
     const char* kind;                  /* "prefill", "merge_splits" (the split-KV merge kernel),
                                           "quantize_e4m3" or "amax_e4m3" */
 } wideattn_kernel_info;

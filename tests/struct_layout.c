@@ -35,6 +35,12 @@ int main(void) {
     FIELD(wideattn_prefill_params, max_seqlen_q); FIELD(wideattn_prefill_params, max_seqlen_k);
     FIELD(wideattn_prefill_params, num_splits); FIELD(wideattn_prefill_params, workspace);
     FIELD(wideattn_prefill_params, workspace_bytes); FIELD(wideattn_prefill_params, flags);
+    FIELD(wideattn_prefill_params, k_from_v);
+    END();
+    BEGIN(wideattn_k_from_v);
+    FIELD(wideattn_k_from_v, struct_size); FIELD(wideattn_k_from_v, rope_type);
+    FIELD(wideattn_k_from_v, k_norm_scale); FIELD(wideattn_k_from_v, rope_theta);
+    FIELD(wideattn_k_from_v, rotary_dims); FIELD(wideattn_k_from_v, pairing); FIELD(wideattn_k_from_v, reserved);
     END();
     BEGIN(wideattn_quantize_params);
     FIELD(wideattn_quantize_params, src); FIELD(wideattn_quantize_params, src_token_stride);

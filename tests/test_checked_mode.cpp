@@ -205,8 +205,8 @@ TEST_CASE("checked mode: bad flag bits are refused before any copy or launch") {
     call.p.flags = WIDEATTN_FLAG_CHECK_METADATA | 8;
     CHECK(wideattn_prefill(ctx.get(), call.params(), nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(last_error() ==
-          "flags=9 has unknown bits 0x8 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
-          "WIDEATTN_FLAG_V_TRANSPOSED = 2)");
+          "flags=9 has unknown bits 0x8 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1, "
+          "WIDEATTN_FLAG_V_TRANSPOSED = 2 and WIDEATTN_FLAG_K_FROM_V = 4)");
     CHECK(fake.copies() == copies);
     CHECK(fake.take_launches().empty());
 }

@@ -133,6 +133,29 @@ inline wideattn_prefill_params valid_params() {
 constexpr int kFarWindowBits = 40;
 inline void* far_window(uintptr_t index) { return reinterpret_cast<void*>(index << kFarWindowBits); }
 
+// The K-from-V description of k_from_v_params (one per thread, reset by each call), its k_norm_scale
+// a fake device address apart from valid_params' tensors.
+constexpr uintptr_t kFakeKNormScale = 0x70000000;
+constexpr float kTestRopeTheta = 1.0e6f;
+constexpr int32_t kTestRotaryDims = 128;
+inline wideattn_k_from_v& k_from_v_desc() {
+    static thread_local wideattn_k_from_v desc{};
+    return desc;
+}
+
+// valid_params in K-from-V mode: k_cache NULL, WIDEATTN_FLAG_K_FROM_V, k_from_v_desc() (Gemma 4's
+// global layers) reset to valid values.
+inline wideattn_prefill_params k_from_v_params() {
+    wideattn_prefill_params p = valid_params();
+    p.k_cache = nullptr;
+    p.flags = WIDEATTN_FLAG_K_FROM_V;
+    k_from_v_desc() = wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL,
+                                        reinterpret_cast<const float*>(kFakeKNormScale), kTestRopeTheta,
+                                        kTestRotaryDims, WIDEATTN_ROPE_ROTATE_HALF, 0};
+    p.k_from_v = &k_from_v_desc();
+    return p;
+}
+
 // Moves every tensor of `p` into its own far_window, so calls with more rows than valid_params'
 // 256 MiB windows hold (total_q above 8192) keep their tensors apart.
 inline wideattn_prefill_params tensors_apart(wideattn_prefill_params p) {

@@ -176,12 +176,12 @@ TEST_CASE("metadata check: the driver-free entry points validate the flags and r
     CHECK_MESSAGE(wideattn_is_supported(ctx, &p, 9, 0, &index) == WIDEATTN_OK, wideattn_last_error());
     wideattn_launch_plan plan{};
     CHECK_MESSAGE(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, &plan) == WIDEATTN_OK, wideattn_last_error());
-    p.flags = 4;
+    p.flags = 8;
     CHECK(wideattn_is_supported(ctx, &p, 9, 0, &index) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()) ==
-          "flags=4 has unknown bits 0x4 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
-          "WIDEATTN_FLAG_V_TRANSPOSED = 2)");
+          "flags=8 has unknown bits 0x8 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1, "
+          "WIDEATTN_FLAG_V_TRANSPOSED = 2 and WIDEATTN_FLAG_K_FROM_V = 4)");
     CHECK(wideattn_plan_launch(ctx, &p, 9, 0, kH200Sms, &plan) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    CHECK(std::string(wideattn_last_error()).find("flags=4 has unknown bits 0x4") == 0);
+    CHECK(std::string(wideattn_last_error()).find("flags=8 has unknown bits 0x8") == 0);
     wideattn_close(ctx);
 }

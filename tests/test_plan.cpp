@@ -9,8 +9,11 @@
 // address space, overlapping), a cache layout other than the plan's, and versioned structs of a
 // bad size.
 #include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <doctest/doctest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +42,7 @@ public:
         tensor_maps_ = symbol<int (*)()>("fake_cuda_tensor_maps");
         launches_ = symbol<int (*)()>("fake_cuda_kernel_launches");
         last_args_ = symbol<const void* (*)()>("fake_cuda_last_args");
+        last_k_from_v_ = symbol<const void* (*)()>("fake_cuda_last_k_from_v");
         set_context_ = symbol<void (*)(int)>("fake_cuda_set_current_context");
         set_launch_ex_fails_ = symbol<void (*)(int)>("fake_cuda_set_launch_ex_fails");
         copies_ = symbol<int (*)()>("fake_cuda_device_copies");
@@ -63,6 +67,12 @@ public:
         std::memcpy(&p, last_args_(), sizeof p);
         return p;
     }
+    // The second argument of the last launch of reference_f64 (its K-from-V description).
+    wideattn_k_from_v last_k_from_v() const {
+        wideattn_k_from_v d;
+        std::memcpy(&d, last_k_from_v_(), sizeof d);
+        return d;
+    }
     void set_context(int index) const { set_context_(index); }
     void set_launch_ex_fails(int fail) const { set_launch_ex_fails_(fail); }
     int copies() const { return copies_(); }
@@ -79,6 +89,7 @@ private:
     int (*tensor_maps_)() = nullptr;
     int (*launches_)() = nullptr;
     const void* (*last_args_)() = nullptr;
+    const void* (*last_k_from_v_)() = nullptr;
     void (*set_context_)(int) = nullptr;
     void (*set_launch_ex_fails_)(int) = nullptr;
     int (*copies_)() = nullptr;
@@ -650,6 +661,7 @@ TEST_CASE("plan: checked mode checks the metadata at every run") {
 }
 
 TEST_CASE("plan: random programs of plan calls keep the fuzzing invariants (tests/fuzz/fuzz_plan.cpp)") {
+    constexpr uint8_t kKPlusV = 0, kKFromVValid = 1;  // the program's K-from-V byte: off, or on without writes
     const Fake fake;
     const Context c;
     if (!c.ok) return;
@@ -660,8 +672,10 @@ TEST_CASE("plan: random programs of plan calls keep the fuzzing invariants (test
         input.resize(rng() % 200);
         for (uint8_t& b : input) b = static_cast<uint8_t>(rng());
         // Half the programs keep the params valid (no field writes), so their plans are created
-        // and the run, info and destroy paths get exercised.
+        // and the run, info and destroy paths get exercised: a K+V call, or (every other one) the
+        // K-from-V call with a valid description.
         if (!input.empty() && (i & 1)) input[0] = 0;
+        if (input.size() > 1 && (i & 1)) input[1] = (i & 2) ? kKFromVValid : kKPlusV;
         const std::string problem = fuzz::plan_input_problem(c.ctx, input.data(), input.size(), &stats);
         CAPTURE(i);
         REQUIRE_MESSAGE(problem.empty(), problem);
@@ -670,4 +684,112 @@ TEST_CASE("plan: random programs of plan calls keep the fuzzing invariants (test
     CHECK(stats.created > 1000);
     CHECK(stats.succeeded > 1000);
     CHECK(stats.calls - stats.succeeded > 10000);
+}
+
+namespace {
+
+// K from V over valid_params' shapes for the fp64 reference (o_dtype F64).
+wideattn_prefill_params k_from_v_call() {
+    wideattn_prefill_params p = test::k_from_v_params();
+    p.o_dtype = WIDEATTN_DTYPE_F64;
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("plan: K from V selects reference_f64, which gets the description as its second argument") {
+    const Fake fake;
+    const Context c;
+    if (!c.ok) return;
+    wideattn_prefill_params p = k_from_v_call();
+    int32_t index = -1;
+    REQUIRE_MESSAGE(wideattn_is_supported(c.ctx, &p, 9, 0, &index) == WIDEATTN_OK, last_error());
+    wideattn_kernel_info info{};
+    REQUIRE(wideattn_get_kernel_info(c.ctx, index, &info) == WIDEATTN_OK);
+    CHECK(std::string(info.name) == "reference_f64");
+    CHECK(std::string(info.features).find("k_from_v") != std::string::npos);
+
+    REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &p, nullptr) == WIDEATTN_OK, last_error());
+    CHECK(fake.take_launches().find("wideattn_reference_f64 ") == 0);
+    const wideattn_k_from_v sent = fake.last_k_from_v();
+    CHECK(std::memcmp(&sent, &test::k_from_v_desc(), sizeof sent) == 0);
+    CHECK(fake.last_args().k_cache == nullptr);
+    CHECK(fake.last_args().k_from_v == &test::k_from_v_desc());
+
+    // A K+V call to the same kernel passes an all-zero description.
+    wideattn_prefill_params kv = test::valid_params();
+    kv.o_dtype = WIDEATTN_DTYPE_F64;
+    REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &kv, nullptr) == WIDEATTN_OK, last_error());
+    const wideattn_k_from_v zeros{};
+    const wideattn_k_from_v none = fake.last_k_from_v();
+    CHECK(std::memcmp(&none, &zeros, sizeof none) == 0);
+}
+
+TEST_CASE("plan: K from V is refused by every kernel without the feature") {
+    const Fake fake;
+    const Context c;
+    if (!c.ok) return;
+    wideattn_prefill_params p = test::k_from_v_params();  // o_dtype bf16: no k_from_v kernel
+    int32_t index = -1;
+    CHECK(wideattn_is_supported(c.ctx, &p, 9, 0, &index) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK_MESSAGE(last_error().find("wgmma_bf16_d512 reads K from k_cache and cannot rebuild it from V "
+                                    "(WIDEATTN_FLAG_K_FROM_V needs a kernel with the k_from_v feature") !=
+                      std::string::npos,
+                  last_error());
+    REQUIRE(wideattn_set_prefill_kernel(c.ctx, "mma_bf16_d512") == WIDEATTN_OK);
+    CHECK(wideattn_is_supported(c.ctx, &p, 9, 0, &index) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK_MESSAGE(last_error().find("mma_bf16_d512 reads K from k_cache") != std::string::npos, last_error());
+    REQUIRE(wideattn_set_prefill_kernel(c.ctx, nullptr) == WIDEATTN_OK);
+    const int launches = fake.launches();
+    CHECK(wideattn_prefill(c.ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(fake.launches() == launches);
+}
+
+TEST_CASE("plan: a K-from-V plan keeps its own copy of the description and runs without k_cache") {
+    const Fake fake;
+    const Context c;
+    if (!c.ok) return;
+    wideattn_prefill_params p = k_from_v_call();
+    const void* q = p.q;
+    const void* v = p.v_cache;
+    void* o = p.o;
+    p.q = p.v_cache = nullptr;
+    p.o = nullptr;
+    wideattn_plan* plan = nullptr;
+    REQUIRE_MESSAGE(wideattn_plan_create(c.ctx, &p, nullptr, &plan) == WIDEATTN_OK, last_error());
+    const wideattn_k_from_v created = test::k_from_v_desc();
+    test::k_from_v_desc().rope_theta = -1.0f;  // the caller's struct may change or go away after creation
+    REQUIRE_MESSAGE(wideattn_plan_run(plan, q, nullptr, v, o, nullptr, nullptr) == WIDEATTN_OK, last_error());
+    const wideattn_k_from_v sent = fake.last_k_from_v();
+    CHECK(std::memcmp(&sent, &created, sizeof sent) == 0);
+    CHECK(wideattn_plan_run(plan, q, at(0x20000000), v, o, nullptr, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(last_error() ==
+          "k_cache=0x20000000 is set but the plan rebuilds K from v_cache (WIDEATTN_FLAG_K_FROM_V): pass NULL");
+    CHECK(wideattn_plan_run(plan, q, nullptr, nullptr, o, nullptr, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(last_error() == "v_cache is NULL");
+    CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
+}
+
+TEST_CASE("plan: a C API 0.4.0 caller's 264-byte params are read to their end and no further") {
+    const Fake fake;
+    const Context c;
+    if (!c.ok) return;
+    constexpr size_t kOldSize = offsetof(wideattn_prefill_params, k_from_v);
+    const long page = sysconf(_SC_PAGESIZE);
+    // Two pages, the second inaccessible: the old struct ends exactly where the guard page begins.
+    void* pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(pages != MAP_FAILED);
+    REQUIRE(mprotect(static_cast<char*>(pages) + page, page, PROT_NONE) == 0);
+    wideattn_prefill_params valid = test::valid_params();
+    valid.o_dtype = WIDEATTN_DTYPE_F64;
+    unsigned char* old = static_cast<unsigned char*>(pages) + page - kOldSize;
+    std::memcpy(old, &valid, kOldSize);
+    const auto* params = reinterpret_cast<const wideattn_prefill_params*>(old);
+    int32_t index = -1;
+    CHECK_MESSAGE(wideattn_is_supported(c.ctx, params, 9, 0, &index) == WIDEATTN_OK, last_error());
+    CHECK_MESSAGE(wideattn_prefill(c.ctx, params, nullptr) == WIDEATTN_OK, last_error());
+    wideattn_plan* plan = nullptr;
+    CHECK_MESSAGE(wideattn_plan_create(c.ctx, params, nullptr, &plan) == WIDEATTN_OK, last_error());
+    CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
+    munmap(pages, 2 * page);
 }

@@ -7,6 +7,7 @@
 
 #include "accuracy/bf16.h"
 #include "accuracy/reference_cpu.h"
+#include "kernels/common/k_from_v.h"
 #include "tools/harness/problem.h"
 
 using namespace wideattn;
@@ -55,6 +56,19 @@ void naive_attention(const HostProblem& h, std::vector<long double>* out, std::v
     }
 }
 
+// The largest |got - want| over the problem's output rows (padding between rows left out).
+template <typename Want>
+double worst_row_error(const HostProblem& h, const std::vector<double>& got, const std::vector<Want>& want) {
+    const int64_t row = int64_t{h.spec.num_q_heads} * h.spec.head_dim;
+    double worst = 0.0;
+    for (int t = 0; t < h.total_q; ++t)
+        for (int64_t e = 0; e < row; ++e) {
+            const int64_t i = t * h.q_token_stride() + e;
+            worst = std::fmax(worst, std::fabs(got[i] - static_cast<double>(want[i])));
+        }
+    return worst;
+}
+
 std::string run_reference(const HostProblem& h, std::vector<double>* out, std::vector<double>* lse) {
     out->assign(static_cast<size_t>(h.out_elements()), NAN);
     lse->assign(static_cast<size_t>(h.lse_elements()), NAN);
@@ -96,14 +110,8 @@ TEST_CASE("reference_cpu: matches an independent computation on a paged varlen b
     REQUIRE(run_reference(h, &out, &lse).empty());
     std::vector<long double> want, want_lse;
     naive_attention(h, &want, &want_lse);
+    CHECK(worst_row_error(h, out, want) < kTolerance);
     const int64_t row = int64_t{spec.num_q_heads} * spec.head_dim;
-    double worst = 0.0;
-    for (int t = 0; t < h.total_q; ++t)
-        for (int64_t e = 0; e < row; ++e) {
-            const int64_t i = t * h.q_token_stride() + e;
-            worst = std::fmax(worst, std::fabs(out[i] - static_cast<double>(want[i])));
-        }
-    CHECK(worst < kTolerance);
     for (size_t i = 0; i < lse.size(); ++i)
         CHECK(lse[i] == doctest::Approx(static_cast<double>(want_lse[i])).epsilon(kTolerance));
     // Padding between token rows is never written.
@@ -165,4 +173,115 @@ TEST_CASE("reference_cpu: bad inputs are refused with a message") {
     CHECK(with([&](auto& q) { q.block_table = bad_table.data(); }).find("outside 0..") != std::string::npos);
     std::vector<int32_t> short_keys = {1};
     CHECK(with([&](auto& q) { q.seq_lens_k = short_keys.data(); }).find("seq_lens_k=1") != std::string::npos);
+}
+
+namespace {
+
+constexpr int32_t kGemmaHeadDim = 512;
+constexpr int32_t kGemmaHalf = kGemmaHeadDim / 2;
+
+std::vector<float> rebuilt_row(const std::vector<float>& v, const std::vector<float>& w, int32_t position) {
+    const wideattn_k_from_v kfv = gemma4_k_from_v(w.data());
+    std::vector<float> k(v.size());
+    accuracy::k_from_v_row(v.data(), kfv, static_cast<int32_t>(v.size()), position, k.data());
+    return k;
+}
+
+}  // namespace
+
+TEST_CASE("reference_cpu: K from V equals the K+V computation on K rebuilt from V, paged varlen") {
+    ProblemSpec spec = problem_spec({3, 1, 6}, {0, 45, 70}, /*num_q_heads=*/4, /*num_kv_heads=*/2,
+                                    /*block_size=*/16, /*seed=*/7);
+    spec.head_dim = kGemmaHeadDim;
+    spec.softmax_scale = 0.05f;
+    HostProblem h;
+    REQUIRE(make_problem(spec, &h).empty());
+    const std::vector<float> w = random_k_norm_weights(spec.head_dim, 11);
+    const wideattn_k_from_v kfv = gemma4_k_from_v(w.data());
+
+    std::vector<double> from_v(static_cast<size_t>(h.out_elements()), NAN), from_v_lse(h.lse_elements(), NAN);
+    wideattn_prefill_params p = h.params(h.q.data(), nullptr, h.v.data(), from_v.data(), from_v_lse.data(),
+                                         h.cu_seqlens_q.data(), h.seq_lens_k.data(), h.block_table.data(),
+                                         WIDEATTN_DTYPE_F64);
+    p.flags = WIDEATTN_FLAG_K_FROM_V;
+    p.k_from_v = &kfv;
+    REQUIRE(accuracy::reference_attention_cpu(p, from_v.data(), from_v_lse.data()).empty());
+
+    rebuild_k_from_v(kfv, &h);
+    std::vector<double> with_k, with_k_lse;
+    REQUIRE(run_reference(h, &with_k, &with_k_lse).empty());
+    std::vector<long double> naive, naive_lse;
+    naive_attention(h, &naive, &naive_lse);
+    CHECK(worst_row_error(h, from_v, with_k) == 0.0);  // the same keys through the same code: the same bits
+    CHECK(worst_row_error(h, from_v, naive) < kTolerance);
+    for (size_t i = 0; i < from_v_lse.size(); ++i) CHECK(from_v_lse[i] == with_k_lse[i]);
+}
+
+TEST_CASE("reference_cpu: K from V, RoPE on hand-worked values") {
+    const std::vector<uint16_t> v_bits = random_bf16(kGemmaHeadDim, 1.0f, 3);
+    std::vector<float> v(kGemmaHeadDim);
+    for (int d = 0; d < kGemmaHeadDim; ++d) v[d] = bf16_to_float(v_bits[d]);
+    const std::vector<float> w = random_k_norm_weights(kGemmaHeadDim, 5);
+    std::vector<float> scaled(kGemmaHeadDim);
+    for (int d = 0; d < kGemmaHeadDim; ++d) scaled[d] = bf16_to_float(float_to_bf16(v[d] * w[d]));
+
+    SUBCASE("position 0 is the identity on the scaled K, bf16(V * w)") {
+        const std::vector<float> k = rebuilt_row(v, w, 0);
+        for (int d = 0; d < kGemmaHeadDim; ++d) CHECK(k[d] == scaled[d]);
+    }
+    SUBCASE("the dims of the 192 frequency-0 pairs pass unchanged at any position") {
+        for (const int32_t position : {1, 4095, 131071}) {
+            const std::vector<float> k = rebuilt_row(v, w, position);
+            for (int i = kGemma4GlobalRotaryDims / 2; i < kGemmaHalf; ++i) {
+                CHECK(k[i] == scaled[i]);
+                CHECK(k[i + kGemmaHalf] == scaled[i + kGemmaHalf]);
+            }
+        }
+    }
+    SUBCASE("inv_freq: theta^(-2i/512) for i < 64, 0 after") {
+        constexpr float kTheta = kGemma4GlobalRopeTheta;
+        CHECK(rope_inv_freq(kTheta, 0, kGemmaHeadDim, kGemma4GlobalRotaryDims) == 1.0f);
+        CHECK(rope_inv_freq(kTheta, 1, kGemmaHeadDim, kGemma4GlobalRotaryDims) ==
+              doctest::Approx(std::pow(1.0e6, -2.0 / 512)).epsilon(1e-7));
+        CHECK(rope_inv_freq(kTheta, 63, kGemmaHeadDim, kGemma4GlobalRotaryDims) ==
+              doctest::Approx(std::pow(1.0e6, -126.0 / 512)).epsilon(1e-7));
+        CHECK(rope_inv_freq(kTheta, 64, kGemmaHeadDim, kGemma4GlobalRotaryDims) == 0.0f);
+        CHECK(rope_inv_freq(kTheta, 255, kGemmaHeadDim, kGemma4GlobalRotaryDims) == 0.0f);
+    }
+    SUBCASE("angle 1 rad (position 1, frequency 0): bf16 cos / sin and bf16 products and sum") {
+        // bf16(cos 1) = bf16(0.5403023) = 138/256 = 0.5390625, bf16(sin 1) = bf16(0.8414710) =
+        // 215/256 = 0.83984375.
+        constexpr float kCos1 = 0.5390625f, kSin1 = 0.83984375f;
+        const RopeCosSin cs = rope_cos_sin(rope_angle(1, 1.0f));
+        CHECK(cs.c == kCos1);
+        CHECK(cs.s == kSin1);
+        std::vector<float> ones(kGemmaHeadDim, 0.0f), unit_w(kGemmaHeadDim, 1.0f);
+        ones[0] = 1.0f;  // dim 0 turns with dim 256
+        std::vector<float> k = rebuilt_row(ones, unit_w, 1);
+        CHECK(k[0] == kCos1);              // x0 c - x256 s = c
+        CHECK(k[kGemmaHalf] == kSin1);     // x256 c + x0 s = s
+        ones[kGemmaHalf] = 1.0f;
+        k = rebuilt_row(ones, unit_w, 1);
+        CHECK(k[0] == -0.30078125f);       // c - s = -77/256, exact in bf16
+        CHECK(k[kGemmaHalf] == 1.375f);    // c + s = 1.37890625 = 176.5/128: the tie rounds to even, 176/128
+    }
+}
+
+TEST_CASE("reference_cpu: K from V refuses what it cannot rebuild") {
+    const HostProblem h = single_sequence_problem(/*q_len=*/2, /*context=*/3, /*num_q_heads=*/2, /*head_dim=*/16);
+    std::vector<double> out(static_cast<size_t>(h.out_elements()));
+    const std::vector<float> w(16, 1.0f);
+    wideattn_k_from_v kfv = gemma4_k_from_v(w.data());
+    kfv.rotary_dims = 8;
+    wideattn_prefill_params p = h.params(h.q.data(), nullptr, h.v.data(), out.data(), nullptr, h.cu_seqlens_q.data(),
+                                         h.seq_lens_k.data(), h.block_table.data(), WIDEATTN_DTYPE_F64);
+    p.flags = WIDEATTN_FLAG_K_FROM_V;
+    p.k_from_v = &kfv;
+    CHECK(accuracy::reference_attention_cpu(p, out.data(), nullptr).empty());
+    p.kv_dtype = WIDEATTN_DTYPE_F32;
+    CHECK(accuracy::reference_attention_cpu(p, out.data(), nullptr).find("kv_dtype=2") != std::string::npos);
+    p.kv_dtype = WIDEATTN_DTYPE_BF16;
+    p.k_from_v = nullptr;
+    CHECK(accuracy::reference_attention_cpu(p, out.data(), nullptr).find("WIDEATTN_FLAG_K_FROM_V needs k_from_v") !=
+          std::string::npos);
 }

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -121,15 +122,15 @@ TEST_CASE("validation: each bad input is refused with its own message") {
         {"scale negative", [](auto& p) { p.softmax_scale = -1.0f; }, "softmax_scale=-1 must be finite and > 0"},
         {"scale nan", [](auto& p) { p.softmax_scale = NAN; }, "softmax_scale=nan must be finite and > 0"},
         {"scale inf", [](auto& p) { p.softmax_scale = INFINITY; }, "softmax_scale=inf must be finite and > 0"},
-        {"flags: an unknown bit", [](auto& p) { p.flags = 4; },
-         "flags=4 has unknown bits 0x4 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
-         "WIDEATTN_FLAG_V_TRANSPOSED = 2)"},
+        {"flags: an unknown bit", [](auto& p) { p.flags = 8; },
+         "flags=8 has unknown bits 0x8 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1, "
+         "WIDEATTN_FLAG_V_TRANSPOSED = 2 and WIDEATTN_FLAG_K_FROM_V = 4)"},
         {"flags: checked mode and unknown bits", [](auto& p) { p.flags = WIDEATTN_FLAG_CHECK_METADATA | 0x40; },
-         "flags=65 has unknown bits 0x40 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
-         "WIDEATTN_FLAG_V_TRANSPOSED = 2)"},
+         "flags=65 has unknown bits 0x40 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1, "
+         "WIDEATTN_FLAG_V_TRANSPOSED = 2 and WIDEATTN_FLAG_K_FROM_V = 4)"},
         {"flags: the sign bit", [](auto& p) { p.flags = INT32_MIN; },
-         "flags=-2147483648 has unknown bits 0x80000000 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1 and "
-         "WIDEATTN_FLAG_V_TRANSPOSED = 2)"},
+         "flags=-2147483648 has unknown bits 0x80000000 (the flags are WIDEATTN_FLAG_CHECK_METADATA = 1, "
+         "WIDEATTN_FLAG_V_TRANSPOSED = 2 and WIDEATTN_FLAG_K_FROM_V = 4)"},
         {"flags: the transposed V layout with bf16 K/V", [](auto& p) { p.flags = WIDEATTN_FLAG_V_TRANSPOSED; },
          "flags has WIDEATTN_FLAG_V_TRANSPOSED but kv_dtype=bf16: the transposed V layout holds e4m3 codes only"},
         {"max_seqlen_q negative", [](auto& p) { p.max_seqlen_q = -1; }, "max_seqlen_q=-1 must be >= 0"},
@@ -577,4 +578,82 @@ TEST_CASE("validation: the transposed V layout, for prefill and for the quantise
     };
     check_each_refused(quantize_cases, valid_transposed_quantize_params, validate_quantize_params,
                        MessageMatch::kContains);
+}
+
+TEST_CASE("validation: K from V, each bad input is refused with its own message") {
+    std::string message;
+    wideattn_prefill_params p = test::k_from_v_params();
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    CHECK_MESSAGE(validate_plan_params(&p, &message) == WIDEATTN_OK, message);
+    p.k_block_stride = p.k_slot_stride = p.k_head_stride = -3;  // not read in this mode
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    p = test::k_from_v_params();
+    test::k_from_v_desc().rotary_dims = 0;  // no rotation: K = bf16(V * w)
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    test::k_from_v_desc().rotary_dims = p.head_dim;
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    test::k_from_v_desc().struct_size = sizeof(wideattn_k_from_v) + 8;  // a newer header's, its new bytes 0
+    std::vector<unsigned char> newer(sizeof(wideattn_k_from_v) + 8, 0);
+    std::memcpy(newer.data(), &test::k_from_v_desc(), sizeof(wideattn_k_from_v));
+    p.k_from_v = reinterpret_cast<const wideattn_k_from_v*>(newer.data());
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    newer.back() = 1;
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message.find("wideattn_k_from_v.struct_size=40 is larger than this library's 32 and byte 39 is not zero") ==
+          0);
+
+    const auto desc = [](std::function<void(wideattn_k_from_v&)> edit) {
+        return [edit](wideattn_prefill_params&) { edit(test::k_from_v_desc()); };
+    };
+    const std::vector<BadCase<wideattn_prefill_params>> cases = {
+        {"the flag without a description", [](auto& p) { p.k_from_v = nullptr; },
+         "k_from_v is NULL but flags has WIDEATTN_FLAG_K_FROM_V (point it to a wideattn_k_from_v)"},
+        {"struct_size 0", desc([](auto& d) { d.struct_size = 0; }),
+         "wideattn_k_from_v.struct_size=0 is below 32, the size of its first version (C API 0.5.0): set it to "
+         "sizeof(wideattn_k_from_v)"},
+        {"struct_size short", desc([](auto& d) { d.struct_size = 24; }), "wideattn_k_from_v.struct_size=24 is below 32"},
+        {"k_cache given", [](auto& p) { p.k_cache = reinterpret_cast<const void*>(0x20000000); },
+         "k_cache=0x20000000 is set but flags has WIDEATTN_FLAG_K_FROM_V: K is rebuilt from v_cache (pass NULL)"},
+        {"k_norm_scale NULL", desc([](auto& d) { d.k_norm_scale = nullptr; }),
+         "k_from_v.k_norm_scale is NULL (k_norm's weight, fp32 [head_dim])"},
+        {"k_norm_scale misaligned", desc([](auto& d) { d.k_norm_scale = reinterpret_cast<const float*>(0x70000002); }),
+         "k_from_v.k_norm_scale=0x70000002 is not 4-byte aligned"},
+        {"theta 0", desc([](auto& d) { d.rope_theta = 0.0f; }), "k_from_v.rope_theta=0 must be finite and > 0"},
+        {"theta negative", desc([](auto& d) { d.rope_theta = -1.0e6f; }),
+         "k_from_v.rope_theta=-1e+06 must be finite and > 0"},
+        {"theta nan", desc([](auto& d) { d.rope_theta = NAN; }), "k_from_v.rope_theta=nan must be finite and > 0"},
+        {"theta inf", desc([](auto& d) { d.rope_theta = INFINITY; }), "k_from_v.rope_theta=inf must be finite and > 0"},
+        {"rotary_dims odd", desc([](auto& d) { d.rotary_dims = 127; }),
+         "k_from_v.rotary_dims=127 must be even and in 0..head_dim=512"},
+        {"rotary_dims over head_dim", desc([](auto& d) { d.rotary_dims = 514; }),
+         "k_from_v.rotary_dims=514 must be even and in 0..head_dim=512"},
+        {"rotary_dims negative", desc([](auto& d) { d.rotary_dims = -2; }),
+         "k_from_v.rotary_dims=-2 must be even and in 0..head_dim=512"},
+        {"rope_type", desc([](auto& d) { d.rope_type = 0; }),
+         "k_from_v.rope_type=0 is not a RoPE type (WIDEATTN_ROPE_PROPORTIONAL = 1 is the one defined)"},
+        {"pairing", desc([](auto& d) { d.pairing = 2; }),
+         "k_from_v.pairing=2 is not a pairing (WIDEATTN_ROPE_ROTATE_HALF = 1 is the one defined)"},
+        {"reserved", desc([](auto& d) { d.reserved = 5; }), "k_from_v.reserved=5 must be 0"},
+        {"e4m3 V",
+         [](auto& p) {
+             p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+             p.v_scale = static_cast<const float*>(fake(0x70010000));
+         },
+         "kv_dtype=e4m3 with WIDEATTN_FLAG_K_FROM_V: K is rebuilt from a bf16 V cache only"},
+        {"o over k_norm_scale", [](auto& p) { p.o = fake(0x6ffffff0); },
+         "overlaps k_from_v.k_norm_scale (bytes 0x70000000..0x700007ff): an output may share no byte with an input"},
+    };
+    check_each_refused(cases, test::k_from_v_params, validate_params, MessageMatch::kContains);
+    check_each_refused(cases, test::k_from_v_params, validate_plan_params, MessageMatch::kContains);
+}
+
+TEST_CASE("validation: a K+V call without k_cache points to K from V; a description without the flag is not read") {
+    std::string message;
+    wideattn_prefill_params p = test::valid_params();
+    p.k_cache = nullptr;
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "k_cache is NULL (a V-only cache needs WIDEATTN_FLAG_K_FROM_V in flags and params.k_from_v)");
+    p = test::valid_params();
+    p.k_from_v = reinterpret_cast<const wideattn_k_from_v*>(0x8);  // never dereferenced without the flag
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
 }

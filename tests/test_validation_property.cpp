@@ -5,7 +5,9 @@
 // (and, for an integer field, its value); an accepted call is checked against an independent
 // oracle in 128-bit arithmetic (every tensor's last byte within 2^63 of its base and below the
 // end of the address space, output rows disjoint, tensor maps describable); valid params stay
-// valid. Built with -Db_sanitize=address,undefined, the same runs check for undefined behaviour.
+// valid; and random K-from-V descriptions (WIDEATTN_FLAG_K_FROM_V) with extreme values, accepted
+// exactly when the test's own rules accept them. Built with -Db_sanitize=address,undefined, the same
+// runs check for undefined behaviour.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -382,44 +384,57 @@ Manifest property_manifest() {
 
 }  // namespace
 
-TEST_CASE("validation property: random and mutated prefill params") {
-    const Manifest manifest = property_manifest();
-    int accepted_mutants = 0, refused = 0;
+namespace {
+
+// Runs `body` on kSamplesPerSeed samples of each seed's random stream, naming the seed and the
+// sample in a failure.
+template <typename Body>
+void for_each_sample(Body body) {
     for (const uint64_t seed : kSeeds) {
         Random rng(seed);
         for (int i = 0; i < kSamplesPerSeed; ++i) {
             CAPTURE(seed);
             CAPTURE(i);
-            wideattn_prefill_params p = random_prefill(rng);
-            std::string message;
-            REQUIRE_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
-            REQUIRE(prefill_sound(p));
-            const int mutations = static_cast<int>(rng.in(1, 3));
-            std::string mutated;
-            for (int m = 0; m < mutations; ++m) {
-                const Field& f = rng.pick(kPrefillFields);
-                mutate(&p, f, rng);
-                mutated += std::string(m ? "," : "") + f.name;
-            }
-            CAPTURE(mutated);
-            const wideattn_status status = validate_params(&p, &message);
-            if (status == WIDEATTN_OK) {
-                ++accepted_mutants;
-                CHECK(prefill_sound(p));
-                int32_t index = -1;
-                std::string why;
-                if (select_kernel(manifest.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK) {
-                    const LaunchGeometry g = launch_geometry(manifest.kernels[index], p);
-                    CHECK(g.grid_y >= 1);
-                }
-                if (kv_map_unsupported(p).empty()) CHECK(tma_describable(p));
-            } else {
-                ++refused;
-                CHECK(status == WIDEATTN_ERROR_INVALID_ARGUMENT);
-                CHECK_MESSAGE(names_a_field(message, &p, kPrefillFields), message);
-            }
+            body(rng);
         }
     }
+}
+
+}  // namespace
+
+TEST_CASE("validation property: random and mutated prefill params") {
+    const Manifest manifest = property_manifest();
+    int accepted_mutants = 0, refused = 0;
+    for_each_sample([&](Random& rng) {
+        wideattn_prefill_params p = random_prefill(rng);
+        std::string message;
+        REQUIRE_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+        REQUIRE(prefill_sound(p));
+        const int mutations = static_cast<int>(rng.in(1, 3));
+        std::string mutated;
+        for (int m = 0; m < mutations; ++m) {
+            const Field& f = rng.pick(kPrefillFields);
+            mutate(&p, f, rng);
+            mutated += std::string(m ? "," : "") + f.name;
+        }
+        CAPTURE(mutated);
+        const wideattn_status status = validate_params(&p, &message);
+        if (status == WIDEATTN_OK) {
+            ++accepted_mutants;
+            CHECK(prefill_sound(p));
+            int32_t index = -1;
+            std::string why;
+            if (select_kernel(manifest.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK) {
+                const LaunchGeometry g = launch_geometry(manifest.kernels[index], p);
+                CHECK(g.grid_y >= 1);
+            }
+            if (kv_map_unsupported(p).empty()) CHECK(tma_describable(p));
+        } else {
+            ++refused;
+            CHECK(status == WIDEATTN_ERROR_INVALID_ARGUMENT);
+            CHECK_MESSAGE(names_a_field(message, &p, kPrefillFields), message);
+        }
+    });
     // Both outcomes occur, so neither check above is vacuous.
     CHECK(accepted_mutants > 100);
     CHECK(refused > 1000);
@@ -427,46 +442,41 @@ TEST_CASE("validation property: random and mutated prefill params") {
 
 TEST_CASE("validation property: random and mutated quantise and scale params") {
     int accepted = 0, refused = 0;
-    for (const uint64_t seed : kSeeds) {
-        Random rng(seed);
-        for (int i = 0; i < kSamplesPerSeed; ++i) {
-            CAPTURE(seed);
-            CAPTURE(i);
-            wideattn_quantize_params q = random_quantize(rng);
-            wideattn_scale_params s = random_scale(rng);
-            std::string message;
-            REQUIRE_MESSAGE(validate_quantize_params(&q, &message) == WIDEATTN_OK, message);
-            REQUIRE_MESSAGE(validate_scale_params(&s, &message) == WIDEATTN_OK, message);
-            const Field& qf = rng.pick(kQuantizeFields);
-            const Field& sf = rng.pick(kScaleFields);
-            mutate(&q, qf, rng);
-            mutate(&s, sf, rng);
-            CAPTURE(qf.name);
-            CAPTURE(sf.name);
-            wideattn_status status = validate_quantize_params(&q, &message);
-            if (status == WIDEATTN_OK) {
-                ++accepted;
-                CHECK(quantize_sound(q));
-            } else {
-                ++refused;
-                CHECK((status == WIDEATTN_ERROR_INVALID_ARGUMENT ||
-                       (status == WIDEATTN_ERROR_UNSUPPORTED && q.src_dtype != WIDEATTN_DTYPE_BF16 &&
-                        dtype_size(q.src_dtype) > 0)));
-                CHECK_MESSAGE(names_a_field(message, &q, kQuantizeFields), message);
-            }
-            status = validate_scale_params(&s, &message);
-            if (status == WIDEATTN_OK) {
-                ++accepted;
-                CHECK(scale_sound(s));
-            } else {
-                ++refused;
-                CHECK((status == WIDEATTN_ERROR_INVALID_ARGUMENT ||
-                       (status == WIDEATTN_ERROR_UNSUPPORTED && s.src_dtype != WIDEATTN_DTYPE_BF16 &&
-                        dtype_size(s.src_dtype) > 0)));
-                CHECK_MESSAGE(names_a_field(message, &s, kScaleFields), message);
-            }
+    for_each_sample([&](Random& rng) {
+        wideattn_quantize_params q = random_quantize(rng);
+        wideattn_scale_params s = random_scale(rng);
+        std::string message;
+        REQUIRE_MESSAGE(validate_quantize_params(&q, &message) == WIDEATTN_OK, message);
+        REQUIRE_MESSAGE(validate_scale_params(&s, &message) == WIDEATTN_OK, message);
+        const Field& qf = rng.pick(kQuantizeFields);
+        const Field& sf = rng.pick(kScaleFields);
+        mutate(&q, qf, rng);
+        mutate(&s, sf, rng);
+        CAPTURE(qf.name);
+        CAPTURE(sf.name);
+        wideattn_status status = validate_quantize_params(&q, &message);
+        if (status == WIDEATTN_OK) {
+            ++accepted;
+            CHECK(quantize_sound(q));
+        } else {
+            ++refused;
+            CHECK((status == WIDEATTN_ERROR_INVALID_ARGUMENT ||
+                   (status == WIDEATTN_ERROR_UNSUPPORTED && q.src_dtype != WIDEATTN_DTYPE_BF16 &&
+                    dtype_size(q.src_dtype) > 0)));
+            CHECK_MESSAGE(names_a_field(message, &q, kQuantizeFields), message);
         }
-    }
+        status = validate_scale_params(&s, &message);
+        if (status == WIDEATTN_OK) {
+            ++accepted;
+            CHECK(scale_sound(s));
+        } else {
+            ++refused;
+            CHECK((status == WIDEATTN_ERROR_INVALID_ARGUMENT ||
+                   (status == WIDEATTN_ERROR_UNSUPPORTED && s.src_dtype != WIDEATTN_DTYPE_BF16 &&
+                    dtype_size(s.src_dtype) > 0)));
+            CHECK_MESSAGE(names_a_field(message, &s, kScaleFields), message);
+        }
+    });
     CHECK(accepted > 100);
     CHECK(refused > 1000);
 }
@@ -492,4 +502,81 @@ TEST_CASE("validation property: the C API entry points agree with validation on 
         }
     }
     wideattn_close(ctx);
+}
+
+namespace {
+
+// The K-from-V rules in the test's own words: what validation must accept of a description.
+bool k_from_v_sound(const wideattn_k_from_v& d, const wideattn_prefill_params& p) {
+    return d.struct_size >= sizeof(wideattn_k_from_v) && d.rope_type == WIDEATTN_ROPE_PROPORTIONAL &&
+           d.pairing == WIDEATTN_ROPE_ROTATE_HALF && d.reserved == 0 && d.k_norm_scale != nullptr &&
+           reinterpret_cast<uintptr_t>(d.k_norm_scale) % sizeof(float) == 0 && std::isfinite(d.rope_theta) &&
+           d.rope_theta > 0.0f && d.rotary_dims >= 0 && d.rotary_dims % 2 == 0 && d.rotary_dims <= p.head_dim &&
+           p.kv_dtype == WIDEATTN_DTYPE_BF16 && p.k_cache == nullptr;
+}
+
+// A description inside a zeroed buffer as large as any struct_size the mutations state (a caller's
+// struct is as large as it says; the bytes past this library's 32 are zero: a newer header's
+// fields left unset).
+constexpr uint32_t kKFromVSizes[] = {0, 1, 24, 31, 32, 33, 40, 64, 512};
+union KFromVBuffer {
+    wideattn_k_from_v desc;
+    unsigned char bytes[512];
+};
+
+// One extreme value into one field of the description (or k_cache / kv_dtype of the params).
+void mutate_k_from_v(wideattn_k_from_v* d, wideattn_prefill_params* p, Random& rng) {
+    const int32_t ints[] = {0, 1, -1, -2, 2, 127, 128, 511, 512, 513, 1024, INT32_MIN, INT32_MAX};
+    const float floats[] = {0.0f, -0.0f, -1.0f, 1e-30f, 1.0f, 1e6f, FLT_MAX, INFINITY, -INFINITY, NAN};
+    switch (rng.in(0, 8)) {
+        case 0: d->struct_size = rng.pick(kKFromVSizes); break;
+        case 1: d->rope_type = rng.pick(ints); break;
+        case 2: d->pairing = rng.pick(ints); break;
+        case 3: d->reserved = rng.pick(ints); break;
+        case 4: d->rope_theta = rng.pick(floats); break;
+        case 5: d->rotary_dims = rng.pick(ints); break;
+        case 6:
+            d->k_norm_scale = rng.chance(50) ? nullptr
+                                             : reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(address(11, rng)) +
+                                                                              static_cast<uintptr_t>(rng.in(0, 3)));
+            break;
+        case 7: p->k_cache = rng.chance(50) ? nullptr : address(1, rng); break;
+        default: p->kv_dtype = rng.chance(50) ? WIDEATTN_DTYPE_BF16 : WIDEATTN_DTYPE_E4M3; break;
+    }
+}
+
+}  // namespace
+
+TEST_CASE("validation property: random and mutated K-from-V descriptions") {
+    int accepted_mutants = 0, refused = 0;
+    for_each_sample([&](Random& rng) {
+        wideattn_prefill_params p = random_prefill(rng);
+        if (p.kv_dtype != WIDEATTN_DTYPE_BF16) return;  // K from V reads a bf16 V cache
+        p.k_cache = nullptr;
+        p.flags |= WIDEATTN_FLAG_K_FROM_V;
+        KFromVBuffer buffer{};
+        wideattn_k_from_v& d = buffer.desc;
+        d = wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL,
+                              static_cast<const float*>(address(11, rng)), static_cast<float>(rng.in(1, 1 << 30)),
+                              static_cast<int32_t>(2 * rng.in(0, p.head_dim / 2)), WIDEATTN_ROPE_ROTATE_HALF, 0};
+        p.k_from_v = &d;
+        std::string message;
+        REQUIRE_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+        for (int m = static_cast<int>(rng.in(1, 2)); m > 0; --m) mutate_k_from_v(&d, &p, rng);
+        const wideattn_status status = validate_params(&p, &message);
+        CAPTURE(message);
+        CHECK((status == WIDEATTN_OK) == k_from_v_sound(d, p));
+        if (status == WIDEATTN_OK) {
+            ++accepted_mutants;
+        } else {
+            ++refused;
+            CHECK(status == WIDEATTN_ERROR_INVALID_ARGUMENT);
+            const bool named = message.find("k_from_v.") != std::string::npos ||
+                               message.find("wideattn_k_from_v.struct_size=") == 0 ||
+                               message.find("k_cache=") == 0 || message.find("kv_dtype=") == 0;
+            CHECK_MESSAGE(named, message);
+        }
+    });
+    CHECK(accepted_mutants > 50);
+    CHECK(refused > 500);
 }

@@ -1,7 +1,9 @@
 // kernel.cu - fp64 reference attention, the yardstick for every other kernel.
 //
 // Exactly the semantics of wideattn_prefill (docs/design.md section 2): bf16 q/k/v, varlen batch,
-// paged KV through the block table, bottom-right causal, GQA, scale, optional fp64 LSE.
+// paged KV through the block table, bottom-right causal, GQA, scale, optional fp64 LSE, and K
+// rebuilt from V (WIDEATTN_FLAG_K_FROM_V; the description is the second argument, zeros for a
+// K+V call) with the arithmetic of kernels/common/k_from_v.h.
 // Clarity over speed: one block per (query token, group of up to 8 query heads of one KV
 // head); keys are streamed through shared memory in chunks; every product, exponential and
 // sum is fp64 with an online softmax.
@@ -9,6 +11,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/common/causal_keys.cuh"
+#include "kernels/common/k_from_v.h"
 #include "kernels/common/page_bounds.cuh"
 #include "kernels/common/token_tiles.cuh"
 #include "kernels/reference/traits.h"
@@ -35,6 +38,28 @@ __device__ void load_kv_chunk(__nv_bfloat16* tile, const __nv_bfloat16* cache, i
                                head_offset + col;
         *reinterpret_cast<uint4*>(tile + row * head_dim + col) =
             page_in_cache(block, num_blocks) ? __ldg(reinterpret_cast<const uint4*>(cache + offset)) : uint4{0, 0, 0, 0};
+    }
+}
+
+// K from V: the chunk's K tile rebuilt from its V tile (keys key_begin .. key_begin + count - 1
+// of the sequence, whose index is the key's RoPE position). One thread per (key, frequency):
+// the two dims i and i + D/2 that turn together; cos / sin only for the rotated frequencies (the
+// others have angle 0: cos 1, sin 0, which leave the scaled element as it is).
+template <class Traits>
+__device__ void rebuild_k_chunk(__nv_bfloat16* k_tile, const __nv_bfloat16* v_tile, const KFromV& kfv,
+                                int32_t key_begin, int32_t count, int32_t head_dim) {
+    const int32_t half = head_dim / 2;
+    for (int32_t e = threadIdx.x; e < count * half; e += Traits::kThreads) {
+        const int32_t row = e / half;
+        const int32_t i = e % half;
+        const float w_lo = __ldg(kfv.k_norm_scale + i), w_hi = __ldg(kfv.k_norm_scale + i + half);
+        const float x_lo = k_from_v_scaled(__bfloat162float(v_tile[row * head_dim + i]), w_lo);
+        const float x_hi = k_from_v_scaled(__bfloat162float(v_tile[row * head_dim + i + half]), w_hi);
+        RopeCosSin cs{1.0f, 0.0f};
+        const float inv_freq = rope_inv_freq(kfv.rope_theta, i, head_dim, kfv.rotary_dims);
+        if (inv_freq != 0.0f) cs = rope_cos_sin(rope_angle(key_begin + row, inv_freq));
+        k_tile[row * head_dim + i] = __float2bfloat16_rn(rope_rotate(x_lo, x_hi, cs, true));
+        k_tile[row * head_dim + i + half] = __float2bfloat16_rn(rope_rotate(x_hi, x_lo, cs, false));
     }
 }
 
@@ -132,7 +157,7 @@ __device__ __forceinline__ int32_t visible_keys(const wideattn_prefill_params& p
 }  // namespace wideattn
 
 extern "C" __global__ void __launch_bounds__(wideattn::ReferenceF64Traits::kThreads, 1)
-wideattn_reference_f64(const wideattn_prefill_params p) {
+wideattn_reference_f64(const wideattn_prefill_params p, const wideattn::KFromV kfv) {
     using namespace wideattn;
     using Traits = ReferenceF64Traits;
     using Plan = Traits::SmemPlan;
@@ -172,16 +197,22 @@ wideattn_reference_f64(const wideattn_prefill_params p) {
 
     const int32_t* table_row = p.block_table + tile.seq * p.block_table_stride;
     const double scale = static_cast<double>(p.softmax_scale);
+    const bool rebuild_k = k_from_v_call(p.flags);
     for (int32_t key_begin = 0; key_begin < visible; key_begin += Traits::kKeysPerChunk) {
         const int32_t count = min(Traits::kKeysPerChunk, visible - key_begin);
         __syncthreads();  // previous chunk fully consumed
-        load_kv_chunk<Traits>(k_tile, static_cast<const __nv_bfloat16*>(p.k_cache), p.k_block_stride,
-                      p.k_slot_stride, kv_head * p.k_head_stride, table_row, p.block_size, p.num_blocks, key_begin,
-                      count, D);
+        if (!rebuild_k)
+            load_kv_chunk<Traits>(k_tile, static_cast<const __nv_bfloat16*>(p.k_cache), p.k_block_stride,
+                                  p.k_slot_stride, kv_head * p.k_head_stride, table_row, p.block_size, p.num_blocks,
+                                  key_begin, count, D);
         load_kv_chunk<Traits>(v_tile, static_cast<const __nv_bfloat16*>(p.v_cache), p.v_block_stride,
                       p.v_slot_stride, kv_head * p.v_head_stride, table_row, p.block_size, p.num_blocks, key_begin,
                       count, D);
         __syncthreads();
+        if (rebuild_k) {
+            rebuild_k_chunk<Traits>(k_tile, v_tile, kfv, key_begin, count, D);
+            __syncthreads();
+        }
 
         if (warp_has_head) chunk_scores<Traits>(q_reg, k_tile, probs, count, D, warp, lane, scale);
         __syncthreads();

@@ -47,7 +47,7 @@ struct ReferenceF64Traits {
         kHeadDimStep, kMaxHeadDim, kHeadDimStep,
         1, 1 << 16,
         1, kKeysPerChunk, kMaxHeadsPerBlock, kThreads, kSmemBytes, kMinSm,
-        "varlen,paged,causal,gqa,lse,any_group,fp64_output", kKindPrefill};
+        "varlen,paged,causal,gqa,lse,any_group,fp64_output,k_from_v", kKindPrefill};
 };
 
 }  // namespace wideattn

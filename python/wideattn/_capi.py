@@ -41,10 +41,25 @@ FLAG_CHECK_METADATA = 1   # WIDEATTN_FLAG_CHECK_METADATA
 # wideattn_prefill_params.flags and wideattn_quantize_params.flags: the transposed e4m3 V cache
 # layout (v_cache[block][kv_head][d][slot position], include/wideattn.h; C API 0.4.0).
 FLAG_V_TRANSPOSED = 2     # WIDEATTN_FLAG_V_TRANSPOSED
+# wideattn_prefill_params.flags: K rebuilt from a V-only cache (wideattn_k_from_v in params.k_from_v,
+# k_cache NULL; C API 0.5.0).
+FLAG_K_FROM_V = 4         # WIDEATTN_FLAG_K_FROM_V
+ROPE_PROPORTIONAL = 1     # WIDEATTN_ROPE_PROPORTIONAL (wideattn_k_from_v.rope_type)
+ROPE_ROTATE_HALF = 1      # WIDEATTN_ROPE_ROTATE_HALF (wideattn_k_from_v.pairing)
 
 _I64 = ctypes.c_int64
 _I32 = ctypes.c_int32
 _PTR = ctypes.c_void_p
+
+
+class KFromV(ctypes.Structure):
+    """struct wideattn_k_from_v (versioned), in header order."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32), ("rope_type", ctypes.c_int32), ("k_norm_scale", ctypes.c_void_p),
+        ("rope_theta", ctypes.c_float), ("rotary_dims", ctypes.c_int32), ("pairing", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+    ]
 
 
 class PrefillParams(ctypes.Structure):
@@ -66,6 +81,7 @@ class PrefillParams(ctypes.Structure):
         ("max_seqlen_q", _I32), ("max_seqlen_k", _I32), ("num_splits", _I32),
         ("workspace", _PTR), ("workspace_bytes", _I64),
         ("flags", _I32),
+        ("k_from_v", ctypes.POINTER(KFromV)),
     ]
 
 
@@ -153,9 +169,10 @@ class PlanInfo(ctypes.Structure):
 
 # LP64 sizes as tests/struct_layout.c prints them for include/wideattn.h (prefill: softmax_scale
 # at 224, the three split-KV int32 at 228..236, workspace at 240, workspace_bytes at 248, flags
-# at 256, tail padding to 264).
+# at 256, k_from_v at 264, 272 in all).
 EXPECTED_SIZES = {
-    "wideattn_prefill_params": (PrefillParams, 264),
+    "wideattn_prefill_params": (PrefillParams, 272),
+    "wideattn_k_from_v": (KFromV, 32),
     "wideattn_quantize_params": (QuantizeParams, 112),
     "wideattn_scale_params": (ScaleParams, 64),
     "wideattn_kernel_info": (KernelInfoStruct, 112),

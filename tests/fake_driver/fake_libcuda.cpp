@@ -10,6 +10,8 @@
 // run end to end on it (timing nothing but the host's side of the calls).
 #include <cuda.h>
 
+#include "wideattn.h"
+
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -57,7 +59,8 @@ int g_synchronizations = 0;  // cuStreamSynchronize calls
 bool g_capturing = false;    // cuStreamIsCapturing reports an active capture
 int g_copies_until_failure = -1;  // cuMemcpyDtoHAsync calls that succeed before one fails; -1: never
 int g_kernel_launches = 0;        // cuLaunchKernel and cuLaunchKernelEx calls
-unsigned char g_last_args[264];   // the first argument of the last launch (wideattn_prefill_params' size)
+unsigned char g_last_args[sizeof(wideattn_prefill_params)];  // the first argument of the last launch
+unsigned char g_last_k_from_v[sizeof(wideattn_k_from_v)];   // the second argument of the last reference_f64 launch
 bool g_no_launch_ex = false;      // cuLaunchKernelEx fails (a test that it is the call made)
 int g_context_index = 0;          // which of two contexts cuCtxGetCurrent reports
 
@@ -104,8 +107,11 @@ void fake_cuda_set_capturing(int capturing) { g_capturing = capturing != 0; }
 void fake_cuda_set_copies_until_failure(int successes) { g_copies_until_failure = successes; }
 // cuLaunchKernel + cuLaunchKernelEx calls so far.
 int fake_cuda_kernel_launches(void) { return g_kernel_launches; }
-// The first kernel argument of the last launch (264 bytes: a wideattn_prefill_params).
+// The first kernel argument of the last launch (a wideattn_prefill_params).
 const void* fake_cuda_last_args(void) { return g_last_args; }
+// The second kernel argument of the last launch of the fp64 reference kernel (a wideattn_k_from_v:
+// the kernel with the k_from_v feature).
+const void* fake_cuda_last_k_from_v(void) { return g_last_k_from_v; }
 // cuLaunchKernelEx fails with CUDA_ERROR_NOT_SUPPORTED while `fail` is nonzero.
 void fake_cuda_set_launch_ex_fails(int fail) { g_no_launch_ex = fail != 0; }
 // cuCtxGetCurrent reports context 0 (the default), context 1 (another CUDA context) or, for -1,
@@ -200,6 +206,8 @@ void record_launch(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsig
     // kernels take their own params structs, every other kernel wideattn_prefill_params.
     const bool elementwise = f->symbol.find("quantize") != std::string::npos || f->symbol.find("amax") != std::string::npos;
     if (params && params[0] && !elementwise) std::memcpy(g_last_args, params[0], sizeof g_last_args);
+    if (params && params[1] && f->symbol == "wideattn_reference_f64")
+        std::memcpy(g_last_k_from_v, params[1], sizeof g_last_k_from_v);
 }
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,

@@ -122,6 +122,23 @@ inline void write_param(wideattn_prefill_params* p, uint8_t field, int64_t v) {
     }
 }
 
+// The bytes of the buffer a fuzzed K-from-V description lives in: every struct_size it states fits.
+constexpr size_t kKFromVBufferBytes = 256;
+
+// Writes a fuzzed value into one of a K-from-V description's fields (index modulo their number).
+inline void write_k_from_v(wideattn_k_from_v* d, uint8_t field, int64_t v) {
+    const auto i32 = [v] { return static_cast<int32_t>(v); };
+    switch (field % 7) {
+        case 0: d->struct_size = static_cast<uint32_t>(static_cast<uint64_t>(v) % (kKFromVBufferBytes + 1)); break;
+        case 1: d->rope_type = i32(); break;
+        case 2: d->k_norm_scale = reinterpret_cast<const float*>(static_cast<uintptr_t>(v)); break;
+        case 3: std::memcpy(&d->rope_theta, &v, sizeof d->rope_theta); break;
+        case 4: d->rotary_dims = i32(); break;
+        case 5: d->pairing = i32(); break;
+        default: d->reserved = i32(); break;
+    }
+}
+
 // A pointer a run may be given: one of a few sane bases, or a fuzzed value.
 inline void* run_pointer(ByteReader& in) {
     const uint8_t pick = in.u8();
@@ -145,6 +162,26 @@ inline std::string plan_input_problem(wideattn_context* ctx, const uint8_t* data
     ByteReader in(data, size);
     wideattn_prefill_params p = fuzz_step_params();
     for (int writes = in.u8() % 8; writes > 0; --writes) write_param(&p, in.u8(), in.value());
+    // K from V: the fp64 reference's call with a V-only cache and a fuzzed description, in a buffer
+    // as large as any struct_size it may state.
+    union KFromVBuffer {
+        wideattn_k_from_v desc;
+        uint8_t bytes[kKFromVBufferBytes];
+    } k_from_v{};
+    k_from_v.desc = wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL,
+                                      reinterpret_cast<const float*>(uintptr_t{0x70000000}), 1.0e6f, 128,
+                                      WIDEATTN_ROPE_ROTATE_HALF, 0};
+    const uint8_t k_from_v_bits = in.u8();
+    const bool rebuild_k = (k_from_v_bits & 1) != 0;
+    if (rebuild_k) {
+        p.flags |= WIDEATTN_FLAG_K_FROM_V;
+        p.k_cache = nullptr;
+        p.o_dtype = WIDEATTN_DTYPE_F64;
+        p.k_from_v = &k_from_v.desc;
+        for (int writes = (k_from_v_bits >> 1) % 4; writes > 0; --writes)
+            write_k_from_v(&k_from_v.desc, in.u8(), in.value());
+        if (k_from_v_bits & 0x80) k_from_v.bytes[sizeof(wideattn_k_from_v) + in.u8() % 16] = in.u8();
+    }
     if (in.u8() & 1) p.q = reinterpret_cast<void*>(uintptr_t{0x10000000});
     const void* caches[4] = {reinterpret_cast<void*>(uintptr_t{0x100000000}), reinterpret_cast<void*>(uintptr_t{0x180000000}),
                              nullptr, nullptr};
@@ -187,7 +224,7 @@ inline std::string plan_input_problem(wideattn_context* ctx, const uint8_t* data
         switch (op % 4) {
             case 0: {
                 const void* q = run_pointer(in);
-                const void* k = run_pointer(in);
+                const void* k = (rebuild_k && (in.u8() & 1)) ? nullptr : run_pointer(in);
                 const void* v = run_pointer(in);
                 void* o = run_pointer(in);
                 void* lse = (in.u8() & 1) ? run_pointer(in) : nullptr;

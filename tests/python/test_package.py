@@ -23,7 +23,8 @@ from wideattn import _capi, library  # noqa: E402
 STRUCTS = {"wideattn_prefill_params": _capi.PrefillParams, "wideattn_quantize_params": _capi.QuantizeParams,
            "wideattn_scale_params": _capi.ScaleParams, "wideattn_kernel_info": _capi.KernelInfoStruct,
            "wideattn_launch_plan": _capi.LaunchPlan, "wideattn_plan_options": _capi.PlanOptions,
-           "wideattn_plan_tensors": _capi.PlanTensors, "wideattn_plan_info": _capi.PlanInfo}
+           "wideattn_plan_tensors": _capi.PlanTensors, "wideattn_plan_info": _capi.PlanInfo,
+           "wideattn_k_from_v": _capi.KFromV}
 FAKE_BASE = 0x10000000           # device addresses the no-driver calls never touch
 GEMMA_GLOBAL = {"num_q_heads": 32, "num_kv_heads": 4, "head_dim": 512}
 
@@ -220,7 +221,7 @@ def test_split_fields_are_validated():
                          ({"max_seqlen_q": -1}, "max_seqlen_q=-1"),
                          ({"max_seqlen_k": -2}, "max_seqlen_k=-2"),
                          ({"workspace": FAKE_WORKSPACE + 8, "workspace_bytes": 1 << 20}, "workspace"),
-                         ({"flags": 4}, "flags=4 has unknown bits 0x4")):
+                         ({"flags": 8}, "flags=8 has unknown bits 0x8")):
         for call in (lambda p: context.is_supported(p, (9, 0)), lambda p: context.plan_launch(p, (9, 0), PLAN_SMS),
                      lambda p: context.launch_prefill(p, None)):
             harness.expect_raises(wideattn.InvalidArgumentError, [text], call, decode_params(**fields))

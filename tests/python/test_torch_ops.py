@@ -314,8 +314,8 @@ def test_check_metadata_sets_the_flag_the_library_validates():
     params = ops.prefill_params(*arguments, _capi.FLAG_CHECK_METADATA)
     assert params.flags == 1 and ops.prefill_params(*arguments).flags == 0
     assert ops.validate_prefill(params).kind == "prefill"
-    params.flags = 12
-    harness.expect_raises(wideattn.InvalidArgumentError, ["flags=12 has unknown bits 0xc"], ops.validate_prefill,
+    params.flags = 24
+    harness.expect_raises(wideattn.InvalidArgumentError, ["flags=24 has unknown bits 0x18"], ops.validate_prefill,
                           params)
     # varlen_attention builds its rows' table; checked mode still reads the key counts.
     keys = problem.seq_lens_k

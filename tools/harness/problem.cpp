@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "accuracy/bf16.h"
+#include "accuracy/reference_cpu.h"
 #include "fp8/codec/e4m3.h"
 #include "kernels/common/v_transposed.h"
 
@@ -289,6 +290,37 @@ wideattn_prefill_params HostProblem::params(const void* q_ptr, const void* k_ptr
     prm.o_dtype = o_dtype;
     prm.softmax_scale = spec.softmax_scale;
     return prm;
+}
+
+wideattn_k_from_v gemma4_k_from_v(const float* k_norm_scale) {
+    return wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL, k_norm_scale,
+                             kGemma4GlobalRopeTheta,     kGemma4GlobalRotaryDims,   WIDEATTN_ROPE_ROTATE_HALF,
+                             0};
+}
+
+std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed) {
+    constexpr float kSpread = 0.25f;
+    std::vector<float> w(static_cast<size_t>(head_dim));
+    const std::vector<uint16_t> noise = random_bf16(w.size(), kSpread, seed);
+    for (size_t d = 0; d < w.size(); ++d) w[d] = 1.0f + bf16_to_float(noise[d]);
+    return w;
+}
+
+void rebuild_k_from_v(const wideattn_k_from_v& kfv, HostProblem* problem) {
+    HostProblem& h = *problem;
+    const ProblemSpec& s = h.spec;
+    const int32_t D = s.head_dim;
+    std::vector<float> v_row(static_cast<size_t>(D)), k_row(static_cast<size_t>(D));
+    for (size_t seq = 0; seq < s.q_lens.size(); ++seq)
+        for (int32_t j = 0; j < h.seq_lens_k[seq]; ++j) {
+            const int64_t block = h.block_table[seq * h.table_stride + j / s.block_size];
+            for (int32_t kvh = 0; kvh < s.num_kv_heads; ++kvh) {
+                const int64_t row = ((block * s.block_size + j % s.block_size) * s.num_kv_heads + kvh) * D;
+                for (int32_t d = 0; d < D; ++d) v_row[d] = bf16_to_float(h.v[row + d]);
+                accuracy::k_from_v_row(v_row.data(), kfv, D, j, k_row.data());
+                for (int32_t d = 0; d < D; ++d) h.k[row + d] = float_to_bf16(k_row[d]);
+            }
+        }
 }
 
 double HostProblem::flops() const {

@@ -91,6 +91,20 @@ struct HostProblem {
     double flops() const;
 };
 
+// K from V (WIDEATTN_FLAG_K_FROM_V): Gemma 4's global-layer description with a host or device
+// k_norm_scale pointer (rope_theta 1e6, 128 rotated dims, proportional, rotate-half).
+constexpr float kGemma4GlobalRopeTheta = 1.0e6f;
+constexpr int32_t kGemma4GlobalRotaryDims = 128;
+wideattn_k_from_v gemma4_k_from_v(const float* k_norm_scale);
+
+// k_norm weights of a test layer: 1 + N(0, 0.25^2) rounded through bf16, deterministic in `seed`.
+std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed);
+
+// Overwrites every key the problem's sequences address in problem->k with K rebuilt from its row
+// of problem->v (accuracy::k_from_v_row at the key's index in its sequence), so that a K+V call on
+// the result computes what the K-from-V call on problem->v does. kfv.k_norm_scale: host pointer.
+void rebuild_k_from_v(const wideattn_k_from_v& kfv, HostProblem* problem);
+
 // `count` bf16 values ~ N(0, scale^2), deterministic in `seed`.
 std::vector<uint16_t> random_bf16(size_t count, float scale, uint64_t seed);
 

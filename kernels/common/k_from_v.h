@@ -1,0 +1,101 @@
+// k_from_v.h - K rebuilt from V (WIDEATTN_FLAG_K_FROM_V, include/wideattn.h): the one definition
+// of the arithmetic, for the CPU reference (accuracy/reference_cpu.cpp), the host-side checks in
+// the tests and the kernels, so every implementation rounds at the same steps as transformers'
+// Gemma 4 global layers (docs/design.md section 2, "K from V in Gemma 4's global layers").
+//
+// Per key at `position` and dim d of D: x[d] = bf16(V[d] * w[d]); inv_freq[i] (fp32) for the D/2
+// frequencies; angle = fp32(position * inv_freq[i]); c, s = bf16(cos(angle)), bf16(sin(angle));
+// K[d] = bf16(bf16(x[d] * c) + bf16(rotate_half(x)[d] * s)) with rotate_half(x)[d] = -x[d + D/2]
+// for d < D/2 and x[d - D/2] after. A frequency with inv_freq 0 has angle 0, c = 1, s = 0: the
+// same operations leave x unchanged, as they do in transformers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/common/kernel_desc.h"
+
+namespace wideattn {
+
+// The kernels' second argument for a "k_from_v" kernel is this struct by value (the library's
+// validated copy of the caller's, zeroed for a call without WIDEATTN_FLAG_K_FROM_V).
+using KFromV = wideattn_k_from_v;
+
+// Feature of a kernel that rebuilds K from V: it takes a KFromV as its second argument (on every
+// launch) and serves calls with and without WIDEATTN_FLAG_K_FROM_V; selection gives a call with the
+// flag only such a kernel.
+constexpr char kFeatureKFromV[] = "k_from_v";
+
+// Whether a params struct asks for K from V.
+WIDEATTN_HOST_DEVICE constexpr bool k_from_v_call(int32_t flags) { return (flags & WIDEATTN_FLAG_K_FROM_V) != 0; }
+
+// fp32 -> nearest-even bf16, returned as the fp32 value it stands for (NaN stays a quiet NaN).
+WIDEATTN_HOST_DEVICE inline float round_to_bf16(float value) {
+#if defined(__CUDA_ARCH__)
+    uint32_t word = __float_as_uint(value);
+#else
+    uint32_t word;
+    std::memcpy(&word, &value, sizeof word);
+#endif
+    constexpr uint32_t kExponent = 0x7f800000u, kMantissa = 0x007fffffu, kQuiet = 0x00400000u;
+    if ((word & kExponent) == kExponent && (word & kMantissa) != 0) {
+        word |= kQuiet;
+    } else {
+        word += 0x7fffu + ((word >> 16) & 1u);
+    }
+    word &= 0xffff0000u;
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(word);
+#else
+    float out;
+    std::memcpy(&out, &word, sizeof out);
+    return out;
+#endif
+}
+
+// inv_freq[i] of "proportional" RoPE: 1 / fp32(theta ^ (2i / D)) for the first rotary_dims / 2
+// frequencies, 0 for the rest. transformers computes the power in fp32 and then the fp32
+// reciprocal; the power here is fp64 rounded once to fp32 (the correctly rounded fp32 power in
+// all but vanishingly rare cases, and the same bits on the host and the device), because CUDA's
+// powf has up to 2 ulps of error and one ulp of inv_freq[1] moves the angle at position 131072 by
+// 0.007 rad, two bf16 ulps of cos.
+WIDEATTN_HOST_DEVICE inline float rope_inv_freq(float theta, int32_t i, int32_t head_dim, int32_t rotary_dims) {
+    if (2 * i >= rotary_dims) return 0.0f;
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    const float power = static_cast<float>(pow(static_cast<double>(theta), static_cast<double>(exponent)));
+    return 1.0f / power;
+}
+
+// The fp32 angle of a key at `position` (its index in the sequence) for one frequency: one fp32
+// product, as transformers' (inv_freq @ position_ids) with an inner dimension of 1.
+WIDEATTN_HOST_DEVICE inline float rope_angle(int32_t position, float inv_freq) {
+    return static_cast<float>(position) * inv_freq;
+}
+
+// cos and sin of an fp32 angle in fp32, each rounded to bf16 (transformers returns them cast to
+// the activations' dtype). On the device these are cosf / sinf with their full range reduction
+// (angles reach 2.6e5 rad), the functions torch's CUDA kernels call; __cosf / __sinf lose all
+// accuracy there.
+struct RopeCosSin {
+    float c, s;
+};
+WIDEATTN_HOST_DEVICE inline RopeCosSin rope_cos_sin(float angle) {
+#if defined(__CUDA_ARCH__)
+    return {round_to_bf16(cosf(angle)), round_to_bf16(sinf(angle))};
+#else
+    return {round_to_bf16(std::cos(angle)), round_to_bf16(std::sin(angle))};
+#endif
+}
+
+// The scaled, pre-RoPE key element: bf16(V[d] * w[d]).
+WIDEATTN_HOST_DEVICE inline float k_from_v_scaled(float v, float w) { return round_to_bf16(v * w); }
+
+// One rotated key element from the scaled elements x = x[d] and its partner x[d +- D/2], with the
+// bf16 cos / sin of d's frequency; `first_half`: d < D/2 (the partner enters negated).
+WIDEATTN_HOST_DEVICE inline float rope_rotate(float x, float partner, RopeCosSin cs, bool first_half) {
+    const float rotated = first_half ? -partner : partner;
+    return round_to_bf16(round_to_bf16(x * cs.c) + round_to_bf16(rotated * cs.s));
+}
+
+}  // namespace wideattn

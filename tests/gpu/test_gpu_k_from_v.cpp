@@ -1,0 +1,116 @@
+// test_gpu_k_from_v.cpp - K rebuilt from V (WIDEATTN_FLAG_K_FROM_V) on the GPU: the fp64 reference
+// kernel in that mode against the CPU reference (accuracy/reference_cpu.cpp) on varlen, paged,
+// shuffled shapes up to a few thousand keys and one sequence whose keys reach position 131071,
+// and against its own K+V call on keys rebuilt from V on the host (tools/harness/problem.h,
+// rebuild_k_from_v): the same kernel on the same keys, so the outputs agree bit for bit wherever
+// the host's and the device's fp32 cos / sin round to the same bf16 (glibc's cosf and CUDA's may
+// differ in the last fp32 bit; a difference survives the bf16 rounding about once in 10^5 values).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "accuracy/error_stats.h"
+#include "accuracy/reference_cpu.h"
+#include "tests/gpu/gpu_fixture.h"
+#include "tools/harness/checks.h"
+
+using namespace wideattn;
+using wideattn::test::gpu;
+
+namespace {
+
+constexpr uint64_t kSeed = 20261202;
+// The two GPU runs differ only where a key's bf16 cos / sin differ between host and device: at
+// most this share of the outputs, each by at most kRebuiltMaxAbs.
+constexpr double kRebuiltDifferingShare = 0.01;
+constexpr double kRebuiltMaxAbs = 2e-3;
+
+// Runs `p` on the problem's device buffers (poisoned outputs first) and downloads o densely.
+std::string run_params(DeviceProblem* dp, const HostProblem& h, const wideattn_prefill_params& p,
+                       std::vector<double>* out) {
+    const wideattn_prefill_params kept = dp->params;
+    dp->params = p;
+    std::string err = dp->run(*gpu().device, gpu().ctx);
+    dp->params = kept;
+    if (err.empty()) err = dp->download_output(h, out);
+    return err;
+}
+
+void check_k_from_v_case(const ProblemSpec& spec, bool with_cpu_reference) {
+    CAPTURE(spec.describe());
+    HostProblem h;
+    REQUIRE(make_problem(spec, &h).empty());
+    const std::vector<float> w = random_k_norm_weights(spec.head_dim, spec.seed + 1);
+    DeviceProblem dp;
+    REQUIRE_MESSAGE(dp.create(*gpu().device, h, WIDEATTN_DTYPE_F64).empty(), "upload");
+    DeviceBuffer scale;
+    REQUIRE(scale.allocate(*gpu().device, w.size() * sizeof(float)).empty());
+    REQUIRE(scale.upload(w.data(), w.size() * sizeof(float)).empty());
+    const wideattn_k_from_v device_kfv = gemma4_k_from_v(static_cast<const float*>(scale.get()));
+    const wideattn_k_from_v host_kfv = gemma4_k_from_v(w.data());
+
+    wideattn_prefill_params from_v = dp.params;
+    from_v.k_cache = nullptr;
+    from_v.flags |= WIDEATTN_FLAG_K_FROM_V;
+    from_v.k_from_v = &device_kfv;
+    std::vector<double> got;
+    REQUIRE_MESSAGE(run_params(&dp, h, from_v, &got).empty(), "K-from-V launch");
+    const int64_t n = static_cast<int64_t>(got.size());
+
+    if (with_cpu_reference) {
+        std::vector<double> want(static_cast<size_t>(h.out_elements()), NAN);
+        std::vector<double> want_lse(static_cast<size_t>(h.lse_elements()), NAN);
+        wideattn_prefill_params host = h.params(h.q.data(), nullptr, h.v.data(), want.data(), want_lse.data(),
+                                                h.cu_seqlens_q.data(), h.seq_lens_k.data(), h.block_table.data(),
+                                                WIDEATTN_DTYPE_F64);
+        host.flags = WIDEATTN_FLAG_K_FROM_V;
+        host.k_from_v = &host_kfv;
+        REQUIRE(accuracy::reference_attention_cpu(host, want.data(), want_lse.data()).empty());
+        const std::vector<double> dense_want = dense_rows(h, want);
+        const accuracy::ErrorStats stats =
+            accuracy::compute_error_stats(dense_want.data(), got.data(), accuracy::OutputType::kF64, n);
+        std::printf("  k_from_v vs CPU  %-60s %s\n", spec.describe().c_str(), accuracy::format_error_stats(stats).c_str());
+        INFO(accuracy::format_error_stats(stats));
+        CHECK(stats.nonfinite == 0);
+        // The keys match where host and device round cos / sin alike; elsewhere a key element
+        // moves by one bf16 ulp, far inside the bf16 kernels' bound.
+        CHECK(stats.rel_l2 <= kBf16RelL2 * 1e-2);
+    }
+
+    // The K+V call on keys rebuilt on the host.
+    rebuild_k_from_v(host_kfv, &h);
+    REQUIRE(dp.k.upload(h.k.data(), h.k.size() * sizeof(uint16_t)).empty());
+    std::vector<double> with_k;
+    REQUIRE_MESSAGE(run_params(&dp, h, dp.params, &with_k).empty(), "K+V launch");
+    int64_t differing = 0;
+    double worst = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+        if (std::memcmp(&got[i], &with_k[i], sizeof(double)) != 0) {
+            ++differing;
+            worst = std::fmax(worst, std::fabs(got[i] - with_k[i]));
+        }
+    std::printf("  k_from_v vs K+V  %-60s %lld of %lld outputs differ, max %.3g\n", spec.describe().c_str(),
+                static_cast<long long>(differing), static_cast<long long>(n), worst);
+    CHECK(static_cast<double>(differing) <= kRebuiltDifferingShare * static_cast<double>(n));
+    CHECK(worst <= kRebuiltMaxAbs);
+}
+
+}  // namespace
+
+TEST_CASE("gpu fp64 kernel, K from V: matches the CPU reference and its own K+V call, varlen paged shapes") {
+    check_k_from_v_case(problem_spec({65}, {0}, 8, 1, 16, kSeed), true);
+    check_k_from_v_case(problem_spec({1, 7, 0, 63, 64}, {0, 777, 5, 1, 33}, 16, 2, 32, kSeed + 1), true);
+    check_k_from_v_case(problem_spec({129, 3}, {3000, 1500}, 32, 4, 64, kSeed + 2), true);
+    ProblemSpec padded = problem_spec({33, 17}, {16, 2000}, 12, 3, 16, kSeed + 3);  // group 4, padded rows
+    padded.q_token_pad = 16;
+    check_k_from_v_case(padded, true);
+}
+
+TEST_CASE("gpu fp64 kernel, K from V: keys up to position 131071 (one long sequence) and a decode batch") {
+    check_k_from_v_case(problem_spec({2}, {131070}, 8, 1, 64, kSeed + 4), true);
+    check_k_from_v_case(problem_spec({1, 1, 1, 1}, {100000, 4095, 70000, 16}, 32, 4, 16, kSeed + 5), false);
+}
