@@ -22,13 +22,15 @@ usage: check_tuning.py --tuning FILE --selected BENCH.json [BENCH.json ...]
 --json, --markdown  also write the rows and the summary there
 --list-candidates  print the kernels the tuning file timed (every choice's timings), comma
                 separated, for `wideattn bench --kernels`, and exit (one list for every class:
-                bench runs a single_token kernel only on cases of decode_single)
+                bench runs a single_token kernel only on cases of decode_single, a few_tokens
+                kernel only on those of decode_single and decode)
 
 Shape classes as the library derives them (dispatch/tuning.h), in this order: decode_single
 when total_q <= num_seqs, decode when total_q <= 8 * num_seqs, prefill_short when total_q < 8192,
 prefill_long otherwise; total_q = sum(q_lens), num_seqs = len(q_lens). `wideattn tune` times a
-single_token kernel (the decode kernels) on decode_single cases only, and `wideattn bench
---kernels` skips it on the others, so the candidates of every class are measured on its cases.
+single_token kernel (the decode kernels) on decode_single cases only and a few_tokens kernel (the
+verify kernels) on decode_single and decode cases only, and `wideattn bench --kernels` skips them
+on the others, so the candidates of every class are measured on its cases.
 
 Exit status: 0 every case passes (or has no choice), 1 a case fails, 2 bad input (a missing or
 unreadable file, malformed JSON, a missing or wrong field: the message names the file and field).
@@ -38,7 +40,7 @@ import json
 import math
 import sys
 
-DECODE_TOKENS_PER_SEQ = 8      # dispatch/tuning.h kDecodeTokensPerSeq
+DECODE_TOKENS_PER_SEQ = 8      # kernels/common/kernel_desc.h kFewTokensPerSeq
 SHORT_PREFILL_TOKENS = 8192    # dispatch/tuning.h kShortPrefillTokens
 SHAPE_CLASSES = ("decode_single", "decode", "prefill_short", "prefill_long")  # dispatch/tuning.h
 TUNING_FORMAT = 1
