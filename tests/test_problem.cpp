@@ -218,3 +218,61 @@ TEST_CASE("problem: the transposed V codes are the engine layout's, page rows [k
                                                                    p.v_head_stride, spec.block_size)];
     CHECK(wrong == 0);
 }
+
+TEST_CASE("problem: transpose_v_codes gives make_problem's transposed problem from the engine layout") {
+    ProblemSpec spec = problem_spec({3, 9}, {40, 0}, 16, 2, 32, ProblemSpec{}.seed);
+    spec.head_dim = 64;
+    spec.e4m3_kv = spec.e4m3_q = true;
+    HostProblem engine, made;
+    REQUIRE(make_problem(spec, &engine).empty());
+    spec.v_transposed = true;
+    REQUIRE(make_problem(spec, &made).empty());
+    HostProblem moved = engine;
+    REQUIRE(transpose_v_codes(&moved).empty());
+    CHECK(moved.spec.v_transposed);
+    CHECK(moved.spec.describe() == made.spec.describe());
+    CHECK(moved.v_e4m3 == made.v_e4m3);
+    CHECK(moved.v_e4m3 != engine.v_e4m3);
+    CHECK(moved.k_e4m3 == made.k_e4m3);
+    CHECK(moved.q_e4m3 == made.q_e4m3);
+    CHECK(moved.v == made.v);
+    CHECK(transpose_v_codes(&moved) == "transpose_v_codes: the V codes are transposed already");
+    spec.e4m3_kv = spec.e4m3_q = spec.v_transposed = false;
+    HostProblem plain;
+    REQUIRE(make_problem(spec, &plain).empty());
+    CHECK(transpose_v_codes(&plain) == "transpose_v_codes: the problem has no e4m3 V codes (e4m3_kv)");
+}
+
+TEST_CASE("problem: every e4m3 code is the codec's rounding of the bf16 input over the scale, NaN slots too") {
+    // The same seed without e4m3 gives the inputs before quantisation (the random stream is the same).
+    ProblemSpec spec = problem_spec({5, 2}, {30, 7}, 8, 1, 16, 23);
+    spec.head_dim = 64;
+    spec.q_token_pad = kE4m3QPadMultiple;
+    spec.k_outlier = 12.0f;
+    spec.nan_unused_slots = true;
+    HostProblem plain, quantised;
+    REQUIRE(make_problem(spec, &plain).empty());
+    spec.e4m3_kv = spec.e4m3_q = true;
+    REQUIRE(make_problem(spec, &quantised).empty());
+    struct Tensor {
+        const char* name;
+        const std::vector<uint16_t>& inputs;
+        const std::vector<uint8_t>& codes;
+        float scale;
+    } tensors[] = {{"q", plain.q, quantised.q_e4m3, quantised.q_scale},
+                   {"k", plain.k, quantised.k_e4m3, quantised.k_scale},
+                   {"v", plain.v, quantised.v_e4m3, quantised.v_scale}};
+    int64_t nan_codes = 0;
+    for (const Tensor& t : tensors) {
+        CAPTURE(t.name);
+        REQUIRE(t.codes.size() == t.inputs.size());
+        int64_t wrong = 0;
+        for (size_t i = 0; i < t.inputs.size(); ++i) {
+            bool nonfinite = false;
+            wrong += t.codes[i] != fp8::e4m3_from_float(bf16_to_float(t.inputs[i]) / t.scale, &nonfinite);
+            nan_codes += nonfinite;
+        }
+        CHECK(wrong == 0);
+    }
+    CHECK(nan_codes > 0);  // the unused slots' NaN went through the codec as well
+}

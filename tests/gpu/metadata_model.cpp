@@ -229,6 +229,8 @@ Comparison compare_outputs(const HostProblem& h, const Expected& e, const std::v
     Comparison c;
     const int64_t row = int64_t{h.spec.num_q_heads} * h.spec.head_dim;
     std::vector<double> owned_ref, owned_out;
+    owned_ref.reserve(static_cast<size_t>(e.owned_rows * row));
+    owned_out.reserve(static_cast<size_t>(e.owned_rows * row));
     for (int32_t t = 0; t < h.total_q; ++t) {
         const auto first = static_cast<size_t>(t * row);
         if (e.roles[t] == RowRole::kOwned) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "dispatch/split_plan.h"
@@ -122,33 +123,39 @@ std::vector<PrefillKernel> prefill_kernels() {
 
 // One shape with the inputs of one (q_dtype, kv_dtype) pair: the host problem, the expected
 // outputs of its valid metadata and (on first use) of each corruption, and its device copies
-// by output dtype. Kept for the process: the subcases re-enter the test cases once each.
+// by output dtype and V layout (the kernels that read V transposed read the same values, so they
+// share the expected outputs). Kept for the process: the subcases re-enter the test cases once each.
 struct Inputs {
-    HostProblem host;
+    HostProblem host;  // V in the engine layout
     Expected valid;
     std::map<std::string, Expected> corrupted;
-    std::map<int32_t, std::unique_ptr<DeviceProblem>> device;
+    std::map<std::pair<int32_t, bool>, std::unique_ptr<DeviceProblem>> device;
 };
 
 Inputs& inputs(int shape, const PrefillKernel& k) {
     GpuDevice& dev = *gpu().device;  // the fixture first, so it outlives the cache below
-    static std::map<std::tuple<int, int32_t, int32_t, bool>, std::unique_ptr<Inputs>> cache;
-    std::unique_ptr<Inputs>& slot = cache[{shape, k.q_dtype, k.kv_dtype, k.v_transposed}];
+    static std::map<std::tuple<int, int32_t, int32_t>, std::unique_ptr<Inputs>> cache;
+    std::unique_ptr<Inputs>& slot = cache[{shape, k.q_dtype, k.kv_dtype}];
     if (!slot) {
         auto made = std::make_unique<Inputs>();
         ProblemSpec spec = shape_specs()[shape];
         spec.e4m3_kv = k.kv_dtype == WIDEATTN_DTYPE_E4M3;
         spec.e4m3_q = k.q_dtype == WIDEATTN_DTYPE_E4M3;
-        spec.v_transposed = k.v_transposed;
         std::string err = make_problem(spec, &made->host);
         if (err.empty()) err = expected_outputs(made->host, metadata_of(made->host), &made->valid);
         REQUIRE_MESSAGE(err.empty(), spec.describe() << ": " << err);
         slot = std::move(made);
     }
-    std::unique_ptr<DeviceProblem>& d = slot->device[k.o_dtype];
+    std::unique_ptr<DeviceProblem>& d = slot->device[{k.o_dtype, k.v_transposed}];
     if (!d) {
+        HostProblem transposed;
+        if (k.v_transposed) {
+            transposed = slot->host;
+            const std::string err = transpose_v_codes(&transposed);
+            REQUIRE_MESSAGE(err.empty(), err);
+        }
         auto made = std::make_unique<DeviceProblem>();
-        const std::string err = made->create(dev, slot->host, k.o_dtype);
+        const std::string err = made->create(dev, k.v_transposed ? transposed : slot->host, k.o_dtype);
         REQUIRE_MESSAGE(err.empty(), err);
         d = std::move(made);
     }
@@ -248,7 +255,7 @@ struct Worst {
 void check_setting(Inputs& in, const PrefillKernel& k, const Expected& expected, const DeviceMetadata& bad,
                    int32_t splits, CUstream stream, Worst* worst) {
     CAPTURE(splits);
-    DeviceProblem& d = *in.device.at(k.o_dtype);
+    DeviceProblem& d = *in.device.at({k.o_dtype, k.v_transposed});
     wideattn_prefill_params valid = d.params;
     valid.num_splits = splits;
     DeviceBuffer workspace;
@@ -292,6 +299,7 @@ void check_corruption(const Corruption& c, int shape, bool sanitizer) {
         Inputs& in = inputs(shape, k);
         CAPTURE(in.host.spec.describe());
         CAPTURE(in.host.spec.seed);
+        CAPTURE(k.v_transposed);
         REQUIRE(in.host.spec.q_lens.size() >= static_cast<size_t>(kMinCorruptionSeqs));
         Metadata m = metadata_of(in.host);
         c.apply(in.host, &m);

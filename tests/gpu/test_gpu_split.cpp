@@ -1,7 +1,8 @@
 // test_gpu_split.cpp - split-KV decode on the GPU (docs/design.md "Split-KV"). Every bf16 and
 // e4m3 prefill kernel of the bundle with the "split_kv" feature, forced by name, against the fp64
 // kernel on fresh random inputs (shuffled block tables; outputs and workspace poisoned before
-// each run) for forced split counts and the library's own choice: the kernel's error bound, LSE,
+// each run; each data set and its reference made once per shape for every family and kernel that
+// reads it) for forced split counts and the library's own choice: the kernel's error bound, LSE,
 // bit-identical reruns, the workspace sizes the library reports, refusals of a too-small
 // workspace, and the unsplit fallback without one; the merge launched as a programmatic dependent
 // launch (WIDEATTN_PDL=1) and plainly (WIDEATTN_PDL=0) in one process, bit for bit. The "sanitizer"
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,13 +59,16 @@ struct Family {
     bool check_lse_bound;
     bool v_transposed = false;
 };
+// The families that differ only in V's layout read the same values and stand side by side, so
+// that FamilyInputs makes their data once.
 constexpr Family kFamilies[] = {
     {"bf16", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16, kBf16RelL2, true},
     {"e4m3 K/V", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false},
+    {"e4m3 K/V, transposed V", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false, true},
     {"e4m3 Q+K/V", WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false},
     {"e4m3 Q+K/V, transposed V", WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false, true},
-    {"e4m3 K/V, transposed V", WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_E4M3, kE4m3RelL2, false, true},
 };
+constexpr size_t kFamilyCount = sizeof(kFamilies) / sizeof(kFamilies[0]);
 
 bool has_feature(const wideattn_kernel_info& k, const char* feature) {
     const std::string list = std::string(",") + (k.features ? k.features : "") + ",";
@@ -104,6 +109,20 @@ std::vector<std::string> split_kernels(const Family& family) {
     return names;
 }
 
+// split_kernels of every family, in kFamilies order: REQUIREs one for bf16; a family without
+// one is reported and left out.
+std::vector<std::vector<std::string>> family_kernels() {
+    std::vector<std::vector<std::string>> kernels;
+    for (const Family& family : kFamilies) {
+        CAPTURE(family.label);
+        kernels.push_back(split_kernels(family));
+        if (family.kv_dtype == WIDEATTN_DTYPE_BF16)
+            REQUIRE_MESSAGE(!kernels.back().empty(), "no bf16 split-KV kernel runs here");
+        if (kernels.back().empty()) MESSAGE("no " << family.label << " split-KV kernel runs on this GPU");
+    }
+    return kernels;
+}
+
 int64_t round_up(int64_t bytes) { return (bytes + kWorkspaceRounding - 1) / kWorkspaceRounding * kWorkspaceRounding; }
 
 // The workspace of S splits (docs/design.md "Split-KV"): rows = S x total_q x num_q_heads fp32
@@ -124,11 +143,12 @@ void set_hints(const HostProblem& h, wideattn_prefill_params* p) {
     }
 }
 
-// One problem on the device with its fp64 GPU reference (computed once, unsplit).
+// One problem on the device with its fp64 GPU reference (computed once, unsplit, shared by the
+// families that read the same values; none where the unsplit launch is the yardstick).
 struct SplitProblem {
     HostProblem host;
     DeviceProblem device;
-    std::vector<double> ref_out, ref_lse;
+    std::shared_ptr<const Reference> ref;
 };
 
 // Uploads p->host as the bf16-output problem of the split kernels, with the caller's hints.
@@ -138,15 +158,67 @@ std::string upload_problem(SplitProblem* p) {
     return err;
 }
 
-std::string make_split_problem(const ProblemSpec& spec, SplitProblem* p) {
-    std::string err = make_problem(spec, &p->host);
-    DeviceProblem ref;
-    if (err.empty()) err = ref.create(*gpu().device, p->host, WIDEATTN_DTYPE_F64);
-    if (err.empty()) err = ref.run(*gpu().device, gpu().ctx);
-    if (err.empty()) err = ref.download_output(p->host, &p->ref_out);
-    if (err.empty()) err = ref.download_lse(p->host, &p->ref_lse);
-    if (err.empty()) err = upload_problem(p);
-    return err.empty() ? err : spec.describe() + ": " + err;
+// Adapts a spec to a family: e4m3 K/V (and Q); NaN in unused K/V slots where the K/V are bf16.
+ProblemSpec for_family(ProblemSpec spec, const Family& family) {
+    spec.e4m3_kv = family.kv_dtype == WIDEATTN_DTYPE_E4M3;
+    spec.e4m3_q = family.q_dtype == WIDEATTN_DTYPE_E4M3;
+    spec.v_transposed = family.v_transposed;
+    spec.nan_unused_slots = !spec.e4m3_kv;
+    return spec;
+}
+
+// One base spec's problem for each family, its inputs made (and their reference computed) once
+// per data set: the families with the same Q and K/V dtypes read the same values, V in either
+// layout, so the last data set serves every family after it that has its dtypes (kFamilies puts
+// them side by side), the transposed one rearranged from it (transpose_v_codes).
+class FamilyInputs {
+public:
+    FamilyInputs(const ProblemSpec& base, bool with_reference) : base_(base), with_reference_(with_reference) {}
+    // The family's problem, uploaded, with the shared reference when asked for; "" or an error.
+    std::string make(const Family& family, SplitProblem* p) {
+        if (!data_of_ || data_of_->q_dtype != family.q_dtype || data_of_->kv_dtype != family.kv_dtype) {
+            ProblemSpec spec = for_family(base_, family);
+            spec.v_transposed = false;
+            data_of_ = nullptr;
+            ref_.reset();
+            std::string err = make_problem(spec, &host_);
+            if (err.empty() && with_reference_) {
+                auto ref = std::make_shared<Reference>();
+                err = compute_reference(*gpu().device, gpu().ctx, host_, ReferenceKind::kGpuF64, ref.get());
+                ref_ = std::move(ref);
+            }
+            if (!err.empty()) return spec.describe() + ": " + err;
+            data_of_ = &family;
+        }
+        p->host = host_;
+        p->ref = ref_;
+        if (family.v_transposed) {
+            if (std::string err = transpose_v_codes(&p->host); !err.empty()) return err;
+        }
+        return upload_problem(p);
+    }
+
+private:
+    ProblemSpec base_;
+    bool with_reference_;
+    const Family* data_of_ = nullptr;  // the family whose dtypes made host_; none yet
+    HostProblem host_;                 // V in the engine layout
+    std::shared_ptr<const Reference> ref_;
+};
+
+// Calls body(f, problem) for every family f of kFamilies that has split kernels (`kernels`,
+// family_kernels), with the family's problem made by `inputs`.
+template <typename Body>
+void for_each_family(FamilyInputs& inputs, const std::vector<std::vector<std::string>>& kernels, Body body) {
+    for (size_t f = 0; f < kFamilyCount; ++f) {
+        if (kernels[f].empty()) continue;
+        CAPTURE(kFamilies[f].label);
+        SplitProblem p;
+        const std::string err = inputs.make(kFamilies[f], &p);
+        REQUIRE_MESSAGE(err.empty(), err);
+        CAPTURE(p.host.spec.describe());
+        body(f, p);
+    }
 }
 
 // One split setting run twice: the plan, the workspace it ran with, both outputs, and where the
@@ -211,9 +283,9 @@ SplitRun run_split(SplitProblem* p, int32_t splits, DeviceBuffer* workspace) {
     }
     if ((r.error = p->device.run(dev, gpu().ctx)).size() || (r.error = p->device.download_raw(&r.o_raw)).size() ||
         (r.error = download_raw_lse(p->device, &r.lse_raw)).size() ||
-        (r.error = p->device.download_output(p->host, &r.out)).size() ||
         (r.error = p->device.download_lse(p->host, &r.lse)).size())
         return r;
+    p->device.dense_output(p->host, r.o_raw, &r.out);
     if (r.workspace_bytes > 0 && (r.error = workspace->fill(kRerunWorkspaceFill)).size()) return r;
     if ((r.error = p->device.run(dev, gpu().ctx)).size() || (r.error = p->device.download_raw(&r.o_rerun)).size() ||
         (r.error = download_raw_lse(p->device, &r.lse_rerun)).size())
@@ -243,20 +315,23 @@ void check_plan(const SplitProblem& p, const std::string& kernel, int32_t splits
 
 // Output and LSE of one setting against the fp64 reference, and the rerun bit for bit.
 double check_against_reference(const SplitProblem& p, const Family& family, const SplitRun& r) {
+    REQUIRE(p.ref);
+    const Reference& ref = *p.ref;
+    REQUIRE(r.out.size() == ref.out.size());
     const accuracy::ErrorStats stats = accuracy::compute_error_stats(
-        p.ref_out.data(), r.out.data(), accuracy::OutputType::kF64, static_cast<int64_t>(p.ref_out.size()));
+        ref.out.data(), r.out.data(), accuracy::OutputType::kF64, static_cast<int64_t>(ref.out.size()));
     INFO(accuracy::format_error_stats(stats));
     CHECK(stats.nonfinite == 0);
     CHECK(stats.rel_l2 <= family.rel_l2);
-    REQUIRE(r.lse.size() == p.ref_lse.size());
+    REQUIRE(r.lse.size() == ref.lse.size());
     int64_t lse_nonfinite = 0;
     double lse_max_abs = 0.0;
     for (size_t i = 0; i < r.lse.size(); ++i) {
-        if (std::isnan(r.lse[i]) || (std::isinf(r.lse[i]) && r.lse[i] != p.ref_lse[i])) {
+        if (std::isnan(r.lse[i]) || (std::isinf(r.lse[i]) && r.lse[i] != ref.lse[i])) {
             ++lse_nonfinite;
             continue;
         }
-        if (!std::isinf(p.ref_lse[i])) lse_max_abs = std::fmax(lse_max_abs, std::fabs(r.lse[i] - p.ref_lse[i]));
+        if (!std::isinf(ref.lse[i])) lse_max_abs = std::fmax(lse_max_abs, std::fabs(r.lse[i] - ref.lse[i]));
     }
     CHECK(lse_nonfinite == 0);
     if (family.check_lse_bound) CHECK(lse_max_abs <= kFp32LseAbs);
@@ -316,53 +391,39 @@ std::vector<ProblemSpec> batch_specs(uint64_t seed) {
     };
 }
 
-// Adapts a spec to a family: e4m3 K/V (and Q); NaN in unused K/V slots where the K/V are bf16.
-ProblemSpec for_family(ProblemSpec spec, const Family& family) {
-    spec.e4m3_kv = family.kv_dtype == WIDEATTN_DTYPE_E4M3;
-    spec.e4m3_q = family.q_dtype == WIDEATTN_DTYPE_E4M3;
-    spec.v_transposed = family.v_transposed;
-    spec.nan_unused_slots = !spec.e4m3_kv;
-    return spec;
-}
-
-// Runs `settings` on every spec for every split kernel of the family; REQUIREs one such kernel
-// for bf16 (the other families are skipped, with a message, when the bundle has none).
+// Runs `settings` on every spec for every split kernel of every family (family_kernels), spec by
+// spec, each data set made once (FamilyInputs).
 template <size_t N>
-void check_family(const Family& family, const std::vector<ProblemSpec>& specs, const int32_t (&settings)[N]) {
-    CAPTURE(family.label);
-    const std::vector<std::string> kernels = split_kernels(family);
-    if (family.kv_dtype == WIDEATTN_DTYPE_BF16) REQUIRE_MESSAGE(!kernels.empty(), "no bf16 split-KV kernel runs here");
-    if (kernels.empty()) {
-        MESSAGE("no " << family.label << " split-KV kernel runs on this GPU");
-        return;
-    }
-    SizingMismatches sizing;
+void check_families(const std::vector<ProblemSpec>& specs, const int32_t (&settings)[N]) {
+    const std::vector<std::vector<std::string>> kernels = family_kernels();
+    SizingMismatches sizing[kFamilyCount];
     for (const ProblemSpec& base : specs) {
-        const ProblemSpec spec = for_family(base, family);
-        CAPTURE(spec.describe());
-        SplitProblem p;
-        const std::string err = make_split_problem(spec, &p);
-        REQUIRE_MESSAGE(err.empty(), err);
-        for (const std::string& name : kernels) {
-            CAPTURE(name);
-            const KernelRestriction only(name);
-            check_split_settings(&p, family, name, settings, &sizing);
-        }
+        FamilyInputs inputs(base, true);
+        for_each_family(inputs, kernels, [&](size_t f, SplitProblem& p) {
+            for (const std::string& name : kernels[f]) {
+                CAPTURE(name);
+                const KernelRestriction only(name);
+                check_split_settings(&p, kFamilies[f], name, settings, &sizing[f]);
+            }
+        });
     }
     // A caller sizes a forced count with wideattn_workspace_size before it has a workspace.
-    CHECK_MESSAGE(sizing.count == 0, sizing.count << " forced settings sized wrongly; first: " << sizing.first);
+    for (size_t f = 0; f < kFamilyCount; ++f)
+        CHECK_MESSAGE(sizing[f].count == 0, kFamilies[f].label << ": " << sizing[f].count
+                                                               << " forced settings sized wrongly; first: "
+                                                               << sizing[f].first);
 }
 
 }  // namespace
 
 TEST_CASE("gpu split-KV: decode q_len 1..8 x contexts 1..20000, forced and automatic splits, every kernel") {
     const uint64_t seed = fresh_seed() * 1000;
-    for (const Family& family : kFamilies) check_family(family, decode_specs(seed), kSplitSettings);
+    check_families(decode_specs(seed), kSplitSettings);
 }
 
 TEST_CASE("gpu split-KV: mixed batches with empty sequences and a prefill chunk, and a 128k context") {
     const uint64_t seed = fresh_seed() * 1000 + 500;
-    for (const Family& family : kFamilies) check_family(family, batch_specs(seed), kSplitSettings);
+    check_families(batch_specs(seed), kSplitSettings);
 }
 
 TEST_CASE("gpu split-KV sanitizer: small split decode cases") {
@@ -370,7 +431,7 @@ TEST_CASE("gpu split-KV sanitizer: small split decode cases") {
     const uint64_t seed = fresh_seed() * 1000 + 900;
     const std::vector<ProblemSpec> specs = {problem_spec({1, 3, 0}, {100, 40, 17}, 8, 1, 16, seed),
                                             problem_spec({2}, {300}, 32, 4, 48, seed + 1)};
-    for (const Family& family : kFamilies) check_family(family, specs, kSanitizerSplitSettings);
+    check_families(specs, kSanitizerSplitSettings);
 }
 
 namespace {
@@ -385,7 +446,7 @@ void make_refusal_setup(RefusalSetup* s, const ProblemSpec& spec) {
     const std::vector<std::string> kernels = split_kernels(kFamilies[0]);
     REQUIRE_MESSAGE(!kernels.empty(), "no bf16 split-KV kernel runs here");
     s->kernel = kernels.front();
-    const std::string err = make_split_problem(for_family(spec, kFamilies[0]), &s->problem);
+    const std::string err = FamilyInputs(spec, true).make(kFamilies[0], &s->problem);
     REQUIRE_MESSAGE(err.empty(), err);
 }
 
@@ -499,8 +560,9 @@ TEST_CASE("gpu split-KV: automatic splits without a workspace run unsplit, with 
         REQUIRE(launch(&p, automatic, &message) == WIDEATTN_OK);
         std::vector<double> dense;
         REQUIRE(p.device.download_output(p.host, &dense).empty());
+        REQUIRE(dense.size() == p.ref->out.size());
         const accuracy::ErrorStats stats = accuracy::compute_error_stats(
-            p.ref_out.data(), dense.data(), accuracy::OutputType::kF64, static_cast<int64_t>(dense.size()));
+            p.ref->out.data(), dense.data(), accuracy::OutputType::kF64, static_cast<int64_t>(dense.size()));
         INFO(accuracy::format_error_stats(stats));
         CHECK(stats.nonfinite == 0);
         CHECK(stats.rel_l2 <= kBf16RelL2);
@@ -640,65 +702,89 @@ int64_t check_nonfinite_agreement(const Family& family, const SplitRun& unsplit,
     return nan_elements;
 }
 
+// The corruptions of kCorruptions a problem can hold, each on the device beside the clean one.
+struct CorruptedProblems {
+    std::vector<const CorruptionCase*> cases;
+    std::vector<std::unique_ptr<SplitProblem>> problems;
+};
+
+CorruptedProblems corrupted_problems(const HostProblem& clean) {
+    CorruptedProblems c;
+    for (const CorruptionCase& corruption : kCorruptions) {
+        if (corruption.needs_bf16_kv && clean.spec.e4m3_kv) continue;
+        CAPTURE(corruption.label);
+        HostProblem host = clean;
+        corrupt(&host, corruption.what);
+        auto p = std::make_unique<SplitProblem>();
+        const std::string err = make_device_problem(host, p.get());
+        REQUIRE_MESSAGE(err.empty(), err);
+        c.cases.push_back(&corruption);
+        c.problems.push_back(std::move(p));
+    }
+    return c;
+}
+
+// One corruption through one kernel (already forced): the unsplit launch, then each split
+// setting against it and, for the other sequence, against `clean_runs` (the clean problem's
+// runs of kNonFiniteSplitSettings); returns the unsplit launch's NaN output elements.
+int64_t check_corruption(const Family& family, SplitProblem* bad, const std::vector<SplitRun>& clean_runs,
+                         DeviceBuffer* workspace) {
+    const SplitRun unsplit = run_split(bad, 1, workspace);
+    REQUIRE_MESSAGE(unsplit.error.empty(), unsplit.error);
+    REQUIRE(unsplit.plan.num_splits == 1);
+    int64_t nan_elements = 0;
+    for (size_t i = 0; i < clean_runs.size(); ++i) {
+        const int32_t splits = kNonFiniteSplitSettings[i];
+        CAPTURE(splits);
+        const SplitRun split = run_split(bad, splits, workspace);
+        REQUIRE_MESSAGE(split.error.empty(), split.error);
+        REQUIRE(split.plan.num_splits > 1);
+        nan_elements = check_nonfinite_agreement(family, unsplit, split);
+        const SplitRun& reference = clean_runs[i];
+        REQUIRE(reference.plan.num_splits == split.plan.num_splits);
+        const HostProblem& host = bad->host;
+        CHECK_MESSAGE(sequence_rows(host, split.o_raw, kCleanSeq) == sequence_rows(host, reference.o_raw, kCleanSeq),
+                      "the other sequence's rows differ from a clean run");
+        const std::vector<double> lse = sequence_lse(host, split.lse, kCleanSeq);
+        const std::vector<double> clean_lse = sequence_lse(host, reference.lse, kCleanSeq);
+        CHECK_MESSAGE(std::equal(lse.begin(), lse.end(), clean_lse.begin(), clean_lse.end()),
+                      "the other sequence's LSE differs from a clean run");
+    }
+    return nan_elements;
+}
+
 }  // namespace
 
 TEST_CASE("gpu split-KV: a NaN or inf in Q, K or V comes out where the unsplit launch has it, for every split kernel") {
     uint64_t seed = fresh_seed() * 1000 + 700;
-    for (const Family& family : kFamilies) {
-        CAPTURE(family.label);
-        const std::vector<std::string> kernels = split_kernels(family);
-        if (family.kv_dtype == WIDEATTN_DTYPE_BF16) REQUIRE_MESSAGE(!kernels.empty(), "no bf16 split-KV kernel runs here");
-        for (const int32_t q_len : kNonFiniteQLens) {
-            const ProblemSpec spec = for_family(
-                problem_spec({q_len, q_len}, {kNonFiniteContexts[0], kNonFiniteContexts[1]}, 32, 4, 16, ++seed), family);
-            CAPTURE(spec.describe());
-            HostProblem host;
-            const std::string made = make_problem(spec, &host);
-            REQUIRE_MESSAGE(made.empty(), made);
-            SplitProblem clean;
-            const std::string clean_err = make_device_problem(host, &clean);
-            REQUIRE_MESSAGE(clean_err.empty(), clean_err);
-            for (const CorruptionCase& c : kCorruptions) {
-                if (c.needs_bf16_kv && spec.e4m3_kv) continue;
-                CAPTURE(c.label);
-                HostProblem corrupted_host = host;
-                corrupt(&corrupted_host, c.what);
-                SplitProblem bad;
-                const std::string bad_err = make_device_problem(corrupted_host, &bad);
-                REQUIRE_MESSAGE(bad_err.empty(), bad_err);
-                for (const std::string& name : kernels) {
-                    CAPTURE(name);
-                    const KernelRestriction only(name);
-                    DeviceBuffer workspace;
-                    const SplitRun unsplit = run_split(&bad, 1, &workspace);
-                    REQUIRE_MESSAGE(unsplit.error.empty(), unsplit.error);
-                    REQUIRE(unsplit.plan.num_splits == 1);
-                    int64_t nan_elements = 0;
-                    for (const int32_t splits : kNonFiniteSplitSettings) {
-                        CAPTURE(splits);
-                        const SplitRun split = run_split(&bad, splits, &workspace);
-                        REQUIRE_MESSAGE(split.error.empty(), split.error);
-                        REQUIRE(split.plan.num_splits > 1);
-                        nan_elements = check_nonfinite_agreement(family, unsplit, split);
-                        const SplitRun reference = run_split(&clean, splits, &workspace);
-                        REQUIRE_MESSAGE(reference.error.empty(), reference.error);
-                        REQUIRE(reference.plan.num_splits == split.plan.num_splits);
-                        CHECK_MESSAGE(sequence_rows(host, split.o_raw, kCleanSeq) ==
-                                          sequence_rows(host, reference.o_raw, kCleanSeq),
-                                      "the other sequence's rows differ from a clean run");
-                        const std::vector<double> lse = sequence_lse(host, split.lse, kCleanSeq);
-                        const std::vector<double> clean_lse = sequence_lse(host, reference.lse, kCleanSeq);
-                        CHECK_MESSAGE(std::equal(lse.begin(), lse.end(), clean_lse.begin(), clean_lse.end()),
-                                      "the other sequence's LSE differs from a clean run");
-                    }
+    const std::vector<std::vector<std::string>> kernels = family_kernels();
+    for (const int32_t q_len : kNonFiniteQLens) {
+        FamilyInputs inputs(
+            problem_spec({q_len, q_len}, {kNonFiniteContexts[0], kNonFiniteContexts[1]}, 32, 4, 16, ++seed), false);
+        for_each_family(inputs, kernels, [&](size_t f, SplitProblem& clean) {
+            CorruptedProblems bad = corrupted_problems(clean.host);
+            for (const std::string& name : kernels[f]) {
+                CAPTURE(name);
+                const KernelRestriction only(name);
+                DeviceBuffer workspace;
+                // The clean problem's runs: the other sequence's yardstick for every corruption.
+                std::vector<SplitRun> clean_runs;
+                for (const int32_t splits : kNonFiniteSplitSettings) {
+                    clean_runs.push_back(run_split(&clean, splits, &workspace));
+                    REQUIRE_MESSAGE(clean_runs.back().error.empty(), clean_runs.back().error);
+                }
+                for (size_t c = 0; c < bad.problems.size(); ++c) {
+                    CAPTURE(bad.cases[c]->label);
+                    const int64_t nan_elements =
+                        check_corruption(kFamilies[f], bad.problems[c].get(), clean_runs, &workspace);
                     // A corruption that never reaches the output would prove nothing.
                     CHECK_MESSAGE(nan_elements > 0, "the unsplit launch has no NaN: the corruption missed");
                     std::printf("  %-18s q_len %d %-10s %6lld NaN output elements, split %d/%d/auto agree\n",
-                                name.c_str(), q_len, c.label, static_cast<long long>(nan_elements),
+                                name.c_str(), q_len, bad.cases[c]->label, static_cast<long long>(nan_elements),
                                 kNonFiniteSplitSettings[0], kNonFiniteSplitSettings[1]);
                 }
             }
-        }
+        });
     }
 }
 
@@ -763,27 +849,28 @@ int32_t planned_splits(wideattn_context* ctx, const wideattn_prefill_params& par
 
 // Both problems (same shape, other inputs) with `splits` on one shared workspace, run on the
 // context with PDL and on the one without: the same bits, alone and back to back on one stream.
-void check_pdl_setting(SplitProblem (&problems)[2], const PdlContext& on, const PdlContext& off, int32_t splits) {
+void check_pdl_setting(SplitProblem* const (&problems)[2], const PdlContext& on, const PdlContext& off,
+                       int32_t splits) {
     CAPTURE(splits);
     int64_t bytes = 0;
-    for (SplitProblem& p : problems) {
-        p.device.params.num_splits = splits;
-        p.device.params.workspace = nullptr;
-        p.device.params.workspace_bytes = 0;
+    for (SplitProblem* p : problems) {
+        p->device.params.num_splits = splits;
+        p->device.params.workspace = nullptr;
+        p->device.params.workspace_bytes = 0;
     }
     if (splits == kAutoSplits)
-        REQUIRE_MESSAGE(wideattn_workspace_size(on.ctx, &problems[0].device.params, &bytes) == WIDEATTN_OK,
+        REQUIRE_MESSAGE(wideattn_workspace_size(on.ctx, &problems[0]->device.params, &bytes) == WIDEATTN_OK,
                         wideattn_last_error());
     else
-        bytes = workspace_formula(problems[0].host, splits);
+        bytes = workspace_formula(problems[0]->host, splits);
     DeviceBuffer workspace;
     if (bytes > 0) REQUIRE(workspace.allocate(*gpu().device, static_cast<size_t>(bytes)).empty());
-    for (SplitProblem& p : problems) {
-        p.device.params.workspace = workspace.get();
-        p.device.params.workspace_bytes = bytes;
+    for (SplitProblem* p : problems) {
+        p->device.params.workspace = workspace.get();
+        p->device.params.workspace_bytes = bytes;
     }
-    const int32_t runs_with = planned_splits(on.ctx, problems[0].device.params);
-    REQUIRE(planned_splits(off.ctx, problems[0].device.params) == runs_with);
+    const int32_t runs_with = planned_splits(on.ctx, problems[0]->device.params);
+    REQUIRE(planned_splits(off.ctx, problems[0]->device.params) == runs_with);
     REQUIRE((runs_with > 1 || splits == kAutoSplits));
     if (runs_with == 1) {
         MESSAGE("the library runs this problem unsplit here: no merge to compare");
@@ -793,10 +880,10 @@ void check_pdl_setting(SplitProblem (&problems)[2], const PdlContext& on, const 
     RawOutputs plain[2];
     for (int i = 0; i < 2; ++i) {
         CAPTURE(i);
-        plain[i] = run_poisoned(&problems[i], off.ctx, &workspace);
-        CHECK_MESSAGE(run_poisoned(&problems[i], on.ctx, &workspace) == plain[i],
+        plain[i] = run_poisoned(problems[i], off.ctx, &workspace);
+        CHECK_MESSAGE(run_poisoned(problems[i], on.ctx, &workspace) == plain[i],
                       "the programmatic merge launch differs from the plain one");
-        CHECK_MESSAGE(run_poisoned(&problems[i], off.ctx, &workspace) == plain[i], "the plain rerun differs");
+        CHECK_MESSAGE(run_poisoned(problems[i], off.ctx, &workspace) == plain[i], "the plain rerun differs");
     }
     CHECK_MESSAGE(!(plain[0] == plain[1]), "the two problems' outputs are the same: the back-to-back runs prove nothing");
 
@@ -806,13 +893,13 @@ void check_pdl_setting(SplitProblem (&problems)[2], const PdlContext& on, const 
     for (const PdlContext* c : {&on, &off}) {
         CAPTURE(c == &on ? "WIDEATTN_PDL=1" : "WIDEATTN_PDL=0");
         REQUIRE(workspace.fill(kPoisonByte).empty());
-        for (SplitProblem& p : problems) REQUIRE(p.device.poison_outputs().empty());
+        for (SplitProblem* p : problems) REQUIRE(p->device.poison_outputs().empty());
         for (int round = 0; round < kPdlBackToBackRounds; ++round)
-            for (SplitProblem& p : problems)
-                REQUIRE_MESSAGE(wideattn_prefill(c->ctx, &p.device.params, s.stream) == WIDEATTN_OK,
+            for (SplitProblem* p : problems)
+                REQUIRE_MESSAGE(wideattn_prefill(c->ctx, &p->device.params, s.stream) == WIDEATTN_OK,
                                 wideattn_last_error());
         REQUIRE(gpu().device->check(drv.cuStreamSynchronize(s.stream), "cuStreamSynchronize").empty());
-        for (int i = 0; i < 2; ++i) CHECK_MESSAGE(download_outputs(problems[i]) == plain[i], "problem " << i);
+        for (int i = 0; i < 2; ++i) CHECK_MESSAGE(download_outputs(*problems[i]) == plain[i], "problem " << i);
     }
 }
 
@@ -825,28 +912,27 @@ TEST_CASE("gpu split-KV: the merge as a programmatic dependent launch gives the 
     if (gpu().device->cc_major() < kPdlMinArchMajor)
         MESSAGE("sm_" << gpu().device->cc_major() << gpu().device->cc_minor()
                       << ": both contexts launch the merge plainly (no programmatic dependent launch before sm_90)");
-    for (const Family& family : kFamilies) {
-        CAPTURE(family.label);
-        const std::vector<std::string> kernels = split_kernels(family);
-        if (family.kv_dtype == WIDEATTN_DTYPE_BF16) REQUIRE_MESSAGE(!kernels.empty(), "no bf16 split-KV kernel runs here");
-        for (const ProblemSpec& base : specs) {
-            SplitProblem problems[2];
-            for (int i = 0; i < 2; ++i) {
-                ProblemSpec spec = for_family(base, family);
-                spec.seed += static_cast<uint64_t>(i) + 1;
-                HostProblem host;
-                std::string err = make_problem(spec, &host);
-                if (err.empty()) err = make_device_problem(host, &problems[i]);
-                REQUIRE_MESSAGE(err.empty(), spec.describe() << ": " << err);
-            }
-            CAPTURE(problems[0].host.spec.describe());
-            for (const std::string& name : kernels) {
+    const std::vector<std::vector<std::string>> kernels = family_kernels();
+    for (const ProblemSpec& base : specs) {
+        // Two problems of the base shape with other inputs (seeds base + 1 and base + 2).
+        const auto reseeded = [&](uint64_t offset) {
+            ProblemSpec spec = base;
+            spec.seed += offset;
+            return spec;
+        };
+        FamilyInputs inputs[2] = {FamilyInputs(reseeded(1), false), FamilyInputs(reseeded(2), false)};
+        for_each_family(inputs[0], kernels, [&](size_t f, SplitProblem& first) {
+            SplitProblem second;
+            const std::string err = inputs[1].make(kFamilies[f], &second);
+            REQUIRE_MESSAGE(err.empty(), err);
+            SplitProblem* const problems[2] = {&first, &second};
+            for (const std::string& name : kernels[f]) {
                 CAPTURE(name);
                 const PdlContext on(kPdlOn, name), off(kPdlOff, name);
                 for (const int32_t splits : kPdlSplitSettings) check_pdl_setting(problems, on, off, splits);
                 std::printf("  %-18s %-64s PDL on and off: the same bits\n", name.c_str(),
-                            problems[0].host.spec.describe().c_str());
+                            first.host.spec.describe().c_str());
             }
-        }
+        });
     }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# gpu_suite.sh - everything the H200 run needs (build here, carry build/), in one or two calls:
-#   GPU test suite, selftest, compute-sanitizer (memcheck, racecheck, synccheck on small cases;
+# gpu_suite.sh - everything the H200 run needs (build here, carry build/), in several calls:
+#   GPU test suite (in steps gpu-tests-1 .. gpu-tests-5 of whole test cases, each case's time
+#   printed), selftest, compute-sanitizer (memcheck, racecheck, synccheck on small cases;
 #   memcheck, racecheck and synccheck on small split-KV decode cases; memcheck and synccheck on
 #   corrupted device metadata),
 #   `wideattn bench` (the dispatcher's kernels, and every tier side by side in one process where
@@ -9,17 +10,27 @@
 #   drift gate of the 8-bit kernel (tools/bench/e2e_drift.py, two model layouts), the Python
 #   package (tests/gpu/test_python_ops.py, tests/gpu/test_transformers_gemma4.py, the call overhead,
 #   the gate on transformers' Gemma 4 code) - then a summary.
-#   tools/gpu/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--no-e2e]
-#                          [--no-python] [--only-python] [--bench-cases LIST] [--tune] [--only-tune]
+#   tools/gpu/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--only-tests]
+#                          [--test-steps LIST] [--list-test-steps] [--no-e2e] [--no-python]
+#                          [--only-python] [--bench-cases LIST] [--tune] [--only-tune]
+# --only-tests runs the gpu-tests steps and the selftest alone; --test-steps LIST (step numbers and
+#   `selftest`, e.g. 1,2,3 or 4,5,selftest) runs only those of them, to share the test steps out
+#   over calls; --list-test-steps prints each step's name and doctest arguments (tab-separated)
+#   and exits.
 # --tune (opt-in) adds the tuning bar after the benches: `wideattn tune --out $OUT/tuning.json`,
 #   then `wideattn bench` on every case of the prefill and decode suites with that file in force
 #   (WIDEATTN_TUNING; bf16, e4m3 K/V and e4m3 Q/K/V as the bundle has them), the kernels the file
 #   timed side by side (`bench --kernels`, which runs a single_token kernel only on the cases of
 #   one query token per sequence, as tune timed it), and tools/bench/check_tuning.py on the three
 #   (check_tuning.txt / .json / .md); --only-tune runs that step alone.
-# Budget: about 9 minutes on an H200 with every step but the Python ones; a device call is limited
-# to 10, so run it as three calls: `--no-peers --no-python`, `--only-peers` (about 5-6 minutes),
-# `--only-python` (needs torch and transformers on the machine).
+# Budget: a device call is limited to 10 minutes, so run it as four calls: `--only-tests`,
+# `--no-tests --no-peers --no-python`, `--only-peers` (about 5-6 minutes) and `--only-python` (needs
+# torch and transformers on the machine). The whole GPU test binary outgrew a call at eb22d61
+# (2026-12-02); the steps gpu-tests-1 .. 5 are estimated at about 35, 60, 50, 65 and 30 s (from
+# each test case's host cost measured on a CPU machine and the H200 runs of eb22d61, not yet timed
+# on an H200: their logs print each case's time), `--only-tests` at about 5 minutes with the
+# selftest. Should it outgrow a call, share the steps out with --test-steps; a step is stopped
+# after gpu_test_step_limit seconds, which leaves the call the time to pack the logs.
 # Logs and JSON land in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz.
 # The e2e step needs the CLI's HDF5 libraries: run tools/device_libs.sh here and carry .devlibs.
 # Logs and JSON go to $OUT (or ./gpu_suite_out). WIDEATTN_COMMIT names the commit (the device
@@ -28,11 +39,30 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${WIDEATTN_BUILD_DIR:-$root/build}
 out=${OUT:-$root/gpu_suite_out}
-mkdir -p "$out"
 export WIDEATTN_BUNDLE="$build/bundle"
 export PYTHONUNBUFFERED=1
 cli="$build/tools/wideattn"
-peers=1 sanitizer=1 tests=1 e2e=1 benches=1 python=1 tune=0 bench_cases=""
+# The GPU test binary's steps: the doctest --test-case patterns of gpu-tests-1, gpu-tests-2, ...
+# (whole test cases; no pattern holds a comma, doctest's separator), then one step for every test
+# case none of them selects, a new one included. tests/gpu_suite_steps_check.py checks on the CPU
+# that together they run every TEST_CASE of tests/gpu/test_gpu*.cpp exactly once.
+gpu_test_patterns=(
+    "gpu bf16 kernels*,gpu fp64 kernel*,gpu: *"
+    "gpu e4m3 kernels*,gpu e4m3-Q kernels*"
+    "gpu wgmma_e4m3pv_d512*,gpu checked mode*,gpu fp8*,gpu metadata*,gpu plans*"
+    "gpu split-KV: decode*,gpu split-KV: mixed*"
+)
+gpu_test_step_limit=420  # seconds: a hung step still leaves the call time to pack the logs
+# gpu_test_steps: one line per step, its name and its doctest arguments, tab-separated.
+gpu_test_steps() {
+    local i excluded=""
+    for i in "${!gpu_test_patterns[@]}"; do
+        printf 'gpu-tests-%d\t--test-case=%s\t--duration=true\n' $((i + 1)) "${gpu_test_patterns[i]}"
+        excluded+="${excluded:+,}${gpu_test_patterns[i]}"
+    done
+    printf 'gpu-tests-%d\t--test-case-exclude=%s\t--duration=true\n' $((${#gpu_test_patterns[@]} + 1)) "$excluded"
+}
+peers=1 sanitizer=1 tests=1 e2e=1 benches=1 python=1 tune=0 bench_cases="" test_steps=""
 while (($#)); do
     case "$1" in
         --no-peers) peers=0 ;;
@@ -41,17 +71,21 @@ while (($#)); do
         --only-python) sanitizer=0; tests=0; e2e=0; benches=0; peers=0 ;;
         --no-sanitizer) sanitizer=0 ;;
         --no-tests) tests=0 ;;
+        --only-tests) sanitizer=0; e2e=0; benches=0; python=0; peers=0 ;;
+        --test-steps) test_steps=",$2,"; shift ;;
+        --list-test-steps) gpu_test_steps; exit 0 ;;
         --no-e2e) e2e=0 ;;
         --bench-cases) bench_cases="$2"; shift ;;
         --tune) tune=1 ;;
         --only-tune) sanitizer=0; tests=0; e2e=0; benches=0; python=0; peers=0; tune=1 ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '/^set -uo pipefail/q;2,$p' "$0"; exit 0 ;;
         *) echo "gpu_suite: unknown argument '$1'" >&2; exit 2 ;;
     esac
     shift
 done
+mkdir -p "$out"
 commit=${WIDEATTN_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
-declare -a summary failed_steps
+declare -a summary=() failed_steps=()
 step() {  # step NAME LOGFILE COMMAND...
     local name=$1 log=$2; shift 2
     local start=$(date +%s)
@@ -72,8 +106,15 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_eve
 clock_log=$!
 step inspect inspect.txt "$cli" inspect
 if ((tests)); then
-    step gpu-tests gpu_tests.txt "$build/tests/wideattn_gpu_tests"
-    step selftest selftest.txt "$cli" selftest
+    while IFS=$'\t' read -r -a fields; do
+        name=${fields[0]} number=${fields[0]##*-}
+        doctest_args=("${fields[@]:1}")
+        [[ -z "$test_steps" || "$test_steps" == *",$number,"* ]] || continue
+        step "$name" "${name//-/_}.txt" timeout "$gpu_test_step_limit" "$build/tests/wideattn_gpu_tests" \
+            "${doctest_args[@]}"
+        grep -E '^[0-9]+\.[0-9]+ s: ' "$out/${name//-/_}.txt"  # each test case's time
+    done < <(gpu_test_steps)
+    [[ -z "$test_steps" || "$test_steps" == *",selftest,"* ]] && step selftest selftest.txt "$cli" selftest
 fi
 if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
     step memcheck memcheck.txt compute-sanitizer --tool memcheck --error-exitcode 9 "$cli" selftest --quick

@@ -104,13 +104,18 @@ std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc
     return kernels;
 }
 
-CaseResult run_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
-                    ReferenceKind reference) {
-    CaseResult result;
-    HostProblem h;
-    if ((result.error = make_problem(spec, &h)).size()) return result;
-    result.flops = h.flops();
+std::string compute_reference(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h,
+                              ReferenceKind reference, Reference* out) {
+    const std::string err = reference == ReferenceKind::kCpu ? reference_on_cpu(h, &out->out, &out->lse)
+                                                             : reference_on_gpu(gpu, ctx, h, &out->out, &out->lse);
+    if (err.empty()) out->floor_mean_abs = rounding_floor(out->out);
+    return err;
+}
 
+CaseResult run_against_reference(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
+                                 const Reference& ref) {
+    CaseResult result;
+    result.flops = h.flops();
     DeviceProblem cand;
     if ((result.error = cand.create(gpu, h, o_dtype)).size()) return result;
     int32_t index = -1;
@@ -122,30 +127,43 @@ CaseResult run_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSp
     wideattn_get_kernel_info(ctx, index, &info);
     result.kernel = info.name;
 
-    std::vector<double> out, lse, ref_out, ref_lse;
+    std::vector<double> out, lse;
     std::vector<unsigned char> first_raw, second_raw;
-    if ((result.error = cand.run(gpu, ctx)).size() || (result.error = cand.download_output(h, &out)).size() ||
-        (result.error = cand.download_lse(h, &lse)).size() || (result.error = cand.download_raw(&first_raw)).size())
+    if ((result.error = cand.run(gpu, ctx)).size() || (result.error = cand.download_raw(&first_raw)).size() ||
+        (result.error = cand.download_lse(h, &lse)).size())
         return result;
+    cand.dense_output(h, first_raw, &out);
     if ((result.error = cand.run(gpu, ctx)).size() || (result.error = cand.download_raw(&second_raw)).size())
         return result;
     result.deterministic = first_raw == second_raw;
-
-    result.error = reference == ReferenceKind::kCpu ? reference_on_cpu(h, &ref_out, &ref_lse)
-                                                     : reference_on_gpu(gpu, ctx, h, &ref_out, &ref_lse);
-    if (!result.error.empty()) return result;
-    result.stats = accuracy::compute_error_stats(ref_out.data(), out.data(), accuracy::OutputType::kF64,
-                                                 static_cast<int64_t>(ref_out.size()));
-    result.floor_mean_abs = rounding_floor(ref_out);
+    if (out.size() != ref.out.size() || lse.size() != ref.lse.size()) {
+        result.error = "the reference is of another problem (" + std::to_string(ref.out.size()) + " output values, " +
+                       std::to_string(out.size()) + " here)";
+        return result;
+    }
+    result.stats = accuracy::compute_error_stats(ref.out.data(), out.data(), accuracy::OutputType::kF64,
+                                                 static_cast<int64_t>(ref.out.size()));
+    result.floor_mean_abs = ref.floor_mean_abs;
     for (size_t i = 0; i < lse.size(); ++i) {
-        if (std::isnan(lse[i]) || (std::isinf(lse[i]) && lse[i] != ref_lse[i])) {
+        if (std::isnan(lse[i]) || (std::isinf(lse[i]) && lse[i] != ref.lse[i])) {
             ++result.lse_nonfinite;
             continue;
         }
-        if (std::isinf(ref_lse[i])) continue;
-        result.lse_max_abs = std::fmax(result.lse_max_abs, std::fabs(lse[i] - ref_lse[i]));
+        if (std::isinf(ref.lse[i])) continue;
+        result.lse_max_abs = std::fmax(result.lse_max_abs, std::fabs(lse[i] - ref.lse[i]));
     }
     return result;
+}
+
+CaseResult run_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
+                    ReferenceKind reference) {
+    CaseResult result;
+    HostProblem h;
+    Reference ref;
+    if ((result.error = make_problem(spec, &h)).size() ||
+        (result.error = compute_reference(gpu, ctx, h, reference, &ref)).size())
+        return result;
+    return run_against_reference(gpu, ctx, h, o_dtype, ref);
 }
 
 }  // namespace wideattn

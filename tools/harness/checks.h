@@ -1,6 +1,7 @@
 // checks.h - runs one random problem through a kernel of the bundle (via wideattn_prefill,
 // outputs poisoned first) and compares it with an fp64 reference: the CPU reference (Eigen)
-// or the bundle's fp64 GPU kernel. Shared by `wideattn selftest` and the GPU test suite.
+// or the bundle's fp64 GPU kernel, which can be computed once for several kernels on the same
+// inputs. Shared by `wideattn selftest` and the GPU test suite.
 #pragma once
 
 #include <string>
@@ -84,7 +85,23 @@ std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc
 // mean_abs / floor_mean_abs of a result (infinite when the floor is 0 and the error is not).
 double floor_ratio(const CaseResult& r);
 
-// Runs `spec` with output dtype `o_dtype` and compares with the reference.
+// The fp64 reference of one problem: the dense output, the LSE and the output's rounding floor.
+struct Reference {
+    std::vector<double> out, lse;
+    double floor_mean_abs = 0.0;  // mean |bf16(out) - out| over the finite values
+};
+
+// The reference of `h` from the CPU reference (Eigen) or the bundle's fp64 GPU kernel (selected
+// for the F64 output, whatever kernel ctx is restricted to). Returns "" or an error.
+std::string compute_reference(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h,
+                              ReferenceKind reference, Reference* out);
+
+// Runs `h` twice with output dtype `o_dtype` through the kernel ctx selects and compares the first
+// run with `ref` (computed once for every kernel run on the same inputs).
+CaseResult run_against_reference(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
+                                 const Reference& ref);
+
+// Makes `spec`'s problem, computes its reference and runs it (run_against_reference).
 CaseResult run_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
                     ReferenceKind reference);
 

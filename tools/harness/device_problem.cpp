@@ -54,6 +54,8 @@ DeviceBuffer::~DeviceBuffer() {
 }
 
 std::string DeviceBuffer::allocate(const GpuDevice& gpu, size_t bytes) {
+    if (ptr_) gpu_->driver().cuMemFree(ptr_);  // a buffer allocated again gives its old memory back
+    ptr_ = 0;
     gpu_ = &gpu;
     bytes_ = bytes;
     // Never allocate 0 bytes: a valid, aligned pointer keeps validation meaningful.
@@ -144,24 +146,30 @@ std::string DeviceProblem::download_raw(std::vector<unsigned char>* bytes) const
 std::string DeviceProblem::download_output(const HostProblem& h, std::vector<double>* dense) const {
     std::vector<unsigned char> raw;
     std::string err = download_raw(&raw);
-    if (!err.empty()) return err;
-    const int64_t n = h.out_elements();
-    std::vector<double> strided(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-        if (o_dtype == WIDEATTN_DTYPE_F64) {
-            std::memcpy(&strided[i], raw.data() + i * sizeof(double), sizeof(double));
-        } else if (o_dtype == WIDEATTN_DTYPE_F32) {
-            float f;
-            std::memcpy(&f, raw.data() + i * sizeof(float), sizeof(float));
-            strided[i] = f;
-        } else {
-            uint16_t b;
-            std::memcpy(&b, raw.data() + i * sizeof(uint16_t), sizeof(uint16_t));
-            strided[i] = bf16_to_float(b);
+    if (err.empty()) dense_output(h, raw, dense);
+    return err;
+}
+
+void DeviceProblem::dense_output(const HostProblem& h, const std::vector<unsigned char>& raw,
+                                 std::vector<double>* dense) const {
+    const int64_t row = int64_t{h.spec.num_q_heads} * h.spec.head_dim;
+    dense->resize(static_cast<size_t>(h.total_q * row));
+    for (int64_t t = 0; t < h.total_q; ++t)
+        for (int64_t e = 0; e < row; ++e) {
+            const int64_t i = t * h.q_token_stride() + e;  // o's element, past the caller's row padding
+            double& x = (*dense)[static_cast<size_t>(t * row + e)];
+            if (o_dtype == WIDEATTN_DTYPE_F64) {
+                std::memcpy(&x, raw.data() + i * sizeof(double), sizeof(double));
+            } else if (o_dtype == WIDEATTN_DTYPE_F32) {
+                float f;
+                std::memcpy(&f, raw.data() + i * sizeof(float), sizeof(float));
+                x = f;
+            } else {
+                uint16_t b;
+                std::memcpy(&b, raw.data() + i * sizeof(uint16_t), sizeof(uint16_t));
+                x = bf16_to_float(b);
+            }
         }
-    }
-    *dense = dense_rows(h, strided);
-    return {};
 }
 
 std::string DeviceProblem::download_lse(const HostProblem& h, std::vector<double>* out) const {

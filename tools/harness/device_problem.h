@@ -46,7 +46,7 @@ public:
     ~DeviceBuffer();
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    std::string allocate(const GpuDevice& gpu, size_t bytes);
+    std::string allocate(const GpuDevice& gpu, size_t bytes);  // frees what it held before
     std::string upload(const void* host, size_t bytes);
     std::string download(void* host, size_t bytes) const;
     std::string fill(unsigned char byte);  // e.g. 0xFF: every bf16/f32/f64 becomes NaN
@@ -80,6 +80,8 @@ struct DeviceProblem {
     std::string run(const GpuDevice& gpu, wideattn_context* ctx);
     // Downloads o as doubles in dense [token][head][d] order (bf16 / f32 / f64 output).
     std::string download_output(const HostProblem& host, std::vector<double>* dense) const;
+    // The same from o's raw bytes, already downloaded (download_raw).
+    void dense_output(const HostProblem& host, const std::vector<unsigned char>& raw, std::vector<double>* dense) const;
     // Downloads o's raw bytes (for bit-identity checks).
     std::string download_raw(std::vector<unsigned char>* bytes) const;
     // Downloads lse as doubles [head][token] (empty when the problem has no lse).

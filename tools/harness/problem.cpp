@@ -91,16 +91,31 @@ std::string join(const Container& values) {
 // Per-tensor e4m3 quantisation with a power-of-two scale (2^ceil(log2(amax / 448))), then the
 // bf16 values replaced by code * scale, which bf16 holds exactly (e4m3 codes have 4
 // significant bits, the scale is a power of two): the fp64 reference then sees exactly the
-// values the 8-bit kernel dequantises.
+// values the 8-bit kernel dequantises. Code and dequantised value depend on the bf16 bits alone
+// (the scale being fixed), so both are looked up in a table of every bf16 pattern, made once.
 void quantize_e4m3_exactly(std::vector<uint16_t>& values, std::vector<uint8_t>* codes, float* scale) {
-    float amax = 0.0f;
-    for (uint16_t x : values) amax = std::fmax(amax, std::fabs(bf16_to_float(x)));
+    // amax over the numbers: a bf16's bits without the sign order its magnitude, infinity (0x7F80)
+    // above every finite value and the NaN patterns above infinity (left out, as fmax leaves NaN).
+    constexpr uint16_t kMagnitudeMask = 0x7FFF, kInfinityBits = 0x7F80;
+    uint16_t amax_bits = 0;
+    for (uint16_t x : values) {
+        const uint16_t magnitude = x & kMagnitudeMask;
+        if (magnitude <= kInfinityBits && magnitude > amax_bits) amax_bits = magnitude;
+    }
+    const float amax = bf16_to_float(amax_bits);
     *scale = amax > 0.0f ? std::exp2(std::ceil(std::log2(amax / fp8::kE4m3Max))) : 1.0f;
+    constexpr size_t kBf16Patterns = size_t{1} << 16;
+    std::vector<uint8_t> code_of(kBf16Patterns);
+    std::vector<uint16_t> value_of(kBf16Patterns);
+    for (size_t bits = 0; bits < kBf16Patterns; ++bits) {
+        bool nonfinite = false;
+        code_of[bits] = fp8::e4m3_from_float(bf16_to_float(static_cast<uint16_t>(bits)) / *scale, &nonfinite);
+        value_of[bits] = float_to_bf16(fp8::e4m3_to_float(code_of[bits]) * *scale);
+    }
     codes->resize(values.size());
     for (size_t i = 0; i < values.size(); ++i) {
-        bool nonfinite = false;
-        (*codes)[i] = fp8::e4m3_from_float(bf16_to_float(values[i]) / *scale, &nonfinite);
-        values[i] = float_to_bf16(fp8::e4m3_to_float((*codes)[i]) * *scale);
+        (*codes)[i] = code_of[values[i]];
+        values[i] = value_of[values[i]];
     }
 }
 
@@ -121,21 +136,6 @@ void poison_unused_slots(const std::vector<int32_t>& seq_lens_k, const std::vect
             std::fill_n(p->k.begin() + first, slot_elems, nan);
             std::fill_n(p->v.begin() + first, slot_elems, nan);
         }
-}
-
-// p->v_e4m3 (engine layout [block][slot][kv_head][d]) rearranged into the dense transposed V
-// layout [block][kv_head][d][v_slot_position(slot)] of use_transposed_v.
-void transpose_values(HostProblem* p) {
-    const int32_t bs = p->spec.block_size, heads = p->spec.num_kv_heads, d = p->spec.head_dim;
-    const int64_t head_stride = int64_t{d} * bs, block_stride = head_stride * heads;
-    std::vector<uint8_t> transposed(p->v_e4m3.size());
-    for (int64_t block = 0; block < p->num_blocks; ++block)
-        for (int32_t slot = 0; slot < bs; ++slot)
-            for (int32_t h = 0; h < heads; ++h)
-                for (int32_t i = 0; i < d; ++i)
-                    transposed[v_transposed_offset(block, slot, h, i, block_stride, head_stride, bs)] =
-                        p->v_e4m3[((block * bs + slot) * heads + h) * d + i];
-    p->v_e4m3 = std::move(transposed);
 }
 
 }  // namespace
@@ -187,6 +187,23 @@ void HostProblem::use_transposed_v(wideattn_prefill_params* p) const {
     p->v_slot_stride = 1;
     p->v_head_stride = int64_t{spec.head_dim} * spec.block_size;
     p->v_block_stride = p->v_head_stride * spec.num_kv_heads;
+}
+
+std::string transpose_v_codes(HostProblem* p) {
+    if (!p->spec.e4m3_kv) return "transpose_v_codes: the problem has no e4m3 V codes (e4m3_kv)";
+    if (p->spec.v_transposed) return "transpose_v_codes: the V codes are transposed already";
+    const int32_t bs = p->spec.block_size, heads = p->spec.num_kv_heads, d = p->spec.head_dim;
+    const int64_t head_stride = int64_t{d} * bs, block_stride = head_stride * heads;
+    std::vector<uint8_t> transposed(p->v_e4m3.size());
+    for (int64_t block = 0; block < p->num_blocks; ++block)
+        for (int32_t slot = 0; slot < bs; ++slot)
+            for (int32_t h = 0; h < heads; ++h)
+                for (int32_t i = 0; i < d; ++i)
+                    transposed[v_transposed_offset(block, slot, h, i, block_stride, head_stride, bs)] =
+                        p->v_e4m3[((block * bs + slot) * heads + h) * d + i];
+    p->v_e4m3 = std::move(transposed);
+    p->spec.v_transposed = true;
+    return {};
 }
 
 std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
@@ -249,9 +266,12 @@ std::string make_problem(const ProblemSpec& spec, HostProblem* out) {
     if (spec.e4m3_kv) {
         quantize_e4m3_exactly(p.k, &p.k_e4m3, &p.k_scale);
         quantize_e4m3_exactly(p.v, &p.v_e4m3, &p.v_scale);
-        if (spec.v_transposed) transpose_values(&p);
     }
     if (spec.e4m3_q) quantize_e4m3_exactly(p.q, &p.q_e4m3, &p.q_scale);
+    if (spec.v_transposed) {
+        p.spec.v_transposed = false;  // generated in the engine layout, then rearranged
+        if (std::string err = transpose_v_codes(&p); !err.empty()) return err;
+    }
     *out = std::move(p);
     return {};
 }

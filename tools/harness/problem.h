@@ -111,6 +111,12 @@ std::vector<uint16_t> random_bf16(size_t count, float scale, uint64_t seed);
 // Builds the problem deterministically from spec.seed. Returns an empty string or an error.
 std::string make_problem(const ProblemSpec& spec, HostProblem* out);
 
+// Rearranges the e4m3 V codes of a problem made in the engine layout into the transposed layout
+// of use_transposed_v and sets spec.v_transposed: make_problem's result for that spec, without
+// generating the inputs again (the values, and so the references, do not change). Needs
+// spec.e4m3_kv. Returns an empty string or an error.
+std::string transpose_v_codes(HostProblem* p);
+
 // Packs the valid output rows ([token][head][d], skipping q_token_pad) into a dense vector.
 template <typename T>
 std::vector<T> dense_rows(const HostProblem& problem, const std::vector<T>& strided) {

@@ -1,0 +1,88 @@
+"""gpu_suite_steps_check.py - the gpu-tests steps of tools/gpu/gpu_suite.sh run every test case of
+the GPU test binary exactly once, on the CPU: each step's doctest filter (gpu_suite.sh
+--list-test-steps) goes to `wideattn_gpu_tests --list-test-cases` (doctest's own matching; the
+listing needs no GPU); every TEST_CASE of tests/gpu/test_gpu*.cpp (the binary's sources) must be in
+the binary and in exactly one step, and every pattern a step names must select a test case (a
+renamed case would otherwise leave a stale pattern behind). The steps pass --duration=true.
+
+usage: python3 gpu_suite_steps_check.py PATH/tools/gpu/gpu_suite.sh PATH/wideattn_gpu_tests PATH/tests/gpu
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+
+from check_lines import expect, failures
+
+SUITE, BINARY, SOURCE_DIR = sys.argv[1:4]
+SOURCE_GLOB = "test_gpu*.cpp"
+STEP_NAME = re.compile(r"gpu-tests-(\d+)$")
+FILTER_OPTIONS = ("--test-case=", "--test-case-exclude=")
+DURATION = "--duration=true"
+LISTING_RULE = "=" * 79  # doctest frames the listed names with this rule
+
+
+def listed_cases(args):
+    """Test case names `wideattn_gpu_tests --list-test-cases ARGS` prints."""
+    proc = subprocess.run([BINARY, "--list-test-cases"] + args, capture_output=True, text=True, timeout=60)
+    lines = proc.stdout.splitlines()
+    rules = [i for i, line in enumerate(lines) if line == LISTING_RULE]
+    if proc.returncode != 0 or len(rules) != 2:
+        raise RuntimeError(f"{BINARY} --list-test-cases {args}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
+    return lines[rules[0] + 1:rules[1]]
+
+
+def source_cases():
+    """TEST_CASE names of the GPU binary's sources, by file."""
+    names = {}
+    for path in sorted(glob.glob(os.path.join(SOURCE_DIR, SOURCE_GLOB))):
+        text = open(path, encoding="utf-8").read()
+        for name in re.findall(r'^TEST_CASE\("((?:[^"\\]|\\.)*)"\)', text, re.M):
+            names[name] = os.path.basename(path)
+    return names
+
+
+def patterns(filter_arg):
+    """The comma-separated patterns of a doctest filter (a backslash escapes a comma)."""
+    value = filter_arg.split("=", 1)[1]
+    return [p.replace("\\,", ",") for p in re.split(r"(?<!\\),", value) if p]
+
+
+proc = subprocess.run(["bash", SUITE, "--list-test-steps"], capture_output=True, text=True, timeout=60)
+expect("gpu_suite.sh --list-test-steps exits 0", proc.returncode == 0, proc.stderr[-300:])
+# One line per step: its name, then each doctest argument, tab-separated (patterns hold spaces).
+steps = [(fields[0], fields[1:]) for fields in (line.split("\t") for line in proc.stdout.splitlines())]
+numbers = [int(m.group(1)) if (m := STEP_NAME.match(name)) else 0 for name, _ in steps]
+expect("the steps are gpu-tests-1, gpu-tests-2, ... in order, more than one",
+       len(steps) > 1 and numbers == list(range(1, len(steps) + 1)), [name for name, _ in steps])
+for name, args in steps:
+    filters = [a for a in args if a.startswith(FILTER_OPTIONS)]
+    expect(f"{name}: one doctest filter, times printed ({DURATION})",
+           len(filters) == 1 and DURATION in args and len(args) == 2, args)
+
+everything = listed_cases([])
+sources = source_cases()
+expect("the binary lists test cases", len(everything) > 0, everything)
+expect(f"every TEST_CASE of tests/gpu/{SOURCE_GLOB} is in the binary, and no other",
+       sorted(sources) == sorted(everything),
+       {"not in the binary": sorted(set(sources) - set(everything)),
+        "not in the sources": sorted(set(everything) - set(sources))})
+
+runs = Counter()
+for name, args in steps:
+    selected = listed_cases([a for a in args if a != DURATION])
+    expect(f"{name} selects test cases", len(selected) > 0, args)
+    runs.update(selected)
+    filter_arg = next((a for a in args if a.startswith(FILTER_OPTIONS)), "")
+    if filter_arg.startswith("--test-case="):
+        for pattern in patterns(filter_arg):
+            expect(f"{name}: '{pattern}' selects a test case", len(listed_cases([f"--test-case={pattern}"])) > 0)
+never = sorted(n for n in everything if runs[n] == 0)
+twice = sorted(n for n in everything if runs[n] > 1)
+expect("every test case runs in a step", not never, never)
+expect("no test case runs in two steps", not twice, twice)
+
+print(f"gpu_suite_steps: {len(failures)} failed")
+sys.exit(1 if failures else 0)
