@@ -11,8 +11,12 @@
 #   package (tests/gpu/test_python_ops.py, tests/gpu/test_transformers_gemma4.py, the call overhead,
 #   the gate on transformers' Gemma 4 code) - then a summary.
 #   tools/gpu/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--only-tests]
-#                          [--test-steps LIST] [--list-test-steps] [--no-e2e] [--no-python]
-#                          [--only-python] [--bench-cases LIST] [--tune] [--only-tune]
+#                          [--test-steps LIST] [--list-test-steps] [--only-sanitizer] [--only-benches]
+#                          [--only-e2e] [--no-e2e] [--no-python] [--only-python] [--bench-cases LIST]
+#                          [--tune] [--only-tune]
+# --only-sanitizer, --only-benches and --only-e2e run the compute-sanitizer steps, the bench steps
+#   and the e2e drift gate alone: `--no-tests --no-peers --no-python` (the three together) ran
+#   past 540 s in its bench step on 2026-12-01, too close to a call's 10 minutes.
 # --only-tests runs the gpu-tests steps and the selftest alone; --test-steps LIST (step numbers and
 #   `selftest`, e.g. 1,2,3 or 4,5,selftest) runs only those of them, to share the test steps out
 #   over calls; --list-test-steps prints each step's name and doctest arguments (tab-separated)
@@ -23,12 +27,12 @@
 #   timed side by side (`bench --kernels`, which runs a single_token kernel only on the cases of
 #   one query token per sequence, as tune timed it), and tools/bench/check_tuning.py on the three
 #   (check_tuning.txt / .json / .md); --only-tune runs that step alone.
-# Budget: a device call is limited to 10 minutes, so run it as four calls: `--only-tests`,
-# `--no-tests --no-peers --no-python`, `--only-peers` (about 5-6 minutes) and `--only-python` (needs
-# torch and transformers on the machine). The whole GPU test binary outgrew a call at eb22d61
-# (2026-12-02); the steps gpu-tests-1 .. 5 are estimated at about 35, 60, 50, 65 and 30 s (from
-# each test case's host cost measured on a CPU machine and the H200 runs of eb22d61, not yet timed
-# on an H200: their logs print each case's time), `--only-tests` at about 5 minutes with the
+# Budget: a device call is limited to 10 minutes, so run it as six calls: `--only-tests`,
+# `--only-sanitizer`, `--only-benches`, `--only-e2e`, `--only-peers` (about 5-6 minutes) and
+# `--only-python` (needs torch and transformers on the machine). The whole GPU test binary
+# outgrew a call at eb22d61 (2026-12-02); the steps gpu-tests-1 .. 5 are estimated at about 35,
+# 60, 50, 65 and 30 s (from each test case's host cost measured on a CPU machine and the H200
+# runs of eb22d61, not yet timed on an H200: their logs print each case's time), `--only-tests` at about 5 minutes with the
 # selftest. Should it outgrow a call, share the steps out with --test-steps; a step is stopped
 # after gpu_test_step_limit seconds, which leaves the call the time to pack the logs.
 # Logs and JSON land in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz.
@@ -72,6 +76,9 @@ while (($#)); do
         --no-sanitizer) sanitizer=0 ;;
         --no-tests) tests=0 ;;
         --only-tests) sanitizer=0; e2e=0; benches=0; python=0; peers=0 ;;
+        --only-sanitizer) tests=0; e2e=0; benches=0; python=0; peers=0 ;;
+        --only-benches) sanitizer=0; tests=0; e2e=0; python=0; peers=0 ;;
+        --only-e2e) sanitizer=0; tests=0; benches=0; python=0; peers=0 ;;
         --test-steps) test_steps=",$2,"; shift ;;
         --list-test-steps) gpu_test_steps; exit 0 ;;
         --no-e2e) e2e=0 ;;
