@@ -107,21 +107,19 @@ bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int3
         }
         return false;
     }
-    if (!pinned && k.has_feature(kFeatureSingleToken) && !single_token_call(p.total_q, p.num_seqs)) {
+    const int32_t alone_limit =
+        alone_tokens_per_seq(k.has_feature(kFeatureSingleToken), k.has_feature(kFeatureFewTokens));
+    if (!pinned && !within_alone_limit(alone_limit, p.total_q, p.num_seqs)) {
         if (why) {
             std::ostringstream miss;
-            miss << k.name << " runs on its own only for one query token per sequence (decode), not total_q="
-                 << p.total_q << " over num_seqs=" << p.num_seqs << " (pin it by name to run it anyway)";
-            *why = miss.str();
-        }
-        return false;
-    }
-    if (!pinned && k.has_feature(kFeatureFewTokens) && !few_tokens_call(p.total_q, p.num_seqs)) {
-        if (why) {
-            std::ostringstream miss;
-            miss << k.name << " runs on its own only for at most " << kFewTokensPerSeq
-                 << " query tokens per sequence on average (decode and verification steps), not total_q=" << p.total_q
-                 << " over num_seqs=" << p.num_seqs << " (pin it by name to run it anyway)";
+            miss << k.name << " runs on its own only for ";
+            if (alone_limit == 1)
+                miss << "one query token per sequence (decode)";
+            else
+                miss << "at most " << alone_limit
+                     << " query tokens per sequence on average (decode and verification steps)";
+            miss << ", not total_q=" << p.total_q << " over num_seqs=" << p.num_seqs
+                 << " (pin it by name to run it anyway)";
             *why = miss.str();
         }
         return false;

@@ -33,11 +33,8 @@ __device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, u
     const uint32_t ring = base + Plan::kRings + static_cast<uint32_t>(warp * Traits::kWarpRingBytes);
     issue_prologue<Traits>(p, stream, ring, warp, geometry.num_tiles);
 
-    float q_factor;
-    if constexpr (kQIsE4m3)
-        q_factor = load_q_codes<Traits>(p, base + Plan::kQ, token, 1, work.kv_head);
-    else
-        q_factor = load_q<Traits>(p, base + Plan::kQ, base + Plan::kAmax, token, 1, work.kv_head);
+    const float q_factor =
+        load_block_q<Traits, kQIsE4m3>(p, base + Plan::kQ, base + Plan::kAmax, token, 1, work.kv_head);
     const float score_scale = p.softmax_scale * kLog2e * q_factor * __ldg(p.k_scale);
     float o[Traits::kONTiles][4];
     zero_output(o);

@@ -176,6 +176,18 @@ __device__ __forceinline__ float load_q_codes(const wideattn_prefill_params& p, 
     return __ldg(p.q_scale);
 }
 
+// The block's Q as f16 in q_shared, by load_q_codes (kQIsE4m3: Q already e4m3) or load_q (bf16
+// Q); returns the factor the scores take back. Ends with a block barrier.
+template <class Traits, bool kQIsE4m3>
+__device__ __forceinline__ float load_block_q(const wideattn_prefill_params& p, uint32_t q_shared,
+                                              uint32_t amax_slots, int64_t first_token, int32_t tokens,
+                                              int32_t kv_head) {
+    if constexpr (kQIsE4m3)
+        return load_q_codes<Traits>(p, q_shared, first_token, tokens, kv_head);
+    else
+        return load_q<Traits>(p, q_shared, amax_slots, first_token, tokens, kv_head);
+}
+
 // One warp's key stream: sub-tiles warp, warp + kWarps, ... of the block's keys [0, kv_end),
 // each 16 keys of one page, K and V codes copied by cp.async (lane l copies the 16-byte vector l
 // of every key row). Keys past kv_end and pages whose block-table entry lies outside the cache

@@ -75,12 +75,8 @@ __device__ __forceinline__ void verify_block(const wideattn_prefill_params& p, u
     if (threadIdx.x < Traits::kRows)  // the running maxima of tile 0 (load_q ends with a barrier)
         asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(base + Plan::kRowMax + 4 * threadIdx.x), "f"(-INFINITY)
                      : "memory");
-    float q_factor;
-    if constexpr (kQIsE4m3)
-        q_factor = decode_e4m3::load_q_codes<Traits>(p, base + Plan::kQ, first_token, tokens, work.kv_head);
-    else
-        q_factor =
-            decode_e4m3::load_q<Traits>(p, base + Plan::kQ, base + Plan::kAmax, first_token, tokens, work.kv_head);
+    const float q_factor = decode_e4m3::load_block_q<Traits, kQIsE4m3>(p, base + Plan::kQ, base + Plan::kAmax,
+                                                                       first_token, tokens, work.kv_head);
     const float score_scale = p.softmax_scale * kLog2e * q_factor * __ldg(p.k_scale);
     const BlockKeys keys{ring, base, geometry.num_tiles, geometry.row_key_end, geometry.kv_end, score_scale,
                          first_token, work.kv_head, warp, lane};

@@ -31,8 +31,8 @@ __device__ __forceinline__ float block_row_sum(uint32_t row_stats, int32_t row) 
 template <class Traits, int32_t kTokens, bool kSplit>
 __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, uint32_t out, uint32_t row_stats,
                                             uint32_t row_max, const float (&o)[Traits::kOMTiles][kTokens][4],
-                                            LaneRows<Traits, kTokens>& rows, int32_t warp, int32_t lane, int64_t first_token,
-                                            int32_t kv_head) {
+                                            const LaneRows<Traits, kTokens>& rows, int32_t warp, int32_t lane,
+                                            int64_t first_token, int32_t kv_head) {
     const int32_t g = lane / 4, t = lane % 4;
     const int32_t group = warp % Traits::kKeyGroups;
     const int32_t half = warp / Traits::kKeyGroups;

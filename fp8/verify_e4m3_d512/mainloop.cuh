@@ -150,8 +150,6 @@ __device__ __forceinline__ void raise_maxima(uint32_t row_stats, uint32_t row_ma
     for (int32_t j = 0; j < kTokens; ++j)
 #pragma unroll
         for (int32_t r = 0; r < 2; ++r) {
-            previous[j][r] = -INFINITY;
-            updated[j][r] = -INFINITY;
             const int32_t row = j * Traits::kGroup + 2 * t + r;
             asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(previous[j][r]) : "r"(old_slot + 4 * row) : "memory");
             const float4 m = ptx::load_shared_f32x4(row_stat_address<Traits>(row_stats, row, 0));

@@ -84,6 +84,17 @@ WIDEATTN_HOST_DEVICE constexpr bool few_tokens_call(int64_t total_q, int64_t num
     return total_q <= kFewTokensPerSeq * num_seqs;
 }
 
+// The query tokens per sequence (on average) up to which selection considers a kernel with these
+// features on its own: 1 (single_token), kFewTokensPerSeq (few_tokens), 0 for no limit.
+constexpr int32_t alone_tokens_per_seq(bool single_token, bool few_tokens) {
+    return single_token ? 1 : few_tokens ? kFewTokensPerSeq : 0;
+}
+
+// Whether a call of total_q query tokens over num_seqs sequences is within a kernel's limit.
+constexpr bool within_alone_limit(int32_t tokens_per_seq, int64_t total_q, int64_t num_seqs) {
+    return tokens_per_seq == 0 || total_q <= tokens_per_seq * num_seqs;
+}
+
 // Launch geometry shared by every prefill kernel and the dispatcher.
 //   grid.x = token tiles: enough for every sequence's ceil(q_len / tile_tokens) tiles;
 //            blocks past the last tile exit at once.

@@ -76,14 +76,12 @@ bool kernel_reads_transposed_v(const wideattn_context* ctx, const std::string& n
 }
 
 int32_t kernel_alone_tokens_per_seq(const wideattn_context* ctx, const std::string& name) {
-    if (kernel_has_feature(ctx, name, kFeatureSingleToken)) return 1;
-    if (kernel_has_feature(ctx, name, kFeatureFewTokens)) return kFewTokensPerSeq;
-    return 0;
+    return alone_tokens_per_seq(kernel_has_feature(ctx, name, kFeatureSingleToken),
+                                kernel_has_feature(ctx, name, kFeatureFewTokens));
 }
 
 bool kernel_serves_alone(const wideattn_context* ctx, const std::string& name, int64_t total_q, int64_t num_seqs) {
-    const int32_t limit = kernel_alone_tokens_per_seq(ctx, name);
-    return limit == 0 || total_q <= limit * num_seqs;
+    return within_alone_limit(kernel_alone_tokens_per_seq(ctx, name), total_q, num_seqs);
 }
 
 std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc_major, int cc_minor) {
