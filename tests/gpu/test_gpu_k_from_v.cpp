@@ -2,9 +2,12 @@
 // kernel in that mode against the CPU reference (accuracy/reference_cpu.cpp) on varlen, paged,
 // shuffled shapes up to a few thousand keys and one sequence whose keys reach position 131071,
 // and against its own K+V call on keys rebuilt from V on the host (tools/harness/problem.h,
-// rebuild_k_from_v): the same kernel on the same keys, so the outputs agree bit for bit wherever
-// the host's and the device's fp32 cos / sin round to the same bf16 (glibc's cosf and CUDA's may
-// differ in the last fp32 bit; a difference survives the bf16 rounding about once in 10^5 values).
+// rebuild_k_from_v): the same kernel on the same keys except where the host's and the device's fp32
+// cos / sin round to different bf16 values (glibc's cosf and CUDA's may differ in the last fp32
+// bit). Such a key element is rare, but it moves the score of its key for every query row of the
+// sequence, so most outputs of that sequence differ slightly (measured on an H200, 2026-12-02: up
+// to 98% of the outputs, max abs 7.9e-4, rel L2 1e-5 at 3000 keys): the check is on the size of
+// the difference, not on how many outputs differ.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -24,9 +27,9 @@ using wideattn::test::gpu;
 namespace {
 
 constexpr uint64_t kSeed = 20261202;
-// The two GPU runs differ only where a key's bf16 cos / sin differ between host and device: at
-// most this share of the outputs, each by at most kRebuiltMaxAbs.
-constexpr double kRebuiltDifferingShare = 0.01;
+// The two GPU runs differ only where a key's bf16 cos / sin differ between host and device: by
+// at most kRebuiltMaxAbs in any output and kRebuiltRelL2 over all of them.
+constexpr double kRebuiltRelL2 = 1e-4;
 constexpr double kRebuiltMaxAbs = 2e-3;
 
 // Runs `p` on the problem's device buffers (poisoned outputs first) and downloads o densely.
@@ -86,17 +89,17 @@ void check_k_from_v_case(const ProblemSpec& spec, bool with_cpu_reference) {
     REQUIRE(dp.k.upload(h.k.data(), h.k.size() * sizeof(uint16_t)).empty());
     std::vector<double> with_k;
     REQUIRE_MESSAGE(run_params(&dp, h, dp.params, &with_k).empty(), "K+V launch");
+    const accuracy::ErrorStats rebuilt =
+        accuracy::compute_error_stats(with_k.data(), got.data(), accuracy::OutputType::kF64, n);
     int64_t differing = 0;
-    double worst = 0.0;
-    for (int64_t i = 0; i < n; ++i)
-        if (std::memcmp(&got[i], &with_k[i], sizeof(double)) != 0) {
-            ++differing;
-            worst = std::fmax(worst, std::fabs(got[i] - with_k[i]));
-        }
-    std::printf("  k_from_v vs K+V  %-60s %lld of %lld outputs differ, max %.3g\n", spec.describe().c_str(),
-                static_cast<long long>(differing), static_cast<long long>(n), worst);
-    CHECK(static_cast<double>(differing) <= kRebuiltDifferingShare * static_cast<double>(n));
-    CHECK(worst <= kRebuiltMaxAbs);
+    for (int64_t i = 0; i < n; ++i) differing += std::memcmp(&got[i], &with_k[i], sizeof(double)) != 0;
+    std::printf("  k_from_v vs K+V  %-60s %lld of %lld outputs differ, %s\n", spec.describe().c_str(),
+                static_cast<long long>(differing), static_cast<long long>(n),
+                accuracy::format_error_stats(rebuilt).c_str());
+    INFO(accuracy::format_error_stats(rebuilt));
+    CHECK(rebuilt.nonfinite == 0);
+    CHECK(rebuilt.rel_l2 <= kRebuiltRelL2);
+    CHECK(rebuilt.max_abs <= kRebuiltMaxAbs);
 }
 
 }  // namespace

@@ -230,7 +230,7 @@ def run(args, torch, modeling):
                      "cos_sin_bits_differ": cos_sin_differ})
     worst = max(row["k"]["max_ulps"] for row in rows)
     return {"tool": "k_from_v_exactness.py", "shape": {"hidden": HIDDEN_31B, "num_q_heads": config.num_attention_heads,
-                                                       "num_kv_heads": config.num_global_key_value_heads,
+                                                       "num_kv_heads": attention.k_proj.out_features // HEAD_DIM,
                                                        "head_dim": HEAD_DIM, "rope_theta": ROPE_THETA,
                                                        "rotary_dims": ROTARY_DIMS},
             "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
