@@ -91,6 +91,20 @@ __device__ __forceinline__ void store_shared_f32x4(uint32_t address, float x, fl
                  : "memory");
 }
 
+__device__ __forceinline__ void store_shared_f32(uint32_t address, float x) {
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(address), "f"(x) : "memory");
+}
+
+__device__ __forceinline__ float load_shared_f32(uint32_t address) {
+    float x;
+    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(x) : "r"(address) : "memory");
+    return x;
+}
+
+__device__ __forceinline__ void store_shared_u32(uint32_t address, uint32_t x) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(x) : "memory");
+}
+
 __device__ __forceinline__ float4 load_shared_f32x4(uint32_t address) {
     float4 v;
     asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(address)

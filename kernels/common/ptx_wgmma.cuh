@@ -127,6 +127,20 @@ __device__ __forceinline__ void pin_all(T (&values)[kRows][kCols]) {
                  : WIDEATTN_ACC128_OPERANDS(acc)                                                     \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_desc.low), "r"(b_desc.high), "r"(1))
 
+// acc (64 x 256) += a b with both operands in shared memory (a K-major, b K-major for e4m3).
+#define WIDEATTN_WGMMA_PV_SS(shape, tail, acc, a_desc, b_desc)                                           \
+    asm volatile("{\n"                                                                               \
+                 ".reg .pred accumulate;\n"                                                           \
+                 ".reg .b64 a_desc, b_desc;\n"                                                        \
+                 "setp.ne.b32 accumulate, %132, 0;\n"                                                 \
+                 "mov.b64 a_desc, {%128, %129};\n"                                                   \
+                 "mov.b64 b_desc, {%130, %131};\n"                                                   \
+                 "wgmma.mma_async.sync.aligned." shape " {\n" WIDEATTN_ACC128_REGS                     \
+                 "}, a_desc, b_desc, accumulate, 1, 1" tail ";\n"                                      \
+                 "}\n"                                                                               \
+                 : WIDEATTN_ACC128_OPERANDS(acc)                                                     \
+                 : "r"(a_desc.low), "r"(a_desc.high), "r"(b_desc.low), "r"(b_desc.high), "r"(1))
+
 // Scores, bf16: s (64 x 32 fp32) = a b (+ s when accumulate != 0), k16 per instruction.
 __device__ __forceinline__ void wgmma_m64n32k16_ss(float (&s)[4][4], hopper::SmemDescriptor a_desc,
                                                    hopper::SmemDescriptor b_desc, int32_t accumulate) {
@@ -157,6 +171,13 @@ __device__ __forceinline__ void wgmma_m64n256k16_f16_rs(float (&o)[32][4], const
 __device__ __forceinline__ void wgmma_m64n256k32_e4m3_rs(float (&o)[32][4], const uint32_t (&a)[4],
                                                          hopper::SmemDescriptor b_desc) {
     WIDEATTN_WGMMA_PV("m64n256k32.f32.e4m3.e4m3", "", o, a, b_desc);
+}
+
+// P V, e4m3 P and V, P from shared memory (wgmma_e4m3alt_d512: the partner warpgroup's P tile,
+// K-major without swizzle): o (64 x 256 fp32) += a b.
+__device__ __forceinline__ void wgmma_m64n256k32_e4m3_ss(float (&o)[32][4], hopper::SmemDescriptor a_desc,
+                                                         hopper::SmemDescriptor b_desc) {
+    WIDEATTN_WGMMA_PV_SS("m64n256k32.f32.e4m3.e4m3", "", o, a_desc, b_desc);
 }
 
 }  // namespace wideattn::ptx

@@ -1,0 +1,57 @@
+// block.cuh - one block of the Hopper-tier 8-bit kernel with alternating key tiles
+// (wgmma_e4m3alt_d512): Q, K and V e4m3 with per-tensor scales, V in the transposed cache layout.
+// The block's place, geometry and epilogue are wgmma_e4m3pv_d512's (fp8/hopper_e4m3pv_d512/).
+#pragma once
+
+#include <cstdint>
+
+#include "fp8/hopper_e4m3alt_d512/loads.cuh"
+#include "fp8/hopper_e4m3alt_d512/mainloop.cuh"
+#include "fp8/hopper_e4m3pv_d512/epilogue.cuh"
+#include "kernels/common/block_geometry.cuh"
+#include "kernels/common/kv_tensor_map.h"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_tma.cuh"
+#include "kernels/common/tile_order.cuh"
+#include "kernels/common/wgmma_block.cuh"
+
+namespace wideattn::hopper::e4m3alt {
+
+// One block; kSplit: the split-KV instantiation (the key range of split blockIdx.z, partials out).
+template <class Traits, bool kSplit>
+__device__ __forceinline__ void alternating_block(const wideattn_prefill_params& p, const KvTensorMaps& maps,
+                                                  unsigned char* smem) {
+    const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
+    if (!work.tile.found) return;
+    const GroupPlace at = group_place<Traits>();
+    BlockGeometry geometry;
+    block_geometry<Traits>(p, work, at.row_tile, &geometry);
+    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
+
+    const SharedMap map = shared_map<Traits>(aligned_shared_base<Traits>(smem));
+    const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
+    Streams<Traits> streams;
+    streams.init(p, maps, work.kv_head, at.group, p.block_table + geometry.table_offset, geometry.kv_end);
+    issue_prologue<Traits>(p, geometry, at, map, first_token, work.tile.tile_len, streams);
+
+    float o[Traits::kDimNTiles][4];
+    zero_output(o);
+    RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+    const float score_scale = p.softmax_scale * kLog2e * __ldg(p.q_scale) * __ldg(p.k_scale);
+    alternating_mainloop<Traits>(p, geometry, at, map, streams, score_scale, o, state);
+    e4m3pv::write_block_output<Traits, kSplit>(p, o, state, first_token, work.tile.tile_len, at.row_tile,
+                                               work.kv_head, at.group, at.lane);
+}
+
+// The body of an entry point: the tensor-map prefetch while the block sets up, then the block.
+template <class Traits, bool kSplit>
+__device__ __forceinline__ void alternating_entry(const wideattn_prefill_params& p, const KvTensorMaps& maps) {
+    extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
+    if (threadIdx.x == 0) {
+        ptx::prefetch_tensor_map(&maps.k);
+        ptx::prefetch_tensor_map(&maps.v);
+    }
+    alternating_block<Traits, kSplit>(p, maps, smem);
+}
+
+}  // namespace wideattn::hopper::e4m3alt
