@@ -3,7 +3,9 @@
 
 #include <Eigen/Dense>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <sstream>
 #include <vector>
@@ -27,6 +29,16 @@ bool host_dtype_supported(int32_t dtype) {
     return dtype == WIDEATTN_DTYPE_BF16 || dtype == WIDEATTN_DTYPE_F32 || dtype == WIDEATTN_DTYPE_F64;
 }
 
+// The caller's K-from-V description as the library reads it: the bytes its struct_size covers, the
+// fields past them zero (a 32-byte struct of C API 0.5.0 has no inv_freq).
+wideattn_k_from_v read_description(const wideattn_k_from_v* in) {
+    uint32_t size = 0;
+    std::memcpy(&size, in, sizeof size);
+    wideattn_k_from_v out{};
+    std::memcpy(static_cast<void*>(&out), in, std::min<size_t>(size, sizeof out));
+    return out;
+}
+
 }  // namespace
 
 void k_from_v_row(const float* v_row, const wideattn_k_from_v& kfv, int32_t head_dim, int32_t position,
@@ -35,7 +47,7 @@ void k_from_v_row(const float* v_row, const wideattn_k_from_v& kfv, int32_t head
     for (int32_t i = 0; i < half; ++i) {
         const float x_lo = k_from_v_scaled(v_row[i], kfv.k_norm_scale[i]);
         const float x_hi = k_from_v_scaled(v_row[i + half], kfv.k_norm_scale[i + half]);
-        const RopeCosSin cs = rope_cos_sin(rope_angle(position, rope_inv_freq(kfv.rope_theta, i, head_dim, kfv.rotary_dims)));
+        const RopeCosSin cs = rope_cos_sin(rope_angle(position, k_from_v_inv_freq(kfv, i, head_dim)));
         k_row[i] = rope_rotate(x_lo, x_hi, cs, true);
         k_row[i + half] = rope_rotate(x_hi, x_lo, cs, false);
     }
@@ -47,8 +59,8 @@ std::string reference_attention_cpu(const wideattn_prefill_params& p, double* o,
     if (!p.q || (!rebuild_k && !p.k_cache) || !p.v_cache || !o || !p.cu_seqlens_q || !p.seq_lens_k || !p.block_table)
         return "reference_attention_cpu: a required pointer (q, k_cache, v_cache, o, cu_seqlens_q, "
                "seq_lens_k, block_table) is null";
-    if (rebuild_k && (!p.k_from_v || !p.k_from_v->k_norm_scale || p.kv_dtype != WIDEATTN_DTYPE_BF16 ||
-                      p.head_dim % 2 != 0)) {
+    const wideattn_k_from_v kfv = rebuild_k && p.k_from_v ? read_description(p.k_from_v) : wideattn_k_from_v{};
+    if (rebuild_k && (!kfv.k_norm_scale || p.kv_dtype != WIDEATTN_DTYPE_BF16 || p.head_dim % 2 != 0)) {
         err << "reference_attention_cpu: WIDEATTN_FLAG_K_FROM_V needs k_from_v and its k_norm_scale (host "
                "pointers), kv_dtype=bf16 and an even head_dim (kv_dtype="
             << p.kv_dtype << ", head_dim=" << p.head_dim << ")";
@@ -112,7 +124,7 @@ std::string reference_attention_cpu(const wideattn_prefill_params& p, double* o,
                 for (int d = 0; d < D; ++d) values(j, d) = load_element(p.v_cache, p.kv_dtype, v_offset + d);
                 if (rebuild_k) {
                     for (int d = 0; d < D; ++d) v_row[d] = static_cast<float>(values(j, d));
-                    k_from_v_row(v_row.data(), *p.k_from_v, D, j, k_row.data());
+                    k_from_v_row(v_row.data(), kfv, D, j, k_row.data());
                     for (int d = 0; d < D; ++d) keys(j, d) = k_row[d];
                 } else {
                     for (int d = 0; d < D; ++d) keys(j, d) = load_element(p.k_cache, p.kv_dtype, k_offset + d);

@@ -33,8 +33,10 @@ constexpr int64_t kTransposedSlotStride = 1;  // the slots of a transposed V row
 
 bool v_transposed(const wideattn_prefill_params& p) { return (p.flags & WIDEATTN_FLAG_V_TRANSPOSED) != 0; }
 bool k_from_v(const wideattn_prefill_params& p) { return k_from_v_call(p.flags); }
-constexpr size_t kKFromVFirstSize = sizeof(wideattn_k_from_v);  // C API 0.5.0
-constexpr char kKFromVFirstVersion[] = "0.5.0";
+// The versions of wideattn_k_from_v: C API 0.5.0's 32 bytes (up to `reserved`), 0.6.0's with inv_freq.
+constexpr StructVersion kKFromVVersions[] = {{kKFromVSizeWithoutInvFreq, "0.5.0"}, {sizeof(wideattn_k_from_v), "0.6.0"}};
+static_assert(kKFromVSizeWithoutInvFreq == 32 && sizeof(wideattn_k_from_v) == 40,
+              "wideattn_k_from_v's versions: 32 bytes (C API 0.5.0), 40 with inv_freq (0.6.0)");
 
 // One dimension of a tensor: `count` indices `stride` elements apart.
 struct Dim {
@@ -333,8 +335,10 @@ bool check_k_from_v(Validator& v, const wideattn_prefill_params& p) {
     }
     if (!kfv.k_norm_scale) return v.fail("k_from_v.k_norm_scale is NULL (k_norm's weight, fp32 [head_dim])");
     if (!v.aligned(kfv.k_norm_scale, sizeof(float), "k_from_v.k_norm_scale")) return false;
-    if (!std::isfinite(kfv.rope_theta) || kfv.rope_theta <= 0.0f) {
-        s << "k_from_v.rope_theta=" << kfv.rope_theta << " must be finite and > 0";
+    if (kfv.inv_freq && !v.aligned(kfv.inv_freq, sizeof(float), "k_from_v.inv_freq")) return false;
+    // With the model's table the frequencies do not come from rope_theta: it is not read.
+    if (!kfv.inv_freq && (!std::isfinite(kfv.rope_theta) || kfv.rope_theta <= 0.0f)) {
+        s << "k_from_v.rope_theta=" << kfv.rope_theta << " must be finite and > 0 (or pass the model's k_from_v.inv_freq)";
         return v.fail(s.str());
     }
     if (kfv.rotary_dims < 0 || kfv.rotary_dims % 2 != 0 || kfv.rotary_dims > p.head_dim) {
@@ -342,7 +346,8 @@ bool check_k_from_v(Validator& v, const wideattn_prefill_params& p) {
           << " (2 x the rotated frequencies; Gemma 4: 128 of 512)";
         return v.fail(s.str());
     }
-    return v.tensor_fits("k_from_v.k_norm_scale", kfv.k_norm_scale, sizeof(float), p.head_dim, {});
+    return v.tensor_fits("k_from_v.k_norm_scale", kfv.k_norm_scale, sizeof(float), p.head_dim, {}) &&
+           (!kfv.inv_freq || v.tensor_fits("k_from_v.inv_freq", kfv.inv_freq, sizeof(float), kfv.rotary_dims / 2, {}));
 }
 
 // The slot stride of a transposed V layout: 1 (its page rows hold the slots contiguously).
@@ -481,7 +486,8 @@ void add_cache_span(SpanList* spans, const char* name, const void* base, int64_t
 }
 
 // No output (o, lse, the workspace) shares a byte with another output or with an input (q, the
-// caches, the metadata arrays, the scales), after check_extents (so no span wraps).
+// caches, the metadata arrays, the scales, K from V's k_norm_scale and inv_freq), after
+// check_extents (so no span wraps).
 void add_prefill_spans(const wideattn_prefill_params& p, SpanList* out) {
     const int64_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
     const int64_t lse_size = p.o_dtype == WIDEATTN_DTYPE_F64 ? sizeof(double) : sizeof(float);
@@ -520,8 +526,10 @@ void add_prefill_spans(const wideattn_prefill_params& p, SpanList* out) {
     add_span(&spans, "v_scale", p.v_scale, false, float_size, 1, {});
     wideattn_k_from_v kfv{};
     std::string unused;
-    if (k_from_v(p) && read_k_from_v(p, &kfv, &unused) == WIDEATTN_OK)
+    if (k_from_v(p) && read_k_from_v(p, &kfv, &unused) == WIDEATTN_OK) {
         add_span(&spans, "k_from_v.k_norm_scale", kfv.k_norm_scale, false, float_size, p.head_dim, {});
+        add_span(&spans, "k_from_v.inv_freq", kfv.inv_freq, false, float_size, kfv.rotary_dims / 2, {});
+    }
 }
 
 bool check_overlaps(Validator& v, const wideattn_prefill_params& p) {
@@ -615,7 +623,7 @@ wideattn_status read_k_from_v(const wideattn_prefill_params& p, wideattn_k_from_
         *message = "k_from_v is NULL but flags has WIDEATTN_FLAG_K_FROM_V (point it to a wideattn_k_from_v)";
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     }
-    return read_versioned(p.k_from_v, kKFromVFirstSize, kKFromVFirstVersion, "wideattn_k_from_v", out, message)
+    return read_versioned(p.k_from_v, kKFromVVersions, "wideattn_k_from_v", out, message)
                ? WIDEATTN_OK
                : WIDEATTN_ERROR_INVALID_ARGUMENT;
 }

@@ -39,9 +39,11 @@ extern "C" {
  * wideattn_plan_run, below) and moved this header from dispatch/ to include/; 0.5.0 added K from V
  * (WIDEATTN_FLAG_K_FROM_V, wideattn_k_from_v) and appended `k_from_v` to wideattn_prefill_params
  * (264 -> 272 bytes; read only when flags has WIDEATTN_FLAG_K_FROM_V, so a caller built against
- * 0.4.0 keeps working). The shared library's soname is libwideattn.so.<MAJOR>. */
+ * 0.4.0 keeps working); 0.6.0 appended `inv_freq` to wideattn_k_from_v (32 -> 40 bytes; a 0.5.0
+ * caller's 32-byte struct is still accepted, its inv_freq taken as NULL). The shared library's
+ * soname is libwideattn.so.<MAJOR>. */
 #define WIDEATTN_VERSION_MAJOR 0
-#define WIDEATTN_VERSION_MINOR 5
+#define WIDEATTN_VERSION_MINOR 6
 #define WIDEATTN_VERSION_PATCH 0
 
 /* Status codes. */
@@ -68,21 +70,28 @@ typedef enum wideattn_dtype {
 } wideattn_dtype;
 
 /*
- * K from V (C API 0.5.0; docs/design.md section 2, "K from V in Gemma 4's global layers"): the
- * cache holds V only and each key's K is rebuilt from its V row, as Gemma 4's global layers
- * (attention_k_eq_v) define them: V = bf16(n), K = RoPE(bf16(n * w)) with n the RMS-normalised
- * projection and w k_norm's weight. Per key j of a sequence (position j, its index in the
- * sequence) and dim d of head_dim D, all arithmetic fp32 and each named step rounded to bf16:
+ * K from V (C API 0.5.0, inv_freq 0.6.0; docs/design.md section 2, "K from V in Gemma 4's global
+ * layers"): the cache holds V only and each key's K is rebuilt from its V row, as Gemma 4's
+ * global layers (attention_k_eq_v) define them: V = bf16(n), K = RoPE(bf16(n * w)) with n the
+ * RMS-normalised projection and w k_norm's weight. Per key j of a sequence (position j, its index
+ * in the sequence) and dim d of head_dim D, all arithmetic fp32 and each named step rounded to
+ * bf16:
  *   x[d]       = bf16(V[d] * k_norm_scale[d])
- *   inv_freq[i]= 1 / fp32(rope_theta ^ (2i / D))  for i < rotary_dims / 2, else 0   (i < D / 2)
+ *   inv_freq[i]= the caller's table inv_freq[i] when given, else 1 / fp32(rope_theta ^ (2i / D)),
+ *                for i < rotary_dims / 2; 0 for the rest (i < D / 2)
  *   c[i], s[i] = bf16(cos(fp32(j * inv_freq[i]))), bf16(sin(...))
  *   K[d]       = bf16(bf16(x[d] * c[d]) - bf16(x[d + D/2] * s[d]))       for d <  D/2
  *   K[d]       = bf16(bf16(x[d] * c[i]) + bf16(x[d - D/2] * s[i]))       for d >= D/2, i = d - D/2
  * (rotate-half pairing: dim i turns with dim i + D/2; the exponent's denominator is the full head
  * dim D, as transformers' "proportional" RoPE has it). Gemma 4's global layers: rope_theta 1e6,
- * rotary_dims 128 (partial_rotary_factor 0.25 of D = 512). A versioned struct (struct_size, see
- * "Versioned structs" below) pointed to by wideattn_prefill_params.k_from_v; the library passes a
- * copy to the kernels, so it need not outlive the call (a plan keeps its own copy).
+ * rotary_dims 128 (partial_rotary_factor 0.25 of D = 512). For cos / sin with the same bits as
+ * transformers', pass the model's own frequencies in inv_freq: torch computes theta ^ (2i / D) with
+ * its fp32 pow, which is not correctly rounded, and the formula's power (fp64 rounded once) differs
+ * from it in 1 of the 256 entries for theta 1e6, D 512 (measured 2026-12-02, torch 2.11).
+ * A versioned struct (struct_size, see "Versioned structs" below: 32, the C API 0.5.0 size without
+ * inv_freq, or 40; a size between the two is refused) pointed to by wideattn_prefill_params.k_from_v;
+ * the library passes a copy to the kernels, so it need not outlive the call (a plan keeps its own
+ * copy; the table itself is read by the kernels and must live while they run).
  */
 #define WIDEATTN_ROPE_PROPORTIONAL 1 /* wideattn_k_from_v.rope_type: the one RoPE type defined */
 #define WIDEATTN_ROPE_ROTATE_HALF 1  /* wideattn_k_from_v.pairing: dim i with dim i + head_dim / 2 */
@@ -91,11 +100,18 @@ typedef struct wideattn_k_from_v {
     int32_t rope_type;         /* WIDEATTN_ROPE_PROPORTIONAL */
     const float* k_norm_scale; /* device, fp32 [head_dim]: k_norm's weight w itself (not 1 + w);
                                   4-byte aligned */
-    float rope_theta;          /* > 0 and finite (Gemma 4 global layers: 1e6) */
+    float rope_theta;          /* > 0 and finite (Gemma 4 global layers: 1e6); not used, and not
+                                  checked, when inv_freq is given */
     int32_t rotary_dims;       /* dims that rotate: even, 0 .. head_dim; 2 x the frequencies with a
                                   nonzero inv_freq (partial_rotary_factor x head_dim: 128 for Gemma 4) */
     int32_t pairing;           /* WIDEATTN_ROPE_ROTATE_HALF */
     int32_t reserved;          /* 0 */
+    const float* inv_freq;     /* C API 0.6.0. device, fp32 [rotary_dims / 2], 4-byte aligned: the
+                                  first rotary_dims / 2 entries of the model's inv_freq (transformers'
+                                  rotary buffer, e.g. Gemma4TextRotaryEmbedding's
+                                  full_attention_inv_freq), used as they are; the frequencies from
+                                  rotary_dims / 2 on stay 0. NULL: computed from rope_theta as above
+                                  (also what a 32-byte struct of C API 0.5.0 means). */
 } wideattn_k_from_v;
 
 /*
@@ -553,9 +569,10 @@ typedef struct wideattn_plan wideattn_plan;
 
 /*
  * Versioned structs: the first field is struct_size, set it to sizeof(the struct) as your header
- * declares it. A library accepts any size from the struct's first version up to its own (fields
+ * declares it. A library accepts the size of any of the struct's versions up to its own (fields
  * past what the caller's size covers take their default: 0 / NULL) and a larger one when every
- * byte past its own size is zero (a newer header's fields left unset); anything else is
+ * byte past its own size is zero (a newer header's fields left unset); anything else (a size below
+ * the first version's, or one between two versions' sizes, ending inside a field) is
  * WIDEATTN_ERROR_INVALID_ARGUMENT naming the struct, the size given and the sizes accepted.
  */
 

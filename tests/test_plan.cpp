@@ -770,6 +770,47 @@ TEST_CASE("plan: a K-from-V plan keeps its own copy of the description and runs 
     CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
 }
 
+TEST_CASE("plan: a C API 0.5.0 caller's 32-byte K-from-V description is read to its end, inv_freq NULL") {
+    const Fake fake;
+    const Context c;
+    if (!c.ok) return;
+    constexpr size_t kOldSize = 32;  // wideattn_k_from_v up to `reserved`
+    constexpr uintptr_t kTable = 0x70001000;  // a fake device inv_freq table
+    const long page = sysconf(_SC_PAGESIZE);
+    // Two pages, the second inaccessible: the old description ends exactly where the guard page begins.
+    void* pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(pages != MAP_FAILED);
+    REQUIRE(mprotect(static_cast<char*>(pages) + page, page, PROT_NONE) == 0);
+    wideattn_prefill_params p = k_from_v_call();
+    wideattn_k_from_v desc = test::k_from_v_desc();
+    desc.struct_size = kOldSize;
+    unsigned char* old = static_cast<unsigned char*>(pages) + page - kOldSize;
+    std::memcpy(old, &desc, kOldSize);
+    p.k_from_v = reinterpret_cast<const wideattn_k_from_v*>(old);
+    int32_t index = -1;
+    CHECK_MESSAGE(wideattn_is_supported(c.ctx, &p, 9, 0, &index) == WIDEATTN_OK, last_error());
+    REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &p, nullptr) == WIDEATTN_OK, last_error());
+    wideattn_k_from_v sent = fake.last_k_from_v();
+    CHECK(std::memcmp(&sent, old, kOldSize) == 0);
+    CHECK(sent.inv_freq == nullptr);
+    wideattn_plan* plan = nullptr;
+    REQUIRE_MESSAGE(wideattn_plan_create(c.ctx, &p, nullptr, &plan) == WIDEATTN_OK, last_error());
+    REQUIRE_MESSAGE(wideattn_plan_run(plan, p.q, nullptr, p.v_cache, p.o, nullptr, nullptr) == WIDEATTN_OK,
+                    last_error());
+    sent = fake.last_k_from_v();
+    CHECK(sent.inv_freq == nullptr);
+    CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
+    munmap(pages, 2 * page);
+
+    // The 0.6.0 description passes its table to the kernel as it is.
+    desc.struct_size = sizeof(wideattn_k_from_v);
+    desc.inv_freq = reinterpret_cast<const float*>(kTable);
+    p.k_from_v = &desc;
+    REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &p, nullptr) == WIDEATTN_OK, last_error());
+    sent = fake.last_k_from_v();
+    CHECK(std::memcmp(&sent, &desc, sizeof sent) == 0);
+}
+
 TEST_CASE("plan: a C API 0.4.0 caller's 264-byte params are read to their end and no further") {
     const Fake fake;
     const Context c;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "accuracy/bf16.h"
@@ -264,6 +265,83 @@ TEST_CASE("reference_cpu: K from V, RoPE on hand-worked values") {
         k = rebuilt_row(ones, unit_w, 1);
         CHECK(k[0] == -0.30078125f);       // c - s = -77/256, exact in bf16
         CHECK(k[kGemmaHalf] == 1.375f);    // c + s = 1.37890625 = 176.5/128: the tie rounds to even, 176/128
+    }
+}
+
+TEST_CASE("reference_cpu: K from V with the caller's inv_freq table") {
+    constexpr int32_t kLargePosition = 131000;
+    constexpr int32_t kPerturbed = 1;  // the frequency whose entry moves by one fp32 ulp
+    const std::vector<uint16_t> v_bits = random_bf16(kGemmaHeadDim, 1.0f, 13);
+    std::vector<float> v(kGemmaHeadDim);
+    for (int d = 0; d < kGemmaHeadDim; ++d) v[d] = bf16_to_float(v_bits[d]);
+    const std::vector<float> w = random_k_norm_weights(kGemmaHeadDim, 17);
+    const wideattn_k_from_v formula = gemma4_k_from_v(w.data());
+    std::vector<float> table = formula_inv_freq(formula, kGemmaHeadDim);
+    REQUIRE(table.size() == static_cast<size_t>(kGemma4GlobalRotaryDims / 2));
+    wideattn_k_from_v given = formula;
+    given.inv_freq = table.data();
+    const auto row = [&](const wideattn_k_from_v& kfv, int32_t position) {
+        std::vector<float> k(kGemmaHeadDim);
+        accuracy::k_from_v_row(v.data(), kfv, kGemmaHeadDim, position, k.data());
+        return k;
+    };
+
+    SUBCASE("the formula's values as a table: the NULL path's bits at every position") {
+        for (const int32_t position : {0, 1, 4095, 65536, kLargePosition, 131071}) {
+            CAPTURE(position);
+            CHECK(std::memcmp(row(given, position).data(), row(formula, position).data(), kGemmaHeadDim * sizeof(float)) ==
+                  0);
+        }
+        // The whole attention, paged varlen, with the table: the same bits as without it.
+        ProblemSpec spec = problem_spec({3, 2}, {40, 9}, /*num_q_heads=*/4, /*num_kv_heads=*/2, /*block_size=*/16,
+                                        /*seed=*/19);
+        spec.head_dim = kGemmaHeadDim;
+        spec.softmax_scale = 0.05f;
+        HostProblem h;
+        REQUIRE(make_problem(spec, &h).empty());
+        std::vector<double> with_table(static_cast<size_t>(h.out_elements()), NAN), without(with_table.size(), NAN);
+        wideattn_prefill_params p = h.params(h.q.data(), nullptr, h.v.data(), with_table.data(), nullptr,
+                                             h.cu_seqlens_q.data(), h.seq_lens_k.data(), h.block_table.data(),
+                                             WIDEATTN_DTYPE_F64);
+        p.flags = WIDEATTN_FLAG_K_FROM_V;
+        p.k_from_v = &given;
+        REQUIRE(accuracy::reference_attention_cpu(p, with_table.data(), nullptr).empty());
+        p.k_from_v = &formula;
+        REQUIRE(accuracy::reference_attention_cpu(p, without.data(), nullptr).empty());
+        CHECK(worst_row_error(h, with_table, without) == 0.0);
+    }
+    SUBCASE("one entry one fp32 ulp off: K of that frequency moves at a large position, nothing else does") {
+        table[kPerturbed] = std::nextafter(table[kPerturbed], 1.0f);
+        CHECK(std::memcmp(row(given, 0).data(), row(formula, 0).data(), kGemmaHeadDim * sizeof(float)) == 0);
+        const std::vector<float> moved = row(given, kLargePosition), kept = row(formula, kLargePosition);
+        CHECK((moved[kPerturbed] != kept[kPerturbed] || moved[kPerturbed + kGemmaHalf] != kept[kPerturbed + kGemmaHalf]));
+        for (int d = 0; d < kGemmaHeadDim; ++d) {
+            if (d == kPerturbed || d == kPerturbed + kGemmaHalf) continue;
+            CAPTURE(d);
+            CHECK(moved[d] == kept[d]);
+        }
+    }
+    SUBCASE("a 32-byte description (C API 0.5.0) has no table: the attention ignores the bytes after it") {
+        constexpr float kOtherFrequency = 0.25f;  // far from the formula's 0.947: moves every key past position 0
+        table[kPerturbed] = kOtherFrequency;
+        const HostProblem h = single_sequence_problem(/*q_len=*/2, /*context=*/30, /*num_q_heads=*/2,
+                                                      /*head_dim=*/kGemmaHeadDim);
+        std::vector<double> old(static_cast<size_t>(h.out_elements()), NAN), fresh(old.size(), NAN),
+            moved(old.size(), NAN);
+        wideattn_prefill_params p = h.params(h.q.data(), nullptr, h.v.data(), old.data(), nullptr,
+                                             h.cu_seqlens_q.data(), h.seq_lens_k.data(), h.block_table.data(),
+                                             WIDEATTN_DTYPE_F64);
+        p.flags = WIDEATTN_FLAG_K_FROM_V;
+        wideattn_k_from_v old_size = given;  // the perturbed table, not read
+        old_size.struct_size = kKFromVSizeWithoutInvFreq;
+        p.k_from_v = &old_size;
+        REQUIRE(accuracy::reference_attention_cpu(p, old.data(), nullptr).empty());
+        p.k_from_v = &formula;
+        REQUIRE(accuracy::reference_attention_cpu(p, fresh.data(), nullptr).empty());
+        p.k_from_v = &given;
+        REQUIRE(accuracy::reference_attention_cpu(p, moved.data(), nullptr).empty());
+        CHECK(worst_row_error(h, old, fresh) == 0.0);
+        CHECK(worst_row_error(h, moved, fresh) > 0.0);
     }
 }
 

@@ -580,6 +580,59 @@ TEST_CASE("validation: the transposed V layout, for prefill and for the quantise
                        MessageMatch::kContains);
 }
 
+namespace {
+
+// A fake device address for K from V's inv_freq table (rotary_dims 128: 64 floats, 256 bytes),
+// apart from valid_params' tensors and from k_norm_scale's 2 KiB.
+constexpr uintptr_t kFakeInvFreq = 0x70001000;
+
+// The two sizes of wideattn_k_from_v: C API 0.5.0's 32 bytes, whose inv_freq is never read (the
+// description lies at the end of an allocation of exactly 32 bytes, so a read past it is out of
+// bounds under the sanitizers, and in a 40-byte buffer whose last 8 bytes hold a misaligned
+// pointer that would be refused if read), and 0.6.0's 40 with a table, which then needs no theta.
+void check_k_from_v_versions() {
+    std::string message;
+    wideattn_prefill_params p = test::k_from_v_params();
+    wideattn_k_from_v desc = test::k_from_v_desc();
+    desc.struct_size = 32;
+    std::vector<unsigned char> exact(32);
+    std::memcpy(exact.data(), &desc, exact.size());
+    p.k_from_v = reinterpret_cast<const wideattn_k_from_v*>(exact.data());
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    CHECK_MESSAGE(validate_plan_params(&p, &message) == WIDEATTN_OK, message);
+    wideattn_k_from_v copy{};
+    REQUIRE(read_k_from_v(p, &copy, &message) == WIDEATTN_OK);
+    CHECK(copy.inv_freq == nullptr);
+    CHECK(copy.rope_theta == desc.rope_theta);
+
+    desc.inv_freq = reinterpret_cast<const float*>(kFakeInvFreq + 1);  // misaligned: refused if read
+    p.k_from_v = &desc;
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    REQUIRE(read_k_from_v(p, &copy, &message) == WIDEATTN_OK);
+    CHECK(copy.inv_freq == nullptr);
+
+    desc.struct_size = sizeof(wideattn_k_from_v);
+    CHECK(sizeof(wideattn_k_from_v) == 40);
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "k_from_v.inv_freq=0x70001001 is not 4-byte aligned");
+    desc.inv_freq = reinterpret_cast<const float*>(kFakeInvFreq);
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    REQUIRE(read_k_from_v(p, &copy, &message) == WIDEATTN_OK);
+    CHECK(copy.inv_freq == desc.inv_freq);
+    desc.rope_theta = NAN;  // not read with a table
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    desc.rope_theta = 0.0f;
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    desc.rotary_dims = 0;  // no frequency rotates: the table holds no entry
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    desc.struct_size = 32;  // the same theta without the table: refused
+    desc.rotary_dims = test::kTestRotaryDims;
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message.find("k_from_v.rope_theta=0 must be finite and > 0") == 0);
+}
+
+}  // namespace
+
 TEST_CASE("validation: K from V, each bad input is refused with its own message") {
     std::string message;
     wideattn_prefill_params p = test::k_from_v_params();
@@ -599,8 +652,10 @@ TEST_CASE("validation: K from V, each bad input is refused with its own message"
     CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
     newer.back() = 1;
     CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    CHECK(message.find("wideattn_k_from_v.struct_size=40 is larger than this library's 32 and byte 39 is not zero") ==
+    CHECK(message.find("wideattn_k_from_v.struct_size=48 is larger than this library's 40 and byte 47 is not zero") ==
           0);
+
+    check_k_from_v_versions();
 
     const auto desc = [](std::function<void(wideattn_k_from_v&)> edit) {
         return [edit](wideattn_prefill_params&) { edit(test::k_from_v_desc()); };
@@ -611,7 +666,27 @@ TEST_CASE("validation: K from V, each bad input is refused with its own message"
         {"struct_size 0", desc([](auto& d) { d.struct_size = 0; }),
          "wideattn_k_from_v.struct_size=0 is below 32, the size of its first version (C API 0.5.0): set it to "
          "sizeof(wideattn_k_from_v)"},
-        {"struct_size short", desc([](auto& d) { d.struct_size = 24; }), "wideattn_k_from_v.struct_size=24 is below 32"},
+        {"struct_size short", desc([](auto& d) { d.struct_size = 24; }),
+         "wideattn_k_from_v.struct_size=24 is below 32, the size of its first version (C API 0.5.0): set it to "
+         "sizeof(wideattn_k_from_v) (accepted: 32 (C API 0.5.0) or 40 (C API 0.6.0), or larger with zero bytes past "
+         "40)"},
+        {"struct_size 33", desc([](auto& d) { d.struct_size = 33; }),
+         "wideattn_k_from_v.struct_size=33 is not the size of a version (32 (C API 0.5.0) or 40 (C API 0.6.0)): it "
+         "ends inside a field; set it to sizeof(wideattn_k_from_v)"},
+        {"struct_size 36", desc([](auto& d) { d.struct_size = 36; }),
+         "wideattn_k_from_v.struct_size=36 is not the size of a version (32 (C API 0.5.0) or 40 (C API 0.6.0))"},
+        {"struct_size 39", desc([](auto& d) { d.struct_size = 39; }),
+         "wideattn_k_from_v.struct_size=39 is not the size of a version"},
+        {"inv_freq misaligned", desc([](auto& d) { d.inv_freq = reinterpret_cast<const float*>(kFakeInvFreq + 2); }),
+         "k_from_v.inv_freq=0x70001002 is not 4-byte aligned"},
+        {"theta nan without a table", desc([](auto& d) { d.rope_theta = NAN; }),
+         "k_from_v.rope_theta=nan must be finite and > 0 (or pass the model's k_from_v.inv_freq)"},
+        {"o over inv_freq",
+         [](auto& p) {
+             test::k_from_v_desc().inv_freq = reinterpret_cast<const float*>(kFakeInvFreq);
+             p.o = fake(kFakeInvFreq - 0x800);
+         },
+         "overlaps k_from_v.inv_freq (bytes 0x70001000..0x700010ff): an output may share no byte with an input"},
         {"k_cache given", [](auto& p) { p.k_cache = reinterpret_cast<const void*>(0x20000000); },
          "k_cache=0x20000000 is set but flags has WIDEATTN_FLAG_K_FROM_V: K is rebuilt from v_cache (pass NULL)"},
         {"k_norm_scale NULL", desc([](auto& d) { d.k_norm_scale = nullptr; }),

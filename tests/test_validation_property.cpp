@@ -506,19 +506,26 @@ TEST_CASE("validation property: the C API entry points agree with validation on 
 
 namespace {
 
-// The K-from-V rules in the test's own words: what validation must accept of a description.
+// The K-from-V rules in the test's own words: what validation must accept of a description. A
+// struct of C API 0.5.0's 32 bytes has no inv_freq (whatever the bytes after it hold); sizes
+// between 32 and 40 end inside inv_freq; theta is not read when a table is given.
+constexpr uint32_t kKFromVFirstSize = 32;
 bool k_from_v_sound(const wideattn_k_from_v& d, const wideattn_prefill_params& p) {
-    return d.struct_size >= sizeof(wideattn_k_from_v) && d.rope_type == WIDEATTN_ROPE_PROPORTIONAL &&
-           d.pairing == WIDEATTN_ROPE_ROTATE_HALF && d.reserved == 0 && d.k_norm_scale != nullptr &&
-           reinterpret_cast<uintptr_t>(d.k_norm_scale) % sizeof(float) == 0 && std::isfinite(d.rope_theta) &&
-           d.rope_theta > 0.0f && d.rotary_dims >= 0 && d.rotary_dims % 2 == 0 && d.rotary_dims <= p.head_dim &&
-           p.kv_dtype == WIDEATTN_DTYPE_BF16 && p.k_cache == nullptr;
+    const bool known_size = d.struct_size == kKFromVFirstSize || d.struct_size >= sizeof(wideattn_k_from_v);
+    const float* table = d.struct_size >= sizeof(wideattn_k_from_v) ? d.inv_freq : nullptr;
+    const bool frequencies = table ? reinterpret_cast<uintptr_t>(table) % sizeof(float) == 0
+                                   : std::isfinite(d.rope_theta) && d.rope_theta > 0.0f;
+    return known_size && d.rope_type == WIDEATTN_ROPE_PROPORTIONAL && d.pairing == WIDEATTN_ROPE_ROTATE_HALF &&
+           d.reserved == 0 && d.k_norm_scale != nullptr &&
+           reinterpret_cast<uintptr_t>(d.k_norm_scale) % sizeof(float) == 0 && frequencies && d.rotary_dims >= 0 &&
+           d.rotary_dims % 2 == 0 && d.rotary_dims <= p.head_dim && p.kv_dtype == WIDEATTN_DTYPE_BF16 &&
+           p.k_cache == nullptr;
 }
 
 // A description inside a zeroed buffer as large as any struct_size the mutations state (a caller's
-// struct is as large as it says; the bytes past this library's 32 are zero: a newer header's
+// struct is as large as it says; the bytes past this library's 40 are zero: a newer header's
 // fields left unset).
-constexpr uint32_t kKFromVSizes[] = {0, 1, 24, 31, 32, 33, 40, 64, 512};
+constexpr uint32_t kKFromVSizes[] = {0, 1, 24, 31, 32, 33, 36, 39, 40, 41, 64, 512};
 union KFromVBuffer {
     wideattn_k_from_v desc;
     unsigned char bytes[512];
@@ -528,7 +535,7 @@ union KFromVBuffer {
 void mutate_k_from_v(wideattn_k_from_v* d, wideattn_prefill_params* p, Random& rng) {
     const int32_t ints[] = {0, 1, -1, -2, 2, 127, 128, 511, 512, 513, 1024, INT32_MIN, INT32_MAX};
     const float floats[] = {0.0f, -0.0f, -1.0f, 1e-30f, 1.0f, 1e6f, FLT_MAX, INFINITY, -INFINITY, NAN};
-    switch (rng.in(0, 8)) {
+    switch (rng.in(0, 9)) {
         case 0: d->struct_size = rng.pick(kKFromVSizes); break;
         case 1: d->rope_type = rng.pick(ints); break;
         case 2: d->pairing = rng.pick(ints); break;
@@ -541,6 +548,11 @@ void mutate_k_from_v(wideattn_k_from_v* d, wideattn_prefill_params* p, Random& r
                                                                               static_cast<uintptr_t>(rng.in(0, 3)));
             break;
         case 7: p->k_cache = rng.chance(50) ? nullptr : address(1, rng); break;
+        case 8:
+            d->inv_freq = rng.chance(50) ? nullptr
+                                         : reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(address(12, rng)) +
+                                                                          static_cast<uintptr_t>(rng.in(0, 3)));
+            break;
         default: p->kv_dtype = rng.chance(50) ? WIDEATTN_DTYPE_BF16 : WIDEATTN_DTYPE_E4M3; break;
     }
 }
@@ -558,7 +570,8 @@ TEST_CASE("validation property: random and mutated K-from-V descriptions") {
         wideattn_k_from_v& d = buffer.desc;
         d = wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL,
                               static_cast<const float*>(address(11, rng)), static_cast<float>(rng.in(1, 1 << 30)),
-                              static_cast<int32_t>(2 * rng.in(0, p.head_dim / 2)), WIDEATTN_ROPE_ROTATE_HALF, 0};
+                              static_cast<int32_t>(2 * rng.in(0, p.head_dim / 2)), WIDEATTN_ROPE_ROTATE_HALF, 0,
+                              nullptr};
         p.k_from_v = &d;
         std::string message;
         REQUIRE_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);

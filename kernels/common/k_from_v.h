@@ -4,13 +4,14 @@
 // Gemma 4 global layers (docs/design.md section 2, "K from V in Gemma 4's global layers").
 //
 // Per key at `position` and dim d of D: x[d] = bf16(V[d] * w[d]); inv_freq[i] (fp32) for the D/2
-// frequencies; angle = fp32(position * inv_freq[i]); c, s = bf16(cos(angle)), bf16(sin(angle));
-// K[d] = bf16(bf16(x[d] * c) + bf16(rotate_half(x)[d] * s)) with rotate_half(x)[d] = -x[d + D/2]
-// for d < D/2 and x[d - D/2] after. A frequency with inv_freq 0 has angle 0, c = 1, s = 0: the
+// frequencies (the caller's table or computed from theta); angle = fp32(position * inv_freq[i]);
+// c, s = bf16(cos(angle)), bf16(sin(angle)); K[d] = bf16(bf16(x[d] * c) + bf16(rotate_half(x)[d] * s))
+// with rotate_half(x)[d] = -x[d + D/2] for d < D/2 and x[d - D/2] after. A frequency with inv_freq 0 has angle 0, c = 1, s = 0: the
 // same operations leave x unchanged, as they do in transformers.
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -21,6 +22,10 @@ namespace wideattn {
 // The kernels' second argument for a "k_from_v" kernel is this struct by value (the library's
 // validated copy of the caller's, zeroed for a call without WIDEATTN_FLAG_K_FROM_V).
 using KFromV = wideattn_k_from_v;
+
+// The size of wideattn_k_from_v's first version (C API 0.5.0): the fields before inv_freq. A struct
+// of this size has no table (inv_freq is taken as NULL).
+constexpr size_t kKFromVSizeWithoutInvFreq = offsetof(wideattn_k_from_v, inv_freq);
 
 // Feature of a kernel that rebuilds K from V: it takes a KFromV as its second argument (on every
 // launch) and serves calls with and without WIDEATTN_FLAG_K_FROM_V; selection gives a call with the
@@ -65,6 +70,23 @@ WIDEATTN_HOST_DEVICE inline float rope_inv_freq(float theta, int32_t i, int32_t 
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
     const float power = static_cast<float>(pow(static_cast<double>(theta), static_cast<double>(exponent)));
     return 1.0f / power;
+}
+
+// inv_freq[i] of a description: the entry of its table when kfv.inv_freq is set (the model's own
+// frequencies, used as they are), else rope_inv_freq from rope_theta; 0 from rotary_dims / 2 on
+// either way (the table holds rotary_dims / 2 entries and is not read past them). The table is a
+// device pointer in the kernels' copy of the description and a host pointer in the CPU
+// reference's.
+WIDEATTN_HOST_DEVICE inline float k_from_v_inv_freq(const KFromV& kfv, int32_t i, int32_t head_dim) {
+    if (2 * i >= kfv.rotary_dims) return 0.0f;
+    if (kfv.inv_freq) {
+#if defined(__CUDA_ARCH__)
+        return __ldg(kfv.inv_freq + i);
+#else
+        return kfv.inv_freq[i];
+#endif
+    }
+    return rope_inv_freq(kfv.rope_theta, i, head_dim, kfv.rotary_dims);
 }
 
 // The fp32 angle of a key at `position` (its index in the sequence) for one frequency: one fp32

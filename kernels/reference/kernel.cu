@@ -56,7 +56,7 @@ __device__ void rebuild_k_chunk(__nv_bfloat16* k_tile, const __nv_bfloat16* v_ti
         const float x_lo = k_from_v_scaled(__bfloat162float(v_tile[row * head_dim + i]), w_lo);
         const float x_hi = k_from_v_scaled(__bfloat162float(v_tile[row * head_dim + i + half]), w_hi);
         RopeCosSin cs{1.0f, 0.0f};
-        const float inv_freq = rope_inv_freq(kfv.rope_theta, i, head_dim, kfv.rotary_dims);
+        const float inv_freq = k_from_v_inv_freq(kfv, i, head_dim);
         if (inv_freq != 0.0f) cs = rope_cos_sin(rope_angle(key_begin + row, inv_freq));
         k_tile[row * head_dim + i] = __float2bfloat16_rn(rope_rotate(x_lo, x_hi, cs, true));
         k_tile[row * head_dim + i + half] = __float2bfloat16_rn(rope_rotate(x_hi, x_lo, cs, false));

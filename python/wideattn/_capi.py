@@ -1,4 +1,4 @@
-"""ctypes mirror of the C API in include/wideattn.h (0.4.0): status codes, dtypes, the eight
+"""ctypes mirror of the C API in include/wideattn.h (0.6.0): status codes, dtypes, the nine
 structs and the function declarations. Standard library only, so it loads without torch and
 without a GPU; tools/bench/peers/wideattn_ctypes.py loads this file for its structs too.
 
@@ -42,7 +42,7 @@ FLAG_CHECK_METADATA = 1   # WIDEATTN_FLAG_CHECK_METADATA
 # layout (v_cache[block][kv_head][d][slot position], include/wideattn.h; C API 0.4.0).
 FLAG_V_TRANSPOSED = 2     # WIDEATTN_FLAG_V_TRANSPOSED
 # wideattn_prefill_params.flags: K rebuilt from a V-only cache (wideattn_k_from_v in params.k_from_v,
-# k_cache NULL; C API 0.5.0).
+# k_cache NULL; C API 0.5.0; wideattn_k_from_v.inv_freq 0.6.0).
 FLAG_K_FROM_V = 4         # WIDEATTN_FLAG_K_FROM_V
 ROPE_PROPORTIONAL = 1     # WIDEATTN_ROPE_PROPORTIONAL (wideattn_k_from_v.rope_type)
 ROPE_ROTATE_HALF = 1      # WIDEATTN_ROPE_ROTATE_HALF (wideattn_k_from_v.pairing)
@@ -59,6 +59,7 @@ class KFromV(ctypes.Structure):
         ("struct_size", ctypes.c_uint32), ("rope_type", ctypes.c_int32), ("k_norm_scale", ctypes.c_void_p),
         ("rope_theta", ctypes.c_float), ("rotary_dims", ctypes.c_int32), ("pairing", ctypes.c_int32),
         ("reserved", ctypes.c_int32),
+        ("inv_freq", ctypes.c_void_p),  # C API 0.6.0: the model's fp32 [rotary_dims / 2] table, or NULL
     ]
 
 
@@ -172,7 +173,7 @@ class PlanInfo(ctypes.Structure):
 # at 256, k_from_v at 264, 272 in all).
 EXPECTED_SIZES = {
     "wideattn_prefill_params": (PrefillParams, 272),
-    "wideattn_k_from_v": (KFromV, 32),
+    "wideattn_k_from_v": (KFromV, 40),
     "wideattn_quantize_params": (QuantizeParams, 112),
     "wideattn_scale_params": (ScaleParams, 64),
     "wideattn_kernel_info": (KernelInfoStruct, 112),

@@ -7,7 +7,8 @@
 // bit). Such a key element is rare, but it moves the score of its key for every query row of the
 // sequence, so most outputs of that sequence differ slightly (measured on an H200, 2026-12-02: up
 // to 98% of the outputs, max abs 7.9e-4, rel L2 1e-5 at 3000 keys): the check is on the size of
-// the difference, not on how many outputs differ.
+// the difference, not on how many outputs differ. A caller's inv_freq table (device for the kernel,
+// the same values on the host for the references) is checked the same way.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -43,8 +44,11 @@ std::string run_params(DeviceProblem* dp, const HostProblem& h, const wideattn_p
     return err;
 }
 
-void check_k_from_v_case(const ProblemSpec& spec, bool with_cpu_reference) {
+// `inv_freq`: the caller's frequency table (host values, uploaded for the kernel; the CPU reference
+// and the host rebuild read the same values), or empty for the NULL path (from rope_theta).
+void check_k_from_v_case(const ProblemSpec& spec, bool with_cpu_reference, const std::vector<float>& inv_freq = {}) {
     CAPTURE(spec.describe());
+    CAPTURE(inv_freq.size());
     HostProblem h;
     REQUIRE(make_problem(spec, &h).empty());
     const std::vector<float> w = random_k_norm_weights(spec.head_dim, spec.seed + 1);
@@ -53,8 +57,15 @@ void check_k_from_v_case(const ProblemSpec& spec, bool with_cpu_reference) {
     DeviceBuffer scale;
     REQUIRE(scale.allocate(*gpu().device, w.size() * sizeof(float)).empty());
     REQUIRE(scale.upload(w.data(), w.size() * sizeof(float)).empty());
-    const wideattn_k_from_v device_kfv = gemma4_k_from_v(static_cast<const float*>(scale.get()));
-    const wideattn_k_from_v host_kfv = gemma4_k_from_v(w.data());
+    wideattn_k_from_v device_kfv = gemma4_k_from_v(static_cast<const float*>(scale.get()));
+    wideattn_k_from_v host_kfv = gemma4_k_from_v(w.data());
+    DeviceBuffer table;
+    if (!inv_freq.empty()) {
+        REQUIRE(table.allocate(*gpu().device, inv_freq.size() * sizeof(float)).empty());
+        REQUIRE(table.upload(inv_freq.data(), inv_freq.size() * sizeof(float)).empty());
+        device_kfv.inv_freq = static_cast<const float*>(table.get());
+        host_kfv.inv_freq = inv_freq.data();
+    }
 
     wideattn_prefill_params from_v = dp.params;
     from_v.k_cache = nullptr;
@@ -116,4 +127,13 @@ TEST_CASE("gpu fp64 kernel, K from V: matches the CPU reference and its own K+V 
 TEST_CASE("gpu fp64 kernel, K from V: keys up to position 131071 (one long sequence) and a decode batch") {
     check_k_from_v_case(problem_spec({2}, {131070}, 8, 1, 64, kSeed + 4), true);
     check_k_from_v_case(problem_spec({1, 1, 1, 1}, {100000, 4095, 70000, 16}, 32, 4, 16, kSeed + 5), false);
+}
+
+TEST_CASE("gpu fp64 kernel, K from V: the caller's inv_freq table (one entry one fp32 ulp off the formula's)") {
+    constexpr size_t kPerturbed = 1;
+    std::vector<float> table = formula_inv_freq(gemma4_k_from_v(nullptr), ProblemSpec{}.head_dim);
+    REQUIRE(table.size() > kPerturbed);
+    table[kPerturbed] = std::nextafter(table[kPerturbed], 1.0f);
+    check_k_from_v_case(problem_spec({2}, {131000}, 8, 1, 64, kSeed + 6), true, table);
+    check_k_from_v_case(problem_spec({1, 7, 0, 63, 64}, {0, 777, 5, 1, 33}, 16, 2, 32, kSeed + 7), true, table);
 }

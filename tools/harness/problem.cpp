@@ -10,6 +10,7 @@
 #include "accuracy/bf16.h"
 #include "accuracy/reference_cpu.h"
 #include "fp8/codec/e4m3.h"
+#include "kernels/common/k_from_v.h"
 #include "kernels/common/v_transposed.h"
 
 namespace wideattn {
@@ -315,7 +316,14 @@ wideattn_prefill_params HostProblem::params(const void* q_ptr, const void* k_ptr
 wideattn_k_from_v gemma4_k_from_v(const float* k_norm_scale) {
     return wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL, k_norm_scale,
                              kGemma4GlobalRopeTheta,     kGemma4GlobalRotaryDims,   WIDEATTN_ROPE_ROTATE_HALF,
-                             0};
+                             0,                          nullptr};
+}
+
+std::vector<float> formula_inv_freq(const wideattn_k_from_v& kfv, int32_t head_dim) {
+    std::vector<float> table(static_cast<size_t>(std::max(kfv.rotary_dims / 2, 0)));
+    for (size_t i = 0; i < table.size(); ++i)
+        table[i] = rope_inv_freq(kfv.rope_theta, static_cast<int32_t>(i), head_dim, kfv.rotary_dims);
+    return table;
 }
 
 std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed) {

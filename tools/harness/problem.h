@@ -92,17 +92,23 @@ struct HostProblem {
 };
 
 // K from V (WIDEATTN_FLAG_K_FROM_V): Gemma 4's global-layer description with a host or device
-// k_norm_scale pointer (rope_theta 1e6, 128 rotated dims, proportional, rotate-half).
+// k_norm_scale pointer (rope_theta 1e6, 128 rotated dims, proportional, rotate-half; inv_freq NULL:
+// the frequencies from rope_theta).
 constexpr float kGemma4GlobalRopeTheta = 1.0e6f;
 constexpr int32_t kGemma4GlobalRotaryDims = 128;
 wideattn_k_from_v gemma4_k_from_v(const float* k_norm_scale);
+
+// The rotary_dims / 2 frequencies rope_inv_freq computes from kfv.rope_theta: as kfv.inv_freq, a
+// table that gives the bits of the NULL path.
+std::vector<float> formula_inv_freq(const wideattn_k_from_v& kfv, int32_t head_dim);
 
 // k_norm weights of a test layer: 1 + N(0, 0.25^2) rounded through bf16, deterministic in `seed`.
 std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed);
 
 // Overwrites every key the problem's sequences address in problem->k with K rebuilt from its row
 // of problem->v (accuracy::k_from_v_row at the key's index in its sequence), so that a K+V call on
-// the result computes what the K-from-V call on problem->v does. kfv.k_norm_scale: host pointer.
+// the result computes what the K-from-V call on problem->v does. kfv.k_norm_scale and kfv.inv_freq
+// (when set): host pointers.
 void rebuild_k_from_v(const wideattn_k_from_v& kfv, HostProblem* problem);
 
 // `count` bf16 values ~ N(0, scale^2), deterministic in `seed`.
