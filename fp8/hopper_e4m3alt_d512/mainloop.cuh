@@ -172,21 +172,13 @@ __device__ __forceinline__ void alternating_round(const wideattn_prefill_params&
     else
         ptx::wgmma_wait<0>();
     ptx::pin_all(s);
-    // Worked on as a copy (an opaque one: the next score product writes s while the softmax reads
-    // the copy); a non-wgmma access to accumulator registers with wgmma groups in flight makes
-    // ptxas serialise them.
+    // Worked on as a copy: a non-wgmma write to the accumulator registers while other wgmma
+    // groups are in flight makes ptxas serialise them.
     float scores[Traits::kKeyNTiles][4];
 #pragma unroll
     for (int32_t k = 0; k < Traits::kKeyNTiles; ++k)
 #pragma unroll
-        for (int32_t e = 0; e < 4; ++e) scores[k][e] = own ? ptx::opaque_copy(s[k][e]) : -INFINITY;
-    // The next round's score product runs behind round r-1's P V while this round's softmax does.
-    if (next_scores) {
-        ptx::mbarrier_wait(key_barrier<Traits>(map, r + 1, at.group), key_phase<Traits>(r + 1));
-        issue_scores_over<Traits, Traits::kFullSlabs, true>(map.q, key_chunk<Traits>(map, r + 1, at.group), 0, s);
-    } else {
-        ptx::wgmma_commit();
-    }
+        for (int32_t e = 0; e < 4; ++e) scores[k][e] = own ? s[k][e] : -INFINITY;
     if (own) mask_scores<Traits>(g, own_tile, at.lane, scores);
     float tile_max[2];
     tile_row_maxima<Traits>(scores, score_scale, tile_max);
@@ -195,9 +187,7 @@ __device__ __forceinline__ void alternating_round(const wideattn_prefill_params&
     const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
     exponentiate_into<Traits>(scores, score_scale, state, prob);
 
-    // Round r-1's P V and scores(r+1) (it ran while the softmax did): O complete, s ready for the
-    // next round.
-    ptx::wgmma_wait<0>();
+    ptx::wgmma_wait<0>();  // both P V of round r-1: O complete
     ptx::pin_all(o);
     if (rescale) rescale_output(o, alpha);
     if (own) ptx::mbarrier_wait(value_barrier<Traits>(map, own_tile, at.group), value_phase<Traits>(own_tile));
@@ -224,6 +214,12 @@ __device__ __forceinline__ void alternating_round(const wideattn_prefill_params&
     }
 
     if (own) post_probs<Traits>(map, parity, at, prob);
+    if (next_scores) {
+        ptx::mbarrier_wait(key_barrier<Traits>(map, r + 1, at.group), key_phase<Traits>(r + 1));
+        issue_scores_over<Traits, Traits::kFullSlabs, true>(map.q, key_chunk<Traits>(map, r + 1, at.group), 0, s);
+    } else {
+        ptx::wgmma_commit();
+    }
     if (own) {
         ptx::wgmma_fence();
         ptx::wgmma_m64n256k32_e4m3_rs(o, prob, fp8_pv_descriptor<Traits>(value_chunk<Traits>(map, own_tile), at.group));

@@ -44,14 +44,6 @@ __device__ __forceinline__ void pin_all(T (&values)[kRows][kCols]) {
         for (int32_t c = 0; c < kCols; ++c) pin(values[r][c]);
 }
 
-// A copy the compiler cannot fold into its source: the copy of an accumulator that a later wgmma
-// rewrites while the copy is still read.
-__device__ __forceinline__ float opaque_copy(float value) {
-    float copy;
-    asm volatile("mov.b32 %0, %1;\n" : "=f"(copy) : "f"(value));
-    return copy;
-}
-
 // Operand lists of the two accumulator shapes: 16 fp32 per thread (64 x 32, s[4][4]) and 128
 // (64 x 256, o[32][4]); a thread holds acc[8-column quad][4] in the m16n8 accumulator layout.
 #define WIDEATTN_ACC16_REGS \
