@@ -15,11 +15,11 @@
 extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3AltD512Traits::kThreads, 1)
 wideattn_wgmma_e4m3alt_d512(const __grid_constant__ wideattn_prefill_params p,
                             const __grid_constant__ wideattn::KvTensorMaps maps) {
-    wideattn::hopper::e4m3alt::alternating_entry<wideattn::WgmmaE4m3AltD512Traits, false>(p, maps);
+    wideattn::hopper::e4m3alt::alternating_entry<wideattn::WgmmaE4m3AltD512Traits, false, false>(p, maps);
 }
 
 extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3AltD512Traits::kThreads, 1)
 wideattn_wgmma_e4m3alt_d512_split(const __grid_constant__ wideattn_prefill_params p,
                                   const __grid_constant__ wideattn::KvTensorMaps maps) {
-    wideattn::hopper::e4m3alt::alternating_entry<wideattn::WgmmaE4m3AltD512Traits, true>(p, maps);
+    wideattn::hopper::e4m3alt::alternating_entry<wideattn::WgmmaE4m3AltD512Traits, false, true>(p, maps);
 }

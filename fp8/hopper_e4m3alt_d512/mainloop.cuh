@@ -237,14 +237,15 @@ __device__ __forceinline__ void alternating_round(const wideattn_prefill_params&
     ptx::wgmma_commit();
 }
 
-// Issues the prologue's loads: Q (cp.async, the warpgroup's half, one group), then, once the
-// warpgroup's ring barriers are set up, its first kKeySlots K tiles and its half of the first
-// kValueSlots V tiles.
-template <class Traits>
+// Issues the prologue's loads: Q (cp.async, the warpgroup's half, one group; kCopyQ false: an
+// empty group, the caller writes Q before the main loop), then, once the warpgroup's ring
+// barriers are set up, its first kKeySlots K tiles and its half of the first kValueSlots V tiles.
+template <class Traits, bool kCopyQ>
 __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p, const BlockGeometry& g,
                                                const GroupPlace& at, const SharedMap& map, int64_t first_token,
                                                int32_t tile_len, Streams<Traits>& streams) {
-    issue_q_rows<Traits, Traits::kElemBytes>(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
+    if constexpr (kCopyQ)
+        issue_q_rows<Traits, Traits::kElemBytes>(p, map.q, first_token, tile_len, g.kv_head, at.group, at.thread);
     ptx::cp_async_commit();
     if (at.thread == 0) {
         for (int32_t slot = 0; slot < Traits::kKeySlots; ++slot)
@@ -272,7 +273,7 @@ __device__ __forceinline__ void alternating_mainloop(const wideattn_prefill_para
                                                      float (&o)[Traits::kDimNTiles][4], RowState& state) {
     float s[Traits::kKeyNTiles][4];
     uint32_t prob[2][4];
-    // Q of both warpgroups landed and visible to wgmma.
+    // Q of both warpgroups landed (or quantised into shared memory) and visible to wgmma.
     ptx::cp_async_wait<0>();
     ptx::fence_proxy_async_shared();
     ptx::named_barrier_sync(kExchangeBarrier, Traits::kThreads);
