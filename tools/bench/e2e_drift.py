@@ -4,6 +4,7 @@
 One device call on an H200 runs everything:
 
     python3 tools/bench/e2e_drift.py                # writes to $OUT (or ./e2e_out)
+    python3 tools/bench/e2e_drift.py --e4m3-kernel wgmma_e4m3alt_d512   # gate one kernel by name
 
 The model: a decoder in PyTorch whose every attention layer is a Gemma 4 "global" layer (head
 dim 512, GQA group 8, QK-norm, scale 1.0, partial RoPE on 25% of the dims, K and V from one
@@ -59,6 +60,19 @@ bound exceeds it, else INCONCLUSIVE. A numpy computation of the same per-token K
 pure-Python mirror of the rule (paired_gate) cross-check the CLI, and decide when the CLI cannot
 run (the summary says which path produced each verdict). The summary table is printed last.
 
+--e4m3-kernel NAME pins one 8-bit prefill kernel (wideattn_set_prefill_kernel, set around that
+variant's calls only) for the 8-bit variant of its dtypes: a bf16-Q kernel runs (c), an e4m3-Q
+kernel (g), and that variant then plays the candidate's part in the exit status below (the other
+keeps the dispatcher's choice and is gated for information). A kernel whose manifest features
+include "v_transposed" (wgmma_e4m3pv_d512, wgmma_e4m3pvkv_d512, wgmma_e4m3alt_d512,
+wgmma_e4m3altkv_d512) reads V only in the transposed layout of WIDEATTN_FLAG_V_TRANSPOSED
+(include/wideattn.h, kernels/common/v_transposed.h): its V cache is the same e4m3 codes moved to
+[block][kv_head][d][v_slot_position(slot)], and the flag is set. The bundle without a prefill
+kernel NAME: exit 3 before the variants run; NAME's dtypes serving neither variant (not an e4m3
+K/V cache with bf16 O): exit 2. e2e_summary.json records the pin ("e4m3_kernel": name, variant,
+v_layout, features; "gated_candidate") and each 8-bit variant its "kernel", "kernel_pinned" and
+"v_layout" ("engine" or "transposed").
+
 Exit status: 0 = candidate ACCEPTed and broken REJECTed; 1 = candidate rejected or broken
 accepted; 2 = error (a variant other than the candidate failed, the wiring check failed, the
 CLI and numpy disagree, or the 8-bit kernel failed at launch); 3 = the 8-bit kernel is not in
@@ -70,7 +84,9 @@ inside functions), so `python3 tools/bench/e2e_drift.py --self-test` runs on mac
 """
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import json
 import math
 import os
@@ -205,6 +221,24 @@ EXIT_ERROR = 2
 EXIT_NO_CANDIDATE = 3
 EXIT_INCONCLUSIVE = 4
 
+# --e4m3-kernel: one prefill kernel pinned by name (wideattn_set_prefill_kernel) for the 8-bit
+# variant whose dtypes it takes: bf16 Q -> (c) candidate, e4m3 Q -> (g) candidate_q8 (K/V e4m3 and
+# O bf16 in both). The exit status then follows that variant.
+E4M3_KERNEL_VARIANTS = {wideattn_ctypes.DTYPE_BF16: V_CANDIDATE,      # the kernel's Q dtype -> variant
+                        wideattn_ctypes.DTYPE_E4M3: V_CANDIDATE_Q8}
+KERNEL_KIND_PREFILL = "prefill"
+KERNEL_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+FEATURE_V_TRANSPOSED = "v_transposed"   # kFeatureVTransposed, kernels/common/v_transposed.h
+V_LAYOUT_ENGINE = "engine"              # v_cache[block][slot][kv_head][d]
+V_LAYOUT_TRANSPOSED = "transposed"      # v_cache[block][kv_head][d][v_slot_position(slot)]
+
+# The transposed V layout's slot interleave (kernels/common/v_transposed.h).
+V_GROUP_SLOTS = 16                      # kVGroupSlots: slots interleaved together
+V_PAIR_SLOTS = 2                        # kVPairSlots: consecutive slots kept together
+V_QUAD_SLOTS = 8                        # kVQuadSlots: slots of one 8-column score quad
+V_LANE_BYTES = V_GROUP_SLOTS // (V_QUAD_SLOTS // V_PAIR_SLOTS)   # kVLaneBytes
+V_TRANSPOSED_SLOT_STRIDE = 1            # v_slot_stride the library requires with the flag
+
 
 # ----------------------------------------------------------------------------- configuration
 
@@ -328,6 +362,60 @@ def make_tokens(seq_lens, vocab, seed):
 def rows_per_chunk(vocab, bytes_per_value):
     """Rows per HDF5 chunk: about CHUNK_TARGET_BYTES, at least one row (docs/accuracy.md 1)."""
     return max(1, CHUNK_TARGET_BYTES // (vocab * bytes_per_value))
+
+
+def v_slot_position(slot):
+    """Byte position of `slot` in its transposed V page row: v_slot_position of
+    kernels/common/v_transposed.h, position(s) = 16 (s / 16) + 4 ((s / 2) % 4) + 2 ((s / 8) % 2)
+    + s % 2 (include/wideattn.h, WIDEATTN_FLAG_V_TRANSPOSED)."""
+    group, in_group = divmod(slot, V_GROUP_SLOTS)
+    quad, lane_pair = in_group // V_QUAD_SLOTS, (in_group % V_QUAD_SLOTS) // V_PAIR_SLOTS
+    return group * V_GROUP_SLOTS + lane_pair * V_LANE_BYTES + quad * V_PAIR_SLOTS + in_group % V_PAIR_SLOTS
+
+
+def v_transposed_strides(kv_heads, head_dim, block_size):
+    """(v_block_stride, v_slot_stride, v_head_stride) in elements of a dense transposed V cache
+    [block][kv_head][d][position] (tools/harness/problem.cpp use_transposed_v)."""
+    head_stride = head_dim * block_size
+    return head_stride * kv_heads, V_TRANSPOSED_SLOT_STRIDE, head_stride
+
+
+def v_transposed_offset(block, slot, head, dim, kv_heads, head_dim, block_size):
+    """Element offset of V(block, slot, head, d) in that cache (v_transposed_offset of
+    kernels/common/v_transposed.h)."""
+    block_stride, _, head_stride = v_transposed_strides(kv_heads, head_dim, block_size)
+    return block * block_stride + head * head_stride + dim * block_size + v_slot_position(slot)
+
+
+class KernelPinError(ValueError):
+    """--e4m3-kernel cannot be honoured; `status` is the exit status (module docstring)."""
+
+    def __init__(self, message, status):
+        super().__init__(message)
+        self.status = status
+
+
+def resolve_e4m3_kernel(kernels, name):
+    """The pin of --e4m3-kernel NAME from the bundle's kernel list (Library.kernels() dicts):
+    {"name", "variant", "v_layout", "features"}. Raises KernelPinError: EXIT_NO_CANDIDATE when the
+    bundle has no prefill kernel NAME, EXIT_ERROR when its dtypes serve neither 8-bit variant."""
+    entries = [k for k in kernels if k.get("name") == name and k.get("kind") == KERNEL_KIND_PREFILL]
+    if not entries:
+        prefill = sorted({k.get("name") for k in kernels if k.get("kind") == KERNEL_KIND_PREFILL})
+        raise KernelPinError(f"--e4m3-kernel {name}: the bundle has no prefill kernel of that name "
+                             f"(its prefill kernels: {', '.join(prefill) or 'none'})", EXIT_NO_CANDIDATE)
+    kernel = entries[0]
+    variant = E4M3_KERNEL_VARIANTS.get(kernel["q_dtype"])
+    if (variant is None or kernel["kv_dtype"] != wideattn_ctypes.DTYPE_E4M3
+            or kernel["o_dtype"] != wideattn_ctypes.DTYPE_BF16):
+        raise KernelPinError(f"--e4m3-kernel {name}: its dtypes (q {kernel['q_dtype']}, kv "
+                             f"{kernel['kv_dtype']}, o {kernel['o_dtype']}) serve neither 8-bit variant: "
+                             f"(c) takes bf16 Q, (g) e4m3 Q, both an e4m3 K/V cache and bf16 O "
+                             f"(wideattn_dtype bf16 {wideattn_ctypes.DTYPE_BF16}, e4m3 "
+                             f"{wideattn_ctypes.DTYPE_E4M3})", EXIT_ERROR)
+    features = sorted({f.strip() for k in entries for f in (k.get("features") or "").split(",") if f.strip()})
+    layout = V_LAYOUT_TRANSPOSED if FEATURE_V_TRANSPOSED in features else V_LAYOUT_ENGINE
+    return {"name": name, "variant": variant, "v_layout": layout, "features": features}
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -638,6 +726,10 @@ def format_summary(summary):
         lines.append(f"reference peakedness: mean top-1 p {dist['mean_top1_prob']:.3f}, "
                      f"mean entropy {dist['mean_entropy_nats']:.2f} nats, "
                      f"top-1 > 0.5 in {100 * dist['share_top1_above_half']:.1f}% of rows")
+    pin = summary.get("e4m3_kernel")
+    if pin:
+        lines.append(f"--e4m3-kernel {pin['name']}: pinned for ({VARIANT_LETTERS[pin['variant']]}) "
+                     f"{pin['variant']}, V layout {pin['v_layout']}; the exit status follows that variant")
     kernel_vs_emu = summary.get("candidate_vs_emulated")
     if kernel_vs_emu:
         lines.append(f"8-bit kernel vs its PyTorch emulation: mean KL(e || c) "
@@ -791,6 +883,10 @@ def self_test_summary(check):
                                        "kl_vs_baseline": {"mean": 1e-3},
                                        "gate": {"verdict": "ACCEPT", "source": "cli"}}}}
     check("c candidate" in format_summary(fake), "format_summary")
+    fake["e4m3_kernel"] = {"name": "wgmma_e4m3alt_d512", "variant": V_CANDIDATE_Q8,
+                           "v_layout": V_LAYOUT_TRANSPOSED, "features": [FEATURE_V_TRANSPOSED]}
+    check("--e4m3-kernel wgmma_e4m3alt_d512: pinned for (g)" in format_summary(fake),
+          "format_summary names the pinned kernel")
 
 
 def self_test_numpy(check):
@@ -816,6 +912,81 @@ def self_test_numpy(check):
         check(abs(dist["mean_entropy_nats"] - math.log(2) / 2) < 1e-12, f"entropy {dist}")
 
 
+# v_slot_position over one 16-slot group, derived by hand from the formula in include/wideattn.h
+# (position(s) = 16 (s / 16) + 4 ((s / 2) % 4) + 2 ((s / 8) % 2) + s % 2): slot -> byte position.
+V_SLOT_POSITION_TABLE = (0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)
+SELF_TEST_KV_HEADS = 2                  # a small transposed cache: 2 heads, 8 dims, pages of 32
+SELF_TEST_HEAD_DIM = 8
+SELF_TEST_BLOCK_SIZE = 32
+
+
+def self_test_transposed_v(check):
+    """The transposed V layout: slot permutation, strides and offsets (v_transposed.h)."""
+    group = [v_slot_position(s) for s in range(V_GROUP_SLOTS)]
+    check(tuple(group) == V_SLOT_POSITION_TABLE, f"v_slot_position of one group: {group}")
+    page = [v_slot_position(s) for s in range(SELF_TEST_BLOCK_SIZE)]
+    check(sorted(page) == list(range(SELF_TEST_BLOCK_SIZE)), f"a permutation of the page: {page}")
+    check(page[V_GROUP_SLOTS:] == [V_GROUP_SLOTS + p for p in V_SLOT_POSITION_TABLE],
+          "the second group is the first shifted by 16")
+    # The header's inverse: position 4t + 2a + b of a group holds slot 8a + 2t + b.
+    inverse = {4 * t + 2 * a + b: 8 * a + 2 * t + b for t in range(4) for a in range(2) for b in range(2)}
+    check(all(inverse[v_slot_position(s)] == s for s in range(V_GROUP_SLOTS)), "v_position_slot inverse")
+    heads, dim, bs = SELF_TEST_KV_HEADS, SELF_TEST_HEAD_DIM, SELF_TEST_BLOCK_SIZE
+    check(v_transposed_strides(heads, dim, bs) == (heads * dim * bs, 1, dim * bs), "transposed strides")
+    check(v_transposed_strides(DEFAULT_KV_HEADS, HEAD_DIM, BLOCK_SIZE) == (16384, 1, 8192),
+          "transposed strides at the default shape")
+    check(v_transposed_offset(1, 8, 1, 3, heads, dim, bs) == 512 + 256 + 3 * 32 + 2,
+          "offset of V(block 1, slot 8, head 1, d 3)")
+    check(v_transposed_offset(0, 17, 0, 0, heads, dim, bs) == 17 and
+          v_transposed_offset(0, 18, 0, 0, heads, dim, bs) == 20, "offsets in the second group")
+    blocks = 2
+    offsets = sorted(v_transposed_offset(b, s, h, d, heads, dim, bs) for b in range(blocks)
+                     for s in range(bs) for h in range(heads) for d in range(dim))
+    check(offsets == list(range(blocks * bs * heads * dim)), "the transposed cache is dense, no overlap")
+
+
+# A bundle's kernel list as Library.kernels() gives it (the fields resolve_e4m3_kernel reads).
+def _fake_kernel(name, q, kv, o, features, kind=KERNEL_KIND_PREFILL):
+    return {"name": name, "arch": "sm_90a", "q_dtype": q, "kv_dtype": kv, "o_dtype": o,
+            "features": features, "kind": kind}
+
+
+def self_test_e4m3_kernel(check):
+    """--e4m3-kernel: argument parsing and the pin's variant and V layout."""
+    bf16, e4m3 = wideattn_ctypes.DTYPE_BF16, wideattn_ctypes.DTYPE_E4M3
+    kernels = [_fake_kernel("wgmma_bf16_d512", bf16, bf16, bf16, "varlen,paged,causal,lse"),
+               _fake_kernel("wgmma_e4m3kv_d512", bf16, e4m3, bf16, "varlen,paged,causal,tma_kv"),
+               _fake_kernel("wgmma_e4m3alt_d512", e4m3, e4m3, bf16, "varlen,paged,tma_kv,v_transposed"),
+               _fake_kernel("wgmma_e4m3altkv_d512", bf16, e4m3, bf16, "varlen,paged,v_transposed"),
+               _fake_kernel("quantize_e4m3", bf16, e4m3, e4m3, "", kind="quantize_e4m3")]
+    pin = resolve_e4m3_kernel(kernels, "wgmma_e4m3alt_d512")
+    check(pin["variant"] == V_CANDIDATE_Q8 and pin["v_layout"] == V_LAYOUT_TRANSPOSED,
+          f"e4m3-Q transposed kernel: {pin}")
+    pin = resolve_e4m3_kernel(kernels, "wgmma_e4m3altkv_d512")
+    check(pin["variant"] == V_CANDIDATE and pin["v_layout"] == V_LAYOUT_TRANSPOSED,
+          f"bf16-Q transposed kernel: {pin}")
+    pin = resolve_e4m3_kernel(kernels, "wgmma_e4m3kv_d512")
+    check(pin["variant"] == V_CANDIDATE and pin["v_layout"] == V_LAYOUT_ENGINE, f"engine layout: {pin}")
+    for name, status in (("wgmma_e4m3pv_d512", EXIT_NO_CANDIDATE), ("quantize_e4m3", EXIT_NO_CANDIDATE),
+                         ("wgmma_bf16_d512", EXIT_ERROR)):
+        try:
+            resolve_e4m3_kernel(kernels, name)
+            check(False, f"resolve_e4m3_kernel accepted {name}")
+        except KernelPinError as exc:
+            check(exc.status == status and name in str(exc), f"{name}: status {exc.status}: {exc}")
+    check(parse_args([]).e4m3_kernel is None, "--e4m3-kernel defaults to the dispatcher's choice")
+    check(parse_args(["--e4m3-kernel", "wgmma_e4m3alt_d512"]).e4m3_kernel == "wgmma_e4m3alt_d512",
+          "--e4m3-kernel NAME accepted")
+    for bad in (["--e4m3-kernel", ""], ["--e4m3-kernel", "wgmma e4m3"], ["--e4m3-kernel"],
+                ["--e4m3-kernel", "wgmma_e4m3alt_d512", "--model", MODEL_TRANSFORMERS]):
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                parse_args(bad)
+            check(False, f"parse_args accepted {bad}")
+        except SystemExit as exc:
+            check(exc.code == EXIT_ERROR, f"parse_args {bad}: exit {exc.code}")
+
+
 def self_test():
     """Checks of the pure-Python parts (and of the numpy KL where numpy exists)."""
     failures = []
@@ -825,7 +996,7 @@ def self_test():
             failures.append(what)
 
     for part in (self_test_batch_and_config, self_test_gate, self_test_kl_gate_exit, self_test_summary,
-                 self_test_numpy):
+                 self_test_transposed_v, self_test_e4m3_kernel, self_test_numpy):
         part(check)
     if failures:
         print("self-test FAILED:\n  " + "\n  ".join(failures))
@@ -915,6 +1086,21 @@ class Batch:
         cache[self.slots] = x
         cache = cache.view(self.num_blocks, BLOCK_SIZE, heads, dim)
         return cache if dtype is None else cache.to(dtype)
+
+    def transposed_v(self, cache):
+        """An e4m3 [num_blocks, BLOCK_SIZE, Hkv, D] cache rearranged into the transposed V layout
+        [num_blocks, Hkv, D, BLOCK_SIZE], slot s of each page row at byte v_slot_position(s): the
+        same codes moved, none recomputed. Done here rather than by wideattn_quantize_to_cache
+        with WIDEATTN_FLAG_V_TRANSPOSED, which would quantise the bf16 V again (x * (1 / scale)
+        against this script's x / scale) and could round a few codes differently from the
+        engine-layout cache that the other 8-bit kernels read."""
+        torch = _torch()
+        positions = torch.tensor([v_slot_position(slot) for slot in range(BLOCK_SIZE)],
+                                 dtype=torch.int64, device=cache.device)
+        codes = cache.view(torch.uint8).permute(0, 2, 3, 1)          # [block, head, d, slot]
+        out = torch.empty(codes.shape, dtype=torch.uint8, device=cache.device)
+        out[..., positions] = codes
+        return out.view(torch.float8_e4m3fn)
 
 
 # ---- attention backends: callables (layer, q, k, v) -> o, q/o [T, Hq, D] and k/v [T, Hkv, D] bf16
@@ -1021,12 +1207,14 @@ class EmulatedE4m3Attention:
 class WideattnAttention:
     """libwideattn's prefill through ctypes on a paged copy of K/V (bf16 or e4m3 cache)."""
 
-    def __init__(self, lib, batch, kv_e4m3, capability, q_e4m3=False):
+    def __init__(self, lib, batch, kv_e4m3, capability, q_e4m3=False, pin=None):
         self.lib = lib
         self.batch = batch
         self.kv_e4m3 = kv_e4m3
         self.q_e4m3 = q_e4m3          # Q quantised per tensor and passed as e4m3 codes
         self.capability = capability
+        self.pin = pin                # resolve_e4m3_kernel's dict, or None: the dispatcher's choice
+        self.v_layout = pin["v_layout"] if pin else V_LAYOUT_ENGINE
         self.kernel = None
         self.name = ATTN_WIDEATTN_E4M3Q if q_e4m3 else ATTN_WIDEATTN_E4M3 if kv_e4m3 else ATTN_WIDEATTN_BF16
 
@@ -1039,6 +1227,8 @@ class WideattnAttention:
             v8, v_scale = quantize_per_tensor(v)
             k_cache = batch.paged(k8.float(), torch.float8_e4m3fn)     # exact: already on grid
             v_cache = batch.paged(v8.float(), torch.float8_e4m3fn)
+            if self.v_layout == V_LAYOUT_TRANSPOSED:
+                v_cache = batch.transposed_v(v_cache)
             scales = (k_scale, v_scale)
         else:
             k_cache, v_cache = batch.paged(k), batch.paged(v)
@@ -1055,7 +1245,15 @@ class WideattnAttention:
         p.k_cache = k_cache.data_ptr()
         p.k_block_stride, p.k_slot_stride, p.k_head_stride = k_cache.stride()[:3]
         p.v_cache = v_cache.data_ptr()
-        p.v_block_stride, p.v_slot_stride, p.v_head_stride = v_cache.stride()[:3]
+        if self.v_layout == V_LAYOUT_TRANSPOSED:
+            strides = v_transposed_strides(k.shape[1], HEAD_DIM, BLOCK_SIZE)
+            block_stride, _, head_stride = strides
+            if v_cache.stride()[:2] != (block_stride, head_stride):
+                raise RuntimeError(f"transposed V cache strides {v_cache.stride()} are not {strides}")
+            p.v_block_stride, p.v_slot_stride, p.v_head_stride = strides
+            p.flags |= wideattn_ctypes.FLAG_V_TRANSPOSED
+        else:
+            p.v_block_stride, p.v_slot_stride, p.v_head_stride = v_cache.stride()[:3]
         p.o, p.o_token_stride, p.o_head_stride = o.data_ptr(), o.stride(0), o.stride(1)
         p.cu_seqlens_q = batch.cu_seqlens.data_ptr()
         p.seq_lens_k = batch.seq_lens_k.data_ptr()
@@ -1070,10 +1268,19 @@ class WideattnAttention:
         p.kv_dtype = wideattn_ctypes.DTYPE_E4M3 if self.kv_e4m3 else wideattn_ctypes.DTYPE_BF16
         p.o_dtype = wideattn_ctypes.DTYPE_BF16
         p.softmax_scale = SOFTMAX_SCALE
-        if self.kernel is None:
-            index = self.lib.is_supported(p, *self.capability)  # raises UNSUPPORTED if absent
-            self.kernel = self.lib.kernels()[index]["name"]
-        self.lib.prefill(p, torch.cuda.current_stream().cuda_stream)
+        if self.pin:                      # this call only: the other variants keep the dispatcher's
+            self.lib.set_prefill_kernel(self.pin["name"])
+        try:
+            if self.kernel is None:
+                index = self.lib.is_supported(p, *self.capability)  # raises UNSUPPORTED if absent
+                self.kernel = self.lib.kernels()[index]["name"]
+                if self.pin and self.kernel != self.pin["name"]:
+                    raise RuntimeError(f"--e4m3-kernel {self.pin['name']} pinned but selection "
+                                       f"chose {self.kernel}")
+            self.lib.prefill(p, torch.cuda.current_stream().cuda_stream)
+        finally:
+            if self.pin:
+                self.lib.set_prefill_kernel(None)
         torch.cuda.synchronize()          # a launch fault surfaces here, inside this variant
         return o
 
@@ -1326,6 +1533,8 @@ class RunState:
     lib_detail: str = ""
     engine: str = ""
     wiring: dict = None
+    pin: dict = None              # --e4m3-kernel's resolve_e4m3_kernel, None without the option
+    gated_candidate: str = V_CANDIDATE   # the 8-bit variant whose verdict sets the exit status
 
     @property
     def notes(self):
@@ -1384,8 +1593,11 @@ def build_models(state):
 
 
 def variant_plans(state, lib, capability):
-    """{variant: (weights model, attention or None when unavailable, monitors)}."""
+    """{variant: (weights model, attention or None when unavailable, monitors)}; the pinned
+    kernel (state.pin) goes to the 8-bit variant of its dtypes."""
     batch, model, model8 = state.batch, state.model, state.model8
+    pin = state.pin
+    pin_of = lambda name: pin if pin and pin["variant"] == name else None
     exact = state.exact = ("fp64", lambda q, k, v: exact_attention(q, k, v, batch))
     emulate = EmulatedE4m3Attention(batch, P_SCALE_KERNEL, ATTN_E4M3_EMULATED)
     emulated_ref = ("e4m3-emulated", lambda q, k, v: exact_attention(
@@ -1396,9 +1608,11 @@ def variant_plans(state, lib, capability):
             state.notes.append(f"BF16 attention falls back to {ATTN_TORCH_REFERENCE}: {state.lib_detail}")
         else:
             bf16_attention = WideattnAttention(lib, batch, False, capability)
-    candidate_attention = None if lib is None else WideattnAttention(lib, batch, True, capability)
+    candidate_attention = None if lib is None else WideattnAttention(lib, batch, True, capability,
+                                                                     pin=pin_of(V_CANDIDATE))
     candidate_q8_attention = None if lib is None else WideattnAttention(lib, batch, True, capability,
-                                                                        q_e4m3=True)
+                                                                        q_e4m3=True,
+                                                                        pin=pin_of(V_CANDIDATE_Q8))
     return {
         V_REFERENCE: (model, bf16_attention, [exact]),
         V_BASELINE: (model8, bf16_attention, [exact]),
@@ -1478,13 +1692,17 @@ def run_variant(state, name, plans):
         return
     if isinstance(attention, WideattnAttention):
         info["kernel"] = attention.kernel
+        if attention.kv_e4m3:
+            info["kernel_pinned"] = attention.pin is not None
+            info["v_layout"] = attention.v_layout
     info["forward_s"] = time.time() - t0
     write_dump(info["dump"], logits, state.targets, args.config.label(), info["variant_label"], state.engine)
     info["status"] = ST_OK
     errs = "; ".join(f"rel L2 vs {k}: " + " ".join(f"{e:.2e}" for e in v)
                      for k, v in info["attention_rel_l2_per_layer"].items())
     log(f"({letter}) {name}: {info['variant_label']} {info['forward_s']:.1f} s"
-        + (f" (kernel {info['kernel']})" if "kernel" in info else "")
+        + (f" (kernel {info['kernel']}{', pinned' if info.get('kernel_pinned') else ''}"
+           f"{', V ' + info['v_layout'] if 'v_layout' in info else ''})" if "kernel" in info else "")
         + (f"; attention per layer {errs}" if errs else ""))
     if name != V_REFERENCE:
         return
@@ -1589,7 +1807,7 @@ def finish_run(state):
     summary["samples"] = {"tar": tar_path and os.path.basename(tar_path), "rows": args.sample_rows,
                           "skipped_over_size_limit": skipped}
 
-    candidate = variants.get(V_CANDIDATE, {})
+    candidate = variants.get(state.gated_candidate, {})
     broken_gate = variants.get(V_BROKEN, {}).get("gate")
     if broken_gate is None:
         errors.append("the broken variant was not gated")
@@ -1606,12 +1824,39 @@ def finish_run(state):
     return exit_status
 
 
+def pin_e4m3_kernel(state, lib):
+    """Resolves --e4m3-kernel against the bundle (state.pin, state.gated_candidate and the
+    summary's "e4m3_kernel"); None to go on, or the exit status of a refusal."""
+    name = state.args.e4m3_kernel
+    state.summary["e4m3_kernel"] = None
+    state.summary["gated_candidate"] = V_CANDIDATE
+    if not name:
+        return None
+    try:
+        if lib is None:
+            raise KernelPinError(f"--e4m3-kernel {name}: {state.lib_detail}", EXIT_NO_CANDIDATE)
+        state.pin = resolve_e4m3_kernel(lib.kernels(), name)
+    except KernelPinError as exc:
+        print(f"e2e_drift.py: error: {exc}", file=sys.stderr, flush=True)
+        return exc.status
+    state.gated_candidate = state.pin["variant"]
+    state.summary["e4m3_kernel"] = dict(state.pin)
+    state.summary["gated_candidate"] = state.gated_candidate
+    state.log(f"--e4m3-kernel {name}: pinned for ({VARIANT_LETTERS[state.gated_candidate]}) "
+              f"{state.gated_candidate}, V cache in the {state.pin['v_layout']} layout; that variant's "
+              f"verdict sets the exit status")
+    return None
+
+
 def run(args):
     _torch()  # without torch the run stops here, before it makes any directory
     state = start_run(args)
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.dump_dir, exist_ok=True)
     lib, capability = describe_environment(state)
+    status = pin_e4m3_kernel(state, lib)
+    if status is not None:
+        return status
     build_models(state)
     state.monitors_on = not args.no_attn_check
     plans = variant_plans(state, lib, capability)
@@ -1702,6 +1947,14 @@ def add_gate_args(parser):
     gate.add_argument("--sample-rows", type=int, default=DEFAULT_SAMPLE_ROWS,
                       help="rows of each dump copied as float16 into e2e_samples.tar (sample "
                            f"dumps over {SAMPLE_MAX_BYTES} bytes are dropped); 0 = none")
+    gate.add_argument("--e4m3-kernel", metavar="NAME", default=None,
+                      help="pin the 8-bit prefill kernel NAME (wideattn_set_prefill_kernel) for the "
+                           "8-bit variant of its dtypes: bf16 Q -> (c) candidate, e4m3 Q -> (g) "
+                           "candidate_q8, whose verdict then sets the exit status; a kernel with the "
+                           f"'{FEATURE_V_TRANSPOSED}' feature gets the transposed V cache "
+                           "(WIDEATTN_FLAG_V_TRANSPOSED). Refused with exit 3 when the bundle has no "
+                           "prefill kernel NAME, 2 when its dtypes serve neither variant; default: the "
+                           "dispatcher's choice")
     gate.add_argument("--commit", default=os.environ.get("WIDEATTN_COMMIT"),
                       help="git commit recorded in e2e_summary.json (default $WIDEATTN_COMMIT)")
 
@@ -1710,8 +1963,9 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="Exit status: 0 candidate accepted and broken rejected; 1 wrong gate outcome; "
-               "2 error; 3 8-bit kernel not in the bundle (broken rejected); 4 the gate was "
-               "inconclusive for the candidate or broken.",
+               "2 error; 3 8-bit kernel not in the bundle (broken rejected; with --e4m3-kernel, "
+               "also the bundle lacking that kernel); 4 the gate was inconclusive for the candidate "
+               "or broken. With --e4m3-kernel the candidate is the variant running the pinned kernel.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_path_args(parser)
     add_model_args(parser)
@@ -1734,6 +1988,11 @@ def parse_args(argv=None):
         parser.error("--margin and --margin-rel must be >= 0")
     if not 0.5 <= args.confidence < 1.0:
         parser.error(f"--confidence must lie in [0.5, 1), got {args.confidence}")
+    if args.e4m3_kernel is not None:
+        if not args.e4m3_kernel or not set(args.e4m3_kernel) <= KERNEL_NAME_CHARS:
+            parser.error(f"--e4m3-kernel '{args.e4m3_kernel}' is not a kernel name (letters, digits, _)")
+        if args.model != MODEL_OWN:
+            parser.error(f"--e4m3-kernel pins the 8-bit variants of --model {MODEL_OWN} only")
     args.config = ModelConfig(vocab=args.vocab, hidden=args.hidden, layers=args.layers,
                               kv_heads=args.kv_heads, mlp_ratio=args.mlp_ratio,
                               seq_lens=seq_lens, seed=args.seed, logit_std=args.logit_std,

@@ -44,6 +44,7 @@ DTYPE_F64 = _capi.DTYPE_F64
 DTYPE_E4M3 = _capi.DTYPE_E4M3
 
 MAX_SPLITS = _capi.MAX_SPLITS
+FLAG_V_TRANSPOSED = _capi.FLAG_V_TRANSPOSED
 
 PrefillParams = _capi.PrefillParams
 KernelInfo = _capi.KernelInfoStruct
