@@ -5,13 +5,15 @@
 // (operand_offset). Covers the bf16 and the e4m3 kernel's Q, K and V and both warpgroups, and the
 // FP8 P V of wgmma_e4m3pv_d512: its e4m3 P fragment (the PTX m64nNk32 A layout) against the score
 // accumulator it is packed from, and its K-major V without swizzle against where the TMA boxes of
-// the transposed V cache land.
+// the transposed V cache land; and wgmma_e4m3alt_d512's full-width score steps and the P tile one
+// warpgroup hands the other (its stores against the SS descriptor that reads them).
 #include <doctest/doctest.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <set>
 
+#include "fp8/hopper_e4m3alt_d512/traits.h"
 #include "fp8/hopper_e4m3pv_d512/traits.h"
 #include "fp8/hopper_e4m3q_d512/traits.h"
 #include "kernels/common/v_transposed.h"
@@ -243,4 +245,54 @@ TEST_CASE("wgmma layout: the FP8 P V kernel's score steps, shared-memory plan an
                           operand_offset<Pt, Pt::kTileKeys>(sub * Pt::kPageKeys + row,
                                                             slab * Pt::kVecsPerSlabRow + vec));
         }
+}
+
+TEST_CASE("wgmma layout: wgmma_e4m3alt_d512's full-width score steps, its P tile hand-off and shared-memory plan") {
+    using At = WgmmaE4m3AltD512Traits;
+    // Scores over all 512 dims from warpgroup 0's descriptors: the Q tile as both warpgroups'
+    // halves load it, the K tile as the full-width stream's boxes land (the operand layout).
+    const uint32_t q = kBase + At::SmemPlan::kQ, k = kBase + At::SmemPlan::kKeyRing;
+    int64_t wrong = 0, checked = 0;
+    for (int32_t step = 0; step < At::kFullSlabs * At::kStepsPerSlab; ++step) {
+        const ScoreDescriptors d = score_step_descriptors<At, At::kFullSlabs>(q, k, 0, step);
+        for (int32_t kk = 0; kk < At::kScoreK; ++kk) {
+            const int32_t dim = step * At::kScoreK + kk;
+            for (int32_t row = 0; row < At::kRowsPerBlock; ++row, ++checked)
+                wrong += k_major_address(d.q, row, kk, At::kElemBytes) !=
+                         loaded_address<At, At::kRowsPerBlock>(q, row, dim, At::kElemBytes);
+            for (int32_t key = 0; key < At::kTileKeys; ++key, ++checked)
+                wrong += k_major_address(d.k, key, kk, At::kElemBytes) !=
+                         loaded_address<At, At::kTileKeys>(k, key, dim, At::kElemBytes);
+        }
+    }
+    CHECK(wrong == 0);
+    CHECK(checked == int64_t{At::kHeadDim} * (At::kRowsPerBlock + At::kTileKeys));
+
+    // The P tile: where each lane stores byte i of its A register r (row 16 w + g + 8 (r % 2),
+    // column 16 (r / 2) + 4 t + i) is where the SS descriptor reads that element.
+    const uint32_t tile = kBase + At::SmemPlan::kProbs;
+    const SmemDescriptor a = interleaved_descriptor(tile, At::kProbCoreBytes, At::kProbRowGroupBytes);
+    constexpr int32_t kWarpsPerGroup = At::kWarpGroupThreads / At::kWarpSize;
+    std::set<uint32_t> stored;
+    wrong = 0;
+    for (int32_t warp = 0; warp < kWarpsPerGroup; ++warp)
+        for (int32_t lane = 0; lane < At::kWarpSize; ++lane)
+            for (int32_t reg = 0; reg < At::kProbRegs; ++reg)
+                for (int32_t byte = 0; byte < 4; ++byte) {
+                    const int32_t row = warp * At::kRowsPerWarp + lane / kLanesPerRow + (reg % 2) * kCoreRows;
+                    const int32_t column = (reg / 2) * kCoreRowBytes + (lane % kLanesPerRow) * 4 + byte;
+                    const uint32_t address = tile + At::prob_fragment_offset(warp, lane, reg) + byte;
+                    wrong += interleaved_k_major_address(a, row, column) != address;
+                    stored.insert(address);
+                }
+    CHECK(wrong == 0);
+    CHECK(stored.size() == static_cast<size_t>(At::kProbTileBytes));
+    CHECK(*stored.rbegin() == tile + At::kProbTileBytes - 1);
+
+    // The plan: swizzled operands on 1024-byte atoms, V and P chunks on 16 bytes, mbarriers on 8.
+    for (int32_t offset : {At::SmemPlan::kQ, At::SmemPlan::kKeyRing, At::SmemPlan::kValueRing})
+        CHECK(offset % At::kAtomBytes == 0);
+    CHECK(At::SmemPlan::kProbs % At::kVecBytes == 0);
+    CHECK(At::SmemPlan::kBarriers % At::kBarrierBytes == 0);
+    CHECK(At::kSmemBytes == At::SmemPlan::kEnd + At::kSmemAlign);
 }

@@ -98,7 +98,8 @@ __device__ __forceinline__ void trade_row_maxima(const SharedMap& map, int32_t p
     const uint32_t other = maxima_slot<Traits>(map, parity, 1 - at.group);
     if (at.lane % 4 == 0)
 #pragma unroll
-        for (int32_t rr = 0; rr < 2; ++rr) ptx::store_shared_f32(own + accumulator_row<Traits>(at, rr) * 4, tile_max[rr]);
+        for (int32_t rr = 0; rr < 2; ++rr)
+            ptx::store_shared_f32(own + accumulator_row<Traits>(at, rr) * 4, tile_max[rr]);
     ptx::named_barrier_sync(kExchangeBarrier, Traits::kThreads);
 #pragma unroll
     for (int32_t rr = 0; rr < 2; ++rr)
@@ -129,19 +130,15 @@ __device__ __forceinline__ void exponentiate_into(float (&s)[Traits::kKeyNTiles]
 }
 
 // The thread's A fragment into the warpgroup's P tile of `parity`, at the places an SS wgmma reads
-// the same A from (K-major, no swizzle: core matrix (8-row group, 16-key half) at
-// (2 group + half) x 128 bytes, row i of it at 16 i): a warp's four stores each cover 128
-// contiguous bytes.
+// the same A from (Traits::prob_fragment_offset; tests/test_wgmma_layout.cpp checks it against
+// the descriptor): a warp's four stores each cover 128 contiguous bytes.
 template <class Traits>
 __device__ __forceinline__ void post_probs(const SharedMap& map, int32_t parity, const GroupPlace& at,
                                            const uint32_t (&prob)[4]) {
-    const uint32_t base = prob_tile<Traits>(map, parity, at.group) +
-                          at.row_tile * 2 * Traits::kProbRowGroupBytes + (at.lane / 4) * Traits::kVecBytes +
-                          (at.lane % 4) * 4;
-    ptx::store_shared_u32(base, prob[0]);
-    ptx::store_shared_u32(base + Traits::kProbRowGroupBytes, prob[1]);
-    ptx::store_shared_u32(base + Traits::kProbCoreBytes, prob[2]);
-    ptx::store_shared_u32(base + Traits::kProbRowGroupBytes + Traits::kProbCoreBytes, prob[3]);
+    const uint32_t tile = prob_tile<Traits>(map, parity, at.group);
+#pragma unroll
+    for (int32_t reg = 0; reg < 4; ++reg)
+        ptx::store_shared_u32(tile + Traits::prob_fragment_offset(at.row_tile, at.lane, reg), prob[reg]);
     ptx::fence_proxy_async_shared();
     ptx::named_barrier_arrive(posted_probs_barrier(at.group), Traits::kThreads);
 }
@@ -258,7 +255,8 @@ __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p,
     ptx::named_barrier_sync(kGroupBarrierBase + at.group, Traits::kWarpGroupThreads);
     if (!issues_copies(at)) return;
     for (int32_t round = 0; round < Traits::kKeySlots; ++round)
-        if (Traits::kTilesPerRound * round + at.group < g.num_tiles) issue_own_keys<Traits>(streams, p, g, map, round, at);
+        if (Traits::kTilesPerRound * round + at.group < g.num_tiles)
+            issue_own_keys<Traits>(streams, p, g, map, round, at);
     for (int32_t tile = 0; tile < Traits::kValueSlots && tile < g.num_tiles; ++tile)
         issue_values<Traits>(streams, p, g, map, tile, at);
 }

@@ -34,6 +34,17 @@ struct WgmmaE4m3AltD512Traits : WgmmaE4m3PvD512Traits {
     static constexpr int32_t kProbTileBytes = kRowsPerBlock * kTileKeys * kElemBytes;
     static constexpr int32_t kProbParities = 2;
     static constexpr int32_t kMaximaBytes = kRowsPerBlock * 4;  // fp32 row maxima of one warpgroup's tile
+    static constexpr int32_t kLanesPerAccumRow = 4;           // lanes sharing a row of the accumulator
+
+    // Byte offset in a P tile of register `reg` (0 .. 3) of lane `lane` in warp `row_tile` of the
+    // warpgroup's e4m3 A fragment (reg 0: row g = lane / 4, columns 4t .. 4t + 3, t = lane % 4;
+    // 1: row g + 8; 2, 3: the same 16 columns later), so that the SS wgmma reads the A the RS one
+    // had: core matrix (8-row group, 16-column half) at (2 group + half) x kProbCoreBytes.
+    WIDEATTN_HOST_DEVICE static constexpr uint32_t prob_fragment_offset(int32_t row_tile, int32_t lane, int32_t reg) {
+        return static_cast<uint32_t>(row_tile * 2 * kProbRowGroupBytes + (lane / kLanesPerAccumRow) * kVecBytes +
+                                     (lane % kLanesPerAccumRow) * 4 + (reg % 2) * kProbRowGroupBytes +
+                                     (reg / 2) * kProbCoreBytes);
+    }
     static constexpr int32_t kSumsBytes = kWarpGroupThreads * 2 * 4;  // a warpgroup's partial row sums
 
     struct SmemPlan {
