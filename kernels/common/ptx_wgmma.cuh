@@ -127,7 +127,9 @@ __device__ __forceinline__ void pin_all(T (&values)[kRows][kCols]) {
                  : WIDEATTN_ACC128_OPERANDS(acc)                                                     \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_desc.low), "r"(b_desc.high), "r"(1))
 
-// acc (64 x 256) += a b with both operands in shared memory (a K-major, b K-major for e4m3).
+// acc (64 x 256) += a b with both operands in shared memory; `tail` as in WIDEATTN_WGMMA_SCORES
+// (", 0, 0": both K-major 16-bit operands; "" for FP8). wgmma_e4m3alt_d512's partner P V and the
+// wgmma rate probes (tools/bench/wgmma_peak_*.cu).
 #define WIDEATTN_WGMMA_PV_SS(shape, tail, acc, a_desc, b_desc)                                           \
     asm volatile("{\n"                                                                               \
                  ".reg .pred accumulate;\n"                                                           \

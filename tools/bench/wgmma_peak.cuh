@@ -14,21 +14,6 @@
 
 namespace wideattn::probe {
 
-// acc (64 x 256 fp32) += a b, both operands from shared memory, K-major (`tail`: the transpose
-// operands of 16-bit types, "" for FP8, which has none).
-#define WIDEATTN_PROBE_WGMMA_SS256(shape, tail, acc, a_desc, b_desc)                                 \
-    asm volatile("{\n"                                                                             \
-                 ".reg .pred accumulate;\n"                                                         \
-                 ".reg .b64 a_desc, b_desc;\n"                                                      \
-                 "setp.ne.b32 accumulate, %132, 0;\n"                                               \
-                 "mov.b64 a_desc, {%128, %129};\n"                                                 \
-                 "mov.b64 b_desc, {%130, %131};\n"                                                 \
-                 "wgmma.mma_async.sync.aligned." shape " {\n" WIDEATTN_ACC128_REGS                   \
-                 "}, a_desc, b_desc, accumulate, 1, 1" tail ";\n"                                    \
-                 "}\n"                                                                             \
-                 : WIDEATTN_ACC128_OPERANDS(acc)                                                   \
-                 : "r"(a_desc.low), "r"(a_desc.high), "r"(b_desc.low), "r"(b_desc.high), "r"(1))
-
 constexpr uint32_t kPatternMultiplier = 0x9E3779B1u;  // Fibonacci hashing of the word index
 
 __device__ __forceinline__ uint32_t pattern_hash(uint32_t index) {

@@ -9,7 +9,7 @@ using namespace wideattn;
 struct Bf16Op {
     static __device__ __forceinline__ void mma(float (&acc)[32][4], hopper::SmemDescriptor a,
                                                hopper::SmemDescriptor b) {
-        WIDEATTN_PROBE_WGMMA_SS256("m64n256k16.f32.bf16.bf16", ", 0, 0", acc, a, b);
+        WIDEATTN_WGMMA_PV_SS("m64n256k16.f32.bf16.bf16", ", 0, 0", acc, a, b);
     }
     // Two bf16: random sign and top mantissa bits, exponent 126 or 127 (0.5 .. 1.99).
     static __device__ __forceinline__ uint32_t pattern(uint32_t h) { return (h & 0x80FF80FFu) | 0x3F003F00u; }

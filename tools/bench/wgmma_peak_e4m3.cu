@@ -9,7 +9,7 @@ using namespace wideattn;
 struct E4m3Op {
     static __device__ __forceinline__ void mma(float (&acc)[32][4], hopper::SmemDescriptor a,
                                                hopper::SmemDescriptor b) {
-        WIDEATTN_PROBE_WGMMA_SS256("m64n256k32.f32.e4m3.e4m3", "", acc, a, b);
+        ptx::wgmma_m64n256k32_e4m3_ss(acc, a, b);
     }
     // Four e4m3 codes: random sign and mantissa, exponent field 6 or 7 (0.5 .. 1.875).
     static __device__ __forceinline__ uint32_t pattern(uint32_t h) { return (h & 0x8F8F8F8Fu) | 0x30303030u; }
