@@ -34,7 +34,7 @@
 #include <cstdint>
 
 #include "fp8/hopper_e4m3alt_d512/loads.cuh"
-#include "fp8/mma_e4m3_d512/fragments.cuh"
+#include "fp8/hopper_e4m3pv_d512/mainloop.cuh"
 #include "kernels/common/block_geometry.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/ptx_mma.cuh"
@@ -44,6 +44,7 @@
 #include "kernels/common/wgmma_exchange.cuh"
 #include "kernels/common/wgmma_layout.h"
 #include "kernels/common/wgmma_products.cuh"
+#include "kernels/common/wgmma_softmax.cuh"
 #include "wideattn.h"
 
 namespace wideattn::hopper::e4m3alt {
@@ -73,22 +74,6 @@ __device__ __forceinline__ uint32_t prob_tile(const SharedMap& map, int32_t pari
     return map.probs + (parity * Traits::kWarpGroups + group) * Traits::kProbTileBytes;
 }
 
-// Row maxima of the thread's two rows over the tile's unscaled scores, times `scale` (> 0).
-template <class Traits>
-__device__ __forceinline__ void tile_row_maxima(const float (&s)[Traits::kKeyNTiles][4], float scale,
-                                                float (&tile_max)[2]) {
-    constexpr uint32_t kFullMask = 0xffffffffu;
-#pragma unroll
-    for (int32_t rr = 0; rr < 2; ++rr) {
-        float m = -INFINITY;
-#pragma unroll
-        for (int32_t n = 0; n < Traits::kKeyNTiles; ++n) m = fmaxf(m, fmaxf(s[n][2 * rr], s[n][2 * rr + 1]));
-        m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 2));
-        tile_max[rr] = m * scale;
-    }
-}
-
 // The row maxima of both tiles of the round: own ones posted (one lane per quad), the rendezvous,
 // the partner's added. Both warpgroups end with the same values.
 template <class Traits>
@@ -104,29 +89,6 @@ __device__ __forceinline__ void trade_row_maxima(const SharedMap& map, int32_t p
 #pragma unroll
     for (int32_t rr = 0; rr < 2; ++rr)
         tile_max[rr] = fmaxf(tile_max[rr], ptx::load_shared_f32(other + accumulator_row<Traits>(at, rr) * 4));
-}
-
-// P = 2^(s x scale - max + kProbScaleLog2) into s, added to the row sums, packed as the e4m3 A
-// fragment of the P V (the order of wgmma_e4m3pv_d512: prob[0] row g keys 2t, 2t+1, 8+2t, 9+2t;
-// [1] row g + 8; [2], [3] the same 16 keys later).
-template <class Traits>
-__device__ __forceinline__ void exponentiate_into(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
-                                                  uint32_t (&prob)[4]) {
-    float base[2];
-#pragma unroll
-    for (int32_t rr = 0; rr < 2; ++rr)
-        base[rr] = state.max_log2[rr] == -INFINITY ? 0.0f : state.max_log2[rr] - Traits::kProbScaleLog2;
-#pragma unroll
-    for (int32_t n = 0; n < Traits::kKeyNTiles; ++n)
-#pragma unroll
-        for (int32_t e = 0; e < 4; ++e) {
-            s[n][e] = fast_exp2(fmaf(s[n][e], scale, -base[e / 2]));
-            state.sum[e / 2] += s[n][e];
-        }
-    prob[0] = mma_e4m3::pack_e4m3x4(s[0][0], s[0][1], s[1][0], s[1][1]);
-    prob[1] = mma_e4m3::pack_e4m3x4(s[0][2], s[0][3], s[1][2], s[1][3]);
-    prob[2] = mma_e4m3::pack_e4m3x4(s[2][0], s[2][1], s[3][0], s[3][1]);
-    prob[3] = mma_e4m3::pack_e4m3x4(s[2][2], s[2][3], s[3][2], s[3][3]);
 }
 
 // The thread's A fragment into the warpgroup's P tile of `parity`, at the places an SS wgmma reads
@@ -178,11 +140,12 @@ __device__ __forceinline__ void alternating_round(const wideattn_prefill_params&
         for (int32_t e = 0; e < 4; ++e) scores[k][e] = own ? s[k][e] : -INFINITY;
     if (own) mask_scores<Traits>(g, own_tile, at.lane, scores);
     float tile_max[2];
-    tile_row_maxima<Traits>(scores, score_scale, tile_max);
+    score_row_maxima<Traits, true>(scores, score_scale, tile_max);
     trade_row_maxima<Traits>(map, parity, at, tile_max);
     float alpha[2];
     const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
-    exponentiate_into<Traits>(scores, score_scale, state, prob);
+    exponentiate_from_maxima<Traits, true>(scores, score_scale, state, Traits::kProbScaleLog2);
+    e4m3pv::pack_prob_fragment<Traits>(scores, prob);
 
     ptx::wgmma_wait<0>();  // both P V of round r-1: O complete
     ptx::pin_all(o);

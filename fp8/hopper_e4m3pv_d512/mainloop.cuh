@@ -118,6 +118,18 @@ __device__ __forceinline__ void issue_pv(float (&o)[Traits::kDimNTiles][4],
     ptx::wgmma_commit();
 }
 
+// A 64 x 32 tile of P (the score accumulator's layout) rounded to e4m3 (RNE, saturating) into
+// the A fragment of one P V wgmma m64n256k32: prob[0] = keys 2t, 2t+1, 8+2t, 9+2t of row g, [1]
+// the same of row g + 8, [2], [3] those 16 keys later.
+template <class Traits>
+__device__ __forceinline__ void pack_prob_fragment(const float (&s)[Traits::kKeyNTiles][4], uint32_t (&prob)[4]) {
+    static_assert(Traits::kKeyNTiles == Traits::kProbRegs, "the 4 score quads of a row pair fill one k32 A fragment");
+    prob[0] = mma_e4m3::pack_e4m3x4(s[0][0], s[0][1], s[1][0], s[1][1]);
+    prob[1] = mma_e4m3::pack_e4m3x4(s[0][2], s[0][3], s[1][2], s[1][3]);
+    prob[2] = mma_e4m3::pack_e4m3x4(s[2][0], s[2][1], s[3][0], s[3][1]);
+    prob[3] = mma_e4m3::pack_e4m3x4(s[2][2], s[2][3], s[3][2], s[3][3]);
+}
+
 // The online softmax step on the exchanged, unscaled scores s: `scale` (softmax scale x log2 e x
 // q_scale x k_scale, > 0) applied to the row maxima and in each exp2 argument; P = 2^(s x scale -
 // max + kProbScaleLog2) rounded to e4m3 (RNE, saturating) into the A fragment of the P V wgmma:
@@ -127,11 +139,7 @@ template <class Traits>
 __device__ __forceinline__ bool softmax_e4m3_step(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
                                                   uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
     const bool rescale = exponentiate_scores<Traits, true>(s, scale, state, alpha, Traits::kProbScaleLog2);
-    static_assert(Traits::kKeyNTiles == Traits::kProbRegs, "the 4 score quads of a row pair fill one k32 A fragment");
-    prob[0][0] = mma_e4m3::pack_e4m3x4(s[0][0], s[0][1], s[1][0], s[1][1]);
-    prob[0][1] = mma_e4m3::pack_e4m3x4(s[0][2], s[0][3], s[1][2], s[1][3]);
-    prob[0][2] = mma_e4m3::pack_e4m3x4(s[2][0], s[2][1], s[3][0], s[3][1]);
-    prob[0][3] = mma_e4m3::pack_e4m3x4(s[2][2], s[2][3], s[3][2], s[3][3]);
+    pack_prob_fragment<Traits>(s, prob[0]);
     return rescale;
 }
 

@@ -1,8 +1,9 @@
 // wgmma_softmax.cuh - the online softmax step of the Hopper-tier kernels (exp2, lazy rescale, as
 // the mma tier: online_softmax.cuh) on a 64 x 32 score tile held in the wgmma accumulator
 // layout, writing P as the 16-bit A fragments of the P V wgmmas (bf16 or fp16 pairs); its
-// exponent part (exponentiate_scores) also serves wgmma_e4m3pv_d512's e4m3 P. `Traits` is a
-// kernel's traits (a WgmmaD512BlockTraits).
+// exponent part (exponentiate_scores) also serves wgmma_e4m3pv_d512's e4m3 P, and its two halves
+// (score_row_maxima, exponentiate_from_maxima) wgmma_e4m3alt_d512, which trades the maxima
+// between them. `Traits` is a kernel's traits (a WgmmaD512BlockTraits).
 #pragma once
 
 #include <cstdint>
@@ -27,21 +28,13 @@ struct PackF16 {
     }
 };
 
-// The exponent part of the online-softmax step: the tile's row maxima, the rescale decision
-// (warp-uniform; both warpgroups decide alike since their scores are bitwise equal), and s
-// replaced by P = 2^(s - max + prob_scale_log2) with the row sums updated. Returns whether O must
-// be multiplied by alpha (row g, row g + 8) before the next P V; the caller does that once no
-// wgmma writes O any more. kFoldScale: s is unscaled and `scale` (> 0) is applied here, the row
-// max before scaling (for scale > 0, max(s) * scale rounds to max(s * scale)) and each exp2
-// argument as one fused s * scale - max (the 8-bit kernels: 2% faster there, commit 328e0c0);
-// otherwise s is already scaled by exchange_scores and `scale` is unused (the bf16 kernel:
-// folding measured 0.7% slower). prob_scale_log2 lifts P into the range of an 8-bit P
-// (wgmma_e4m3pv_d512: 8); 0 elsewhere.
+// The row maxima of the thread's two rows (g, g + 8) of a score tile, over the quad of lanes
+// sharing them; kFoldScale: s is unscaled and the maxima are multiplied by `scale` (> 0: for
+// scale > 0, max(s) * scale rounds to max(s * scale)).
 template <class Traits, bool kFoldScale>
-__device__ __forceinline__ bool exponentiate_scores(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
-                                                    float (&alpha)[2], float prob_scale_log2 = 0.0f) {
+__device__ __forceinline__ void score_row_maxima(const float (&s)[Traits::kKeyNTiles][4], float scale,
+                                                 float (&tile_max)[2]) {
     constexpr uint32_t kFullMask = 0xffffffffu;
-    float tile_max[2];
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r) {
         float m = -INFINITY;
@@ -51,7 +44,13 @@ __device__ __forceinline__ bool exponentiate_scores(float (&s)[Traits::kKeyNTile
         m = fmaxf(m, __shfl_xor_sync(kFullMask, m, 2));
         tile_max[r] = kFoldScale ? m * scale : m;
     }
-    const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
+}
+
+// s replaced by P = 2^(s - max + prob_scale_log2) against the running maxima of `state`, added to
+// its row sums; kFoldScale: s is unscaled and each exp2 argument is one fused s * scale - max.
+template <class Traits, bool kFoldScale>
+__device__ __forceinline__ void exponentiate_from_maxima(float (&s)[Traits::kKeyNTiles][4], float scale,
+                                                         RowState& state, float prob_scale_log2) {
     float base[2];
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r)
@@ -63,6 +62,24 @@ __device__ __forceinline__ bool exponentiate_scores(float (&s)[Traits::kKeyNTile
             s[n][e] = fast_exp2(kFoldScale ? fmaf(s[n][e], scale, -base[e / 2]) : s[n][e] - base[e / 2]);
             state.sum[e / 2] += s[n][e];
         }
+}
+
+// The exponent part of the online-softmax step: the tile's row maxima, the rescale decision
+// (warp-uniform; both warpgroups decide alike since their scores are bitwise equal), and s
+// replaced by P = 2^(s - max + prob_scale_log2) with the row sums updated. Returns whether O must
+// be multiplied by alpha (row g, row g + 8) before the next P V; the caller does that once no
+// wgmma writes O any more. kFoldScale: s is unscaled and `scale` (> 0) is applied here, to the
+// row maxima and in each exp2 argument (the 8-bit kernels: 2% faster there, commit 328e0c0);
+// otherwise s is already scaled by exchange_scores and `scale` is unused (the bf16 kernel:
+// folding measured 0.7% slower). prob_scale_log2 lifts P into the range of an 8-bit P
+// (wgmma_e4m3pv_d512: 8); 0 elsewhere.
+template <class Traits, bool kFoldScale>
+__device__ __forceinline__ bool exponentiate_scores(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
+                                                    float (&alpha)[2], float prob_scale_log2 = 0.0f) {
+    float tile_max[2];
+    score_row_maxima<Traits, kFoldScale>(s, scale, tile_max);
+    const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
+    exponentiate_from_maxima<Traits, kFoldScale>(s, scale, state, prob_scale_log2);
     return rescale;
 }
 
