@@ -58,10 +58,7 @@ __device__ __forceinline__ void alternating_block(const wideattn_prefill_params&
 template <class Traits, bool kQuantizeQ, bool kSplit>
 __device__ __forceinline__ void alternating_entry(const wideattn_prefill_params& p, const KvTensorMaps& maps) {
     extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
-    if (threadIdx.x == 0) {
-        ptx::prefetch_tensor_map(&maps.k);
-        ptx::prefetch_tensor_map(&maps.v);
-    }
+    ptx::prefetch_kv_tensor_maps(maps);
     alternating_block<Traits, kQuantizeQ, kSplit>(p, maps, smem);
 }
 

@@ -65,10 +65,7 @@ __device__ __forceinline__ void e4m3pv_block(const wideattn_prefill_params& p, c
 template <class Traits, bool kQuantizeQ, bool kSplit>
 __device__ __forceinline__ void e4m3pv_entry(const wideattn_prefill_params& p, const KvTensorMaps& maps) {
     extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
-    if (threadIdx.x == 0) {  // the first copies need the descriptors: fetch them while the block sets up
-        ptx::prefetch_tensor_map(&maps.k);
-        ptx::prefetch_tensor_map(&maps.v);
-    }
+    ptx::prefetch_kv_tensor_maps(maps);
     e4m3pv_block<Traits, kQuantizeQ, kSplit>(p, maps, smem);
 }
 

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/common/kv_tensor_map.h"
+
 namespace wideattn::ptx {
 
 // Initialises the mbarrier at shared address `barrier` for `arrivals` arrivals per phase.
@@ -60,6 +62,15 @@ __device__ __forceinline__ bool mbarrier_test(uint32_t barrier, uint32_t parity)
 // Fetches a tensor map (a __grid_constant__ kernel argument) into the descriptor cache.
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// Thread 0 of the block fetches a kernel's K and V tensor maps while the block sets up: its first
+// copies need the descriptors.
+__device__ __forceinline__ void prefetch_kv_tensor_maps(const KvTensorMaps& maps) {
+    if (threadIdx.x == 0) {
+        prefetch_tensor_map(&maps.k);
+        prefetch_tensor_map(&maps.v);
+    }
 }
 
 // Copies the box of `map` at coordinates (c0, c1, c2, c3) to shared address `destination`

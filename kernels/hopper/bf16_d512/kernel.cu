@@ -63,10 +63,7 @@ template <bool kSplit>
 __device__ __forceinline__ void wgmma_bf16_entry(const wideattn_prefill_params& p, const wideattn::KvTensorMaps& maps) {
     using Traits = wideattn::WgmmaBf16D512Traits;
     extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
-    if (threadIdx.x == 0) {  // the first copies need the descriptors: fetch them while the block sets up
-        wideattn::ptx::prefetch_tensor_map(&maps.k);
-        wideattn::ptx::prefetch_tensor_map(&maps.v);
-    }
+    wideattn::ptx::prefetch_kv_tensor_maps(maps);
     wideattn::hopper::bf16::bf16_block<kSplit>(p, maps, smem);
 }
 
