@@ -61,7 +61,7 @@ __device__ __forceinline__ uint32_t posted_probs_barrier(int32_t group) {
 // The block row of this thread's accumulator row pair member rr (0: row g, 1: row g + 8).
 template <class Traits>
 __device__ __forceinline__ int32_t accumulator_row(const GroupPlace& at, int32_t rr) {
-    return at.row_tile * Traits::kRowsPerWarp + at.lane / 4 + rr * Traits::kAtomRows;
+    return at.row_tile * Traits::kRowsPerWarp + at.lane / Traits::kLanesPerAccumRow + rr * Traits::kAtomRows;
 }
 
 template <class Traits>
@@ -81,7 +81,7 @@ __device__ __forceinline__ void trade_row_maxima(const SharedMap& map, int32_t p
                                                  float (&tile_max)[2]) {
     const uint32_t own = maxima_slot<Traits>(map, parity, at.group);
     const uint32_t other = maxima_slot<Traits>(map, parity, 1 - at.group);
-    if (at.lane % 4 == 0)
+    if (at.lane % Traits::kLanesPerAccumRow == 0)
 #pragma unroll
         for (int32_t rr = 0; rr < 2; ++rr)
             ptx::store_shared_f32(own + accumulator_row<Traits>(at, rr) * 4, tile_max[rr]);

@@ -377,7 +377,8 @@ namespace {
 
 constexpr const char* kFp8PvKernel = "wgmma_e4m3pv_d512";
 // The kernels of the transposed V layout with both products by FP8 wgmma.
-constexpr const char* kFp8PvKernels[] = {kFp8PvKernel, "wgmma_e4m3alt_d512"};
+constexpr const char* kFp8AltKernel = "wgmma_e4m3alt_d512";
+constexpr const char* kFp8PvKernels[] = {kFp8PvKernel, kFp8AltKernel};
 constexpr int32_t kLongQLen = 64;
 // At 128k keys a P V accumulates 4096 FP8 wgmmas into one fp32 accumulator; the tensor cores keep
 // fewer accumulation bits for FP8 than fp32 does, which the mma-tier e4m3 kernel avoids by adding
@@ -433,7 +434,7 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: accuracy at 32k and 128
     constexpr int32_t kContexts[] = {32768 - kLongQLen, 131072 - kLongQLen};
     constexpr const char* kMmaE4m3qKernel = "mma_e4m3q_d512";
     std::vector<std::string> kernels = {kFp8PvKernel};
-    if (runs_here(kFp8PvKernels[1])) kernels.push_back(kFp8PvKernels[1]);
+    if (runs_here(kFp8AltKernel)) kernels.push_back(kFp8AltKernel);
     for (const char* other : {"wgmma_e4m3q_d512", kMmaE4m3qKernel})
         if (runs_here(other)) kernels.push_back(other);
     for (const int32_t context : kContexts) {
@@ -445,7 +446,7 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: accuracy at 32k and 128
         check_kernels_on(spec, kernels, [&](const ProblemSpec&, const CaseResult& r) {
             std::printf("  %-18s q %d ctx %-7d %s\n", r.kernel.c_str(), kLongQLen, context,
                         accuracy::format_error_stats(r.stats).c_str());
-            if (r.kernel == kFp8PvKernel || r.kernel == kFp8PvKernels[1]) {
+            if (r.kernel == kFp8PvKernel || r.kernel == kFp8AltKernel) {
                 CHECK(r.stats.nonfinite == 0);
                 CHECK(r.stats.rel_l2 <= kE4m3RelL2);
                 CHECK(r.deterministic);
