@@ -52,7 +52,7 @@ namespace wideattn::hopper::e4m3alt {
 // wgmma groups a round leaves in flight behind its tile's score product (own and partner P V).
 constexpr int kProductsBehindScores = 2;
 // Full rounds per iteration of the main loop (the first waits for everything: see the loop).
-constexpr int32_t kRoundsPerRun = 8;
+constexpr int32_t kRoundsPerRun = 4;
 // The barrier on which warpgroup `group` posts its P tiles.
 __device__ __forceinline__ uint32_t posted_probs_barrier(int32_t group) {
     return static_cast<uint32_t>(kPostedScoresBase + group);
@@ -197,37 +197,6 @@ __device__ __forceinline__ void alternating_round(const wideattn_prefill_params&
     ptx::wgmma_commit();
 }
 
-// Rounds kIndex .. kCount - 1 of a run of full rounds starting at round r (odd: P set 1 first);
-// the run's first round waits for everything.
-template <class Traits, int32_t kIndex, int32_t kCount>
-__device__ __forceinline__ void full_run(const wideattn_prefill_params& p, const BlockGeometry& g, const GroupPlace& at,
-                                         const SharedMap& map, Streams<Traits>& streams, float score_scale,
-                                         float (&o)[Traits::kDimNTiles][4], RowState& state,
-                                         float (&s)[Traits::kKeyNTiles][4], int32_t r, uint32_t (&prob)[2][4]) {
-    if constexpr (kIndex < kCount) {
-        alternating_round<Traits, (kIndex > 0), true>(p, g, at, map, streams, score_scale, o, state, s, r + kIndex,
-                                                      prob[(kIndex + 1) % 2]);
-        full_run<Traits, kIndex + 1, kCount>(p, g, at, map, streams, score_scale, o, state, s, r, prob);
-    }
-}
-
-// At most kLeft - kIndex more full rounds after a run, each only when full(r) holds; r advances.
-template <class Traits, int32_t kIndex, int32_t kLeft, class Full>
-__device__ __forceinline__ void full_tail(const wideattn_prefill_params& p, const BlockGeometry& g, const GroupPlace& at,
-                                          const SharedMap& map, Streams<Traits>& streams, float score_scale,
-                                          float (&o)[Traits::kDimNTiles][4], RowState& state,
-                                          float (&s)[Traits::kKeyNTiles][4], int32_t& r, uint32_t (&prob)[2][4],
-                                          const Full& full) {
-    if constexpr (kIndex < kLeft) {
-        if (full(r)) {
-            alternating_round<Traits, (kIndex > 0), true>(p, g, at, map, streams, score_scale, o, state, s, r,
-                                                          prob[(kIndex + 1) % 2]);
-            ++r;
-            full_tail<Traits, kIndex + 1, kLeft>(p, g, at, map, streams, score_scale, o, state, s, r, prob, full);
-        }
-    }
-}
-
 // Issues the prologue's loads: Q (cp.async, the warpgroup's half, one group; kCopyQ false: an
 // empty group, the caller writes Q before the main loop), then, once the warpgroup's ring
 // barriers are set up, its first kKeySlots K tiles and its half of the first kValueSlots V tiles.
@@ -294,9 +263,24 @@ __device__ __forceinline__ void alternating_mainloop(const wideattn_prefill_para
     // top of an iteration that left products in flight would make it serialise them all. Within
     // a run the P sets alternate.
     if (full(0)) {
-        for (; full(r + kRoundsPerRun - 1); r += kRoundsPerRun)
-            full_run<Traits, 0, kRoundsPerRun>(p, g, at, map, streams, score_scale, o, state, s, r, prob);
-        full_tail<Traits, 0, kRoundsPerRun - 1>(p, g, at, map, streams, score_scale, o, state, s, r, prob, full);
+        for (; full(r + kRoundsPerRun - 1); r += kRoundsPerRun) {
+            alternating_round<Traits, false, true>(p, g, at, map, streams, score_scale, o, state, s, r, prob[1]);
+            alternating_round<Traits, true, true>(p, g, at, map, streams, score_scale, o, state, s, r + 1, prob[0]);
+            alternating_round<Traits, true, true>(p, g, at, map, streams, score_scale, o, state, s, r + 2, prob[1]);
+            alternating_round<Traits, true, true>(p, g, at, map, streams, score_scale, o, state, s, r + 3, prob[0]);
+        }
+        if (full(r)) {
+            alternating_round<Traits, false, true>(p, g, at, map, streams, score_scale, o, state, s, r, prob[1]);
+            ++r;
+            if (full(r)) {
+                alternating_round<Traits, true, true>(p, g, at, map, streams, score_scale, o, state, s, r, prob[0]);
+                ++r;
+                if (full(r)) {
+                    alternating_round<Traits, true, true>(p, g, at, map, streams, score_scale, o, state, s, r, prob[1]);
+                    ++r;
+                }
+            }
+        }
     }
     // The last rounds (at most two), everything waited for at their top.
     for (; r < rounds; ++r)
