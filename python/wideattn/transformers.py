@@ -712,13 +712,18 @@ def _dense_forward(query, key, value, attention_mask, scaling):
                            "those calls run on SDPA")
         return None
     num_rows = (batch - 1) * rows_per_batch + kv_len
-    q_rows = query.transpose(1, 2).reshape(batch * q_len, q_heads, head_dim)
+    # [B, Hq, T, D] -> [B * T, Hq, D]; for T == 1 the transpose moves nothing (one op fewer).
+    q_rows = (query if q_len == 1 else query.transpose(1, 2)).reshape(batch * q_len, q_heads, head_dim)
     # token_row_layout of K and V (same strides): pages of TOKEN_ROW_PAGE rows starting at any row.
     rows = [0, max(num_rows, 1), _ops.TOKEN_ROW_PAGE, kv_heads, row_stride, row_stride, head_stride]
     out = torch.empty((batch * q_len, q_heads, head_dim), dtype=torch.bfloat16, device=device)
     # Host hints for the split-KV count: no sequence has more than q_len queries or kv_len keys.
-    _ops._prefill_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, rows,
-                     rows, scaling, None, None, None, out, None, q_len, kv_len, 0, 0)
+    if verify:   # eager (neither traced nor captured): the op of the smaller schema (ops module docstring)
+        _ops._prefill_packed_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table,
+                                out, rows + rows + [q_len, kv_len, 0, 0], scaling)
+    else:
+        _ops._prefill_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, rows,
+                         rows, scaling, None, None, None, out, None, q_len, kv_len, 0, 0)
     out = out.view(batch, q_len, q_heads, head_dim)
     if metadata.padded is not None:
         out = out.masked_fill(metadata.padded[:, :, None, None], 0)
@@ -750,13 +755,14 @@ def _decode_forward(query, key, value, attention_mask, scaling, rows_per_batch, 
                            "those calls run on SDPA")
         return None
     group = q_heads // kv_heads
-    q_rows = query.transpose(1, 2).reshape(batch * kv_heads, group, head_dim)
+    q_rows = query.reshape(batch * kv_heads, group, head_dim)   # [B, Hq, 1, D]: no transpose needed
     out = torch.empty((batch * kv_heads, group, head_dim), dtype=torch.bfloat16, device=device)
     rows = [0, num_blocks, _ops.TOKEN_ROW_PAGE, 1, row_stride, row_stride, row_stride]
     decode_reuse["per_head_calls"] += 1
     try:
-        _ops._prefill_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, rows,
-                         rows, scaling, None, None, None, out, None, 1, capacity, 0, 0)
+        # Eager only (_dense_forward's condition): the op of the smaller schema (ops module docstring).
+        _ops._prefill_packed_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table,
+                                out, rows + rows + [1, capacity, 0, 0], scaling)
     except errors.InvalidArgumentError:
         if num_blocks == num_rows:
             raise

@@ -20,7 +20,7 @@ import torch  # noqa: E402
 import wideattn  # noqa: E402
 import wideattn.transformers as hf  # noqa: E402
 from wideattn import ops, reference, serving  # noqa: E402
-from paged_problem import GROUP, HEAD_DIM, Problem, assert_close_bf16, dense_attention  # noqa: E402
+from paged_problem import GROUP, HEAD_DIM, PrefillOps, Problem, assert_close_bf16, dense_attention  # noqa: E402
 
 KV_HEADS = 2
 Q_HEADS = KV_HEADS * GROUP
@@ -435,11 +435,11 @@ class HintRecorder:
         return self.op(*args)
 
     def __enter__(self):
-        ops._prefill_op = self
+        self.patch = PrefillOps(self).__enter__()
         return self
 
     def __exit__(self, *exc):
-        ops._prefill_op = self.op
+        self.patch.__exit__(*exc)
 
 
 def test_calls_pass_host_length_hints():
@@ -484,7 +484,7 @@ def test_global_layers_of_a_step_share_one_metadata():
         seen.append(tuple(a.data_ptr() for a in args[3:6]))
         return real_op(*args)
 
-    ops._prefill_op = recording_op
+    patch = PrefillOps(recording_op).__enter__()
     try:
         builds = hf.step_builds["count"]
         for layer in range(4):
@@ -510,7 +510,7 @@ def test_global_layers_of_a_step_share_one_metadata():
             assert torch.equal(again, first)
         assert hf.step_builds["count"] == builds + 5
     finally:
-        ops._prefill_op = real_op
+        patch.__exit__()
 
 
 def _causal(batch_idx, head_idx, q_idx, kv_idx):
@@ -682,8 +682,8 @@ def test_no_host_reads_on_the_step_path_of_known_masks():
         inputs = [_qkv(2, 1, 30 + max(i - 1, 0), 300 + i) for i in range(len(masks))]
         # The op's CPU implementation (the reference) reads its metadata on the host, the CUDA one
         # does not: the op is replaced, so that only the integration's reads are counted.
-        real_op, launched = ops._prefill_op, []
-        ops._prefill_op = lambda *args: launched.append(args)
+        launched = []
+        patch = PrefillOps(lambda *args: launched.append(args)).__enter__()
         for name in saved:
             setattr(torch.Tensor, name, counting(name))
         try:
@@ -696,7 +696,7 @@ def test_no_host_reads_on_the_step_path_of_known_masks():
         finally:
             for name, function in saved.items():
                 setattr(torch.Tensor, name, function)
-            ops._prefill_op = real_op
+            patch.__exit__()
     assert reads == ["__bool__"], reads
 
 
@@ -717,11 +717,11 @@ class OpRecorder:
         return self.run(*args)
 
     def __enter__(self):
-        ops._prefill_op = self
+        self.patch = PrefillOps(self).__enter__()
         return self
 
     def __exit__(self, *exc):
-        ops._prefill_op = self.op
+        self.patch.__exit__(*exc)
 
 
 def _grown(key, value, new):
