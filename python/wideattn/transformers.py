@@ -56,8 +56,10 @@ makes a plan only when a capacity is passed (a new plan per step cost ~50 us per
   - the layout's row count is the rows up to the end of the storage for a view into a larger one
     (a static cache), else row_capacity(rows) (at most 1/8 more than the tensor has, so that a
     thousand steps at 8k context share it). Those extra rows are never read (the block-table
-    entries a sequence uses name rows of the tensor only), but the library refuses a run whose output lies in them
-    (its overlap rule): that call runs once more with the exact count (decode_reuse counts it).
+    entries a sequence uses name rows of the tensor only), but the library refuses a run whose
+    output lies in them (its overlap rule): that call runs once more with the exact count
+    (decode_reuse counts it). A DynamicCache's row layout (its head stride) changes every step,
+    so its steps write the whole buffer; a static cache's steps write the key counts only.
 Prefill and chunked steps (T > 1), debug mode and traced or captured steps build the step's
 metadata as new tensors (step_metadata) with the exact row count and hints.
 Both pass the op host-side length hints (max_seqlen_q / max_seqlen_k: the query and key lengths
