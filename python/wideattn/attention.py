@@ -10,7 +10,10 @@ Both check every argument, allocate what the caller did not pass with the caller
 signature (_prefill_signature: the shapes, strides, dtypes and devices of its tensors, its
 scalars with their types): a call whose signature passed before builds the signature, looks it up
 and calls the op with the values the checks derived then (the KV layouts, the softmax scale as a
-float, the hints, the flags), allocating only the outputs it was not given; the op's CUDA
+float, the hints, the flags), allocating only the outputs it was not given: in eager mode a call
+without lse and scales runs `wideattn::prefill_packed` (the same call with those values packed
+into one int list kept with the signature: a smaller schema, less of torch's dispatcher; ops
+module docstring), every other call `wideattn::prefill`; the op's CUDA
 implementation reuses the plan of the same metadata (ops.PlanCache). A call with a scalar of
 another type (a tensor as a hint) is checked every time. Debug mode (wideattn.set_debug(True),
 $WIDEATTN_DEBUG=1) checks every call.
@@ -117,13 +120,18 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
         except (AttributeError, TypeError):   # an argument of the wrong type: the checks name it
             signature = derived = None
         if derived is not None:
-            k_layout, v_layout, scale, hints, splits, flags, lse_dtype, launch = derived
+            k_layout, v_layout, scale, hints, splits, flags, lse_dtype, launch, config = derived
             if out is None:
                 out = torch.empty(q.shape, dtype=torch.bfloat16, device=q.device)
             if lse is None or lse is False:
                 if launch:
-                    ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
-                                    scale, q_scale, k_scale, v_scale, out, None, *hints, splits, flags)
+                    if config is not None and (ops._is_compiling is None or not ops._is_compiling()):
+                        # No scales (config kept), eager: the op of the smaller schema (ops module docstring).
+                        ops._prefill_packed_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, out, config,
+                                               scale)
+                    else:
+                        ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout,
+                                        v_layout, scale, q_scale, k_scale, v_scale, out, None, *hints, splits, flags)
                 return out
             if lse is True:
                 lse = torch.empty((q.shape[1], q.shape[0]), dtype=lse_dtype, device=q.device)
@@ -155,7 +163,11 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
         if len(_checked_prefill) >= CHECKED_SIGNATURES:
             _checked_prefill.clear()
         lse_dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
-        _checked_prefill[signature] = (k_layout, v_layout, scale, hints, splits, flags, lse_dtype, q.shape[0] > 0)
+        # wideattn::prefill_packed's config for the calls of this signature without lse (None with scales).
+        config = ops.pack_config(k_layout, v_layout, *hints, splits, flags) \
+            if q_scale is None and k_scale is None and v_scale is None else None
+        _checked_prefill[signature] = (k_layout, v_layout, scale, hints, splits, flags, lse_dtype, q.shape[0] > 0,
+                                       config)
     return (out, lse) if return_lse else out
 
 

@@ -10,6 +10,18 @@ the library (wideattn_is_supported, no driver) and runs wideattn.reference):
                       max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0)
     wideattn::quantize_to_cache(src, cache!, slot_mapping?, scale, cache_layout, nonfinite_count!?)
     wideattn::compute_scale(src, slot_mapping?, scale!, nonfinite_count!?)
+    wideattn::prefill_packed(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out!, config, softmax_scale)
+
+wideattn::prefill_packed is wideattn::prefill without lse and scales, its KV layouts, hints,
+num_splits and flags packed into one int list, config = k_layout + v_layout + [max_seqlen_q,
+max_seqlen_k, num_splits, flags] (pack_config; implementations: wideattn::prefill's, on the
+unpacked arguments, unpack_config). torch's dispatcher costs with the argument count and kind
+(SymInt lists and optional tensors add most; tools/bench/python_overhead.py times both ops and
+no-op ops of both schemas), so the
+Python entry points call it in eager mode for the calls it can take (no lse, no scales) and
+wideattn::prefill otherwise and under torch.compile (whose graphs keep showing
+wideattn::prefill, with symbolic sizes in its SymInt lists). Callers that want one op for
+everything call wideattn::prefill.
 
 A KV layout is [offset, num_blocks, block_size, num_kv_heads, block_stride, slot_stride,
 head_stride] in elements relative to the base tensor's first element: key j of sequence s lives
@@ -427,6 +439,42 @@ def _no_output(*args):
     return None
 
 
+CONFIG_LEN = 2 * LAYOUT_LEN + 4     # wideattn::prefill_packed's config: k_layout, v_layout, 2 hints, splits, flags
+
+
+def pack_config(k_layout, v_layout, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
+    """wideattn::prefill_packed's config list (module docstring) of wideattn::prefill's k_layout,
+    v_layout, max_seqlen_q, max_seqlen_k, num_splits and flags."""
+    return [*k_layout, *v_layout, max_seqlen_q, max_seqlen_k, num_splits, flags]
+
+
+def unpack_config(config):
+    """(k_layout, v_layout, max_seqlen_q, max_seqlen_k, num_splits, flags) of a config list
+    (pack_config's inverse)."""
+    return (config[:LAYOUT_LEN], config[LAYOUT_LEN:2 * LAYOUT_LEN], *config[2 * LAYOUT_LEN:])
+
+
+def packed_as_prefill_args(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale):
+    """The wideattn::prefill arguments (a tuple) of the wideattn::prefill_packed call of q, k, v,
+    cu_seqlens_q, seq_lens_k, block_table, out, config and softmax_scale (tests: recording either op)."""
+    k_layout, v_layout, max_q, max_k, splits, flags = unpack_config(config)
+    return (q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale, None, None, None, out,
+            None, max_q, max_k, splits, flags)
+
+
+def _packed_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale):
+    _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, config[:LAYOUT_LEN],
+                  config[LAYOUT_LEN:2 * LAYOUT_LEN], softmax_scale, None, None, None, out, None, *config[2 * LAYOUT_LEN:])
+
+
+def _packed_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale):
+    _prefill_cpu(*packed_as_prefill_args(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale))
+
+
+def _packed_fake(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale):
+    return None
+
+
 OP_SCHEMAS = {
     "prefill": ("prefill(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor seq_lens_k, "
                 "Tensor block_table, SymInt[] k_layout, SymInt[] v_layout, float softmax_scale, "
@@ -439,6 +487,9 @@ OP_SCHEMAS = {
     "compute_scale": ("compute_scale(Tensor src, Tensor? slot_mapping, Tensor(a!) scale, "
                       "Tensor(b!)? nonfinite_count) -> ()",
                       _scale_cuda, _scale_cpu, _no_output),
+    "prefill_packed": ("prefill_packed(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor seq_lens_k, "
+                       "Tensor block_table, Tensor(a!) out, int[] config, float softmax_scale) -> ()",
+                       _packed_cuda, _packed_cpu, _packed_fake),
 }
 
 
@@ -467,5 +518,11 @@ def _register():
 
 _LIBRARY = _register()
 _prefill_op = torch.ops.wideattn.prefill.default
+_prefill_packed_op = torch.ops.wideattn.prefill_packed.default
 _quantize_op = torch.ops.wideattn.quantize_to_cache.default
 _scale_op = torch.ops.wideattn.compute_scale.default
+
+# torch.compiler.is_compiling (torch >= 2.1; None before): the Python entry points run
+# wideattn::prefill_packed only where it is false (module docstring).
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+

@@ -43,18 +43,23 @@ makes a plan only when a capacity is passed (a new plan per step cost ~50 us per
     query rows [B * Hkv, group, D], K/V as token-row pages with no head stride, since a
     DynamicCache's K/V [B, Hkv, S, D] are a new exact tensor per step (torch.cat) whose head
     stride S * D changes with S; the K/V bases are what each plan run receives, never in the key;
-  - the step's cu_seqlens_q, seq_lens_k and block table are written once per step into the
-    persistent buffers of decode_buffers() (StepBuffers, per device, stream and thread; grown
-    geometrically): host values (no mask) by one host-to-device copy from a ring of pinned
-    staging buffers, each reused only after the CUDA event of its last copy; key ranges read
-    from a mask by device ops into the same buffers. Same pointers from step to step;
+  - the step's cu_seqlens_q, seq_lens_k and block table live in the persistent buffers of
+    decode_buffers() (StepBuffers, per device, stream and thread; grown geometrically), written
+    once per step, and only what changed: without a mask cu_seqlens_q and the block table depend
+    on the layout alone (the table's entries clamped below the layout's row count, not the key
+    count), so a step of the same layout writes the key counts only (one device fill_), and a
+    new layout writes the whole buffer by one host-to-device copy from a ring of pinned staging
+    buffers, each reused only after the CUDA event of its last copy; key ranges read from a mask
+    by device ops into the same buffers. Same pointers from step to step;
   - the max_seqlen_k hint and the block table's width are key_capacity(S) (powers of two to 4096,
     then multiples of 4096), which only caps the split count (any hint is correct);
   - the layout's row count is the rows up to the end of the storage for a view into a larger one
     (a static cache), else row_capacity(rows) (at most 1/8 more than the tensor has, so that a
-    thousand steps at 8k context share it). Those extra rows are never read (the block table
-    names rows of the tensor only), but the library refuses a run whose output lies in them
-    (its overlap rule): that call runs once more with the exact count (decode_reuse counts it).
+    thousand steps at 8k context share it). Those extra rows are never read (the block-table
+    entries a sequence uses name rows of the tensor only), but the library refuses a run whose
+    output lies in them (its overlap rule): that call runs once more with the exact count
+    (decode_reuse counts it). A DynamicCache's row layout (its head stride) changes every step,
+    so its steps write the whole buffer; a static cache's steps write the key counts only.
 Prefill and chunked steps (T > 1), debug mode and traced or captured steps build the step's
 metadata as new tensors (step_metadata) with the exact row count and hints.
 Both pass the op host-side length hints (max_seqlen_q / max_seqlen_k: the query and key lengths
@@ -477,11 +482,15 @@ class StepBuffers:
     one int32 device buffer holding cu_seqlens_q, seq_lens_k and the block table of a step at fixed
     offsets, so that consecutive steps pass the same pointers (and the op's plan cache runs the plan
     made at an earlier step); grown geometrically (a new pointer: a new plan) when a step needs more.
-    A step whose values are host ints (no mask) is written by one host-to-device copy from a pinned
-    staging buffer of a ring of STAGING_SLOTS, each with a CUDA event recorded after its copy: a slot
-    is written again only once its previous copy has completed (event.synchronize(), long done by
-    then); a step whose key ranges are on the device (a mask's reading) is written by device ops.
-    Either is queued on the stream after the previous step's launches, which read the old values."""
+    A step whose values are host ints (no mask) writes only what changed since the buffer's last
+    no-mask write (`written`: its layout and key count): the whole buffer when the layout changed
+    (another batch, row layout, capacity or row count: by one host-to-device copy from a pinned
+    staging buffer of a ring of STAGING_SLOTS, each with a CUDA event recorded after its copy; a
+    slot is written again only once its previous copy has completed, event.synchronize(), long done
+    by then), else only the key count of the real queries' sequences (one device fill_), as
+    cu_seqlens_q and the block table depend on the layout alone. A step whose key ranges are on the
+    device (a mask's reading) is written by device ops (and forgets `written`). Either is queued on
+    the stream after the previous step's launches, which read the old values."""
 
     def __init__(self, device):
         self.device = device
@@ -489,6 +498,11 @@ class StepBuffers:
         self.slots = [[None, None] for _ in range(STAGING_SLOTS)]
         self.next_slot = 0
         self.steps = {}
+        # The no-mask step the buffer holds: ((num_seqs, pages, batch, kv_heads, rows_per_batch,
+        # head_rows, last_row), kv_len), and the view of its real queries' key counts; None after a
+        # device-written step or a regrowth.
+        self.written = None
+        self.real_lens = None
 
     def views(self, num_seqs, pages):
         """(cu_seqlens_q, seq_lens_k, block_table, (seq_offset, table_offset, entries)): views of
@@ -501,6 +515,7 @@ class StepBuffers:
         if buffer is None or buffer.numel() < entries:
             size = max(4096, 1 << (entries - 1).bit_length(), 2 * (0 if buffer is None else buffer.numel()))
             buffer = self.buffer = torch.empty(size, dtype=torch.int32, device=self.device)
+            self.written = self.real_lens = None
         return (buffer[:num_seqs + 1], buffer[seq_offset:seq_offset + num_seqs],
                 buffer[table_offset:entries].view(num_seqs, pages), (seq_offset, table_offset, entries))
 
@@ -555,19 +570,24 @@ def decode_buffers(device):
 _decode_step = {"entry": None}
 
 
-def decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, head_rows, num_rows, capacity, device):
+def decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, head_rows, num_blocks, capacity, device):
     """The StepMetadata of a served decode call (one query per batch row; attention_mask, batch,
-    kv_len and device as step_metadata takes them, with q_len 1) in _decode_forward's form, shared by the calls of one forward step as step_metadata's is (the same reuse rule,
-    keyed also by the row layout, the capacity, the stream and the thread), written into the
+    kv_len and device as step_metadata takes them, with q_len 1) in _decode_forward's form, shared
+    by the calls of one forward step as step_metadata's is (the same reuse rule, keyed also by the
+    row layout, the capacity, the row count, the stream and the thread), written into the
     persistent buffers of decode_buffers(device): sequences 2r and 2r+1 for r = b * kv_heads + h
     (batch row b, KV head h) are the row's padded query (over its first keys) and its real query
     over keys key_start .. key_start + key_len - 1 of head h's rows, which start at row
     b * rows_per_batch + h * head_rows; the block table has capacity / 16 pages per sequence,
-    entries clamped below num_rows. None: the mask is not causal with a key range. Callers run it
-    outside torch.compile, CUDA-graph capture and debug mode (where step_metadata builds anew)."""
-    stream = _ops.current_stream(device) if device.type == "cuda" else None
+    entries clamped below num_blocks (the layout's row count: the entries a sequence uses name rows
+    before its last key, so the clamp changes only entries it never reads, and the table stays the
+    same from step to step while the layout does). None: the mask is not causal with a key range.
+    Callers run it outside torch.compile, CUDA-graph capture and debug mode (where step_metadata
+    builds anew)."""
+    stream = _ops._raw_stream(device.index if device.index is not None else _ops._current_device()) \
+        if device.type == "cuda" else None
     key = (None if attention_mask is None else (id(attention_mask), attention_mask._version), batch, kv_len,
-           kv_heads, rows_per_batch, head_rows, num_rows, capacity, device, stream, threading.get_ident())
+           kv_heads, rows_per_batch, head_rows, num_blocks, capacity, device, stream, threading.get_ident())
     entry = _decode_step["entry"]
     if entry is not None and entry[0] == key and entry[1] is attention_mask:
         return entry[2]
@@ -585,23 +605,34 @@ def decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, hea
     num_seqs = 2 * batch * kv_heads
     pages = capacity // _ops.TOKEN_ROW_PAGE
     cu_seqlens_q, seq_lens_k, block_table, (seq_offset, table_offset, entries) = buffers.views(num_seqs, pages)
-    last_row = max(num_rows - 1, 0)
+    last_row = max(num_blocks - 1, 0)
     padded = None
     if plan is None:
-        # No mask: no padding, every query over all kv_len keys; host values, one copy.
-        def fill(host):
-            cu, lens = host[:num_seqs + 1], host[seq_offset:seq_offset + num_seqs]
-            table = host[table_offset:entries].view(num_seqs, pages)
-            torch.arange(num_seqs + 1, dtype=torch.int32, out=cu).floor_divide_(2)
-            pairs = lens.view(-1, 2)
-            pairs[:, 0].fill_(0)
-            pairs[:, 1].fill_(kv_len)
-            heads = (torch.arange(batch, dtype=torch.int32)[:, None] * rows_per_batch +
-                     torch.arange(kv_heads, dtype=torch.int32)[None, :] * head_rows).reshape(-1, 1, 1)
-            torch.add(heads.expand(-1, 2, 1), buffers.page_steps(pages, host.device)[None, None, :],
-                      out=table.view(-1, 2, pages)).clamp_(max=last_row)
-        buffers.write_host(entries, fill)
+        # No mask: no padding, every query over all kv_len keys; host values.
+        layout = (num_seqs, pages, batch, kv_heads, rows_per_batch, head_rows, last_row)
+        written = buffers.written
+        if written is not None and written[0] == layout:
+            # The same layout: cu_seqlens_q and the block table are in place; the key counts, one fill.
+            if written[1] != kv_len:
+                buffers.real_lens.fill_(kv_len)
+                buffers.written = (layout, kv_len)
+        else:
+            def fill(host):
+                cu, lens = host[:num_seqs + 1], host[seq_offset:seq_offset + num_seqs]
+                table = host[table_offset:entries].view(num_seqs, pages)
+                torch.arange(num_seqs + 1, dtype=torch.int32, out=cu).floor_divide_(2)
+                pairs = lens.view(-1, 2)
+                pairs[:, 0].fill_(0)
+                pairs[:, 1].fill_(kv_len)
+                heads = (torch.arange(batch, dtype=torch.int32)[:, None] * rows_per_batch +
+                         torch.arange(kv_heads, dtype=torch.int32)[None, :] * head_rows).reshape(-1, 1, 1)
+                torch.add(heads.expand(-1, 2, 1), buffers.page_steps(pages, host.device)[None, None, :],
+                          out=table.view(-1, 2, pages)).clamp_(max=last_row)
+            buffers.write_host(entries, fill)
+            buffers.written = (layout, kv_len)
+            buffers.real_lens = seq_lens_k.view(-1, 2)[:, 1]
     else:
+        buffers.written = buffers.real_lens = None
         pad_rows, key_start, key_len = plan
         # Device values: written by device ops on the current stream.
         q_lens = torch.stack([pad_rows, 1 - pad_rows], dim=1)[:, None, :].expand(batch, kv_heads, 2).reshape(-1)
@@ -644,11 +675,15 @@ def row_capacity(rows):
     return -(-rows // step) * step
 
 
+# A tensor's untyped storage: untyped_storage() (torch >= 2.0), else _storage() (1.13; storage()
+# there wraps it in a TypedStorage, ten times the cost).
+_untyped_storage = getattr(torch.Tensor, "untyped_storage", None) or torch.Tensor._storage
+
+
 def _storage_rows(tensor, row_stride):
     """Rows of `row_stride` elements from tensor's first element to the end of its storage."""
-    storage = tensor.untyped_storage() if hasattr(tensor, "untyped_storage") else tensor.storage()
-    end = storage.data_ptr() + storage.nbytes()
-    return (end - tensor.data_ptr()) // (row_stride * tensor.element_size())
+    storage = _untyped_storage(tensor)
+    return (storage.data_ptr() + storage.nbytes() - tensor.data_ptr()) // (row_stride * tensor.element_size())
 
 
 # Plan reuse across decode steps: how often a layer's call ran as a one-shot call with the exact row
@@ -679,13 +714,18 @@ def _dense_forward(query, key, value, attention_mask, scaling):
                            "those calls run on SDPA")
         return None
     num_rows = (batch - 1) * rows_per_batch + kv_len
-    q_rows = query.transpose(1, 2).reshape(batch * q_len, q_heads, head_dim)
+    # [B, Hq, T, D] -> [B * T, Hq, D]; for T == 1 the transpose moves nothing (one op fewer).
+    q_rows = (query if q_len == 1 else query.transpose(1, 2)).reshape(batch * q_len, q_heads, head_dim)
     # token_row_layout of K and V (same strides): pages of TOKEN_ROW_PAGE rows starting at any row.
     rows = [0, max(num_rows, 1), _ops.TOKEN_ROW_PAGE, kv_heads, row_stride, row_stride, head_stride]
     out = torch.empty((batch * q_len, q_heads, head_dim), dtype=torch.bfloat16, device=device)
     # Host hints for the split-KV count: no sequence has more than q_len queries or kv_len keys.
-    _ops._prefill_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, rows,
-                     rows, scaling, None, None, None, out, None, q_len, kv_len, 0, 0)
+    if verify:   # eager (neither traced nor captured): the op of the smaller schema (ops module docstring)
+        _ops._prefill_packed_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table,
+                                out, rows + rows + [q_len, kv_len, 0, 0], scaling)
+    else:
+        _ops._prefill_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, rows,
+                         rows, scaling, None, None, None, out, None, q_len, kv_len, 0, 0)
     out = out.view(batch, q_len, q_heads, head_dim)
     if metadata.padded is not None:
         out = out.masked_fill(metadata.padded[:, :, None, None], 0)
@@ -710,20 +750,21 @@ def _decode_forward(query, key, value, attention_mask, scaling, rows_per_batch, 
     # stay the same from step to step; a cache that ends at its last row, a rounded-up count.
     num_blocks = available if available > num_rows else row_capacity(num_rows)
     capacity = key_capacity(kv_len)
-    metadata = decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, head_rows, num_rows,
+    metadata = decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, head_rows, num_blocks,
                                capacity, device)
     if metadata is None:
         _warn_once("mask", "wideattn: an attention mask other than causal with left padding or a cache tail; "
                            "those calls run on SDPA")
         return None
     group = q_heads // kv_heads
-    q_rows = query.transpose(1, 2).reshape(batch * kv_heads, group, head_dim)
+    q_rows = query.reshape(batch * kv_heads, group, head_dim)   # [B, Hq, 1, D]: no transpose needed
     out = torch.empty((batch * kv_heads, group, head_dim), dtype=torch.bfloat16, device=device)
     rows = [0, num_blocks, _ops.TOKEN_ROW_PAGE, 1, row_stride, row_stride, row_stride]
     decode_reuse["per_head_calls"] += 1
     try:
-        _ops._prefill_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table, rows,
-                         rows, scaling, None, None, None, out, None, 1, capacity, 0, 0)
+        # Eager only (_dense_forward's condition): the op of the smaller schema (ops module docstring).
+        _ops._prefill_packed_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table,
+                                out, rows + rows + [1, capacity, 0, 0], scaling)
     except errors.InvalidArgumentError:
         if num_blocks == num_rows:
             raise

@@ -90,3 +90,23 @@ def assert_close_bf16(actual, expected, what, rel=1e-2):
     error = (actual.double() - expected).abs().max().item()
     bound = rel * max(expected.abs().max().item(), 1e-6)
     assert error <= bound, f"{what}: max abs error {error:.3e} > {bound:.3e}"
+
+
+class PrefillOps:
+    """Replaces the ops the Python entry points run (wideattn.ops._prefill_op, wideattn::prefill,
+    and _prefill_packed_op, wideattn::prefill_packed) with `function`, which is called with
+    wideattn::prefill's arguments whichever of the two the caller ran; a with block restores them."""
+
+    def __init__(self, function):
+        from wideattn import ops
+        self.ops, self.function = ops, function
+
+    def __enter__(self):
+        ops, function = self.ops, self.function
+        self.saved = ops._prefill_op, ops._prefill_packed_op
+        ops._prefill_op = function
+        ops._prefill_packed_op = lambda *args: function(*ops.packed_as_prefill_args(*args))
+        return self
+
+    def __exit__(self, *exc):
+        self.ops._prefill_op, self.ops._prefill_packed_op = self.saved

@@ -20,7 +20,7 @@ import torch  # noqa: E402
 import wideattn  # noqa: E402
 import wideattn.transformers as hf  # noqa: E402
 from wideattn import ops, reference, serving  # noqa: E402
-from paged_problem import GROUP, HEAD_DIM, Problem, assert_close_bf16, dense_attention  # noqa: E402
+from paged_problem import GROUP, HEAD_DIM, PrefillOps, Problem, assert_close_bf16, dense_attention  # noqa: E402
 
 KV_HEADS = 2
 Q_HEADS = KV_HEADS * GROUP
@@ -435,11 +435,11 @@ class HintRecorder:
         return self.op(*args)
 
     def __enter__(self):
-        ops._prefill_op = self
+        self.patch = PrefillOps(self).__enter__()
         return self
 
     def __exit__(self, *exc):
-        ops._prefill_op = self.op
+        self.patch.__exit__(*exc)
 
 
 def test_calls_pass_host_length_hints():
@@ -484,7 +484,7 @@ def test_global_layers_of_a_step_share_one_metadata():
         seen.append(tuple(a.data_ptr() for a in args[3:6]))
         return real_op(*args)
 
-    ops._prefill_op = recording_op
+    patch = PrefillOps(recording_op).__enter__()
     try:
         builds = hf.step_builds["count"]
         for layer in range(4):
@@ -510,7 +510,7 @@ def test_global_layers_of_a_step_share_one_metadata():
             assert torch.equal(again, first)
         assert hf.step_builds["count"] == builds + 5
     finally:
-        ops._prefill_op = real_op
+        patch.__exit__()
 
 
 def _causal(batch_idx, head_idx, q_idx, kv_idx):
@@ -682,8 +682,8 @@ def test_no_host_reads_on_the_step_path_of_known_masks():
         inputs = [_qkv(2, 1, 30 + max(i - 1, 0), 300 + i) for i in range(len(masks))]
         # The op's CPU implementation (the reference) reads its metadata on the host, the CUDA one
         # does not: the op is replaced, so that only the integration's reads are counted.
-        real_op, launched = ops._prefill_op, []
-        ops._prefill_op = lambda *args: launched.append(args)
+        launched = []
+        patch = PrefillOps(lambda *args: launched.append(args)).__enter__()
         for name in saved:
             setattr(torch.Tensor, name, counting(name))
         try:
@@ -696,7 +696,7 @@ def test_no_host_reads_on_the_step_path_of_known_masks():
         finally:
             for name, function in saved.items():
                 setattr(torch.Tensor, name, function)
-            ops._prefill_op = real_op
+            patch.__exit__()
     assert reads == ["__bool__"], reads
 
 
@@ -717,11 +717,11 @@ class OpRecorder:
         return self.run(*args)
 
     def __enter__(self):
-        ops._prefill_op = self
+        self.patch = PrefillOps(self).__enter__()
         return self
 
     def __exit__(self, *exc):
-        ops._prefill_op = self.op
+        self.patch.__exit__(*exc)
 
 
 def _grown(key, value, new):
@@ -818,6 +818,63 @@ def test_decode_over_a_static_view_names_the_storage_rows():
         _test_decode_over_a_static_view_names_the_storage_rows()
     finally:
         hf.set_decode_reuse(previous)
+
+def _test_decode_steps_of_one_layout_write_the_key_counts_only():
+    # Without a mask, cu_seqlens_q and the block table depend on the layout alone (entries clamped
+    # below the layout's row count): a step of the layout the buffers hold writes the key counts
+    # only (no host write); a new layout, or a step after a masked one (device-written), writes
+    # the whole buffer. The outputs stay right and the table holds the layout's rows.
+    _setup()
+    hf._step["entry"] = hf._decode_step["entry"] = None
+    hf._decode_buffers.clear()
+    generator = torch.Generator().manual_seed(33)
+    batch, total = 2, 80
+    buffer = torch.randn((2, batch, KV_HEADS, total, HEAD_DIM), generator=generator).bfloat16()
+    writes = []
+    real_write = hf.StepBuffers.write_host
+
+    def counting(self, entries, fill):
+        writes.append(entries)
+        return real_write(self, entries, fill)
+
+    hf.StepBuffers.write_host = counting
+    try:
+        def step(kv_len, mask=None):
+            key, value = buffer[0, :, :, :kv_len], buffer[1, :, :, :kv_len]
+            query = torch.randn((batch, 1, Q_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
+            out, _ = hf.attention_forward(Module(), query, key, value, mask, scaling=SCALE)
+            allowed = _allowed([0] * batch, [kv_len] * batch, 1, kv_len) if mask is None else mask[:, 0]
+            _check_rows(out, dense_attention(query, key, value, allowed, SCALE), allowed, f"S={kv_len}")
+
+        for kv_len in range(40, 48):
+            step(kv_len)
+        assert len(writes) == 1, writes
+        metadata = hf._decode_step["entry"][2]
+        rows = batch * KV_HEADS * total          # V's storage rows: the layout's row count
+        heads = [b * KV_HEADS * total + h * total for b in range(batch) for h in range(KV_HEADS)]
+        pages = hf.key_capacity(47) // ops.TOKEN_ROW_PAGE
+        expected = [[min(start + ops.TOKEN_ROW_PAGE * p, rows - 1) for p in range(pages)]
+                    for start in heads for _ in range(2)]
+        assert metadata.block_table.tolist() == expected, metadata.block_table.tolist()
+        assert metadata.seq_lens_k.tolist() == [0, 47] * batch * KV_HEADS
+        assert metadata.cu_seqlens_q.tolist() == [i // 2 for i in range(2 * batch * KV_HEADS + 1)]
+        step(48, _allowed([3, 0], [48, 48], 1, 48)[:, None])      # device-written
+        step(49)
+        assert len(writes) == 2, writes
+        step(70)                                                    # another capacity: another layout
+        step(71)
+        assert len(writes) == 3, writes
+    finally:
+        hf.StepBuffers.write_host = real_write
+
+
+def test_decode_steps_of_one_layout_write_the_key_counts_only():
+    previous = hf.set_decode_reuse(True)  # the opt-in these rules belong to
+    try:
+        _test_decode_steps_of_one_layout_write_the_key_counts_only()
+    finally:
+        hf.set_decode_reuse(previous)
+
 
 def _test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused():
     # The rounded-up row count names rows past a DynamicCache tensor's end; where an output lies

@@ -21,7 +21,7 @@ import torch  # noqa: E402
 
 import wideattn  # noqa: E402
 from wideattn import _capi, _checks, attention, ops, reference  # noqa: E402
-from paged_problem import HEAD_DIM, Problem, assert_close_bf16  # noqa: E402
+from paged_problem import HEAD_DIM, PrefillOps, Problem, assert_close_bf16  # noqa: E402
 
 MIXED = [(7, 40), (1, 33), (4, 20), (17, 17), (0, 5)]   # chunk with context, decode, spec decode, prompt, idle
 SM90 = (9, 0)
@@ -519,6 +519,81 @@ def test_plan_key_holds_what_the_plan_fixes_and_nothing_else():
         ops.default_context, ops._cuda_state, ops._on_device, ops.allocate_workspace, ops.plans = saved
 
 
+def test_packed_op_is_the_same_call_and_runs_the_same_plan():
+    # wideattn::prefill_packed: pack_config / unpack_config are inverses; its CUDA implementation
+    # (device seams replaced, no GPU here) runs the plan a wideattn::prefill call of the same values
+    # made, with the call's pointers; its fake implementation runs on meta tensors.
+    import contextlib
+    k_layout, v_layout = [3, 10, 16, 2, 4096, 1024, 512], [0, 10, 16, 2, 4096, 1024, 512]
+    config = ops.pack_config(k_layout, v_layout, 2, 300, 1, 0)
+    assert len(config) == ops.CONFIG_LEN and ops.unpack_config(config) == (k_layout, v_layout, 2, 300, 1, 0)
+    problem = Problem([(1, 300), (2, 41)], seed=20)
+    recorder = _PlanningContext()
+    saved = (ops.default_context, ops._cuda_state, ops._on_device, ops.allocate_workspace, ops.plans)
+    ops.default_context = lambda: recorder
+    ops._cuda_state = lambda tensor: (0, 0, False, 77)
+    ops._on_device = lambda index: contextlib.nullcontext()
+    ops.allocate_workspace = lambda size, device: torch.empty(size, dtype=torch.uint8)
+    ops.plans = ops.PlanCache()
+    layout = [0, problem.k_cache.shape[0], problem.k_cache.shape[1], problem.k_cache.shape[2]]
+    k_layout = layout + list(problem.k_cache.stride()[:3])
+    v_layout = layout + list(problem.v_cache.stride()[:3])
+    out = torch.empty(problem.q.shape, dtype=torch.bfloat16)
+    metadata = (problem.cu_seqlens_q, problem.seq_lens_k, problem.block_table)
+    try:
+        ops._prefill_cuda(problem.q, problem.k_cache, problem.v_cache, *metadata, k_layout, v_layout, problem.scale,
+                          None, None, None, out, None, 2, 300, 0, 0)
+        v_cache = problem.v_cache.clone()
+        ops._packed_cuda(problem.q, problem.k_cache, v_cache, *metadata, out,
+                         ops.pack_config(k_layout, v_layout, 2, 300, 0, 0), problem.scale)
+        assert len(recorder.plans) == 1 and ops.plans.hits == 1, (len(recorder.plans), ops.plans.hits)
+        assert recorder.plans[0].runs[-1][2] == v_cache.data_ptr(), recorder.plans[0].runs
+    finally:
+        ops.default_context, ops._cuda_state, ops._on_device, ops.allocate_workspace, ops.plans = saved
+    meta = torch.device("meta")
+    q = torch.empty((10, 16, HEAD_DIM), dtype=torch.bfloat16, device=meta)
+    k = torch.empty((4, 16, 2, HEAD_DIM), dtype=torch.bfloat16, device=meta)
+    cu, lens = torch.empty(2, dtype=torch.int32, device=meta), torch.empty(1, dtype=torch.int32, device=meta)
+    table = torch.empty((1, 4), dtype=torch.int32, device=meta)
+    ops._prefill_packed_op(q, k, k, cu, lens, table, torch.empty_like(q),
+                           ops.pack_config(k_layout, k_layout, 10, 64, 0, 0), 1.0)
+
+
+def test_eager_calls_without_lse_and_scales_run_the_packed_op():
+    # After the checked call of its signature (wideattn::prefill), an eager call without lse and
+    # scales runs wideattn::prefill_packed with the values the checks derived; a call with lse or
+    # scales, and every call under torch.compile (ops._is_compiling), runs wideattn::prefill.
+    # Either gives the reference's result.
+    problem = Problem(MIXED, seed=21)
+    expected, expected_lse = problem.expected()
+    ran = []
+    full, packed, compiling = ops._prefill_op, ops._prefill_packed_op, ops._is_compiling
+
+    def recording(name, op):
+        def call(*args):
+            ran.append(name)
+            return op(*args)
+        return call
+
+    ops._prefill_op, ops._prefill_packed_op = recording("prefill", full), recording("packed", packed)
+    try:
+        attention._checked_prefill.clear()
+        for _ in range(3):
+            assert_close_bf16(run_prefill(problem, max_seqlen_k=40), expected, "prefill")
+        assert ran == ["prefill", "packed", "packed"], ran
+        del ran[:]
+        for _ in range(2):
+            out, lse = run_prefill(problem, lse=True)
+            assert_close_bf16(out, expected, "prefill with lse")
+        assert ran == ["prefill", "prefill"], ran
+        del ran[:]
+        ops._is_compiling = lambda: True
+        assert_close_bf16(run_prefill(problem, max_seqlen_k=40), expected, "prefill under compile")
+        assert ran == ["prefill"], ran
+    finally:
+        ops._prefill_op, ops._prefill_packed_op, ops._is_compiling = full, packed, compiling
+
+
 def _plan_index(name, changes):
     """The index in _PlanningContext.plans of the plan made for changes[name] (one plan before them)."""
     return 1 + list(changes).index(name)
@@ -530,8 +605,8 @@ def test_prefill_signature_memo_keeps_only_plain_scalars_and_their_types():
     # and an lse tensor are signatures of their own.
     problem = Problem([(1, 40)], seed=18)
     calls, checks = [], []
-    real_op, real_checker = ops._prefill_op, _checks.Checker
-    ops._prefill_op = lambda *args: calls.append(args)
+    real_checker = _checks.Checker
+    patch = PrefillOps(lambda *args: calls.append(args)).__enter__()
 
     class CountingChecker(real_checker):
         def __init__(self, call):
@@ -566,7 +641,7 @@ def test_prefill_signature_memo_keeps_only_plain_scalars_and_their_types():
         assert calls[-1][-5] is given and [a for a in calls[-1] if not isinstance(a, torch.Tensor)] == \
             [a for a in calls[-2] if not isinstance(a, torch.Tensor)]
     finally:
-        ops._prefill_op = real_op
+        patch.__exit__()
         _checks.Checker = real_checker
 
 
@@ -575,8 +650,7 @@ def test_prefill_checks_each_argument_signature_once_and_every_call_in_debug_mod
     # op; a new signature (another shape) and debug mode run the checks again.
     problem = Problem([(1, 40)], seed=16)
     calls = []
-    real_op = ops._prefill_op
-    ops._prefill_op = lambda *args: calls.append(args)
+    patch = PrefillOps(lambda *args: calls.append(args)).__enter__()
     checks = []
     real_checker = _checks.Checker
 
@@ -614,7 +688,7 @@ def test_prefill_checks_each_argument_signature_once_and_every_call_in_debug_mod
         else:
             raise AssertionError("a NaN softmax_scale was accepted")
     finally:
-        ops._prefill_op = real_op
+        patch.__exit__()
         _checks.Checker = real_checker
 
 

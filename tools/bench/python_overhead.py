@@ -14,10 +14,15 @@ would have shown the kernel). Consecutive calls cycle over LAYERS K/V caches (2 
 shapes), as a model's global layers do. Entry points, from the top of the stack down (each row
 contains the ones below it that it names):
   wideattn.prefill            the public function: the signature lookup (argument checks once
-                              per signature), then torch.ops.wideattn.prefill
+                              per signature), then torch.ops.wideattn.prefill_packed (the calls
+                              here have no lse and no scales)
   torch.ops.wideattn.prefill  the op: torch's dispatcher, then ops._prefill_cuda
-  dispatcher (no-op op)       an op of the same schema whose CUDA implementation does nothing:
-                              what torch's dispatcher costs with these arguments
+  torch.ops.wideattn.prefill_packed  the same call through the op of the smaller schema (layouts,
+                              hints, splits and flags in one int list): dispatcher, then
+                              ops._prefill_cuda
+  dispatcher (no-op op)       an op of wideattn::prefill's schema whose CUDA implementation does
+                              nothing: what torch's dispatcher costs with these arguments
+  dispatcher (no-op packed op)  the same for wideattn::prefill_packed's schema
   ops._prefill_cuda           the op's CUDA implementation called directly: CUDA state, plan
                               key and lookup, then Plan.run
   plan key + lookup           ops.plan_key and the PlanCache lookup alone (no launch)
@@ -117,13 +122,16 @@ def timed(torch, call, calls, per_call=1):
 
 
 def noop_op(torch, ops):
-    """An op of wideattn::prefill's schema under NOOP_NAMESPACE whose CUDA implementation does nothing."""
+    """Ops of wideattn::prefill's and wideattn::prefill_packed's schemas under NOOP_NAMESPACE whose
+    CUDA implementations do nothing: (library, {name: op})."""
     library = torch.library.Library(NOOP_NAMESPACE, "DEF")
-    schema, _, _, fake = ops.OP_SCHEMAS["prefill"]
-    library.define(schema)
-    library.impl("prefill", lambda *args: None, "CUDA")
-    ops._register_fake(library, "prefill", fake)
-    return library, getattr(torch.ops, NOOP_NAMESPACE).prefill.default
+    noops = {}
+    for name in ("prefill", "prefill_packed"):
+        schema = ops.OP_SCHEMAS[name][0]
+        library.define(schema)
+        library.impl(name, lambda *args: None, "CUDA")
+        noops[name] = getattr(getattr(torch.ops, NOOP_NAMESPACE), name).default
+    return library, noops
 
 
 def entry_points(torch, wideattn, attention, ops, t, noop):
@@ -151,6 +159,8 @@ def entry_points(torch, wideattn, attention, ops, t, noop):
                 layouts[i % layers], 1.0, None, None, None, t["out"], None, *hints, 0, 0)
 
     args = [op_args(i) for i in range(layers)]
+    packed = [(t["q"], t["k"][i], t["v"][i], t["cu"], t["lens"], t["table"], t["out"],
+               ops.pack_config(layouts[i], layouts[i], *hints, 0, 0), 1.0) for i in range(layers)]
     key_args = (index, stream, t["q"], t["k"][0], t["cu"], t["lens"], t["table"], layouts[0], layouts[0], 1.0, None,
                 None, None, t["out"], None, *hints, 0, 0)
     return {
@@ -158,7 +168,9 @@ def entry_points(torch, wideattn, attention, ops, t, noop):
             t["q"], t["k"][i % layers], t["v"][i % layers], t["cu"], t["lens"], t["table"], 1.0, out=t["out"],
             max_seqlen_q=hints[0], max_seqlen_k=hints[1]), 1),
         "torch.ops.wideattn.prefill": (lambda i: ops._prefill_op(*args[i % layers]), 1),
-        "dispatcher (no-op op)": (lambda i: noop(*args[i % layers]), 1),
+        "torch.ops.wideattn.prefill_packed": (lambda i: ops._prefill_packed_op(*packed[i % layers]), 1),
+        "dispatcher (no-op op)": (lambda i: noop["prefill"](*args[i % layers]), 1),
+        "dispatcher (no-op packed op)": (lambda i: noop["prefill_packed"](*packed[i % layers]), 1),
         "ops._prefill_cuda": (lambda i: ops._prefill_cuda(*args[i % layers]), 1),
         "plan key + lookup": (lambda i: ops.plans.get(ops.plan_key(*key_args)), 1),
         "library launch": (lambda i: context.launch_prefill(params[i % layers], stream_handle), 1),
