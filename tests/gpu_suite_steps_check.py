@@ -4,9 +4,14 @@ the GPU test binary exactly once, on the CPU: each step's doctest filter (gpu_su
 listing needs no GPU); every TEST_CASE of tests/gpu/test_gpu*.cpp (the binary's sources) must be in
 the binary and in exactly one step, and every pattern a step names must select a test case (a
 renamed case would otherwise leave a stale pattern behind). The steps pass --duration=true.
+Also its racecheck steps (gpu_suite.sh --list-racecheck-steps, one kernel instrumented per step):
+one per kernel of the build's bundle manifest, each regex matching exactly that kernel's entry
+points (unsplit and split) and no other kernel's.
 
 usage: python3 gpu_suite_steps_check.py PATH/tools/gpu/gpu_suite.sh PATH/wideattn_gpu_tests PATH/tests/gpu
+       PATH/build/bundle/manifest.json
 """
+import json
 import glob
 import os
 import re
@@ -16,7 +21,7 @@ from collections import Counter
 
 from check_lines import expect, failures
 
-SUITE, BINARY, SOURCE_DIR = sys.argv[1:4]
+SUITE, BINARY, SOURCE_DIR, MANIFEST = sys.argv[1:5]
 SOURCE_GLOB = "test_gpu*.cpp"
 STEP_NAME = re.compile(r"gpu-tests-(\d+)$")
 FILTER_OPTIONS = ("--test-case=", "--test-case-exclude=")
@@ -83,6 +88,29 @@ never = sorted(n for n in everything if runs[n] == 0)
 twice = sorted(n for n in everything if runs[n] > 1)
 expect("every test case runs in a step", not never, never)
 expect("no test case runs in two steps", not twice, twice)
+
+# The racecheck steps, for the build tree whose manifest is MANIFEST (build/bundle/manifest.json).
+env = dict(os.environ, WIDEATTN_BUILD_DIR=os.path.dirname(os.path.dirname(os.path.abspath(MANIFEST))))
+proc = subprocess.run(["bash", SUITE, "--list-racecheck-steps"], capture_output=True, text=True, timeout=60, env=env)
+expect("gpu_suite.sh --list-racecheck-steps exits 0", proc.returncode == 0, proc.stderr[-300:])
+race_steps = [line.split("\t") for line in proc.stdout.splitlines()]
+kernels = json.load(open(MANIFEST))["kernels"]
+entries = {}
+for k in kernels:
+    entries.setdefault(k["name"], set()).update(e for e in (k["symbol"], k.get("split_symbol", "")) if e)
+expect("one racecheck step per kernel of the manifest",
+       sorted(fields[0] for fields in race_steps) == sorted(entries), [fields[0] for fields in race_steps])
+every_entry = set().union(*entries.values()) if entries else set()
+for fields in race_steps:
+    if len(fields) != 2 or fields[0] not in entries:
+        expect(f"racecheck step line {fields}: a kernel of the manifest and a regex", False)
+        continue
+    name, alternation = fields
+    # compute-sanitizer's --kernel-name regex:... searches the kernel's name; the step anchors it.
+    regex = re.compile(f"^({alternation})$")
+    matched = {e for e in every_entry if regex.search(e)}
+    expect(f"racecheck-{name}: its regex matches its entry points and no other kernel's",
+           matched == entries[name], {"matched": sorted(matched), "entries": sorted(entries[name])})
 
 print(f"gpu_suite_steps: {len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_suite.sh - everything the H200 run needs (build here, carry build/), in several calls:
 #   GPU test suite (in steps gpu-tests-1 .. gpu-tests-5 of whole test cases, each case's time
-#   printed), selftest, compute-sanitizer (memcheck, racecheck, synccheck on small cases;
+#   printed), selftest, compute-sanitizer (memcheck, racecheck one kernel per step, synccheck on small cases;
 #   memcheck, racecheck and synccheck on small split-KV decode cases; memcheck and synccheck on
 #   corrupted device metadata),
 #   `wideattn bench` (the dispatcher's kernels, and every tier side by side in one process where
@@ -11,7 +11,8 @@
 #   package (tests/gpu/test_python_ops.py, tests/gpu/test_transformers_gemma4.py, the call overhead,
 #   the gate on transformers' Gemma 4 code) - then a summary.
 #   tools/gpu/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--only-tests]
-#                          [--test-steps LIST] [--list-test-steps] [--only-sanitizer] [--only-benches]
+#                          [--test-steps LIST] [--list-test-steps] [--list-racecheck-steps]
+#                          [--only-sanitizer] [--only-benches]
 #                          [--only-e2e] [--no-e2e] [--no-python] [--only-python] [--bench-cases LIST]
 #                          [--tune] [--only-tune]
 # --only-sanitizer, --only-benches and --only-e2e run the compute-sanitizer steps, the bench steps
@@ -21,6 +22,8 @@
 #   `selftest`, e.g. 1,2,3 or 4,5,selftest) runs only those of them, to share the test steps out
 #   over calls; --list-test-steps prints each step's name and doctest arguments (tab-separated)
 #   and exits.
+# --list-racecheck-steps prints each racecheck step's kernel and the regex of its entry points
+#   (tab-separated; the sanitizer step instruments one kernel per step) and exits.
 # --tune (opt-in) adds the tuning bar after the benches: `wideattn tune --out $OUT/tuning.json`,
 #   then `wideattn bench` on every case of the prefill and decode suites with that file in force
 #   (WIDEATTN_TUNING; bf16, e4m3 K/V and e4m3 Q/K/V as the bundle has them), the kernels the file
@@ -57,6 +60,20 @@ gpu_test_patterns=(
     "gpu split-KV: decode*,gpu split-KV: mixed*"
 )
 gpu_test_step_limit=420  # seconds: a hung step still leaves the call time to pack the logs
+racecheck_step_limit=150  # seconds, one kernel instrumented
+# racecheck_kernels: one line per kernel of the bundle (each name once), its name and its entry
+# points as a regex alternation (symbol|split_symbol), tab-separated.
+racecheck_kernels() {
+    python3 -c '
+import json, sys
+seen = set()
+for k in json.load(open(sys.argv[1]))["kernels"]:
+    if k["name"] in seen:
+        continue
+    seen.add(k["name"])
+    print(k["name"] + "\t" + "|".join(e for e in (k["symbol"], k.get("split_symbol", "")) if e))' \
+        "$build/bundle/manifest.json"
+}
 # gpu_test_steps: one line per step, its name and its doctest arguments, tab-separated.
 gpu_test_steps() {
     local i excluded=""
@@ -81,6 +98,7 @@ while (($#)); do
         --only-e2e) sanitizer=0; tests=0; benches=0; python=0; peers=0 ;;
         --test-steps) test_steps=",$2,"; shift ;;
         --list-test-steps) gpu_test_steps; exit 0 ;;
+        --list-racecheck-steps) racecheck_kernels; exit ;;
         --no-e2e) e2e=0 ;;
         --bench-cases) bench_cases="$2"; shift ;;
         --tune) tune=1 ;;
@@ -125,8 +143,14 @@ if ((tests)); then
 fi
 if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
     step memcheck memcheck.txt compute-sanitizer --tool memcheck --error-exitcode 9 "$cli" selftest --quick
-    # racecheck slows shared-memory code ~300x: one small case per kernel is enough.
-    step racecheck racecheck.txt compute-sanitizer --tool racecheck --error-exitcode 9 "$cli" selftest --quick 1
+    # racecheck slows shared-memory code ~300x: one small case per kernel, and one kernel (its
+    # entry points) instrumented per step, so each step is short, bounded, and its report names
+    # the kernel (every kernel instrumented at once ran past 120 s on 2026-12-02).
+    while IFS=$'\t' read -r kernel entries; do
+        step "racecheck-$kernel" "racecheck_$kernel.txt" timeout "$racecheck_step_limit" \
+            compute-sanitizer --tool racecheck --kernel-name "regex:^($entries)\$" --error-exitcode 9 \
+            "$cli" selftest --quick 1
+    done < <(racecheck_kernels)
     # synccheck: barrier use (the Hopper bf16 kernel's one-way exchange pairs bar.arrive with bar.sync).
     step synccheck synccheck.txt compute-sanitizer --tool synccheck --error-exitcode 9 "$cli" selftest --quick 1
     # Split-KV decode (the kernels' split path and the merge kernel, forced and automatic split
