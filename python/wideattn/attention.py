@@ -25,6 +25,7 @@ from . import _capi
 from . import _checks
 from . import ops
 from .library import _debug
+from .quantization import transposed_v_layout
 
 Q_SHAPE = "[total_q, num_q_heads, head_dim]"
 CACHE_SHAPE = "[num_blocks, block_size, num_kv_heads, head_dim]"
@@ -88,9 +89,28 @@ def _kv_pair(check, k_name, k, v_name, v, ndim, shape_text, q):
         check.fail(f"{v_name} has shape {tuple(v.shape)} but {k_name} has {tuple(k.shape)}")
 
 
+def _transposed_v_pair(check, k_cache, v_cache, q):
+    """Checks an e4m3 K cache in the engine layout and a V cache in the transposed layout
+    (quantization.transposed_v_layout) of the same pages and heads; returns v's KV layout."""
+    check.tensor("k_cache", k_cache, 4, _checks.E4M3_DTYPES, CACHE_SHAPE + " of e4m3 (v_transposed=True)")
+    block_size, block_stride, head_stride = transposed_v_layout(check, "v_cache", v_cache)
+    if v_cache.dtype != k_cache.dtype:
+        check.fail(f"v_cache has dtype {v_cache.dtype} but k_cache has {k_cache.dtype}")
+    check.dim("k_cache.shape[3]", k_cache.shape[3], q.shape[2], "q.shape[2] (head_dim)")
+    num_blocks, page, heads, head_dim = k_cache.shape
+    expected = (num_blocks, heads, head_dim, page)
+    if tuple(v_cache.shape) != expected:
+        check.fail(f"v_cache has shape {tuple(v_cache.shape)}; the transposed V cache of k_cache "
+                   f"{tuple(k_cache.shape)} is {list(expected)} ([num_blocks, num_kv_heads, head_dim, block_size])")
+    if q.shape[1] % heads:
+        check.fail(f"q.shape[1]={q.shape[1]} (num_q_heads) is not a multiple of "
+                   f"k_cache.shape[2]={heads} (num_kv_heads)")
+    return [0, num_blocks, block_size, heads, block_stride, 1, head_stride]
+
+
 def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_scale, out=None, lse=None,
             q_scale=None, k_scale=None, v_scale=None, max_seqlen_q=None, max_seqlen_k=None, num_splits=None,
-            check_metadata=False):
+            check_metadata=False, v_transposed=False):
     """Causal (bottom-right) attention of a varlen batch over a paged KV cache; returns out, or
     (out, lse) when lse is a tensor or True.
 
@@ -108,14 +128,19 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     section 2); everything else is checked here and by the library. check_metadata=True (debug runs)
     is the library's checked mode: the metadata is copied to the host and a bad entry raises
     InvalidArgumentError naming it instead of being clamped; the call then waits for the stream and
-    cannot be captured in a CUDA graph.
+    cannot be captured in a CUDA graph. v_transposed=True: v_cache is an e4m3 V cache in the
+    transposed layout [num_blocks, num_kv_heads, head_dim, block_size] (each page row contiguous,
+    block_size a multiple of 16; written by wideattn.quantize_to_cache(..., v_transposed=True) or
+    rearranged by wideattn.reference.transposed_v_cache), k_cache e4m3 in the engine layout with
+    the same num_blocks, block_size and heads: only the FP8 P V kernels read it (sm_90a; docs/design.md
+    "Transposed V").
     """
     if not _debug["on"]:
         # A call whose signature passed the checks before: the derived values kept then, the op.
         try:
             signature = _prefill_signature(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, out, lse, q_scale,
                                            k_scale, v_scale, softmax_scale, max_seqlen_q, max_seqlen_k, num_splits,
-                                           check_metadata)
+                                           check_metadata, v_transposed)
             derived = _checked_prefill.get(signature)
         except (AttributeError, TypeError):   # an argument of the wrong type: the checks name it
             signature = derived = None
@@ -143,23 +168,28 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
         signature = None
     check = _checks.Checker("wideattn.prefill")
     check.tensor("q", q, 3, _checks.ATTENTION_IN_DTYPES, Q_SHAPE)
-    _kv_pair(check, "k_cache", k_cache, "v_cache", v_cache, 4, CACHE_SHAPE, q)
+    if not isinstance(v_transposed, bool):
+        check.fail(f"v_transposed must be a bool, got {type(v_transposed).__name__}")
+    if v_transposed:
+        v_layout = _transposed_v_pair(check, k_cache, v_cache, q)
+    else:
+        _kv_pair(check, "k_cache", k_cache, "v_cache", v_cache, 4, CACHE_SHAPE, q)
+        v_layout = [0, v_cache.shape[0], v_cache.shape[1], v_cache.shape[2]] + list(v_cache.stride()[:3])
     _metadata(check, cu_seqlens_q, "seq_lens_k", seq_lens_k, block_table)
     scale = check.softmax_scale(softmax_scale)
     scales = _scales(check, q, k_cache.dtype, q_scale, k_scale, v_scale)
     hints = _hints(check, max_seqlen_q, max_seqlen_k)
     splits = check.num_splits(num_splits)
-    flags = _flags(check, check_metadata)
+    flags = _flags(check, check_metadata) | (_capi.FLAG_V_TRANSPOSED if v_transposed else 0)
     check.int32_extent("k_cache.shape[0] (num_blocks)", k_cache.shape[0])
     out = _output(check, out, q)
     lse, return_lse = _lse(check, lse, out, q.shape[0])
     k_layout = [0, k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]] + list(k_cache.stride()[:3])
-    v_layout = [0, v_cache.shape[0], v_cache.shape[1], v_cache.shape[2]] + list(v_cache.stride()[:3])
     if q.shape[0]:
         ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, scale,
                         *scales, out, lse, *hints, splits, flags)
     if signature is not None and _memoizable(lse, (softmax_scale, max_seqlen_q, max_seqlen_k, num_splits,
-                                                   check_metadata)):
+                                                   check_metadata, v_transposed)):
         if len(_checked_prefill) >= CHECKED_SIGNATURES:
             _checked_prefill.clear()
         lse_dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
@@ -179,7 +209,7 @@ _SCALAR_TYPES = (type(None), bool, int, float)
 
 
 def _prefill_signature(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, out, lse, q_scale, k_scale, v_scale,
-                       softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, check_metadata):
+                       softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, check_metadata, v_transposed=False):
     """What prefill()'s checks and the values they derive depend on, as one flat tuple: the types of
     the scalars first (so that a lookup compares a probe whose scalar is of another type, e.g. a
     tensor hint, with no stored value), then each tensor's shape, strides, dtype and device (None
@@ -188,6 +218,7 @@ def _prefill_signature(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_tabl
     checks then word the refusal); a signature with a scalar of another type is computed but never
     stored (_memoizable)."""
     return (type(softmax_scale), type(max_seqlen_q), type(max_seqlen_k), type(num_splits), type(check_metadata),
+            type(v_transposed),
             q.shape, q.stride(), q.dtype, q.device,
             k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device,
             v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device,
@@ -199,7 +230,7 @@ def _prefill_signature(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_tabl
             None if q_scale is None else (q_scale.shape, q_scale.stride(), q_scale.dtype, q_scale.device),
             None if k_scale is None else (k_scale.shape, k_scale.stride(), k_scale.dtype, k_scale.device),
             None if v_scale is None else (v_scale.shape, v_scale.stride(), v_scale.dtype, v_scale.device),
-            softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, check_metadata)
+            softmax_scale, max_seqlen_q, max_seqlen_k, num_splits, check_metadata, v_transposed)
 
 
 def _memoizable(lse, scalars):

@@ -77,7 +77,8 @@ NAMESPACE = "wideattn"
 TOKEN_ROW_PAGE = 16          # keys per page of a token-row layout (the kernels' page multiple)
 LAYOUT_LEN = len(reference.LAYOUT_FIELDS)
 CPU_METADATA_NOTE = "the CPU implementation cannot read that key"
-CACHE_LAYOUT_LEN = 5         # quantize: [num_blocks, block_size, block_stride, slot_stride, head_stride], bytes
+CACHE_LAYOUT_LEN = 5         # quantize: [num_blocks, block_size, block_stride, slot_stride, head_stride], bytes,
+                             # optionally followed by wideattn_quantize_params.flags (cache_layout_fields)
 
 _DTYPE_CODES = {torch.bfloat16: _capi.DTYPE_BF16, torch.float16: _capi.DTYPE_F16,
                 torch.float32: _capi.DTYPE_F32, torch.float64: _capi.DTYPE_F64}
@@ -129,17 +130,31 @@ def allocate_workspace(size, device):
     return torch.empty(size, dtype=torch.uint8, device=device)
 
 
+def cache_layout_fields(cache_layout):
+    """(num_blocks, block_size, block_stride, slot_stride, head_stride, flags) of a quantize
+    cache_layout: CACHE_LAYOUT_LEN entries (flags 0), or those and wideattn_quantize_params.flags
+    (_capi.FLAG_V_TRANSPOSED: the transposed V layout, where head_stride is the page's and the
+    rows of a page are block_size bytes apart)."""
+    if len(cache_layout) == CACHE_LAYOUT_LEN:
+        return (*cache_layout, 0)
+    if len(cache_layout) == CACHE_LAYOUT_LEN + 1:
+        return tuple(cache_layout)
+    raise errors.invalid_argument("wideattn_quantize_to_cache",
+                                  f"cache_layout has {len(cache_layout)} entries; expected {CACHE_LAYOUT_LEN} "
+                                  f"or {CACHE_LAYOUT_LEN + 1} (with flags)")
+
+
 def quantize_params(src, cache, slot_mapping, scale, cache_layout, nonfinite_count):
     """The wideattn_quantize_params of one wideattn::quantize_to_cache call: src the bf16
     [tokens, heads, head_dim] tensor, cache the e4m3 destination with cache_layout [num_blocks,
-    block_size, block_stride, slot_stride, head_stride] (bytes), slot_mapping (int64 per token, or
-    None for a flat destination), scale the float32 scale tensor, nonfinite_count the optional
-    int32 counter (or None)."""
-    num_blocks, block_size, block_stride, slot_stride, head_stride = cache_layout
+    block_size, block_stride, slot_stride, head_stride] (bytes) and optionally flags
+    (cache_layout_fields), slot_mapping (int64 per token, or None for a flat destination), scale
+    the float32 scale tensor, nonfinite_count the optional int32 counter (or None)."""
+    num_blocks, block_size, block_stride, slot_stride, head_stride, flags = cache_layout_fields(cache_layout)
     return _capi.QuantizeParams(
         src.data_ptr(), src.stride(0), src.stride(1), cache.data_ptr(), block_stride, slot_stride, head_stride,
         _ptr(slot_mapping), scale.data_ptr(), _ptr(nonfinite_count),
-        src.shape[0], src.shape[1], src.shape[2], block_size, num_blocks, _capi.DTYPE_BF16)
+        src.shape[0], src.shape[1], src.shape[2], block_size, num_blocks, _capi.DTYPE_BF16, flags)
 
 
 def scale_params(src, slot_mapping, scale, nonfinite_count):
@@ -393,7 +408,8 @@ def _prefill_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_lay
         raise errors.invalid_argument("wideattn_prefill", error)
     dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
     result, result_lse = reference.attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, list(k_layout),
-                                             list(v_layout), softmax_scale, q_scale, k_scale, v_scale, dtype)
+                                             list(v_layout), softmax_scale, q_scale, k_scale, v_scale, dtype,
+                                             v_transposed=bool(flags & _capi.FLAG_V_TRANSPOSED))
     out.copy_(result)
     if lse is not None:
         lse[:, :q.shape[0]].copy_(result_lse)
@@ -410,15 +426,21 @@ def _quantize_cuda(src, cache, slot_mapping, scale, cache_layout, nonfinite_coun
 
 
 def _quantize_cpu(src, cache, slot_mapping, scale, cache_layout, nonfinite_count):
-    num_blocks, block_size, block_stride, slot_stride, head_stride = cache_layout
+    num_blocks, block_size, block_stride, slot_stride, head_stride, flags = cache_layout_fields(cache_layout)
     codes, _ = reference.quantize(src, scale)
     finite = torch.isfinite(src.float())
     slots = torch.arange(src.shape[0]) if slot_mapping is None else slot_mapping.long()
     keep = (slots >= 0) & (slots < num_blocks * block_size)
     slots = slots[keep]
-    row = (slots // block_size) * block_stride + (slots % block_size) * slot_stride
+    if flags & _capi.FLAG_V_TRANSPOSED:
+        # Page row d of (block, head) holds block_size codes; slot s at byte v_slot_position(s).
+        row = (slots // block_size) * block_stride + reference.v_slot_position(slots % block_size)
+        dim_stride = block_size
+    else:
+        row = (slots // block_size) * block_stride + (slots % block_size) * slot_stride
+        dim_stride = 1
     index = (row[:, None, None] + torch.arange(src.shape[1])[None, :, None] * head_stride +
-             torch.arange(src.shape[2])[None, None, :])
+             torch.arange(src.shape[2])[None, None, :] * dim_stride)
     reference._flat(reference.e4m3_codes(cache))[index] = codes[keep]
     if nonfinite_count is not None:
         nonfinite_count += int((~finite[keep]).sum())

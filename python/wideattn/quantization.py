@@ -1,12 +1,15 @@
 """The 8-bit functions on torch tensors: the per-tensor e4m3 scale of a bf16 tensor, quantising
 K/V into a paged e4m3 cache through a slot mapping (a serving engine's "store K/V" step), and
-quantising Q into a flat e4m3 tensor (fp8/quantize/NOTES.md). Scales stay on the device, so the
-three calls chain without a host round trip and are capturable in a CUDA graph."""
+quantising Q into a flat e4m3 tensor (fp8/quantize/NOTES.md); V also into the transposed e4m3
+layout the FP8 P V kernels read (quantize_to_cache(..., v_transposed=True)). Scales stay on the
+device, so the three calls chain without a host round trip and are capturable in a CUDA graph."""
 
 import torch
 
+from . import _capi
 from . import _checks
 from . import ops
+from . import reference
 
 SRC_SHAPE = "[tokens, heads, head_dim] of bfloat16"
 
@@ -58,24 +61,54 @@ def compute_scale(src, slot_mapping=None, out=None, nonfinite_count=None):
     return out
 
 
-def quantize_to_cache(src, cache, slot_mapping, scale, nonfinite_count=None):
+TRANSPOSED_CACHE_SHAPE = "[num_blocks, heads, head_dim, block_size] of e4m3"
+
+
+def transposed_v_layout(check, name, cache):
+    """Checks with `check` (a _checks.Checker) the transposed e4m3 V cache `name`, `cache`
+    [num_blocks, heads, head_dim, block_size] (each (block, head) page contiguous: head_dim rows
+    of block_size codes, block_size a multiple of 16; include/wideattn.h
+    WIDEATTN_FLAG_V_TRANSPOSED), and returns (block_size, block_stride, head_stride) in elements."""
+    check.tensor(name, cache, 4, _checks.E4M3_DTYPES, TRANSPOSED_CACHE_SHAPE)
+    num_blocks, heads, head_dim, block_size = cache.shape
+    if block_size % reference.V_GROUP_SLOTS:
+        check.fail(f"{name}.shape[3]={block_size} (block_size) must be a multiple of {reference.V_GROUP_SLOTS} "
+                   "in the transposed V layout")
+    if cache.stride(3) != 1 or cache.stride(2) != block_size:
+        check.fail(f"{name} has strides {tuple(cache.stride())}: the transposed V layout needs each page row "
+                   f"contiguous (stride(3) = 1, stride(2) = block_size = {block_size})")
+    return block_size, cache.stride(0), cache.stride(1)
+
+
+def quantize_to_cache(src, cache, slot_mapping, scale, nonfinite_count=None, v_transposed=False):
     """cache[slot // block_size][slot % block_size] = e4m3(src[token] / scale) for slot =
     slot_mapping[token] >= 0 (negative: padding, skipped). cache [num_blocks, block_size, heads,
     head_dim] e4m3 (uint8 or float8_e4m3fn; any strides with a contiguous head dim, e.g. vLLM's
     kv_cache[0]); src bf16 [tokens, heads, head_dim]; slot_mapping int64 [tokens]; scale: float32
     [1] on the device. NaN/inf inputs are stored as e4m3 NaN and added to nonfinite_count (int32
-    [1]) when given. Returns cache."""
+    [1]) when given. v_transposed=True writes a V cache in the transposed layout that the FP8 P V
+    kernels read (wideattn.prefill(..., v_transposed=True)): cache [num_blocks, heads, head_dim,
+    block_size], each page row contiguous, block_size a multiple of 16, slot s of a row at byte
+    wideattn.reference.v_slot_position(s). Returns cache."""
     check = _checks.Checker("wideattn.quantize_to_cache")
     _source(check, src)
-    check.tensor("cache", cache, 4, _checks.E4M3_DTYPES, "[num_blocks, block_size, heads, head_dim] of e4m3")
-    check.dim("cache.shape[2]", cache.shape[2], src.shape[1], "src.shape[1] (heads)")
-    check.dim("cache.shape[3]", cache.shape[3], src.shape[2], "src.shape[2] (head_dim)")
+    if not isinstance(v_transposed, bool):
+        check.fail(f"v_transposed must be a bool, got {type(v_transposed).__name__}")
+    if v_transposed:
+        block_size, block_stride, head_stride = transposed_v_layout(check, "cache", cache)
+        check.dim("cache.shape[1]", cache.shape[1], src.shape[1], "src.shape[1] (heads)")
+        check.dim("cache.shape[2]", cache.shape[2], src.shape[2], "src.shape[2] (head_dim)")
+        layout = [cache.shape[0], block_size, block_stride, 1, head_stride, _capi.FLAG_V_TRANSPOSED]
+    else:
+        check.tensor("cache", cache, 4, _checks.E4M3_DTYPES, "[num_blocks, block_size, heads, head_dim] of e4m3")
+        check.dim("cache.shape[2]", cache.shape[2], src.shape[1], "src.shape[1] (heads)")
+        check.dim("cache.shape[3]", cache.shape[3], src.shape[2], "src.shape[2] (head_dim)")
+        layout = [cache.shape[0], cache.shape[1]] + list(cache.stride()[:3])
     if slot_mapping is None:
         check.fail("slot_mapping is None; quantize() writes a flat destination")
     slot_mapping = _slot_mapping(check, slot_mapping, src.shape[0])
     scale = _scale_tensor(check, "scale", scale, None)
     nonfinite_count = _counter(check, nonfinite_count)
-    layout = [cache.shape[0], cache.shape[1]] + list(cache.stride()[:3])
     ops._quantize_op(src, cache, slot_mapping, scale, layout, nonfinite_count)
     return cache
 

@@ -25,6 +25,15 @@ CHECKED_MODE = "checked mode"  # the note ending each of checked mode's messages
 LAYOUT_FIELDS = ("offset", "num_blocks", "block_size", "num_kv_heads", "block_stride", "slot_stride",
                  "head_stride")
 
+# The transposed e4m3 V layout (include/wideattn.h WIDEATTN_FLAG_V_TRANSPOSED,
+# kernels/common/v_transposed.h): page (block, kv_head) holds head_dim rows of block_size codes,
+# V(block, slot, head, d) at block * block_stride + head * head_stride + d * block_size +
+# v_slot_position(slot); the slots of each group of V_GROUP_SLOTS are interleaved.
+V_GROUP_SLOTS = 16
+V_QUAD_SLOTS = 8
+V_PAIR_SLOTS = 2
+V_LANE_BYTES = 4
+
 
 def e4m3_value(code):
     """The float value of one e4m3 byte `code` (an int 0..255; NaN for 0x7F / 0xFF)."""
@@ -122,6 +131,46 @@ def gather_keys(base, layout, block_row, length, head_dim, dtype, scale=None):
     return _dequantised(_flat(base)[index], scale, dtype)
 
 
+def v_slot_position(slot):
+    """Byte position of slot `slot` (an int or an integer tensor) in its transposed V page row:
+    16 (s / 16) + 4 ((s / 2) % 4) + 2 ((s / 8) % 2) + s % 2 (v_slot_position of
+    kernels/common/v_transposed.h)."""
+    group, in_group = slot // V_GROUP_SLOTS, slot % V_GROUP_SLOTS
+    quad, lane_pair = in_group // V_QUAD_SLOTS, (in_group % V_QUAD_SLOTS) // V_PAIR_SLOTS
+    return group * V_GROUP_SLOTS + lane_pair * V_LANE_BYTES + quad * V_PAIR_SLOTS + in_group % V_PAIR_SLOTS
+
+
+def gather_transposed_values(base, layout, block_row, length, head_dim, dtype, scale=None):
+    """Values 0 .. length-1 of one sequence ([length, num_kv_heads, head_dim]) read from the tensor
+    base, a V cache in the transposed layout (v_slot_position), through its block-table row
+    block_row and the KV layout (LAYOUT_FIELDS, slot_stride 1, the rows of a page block_size
+    apart), as the FP8 P V kernels address them; converted to dtype, dequantised by the scale
+    tensor when given (e4m3). head_dim: the dims per head."""
+    offset, _, block_size, heads, block_stride, _, head_stride = layout
+    keys = torch.arange(length, device=base.device)
+    blocks = block_row.to(base.device).long()[keys // block_size]
+    row = offset + blocks * block_stride + v_slot_position(keys % block_size)
+    index = (row[:, None, None] + torch.arange(heads, device=base.device)[None, :, None] * head_stride +
+             torch.arange(head_dim, device=base.device)[None, None, :] * block_size)
+    return _dequantised(_flat(base)[index], scale, dtype)
+
+
+def transposed_v_cache(cache):
+    """The codes of an e4m3 V cache [num_blocks, block_size, num_kv_heads, head_dim] (uint8 or
+    float8_e4m3fn) rearranged, none recomputed, into a new contiguous cache of the transposed
+    layout [num_blocks, num_kv_heads, head_dim, block_size] (slot s of each page row at byte
+    v_slot_position(s)), on the same device and of the same dtype: what a cache written by
+    wideattn.quantize_to_cache(..., v_transposed=True) holds for the same codes. block_size must be
+    a multiple of 16."""
+    num_blocks, block_size, heads, head_dim = cache.shape
+    if block_size % V_GROUP_SLOTS:
+        raise ValueError(f"cache.shape[1]={block_size} (block_size) is not a multiple of {V_GROUP_SLOTS}")
+    positions = v_slot_position(torch.arange(block_size, device=cache.device))
+    out = torch.empty((num_blocks, heads, head_dim, block_size), dtype=cache.dtype, device=cache.device)
+    out.index_copy_(3, positions, cache.permute(0, 2, 3, 1))
+    return out
+
+
 def _lengths_error(cu, lengths, total_q, row_keys, note):
     """The message of the first broken cu_seqlens_q / seq_lens_k rule of checked mode (ending in
     `note`), or None."""
@@ -194,12 +243,13 @@ def addressing_error(seq_lens_k, block_table, block_size, num_blocks, note):
 
 
 def attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
-              q_scale=None, k_scale=None, v_scale=None, dtype=torch.float64):
+              q_scale=None, k_scale=None, v_scale=None, dtype=torch.float64, v_transposed=False):
     """Output [total_q, num_q_heads, head_dim] and LSE [num_q_heads, total_q] (natural log) of one
     prefill call, in `dtype`: causal bottom-right per sequence, GQA, rows without a key = 0 / -inf.
     q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout and softmax_scale as the
     wideattn::prefill op takes them (wideattn.ops); q_scale, k_scale, v_scale dequantise e4m3
-    inputs (None for bf16)."""
+    inputs (None for bf16); v_transposed: v is in the transposed V layout (gather_transposed_values)."""
+    gather_values = gather_transposed_values if v_transposed else gather_keys
     total_q, num_q_heads, head_dim = q.shape
     queries = _dequantised(q, q_scale, dtype)
     out = torch.zeros((total_q, num_q_heads, head_dim), dtype=dtype, device=q.device)
@@ -213,7 +263,7 @@ def attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout
         if q_len == 0 or length == 0:
             continue
         keys = gather_keys(k, k_layout, block_table[s], length, head_dim, dtype, k_scale).to(q.device)
-        values = gather_keys(v, v_layout, block_table[s], length, head_dim, dtype, v_scale).to(q.device)
+        values = gather_values(v, v_layout, block_table[s], length, head_dim, dtype, v_scale).to(q.device)
         keys = keys.transpose(0, 1).repeat_interleave(group, dim=0)        # [Hq, L, D]
         values = values.transpose(0, 1).repeat_interleave(group, dim=0)
         scores = torch.matmul(queries[begin:end].transpose(0, 1), keys.transpose(1, 2)) * softmax_scale

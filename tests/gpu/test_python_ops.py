@@ -2,7 +2,8 @@
 77, skipped, without torch or a CUDA device): the ops against wideattn.reference in float64 on
 Gemma 4 31B global-layer shapes for every bf16 tier the device has, varlen_attention, the e4m3
 path (scale, quantise into a vLLM-layout cache, attention) with the quantise and scale steps bit
-for bit against the reference, library errors as exceptions, a side stream,
+for bit against the reference, the transposed e4m3 V layout (quantised on the device, then the FP8
+P V kernels with bf16 and e4m3 Q; sm_90a), library errors as exceptions, a side stream,
 torch.compile(fullgraph=True) of a module calling the op, CUDA-graph capture and replay
 bit-identical to eager calls, and split-KV decode: forced and automatic split counts against the
 reference with bit-identical reruns, and a captured split decode replayed bit-identical to eager.
@@ -122,6 +123,44 @@ def test_e4m3_cache_path():
                            k_scale=scales[0], v_scale=scales[1])
     expected, _ = case.expected(cache[0], cache[1], scales[0], scales[1])
     assert rel_l2(out, expected) <= REL_L2_E4M3
+
+
+def test_transposed_v_cache_path():
+    # V quantised into the transposed layout on the device (bit for bit the engine layout's codes
+    # rearranged), then the FP8 P V kernels (sm_90a) against the reference on the engine layout.
+    if torch.cuda.get_device_capability() != (9, 0):
+        print("    (skipped: the transposed V layout's kernels are sm_90a only)")
+        return
+    case = Case(seed=5)
+    e4m3 = getattr(torch, "float8_e4m3fn", torch.uint8)
+    flat = [case.kv_cache[i].reshape(-1, KV_HEADS, HEAD_DIM) for i in (0, 1)]
+    slots = torch.arange(flat[0].shape[0], device="cuda")
+    scales = [wideattn.compute_scale(flat[i]) for i in (0, 1)]
+    k_cache = torch.empty(case.kv_cache.shape[1:], dtype=e4m3, device="cuda")
+    v_engine = torch.empty(case.kv_cache.shape[1:], dtype=e4m3, device="cuda")
+    v_t = torch.empty((case.num_blocks, KV_HEADS, HEAD_DIM, BLOCK), dtype=e4m3, device="cuda")
+    wideattn.quantize_to_cache(flat[0], k_cache, slots, scales[0])
+    wideattn.quantize_to_cache(flat[1], v_engine, slots, scales[1])
+    wideattn.quantize_to_cache(flat[1], v_t, slots, scales[1], v_transposed=True)
+    assert torch.equal(reference.e4m3_codes(v_t), reference.e4m3_codes(reference.transposed_v_cache(v_engine)))
+    expected, _ = case.expected(k_cache, v_engine, scales[0], scales[1])
+    for q_kind in ("bf16", "e4m3"):
+        q, q_scale = case.q, None
+        if q_kind == "e4m3":
+            q_scale = wideattn.compute_scale(case.q)
+            q = wideattn.quantize(case.q, q_scale)
+            expected, _ = reference.attention(q, k_cache, v_engine, case.cu, case.lens, case.block_table,
+                                                         case.layout(k_cache), case.layout(v_engine), case.scale,
+                                                         q_scale, scales[0], scales[1])
+        out = torch.full(case.q.shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        out, lse = wideattn.prefill(q, k_cache, v_t, case.cu, case.lens, case.block_table, case.scale, out=out,
+                                    lse=True, q_scale=q_scale, k_scale=scales[0], v_scale=scales[1],
+                                    v_transposed=True)
+        again = wideattn.prefill(q, k_cache, v_t, case.cu, case.lens, case.block_table, case.scale, q_scale=q_scale,
+                                 k_scale=scales[0], v_scale=scales[1], v_transposed=True)
+        assert torch.isfinite(out).all(), q_kind
+        assert rel_l2(out, expected) <= REL_L2_E4M3, (q_kind, rel_l2(out, expected))
+        assert torch.equal(out, again), q_kind
 
 
 def test_library_errors_on_the_device():

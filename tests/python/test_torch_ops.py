@@ -768,5 +768,131 @@ def test_quantize_flat_and_e4m3_attention():
     assert_close_bf16(out, expected, "e4m3 K/V attention")
 
 
+
+def _transposed_problem(seed):
+    """A varlen e4m3 problem (K/V codes and scales) with its V also in the transposed layout."""
+    problem = Problem([(6, 37), (1, 18), (3, 33)], seed=seed)
+    heads = problem.kv_heads
+    k_scale = wideattn.compute_scale(problem.k_cache.reshape(-1, heads, HEAD_DIM))
+    v_scale = wideattn.compute_scale(problem.v_cache.reshape(-1, heads, HEAD_DIM))
+    k_codes = wideattn.quantize(problem.k_cache.reshape(-1, heads, HEAD_DIM), k_scale).reshape(problem.k_cache.shape)
+    v_codes = wideattn.quantize(problem.v_cache.reshape(-1, heads, HEAD_DIM), v_scale).reshape(problem.v_cache.shape)
+    return problem, k_codes, v_codes, reference.transposed_v_cache(v_codes), k_scale, v_scale
+
+
+def test_v_slot_position_is_the_headers_permutation():
+    # include/wideattn.h: position(s) = 16 (s / 16) + 4 ((s / 2) % 4) + 2 ((s / 8) % 2) + s % 2.
+    page = [reference.v_slot_position(s) for s in range(64)]
+    assert page == [16 * (s // 16) + 4 * ((s // 2) % 4) + 2 * ((s // 8) % 2) + s % 2 for s in range(64)], page
+    assert sorted(page[:16]) == list(range(16)) and page[16:32] == [16 + p for p in page[:16]], page
+    tensor = reference.v_slot_position(torch.arange(64))
+    assert tensor.tolist() == page
+
+
+def test_transposed_v_cache_moves_every_code_to_its_place():
+    problem, _, v_codes, v_t, _, _ = _transposed_problem(seed=21)
+    codes, moved = reference.e4m3_codes(v_codes), reference.e4m3_codes(v_t)
+    assert tuple(v_t.shape) == (problem.num_blocks, problem.kv_heads, HEAD_DIM, problem.block_size)
+    assert v_t.is_contiguous() and v_t.dtype == v_codes.dtype
+    for block, slot, head, dim in [(0, 0, 0, 0), (1, 5, 1, 511), (2, 15, 0, 7), (problem.num_blocks - 1, 9, 1, 300)]:
+        assert moved[block, head, dim, reference.v_slot_position(slot)] == codes[block, slot, head, dim]
+    try:
+        reference.transposed_v_cache(torch.zeros((2, 24, 1, 8), dtype=torch.uint8))
+    except ValueError as error:
+        assert "cache.shape[1]=24 (block_size) is not a multiple of 16" in str(error), error
+    else:
+        raise AssertionError("block_size 24 was accepted")
+
+
+def test_quantize_to_cache_writes_the_transposed_v_layout():
+    problem, _, v_codes, v_t, _, v_scale = _transposed_problem(seed=22)
+    heads = problem.kv_heads
+    tokens = problem.num_blocks * problem.block_size
+    src = problem.v_cache.reshape(tokens, heads, HEAD_DIM)
+    # Every slot through a shuffled slot mapping with padding (-1) mixed in.
+    slots = torch.randperm(tokens, generator=torch.Generator().manual_seed(5))
+    mapping = torch.cat([slots, torch.tensor([-1, -1])])
+    src_mapped = torch.cat([src[slots], src[:2]])
+    engine = torch.zeros_like(v_codes)
+    wideattn.quantize_to_cache(src_mapped, engine, mapping, v_scale)
+    transposed = torch.zeros_like(v_t)
+    wideattn.quantize_to_cache(src_mapped, transposed, mapping, v_scale, v_transposed=True)
+    assert torch.equal(reference.e4m3_codes(transposed), reference.e4m3_codes(reference.transposed_v_cache(engine)))
+    assert torch.equal(reference.e4m3_codes(engine), reference.e4m3_codes(v_codes))
+
+
+def test_quantize_to_cache_refuses_a_bad_transposed_cache():
+    problem, _, v_codes, v_t, _, v_scale = _transposed_problem(seed=23)
+    src = problem.v_cache.reshape(-1, problem.kv_heads, HEAD_DIM)[:4]
+    mapping = torch.arange(4)
+    cases = [
+        (v_codes, "cache.shape[1] is 16 but src.shape[1] (heads) is 2"),   # the engine layout given as transposed
+        (torch.zeros((3, problem.kv_heads, HEAD_DIM, 24), dtype=v_t.dtype),
+         "cache.shape[3]=24 (block_size) must be a multiple of 16"),
+        (torch.zeros((3, problem.kv_heads, HEAD_DIM, 32), dtype=v_t.dtype)[..., :16], "each page row contiguous"),
+        (v_t.transpose(2, 3).contiguous().transpose(2, 3), "contiguous in its last dimension"),
+        (torch.zeros((3, problem.kv_heads + 1, HEAD_DIM, 16), dtype=v_t.dtype), "cache.shape[1]"),
+    ]
+    for cache, text in cases:
+        try:
+            wideattn.quantize_to_cache(src, cache, mapping, v_scale, v_transposed=True)
+        except Exception as error:
+            assert "wideattn.quantize_to_cache" in str(error) and text in str(error), (text, str(error))
+        else:
+            raise AssertionError(f"accepted: {text}")
+    try:
+        wideattn.quantize_to_cache(src, v_t, mapping, v_scale, v_transposed=1)
+    except Exception as error:
+        assert "v_transposed must be a bool, got int" in str(error), error
+    else:
+        raise AssertionError("v_transposed=1 was accepted")
+
+
+def test_prefill_reads_a_transposed_v_cache():
+    problem, k_codes, v_codes, v_t, k_scale, v_scale = _transposed_problem(seed=24)
+    args = (problem.q, k_codes)
+    meta = (problem.cu_seqlens_q, problem.seq_lens_k, problem.block_table, problem.scale)
+    engine = wideattn.prefill(*args, v_codes, *meta, k_scale=k_scale, v_scale=v_scale)
+    for _ in range(2):   # the first call checks the signature, the second takes the memo
+        transposed, lse = wideattn.prefill(*args, v_t, *meta, k_scale=k_scale, v_scale=v_scale, lse=True,
+                                           v_transposed=True)
+        assert torch.equal(transposed, engine), (transposed.float() - engine.float()).abs().max()
+    k_deq = reference.e4m3_decode(k_codes) * k_scale.double()
+    v_deq = reference.e4m3_decode(v_codes) * v_scale.double()
+    expected, expected_lse = problem.expected(k_deq, v_deq)
+    assert_close_bf16(transposed, expected, "e4m3 K + transposed V attention")
+    assert torch.allclose(lse.double(), expected_lse, atol=1e-4), (lse.double() - expected_lse).abs().max()
+
+
+def test_prefill_with_transposed_v_selects_an_fp8_pv_kernel_and_checks_its_arguments():
+    problem, k_codes, v_codes, v_t, k_scale, v_scale = _transposed_problem(seed=25)
+    meta = (problem.cu_seqlens_q, problem.seq_lens_k, problem.block_table, problem.scale)
+    out = torch.empty(problem.q.shape, dtype=torch.bfloat16)
+    k_layout = [0, k_codes.shape[0], k_codes.shape[1], k_codes.shape[2]] + list(k_codes.stride()[:3])
+    v_layout = [0, v_t.shape[0], v_t.shape[3], v_t.shape[1], v_t.stride(0), 1, v_t.stride(1)]
+    params = ops.prefill_params(problem.q, k_codes, v_t, problem.cu_seqlens_q, problem.seq_lens_k,
+                                problem.block_table, k_layout, v_layout, problem.scale, None, k_scale, v_scale, out,
+                                None, flags=_capi.FLAG_V_TRANSPOSED)
+    kernels = {k.name: k for k in wideattn.library.default_context().kernels()}
+    if any("v_transposed" in k.features for k in kernels.values()):
+        info = ops.validate_prefill(params)
+        assert "v_transposed" in kernels[info.name].features, info.name
+    cases = [
+        (dict(v_cache=v_codes), "the transposed V cache of k_cache"),   # the engine layout given as transposed
+        (dict(k_cache=problem.k_cache), "k_cache has dtype bfloat16"),
+        (dict(v_cache=v_t[:, :1].contiguous()), "v_cache has shape"),
+        (dict(v_transposed="yes"), "v_transposed must be a bool, got str"),
+    ]
+    for change, text in cases:
+        call = dict(k_cache=k_codes, v_cache=v_t, v_transposed=True)
+        call.update(change)
+        try:
+            wideattn.prefill(problem.q, call["k_cache"], call["v_cache"], *meta, k_scale=k_scale, v_scale=v_scale,
+                             v_transposed=call["v_transposed"])
+        except Exception as error:
+            assert "wideattn.prefill" in str(error) and text in str(error), (text, str(error))
+        else:
+            raise AssertionError(f"accepted: {text}")
+
 if __name__ == "__main__":
     harness.run(dict(globals()))
