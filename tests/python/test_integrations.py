@@ -385,6 +385,11 @@ def test_serving_backend_checks_its_shape():
                               serving.WideattnBackend, q_heads, kv_heads, head_dim, SCALE, kv_cache_dtype)
     for kv_cache_dtype in ("bf16", "e4m3"):
         serving.WideattnBackend(Q_HEADS, KV_HEADS, HEAD_DIM, SCALE, kv_cache_dtype)
+    harness.expect_raises(wideattn.InvalidArgumentError,
+                          ["wideattn.serving.WideattnBackend", "v_transposed=True needs kv_cache_dtype='e4m3'"],
+                          serving.WideattnBackend, Q_HEADS, KV_HEADS, HEAD_DIM, SCALE, "bf16", None, True)
+    harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.serving.WideattnBackend", "v_transposed=1"],
+                          serving.WideattnBackend, Q_HEADS, KV_HEADS, HEAD_DIM, SCALE, "e4m3", None, 1)
 
 
 def test_serving_backend_sketch():
@@ -420,6 +425,18 @@ def test_serving_backend_sketch():
         before = kv_cache.clone()
         again = backend.attend(problem.q, kv_cache, metadata, k_scale=scales[0], v_scale=scales[1])
         assert torch.equal(again, out) and torch.equal(before, kv_cache), "attend() is not forward() less store()"
+        if kv_cache_dtype == "e4m3":
+            # The same cache tensor with its V half in the transposed layout (the FP8 P V kernels'):
+            # the same codes moved, the same result.
+            transposed = kv_cache.clone()
+            transposed[1].view(-1).copy_(reference.transposed_v_cache(kv_cache[1]).view(-1))
+            backend_t = serving.WideattnBackend(Q_HEADS, KV_HEADS, HEAD_DIM, problem.scale, kv_cache_dtype,
+                                                v_transposed=True)
+            stored = transposed.clone()
+            out_t = backend_t.forward(problem.q.reshape(problem.q.shape[0], -1), key, value, stored, metadata,
+                                      k_scale=scales[0], v_scale=scales[1])
+            assert torch.equal(stored, transposed), "store() with v_transposed wrote other codes"
+            assert torch.equal(out_t, out), "v_transposed changed the result"
 
 
 class HintRecorder:
