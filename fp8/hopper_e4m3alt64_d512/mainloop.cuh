@@ -4,8 +4,8 @@
 // counts and runs of full rounds are reused unchanged) over tiles of 64 keys. Round r covers key
 // tiles 2r and 2r + 1: warpgroup g computes S = Q K^T of tile 2r + g over all 512 dims (16 wgmma
 // m64n64k32 e4m3), the two warpgroups trade row maxima once, each forms P x 2^8 of its tile as two
-// k32 e4m3 A fragments, posts them to the partner, and adds both tiles' P V into its half of O:
-// own P from registers (2 wgmma m64n256k32 RS), the partner's from shared memory (2 SS).
+// k32 e4m3 A fragments and stores them to its P tile in shared memory, and each adds both tiles'
+// P V into its half of O, both from the P tiles (2 wgmma m64n256k32 SS per tile, tile 2r first).
 //
 // Differences from the 32-key rounds:
 //  - The scores are only read, never copied or rewritten: the row maxima and P are formed from
@@ -17,7 +17,9 @@
 //    the end of the round waits for.
 //  - V ring of three tile slots: once every thread of the warpgroup has waited for round r-1's
 //    P V (a warpgroup barrier after the wait), its halves of tiles 2r-2 and 2r-1 are refilled
-//    with tiles 2r+1 and 2r+2; in full rounds each P V waits for its V tile just before issue.
+//    with tiles 2r+1 and 2r+2; in full rounds each P V waits for its V tile just before issue,
+//    and both warpgroups issue the P V in tile order, so tile 2r+1 is waited for last.
+//  - Own P V from shared memory too: the RS form's two P register sets did not fit (NOTES.md).
 //  - Masking only in the generic rounds: a full round's own tile ends at least 64 keys before
 //    kv_end, and every row sees every key below kv_end - kTileTokens (bottom-right causal).
 #pragma once
@@ -218,29 +220,25 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
     } else {
         ptx::wgmma_commit();
     }
-    if (own) {
-        if constexpr (kFull)
-            ptx::mbarrier_wait(e4m3alt::value_barrier<Traits>(map, own_tile, at.group),
-                               e4m3alt::value_phase<Traits>(own_tile));
-        ptx::wgmma_fence();
+    // Both P V in tile order (tile 2r from warpgroup 0's P tile, then 2r + 1 from warpgroup 1's),
+    // so the V tile copied last (2r + 1) is waited for last in both warpgroups.
 #pragma unroll
-        for (int32_t step = 0; step < Traits::kPvSteps; ++step)
-            ptx::wgmma_m64n256k32_e4m3_ss(o, prob_step_descriptor<Traits>(map, parity, at.group, step),
-                                          value_step_descriptor<Traits>(map, own_tile, at.group, step));
-    }
-    ptx::wgmma_commit();
-    if (partner) {
-        if constexpr (kFull)
-            ptx::mbarrier_wait(e4m3alt::value_barrier<Traits>(map, partner_tile, at.group),
-                               e4m3alt::value_phase<Traits>(partner_tile));
-        ptx::named_barrier_sync(e4m3alt::posted_probs_barrier(1 - at.group), Traits::kThreads);
-        ptx::wgmma_fence();
+    for (int32_t producer = 0; producer < Traits::kTilesPerRound; ++producer) {
+        const int32_t tile = Traits::kTilesPerRound * r + producer;
+        if (kFull || tile < n) {
+            if constexpr (kFull)
+                ptx::mbarrier_wait(e4m3alt::value_barrier<Traits>(map, tile, at.group),
+                                   e4m3alt::value_phase<Traits>(tile));
+            if (producer != at.group)
+                ptx::named_barrier_sync(e4m3alt::posted_probs_barrier(producer), Traits::kThreads);
+            ptx::wgmma_fence();
 #pragma unroll
-        for (int32_t step = 0; step < Traits::kPvSteps; ++step)
-            ptx::wgmma_m64n256k32_e4m3_ss(o, prob_step_descriptor<Traits>(map, parity, 1 - at.group, step),
-                                          value_step_descriptor<Traits>(map, partner_tile, at.group, step));
+            for (int32_t step = 0; step < Traits::kPvSteps; ++step)
+                ptx::wgmma_m64n256k32_e4m3_ss(o, prob_step_descriptor<Traits>(map, parity, producer, step),
+                                              value_step_descriptor<Traits>(map, tile, at.group, step));
+        }
+        ptx::wgmma_commit();
     }
-    ptx::wgmma_commit();
 }
 
 // The whole key loop of one warpgroup (wgmma_e4m3alt_d512's alternating_mainloop over wide_round):
