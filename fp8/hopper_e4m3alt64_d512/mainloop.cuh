@@ -1,7 +1,8 @@
 // mainloop.cuh - the key loop of the Hopper-tier 8-bit kernel with alternating 64-key tiles
-// (wgmma_e4m3alt64_d512), for one warpgroup: wgmma_e4m3alt_d512's rounds
-// (fp8/hopper_e4m3alt_d512/mainloop.cuh: its row-maxima rendezvous, P hand-off, wgmma group
-// counts and runs of full rounds are reused unchanged) over tiles of 64 keys. Round r covers key
+// (wgmma_e4m3alt64_d512), for one warpgroup: wgmma_e4m3alt_d512's rounds over tiles of 64 keys
+// (fp8/hopper_e4m3alt_d512/mainloop.cuh: its row-maxima rendezvous, P tile slots and barriers,
+// rings and row-sum combination are called; its wgmma group counts and runs of full rounds are
+// followed, with the argument given there for each buffer's reuse). Round r covers key
 // tiles 2r and 2r + 1: warpgroup g computes S = Q K^T of tile 2r + g over all 512 dims (16 wgmma
 // m64n64k32 e4m3), the two warpgroups trade row maxima once, each forms P x 2^8 of its tile as two
 // k32 e4m3 A fragments and stores them to its P tile in shared memory, and each adds both tiles'
@@ -15,10 +16,12 @@
 //  - K ring of one slot per warpgroup: the rendezvous of round r follows every thread's wait for
 //    scores(r), so after it the slot is refilled with the warpgroup's tile of round r + 1, which
 //    the end of the round waits for.
-//  - V ring of three tile slots: once every thread of the warpgroup has waited for round r-1's
-//    P V (a warpgroup barrier after the wait), its halves of tiles 2r-2 and 2r-1 are refilled
-//    with tiles 2r+1 and 2r+2; in full rounds each P V waits for its V tile just before issue,
-//    and both warpgroups issue the P V in tile order, so tile 2r+1 is waited for last.
+//  - V ring of three tile slots. Both warpgroups issue the P V in tile order, so round r-1's
+//    first P V group is tile 2r-2's in both: a full round waits for it (wait 1) before the
+//    rendezvous, and after the rendezvous tile 2r-2's slot is refilled with tile 2r+1, needed at
+//    the end of the round; tile 2r-1's slot gets tile 2r+2 once every thread of the warpgroup has
+//    waited for all of round r-1's P V (a warpgroup barrier after the wait). In full rounds each
+//    P V waits for its V tile just before issue.
 //  - Own P V from shared memory too: the RS form's two P register sets did not fit (NOTES.md).
 //  - Masking only in the generic rounds: a full round's own tile ends at least 64 keys before
 //    kv_end, and every row sees every key below kv_end - kTileTokens (bottom-right causal).
@@ -140,8 +143,19 @@ __device__ __forceinline__ SmemDescriptor prob_step_descriptor(const SharedMap& 
                                   Traits::kProbCoreBytes, Traits::kProbRowGroupBytes);
 }
 
+// wgmma groups a full round leaves in flight behind the P V of round r-1's first tile (2r-2): its
+// second tile's.
+constexpr int kProductsBehindFirstValues = 1;
+
+// The V tile refilled into the slot of tile 2r-2 in round r >= 1 (2r-2 + kValueSlots: 2r+1); the
+// next one (2r+2) goes into tile 2r-1's slot later in the round.
+template <class Traits>
+__device__ __forceinline__ int32_t first_refilled_values(int32_t r) {
+    return Traits::kTilesPerRound * (r - 1) + Traits::kValueSlots;
+}
+
 // Round r of the key loop (see the file comment and wgmma_e4m3alt_d512's alternating_round for
-// kBehindProducts and kFull); prob: this round's P register set.
+// kBehindProducts and kFull).
 template <class Traits, bool kBehindProducts, bool kFull>
 __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, const BlockGeometry& g,
                                            const GroupPlace& at, const SharedMap& map,
@@ -165,9 +179,16 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
     if constexpr (!kFull) tile_key_limits<Traits>(g, own_tile, at.lane, limit);
     float tile_max[2];
     own_row_maxima<Traits, !kFull>(s, limit, score_scale, tile_max);
+    if constexpr (kBehindProducts) ptx::wgmma_wait<kProductsBehindFirstValues>();  // and P V(r-1) of tile 2r-2
     e4m3alt::trade_row_maxima<Traits>(map, parity, at, tile_max);
-    if (e4m3alt::issues_copies(at) && Traits::kTilesPerRound * (r + Traits::kKeySlots) + at.group < n)
-        e4m3alt::issue_own_keys<Traits>(streams, p, g, map, r + Traits::kKeySlots, at);
+    // Every thread of both warpgroups has now waited for scores(r) and the P V of tile 2r-2: the
+    // K slot and tile 2r-2's V slot are free.
+    if (e4m3alt::issues_copies(at)) {
+        const int32_t early_values = first_refilled_values<Traits>(r);
+        if (r >= 1 && early_values < n) e4m3alt::issue_values<Traits>(streams, p, g, map, early_values, at);
+        if (Traits::kTilesPerRound * (r + Traits::kKeySlots) + at.group < n)
+            e4m3alt::issue_own_keys<Traits>(streams, p, g, map, r + Traits::kKeySlots, at);
+    }
     float alpha[2];
     const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
     uint32_t prob[Traits::kPvSteps][4];
@@ -176,10 +197,8 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
     ptx::wgmma_wait<0>();  // both P V of round r-1: O complete
     ptx::pin_all(o);
     ptx::named_barrier_sync(kGroupBarrierBase + at.group, Traits::kWarpGroupThreads);
-    if (e4m3alt::issues_copies(at) && r >= 1)
-        for (int32_t tile = Traits::kTilesPerRound * (r - 1) + Traits::kValueSlots;
-             tile < Traits::kTilesPerRound * r + Traits::kValueSlots && tile < n; ++tile)
-            e4m3alt::issue_values<Traits>(streams, p, g, map, tile, at);
+    if (e4m3alt::issues_copies(at) && r >= 1 && first_refilled_values<Traits>(r) + 1 < n)
+        e4m3alt::issue_values<Traits>(streams, p, g, map, first_refilled_values<Traits>(r) + 1, at);  // tile 2r-1's slot
     if (rescale) rescale_output(o, alpha);
     if constexpr (!kFull) {
         if (own)
