@@ -413,9 +413,10 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: transposed V, NaN in un
             unused.nan_unused_slots = true;
             check_fast_case(unused, kE4m3RelL2, false);
         }
-        // Key tiles of every parity and run length (the alternating kernels' rounds; past 1k keys
-        // the 64-key tiles' runs of four full rounds and every remainder of them).
-        for (const int32_t context : {31, 64, 97, 160, 223, 300, 511, 1023, 1250, 1530, 1790}) {
+        // Key tiles of every parity and run length (the alternating kernels' rounds; from 900 keys
+        // the 64-key tiles' runs of four full rounds, followed by 1, 2, 3 or 0 more: 15, 17, 18,
+        // 20, 23 and 29 tiles).
+        for (const int32_t context : {31, 64, 97, 160, 223, 300, 511, 900, 1023, 1100, 1250, 1420, 1790}) {
             ProblemSpec spec = problem_spec({9, 1}, {context, context + 40}, 16, 2, 16, ++seed);
             spec.e4m3_kv = spec.e4m3_q = spec.v_transposed = true;
             spec.nan_unused_slots = true;
