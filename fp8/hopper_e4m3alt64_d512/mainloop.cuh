@@ -23,6 +23,8 @@
 //    waited for all of round r-1's P V (a warpgroup barrier after the wait). In full rounds each
 //    P V waits for its V tile just before issue.
 //  - Own P V from shared memory too: the RS form's two P register sets did not fit (NOTES.md).
+//    P is stored to the P tile as it is packed and posted before the wait for round r-1's P V;
+//    the warpgroup barrier behind that wait makes the tile whole for the own P V.
 //  - Masking only in the generic rounds: a full round's own tile ends at least 64 keys before
 //    kv_end, and every row sees every key below kv_end - kTileTokens (bottom-right causal).
 #pragma once
@@ -87,11 +89,16 @@ __device__ __forceinline__ void own_row_maxima(const float (&s)[Traits::kKeyNTil
 
 // P = 2^(s x scale - max + kProbScaleLog2) of the visible keys (0 elsewhere) against the running
 // maxima, added to the row sums and rounded to e4m3 (RNE, saturating) into the A fragments of the
-// two P V steps, element by element as Traits::prob_score_quad / prob_score_element place them.
+// two P V steps, element by element as Traits::prob_score_quad / prob_score_element place them;
+// each fragment register stored at once into the warpgroup's P tile of `parity`
+// (Traits::prob_fragment_offset: where the SS wgmmas read it; tests/test_wgmma_layout.cpp checks
+// both). The caller fences the stores for the async proxy and posts them.
 template <class Traits, bool kMasked>
-__device__ __forceinline__ void own_probs(const float (&s)[Traits::kKeyNTiles][4], const int32_t (&limit)[2],
-                                          float scale, RowState& state, uint32_t (&prob)[Traits::kPvSteps][4]) {
+__device__ __forceinline__ void store_own_probs(const float (&s)[Traits::kKeyNTiles][4], const int32_t (&limit)[2],
+                                                float scale, RowState& state, const SharedMap& map, int32_t parity,
+                                                const GroupPlace& at) {
     constexpr int32_t kBytesPerReg = 4;
+    const uint32_t tile = e4m3alt::prob_tile<Traits>(map, parity, at.group);
     float base[2];
 #pragma unroll
     for (int32_t rr = 0; rr < 2; ++rr)
@@ -108,23 +115,9 @@ __device__ __forceinline__ void own_probs(const float (&s)[Traits::kKeyNTiles][4
                                           scale, -base[e / 2]));
                 state.sum[e / 2] += pr[byte];
             }
-            prob[step][reg] = mma_e4m3::pack_e4m3x4(pr[0], pr[1], pr[2], pr[3]);
+            ptx::store_shared_u32(tile + Traits::prob_fragment_offset(at.row_tile, at.lane, step, reg),
+                                  mma_e4m3::pack_e4m3x4(pr[0], pr[1], pr[2], pr[3]));
         }
-}
-
-// The thread's A fragments into the warpgroup's P tile of `parity` (Traits::prob_fragment_offset:
-// the places the two SS wgmmas read; tests/test_wgmma_layout.cpp checks them), then posted.
-template <class Traits>
-__device__ __forceinline__ void post_probs(const SharedMap& map, int32_t parity, const GroupPlace& at,
-                                           const uint32_t (&prob)[Traits::kPvSteps][4]) {
-    const uint32_t tile = e4m3alt::prob_tile<Traits>(map, parity, at.group);
-#pragma unroll
-    for (int32_t step = 0; step < Traits::kPvSteps; ++step)
-#pragma unroll
-        for (int32_t reg = 0; reg < Traits::kProbRegs; ++reg)
-            ptx::store_shared_u32(tile + Traits::prob_fragment_offset(at.row_tile, at.lane, step, reg), prob[step][reg]);
-    ptx::fence_proxy_async_shared();
-    ptx::named_barrier_arrive(e4m3alt::posted_probs_barrier(at.group), Traits::kThreads);
 }
 
 // The V descriptor of P V step `step` over the warpgroup's half of V tile `tile`.
@@ -191,8 +184,14 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
     }
     float alpha[2];
     const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
-    uint32_t prob[Traits::kPvSteps][4];
-    own_probs<Traits, !kFull>(s, limit, score_scale, state, prob);
+    if (own) {
+        // P of the own tile to its P tile of this parity (last read by round r-2's P V, which both
+        // warpgroups waited for before this round's rendezvous), posted to the partner; the
+        // warpgroup barrier below makes it whole for the own P V.
+        store_own_probs<Traits, !kFull>(s, limit, score_scale, state, map, parity, at);
+        ptx::fence_proxy_async_shared();
+        ptx::named_barrier_arrive(e4m3alt::posted_probs_barrier(at.group), Traits::kThreads);
+    }
 
     ptx::wgmma_wait<0>();  // both P V of round r-1: O complete
     ptx::pin_all(o);
@@ -222,11 +221,6 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
         }
     }
 
-    if (own) {
-        post_probs<Traits>(map, parity, at, prob);
-        // The own P V reads the tile too: every thread's fragments stored and fenced.
-        ptx::named_barrier_sync(kGroupBarrierBase + at.group, Traits::kWarpGroupThreads);
-    }
     if (next_scores) {
         ptx::mbarrier_wait(e4m3alt::key_barrier<Traits>(map, r + 1, at.group), e4m3alt::key_phase<Traits>(r + 1));
         // With one K slot the operand addresses are loop-invariant: pinned here so the compiler
