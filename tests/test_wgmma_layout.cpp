@@ -5,14 +5,17 @@
 // (operand_offset). Covers the bf16 and the e4m3 kernel's Q, K and V and both warpgroups, and the
 // FP8 P V of wgmma_e4m3pv_d512: its e4m3 P fragment (the PTX m64nNk32 A layout) against the score
 // accumulator it is packed from, and its K-major V without swizzle against where the TMA boxes of
-// the transposed V cache land; and wgmma_e4m3alt_d512's full-width score steps and the P tile one
-// warpgroup hands the other (its stores against the SS descriptor that reads them).
+// the transposed V cache land; wgmma_e4m3alt_d512's full-width score steps and the P tile one
+// warpgroup hands the other (its stores against the SS descriptor that reads them); and the same
+// for wgmma_e4m3alt64_d512's 64-key tiles (m64n64 scores, two k32 P V steps per tile, its
+// shared-memory plan).
 #include <doctest/doctest.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <set>
 
+#include "fp8/hopper_e4m3alt64_d512/traits.h"
 #include "fp8/hopper_e4m3alt_d512/traits.h"
 #include "fp8/hopper_e4m3pv_d512/traits.h"
 #include "fp8/hopper_e4m3q_d512/traits.h"
@@ -295,4 +298,140 @@ TEST_CASE("wgmma layout: wgmma_e4m3alt_d512's full-width score steps, its P tile
     CHECK(At::SmemPlan::kProbs % At::kVecBytes == 0);
     CHECK(At::SmemPlan::kBarriers % At::kBarrierBytes == 0);
     CHECK(At::kSmemBytes == At::SmemPlan::kEnd + At::kSmemAlign);
+}
+
+TEST_CASE("wgmma layout: wgmma_e4m3alt64_d512's m64n64 score steps, K boxes, P fragments, P tile and plan") {
+    using A64 = WgmmaE4m3Alt64D512Traits;
+    using KeyView = FullWidthKeyView<A64>;
+    static_assert(A64::kTileKeys == 64 && A64::kKeyNTiles == 8 && A64::kPvSteps == 2, "the 64-key tile");
+
+    // Scores over all 512 dims: the Q tile as loaded, the K tile of 64 keys in the operand layout.
+    const uint32_t q = kBase + A64::SmemPlan::kQ, k = kBase + A64::SmemPlan::kKeyRing;
+    int64_t wrong = 0, checked = 0;
+    for (int32_t step = 0; step < A64::kFullSlabs * A64::kStepsPerSlab; ++step) {
+        const ScoreDescriptors d = score_step_descriptors<A64, A64::kFullSlabs>(q, k, 0, step);
+        for (int32_t kk = 0; kk < A64::kScoreK; ++kk) {
+            const int32_t dim = step * A64::kScoreK + kk;
+            for (int32_t row = 0; row < A64::kRowsPerBlock; ++row, ++checked)
+                wrong += k_major_address(d.q, row, kk, A64::kElemBytes) !=
+                         loaded_address<A64, A64::kRowsPerBlock>(q, row, dim, A64::kElemBytes);
+            for (int32_t key = 0; key < A64::kTileKeys; ++key, ++checked)
+                wrong += k_major_address(d.k, key, kk, A64::kElemBytes) !=
+                         loaded_address<A64, A64::kTileKeys>(k, key, dim, A64::kElemBytes);
+        }
+    }
+    CHECK(wrong == 0);
+    CHECK(checked == int64_t{A64::kHeadDim} * (A64::kRowsPerBlock + A64::kTileKeys));
+
+    // The full-width K stream's boxes (4 slabs x 4 sub-tiles of 16 keys, 128 codes each, swizzled
+    // by TMA) land where the operand layout puts each key's codes, and fill the chunk once.
+    constexpr int32_t kSubTileBytes = A64::kPageKeys * A64::kSwizzleBytes;  // KvTmaStream's sub-tile
+    CHECK(KeyView::kSubTiles * KeyView::kSlabsPerGroup * kSubTileBytes == A64::kChunkBytes);
+    std::set<uint32_t> key_bytes;
+    wrong = 0;
+    for (int32_t slab = 0; slab < KeyView::kSlabsPerGroup; ++slab)
+        for (int32_t sub = 0; sub < KeyView::kSubTiles; ++sub) {
+            const uint32_t box = slab * A64::kChunkSlabBytes + sub * kSubTileBytes;
+            for (int32_t row = 0; row < A64::kPageKeys; ++row)
+                for (int32_t vec = 0; vec < A64::kVecsPerSlabRow; ++vec) {
+                    const uint32_t landed = swizzled(kBase + box + row * A64::kSwizzleBytes + vec * A64::kVecBytes);
+                    wrong += landed - kBase != operand_offset<A64, A64::kTileKeys>(sub * A64::kPageKeys + row,
+                                                                                   slab * A64::kVecsPerSlabRow + vec);
+                    key_bytes.insert(landed);
+                }
+        }
+    CHECK(wrong == 0);
+    CHECK(key_bytes.size() * A64::kVecBytes == static_cast<size_t>(A64::kChunkBytes));
+
+    // The m64n64 accumulator: quad n, element e of lane t is key 8 n + 2 t + e % 2 (the mask's
+    // column); the four lanes of a row cover the 64 keys once.
+    std::set<int32_t> columns;
+    for (int32_t t = 0; t < kLanesPerRow; ++t)
+        for (int32_t n = 0; n < A64::kKeyNTiles; ++n)
+            for (int32_t e = 0; e < 2; ++e) columns.insert(n * A64::kAccumN + 2 * t + e);
+    CHECK(columns.size() == static_cast<size_t>(A64::kTileKeys));
+    CHECK(*columns.rbegin() == A64::kTileKeys - 1);
+
+    // P V step `step` of warpgroup `group`: A column c (register r = 2 (c / 16) + row pair, byte
+    // c % 4 of lane (c % 16) / 4) holds accumulator quad prob_score_quad, element
+    // prob_score_element, i.e. key 8 quad + 2 t + element % 2; the V descriptor of the step must
+    // read that key's V row where the transposed V boxes land (the warpgroup's half, 16-key
+    // sub-tiles of kVtSubTileBytes, kVtBoxDims-dim boxes of 16 slot positions).
+    const uint32_t v = kBase + A64::SmemPlan::kValueRing + A64::kChunkBytes;
+    const auto landed_value = [v](int32_t key, int32_t dim) {
+        const int32_t group = dim / A64::kDimsPerGroup, local = dim % A64::kDimsPerGroup;
+        return v + group * A64::kGroupChunkBytes + (key / A64::kPageKeys) * A64::kVtSubTileBytes +
+               (local / kVtBoxDims) * A64::kVtBoxBytes + (local % kVtBoxDims) * kVtBoxSlots +
+               v_slot_position(key % A64::kPageKeys);
+    };
+    std::set<int32_t> step_keys;
+    std::set<uint32_t> value_bytes;
+    wrong = checked = 0;
+    for (int32_t step = 0; step < A64::kPvSteps; ++step)
+        for (int32_t c = 0; c < A64::kPvK; ++c) {
+            const int32_t reg = 2 * (c / kCoreRowBytes), t = (c % kCoreRowBytes) / kLanesPerRow, byte = c % kLanesPerRow;
+            for (int32_t pair = 0; pair < 2; ++pair) {
+                const int32_t element = A64::prob_score_element(reg + pair, byte);
+                CHECK(element / 2 == pair);  // register r % 2 holds row g + 8 (r % 2)
+                const int32_t key = A64::kAccumN * A64::prob_score_quad(step, reg + pair, byte) + 2 * t + element % 2;
+                CHECK(key == A64::kAccumN * A64::prob_score_quad(step, reg, byte) + 2 * t + byte % 2);
+                if (pair == 0) step_keys.insert(key);
+            }
+            const int32_t key = A64::kAccumN * A64::prob_score_quad(step, reg, byte) + 2 * t + byte % 2;
+            CHECK(key / A64::kPvK == step);
+            for (int32_t group = 0; group < A64::kWarpGroups; ++group) {
+                const SmemDescriptor d =
+                    descriptor_plus(fp8_pv_descriptor<A64>(v, group), step * A64::kVtStepBytes);
+                for (int32_t n = 0; n < A64::kDimsPerGroup; ++n, ++checked) {
+                    const uint32_t read = interleaved_k_major_address(d, n, c);
+                    wrong += read != landed_value(key, group * A64::kDimsPerGroup + n);
+                    value_bytes.insert(read);
+                }
+            }
+        }
+    CHECK(wrong == 0);
+    CHECK(checked == int64_t{A64::kTileKeys} * A64::kHeadDim);
+    CHECK(step_keys.size() == static_cast<size_t>(A64::kTileKeys));  // each key of the tile once
+    CHECK(value_bytes.size() == static_cast<size_t>(A64::kChunkBytes));
+    CHECK(*value_bytes.begin() == v);
+
+    // The P tile: where each lane stores byte i of register r of step s is where the SS
+    // descriptor of step s (the tile's half s) reads that element; both halves fill the tile once.
+    const uint32_t tile = kBase + A64::SmemPlan::kProbs;
+    constexpr int32_t kWarpsPerGroup = A64::kWarpGroupThreads / A64::kWarpSize;
+    std::set<uint32_t> stored;
+    wrong = 0;
+    for (int32_t step = 0; step < A64::kPvSteps; ++step) {
+        const SmemDescriptor a = interleaved_descriptor(tile + step * A64::kProbStepBytes, A64::kProbCoreBytes,
+                                                        A64::kProbRowGroupBytes);
+        for (int32_t warp = 0; warp < kWarpsPerGroup; ++warp)
+            for (int32_t lane = 0; lane < A64::kWarpSize; ++lane)
+                for (int32_t reg = 0; reg < A64::kProbRegs; ++reg)
+                    for (int32_t byte = 0; byte < 4; ++byte) {
+                        const int32_t row = warp * A64::kRowsPerWarp + lane / kLanesPerRow + (reg % 2) * kCoreRows;
+                        const int32_t column = (reg / 2) * kCoreRowBytes + (lane % kLanesPerRow) * 4 + byte;
+                        const uint32_t address = tile + A64::prob_fragment_offset(warp, lane, step, reg) + byte;
+                        wrong += interleaved_k_major_address(a, row, column) != address;
+                        stored.insert(address);
+                    }
+    }
+    CHECK(wrong == 0);
+    CHECK(stored.size() == static_cast<size_t>(A64::kProbTileBytes));
+    CHECK(*stored.rbegin() == tile + A64::kProbTileBytes - 1);
+
+    // The plan: Q, one K chunk per warpgroup, three V chunks, P tiles of both parities and
+    // warpgroups, maxima, sums, mbarriers, in order without overlap; swizzled operands on
+    // 1024-byte atoms; within 227 KB.
+    CHECK(A64::SmemPlan::kKeyRing == A64::SmemPlan::kQ + A64::kQBytes);
+    CHECK(A64::SmemPlan::kValueRing == A64::SmemPlan::kKeyRing + A64::kKeySlots * A64::kWarpGroups * A64::kChunkBytes);
+    CHECK(A64::SmemPlan::kProbs == A64::SmemPlan::kValueRing + A64::kValueSlots * A64::kChunkBytes);
+    CHECK(A64::SmemPlan::kMaxima ==
+          A64::SmemPlan::kProbs + A64::kProbParities * A64::kWarpGroups * A64::kProbTileBytes);
+    for (int32_t offset : {A64::SmemPlan::kQ, A64::SmemPlan::kKeyRing, A64::SmemPlan::kValueRing})
+        CHECK(offset % A64::kAtomBytes == 0);
+    CHECK(A64::kChunkBytes % A64::kAtomBytes == 0);
+    CHECK(A64::SmemPlan::kProbs % A64::kVecBytes == 0);
+    CHECK(A64::SmemPlan::kBarriers % A64::kBarrierBytes == 0);
+    CHECK(A64::kSmemBytes == A64::SmemPlan::kEnd + A64::kSmemAlign);
+    CHECK(A64::kSmemBytes <= kSmemLimitSm90);
 }

@@ -71,7 +71,7 @@ __device__ __forceinline__ bool issues_copies(const GroupPlace& at) { return at.
 
 template <class Traits>
 struct Streams {
-    bf16::KvTmaStream<WgmmaE4m3AltKeyStreamTraits> k;  // own tiles, whole width
+    bf16::KvTmaStream<FullWidthKeyView<Traits>> k;  // own tiles, whole width
     e4m3pv::ValueTmaStream<Traits> v;                  // every tile, own half of the dims
 
     __device__ __forceinline__ void init(const wideattn_prefill_params& p, const KvTensorMaps& maps, int32_t kv_head,

@@ -224,6 +224,20 @@ __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p,
         issue_values<Traits>(streams, p, g, map, tile, at);
 }
 
+// Row sums of both warpgroups' tiles, at the end of the key loop: thread i of either warpgroup
+// holds the same rows and key columns, so the partials add thread by thread (in either order: the
+// same sum). Also wgmma_e4m3alt64_d512's.
+template <class Traits>
+__device__ __forceinline__ void add_partner_row_sums(const SharedMap& map, const GroupPlace& at, RowState& state) {
+    const uint32_t own = map.sums + (at.group * Traits::kWarpGroupThreads + at.thread) * 8;
+    const uint32_t other = map.sums + ((1 - at.group) * Traits::kWarpGroupThreads + at.thread) * 8;
+    ptx::store_shared_f32(own, state.sum[0]);
+    ptx::store_shared_f32(own + 4, state.sum[1]);
+    ptx::named_barrier_sync(kExchangeBarrier, Traits::kThreads);
+    state.sum[0] += ptx::load_shared_f32(other);
+    state.sum[1] += ptx::load_shared_f32(other + 4);
+}
+
 // The whole key loop of one warpgroup; o accumulates unnormalised P V over its half of the dims
 // (P x 2^8, V in codes); state holds the running maxima (equal in both warpgroups) and this
 // thread's partial row sums of both warpgroups' tiles.
@@ -287,16 +301,7 @@ __device__ __forceinline__ void alternating_mainloop(const wideattn_prefill_para
         alternating_round<Traits, false, false>(p, g, at, map, streams, score_scale, o, state, s, r, prob[0]);
     ptx::wgmma_wait<0>();
     ptx::pin_all(o);
-
-    // Row sums of both warpgroups' tiles: thread i of either warpgroup holds the same rows and key
-    // columns, so the partials add thread by thread (in either order: the same sum).
-    const uint32_t own = map.sums + (at.group * Traits::kWarpGroupThreads + at.thread) * 8;
-    const uint32_t other = map.sums + ((1 - at.group) * Traits::kWarpGroupThreads + at.thread) * 8;
-    ptx::store_shared_f32(own, state.sum[0]);
-    ptx::store_shared_f32(own + 4, state.sum[1]);
-    ptx::named_barrier_sync(kExchangeBarrier, Traits::kThreads);
-    state.sum[0] += ptx::load_shared_f32(other);
-    state.sum[1] += ptx::load_shared_f32(other + 4);
+    add_partner_row_sums<Traits>(map, at, state);
 }
 
 }  // namespace wideattn::hopper::e4m3alt

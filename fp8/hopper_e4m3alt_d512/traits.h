@@ -79,11 +79,14 @@ struct WgmmaE4m3AltD512Traits : WgmmaE4m3PvD512Traits {
         "wideattn_wgmma_e4m3alt_d512_split"};
 };
 
-// The view of the traits the full-width K stream (the bf16 kernel's KvTmaStream) copies with: a
-// warpgroup's "half" is the whole row of kFullSlabs slabs, its chunk a whole K tile.
-struct WgmmaE4m3AltKeyStreamTraits : WgmmaE4m3AltD512Traits {
-    static constexpr int32_t kSlabsPerGroup = kFullSlabs;
-    static constexpr int32_t kGroupChunkBytes = kChunkBytes;
+// The view of a kernel's traits the full-width K stream (the bf16 kernel's KvTmaStream) copies
+// with: a warpgroup's "half" is the whole row of kFullSlabs slabs, its chunk a whole K tile (also
+// wgmma_e4m3alt64_d512's, over its 64-key tiles).
+template <class Traits>
+struct FullWidthKeyView : Traits {
+    static constexpr int32_t kSlabsPerGroup = Traits::kFullSlabs;
+    static constexpr int32_t kGroupChunkBytes = Traits::kChunkBytes;
 };
+using WgmmaE4m3AltKeyStreamTraits = FullWidthKeyView<WgmmaE4m3AltD512Traits>;
 
 }  // namespace wideattn

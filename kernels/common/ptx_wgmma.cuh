@@ -1,6 +1,7 @@
 // ptx_wgmma.cuh - device wrappers over the sm_90a wgmma PTX of the Hopper tier (descriptors and
 // layout: wgmma_layout.h): the wgmma shapes the kernels issue
-// (scores: m64n32k16 bf16 / m64n32k32 e4m3 with both operands in shared memory; P V:
+// (scores: m64n32k16 bf16 / m64n32k32 e4m3 with both operands in shared memory, m64n64k32 e4m3
+// for wgmma_e4m3alt64_d512's 64-key tiles; P V:
 // m64n256k16 bf16 / fp16 with A in registers and B MN-major in shared memory, m64n256k32 e4m3
 // with A in registers and B K-major in shared memory), wgmma
 // fence/commit/wait, the generic-to-async proxy fence, and operand pins that keep the compiler
@@ -53,6 +54,18 @@ __device__ __forceinline__ void pin_all(T (&values)[kRows][kCols]) {
     "+f"(acc[1][0]), "+f"(acc[1][1]), "+f"(acc[1][2]), "+f"(acc[1][3]), \
     "+f"(acc[2][0]), "+f"(acc[2][1]), "+f"(acc[2][2]), "+f"(acc[2][3]), \
     "+f"(acc[3][0]), "+f"(acc[3][1]), "+f"(acc[3][2]), "+f"(acc[3][3])
+#define WIDEATTN_ACC32_REGS \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define WIDEATTN_ACC32_OPERANDS(acc) \
+    "+f"(acc[0][0]), "+f"(acc[0][1]), "+f"(acc[0][2]), "+f"(acc[0][3]), \
+    "+f"(acc[1][0]), "+f"(acc[1][1]), "+f"(acc[1][2]), "+f"(acc[1][3]), \
+    "+f"(acc[2][0]), "+f"(acc[2][1]), "+f"(acc[2][2]), "+f"(acc[2][3]), \
+    "+f"(acc[3][0]), "+f"(acc[3][1]), "+f"(acc[3][2]), "+f"(acc[3][3]), \
+    "+f"(acc[4][0]), "+f"(acc[4][1]), "+f"(acc[4][2]), "+f"(acc[4][3]), \
+    "+f"(acc[5][0]), "+f"(acc[5][1]), "+f"(acc[5][2]), "+f"(acc[5][3]), \
+    "+f"(acc[6][0]), "+f"(acc[6][1]), "+f"(acc[6][2]), "+f"(acc[6][3]), \
+    "+f"(acc[7][0]), "+f"(acc[7][1]), "+f"(acc[7][2]), "+f"(acc[7][3])
 #define WIDEATTN_ACC128_REGS \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, " \
@@ -111,6 +124,21 @@ __device__ __forceinline__ void pin_all(T (&values)[kRows][kCols]) {
                  : WIDEATTN_ACC16_OPERANDS(acc)                                                      \
                  : "r"(a_desc.low), "r"(a_desc.high), "r"(b_desc.low), "r"(b_desc.high), "r"(accumulate))
 
+// acc (64 x 64) = a b (+ acc when accumulate != 0), a and b K-major in shared memory (FP8: no
+// transpose operands).
+#define WIDEATTN_WGMMA_SCORES64(shape, acc, a_desc, b_desc, accumulate)                                   \
+    asm volatile("{\n"                                                                               \
+                 ".reg .pred accumulate;\n"                                                           \
+                 ".reg .b64 a_desc, b_desc;\n"                                                        \
+                 "setp.ne.b32 accumulate, %36, 0;\n"                                                  \
+                 "mov.b64 a_desc, {%32, %33};\n"                                                     \
+                 "mov.b64 b_desc, {%34, %35};\n"                                                     \
+                 "wgmma.mma_async.sync.aligned." shape " {" WIDEATTN_ACC32_REGS "}, "                 \
+                 "a_desc, b_desc, accumulate, 1, 1;\n"                                               \
+                 "}\n"                                                                               \
+                 : WIDEATTN_ACC32_OPERANDS(acc)                                                      \
+                 : "r"(a_desc.low), "r"(a_desc.high), "r"(b_desc.low), "r"(b_desc.high), "r"(accumulate))
+
 // acc (64 x 256) += a b, a the thread's fragment of its warp's 16 rows (16-bit pairs of the
 // m16n8k16 layout, or e4m3 quads of the m16n8k32 layout), b in shared memory: MN-major
 // (transposed, tail ", 1": imm-trans-b) for 16-bit types, K-major for e4m3 (tail "": FP8 wgmma
@@ -154,6 +182,13 @@ __device__ __forceinline__ void wgmma_m64n32k16_ss(float (&s)[4][4], hopper::Sme
 __device__ __forceinline__ void wgmma_m64n32k32_e4m3_ss(float (&s)[4][4], hopper::SmemDescriptor a_desc,
                                                         hopper::SmemDescriptor b_desc, int32_t accumulate) {
     WIDEATTN_WGMMA_SCORES("m64n32k32.f32.e4m3.e4m3", "", s, a_desc, b_desc, accumulate);
+}
+
+// Scores of a 64-key tile, e4m3 (wgmma_e4m3alt64_d512): s (64 x 64 fp32, 32 registers) = a b
+// (+ s when accumulate != 0), k32 per instruction.
+__device__ __forceinline__ void wgmma_m64n64k32_e4m3_ss(float (&s)[8][4], hopper::SmemDescriptor a_desc,
+                                                        hopper::SmemDescriptor b_desc, int32_t accumulate) {
+    WIDEATTN_WGMMA_SCORES64("m64n64k32.f32.e4m3.e4m3", s, a_desc, b_desc, accumulate);
 }
 
 // P V, bf16 P and V: o (64 x 256 fp32) += a b.

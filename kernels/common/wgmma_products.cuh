@@ -1,6 +1,6 @@
 // wgmma_products.cuh - the two matrix products of a Hopper-tier step, issued as wgmma groups
 // (committed, not waited for): S = Q K^T over the warpgroup's slabs of Q and K (bf16 k16 or e4m3
-// k32 per wgmma, both operands in shared memory) and O += P V (16-bit P from registers, 16-bit V
+// k32 per wgmma, N 32 or, e4m3 only, 64 keys, both operands in shared memory) and O += P V (16-bit P from registers, 16-bit V
 // MN-major in shared memory). `Traits` is a kernel's traits (a WgmmaD512BlockTraits).
 #pragma once
 
@@ -11,8 +11,12 @@
 
 namespace wideattn::hopper {
 
+// Key tiles whose e4m3 scores run as wgmma m64n64k32 (wgmma_e4m3alt64_d512); others are m64n32.
+constexpr int32_t kWideScoreKeys = 64;
+
 // Q K^T issued (committed, not waited for) into s, over the warpgroup's kSlabs 128-byte slabs of
-// Q and K in 32-byte steps: bf16 (k16 per wgmma) or, kCodes, e4m3 codes (k32 per wgmma).
+// Q and K in 32-byte steps: bf16 (k16 per wgmma) or, kCodes, e4m3 codes (k32 per wgmma; N = the
+// tile's keys, 32 or 64).
 template <class Traits, int32_t kSlabs, bool kCodes>
 __device__ __forceinline__ void issue_scores_over(uint32_t q_shared, uint32_t k_chunk, int32_t group,
                                                   float (&s)[Traits::kKeyNTiles][4]) {
@@ -20,7 +24,9 @@ __device__ __forceinline__ void issue_scores_over(uint32_t q_shared, uint32_t k_
 #pragma unroll
     for (int32_t step = 0; step < kSlabs * Traits::kStepsPerSlab; ++step) {
         const ScoreDescriptors d = score_step_descriptors<Traits, kSlabs>(q_shared, k_chunk, group, step);
-        if constexpr (kCodes)
+        if constexpr (kCodes && Traits::kTileKeys == kWideScoreKeys)
+            ptx::wgmma_m64n64k32_e4m3_ss(s, d.q, d.k, step > 0 ? 1 : 0);
+        else if constexpr (kCodes)
             ptx::wgmma_m64n32k32_e4m3_ss(s, d.q, d.k, step > 0 ? 1 : 0);
         else
             ptx::wgmma_m64n32k16_ss(s, d.q, d.k, step > 0 ? 1 : 0);

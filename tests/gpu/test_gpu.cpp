@@ -378,7 +378,8 @@ namespace {
 constexpr const char* kFp8PvKernel = "wgmma_e4m3pv_d512";
 // The kernels of the transposed V layout with both products by FP8 wgmma.
 constexpr const char* kFp8AltKernel = "wgmma_e4m3alt_d512";
-constexpr const char* kFp8PvKernels[] = {kFp8PvKernel, kFp8AltKernel};
+constexpr const char* kFp8Alt64Kernel = "wgmma_e4m3alt64_d512";  // 64-key tiles
+constexpr const char* kFp8PvKernels[] = {kFp8PvKernel, kFp8AltKernel, kFp8Alt64Kernel};
 constexpr int32_t kLongQLen = 64;
 // At 128k keys a P V accumulates 4096 FP8 wgmmas into one fp32 accumulator; the tensor cores keep
 // fewer accumulation bits for FP8 than fp32 does, which the mma-tier e4m3 kernel avoids by adding
@@ -412,8 +413,10 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: transposed V, NaN in un
             unused.nan_unused_slots = true;
             check_fast_case(unused, kE4m3RelL2, false);
         }
-        // Key tiles of every parity and run length (the alternating kernel's rounds).
-        for (const int32_t context : {31, 64, 97, 160, 223, 300, 511}) {
+        // Key tiles of every parity and run length (the alternating kernels' rounds; from 900 keys
+        // the 64-key tiles' runs of four full rounds, followed by 1, 2, 3 or 0 more: 15, 17, 18,
+        // 20, 23 and 29 tiles).
+        for (const int32_t context : {31, 64, 97, 160, 223, 300, 511, 900, 1023, 1100, 1250, 1420, 1790}) {
             ProblemSpec spec = problem_spec({9, 1}, {context, context + 40}, 16, 2, 16, ++seed);
             spec.e4m3_kv = spec.e4m3_q = spec.v_transposed = true;
             spec.nan_unused_slots = true;
@@ -434,7 +437,8 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: accuracy at 32k and 128
     constexpr int32_t kContexts[] = {32768 - kLongQLen, 131072 - kLongQLen};
     constexpr const char* kMmaE4m3qKernel = "mma_e4m3q_d512";
     std::vector<std::string> kernels = {kFp8PvKernel};
-    if (runs_here(kFp8AltKernel)) kernels.push_back(kFp8AltKernel);
+    for (const char* alternating : {kFp8AltKernel, kFp8Alt64Kernel})
+        if (runs_here(alternating)) kernels.push_back(alternating);
     for (const char* other : {"wgmma_e4m3q_d512", kMmaE4m3qKernel})
         if (runs_here(other)) kernels.push_back(other);
     for (const int32_t context : kContexts) {
@@ -446,7 +450,7 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: accuracy at 32k and 128
         check_kernels_on(spec, kernels, [&](const ProblemSpec&, const CaseResult& r) {
             std::printf("  %-18s q %d ctx %-7d %s\n", r.kernel.c_str(), kLongQLen, context,
                         accuracy::format_error_stats(r.stats).c_str());
-            if (r.kernel == kFp8PvKernel || r.kernel == kFp8AltKernel) {
+            if (r.kernel == kFp8PvKernel || r.kernel == kFp8AltKernel || r.kernel == kFp8Alt64Kernel) {
                 CHECK(r.stats.nonfinite == 0);
                 CHECK(r.stats.rel_l2 <= kE4m3RelL2);
                 CHECK(r.deterministic);

@@ -65,7 +65,7 @@ variant's calls only) for the 8-bit variant of its dtypes: a bf16-Q kernel runs 
 kernel (g), and that variant then plays the candidate's part in the exit status below (the other
 keeps the dispatcher's choice and is gated for information). A kernel whose manifest features
 include "v_transposed" (wgmma_e4m3pv_d512, wgmma_e4m3pvkv_d512, wgmma_e4m3alt_d512,
-wgmma_e4m3altkv_d512) reads V only in the transposed layout of WIDEATTN_FLAG_V_TRANSPOSED
+wgmma_e4m3altkv_d512, wgmma_e4m3alt64_d512) reads V only in the transposed layout of WIDEATTN_FLAG_V_TRANSPOSED
 (include/wideattn.h, kernels/common/v_transposed.h): its V cache is the same e4m3 codes moved to
 [block][kv_head][d][v_slot_position(slot)], and the flag is set. The bundle without a prefill
 kernel NAME: exit 3 before the variants run; NAME's dtypes serving neither variant (not an e4m3
