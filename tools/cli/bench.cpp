@@ -21,6 +21,7 @@
 #include "dispatch/bundle_files.h"
 #include "dispatch/dependent_launch.h"
 #include "fp8/codec/e4m3.h"
+#include "kernels/common/k_from_v.h"
 #include "kernels/common/kernel_desc.h"
 #include "tools/bench/probe_shapes.h"
 #include "tools/cli/bench_report.h"
@@ -168,6 +169,9 @@ std::string bench_variants(wideattn_context* ctx, const std::string& kernel_flag
     if (kernels_flag.empty()) {
         if (!kernel_flag.empty() && wideattn_set_prefill_kernel(ctx, kernel_flag.c_str()) != WIDEATTN_OK)
             return std::string("--kernel: ") + wideattn_last_error();
+        if (!kernel_flag.empty() && kernel_k_from_v_only(ctx, kernel_flag))
+            return "--kernel: " + kernel_flag + " serves only K-from-V calls (WIDEATTN_FLAG_K_FROM_V); bench times " +
+                   "K+V calls";
         variants->push_back(BenchVariant{kernel_flag, e4m3_kv, e4m3_q,
                                          !kernel_flag.empty() && kernel_reads_transposed_v(ctx, kernel_flag)});
         return {};
@@ -646,13 +650,17 @@ struct BenchContexts {
     wideattn_context* of(const BenchVariant& v) const { return pdl_off && v.pdl == kPdlOff ? pdl_off : main; }
 };
 
-// Why --kernels leaves `variant` out on problem h, or "": a single_token (few_tokens) kernel runs
+// Why --kernels leaves `variant` out on problem h, or "": a k_from_v_only kernel never (bench's
+// calls read k_cache), a single_token (few_tokens) kernel runs
 // side by side only on cases of at most 1 (8) query tokens per sequence, the calls it serves on
 // its own (pinned, it would serve any call, with one block per query token or per 8: seconds a
 // run on a long prompt). --kernel NAME runs its kernel on every case.
 std::string side_by_side_skip(const wideattn_context* ctx, const BenchOptions& o, const HostProblem& h,
                               const BenchVariant& variant) {
     const auto num_seqs = static_cast<int32_t>(h.spec.q_lens.size());
+    if (!o.kernels_flag.empty() && kernel_k_from_v_only(ctx, variant.kernel))
+        return variant.kernel + " skipped: a " + kFeatureKFromVOnly +
+               " kernel, which serves only K-from-V calls (WIDEATTN_FLAG_K_FROM_V); bench times K+V calls";
     if (o.kernels_flag.empty() || kernel_serves_alone(ctx, variant.kernel, h.total_q, num_seqs)) return {};
     const int32_t limit = kernel_alone_tokens_per_seq(ctx, variant.kernel);
     return variant.kernel + " skipped: a " + (limit == 1 ? kFeatureSingleToken : kFeatureFewTokens) +
