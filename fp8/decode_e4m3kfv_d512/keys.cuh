@@ -57,14 +57,9 @@ __device__ __forceinline__ float k_power_of_two(uint32_t w_amax, float v_scale, 
         asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(m) : "r"(w_amax + 4 * w) : "memory");
         amax = fmaxf(amax, m);
     }
-    const float bound = Traits::kKBoundFactor * fabsf(v_scale) * amax;
+    const int32_t shift = Traits::k_shift(v_scale, amax);
     constexpr int32_t kFloatBias = 127;
     constexpr int32_t kMantissaBits = 23;
-    int32_t shift = 0;
-    if (bound > 0.0f && bound <= FLT_MAX) {
-        const int32_t exponent = static_cast<int32_t>((__float_as_uint(bound) >> kMantissaBits) & 0xffu) - kFloatBias;
-        shift = max(-Traits::kQShiftLimit, min(Traits::kQShiftLimit, exponent - Traits::kKTopLog2));
-    }
     const float down = __uint_as_float(static_cast<uint32_t>(kFloatBias - shift) << kMantissaBits);  // 2^-shift
     *scaled_v_scale = v_scale * down;
     return __uint_as_float(static_cast<uint32_t>(kFloatBias + shift) << kMantissaBits);

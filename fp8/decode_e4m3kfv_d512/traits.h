@@ -7,6 +7,11 @@
 // memory.
 #pragma once
 
+#include <cfloat>
+#include <cstdint>
+#include <cstring>
+
+#include "fp8/codec/e4m3.h"
 #include "fp8/decode_e4m3_d512/traits.h"
 #include "kernels/common/kernel_desc.h"
 
@@ -21,14 +26,30 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     static constexpr int32_t kPairBlockOffset = kHalfDim / kDimBlock;      // 8
     static constexpr int32_t kSubTileKeysPerLane = 2;                      // keys g and g + 8 of the A rows
 
-    // The largest finite e4m3 magnitude (a code 0x7e): bounds |V| / v_scale.
-    static constexpr float kE4m3Max = 448.0f;
+    // The largest finite e4m3 magnitude (code 0x7e, fp8/codec/e4m3.h): bounds |V| / v_scale.
+    static constexpr float kE4m3Max = fp8::kE4m3Max;
     // |K| <= (|c| + |s|) |x| (1 + 2^-8)^2 < 1.5 |x| <= 1.5 (kE4m3Max v_scale max|w|) (1 + 2^-8)^2; the
     // bound taken is 2 kE4m3Max v_scale max|w|, scaled by one power of two per block into
     // [2^kKTopLog2, 2^(kKTopLog2+1)), so every K value is an f16 below 65504, exact down to 2^-31 of
     // the bound (the bf16 rounding steps commute with a power of two).
     static constexpr float kKBoundFactor = 2.0f * kE4m3Max;
     static constexpr int32_t kKTopLog2 = 14;
+
+    // The block's K exponent: K enters the mma as 2^-shift times the reference's K, for the block's
+    // v_scale and largest finite |w| (w_amax >= 0); 0 when the bound is 0 or not finite, clamped to
+    // +-kQShiftLimit (2^+-100 stays a normal float). Host and device (tests/test_decode_kfv_scale.cpp).
+    WIDEATTN_HOST_DEVICE static int32_t k_shift(float v_scale, float w_amax) {
+        constexpr int32_t kFloatBias = 127;
+        constexpr int32_t kMantissaBits = 23;
+        constexpr uint32_t kExponentMask = 0xffu;
+        const float bound = kKBoundFactor * (v_scale < 0.0f ? -v_scale : v_scale) * w_amax;
+        if (!(bound > 0.0f && bound <= FLT_MAX)) return 0;
+        uint32_t bits;
+        std::memcpy(&bits, &bound, sizeof bits);
+        const int32_t exponent = static_cast<int32_t>((bits >> kMantissaBits) & kExponentMask) - kFloatBias;
+        const int32_t shift = exponent - kKTopLog2;
+        return shift < -kQShiftLimit ? -kQShiftLimit : shift > kQShiftLimit ? kQShiftLimit : shift;
+    }
 
     // The ring: one chunk per sub-tile (its V codes, also the source of its K); three slots, two in
     // flight while one is read.
