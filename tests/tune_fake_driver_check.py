@@ -3,8 +3,8 @@
 nothing; events time the host) and checks what does not depend on the times: tune times a
 single_token kernel only on decode_single cases and a few_tokens kernel only on decode_single
 and decode cases (every class of the tuning file names its candidates) and a k_from_v_only kernel
-on none, bench --kernels skips them on the other cases (a k_from_v_only one on every case) with a
-note and bench --kernel refuses a k_from_v_only one, a bench with the tuning
+on none, bench --kernels skips them on the other cases with a note, bench runs a k_from_v_only
+kernel (K-from-V calls) with --kernels on decode_single cases and with --kernel, a bench with the tuning
 file in force runs the file's choice per class, and tools/bench/check_tuning.py (with a
 tolerance no time can exceed) passes every case with --require-choice; and bench --timing queued
 runs with its spin probe ahead of each call, saying so in its output and JSON.
@@ -84,14 +84,19 @@ def main():
         listed = subprocess.run([sys.executable, checker, "--tuning", tuning, "--list-candidates"],
                                 capture_output=True, text=True).stdout.strip()
         expect(set(allowed) <= set(listed.split(",")), f"--list-candidates lacks token-limited kernels: {listed}")
+        # bench runs a k_from_v_only kernel with K-from-V calls: the single_token rule with --kernels,
+        # every case with --kernel (the decode case here: a pinned decode kernel on a prompt is slow).
         for name in sorted(k_from_v_only):
-            r = run([cli, "bench", "--kernels", name, *quick])
-            expect(r.returncode == 0 and all(f"note: {name} skipped: a k_from_v_only kernel" in r.stdout
-                                             and case in r.stdout for case in CASES),
-                   f"bench --kernels {name}: exit {r.returncode}: {r.stdout}{r.stderr}")
-            r = run([cli, "bench", "--kernel", name, *quick])
-            expect(r.returncode == 2 and "serves only K-from-V calls" in r.stderr,
-                   f"bench --kernel {name}: exit {r.returncode}: {r.stdout}{r.stderr}")
+            kfv_json = os.path.join(tmp, "kfv.json")
+            r = run([cli, "bench", "--kernels", name, *quick, "--json", kfv_json])
+            expect(r.returncode == 0, f"bench --kernels {name}: exit {r.returncode}: {r.stdout}{r.stderr}")
+            if r.returncode == 0:
+                ran = {c["case"] for c in json.load(open(kfv_json))["cases"] if c["kernel"] == name}
+                expect(ran == {c for c, cls in CASES.items() if cls == "decode_single"},
+                       f"bench --kernels {name} ran {ran}")
+            r = run([cli, "bench", "--kernel", name, "--kv-dtype", "e4m3", "--cases", "decode_1_ctx_32k", "--reps",
+                     "1", "--warmup", "0"])
+            expect(r.returncode == 0, f"bench --kernel {name}: exit {r.returncode}: {r.stdout}{r.stderr}")
         side = os.path.join(tmp, "side.json")
         r = run([cli, "bench", "--kernels", listed, *quick, "--json", side])
         expect(r.returncode == 0, f"bench --kernels: exit {r.returncode}: {r.stdout}{r.stderr}")
