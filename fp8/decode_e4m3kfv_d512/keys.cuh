@@ -20,6 +20,8 @@
 
 namespace wideattn::decode_e4m3 {
 
+constexpr uint32_t kF32Bytes = sizeof(float);  // one table entry in shared memory
+
 // Stages k_norm's weight (kfv.k_norm_scale, head_dim fp32) and inv_freq of the 256 frequencies
 // (k_from_v_inv_freq: the table's entries below rotary_dims / 2, or computed from rope_theta; 0
 // past them) into shared memory, and each warp's largest finite |w| into its slot of w_amax. The
@@ -31,8 +33,8 @@ __device__ __forceinline__ void stage_tables(const KFromV& kfv, uint32_t weight,
     // Two scalar loads: the table is only 4-byte aligned (dispatch/validation.cpp).
     const float2 w = make_float2(__ldg(kfv.k_norm_scale + 2 * thread), __ldg(kfv.k_norm_scale + 2 * thread + 1));
     const float inv_freq = k_from_v_inv_freq(kfv, thread, Traits::kHeadDim);
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(weight + 8 * thread), "f"(w.x), "f"(w.y) : "memory");
-    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(freq + 4 * thread), "f"(inv_freq) : "memory");
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(weight + 2 * kF32Bytes * thread), "f"(w.x), "f"(w.y) : "memory");
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(freq + kF32Bytes * thread), "f"(inv_freq) : "memory");
     float amax = 0.0f;
     if (fabsf(w.x) <= FLT_MAX) amax = fmaxf(amax, fabsf(w.x));
     if (fabsf(w.y) <= FLT_MAX) amax = fmaxf(amax, fabsf(w.y));
@@ -40,7 +42,7 @@ __device__ __forceinline__ void stage_tables(const KFromV& kfv, uint32_t weight,
     for (int32_t offset = Traits::kWarpSize / 2; offset > 0; offset /= 2)
         amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, offset));
     if (thread % Traits::kWarpSize == 0)
-        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(w_amax + 4 * (thread / Traits::kWarpSize)), "f"(amax)
+        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(w_amax + kF32Bytes * (thread / Traits::kWarpSize)), "f"(amax)
                      : "memory");
 }
 
@@ -54,7 +56,7 @@ __device__ __forceinline__ float k_power_of_two(uint32_t w_amax, float v_scale, 
 #pragma unroll
     for (int32_t w = 0; w < Traits::kWarps; ++w) {
         float m;
-        asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(m) : "r"(w_amax + 4 * w) : "memory");
+        asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(m) : "r"(w_amax + kF32Bytes * w) : "memory");
         amax = fmaxf(amax, m);
     }
     const int32_t shift = Traits::k_shift(v_scale, amax);
@@ -92,9 +94,9 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
         // Matrix q: key g + 8 (q % 2), 16-byte vector 2c + q / 2, codes 4t .. 4t + 3.
         const int32_t position = position0 + g + 8 * (q % 2);
         const int32_t dim = Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) + kCodesPerWord * t;
-        const float4 w_first = load_shared_f32x4(weight + 4 * dim);
-        const float4 w_second = load_shared_f32x4(weight + 4 * (dim + Traits::kHalfDim));
-        const float4 inv_freq = load_shared_f32x4(freq + 4 * dim);
+        const float4 w_first = load_shared_f32x4(weight + kF32Bytes * dim);
+        const float4 w_second = load_shared_f32x4(weight + kF32Bytes * (dim + Traits::kHalfDim));
+        const float4 inv_freq = load_shared_f32x4(freq + kF32Bytes * dim);
         const float wf[4] = {w_first.x, w_first.y, w_first.z, w_first.w};
         const float ws[4] = {w_second.x, w_second.y, w_second.z, w_second.w};
         const float fr[4] = {inv_freq.x, inv_freq.y, inv_freq.z, inv_freq.w};
