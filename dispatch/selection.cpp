@@ -144,7 +144,14 @@ bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int3
     if (k_from_v_call(p.flags) && !k.has_feature(kFeatureKFromV)) {
         if (why)
             *why = k.name + " reads K from k_cache and cannot rebuild it from V (WIDEATTN_FLAG_K_FROM_V needs a "
-                            "kernel with the k_from_v feature: today reference_f64, o_dtype=f64)";
+                            "kernel with the k_from_v feature: reference_f64 (o_dtype=f64) and, for single-token "
+                            "decode over an e4m3 V-only cache, decode_e4m3kfv_d512)";
+        return false;
+    }
+    if (!k_from_v_call(p.flags) && k.has_feature(kFeatureKFromVOnly)) {
+        if (why)
+            *why = k.name + " rebuilds K from V and serves only calls with WIDEATTN_FLAG_K_FROM_V (it never reads "
+                            "k_cache)";
         return false;
     }
     if (k.has_feature(kFeatureTmaKv)) {

@@ -306,17 +306,18 @@ bool check_shape(Validator& v, const wideattn_prefill_params& p) {
     return true;
 }
 
-// K from V: the description readable and in range, bf16 V (after check_shape: head_dim even).
+// K from V: the description readable and in range, a bf16 or e4m3 V (after check_shape: head_dim
+// even). Which calls of each a kernel serves is selection's question (e4m3: single-token decode).
 bool check_k_from_v(Validator& v, const wideattn_prefill_params& p) {
     if (!k_from_v(p)) return true;
     wideattn_k_from_v kfv{};
     std::string message;
     if (read_k_from_v(p, &kfv, &message) != WIDEATTN_OK) return v.fail(message);
     std::ostringstream s;
-    if (p.kv_dtype != WIDEATTN_DTYPE_BF16) {
+    if (p.kv_dtype != WIDEATTN_DTYPE_BF16 && p.kv_dtype != WIDEATTN_DTYPE_E4M3) {
         s << "kv_dtype=" << dtype_name(p.kv_dtype)
-          << " with WIDEATTN_FLAG_K_FROM_V: K is rebuilt from a bf16 V cache only (no kernel rebuilds it from "
-             "another dtype)";
+          << " with WIDEATTN_FLAG_K_FROM_V: K is rebuilt from a bf16 or e4m3 V cache only (no kernel rebuilds it "
+             "from another dtype)";
         return v.fail(s.str());
     }
     if (kfv.rope_type != WIDEATTN_ROPE_PROPORTIONAL) {
@@ -391,22 +392,26 @@ bool check_lse(Validator& v, const wideattn_prefill_params& p) {
 
 // A scale pointer exactly for each e4m3 input (q_scale for Q; k_scale and v_scale for K/V).
 bool check_scales(Validator& v, const wideattn_prefill_params& p) {
+    // A K-from-V call over an e4m3 cache has no K codes: k_scale may be NULL (a set one is not read).
+    const bool e4m3_kv = p.kv_dtype == WIDEATTN_DTYPE_E4M3;
     const struct {
         const float* ptr;
         bool needed;
+        bool taken;  // a set pointer is accepted
         const char* name;
         const char* dtype_field;
         int32_t dtype;
-    } scales[] = {{p.q_scale, p.q_dtype == WIDEATTN_DTYPE_E4M3, "q_scale", "q_dtype", p.q_dtype},
-                  {p.k_scale, p.kv_dtype == WIDEATTN_DTYPE_E4M3, "k_scale", "kv_dtype", p.kv_dtype},
-                  {p.v_scale, p.kv_dtype == WIDEATTN_DTYPE_E4M3, "v_scale", "kv_dtype", p.kv_dtype}};
+    } scales[] = {{p.q_scale, p.q_dtype == WIDEATTN_DTYPE_E4M3, p.q_dtype == WIDEATTN_DTYPE_E4M3, "q_scale", "q_dtype",
+                   p.q_dtype},
+                  {p.k_scale, e4m3_kv && !k_from_v(p), e4m3_kv, "k_scale", "kv_dtype", p.kv_dtype},
+                  {p.v_scale, e4m3_kv, e4m3_kv, "v_scale", "kv_dtype", p.kv_dtype}};
     for (const auto& scale : scales) {
         if (scale.needed && !scale.ptr) {
             std::ostringstream s;
             s << scale.name << " is NULL but " << scale.dtype_field << "=e4m3 needs a scale";
             return v.fail(s.str());
         }
-        if (!scale.needed && scale.ptr) {
+        if (!scale.taken && scale.ptr) {
             std::ostringstream s;
             s << scale.name << "=" << pointer_text(scale.ptr) << " is set but " << scale.dtype_field << "="
               << dtype_name(scale.dtype) << " takes no scale (pass NULL)";

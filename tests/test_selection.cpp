@@ -7,6 +7,8 @@
 #include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest.h"
 #include "dispatch/selection.h"
+#include "dispatch/split_plan.h"
+#include "kernels/common/k_from_v.h"
 #include "kernels/common/kernel_desc.h"
 #include "tests/test_helpers.h"
 
@@ -717,4 +719,85 @@ TEST_CASE("selection: a few-tokens kernel runs on its own only for at most 8 que
     CHECK(select_kernel(alone.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(why.find("verify_bf16 runs on its own only for at most 8 query tokens per sequence on average (decode "
                    "and verification steps), not total_q=17 over num_seqs=2") != std::string::npos);
+}
+
+namespace {
+
+// A kernel_json entry with bf16 Q, e4m3 K/V and bf16 output.
+std::string e4m3_kv_kernel_json(const std::string& name, const std::string& features, int priority) {
+    std::string entry = test::kernel_json(name, "sm_90a", "bf16", 512, 512, 512, 8, 8, features, kCubinBytes,
+                                          kZeroHash, "prefill", priority);
+    const std::string from = "\"kv_dtype\": \"bf16\"";
+    entry.replace(entry.find(from), from.size(), "\"kv_dtype\": \"e4m3\"");
+    return entry;
+}
+
+}  // namespace
+
+TEST_CASE("selection: a k_from_v_only kernel serves K-from-V calls alone and no K+V call, pinned or not") {
+    // The K-from-V decode kernel ranks above the K+V ones here (in the bundle it is below): the
+    // features alone keep each call on its own kernels.
+    const Manifest m = parse_bundle({
+        test::kernel_json("reference_f64", "sm_90a", "f64", 32, 512, 32, 1, 65536,
+                          "\"varlen\", \"paged\", \"lse\", \"k_from_v\"", kCubinBytes, kZeroHash, "prefill", 100),
+        e4m3_kv_kernel_json("wgmma_e4m3kv_d512", "\"varlen\", \"paged\", \"lse\"", 302),
+        e4m3_kv_kernel_json("decode_e4m3_d512", "\"varlen\", \"paged\", \"lse\", \"single_token\"", 303),
+        e4m3_kv_kernel_json("decode_e4m3kfv_d512",
+                            "\"varlen\", \"paged\", \"lse\", \"single_token\", \"k_from_v\", \"k_from_v_only\"", 310),
+    });
+    wideattn_prefill_params p = test::valid_params();
+    p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+    p.total_q = p.num_seqs;  // decode
+    std::string why;
+    int32_t index = -1;
+    // K+V: never the K-from-V kernel, not even pinned.
+    CHECK(select_name(m, p, 9, 0, &why) == "decode_e4m3_d512@sm_90a");
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &why, "decode_e4m3kfv_d512") == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why.find("decode_e4m3kfv_d512 rebuilds K from V and serves only calls with WIDEATTN_FLAG_K_FROM_V") !=
+          std::string::npos);
+    // A tuning file's preference does not lift the rule either.
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &why, std::string(), "decode_e4m3kfv_d512") == WIDEATTN_OK);
+    CHECK(m.kernels[index].name == "decode_e4m3_d512");
+
+    // K from V, one token per sequence: the K-from-V kernel, the only one of these dtypes.
+    p.flags = WIDEATTN_FLAG_K_FROM_V;
+    p.k_cache = nullptr;
+    CHECK(select_name(m, p, 9, 0, &why) == "decode_e4m3kfv_d512@sm_90a");
+    p.total_q = 0;
+    CHECK(select_name(m, p, 9, 0, &why) == "decode_e4m3kfv_d512@sm_90a");
+    // More tokens per sequence: no e4m3 kernel rebuilds K (the single-token rule and the K+V
+    // kernels' refusal named), unless the K-from-V kernel is pinned (one block per token).
+    p.total_q = p.num_seqs + 1;
+    CHECK(select_name(m, p, 9, 0, &why).empty());
+    CHECK(why.find("decode_e4m3kfv_d512 runs on its own only for one query token per sequence (decode)") !=
+          std::string::npos);
+    CHECK(why.find("wgmma_e4m3kv_d512 reads K from k_cache and cannot rebuild it from V") != std::string::npos);
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &why, "decode_e4m3kfv_d512") == WIDEATTN_OK);
+    CHECK(m.kernels[index].name == "decode_e4m3kfv_d512");
+    // A bf16 V cache with fp64 output: the reference, as before.
+    p.kv_dtype = WIDEATTN_DTYPE_BF16;
+    p.o_dtype = WIDEATTN_DTYPE_F64;
+    p.total_q = p.num_seqs;
+    CHECK(select_name(m, p, 9, 0, &why) == "reference_f64@sm_90a");
+    // A bf16 V cache with bf16 output: no kernel (the e4m3 one's dtypes do not match).
+    p.o_dtype = WIDEATTN_DTYPE_BF16;
+    CHECK(select_name(m, p, 9, 0, &why).empty());
+}
+
+TEST_CASE("selection: the built bundle's K-from-V decode kernel declares what selection needs") {
+    Manifest m;
+    std::string err;
+    REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
+    const auto k = std::find_if(m.kernels.begin(), m.kernels.end(),
+                                [](const ManifestKernel& x) { return x.name == "decode_e4m3kfv_d512"; });
+    if (k == m.kernels.end()) {
+        MESSAGE("the bundle has no decode_e4m3kfv_d512 (no sm_90a build)");
+        return;
+    }
+    CHECK(k->q_dtype == WIDEATTN_DTYPE_BF16);
+    CHECK(k->kv_dtype == WIDEATTN_DTYPE_E4M3);
+    CHECK(k->o_dtype == WIDEATTN_DTYPE_BF16);
+    for (const char* feature : {kFeatureKFromV, kFeatureKFromVOnly, kFeatureSingleToken, kFeatureSplitKv})
+        CHECK_MESSAGE(k->has_feature(feature), feature);
+    CHECK(!k->split_symbol.empty());
 }

@@ -709,17 +709,32 @@ TEST_CASE("validation: K from V, each bad input is refused with its own message"
         {"pairing", desc([](auto& d) { d.pairing = 2; }),
          "k_from_v.pairing=2 is not a pairing (WIDEATTN_ROPE_ROTATE_HALF = 1 is the one defined)"},
         {"reserved", desc([](auto& d) { d.reserved = 5; }), "k_from_v.reserved=5 must be 0"},
-        {"e4m3 V",
-         [](auto& p) {
-             p.kv_dtype = WIDEATTN_DTYPE_E4M3;
-             p.v_scale = static_cast<const float*>(fake(0x70010000));
-         },
-         "kv_dtype=e4m3 with WIDEATTN_FLAG_K_FROM_V: K is rebuilt from a bf16 V cache only"},
+        {"f16 V", [](auto& p) { p.kv_dtype = WIDEATTN_DTYPE_F16; },
+         "with WIDEATTN_FLAG_K_FROM_V: K is rebuilt from a bf16 or e4m3 V cache only"},
+        {"e4m3 V without v_scale", [](auto& p) { p.kv_dtype = WIDEATTN_DTYPE_E4M3; },
+         "v_scale is NULL but kv_dtype=e4m3 needs a scale"},
         {"o over k_norm_scale", [](auto& p) { p.o = fake(0x6ffffff0); },
          "overlaps k_from_v.k_norm_scale (bytes 0x70000000..0x700007ff): an output may share no byte with an input"},
     };
     check_each_refused(cases, test::k_from_v_params, validate_params, MessageMatch::kContains);
     check_each_refused(cases, test::k_from_v_params, validate_plan_params, MessageMatch::kContains);
+}
+
+TEST_CASE("validation: K from V over an e4m3 V-only cache takes v_scale, and k_scale NULL or set (not read)") {
+    std::string message;
+    wideattn_prefill_params p = test::k_from_v_params();
+    p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+    p.v_scale = static_cast<const float*>(fake(0x70010000));
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    CHECK_MESSAGE(validate_plan_params(&p, &message) == WIDEATTN_OK, message);
+    p.k_scale = static_cast<const float*>(fake(0x70020000));
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    // A K+V call over the same cache still needs k_scale.
+    p = test::valid_params();
+    p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+    p.v_scale = static_cast<const float*>(fake(0x70010000));
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "k_scale is NULL but kv_dtype=e4m3 needs a scale");
 }
 
 TEST_CASE("validation: a K+V call without k_cache points to K from V; a description without the flag is not read") {

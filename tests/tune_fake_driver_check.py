@@ -2,8 +2,9 @@
 """Runs `wideattn tune` and `wideattn bench` end to end on the stand-in driver (launches run
 nothing; events time the host) and checks what does not depend on the times: tune times a
 single_token kernel only on decode_single cases and a few_tokens kernel only on decode_single
-and decode cases (every class of the tuning file names its candidates), bench --kernels skips
-them on the other cases with a note, a bench with the tuning
+and decode cases (every class of the tuning file names its candidates) and a k_from_v_only kernel
+on none, bench --kernels skips them on the other cases with a note, bench runs a k_from_v_only
+kernel (K-from-V calls) with --kernels on decode_single cases and with --kernel, a bench with the tuning
 file in force runs the file's choice per class, and tools/bench/check_tuning.py (with a
 tolerance no time can exceed) passes every case with --require-choice; and bench --timing queued
 runs with its spin probe ahead of each call, saying so in its output and JSON.
@@ -37,9 +38,12 @@ def main():
         return subprocess.run(args, env=dict(env, **extra), capture_output=True, text=True, timeout=TIMEOUT_S)
 
     manifest = json.load(open(os.path.join(bundle, "manifest.json")))["kernels"]
-    # The classes each token-limited kernel is timed in (selection runs it alone only there).
+    # The classes each token-limited kernel is timed in (selection runs it alone only there); a
+    # k_from_v_only kernel in none (tune and bench make K+V calls, which selection never gives it).
     limited_classes = {"single_token": {"decode_single"}, "few_tokens": {"decode_single", "decode"}}
+    k_from_v_only = {k["name"] for k in manifest if k["kind"] == "prefill" and "k_from_v_only" in k["features"]}
     allowed = {k["name"]: (feature, classes) for k in manifest if k["kind"] == "prefill"
+               and k["name"] not in k_from_v_only
                for feature, classes in limited_classes.items() if feature in k["features"]}
     single = {name for name, (feature, _) in allowed.items() if feature == "single_token"}
     if not single:
@@ -74,11 +78,25 @@ def main():
             serving = {name for name in mine if c["class"] in allowed[name][1]}
             expect(serving <= timed, f"{c['class']} {c['q_dtype']}/{c['kv_dtype']} did not time {serving - timed}")
             expect(not timed & (mine - serving), f"{c['class']} timed token-limited kernels {timed & (mine - serving)}")
+            expect(not timed & k_from_v_only, f"{c['class']} timed k_from_v_only kernels {timed & k_from_v_only}")
         expect({cls for cls, _, _ in by_class} == set(CASES.values()), f"classes of the file: {sorted(by_class)}")
 
         listed = subprocess.run([sys.executable, checker, "--tuning", tuning, "--list-candidates"],
                                 capture_output=True, text=True).stdout.strip()
         expect(set(allowed) <= set(listed.split(",")), f"--list-candidates lacks token-limited kernels: {listed}")
+        # bench runs a k_from_v_only kernel with K-from-V calls: the single_token rule with --kernels,
+        # every case with --kernel (the decode case here: a pinned decode kernel on a prompt is slow).
+        for name in sorted(k_from_v_only):
+            kfv_json = os.path.join(tmp, "kfv.json")
+            r = run([cli, "bench", "--kernels", name, *quick, "--json", kfv_json])
+            expect(r.returncode == 0, f"bench --kernels {name}: exit {r.returncode}: {r.stdout}{r.stderr}")
+            if r.returncode == 0:
+                ran = {c["case"] for c in json.load(open(kfv_json))["cases"] if c["kernel"] == name}
+                expect(ran == {c for c, cls in CASES.items() if cls == "decode_single"},
+                       f"bench --kernels {name} ran {ran}")
+            r = run([cli, "bench", "--kernel", name, "--kv-dtype", "e4m3", "--cases", "decode_1_ctx_32k", "--reps",
+                     "1", "--warmup", "0"])
+            expect(r.returncode == 0, f"bench --kernel {name}: exit {r.returncode}: {r.stdout}{r.stderr}")
         side = os.path.join(tmp, "side.json")
         r = run([cli, "bench", "--kernels", listed, *quick, "--json", side])
         expect(r.returncode == 0, f"bench --kernels: exit {r.returncode}: {r.stdout}{r.stderr}")

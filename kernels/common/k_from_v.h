@@ -28,9 +28,12 @@ using KFromV = wideattn_k_from_v;
 constexpr size_t kKFromVSizeWithoutInvFreq = offsetof(wideattn_k_from_v, inv_freq);
 
 // Feature of a kernel that rebuilds K from V: it takes a KFromV as its second argument (on every
-// launch) and serves calls with and without WIDEATTN_FLAG_K_FROM_V; selection gives a call with the
-// flag only such a kernel.
+// launch) and serves calls with and without WIDEATTN_FLAG_K_FROM_V (unless it also has
+// kFeatureKFromVOnly); selection gives a call with the flag only such a kernel.
 constexpr char kFeatureKFromV[] = "k_from_v";
+// Feature of a "k_from_v" kernel that serves only calls with WIDEATTN_FLAG_K_FROM_V (it has no
+// k_cache path): selection never gives it a K+V call, pinned or not.
+constexpr char kFeatureKFromVOnly[] = "k_from_v_only";
 
 // Whether a params struct asks for K from V.
 WIDEATTN_HOST_DEVICE constexpr bool k_from_v_call(int32_t flags) { return (flags & WIDEATTN_FLAG_K_FROM_V) != 0; }

@@ -55,14 +55,20 @@ bool bundle_has_prefill_kernel(int32_t kv_dtype, int32_t q_dtype = WIDEATTN_DTYP
 }
 
 // Names of the bf16-output prefill kernels for these input dtypes that run on this GPU (every
-// tier, e.g. wgmma_bf16_d512 and mma_bf16_d512 on an sm_90 device), in manifest order.
+// tier, e.g. wgmma_bf16_d512 and mma_bf16_d512 on an sm_90 device), in manifest order; a kernel
+// that serves only K-from-V calls is left out, named (test_gpu_k_from_v.cpp runs it).
 std::vector<std::string> runnable_prefill_kernels(int32_t kv_dtype, int32_t q_dtype) {
     std::vector<std::string> names;
     for (const RunnableKernel& k :
-         runnable_kernels(gpu().ctx, gpu().device->cc_major(), gpu().device->cc_minor()))
-        if (k.kind == kKindPrefill && k.o_dtype == WIDEATTN_DTYPE_BF16 && k.kv_dtype == kv_dtype &&
-            k.q_dtype == q_dtype)
+         runnable_kernels(gpu().ctx, gpu().device->cc_major(), gpu().device->cc_minor())) {
+        if (k.kind != kKindPrefill || k.o_dtype != WIDEATTN_DTYPE_BF16 || k.kv_dtype != kv_dtype ||
+            k.q_dtype != q_dtype)
+            continue;
+        if (k.k_from_v_only)
+            std::printf("  %s: serves only K-from-V calls, not part of the K+V cases\n", k.name.c_str());
+        else
             names.push_back(k.name);
+    }
     return names;
 }
 

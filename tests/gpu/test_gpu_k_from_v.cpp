@@ -9,16 +9,25 @@
 // to 98% of the outputs, max abs 7.9e-4, rel L2 1e-5 at 3000 keys): the check is on the size of
 // the difference, not on how many outputs differ. A caller's inv_freq table (device for the kernel,
 // the same values on the host for the references) is checked the same way.
+// The kernels that serve only K-from-V calls (decode_e4m3kfv_d512: single-token decode over an
+// e4m3 V-only cache) run against the fp64 kernel in the same mode on the exactly dequantised V:
+// batches of key counts no multiple of 16 on shuffled pages, keys up to position 131071, every dim
+// rotated or Gemma 4's 128, Gemma-like inputs, a caller's inv_freq table, and block-table entries
+// and key counts outside what the tensors hold (both kernels read such pages as zeros).
 #include <doctest/doctest.h>
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "accuracy/error_stats.h"
 #include "accuracy/reference_cpu.h"
+#include "kernels/common/kernel_desc.h"
 #include "tests/gpu/gpu_fixture.h"
 #include "tools/harness/checks.h"
 
@@ -137,3 +146,105 @@ TEST_CASE("gpu fp64 kernel, K from V: the caller's inv_freq table (one entry one
     check_k_from_v_case(problem_spec({2}, {131000}, 8, 1, 64, kSeed + 6), true, table);
     check_k_from_v_case(problem_spec({1, 7, 0, 63, 64}, {0, 777, 5, 1, 33}, 16, 2, 32, kSeed + 7), true, table);
 }
+
+namespace {
+
+constexpr int32_t kEveryDim = 512;  // rotary_dims of a description that rotates every dim
+
+// The kernels of the bundle that serve only K-from-V calls and run on this GPU.
+std::vector<std::string> k_from_v_only_kernels() {
+    std::vector<std::string> names;
+    for (const RunnableKernel& r : runnable_kernels(gpu().ctx, gpu().device->cc_major(), gpu().device->cc_minor()))
+        if (r.kind == kKindPrefill && r.k_from_v_only) names.push_back(r.name);
+    return names;
+}
+
+// One K-from-V decode problem through kernel `name` (pinned when `pinned`, else selected): the
+// kernel ran, outputs finite and bit-identical across two runs, within kE4m3KFromVDecodeRelL2 of
+// the fp64 kernel in the same mode.
+void check_k_from_v_decode(const std::string& name, const HostProblem& h, int32_t rotary_dims, bool pinned,
+                           const std::vector<float>& inv_freq = {}) {
+    CAPTURE(name);
+    CAPTURE(h.spec.describe());
+    CAPTURE(rotary_dims);
+    if (pinned) REQUIRE(wideattn_set_prefill_kernel(gpu().ctx, name.c_str()) == WIDEATTN_OK);
+    const CaseResult r = run_k_from_v_problem(*gpu().device, gpu().ctx, h, WIDEATTN_DTYPE_BF16, rotary_dims, inv_freq);
+    wideattn_set_prefill_kernel(gpu().ctx, nullptr);
+    REQUIRE_MESSAGE(r.error.empty(), r.error);
+    std::printf("  %-20s %-64s rotary %3d%s %s\n", r.kernel.c_str(), h.spec.describe().c_str(), rotary_dims,
+                inv_freq.empty() ? "" : " table", accuracy::format_error_stats(r.stats).c_str());
+    INFO(accuracy::format_error_stats(r.stats));
+    CHECK(r.kernel == name);
+    CHECK(r.stats.nonfinite == 0);
+    CHECK(r.lse_nonfinite == 0);
+    CHECK(r.deterministic);
+    CHECK(r.stats.rel_l2 <= kE4m3KFromVDecodeRelL2);
+}
+
+// check_k_from_v_decode of a spec (e4m3 K/V set here).
+void check_k_from_v_decode_spec(const std::string& name, ProblemSpec spec, int32_t rotary_dims, bool pinned) {
+    spec.e4m3_kv = true;
+    HostProblem h;
+    REQUIRE(make_problem(spec, &h).empty());
+    check_k_from_v_decode(name, h, rotary_dims, pinned);
+}
+
+}  // namespace
+
+TEST_CASE("gpu K-from-V decode kernels: e4m3 V-only single-token decode against the fp64 kernel in that mode") {
+    const std::vector<std::string> kernels = k_from_v_only_kernels();
+    if (kernels.empty()) {
+        MESSAGE("no kernel of the bundle that serves only K-from-V calls runs on this GPU");
+        return;
+    }
+    std::vector<int32_t> many_lens(48, 1), many_contexts;
+    for (int32_t i = 0; i < 48; ++i) many_contexts.push_back(100 + 37 * i);
+    for (const std::string& name : kernels) {
+        // Selected on its own for a K-from-V decode call (nothing else of its dtypes rebuilds K).
+        check_k_from_v_decode_spec(name, problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 10),
+                                   kGemma4GlobalRotaryDims, false);
+        check_k_from_v_decode_spec(name, problem_spec({1, 1}, {1000, 5000}, 32, 4, 32, kSeed + 11), kEveryDim, true);
+        check_k_from_v_decode_spec(name, problem_spec({1}, {131070}, 32, 4, 64, kSeed + 12), kEveryDim, true);
+        check_k_from_v_decode_spec(name, problem_spec({1}, {131070}, 32, 4, 64, kSeed + 13), kGemma4GlobalRotaryDims,
+                                   true);
+        check_k_from_v_decode_spec(name, problem_spec(many_lens, many_contexts, 32, 4, 16, kSeed + 14),
+                                   kGemma4GlobalRotaryDims, true);
+        check_k_from_v_decode_spec(name, problem_spec({1, 1, 1}, {257, 20000, 3}, 8, 1, 128, kSeed + 15), kEveryDim,
+                                   true);  // one KV head (tensor parallel), pages of 128
+        ProblemSpec gemma = problem_spec({1, 1, 1}, {3700, 300, 20000}, 32, 4, 16, kSeed + 16);
+        gemma.gemma.q_rms = 0.5f;
+        gemma.gemma.v_offset_rms = 8.0f;
+        check_k_from_v_decode_spec(name, gemma, kGemma4GlobalRotaryDims, true);
+        ProblemSpec gemma_peaked = problem_spec({1, 1}, {5000, 70000}, 32, 4, 32, kSeed + 17);
+        gemma_peaked.gemma.q_rms = 1.0f;
+        check_k_from_v_decode_spec(name, gemma_peaked, kGemma4GlobalRotaryDims, true);
+    }
+}
+
+TEST_CASE("gpu K-from-V decode kernels: the caller's inv_freq table, and metadata outside the tensors") {
+    const std::vector<std::string> kernels = k_from_v_only_kernels();
+    if (kernels.empty()) {
+        MESSAGE("no kernel of the bundle that serves only K-from-V calls runs on this GPU");
+        return;
+    }
+    for (const std::string& name : kernels) {
+        ProblemSpec spec = problem_spec({1, 1}, {131000, 4000}, 32, 4, 64, kSeed + 20);
+        spec.e4m3_kv = true;
+        HostProblem h;
+        REQUIRE(make_problem(spec, &h).empty());
+        std::vector<float> table = formula_inv_freq(gemma4_k_from_v(nullptr), spec.head_dim);
+        table[1] = std::nextafter(table[1], 1.0f);
+        check_k_from_v_decode(name, h, kGemma4GlobalRotaryDims, true, table);
+
+        // Block-table entries outside the cache (negative, num_blocks, INT32_MAX) and key counts
+        // past the table row: both kernels read such pages as zeros and clamp the keys to the row.
+        ProblemSpec bad = problem_spec({1, 1, 1}, {700, 40, 3000}, 32, 4, 16, kSeed + 21);
+        bad.e4m3_kv = true;
+        REQUIRE(make_problem(bad, &h).empty());
+        const int32_t outside[] = {-1, h.num_blocks, INT32_MAX};
+        for (size_t i = 0; i < std::size(outside); ++i) h.block_table[i * h.table_stride + 2 + i] = outside[i];
+        h.seq_lens_k[1] = INT32_MAX;
+        check_k_from_v_decode(name, h, kEveryDim, true);
+    }
+}
+

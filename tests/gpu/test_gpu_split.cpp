@@ -95,6 +95,10 @@ std::vector<std::string> split_kernels(const Family& family) {
         if (r.kind != kKindPrefill || r.o_dtype != WIDEATTN_DTYPE_BF16 || r.q_dtype != family.q_dtype ||
             r.kv_dtype != family.kv_dtype || r.v_transposed != family.v_transposed)
             continue;
+        if (r.k_from_v_only) {
+            std::printf("  %s: serves only K-from-V calls, not part of the split-KV cases\n", r.name.c_str());
+            continue;
+        }
         bool split = false;
         for (int32_t i = 0; i < wideattn_kernel_count(gpu().ctx); ++i) {
             wideattn_kernel_info k{};

@@ -169,7 +169,8 @@ std::string bench_variants(wideattn_context* ctx, const std::string& kernel_flag
         if (!kernel_flag.empty() && wideattn_set_prefill_kernel(ctx, kernel_flag.c_str()) != WIDEATTN_OK)
             return std::string("--kernel: ") + wideattn_last_error();
         variants->push_back(BenchVariant{kernel_flag, e4m3_kv, e4m3_q,
-                                         !kernel_flag.empty() && kernel_reads_transposed_v(ctx, kernel_flag)});
+                                         !kernel_flag.empty() && kernel_reads_transposed_v(ctx, kernel_flag),
+                                         !kernel_flag.empty() && kernel_k_from_v_only(ctx, kernel_flag)});
         return {};
     }
     std::stringstream list(kernels_flag);
@@ -184,7 +185,7 @@ std::string bench_variants(wideattn_context* ctx, const std::string& kernel_flag
             if (info.o_dtype != WIDEATTN_DTYPE_BF16) return "--kernels: " + name + " does not write bf16 output";
             variants->push_back(BenchVariant{name, info.kv_dtype == WIDEATTN_DTYPE_E4M3,
                                              info.q_dtype == WIDEATTN_DTYPE_E4M3,
-                                             kernel_reads_transposed_v(ctx, name)});
+                                             kernel_reads_transposed_v(ctx, name), kernel_k_from_v_only(ctx, name)});
             break;
         }
     }
@@ -355,7 +356,9 @@ void print_help() {
         "                 (the decode kernels) only on cases with total_q <= num_seqs, a few_tokens\n"
         "                 kernel (the verify kernels) only where total_q <= 8 x num_seqs, a note on\n"
         "                 the others (--kernel NAME runs it on every case); not with --kernel,\n"
-        "                 --kv-dtype, --q-dtype or --reference\n"
+        "                 --kv-dtype, --q-dtype or --reference. A kernel that serves only K-from-V calls\n"
+        "                 (decode_e4m3kfv_d512), with --kernel or --kernels, runs K-from-V calls: k_cache\n"
+        "                 NULL, K rebuilt from V with Gemma 4's description (kv_bytes: V only)\n"
         "  --json FILE    also write the results as JSON: per case and variant the timings, TFLOP/s,\n"
         "                 max_seqlen_q, max_seqlen_k, num_splits, workspace_bytes, decode, and for\n"
         "                 decode cases kv_bytes, kv_gbps, pct_copy_bw_before, pct_copy_bw_after,\n"
@@ -634,7 +637,7 @@ CaseRecord new_record(const BenchCase& bc, const HostProblem& h, const BenchVari
     r.head_dim = h.spec.head_dim;
     r.block_size = h.spec.block_size;
     r.flops = h.flops();
-    r.kv_bytes = kv_read_bytes(h, variant.e4m3_kv);
+    r.kv_bytes = kv_read_bytes(h, variant.e4m3_kv, variant.k_from_v);
     return r;
 }
 

@@ -124,11 +124,12 @@ HostProblem bench_problem(const BenchCase& bc, size_t c) {
     return h;
 }
 
-int64_t kv_read_bytes(const HostProblem& h, bool e4m3_kv) {
+int64_t kv_read_bytes(const HostProblem& h, bool e4m3_kv, bool k_from_v) {
     int64_t keys = 0;
     for (int32_t length : h.seq_lens_k) keys += length;
     const int64_t element_bytes = e4m3_kv ? 1 : sizeof(uint16_t);
-    return 2 * keys * h.spec.num_kv_heads * h.spec.head_dim * element_bytes;
+    const int64_t tensors = k_from_v ? 1 : 2;
+    return tensors * keys * h.spec.num_kv_heads * h.spec.head_dim * element_bytes;
 }
 
 int32_t max_seqlen_q(const HostProblem& h) {
@@ -173,7 +174,7 @@ std::string upload_case(const GpuDevice& gpu, const HostProblem& h, size_t c, co
     const bool e4m3_kv = variant.e4m3_kv, e4m3_q = variant.e4m3_q;
     std::string err = b->q.allocate(gpu, h.out_elements() * (e4m3_q ? 1 : sizeof(uint16_t)));
     const size_t kv_bytes = static_cast<size_t>(h.kv_elements()) * (e4m3_kv ? 1 : sizeof(uint16_t));
-    if (err.empty()) err = b->k.allocate(gpu, kv_bytes);
+    if (err.empty() && !variant.k_from_v) err = b->k.allocate(gpu, kv_bytes);
     if (err.empty()) err = b->v.allocate(gpu, kv_bytes);
     const size_t o_bytes = reference ? sizeof(double) : sizeof(uint16_t);
     const size_t lse_bytes = reference ? sizeof(double) : sizeof(float);
@@ -184,12 +185,18 @@ std::string upload_case(const GpuDevice& gpu, const HostProblem& h, size_t c, co
     if (err.empty()) err = b->table.allocate(gpu, h.block_table.size() * 4);
     const std::vector<uint16_t>& kv_pool = e4m3_kv ? pools.e4m3 : pools.bf16;
     if (err.empty()) err = fill_from_pool(b->q, e4m3_q ? pools.e4m3 : pools.bf16, 0);
-    if (err.empty()) err = fill_from_pool(b->k, kv_pool, 7919 * (c + 1));
+    if (err.empty() && !variant.k_from_v) err = fill_from_pool(b->k, kv_pool, 7919 * (c + 1));
     if (err.empty()) err = fill_from_pool(b->v, kv_pool, 104729 * (c + 1));
     if (err.empty() && e4m3_q) err = b->q_scale.allocate(gpu, sizeof(float));
     if (err.empty() && e4m3_q) err = b->q_scale.upload(&kE4m3BenchScale, sizeof(float));
-    if (err.empty() && e4m3_kv) err = b->k_scale.allocate(gpu, sizeof(float));
-    if (err.empty() && e4m3_kv) err = b->k_scale.upload(&kE4m3BenchScale, sizeof(float));
+    if (err.empty() && e4m3_kv && !variant.k_from_v) err = b->k_scale.allocate(gpu, sizeof(float));
+    if (err.empty() && e4m3_kv && !variant.k_from_v) err = b->k_scale.upload(&kE4m3BenchScale, sizeof(float));
+    if (err.empty() && variant.k_from_v) {
+        const std::vector<float> w = random_k_norm_weights(h.spec.head_dim, kBenchSeed + c);
+        err = b->k_norm.allocate(gpu, w.size() * sizeof(float));
+        if (err.empty()) err = b->k_norm.upload(w.data(), w.size() * sizeof(float));
+        b->k_from_v = gemma4_k_from_v(static_cast<const float*>(b->k_norm.get()));
+    }
     if (err.empty() && e4m3_kv) err = b->v_scale.allocate(gpu, sizeof(float));
     if (err.empty() && e4m3_kv) err = b->v_scale.upload(&kE4m3BenchScale, sizeof(float));
     if (err.empty()) err = b->cu.upload(h.cu_seqlens_q.data(), b->cu.bytes());
@@ -215,6 +222,12 @@ wideattn_prefill_params case_params(const HostProblem& h, const CaseBuffers& b, 
     if (variant.e4m3_q) {
         p.q_dtype = WIDEATTN_DTYPE_E4M3;
         p.q_scale = static_cast<const float*>(b.q_scale.get());
+    }
+    if (variant.k_from_v) {
+        p.k_cache = nullptr;
+        p.k_scale = nullptr;
+        p.flags |= WIDEATTN_FLAG_K_FROM_V;
+        p.k_from_v = &b.k_from_v;
     }
     p.max_seqlen_q = max_seqlen_q(h);
     p.max_seqlen_k = max_seqlen_k(h);

@@ -64,8 +64,9 @@ bool named_cases(const std::string& list, const char* command, const char* hint,
 HostProblem bench_problem(const BenchCase& bc, size_t c);
 
 // Bytes of K and V a decode call must read: every visible key of every sequence (seq_lens_k of
-// them), once per KV head, K and V, 1 byte per element for e4m3 K/V and 2 for bf16.
-int64_t kv_read_bytes(const HostProblem& h, bool e4m3_kv);
+// them), once per KV head, K and V (V only for a K-from-V call), 1 byte per element for e4m3 K/V
+// and 2 for bf16.
+int64_t kv_read_bytes(const HostProblem& h, bool e4m3_kv, bool k_from_v = false);
 
 // The split-KV hints of a problem: its largest q_len and its largest seq_lens_k.
 int32_t max_seqlen_q(const HostProblem& h);
@@ -113,6 +114,9 @@ struct BenchVariant {
     bool e4m3_kv = false;
     bool e4m3_q = false;
     bool v_transposed = false;  // V in the transposed layout (a kernel with the "v_transposed" feature)
+    // K-from-V calls (a kernel with the "k_from_v_only" feature): WIDEATTN_FLAG_K_FROM_V, k_cache
+    // and k_scale NULL, Gemma 4's description (gemma4_k_from_v) with random k_norm weights.
+    bool k_from_v = false;
     // `wideattn bench --pdl`: "on" or "off", the WIDEATTN_PDL of the context the variant runs on
     // (programmatic dependent launch of the split-KV merge); "" without --pdl (the environment's).
     std::string pdl{};
@@ -132,6 +136,8 @@ struct CaseBuffers {
     DeviceBuffer q, k, v, o, lse, cu, seq_k, table;
     DeviceBuffer q_scale, k_scale, v_scale;
     DeviceBuffer workspace;  // split-KV scratch (allocated by attach_workspace when the call splits)
+    DeviceBuffer k_norm;     // the k_norm weights of a K-from-V variant
+    wideattn_k_from_v k_from_v{};  // its description (the call's params.k_from_v points here)
 };
 
 // Allocates and fills the buffers of case number `c` (Q, K and V tiled from the pools at

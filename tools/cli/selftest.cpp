@@ -81,6 +81,29 @@ std::vector<NamedSpec> gemma_cases(uint64_t seed) {
     return cases;
 }
 
+// Single-token decode cases for a kernel that serves only K-from-V calls (feature k_from_v_only):
+// e4m3 V-only caches, key counts no multiple of 16, shuffled pages, with the rotated dims of each
+// case's description (Gemma 4's 128, or every dim, whose angles reach the key positions in rad).
+struct KFromVCase {
+    const char* label;
+    ProblemSpec spec;
+    int32_t rotary_dims;
+};
+
+std::vector<KFromVCase> k_from_v_cases(uint64_t seed) {
+    constexpr int32_t kEveryDim = 512;
+    std::vector<KFromVCase> cases = {
+        {"kfv decode batch", problem_spec({1, 1, 1, 1}, {777, 36, 4109, 0}, 32, 4, 16, seed), kGemma4GlobalRotaryDims},
+        {"kfv every dim", problem_spec({1, 1}, {1000, 5000}, 32, 4, 32, seed + 1), kEveryDim},
+        {"kfv long 100k", problem_spec({1}, {100007}, 32, 4, 64, seed + 2), kEveryDim},
+        {"kfv gemma v off", problem_spec({1, 1, 1}, {3700, 300, 20000}, 32, 4, 16, seed + 3), kGemma4GlobalRotaryDims},
+    };
+    cases[3].spec.gemma.q_rms = 0.5f;
+    cases[3].spec.gemma.v_offset_rms = 8.0f;
+    for (KFromVCase& c : cases) c.spec.e4m3_kv = true;
+    return cases;
+}
+
 void print_help() {
     std::printf(
         "usage: wideattn selftest [--bundle DIR] [--device N] [--seed S] [--quick [N]] [--skip-without-gpu]\n\n"
@@ -89,15 +112,16 @@ void print_help() {
         "and compares against the fp64 reference: the fp64 GPU kernel against the CPU reference\n"
         "(rel L2 <= %.0e), every other kernel against the fp64 GPU kernel (rel L2 <= %.0e, all\n"
         "outputs finite, bit-identical across two runs; on Gemma-like peaked inputs a bf16 kernel's\n"
-        "mean abs error <= %.2f x that of the fp64 output rounded to bf16). Prints one line per case\n"
-        "and a summary.\n"
+        "mean abs error <= %.2f x that of the fp64 output rounded to bf16). A kernel that serves only\n"
+        "K-from-V calls (WIDEATTN_FLAG_K_FROM_V) runs single-token decode cases in that mode against\n"
+        "the fp64 GPU kernel in the same mode (rel L2 <= %.0e). Prints one line per case and a summary.\n"
         "Exit 0 when all pass, 1 when any fails, 2 on usage or setup errors.\n\n"
         "  --bundle DIR          bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N            CUDA device ordinal (default 0)\n"
         "  --seed S              base seed of the random inputs (default: time-based, printed)\n"
         "  --quick [N]           only the first N (default 2) cases per kernel (for compute-sanitizer runs)\n"
         "  --skip-without-gpu    exit 0 with a message when no driver/GPU is present (for scripts)\n",
-        kFp64RelL2, kBf16RelL2, kPeakedFloorRatio);
+        kFp64RelL2, kBf16RelL2, kPeakedFloorRatio, kE4m3KFromVDecodeRelL2);
 }
 
 // The command line of one run.
@@ -190,6 +214,29 @@ void check_prefill_kernel(const GpuDevice& gpu, wideattn_context* ctx, const Sel
     }
 }
 
+// A kernel that serves only K-from-V calls (already selected by name) on k_from_v_cases: each
+// a K-from-V call against the fp64 GPU kernel in the same mode.
+void check_k_from_v_kernel(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o,
+                           const RunnableKernel& combo, Tally* tally) {
+    std::vector<KFromVCase> cases = k_from_v_cases(o.seed);
+    if (o.quick) cases.resize(std::min(cases.size(), o.quick_cases));
+    for (const KFromVCase& c : cases) {
+        const auto start = std::chrono::steady_clock::now();
+        const CaseResult r = run_k_from_v_case(gpu, ctx, c.spec, combo.o_dtype, c.rotary_dims);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const bool ok = r.error.empty() && r.kernel == combo.name && r.stats.nonfinite == 0 && r.lse_nonfinite == 0 &&
+                        r.deterministic && r.stats.rel_l2 <= kE4m3KFromVDecodeRelL2;
+        std::printf("%s %-14s %-20s %s, K from V, rotary_dims=%d\n", ok ? "PASS" : "FAIL",
+                    r.kernel.empty() ? "?" : r.kernel.c_str(), c.label, c.spec.describe().c_str(), c.rotary_dims);
+        if (r.error.empty())
+            std::printf("     %s lse_max_abs=%.2e%s (%.1fs)\n", accuracy::format_error_stats(r.stats).c_str(),
+                        r.lse_max_abs, r.deterministic ? "" : " NOT bit-identical across runs", seconds);
+        else
+            std::printf("     error: %s\n", r.error.c_str());
+        tally->count(ok);
+    }
+}
+
 // The e4m3 quantise-into-cache kernel: bit-exact against the CPU reference, in the engine layout
 // or (v_transposed) the transposed V layout.
 void check_quantize(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o, bool v_transposed,
@@ -243,7 +290,10 @@ void run_checks(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptio
             ++tally->failed;
             continue;
         }
-        check_prefill_kernel(gpu, ctx, o, combo, tally);
+        if (combo.k_from_v_only)
+            check_k_from_v_kernel(gpu, ctx, o, combo, tally);
+        else
+            check_prefill_kernel(gpu, ctx, o, combo, tally);
     }
     wideattn_set_prefill_kernel(ctx, nullptr);
     if (has_quantize) {

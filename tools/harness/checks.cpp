@@ -10,6 +10,7 @@
 #include "accuracy/reference_cpu.h"
 #include "dispatch/manifest.h"
 #include "dispatch/selection.h"
+#include "kernels/common/k_from_v.h"
 #include "kernels/common/kernel_desc.h"
 #include "kernels/common/v_transposed.h"
 
@@ -27,10 +28,21 @@ std::string reference_on_cpu(const HostProblem& h, std::vector<double>* dense, s
     return err;
 }
 
+// Makes `p` a K-from-V call with the description `kfv` (k_cache absent); nothing when kfv is NULL.
+void ask_k_from_v(wideattn_prefill_params* p, const wideattn_k_from_v* kfv) {
+    if (!kfv) return;
+    p->k_cache = nullptr;
+    p->k_scale = nullptr;  // a V-only e4m3 cache has no K scale (dispatch/validation.cpp, check_scales)
+    p->flags |= WIDEATTN_FLAG_K_FROM_V;
+    p->k_from_v = kfv;
+}
+
 std::string reference_on_gpu(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h,
-                             std::vector<double>* dense, std::vector<double>* lse) {
+                             std::vector<double>* dense, std::vector<double>* lse,
+                             const wideattn_k_from_v* kfv = nullptr) {
     DeviceProblem ref;
     std::string err = ref.create(gpu, h, WIDEATTN_DTYPE_F64);
+    ask_k_from_v(&ref.params, kfv);
     if (err.empty()) err = ref.run(gpu, ctx);
     if (err.empty()) err = ref.download_output(h, dense);
     if (err.empty()) err = ref.download_lse(h, lse);
@@ -75,6 +87,10 @@ bool kernel_reads_transposed_v(const wideattn_context* ctx, const std::string& n
     return kernel_has_feature(ctx, name, kFeatureVTransposed);
 }
 
+bool kernel_k_from_v_only(const wideattn_context* ctx, const std::string& name) {
+    return kernel_has_feature(ctx, name, kFeatureKFromVOnly);
+}
+
 int32_t kernel_alone_tokens_per_seq(const wideattn_context* ctx, const std::string& name) {
     return alone_tokens_per_seq(kernel_has_feature(ctx, name, kFeatureSingleToken),
                                 kernel_has_feature(ctx, name, kFeatureFewTokens));
@@ -97,7 +113,8 @@ std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc
                                         [&](const RunnableKernel& r) { return r.name == k.name; });
         if (!listed)
             kernels.push_back(RunnableKernel{k.name, k.kind, k.q_dtype, k.kv_dtype, k.o_dtype,
-                                             kernel_reads_transposed_v(ctx, k.name)});
+                                             kernel_reads_transposed_v(ctx, k.name),
+                                             kernel_k_from_v_only(ctx, k.name)});
     }
     return kernels;
 }
@@ -111,11 +128,12 @@ std::string compute_reference(const GpuDevice& gpu, wideattn_context* ctx, const
 }
 
 CaseResult run_against_reference(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
-                                 const Reference& ref) {
+                                 const Reference& ref, const wideattn_k_from_v* kfv) {
     CaseResult result;
     result.flops = h.flops();
     DeviceProblem cand;
     if ((result.error = cand.create(gpu, h, o_dtype)).size()) return result;
+    ask_k_from_v(&cand.params, kfv);
     int32_t index = -1;
     if (wideattn_is_supported(ctx, &cand.params, gpu.cc_major(), gpu.cc_minor(), &index) != WIDEATTN_OK) {
         result.error = std::string("not supported: ") + wideattn_last_error();
@@ -162,6 +180,41 @@ CaseResult run_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSp
         (result.error = compute_reference(gpu, ctx, h, reference, &ref)).size())
         return result;
     return run_against_reference(gpu, ctx, h, o_dtype, ref);
+}
+
+wideattn_k_from_v k_from_v_check_description(const float* k_norm_scale, int32_t rotary_dims) {
+    wideattn_k_from_v kfv = gemma4_k_from_v(k_norm_scale);
+    kfv.rotary_dims = rotary_dims;
+    return kfv;
+}
+
+CaseResult run_k_from_v_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
+                             int32_t rotary_dims) {
+    HostProblem h;
+    CaseResult result;
+    if ((result.error = make_problem(spec, &h)).size()) return result;
+    return run_k_from_v_problem(gpu, ctx, h, o_dtype, rotary_dims);
+}
+
+CaseResult run_k_from_v_problem(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
+                                int32_t rotary_dims, const std::vector<float>& inv_freq) {
+    CaseResult result;
+    const std::vector<float> w = random_k_norm_weights(h.spec.head_dim, h.spec.seed + 1);
+    DeviceBuffer weights, table;
+    if ((result.error = weights.allocate(gpu, w.size() * sizeof(float))).size() ||
+        (result.error = weights.upload(w.data(), w.size() * sizeof(float))).size())
+        return result;
+    wideattn_k_from_v kfv = k_from_v_check_description(static_cast<const float*>(weights.get()), rotary_dims);
+    if (!inv_freq.empty()) {
+        if ((result.error = table.allocate(gpu, inv_freq.size() * sizeof(float))).size() ||
+            (result.error = table.upload(inv_freq.data(), inv_freq.size() * sizeof(float))).size())
+            return result;
+        kfv.inv_freq = static_cast<const float*>(table.get());
+    }
+    Reference ref;
+    if ((result.error = reference_on_gpu(gpu, ctx, h, &ref.out, &ref.lse, &kfv)).size()) return result;
+    ref.floor_mean_abs = rounding_floor(ref.out);
+    return run_against_reference(gpu, ctx, h, o_dtype, ref, &kfv);
 }
 
 }  // namespace wideattn

@@ -59,6 +59,8 @@ struct RunnableKernel {
     std::string kind;  // manifest kind: prefill, quantize_e4m3, amax_e4m3
     int32_t q_dtype, kv_dtype, o_dtype;
     bool v_transposed = false;  // reads V only in the transposed layout (feature "v_transposed")
+    bool k_from_v_only = false; // serves only calls with WIDEATTN_FLAG_K_FROM_V (feature "k_from_v_only"):
+                                // its problems need run_k_from_v_case
 };
 
 // Whether the bundle's kernel `name` lists `feature` in its manifest features (false when the
@@ -68,6 +70,10 @@ bool kernel_has_feature(const wideattn_context* ctx, const std::string& name, co
 // Whether the bundle's kernel `name` reads V only in the transposed layout of
 // WIDEATTN_FLAG_V_TRANSPOSED (its problems need ProblemSpec::v_transposed).
 bool kernel_reads_transposed_v(const wideattn_context* ctx, const std::string& name);
+
+// Whether the bundle's kernel `name` serves only calls with WIDEATTN_FLAG_K_FROM_V (feature
+// "k_from_v_only": a K+V call never selects it, pinned or not).
+bool kernel_k_from_v_only(const wideattn_context* ctx, const std::string& name);
 
 // The query tokens per sequence up to which selection runs the bundle's kernel `name` on its own:
 // 1 for a single_token kernel (total_q <= num_seqs), kFewTokensPerSeq for a few_tokens kernel
@@ -81,6 +87,29 @@ bool kernel_serves_alone(const wideattn_context* ctx, const std::string& name, i
 // The bundle's kernels that have a cubin running on a cc_major.cc_minor device, one entry per
 // name, in manifest order (selftest and the GPU suite run every one of them by name).
 std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc_major, int cc_minor);
+
+// The error bound of decode_e4m3kfv_d512 (single-token K-from-V decode over an e4m3 V-only cache)
+// against the fp64 kernel in the same mode: its Q and P stay f16 and its K is the reference's bf16
+// K exactly (rounded at the steps of kernels/common/k_from_v.h, the same device cosf / sinf), so it
+// is held to about 3x decode_e4m3_d512's measured rel L2 (1.39e-3 .. 1.69e-3 on the e4m3 shape list,
+// fp8/decode_e4m3_d512/NOTES.md), not to kE4m3RelL2, which covers the kernels that quantise Q.
+constexpr double kE4m3KFromVDecodeRelL2 = 5e-3;
+
+// The K-from-V description of the K-from-V checks: Gemma 4's (gemma4_k_from_v) with `rotary_dims`
+// rotated dims and the device k_norm weights `k_norm_scale`.
+wideattn_k_from_v k_from_v_check_description(const float* k_norm_scale, int32_t rotary_dims);
+
+// A K-from-V case: `spec` run with WIDEATTN_FLAG_K_FROM_V, k_cache NULL and the description
+// k_from_v_check_description(weights, rotary_dims), the weights random_k_norm_weights(head_dim,
+// spec.seed + 1), by the kernel ctx selects for o_dtype (twice, outputs poisoned first: bit
+// identity), against the fp64 kernel in the same mode (on the exactly dequantised bf16 V when
+// spec.e4m3_kv; the candidate reads the e4m3 codes).
+CaseResult run_k_from_v_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
+                             int32_t rotary_dims);
+// The same on a problem already made (e.g. with metadata altered after make_problem), with the
+// caller's frequency table `inv_freq` (rotary_dims / 2 host values, uploaded) when not empty.
+CaseResult run_k_from_v_problem(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
+                                int32_t rotary_dims, const std::vector<float>& inv_freq = {});
 
 // mean_abs / floor_mean_abs of a result (infinite when the floor is 0 and the error is not).
 double floor_ratio(const CaseResult& r);
@@ -97,9 +126,10 @@ std::string compute_reference(const GpuDevice& gpu, wideattn_context* ctx, const
                               ReferenceKind reference, Reference* out);
 
 // Runs `h` twice with output dtype `o_dtype` through the kernel ctx selects and compares the first
-// run with `ref` (computed once for every kernel run on the same inputs).
+// run with `ref` (computed once for every kernel run on the same inputs). With `kfv` the runs are
+// K-from-V calls with that description (k_cache NULL).
 CaseResult run_against_reference(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
-                                 const Reference& ref);
+                                 const Reference& ref, const wideattn_k_from_v* kfv = nullptr);
 
 // Makes `spec`'s problem, computes its reference and runs it (run_against_reference).
 CaseResult run_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,

@@ -1,0 +1,102 @@
+// block.cuh - one block of the single-token decode kernel that rebuilds K from V over an e4m3
+// V-only cache (decode_e4m3kfv_d512): the block's token and KV head, its keys (the split's under
+// split-KV, whose first key sets the RoPE positions), the tables and the Q load, each warp's key
+// loop over V chunks (K built from each by keys.cuh), and decode_e4m3_d512's merge and output.
+#pragma once
+
+#include <cstdint>
+
+#include "fp8/decode_e4m3_d512/epilogue.cuh"
+#include "fp8/decode_e4m3_d512/loads.cuh"
+#include "fp8/decode_e4m3_d512/mainloop.cuh"
+#include "fp8/decode_e4m3kfv_d512/keys.cuh"
+#include "fp8/decode_e4m3kfv_d512/traits.h"
+#include "kernels/common/block_geometry.cuh"
+#include "kernels/common/k_from_v.h"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_mma.cuh"
+#include "kernels/common/tile_order.cuh"
+
+namespace wideattn::decode_e4m3 {
+
+// Issues the V codes of the warp's sub-tile c (its chunk c, slot c % kRingChunks) when it exists,
+// and commits a group either way (one group per chunk keeps the waits' counts fixed).
+template <class Traits>
+__device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                              uint32_t ring, int32_t warp, int32_t count, int32_t c) {
+    if (c < count)
+        stream.template issue<true>(p, warp + c * Traits::kWarps, ring + (c % Traits::kRingChunks) * Traits::kChunkBytes);
+    ptx::cp_async_commit();
+}
+
+// The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles: wait for V_i, issue
+// V_i+2 (into V_i-1's slot, read to the end in the previous step), S_i with K built from V_i, the
+// softmax, P_i V_i.
+template <class Traits>
+__device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                                  uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
+                                                  int32_t warp, int32_t lane, int32_t num_tiles, int32_t kv_end,
+                                                  int32_t first_position, float v_scale, float score_scale,
+                                                  float (&o)[Traits::kONTiles][4], WarpRows& rows) {
+    const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
+    for (int32_t i = 0; i < count; ++i) {
+        ptx::cp_async_wait<Traits::kChunksInFlight - 1>();
+        __syncwarp();  // V_i landed for every lane; every lane is done with V_i-1
+        issue_v_chunk<Traits>(p, stream, ring, warp, count, i + Traits::kChunksInFlight);
+        const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
+        const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
+        float s[4];
+        subtile_scores_kfv<Traits>(stage, q_shared, weight, freq, lane, first_position + key0, v_scale, score_scale,
+                                   kv_end - key0, s);
+        uint32_t p0, p1;
+        subtile_softmax<Traits>(s, rows, o, p0, p1);
+        subtile_pv<Traits>(stage, lane, p0, p1, o);
+    }
+    ptx::cp_async_wait<0>();
+}
+
+template <bool kSplit>
+__device__ __forceinline__ void decode_kfv_block(const wideattn_prefill_params& p, const KFromV& kfv,
+                                                 unsigned char* smem) {
+    using Traits = DecodeE4m3KfvD512Traits;
+    using Plan = Traits::SmemPlan;
+    BlockWork work;
+    BlockGeometry geometry;
+    if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;
+    // The split's first key (restrict_to_split moves the block-table row by whole pages): the
+    // RoPE position of local key 0. 0 without split-KV.
+    const int64_t table_row = static_cast<int64_t>(work.tile.seq) * p.block_table_stride;
+    const int32_t first_position = static_cast<int32_t>((geometry.table_offset - table_row) * p.block_size);
+
+    const uint32_t base = ptx::shared_address(smem);
+    const int32_t warp = static_cast<int32_t>(threadIdx.x) / Traits::kWarpSize;
+    const int32_t lane = static_cast<int32_t>(threadIdx.x) % Traits::kWarpSize;
+    const int64_t token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
+    // V only: k_cache is absent (NULL) in a K-from-V call and never read.
+    WarpStream<Traits> stream;
+    stream.k_base = nullptr;
+    stream.v_base = static_cast<const unsigned char*>(p.v_cache) + work.kv_head * p.v_head_stride;
+    stream.table_row = p.block_table + geometry.table_offset;
+    stream.kv_end = geometry.kv_end;
+    stream.lane = lane;
+    const uint32_t ring = base + Plan::kRings + static_cast<uint32_t>(warp * Traits::kWarpRingBytes);
+    const int32_t count = warp_subtiles<Traits>(geometry.num_tiles, warp);
+#pragma unroll
+    for (int32_t c = 0; c < Traits::kChunksInFlight; ++c) issue_v_chunk<Traits>(p, stream, ring, warp, count, c);
+
+    stage_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq, base + Plan::kWAmax);
+    // load_q's barriers also make the tables visible.
+    const float q_factor = load_block_q<Traits, false>(p, base + Plan::kQ, base + Plan::kAmax, token, 1, work.kv_head);
+    float v_scale = 0.0f;
+    const float k_factor = k_power_of_two<Traits>(base + Plan::kWAmax, __ldg(p.v_scale), &v_scale);
+    const float score_scale = p.softmax_scale * kLog2e * q_factor * k_factor;
+    float o[Traits::kONTiles][4];
+    zero_output(o);
+    WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+    warp_key_loop_kfv<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq, warp, lane,
+                              geometry.num_tiles, geometry.kv_end, first_position, v_scale, score_scale, o, rows);
+    write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
+                                work.kv_head);
+}
+
+}  // namespace wideattn::decode_e4m3
