@@ -1,0 +1,117 @@
+// epilogue.cuh - the end of a block of the single-token BF16 decode kernel: the 8 warps' row
+// maxima, row sums and O^T meet in shared memory (over the rings, after a block barrier), each
+// warp's O scaled by 2^(its max - the block max); then every thread adds the 8 warps' parts of
+// 16 outputs, normalises them (O / l) and writes bf16 rows and the natural-log LSE, or, in the
+// split-KV entry, fp32 partial rows and the split's LSE (kernels/common/split_partials.cuh).
+// decode_e4m3_d512's merge (fp8/decode_e4m3_d512/epilogue.cuh) with the O^T layout of
+// mainloop.cuh, no v_scale and no probability offset. An empty row (no visible key) gets zeros and
+// LSE -inf, a NaN row sum NaN in O and LSE.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "fp8/decode_e4m3_d512/epilogue.cuh"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_griddep.cuh"
+#include "kernels/common/ptx_mma.cuh"
+#include "kernels/common/split_partials.cuh"
+#include "kernels/decode_bf16_d512/mainloop.cuh"
+#include "kernels/decode_bf16_d512/traits.h"
+#include "wideattn.h"
+
+namespace wideattn::decode_bf16 {
+
+using decode_e4m3::block_row;
+using decode_e4m3::stats_address;
+using decode_e4m3::warp_weight;
+
+template <class Traits, bool kSplit>
+__device__ __forceinline__ void write_block(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
+                                            const float (&o)[Traits::kONTiles][4], WarpRows& rows, int32_t warp,
+                                            int32_t lane, int64_t token, int32_t kv_head) {
+    constexpr int32_t kHalfTile = Traits::kMmaM / 2;  // e2, e3 sit 8 dims past e0, e1
+    const int32_t g = lane / 4, t = lane % 4;
+    if constexpr (kSplit) ptx::allow_dependent_launch();  // the merge may be scheduled (docs/design.md, split-KV)
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r)
+#pragma unroll
+        for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
+            rows.sum[r] += __shfl_xor_sync(kFullMask, rows.sum[r], offset);
+    __syncthreads();  // every warp is past its key loop: the rings are free
+    if (g == 0)
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r)
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(stats_address<Traits>(stats, warp, 2 * t + r)),
+                         "f"(rows.max_log2[r]), "f"(rows.sum[r])
+                         : "memory");
+    __syncthreads();
+    float weight[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        float top, sum;
+        block_row<Traits>(stats, 2 * t + r, top, sum);
+        weight[r] = warp_weight(rows.max_log2[r], top);
+    }
+    const uint32_t warp_merge = merge + static_cast<uint32_t>(warp * Traits::kRows * Traits::kMergeRowBytes);
+#pragma unroll
+    for (int32_t n = 0; n < Traits::kONTiles; ++n) {
+        const int32_t dim = Traits::kMmaM * n + g;
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) {
+            const int32_t row = 2 * t + e % 2;
+            const uint32_t address = warp_merge + static_cast<uint32_t>(row * Traits::kMergeRowBytes +
+                                                                        (dim + kHalfTile * (e / 2)) * 4);
+            asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(address), "f"(o[n][e] * weight[e % 2]) : "memory");
+        }
+    }
+    __syncthreads();
+
+    // Thread i: row i / 32, dims 4 (i % 32) + 128 j for j < 4.
+    constexpr int32_t kThreadsPerRow = Traits::kThreads / Traits::kRows;
+    constexpr int32_t kDimsPerPass = 4 * kThreadsPerRow;
+    constexpr int32_t kPasses = Traits::kHeadDim / kDimsPerPass;
+    const int32_t thread = static_cast<int32_t>(threadIdx.x);
+    const int32_t row = thread / kThreadsPerRow;
+    const int32_t first_dim = 4 * (thread % kThreadsPerRow);
+    float top, sum;
+    block_row<Traits>(stats, row, top, sum);
+    const float inv = inverse_row_sum(sum);
+    const int32_t head = kv_head * Traits::kGroup + row;
+    const float lse = row_lse(top, sum);
+    int64_t part = 0;
+    if constexpr (kSplit) part = split_row(p, token, head);
+#pragma unroll
+    for (int32_t j = 0; j < kPasses; ++j) {
+        const int32_t dim = first_dim + j * kDimsPerPass;
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int32_t w = 0; w < Traits::kWarps; ++w) {
+            const float4 v = ptx::load_shared_f32x4(
+                merge + static_cast<uint32_t>((w * Traits::kRows + row) * Traits::kMergeRowBytes + dim * 4));
+            acc.x += v.x;
+            acc.y += v.y;
+            acc.z += v.z;
+            acc.w += v.w;
+        }
+        if constexpr (kSplit) {
+            *reinterpret_cast<float4*>(split_o_row(p, part) + dim) =
+                make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+        } else {
+            __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.o) + token * p.o_token_stride + head * p.o_head_stride;
+            uint2 packed;
+            packed.x = ptx::pack_bf16x2(acc.x * inv, acc.y * inv);
+            packed.y = ptx::pack_bf16x2(acc.z * inv, acc.w * inv);
+            *reinterpret_cast<uint2*>(out + dim) = packed;
+        }
+    }
+    if (thread % kThreadsPerRow == 0) {
+        if constexpr (kSplit)
+            *split_lse(p, part) = lse;
+        else if (p.lse != nullptr)
+            static_cast<float*>(p.lse)[head * p.lse_head_stride + token] = lse;
+    }
+}
+
+}  // namespace wideattn::decode_bf16
