@@ -78,12 +78,12 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
     const uint32_t warp_merge = merge + static_cast<uint32_t>(warp * Traits::kRows * Traits::kMergeRowBytes);
 #pragma unroll
     for (int32_t n = 0; n < Traits::kONTiles; ++n) {
-        const int32_t dim = 32 * (n / 2) + 2 * g + n % 2;
+        const int32_t dim = Traits::o_dim(n, g);
 #pragma unroll
         for (int32_t e = 0; e < 4; ++e) {
             const int32_t row = 2 * t + e % 2;
             const uint32_t address = warp_merge + static_cast<uint32_t>(row * Traits::kMergeRowBytes +
-                                                                        (dim + 16 * (e / 2)) * 4);
+                                                                        (dim + Traits::kOHalfDims * (e / 2)) * 4);
             asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(address), "f"(o[n][e] * weight[e % 2]) : "memory");
         }
     }
@@ -98,7 +98,11 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
     const int32_t first_dim = 4 * (thread % kThreadsPerRow);
     float top, sum;
     block_row<Traits>(stats, row, top, sum);
-    const float inv = inverse_row_sum(sum, __ldg(p.v_scale));
+    float inv;
+    if constexpr (Traits::kScaledV)
+        inv = inverse_row_sum(sum, __ldg(p.v_scale));
+    else
+        inv = inverse_row_sum(sum);
     const int32_t head = kv_head * Traits::kGroup + row;
     const float lse = row_lse(top - Traits::kProbScaleLog2, sum);
     int64_t part = 0;

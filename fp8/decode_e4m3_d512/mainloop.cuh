@@ -90,6 +90,18 @@ __device__ __forceinline__ void load_v_block(uint32_t v_stage, int32_t lane, int
     a_odd[3] = odd[3];
 }
 
+// S^T of one sub-tile from its two accumulators (even and odd k-steps): scaled to log2 units,
+// keys past kv_end at -inf, the lane's 4 values.
+__device__ __forceinline__ void finish_scores(const float (&acc)[2][4], int32_t lane, float score_scale,
+                                              int32_t keys_valid, float (&s)[4]) {
+    const int32_t g = lane / 4;
+#pragma unroll
+    for (int32_t e = 0; e < 4; ++e) {
+        const int32_t key = g + 8 * (e / 2);
+        s[e] = key < keys_valid ? (acc[0][e] + acc[1][e]) * score_scale : -INFINITY;
+    }
+}
+
 // S^T of one sub-tile (scaled to log2 units, keys past kv_end at -inf), the lane's 4 values.
 template <class Traits>
 __device__ __forceinline__ void subtile_scores(uint32_t k_stage, uint32_t q_shared, int32_t lane, float score_scale,
@@ -111,15 +123,20 @@ __device__ __forceinline__ void subtile_scores(uint32_t k_stage, uint32_t q_shar
             ptx::mma_f16_16816(acc[h], a, b0, b1);
         }
     }
-#pragma unroll
-    for (int32_t e = 0; e < 4; ++e) {
-        const int32_t key = g + 8 * (e / 2);
-        s[e] = key < keys_valid ? (acc[0][e] + acc[1][e]) * score_scale : -INFINITY;
-    }
+    finish_scores(acc, lane, score_scale, keys_valid, s);
+}
+
+// Two probabilities packed in the type of the P V mma (Traits::kBf16Probs: bf16, else f16).
+template <class Traits>
+__device__ __forceinline__ uint32_t pack_probs(float lo, float hi) {
+    if constexpr (Traits::kBf16Probs)
+        return ptx::pack_bf16x2(lo, hi);
+    else
+        return pack_f16x2(lo, hi);
 }
 
 // The softmax step of one sub-tile: raises the row maxima (O^T rescaled, warp-uniform decision),
-// returns P^T as the two B registers of the P V mma.
+// returns P^T = 2^(s - max + kProbScaleLog2) as the two B registers of the P V mma.
 template <class Traits>
 __device__ __forceinline__ void subtile_softmax(float (&s)[4], WarpRows& rows, float (&o)[Traits::kONTiles][4],
                                                 uint32_t& p0, uint32_t& p1) {
@@ -154,8 +171,8 @@ __device__ __forceinline__ void subtile_softmax(float (&s)[4], WarpRows& rows, f
         prob[e] = fast_exp2(s[e] - base);
         rows.sum[e % 2] += prob[e];
     }
-    p0 = movmatrix_trans(pack_f16x2(prob[0], prob[1]));  // keys 2t, 2t+1 of row g
-    p1 = movmatrix_trans(pack_f16x2(prob[2], prob[3]));  // keys 8+2t, 9+2t of row g
+    p0 = movmatrix_trans(pack_probs<Traits>(prob[0], prob[1]));  // keys 2t, 2t+1 of row g
+    p1 = movmatrix_trans(pack_probs<Traits>(prob[2], prob[3]));  // keys 8+2t, 9+2t of row g
 }
 
 // O^T += V^T P^T over one sub-tile.

@@ -60,6 +60,14 @@ struct DecodeE4m3D512Traits {
     // Softmax: log2 units; P = 2^(s - max + kProbScaleLog2) in f16 (largest 256, normal down to
     // 2^-22 of the row maximum), a rescale at every growth of a row maximum.
     static constexpr float kProbScaleLog2 = 8.0f;
+    static constexpr bool kBf16Probs = false;  // P^T packed as f16 (the P V mma's type)
+
+    // The O^T accumulator o[n] (e0, e1 at dim o_dim(n, g); e2, e3 kOHalfDims further): the even /
+    // odd dims of the 32-dim blocks, as the V^T fragments of a code block come out.
+    static constexpr int32_t kOHalfDims = 16;
+    WIDEATTN_HOST_DEVICE static constexpr int32_t o_dim(int32_t n, int32_t g) { return 32 * (n / 2) + 2 * g + n % 2; }
+    // The output is O / l x v_scale (V in codes).
+    static constexpr bool kScaledV = true;
 
     // The end of the block: each warp's row maxima and sums, and O^T (fp32 [warp][row][dim]),
     // written over the rings once every warp is done.

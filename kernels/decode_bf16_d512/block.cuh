@@ -1,6 +1,6 @@
 // block.cuh - one block of the single-token BF16 decode kernel (kernel.cu): the block's token and
 // KV head, its keys (the split's under split-KV), the Q load, the warps' key loops and the merge
-// and output.
+// and output (decode_e4m3_d512's, fp8/decode_e4m3_d512/epilogue.cuh, by this kernel's traits).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/tile_order.cuh"
-#include "kernels/decode_bf16_d512/epilogue.cuh"
+#include "fp8/decode_e4m3_d512/epilogue.cuh"
 #include "kernels/decode_bf16_d512/loads.cuh"
 #include "kernels/decode_bf16_d512/mainloop.cuh"
 #include "kernels/decode_bf16_d512/traits.h"
@@ -40,7 +40,7 @@ __device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, u
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
     warp_key_loop<Traits>(p, stream, ring, base + Plan::kQ, warp, lane, geometry.num_tiles, geometry.kv_end,
                           score_scale, o, rows);
-    write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
+    decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                 work.kv_head);
 }
 

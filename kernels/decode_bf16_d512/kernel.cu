@@ -1,6 +1,6 @@
 // kernel.cu - entry points of the single-token decode kernel over a BF16 K/V cache, head dim 512,
 // GQA group 8 (sm_90a): bf16 Q, K, V into mma.sync m16n8k16 bf16 as they are; the block
-// (block.cuh): each warp's key loop (mainloop.cuh), the merge and output (epilogue.cuh);
+// (block.cuh): each warp's key loop (mainloop.cuh), the merge and output (fp8/decode_e4m3_d512/epilogue.cuh);
 // constants in traits.h.
 //
 // Launch: as every prefill kernel (kernel_desc.h) with tile_tokens 1: grid.x = query tokens,

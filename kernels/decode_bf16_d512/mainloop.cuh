@@ -27,15 +27,14 @@
 
 namespace wideattn::decode_bf16 {
 
+// decode_e4m3_d512's online softmax (P in bf16 and no offset by this kernel's traits), score
+// finish and warp-ring helpers.
+using decode_e4m3::finish_scores;
 using decode_e4m3::movmatrix_trans;
+using decode_e4m3::subtile_softmax;
 using decode_e4m3::wait_oldest_chunk;
 using decode_e4m3::warp_subtiles;
-
-// Online-softmax state of the lane's two rows (2t, 2t + 1) over the warp's keys.
-struct WarpRows {
-    float max_log2[2];  // running maxima of the scaled scores (log2 units)
-    float sum[2];       // the lane's part of the row sums of 2^(s - max)
-};
+using decode_e4m3::WarpRows;
 
 // The lane address of the ldmatrix.x4 over keys 0-15 and 16-byte vectors 2c, 2c + 1 of a chunk:
 // lane L gives the row of matrix L / 8 (keys 8 (L / 8 % 2) + L % 8, vector 2c + L / 16).
@@ -64,58 +63,6 @@ __device__ __forceinline__ void chunk_scores(uint32_t k_chunk, uint32_t q_shared
             ptx::mma_bf16_16816(acc[h], a, b[2 * h], b[2 * h + 1]);
         }
     }
-}
-
-// S^T of one sub-tile from the accumulators (scaled to log2 units, keys past kv_end at -inf), the
-// lane's 4 values.
-template <class Traits>
-__device__ __forceinline__ void finish_scores(const float (&acc)[2][4], int32_t lane, float score_scale,
-                                              int32_t keys_valid, float (&s)[4]) {
-    const int32_t g = lane / 4;
-#pragma unroll
-    for (int32_t e = 0; e < 4; ++e) {
-        const int32_t key = g + 8 * (e / 2);
-        s[e] = key < keys_valid ? (acc[0][e] + acc[1][e]) * score_scale : -INFINITY;
-    }
-}
-
-// The softmax step of one sub-tile: raises the row maxima (O^T rescaled, warp-uniform decision),
-// returns P^T = 2^(s - max) in bf16 as the two B registers of the P V mma.
-template <class Traits>
-__device__ __forceinline__ void subtile_softmax(float (&s)[4], WarpRows& rows, float (&o)[Traits::kONTiles][4],
-                                                uint32_t& p0, uint32_t& p1) {
-    float tile_max[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
-#pragma unroll
-    for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r) tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], offset));
-    const bool grows = tile_max[0] > rows.max_log2[0] || tile_max[1] > rows.max_log2[1];
-    if (__any_sync(kFullMask, grows)) {
-        float alpha[2];
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r) {
-            const float updated = fmaxf(rows.max_log2[r], tile_max[r]);
-            alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(rows.max_log2[r] - updated);
-            rows.max_log2[r] = updated;
-            rows.sum[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int32_t n = 0; n < Traits::kONTiles; ++n) {
-            o[n][0] *= alpha[0];
-            o[n][1] *= alpha[1];
-            o[n][2] *= alpha[0];
-            o[n][3] *= alpha[1];
-        }
-    }
-    float prob[4];
-#pragma unroll
-    for (int32_t e = 0; e < 4; ++e) {
-        const float m = rows.max_log2[e % 2];
-        prob[e] = fast_exp2(s[e] - (m == -INFINITY ? 0.0f : m));
-        rows.sum[e % 2] += prob[e];
-    }
-    p0 = movmatrix_trans(ptx::pack_bf16x2(prob[0], prob[1]));  // keys 2t, 2t+1 of row g
-    p1 = movmatrix_trans(ptx::pack_bf16x2(prob[2], prob[3]));  // keys 8+2t, 9+2t of row g
 }
 
 // O^T += V^T P^T over the dims of V chunk `part`.
@@ -178,7 +125,7 @@ __device__ __forceinline__ void warp_key_loop(const wideattn_prefill_params& p, 
         }
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         float s[4];
-        finish_scores<Traits>(acc, lane, score_scale, kv_end - key0, s);
+        finish_scores(acc, lane, score_scale, kv_end - key0, s);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
 #pragma unroll

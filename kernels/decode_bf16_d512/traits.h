@@ -61,8 +61,19 @@ struct DecodeBf16D512Traits {
     static constexpr int32_t kQBytes = kRows * kQRowBytes;
     static constexpr int32_t kQVecsPerRow = kQRowBytes / kVecBytes;  // 64
 
+    // Softmax (decode_e4m3_d512's, fp8/decode_e4m3_d512/mainloop.cuh): log2 units, P = 2^(s - max)
+    // in bf16 (the P V mma's type: V is bf16), no offset; a rescale at every growth of a row maximum.
+    static constexpr float kProbScaleLog2 = 0.0f;
+    static constexpr bool kBf16Probs = true;
+
+    // The O^T accumulator o[n] (e0, e1 at dim o_dim(n, g); e2, e3 kOHalfDims further): 16-dim
+    // m-tiles in order (mainloop.cuh). The output is O / l (no V scale).
+    static constexpr int32_t kOHalfDims = kMmaM / 2;
+    WIDEATTN_HOST_DEVICE static constexpr int32_t o_dim(int32_t n, int32_t g) { return kMmaM * n + g; }
+    static constexpr bool kScaledV = false;
+
     // The end of the block: each warp's row maxima and sums, and O^T (fp32 [warp][row][dim]),
-    // written over the rings once every warp is done.
+    // written over the rings once every warp is done (decode_e4m3_d512's merge, epilogue.cuh).
     static constexpr int32_t kMergeRowBytes = kHeadDim * 4;
     static constexpr int32_t kMergeBytes = kWarps * kRows * kMergeRowBytes;
     static constexpr int32_t kStatsBytes = kWarps * kRows * 2 * 4;  // max and sum per warp and row
