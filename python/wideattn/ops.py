@@ -432,13 +432,8 @@ def _quantize_cpu(src, cache, slot_mapping, scale, cache_layout, nonfinite_count
     slots = torch.arange(src.shape[0]) if slot_mapping is None else slot_mapping.long()
     keep = (slots >= 0) & (slots < num_blocks * block_size)
     slots = slots[keep]
-    if flags & _capi.FLAG_V_TRANSPOSED:
-        # Page row d of (block, head) holds block_size codes; slot s at byte v_slot_position(s).
-        row = (slots // block_size) * block_stride + reference.v_slot_position(slots % block_size)
-        dim_stride = block_size
-    else:
-        row = (slots // block_size) * block_stride + (slots % block_size) * slot_stride
-        dim_stride = 1
+    row, dim_stride = reference.slot_rows(slots // block_size, slots % block_size, block_size, block_stride,
+                                          slot_stride, bool(flags & _capi.FLAG_V_TRANSPOSED))
     index = (row[:, None, None] + torch.arange(src.shape[1])[None, :, None] * head_stride +
              torch.arange(src.shape[2])[None, None, :] * dim_stride)
     reference._flat(reference.e4m3_codes(cache))[index] = codes[keep]

@@ -118,19 +118,6 @@ def _dequantised(tensor, scale, dtype):
     return tensor.to(dtype)
 
 
-def gather_keys(base, layout, block_row, length, head_dim, dtype, scale=None):
-    """Keys 0 .. length-1 of one sequence ([length, num_kv_heads, head_dim]) read from the tensor
-    base through its block-table row block_row and the KV layout (LAYOUT_FIELDS), exactly as the
-    kernels address them; converted to dtype, dequantised by the scale tensor when given (e4m3)."""
-    offset, _, block_size, heads, block_stride, slot_stride, head_stride = layout
-    keys = torch.arange(length, device=base.device)
-    blocks = block_row.to(base.device).long()[keys // block_size]
-    row = offset + blocks * block_stride + (keys % block_size) * slot_stride
-    index = (row[:, None, None] + torch.arange(heads, device=base.device)[None, :, None] * head_stride +
-             torch.arange(head_dim, device=base.device)[None, None, :])
-    return _dequantised(_flat(base)[index], scale, dtype)
-
-
 def v_slot_position(slot):
     """Byte position of slot `slot` (an int or an integer tensor) in its transposed V page row:
     16 (s / 16) + 4 ((s / 2) % 4) + 2 ((s / 8) % 2) + s % 2 (v_slot_position of
@@ -140,18 +127,27 @@ def v_slot_position(slot):
     return group * V_GROUP_SLOTS + lane_pair * V_LANE_BYTES + quad * V_PAIR_SLOTS + in_group % V_PAIR_SLOTS
 
 
-def gather_transposed_values(base, layout, block_row, length, head_dim, dtype, scale=None):
-    """Values 0 .. length-1 of one sequence ([length, num_kv_heads, head_dim]) read from the tensor
-    base, a V cache in the transposed layout (v_slot_position), through its block-table row
-    block_row and the KV layout (LAYOUT_FIELDS, slot_stride 1, the rows of a page block_size
-    apart), as the FP8 P V kernels address them; converted to dtype, dequantised by the scale
-    tensor when given (e4m3). head_dim: the dims per head."""
-    offset, _, block_size, heads, block_stride, _, head_stride = layout
+def slot_rows(blocks, in_block, block_size, block_stride, slot_stride, transposed=False):
+    """(element offset of dim 0 of head 0 of slot in_block of block blocks (long tensors), the
+    stride between consecutive dims): the engine layout's blocks * block_stride + in_block *
+    slot_stride with dims adjacent, or with `transposed` the transposed V layout's blocks *
+    block_stride + v_slot_position(in_block) with dims block_size apart."""
+    if transposed:
+        return blocks * block_stride + v_slot_position(in_block), block_size
+    return blocks * block_stride + in_block * slot_stride, 1
+
+
+def gather_keys(base, layout, block_row, length, head_dim, dtype, scale=None, transposed=False):
+    """Keys 0 .. length-1 of one sequence ([length, num_kv_heads, head_dim]) read from the tensor
+    base through its block-table row block_row and the KV layout (LAYOUT_FIELDS), exactly as the
+    kernels address them; converted to dtype, dequantised by the scale tensor when given (e4m3).
+    transposed: base is a V cache in the transposed layout (slot_rows; slot_stride 1)."""
+    offset, _, block_size, heads, block_stride, slot_stride, head_stride = layout
     keys = torch.arange(length, device=base.device)
     blocks = block_row.to(base.device).long()[keys // block_size]
-    row = offset + blocks * block_stride + v_slot_position(keys % block_size)
-    index = (row[:, None, None] + torch.arange(heads, device=base.device)[None, :, None] * head_stride +
-             torch.arange(head_dim, device=base.device)[None, None, :] * block_size)
+    row, dim_stride = slot_rows(blocks, keys % block_size, block_size, block_stride, slot_stride, transposed)
+    index = (offset + row[:, None, None] + torch.arange(heads, device=base.device)[None, :, None] * head_stride +
+             torch.arange(head_dim, device=base.device)[None, None, :] * dim_stride)
     return _dequantised(_flat(base)[index], scale, dtype)
 
 
@@ -248,8 +244,7 @@ def attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout
     prefill call, in `dtype`: causal bottom-right per sequence, GQA, rows without a key = 0 / -inf.
     q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout and softmax_scale as the
     wideattn::prefill op takes them (wideattn.ops); q_scale, k_scale, v_scale dequantise e4m3
-    inputs (None for bf16); v_transposed: v is in the transposed V layout (gather_transposed_values)."""
-    gather_values = gather_transposed_values if v_transposed else gather_keys
+    inputs (None for bf16); v_transposed: v is in the transposed V layout (gather_keys)."""
     total_q, num_q_heads, head_dim = q.shape
     queries = _dequantised(q, q_scale, dtype)
     out = torch.zeros((total_q, num_q_heads, head_dim), dtype=dtype, device=q.device)
@@ -263,7 +258,8 @@ def attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout
         if q_len == 0 or length == 0:
             continue
         keys = gather_keys(k, k_layout, block_table[s], length, head_dim, dtype, k_scale).to(q.device)
-        values = gather_values(v, v_layout, block_table[s], length, head_dim, dtype, v_scale).to(q.device)
+        values = gather_keys(v, v_layout, block_table[s], length, head_dim, dtype, v_scale,
+                             v_transposed).to(q.device)
         keys = keys.transpose(0, 1).repeat_interleave(group, dim=0)        # [Hq, L, D]
         values = values.transpose(0, 1).repeat_interleave(group, dim=0)
         scores = torch.matmul(queries[begin:end].transpose(0, 1), keys.transpose(1, 2)) * softmax_scale
