@@ -437,6 +437,13 @@ def test_serving_backend_sketch():
                                       k_scale=scales[0], v_scale=scales[1])
             assert torch.equal(stored, transposed), "store() with v_transposed wrote other codes"
             assert torch.equal(out_t, out), "v_transposed changed the result"
+            # A V half whose blocks are not contiguous cannot be viewed as the transposed layout.
+            padded = torch.zeros(kv_cache.shape[:-1] + (2 * HEAD_DIM,), dtype=kv_cache.dtype)[..., :HEAD_DIM]
+            harness.expect_raises(wideattn.InvalidArgumentError,
+                                  ["wideattn.serving.WideattnBackend", "kv_cache[1] has strides",
+                                   "each block of the V half must be contiguous"],
+                                  backend_t.attend, problem.q, padded, metadata, k_scale=scales[0],
+                                  v_scale=scales[1])
 
 
 class HintRecorder:

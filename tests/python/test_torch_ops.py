@@ -832,6 +832,8 @@ def test_quantize_to_cache_refuses_a_bad_transposed_cache():
         (torch.zeros((3, problem.kv_heads, HEAD_DIM, 32), dtype=v_t.dtype)[..., :16], "each page row contiguous"),
         (v_t.transpose(2, 3).contiguous().transpose(2, 3), "contiguous in its last dimension"),
         (torch.zeros((3, problem.kv_heads + 1, HEAD_DIM, 16), dtype=v_t.dtype), "cache.shape[1]"),
+        (torch.zeros((3, problem.kv_heads, HEAD_DIM // 2, 16), dtype=v_t.dtype),
+         f"cache.shape[2] is {HEAD_DIM // 2} but src.shape[2] (head_dim) is {HEAD_DIM}"),
     ]
     for cache, text in cases:
         try:
@@ -846,6 +848,19 @@ def test_quantize_to_cache_refuses_a_bad_transposed_cache():
         assert "v_transposed must be a bool, got int" in str(error), error
     else:
         raise AssertionError("v_transposed=1 was accepted")
+
+
+def test_quantize_op_refuses_a_cache_layout_of_another_length():
+    problem, _, _, v_t, _, v_scale = _transposed_problem(seed=26)
+    src = problem.v_cache.reshape(-1, problem.kv_heads, HEAD_DIM)[:2]
+    for layout in ([v_t.shape[0], 16, v_t.stride(0), 1], [v_t.shape[0], 16, v_t.stride(0), 1, v_t.stride(1), 2, 0]):
+        try:
+            ops._quantize_op(src, v_t, torch.arange(2), v_scale, layout, None)
+        except Exception as error:
+            assert (f"cache_layout has {len(layout)} entries; expected 5 or 6 (with flags)" in str(error)
+                    and "wideattn_quantize_to_cache" in str(error)), str(error)
+        else:
+            raise AssertionError(f"a cache_layout of {len(layout)} entries was accepted")
 
 
 def test_prefill_reads_a_transposed_v_cache():
@@ -885,7 +900,12 @@ def test_prefill_with_transposed_v_selects_an_fp8_pv_kernel_and_checks_its_argum
         (dict(k_cache=problem.k_cache), "k_cache has dtype bfloat16"),
         (dict(v_cache=v_t[:, :1].contiguous()), "v_cache has shape"),
         (dict(v_transposed="yes"), "v_transposed must be a bool, got str"),
+        (dict(k_cache=torch.zeros((problem.num_blocks, 16, 3, HEAD_DIM), dtype=k_codes.dtype),
+              v_cache=torch.zeros((problem.num_blocks, 3, HEAD_DIM, 16), dtype=v_t.dtype)),
+         f"q.shape[1]={problem.q_heads} (num_q_heads) is not a multiple of k_cache.shape[2]=3 (num_kv_heads)"),
     ]
+    if hasattr(torch, "float8_e4m3fn") and v_t.dtype != torch.uint8:
+        cases.append((dict(v_cache=v_t.view(torch.uint8)), "v_cache has dtype torch.uint8"))
     for change, text in cases:
         call = dict(k_cache=k_codes, v_cache=v_t, v_transposed=True)
         call.update(change)
