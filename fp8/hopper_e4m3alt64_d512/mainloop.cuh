@@ -1,8 +1,7 @@
 // mainloop.cuh - the key loop of the Hopper-tier 8-bit kernel with alternating 64-key tiles
-// (wgmma_e4m3alt64_d512), for one warpgroup: wgmma_e4m3alt_d512's rounds over tiles of 64 keys
-// (fp8/hopper_e4m3alt_d512/mainloop.cuh: its row-maxima rendezvous, P tile slots and barriers,
-// rings and row-sum combination are called; its wgmma group counts and runs of full rounds are
-// followed, with the argument given there for each buffer's reuse). Round r covers key
+// (wgmma_e4m3alt64_d512), for one warpgroup: wgmma_e4m3alt_d512's rounds
+// (fp8/hopper_e4m3alt_d512/mainloop.cuh: its row-maxima rendezvous, P hand-off, wgmma group
+// counts and runs of full rounds are reused unchanged) over tiles of 64 keys. Round r covers key
 // tiles 2r and 2r + 1: warpgroup g computes S = Q K^T of tile 2r + g over all 512 dims (16 wgmma
 // m64n64k32 e4m3), the two warpgroups trade row maxima once, each forms P x 2^8 of its tile as two
 // k32 e4m3 A fragments and stores them to its P tile in shared memory, and each adds both tiles'
@@ -16,15 +15,11 @@
 //  - K ring of one slot per warpgroup: the rendezvous of round r follows every thread's wait for
 //    scores(r), so after it the slot is refilled with the warpgroup's tile of round r + 1, which
 //    the end of the round waits for.
-//  - V ring of three tile slots. Both warpgroups issue the P V in tile order, so round r-1's
-//    first P V group is tile 2r-2's in both: a full round waits for it (wait 1) before the
-//    rendezvous, and after the rendezvous tile 2r-2's slot is refilled with tile 2r+1, needed at
-//    the end of the round; tile 2r-1's slot gets tile 2r+2 once every thread of the warpgroup has
-//    waited for all of round r-1's P V (a warpgroup barrier after the wait). In full rounds each
-//    P V waits for its V tile just before issue.
+//  - V ring of three tile slots: once every thread of the warpgroup has waited for round r-1's
+//    P V (a warpgroup barrier after the wait), its halves of tiles 2r-2 and 2r-1 are refilled
+//    with tiles 2r+1 and 2r+2; in full rounds each P V waits for its V tile just before issue,
+//    and both warpgroups issue the P V in tile order, so tile 2r+1 is waited for last.
 //  - Own P V from shared memory too: the RS form's two P register sets did not fit (NOTES.md).
-//    P is stored to the P tile as it is packed and posted before the wait for round r-1's P V;
-//    the warpgroup barrier behind that wait makes the tile whole for the own P V.
 //  - Masking only in the generic rounds: a full round's own tile ends at least 64 keys before
 //    kv_end, and every row sees every key below kv_end - kTileTokens (bottom-right causal).
 #pragma once
@@ -89,16 +84,11 @@ __device__ __forceinline__ void own_row_maxima(const float (&s)[Traits::kKeyNTil
 
 // P = 2^(s x scale - max + kProbScaleLog2) of the visible keys (0 elsewhere) against the running
 // maxima, added to the row sums and rounded to e4m3 (RNE, saturating) into the A fragments of the
-// two P V steps, element by element as Traits::prob_score_quad / prob_score_element place them;
-// each fragment register stored at once into the warpgroup's P tile of `parity`
-// (Traits::prob_fragment_offset: where the SS wgmmas read it; tests/test_wgmma_layout.cpp checks
-// both). The caller fences the stores for the async proxy and posts them.
+// two P V steps, element by element as Traits::prob_score_quad / prob_score_element place them.
 template <class Traits, bool kMasked>
-__device__ __forceinline__ void store_own_probs(const float (&s)[Traits::kKeyNTiles][4], const int32_t (&limit)[2],
-                                                float scale, RowState& state, const SharedMap& map, int32_t parity,
-                                                const GroupPlace& at) {
+__device__ __forceinline__ void own_probs(const float (&s)[Traits::kKeyNTiles][4], const int32_t (&limit)[2],
+                                          float scale, RowState& state, uint32_t (&prob)[Traits::kPvSteps][4]) {
     constexpr int32_t kBytesPerReg = 4;
-    const uint32_t tile = e4m3alt::prob_tile<Traits>(map, parity, at.group);
     float base[2];
 #pragma unroll
     for (int32_t rr = 0; rr < 2; ++rr)
@@ -115,9 +105,23 @@ __device__ __forceinline__ void store_own_probs(const float (&s)[Traits::kKeyNTi
                                           scale, -base[e / 2]));
                 state.sum[e / 2] += pr[byte];
             }
-            ptx::store_shared_u32(tile + Traits::prob_fragment_offset(at.row_tile, at.lane, step, reg),
-                                  mma_e4m3::pack_e4m3x4(pr[0], pr[1], pr[2], pr[3]));
+            prob[step][reg] = mma_e4m3::pack_e4m3x4(pr[0], pr[1], pr[2], pr[3]);
         }
+}
+
+// The thread's A fragments into the warpgroup's P tile of `parity` (Traits::prob_fragment_offset:
+// the places the two SS wgmmas read; tests/test_wgmma_layout.cpp checks them), then posted.
+template <class Traits>
+__device__ __forceinline__ void post_probs(const SharedMap& map, int32_t parity, const GroupPlace& at,
+                                           const uint32_t (&prob)[Traits::kPvSteps][4]) {
+    const uint32_t tile = e4m3alt::prob_tile<Traits>(map, parity, at.group);
+#pragma unroll
+    for (int32_t step = 0; step < Traits::kPvSteps; ++step)
+#pragma unroll
+        for (int32_t reg = 0; reg < Traits::kProbRegs; ++reg)
+            ptx::store_shared_u32(tile + Traits::prob_fragment_offset(at.row_tile, at.lane, step, reg), prob[step][reg]);
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_arrive(e4m3alt::posted_probs_barrier(at.group), Traits::kThreads);
 }
 
 // The V descriptor of P V step `step` over the warpgroup's half of V tile `tile`.
@@ -136,19 +140,8 @@ __device__ __forceinline__ SmemDescriptor prob_step_descriptor(const SharedMap& 
                                   Traits::kProbCoreBytes, Traits::kProbRowGroupBytes);
 }
 
-// wgmma groups a full round leaves in flight behind the P V of round r-1's first tile (2r-2): its
-// second tile's.
-constexpr int kProductsBehindFirstValues = 1;
-
-// The V tile refilled into the slot of tile 2r-2 in round r >= 1 (2r-2 + kValueSlots: 2r+1); the
-// next one (2r+2) goes into tile 2r-1's slot later in the round.
-template <class Traits>
-__device__ __forceinline__ int32_t first_refilled_values(int32_t r) {
-    return Traits::kTilesPerRound * (r - 1) + Traits::kValueSlots;
-}
-
 // Round r of the key loop (see the file comment and wgmma_e4m3alt_d512's alternating_round for
-// kBehindProducts and kFull).
+// kBehindProducts and kFull); prob: this round's P register set.
 template <class Traits, bool kBehindProducts, bool kFull>
 __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, const BlockGeometry& g,
                                            const GroupPlace& at, const SharedMap& map,
@@ -172,32 +165,21 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
     if constexpr (!kFull) tile_key_limits<Traits>(g, own_tile, at.lane, limit);
     float tile_max[2];
     own_row_maxima<Traits, !kFull>(s, limit, score_scale, tile_max);
-    if constexpr (kBehindProducts) ptx::wgmma_wait<kProductsBehindFirstValues>();  // and P V(r-1) of tile 2r-2
     e4m3alt::trade_row_maxima<Traits>(map, parity, at, tile_max);
-    // Every thread of both warpgroups has now waited for scores(r) and the P V of tile 2r-2: the
-    // K slot and tile 2r-2's V slot are free.
-    if (e4m3alt::issues_copies(at)) {
-        const int32_t early_values = first_refilled_values<Traits>(r);
-        if (r >= 1 && early_values < n) e4m3alt::issue_values<Traits>(streams, p, g, map, early_values, at);
-        if (Traits::kTilesPerRound * (r + Traits::kKeySlots) + at.group < n)
-            e4m3alt::issue_own_keys<Traits>(streams, p, g, map, r + Traits::kKeySlots, at);
-    }
+    if (e4m3alt::issues_copies(at) && Traits::kTilesPerRound * (r + Traits::kKeySlots) + at.group < n)
+        e4m3alt::issue_own_keys<Traits>(streams, p, g, map, r + Traits::kKeySlots, at);
     float alpha[2];
     const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
-    if (own) {
-        // P of the own tile to its P tile of this parity (last read by round r-2's P V, which both
-        // warpgroups waited for before this round's rendezvous), posted to the partner; the
-        // warpgroup barrier below makes it whole for the own P V.
-        store_own_probs<Traits, !kFull>(s, limit, score_scale, state, map, parity, at);
-        ptx::fence_proxy_async_shared();
-        ptx::named_barrier_arrive(e4m3alt::posted_probs_barrier(at.group), Traits::kThreads);
-    }
+    uint32_t prob[Traits::kPvSteps][4];
+    own_probs<Traits, !kFull>(s, limit, score_scale, state, prob);
 
     ptx::wgmma_wait<0>();  // both P V of round r-1: O complete
     ptx::pin_all(o);
     ptx::named_barrier_sync(kGroupBarrierBase + at.group, Traits::kWarpGroupThreads);
-    if (e4m3alt::issues_copies(at) && r >= 1 && first_refilled_values<Traits>(r) + 1 < n)
-        e4m3alt::issue_values<Traits>(streams, p, g, map, first_refilled_values<Traits>(r) + 1, at);  // tile 2r-1's slot
+    if (e4m3alt::issues_copies(at) && r >= 1)
+        for (int32_t tile = Traits::kTilesPerRound * (r - 1) + Traits::kValueSlots;
+             tile < Traits::kTilesPerRound * r + Traits::kValueSlots && tile < n; ++tile)
+            e4m3alt::issue_values<Traits>(streams, p, g, map, tile, at);
     if (rescale) rescale_output(o, alpha);
     if constexpr (!kFull) {
         if (own)
@@ -221,6 +203,11 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
         }
     }
 
+    if (own) {
+        post_probs<Traits>(map, parity, at, prob);
+        // The own P V reads the tile too: every thread's fragments stored and fenced.
+        ptx::named_barrier_sync(kGroupBarrierBase + at.group, Traits::kWarpGroupThreads);
+    }
     if (next_scores) {
         ptx::mbarrier_wait(e4m3alt::key_barrier<Traits>(map, r + 1, at.group), e4m3alt::key_phase<Traits>(r + 1));
         // With one K slot the operand addresses are loop-invariant: pinned here so the compiler

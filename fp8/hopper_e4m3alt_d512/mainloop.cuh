@@ -172,6 +172,7 @@ __device__ __forceinline__ void alternating_round(const wideattn_prefill_params&
                  ++tile)
                 issue_values<Traits>(streams, p, g, map, tile, at);
     }
+    ptx::converge_warp();
 
     if (own) post_probs<Traits>(map, parity, at, prob);
     if (next_scores) {
@@ -216,12 +217,14 @@ __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p,
         ptx::fence_mbarrier_init();
     }
     ptx::named_barrier_sync(kGroupBarrierBase + at.group, Traits::kWarpGroupThreads);
-    if (!issues_copies(at)) return;
-    for (int32_t round = 0; round < Traits::kKeySlots; ++round)
-        if (Traits::kTilesPerRound * round + at.group < g.num_tiles)
-            issue_own_keys<Traits>(streams, p, g, map, round, at);
-    for (int32_t tile = 0; tile < Traits::kValueSlots && tile < g.num_tiles; ++tile)
-        issue_values<Traits>(streams, p, g, map, tile, at);
+    if (issues_copies(at)) {
+        for (int32_t round = 0; round < Traits::kKeySlots; ++round)
+            if (Traits::kTilesPerRound * round + at.group < g.num_tiles)
+                issue_own_keys<Traits>(streams, p, g, map, round, at);
+        for (int32_t tile = 0; tile < Traits::kValueSlots && tile < g.num_tiles; ++tile)
+            issue_values<Traits>(streams, p, g, map, tile, at);
+    }
+    ptx::converge_warp();
 }
 
 // Row sums of both warpgroups' tiles, at the end of the key loop: thread i of either warpgroup

@@ -159,10 +159,12 @@ __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p,
         ptx::fence_mbarrier_init();
     }
     ptx::named_barrier_sync(kGroupBarrierBase + at.group, Traits::kWarpGroupThreads);
-    if (!issues_copies(at)) return;
-    if (g.num_tiles > 0) issue_key_chunk<Traits>(streams, p, g, map, 0, at);
-    if (g.num_tiles > 1) issue_key_chunk<Traits>(streams, p, g, map, 2, at);
-    if (g.num_tiles > 0) issue_value_chunk<Traits>(streams, p, g, map, 1, at);
+    if (issues_copies(at)) {
+        if (g.num_tiles > 0) issue_key_chunk<Traits>(streams, p, g, map, 0, at);
+        if (g.num_tiles > 1) issue_key_chunk<Traits>(streams, p, g, map, 2, at);
+        if (g.num_tiles > 0) issue_value_chunk<Traits>(streams, p, g, map, 1, at);
+    }
+    ptx::converge_warp();
 }
 
 // Loop state carried between steps: Q K_j+1^T, in flight at the start of step j, and P in two
@@ -208,6 +210,7 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
         if (kHasNext) issue_value_chunk<Traits>(streams, p, g, map, 2 * j + 3, at);
         if (j + 3 < g.num_tiles) issue_key_chunk<Traits>(streams, p, g, map, 2 * j + 6, at);
     }
+    ptx::converge_warp();
     if (kHasNext) {
         float scores[Traits::kKeyNTiles][4];
         collect_scores<Traits>(kUnitScale, map.exchange, parity, at, carry.s, scores);
@@ -254,6 +257,7 @@ __device__ __forceinline__ void wgmma_e4m3pv_mainloop(const wideattn_prefill_par
         softmax_e4m3_step<Traits>(scores, score_scale, state, carry.prob[0], alpha);  // O is still 0: no rescale
     }
     if (n > 2 && issues_copies(at)) issue_key_chunk<Traits>(streams, p, g, map, 4, at);
+    ptx::converge_warp();
     if (n > 1) {
         wait_chunk<Traits>(map, 2, at.group);  // K_1
         issue_scores<Traits>(map.q, ring_chunk<Traits>(map, 2), at.group, carry.s);

@@ -72,6 +72,13 @@ __device__ __forceinline__ void mma_e4m3_16832(float (&d)[4], const uint32_t (&a
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Re-joins the lanes of a warp after a branch only some of them took (the lane-0 copy issue of
+// the Hopper kernels). wgmma instructions must be executed by every warp of a warpgroup at the
+// same instruction, and bar.sync / bar.arrive count whole warps; a lane left on its own path
+// reaches them at another instruction (compute-sanitizer synccheck: "mismatching warpgroup
+// instruction pc"; racecheck: hazards across a barrier the lane seemed to have passed).
+__device__ __forceinline__ void converge_warp() { __syncwarp(); }
+
 // Barrier over `threads` threads (a multiple of 32) using hardware barrier `id` (1..15;
 // 0 is __syncthreads).
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {

@@ -138,11 +138,13 @@ __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p,
         ptx::fence_mbarrier_init();
     }
     ptx::named_barrier_sync(kGroupBarrierBase + at.group, Traits::kWarpGroupThreads);
-    if (!issues_copies(at)) return;
-    const int32_t* table_row = p.block_table + g.table_offset;
-    if (g.num_tiles > 0) issue_chunk<Traits>(k_stream, p, table_row, g.kv_end, map, 0, at);
-    if (g.num_tiles > 1) issue_chunk<Traits>(k_stream, p, table_row, g.kv_end, map, 2, at);
-    if (g.num_tiles > 0) issue_chunk<Traits>(v_stream, p, table_row, g.kv_end, map, 1, at);
+    if (issues_copies(at)) {
+        const int32_t* table_row = p.block_table + g.table_offset;
+        if (g.num_tiles > 0) issue_chunk<Traits>(k_stream, p, table_row, g.kv_end, map, 0, at);
+        if (g.num_tiles > 1) issue_chunk<Traits>(k_stream, p, table_row, g.kv_end, map, 2, at);
+        if (g.num_tiles > 0) issue_chunk<Traits>(v_stream, p, table_row, g.kv_end, map, 1, at);
+    }
+    ptx::converge_warp();
 }
 
 // Loop state carried between steps: Q K_j+1^T, in flight at the start of step j, and P in two
@@ -192,6 +194,7 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
         if (kHasNext) issue_chunk<Traits>(v_stream, p, table_row, g.kv_end, map, 2 * j + 3, at);
         if (j + 3 < g.num_tiles) issue_chunk<Traits>(k_stream, p, table_row, g.kv_end, map, 2 * j + 6, at);
     }
+    ptx::converge_warp();
     float scores[Traits::kKeyNTiles][4];
     if (kHasNext) {
         collect_scores<Traits>(p.softmax_scale * kLog2e, map.exchange, parity, at, carry.s, scores);
@@ -239,6 +242,7 @@ __device__ __forceinline__ void wgmma_mainloop(const wideattn_prefill_params& p,
         softmax_step<Traits>(scores, kUnitScale, state, carry.prob[0], alpha);  // O is still 0: no rescale
     }
     if (n > 2 && issues_copies(at)) issue_chunk<Traits>(k_stream, p, table_row, g.kv_end, map, 4, at);
+    ptx::converge_warp();
     if (n > 1) {
         wait_chunk<Traits>(map, 2, at.group);  // K_1
         issue_scores<Traits>(map.q, ring_chunk<Traits>(map, 2), at.group, carry.s);
