@@ -162,9 +162,11 @@ def transposed_v_cache(cache):
     if block_size % V_GROUP_SLOTS:
         raise ValueError(f"cache.shape[1]={block_size} (block_size) is not a multiple of {V_GROUP_SLOTS}")
     positions = v_slot_position(torch.arange(block_size, device=cache.device))
-    out = torch.empty((num_blocks, heads, head_dim, block_size), dtype=cache.dtype, device=cache.device)
-    out.index_copy_(3, positions, cache.permute(0, 2, 3, 1))
-    return out
+    # Moved as bytes: index_copy_ has no float8 implementation on CUDA.
+    codes = cache.view(torch.uint8)
+    out = torch.empty((num_blocks, heads, head_dim, block_size), dtype=torch.uint8, device=cache.device)
+    out.index_copy_(3, positions, codes.permute(0, 2, 3, 1))
+    return out.view(cache.dtype)
 
 
 def _lengths_error(cu, lengths, total_q, row_keys, note):
