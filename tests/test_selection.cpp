@@ -690,7 +690,7 @@ TEST_CASE("selection: a single-token kernel runs on its own only for one query t
                    "over num_seqs=2") != std::string::npos);
 }
 
-TEST_CASE("selection: the built bundle's decode_bf16_d512 is a candidate, taken when pinned or preferred") {
+TEST_CASE("selection: the built bundle's decode_bf16_d512 is the BF16 decode default, single-token calls only") {
     Manifest m;
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
@@ -703,8 +703,11 @@ TEST_CASE("selection: the built bundle's decode_bf16_d512 is a candidate, taken 
     }
     wideattn_prefill_params p = test::valid_params();
     p.total_q = p.num_seqs;  // decode: one query token per sequence
-    // Its priority is below every other Hopper-tier kernel: BF16 decode stays on wgmma_bf16_d512.
+    // Above wgmma_bf16_d512: one query token per sequence goes to it, more tokens do not.
+    CHECK(select_name(m, p, 9, 0, &err) == "decode_bf16_d512@sm_90a");
+    p.total_q = p.num_seqs + 1;
     CHECK(select_name(m, p, 9, 0, &err) == "wgmma_bf16_d512@sm_90a");
+    p.total_q = p.num_seqs;
     int32_t index = -1;
     REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, "decode_bf16_d512") == WIDEATTN_OK);
     CHECK(m.kernels[index].name == "decode_bf16_d512");
