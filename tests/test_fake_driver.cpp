@@ -248,14 +248,16 @@ TEST_CASE("fake driver: a decode call launches the split entry over grid.z, then
     REQUIRE_MESSAGE(wideattn_workspace_size(bundle.ctx(), &p, &bytes) == WIDEATTN_OK, last_error());
     CHECK(bytes > 0);
     driver.take_launches();
+    // BF16 single-token decode goes to decode_bf16_d512 where the bundle has it.
+    const std::string kernel = bundle.kernel("decode_bf16_d512") ? "decode_bf16_d512" : "wgmma_bf16_d512";
     // Without a workspace the call runs unsplit.
     REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
-    CHECK(driver.take_launches() == "wideattn_wgmma_bf16_d512 1 4 1\n");
+    CHECK(driver.take_launches() == "wideattn_" + kernel + " 1 4 1\n");
     p.workspace = reinterpret_cast<void*>(uintptr_t{0x60000000});
     p.workspace_bytes = bytes;
     REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
     // 32 splits (128 of 132 SMs), then 32 rows (1 token x 32 heads) merged 4 per block.
-    CHECK(driver.take_launches() == "wideattn_wgmma_bf16_d512_split 1 4 32\nwideattn_merge_splits_bf16 8 1 1\n");
+    CHECK(driver.take_launches() == "wideattn_" + kernel + "_split 1 4 32\nwideattn_merge_splits_bf16 8 1 1\n");
     // A forced count beyond the workspace is refused, naming the field; the context keeps working.
     p.num_splits = 64;
     CHECK(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
@@ -263,7 +265,7 @@ TEST_CASE("fake driver: a decode call launches the split entry over grid.z, then
     CHECK(driver.take_launches().empty());
     p.num_splits = 2;
     REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
-    CHECK(driver.take_launches() == "wideattn_wgmma_bf16_d512_split 1 4 2\nwideattn_merge_splits_bf16 8 1 1\n");
+    CHECK(driver.take_launches() == "wideattn_" + kernel + "_split 1 4 2\nwideattn_merge_splits_bf16 8 1 1\n");
     // The mma tier splits the same way through its own split entry.
     REQUIRE(wideattn_set_prefill_kernel(bundle.ctx(), "mma_bf16_d512") == WIDEATTN_OK);
     p.num_splits = 0;

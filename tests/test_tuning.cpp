@@ -278,11 +278,13 @@ TEST_CASE("tuning: selection follows a matching file, and ignores a stale or unf
     const std::string checksum = bundle_checksum(test::read_file(bundle + "/manifest.json"));
     const wideattn_prefill_params short_prefill = params_with(100, 2), long_prefill = params_with(9000, 1),
                                   single = params_with(2, 2), verify = params_with(10, 2);
-    // The default on that arch, and the mma-tier BF16 kernel it would not pick.
-    std::string automatic;
+    // The default on that arch, and the mma-tier BF16 kernel it would not pick; single-token calls
+    // have a default of their own where a single_token kernel outranks it (decode_bf16_d512 on sm_90).
+    std::string automatic, automatic_single;
     {
         const test::ScopedEnv off(kTuningPathEnv, kTuningOff);
         automatic = Opened(bundle).selected(short_prefill, major, minor);
+        automatic_single = Opened(bundle).selected(single, major, minor);
     }
     const std::string other = automatic == "mma_bf16_d512_pp" ? "mma_bf16_d512" : "mma_bf16_d512_pp";
     int32_t state = -1;
@@ -296,7 +298,7 @@ TEST_CASE("tuning: selection follows a matching file, and ignores a stale or unf
         CHECK(opened.status(&state).find("followed on Test GPU") != std::string::npos);
         CHECK(state == WIDEATTN_TUNING_ACTIVE);
         CHECK(opened.selected(long_prefill, major, minor) == automatic);
-        CHECK(opened.selected(single, major, minor) == automatic);
+        CHECK(opened.selected(single, major, minor) == automatic_single);
         CHECK(opened.selected(verify, major, minor) == automatic);
         // Other dtypes are not this choice's.
         wideattn_prefill_params reference = short_prefill;
@@ -312,9 +314,9 @@ TEST_CASE("tuning: selection follows a matching file, and ignores a stale or unf
             test::write_file(file, tuning_json(f));
             const Opened opened(bundle);
             CHECK(opened.selected(verify, major, minor) == other);
-            CHECK(opened.selected(single, major, minor) == automatic);
+            CHECK(opened.selected(single, major, minor) == automatic_single);
             CHECK(opened.selected(params_with(3, 2), major, minor) == other);
-            CHECK(opened.selected(params_with(0, 2), major, minor) == automatic);
+            CHECK(opened.selected(params_with(0, 2), major, minor) == automatic_single);
         }
         f.choices[0].shape_class = ShapeClass::kDecodeSingle;
         test::write_file(file, tuning_json(f));
