@@ -16,6 +16,7 @@
 #include <set>
 
 #include "fp8/hopper_e4m3alt64_d512/traits.h"
+#include "fp8/hopper_e4m3alt64kv_d512/traits.h"
 #include "fp8/hopper_e4m3alt_d512/traits.h"
 #include "fp8/hopper_e4m3pv_d512/traits.h"
 #include "fp8/hopper_e4m3q_d512/traits.h"
@@ -434,4 +435,15 @@ TEST_CASE("wgmma layout: wgmma_e4m3alt64_d512's m64n64 score steps, K boxes, P f
     CHECK(A64::SmemPlan::kBarriers % A64::kBarrierBytes == 0);
     CHECK(A64::kSmemBytes == A64::SmemPlan::kEnd + A64::kSmemAlign);
     CHECK(A64::kSmemBytes <= kSmemLimitSm90);
+
+    // wgmma_e4m3alt64kv_d512 (bf16 Q quantised in the kernel): the same plan, then the warps'
+    // Q maxima, still within 227 KB; its Q codes go where the e4m3-Q kernel's land.
+    using A64Kv = WgmmaE4m3Alt64KvD512Traits;
+    CHECK(A64Kv::SmemPlan::kQ == A64::SmemPlan::kQ);
+    CHECK(A64Kv::SmemPlan::kBarriers == A64::SmemPlan::kBarriers);
+    CHECK(A64Kv::SmemPlan::kQAmax == A64::SmemPlan::kEnd);
+    CHECK(A64Kv::SmemPlan::kQAmax % A64::kVecBytes == 0);
+    CHECK(A64Kv::SmemPlan::kEnd == A64::SmemPlan::kEnd + A64Kv::kWarps * A64Kv::kAmaxSlotBytes);
+    CHECK(A64Kv::kSmemBytes <= kSmemLimitSm90);
+    CHECK(A64Kv::kTileKeys == A64::kTileKeys);
 }

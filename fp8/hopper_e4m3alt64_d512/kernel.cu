@@ -16,11 +16,11 @@
 extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3Alt64D512Traits::kThreads, 1)
 wideattn_wgmma_e4m3alt64_d512(const __grid_constant__ wideattn_prefill_params p,
                               const __grid_constant__ wideattn::KvTensorMaps maps) {
-    wideattn::hopper::e4m3alt64::wide_entry<wideattn::WgmmaE4m3Alt64D512Traits, false>(p, maps);
+    wideattn::hopper::e4m3alt64::wide_entry<wideattn::WgmmaE4m3Alt64D512Traits, false, false>(p, maps);
 }
 
 extern "C" __global__ void __launch_bounds__(wideattn::WgmmaE4m3Alt64D512Traits::kThreads, 1)
 wideattn_wgmma_e4m3alt64_d512_split(const __grid_constant__ wideattn_prefill_params p,
                                     const __grid_constant__ wideattn::KvTensorMaps maps) {
-    wideattn::hopper::e4m3alt64::wide_entry<wideattn::WgmmaE4m3Alt64D512Traits, true>(p, maps);
+    wideattn::hopper::e4m3alt64::wide_entry<wideattn::WgmmaE4m3Alt64D512Traits, false, true>(p, maps);
 }

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/common/kernel_desc.h"
@@ -386,6 +387,8 @@ constexpr const char* kFp8PvKernel = "wgmma_e4m3pv_d512";
 constexpr const char* kFp8AltKernel = "wgmma_e4m3alt_d512";
 constexpr const char* kFp8Alt64Kernel = "wgmma_e4m3alt64_d512";  // 64-key tiles
 constexpr const char* kFp8PvKernels[] = {kFp8PvKernel, kFp8AltKernel, kFp8Alt64Kernel};
+// Their forms for bf16 Q (quantised in the kernel per 64-row block).
+constexpr const char* kFp8PvBf16QKernels[] = {"wgmma_e4m3pvkv_d512", "wgmma_e4m3altkv_d512", "wgmma_e4m3alt64kv_d512"};
 constexpr int32_t kLongQLen = 64;
 // At 128k keys a P V accumulates 4096 FP8 wgmmas into one fp32 accumulator; the tensor cores keep
 // fewer accumulation bits for FP8 than fp32 does, which the mma-tier e4m3 kernel avoids by adding
@@ -393,8 +396,8 @@ constexpr int32_t kLongQLen = 64;
 // P V kernel may exceed it by this much before the accumulation shows.
 constexpr double kLongContextErrorRatio = 1.5;
 
-bool runs_here(const std::string& name) {
-    for (const std::string& k : runnable_prefill_kernels(WIDEATTN_DTYPE_E4M3, WIDEATTN_DTYPE_E4M3))
+bool runs_here(const std::string& name, wideattn_dtype q_dtype = WIDEATTN_DTYPE_E4M3) {
+    for (const std::string& k : runnable_prefill_kernels(q_dtype, WIDEATTN_DTYPE_E4M3))
         if (k == name) return true;
     return false;
 }
@@ -403,9 +406,14 @@ bool runs_here(const std::string& name) {
 }  // namespace
 
 TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: transposed V, NaN in unused slots, the Gemma-like inputs") {
-    for (const char* kernel : kFp8PvKernels) {
+    std::vector<std::pair<std::string, bool>> kernels;  // name, e4m3 Q
+    for (const char* kernel : kFp8PvKernels) kernels.emplace_back(kernel, true);
+    for (const char* kernel : kFp8PvBf16QKernels) kernels.emplace_back(kernel, false);
+    for (const auto& entry : kernels) {
+        const std::string& kernel = entry.first;
+        const bool e4m3_q = entry.second;
         CAPTURE(kernel);
-        if (!runs_here(kernel)) {
+        if (!runs_here(kernel, e4m3_q ? WIDEATTN_DTYPE_E4M3 : WIDEATTN_DTYPE_BF16)) {
             MESSAGE(kernel << " does not run on this GPU");
             continue;
         }
@@ -415,7 +423,8 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: transposed V, NaN in un
         // in every slot no sequence uses: the kernel zeroes the keys past kv_end in its last V tile.
         for (const int32_t block_size : {32, 16, 128}) {
             ProblemSpec unused = problem_spec({1, 70, 33, 1, 45}, {20, 9, 0, 0, 5}, 32, 4, block_size, ++seed);
-            unused.e4m3_kv = unused.e4m3_q = unused.v_transposed = true;
+            unused.e4m3_kv = unused.v_transposed = true;
+            unused.e4m3_q = e4m3_q;
             unused.nan_unused_slots = true;
             check_fast_case(unused, kE4m3RelL2, false);
         }
@@ -424,12 +433,14 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: transposed V, NaN in un
         // 20, 23 and 29 tiles).
         for (const int32_t context : {31, 64, 97, 160, 223, 300, 511, 900, 1023, 1100, 1250, 1420, 1790}) {
             ProblemSpec spec = problem_spec({9, 1}, {context, context + 40}, 16, 2, 16, ++seed);
-            spec.e4m3_kv = spec.e4m3_q = spec.v_transposed = true;
+            spec.e4m3_kv = spec.v_transposed = true;
+            spec.e4m3_q = e4m3_q;
             spec.nan_unused_slots = true;
             check_fast_case(spec, kE4m3RelL2, false);
         }
         for (ProblemSpec spec : gemma_specs(++seed)) {
-            spec.e4m3_kv = spec.e4m3_q = spec.v_transposed = true;
+            spec.e4m3_kv = spec.v_transposed = true;
+            spec.e4m3_q = e4m3_q;
             check_fast_case(spec, kE4m3RelL2, false);
         }
     }
