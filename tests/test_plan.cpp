@@ -352,6 +352,8 @@ TEST_CASE("plan: on sm_89 the merge is a plain launch") {
     const test::ScopedEnv cc("WIDEATTN_FAKE_CC", "89");
     const test::ScopedEnv pdl(kPdlEnv, "1");
     const Context c;
+    // The dispatcher's own choice on sm_89 (Context pins the sm_90a TMA kernel where it exists).
+    REQUIRE(wideattn_set_prefill_kernel(c.ctx, nullptr) == WIDEATTN_OK);
     bool split = false, merge = false;
     for (int32_t i = 0; i < wideattn_kernel_count(c.ctx); ++i) {
         wideattn_kernel_info info{};
