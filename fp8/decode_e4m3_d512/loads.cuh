@@ -32,6 +32,20 @@ __device__ __forceinline__ uint32_t swizzled(int32_t row, int32_t vec) {
 using ptx::bf16_high;
 using ptx::bf16_low;
 
+// The largest of the block's per-warp values in shared memory (kWarps floats at `slots`, written
+// before the caller's last block barrier).
+template <class Traits>
+__device__ __forceinline__ float max_of_warp_slots(uint32_t slots) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int32_t w = 0; w < Traits::kWarps; ++w) {
+        float m;
+        asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(m) : "r"(slots + 4 * w) : "memory");
+        amax = fmaxf(amax, m);
+    }
+    return amax;
+}
+
 // The largest finite |x| of eight bf16 (NaN and inf do not set the scale; they reach the scores
 // as they are).
 __device__ __forceinline__ float finite_amax_bf16x8(const uint4& w) {
@@ -104,13 +118,7 @@ __device__ __forceinline__ float load_q(const wideattn_prefill_params& p, uint32
     if (thread % Traits::kWarpSize == 0)
         asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(amax_slots + 4 * warp), "f"(amax) : "memory");
     __syncthreads();
-    float block_amax = 0.0f;
-#pragma unroll
-    for (int32_t w = 0; w < Traits::kWarps; ++w) {
-        float m;
-        asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(m) : "r"(amax_slots + 4 * w) : "memory");
-        block_amax = fmaxf(block_amax, m);
-    }
+    const float block_amax = max_of_warp_slots<Traits>(amax_slots);
     constexpr int32_t kFloatBias = 127;
     constexpr int32_t kMantissaBits = 23;
     int32_t shift = 0;

@@ -102,26 +102,34 @@ __device__ __forceinline__ void finish_scores(const float (&acc)[2][4], int32_t 
     }
 }
 
+// acc[h] += the K A fragments lo / hi of dim block `block` (16 keys x 32 dims) times the Q^T
+// fragments of the same dims read from q (q_shared, or the folded copy of decode_e4m3kfvfold_d512), h the 16-dim half.
+template <class Traits>
+__device__ __forceinline__ void accumulate_dim_block(float (&acc)[2][4], const uint32_t (&lo)[4], const uint32_t (&hi)[4],
+                                                     uint32_t q, int32_t block, int32_t lane) {
+    const int32_t g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int32_t h = 0; h < 2; ++h) {
+        // Q dims 32 block + 16h + 4t .. +3 of row g: vector 4 block + 2h + t / 2, bytes 8 (t % 2).
+        const int32_t vec = 4 * block + 2 * h + t / 2;
+        const uint32_t address = q + swizzled<Traits::kQRowBytes, Traits>(g, vec) + 8 * (t % 2);
+        uint32_t b0, b1;
+        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(address));
+        const uint32_t a[4] = {lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1]};
+        ptx::mma_f16_16816(acc[h], a, b0, b1);
+    }
+}
+
 // S^T of one sub-tile (scaled to log2 units, keys past kv_end at -inf), the lane's 4 values.
 template <class Traits>
 __device__ __forceinline__ void subtile_scores(uint32_t k_stage, uint32_t q_shared, int32_t lane, float score_scale,
                                                int32_t keys_valid, float (&s)[4]) {
-    const int32_t g = lane / 4, t = lane % 4;
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int32_t c = 0; c < Traits::kDimBlocks; ++c) {
         uint32_t lo[4], hi[4];
         load_k_block<Traits>(k_stage, lane, c, lo, hi);
-#pragma unroll
-        for (int32_t h = 0; h < 2; ++h) {
-            // Q dims 32c + 16h + 4t .. +3 of row g: vector 4c + 2h + t / 2, bytes 8 (t % 2).
-            const int32_t vec = 4 * c + 2 * h + t / 2;
-            const uint32_t address = q_shared + swizzled<Traits::kQRowBytes, Traits>(g, vec) + 8 * (t % 2);
-            uint32_t b0, b1;
-            asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(address));
-            const uint32_t a[4] = {lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1]};
-            ptx::mma_f16_16816(acc[h], a, b0, b1);
-        }
+        accumulate_dim_block<Traits>(acc, lo, hi, q_shared, c, lane);
     }
     finish_scores(acc, lane, score_scale, keys_valid, s);
 }

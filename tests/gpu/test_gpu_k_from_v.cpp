@@ -16,6 +16,7 @@
 // and key counts outside what the tensors hold (both kernels read such pages as zeros).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -199,10 +200,21 @@ TEST_CASE("gpu K-from-V decode kernels: e4m3 V-only single-token decode against 
     }
     std::vector<int32_t> many_lens(48, 1), many_contexts;
     for (int32_t i = 0; i < 48; ++i) many_contexts.push_back(100 + 37 * i);
+    {
+        // Unpinned, a K-from-V decode call goes to one of them (nothing else of its dtypes rebuilds K).
+        ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 10);
+        spec.e4m3_kv = true;
+        HostProblem h;
+        REQUIRE(make_problem(spec, &h).empty());
+        const CaseResult r = run_k_from_v_problem(*gpu().device, gpu().ctx, h, WIDEATTN_DTYPE_BF16,
+                                                  kGemma4GlobalRotaryDims, {});
+        REQUIRE_MESSAGE(r.error.empty(), r.error);
+        CHECK_MESSAGE(std::find(kernels.begin(), kernels.end(), r.kernel) != kernels.end(), r.kernel);
+        CHECK(r.stats.rel_l2 <= kE4m3KFromVDecodeRelL2);
+    }
     for (const std::string& name : kernels) {
-        // Selected on its own for a K-from-V decode call (nothing else of its dtypes rebuilds K).
         check_k_from_v_decode_spec(name, problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 10),
-                                   kGemma4GlobalRotaryDims, false);
+                                   kGemma4GlobalRotaryDims, true);
         check_k_from_v_decode_spec(name, problem_spec({1, 1}, {1000, 5000}, 32, 4, 32, kSeed + 11), kEveryDim, true);
         check_k_from_v_decode_spec(name, problem_spec({1}, {131070}, 32, 4, 64, kSeed + 12), kEveryDim, true);
         check_k_from_v_decode_spec(name, problem_spec({1}, {131070}, 32, 4, 64, kSeed + 13), kGemma4GlobalRotaryDims,
