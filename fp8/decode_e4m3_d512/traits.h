@@ -8,6 +8,10 @@
 // become f16 exactly (cvt e4m3x2), Q bf16 becomes f16 exactly after a power-of-two scale.
 #pragma once
 
+#include <cfloat>
+#include <cstdint>
+#include <cstring>
+
 #include "kernels/common/kernel_desc.h"
 
 namespace wideattn {
@@ -56,6 +60,30 @@ struct DecodeE4m3D512Traits {
     // range (65504) with every bf16 value above 2^-29 of it a normal f16 (exact).
     static constexpr int32_t kQTopLog2 = 14;
     static constexpr int32_t kQShiftLimit = 100;  // |log2 scale| bound: 2^+-100 stays a normal float
+
+    // The block scales of K (decode_e4m3kfv_d512) and of the folded Q (decode_e4m3kfvfold_d512):
+    // the shift that brings `bound` into [2^top_log2, 2^(top_log2 + 1)) when multiplied by
+    // 2^-shift, clamped to +-kQShiftLimit; 0 when the bound is 0, negative or not finite. Host and
+    // device (tests/test_decode_kfv_scale.cpp). load_q's Q scale (loads.cuh) is the same rule
+    // written out, as load_q also serves the verify kernels' traits, which do not derive from these.
+    WIDEATTN_HOST_DEVICE static int32_t power_shift(float bound, int32_t top_log2) {
+        if (!(bound > 0.0f && bound <= FLT_MAX)) return 0;
+        uint32_t bits;
+        std::memcpy(&bits, &bound, sizeof bits);
+        const int32_t exponent = static_cast<int32_t>((bits >> kFloatMantissaBits) & kFloatExponentMask) - kFloatBias;
+        const int32_t shift = exponent - top_log2;
+        return shift < -kQShiftLimit ? -kQShiftLimit : shift > kQShiftLimit ? kQShiftLimit : shift;
+    }
+    // 2^shift as a float, |shift| <= kQShiftLimit (a normal float).
+    WIDEATTN_HOST_DEVICE static float power_of_two(int32_t shift) {
+        const uint32_t bits = static_cast<uint32_t>(kFloatBias + shift) << kFloatMantissaBits;
+        float value;
+        std::memcpy(&value, &bits, sizeof value);
+        return value;
+    }
+    static constexpr int32_t kFloatBias = 127;
+    static constexpr int32_t kFloatMantissaBits = 23;
+    static constexpr uint32_t kFloatExponentMask = 0xffu;
 
     // Softmax: log2 units; P = 2^(s - max + kProbScaleLog2) in f16 (largest 256, normal down to
     // 2^-22 of the row maximum), a rescale at every growth of a row maximum.

@@ -57,11 +57,8 @@ template <class Traits>
 __device__ __forceinline__ float k_power_of_two(uint32_t w_amax, float v_scale, float* scaled_v_scale) {
     const float amax = max_of_warp_slots<Traits>(w_amax);
     const int32_t shift = Traits::k_shift(v_scale, amax);
-    constexpr int32_t kFloatBias = 127;
-    constexpr int32_t kMantissaBits = 23;
-    const float down = __uint_as_float(static_cast<uint32_t>(kFloatBias - shift) << kMantissaBits);  // 2^-shift
-    *scaled_v_scale = v_scale * down;
-    return __uint_as_float(static_cast<uint32_t>(kFloatBias + shift) << kMantissaBits);
+    *scaled_v_scale = v_scale * Traits::power_of_two(-shift);
+    return Traits::power_of_two(shift);
 }
 
 // Four consecutive fp32 of shared memory (a 16-byte aligned address).
@@ -140,20 +137,13 @@ __device__ __forceinline__ int32_t rotated_pair_blocks(int32_t rotary_dims) {
 template <class Traits>
 __device__ __forceinline__ float fold_weights_into_q(uint32_t q_shared, uint32_t q_fold, uint32_t weight,
                                                      uint32_t w_amax, float v_scale) {
-    constexpr int32_t kFloatBias = 127;
-    constexpr int32_t kMantissaBits = 23;
     constexpr int32_t kHalvesPerVec = Traits::kVecBytes / 2;
     constexpr int32_t kVecs = Traits::kRows * Traits::kQVecsPerRow;
     constexpr int32_t kPerThread = kVecs / Traits::kThreads;
     static_assert(kVecs % Traits::kThreads == 0, "every thread folds whole vectors");
-    const float bound = max_of_warp_slots<Traits>(w_amax) * fabsf(v_scale);
-    int32_t shift = 0;
-    if (bound > 0.0f && bound <= FLT_MAX) {
-        const int32_t exponent = static_cast<int32_t>((__float_as_uint(bound) >> kMantissaBits) & 0xffu) - kFloatBias;
-        shift = max(-Traits::kQShiftLimit, min(Traits::kQShiftLimit, exponent + 1));
-    }
-    const float down = __uint_as_float(static_cast<uint32_t>(kFloatBias - shift) << kMantissaBits);  // 2^-shift
-    const float factor_scale = v_scale * down;
+    // Factors below 1: the bound brought into [2^-1, 1).
+    const int32_t shift = Traits::power_shift(max_of_warp_slots<Traits>(w_amax) * fabsf(v_scale), -1);
+    const float factor_scale = v_scale * Traits::power_of_two(-shift);
     const int32_t thread = static_cast<int32_t>(threadIdx.x);
 #pragma unroll
     for (int32_t i = 0; i < kPerThread; ++i) {
@@ -180,7 +170,7 @@ __device__ __forceinline__ float fold_weights_into_q(uint32_t q_shared, uint32_t
                      : "memory");
     }
     __syncthreads();
-    return __uint_as_float(static_cast<uint32_t>(kFloatBias + shift) << kMantissaBits);
+    return Traits::power_of_two(shift);
 }
 
 // S^T of one sub-tile with K built from its V chunk (scaled to log2 units, keys past kv_end at

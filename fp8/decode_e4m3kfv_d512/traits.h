@@ -7,9 +7,7 @@
 // memory.
 #pragma once
 
-#include <cfloat>
 #include <cstdint>
-#include <cstring>
 
 #include "fp8/codec/e4m3.h"
 #include "fp8/decode_e4m3_d512/traits.h"
@@ -39,16 +37,7 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     // v_scale and largest finite |w| (w_amax >= 0); 0 when the bound is 0 or not finite, clamped to
     // +-kQShiftLimit (2^+-100 stays a normal float). Host and device (tests/test_decode_kfv_scale.cpp).
     WIDEATTN_HOST_DEVICE static int32_t k_shift(float v_scale, float w_amax) {
-        constexpr int32_t kFloatBias = 127;
-        constexpr int32_t kMantissaBits = 23;
-        constexpr uint32_t kExponentMask = 0xffu;
-        const float bound = kKBoundFactor * (v_scale < 0.0f ? -v_scale : v_scale) * w_amax;
-        if (!(bound > 0.0f && bound <= FLT_MAX)) return 0;
-        uint32_t bits;
-        std::memcpy(&bits, &bound, sizeof bits);
-        const int32_t exponent = static_cast<int32_t>((bits >> kMantissaBits) & kExponentMask) - kFloatBias;
-        const int32_t shift = exponent - kKTopLog2;
-        return shift < -kQShiftLimit ? -kQShiftLimit : shift > kQShiftLimit ? kQShiftLimit : shift;
+        return power_shift(kKBoundFactor * (v_scale < 0.0f ? -v_scale : v_scale) * w_amax, kKTopLog2);
     }
 
     // The ring: one chunk per sub-tile (its V codes, also the source of its K); three slots, two in
