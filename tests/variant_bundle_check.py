@@ -2,7 +2,7 @@
 """Checks tools/gpu/variant_bundle.py against the built bundle: its checksum is the loader's (a
 cubin put back unchanged keeps the checksum manifest_gen wrote), a replaced cubin gets its own
 size and checksum and, from a resources file beside it, its ptxas figures, every other entry and
-file stays the base's, and bad arguments are refused with exit 2 naming what is wrong.
+file stays the base's, and bad arguments are refused with exit 2 naming what is wrong, nothing written.
 usage: variant_bundle_check.py VARIANT_BUNDLE_PY BUNDLE_DIR
 """
 import json
@@ -89,7 +89,14 @@ def main():
         # Refusals, each naming what is wrong.
         stray = os.path.join(variant_dir, "not_in_bundle.sm_90a.cubin")
         shutil.copyfile(variant, stray)
+        absent = os.path.join(tmp, "absent", first["cubin"])
+        twin_dir = os.path.join(tmp, "twin")
+        os.makedirs(twin_dir)
+        twin = os.path.join(twin_dir, first["cubin"])
+        shutil.copyfile(variant, twin)
         for args, needle in (
+            (["--base", base, "--out", os.path.join(tmp, "w"), absent], f"{absent}: not a readable file"),
+            (["--base", base, "--out", os.path.join(tmp, "v"), variant, twin], "two variant cubins share a file name"),
             (["--base", base, "--out", os.path.join(tmp, "x"), stray], "no cubin named not_in_bundle.sm_90a.cubin"),
             (["--base", base, "--out", base, variant], "is the base bundle itself"),
             (["--base", os.path.join(tmp, "none"), "--out", os.path.join(tmp, "y"), variant], "cannot read its manifest.json"),
@@ -99,6 +106,8 @@ def main():
             r = run(*args)
             expect(r.returncode == 2, f"{args}: exit {r.returncode}")
             expect(needle in r.stderr, f"{args}: message {r.stderr!r} lacks {needle!r}")
+            out_arg = args[args.index("--out") + 1]
+            expect(out_arg == base or not os.path.exists(out_arg), f"{args}: refused, yet {out_arg} was written")
 
     for failure in failures:
         print("FAIL", failure)
