@@ -129,7 +129,6 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
             outranks("wgmma_e4m3q_d512", "wgmma_e4m3alt64_d512", arch);
         }
         if (key.first == "decode_bf16_d512") outranks("decode_bf16_d512", "wgmma_bf16_d512", arch);
-        if (key.first == "decode_e4m3kfvfold_d512") outranks("decode_e4m3kfv_d512", "decode_e4m3kfvfold_d512", arch);
         if (key.first != "mma_bf16_d512_pp") continue;
         if (arch == "sm_120a")
             outranks("mma_bf16_d512_pp", "mma_bf16_d512", arch);

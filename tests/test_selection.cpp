@@ -817,23 +817,26 @@ TEST_CASE("selection: a k_from_v_only kernel serves K-from-V calls alone and no 
     CHECK(select_name(m, p, 9, 0, &why).empty());
 }
 
-TEST_CASE("selection: the built bundle's K-from-V decode kernels declare what selection needs") {
+TEST_CASE("selection: the built bundle's K-from-V decode kernel declares what selection needs") {
     Manifest m;
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
-    for (const char* name : {"decode_e4m3kfv_d512", "decode_e4m3kfvfold_d512"}) {
-        CAPTURE(name);
-        const auto k = std::find_if(m.kernels.begin(), m.kernels.end(),
-                                    [&](const ManifestKernel& x) { return x.name == name; });
-        if (k == m.kernels.end()) {
-            MESSAGE("the bundle has no " << name << " (no sm_90a build)");
-            continue;
-        }
-        CHECK(k->q_dtype == WIDEATTN_DTYPE_BF16);
-        CHECK(k->kv_dtype == WIDEATTN_DTYPE_E4M3);
-        CHECK(k->o_dtype == WIDEATTN_DTYPE_BF16);
-        for (const char* feature : {kFeatureKFromV, kFeatureKFromVOnly, kFeatureSingleToken, kFeatureSplitKv})
-            CHECK_MESSAGE(k->has_feature(feature), feature);
-        CHECK(!k->split_symbol.empty());
+    const auto k = std::find_if(m.kernels.begin(), m.kernels.end(),
+                                [](const ManifestKernel& x) { return x.name == "decode_e4m3kfv_d512"; });
+    if (k == m.kernels.end()) {
+        MESSAGE("the bundle has no decode_e4m3kfv_d512 (no sm_90a build)");
+        return;
+    }
+    CHECK(k->q_dtype == WIDEATTN_DTYPE_BF16);
+    CHECK(k->kv_dtype == WIDEATTN_DTYPE_E4M3);
+    CHECK(k->o_dtype == WIDEATTN_DTYPE_BF16);
+    for (const char* feature : {kFeatureKFromV, kFeatureKFromVOnly, kFeatureSingleToken, kFeatureSplitKv})
+        CHECK_MESSAGE(k->has_feature(feature), feature);
+    CHECK(!k->split_symbol.empty());
+    // The only kernel of its dtypes that rebuilds K, so its priority orders it against no other.
+    for (const ManifestKernel& x : m.kernels) {
+        if (x.name == k->name || !x.has_feature(kFeatureKFromV)) continue;
+        CAPTURE(x.name);
+        CHECK_FALSE((x.q_dtype == k->q_dtype && x.kv_dtype == k->kv_dtype && x.o_dtype == k->o_dtype));
     }
 }

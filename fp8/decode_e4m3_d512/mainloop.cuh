@@ -103,7 +103,8 @@ __device__ __forceinline__ void finish_scores(const float (&acc)[2][4], int32_t 
 }
 
 // acc[h] += the K A fragments lo / hi of dim block `block` (16 keys x 32 dims) times the Q^T
-// fragments of the same dims read from q (q_shared, or the folded copy of decode_e4m3kfvfold_d512), h the 16-dim half.
+// fragments of the same dims read from q (the block's Q tile), h the 16-dim half; also the score
+// loop of decode_e4m3kfv_d512 (fp8/decode_e4m3kfv_d512/keys.cuh).
 template <class Traits>
 __device__ __forceinline__ void accumulate_dim_block(float (&acc)[2][4], const uint32_t (&lo)[4], const uint32_t (&hi)[4],
                                                      uint32_t q, int32_t block, int32_t lane) {

@@ -61,11 +61,11 @@ struct DecodeE4m3D512Traits {
     static constexpr int32_t kQTopLog2 = 14;
     static constexpr int32_t kQShiftLimit = 100;  // |log2 scale| bound: 2^+-100 stays a normal float
 
-    // The block scales of K (decode_e4m3kfv_d512) and of the folded Q (decode_e4m3kfvfold_d512):
-    // the shift that brings `bound` into [2^top_log2, 2^(top_log2 + 1)) when multiplied by
-    // 2^-shift, clamped to +-kQShiftLimit; 0 when the bound is 0, negative or not finite. Host and
-    // device (tests/test_decode_kfv_scale.cpp). load_q's Q scale (loads.cuh) is the same rule
-    // written out, as load_q also serves the verify kernels' traits, which do not derive from these.
+    // The block scale of K (decode_e4m3kfv_d512, k_shift there): the shift that brings `bound`
+    // into [2^top_log2, 2^(top_log2 + 1)) when multiplied by 2^-shift, clamped to +-kQShiftLimit;
+    // 0 when the bound is 0, negative or not finite. Host and device
+    // (tests/test_decode_kfv_scale.cpp). load_q's Q scale (loads.cuh) is the same rule written
+    // out, as load_q also serves the verify kernels' traits, which do not derive from these.
     WIDEATTN_HOST_DEVICE static int32_t power_shift(float bound, int32_t top_log2) {
         if (!(bound > 0.0f && bound <= FLT_MAX)) return 0;
         uint32_t bits;

@@ -1,9 +1,7 @@
-// block.cuh - one block of the single-token decode kernels that rebuild K from V over an e4m3
-// V-only cache (decode_e4m3kfv_d512, and with kFold decode_e4m3kfvfold_d512: K built only in the
-// pair blocks that rotate, w folded into a copy of Q for the others): the block's token and KV
-// head, its keys (the split's under split-KV, whose first key sets the RoPE positions), the tables
-// and the Q load, each warp's key loop over V chunks (K built from each by keys.cuh), and
-// decode_e4m3_d512's merge and output.
+// block.cuh - one block of the single-token decode kernel that rebuilds K from V over an e4m3
+// V-only cache (decode_e4m3kfv_d512): the block's token and KV head, its keys (the split's under
+// split-KV, whose first key sets the RoPE positions), the tables and the Q load, each warp's key
+// loop over V chunks (K built from each by keys.cuh), and decode_e4m3_d512's merge and output.
 #pragma once
 
 #include <cstdint>
@@ -34,12 +32,11 @@ __device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, 
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles: wait for V_i, issue
 // V_i+2 (into V_i-1's slot, read to the end in the previous step), S_i with K built from V_i, the
 // softmax, P_i V_i.
-template <class Traits, bool kFold>
+template <class Traits>
 __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
-                                                  uint32_t ring, uint32_t q_shared, uint32_t q_fold, uint32_t weight,
-                                                  uint32_t freq, int32_t warp, int32_t lane, int32_t num_tiles,
-                                                  int32_t kv_end, int32_t first_position, float v_scale,
-                                                  float score_scale, float fold_scale, int32_t rotated_blocks,
+                                                  uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
+                                                  int32_t warp, int32_t lane, int32_t num_tiles, int32_t kv_end,
+                                                  int32_t first_position, float v_scale, float score_scale,
                                                   float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
     for (int32_t i = 0; i < count; ++i) {
@@ -49,8 +46,8 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
         float s[4];
-        subtile_scores_kfv<Traits, kFold>(stage, q_shared, q_fold, weight, freq, lane, first_position + key0, v_scale,
-                                          score_scale, fold_scale, rotated_blocks, kv_end - key0, s);
+        subtile_scores_kfv<Traits>(stage, q_shared, weight, freq, lane, first_position + key0, v_scale, score_scale,
+                                   kv_end - key0, s);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         subtile_pv<Traits>(stage, lane, p0, p1, o);
@@ -58,11 +55,11 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
     ptx::cp_async_wait<0>();
 }
 
-// kFold: the folded form (Traits::SmemPlan::kQFold holds the folded Q).
-template <class Traits, bool kFold, bool kSplit>
+template <bool kSplit>
 __device__ __forceinline__ void decode_kfv_block(const wideattn_prefill_params& p, const KFromV& kfv,
                                                  unsigned char* smem) {
-    using Plan = typename Traits::SmemPlan;
+    using Traits = DecodeE4m3KfvD512Traits;
+    using Plan = Traits::SmemPlan;
     BlockWork work;
     BlockGeometry geometry;
     if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;
@@ -93,23 +90,11 @@ __device__ __forceinline__ void decode_kfv_block(const wideattn_prefill_params& 
     float v_scale = 0.0f;
     const float k_factor = k_power_of_two<Traits>(base + Plan::kWAmax, __ldg(p.v_scale), &v_scale);
     const float score_scale = p.softmax_scale * kLog2e * q_factor * k_factor;
-    uint32_t q_fold = 0;
-    float fold_scale = 0.0f;
-    int32_t rotated_blocks = Traits::kPairBlockOffset;
-    if constexpr (kFold) {
-        q_fold = base + Plan::kQFold;
-        const float fold_factor =
-            fold_weights_into_q<Traits>(base + Plan::kQ, q_fold, base + Plan::kWeight, base + Plan::kWAmax,
-                                        __ldg(p.v_scale));
-        fold_scale = p.softmax_scale * kLog2e * q_factor * fold_factor;
-        rotated_blocks = rotated_pair_blocks<Traits>(kfv.rotary_dims);
-    }
     float o[Traits::kONTiles][4];
     zero_output(o);
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-    warp_key_loop_kfv<Traits, kFold>(p, stream, ring, base + Plan::kQ, q_fold, base + Plan::kWeight,
-                                     base + Plan::kFreq, warp, lane, geometry.num_tiles, geometry.kv_end,
-                                     first_position, v_scale, score_scale, fold_scale, rotated_blocks, o, rows);
+    warp_key_loop_kfv<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq, warp, lane,
+                              geometry.num_tiles, geometry.kv_end, first_position, v_scale, score_scale, o, rows);
     write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                 work.kv_head);
 }

@@ -1,13 +1,10 @@
-// keys.cuh - K from V in the single-token e4m3 decode kernels (decode_e4m3kfv_d512 and its
-// folded form decode_e4m3kfvfold_d512): the block's tables (k_norm's weight and the RoPE
-// frequencies, staged in shared memory, and the power of two that puts every K value in f16's
-// range), and the K operand of a 16-key sub-tile built in registers from its V codes: a plain
-// ldmatrix of the V chunk gives the layout of decode_e4m3_d512's K fragments (mainloop.cuh there),
-// and dim blocks c and c + 8 hold dims d and d + 256 at the same place of the same lane, so each
-// lane rotates its own pairs. The arithmetic and its rounding steps are those of
-// kernels/common/k_from_v.h. The folded form builds K only in the pair blocks that rotate and
-// takes the V codes of the others as they are, with w and v_scale folded into a second copy of Q
-// (fold_weights_into_q).
+// keys.cuh - K from V in the single-token e4m3 decode kernel (decode_e4m3kfv_d512): the block's
+// tables (k_norm's weight and the RoPE frequencies, staged in shared memory, and the power of two
+// that puts every K value in f16's range), and the K operand of a 16-key sub-tile built in
+// registers from its V codes: a plain ldmatrix of the V chunk gives the layout of
+// decode_e4m3_d512's K fragments (mainloop.cuh there), and dim blocks c and c + 8 hold dims d and
+// d + 256 at the same place of the same lane, so each lane rotates its own pairs. The arithmetic
+// and its rounding steps are those of kernels/common/k_from_v.h.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -118,100 +115,26 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
     }
 }
 
-// The pair blocks 0 .. n - 1 that hold every rotated dim (d < rotary_dims / 2 and its partner
-// d + 256): the folded form builds K there only.
-template <class Traits>
-__device__ __forceinline__ int32_t rotated_pair_blocks(int32_t rotary_dims) {
-    const int32_t frequencies = rotary_dims / 2;
-    return min(Traits::kPairBlockOffset, (frequencies + Traits::kDimBlock - 1) / Traits::kDimBlock);
-}
-
-// The folded Q of decode_e4m3kfvfold_d512: q'_d = f16(q_d (w_d v_scale 2^-shift)) for every dim,
-// q_d the f16 Q of q_shared (load_block_q), in the same swizzled layout at q_fold; w k_norm's
-// weight (the staged table), 2^shift the power of two just above the block's largest finite
-// |w v_scale| (the warps' slots of w_amax), so every factor is below 1 in magnitude and q' below
-// Q's own bound. A pair block that does not rotate then contributes sum_d q'_d v_d (v_d the codes
-// as f16), which is 2^-shift sum_d q_d w_d (v_d v_scale): the reference's sum_d q_d bf16(v_d
-// v_scale w_d) without the bf16 rounding of K (k_from_v.h), Q rounded to f16 after the product
-// instead. Returns 2^shift. Ends with a block barrier.
-template <class Traits>
-__device__ __forceinline__ float fold_weights_into_q(uint32_t q_shared, uint32_t q_fold, uint32_t weight,
-                                                     uint32_t w_amax, float v_scale) {
-    constexpr int32_t kHalvesPerVec = Traits::kVecBytes / 2;
-    constexpr int32_t kVecs = Traits::kRows * Traits::kQVecsPerRow;
-    constexpr int32_t kPerThread = kVecs / Traits::kThreads;
-    static_assert(kVecs % Traits::kThreads == 0, "every thread folds whole vectors");
-    // Factors below 1: the bound brought into [2^-1, 1).
-    const int32_t shift = Traits::power_shift(max_of_warp_slots<Traits>(w_amax) * fabsf(v_scale), -1);
-    const float factor_scale = v_scale * Traits::power_of_two(-shift);
-    const int32_t thread = static_cast<int32_t>(threadIdx.x);
-#pragma unroll
-    for (int32_t i = 0; i < kPerThread; ++i) {
-        const int32_t v = thread + i * Traits::kThreads;
-        const int32_t row = v / Traits::kQVecsPerRow;
-        const int32_t vec = v % Traits::kQVecsPerRow;
-        const uint32_t offset = swizzled<Traits::kQRowBytes, Traits>(row, vec);
-        uint32_t h[4];
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(h[0]), "=r"(h[1]), "=r"(h[2]), "=r"(h[3])
-                     : "r"(q_shared + offset));
-        const float4 w_lo = load_shared_f32x4(weight + kF32Bytes * (kHalvesPerVec * vec));
-        const float4 w_hi = load_shared_f32x4(weight + kF32Bytes * (kHalvesPerVec * vec + 4));
-        const float w[kHalvesPerVec] = {w_lo.x, w_lo.y, w_lo.z, w_lo.w, w_hi.x, w_hi.y, w_hi.z, w_hi.w};
-        uint32_t folded[4];
-#pragma unroll
-        for (int32_t j = 0; j < 4; ++j) {
-            const float lo = __half2float(__ushort_as_half(static_cast<unsigned short>(h[j] & 0xffffu)));
-            const float hi = __half2float(__ushort_as_half(static_cast<unsigned short>(h[j] >> 16)));
-            folded[j] = pack_f16x2(lo * (w[2 * j] * factor_scale), hi * (w[2 * j + 1] * factor_scale));
-        }
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(q_fold + offset), "r"(folded[0]),
-                     "r"(folded[1]), "r"(folded[2]), "r"(folded[3])
-                     : "memory");
-    }
-    __syncthreads();
-    return Traits::power_of_two(shift);
-}
-
 // S^T of one sub-tile with K built from its V chunk (scaled to log2 units, keys past kv_end at
-// -inf), the lane's 4 values: subtile_scores of decode_e4m3_d512 with build_k_pair for the loads
-// in pair blocks 0 .. rotated_blocks - 1 (kPairBlockOffset: all, the plain form), times Q, scaled
-// by score_scale; kFold: the other pair blocks take the V codes as they are (load_k_block) times
-// the folded Q at q_fold, scaled by fold_scale.
-template <class Traits, bool kFold>
-__device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_shared, uint32_t q_fold,
-                                                   uint32_t weight, uint32_t freq, int32_t lane, int32_t position0,
-                                                   float v_scale, float score_scale, float fold_scale,
-                                                   int32_t rotated_blocks, int32_t keys_valid, float (&s)[4]) {
+// -inf), the lane's 4 values: subtile_scores of decode_e4m3_d512 with build_k_pair for the loads.
+template <class Traits>
+__device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_shared, uint32_t weight, uint32_t freq,
+                                                   int32_t lane, int32_t position0, float v_scale, float score_scale,
+                                                   int32_t keys_valid, float (&s)[4]) {
     const int32_t g = lane / 4;
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    float folded[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll 1
-    for (int32_t c = 0; c < (kFold ? rotated_blocks : Traits::kPairBlockOffset); ++c) {
+    for (int32_t c = 0; c < Traits::kPairBlockOffset; ++c) {
         uint32_t lo[2][4], hi[2][4];
         build_k_pair<Traits>(v_stage, weight, freq, lane, c, position0, v_scale, lo, hi);
 #pragma unroll
         for (int32_t b = 0; b < 2; ++b)
             accumulate_dim_block<Traits>(acc, lo[b], hi[b], q_shared, c + b * Traits::kPairBlockOffset, lane);
     }
-    if constexpr (kFold) {
-#pragma unroll 1
-        for (int32_t c = rotated_blocks; c < Traits::kPairBlockOffset; ++c) {
-#pragma unroll
-            for (int32_t b = 0; b < 2; ++b) {
-                const int32_t block = c + b * Traits::kPairBlockOffset;
-                uint32_t lo[4], hi[4];
-                load_k_block<Traits>(v_stage, lane, block, lo, hi);
-                accumulate_dim_block<Traits>(folded, lo, hi, q_fold, block, lane);
-            }
-        }
-    }
 #pragma unroll
     for (int32_t e = 0; e < 4; ++e) {
         const int32_t key = g + 8 * (e / 2);
-        float score = (acc[0][e] + acc[1][e]) * score_scale;
-        if constexpr (kFold) score += (folded[0][e] + folded[1][e]) * fold_scale;
-        s[e] = key < keys_valid ? score : -INFINITY;
+        s[e] = key < keys_valid ? (acc[0][e] + acc[1][e]) * score_scale : -INFINITY;
     }
 }
 

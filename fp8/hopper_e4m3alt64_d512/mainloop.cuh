@@ -168,7 +168,6 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
     e4m3alt::trade_row_maxima<Traits>(map, parity, at, tile_max);
     if (e4m3alt::issues_copies(at) && Traits::kTilesPerRound * (r + Traits::kKeySlots) + at.group < n)
         e4m3alt::issue_own_keys<Traits>(streams, p, g, map, r + Traits::kKeySlots, at);
-    ptx::converge_warp();
     float alpha[2];
     const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
     uint32_t prob[Traits::kPvSteps][4];
@@ -181,7 +180,6 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
         for (int32_t tile = Traits::kTilesPerRound * (r - 1) + Traits::kValueSlots;
              tile < Traits::kTilesPerRound * r + Traits::kValueSlots && tile < n; ++tile)
             e4m3alt::issue_values<Traits>(streams, p, g, map, tile, at);
-    ptx::converge_warp();
     if (rescale) rescale_output(o, alpha);
     if constexpr (!kFull) {
         if (own)

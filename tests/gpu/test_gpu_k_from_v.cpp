@@ -201,7 +201,8 @@ TEST_CASE("gpu K-from-V decode kernels: e4m3 V-only single-token decode against 
     std::vector<int32_t> many_lens(48, 1), many_contexts;
     for (int32_t i = 0; i < 48; ++i) many_contexts.push_back(100 + 37 * i);
     {
-        // Unpinned, a K-from-V decode call goes to one of them (nothing else of its dtypes rebuilds K).
+        // Unpinned, a K-from-V decode call goes to a kernel of the list (decode_e4m3kfv_d512 in this
+        // bundle; nothing else of its dtypes rebuilds K).
         ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 10);
         spec.e4m3_kv = true;
         HostProblem h;
