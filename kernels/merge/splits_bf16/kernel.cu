@@ -56,34 +56,68 @@ wideattn_merge_splits_bf16(const __grid_constant__ wideattn_prefill_params p) {
     // The split kernel's partials are complete and visible past this point.
     ptx::wait_prerequisite_grids();
 
+    // Every split's LSE in registers first (lane l holds splits l, l + 32, ...), so that the
+    // loads of the partial O rows below depend on no loaded value and go out kSplitsInFlight at a
+    // time: a batch-1 decode merges 32 or more splits per row, and a load chain per split would
+    // cost a memory latency each.
+    float lse_own[Traits::kLsePerLane];
+#pragma unroll
+    for (int32_t i = 0; i < Traits::kLsePerLane; ++i) {
+        const int32_t s = lane + i * Traits::kWarpSize;
+        lse_own[i] = s < splits ? lse_parts[s * rows + row] : -INFINITY;
+    }
     float m = -INFINITY;
     bool nan_split = false;
-    for (int32_t s = lane; s < splits; s += Traits::kWarpSize) {
-        const float lse = lse_parts[s * rows + row];
-        m = fmaxf(m, lse);  // fmaxf drops a NaN: nan_split keeps it
-        nan_split = nan_split || isnan(lse);
+#pragma unroll
+    for (int32_t i = 0; i < Traits::kLsePerLane; ++i) {
+        m = fmaxf(m, lse_own[i]);  // fmaxf drops a NaN: nan_split keeps it
+        nan_split = nan_split || isnan(lse_own[i]);
     }
     m = __any_sync(kFullMask, nan_split) ? NAN : warp_max(m);
+    // exp(LSE_s - m) by the lane holding split s, in the order of s within the lane.
+    float w_own[Traits::kLsePerLane];
     float weights = 0.0f;
-    if (m != -INFINITY)
-        for (int32_t s = lane; s < splits; s += Traits::kWarpSize) weights += expf(lse_parts[s * rows + row] - m);
+#pragma unroll
+    for (int32_t i = 0; i < Traits::kLsePerLane; ++i) {
+        w_own[i] = expf(lse_own[i] - m);
+        if (m != -INFINITY && lane + i * Traits::kWarpSize < splits) weights += w_own[i];
+    }
     weights = warp_sum(weights);
 
     float acc[Traits::kDimsPerLane] = {};
     if (m != -INFINITY) {
-        for (int32_t s = 0; s < splits; ++s) {
-            const float lse = lse_parts[s * rows + row];
-            if (lse == -INFINITY) continue;  // that split saw no key of this row: its O is 0
-            const float w = expf(lse - m);
-            const float* part = o_parts + (s * rows + row) * p.head_dim;
 #pragma unroll
-            for (int32_t v = 0; v < Traits::kVecsPerLane; ++v) {
-                const float4 x = *reinterpret_cast<const float4*>(
-                    part + (v * Traits::kWarpSize + lane) * Traits::kVecFloats);
-                acc[v * Traits::kVecFloats + 0] += w * x.x;
-                acc[v * Traits::kVecFloats + 1] += w * x.y;
-                acc[v * Traits::kVecFloats + 2] += w * x.z;
-                acc[v * Traits::kVecFloats + 3] += w * x.w;
+        for (int32_t i = 0; i < Traits::kLsePerLane; ++i) {
+            for (int32_t t = 0; t < Traits::kWarpSize; t += Traits::kSplitsInFlight) {
+                const int32_t first = i * Traits::kWarpSize + t;
+                if (first >= splits) break;
+                float w[Traits::kSplitsInFlight];
+                bool used[Traits::kSplitsInFlight];
+                float4 x[Traits::kSplitsInFlight][Traits::kVecsPerLane];
+#pragma unroll
+                for (int32_t u = 0; u < Traits::kSplitsInFlight; ++u) {
+                    // A split that saw no key of this row (LSE -inf) adds nothing: its O is not read.
+                    const float lse = __shfl_sync(kFullMask, lse_own[i], t + u);
+                    w[u] = __shfl_sync(kFullMask, w_own[i], t + u);
+                    used[u] = first + u < splits && lse != -INFINITY;
+                    const float* part = o_parts + (static_cast<int64_t>(first + u) * rows + row) * p.head_dim;
+#pragma unroll
+                    for (int32_t v = 0; v < Traits::kVecsPerLane; ++v)
+                        x[u][v] = used[u] ? *reinterpret_cast<const float4*>(
+                                                part + (v * Traits::kWarpSize + lane) * Traits::kVecFloats)
+                                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                }
+#pragma unroll
+                for (int32_t u = 0; u < Traits::kSplitsInFlight; ++u) {
+                    if (!used[u]) continue;
+#pragma unroll
+                    for (int32_t v = 0; v < Traits::kVecsPerLane; ++v) {
+                        acc[v * Traits::kVecFloats + 0] += w[u] * x[u][v].x;
+                        acc[v * Traits::kVecFloats + 1] += w[u] * x[u][v].y;
+                        acc[v * Traits::kVecFloats + 2] += w[u] * x[u][v].z;
+                        acc[v * Traits::kVecFloats + 3] += w[u] * x[u][v].w;
+                    }
+                }
             }
         }
     }

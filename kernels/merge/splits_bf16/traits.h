@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/common/kernel_desc.h"
+#include "wideattn.h"
 
 namespace wideattn {
 
@@ -23,8 +24,13 @@ struct MergeSplitsBf16Traits {
     static constexpr int32_t kVecsPerLane = kHeadDim / (kWarpSize * kVecFloats);
     static constexpr int32_t kDimsPerLane = kVecsPerLane * kVecFloats;
     static constexpr int32_t kMaxGroup = 1 << 16;  // any GQA group: rows are (token, query head)
+    // Split LSEs a lane holds (splits lane, lane + 32, ...: every split up to WIDEATTN_MAX_SPLITS),
+    // and the partial O rows whose loads a warp issues before it adds any of them.
+    static constexpr int32_t kLsePerLane = (WIDEATTN_MAX_SPLITS + kWarpSize - 1) / kWarpSize;
+    static constexpr int32_t kSplitsInFlight = 8;
     static constexpr int32_t kMinSm = 80;
     static_assert(kHeadDim % (kWarpSize * kVecFloats) == 0, "whole vectors per lane");
+    static_assert(kWarpSize % kSplitsInFlight == 0, "a lane's splits come in whole groups");
 
     static constexpr KernelDesc desc = {
         "merge_splits_bf16", "wideattn_merge_splits_bf16",
