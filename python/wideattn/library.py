@@ -396,6 +396,8 @@ class Plan:
             handle, self.handle = self.handle, None
             if self.context._handle:
                 self._lib.wideattn_plan_destroy(handle)
+            for hook in plan_close_hooks:
+                hook()
 
     def __enter__(self):
         return self
@@ -423,6 +425,11 @@ def _debug_from_env():
 
 _debug = {"on": _debug_from_env()}
 
+# Called after any Plan is closed (no arguments) and after set_debug (the new setting): how
+# wideattn.cpp_ops forgets plan handles and follows debug mode.
+plan_close_hooks = []
+debug_hooks = []
+
 
 def set_debug(enabled):
     """Turns debug mode on (`enabled` true) or off; also $WIDEATTN_DEBUG=1 at import. In debug mode
@@ -431,6 +438,8 @@ def set_debug(enabled):
     cached plans. Returns the previous setting."""
     previous = _debug["on"]
     _debug["on"] = bool(enabled)
+    for hook in debug_hooks:
+        hook(_debug["on"])
     return previous
 
 

@@ -52,6 +52,11 @@ shape and strides of q and out), look it up and queue wideattn_plan_run. Under C
 and in debug mode (wideattn.set_debug) each call is a one-shot wideattn_prefill with a workspace
 of its own instead.
 
+The C++ op wideattn_cpp::prefill_packed (wideattn.cpp_ops, built on demand; $WIDEATTN_CPP_OPS=1 at
+import) is wideattn::prefill_packed with this CUDA path in C++ for calls whose plan is cached:
+_packed_cuda_handle is its slow path; once it is loaded the Python entry points call it instead
+of wideattn::prefill_packed (_prefill_packed_op).
+
 flags is wideattn_prefill_params.flags: _capi.FLAG_CHECK_METADATA is checked mode (docs/design.md
 section 6): the CUDA implementation's library call copies cu_seqlens_q, seq_lens_k and the used
 block-table rows to the host and refuses bad entries before launching (it waits for the stream,
@@ -71,7 +76,10 @@ from . import _capi
 from . import _checks
 from . import errors
 from . import reference
+from . import library as _library_module
 from .library import _debug, default_context
+
+ENV_CPP_OPS = "WIDEATTN_CPP_OPS"
 
 NAMESPACE = "wideattn"
 TOKEN_ROW_PAGE = 16          # keys per page of a token-row layout (the kernels' page multiple)
@@ -296,13 +304,21 @@ def plan_key(device_index, stream, q, k, cu_seqlens_q, seq_lens_k, block_table, 
 
 def _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
                   q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
+    _prefill_cuda_plan(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale, q_scale,
+                       k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags)
+
+
+def _prefill_cuda_plan(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
+                       q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
+    """The CUDA implementation of wideattn::prefill; returns the cached Plan that ran the call, or
+    None when the call ran one-shot (under capture, in debug mode)."""
     current, index, capturing, stream = _cuda_state(q)
     if capturing or _debug["on"]:
         # Under capture the workspace comes from the graph's pool for this launch only (a cached plan's
         # could be evicted while a graph still uses it); in debug mode every call is validated anew.
         _prefill_once(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
                       q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags)
-        return
+        return None
     # plan_key(), inline: the hot path of every layer.
     key = (index, stream, q.shape, q.stride(), out.stride(), q.dtype, k.dtype, out.dtype,
            None if lse is None else lse.stride(0), cu_seqlens_q.data_ptr(), seq_lens_k.data_ptr(), seq_lens_k.shape[0],
@@ -323,12 +339,13 @@ def _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_la
     if index != current:
         with _on_device(index):
             plan.run(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stream)
-        return
+        return plan
     try:
         plan.run(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stream)
     except errors.NoDeviceError:  # a thread whose CUDA context was never made current
         torch.cuda.set_device(index)
         plan.run(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stream)
+    return plan
 
 
 def _make_plan(index, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
@@ -484,6 +501,18 @@ def _packed_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, so
                   config[LAYOUT_LEN:2 * LAYOUT_LEN], softmax_scale, None, None, None, out, None, *config[2 * LAYOUT_LEN:])
 
 
+def _packed_cuda_handle(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale):
+    """wideattn::prefill_packed's CUDA implementation for the C++ op (wideattn.cpp_ops): runs the
+    call and returns (the handle of the cached plan that ran it, the address of the
+    wideattn_plan_run of its library), or None when it ran one-shot."""
+    plan = _prefill_cuda_plan(q, k, v, cu_seqlens_q, seq_lens_k, block_table, config[:LAYOUT_LEN],
+                              config[LAYOUT_LEN:2 * LAYOUT_LEN], softmax_scale, None, None, None, out, None,
+                              *config[2 * LAYOUT_LEN:])
+    if plan is None or not plan.handle:
+        return None
+    return plan.handle, ctypes.cast(plan._run, ctypes.c_void_p).value
+
+
 def _packed_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale):
     _prefill_cpu(*packed_as_prefill_args(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale))
 
@@ -542,4 +571,10 @@ _scale_op = torch.ops.wideattn.compute_scale.default
 # torch.compiler.is_compiling (torch >= 2.1; None before): the Python entry points run
 # wideattn::prefill_packed only where it is false (module docstring).
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+
+# $WIDEATTN_CPP_OPS=1: build (first time) and load the C++ op now (wideattn.cpp_ops); a failure is a
+# warning and the Python op stays.
+if _library_module.switch_from_env(ENV_CPP_OPS, "build and load the C++ op wideattn_cpp::prefill_packed"):
+    from . import cpp_ops as _cpp_ops
+    _cpp_ops.load_or_warn()
 

@@ -15,7 +15,8 @@ import tempfile
 
 import harness
 
-PACKAGE_FILES = ("__init__.py", "_capi.py", "_paths.py", "attention.py", "library.py", "ops.py", "transformers.py")
+PACKAGE_FILES = ("__init__.py", "_capi.py", "_paths.py", "attention.py", "library.py", "ops.py", "transformers.py",
+                 "cpp_ops.py", "cpp_ops.cpp")
 
 
 def _find(root, name, parent=None):

@@ -107,5 +107,32 @@ def test_closing_the_context_destroys_its_plans():
     stale.handle = None
 
 
+def test_closing_a_plan_and_setting_debug_mode_call_the_hooks():
+    # wideattn.library.plan_close_hooks / debug_hooks (how wideattn.cpp_ops forgets plan handles and
+    # follows debug mode): each closed plan calls every close hook once, a second close none;
+    # set_debug calls every debug hook with the new setting.
+    from wideattn import library
+    closed, debug = [], []
+    library.plan_close_hooks.append(lambda: closed.append(1))
+    library.debug_hooks.append(debug.append)
+    try:
+        context = wideattn.Context()
+        if not tma_kernel(context):
+            context.close()
+            return
+        first, second = context.plan(step_params()), context.plan(step_params())
+        first.close()
+        first.close()
+        assert closed == [1], closed
+        context.close()   # closes `second` with it
+        assert closed == [1, 1] and second.handle is None, closed
+        previous = wideattn.set_debug(True)
+        wideattn.set_debug(previous)
+        assert debug == [True, previous], debug
+    finally:
+        library.plan_close_hooks.pop()
+        library.debug_hooks.pop()
+
+
 if __name__ == "__main__":
     harness.run(dict(globals()))

@@ -559,6 +559,76 @@ def test_packed_op_is_the_same_call_and_runs_the_same_plan():
                            ops.pack_config(k_layout, k_layout, 10, 64, 0, 0), 1.0)
 
 
+def test_packed_cuda_handle_returns_the_plan_that_ran_and_its_run_function():
+    # The C++ op's slow path (wideattn.cpp_ops; device seams replaced, no GPU here): it runs the call
+    # as wideattn::prefill_packed's CUDA implementation does and returns the cached plan's handle
+    # with the address of the wideattn_plan_run the plan calls; the next call of the same key runs
+    # the same plan; a one-shot call (debug mode) returns None.
+    import contextlib
+    import ctypes
+    run_function = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 0)
+    problem = Problem([(1, 300), (2, 41)], seed=21)
+    recorder = _PlanningContext()
+    plan_of = recorder.plan
+
+    def plan_with_run(params, caches=None):
+        made = plan_of(params, caches)
+        made._run, made.handle = run_function, 4242
+        return made
+    recorder.plan = plan_with_run
+    saved = (ops.default_context, ops._cuda_state, ops._on_device, ops.allocate_workspace, ops.plans, ops._launch)
+    ops.default_context = lambda: recorder
+    ops._cuda_state = lambda tensor: (0, 0, False, 77)
+    ops._on_device = lambda index: contextlib.nullcontext()
+    ops.allocate_workspace = lambda size, device: torch.empty(size, dtype=torch.uint8)
+    ops.plans = ops.PlanCache()
+    ops._launch = lambda device, launch, params: launch(params, "stream")
+    layout = [0, problem.k_cache.shape[0], problem.k_cache.shape[1], problem.k_cache.shape[2]]
+    config = ops.pack_config(layout + list(problem.k_cache.stride()[:3]), layout + list(problem.v_cache.stride()[:3]),
+                             2, 300, 0, 0)
+    out = torch.empty(problem.q.shape, dtype=torch.bfloat16)
+    args = (problem.q, problem.k_cache, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+            problem.block_table, out, config, problem.scale)
+    try:
+        expected = (4242, ctypes.cast(run_function, ctypes.c_void_p).value)
+        assert ops._packed_cuda_handle(*args) == expected
+        assert ops._packed_cuda_handle(*args) == expected
+        assert len(recorder.plans) == 1 and len(recorder.plans[0].runs) == 2, recorder.plans
+        previous = wideattn.set_debug(True)
+        try:
+            assert ops._packed_cuda_handle(*args) is None
+        finally:
+            wideattn.set_debug(previous)
+        assert len(recorder.launched) == 1 and len(recorder.plans[0].runs) == 2
+    finally:
+        (ops.default_context, ops._cuda_state, ops._on_device, ops.allocate_workspace, ops.plans,
+         ops._launch) = saved
+
+
+def test_cpp_ops_need_cuda_and_leave_the_python_op_in_place_without_it():
+    # wideattn.cpp_ops without a CUDA device (this machine): load() refuses with a message naming the
+    # reason, load_or_warn() warns and leaves the Python op as the entry points' op, stats() refuses;
+    # the source ships beside the module, its layout and config lengths are the package's.
+    import os
+    import re
+    import warnings
+    from wideattn import cpp_ops
+    assert os.path.isfile(cpp_ops.SOURCE), cpp_ops.SOURCE
+    source = open(cpp_ops.SOURCE).read()
+    assert int(re.search(r"kLayoutLen = (\d+);", source).group(1)) == ops.LAYOUT_LEN
+    assert "kConfigLen = 2 * kLayoutLen + 4;" in source and ops.CONFIG_LEN == 2 * ops.LAYOUT_LEN + 4
+    if torch.cuda.is_available():
+        return
+    before = ops._prefill_packed_op
+    harness.expect_raises(RuntimeError, ["wideattn.cpp_ops.load", "no CUDA device"], cpp_ops.load)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cpp_ops.load_or_warn()
+    assert any("the C++ op was not loaded" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    assert ops._prefill_packed_op is before and not cpp_ops.loaded()
+    harness.expect_raises(RuntimeError, ["not loaded"], cpp_ops.stats)
+
+
 def test_eager_calls_without_lse_and_scales_run_the_packed_op():
     # After the checked call of its signature (wideattn::prefill), an eager call without lse and
     # scales runs wideattn::prefill_packed with the values the checks derived; a call with lse or

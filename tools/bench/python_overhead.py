@@ -28,6 +28,11 @@ contains the ones below it that it names):
   plan key + lookup           ops.plan_key and the PlanCache lookup alone (no launch)
   library launch              Context.launch_prefill with prebuilt params (ctypes + wideattn_prefill)
   plan.run                    Context.plan once, Plan.run per call (ctypes + wideattn_plan_run)
+  torch.ops.wideattn_cpp.prefill_packed  with --cpp-ops: the C++ op (wideattn.cpp_ops, loaded
+                              first: built the first time, its build time printed), whose CUDA path
+                              keys, looks up and runs the plan in C++; wideattn.prefill then calls
+                              it in place of torch.ops.wideattn.prefill_packed (that row still
+                              times the Python op)
 and, where transformers is importable, the transformers integration on the same shapes as
 [B, H, T, D] tensors (B sequences of T new tokens over S keys; K/V [B, 4, S, 512] per layer):
   hf layer                    wideattn.transformers.attention_forward of a served layer whose
@@ -70,7 +75,7 @@ import statistics
 import sys
 import time
 
-BARS_US = {"wideattn.prefill": 20.0, "torch.ops.wideattn.prefill": 12.0}
+BARS_US = {"wideattn.prefill": 20.0, "torch.ops.wideattn.prefill": 12.0, "torch.ops.wideattn_cpp.prefill_packed": 12.0}
 Q_HEADS, KV_HEADS, HEAD_DIM, BLOCK = 32, 4, 512, 16
 SLIDING_KV_HEADS, SLIDING_HEAD_DIM, SLIDING_WINDOW = 16, 256, 1024
 SHAPES = {"decode_4x256": (4, 1, 256), "decode_1x32k": (1, 1, 32768), "prefill_16k": (1, 16384, 16384)}
@@ -163,18 +168,23 @@ def entry_points(torch, wideattn, attention, ops, t, noop):
                ops.pack_config(layouts[i], layouts[i], *hints, 0, 0), 1.0) for i in range(layers)]
     key_args = (index, stream, t["q"], t["k"][0], t["cu"], t["lens"], t["table"], layouts[0], layouts[0], 1.0, None,
                 None, None, t["out"], None, *hints, 0, 0)
+    python_packed = torch.ops.wideattn.prefill_packed.default
+    cpp = {}
+    if ops._prefill_packed_op is not python_packed:   # wideattn.cpp_ops loaded (--cpp-ops)
+        cpp["torch.ops.wideattn_cpp.prefill_packed"] = (lambda i: ops._prefill_packed_op(*packed[i % layers]), 1)
     return {
         "wideattn.prefill": (lambda i: attention.prefill(
             t["q"], t["k"][i % layers], t["v"][i % layers], t["cu"], t["lens"], t["table"], 1.0, out=t["out"],
             max_seqlen_q=hints[0], max_seqlen_k=hints[1]), 1),
         "torch.ops.wideattn.prefill": (lambda i: ops._prefill_op(*args[i % layers]), 1),
-        "torch.ops.wideattn.prefill_packed": (lambda i: ops._prefill_packed_op(*packed[i % layers]), 1),
+        "torch.ops.wideattn.prefill_packed": (lambda i: python_packed(*packed[i % layers]), 1),
         "dispatcher (no-op op)": (lambda i: noop["prefill"](*args[i % layers]), 1),
         "dispatcher (no-op packed op)": (lambda i: noop["prefill_packed"](*packed[i % layers]), 1),
         "ops._prefill_cuda": (lambda i: ops._prefill_cuda(*args[i % layers]), 1),
         "plan key + lookup": (lambda i: ops.plans.get(ops.plan_key(*key_args)), 1),
         "library launch": (lambda i: context.launch_prefill(params[i % layers], stream_handle), 1),
         "plan.run": (lambda i: plan.run(*pointers[i % layers], None, stream), 1),
+        **cpp,
     }, (plan, workspace)
 
 
@@ -276,6 +286,8 @@ def main():
     parser.add_argument("--json")
     parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated names of SHAPES")
     parser.add_argument("--no-transformers", action="store_true", help="skip the transformers integration's rows")
+    parser.add_argument("--cpp-ops", action="store_true",
+                        help="load the C++ op first (wideattn.cpp_ops.load: built the first time) and time it too")
     args = parser.parse_args()
     shapes = [s for s in args.shapes.split(",") if s]
     unknown = [s for s in shapes if s not in SHAPES]
@@ -289,6 +301,12 @@ def main():
         return 2
     _library, noop = noop_op(torch, ops)
     report = {"calls": args.calls, "bars_us": BARS_US, "layers": LAYERS, "torch": torch.__version__, "shapes": {}}
+    if args.cpp_ops:
+        from wideattn import cpp_ops
+        start = time.perf_counter()
+        cpp_ops.load()
+        report["cpp_ops_load_s"] = time.perf_counter() - start
+        print(f"C++ op loaded in {report['cpp_ops_load_s']:.1f} s (wideattn.cpp_ops.load)")
     ok = True
     for shape in shapes:
         seqs, q_len, keys = SHAPES[shape]
@@ -319,6 +337,8 @@ def main():
         report["shapes"][shape] = {"sequences": seqs, "q_len": q_len, "keys": keys, "calls": count,
                                    "plan_cache": {"hits": ops.plans.hits, "misses": ops.plans.misses},
                                    "results": results}
+        if args.cpp_ops:
+            report["shapes"][shape]["cpp_ops"] = cpp_ops.stats()
         keep[0].close()
         del t, calls, keep
         ops.plans.clear()
