@@ -149,6 +149,26 @@ def check_decode_peer(bench_dir, expect):
            "warps grow with the rows up to MAX_WARPS")
 
 
+def check_rows16_peer(pb, bench_dir, expect):
+    """The 16-row Triton peer of the decode mode: compared with wideattn over bf16 K/V, its search
+    space 16-row blocks of packed heads (none for a group that does not divide 16 rows), the
+    prefill peer imported with a stand-in triton (check_decode_peer installs it)."""
+    expect("triton-rows16" in pb.DECODE_IMPLS and pb.decode_peer_of("triton-rows16") == "wideattn"
+           and "triton-rows16" not in pb.E4M3_IMPLS, "the 16-row peer is a bf16 decode peer of wideattn")
+    if bench_dir not in sys.path:
+        sys.path.insert(0, bench_dir)
+    space = pb.rows16_space(8)
+    expect(len(space) == len(pb.ROWS16_BLOCK_N) * len(pb.ROWS16_WARPS) * len(pb.ROWS16_STAGES)
+           and all(c.block_m == 16 and c.pack_heads for c in space),
+           f"16-row configurations with packed heads for group 8: {[c.label() for c in space]}")
+    expect(pb.rows16_space(3) == [], "no 16-row configuration for group 3")
+    case = {"name": "decode-64@8k", "impls": {"wideattn": {"status": "ok", "ms_median": 1.0},
+                                             "triton-rows16": {"status": "ok", "ms_median": 0.9}}}
+    pb.fill_speedups(case)
+    expect(abs(case["impls"]["triton-rows16"].get("wideattn_speedup", 0) - 0.9) < 1e-12,
+           f"the 16-row peer's speedup is over the bf16 wideattn: {case['impls']}")
+
+
 def check_usage_errors(peer_bench_py, expect):
     """Each usage error exits 2 with a message naming the option and the value."""
     cases = [
@@ -313,6 +333,7 @@ def main():
 
     check_decode(pb, expect)
     check_decode_peer(os.path.dirname(os.path.abspath(sys.argv[1])), expect)
+    check_rows16_peer(pb, os.path.dirname(os.path.abspath(sys.argv[1])), expect)
     check_usage_errors(sys.argv[1], expect)
 
     print(f"peer_bench_check: {'FAILED ' + str(len(failures)) if failures else 'all checks passed'}")

@@ -11,7 +11,9 @@ measured in the same run, and wideattn's speedup over each peer. Writes a JSON r
 --mode decode runs the decode suite instead (single tokens and 5-token verifications after long
 contexts, a mixed batch of one chunk and 63 decodes and its parts alone): wideattn with its
 split-KV workspace and hints, and the Triton split-KV decode peer (peers/triton_paged_decode.py),
-each with bf16 K/V and with e4m3 K/V + bf16 Q on the same (e4m3-representable) values, reported
+each with bf16 K/V and with e4m3 K/V + bf16 Q on the same (e4m3-representable) values, and the
+16-row Triton peer (triton-rows16: the prefill peer with 16-row blocks of packed heads, bf16 K/V,
+its configuration searched per case), reported
 in ms, GB/s of K/V read and the percentage of the device-to-device copy bandwidth measured at the
 start and end of the same run, with wideattn's speedup per K/V dtype.
 
@@ -90,8 +92,10 @@ MODE_DECODE = "decode"
 IMPL_WIDEATTN_E4M3 = "wideattn-e4m3"
 IMPL_TRITON_DECODE = "triton-decode"
 IMPL_TRITON_DECODE_E4M3 = "triton-decode-e4m3"
-DECODE_IMPLS = (IMPL_WIDEATTN, IMPL_WIDEATTN_E4M3, IMPL_TRITON_DECODE, IMPL_TRITON_DECODE_E4M3)
-DECODE_BASELINE = {IMPL_TRITON_DECODE: IMPL_WIDEATTN, IMPL_TRITON_DECODE_E4M3: IMPL_WIDEATTN_E4M3}
+IMPL_TRITON_ROWS16 = "triton-rows16"
+DECODE_IMPLS = (IMPL_WIDEATTN, IMPL_WIDEATTN_E4M3, IMPL_TRITON_DECODE, IMPL_TRITON_DECODE_E4M3, IMPL_TRITON_ROWS16)
+DECODE_BASELINE = {IMPL_TRITON_DECODE: IMPL_WIDEATTN, IMPL_TRITON_DECODE_E4M3: IMPL_WIDEATTN_E4M3,
+                   IMPL_TRITON_ROWS16: IMPL_WIDEATTN}
 E4M3_IMPLS = (IMPL_WIDEATTN_E4M3, IMPL_TRITON_DECODE_E4M3)
 DECODE_IMPL_NOTES = {
     IMPL_WIDEATTN: "libwideattn, dispatcher's kernel, bf16 K/V, split-KV workspace + hints",
@@ -101,7 +105,16 @@ DECODE_IMPL_NOTES = {
                         "(engine config)",
     IMPL_TRITON_DECODE_E4M3: "the same decode kernel on e4m3 K/V, dequantised in the kernel (decode-only "
                              "batches)",
+    IMPL_TRITON_ROWS16: "the 16-row Triton peer: the Triton paged prefill kernel with 16-row query blocks "
+                        "packing a KV head's query heads (two tokens x 8 heads a program: each K/V tile read "
+                        "once per KV head, no split-KV), bf16 K/V, at its best configuration of "
+                        "ROWS16_BLOCK_N x ROWS16_WARPS x ROWS16_STAGES searched on each case",
 }
+# The 16-row peer's search space (its block_m is 16 with packed heads).
+ROWS16_BLOCK_M = 16
+ROWS16_BLOCK_N = (32, 64)
+ROWS16_WARPS = (4, 8)
+ROWS16_STAGES = (2, 3)
 VERIFY_TOKENS = 5                    # speculative verification: 5 query tokens per sequence
 MIXED_CASE = "mixed-chunk2k-decode63"
 MIXED_CHUNK_CASE = "chunk-2k@4k"
@@ -856,13 +869,14 @@ def time_interleaved(impls, reps, warmup, copies, budget_s, ran_after=None):
     return times, failed
 
 
-def tune_triton(peer, check, log):
-    """Best Triton config for this case by timing; every candidate is also checked for accuracy."""
+def tune_triton(peer, check, log, space=None):
+    """Best Triton config for this case by timing, of `space` (None: the prefill peer's
+    tuning_space); every candidate is also checked for accuracy."""
     torch = _lazy_torch()
     from peers.triton_paged_prefill import tuning_space
     results = []
     data = peer.data
-    for config in tuning_space(data.group):
+    for config in (tuning_space(data.group) if space is None else space):
         entry = {"config": config.label()}
         try:
             run, output = make_triton(peer, config)
@@ -1227,6 +1241,32 @@ def triton_decode_impl(name, data, env, result, log):
                 max_rel_l2=MISMATCH_REL_L2_E4M3 if e4m3 else MISMATCH_REL_L2)
 
 
+def rows16_space(group):
+    """The 16-row peer's configurations (packed heads, block_m ROWS16_BLOCK_M), for GQA group `group`."""
+    from peers.triton_paged_prefill import Config
+    if ROWS16_BLOCK_M % group:
+        return []
+    return [Config(ROWS16_BLOCK_M, n, w, s, pack_heads=True)
+            for n in ROWS16_BLOCK_N for w in ROWS16_WARPS for s in ROWS16_STAGES]
+
+
+def triton_rows16_impl(name, data, check, result, log):
+    """The 16-row Triton peer on one case (DECODE_IMPL_NOTES) at the best configuration of
+    rows16_space, searched here (the search's table goes into the case's JSON as rows16_tuning),
+    or None when no configuration ran within the accuracy bound."""
+    space = rows16_space(data.group)
+    if not space:
+        result["impls"][name] = {"status": STATUS_UNAVAILABLE,
+                                 "reason": f"GQA group {data.group} does not divide {ROWS16_BLOCK_M} rows"}
+        return None
+    best, table = tune_triton(TritonPeer(data), check, log, space=space)
+    result["rows16_tuning"] = table
+    if best is None:
+        result["impls"][name] = {"status": STATUS_FAILED, "reason": "no configuration ran within the accuracy bound"}
+        return None
+    return Impl(name, best["_run"], best["_output"], config=best["config"])
+
+
 def measure_copy_bandwidth():
     """GB/s of a COPY_BYTES device-to-device copy (read + write), median of COPY_REPS."""
     torch = _lazy_torch()
@@ -1281,6 +1321,8 @@ def run_decode_case(case, args, wa, env, generators, log):
     for name in [impl for impl in DECODE_IMPLS if impl in args.impls.split(",")]:
         if name in DECODE_BASELINE.values():
             impl = wideattn_decode_impl(name, wa, data, env, result, log)
+        elif name == IMPL_TRITON_ROWS16:
+            impl = triton_rows16_impl(name, data, check, result, log)
         else:
             impl = triton_decode_impl(name, data, env, result, log)
         if impl is not None:
@@ -1362,7 +1404,8 @@ def parse_args(argv=None):
     parser.add_argument("--mode", choices=(MODE_PREFILL, MODE_DECODE), default=MODE_PREFILL,
                         help="prefill: the prefill suite against SDPA and the Triton prefill peer; decode: "
                              "the decode suite (" + ", ".join(case.name for case in build_decode_suite())
-                             + ") with bf16 and e4m3 K/V against the Triton split-KV decode peer, in GB/s "
+                             + ") with bf16 and e4m3 K/V against the Triton split-KV decode peer and the 16-row "
+                             "Triton peer, in GB/s "
                              "of K/V read and %% of the copy bandwidth measured in the same run")
     parser.add_argument("--lib", default="build/dispatch/libwideattn.so",
                         help="path of libwideattn.so; if it fails to load, wideattn is reported "
