@@ -120,6 +120,8 @@ SELFTEST_AND_BENCH_CASES = [
     ("bench --timing unknown", ["bench", "--timing", "later"], EXIT_USAGE, "err",
      ["--timing='later' is not call or queued"]),
     ("bench --timing without a value", ["bench", "--timing"], EXIT_USAGE, "err", ["option --timing needs a value"]),
+    ("bench --splits past the most", ["bench", "--splits", "129"], EXIT_USAGE, "err", ["--splits", "129"]),
+    ("bench --splits not a number", ["bench", "--splits", "many"], EXIT_USAGE, "err", ["--splits", "many"]),
     ("bench --pdl both without a GPU", ["bench", "--pdl", "both", "--cases", "decode_1_ctx_32k"], EXIT_USAGE, "err",
      ["WIDEATTN_ERROR_NO_DRIVER"]),
     ("bench --suite decode with --kv-dtype", ["bench", "--suite", "decode", "--kv-dtype", "e4m3"], EXIT_USAGE, "err",

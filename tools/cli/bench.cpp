@@ -309,7 +309,8 @@ void print_help() {
         "usage: wideattn bench [--bundle DIR] [--device N] [--suite prefill|decode] [--cases A,B,...]\n"
         "                      [--reps N] [--warmup N] [--reference] [--kv-dtype bf16|e4m3]\n"
         "                      [--q-dtype bf16|e4m3] [--json FILE] [--kernel NAME | --kernels A,B,...]\n"
-        "                      [--pdl on|off|both] [--timing call|queued] [--commit SHA] [--list]\n\n"
+        "                      [--pdl on|off|both] [--timing call|queued] [--splits N] [--commit SHA]\n"
+        "                      [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
@@ -380,10 +381,14 @@ void print_help() {
         "                 the pair; queued: each call queued behind a 300 us spin on the GPU\n"
         "                 (tools/bench/spin_wait.cu), so the events time the call's kernels back to\n"
         "                 back, as a captured graph runs them (JSON field timing)\n"
+        "  --splits N     num_splits of every call: 0 (default) the library's choice, 1 never split,\n"
+        "                 2..%d exactly that many (the workspace sized for it; a kernel without a\n"
+        "                 split entry reports its refusal); the spl column and JSON num_splits show\n"
+        "                 what ran\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit (decode-suite cases marked '(decode)')\n",
         static_cast<int>(kCopyProbeBytes >> 20), kCopyProbeReps, static_cast<int>(kReadProbeBytes >> 20),
-        kReadProbeReps, kDefaultReps, kMaxReps, kDefaultWarmup, kMaxReps);
+        kReadProbeReps, kDefaultReps, kMaxReps, kDefaultWarmup, kMaxReps, WIDEATTN_MAX_SPLITS);
 }
 
 // The command line of one run.
@@ -396,6 +401,7 @@ struct BenchOptions {
     bool cases_given = false;  // --cases was on the command line (even as an empty list)
     bool e4m3_kv = false, e4m3_q = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
+    long long splits = 0;  // --splits: wideattn_prefill_params.num_splits of every call
     bool decode_suite() const { return suite == kSuiteDecode; }
 };
 
@@ -489,6 +495,8 @@ int parse_options(int argc, char** argv, BenchOptions* o) {
             if (!args.int_value(1, kMaxReps, &o->reps)) return 2;
         } else if (args.is("--warmup")) {
             if (!args.int_value(0, kMaxReps, &o->warmup)) return 2;
+        } else if (args.is("--splits")) {
+            if (!args.int_value(0, WIDEATTN_MAX_SPLITS, &o->splits)) return 2;
         } else {
             args.report_unknown();
             return 2;
@@ -615,6 +623,7 @@ std::string time_case(wideattn_context* ctx, const GpuDevice& gpu, const BenchOp
     CaseBuffers b;
     std::string err = upload_case(gpu, h, c, r->variant, o.reference, pools, &b);
     wideattn_prefill_params p = case_params(h, b, r->variant, o.reference);
+    p.num_splits = static_cast<int32_t>(o.splits);
     if (err.empty()) err = attach_workspace(ctx, gpu, &p, &b);
     if (err.empty()) err = plan_case(ctx, gpu, p, r);
     if (err.empty())
