@@ -41,8 +41,9 @@ def loaded():
 def load(verbose=False, build_directory=None):
     """Builds (when torch's extension cache has no current build) and loads the C++ op, hands it the
     slow path and debug mode, and makes the Python entry points call it; returns the extension
-    module. Raises RuntimeError when CUDA is not available or the source is missing, and what
-    torch.utils.cpp_extension raises when the build fails."""
+    module. verbose prints the build's commands; build_directory (None: torch's extension cache)
+    is where the build goes. Raises RuntimeError when CUDA is not available or the source is
+    missing, and what torch.utils.cpp_extension raises when the build fails."""
     with _lock:
         if _state["module"] is not None:
             return _state["module"]
