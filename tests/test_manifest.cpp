@@ -55,8 +55,8 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
             CHECK(k.q_dtype == WIDEATTN_DTYPE_BF16);
             CHECK(k.o_dtype == WIDEATTN_DTYPE_F32);
             CHECK(k.tile_tokens > 0);
-        } else if (k.name == "merge_splits_bf16") {
-            merge_archs.insert(k.arch);
+        } else if (k.name == "merge_splits_bf16" || k.name == "merge_splits_bf16_rows") {
+            if (k.name == "merge_splits_bf16") merge_archs.insert(k.arch);
             CHECK(k.kind == "merge_splits");
             CHECK(k.o_dtype == WIDEATTN_DTYPE_BF16);
             CHECK(k.split_symbol.empty());

@@ -86,6 +86,18 @@ def main():
             rest = {k: v for k, v in after.items() if k not in ("cubin_bytes", "cubin_fnv1a64", "ptxas", "split_ptxas")}
             expect(rest == {k: v for k, v in before.items() if k in rest}, "variant: other fields changed")
 
+        # --priority alone: every entry of that kernel name gets the priority, nothing else changes.
+        free = max(k["priority"] for k in manifest["kernels"]) + 1
+        prio_dir = os.path.join(tmp, "prio")
+        r = run("--base", base, "--out", prio_dir, "--priority", f"{first['name']}={free}")
+        expect(r.returncode == 0, f"--priority: exit {r.returncode}: {r.stderr}")
+        with open(os.path.join(prio_dir, "manifest.json")) as f:
+            out = json.load(f)
+        for before, after in zip(manifest["kernels"], out["kernels"]):
+            changed = dict(before, priority=free) if before["name"] == first["name"] else before
+            expect(after == changed, f"--priority: entry {before['name']} ({before['arch']}) is {after}")
+        taken = next((k for k in manifest["kernels"] if k["name"] != first["name"] and k["arch"] == first["arch"]), None)
+
         # Refusals, each naming what is wrong.
         stray = os.path.join(variant_dir, "not_in_bundle.sm_90a.cubin")
         shutil.copyfile(variant, stray)
@@ -102,7 +114,17 @@ def main():
             (["--base", os.path.join(tmp, "none"), "--out", os.path.join(tmp, "y"), variant], "cannot read its manifest.json"),
             (["--base", base, "--out", os.path.join(tmp, "z"), os.path.join(variant_dir, first["cubin"] + "x")],
              "no cubin named"),
-        ):
+            (["--base", base, "--out", os.path.join(tmp, "p1"), "--priority", "no_such_kernel=5"],
+             "no kernel named no_such_kernel"),
+            (["--base", base, "--out", os.path.join(tmp, "p2"), "--priority", f"{first['name']}=high"],
+             "give NAME=P with P an integer in 0..1048576"),
+            (["--base", base, "--out", os.path.join(tmp, "p3"), "--priority", f"{first['name']}=2000000"],
+             "give NAME=P"),
+            (["--base", base, "--out", os.path.join(tmp, "p4")], "nothing to change"),
+        ) + ((
+            (["--base", base, "--out", os.path.join(tmp, "p5"), "--priority", f"{first['name']}={taken['priority']}"],
+             f"{taken['name']} already has priority {taken['priority']}"),
+        ) if taken else ()):
             r = run(*args)
             expect(r.returncode == 2, f"{args}: exit {r.returncode}")
             expect(needle in r.stderr, f"{args}: message {r.stderr!r} lacks {needle!r}")

@@ -12,10 +12,18 @@ threads, dynamic shared memory, features): those come from the kernel table at b
 are not read from the cubin. Build the variant's cubin from a tree that changes the kernel's code
 only (e.g. `tools/build/compile_cubin.py ... --out X.sm_90a.cubin --resources X.sm_90a.resources`).
 
-usage: variant_bundle.py --base BASE_DIR --out OUT_DIR CUBIN [CUBIN ...]
-  --base BASE_DIR  the bundle to start from (cubins + manifest.json)
-  --out OUT_DIR    where the variant bundle is written (created; must not be BASE_DIR)
-  CUBIN            a variant cubin; its file name must be a cubin of the base manifest
+A variant may also give a kernel another priority (--priority NAME=P, every cubin of that name):
+how a candidate entry that selection does not take by default (a lower priority than the kernel
+it would replace) is made the one selection takes, without a rebuild.
+
+usage: variant_bundle.py --base BASE_DIR --out OUT_DIR [--priority NAME=P ...] [CUBIN ...]
+  --base BASE_DIR     the bundle to start from (cubins + manifest.json)
+  --out OUT_DIR       where the variant bundle is written (created; must not be BASE_DIR)
+  --priority NAME=P   kernel NAME of the base manifest gets priority P (an integer in
+                      0..1048576, the manifest's range), on every arch it has a cubin for; refused
+                      when another kernel has P on one of those archs
+  CUBIN               a variant cubin; its file name must be a cubin of the base manifest
+At least one CUBIN or --priority.
 Exit status: 0 written, 2 bad arguments or input (the message names the argument).
 """
 import argparse
@@ -53,7 +61,39 @@ class Refused(Exception):
     pass
 
 
-def make_variant(base, out, cubins, log=print):
+PRIORITY_MAX = 1048576  # dispatch/manifest.cpp kManifestPriorityMax
+
+
+def parse_priority(text):
+    """(name, priority) of a --priority NAME=P value; Refused naming the value when malformed."""
+    name, sep, value = text.partition("=")
+    try:
+        priority = int(value)
+    except ValueError:
+        priority = None
+    if not sep or not name or priority is None or not 0 <= priority <= PRIORITY_MAX:
+        raise Refused(f"--priority {text!r}: give NAME=P with P an integer in 0..{PRIORITY_MAX}")
+    return name, priority
+
+
+def set_priorities(manifest, priorities, manifest_path, log):
+    """Gives each (name, priority) of `priorities` to every manifest entry of that kernel name."""
+    kernels = manifest.get("kernels", [])
+    for name, priority in priorities:
+        entries = [k for k in kernels if k.get("name") == name]
+        if not entries:
+            raise Refused(f"--priority {name}={priority}: no kernel named {name} in {manifest_path}")
+        archs = {k.get("arch") for k in entries}
+        taken = sorted(k["name"] for k in kernels
+                       if k.get("name") != name and k.get("arch") in archs and k.get("priority") == priority)
+        if taken:
+            raise Refused(f"--priority {name}={priority}: {', '.join(taken)} already has priority {priority}")
+        for k in entries:
+            k["priority"] = priority
+        log(f"{name}: priority {priority} ({', '.join(sorted(a for a in archs if a))})")
+
+
+def make_variant(base, out, cubins, log=print, priorities=()):
     manifest_path = os.path.join(base, "manifest.json")
     try:
         with open(manifest_path) as f:
@@ -74,6 +114,9 @@ def make_variant(base, out, cubins, log=print):
     names = [os.path.basename(c) for c in cubins]
     if len(set(names)) != len(names):
         raise Refused("two variant cubins share a file name: " + ", ".join(sorted(names)))
+    if not cubins and not priorities:
+        raise Refused("nothing to change: give at least one CUBIN or --priority")
+    set_priorities(manifest, priorities, manifest_path, log)
 
     os.makedirs(out, exist_ok=True)
     for entry in os.listdir(base):
@@ -106,10 +149,13 @@ def main(argv):
     parser = argparse.ArgumentParser(description="A kernel bundle with some cubins replaced (see the module text).")
     parser.add_argument("--base", required=True, help="the bundle to start from")
     parser.add_argument("--out", required=True, help="where the variant bundle is written")
-    parser.add_argument("cubins", nargs="+", metavar="CUBIN", help="variant cubins, named as the base's")
+    parser.add_argument("--priority", action="append", default=[], metavar="NAME=P",
+                        help="give kernel NAME priority P (repeatable)")
+    parser.add_argument("cubins", nargs="*", metavar="CUBIN", help="variant cubins, named as the base's")
     args = parser.parse_args(argv)
     try:
-        make_variant(args.base, args.out, args.cubins)
+        priorities = [parse_priority(text) for text in args.priority]
+        make_variant(args.base, args.out, args.cubins, priorities=priorities)
     except Refused as e:
         print(f"variant_bundle: {e}", file=sys.stderr)
         return 2

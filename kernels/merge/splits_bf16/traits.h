@@ -4,8 +4,8 @@
 //   grid.x = ceil(total_q * num_q_heads / kRowsPerBlock), block = kThreads, no shared memory;
 //   one warp per row, each lane owning kDimsPerLane dims in kVecsPerLane 4-float vectors.
 // In the manifest tile.tokens = kRowsPerBlock (rows per block), tile.keys and tile.heads 1.
-// On sm_90 and later it is launched as a programmatic dependent launch of the split kernel
-// (kernel.cu says what that asks of the kernel).
+// MergeSplitsTraits is the shape both merge kernels share (merge.cuh's body reads it);
+// merge_splits_bf16_rows (kernels/merge/splits_bf16_rows/) gives a row several warps.
 #pragma once
 
 #include <cstdint>
@@ -15,23 +15,31 @@
 
 namespace wideattn {
 
-struct MergeSplitsBf16Traits {
+// kWarpsPerRow warps per (token, head) row, each merging kHeadDim / kWarpsPerRow dims with
+// kSplitsInFlightPerWarp splits' partial loads in flight.
+template <int32_t kWarpsPerRowValue, int32_t kSplitsInFlightValue>
+struct MergeSplitsTraits {
     static constexpr int32_t kWarpSize = 32;
     static constexpr int32_t kThreads = 128;
-    static constexpr int32_t kRowsPerBlock = kThreads / kWarpSize;
+    static constexpr int32_t kWarpsPerRow = kWarpsPerRowValue;
+    static constexpr int32_t kRowsPerBlock = kThreads / kWarpSize / kWarpsPerRow;
     static constexpr int32_t kHeadDim = 512;
+    static constexpr int32_t kDimsPerWarp = kHeadDim / kWarpsPerRow;
     static constexpr int32_t kVecFloats = 4;  // one 16-byte load of a partial row
-    static constexpr int32_t kVecsPerLane = kHeadDim / (kWarpSize * kVecFloats);
+    static constexpr int32_t kVecsPerLane = kDimsPerWarp / (kWarpSize * kVecFloats);
     static constexpr int32_t kDimsPerLane = kVecsPerLane * kVecFloats;
     static constexpr int32_t kMaxGroup = 1 << 16;  // any GQA group: rows are (token, query head)
     // Split LSEs a lane holds (splits lane, lane + 32, ...: every split up to WIDEATTN_MAX_SPLITS),
     // and the partial O rows whose loads a warp issues before it adds any of them.
     static constexpr int32_t kLsePerLane = (WIDEATTN_MAX_SPLITS + kWarpSize - 1) / kWarpSize;
-    static constexpr int32_t kSplitsInFlight = 8;
+    static constexpr int32_t kSplitsInFlight = kSplitsInFlightValue;
     static constexpr int32_t kMinSm = 80;
-    static_assert(kHeadDim % (kWarpSize * kVecFloats) == 0, "whole vectors per lane");
+    static_assert(kThreads % (kWarpSize * kWarpsPerRow) == 0, "whole rows per block");
+    static_assert(kDimsPerWarp % (kWarpSize * kVecFloats) == 0, "whole vectors per lane");
     static_assert(kWarpSize % kSplitsInFlight == 0, "a lane's splits come in whole groups");
+};
 
+struct MergeSplitsBf16Traits : MergeSplitsTraits<1, 8> {
     static constexpr KernelDesc desc = {
         "merge_splits_bf16", "wideattn_merge_splits_bf16",
         kF32, kF32, kBF16,

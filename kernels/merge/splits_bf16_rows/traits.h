@@ -1,0 +1,23 @@
+// traits.h - merge_splits_bf16_rows: merge_splits_bf16 (kernels/merge/splits_bf16/) with the four
+// warps of a block on one (token, query head) row, 128 dims each, and the partial loads of 32
+// splits in flight per warp (one load each): a batch-1 decode's merge (32 rows of 32 splits) runs
+// on 32 blocks in one round of loads instead of 8 blocks in four. The same arithmetic in the same
+// order, so the same bits.
+//   grid.x = total_q * num_q_heads (kRowsPerBlock 1), block = kThreads, no shared memory.
+#pragma once
+
+#include "kernels/merge/splits_bf16/traits.h"
+
+namespace wideattn {
+
+struct MergeSplitsBf16RowsTraits : MergeSplitsTraits<4, 32> {
+    static constexpr KernelDesc desc = {
+        "merge_splits_bf16_rows", "wideattn_merge_splits_bf16_rows",
+        kF32, kF32, kBF16,
+        kHeadDim, kHeadDim, kHeadDim,
+        1, kMaxGroup,
+        kRowsPerBlock, 1, 1, kThreads, 0, kMinSm,
+        "lse,deterministic", kKindMergeSplits};
+};
+
+}  // namespace wideattn
