@@ -37,16 +37,20 @@ struct MergeSplitsTraits {
     static_assert(kThreads % (kWarpSize * kWarpsPerRow) == 0, "whole rows per block");
     static_assert(kDimsPerWarp % (kWarpSize * kVecFloats) == 0, "whole vectors per lane");
     static_assert(kWarpSize % kSplitsInFlight == 0, "a lane's splits come in whole groups");
+
+    // The manifest description of a merge kernel of this shape named `name` (entry `symbol`).
+    static constexpr KernelDesc merge_desc(const char* name, const char* symbol) {
+        return {name, symbol,
+                kF32, kF32, kBF16,
+                kHeadDim, kHeadDim, kHeadDim,
+                1, kMaxGroup,
+                kRowsPerBlock, 1, 1, kThreads, 0, kMinSm,
+                "lse,deterministic", kKindMergeSplits};
+    }
 };
 
 struct MergeSplitsBf16Traits : MergeSplitsTraits<1, 8> {
-    static constexpr KernelDesc desc = {
-        "merge_splits_bf16", "wideattn_merge_splits_bf16",
-        kF32, kF32, kBF16,
-        kHeadDim, kHeadDim, kHeadDim,
-        1, kMaxGroup,
-        kRowsPerBlock, 1, 1, kThreads, 0, kMinSm,
-        "lse,deterministic", kKindMergeSplits};
+    static constexpr KernelDesc desc = merge_desc("merge_splits_bf16", "wideattn_merge_splits_bf16");
 };
 
 }  // namespace wideattn

@@ -11,13 +11,7 @@
 namespace wideattn {
 
 struct MergeSplitsBf16RowsTraits : MergeSplitsTraits<4, 32> {
-    static constexpr KernelDesc desc = {
-        "merge_splits_bf16_rows", "wideattn_merge_splits_bf16_rows",
-        kF32, kF32, kBF16,
-        kHeadDim, kHeadDim, kHeadDim,
-        1, kMaxGroup,
-        kRowsPerBlock, 1, 1, kThreads, 0, kMinSm,
-        "lse,deterministic", kKindMergeSplits};
+    static constexpr KernelDesc desc = merge_desc("merge_splits_bf16_rows", "wideattn_merge_splits_bf16_rows");
 };
 
 }  // namespace wideattn
