@@ -65,6 +65,7 @@ struct State {
     std::mutex mutex;
     std::unordered_map<Key, Entry, KeyHash> plans;
     py::object slow_path;  // ops._packed_cuda_handle
+    py::object cpu_path;   // ops._packed_cpu
     uint64_t hits = 0, misses = 0;
 };
 
@@ -174,13 +175,25 @@ void prefill_packed_cuda(const at::Tensor& q, const at::Tensor& k, const at::Ten
     run_slow(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale, &key);
 }
 
-void configure(py::object slow_path) {
+// The CPU implementation: wideattn::prefill_packed's (the library's checks, the reference), so a
+// call on CPU tensors behaves as it did before the module was loaded.
+void prefill_packed_cpu(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& cu_seqlens_q,
+                        const at::Tensor& seq_lens_k, const at::Tensor& block_table, const at::Tensor& out,
+                        c10::IntArrayRef config, double softmax_scale) {
     State& s = state();
-    TORCH_CHECK(!slow_path.is_none(), "wideattn_cpp.configure: slow_path is None");
+    py::gil_scoped_acquire gil;
+    TORCH_CHECK(s.cpu_path, "wideattn_cpp::prefill_packed: the module is not configured (wideattn.cpp_ops.load)");
+    s.cpu_path(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config.vec(), softmax_scale);
+}
+
+void configure(py::object slow_path, py::object cpu_path) {
+    State& s = state();
+    TORCH_CHECK(!slow_path.is_none() && !cpu_path.is_none(), "wideattn_cpp.configure: a path is None");
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         s.plans.clear();
         s.slow_path = std::move(slow_path);
+        s.cpu_path = std::move(cpu_path);
     }
     s.configured.store(true, std::memory_order_release);
 }
@@ -212,8 +225,10 @@ TORCH_LIBRARY(wideattn_cpp, m) {
 
 TORCH_LIBRARY_IMPL(wideattn_cpp, CUDA, m) { m.impl("prefill_packed", &prefill_packed_cuda); }
 
+TORCH_LIBRARY_IMPL(wideattn_cpp, CPU, m) { m.impl("prefill_packed", &prefill_packed_cpu); }
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-    m.def("configure", &configure, "slow_path: ops._packed_cuda_handle");
+    m.def("configure", &configure, "slow_path: ops._packed_cuda_handle, cpu_path: ops._packed_cpu");
     m.def("clear", &clear, "forget every plan handle");
     m.def("set_debug", &set_debug, "send every call to the slow path (debug mode) or not");
     m.def("stats", &stats, "plans kept, hits and misses");

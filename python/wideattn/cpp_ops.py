@@ -13,8 +13,9 @@ Once loaded, wideattn.prefill's eager calls without lse and scales (the calls th
 wideattn::prefill_packed) use torch.ops.wideattn_cpp.prefill_packed instead: the same schema and
 results, the plans of ops.plans (the C++ side keeps plan key -> handle and sends unseen keys, debug
 mode and CUDA-graph capture to ops._packed_cuda_handle). torch.compile keeps wideattn::prefill. The
-op has no CPU or fake implementation: it is for eager CUDA calls; call it directly only with the
-arguments wideattn::prefill_packed takes.
+op's CPU implementation is wideattn::prefill_packed's (the reference); it has no fake
+implementation (it is for eager calls); call it only with the arguments wideattn::prefill_packed
+takes.
 """
 
 import os
@@ -54,7 +55,7 @@ def load(verbose=False, build_directory=None):
         from torch.utils import cpp_extension
         module = cpp_extension.load(name=MODULE_NAME, sources=[SOURCE], extra_cflags=["-O2", "-std=c++17"],
                                     with_cuda=True, verbose=verbose, build_directory=build_directory)
-        module.configure(ops._packed_cuda_handle)
+        module.configure(ops._packed_cuda_handle, ops._packed_cpu)
         module.set_debug(library.debug_enabled())
         library.plan_close_hooks.append(module.clear)
         library.debug_hooks.append(module.set_debug)
