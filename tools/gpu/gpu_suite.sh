@@ -266,14 +266,16 @@ if ((e2e)); then
 fi
 if ((python)); then
     # The Python package on the device: the ops (every tier, the e4m3 path, torch.compile, CUDA
-    # graphs), attn_implementation="wideattn" in transformers' Gemma 4 (gate, greedy generation,
+    # graphs), the C++ op (wideattn.cpp_ops: built here), attn_implementation="wideattn" in transformers' Gemma 4 (gate, greedy generation,
     # continuous batching), the call overhead (bar: 15 us), and e2e_drift.py on that model.
     py_cli="$cli"; [[ -x "$root/.devlibs/wideattn" ]] && py_cli="$root/.devlibs/wideattn"
     export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
     step python-ops python_ops.txt timeout 300 python3 "$root/tests/gpu/test_python_ops.py"
+    step cpp-ops cpp_ops.txt timeout 300 python3 "$root/tests/gpu/test_cpp_ops.py"
     step python-hf python_transformers.txt timeout 420 python3 "$root/tests/gpu/test_transformers_gemma4.py" \
         "$py_cli" "$out"
-    step py-overhead python_overhead.txt python3 "$root/tools/bench/python_overhead.py" --json "$out/python_overhead.json"
+    step py-overhead python_overhead.txt python3 "$root/tools/bench/python_overhead.py" --cpp-ops \
+        --json "$out/python_overhead.json"
     step host-cost host_cost.txt "$build/tools/bench/wideattn_host_cost" --json "$out/host_cost.json"
     step e2e-hf e2e_hf_gemma4.txt timeout 300 python3 "$root/tools/bench/e2e_drift.py" --model transformers-gemma4 \
         --layers 12 --cli "$py_cli" --lib "$build/dispatch/libwideattn.so" --bundle "$build/bundle" \
