@@ -372,6 +372,11 @@ class Plan:
         if status:
             self._check("wideattn_plan_run", status)
 
+    def run_address(self):
+        """The address of the wideattn_plan_run this plan calls (its context's library's), for
+        callers outside Python that run the plan's handle themselves (wideattn.cpp_ops)."""
+        return ctypes.cast(self._run, ctypes.c_void_p).value
+
     def run_tensors(self, tensors, stream=None):
         """wideattn_plan_run_tensors of `tensors`, a _capi.PlanTensors (its struct_size set here)
         that also states the caches' layout for the library to check against the plan's, on

@@ -76,8 +76,7 @@ from . import _capi
 from . import _checks
 from . import errors
 from . import reference
-from . import library as _library_module
-from .library import _debug, default_context
+from .library import _debug, default_context, switch_from_env
 
 ENV_CPP_OPS = "WIDEATTN_CPP_OPS"
 
@@ -496,21 +495,26 @@ def packed_as_prefill_args(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, 
             None, max_q, max_k, splits, flags)
 
 
+def _packed_cuda_plan(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale):
+    """wideattn::prefill_packed's CUDA implementation on the unpacked config: _prefill_cuda_plan's
+    result."""
+    return _prefill_cuda_plan(q, k, v, cu_seqlens_q, seq_lens_k, block_table, config[:LAYOUT_LEN],
+                              config[LAYOUT_LEN:2 * LAYOUT_LEN], softmax_scale, None, None, None, out, None,
+                              *config[2 * LAYOUT_LEN:])
+
+
 def _packed_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale):
-    _prefill_cuda(q, k, v, cu_seqlens_q, seq_lens_k, block_table, config[:LAYOUT_LEN],
-                  config[LAYOUT_LEN:2 * LAYOUT_LEN], softmax_scale, None, None, None, out, None, *config[2 * LAYOUT_LEN:])
+    _packed_cuda_plan(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale)
 
 
 def _packed_cuda_handle(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale):
     """wideattn::prefill_packed's CUDA implementation for the C++ op (wideattn.cpp_ops): runs the
     call and returns (the handle of the cached plan that ran it, the address of the
     wideattn_plan_run of its library), or None when it ran one-shot."""
-    plan = _prefill_cuda_plan(q, k, v, cu_seqlens_q, seq_lens_k, block_table, config[:LAYOUT_LEN],
-                              config[LAYOUT_LEN:2 * LAYOUT_LEN], softmax_scale, None, None, None, out, None,
-                              *config[2 * LAYOUT_LEN:])
+    plan = _packed_cuda_plan(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale)
     if plan is None or not plan.handle:
         return None
-    return plan.handle, ctypes.cast(plan._run, ctypes.c_void_p).value
+    return plan.handle, plan.run_address()
 
 
 def _packed_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, softmax_scale):
@@ -574,7 +578,7 @@ _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
 
 # $WIDEATTN_CPP_OPS=1: build (first time) and load the C++ op now (wideattn.cpp_ops); a failure is a
 # warning and the Python op stays.
-if _library_module.switch_from_env(ENV_CPP_OPS, "build and load the C++ op wideattn_cpp::prefill_packed"):
+if switch_from_env(ENV_CPP_OPS, "build and load the C++ op wideattn_cpp::prefill_packed"):
     from . import cpp_ops as _cpp_ops
     _cpp_ops.load_or_warn()
 

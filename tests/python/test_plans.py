@@ -110,7 +110,8 @@ def test_closing_the_context_destroys_its_plans():
 def test_closing_a_plan_and_setting_debug_mode_call_the_hooks():
     # wideattn.library.plan_close_hooks / debug_hooks (how wideattn.cpp_ops forgets plan handles and
     # follows debug mode): each closed plan calls every close hook once, a second close none;
-    # set_debug calls every debug hook with the new setting.
+    # set_debug calls every debug hook with the new setting. Plan.run_address is the address of the
+    # library's wideattn_plan_run.
     from wideattn import library
     closed, debug = [], []
     library.plan_close_hooks.append(lambda: closed.append(1))
@@ -121,6 +122,8 @@ def test_closing_a_plan_and_setting_debug_mode_call_the_hooks():
             context.close()
             return
         first, second = context.plan(step_params()), context.plan(step_params())
+        expected = ctypes.cast(context._lib.wideattn_plan_run, ctypes.c_void_p).value
+        assert first.run_address() == expected and expected, (first.run_address(), expected)
         first.close()
         first.close()
         assert closed == [1], closed

@@ -573,7 +573,8 @@ def test_packed_cuda_handle_returns_the_plan_that_ran_and_its_run_function():
 
     def plan_with_run(params, caches=None):
         made = plan_of(params, caches)
-        made._run, made.handle = run_function, 4242
+        made.handle = 4242
+        made.run_address = lambda: ctypes.cast(run_function, ctypes.c_void_p).value
         return made
     recorder.plan = plan_with_run
     saved = (ops.default_context, ops._cuda_state, ops._on_device, ops.allocate_workspace, ops.plans, ops._launch)
