@@ -628,6 +628,20 @@ def test_cpp_ops_need_cuda_and_leave_the_python_op_in_place_without_it():
     assert any("the C++ op was not loaded" in str(w.message) for w in caught), [str(w.message) for w in caught]
     assert ops._prefill_packed_op is before and not cpp_ops.loaded()
     harness.expect_raises(RuntimeError, ["not loaded"], cpp_ops.stats)
+    # $WIDEATTN_CPP_OPS, read when wideattn.ops is imported: 1 without CUDA warns and keeps the
+    # Python op; any value but 1, 0 or empty fails the import naming the variable.
+    import subprocess
+    import sys
+    probe = "import wideattn.ops as o; print(o._prefill_packed_op)"
+    for value, code, needle in (
+            ("1", 0, "the C++ op was not loaded"),
+            ("2", 1, "$WIDEATTN_CPP_OPS='2': use 1 (build and load the C++ op wideattn_cpp::prefill_packed) "
+                     "or 0 / unset (off)")):
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              env=dict(os.environ, **{ops.ENV_CPP_OPS: value}))
+        assert done.returncode == code and needle in done.stderr, (value, done.returncode, done.stderr[-400:])
+        if code == 0:
+            assert "wideattn.prefill_packed" in done.stdout, done.stdout
 
 
 def test_eager_calls_without_lse_and_scales_run_the_packed_op():
