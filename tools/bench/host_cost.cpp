@@ -7,14 +7,18 @@
 // batches (on a GPU a longer run fills the launch queue and then times the kernels: 2000 calls
 // without it gave the 4 x 256 decode's kernel time, 15.7 us, for both launch paths, 2026-12-01).
 // Consecutive calls cycle over 10 K/V caches (2 for the large shapes), as a model's global
-// layers do.
+// layers do. Beside them, the driver's floor: cuLaunchKernelEx of an empty kernel taking the same
+// params struct (tools/bench/launch_floor.cu, its cubin beside this binary), as many launches per
+// call as the plan makes (2 where it splits: the kernel and the merge), timed the same way; a
+// plan's own work is plan_run minus that floor. Without a cubin for the device the floor is left
+// out (-1 in the JSON) with a note.
 //
 // Runs on the driver WIDEATTN_LIBCUDA names (libcuda.so.1 by default): on a GPU it allocates the
 // tensors (zeros) and times real launches; with the stand-in driver (tests/fake_driver/) on a
 // machine without a GPU it measures the library's own host work, the driver's calls costing
 // nearly nothing there.
 //
-//   build/tools/bench/wideattn_host_cost [--calls N] [--json FILE]
+//   build/tools/bench/wideattn_host_cost [--calls N] [--json FILE] [--floor-cubin FILE]
 //   WIDEATTN_LIBCUDA=build/tests/libfake_cuda.so build/tools/bench/wideattn_host_cost
 #include <algorithm>
 #include <chrono>
@@ -22,8 +26,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "dispatch/driver.h"
 #include "wideattn.h"
@@ -80,19 +87,57 @@ double us_per_call(int calls, F&& call, S&& sync) {
     return samples[kRepeats / 2];
 }
 
+// The directory of this executable ("" if it cannot be read).
+std::string executable_dir() {
+    char path[4096];
+    const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n <= 0) return "";
+    const std::string full(path, static_cast<size_t>(n));
+    const size_t slash = full.rfind('/');
+    return slash == std::string::npos ? "" : full.substr(0, slash);
+}
+
+// The floor kernel, from `cubin` if given, else the first launch_floor.<arch>.cubin beside this
+// binary that loads on the device (sm_NNa first, then sm_NN); nullptr and a reason otherwise.
+CUfunction load_floor(const wideattn::Driver& drv, int major, int minor, const std::string& cubin, std::string* why) {
+    std::vector<std::string> candidates;
+    if (!cubin.empty()) {
+        candidates.push_back(cubin);
+    } else {
+        const std::string arch = "sm_" + std::to_string(major * 10 + minor);
+        const std::string dir = executable_dir();
+        candidates = {dir + "/launch_floor." + arch + "a.cubin", dir + "/launch_floor." + arch + ".cubin"};
+    }
+    for (const std::string& path : candidates) {
+        std::ifstream in(path, std::ios::binary);
+        if (!in) continue;
+        const std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        CUmodule module = nullptr;
+        CUfunction function = nullptr;
+        if (drv.cuModuleLoadData(&module, image.data()) == CUDA_SUCCESS &&
+            drv.cuModuleGetFunction(&function, module, "wideattn_launch_floor") == CUDA_SUCCESS)
+            return function;
+    }
+    *why = "no launch_floor cubin loads on this device (looked for " + candidates.front() +
+           (candidates.size() > 1 ? " and " + candidates.back() : std::string()) + ")";
+    return nullptr;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     int calls = 2000;
-    std::string json;
+    std::string json, floor_cubin;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--calls" && i + 1 < argc) {
             calls = std::atoi(argv[++i]);
         } else if (a == "--json" && i + 1 < argc) {
             json = argv[++i];
+        } else if (a == "--floor-cubin" && i + 1 < argc) {
+            floor_cubin = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: %s [--calls N] [--json FILE]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--calls N] [--json FILE] [--floor-cubin FILE]\n", argv[0]);
             return 2;
         }
     }
@@ -120,10 +165,24 @@ int main(int argc, char** argv) {
     wideattn_context* ctx = nullptr;
     CHECK_WA(wideattn_open(&ctx, nullptr));
 
+    int major = 0, minor = 0, sms = 0;
+    drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+    drv.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+    drv.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+    std::string floor_why;
+    const CUfunction floor_kernel = load_floor(drv, major, minor, floor_cubin, &floor_why);
+    if (!floor_kernel) {
+        if (!floor_cubin.empty()) {
+            std::fprintf(stderr, "host_cost: --floor-cubin %s: %s\n", floor_cubin.c_str(), floor_why.c_str());
+            return 1;
+        }
+        std::printf("note: the launch floor is left out: %s\n", floor_why.c_str());
+    }
+
     std::string report = "{\"tool\": \"wideattn_host_cost\", \"device\": \"" + std::string(device_name) +
                          "\", \"calls\": " + std::to_string(calls) + ", \"shapes\": [";
-    std::printf("%-14s %12s %12s %12s  (host us per call, median of %d x %d calls; device: %s)\n", "shape",
-                "prefill", "plan_run", "plan_create", kRepeats, calls, device_name);
+    std::printf("%-14s %12s %12s %12s %12s  (host us per call, median of %d x %d calls; device: %s)\n", "shape",
+                "prefill", "plan_run", "launch_floor", "plan_create", kRepeats, calls, device_name);
     bool first = true;
     for (const Shape& shape : kShapes) {
         const int64_t total_q = int64_t{shape.seqs} * shape.q_len;
@@ -217,18 +276,36 @@ int main(int argc, char** argv) {
             wideattn_plan_destroy(made);
         }, [] {});
         wideattn_launch_plan launch{};
-        int major = 0, minor = 0, sms = 0;
-        drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
-        drv.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
-        drv.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
         CHECK_WA(wideattn_plan_launch(ctx, &p, major, minor, sms, &launch));
-        std::printf("%-14s %12.3f %12.3f %12.3f  (%d split(s))\n", shape.name, prefill_us, run_us, create_us,
-                    launch.num_splits);
-        char entry[512];
+        // The floor: the plan's launch count of the empty kernel, its argument the same params.
+        const int launches = launch.num_splits > 1 ? 2 : 1;
+        double floor_us = -1.0;
+        if (floor_kernel) {
+            void* floor_args[] = {&p};
+            CUlaunchConfig config{};
+            config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+            config.blockDimX = 32;
+            config.blockDimY = config.blockDimZ = 1;
+            config.hStream = stream;
+            floor_us = us_per_call(n, [&](int) {
+                for (int l = 0; l < launches; ++l) {
+                    const CUresult r = drv.cuLaunchKernelEx
+                                           ? drv.cuLaunchKernelEx(&config, floor_kernel, floor_args, nullptr)
+                                           : drv.cuLaunchKernel(floor_kernel, 1, 1, 1, 32, 1, 1, 0, stream,
+                                                                floor_args, nullptr);
+                    if (r != CUDA_SUCCESS) std::abort();
+                }
+            }, sync);
+        }
+        std::printf("%-14s %12.3f %12.3f %12.3f %12.3f  (%d split(s), %d launch(es))\n", shape.name, prefill_us,
+                    run_us, floor_us, create_us, launch.num_splits, launches);
+        char entry[640];
         std::snprintf(entry, sizeof entry,
-                      "%s{\"shape\": \"%s\", \"calls\": %d, \"num_splits\": %d, \"prefill_us\": %.4f, "
-                      "\"plan_run_us\": %.4f, \"plan_create_us\": %.4f}",
-                      first ? "" : ", ", shape.name, n, launch.num_splits, prefill_us, run_us, create_us);
+                      "%s{\"shape\": \"%s\", \"calls\": %d, \"num_splits\": %d, \"launches\": %d, "
+                      "\"prefill_us\": %.4f, \"plan_run_us\": %.4f, \"launch_floor_us\": %.4f, "
+                      "\"plan_create_us\": %.4f}",
+                      first ? "" : ", ", shape.name, n, launch.num_splits, launches, prefill_us, run_us, floor_us,
+                      create_us);
         report += entry;
         first = false;
         for (int l = 0; l < layers; ++l) drv.cuMemFree(k[l]), drv.cuMemFree(v[l]);
