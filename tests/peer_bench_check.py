@@ -69,11 +69,11 @@ def load(path):
 def check_decode(pb, expect):
     """The decode suite, byte counting and the decode report's derived figures and table."""
     suite = {case.name: case for case in pb.build_decode_suite()}
-    expect(list(suite) == ["decode-1@32k", "decode-1@128k", "decode-8@32k", "decode-64@8k", "verify5-1@20k",
-                           "verify5-32@20k", "mixed-chunk2k-decode63", "chunk-2k@4k", "decode-63@8k"],
+    expect(list(suite) == ["decode-1@32k", "decode-1@128k", "decode-8@32k", "decode-64@8k", "decode-128@4k",
+                           "verify5-1@20k", "verify5-32@20k", "mixed-chunk2k-decode63", "chunk-2k@4k", "decode-63@8k"],
            f"the decode suite's cases: {list(suite)}")
     shapes = {"decode-1@32k": (1, 1, 32768), "decode-1@128k": (1, 1, 131072), "decode-8@32k": (8, 1, 32768),
-              "decode-64@8k": (64, 1, 8192), "verify5-1@20k": (1, 5, 20480), "verify5-32@20k": (32, 5, 20480),
+              "decode-64@8k": (64, 1, 8192), "decode-128@4k": (128, 1, 4096), "verify5-1@20k": (1, 5, 20480), "verify5-32@20k": (32, 5, 20480),
               "decode-63@8k": (63, 1, 8192)}
     for name, (count, q_len, context) in shapes.items():
         case = suite[name]

@@ -48,6 +48,7 @@ TEST_CASE("bench decode suite: shapes, names, decode flags and the lookup of eve
     };
     const Shape shapes[] = {{"decode_1_ctx_32k", 1, 1, 32768},    {"decode_1_ctx_128k", 1, 1, 131072},
                             {"decode_8_ctx_32k", 8, 1, 32768},    {"decode_64_ctx_8k", 64, 1, 8192},
+                            {"decode_128_ctx_4k", 128, 1, 4096},
                             {"verify5_1_ctx_20k", 1, 5, 20480},   {"verify5_32_ctx_20k", 32, 5, 20480},
                             {"chunk_2k_ctx_4k", 1, 2048, 4096},   {"decode_63_ctx_8k", 63, 1, 8192},
                             {"decode_32_ctx_16k", 32, 1, 16384}, {"verify4_16_ctx_8k", 16, 4, 8192}};

@@ -393,6 +393,7 @@ def build_decode_suite(quick=False):
         batch("decode-1@128k", 1, 1, 128 * K1),
         batch("decode-8@32k", 8, 1, 32 * K1),
         batch("decode-64@8k", 64, 1, 8 * K1),
+        batch("decode-128@4k", 128, 1, 4 * K1),
         batch("verify5-1@20k", 1, VERIFY_TOKENS, 20 * K1),
         batch("verify5-32@20k", 32, VERIFY_TOKENS, 20 * K1),
         Case(MIXED_CASE, (chunk,) + (1,) * MIXED_DECODES, (chunk_ctx,) + (decode_ctx,) * MIXED_DECODES),

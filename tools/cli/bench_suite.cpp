@@ -78,6 +78,7 @@ std::vector<BenchCase> gemma4_decode_bench_suite() {
         uniform_batch("decode_1_ctx_128k", 1, 1, 128 * kK),
         uniform_batch("decode_8_ctx_32k", 8, 1, 32 * kK),
         uniform_batch("decode_64_ctx_8k", 64, 1, 8 * kK),
+        uniform_batch("decode_128_ctx_4k", 128, 1, 4 * kK),
         uniform_batch("verify5_1_ctx_20k", 1, kVerifyTokens, 20 * kK),
         uniform_batch("verify5_32_ctx_20k", 32, kVerifyTokens, 20 * kK),
         mixed,
