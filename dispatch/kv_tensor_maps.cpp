@@ -87,18 +87,21 @@ std::string transposed_unsupported(const wideattn_prefill_params& p) {
 
 }  // namespace
 
+KvMapLayout transposed_v_map_layout(const wideattn_prefill_params& p, bool row_boxes) {
+    KvMapLayout layout{};
+    // Row boxes: rows of kVtRowDims dims x 16 positions; else one page row (block_size positions) per dim.
+    layout.dims[kVtMapDimSlot] = static_cast<uint64_t>(row_boxes ? kVtRowBytes : p.block_size);
+    layout.dims[kVtMapDimElem] = static_cast<uint64_t>(row_boxes ? p.head_dim / kVtRowDims : p.head_dim);
+    layout.dims[kVtMapDimHead] = static_cast<uint64_t>(p.num_kv_heads);
+    layout.dims[kVtMapDimBlock] = static_cast<uint64_t>(p.num_blocks);
+    layout.strides[kVtMapDimElem - 1] = static_cast<uint64_t>(row_boxes ? kVtRowBytes : p.block_size);
+    layout.strides[kVtMapDimHead - 1] = static_cast<uint64_t>(transposed_head_stride(p));
+    layout.strides[kVtMapDimBlock - 1] = static_cast<uint64_t>(p.v_block_stride);
+    return layout;
+}
+
 KvMapLayout kv_map_layout(const wideattn_prefill_params& p, bool is_value) {
-    if (is_value && v_transposed(p)) {
-        KvMapLayout layout{};
-        layout.dims[kVtMapDimSlot] = static_cast<uint64_t>(p.block_size);
-        layout.dims[kVtMapDimElem] = static_cast<uint64_t>(p.head_dim);
-        layout.dims[kVtMapDimHead] = static_cast<uint64_t>(p.num_kv_heads);
-        layout.dims[kVtMapDimBlock] = static_cast<uint64_t>(p.num_blocks);
-        layout.strides[kVtMapDimElem - 1] = static_cast<uint64_t>(p.block_size);
-        layout.strides[kVtMapDimHead - 1] = static_cast<uint64_t>(transposed_head_stride(p));
-        layout.strides[kVtMapDimBlock - 1] = static_cast<uint64_t>(p.v_block_stride);
-        return layout;
-    }
+    if (is_value && v_transposed(p)) return transposed_v_map_layout(p, v_row_boxes(p.block_size, p.head_dim));
     const CacheStrides s = cache_strides(p, is_value);
     const uint64_t elem = static_cast<uint64_t>(dtype_size(p.kv_dtype));
     KvMapLayout layout{};
@@ -155,7 +158,9 @@ TensorMapKey kv_map_key(const wideattn_prefill_params& p, bool is_value, const v
     key.base = reinterpret_cast<uint64_t>(base);
     key.data_type = dtype_size(p.kv_dtype) == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
     key.layout = kv_map_layout(p, is_value);
-    key.transposed = is_value && v_transposed(p) ? 1 : 0;
+    key.transposed = !(is_value && v_transposed(p)) ? kMapEngine
+                     : v_row_boxes(p.block_size, p.head_dim) ? kMapTransposedRows
+                                                             : kMapTransposed;
     return key;
 }
 
@@ -175,10 +180,15 @@ wideattn_status encode_kv_tensor_map(const Driver& driver, const TensorMapKey& k
                                         static_cast<cuuint32_t>(kKvBoxSlots), 1};
     const cuuint32_t transposed_box[kKvMapRank] = {static_cast<cuuint32_t>(kVtBoxSlots),
                                                    static_cast<cuuint32_t>(kVtBoxDims), 1, 1};
+    const cuuint32_t row_box[kKvMapRank] = {static_cast<cuuint32_t>(kVtRowBytes), static_cast<cuuint32_t>(kVtBoxRows),
+                                            1, 1};
+    const cuuint32_t* chosen = key.transposed == kMapTransposedRows ? row_box
+                               : key.transposed == kMapTransposed   ? transposed_box
+                                                                    : box;
     const cuuint32_t element_strides[kKvMapRank] = {1, 1, 1, 1};
     const CUresult r = driver.cuTensorMapEncodeTiled(
         map, static_cast<CUtensorMapDataType>(key.data_type), kKvMapRank, reinterpret_cast<void*>(key.base),
-        key.layout.dims, key.layout.strides, key.transposed ? transposed_box : box, element_strides,
+        key.layout.dims, key.layout.strides, chosen, element_strides,
         CU_TENSOR_MAP_INTERLEAVE_NONE, key.transposed ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {

@@ -23,14 +23,25 @@ struct KvMapLayout {
 // For params that kv_map_unsupported accepts (its products are then known to fit). A V cache in
 // the transposed layout (WIDEATTN_FLAG_V_TRANSPOSED) is described in kVtMapDim* order instead,
 // byte strides block_size, v_head_stride and v_block_stride, and copied in boxes of kVtBoxSlots
-// x kVtBoxDims without swizzle.
+// x kVtBoxDims without swizzle; where v_row_boxes holds (block_size 16), as rows of kVtRowBytes,
+// head_dim / kVtRowDims of them kVtRowBytes apart, copied in boxes of kVtRowBytes x kVtBoxRows.
 KvMapLayout kv_map_layout(const wideattn_prefill_params& p, bool is_value);
+
+// The map of a transposed V cache in either form (kv_map_layout takes row_boxes from v_row_boxes).
+KvMapLayout transposed_v_map_layout(const wideattn_prefill_params& p, bool row_boxes);
+
+// The forms of a map (TensorMapKey::transposed): a cache in the engine layout (128-byte swizzle,
+// boxes of kKvBoxBytes x kKvBoxSlots), a transposed V cache in 16-byte rows (boxes of kVtBoxSlots x
+// kVtBoxDims) or, where v_row_boxes holds, in 128-byte rows (boxes of kVtRowBytes x kVtBoxRows).
+constexpr uint32_t kMapEngine = 0;
+constexpr uint32_t kMapTransposed = 1;
+constexpr uint32_t kMapTransposedRows = 2;
 
 // What one map is encoded from (the key of TensorMapCache): the base, the data type and the layout.
 struct TensorMapKey {
     uint64_t base;
     uint32_t data_type;   // CUtensorMapDataType
-    uint32_t transposed;  // 1: a transposed V cache (WIDEATTN_FLAG_V_TRANSPOSED): its box and no swizzle
+    uint32_t transposed;  // kMap*: the engine layout, or a transposed V cache (WIDEATTN_FLAG_V_TRANSPOSED, no swizzle)
     KvMapLayout layout;
     bool operator==(const TensorMapKey& o) const;
 };

@@ -634,17 +634,53 @@ TEST_CASE("selection: the transposed V layout runs only the kernels that read it
     CHECK(why.find("wgmma_e4m3q_d512 reads V in the engine layout v_cache[block][slot][kv_head][d], not the "
                    "transposed layout of WIDEATTN_FLAG_V_TRANSPOSED") != std::string::npos);
 
-    SUBCASE("its tensor: slot positions innermost, then the dim rows, heads and blocks") {
-        const KvMapLayout v = kv_map_layout(p, true);
+    SUBCASE("row boxes: rows of 8 dims x 16 positions, row groups, heads, blocks (block_size 16)") {
+        REQUIRE(p.block_size == 16);
+        CHECK(v_row_boxes(p.block_size, p.head_dim) == kVtRowBoxes);
+        CHECK_FALSE(v_row_boxes(32, p.head_dim));
+        const KvMapLayout v = transposed_v_map_layout(p, true);
+        CHECK(v.dims[kVtMapDimSlot] == 128);
+        CHECK(v.dims[kVtMapDimElem] == 512 / 8);
+        CHECK(v.dims[kVtMapDimHead] == 4);
+        CHECK(v.dims[kVtMapDimBlock] == 2048);
+        CHECK(v.strides[kVtMapDimElem - 1] == 128);
+        CHECK(v.strides[kVtMapDimHead - 1] == 512 * 16);
+        CHECK(v.strides[kVtMapDimBlock - 1] == 4 * 512 * 16);
+        CHECK(kv_map_key(p, true, p.v_cache).transposed == (kVtRowBoxes ? kMapTransposedRows : kMapTransposed));
+        // A box of kVtRowBytes x kVtBoxRows is the bytes of kVtBoxDims dims x 16 positions.
+        CHECK(kVtRowBytes * kVtBoxRows == kVtBoxDims * kVtBoxSlots);
+        const KvMapLayout k = kv_map_layout(p, false);  // K keeps the engine layout
+        CHECK(k.strides[kKvMapDimSlot - 1] == 4 * 512);
+        CHECK(kv_map_key(p, false, p.k_cache).transposed == kMapEngine);
+    }
+    SUBCASE("16-byte rows: slot positions innermost, then the dim rows, heads and blocks") {
+        const KvMapLayout v = transposed_v_map_layout(p, false);
         CHECK(v.dims[kVtMapDimSlot] == 16);
         CHECK(v.dims[kVtMapDimElem] == 512);
-        CHECK(v.dims[kVtMapDimHead] == 4);
         CHECK(v.dims[kVtMapDimBlock] == 2048);
         CHECK(v.strides[kVtMapDimElem - 1] == 16);
         CHECK(v.strides[kVtMapDimHead - 1] == 512 * 16);
         CHECK(v.strides[kVtMapDimBlock - 1] == 4 * 512 * 16);
-        const KvMapLayout k = kv_map_layout(p, false);  // K keeps the engine layout
-        CHECK(k.strides[kKvMapDimSlot - 1] == 4 * 512);
+        const KvMapLayout chosen = kv_map_layout(p, true);
+        const KvMapLayout want = transposed_v_map_layout(p, kVtRowBoxes);
+        for (int d = 0; d < kKvMapRank; ++d) CHECK(chosen.dims[d] == want.dims[d]);
+        for (int d = 0; d + 1 < kKvMapRank; ++d) CHECK(chosen.strides[d] == want.strides[d]);
+    }
+    SUBCASE("block_size 32: always 16-byte rows") {
+        p.block_size = 32;
+        p.v_head_stride = int64_t{p.head_dim} * p.block_size;
+        p.v_block_stride = p.v_head_stride * p.num_kv_heads;
+        p.num_blocks = 1024;
+        CHECK_FALSE(v_row_boxes(p.block_size, p.head_dim));
+        const KvMapLayout v = kv_map_layout(p, true);
+        CHECK(v.dims[kVtMapDimSlot] == 32);
+        CHECK(v.dims[kVtMapDimElem] == 512);
+        CHECK(v.dims[kVtMapDimHead] == 4);
+        CHECK(v.dims[kVtMapDimBlock] == 1024);
+        CHECK(v.strides[kVtMapDimElem - 1] == 32);
+        CHECK(v.strides[kVtMapDimHead - 1] == 512 * 32);
+        CHECK(v.strides[kVtMapDimBlock - 1] == 4 * 512 * 32);
+        CHECK(kv_map_key(p, true, p.v_cache).transposed == kMapTransposed);
     }
     SUBCASE("a head stride below one page's rows, a block stride below its heads") {
         p.v_head_stride = int64_t{p.head_dim} * p.block_size - 16;
