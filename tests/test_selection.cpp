@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 
 #include "dispatch/kv_tensor_maps.h"
 #include "dispatch/manifest.h"
@@ -608,6 +609,13 @@ std::string e4m3_kernel_json(const std::string& name, const std::string& feature
 
 }  // namespace
 
+// A transposed V map's sizes in kVtMapDim* order and its byte strides of dimensions 1..3.
+static void check_vt_layout(const KvMapLayout& v, const std::array<uint64_t, kKvMapRank>& dims,
+                            const std::array<uint64_t, kKvMapRank - 1>& strides) {
+    for (int d = 0; d < kKvMapRank; ++d) CHECK_MESSAGE(v.dims[d] == dims[d], "dim " << d);
+    for (int d = 0; d + 1 < kKvMapRank; ++d) CHECK_MESSAGE(v.strides[d] == strides[d], "stride of dim " << d + 1);
+}
+
 TEST_CASE("selection: the transposed V layout runs only the kernels that read it, and they run nothing else") {
     // The candidate's priority is below the engine-layout kernel's, as in the bundle: only the
     // layout decides between them.
@@ -638,14 +646,7 @@ TEST_CASE("selection: the transposed V layout runs only the kernels that read it
         REQUIRE(p.block_size == 16);
         CHECK(v_row_boxes(p.block_size, p.head_dim) == kVtRowBoxes);
         CHECK_FALSE(v_row_boxes(32, p.head_dim));
-        const KvMapLayout v = transposed_v_map_layout(p, true);
-        CHECK(v.dims[kVtMapDimSlot] == 128);
-        CHECK(v.dims[kVtMapDimElem] == 512 / 8);
-        CHECK(v.dims[kVtMapDimHead] == 4);
-        CHECK(v.dims[kVtMapDimBlock] == 2048);
-        CHECK(v.strides[kVtMapDimElem - 1] == 128);
-        CHECK(v.strides[kVtMapDimHead - 1] == 512 * 16);
-        CHECK(v.strides[kVtMapDimBlock - 1] == 4 * 512 * 16);
+        check_vt_layout(transposed_v_map_layout(p, true), {128, 512 / 8, 4, 2048}, {128, 512 * 16, 4 * 512 * 16});
         CHECK(kv_map_key(p, true, p.v_cache).transposed == (kVtRowBoxes ? kMapTransposedRows : kMapTransposed));
         // A box of kVtRowBytes x kVtBoxRows is the bytes of kVtBoxDims dims x 16 positions.
         CHECK(kVtRowBytes * kVtBoxRows == kVtBoxDims * kVtBoxSlots);
@@ -654,13 +655,7 @@ TEST_CASE("selection: the transposed V layout runs only the kernels that read it
         CHECK(kv_map_key(p, false, p.k_cache).transposed == kMapEngine);
     }
     SUBCASE("16-byte rows: slot positions innermost, then the dim rows, heads and blocks") {
-        const KvMapLayout v = transposed_v_map_layout(p, false);
-        CHECK(v.dims[kVtMapDimSlot] == 16);
-        CHECK(v.dims[kVtMapDimElem] == 512);
-        CHECK(v.dims[kVtMapDimBlock] == 2048);
-        CHECK(v.strides[kVtMapDimElem - 1] == 16);
-        CHECK(v.strides[kVtMapDimHead - 1] == 512 * 16);
-        CHECK(v.strides[kVtMapDimBlock - 1] == 4 * 512 * 16);
+        check_vt_layout(transposed_v_map_layout(p, false), {16, 512, 4, 2048}, {16, 512 * 16, 4 * 512 * 16});
         const KvMapLayout chosen = kv_map_layout(p, true);
         const KvMapLayout want = transposed_v_map_layout(p, kVtRowBoxes);
         for (int d = 0; d < kKvMapRank; ++d) CHECK(chosen.dims[d] == want.dims[d]);
@@ -672,14 +667,7 @@ TEST_CASE("selection: the transposed V layout runs only the kernels that read it
         p.v_block_stride = p.v_head_stride * p.num_kv_heads;
         p.num_blocks = 1024;
         CHECK_FALSE(v_row_boxes(p.block_size, p.head_dim));
-        const KvMapLayout v = kv_map_layout(p, true);
-        CHECK(v.dims[kVtMapDimSlot] == 32);
-        CHECK(v.dims[kVtMapDimElem] == 512);
-        CHECK(v.dims[kVtMapDimHead] == 4);
-        CHECK(v.dims[kVtMapDimBlock] == 1024);
-        CHECK(v.strides[kVtMapDimElem - 1] == 32);
-        CHECK(v.strides[kVtMapDimHead - 1] == 512 * 32);
-        CHECK(v.strides[kVtMapDimBlock - 1] == 4 * 512 * 32);
+        check_vt_layout(kv_map_layout(p, true), {32, 512, 4, 1024}, {32, 512 * 32, 4 * 512 * 32});
         CHECK(kv_map_key(p, true, p.v_cache).transposed == kMapTransposed);
     }
     SUBCASE("a head stride below one page's rows, a block stride below its heads") {
