@@ -644,10 +644,10 @@ TEST_CASE("selection: the transposed V layout runs only the kernels that read it
 
     SUBCASE("row boxes: rows of 8 dims x 16 positions, row groups, heads, blocks (block_size 16)") {
         REQUIRE(p.block_size == 16);
-        CHECK(v_row_boxes(p.block_size, p.head_dim) == kVtRowBoxes);
+        CHECK(v_row_boxes(p.block_size, p.head_dim));
         CHECK_FALSE(v_row_boxes(32, p.head_dim));
         check_vt_layout(transposed_v_map_layout(p, true), {128, 512 / 8, 4, 2048}, {128, 512 * 16, 4 * 512 * 16});
-        CHECK(kv_map_key(p, true, p.v_cache).transposed == (kVtRowBoxes ? kMapTransposedRows : kMapTransposed));
+        CHECK(kv_map_key(p, true, p.v_cache).transposed == kMapTransposedRows);
         // A box of kVtRowBytes x kVtBoxRows is the bytes of kVtBoxDims dims x 16 positions.
         CHECK(kVtRowBytes * kVtBoxRows == kVtBoxDims * kVtBoxSlots);
         const KvMapLayout k = kv_map_layout(p, false);  // K keeps the engine layout
@@ -657,7 +657,7 @@ TEST_CASE("selection: the transposed V layout runs only the kernels that read it
     SUBCASE("16-byte rows: slot positions innermost, then the dim rows, heads and blocks") {
         check_vt_layout(transposed_v_map_layout(p, false), {16, 512, 4, 2048}, {16, 512 * 16, 4 * 512 * 16});
         const KvMapLayout chosen = kv_map_layout(p, true);
-        const KvMapLayout want = transposed_v_map_layout(p, kVtRowBoxes);
+        const KvMapLayout want = transposed_v_map_layout(p, true);  // block_size 16: the row form
         for (int d = 0; d < kKvMapRank; ++d) CHECK(chosen.dims[d] == want.dims[d]);
         for (int d = 0; d + 1 < kKvMapRank; ++d) CHECK(chosen.strides[d] == want.strides[d]);
     }

@@ -72,12 +72,10 @@ struct ValueTmaStream {
                 if (sub == other) page = pages.page[other], page_slot = pages.page_slots[other];
             const int32_t block = tile_key0 + sub * Traits::kPageKeys < kv_end ? page : p.num_blocks;
             const uint32_t destination = group_chunk + sub * Traits::kVtSubTileBytes + part * Traits::kVtBoxBytes;
-            if constexpr (kVtRowBoxes) {
-                if (v_row_boxes(p.block_size, p.head_dim)) {  // a page is one group, its dims in rows of 8
-                    ptx::tma_load_4d(destination, map, 0, (first_dim + part * kVtBoxDims) / kVtRowDims, kv_head,
-                                     block, barrier);
-                    continue;
-                }
+            if (v_row_boxes(p.block_size, p.head_dim)) {  // a page is one group, its dims in rows of 8
+                ptx::tma_load_4d(destination, map, 0, (first_dim + part * kVtBoxDims) / kVtRowDims, kv_head, block,
+                                 barrier);
+                continue;
             }
             // A 16-slot group starts at its own position (v_slot_position permutes inside groups).
             ptx::tma_load_4d(destination, map, page_slot, first_dim + part * kVtBoxDims, kv_head, block, barrier);
