@@ -39,11 +39,12 @@ def main():
 
     manifest = json.load(open(os.path.join(bundle, "manifest.json")))["kernels"]
     # The classes each token-limited kernel is timed in (selection runs it alone only there); a
-    # k_from_v_only kernel in none (tune and bench make K+V calls, which selection never gives it).
+    # k_from_v_only kernel in none (tune and bench make K+V calls, which selection never gives it),
+    # nor a v_transposed one (tune's calls read V in the engine layout, which it does not serve).
     limited_classes = {"single_token": {"decode_single"}, "few_tokens": {"decode_single", "decode"}}
     k_from_v_only = {k["name"] for k in manifest if k["kind"] == "prefill" and "k_from_v_only" in k["features"]}
     allowed = {k["name"]: (feature, classes) for k in manifest if k["kind"] == "prefill"
-               and k["name"] not in k_from_v_only
+               and k["name"] not in k_from_v_only and "v_transposed" not in k["features"]
                for feature, classes in limited_classes.items() if feature in k["features"]}
     single = {name for name, (feature, _) in allowed.items() if feature == "single_token"}
     if not single:

@@ -1,5 +1,5 @@
 // block.cuh - one block of the single-token e4m3 decode kernels (kernel.cu: bf16 Q, kernel_q.cu:
-// e4m3 Q): the block's token and KV head, its keys (the split's under split-KV), the Q load, the
+// e4m3 Q; fp8/decode_e4m3vt_d512/: the transposed V layout): the block's token and KV head, its keys (the split's under split-KV), the Q load, the
 // warps' key loops and the merge and output.
 #pragma once
 
@@ -16,10 +16,9 @@
 
 namespace wideattn::decode_e4m3 {
 
-template <bool kQIsE4m3, bool kSplit>
+template <class Traits, bool kQIsE4m3, bool kSplit>
 __device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, unsigned char* smem) {
-    using Traits = DecodeE4m3D512Traits;
-    using Plan = Traits::SmemPlan;
+    using Plan = typename Traits::SmemPlan;
     BlockWork work;
     BlockGeometry geometry;
     if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;

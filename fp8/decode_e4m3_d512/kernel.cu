@@ -18,12 +18,12 @@
 extern "C" __global__ void __launch_bounds__(wideattn::DecodeE4m3D512Traits::kThreads, 1)
 wideattn_decode_e4m3_d512(const __grid_constant__ wideattn_prefill_params p) {
     extern __shared__ __align__(wideattn::DecodeE4m3D512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::decode_e4m3::decode_block<false, false>(p, smem);
+    wideattn::decode_e4m3::decode_block<wideattn::DecodeE4m3D512Traits, false, false>(p, smem);
 }
 
 // The split-KV entry (grid.z = key splits; kernels/common/block_geometry.cuh, restrict_to_split).
 extern "C" __global__ void __launch_bounds__(wideattn::DecodeE4m3D512Traits::kThreads, 1)
 wideattn_decode_e4m3_d512_split(const __grid_constant__ wideattn_prefill_params p) {
     extern __shared__ __align__(wideattn::DecodeE4m3D512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::decode_e4m3::decode_block<false, true>(p, smem);
+    wideattn::decode_e4m3::decode_block<wideattn::DecodeE4m3D512Traits, false, true>(p, smem);
 }

@@ -18,12 +18,12 @@
 extern "C" __global__ void __launch_bounds__(wideattn::DecodeE4m3QD512Traits::kThreads, 1)
 wideattn_decode_e4m3q_d512(const __grid_constant__ wideattn_prefill_params p) {
     extern __shared__ __align__(wideattn::DecodeE4m3QD512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::decode_e4m3::decode_block<true, false>(p, smem);
+    wideattn::decode_e4m3::decode_block<wideattn::DecodeE4m3D512Traits, true, false>(p, smem);
 }
 
 // The split-KV entry (grid.z = key splits; kernels/common/block_geometry.cuh, restrict_to_split).
 extern "C" __global__ void __launch_bounds__(wideattn::DecodeE4m3QD512Traits::kThreads, 1)
 wideattn_decode_e4m3q_d512_split(const __grid_constant__ wideattn_prefill_params p) {
     extern __shared__ __align__(wideattn::DecodeE4m3QD512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::decode_e4m3::decode_block<true, true>(p, smem);
+    wideattn::decode_e4m3::decode_block<wideattn::DecodeE4m3D512Traits, true, true>(p, smem);
 }

@@ -221,7 +221,32 @@ struct WarpStream {
     template <bool kValue>
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t sub, uint32_t chunk) const {
         const int32_t key0 = sub * Traits::kSubTileKeys;
-        copy_rows<kValue, Traits::kSubTileKeys>(p, key0, __ldg(table_row + key0 / p.block_size), chunk, 0);
+        const int32_t page = __ldg(table_row + key0 / p.block_size);
+        if constexpr (kValue && Traits::kVTransposed)
+            copy_transposed_v(p, key0, page, chunk);
+        else
+            copy_rows<kValue, Traits::kSubTileKeys>(p, key0, page, chunk, 0);
+    }
+
+    // Copies the V codes of the 16 keys key0 .. key0 + 15 (one interleaved group of one page, whose
+    // block-table entry is `page`) from the transposed layout (kernels/common/v_transposed.h): the
+    // group's 16 bytes of dim d land at byte d x 16 of `chunk` ([dims][16 positions], unswizzled),
+    // lane l copying dims l, l + 32, ... A page outside the cache lands as zeros without a read;
+    // positions of keys past kv_end are copied as they are (the page is the call's) and masked
+    // where they are read (subtile_pv_transposed).
+    __device__ __forceinline__ void copy_transposed_v(const wideattn_prefill_params& p, int32_t key0, int32_t page,
+                                                      uint32_t chunk) const {
+        const int32_t slot0 = key0 % p.block_size;  // a multiple of 16: the group's first position
+        const bool in_cache = page_in_cache(page, p.num_blocks);
+        const int64_t page_safe = in_cache ? page : 0;
+        const unsigned char* src = v_base + page_safe * p.v_block_stride + int64_t{lane} * p.block_size + slot0;
+        const int64_t lane_step = int64_t{Traits::kWarpSize} * p.block_size;
+#pragma unroll
+        for (int32_t i = 0; i < Traits::kHeadDim / Traits::kWarpSize; ++i) {
+            const int32_t dim = lane + i * Traits::kWarpSize;
+            ptx::cp_async_16(chunk + dim * Traits::kVecBytes, in_cache ? src : v_base, in_cache ? Traits::kVecBytes : 0);
+            src += lane_step;
+        }
     }
 
     // Copies keys key0 .. key0 + kKeys - 1 (in one page, whose block-table entry is `page`) of the K

@@ -197,6 +197,40 @@ __device__ __forceinline__ void subtile_pv(uint32_t v_stage, int32_t lane, uint3
     }
 }
 
+// O^T += V^T P^T over one sub-tile whose V codes are in the transposed layout ([dims][16
+// positions], copy_transposed_v): lane (g, t)'s 4 bytes at position 4t of dim row 16n + g are the
+// codes of keys 2t, 2t + 1, 8 + 2t, 9 + 2t (v_transposed.h), i.e. its A fragments a0 (low pair)
+// and a2 (high pair) of m-tile n, row g; dim row 16n + g + 8 gives a1 and a3. O^T m-tile n holds
+// dims 16n .. 16n + 15 (Traits::o_dim). Codes of keys at or past keys_valid are zeroed: their P is
+// 0, but a NaN code in a page's unused slot would still poison O.
+template <class Traits>
+__device__ __forceinline__ void subtile_pv_transposed(uint32_t v_stage, int32_t lane, int32_t keys_valid, uint32_t p0,
+                                                      uint32_t p1, float (&o)[Traits::kONTiles][4]) {
+    constexpr int32_t kTileDims = Traits::kMmaM;
+    constexpr int32_t kHalfDims = kTileDims / 2;
+    constexpr int32_t kBitsPerByte = 8;
+    const int32_t g = lane / 4, t = lane % 4;
+    uint32_t keep = 0;
+#pragma unroll
+    for (int32_t b = 0; b < 4; ++b) {
+        const int32_t key = (b / 2) * 8 + 2 * t + b % 2;
+        if (key < keys_valid) keep |= 0xffu << (kBitsPerByte * b);
+    }
+    const uint32_t row = v_stage + static_cast<uint32_t>(g * Traits::kVecBytes + 4 * t);
+#pragma unroll
+    for (int32_t n = 0; n < Traits::kONTiles; ++n) {
+        uint32_t x0, x1;
+        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x0) : "r"(row + n * kTileDims * Traits::kVecBytes));
+        asm volatile("ld.shared.b32 %0, [%1];\n"
+                     : "=r"(x1)
+                     : "r"(row + (n * kTileDims + kHalfDims) * Traits::kVecBytes));
+        uint32_t a[4];
+        e4m3x4_to_f16x2x2(x0 & keep, a[0], a[2]);
+        e4m3x4_to_f16x2x2(x1 & keep, a[1], a[3]);
+        ptx::mma_f16_16816(o[n], a, p0, p1);
+    }
+}
+
 // Sub-tiles of warp `warp` among num_tiles.
 template <class Traits>
 __device__ __forceinline__ int32_t warp_subtiles(int32_t num_tiles, int32_t warp) {
@@ -258,7 +292,11 @@ __device__ __forceinline__ void warp_key_loop(const wideattn_prefill_params& p, 
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         wait_oldest_chunk<Traits>();  // V_i
         issue_chunk<Traits>(p, stream, ring, warp, count, key_chunk + 1 + Traits::kChunksInFlight);
-        subtile_pv<Traits>(ring + ((key_chunk + 1) % Traits::kRingChunks) * Traits::kChunkBytes, lane, p0, p1, o);
+        const uint32_t v_stage = ring + ((key_chunk + 1) % Traits::kRingChunks) * Traits::kChunkBytes;
+        if constexpr (Traits::kVTransposed)
+            subtile_pv_transposed<Traits>(v_stage, lane, kv_end - key0, p0, p1, o);
+        else
+            subtile_pv<Traits>(v_stage, lane, p0, p1, o);
     }
     ptx::cp_async_wait<0>();
 }

@@ -43,6 +43,10 @@ struct DecodeE4m3D512Traits {
     static constexpr int32_t kONTiles = 2 * kDimBlocks;                   // O^T m-tiles: even / odd dims
     static constexpr int32_t kSwizzleRows = 8;                            // rows of one ldmatrix matrix
 
+    // V in the engine layout ([block][slot][kv_head][d]); decode_e4m3vt_d512 reads the transposed
+    // layout (kernels/common/v_transposed.h) with the same block.
+    static constexpr bool kVTransposed = false;
+
     // Per-warp ring of chunks, a chunk = the K or the V codes of one sub-tile; chunk c of a warp is
     // K (c even) or V (c odd) of its sub-tile c / 2, in slot c % kRingChunks. Three slots: while
     // one is read, the next two are in flight.

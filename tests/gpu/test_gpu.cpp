@@ -389,6 +389,10 @@ constexpr const char* kFp8Alt64Kernel = "wgmma_e4m3alt64_d512";  // 64-key tiles
 constexpr const char* kFp8PvKernels[] = {kFp8PvKernel, kFp8AltKernel, kFp8Alt64Kernel};
 // Their forms for bf16 Q (quantised in the kernel per 64-row block).
 constexpr const char* kFp8PvBf16QKernels[] = {"wgmma_e4m3pvkv_d512", "wgmma_e4m3altkv_d512", "wgmma_e4m3alt64kv_d512"};
+// The single-token decode kernels over the same layout (pinned, so they also run the multi-token
+// shapes: one block per query token), for e4m3 Q and for bf16 Q.
+constexpr const char* kVtDecodeKernel = "decode_e4m3vt_d512";
+constexpr const char* kVtDecodeQKernel = "decode_e4m3vtq_d512";
 constexpr int32_t kLongQLen = 64;
 // At 128k keys a P V accumulates 4096 FP8 wgmmas into one fp32 accumulator; the tensor cores keep
 // fewer accumulation bits for FP8 than fp32 does, which the mma-tier e4m3 kernel avoids by adding
@@ -406,9 +410,12 @@ bool runs_here(const std::string& name, wideattn_dtype q_dtype = WIDEATTN_DTYPE_
 }  // namespace
 
 TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: transposed V, NaN in unused slots, the Gemma-like inputs") {
+    // Every kernel that reads the transposed V layout: the FP8 P V prefill kernels and the decode kernels.
     std::vector<std::pair<std::string, bool>> kernels;  // name, e4m3 Q
     for (const char* kernel : kFp8PvKernels) kernels.emplace_back(kernel, true);
     for (const char* kernel : kFp8PvBf16QKernels) kernels.emplace_back(kernel, false);
+    kernels.emplace_back(kVtDecodeQKernel, true);
+    kernels.emplace_back(kVtDecodeKernel, false);
     for (const auto& entry : kernels) {
         const std::string& kernel = entry.first;
         const bool e4m3_q = entry.second;
