@@ -747,6 +747,39 @@ TEST_CASE("selection: the built bundle's decode_bf16_d512 is the BF16 decode def
     CHECK(m.kernels[index].name == "decode_bf16_d512");
 }
 
+TEST_CASE("selection: the built bundle's decode_e4m3vt kernels serve single-token calls over the transposed V layout") {
+    Manifest m;
+    std::string err;
+    REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
+    const bool built = std::any_of(m.kernels.begin(), m.kernels.end(), [](const ManifestKernel& k) {
+        return k.name == "decode_e4m3vt_d512" && k.arch == "sm_90a";
+    });
+    if (!built) {
+        MESSAGE("the built bundle has no decode_e4m3vt_d512 for sm_90a");
+        return;
+    }
+    wideattn_prefill_params p = test::valid_params();
+    p.kv_dtype = WIDEATTN_DTYPE_E4M3;
+    p.flags = WIDEATTN_FLAG_V_TRANSPOSED;
+    p.v_slot_stride = 1;
+    p.v_head_stride = int64_t{p.head_dim} * p.block_size;
+    p.v_block_stride = p.v_head_stride * p.num_kv_heads;
+    p.total_q = p.num_seqs;  // one query token per sequence
+    CHECK(select_name(m, p, 9, 0, &err) == "decode_e4m3vt_d512@sm_90a");
+    p.total_q = p.num_seqs + 1;  // more: the 64-key prefill kernel
+    CHECK(select_name(m, p, 9, 0, &err) == "wgmma_e4m3alt64kv_d512@sm_90a");
+    p.q_dtype = WIDEATTN_DTYPE_E4M3;
+    CHECK(select_name(m, p, 9, 0, &err) == "wgmma_e4m3alt64_d512@sm_90a");
+    p.total_q = p.num_seqs;
+    CHECK(select_name(m, p, 9, 0, &err) == "decode_e4m3vtq_d512@sm_90a");
+    // The engine layout: the engine-layout decode kernel, never the transposed one.
+    p.flags = 0;
+    p.v_slot_stride = p.k_slot_stride;
+    p.v_head_stride = p.k_head_stride;
+    p.v_block_stride = p.k_block_stride;
+    CHECK(select_name(m, p, 9, 0, &err) == "decode_e4m3q_d512@sm_90a");
+}
+
 TEST_CASE("selection: a few-tokens kernel runs on its own only for at most 8 query tokens per sequence") {
     // Above the prefill kernel and below the single-token one, as a verification kernel that
     // measured faster than the prefill kernel would be.
