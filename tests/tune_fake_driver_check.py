@@ -113,6 +113,33 @@ def main():
                 serving = {name for name, (_, classes) in allowed.items() if cls in classes}
                 expect(here >= serving and not here & (set(allowed) - serving), f"side by side, {case}: {here}")
 
+        # bench --suite decode: bf16, e4m3 and e4m3 over a transposed V cache, each case; the
+        # transposed variant runs kernels that read that layout (single-token decode: a
+        # single_token one), and the mixed batch has a ratio for each variant.
+        suite_json = os.path.join(tmp, "decode_suite.json")
+        mixed_cases = "mixed_chunk_2k_decode_63,chunk_2k_ctx_4k,decode_63_ctx_8k"
+        r = run([cli, "bench", "--suite", "decode", "--cases", mixed_cases, "--reps", "1", "--warmup", "0",
+                 "--json", suite_json])
+        expect(r.returncode == 0, f"bench --suite decode: exit {r.returncode}: {r.stdout}{r.stderr}")
+        if r.returncode == 0:
+            report_json = json.load(open(suite_json))
+            features = {k["name"]: k["features"] for k in manifest}
+            for case in mixed_cases.split(","):
+                rows = [c for c in report_json["cases"] if c["case"] == case]
+                layouts = sorted((c["kv_dtype"], c.get("v_transposed", False)) for c in rows)
+                expect(layouts == [("bf16", False), ("e4m3", False), ("e4m3", True)],
+                       f"bench --suite decode, {case}: variants {layouts}")
+                for c in rows:
+                    expect(("v_transposed" in features[c["kernel"]]) == c.get("v_transposed", False),
+                           f"bench --suite decode, {case}: {c['kernel']} for v_transposed={c.get('v_transposed')}")
+                expect(f"{case} vT " in r.stdout, f"bench --suite decode: no '{case} vT' row")
+            single = [c for c in report_json["cases"] if c["case"] == "decode_63_ctx_8k" and c.get("v_transposed")]
+            expect(bool(single) and "single_token" in features[single[0]["kernel"]],
+                   f"bench --suite decode: the transposed single-token decode ran {single}")
+            ratios = report_json.get("mixed_batch_ratios", [])
+            expect(sorted(m.get("v_transposed", False) for m in ratios) == [False, False, True],
+                   f"bench --suite decode: mixed_batch_ratios {ratios}")
+
         selected = os.path.join(tmp, "selected.json")
         r = run([cli, "bench", *quick, "--kv-dtype", "e4m3", "--json", selected], WIDEATTN_TUNING=tuning)
         expect(r.returncode == 0, f"bench with the tuning file: exit {r.returncode}: {r.stdout}{r.stderr}")

@@ -334,8 +334,10 @@ void print_help() {
         "  --suite S      prefill (default): the prefill suite with the kernel the options below pick;\n"
         "                 decode: the decode suite (single tokens and 5-token verifications after long\n"
         "                 contexts, a mixed batch of one 2048-token chunk and 63 decodes and its two\n"
-        "                 parts alone, the three decode cases), every case with bf16 K/V and with e4m3\n"
-        "                 K/V + bf16 Q (the dispatcher's kernels), then a summary with the FP8/BF16\n"
+        "                 parts alone, the three decode cases), every case with bf16 K/V, with e4m3\n"
+        "                 K/V + bf16 Q, and with e4m3 K/V + bf16 Q over a transposed V cache (rows\n"
+        "                 'CASE vT', JSON v_transposed; where a kernel of that layout runs), the\n"
+        "                 dispatcher's kernels, then a summary with the FP8/BF16\n"
         "                 time ratio and mixed / (chunk + decodes); not with --kernel, --kernels,\n"
         "                 --kv-dtype, --q-dtype or --reference\n"
         "  --cases LIST   comma-separated case names from both suites (default: the --suite's cases;\n"
@@ -727,7 +729,11 @@ std::string run_variants(wideattn_context* ctx, const BenchOptions& o, std::vect
         const std::string err = bench_variants(ctx, o.kernel_flag, o.kernels_flag, o.e4m3_kv, o.e4m3_q, variants);
         if (!err.empty()) return err;
     } else {
-        *variants = {BenchVariant{"", false, false}, BenchVariant{"", true, false}};
+        // bf16 K/V, e4m3 K/V in the engine layout, e4m3 K/V with V transposed (the layout of the
+        // FP8 P V prefill kernels; left out where no kernel of that layout runs: keep_runnable).
+        BenchVariant transposed{"", true, false};
+        transposed.v_transposed = true;
+        *variants = {BenchVariant{"", false, false}, BenchVariant{"", true, false}, transposed};
     }
     if (o.pdl.empty()) return {};
     std::vector<BenchVariant> labelled;
@@ -739,6 +745,23 @@ std::string run_variants(wideattn_context* ctx, const BenchOptions& o, std::vect
         }
     *variants = labelled;
     return {};
+}
+
+// Drops the dispatcher's transposed-V variants (the decode suite's) when no prefill kernel of the
+// bundle that reads V transposed runs on this GPU, with a note.
+void keep_runnable(const wideattn_context* ctx, const GpuDevice& gpu, std::vector<BenchVariant>* variants) {
+    const std::vector<RunnableKernel> kernels = runnable_kernels(ctx, gpu.cc_major(), gpu.cc_minor());
+    const bool transposed_runs = std::any_of(kernels.begin(), kernels.end(), [](const RunnableKernel& k) {
+        return k.v_transposed && k.kind == kKindPrefill;
+    });
+    if (transposed_runs) return;
+    const auto before = variants->size();
+    variants->erase(std::remove_if(variants->begin(), variants->end(),
+                                   [](const BenchVariant& v) { return v.kernel.empty() && v.v_transposed; }),
+                    variants->end());
+    if (variants->size() != before)
+        std::printf("note: no kernel of this bundle reads V transposed on this GPU: the e4m3 K/V cases with V "
+                    "transposed are left out\n");
 }
 
 // Opens the bundle with WIDEATTN_PDL set to `value` for the open (NULL: as the environment has
@@ -846,6 +869,7 @@ int bench_main(int argc, char** argv) {
         std::printf("timing: each call queued behind a %.0f us wait on the GPU (the GPU time of its kernels)\n",
                     kQueueAheadNs / 1e3);
     }
+    keep_runnable(ctx, *gpu, &variants);
     RunRates rates;
     std::string mma_error;
     measure_rates_before(*gpu, o, any_e4m3, any_decode, probe_dir, &rates, &mma_error);

@@ -16,12 +16,16 @@ constexpr const char* kHopperTierPrefix = "wgmma_";  // the Hopper-tier kernels'
 const char* dtype_name(bool e4m3) { return e4m3 ? "e4m3" : "bf16"; }
 
 bool same_choice(const BenchVariant& a, const BenchVariant& b) {
-    return a.kernel == b.kernel && a.e4m3_kv == b.e4m3_kv && a.e4m3_q == b.e4m3_q && a.pdl == b.pdl;
+    return a.kernel == b.kernel && a.e4m3_kv == b.e4m3_kv && a.e4m3_q == b.e4m3_q && a.v_transposed == b.v_transposed &&
+           a.pdl == b.pdl;
 }
 
-// The case name as the tables print it: with the variant's --pdl setting when it has one.
+// The case name as the tables print it: with " vT" for the dispatcher's choice over a transposed
+// V cache (a named kernel's layout follows from its name) and the variant's --pdl setting.
 std::string row_label(const CaseRecord& r) {
-    return r.variant.pdl.empty() ? r.bc.name : r.bc.name + " pdl=" + r.variant.pdl;
+    std::string label = r.bc.name;
+    if (r.variant.kernel.empty() && r.variant.v_transposed) label += " vT";
+    return r.variant.pdl.empty() ? label : label + " pdl=" + r.variant.pdl;
 }
 
 // The record of case `name` with the variant `v`, or nullptr.
@@ -53,6 +57,7 @@ void case_json(std::ostream& out, const CaseRecord& r, const RunRates& rates, co
         << ", \"max_seqlen_q\": " << r.max_seqlen_q << ", \"max_seqlen_k\": " << r.max_seqlen_k
         << ", \"num_splits\": " << r.num_splits << ", \"workspace_bytes\": " << r.workspace_bytes
         << ", \"decode\": " << (r.bc.decode ? "true" : "false");
+    if (r.variant.v_transposed) out << ", \"v_transposed\": true";
     if (!r.variant.pdl.empty()) out << ", \"pdl\": \"" << json_escape(r.variant.pdl) << "\"";
     bool fp8 = false;
     const double wgmma = wgmma_ceiling(r, rates, &fp8);
@@ -79,6 +84,7 @@ void mixed_json(std::ostream& out, const std::vector<MixedRatio>& ratios) {
             << kDecodeMixedParts.chunk << "\", \"decodes\": \"" << kDecodeMixedParts.decodes << "\", \"kernel\": \""
             << json_escape(m.variant.kernel) << "\", \"q_dtype\": \"" << dtype_name(m.variant.e4m3_q)
             << "\", \"kv_dtype\": \"" << dtype_name(m.variant.e4m3_kv) << "\""
+            << (m.variant.v_transposed ? ", \"v_transposed\": true" : "")
             << (m.variant.pdl.empty() ? "" : ", \"pdl\": \"" + json_escape(m.variant.pdl) + "\"")
             << ", \"mixed_ms\": " << m.mixed_ms
             << ", \"chunk_ms\": " << m.chunk_ms << ", \"decodes_ms\": " << m.decodes_ms << ", \"ratio\": " << m.ratio
@@ -183,8 +189,9 @@ void print_decode_summary(const std::vector<CaseRecord>& records, const RunRates
     }
     for (const MixedRatio& m : mixed_ratios(records)) {
         const std::string pdl = m.variant.pdl.empty() ? "" : ", pdl=" + m.variant.pdl;
-        std::printf("%s (%s K/V%s): %.3f ms / (%s %.3f ms + %s %.3f ms) = %.3f\n", kDecodeMixedParts.mixed,
-                    dtype_name(m.variant.e4m3_kv), pdl.c_str(), m.mixed_ms, kDecodeMixedParts.chunk, m.chunk_ms,
+        const char* layout = m.variant.v_transposed ? ", V transposed" : "";
+        std::printf("%s (%s K/V%s%s): %.3f ms / (%s %.3f ms + %s %.3f ms) = %.3f\n", kDecodeMixedParts.mixed,
+                    dtype_name(m.variant.e4m3_kv), layout, pdl.c_str(), m.mixed_ms, kDecodeMixedParts.chunk, m.chunk_ms,
                     kDecodeMixedParts.decodes, m.decodes_ms, m.ratio);
     }
 }
