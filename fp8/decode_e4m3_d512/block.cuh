@@ -1,6 +1,7 @@
 // block.cuh - one block of the single-token e4m3 decode kernels (kernel.cu: bf16 Q, kernel_q.cu:
-// e4m3 Q; fp8/decode_e4m3vt_d512/: the transposed V layout): the block's token and KV head, its keys (the split's under split-KV), the Q load, the
-// warps' key loops and the merge and output.
+// e4m3 Q; fp8/decode_e4m3vt_d512/: the transposed V layout, by its traits): the block's token and
+// KV head, its keys (the split's under split-KV), the Q load, the warps' key loops and the merge
+// and output.
 #pragma once
 
 #include <cstdint>

@@ -244,7 +244,8 @@ struct WarpStream {
 #pragma unroll
         for (int32_t i = 0; i < Traits::kHeadDim / Traits::kWarpSize; ++i) {
             const int32_t dim = lane + i * Traits::kWarpSize;
-            ptx::cp_async_16(chunk + dim * Traits::kVecBytes, in_cache ? src : v_base, in_cache ? Traits::kVecBytes : 0);
+            ptx::cp_async_16(chunk + dim * Traits::kVecBytes, in_cache ? src : v_base,
+                             in_cache ? Traits::kVecBytes : 0);
             src += lane_step;
         }
     }
