@@ -997,5 +997,36 @@ def test_decode_reuse_is_off_by_default_and_named_when_set_wrongly():
             os.environ[hf.ENV_DECODE_REUSE] = saved
 
 
+def test_hf_gemma4_e4m3_attention_runs_one_causal_sequence_on_an_e4m3_cache_with_v_transposed():
+    """tools/bench/hf_gemma4.py's E4M3_ATTENTION (the 8-bit gate on transformers' code): K and V
+    quantised into a paged e4m3 cache (V transposed, 16-slot pages, a partial last page), the
+    op's reference on the CPU; within e4m3's error of the bf16 inputs' attention and not equal to
+    it (the quantisation happened); other calls refused by name."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench"))
+    import hf_gemma4
+    torch.manual_seed(7)
+    tokens, head_dim = 37, hf_gemma4.GLOBAL_HEAD_DIM
+    query = torch.randn(1, Q_HEADS, tokens, head_dim).bfloat16()
+    key = torch.randn(1, KV_HEADS, tokens, head_dim).bfloat16()
+    value = torch.randn(1, KV_HEADS, tokens, head_dim).bfloat16()
+    scale = head_dim ** -0.5
+    served = hf_gemma4.e4m3_calls["served"]
+    out, weights = hf_gemma4.e4m3_attention(None, query, key, value, None, scaling=scale)
+    assert weights is None and tuple(out.shape) == (1, tokens, Q_HEADS, head_dim) and out.dtype == torch.bfloat16
+    assert hf_gemma4.e4m3_calls["served"] == served + 1
+    causal = torch.ones(tokens, tokens, dtype=torch.bool).tril()[None]
+    expected = dense_attention(query, key, value, causal, scale)
+    rel = ((out.double() - expected).norm() / expected.norm()).item()
+    assert 1e-3 < rel < 5e-2, rel
+    for q, k, what in ((query.repeat(2, 1, 1, 1), key.repeat(2, 1, 1, 1), "batch 2"),
+                       (query[:, :, -1:], key, "1 queries over 37 keys")):
+        try:
+            hf_gemma4.e4m3_attention(None, q, k, k, None, scaling=scale)
+        except NotImplementedError as e:
+            assert what in str(e), e
+        else:
+            raise AssertionError(f"{what} was served")
+
+
 if __name__ == "__main__":
     harness.run(dict(globals()))

@@ -977,8 +977,10 @@ def self_test_e4m3_kernel(check):
     check(parse_args([]).e4m3_kernel is None, "--e4m3-kernel defaults to the dispatcher's choice")
     check(parse_args(["--e4m3-kernel", "wgmma_e4m3alt_d512"]).e4m3_kernel == "wgmma_e4m3alt_d512",
           "--e4m3-kernel NAME accepted")
+    check(not parse_args([]).hf_e4m3, "--hf-e4m3 off by default")
+    check(parse_args(["--model", MODEL_TRANSFORMERS, "--hf-e4m3"]).hf_e4m3, "--hf-e4m3 with the transformers model")
     for bad in (["--e4m3-kernel", ""], ["--e4m3-kernel", "wgmma e4m3"], ["--e4m3-kernel"],
-                ["--e4m3-kernel", "wgmma_e4m3alt_d512", "--model", MODEL_TRANSFORMERS]):
+                ["--e4m3-kernel", "wgmma_e4m3alt_d512", "--model", MODEL_TRANSFORMERS], ["--hf-e4m3"]):
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 parse_args(bad)
@@ -1903,6 +1905,11 @@ def add_model_args(parser):
                             "attention shapes (tools/bench/hf_gemma4.py): float32-attention reference, "
                             "bf16 SDPA baseline, attn_implementation='wideattn' candidate, paired gate; "
                             "exit 0 accept, 1 reject, 4 inconclusive, 2 error")
+    model.add_argument("--hf-e4m3", action="store_true",
+                       help=f"with --model {MODEL_TRANSFORMERS}: gate the 8-bit path instead (hf_gemma4.py "
+                            "E4M3_ATTENTION: K/V quantised into an e4m3 cache with V transposed, bf16 Q) "
+                            "against SDPA, both on e4m3-rounded linear weights, margin relative to that "
+                            "baseline's drift")
     model.add_argument("--vocab", type=int, default=DEFAULT_VOCAB, help="vocabulary size")
     model.add_argument("--hidden", type=int, default=DEFAULT_HIDDEN, help="residual width")
     model.add_argument("--layers", type=int, default=DEFAULT_LAYERS,
@@ -1988,6 +1995,8 @@ def parse_args(argv=None):
         parser.error("--margin and --margin-rel must be >= 0")
     if not 0.5 <= args.confidence < 1.0:
         parser.error(f"--confidence must lie in [0.5, 1), got {args.confidence}")
+    if args.hf_e4m3 and args.model != MODEL_TRANSFORMERS:
+        parser.error(f"--hf-e4m3 gates transformers' model: it needs --model {MODEL_TRANSFORMERS}")
     if args.e4m3_kernel is not None:
         if not args.e4m3_kernel or not set(args.e4m3_kernel) <= KERNEL_NAME_CHARS:
             parser.error(f"--e4m3-kernel '{args.e4m3_kernel}' is not a kernel name (letters, digits, _)")

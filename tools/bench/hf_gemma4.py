@@ -10,8 +10,12 @@ about SCORE_STD, and LM-head rows drawn as in e2e_drift.py's model (log-normal r
 next-token distributions are peaked (the run prints the mean top-1 probability and entropy).
 
 Attention implementations (registered with transformers): "wideattn" (wideattn.transformers:
-the 512-dim layers on the kernels, the others on SDPA), "sdpa" (bf16, the baseline), and
-FP32_REFERENCE (every layer's attention in float32 through transformers' SDPA function).
+the 512-dim layers on the kernels, the others on SDPA), "sdpa" (bf16, the baseline),
+FP32_REFERENCE (every layer's attention in float32 through transformers' SDPA function), and
+E4M3_ATTENTION (the 512-dim layers on the library's 8-bit path: each call's K and V quantised
+with one scale each into an e4m3 cache of E4M3_BLOCK_SIZE-slot pages, V in the transposed layout
+of WIDEATTN_FLAG_V_TRANSPOSED, bf16 Q; the dispatcher's kernel for it; the others on SDPA; for
+the 8-bit gate of run_e2e, which runs one teacher-forced sequence per forward).
 
 Continuous batching (generate_batch) runs on a model of global layers only (build_model(...,
 all_global=True)): transformers' PagedAttentionCache sizes every layer's pages from the config's
@@ -38,6 +42,9 @@ DEFAULT_LAYERS = 12
 DEFAULT_HIDDEN = 2048
 DEFAULT_VOCAB = 32768
 FP32_REFERENCE = "wideattn_fp32_reference"
+E4M3_ATTENTION = "wideattn_e4m3"
+E4M3_BLOCK_SIZE = 16             # slots per page of E4M3_ATTENTION's cache (the row-box page size)
+e4m3_calls = {"served": 0}       # E4M3_ATTENTION calls that ran on the 8-bit path
 
 
 def build_config(layers=DEFAULT_LAYERS, hidden=DEFAULT_HIDDEN, vocab=DEFAULT_VOCAB, all_global=False):
@@ -114,7 +121,66 @@ def register_attention():
     wideattn.transformers.register()
     AttentionInterface.register(FP32_REFERENCE, fp32_attention)
     AttentionMaskInterface.register(FP32_REFERENCE, sdpa_mask)
+    AttentionInterface.register(E4M3_ATTENTION, e4m3_attention)
+    AttentionMaskInterface.register(E4M3_ATTENTION, sdpa_mask)
     return torch
+
+
+def e4m3_attention(module, query, key, value, attention_mask, **kwargs):
+    """E4M3_ATTENTION: a 512-dim layer's call on the 8-bit path (module docstring), any other on
+    transformers' SDPA. Serves causal calls of one sequence without a cache (query and key of the
+    same length, batch 1: run_e2e's teacher-forced forwards) and raises NotImplementedError for
+    any other, so a gate never runs on a call it did not mean to."""
+    import torch
+    import wideattn
+    batch, q_heads, q_len, head_dim = query.shape
+    kv_heads, kv_len = key.shape[1], key.shape[2]
+    if head_dim != GLOBAL_HEAD_DIM:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    if batch != 1 or q_len != kv_len or kwargs.get("sliding_window"):
+        raise NotImplementedError(f"{E4M3_ATTENTION}: serves one causal sequence without a cache (batch 1, "
+                                  f"query length = key length), not batch {batch}, {q_len} queries over "
+                                  f"{kv_len} keys, sliding_window {kwargs.get('sliding_window')}")
+    scaling = kwargs.get("scaling")
+    scaling = float(scaling) if scaling is not None else head_dim ** -0.5
+    device = query.device
+    k = key[0].transpose(0, 1).contiguous()      # [S, Hkv, D] bf16
+    v = value[0].transpose(0, 1).contiguous()
+    blocks = -(-kv_len // E4M3_BLOCK_SIZE)
+    k_cache = torch.empty((blocks, E4M3_BLOCK_SIZE, kv_heads, head_dim), dtype=torch.uint8, device=device)
+    v_cache = torch.empty((blocks, kv_heads, head_dim, E4M3_BLOCK_SIZE), dtype=torch.uint8, device=device)
+    slots = torch.arange(kv_len, dtype=torch.int64, device=device)
+    k_scale = wideattn.compute_scale(k)
+    v_scale = wideattn.compute_scale(v)
+    wideattn.quantize_to_cache(k, k_cache, slots, k_scale)
+    wideattn.quantize_to_cache(v, v_cache, slots, v_scale, v_transposed=True)
+    q = query[0].transpose(0, 1).contiguous()    # [T, Hq, D]
+    cu_seqlens_q = torch.tensor([0, q_len], dtype=torch.int32, device=device)
+    seq_lens_k = torch.tensor([kv_len], dtype=torch.int32, device=device)
+    block_table = torch.arange(blocks, dtype=torch.int32, device=device).reshape(1, blocks)
+    out = wideattn.prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, scaling, k_scale=k_scale,
+                           v_scale=v_scale, max_seqlen_q=q_len, max_seqlen_k=kv_len, v_transposed=True)
+    e4m3_calls["served"] += 1
+    return out.reshape(1, q_len, q_heads, head_dim), None
+
+
+def round_model_e4m3(model, e2e):
+    """A copy of `model` whose decoder layers' linear weights are rounded to e4m3 with one scale
+    per output channel (e2e_drift.py's round_weight_per_channel, as its own model's e4m3 copy);
+    returns (copy, mean relative RMS rounding error of those weights)."""
+    import copy
+    import torch
+    rounded = copy.deepcopy(model)
+    errors = []
+    with torch.no_grad():
+        for module in rounded.model.layers.modules():
+            if isinstance(module, torch.nn.Linear):
+                w = module.weight
+                r = e2e.round_weight_per_channel(w).to(w.dtype)
+                errors.append(((r.float() - w.float()).norm() / w.float().norm()).item())
+                w.copy_(r)
+    return rounded, sum(errors) / len(errors)
 
 
 def logits(model, tokens, attention):
@@ -184,10 +250,13 @@ def gated_logits(model, inputs, seq_lens, attentions):
 
 
 def run_e2e(args, e2e):
-    """tools/bench/e2e_drift.py --model transformers-gemma4: the float32-attention reference, the
-    bf16 SDPA baseline and the wideattn candidate through transformers' Gemma4ForCausalLM, logit
-    dumps, and the paired gate (CLI; the Python mirror where the CLI cannot run). Exit status:
-    0 ACCEPT, 1 REJECT, 4 INCONCLUSIVE, 2 error."""
+    """tools/bench/e2e_drift.py --model transformers-gemma4: logit dumps of three variants through
+    transformers' Gemma4ForCausalLM and the paired gate (CLI; the Python mirror where the CLI
+    cannot run). bf16 (default): the float32-attention reference, the bf16 SDPA baseline, the
+    wideattn candidate. --hf-e4m3: the same reference; the baseline is SDPA on a copy of the model
+    whose linear weights are rounded to e4m3 (round_model_e4m3), the candidate E4M3_ATTENTION on
+    that copy, so the margin is a tenth of the drift e4m3 weights cause (e2e_drift.py's rule for
+    its own model). Exit status: 0 ACCEPT, 1 REJECT, 4 INCONCLUSIVE, 2 error."""
     import json
     import os
     import wideattn
@@ -197,29 +266,39 @@ def run_e2e(args, e2e):
                         layers=max(args.layers, GLOBAL_EVERY))
     seq_lens = list(args.config.seq_lens)
     inputs, targets = e2e.make_tokens(seq_lens, args.vocab, args.seed)
-    variants = {"reference": FP32_REFERENCE, "baseline": "sdpa", "candidate": wideattn.transformers.NAME}
-    before = dict(wideattn.transformers.calls)
-    values = gated_logits(model, inputs, seq_lens, list(variants.values()))
-    served = wideattn.transformers.calls["dense"] - before.get("dense", 0)
+    summary = {"model": "transformers-gemma4", "layers": len(model.model.layers), "tokens": len(targets),
+               "commit": args.commit, "attention": "e4m3" if args.hf_e4m3 else "bf16"}
+    if args.hf_e4m3:
+        model8, weight_err = round_model_e4m3(model, e2e)
+        summary["weight_rounding_rel_rms"] = weight_err
+        print(f"e4m3 per-channel weight rounding: mean relative RMS error {weight_err:.4f}", flush=True)
+        variants = {"reference": (model, FP32_REFERENCE), "baseline": (model8, "sdpa"),
+                    "candidate": (model8, E4M3_ATTENTION)}
+    else:
+        variants = {"reference": (model, FP32_REFERENCE), "baseline": (model, "sdpa"),
+                    "candidate": (model, wideattn.transformers.NAME)}
+    before_dense, before_e4m3 = wideattn.transformers.calls.get("dense", 0), e4m3_calls["served"]
+    values = {label: gated_logits(m, inputs, seq_lens, [attention])[attention]
+              for label, (m, attention) in variants.items()}
+    served = (e4m3_calls["served"] - before_e4m3 if args.hf_e4m3
+              else wideattn.transformers.calls["dense"] - before_dense)
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.dump_dir, exist_ok=True)
     paths = {}
-    for label, attention in variants.items():
+    for label, (_, attention) in variants.items():
         paths[label] = os.path.join(args.dump_dir, f"hf_gemma4_{label}.h5")
-        e2e.write_dump(paths[label], values[attention], targets, "transformers Gemma4ForCausalLM (random)",
+        e2e.write_dump(paths[label], values[label], targets, "transformers Gemma4ForCausalLM (random)",
                        label, attention)
-    top1, entropy = peakedness(__import__("torch").from_numpy(values[FP32_REFERENCE]))
-    summary = {"model": "transformers-gemma4", "layers": len(model.model.layers), "tokens": len(targets),
-               "served_calls": served, "reference_top1": top1, "reference_entropy": entropy,
-               "commit": args.commit}
+    top1, entropy = peakedness(__import__("torch").from_numpy(values["reference"]))
+    summary.update({"served_calls": served, "reference_top1": top1, "reference_entropy": entropy})
     print(f"reference: mean top-1 probability {top1:.3f}, entropy {entropy:.3f} nats; "
           f"{served} attention calls ran on wideattn", flush=True)
     verdict, why = e2e.run_cli_gate(args.cli, paths["reference"], paths["candidate"], paths["baseline"],
                                     os.path.join(args.out, "gate_hf_gemma4.json"), args.margin, args.margin_rel,
                                     args.confidence)
     if verdict is None:
-        cand_kl, _ = e2e.kl_per_token(values[FP32_REFERENCE], values[wideattn.transformers.NAME])
-        base_kl, _ = e2e.kl_per_token(values[FP32_REFERENCE], values["sdpa"])
+        cand_kl, _ = e2e.kl_per_token(values["reference"], values["candidate"])
+        base_kl, _ = e2e.kl_per_token(values["reference"], values["baseline"])
         verdict = e2e.paired_gate(list(cand_kl), list(base_kl), args.margin, args.margin_rel, args.confidence)
         verdict["decided_by"] = f"Python mirror ({why})"
     summary["gate"] = verdict

@@ -9,7 +9,7 @@
 #   the Triton split-KV decode peer) and the end-to-end
 #   drift gate of the 8-bit kernel (tools/bench/e2e_drift.py, two model layouts), the Python
 #   package (tests/gpu/test_python_ops.py, tests/gpu/test_transformers_gemma4.py, the call overhead,
-#   the gate on transformers' Gemma 4 code) - then a summary.
+#   the gates on transformers' Gemma 4 code, bf16 and 8-bit) - then a summary.
 #   tools/gpu/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--only-tests]
 #                          [--test-steps LIST] [--list-test-steps] [--list-racecheck-steps]
 #                          [--only-sanitizer] [--only-benches]
@@ -281,6 +281,14 @@ if ((python)); then
         --layers 12 --cli "$py_cli" --lib "$build/dispatch/libwideattn.so" --bundle "$build/bundle" \
         --out "$out/e2e_hf_gemma4" --dump-dir /tmp/wideattn_e2e_hf --margin-rel 0.10 --commit "$commit"
     [[ -d "$out/e2e_hf_gemma4" ]] && tar -czf "$out/e2e_hf_gemma4.tar.gz" -C "$out" e2e_hf_gemma4 && rm -rf "$out/e2e_hf_gemma4"
+    # The 8-bit path on transformers' code (K/V quantised into an e4m3 cache with V transposed)
+    # against SDPA, both on e4m3-rounded weights.
+    step e2e-hf-e4m3 e2e_hf_gemma4_e4m3.txt timeout 300 python3 "$root/tools/bench/e2e_drift.py" \
+        --model transformers-gemma4 --hf-e4m3 --layers 12 --cli "$py_cli" --lib "$build/dispatch/libwideattn.so" \
+        --bundle "$build/bundle" --out "$out/e2e_hf_gemma4_e4m3" --dump-dir /tmp/wideattn_e2e_hf_e4m3 \
+        --margin-rel 0.10 --commit "$commit"
+    [[ -d "$out/e2e_hf_gemma4_e4m3" ]] && tar -czf "$out/e2e_hf_gemma4_e4m3.tar.gz" -C "$out" e2e_hf_gemma4_e4m3 &&
+        rm -rf "$out/e2e_hf_gemma4_e4m3"
 fi
 if ((peers)); then
     # The mma.sync rate measured in this run (by the bench step, or a short bench when it did not
