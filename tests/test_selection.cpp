@@ -609,6 +609,15 @@ std::string e4m3_kernel_json(const std::string& name, const std::string& feature
 
 }  // namespace
 
+// Makes p's V cache a transposed one (WIDEATTN_FLAG_V_TRANSPOSED) of its block size and heads,
+// each (block, head) page head_dim rows of block_size codes, pages packed.
+static void use_transposed_v(wideattn_prefill_params* p) {
+    p->flags = WIDEATTN_FLAG_V_TRANSPOSED;
+    p->v_slot_stride = 1;
+    p->v_head_stride = int64_t{p->head_dim} * p->block_size;
+    p->v_block_stride = p->v_head_stride * p->num_kv_heads;
+}
+
 // A transposed V map's sizes in kVtMapDim* order and its byte strides of dimensions 1..3.
 static void check_vt_layout(const KvMapLayout& v, const std::array<uint64_t, kKvMapRank>& dims,
                             const std::array<uint64_t, kKvMapRank - 1>& strides) {
@@ -632,10 +641,7 @@ TEST_CASE("selection: the transposed V layout runs only the kernels that read it
     CHECK(why.find("wgmma_e4m3pv_d512 reads V only in the transposed layout (flags WIDEATTN_FLAG_V_TRANSPOSED") !=
           std::string::npos);
 
-    p.flags = WIDEATTN_FLAG_V_TRANSPOSED;
-    p.v_slot_stride = 1;
-    p.v_head_stride = int64_t{p.head_dim} * p.block_size;
-    p.v_block_stride = p.v_head_stride * p.num_kv_heads;
+    use_transposed_v(&p);
     CHECK(kv_map_unsupported(p).empty());
     CHECK(select_name(m, p, 9, 0, &why) == "wgmma_e4m3pv_d512@sm_90a");
     REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &why, "wgmma_e4m3q_d512") == WIDEATTN_ERROR_UNSUPPORTED);
@@ -663,8 +669,7 @@ TEST_CASE("selection: the transposed V layout runs only the kernels that read it
     }
     SUBCASE("block_size 32: always 16-byte rows") {
         p.block_size = 32;
-        p.v_head_stride = int64_t{p.head_dim} * p.block_size;
-        p.v_block_stride = p.v_head_stride * p.num_kv_heads;
+        use_transposed_v(&p);
         p.num_blocks = 1024;
         CHECK_FALSE(v_row_boxes(p.block_size, p.head_dim));
         check_vt_layout(kv_map_layout(p, true), {32, 512, 4, 1024}, {32, 512 * 32, 4 * 512 * 32});
@@ -760,10 +765,7 @@ TEST_CASE("selection: the built bundle's decode_e4m3vt kernels serve single-toke
     }
     wideattn_prefill_params p = test::valid_params();
     p.kv_dtype = WIDEATTN_DTYPE_E4M3;
-    p.flags = WIDEATTN_FLAG_V_TRANSPOSED;
-    p.v_slot_stride = 1;
-    p.v_head_stride = int64_t{p.head_dim} * p.block_size;
-    p.v_block_stride = p.v_head_stride * p.num_kv_heads;
+    use_transposed_v(&p);
     p.total_q = p.num_seqs;  // one query token per sequence
     CHECK(select_name(m, p, 9, 0, &err) == "decode_e4m3vt_d512@sm_90a");
     p.total_q = p.num_seqs + 1;  // more: the 64-key prefill kernel

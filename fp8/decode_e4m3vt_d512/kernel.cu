@@ -1,8 +1,8 @@
 // kernel.cu - entry points of the single-token decode kernel for bf16 Q (scaled by a power of two
-// per block and held as f16) over an
-// e4m3 cache whose V is in the transposed layout (WIDEATTN_FLAG_V_TRANSPOSED), head dim 512, GQA
-// group 8 (sm_90a): decode_e4m3_d512's block (fp8/decode_e4m3_d512/block.cuh) with the traits of
-// traits.h, which read V as [dims][16 positions] per sub-tile.
+// per block and held as f16) over an e4m3 cache whose V is in the transposed layout
+// (WIDEATTN_FLAG_V_TRANSPOSED), head dim 512, GQA group 8 (sm_90a): decode_e4m3_d512's block
+// (fp8/decode_e4m3_d512/block.cuh) with the traits of traits.h, which read V as [dims][16
+// positions] per sub-tile.
 //
 // Launch: as every prefill kernel (kernel_desc.h) with tile_tokens 1: grid.x = query tokens,
 // grid.y = num_q_heads / 8, grid.z = key splits (split-KV when > 1), block = kThreads, dynamic
