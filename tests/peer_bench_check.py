@@ -169,6 +169,40 @@ def check_rows16_peer(pb, bench_dir, expect):
            f"the 16-row peer's speedup is over the bf16 wideattn: {case['impls']}")
 
 
+def check_transposed_v(pb, expect):
+    """The transposed-V implementation of the decode mode: an 8-bit wideattn implementation with
+    no peer of its own, and the slot interleave of include/wideattn.h (each group of 16 slots a
+    permutation, the header's examples)."""
+    expect(pb.IMPL_WIDEATTN_E4M3_VT in pb.DECODE_IMPLS and pb.IMPL_WIDEATTN_E4M3_VT in pb.E4M3_IMPLS
+           and pb.IMPL_WIDEATTN_E4M3_VT in pb.WIDEATTN_DECODE_IMPLS
+           and pb.IMPL_WIDEATTN_E4M3_VT not in pb.DECODE_BASELINE.values(),
+           "wideattn-e4m3-vt is an e4m3 wideattn implementation that no peer is compared with")
+    def err(mean_abs, source_mean_abs):
+        stats = {"mean_abs": mean_abs, "max_abs": 4 * mean_abs, "rel_l2": 2 * mean_abs}
+        stats["vs_source"] = {"mean_abs": source_mean_abs, "max_abs": 4 * source_mean_abs,
+                              "rel_l2": 2 * source_mean_abs}
+        return stats
+
+    case = {"name": "verify5-1@20k", "impls": {
+        "wideattn": {"status": "ok", "error": err(1.0, 3.0)},
+        "wideattn-e4m3": {"status": "ok", "error": err(10.0, 12.0)},
+        "wideattn-e4m3-vt": {"status": "ok", "error": err(20.0, 15.0)},
+        "triton-decode-e4m3": {"status": "ok", "error": err(1.0, 10.0)}}}
+    pb.fill_error_ratios(case)
+    vt = case["impls"]["wideattn-e4m3-vt"].get("error_vs_peer", {})
+    expect(vt.get("dequantised", {}).get("mean_abs") == 20.0 and vt.get("source", {}).get("max_abs") == 1.5
+           and "error_vs_peer" not in case["impls"]["wideattn"],
+           f"the e4m3 implementations' errors over the Triton e4m3 peer's, on both references: {case['impls']}")
+    del case["impls"]["triton-decode-e4m3"]
+    case["impls"]["wideattn-e4m3"].pop("error_vs_peer")
+    pb.fill_error_ratios(case)
+    expect("error_vs_peer" not in case["impls"]["wideattn-e4m3"], "no ratio without the peer's error")
+    positions = [pb.v_slot_position(s) for s in range(32)]
+    expect(positions[:16] == [0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15],
+           f"the first group's interleave: {positions[:16]}")
+    expect(positions[16:] == [16 + p for p in positions[:16]], f"the second group repeats it 16 on: {positions[16:]}")
+
+
 def check_usage_errors(peer_bench_py, expect):
     """Each usage error exits 2 with a message naming the option and the value."""
     cases = [
@@ -334,6 +368,7 @@ def main():
     check_decode(pb, expect)
     check_decode_peer(os.path.dirname(os.path.abspath(sys.argv[1])), expect)
     check_rows16_peer(pb, os.path.dirname(os.path.abspath(sys.argv[1])), expect)
+    check_transposed_v(pb, expect)
     check_usage_errors(sys.argv[1], expect)
 
     print(f"peer_bench_check: {'FAILED ' + str(len(failures)) if failures else 'all checks passed'}")

@@ -90,16 +90,21 @@ IMPL_NOTES = {
 MODE_PREFILL = "prefill"
 MODE_DECODE = "decode"
 IMPL_WIDEATTN_E4M3 = "wideattn-e4m3"
+IMPL_WIDEATTN_E4M3_VT = "wideattn-e4m3-vt"
 IMPL_TRITON_DECODE = "triton-decode"
 IMPL_TRITON_DECODE_E4M3 = "triton-decode-e4m3"
 IMPL_TRITON_ROWS16 = "triton-rows16"
-DECODE_IMPLS = (IMPL_WIDEATTN, IMPL_WIDEATTN_E4M3, IMPL_TRITON_DECODE, IMPL_TRITON_DECODE_E4M3, IMPL_TRITON_ROWS16)
+DECODE_IMPLS = (IMPL_WIDEATTN, IMPL_WIDEATTN_E4M3, IMPL_WIDEATTN_E4M3_VT, IMPL_TRITON_DECODE,
+                IMPL_TRITON_DECODE_E4M3, IMPL_TRITON_ROWS16)
 DECODE_BASELINE = {IMPL_TRITON_DECODE: IMPL_WIDEATTN, IMPL_TRITON_DECODE_E4M3: IMPL_WIDEATTN_E4M3,
                    IMPL_TRITON_ROWS16: IMPL_WIDEATTN}
-E4M3_IMPLS = (IMPL_WIDEATTN_E4M3, IMPL_TRITON_DECODE_E4M3)
+E4M3_IMPLS = (IMPL_WIDEATTN_E4M3, IMPL_WIDEATTN_E4M3_VT, IMPL_TRITON_DECODE_E4M3)
+WIDEATTN_DECODE_IMPLS = (IMPL_WIDEATTN, IMPL_WIDEATTN_E4M3, IMPL_WIDEATTN_E4M3_VT)
 DECODE_IMPL_NOTES = {
     IMPL_WIDEATTN: "libwideattn, dispatcher's kernel, bf16 K/V, split-KV workspace + hints",
     IMPL_WIDEATTN_E4M3: "libwideattn, dispatcher's kernel, e4m3 K/V + bf16 Q, split-KV workspace + hints",
+    IMPL_WIDEATTN_E4M3_VT: "the same over the transposed V layout (WIDEATTN_FLAG_V_TRANSPOSED: the same e4m3 "
+                           "V codes moved into [block][kv_head][d][slot] pages), the dispatcher's kernel for it",
     IMPL_TRITON_DECODE: "Triton paged split-KV decode (stage 1 per sequence x KV head x split, stage 2 "
                         "merge) as engines ship it; sequences over 8 tokens by the Triton prefill "
                         "(engine config)",
@@ -125,6 +130,9 @@ MIXED_DECODES = 63                   # and 63 single-token decodes at context 81
 MIXED_DECODE_CONTEXT = 8 * K1
 E4M3_SCALE = 2.0 ** -5               # per-tensor K/V scale: N(0, 1) values stay far below 448 * scale
 MISMATCH_REL_L2_E4M3 = 0.15          # the 8-bit kernels' bound on dequantised inputs (docs/design.md)
+# The transposed V layout's slot interleave within each group of 16 page slots (include/wideattn.h,
+# WIDEATTN_FLAG_V_TRANSPOSED): position(s) = 16 (s / 16) + 4 ((s / 2) % 4) + 2 ((s / 8) % 2) + s % 2.
+VT_GROUP_SLOTS = 16
 COPY_BYTES = 1 << 30                 # the copy-bandwidth probe: one 1 GiB device-to-device copy
 COPY_REPS = 7
 COPY_WARMUP = 2
@@ -435,7 +443,8 @@ def decode_peer_of(name):
 
 DECODE_COLUMNS = (("case", "<", 22), ("impl", "<", 18), ("ms", ">", 8), ("min", ">", 8),
                   ("p90", ">", 8), ("GB/s", ">", 7), ("%cp0", ">", 5), ("%cp1", ">", 5),
-                  ("wa x", ">", 5), ("relL2", ">", 7), ("maxabs", ">", 7), ("note", "<", 0))
+                  ("wa x", ">", 5), ("relL2", ">", 7), ("maxabs", ">", 7), ("srcmabs", ">", 7),
+                  ("err x", ">", 5), ("note", "<", 0))
 
 
 def fill_copy_percentages(report):
@@ -457,6 +466,27 @@ def fill_speedups(case_result):
         baseline = impls.get(decode_peer_of(name) or "", {})
         if impl.get("ms_median") and baseline.get("ms_median"):
             impl["wideattn_speedup"] = impl["ms_median"] / baseline["ms_median"]
+
+
+def fill_error_ratios(case_result):
+    """error_vs_peer of each wideattn e4m3 implementation: its mean abs, max abs and rel L2 error
+    over those of the Triton e4m3 peer on the same inputs, against the fp64 reference of the
+    dequantised K/V (dequantised) and of the values the cache was quantised from (source)."""
+    impls = case_result["impls"]
+    peer = impls.get(IMPL_TRITON_DECODE_E4M3, {}).get("error")
+    if not peer:
+        return
+    for name in (IMPL_WIDEATTN_E4M3, IMPL_WIDEATTN_E4M3_VT):
+        err = impls.get(name, {}).get("error")
+        if not err:
+            continue
+        ratios = {}
+        pairs = (("dequantised", err, peer), ("source", err.get("vs_source"), peer.get("vs_source")))
+        for label, ours, theirs in pairs:
+            if ours and theirs:
+                ratios[label] = {key: ours[key] / theirs[key] if theirs[key] > 0 else float("inf")
+                                 for key in ("mean_abs", "max_abs", "rel_l2")}
+        impls[name]["error_vs_peer"] = ratios
 
 
 def mixed_ratios(report):
@@ -486,7 +516,8 @@ def decode_table_rows(report):
                          _fmt(impl.get("ms_p90"), ".3f"), _fmt(impl.get("gbps"), ".0f"),
                          _fmt(impl.get("pct_copy_before"), ".1f"), _fmt(impl.get("pct_copy_after"), ".1f"),
                          _fmt(impl.get("wideattn_speedup"), ".2f"), _fmt(err.get("rel_l2"), ".1e"),
-                         _fmt(err.get("max_abs"), ".1e"), note])
+                         _fmt(err.get("max_abs"), ".1e"), _fmt((err.get("vs_source") or {}).get("mean_abs"), ".1e"),
+                         _fmt(impl.get("error_vs_peer", {}).get("source", {}).get("mean_abs"), ".2f"), note])
     return rows
 
 
@@ -520,7 +551,9 @@ def format_decode_header(report):
         f"(%cp0), {('%.0f GB/s' % after) if after else 'not yet measured'} at the end (%cp1)",
         f"wideattn: {report['wideattn']['status']} {report['wideattn'].get('detail', '')}".rstrip(),
         "GB/s = K/V bytes of every visible key once per KV head / ms; wa x = peer ms / wideattn ms "
-        "(same K/V dtype); errors vs fp64 reference on the dequantised inputs",
+        "(same K/V dtype); relL2, maxabs vs the fp64 reference on the dequantised inputs; srcmabs: mean abs "
+        "error vs the fp64 reference on the values the e4m3 cache was quantised from; err x: that over the "
+        "Triton e4m3 peer's",
     ])
 
 
@@ -1134,11 +1167,13 @@ class DecodeCaseData(CaseData):
     """CaseData whose K/V caches hold e4m3-representable values: the random bf16 caches are
     quantised to e4m3 codes (k_e4m3 / v_e4m3, scale E4M3_SCALE) and replaced by their exact
     dequantisation, so bf16 and e4m3 implementations read the same values and share one fp64
-    reference."""
+    reference. The unquantised caches of copy 0 are kept (k_source / v_source) for the second
+    reference: the attention of the values the cache was quantised from."""
 
     def __init__(self, case, copies, q_std, generators):
         super().__init__(case, copies, q_std, generators)
         torch = _lazy_torch()
+        self.k_source, self.v_source = self.k_cache[0].clone(), self.v_cache[0].clone()
         self.k_e4m3, self.v_e4m3 = [], []
         for copy in range(copies):
             for caches, codes in ((self.k_cache, self.k_e4m3), (self.v_cache, self.v_e4m3)):
@@ -1146,17 +1181,48 @@ class DecodeCaseData(CaseData):
                 codes.append(code)
                 caches[copy] = (code.float() * E4M3_SCALE).to(torch.bfloat16)
         self.kv_scale = torch.tensor([E4M3_SCALE], dtype=torch.float32, device="cuda")
+        self.v_e4m3_t = []   # transposed_v_codes of v_e4m3, made by the first implementation reading it
+
+    def transposed_v(self):
+        if not self.v_e4m3_t:
+            self.v_e4m3_t = [transposed_v_codes(codes) for codes in self.v_e4m3]
+        return self.v_e4m3_t
 
 
-def decode_params(wa, data, copy, o, e4m3):
+def v_slot_position(slot):
+    """Byte position of page slot `slot` in its row of the transposed V layout (VT_GROUP_SLOTS)."""
+    group, s = divmod(slot, VT_GROUP_SLOTS)
+    return VT_GROUP_SLOTS * group + 4 * ((s // 2) % 4) + 2 * ((s // 8) % 2) + s % 2
+
+
+def transposed_v_codes(codes):
+    """An e4m3 V cache [num_blocks, PAGE_SIZE, Hkv, D] moved into the transposed V layout
+    [num_blocks, Hkv, D, PAGE_SIZE] (slot s at v_slot_position(s)): the same codes, none
+    recomputed, so both layouts dequantise to the values of the one fp64 reference."""
+    torch = _lazy_torch()
+    positions = torch.tensor([v_slot_position(s) for s in range(codes.shape[1])], dtype=torch.int64,
+                             device=codes.device)
+    moved = codes.view(torch.uint8).permute(0, 2, 3, 1)
+    out = torch.empty(moved.shape, dtype=torch.uint8, device=codes.device)
+    out[..., positions] = moved
+    return out.view(codes.dtype)
+
+
+def decode_params(wa, data, copy, o, e4m3, v_transposed=False):
     """wideattn params of one copy with the split hints (max_seqlen_q / max_seqlen_k); for e4m3
-    the e4m3 caches and their scales."""
+    the e4m3 caches and their scales; v_transposed (e4m3 only): V from data.transposed_v() with
+    WIDEATTN_FLAG_V_TRANSPOSED and that layout's strides."""
     case = data.case
     p = wa.params(data, copy, o, None, wideattn_ctypes.DTYPE_BF16)
     if e4m3:
         p.k_cache, p.v_cache = data.k_e4m3[copy].data_ptr(), data.v_e4m3[copy].data_ptr()
         p.kv_dtype = wideattn_ctypes.DTYPE_E4M3
         p.k_scale = p.v_scale = data.kv_scale.data_ptr()
+    if v_transposed:
+        v = data.transposed_v()[copy]
+        p.v_cache = v.data_ptr()
+        p.v_block_stride, p.v_slot_stride, p.v_head_stride = v.stride(0), 1, v.stride(1)
+        p.flags |= wideattn_ctypes.FLAG_V_TRANSPOSED
     p.max_seqlen_q = max(case.q_lens)
     p.max_seqlen_k = max(case.seq_lens_k)
     return p
@@ -1169,9 +1235,9 @@ def wideattn_decode_impl(name, wa, data, env, result, log):
     if wa.status != STATUS_OK:
         result["impls"][name] = {"status": STATUS_UNAVAILABLE}
         return None
-    e4m3 = name == IMPL_WIDEATTN_E4M3
+    e4m3 = name in (IMPL_WIDEATTN_E4M3, IMPL_WIDEATTN_E4M3_VT)
     o = torch.empty_like(data.q[0])
-    params = [decode_params(wa, data, c, o, e4m3) for c in range(data.copies)]
+    params = [decode_params(wa, data, c, o, e4m3, name == IMPL_WIDEATTN_E4M3_VT) for c in range(data.copies)]
     kernel, why = wa.kernel_for(params[0], env["capability"])
     workspace = None
     if kernel is not None:
@@ -1299,6 +1365,21 @@ def record_decode_times(case, timed, args, copies, result, log):
     log("  median ms: " + ", ".join(f"{name} {result['impls'][name]['ms_median']:.3f}" for name in times))
 
 
+def source_reference(wa, data, capability, result, log):
+    """(rows, reference) of case_reference on copy 0 with its unquantised caches (data.k_source /
+    v_source) in place of the dequantised ones: the attention an e4m3 cache approximates, quantisation
+    error included; recorded in result as source_reference."""
+    dequantised = data.k_cache[0], data.v_cache[0]
+    data.k_cache[0], data.v_cache[0] = data.k_source, data.v_source
+    try:
+        record = {}
+        rows, ref = case_reference(wa, data, capability, record, lambda message: None)
+        result["source_reference"] = record["reference"] + ", unquantised K/V"
+    finally:
+        data.k_cache[0], data.v_cache[0] = dequantised
+    return rows, ref
+
+
 def run_decode_case(case, args, wa, env, generators, log):
     """Builds one decode case, cross-checks every implementation against the fp64 reference of
     the dequantised inputs, times the survivors."""
@@ -1314,13 +1395,16 @@ def run_decode_case(case, args, wa, env, generators, log):
               "page_size": PAGE_SIZE, "num_blocks": data.num_blocks, "flops": case.flops, "copies": copies,
               "e4m3_scale": E4M3_SCALE, "impls": {}}
     ref_rows, ref = case_reference(wa, data, env["capability"], result, log)
+    source_rows, source_ref = source_reference(wa, data, env["capability"], result, log)
 
     def check(out):
-        return error_stats(out if ref_rows is None else out[ref_rows], ref)
+        stats = error_stats(out if ref_rows is None else out[ref_rows], ref)
+        stats["vs_source"] = error_stats(out if source_rows is None else out[source_rows], source_ref)
+        return stats
 
     candidates = []
     for name in [impl for impl in DECODE_IMPLS if impl in args.impls.split(",")]:
-        if name in DECODE_BASELINE.values():
+        if name in WIDEATTN_DECODE_IMPLS:
             impl = wideattn_decode_impl(name, wa, data, env, result, log)
         elif name == IMPL_TRITON_ROWS16:
             impl = triton_rows16_impl(name, data, check, result, log)
@@ -1329,7 +1413,8 @@ def run_decode_case(case, args, wa, env, generators, log):
         if impl is not None:
             candidates.append(impl)
     timed = cross_check(candidates, check, result)
-    ref = None
+    ref = source_ref = None
+    fill_error_ratios(result)
     record_decode_times(case, timed, args, copies, result, log)
     result["impls"] = {name: result["impls"][name] for name in DECODE_IMPLS if name in result["impls"]}
     del data, candidates, timed
