@@ -27,6 +27,10 @@ Attentions (--attention, run in the order given, --rounds times alternated per c
 wideattn.transformers.set_mask_check("per_step"), the earlier mask rule (every mask verified at
 the first served layer of each step), to time the two rules side by side.
 
+Plan reuse across decode steps (wideattn.transformers, opt-in by $WIDEATTN_DECODE_REUSE=1) is
+whatever the environment sets: the report's "decode_reuse" says whether it was on and counts the
+per-head calls it served and the exact-count retries it made during the run.
+
 The wideattn package is whatever `import wideattn` finds (PYTHONPATH): to compare builds, e.g.
 this one against main's a94d5f9 integration, run the script once per build with --label and
 --json, then --compare the reports:
@@ -169,6 +173,11 @@ def measure(args):
               "wideattn_version": wideattn.version(), "steps": args.steps, "warmup": args.warmup, "reps": args.reps,
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cases": {}}
     report["rounds"] = args.rounds
+    # Plan reuse across decode steps (wideattn.transformers, opt-in): the setting of this run and,
+    # after the cases, the calls it served and the exact-count retries it made.
+    reuse_on = wideattn.transformers.set_decode_reuse(False)
+    wideattn.transformers.set_decode_reuse(reuse_on)
+    reuse_before = dict(wideattn.transformers.decode_reuse)
     for case in args.cases:
         kind, context = CASES[case]
         samples = {attention: [] for attention in args.attention}
@@ -199,6 +208,10 @@ def measure(args):
             report["cases"][case][attention] = {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
                                                 "max_ms": max(times) * 1e3, "samples": len(times),
                                                 "round_medians_ms": rounds[attention], **counts[attention]}
+    report["decode_reuse"] = {"on": reuse_on, **{key: value - reuse_before.get(key, 0)
+                                                 for key, value in wideattn.transformers.decode_reuse.items()}}
+    print(f"plan reuse across decode steps: {'on' if reuse_on else 'off'}; "
+          + ", ".join(f"{key} {value}" for key, value in report["decode_reuse"].items() if key != "on"))
     ratios(report, report, "sdpa", "wideattn", BARS_VS_SDPA)
     ratios(report, report, "wideattn-per-step", "wideattn", {})
     if args.json:
