@@ -7,6 +7,8 @@ with Gemma4ForCausalLM). The model: tools/bench/hf_gemma4.py (Gemma 4 31B's atte
     gate (paired rule, margin 0.10 x the bf16 SDPA baseline's mean KL), SDPA in bf16 the baseline;
   - greedy generation of 64 tokens with the KV cache: wideattn's tokens equal SDPA's, or (where
     they part) the teacher-forced logits of the generated sequence pass the same gate;
+  - greedy generation with plan reuse across decode steps (wideattn.transformers.set_decode_reuse)
+    against the same generation without it: the same tokens, or parting only at a near tie;
   - continuous batching (generate_batch on "paged|wideattn") of 8 requests, on a model of global
     layers only (transformers' paged cache cannot hold Gemma 4's mixed layers: hf_gemma4.py):
     each request's tokens equal the request generated alone with wideattn, or (where they part:
@@ -123,6 +125,35 @@ def test_greedy_generation_matches_sdpa():
     if not same:
         sequence = torch.cat([prompt, sdpa_tokens])
         assert gate(sequence, "generation") == "ACCEPT"
+
+
+def test_decode_reuse_keeps_greedy_generation():
+    """Plan reuse across decode steps (wideattn.transformers, opt-in) against the same generation
+    without it: its per-head decode calls ran, and the tokens are the same, or part only where the
+    run without reuse had a near tie (its top logit within NEAR_TIE_LOGIT of the token reuse took:
+    the rounded-up key count may choose another split count, which rounds differently)."""
+    m = model()
+    prompt = _state["prompt"][:256]
+    previous = wa_hf.set_decode_reuse(False)
+    try:
+        off_tokens, off_logits = served_calls("dense", hf_gemma4.greedy, m, prompt, NEW_TOKENS, "wideattn")
+        wa_hf.set_decode_reuse(True)
+        calls, retries = wa_hf.decode_reuse["per_head_calls"], wa_hf.decode_reuse["exact_retries"]
+        on_tokens, on_logits = served_calls("dense", hf_gemma4.greedy, m, prompt, NEW_TOKENS, "wideattn")
+        calls = wa_hf.decode_reuse["per_head_calls"] - calls
+        retries = wa_hf.decode_reuse["exact_retries"] - retries
+    finally:
+        wa_hf.set_decode_reuse(previous)
+    assert calls > 0, "no decode step ran on the reuse path"
+    first = next((i for i in range(NEW_TOKENS) if off_tokens[i] != on_tokens[i]), None)
+    shared = NEW_TOKENS if first is None else first + 1
+    spread = (on_logits[:shared] - off_logits[:shared]).abs().max().item()
+    print(f"  {calls} per-head decode calls, {retries} exact-count retries; tokens "
+          f"{'identical' if first is None else f'part at step {first}'}; largest logit difference "
+          f"{spread:.3g} up to there")
+    if first is not None:
+        gap = (off_logits[first].max() - off_logits[first][on_tokens[first]]).item()
+        assert gap <= NEAR_TIE_LOGIT, (first, gap)
 
 
 def largest_greedy_gap(m, prompt, tokens, attention):
