@@ -37,6 +37,7 @@ if BENCH_DIR not in sys.path:
     sys.path.insert(0, BENCH_DIR)
 
 from peers import wideattn_ctypes  # noqa: E402  (standard library only)
+from e2e_drift import v_slot_position  # noqa: E402  (the transposed V layout's slot order; no torch)
 
 # Gemma 4 31B global layers (docs/design.md sections 1 and 7).
 NUM_Q_HEADS = 32
@@ -130,9 +131,6 @@ MIXED_DECODES = 63                   # and 63 single-token decodes at context 81
 MIXED_DECODE_CONTEXT = 8 * K1
 E4M3_SCALE = 2.0 ** -5               # per-tensor K/V scale: N(0, 1) values stay far below 448 * scale
 MISMATCH_REL_L2_E4M3 = 0.15          # the 8-bit kernels' bound on dequantised inputs (docs/design.md)
-# The transposed V layout's slot interleave within each group of 16 page slots (include/wideattn.h,
-# WIDEATTN_FLAG_V_TRANSPOSED): position(s) = 16 (s / 16) + 4 ((s / 2) % 4) + 2 ((s / 8) % 2) + s % 2.
-VT_GROUP_SLOTS = 16
 COPY_BYTES = 1 << 30                 # the copy-bandwidth probe: one 1 GiB device-to-device copy
 COPY_REPS = 7
 COPY_WARMUP = 2
@@ -1187,12 +1185,6 @@ class DecodeCaseData(CaseData):
         if not self.v_e4m3_t:
             self.v_e4m3_t = [transposed_v_codes(codes) for codes in self.v_e4m3]
         return self.v_e4m3_t
-
-
-def v_slot_position(slot):
-    """Byte position of page slot `slot` in its row of the transposed V layout (VT_GROUP_SLOTS)."""
-    group, s = divmod(slot, VT_GROUP_SLOTS)
-    return VT_GROUP_SLOTS * group + 4 * ((s // 2) % 4) + 2 * ((s // 8) % 2) + s % 2
 
 
 def transposed_v_codes(codes):
