@@ -31,6 +31,8 @@ Exit status: 0 done (or self-test passed), 1 self-test failed, 2 bad arguments, 
 """
 
 import argparse
+import contextlib
+import io
 import json
 import sys
 
@@ -143,6 +145,7 @@ def run(tokens, keys, seeds):
 
 
 def self_test():
+    """The grids, the bad-argument messages and the forms' order on a small case."""
     failures = []
 
     def expect(condition, what):
@@ -158,6 +161,18 @@ def self_test():
     x = np.array([0.3, 0.7, 0.01])
     expect(np.abs(two_terms(x, P_SCALE) - x).max() < np.abs(p_e4m3(x) - x).max() / 4,
            "two e4m3 terms are closer than one")
+    for argv, message in ((["--tokens", "9"], "--tokens=9: 9 x 8 rows exceed one 64-row Q block"),
+                          (["--tokens", "0"], "--tokens=0: must be at least 1"),
+                          (["--tokens", "5", "--keys", "4"], "--keys=4: must be at least 5"),
+                          (["--seeds", "0"], "--seeds=0: must be at least 1")):
+        stderr = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(stderr):
+                main(argv)
+            status = 0
+        except SystemExit as exit_:
+            status = exit_.code
+        expect(status == 2 and message in stderr.getvalue(), f"{argv} refused with '{message}': {stderr.getvalue()!r}")
     result = run(tokens=2, keys=1024, seeds=1)
     r = result["ratio_to_peer"]
     expect(r["triton"] == 1.0, f"the peer's ratio is 1: {r}")
