@@ -4,7 +4,10 @@
 // scale per block, as wgmma_e4m3kv_d512 does); K and V e4m3 with per-tensor scales, V in the
 // transposed cache layout. wgmma_e4m3alt_d512's block (fp8/hopper_e4m3alt_d512/block.cuh: its
 // place, geometry, prologue and streams over this kernel's traits) around the 64-key loop
-// (mainloop.cuh); the epilogue is wgmma_e4m3pv_d512's.
+// (mainloop.cuh); the epilogue is wgmma_e4m3pv_d512's. A sequence whose new tokens fit the token
+// tile (decode and verification steps: its K/V streamed for this block alone, so the time is the
+// stream's) takes the loop with P as two e4m3 terms; longer sequences' blocks share their K/V in
+// L2 and are bound by the tensor pipe, and keep one term.
 #pragma once
 
 #include <cstdint>
@@ -52,7 +55,10 @@ __device__ __forceinline__ void wide_block(const wideattn_prefill_params& p, con
     RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
     const float score_scale =
         p.softmax_scale * kLog2e * (kQuantizeQ ? block_q_scale : __ldg(p.q_scale)) * __ldg(p.k_scale);
-    wide_mainloop<Traits>(p, geometry, at, map, streams, score_scale, o, state);
+    if (work.tile.q_len <= Traits::kTileTokens)
+        wide_mainloop<Traits, true>(p, geometry, at, map, streams, score_scale, o, state);
+    else
+        wide_mainloop<Traits, false>(p, geometry, at, map, streams, score_scale, o, state);
     e4m3pv::write_block_output<Traits, kSplit>(p, o, state, first_token, work.tile.tile_len, at.row_tile,
                                                work.kv_head, at.group, at.lane);
 }

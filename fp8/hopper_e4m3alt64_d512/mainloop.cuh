@@ -22,6 +22,12 @@
 //  - Own P V from shared memory too: the RS form's two P register sets did not fit (NOTES.md).
 //  - Masking only in the generic rounds: a full round's own tile ends at least 64 keys before
 //    kv_end, and every row sees every key below kv_end - kTileTokens (bottom-right causal).
+//  - kTwoTermP (blocks whose sequence's new tokens fit the token tile: decode and verification
+//    steps, bound by the K/V stream): P is two e4m3 terms, hi = e4m3(P x 2^8) and lo = e4m3 of
+//    its residual in the same units, each a P tile and an FP8 P V into the same accumulator. The
+//    two terms take the places of the two P parities, so a round's P is stored only once both
+//    warpgroups have retired the previous round's P V (a block barrier after that wait, where
+//    the one-term rounds have a warpgroup barrier). NOTES.md, "Few-token error".
 #pragma once
 
 #include <cstdint>
@@ -43,6 +49,14 @@
 namespace wideattn::hopper::e4m3alt64 {
 
 using e4m3alt::SharedMap;
+
+// Two-term P: the P tile slots of the hi and lo terms (one-term rounds use slot r % 2).
+constexpr int32_t kHiTermSlot = 0;
+constexpr int32_t kLoTermSlot = 1;
+// Two-term P: both warpgroups have retired the previous round's P V (after e4m3alt's
+// posted-P barriers, kPostedScoresBase + warpgroup).
+constexpr int32_t kProductsRetiredBarrier = kPostedScoresBase + 2;
+static_assert(kProductsRetiredBarrier < kHardwareBarriers, "a hardware named barrier");
 
 // Per row of the thread's pair (g, g + 8): score column c (0 .. kTileKeys - 1, c = n kAccumN +
 // 2 (lane % 4) + e % 2 for quad n, element e) of key tile `tile` is visible iff c < limit[e / 2]
@@ -84,10 +98,12 @@ __device__ __forceinline__ void own_row_maxima(const float (&s)[Traits::kKeyNTil
 
 // P = 2^(s x scale - max + kProbScaleLog2) of the visible keys (0 elsewhere) against the running
 // maxima, added to the row sums and rounded to e4m3 (RNE, saturating) into the A fragments of the
-// two P V steps, element by element as Traits::prob_score_quad / prob_score_element place them.
-template <class Traits, bool kMasked>
+// two P V steps, element by element as Traits::prob_score_quad / prob_score_element place them;
+// kTwoTermP: the rounding residuals too, rounded to e4m3 into prob_lo (same places and units).
+template <class Traits, bool kMasked, bool kTwoTermP>
 __device__ __forceinline__ void own_probs(const float (&s)[Traits::kKeyNTiles][4], const int32_t (&limit)[2],
-                                          float scale, RowState& state, uint32_t (&prob)[Traits::kPvSteps][4]) {
+                                          float scale, RowState& state, uint32_t (&prob)[Traits::kPvSteps][4],
+                                          uint32_t (&prob_lo)[Traits::kPvSteps][4]) {
     constexpr int32_t kBytesPerReg = 4;
     float base[2];
 #pragma unroll
@@ -106,20 +122,31 @@ __device__ __forceinline__ void own_probs(const float (&s)[Traits::kKeyNTiles][4
                 state.sum[e / 2] += pr[byte];
             }
             prob[step][reg] = mma_e4m3::pack_e4m3x4(pr[0], pr[1], pr[2], pr[3]);
+            if constexpr (kTwoTermP) {
+                float residual[kBytesPerReg];
+                mma_e4m3::e4m3x4_residuals(prob[step][reg], pr, residual);
+                prob_lo[step][reg] = mma_e4m3::pack_e4m3x4(residual[0], residual[1], residual[2], residual[3]);
+            }
         }
 }
 
-// The thread's A fragments into the warpgroup's P tile of `parity` (Traits::prob_fragment_offset:
-// the places the two SS wgmmas read; tests/test_wgmma_layout.cpp checks them), then posted.
-template <class Traits>
-__device__ __forceinline__ void post_probs(const SharedMap& map, int32_t parity, const GroupPlace& at,
-                                           const uint32_t (&prob)[Traits::kPvSteps][4]) {
-    const uint32_t tile = e4m3alt::prob_tile<Traits>(map, parity, at.group);
+// The thread's A fragments into the warpgroup's P tile of slot `slot` (Traits::prob_fragment_offset:
+// the places the two SS wgmmas read; tests/test_wgmma_layout.cpp checks them), kTwoTermP: the lo
+// term's into the tile of kLoTermSlot; then posted.
+template <class Traits, bool kTwoTermP>
+__device__ __forceinline__ void post_probs(const SharedMap& map, int32_t slot, const GroupPlace& at,
+                                           const uint32_t (&prob)[Traits::kPvSteps][4],
+                                           const uint32_t (&prob_lo)[Traits::kPvSteps][4]) {
+    const uint32_t tile = e4m3alt::prob_tile<Traits>(map, slot, at.group);
+    const uint32_t lo_tile = e4m3alt::prob_tile<Traits>(map, kLoTermSlot, at.group);
 #pragma unroll
     for (int32_t step = 0; step < Traits::kPvSteps; ++step)
 #pragma unroll
-        for (int32_t reg = 0; reg < Traits::kProbRegs; ++reg)
-            ptx::store_shared_u32(tile + Traits::prob_fragment_offset(at.row_tile, at.lane, step, reg), prob[step][reg]);
+        for (int32_t reg = 0; reg < Traits::kProbRegs; ++reg) {
+            const uint32_t offset = Traits::prob_fragment_offset(at.row_tile, at.lane, step, reg);
+            ptx::store_shared_u32(tile + offset, prob[step][reg]);
+            if constexpr (kTwoTermP) ptx::store_shared_u32(lo_tile + offset, prob_lo[step][reg]);
+        }
     ptx::fence_proxy_async_shared();
     ptx::named_barrier_arrive(e4m3alt::posted_probs_barrier(at.group), Traits::kThreads);
 }
@@ -132,17 +159,17 @@ __device__ __forceinline__ SmemDescriptor value_step_descriptor(const SharedMap&
                            step * Traits::kVtStepBytes);
 }
 
-// The A descriptor of P V step `step` over warpgroup `group`'s P tile of `parity`.
+// The A descriptor of P V step `step` over warpgroup `group`'s P tile of slot `slot`.
 template <class Traits>
-__device__ __forceinline__ SmemDescriptor prob_step_descriptor(const SharedMap& map, int32_t parity, int32_t group,
+__device__ __forceinline__ SmemDescriptor prob_step_descriptor(const SharedMap& map, int32_t slot, int32_t group,
                                                                int32_t step) {
-    return interleaved_descriptor(e4m3alt::prob_tile<Traits>(map, parity, group) + step * Traits::kProbStepBytes,
+    return interleaved_descriptor(e4m3alt::prob_tile<Traits>(map, slot, group) + step * Traits::kProbStepBytes,
                                   Traits::kProbCoreBytes, Traits::kProbRowGroupBytes);
 }
 
 // Round r of the key loop (see the file comment and wgmma_e4m3alt_d512's alternating_round for
-// kBehindProducts and kFull); prob: this round's P register set.
-template <class Traits, bool kBehindProducts, bool kFull>
+// kBehindProducts and kFull; kTwoTermP: the file comment); prob: this round's P register set.
+template <class Traits, bool kBehindProducts, bool kFull, bool kTwoTermP>
 __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, const BlockGeometry& g,
                                            const GroupPlace& at, const SharedMap& map,
                                            e4m3alt::Streams<Traits>& streams, float score_scale,
@@ -155,6 +182,8 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
     const bool partner = kFull || partner_tile < n;
     const bool next_scores = kFull || Traits::kTilesPerRound * (r + 1) + at.group < n;
     const int32_t parity = r % Traits::kProbParities;
+    const int32_t prob_slot = kTwoTermP ? kHiTermSlot : parity;
+    static_assert(Traits::kProbParities > kLoTermSlot, "the lo term in the second parity's P tile");
 
     if constexpr (kBehindProducts)
         ptx::wgmma_wait<e4m3alt::kProductsBehindScores>();  // scores(r)
@@ -171,11 +200,15 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
     float alpha[2];
     const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
     uint32_t prob[Traits::kPvSteps][4];
-    own_probs<Traits, !kFull>(s, limit, score_scale, state, prob);
+    uint32_t prob_lo[Traits::kPvSteps][4];
+    own_probs<Traits, !kFull, kTwoTermP>(s, limit, score_scale, state, prob, prob_lo);
 
     ptx::wgmma_wait<0>();  // both P V of round r-1: O complete
     ptx::pin_all(o);
-    ptx::named_barrier_sync(kGroupBarrierBase + at.group, Traits::kWarpGroupThreads);
+    if constexpr (kTwoTermP)
+        ptx::named_barrier_sync(kProductsRetiredBarrier, Traits::kThreads);  // and the partner's: P tiles free
+    else
+        ptx::named_barrier_sync(kGroupBarrierBase + at.group, Traits::kWarpGroupThreads);
     if (e4m3alt::issues_copies(at) && r >= 1)
         for (int32_t tile = Traits::kTilesPerRound * (r - 1) + Traits::kValueSlots;
              tile < Traits::kTilesPerRound * r + Traits::kValueSlots && tile < n; ++tile)
@@ -204,7 +237,7 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
     }
 
     if (own) {
-        post_probs<Traits>(map, parity, at, prob);
+        post_probs<Traits, kTwoTermP>(map, prob_slot, at, prob, prob_lo);
         // The own P V reads the tile too: every thread's fragments stored and fenced.
         ptx::named_barrier_sync(kGroupBarrierBase + at.group, Traits::kWarpGroupThreads);
     }
@@ -233,9 +266,13 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
                 ptx::named_barrier_sync(e4m3alt::posted_probs_barrier(producer), Traits::kThreads);
             ptx::wgmma_fence();
 #pragma unroll
-            for (int32_t step = 0; step < Traits::kPvSteps; ++step)
-                ptx::wgmma_m64n256k32_e4m3_ss(o, prob_step_descriptor<Traits>(map, parity, producer, step),
-                                              value_step_descriptor<Traits>(map, tile, at.group, step));
+            for (int32_t step = 0; step < Traits::kPvSteps; ++step) {
+                const SmemDescriptor values = value_step_descriptor<Traits>(map, tile, at.group, step);
+                ptx::wgmma_m64n256k32_e4m3_ss(o, prob_step_descriptor<Traits>(map, prob_slot, producer, step), values);
+                if constexpr (kTwoTermP)
+                    ptx::wgmma_m64n256k32_e4m3_ss(o, prob_step_descriptor<Traits>(map, kLoTermSlot, producer, step),
+                                                  values);
+            }
         }
         ptx::wgmma_commit();
     }
@@ -243,8 +280,8 @@ __device__ __forceinline__ void wide_round(const wideattn_prefill_params& p, con
 
 // The whole key loop of one warpgroup (wgmma_e4m3alt_d512's alternating_mainloop over wide_round):
 // o accumulates unnormalised P V over its half of the dims; state ends with the running maxima
-// and the row sums of both warpgroups' tiles.
-template <class Traits>
+// and the row sums of both warpgroups' tiles. kTwoTermP: P as two e4m3 terms (the file comment).
+template <class Traits, bool kTwoTermP>
 __device__ __forceinline__ void wide_mainloop(const wideattn_prefill_params& p, const BlockGeometry& g,
                                               const GroupPlace& at, const SharedMap& map,
                                               e4m3alt::Streams<Traits>& streams, float score_scale,
@@ -269,28 +306,28 @@ __device__ __forceinline__ void wide_mainloop(const wideattn_prefill_params& p, 
     int32_t r = 0;
     if (rounds > 0) {
         if (full(0))
-            wide_round<Traits, false, true>(p, g, at, map, streams, score_scale, o, state, s, 0);
+            wide_round<Traits, false, true, kTwoTermP>(p, g, at, map, streams, score_scale, o, state, s, 0);
         else
-            wide_round<Traits, false, false>(p, g, at, map, streams, score_scale, o, state, s, 0);
+            wide_round<Traits, false, false, kTwoTermP>(p, g, at, map, streams, score_scale, o, state, s, 0);
         r = 1;
     }
     // Full rounds in runs that begin with a round waiting for everything (ptxas does not follow
     // in-flight wgmma groups across a loop's back edge); within a run the P sets alternate.
     if (full(0)) {
         for (; full(r + e4m3alt::kRoundsPerRun - 1); r += e4m3alt::kRoundsPerRun) {
-            wide_round<Traits, false, true>(p, g, at, map, streams, score_scale, o, state, s, r);
-            wide_round<Traits, true, true>(p, g, at, map, streams, score_scale, o, state, s, r + 1);
-            wide_round<Traits, true, true>(p, g, at, map, streams, score_scale, o, state, s, r + 2);
-            wide_round<Traits, true, true>(p, g, at, map, streams, score_scale, o, state, s, r + 3);
+            wide_round<Traits, false, true, kTwoTermP>(p, g, at, map, streams, score_scale, o, state, s, r);
+            wide_round<Traits, true, true, kTwoTermP>(p, g, at, map, streams, score_scale, o, state, s, r + 1);
+            wide_round<Traits, true, true, kTwoTermP>(p, g, at, map, streams, score_scale, o, state, s, r + 2);
+            wide_round<Traits, true, true, kTwoTermP>(p, g, at, map, streams, score_scale, o, state, s, r + 3);
         }
         if (full(r)) {
-            wide_round<Traits, false, true>(p, g, at, map, streams, score_scale, o, state, s, r);
+            wide_round<Traits, false, true, kTwoTermP>(p, g, at, map, streams, score_scale, o, state, s, r);
             ++r;
             if (full(r)) {
-                wide_round<Traits, true, true>(p, g, at, map, streams, score_scale, o, state, s, r);
+                wide_round<Traits, true, true, kTwoTermP>(p, g, at, map, streams, score_scale, o, state, s, r);
                 ++r;
                 if (full(r)) {
-                    wide_round<Traits, true, true>(p, g, at, map, streams, score_scale, o, state, s, r);
+                    wide_round<Traits, true, true, kTwoTermP>(p, g, at, map, streams, score_scale, o, state, s, r);
                     ++r;
                 }
             }
@@ -298,7 +335,7 @@ __device__ __forceinline__ void wide_mainloop(const wideattn_prefill_params& p, 
     }
     // The last rounds (at most two), everything waited for at their top.
     for (; r < rounds; ++r)
-        wide_round<Traits, false, false>(p, g, at, map, streams, score_scale, o, state, s, r);
+        wide_round<Traits, false, false, kTwoTermP>(p, g, at, map, streams, score_scale, o, state, s, r);
     ptx::wgmma_wait<0>();
     ptx::pin_all(o);
     e4m3alt::add_partner_row_sums<Traits>(map, at, state);

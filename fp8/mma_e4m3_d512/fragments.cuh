@@ -1,10 +1,11 @@
 // fragments.cuh - the e4m3 fragment functions of the 8-bit mma.sync prefill kernel (the mma.sync
 // m16n8k32 e4m3 wrapper itself is in kernels/common/ptx_mma.cuh): packing four floats into four
-// e4m3 bytes (round to nearest even, saturating), and the byte permutes that turn a transposed
-// ldmatrix of V into k-major B fragments. Valid on sm_89 and newer.
+// e4m3 bytes (round to nearest even, saturating), their rounding residuals, and the byte permutes
+// that turn a transposed ldmatrix of V into k-major B fragments. Valid on sm_89 and newer.
 #pragma once
 
 #include <cstdint>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 namespace wideattn::mma_e4m3 {
@@ -14,6 +15,20 @@ __device__ __forceinline__ uint32_t pack_e4m3x4(float e0, float e1, float e2, fl
     const uint32_t low = __nv_cvt_float2_to_fp8x2(make_float2(e0, e1), __NV_SATFINITE, __NV_E4M3);
     const uint32_t high = __nv_cvt_float2_to_fp8x2(make_float2(e2, e3), __NV_SATFINITE, __NV_E4M3);
     return low | (high << 16);
+}
+
+// The rounding residuals of four floats against their e4m3 codes `codes` (pack_e4m3x4 of the
+// same floats): element i - decoded byte i, exact in fp32 where |element i| <= 448 (a code lies
+// within a factor 2 of its element or is 0, so the subtraction is exact).
+__device__ __forceinline__ void e4m3x4_residuals(uint32_t codes, const float (&x)[4], float (&residual)[4]) {
+    const __half2_raw low = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xffffu), __NV_E4M3);
+    const __half2_raw high = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes >> 16), __NV_E4M3);
+    const float2 l = __half22float2(__half2(low));
+    const float2 h = __half22float2(__half2(high));
+    residual[0] = x[0] - l.x;
+    residual[1] = x[1] - l.y;
+    residual[2] = x[2] - h.x;
+    residual[3] = x[3] - h.y;
 }
 
 // A transposed ldmatrix (b16) of an e4m3 [key][dim] tile gives lane (g, t) the bytes

@@ -453,6 +453,49 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: transposed V, NaN in un
     }
 }
 
+TEST_CASE("gpu wgmma_e4m3alt64kv_d512: few-token sequences take P as two e4m3 terms, prefill sequences one") {
+    // The 64-key kernels round P to e4m3 for the FP8 P V; a sequence whose new tokens fit one token
+    // tile gets a second e4m3 term of P (the residual), which leaves the Q rounding as its error, as
+    // in the engine layout's kernel (Q K^T in FP8, P V at f16): its error within
+    // kTwoTermErrorRatio of that kernel's. Prefill sequences keep one term, whose P rounding shows
+    // above it (the contrast checks that the switch is per sequence and that the check can fail).
+    constexpr const char* kTwoTermKernel = "wgmma_e4m3alt64kv_d512";
+    constexpr const char* kEngineLayoutKernel = "wgmma_e4m3kv_d512";
+    constexpr double kTwoTermErrorRatio = 1.1;
+    if (!runs_here(kTwoTermKernel, WIDEATTN_DTYPE_BF16) || !runs_here(kEngineLayoutKernel, WIDEATTN_DTYPE_BF16)) {
+        MESSAGE(kTwoTermKernel << " or " << kEngineLayoutKernel << " does not run on this GPU");
+        return;
+    }
+    const std::vector<std::string> kernels = {kEngineLayoutKernel, kTwoTermKernel};
+    uint64_t seed = fresh_seed() * 1000 + 950;
+    struct Batch {
+        const char* what;
+        std::vector<int32_t> q_lens, contexts;
+        bool two_terms;
+    };
+    const Batch batches[] = {
+        {"few-token", {5, 5, 1, 8, 3, 7}, {2300, 4001, 1500, 999, 3100, 77}, true},
+        {"prefill", {64, 40}, {4000, 1999}, false},
+    };
+    for (const Batch& batch : batches) {
+        CAPTURE(batch.what);
+        ProblemSpec spec = problem_spec(batch.q_lens, batch.contexts, 32, 4, 16, ++seed);
+        spec.e4m3_kv = true;
+        double rel_l2[2] = {-1.0, -1.0};
+        check_kernels_on(spec, kernels, [&](const ProblemSpec& ran, const CaseResult& r) {
+            check_fast_result(ran, r, kE4m3RelL2, false);
+            rel_l2[r.kernel == kTwoTermKernel ? 1 : 0] = r.stats.rel_l2;
+        });
+        const double ratio = rel_l2[1] / rel_l2[0];
+        std::printf("  %s: %s rel L2 %.4g, %s %.4g: ratio %.3f\n", batch.what, kTwoTermKernel, rel_l2[1],
+                    kEngineLayoutKernel, rel_l2[0], ratio);
+        if (batch.two_terms)
+            CHECK(ratio <= kTwoTermErrorRatio);
+        else
+            CHECK(ratio > kTwoTermErrorRatio);
+    }
+}
+
 TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: accuracy at 32k and 128k keys against the fp64 kernel and the other e4m3-Q kernels") {
     if (!runs_here(kFp8PvKernel)) {
         MESSAGE("wgmma_e4m3pv_d512 does not run on this GPU");
