@@ -415,13 +415,15 @@ class Plan:
             self.close()
 
 
-def switch_from_env(name, meaning):
-    """An on/off environment variable `name`: "1" on, "0" or unset off; any other value raises
-    InvalidArgumentError naming the variable and what 1 means (`meaning`)."""
+def switch_from_env(name, meaning, default=False):
+    """An on/off environment variable `name`: "1" on, "0" off, unset or empty `default`; any other
+    value raises InvalidArgumentError naming the variable and what 1 means (`meaning`)."""
     value = os.environ.get(name, "")
     if value not in ("", "0", "1"):
+        if default:
+            raise errors.invalid_argument("wideattn", f"${name}={value!r}: use 1 / unset ({meaning}) or 0 (off)")
         raise errors.invalid_argument("wideattn", f"${name}={value!r}: use 1 ({meaning}) or 0 / unset (off)")
-    return value == "1"
+    return value == "1" if value else bool(default)
 
 
 def _debug_from_env():

@@ -35,10 +35,11 @@ once, the varlen tensors built once), so the op's plan cache (ops.PlanCache) run
 at the step's first global layer, for all of them; a continuous-batching step shares its metadata
 the same way (paged_step_metadata).
 
-Plan reuse across decode steps (opt-in: set_decode_reuse(True) or $WIDEATTN_DECODE_REUSE=1; off
-by default until measured on a GPU). A decode step (one query token per batch row, outside debug
-mode, torch.compile and CUDA-graph capture) keeps the op's plan key of the step before, so the plan cache
-makes a plan only when a capacity is passed (a new plan per step cost ~50 us per layer before):
+Plan reuse across decode steps (on by default since 2026-12-03, after its GPU runs; off with
+set_decode_reuse(False) or $WIDEATTN_DECODE_REUSE=0). A decode step (one query token per batch
+row, outside debug mode, torch.compile and CUDA-graph capture) keeps the op's plan key of the step
+before, so the plan cache makes a plan only when a capacity is passed (a new plan per step cost
+~50 us per layer before):
   - each (batch row, KV head) is a sequence pair of its own over one KV head (_decode_forward):
     query rows [B * Hkv, group, D], K/V as token-row pages with no head stride, since a
     DynamicCache's K/V [B, Hkv, S, D] are a new exact tensor per step (torch.cat) whose head
@@ -172,18 +173,20 @@ def set_mask_check(mode):
     return previous
 
 
-# Plan reuse across decode steps (module docstring, "Plan reuse across decode steps"): off by
+# Plan reuse across decode steps (module docstring, "Plan reuse across decode steps"): on by
 # default. It states a DynamicCache's K/V with up to 1/8 more rows than the tensor has (rows the
 # block table never names, so never read), which the library's extent and overlap checks then
-# treat as cache; until GPU runs have measured its gain and how often the exact retry happens, it
-# is an opt-in (set_decode_reuse(True) or $WIDEATTN_DECODE_REUSE=1).
+# treat as cache. GPU runs measured it before it became the default (BENCHMARKS.md, 2026-12-03:
+# Gemma 4's greedy tokens identical with and without it, no exact-count retry in 126 per-head
+# calls; wideattn ahead of SDPA at decode_8k with it, behind without). Off with
+# set_decode_reuse(False) or $WIDEATTN_DECODE_REUSE=0.
 ENV_DECODE_REUSE = "WIDEATTN_DECODE_REUSE"
-_decode_reuse = {"on": switch_from_env(ENV_DECODE_REUSE, "plan reuse across decode steps")}
+_decode_reuse = {"on": switch_from_env(ENV_DECODE_REUSE, "plan reuse across decode steps", default=True)}
 
 
 def set_decode_reuse(on):
-    """Turns plan reuse across decode steps on or off (`on`: bool; default off, or on with
-    $WIDEATTN_DECODE_REUSE=1); returns the previous setting."""
+    """Turns plan reuse across decode steps on or off (`on`: bool; default on, or off with
+    $WIDEATTN_DECODE_REUSE=0); returns the previous setting."""
     if not isinstance(on, bool):
         raise TypeError(f"wideattn.transformers.set_decode_reuse: on={on!r}; expected a bool")
     previous = _decode_reuse["on"]

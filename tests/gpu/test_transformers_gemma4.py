@@ -128,10 +128,11 @@ def test_greedy_generation_matches_sdpa():
 
 
 def test_decode_reuse_keeps_greedy_generation():
-    """Plan reuse across decode steps (wideattn.transformers, opt-in) against the same generation
-    without it: its per-head decode calls ran, and the tokens are the same, or part only where the
-    run without reuse had a near tie (its top logit within NEAR_TIE_LOGIT of the token reuse took:
-    the rounded-up key count may choose another split count, which rounds differently)."""
+    """Plan reuse across decode steps (wideattn.transformers, on by default) against the same
+    generation without it: its per-head decode calls ran, and the tokens are the same, or part
+    only where the run without reuse had a near tie (its top logit within NEAR_TIE_LOGIT of the
+    token reuse took: the rounded-up key count may choose another split count, which rounds
+    differently)."""
     m = model()
     prompt = _state["prompt"][:256]
     previous = wa_hf.set_decode_reuse(False)

@@ -805,7 +805,7 @@ def _test_decode_steps_of_a_growing_cache_share_one_plan_key():
 
 
 def test_decode_steps_of_a_growing_cache_share_one_plan_key():
-    previous = hf.set_decode_reuse(True)  # the opt-in these rules belong to
+    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
     try:
         _test_decode_steps_of_a_growing_cache_share_one_plan_key()
     finally:
@@ -837,7 +837,7 @@ def _test_decode_over_a_static_view_names_the_storage_rows():
 
 
 def test_decode_over_a_static_view_names_the_storage_rows():
-    previous = hf.set_decode_reuse(True)  # the opt-in these rules belong to
+    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
     try:
         _test_decode_over_a_static_view_names_the_storage_rows()
     finally:
@@ -893,7 +893,7 @@ def _test_decode_steps_of_one_layout_write_the_key_counts_only():
 
 
 def test_decode_steps_of_one_layout_write_the_key_counts_only():
-    previous = hf.set_decode_reuse(True)  # the opt-in these rules belong to
+    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
     try:
         _test_decode_steps_of_one_layout_write_the_key_counts_only()
     finally:
@@ -923,7 +923,7 @@ def _test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused()
 
 
 def test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused():
-    previous = hf.set_decode_reuse(True)  # the opt-in these rules belong to
+    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
     try:
         _test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused()
     finally:
@@ -956,45 +956,79 @@ def _test_debug_mode_and_tracing_keep_the_per_call_path():
 
 
 def test_debug_mode_and_tracing_keep_the_per_call_path():
-    previous = hf.set_decode_reuse(True)  # the opt-in these rules belong to
+    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
     try:
         _test_debug_mode_and_tracing_keep_the_per_call_path()
     finally:
         hf.set_decode_reuse(previous)
 
-def test_decode_reuse_is_off_by_default_and_named_when_set_wrongly():
-    # Without the opt-in a decode step runs the per-call form (the exact layout with its KV heads).
+def test_decode_reuse_is_on_by_default_and_off_by_request():
+    # On unless $WIDEATTN_DECODE_REUSE=0; set_decode_reuse(False) turns it off: a decode step then
+    # runs the per-call form (the exact layout with its KV heads).
     _setup()
-    assert hf.set_decode_reuse(False) is (os.environ.get(hf.ENV_DECODE_REUSE, "") == "1")
-    query, key, value = _qkv(2, 1, 30, 43)
-    calls = hf.decode_reuse["per_head_calls"]
-    out, _ = hf.attention_forward(Module(), query, key, value, None, scaling=SCALE)
-    assert_close_bf16(out, dense_attention(query, key, value, _allowed([0, 0], [30, 30], 1, 30), SCALE), "off")
-    assert hf.decode_reuse["per_head_calls"] == calls
+    previous = hf.set_decode_reuse(False)
+    assert previous is (os.environ.get(hf.ENV_DECODE_REUSE, "") != "0")
     try:
-        hf.set_decode_reuse(1)
-    except TypeError as e:
-        assert "set_decode_reuse: on=1; expected a bool" in str(e), e
-    else:
-        raise AssertionError("set_decode_reuse(1) was accepted")
-    # The variable read at import: 1 on, 0 or unset off, anything else refused by name.
-    saved = os.environ.get(hf.ENV_DECODE_REUSE)
+        query, key, value = _qkv(2, 1, 30, 43)
+        calls = hf.decode_reuse["per_head_calls"]
+        with OpRecorder() as recorder:
+            out, _ = hf.attention_forward(Module(), query, key, value, None, scaling=SCALE)
+        assert_close_bf16(out, dense_attention(query, key, value, _allowed([0, 0], [30, 30], 1, 30), SCALE), "off")
+        assert hf.decode_reuse["per_head_calls"] == calls
+        assert recorder.layouts[0][1:4] == [30 * KV_HEADS + 30, ops.TOKEN_ROW_PAGE, KV_HEADS], recorder.layouts
+        assert hf.set_decode_reuse(True) is False
+        with OpRecorder() as recorder:
+            out, _ = hf.attention_forward(Module(), query, key, value, None, scaling=SCALE)
+        assert_close_bf16(out, dense_attention(query, key, value, _allowed([0, 0], [30, 30], 1, 30), SCALE), "on")
+        assert hf.decode_reuse["per_head_calls"] == calls + 1
+        assert recorder.layouts[0][3] == 1, recorder.layouts
+    finally:
+        hf.set_decode_reuse(previous)
+    harness.expect_raises(TypeError, ["set_decode_reuse: on=1; expected a bool"], hf.set_decode_reuse, 1)
+
+
+def test_decode_reuse_variable_is_read_at_import_and_named_when_set_wrongly():
+    # $WIDEATTN_DECODE_REUSE, read when wideattn.transformers is imported: unset, empty or 1 on, 0
+    # off; any other value fails the import naming the variable and the value.
+    import subprocess
+    probe = "import wideattn.transformers as t; print('reuse', t.set_decode_reuse(False))"
+    for value, code, needle in (
+            (None, 0, "reuse True"), ("", 0, "reuse True"), ("1", 0, "reuse True"), ("0", 0, "reuse False"),
+            ("maybe", 1, "$WIDEATTN_DECODE_REUSE='maybe': use 1 / unset (plan reuse across decode steps) or 0 (off)")):
+        env = {name: text for name, text in os.environ.items() if name != hf.ENV_DECODE_REUSE}
+        if value is not None:
+            env[hf.ENV_DECODE_REUSE] = value
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+        output = done.stdout if code == 0 else done.stderr
+        assert done.returncode == code and needle in output, (value, done.returncode, done.stdout, done.stderr[-400:])
+        if code:
+            assert "InvalidArgumentError" in done.stderr, done.stderr[-400:]
+
+
+def test_switch_from_env_reads_its_default_and_refuses_other_values():
+    # library.switch_from_env: "1" on, "0" off, unset or empty the default (off unless default=True);
+    # any other value refused naming the variable, the value and what each setting means.
+    name = "WIDEATTN_TEST_SWITCH"
+    saved = os.environ.pop(name, None)
+    switch = wideattn.library.switch_from_env
     try:
-        for value, expected in (("1", True), ("0", False), ("", False)):
-            os.environ[hf.ENV_DECODE_REUSE] = value
-            assert wideattn.library.switch_from_env(hf.ENV_DECODE_REUSE, "plan reuse") is expected, value
-        os.environ[hf.ENV_DECODE_REUSE] = "yes"
-        try:
-            wideattn.library.switch_from_env(hf.ENV_DECODE_REUSE, "plan reuse across decode steps")
-        except wideattn.InvalidArgumentError as e:
-            assert "$WIDEATTN_DECODE_REUSE='yes': use 1 (plan reuse across decode steps) or 0 / unset (off)" in str(e), e
-        else:
-            raise AssertionError("WIDEATTN_DECODE_REUSE=yes was accepted")
+        assert switch(name, "a test switch") is False and switch(name, "a test switch", default=True) is True
+        for value, off_default, on_default in (("1", True, True), ("0", False, False), ("", False, True)):
+            os.environ[name] = value
+            assert switch(name, "a test switch") is off_default, value
+            assert switch(name, "a test switch", default=True) is on_default, value
+        os.environ[name] = "maybe"
+        harness.expect_raises(wideattn.InvalidArgumentError,
+                              ["$WIDEATTN_TEST_SWITCH='maybe': use 1 (a test switch) or 0 / unset (off)"],
+                              switch, name, "a test switch")
+        harness.expect_raises(wideattn.InvalidArgumentError,
+                              ["$WIDEATTN_TEST_SWITCH='maybe': use 1 / unset (a test switch) or 0 (off)"],
+                              switch, name, "a test switch", default=True)
     finally:
         if saved is None:
-            os.environ.pop(hf.ENV_DECODE_REUSE, None)
+            os.environ.pop(name, None)
         else:
-            os.environ[hf.ENV_DECODE_REUSE] = saved
+            os.environ[name] = saved
 
 
 def test_hf_gemma4_e4m3_attention_runs_one_causal_sequence_on_an_e4m3_cache_with_v_transposed():

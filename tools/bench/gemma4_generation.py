@@ -27,9 +27,10 @@ Attentions (--attention, run in the order given, --rounds times alternated per c
 wideattn.transformers.set_mask_check("per_step"), the earlier mask rule (every mask verified at
 the first served layer of each step), to time the two rules side by side.
 
-Plan reuse across decode steps (wideattn.transformers, opt-in by $WIDEATTN_DECODE_REUSE=1) is
-whatever the environment sets: the report's "decode_reuse" says whether it was on and counts the
-per-head calls it served and the exact-count retries it made during the run.
+Plan reuse across decode steps (wideattn.transformers, on by default, off by
+$WIDEATTN_DECODE_REUSE=0) is whatever the environment sets: the report's "decode_reuse" says
+whether it was on and counts the per-head calls it served and the exact-count retries it made
+during the run.
 
 The wideattn package is whatever `import wideattn` finds (PYTHONPATH): to compare builds, e.g.
 this one against main's a94d5f9 integration, run the script once per build with --label and
@@ -173,7 +174,7 @@ def measure(args):
               "wideattn_version": wideattn.version(), "steps": args.steps, "warmup": args.warmup, "reps": args.reps,
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cases": {}}
     report["rounds"] = args.rounds
-    # Plan reuse across decode steps (wideattn.transformers, opt-in): the setting of this run and,
+    # Plan reuse across decode steps (wideattn.transformers, on by default): the setting of this run and,
     # after the cases, the calls it served and the exact-count retries it made.
     reuse_on = wideattn.transformers.set_decode_reuse(False)
     wideattn.transformers.set_decode_reuse(reuse_on)
