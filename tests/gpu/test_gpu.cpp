@@ -400,8 +400,9 @@ constexpr int32_t kLongQLen = 64;
 // P V kernel may exceed it by this much before the accumulation shows.
 constexpr double kLongContextErrorRatio = 1.5;
 
+// Whether the bundle has kernel `name` (e4m3 K/V, Q of q_dtype) for this GPU.
 bool runs_here(const std::string& name, wideattn_dtype q_dtype = WIDEATTN_DTYPE_E4M3) {
-    for (const std::string& k : runnable_prefill_kernels(q_dtype, WIDEATTN_DTYPE_E4M3))
+    for (const std::string& k : runnable_prefill_kernels(WIDEATTN_DTYPE_E4M3, q_dtype))
         if (k == name) return true;
     return false;
 }
@@ -416,11 +417,14 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: transposed V, NaN in un
     for (const char* kernel : kFp8PvBf16QKernels) kernels.emplace_back(kernel, false);
     kernels.emplace_back(kVtDecodeQKernel, true);
     kernels.emplace_back(kVtDecodeKernel, false);
+    // Where the tier runs (sm_90a), every one of them must: none is skipped in silence.
+    const bool tier_here = runs_here(kFp8PvKernel);
     for (const auto& entry : kernels) {
         const std::string& kernel = entry.first;
         const bool e4m3_q = entry.second;
         CAPTURE(kernel);
         if (!runs_here(kernel, e4m3_q ? WIDEATTN_DTYPE_E4M3 : WIDEATTN_DTYPE_BF16)) {
+            CHECK_MESSAGE(!tier_here, kernel << " is missing where " << kFp8PvKernel << " runs");
             MESSAGE(kernel << " does not run on this GPU");
             continue;
         }
@@ -459,10 +463,11 @@ TEST_CASE("gpu wgmma_e4m3alt64kv_d512: few-token sequences take P as two e4m3 te
     // in the engine layout's kernel (Q K^T in FP8, P V at f16): its error within
     // kTwoTermErrorRatio of that kernel's. Prefill sequences keep one term, whose P rounding shows
     // above it (the contrast checks that the switch is per sequence and that the check can fail).
-    constexpr const char* kTwoTermKernel = "wgmma_e4m3alt64kv_d512";
-    constexpr const char* kEngineLayoutKernel = "wgmma_e4m3kv_d512";
+    const std::string kTwoTermKernel = "wgmma_e4m3alt64kv_d512";
+    const std::string kEngineLayoutKernel = "wgmma_e4m3kv_d512";
     constexpr double kTwoTermErrorRatio = 1.1;
     if (!runs_here(kTwoTermKernel, WIDEATTN_DTYPE_BF16) || !runs_here(kEngineLayoutKernel, WIDEATTN_DTYPE_BF16)) {
+        CHECK_MESSAGE(!runs_here(kFp8PvKernel), "the bf16-Q kernels are missing where " << kFp8PvKernel << " runs");
         MESSAGE(kTwoTermKernel << " or " << kEngineLayoutKernel << " does not run on this GPU");
         return;
     }
@@ -487,8 +492,8 @@ TEST_CASE("gpu wgmma_e4m3alt64kv_d512: few-token sequences take P as two e4m3 te
             rel_l2[r.kernel == kTwoTermKernel ? 1 : 0] = r.stats.rel_l2;
         });
         const double ratio = rel_l2[1] / rel_l2[0];
-        std::printf("  %s: %s rel L2 %.4g, %s %.4g: ratio %.3f\n", batch.what, kTwoTermKernel, rel_l2[1],
-                    kEngineLayoutKernel, rel_l2[0], ratio);
+        std::printf("  %s: %s rel L2 %.4g, %s %.4g: ratio %.3f\n", batch.what, kTwoTermKernel.c_str(), rel_l2[1],
+                    kEngineLayoutKernel.c_str(), rel_l2[0], ratio);
         if (batch.two_terms)
             CHECK(ratio <= kTwoTermErrorRatio);
         else

@@ -30,7 +30,8 @@ the first served layer of each step), to time the two rules side by side.
 Plan reuse across decode steps (wideattn.transformers, on by default, off by
 $WIDEATTN_DECODE_REUSE=0) is whatever the environment sets: the report's "decode_reuse" says
 whether it was on and counts the per-head calls it served and the exact-count retries it made
-during the run.
+during the run (null for a package from before plan reuse, such as a94d5f9's, which has neither
+it nor the mask rules: "wideattn-per-step" is refused there).
 
 The wideattn package is whatever `import wideattn` finds (PYTHONPATH): to compare builds, e.g.
 this one against main's a94d5f9 integration, run the script once per build with --label and
@@ -175,10 +176,16 @@ def measure(args):
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cases": {}}
     report["rounds"] = args.rounds
     # Plan reuse across decode steps (wideattn.transformers, on by default): the setting of this run and,
-    # after the cases, the calls it served and the exact-count retries it made.
-    reuse_on = wideattn.transformers.set_decode_reuse(False)
-    wideattn.transformers.set_decode_reuse(reuse_on)
-    reuse_before = dict(wideattn.transformers.decode_reuse)
+    # after the cases, the calls it served and the exact-count retries it made. Packages from before
+    # plan reuse and mask rules (a94d5f9's, for --compare) have neither: the report says so (None).
+    hf = wideattn.transformers
+    has_reuse = hasattr(hf, "set_decode_reuse")
+    has_mask_rules = hasattr(hf, "set_mask_check")
+    if not has_mask_rules and "wideattn-per-step" in args.attention:
+        raise SystemExit("gemma4_generation: --attention wideattn-per-step needs a wideattn package with "
+                         f"set_mask_check ({wideattn.__file__} has none)")
+    reuse_on = hf.set_decode_reuse(hf.set_decode_reuse(False)) if has_reuse else None
+    reuse_before = dict(hf.decode_reuse) if has_reuse else {}
     for case in args.cases:
         kind, context = CASES[case]
         samples = {attention: [] for attention in args.attention}
@@ -188,15 +195,16 @@ def measure(args):
             for attention in args.attention:
                 implementation, mask_check = ATTENTIONS[attention]
                 model.set_attn_implementation(implementation)
-                previous = wideattn.transformers.set_mask_check(mask_check or "auto")
-                before = dict(wideattn.transformers.calls)
-                verified = wideattn.transformers.verifications["count"]
+                previous = hf.set_mask_check(mask_check or "auto") if has_mask_rules else None
+                before = dict(hf.calls)
+                verified = hf.verifications["count"] if has_mask_rules else 0
                 try:
                     times = run_case(torch, model, kind, context, args, CONFIGS[args.config]["vocab"])
                 finally:
-                    wideattn.transformers.set_mask_check(previous)
-                served = wideattn.transformers.calls["dense"] - before.get("dense", 0)
-                verifications = wideattn.transformers.verifications["count"] - verified
+                    if has_mask_rules:
+                        hf.set_mask_check(previous)
+                served = hf.calls["dense"] - before.get("dense", 0)
+                verifications = hf.verifications["count"] - verified if has_mask_rules else 0
                 counts[attention]["wideattn_calls"] += served
                 counts[attention]["mask_verifications"] += verifications
                 samples[attention] += times
@@ -209,10 +217,14 @@ def measure(args):
             report["cases"][case][attention] = {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
                                                 "max_ms": max(times) * 1e3, "samples": len(times),
                                                 "round_medians_ms": rounds[attention], **counts[attention]}
-    report["decode_reuse"] = {"on": reuse_on, **{key: value - reuse_before.get(key, 0)
-                                                 for key, value in wideattn.transformers.decode_reuse.items()}}
-    print(f"plan reuse across decode steps: {'on' if reuse_on else 'off'}; "
-          + ", ".join(f"{key} {value}" for key, value in report["decode_reuse"].items() if key != "on"))
+    if has_reuse:
+        report["decode_reuse"] = {"on": reuse_on, **{key: value - reuse_before.get(key, 0)
+                                                     for key, value in hf.decode_reuse.items()}}
+        print(f"plan reuse across decode steps: {'on' if reuse_on else 'off'}; "
+              + ", ".join(f"{key} {value}" for key, value in report["decode_reuse"].items() if key != "on"))
+    else:
+        report["decode_reuse"] = None
+        print("plan reuse across decode steps: not in this wideattn package")
     ratios(report, report, "sdpa", "wideattn", BARS_VS_SDPA)
     ratios(report, report, "wideattn-per-step", "wideattn", {})
     if args.json:
