@@ -184,7 +184,10 @@ def measure(args):
     if not has_mask_rules and "wideattn-per-step" in args.attention:
         raise SystemExit("gemma4_generation: --attention wideattn-per-step needs a wideattn package with "
                          f"set_mask_check ({wideattn.__file__} has none)")
-    reuse_on = hf.set_decode_reuse(hf.set_decode_reuse(False)) if has_reuse else None
+    reuse_on = None
+    if has_reuse:
+        reuse_on = hf.set_decode_reuse(False)  # the setting, read by setting it and putting it back
+        hf.set_decode_reuse(reuse_on)
     reuse_before = dict(hf.decode_reuse) if has_reuse else {}
     for case in args.cases:
         kind, context = CASES[case]

@@ -33,11 +33,12 @@
 # Budget: a device call is limited to 10 minutes, so run it as six calls: `--only-tests`,
 # `--only-sanitizer`, `--only-benches`, `--only-e2e`, `--only-peers` (about 5-6 minutes) and
 # `--only-python` (needs torch and transformers on the machine). The whole GPU test binary
-# outgrew a call at eb22d61 (2026-12-02); the steps gpu-tests-1 .. 5 are estimated at about 35,
-# 60, 50, 65 and 30 s (from each test case's host cost measured on a CPU machine and the H200
-# runs of eb22d61, not yet timed on an H200: their logs print each case's time), `--only-tests` at about 5 minutes with the
-# selftest. Should it outgrow a call, share the steps out with --test-steps; a step is stopped
-# after gpu_test_step_limit seconds, which leaves the call the time to pack the logs.
+# outgrew a call at eb22d61 (2026-12-02); on the H200 at 3264636 (2026-12-03) the test cases of
+# the steps gpu-tests-1 .. 5 took 76, 83, 126, 70 and 54 s (their logs print each case's time),
+# about 7 minutes together, so `--only-tests` with the selftest no longer fits a call with room
+# to spare: run it as two calls, `--only-tests --test-steps 1,2,3` and `--only-tests --test-steps
+# 4,5,selftest`. A step is stopped after gpu_test_step_limit seconds, which leaves the call the
+# time to pack the logs.
 # Logs and JSON land in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz.
 # The e2e step needs the CLI's HDF5 libraries: run tools/device_libs.sh here and carry .devlibs.
 # Logs and JSON go to $OUT (or ./gpu_suite_out). WIDEATTN_COMMIT names the commit (the device
