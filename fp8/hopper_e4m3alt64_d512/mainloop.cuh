@@ -27,7 +27,7 @@
 //    its residual in the same units, each a P tile and an FP8 P V into the same accumulator. The
 //    two terms take the places of the two P parities, so a round's P is stored only once both
 //    warpgroups have retired the previous round's P V (a block barrier after that wait, where
-//    the one-term rounds have a warpgroup barrier). NOTES.md, "Few-token error".
+//    the one-term rounds have a warpgroup barrier). NOTES.md, "Two e4m3 terms of P".
 #pragma once
 
 #include <cstdint>
