@@ -178,8 +178,8 @@ def set_mask_check(mode):
 # block table never names, so never read), which the library's extent and overlap checks then
 # treat as cache. GPU runs measured it before it became the default (BENCHMARKS.md, 2026-12-03:
 # Gemma 4's greedy tokens identical with and without it, no exact-count retry in 126 per-head
-# calls; wideattn ahead of SDPA at decode_8k with it, behind without). Off with
-# set_decode_reuse(False) or $WIDEATTN_DECODE_REUSE=0.
+# calls; at decode_8k wideattn ran at 0.96-1.06x SDPA's speed with it, 0.87-0.96x without).
+# Off with set_decode_reuse(False) or $WIDEATTN_DECODE_REUSE=0.
 ENV_DECODE_REUSE = "WIDEATTN_DECODE_REUSE"
 _decode_reuse = {"on": switch_from_env(ENV_DECODE_REUSE, "plan reuse across decode steps", default=True)}
 
