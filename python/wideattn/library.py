@@ -420,9 +420,8 @@ def switch_from_env(name, meaning, default=False):
     value raises InvalidArgumentError naming the variable and what 1 means (`meaning`)."""
     value = os.environ.get(name, "")
     if value not in ("", "0", "1"):
-        if default:
-            raise errors.invalid_argument("wideattn", f"${name}={value!r}: use 1 / unset ({meaning}) or 0 (off)")
-        raise errors.invalid_argument("wideattn", f"${name}={value!r}: use 1 ({meaning}) or 0 / unset (off)")
+        on, off = ("1 / unset", "0") if default else ("1", "0 / unset")
+        raise errors.invalid_argument("wideattn", f"${name}={value!r}: use {on} ({meaning}) or {off} (off)")
     return value == "1" if value else bool(default)
 
 
