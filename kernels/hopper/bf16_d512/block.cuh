@@ -1,0 +1,63 @@
+// block.cuh - one block of the Hopper-tier BF16 prefill kernel (kernel.cu and the mixed-batch form
+// kernels/hopper/bf16mix_d512/): the block's 64 rows (8 tokens x the 8 query heads of one KV head),
+// its keys (its split's under split-KV), the K/V streams, the key loop (mainloop.cuh) and the
+// output (kernels/common/epilogue.cuh).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/block_geometry.cuh"
+#include "kernels/common/epilogue.cuh"
+#include "kernels/common/kv_tensor_map.h"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_tma.cuh"
+#include "kernels/common/tile_order.cuh"
+#include "kernels/common/wgmma_block.cuh"
+#include "kernels/hopper/bf16_d512/loads.cuh"
+#include "kernels/hopper/bf16_d512/mainloop.cuh"
+#include "kernels/hopper/bf16_d512/traits.h"
+
+namespace wideattn::hopper::bf16 {
+
+// The block's work item `work` (a token tile of kTileTokens, found); kSplit: the split-KV
+// instantiation (the key range of split blockIdx.z, partials out).
+template <bool kSplit>
+__device__ __forceinline__ void bf16_tile(const wideattn_prefill_params& p, const KvTensorMaps& maps,
+                                          const BlockWork& work, unsigned char* smem) {
+    using Traits = WgmmaBf16D512Traits;
+    const GroupPlace at = group_place<Traits>();
+    BlockGeometry geometry;
+    block_geometry<Traits>(p, work, at.row_tile, &geometry);
+    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
+
+    const SharedMap map = shared_map<Traits>(aligned_shared_base<Traits>(smem));
+
+    const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
+    KvTmaStream<Traits> k_stream, v_stream;
+    const int32_t* table_row = p.block_table + geometry.table_offset;
+    k_stream.init(p, &maps.k, work.kv_head, at.group, table_row, geometry.kv_end);
+    v_stream.init(p, &maps.v, work.kv_head, at.group, table_row, geometry.kv_end);
+    issue_prologue<Traits>(p, geometry, at, map, first_token, work.tile.tile_len, k_stream, v_stream);
+
+    float o[Traits::kDimNTiles][4];
+    zero_output(o);
+    RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+
+    wgmma_mainloop<Traits>(p, geometry, at, map, k_stream, v_stream, o, state);
+    const int32_t head = work.kv_head * Traits::kGroup + at.lane / 4;
+    if constexpr (kSplit)
+        write_partials<Traits>(p, o, state, first_token, work.tile.tile_len, at.row_tile, head, at.group, at.lane);
+    else
+        write_output<Traits>(p, o, state, first_token, work.tile.tile_len, at.row_tile, head, at.group, at.lane);
+}
+
+// One block: its token tile in the head-slowest order, if any.
+template <bool kSplit>
+__device__ __forceinline__ void bf16_block(const wideattn_prefill_params& p, const KvTensorMaps& maps,
+                                           unsigned char* smem) {
+    const BlockWork work = find_block_work_by_head(p, WgmmaBf16D512Traits::kTileTokens);
+    if (!work.tile.found) return;
+    bf16_tile<kSplit>(p, maps, work, smem);
+}
+
+}  // namespace wideattn::hopper::bf16
