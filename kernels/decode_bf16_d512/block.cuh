@@ -1,7 +1,7 @@
-// block.cuh - one block of the single-token BF16 decode kernel (kernel.cu; also the one-token
-// tiles of kernels/hopper/bf16mix_d512/): the block's token and KV head, its keys (the split's
-// under split-KV), the Q load, the warps' key loops and the merge and output (decode_e4m3_d512's,
-// fp8/decode_e4m3_d512/epilogue.cuh, by this kernel's traits).
+// block.cuh - one block of the single-token BF16 decode kernel (kernel.cu): the block's token and
+// KV head, its keys (the split's under split-KV), the Q load, the warps' key loops and the merge
+// and output (decode_e4m3_d512's, fp8/decode_e4m3_d512/epilogue.cuh, by this kernel's traits).
+// decode_tile is the body for a given work item.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
-// block.cuh - one block of the Hopper-tier BF16 prefill kernel (kernel.cu and the mixed-batch form
-// kernels/hopper/bf16mix_d512/): the block's 64 rows (8 tokens x the 8 query heads of one KV head),
-// its keys (its split's under split-KV), the K/V streams, the key loop (mainloop.cuh) and the
-// output (kernels/common/epilogue.cuh).
+// block.cuh - one block of the Hopper-tier BF16 prefill kernel (kernel.cu): its work item (64 rows:
+// 8 tokens x the 8 query heads of one KV head) in the head-slowest order, its keys (its split's
+// under split-KV), the K/V streams, the key loop (mainloop.cuh) and the output
+// (kernels/common/epilogue.cuh). bf16_tile is the body for a given work item.
 #pragma once
 
 #include <cstdint>
