@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "fp8/decode_e4m3_d512/traits.h"
+#include "fp8/mma_e4m3_d512/fragments.cuh"
 #include "kernels/common/page_bounds.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "wideattn.h"
@@ -31,6 +32,7 @@ __device__ __forceinline__ uint32_t swizzled(int32_t row, int32_t vec) {
 
 using ptx::bf16_high;
 using ptx::bf16_low;
+using mma_e4m3::e4m3x4_to_f16x2x2;  // the e4m3 decode (fp8/mma_e4m3_d512/fragments.cuh)
 
 // The largest of the block's per-warp values in shared memory (kWarps floats at `slots`, written
 // before the caller's last block barrier).
@@ -63,14 +65,6 @@ __device__ __forceinline__ float finite_amax_bf16x8(const uint4& w) {
 __device__ __forceinline__ uint32_t pack_f16x2(float low, float high) {
     const __half2 h = __floats2half2_rn(low, high);
     return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// Four e4m3 codes (one word) -> two f16 pairs, exactly: codes 0, 1 into `low`, 2, 3 into `high`
-// (the lower code in the lower half).
-__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t word, uint32_t& low, uint32_t& high) {
-    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
-        : "=r"(low), "=r"(high)
-        : "r"(word));
 }
 
 // The source row of block row `row`: Traits::kRows = kTileTokens x kGroup rows, row r being head

@@ -7,9 +7,8 @@
 #pragma once
 
 #include <cstdint>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
 
+#include "fp8/mma_e4m3_d512/fragments.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/wgmma_layout.h"
 #include "kernels/common/page_bounds.cuh"
@@ -94,14 +93,7 @@ __device__ __forceinline__ void convert_values(uint32_t staged, uint32_t values,
                      : "memory");
         uint32_t halves[8];
 #pragma unroll
-        for (int32_t w = 0; w < 4; ++w) {
-            const __half2_raw low =
-                __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes[w] & 0xffffu), __NV_E4M3);
-            const __half2_raw high =
-                __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes[w] >> 16), __NV_E4M3);
-            halves[2 * w] = static_cast<uint32_t>(low.x) | (static_cast<uint32_t>(low.y) << 16);
-            halves[2 * w + 1] = static_cast<uint32_t>(high.x) | (static_cast<uint32_t>(high.y) << 16);
-        }
+        for (int32_t w = 0; w < 4; ++w) mma_e4m3::e4m3x4_to_f16x2x2(codes[w], halves[2 * w], halves[2 * w + 1]);
 #pragma unroll
         for (int32_t h = 0; h < kHalfVecsPerCodeVec; ++h) {
             const uint32_t address =

@@ -1,7 +1,8 @@
-// fragments.cuh - the e4m3 fragment functions of the 8-bit mma.sync prefill kernel (the mma.sync
-// m16n8k32 e4m3 wrapper itself is in kernels/common/ptx_mma.cuh): packing four floats into four
-// e4m3 bytes (round to nearest even, saturating), their rounding residuals, and the byte permutes
-// that turn a transposed ldmatrix of V into k-major B fragments. Valid on sm_89 and newer.
+// fragments.cuh - the e4m3 fragment functions of the 8-bit kernels (the mma.sync m16n8k32 e4m3
+// wrapper itself is in kernels/common/ptx_mma.cuh): packing four floats into four e4m3 bytes
+// (round to nearest even, saturating), decoding four e4m3 bytes into f16 pairs (the one decode of
+// every 8-bit kernel), the rounding residuals, and the byte permutes that turn a transposed
+// ldmatrix of V into k-major B fragments. Valid on sm_89 and newer.
 #pragma once
 
 #include <cstdint>
@@ -17,14 +18,23 @@ __device__ __forceinline__ uint32_t pack_e4m3x4(float e0, float e1, float e2, fl
     return low | (high << 16);
 }
 
+// Four e4m3 codes (one word) -> two f16 pairs, exactly (every e4m3 value is an f16): codes 0, 1
+// into `low`, 2, 3 into `high` (the lower code in the lower half).
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(uint32_t word, uint32_t& low, uint32_t& high) {
+    const __half2_raw l = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word & 0xffffu), __NV_E4M3);
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word >> 16), __NV_E4M3);
+    low = static_cast<uint32_t>(l.x) | (static_cast<uint32_t>(l.y) << 16);
+    high = static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+
 // The rounding residuals of four floats against their e4m3 codes `codes` (pack_e4m3x4 of the
 // same floats): element i - decoded byte i, exact in fp32 where |element i| <= 448 (a code lies
 // within a factor 2 of its element or is 0, so the subtraction is exact).
 __device__ __forceinline__ void e4m3x4_residuals(uint32_t codes, const float (&x)[4], float (&residual)[4]) {
-    const __half2_raw low = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xffffu), __NV_E4M3);
-    const __half2_raw high = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes >> 16), __NV_E4M3);
-    const float2 l = __half22float2(__half2(low));
-    const float2 h = __half22float2(__half2(high));
+    uint32_t low, high;
+    e4m3x4_to_f16x2x2(codes, low, high);
+    const float2 l = __half22float2(*reinterpret_cast<const __half2*>(&low));
+    const float2 h = __half22float2(*reinterpret_cast<const __half2*>(&high));
     residual[0] = x[0] - l.x;
     residual[1] = x[1] - l.y;
     residual[2] = x[2] - h.x;
