@@ -435,7 +435,7 @@ TEST_CASE("api: plan_launch splits keys only where the blocks leave the machine 
     p.workspace_bytes = bytes_32;
     plan = plan_on_h200(ctx, p);
     CHECK(plan.num_splits == 32);
-    CHECK(kernel_name(ctx, plan.merge_kernel_index) == "merge_splits_bf16");
+    CHECK(kernel_name(ctx, plan.merge_kernel_index) == "merge_splits_bf16_rows");  // the sm_90a merge
     // One byte less: the most splits that fit (31 x 64 KiB + 31 x 128 B -> 4 KiB).
     p.workspace_bytes = bytes_32 - 1;
     CHECK(plan_on_h200(ctx, p).num_splits == 31);

@@ -256,8 +256,12 @@ TEST_CASE("fake driver: a decode call launches the split entry over grid.z, then
     p.workspace = reinterpret_cast<void*>(uintptr_t{0x60000000});
     p.workspace_bytes = bytes;
     REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
-    // 32 splits (128 of 132 SMs), then 32 rows (1 token x 32 heads) merged 4 per block.
-    CHECK(driver.take_launches() == "wideattn_" + kernel + "_split 1 4 32\nwideattn_merge_splits_bf16 8 1 1\n");
+    // 32 splits (128 of 132 SMs), then 32 rows (1 token x 32 heads) merged: one row a block by
+    // merge_splits_bf16_rows on sm_90a, 4 per block by merge_splits_bf16 elsewhere.
+    const std::string merge = bundle.arch() == "sm_90a" && bundle.kernel("merge_splits_bf16_rows")
+                                  ? "wideattn_merge_splits_bf16_rows 32 1 1\n"
+                                  : "wideattn_merge_splits_bf16 8 1 1\n";
+    CHECK(driver.take_launches() == "wideattn_" + kernel + "_split 1 4 32\n" + merge);
     // A forced count beyond the workspace is refused, naming the field; the context keeps working.
     p.num_splits = 64;
     CHECK(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
@@ -265,12 +269,12 @@ TEST_CASE("fake driver: a decode call launches the split entry over grid.z, then
     CHECK(driver.take_launches().empty());
     p.num_splits = 2;
     REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
-    CHECK(driver.take_launches() == "wideattn_" + kernel + "_split 1 4 2\nwideattn_merge_splits_bf16 8 1 1\n");
+    CHECK(driver.take_launches() == "wideattn_" + kernel + "_split 1 4 2\n" + merge);
     // The mma tier splits the same way through its own split entry.
     REQUIRE(wideattn_set_prefill_kernel(bundle.ctx(), "mma_bf16_d512") == WIDEATTN_OK);
     p.num_splits = 0;
     REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
-    CHECK(driver.take_launches() == "wideattn_mma_bf16_d512_split 1 4 32\nwideattn_merge_splits_bf16 8 1 1\n");
+    CHECK(driver.take_launches() == "wideattn_mma_bf16_d512_split 1 4 32\n" + merge);
 }
 
 TEST_CASE("fake driver: a forced split count on an empty batch needs no workspace and launches nothing") {

@@ -97,7 +97,8 @@ private:
 };
 
 // A context on the built bundle; `ok` is false (with a message) where the bundle has no
-// wgmma_bf16_d512 + merge_splits_bf16 for sm_90a, which the cases below launch.
+// wgmma_bf16_d512 + merge_splits_bf16_rows (the sm_90a merge) for sm_90a, which the cases below
+// launch.
 struct Context {
     wideattn_context* ctx = nullptr;
     bool ok = false;
@@ -108,10 +109,10 @@ struct Context {
             wideattn_kernel_info info{};
             REQUIRE(wideattn_get_kernel_info(ctx, i, &info) == WIDEATTN_OK);
             tma |= std::string(info.name) == "wgmma_bf16_d512" && std::string(info.arch) == "sm_90a";
-            merge |= std::string(info.name) == "merge_splits_bf16" && std::string(info.arch) == "sm_90a";
+            merge |= std::string(info.name) == "merge_splits_bf16_rows" && std::string(info.arch) == "sm_90a";
         }
         ok = tma && merge;
-        if (!ok) MESSAGE("the bundle has no wgmma_bf16_d512 and merge_splits_bf16 for sm_90a: skipped");
+        if (!ok) MESSAGE("the bundle has no wgmma_bf16_d512 and merge_splits_bf16_rows for sm_90a: skipped");
         // The plans are checked on the kernel that reads K/V by TMA, whose tensor maps they cache: a
         // BF16 single-token step otherwise goes to decode_bf16_d512 (cp.async, no tensor maps).
         if (ok) REQUIRE(wideattn_set_prefill_kernel(ctx, "wgmma_bf16_d512") == WIDEATTN_OK);
@@ -303,7 +304,7 @@ TEST_CASE("plan: a split decode plan launches the split entry and the merge per 
     const Layer layer(3);
     REQUIRE_MESSAGE(wideattn_plan_run(plan, layer.q, layer.k, layer.v, layer.o, nullptr, nullptr) == WIDEATTN_OK,
                     last_error());
-    CHECK(fake.take_launches() == "wideattn_wgmma_bf16_d512_split 1 4 32\nwideattn_merge_splits_bf16 8 1 1\n");
+    CHECK(fake.take_launches() == "wideattn_wgmma_bf16_d512_split 1 4 32\nwideattn_merge_splits_bf16_rows 32 1 1\n");
     CHECK(fake.last_args().num_splits == 32);
     CHECK(fake.last_args().o == layer.o);
     // The output may not overlap the workspace the plan holds.
@@ -318,13 +319,15 @@ TEST_CASE("plan: a split decode plan launches the split entry and the merge per 
 TEST_CASE("plan: on sm_90 the merge is a programmatic dependent launch, the split kernel not; WIDEATTN_PDL=0 stops it") {
     const Fake fake;
     const Layer layer(3);
-    const std::string split_launches = "wideattn_wgmma_bf16_d512_split 1 4 32\nwideattn_merge_splits_bf16 8 1 1\n";
+    const std::string split_launches =
+        "wideattn_wgmma_bf16_d512_split 1 4 32\nwideattn_merge_splits_bf16_rows 32 1 1\n";
     for (const char* value : {static_cast<const char*>(nullptr), "1", "0"}) {
         CAPTURE(value ? value : "(unset)");
         const test::ScopedEnv env(kPdlEnv, value);
         const Context c;  // reads WIDEATTN_PDL at open
         if (!c.ok) return;
-        const std::string programmatic = value && std::string(value) == "0" ? "" : "wideattn_merge_splits_bf16\n";
+        const std::string programmatic =
+            value && std::string(value) == "0" ? "" : "wideattn_merge_splits_bf16_rows\n";
         const wideattn_prefill_params p = split_step_params(c.ctx);
         wideattn_plan* plan = nullptr;
         REQUIRE_MESSAGE(wideattn_plan_create(c.ctx, &p, nullptr, &plan) == WIDEATTN_OK, last_error());
