@@ -1,7 +1,8 @@
 // block.cuh - one block of the single-token BF16 decode kernel (kernel.cu): the block's token and
 // KV head, its keys (the split's under split-KV), the Q load, the warps' key loops and the merge
 // and output (decode_e4m3_d512's, fp8/decode_e4m3_d512/epilogue.cuh, by this kernel's traits).
-// decode_tile is the body for a given work item.
+// decode_tile is the body for a given work item; Traits: DecodeBf16D512Traits or
+// DecodeBf16W4D512Traits (traits.h).
 #pragma once
 
 #include <cstdint>
@@ -19,11 +20,10 @@ namespace wideattn::decode_bf16 {
 
 // The block's work item `work`: one query token (a token tile whose tile_len is 1, found) and its
 // KV head; its keys (its split's under split-KV) follow from it.
-template <bool kSplit>
+template <class Traits, bool kSplit>
 __device__ __forceinline__ void decode_tile(const wideattn_prefill_params& p, const BlockWork& work,
                                             unsigned char* smem) {
-    using Traits = DecodeBf16D512Traits;
-    using Plan = Traits::SmemPlan;
+    using Plan = typename Traits::SmemPlan;
     BlockGeometry geometry;
     block_geometry<Traits>(p, work, 0, &geometry);
     if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
@@ -49,11 +49,11 @@ __device__ __forceinline__ void decode_tile(const wideattn_prefill_params& p, co
 }
 
 // One block: its token in the head-slowest order (kernels/common/tile_order.cuh), if any.
-template <bool kSplit>
+template <class Traits, bool kSplit>
 __device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, unsigned char* smem) {
-    const BlockWork work = find_block_work_by_head(p, DecodeBf16D512Traits::kTileTokens);
+    const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
     if (!work.tile.found) return;
-    decode_tile<kSplit>(p, work, smem);
+    decode_tile<Traits, kSplit>(p, work, smem);
 }
 
 }  // namespace wideattn::decode_bf16

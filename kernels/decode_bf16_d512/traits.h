@@ -1,22 +1,25 @@
-// traits.h - every compile-time constant of the single-token decode kernel over a BF16 K/V cache,
-// head dim 512, GQA group 8 (kernel wideattn_decode_bf16_d512, sm_90a): decode_e4m3_d512's block
-// (fp8/decode_e4m3_d512/) with bf16 operands. One block per (query token, KV head[, key split]),
-// its 8 query rows being the 8 heads of the KV head; 8 warps, each streaming its own 16-key
-// sub-tiles (every 8th) through a private cp.async ring and keeping its own online softmax and O,
-// merged across the warps at the end. Both products run as mma.sync m16n8k16 bf16 with the keys
-// in the m dimension (S^T = K Q^T, O^T = V^T P^T); K, V and Q enter the mma as they are stored.
+// traits.h - every compile-time constant of the single-token decode kernels over a BF16 K/V cache,
+// head dim 512, GQA group 8 (sm_90a): decode_e4m3_d512's block (fp8/decode_e4m3_d512/) with bf16
+// operands. One block per (query token, KV head[, key split]), its 8 query rows being the 8 heads
+// of the KV head; kWarps warps, each streaming its own 16-key sub-tiles (every kWarps-th) through
+// a private cp.async ring and keeping its own online softmax and O, merged across the warps at
+// the end. Both products run as mma.sync m16n8k16 bf16 with the keys in the m dimension (S^T = K
+// Q^T, O^T = V^T P^T); K, V and Q enter the mma as they are stored. DecodeBf16Block<W> holds the
+// block's constants for W warps; decode_bf16_d512 (kernel.cu) is the 8-warp block, one per SM,
+// and decode_bf16w4_d512 (kernel_w4.cu, a candidate) the 4-warp block, two per SM.
 #pragma once
 
 #include "kernels/common/kernel_desc.h"
 
 namespace wideattn {
 
-struct DecodeBf16D512Traits {
+template <int32_t kWarpCount>
+struct DecodeBf16Block {
     static constexpr int32_t kHeadDim = 512;
     static constexpr int32_t kGroup = 8;             // query heads per KV head = the block's rows
     static constexpr int32_t kRows = kGroup;
     static constexpr int32_t kWarpSize = 32;
-    static constexpr int32_t kWarps = 8;  // 2 per scheduler, as decode_e4m3_d512 (1 per scheduler idles on latency)
+    static constexpr int32_t kWarps = kWarpCount;
     static constexpr int32_t kThreads = kWarps * kWarpSize;
     static constexpr int32_t kTileTokens = 1;        // one query token per block
     static constexpr int32_t kTokensPerRowTile = 1;  // block_geometry: every row is the block's token
@@ -89,8 +92,12 @@ struct DecodeBf16D512Traits {
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
     static constexpr int32_t kSmemAlign = 128;
 
-    static constexpr int32_t kMinSm = 90;  // the 192 KB of rings need sm_90's shared memory
+    static constexpr int32_t kMinSm = 90;  // the rings (96 or 192 KB) need sm_90's shared memory
     static constexpr int32_t kMinBytesInFlight = 64 * 1024;  // per SM, to cover the DRAM latency
+    // Blocks resident per SM: 8 warps' rings fill an SM's shared memory, 4 warps' half of it.
+    static constexpr int32_t kBlocksPerSm = 8 / kWarps;
+    static constexpr int32_t kSmemPerSm = 228 * 1024;       // sm_90: an SM's shared memory
+    static constexpr int32_t kSmemReservedPerBlock = 1024;  // the driver's share of each block
 
     static_assert(kVecsPerChunkRow == kWarpSize, "a lane copies one 16-byte vector of every key row of a chunk");
     static_assert(kSubTileKeys == kMmaM, "a sub-tile is the m of one mma");
@@ -98,13 +105,20 @@ struct DecodeBf16D512Traits {
                   "an ldmatrix.x4 of K or V covers two 16-byte vectors of 16 keys");
     static_assert(kHeadDim % kChunkDims == 0, "the chunks split the head dims evenly");
     static_assert(kChunkKSteps % 2 == 0, "a Q ldmatrix.x4 gives the B fragments of two k-steps");
-    static_assert(kBytesInFlight >= kMinBytesInFlight, "enough bytes in flight per SM");
+    static_assert(kWarps == 8 || kWarps == 4, "one block of 8 warps or two of 4 per SM");
+    static_assert(kBytesInFlight * kBlocksPerSm >= kMinBytesInFlight, "enough bytes in flight per SM");
+    static_assert(kBlocksPerSm * (kSmemBytes + kSmemReservedPerBlock) <= kSmemPerSm,
+                  "kBlocksPerSm blocks fit an SM's shared memory");
     static_assert(kMergeBytes <= kWarps * kWarpRingBytes, "the merge area fits in the rings");
     static_assert(SmemPlan::kRings % kSmemAlign == 0 && kChunkBytes % kSmemAlign == 0, "chunks stay aligned");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
     static_assert(kRingChunks == 3, "the schedule of mainloop.cuh: chunk c + 2 takes chunk c - 1's slot");
     static_assert(kTileTokens == 1, "loads.cuh reads the rows of one token");
+};
 
+// decode_bf16_d512 (kernel.cu): 8 warps, 2 per scheduler as decode_e4m3_d512 (1 per scheduler idles
+// on latency), one block per SM.
+struct DecodeBf16D512Traits : DecodeBf16Block<8> {
     static constexpr KernelDesc desc = {
         "decode_bf16_d512", "wideattn_decode_bf16_d512",
         kBF16, kBF16, kBF16,
@@ -112,6 +126,20 @@ struct DecodeBf16D512Traits {
         kGroup, kGroup,
         kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
         "varlen,paged,causal,gqa,lse,split_kv,single_token", kKindPrefill, "wideattn_decode_bf16_d512_split"};
+};
+
+// decode_bf16w4_d512 (kernel_w4.cu, a candidate): the same block with 4 warps and half the rings,
+// two blocks per SM, so that the hardware gives a free block slot the next block of a call with
+// more blocks than SMs while the SM's other block streams (the 8-warp block's SMs do not stream
+// alike: NOTES.md "Next"), and one block's start and end overlap the other's key loop.
+struct DecodeBf16W4D512Traits : DecodeBf16Block<4> {
+    static constexpr KernelDesc desc = {
+        "decode_bf16w4_d512", "wideattn_decode_bf16w4_d512",
+        kBF16, kBF16, kBF16,
+        kHeadDim, kHeadDim, kHeadDim,
+        kGroup, kGroup,
+        kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
+        "varlen,paged,causal,gqa,lse,split_kv,single_token", kKindPrefill, "wideattn_decode_bf16w4_d512_split"};
 };
 
 }  // namespace wideattn
