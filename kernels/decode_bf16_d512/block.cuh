@@ -1,8 +1,7 @@
-// block.cuh - one block of the single-token BF16 decode kernel (kernel.cu): the block's token and
-// KV head, its keys (the split's under split-KV), the Q load, the warps' key loops and the merge
-// and output (decode_e4m3_d512's, fp8/decode_e4m3_d512/epilogue.cuh, by this kernel's traits).
-// decode_tile is the body for a given work item; Traits: DecodeBf16D512Traits or
-// DecodeBf16W4D512Traits (traits.h).
+// block.cuh - one block of the single-token BF16 decode kernels (kernel.cu, kernel_w4.cu): the
+// block's token and KV head, its keys (the split's under split-KV), the Q load, the warps' key
+// loops and the merge and output (decode_e4m3_d512's, fp8/decode_e4m3_d512/epilogue.cuh, by the
+// kernel's traits: DecodeBf16D512Traits or DecodeBf16W4D512Traits, traits.h).
 #pragma once
 
 #include <cstdint>
@@ -18,15 +17,14 @@
 
 namespace wideattn::decode_bf16 {
 
-// The block's work item `work`: one query token (a token tile whose tile_len is 1, found) and its
-// KV head; its keys (its split's under split-KV) follow from it.
+// One block: its token and KV head in the head-slowest order (kernels/common/tile_order.cuh), if
+// any, and its keys (its split's under split-KV).
 template <class Traits, bool kSplit>
-__device__ __forceinline__ void decode_tile(const wideattn_prefill_params& p, const BlockWork& work,
-                                            unsigned char* smem) {
+__device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, unsigned char* smem) {
     using Plan = typename Traits::SmemPlan;
+    BlockWork work;
     BlockGeometry geometry;
-    block_geometry<Traits>(p, work, 0, &geometry);
-    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
+    if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;
 
     const uint32_t base = ptx::shared_address(smem);
     const int32_t warp = static_cast<int32_t>(threadIdx.x) / Traits::kWarpSize;
@@ -46,14 +44,6 @@ __device__ __forceinline__ void decode_tile(const wideattn_prefill_params& p, co
                           score_scale, o, rows);
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                 work.kv_head);
-}
-
-// One block: its token in the head-slowest order (kernels/common/tile_order.cuh), if any.
-template <class Traits, bool kSplit>
-__device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, unsigned char* smem) {
-    const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
-    if (!work.tile.found) return;
-    decode_tile<Traits, kSplit>(p, work, smem);
 }
 
 }  // namespace wideattn::decode_bf16

@@ -13,7 +13,8 @@
 #include "kernels/decode_bf16_d512/block.cuh"
 #include "kernels/decode_bf16_d512/traits.h"
 
-extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16D512Traits::kThreads, wideattn::DecodeBf16D512Traits::kBlocksPerSm)
+extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16D512Traits::kThreads,
+                                             wideattn::DecodeBf16D512Traits::kBlocksPerSm)
 wideattn_decode_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
     extern __shared__ __align__(wideattn::DecodeBf16D512Traits::kSmemAlign) unsigned char smem[];
     const wideattn::BlockTimeline timeline;
@@ -22,7 +23,8 @@ wideattn_decode_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
 }
 
 // The split-KV entry (grid.z = key splits; kernels/common/block_geometry.cuh, restrict_to_split).
-extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16D512Traits::kThreads, wideattn::DecodeBf16D512Traits::kBlocksPerSm)
+extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16D512Traits::kThreads,
+                                             wideattn::DecodeBf16D512Traits::kBlocksPerSm)
 wideattn_decode_bf16_d512_split(const __grid_constant__ wideattn_prefill_params p) {
     extern __shared__ __align__(wideattn::DecodeBf16D512Traits::kSmemAlign) unsigned char smem[];
     const wideattn::BlockTimeline timeline;

@@ -1,7 +1,7 @@
 // block.cuh - one block of the Hopper-tier BF16 prefill kernel (kernel.cu): its work item (64 rows:
 // 8 tokens x the 8 query heads of one KV head) in the head-slowest order, its keys (its split's
 // under split-KV), the K/V streams, the key loop (mainloop.cuh) and the output
-// (kernels/common/epilogue.cuh). bf16_tile is the body for a given work item.
+// (kernels/common/epilogue.cuh).
 #pragma once
 
 #include <cstdint>
@@ -19,12 +19,14 @@
 
 namespace wideattn::hopper::bf16 {
 
-// The block's work item `work` (a token tile of kTileTokens, found); kSplit: the split-KV
-// instantiation (the key range of split blockIdx.z, partials out).
+// One block: its token tile in the head-slowest order, if any; kSplit: the split-KV instantiation
+// (the key range of split blockIdx.z, partials out).
 template <bool kSplit>
-__device__ __forceinline__ void bf16_tile(const wideattn_prefill_params& p, const KvTensorMaps& maps,
-                                          const BlockWork& work, unsigned char* smem) {
+__device__ __forceinline__ void bf16_block(const wideattn_prefill_params& p, const KvTensorMaps& maps,
+                                           unsigned char* smem) {
     using Traits = WgmmaBf16D512Traits;
+    const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
+    if (!work.tile.found) return;
     const GroupPlace at = group_place<Traits>();
     BlockGeometry geometry;
     block_geometry<Traits>(p, work, at.row_tile, &geometry);
@@ -49,15 +51,6 @@ __device__ __forceinline__ void bf16_tile(const wideattn_prefill_params& p, cons
         write_partials<Traits>(p, o, state, first_token, work.tile.tile_len, at.row_tile, head, at.group, at.lane);
     else
         write_output<Traits>(p, o, state, first_token, work.tile.tile_len, at.row_tile, head, at.group, at.lane);
-}
-
-// One block: its token tile in the head-slowest order, if any.
-template <bool kSplit>
-__device__ __forceinline__ void bf16_block(const wideattn_prefill_params& p, const KvTensorMaps& maps,
-                                           unsigned char* smem) {
-    const BlockWork work = find_block_work_by_head(p, WgmmaBf16D512Traits::kTileTokens);
-    if (!work.tile.found) return;
-    bf16_tile<kSplit>(p, maps, work, smem);
 }
 
 }  // namespace wideattn::hopper::bf16
