@@ -16,6 +16,8 @@ import tempfile
 HOOKED = [
     ("decode_bf16_d512", "kernels/decode_bf16_d512/kernel.cu", "wideattn_decode_bf16_d512",
      "wideattn_decode_bf16_d512_split", 90, {"sm_90a"}),
+    ("decode_bf16w4_d512", "kernels/decode_bf16_d512/kernel_w4.cu", "wideattn_decode_bf16w4_d512",
+     "wideattn_decode_bf16w4_d512_split", 90, {"sm_90a"}),
     ("merge_splits_bf16", "kernels/merge/splits_bf16/kernel.cu", "wideattn_merge_splits_bf16", "", 80, None),
     ("merge_splits_bf16_rows", "kernels/merge/splits_bf16_rows/kernel.cu", "wideattn_merge_splits_bf16_rows", "",
      80, None),
