@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/common/block_geometry.cuh"
+#include "kernels/common/block_timeline.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/tile_order.cuh"
@@ -44,6 +45,16 @@ __device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, u
                           score_scale, o, rows);
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                 work.kv_head);
+}
+
+// The body of an entry point (kernel.cu, kernel_w4.cu): the dynamic shared memory, the block, and
+// its line of the block timeline as `name` where that diagnostic is built in.
+template <class Traits, bool kSplit>
+__device__ __forceinline__ void decode_entry(const wideattn_prefill_params& p, const char* name) {
+    extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
+    const BlockTimeline timeline;
+    decode_block<Traits, kSplit>(p, smem);
+    timeline.finish(name);
 }
 
 }  // namespace wideattn::decode_bf16

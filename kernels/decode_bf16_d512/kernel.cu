@@ -9,25 +9,18 @@
 // selection runs it on its own only for calls of at most one query token per sequence
 // ("single_token", dispatch/selection.cpp), and only where its priority or a tuning file puts it
 // first (bundle/meson.build).
-#include "kernels/common/block_timeline.cuh"
 #include "kernels/decode_bf16_d512/block.cuh"
 #include "kernels/decode_bf16_d512/traits.h"
 
 extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16D512Traits::kThreads,
                                              wideattn::DecodeBf16D512Traits::kBlocksPerSm)
 wideattn_decode_bf16_d512(const __grid_constant__ wideattn_prefill_params p) {
-    extern __shared__ __align__(wideattn::DecodeBf16D512Traits::kSmemAlign) unsigned char smem[];
-    const wideattn::BlockTimeline timeline;
-    wideattn::decode_bf16::decode_block<wideattn::DecodeBf16D512Traits, false>(p, smem);
-    timeline.finish("decode_bf16_d512");
+    wideattn::decode_bf16::decode_entry<wideattn::DecodeBf16D512Traits, false>(p, "decode_bf16_d512");
 }
 
 // The split-KV entry (grid.z = key splits; kernels/common/block_geometry.cuh, restrict_to_split).
 extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16D512Traits::kThreads,
                                              wideattn::DecodeBf16D512Traits::kBlocksPerSm)
 wideattn_decode_bf16_d512_split(const __grid_constant__ wideattn_prefill_params p) {
-    extern __shared__ __align__(wideattn::DecodeBf16D512Traits::kSmemAlign) unsigned char smem[];
-    const wideattn::BlockTimeline timeline;
-    wideattn::decode_bf16::decode_block<wideattn::DecodeBf16D512Traits, true>(p, smem);
-    timeline.finish("decode_bf16_d512_split");
+    wideattn::decode_bf16::decode_entry<wideattn::DecodeBf16D512Traits, true>(p, "decode_bf16_d512_split");
 }

@@ -3,25 +3,18 @@
 // SM. Launch as decode_bf16_d512 (kernel.cu) with kThreads threads and kSmemBytes of dynamic
 // shared memory; it pays off only with more blocks than SMs (key splits: `wideattn bench --splits
 // N`), since the dispatcher's split count assumes one block per SM.
-#include "kernels/common/block_timeline.cuh"
 #include "kernels/decode_bf16_d512/block.cuh"
 #include "kernels/decode_bf16_d512/traits.h"
 
 extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16W4D512Traits::kThreads,
                                              wideattn::DecodeBf16W4D512Traits::kBlocksPerSm)
 wideattn_decode_bf16w4_d512(const __grid_constant__ wideattn_prefill_params p) {
-    extern __shared__ __align__(wideattn::DecodeBf16W4D512Traits::kSmemAlign) unsigned char smem[];
-    const wideattn::BlockTimeline timeline;
-    wideattn::decode_bf16::decode_block<wideattn::DecodeBf16W4D512Traits, false>(p, smem);
-    timeline.finish("decode_bf16w4_d512");
+    wideattn::decode_bf16::decode_entry<wideattn::DecodeBf16W4D512Traits, false>(p, "decode_bf16w4_d512");
 }
 
 // The split-KV entry (grid.z = key splits; kernels/common/block_geometry.cuh, restrict_to_split).
 extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16W4D512Traits::kThreads,
                                              wideattn::DecodeBf16W4D512Traits::kBlocksPerSm)
 wideattn_decode_bf16w4_d512_split(const __grid_constant__ wideattn_prefill_params p) {
-    extern __shared__ __align__(wideattn::DecodeBf16W4D512Traits::kSmemAlign) unsigned char smem[];
-    const wideattn::BlockTimeline timeline;
-    wideattn::decode_bf16::decode_block<wideattn::DecodeBf16W4D512Traits, true>(p, smem);
-    timeline.finish("decode_bf16w4_d512_split");
+    wideattn::decode_bf16::decode_entry<wideattn::DecodeBf16W4D512Traits, true>(p, "decode_bf16w4_d512_split");
 }
