@@ -2,8 +2,9 @@
 // -DWIDEATTN_BLOCK_TIMELINE (a variant cubin made apart: never the bundle's build); without the
 // macro BlockTimeline is empty and a kernel that uses it keeps its machine code.
 //
-// An entry point (or the body it calls) makes a BlockTimeline first (it reads %globaltimer, in ns, common to all SMs)
-// and calls finish("name") after its block's work: a block barrier, then thread 0 prints one line
+// An entry point (or the body it calls) makes a BlockTimeline first (it reads %globaltimer, in
+// ns, common to all SMs) and calls finish("name") after its block's work: a block barrier, then
+// thread 0 prints one line
 //   wideattn-timeline NAME BLOCK_X BLOCK_Y BLOCK_Z SMID START_NS END_NS
 // for tools/bench/block_timeline.py to summarise (ramp, block times, tail). A kernel that calls
 // finish must let every thread reach it (no thread may exit early). Not for the wgmma kernels:
