@@ -106,7 +106,7 @@ for fields in race_steps:
         expect(f"racecheck step line {fields}: a kernel of the manifest and a regex", False)
         continue
     name, alternation = fields
-    # compute-sanitizer's --kernel-name regex:... searches the kernel's name; the step anchors it.
+    # compute-sanitizer's --kernel-name regex=... searches the kernel's name; the step anchors it.
     regex = re.compile(f"^({alternation})$")
     matched = {e for e in every_entry if regex.search(e)}
     expect(f"racecheck-{name}: its regex matches its entry points and no other kernel's",

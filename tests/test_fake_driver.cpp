@@ -248,8 +248,8 @@ TEST_CASE("fake driver: a decode call launches the split entry over grid.z, then
     REQUIRE_MESSAGE(wideattn_workspace_size(bundle.ctx(), &p, &bytes) == WIDEATTN_OK, last_error());
     CHECK(bytes > 0);
     driver.take_launches();
-    // BF16 single-token decode goes to decode_bf16_d512 where the bundle has it.
-    const std::string kernel = bundle.kernel("decode_bf16_d512") ? "decode_bf16_d512" : "wgmma_bf16_d512";
+    // BF16 single-token decode goes to decode_bf16w4_d512 where the bundle has it.
+    const std::string kernel = bundle.kernel("decode_bf16w4_d512") ? "decode_bf16w4_d512" : "wgmma_bf16_d512";
     // Without a workspace the call runs unsplit.
     REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
     CHECK(driver.take_launches() == "wideattn_" + kernel + " 1 4 1\n");

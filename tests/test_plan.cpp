@@ -114,7 +114,7 @@ struct Context {
         ok = tma && merge;
         if (!ok) MESSAGE("the bundle has no wgmma_bf16_d512 and merge_splits_bf16_rows for sm_90a: skipped");
         // The plans are checked on the kernel that reads K/V by TMA, whose tensor maps they cache: a
-        // BF16 single-token step otherwise goes to decode_bf16_d512 (cp.async, no tensor maps).
+        // BF16 single-token step otherwise goes to decode_bf16w4_d512 (cp.async, no tensor maps).
         if (ok) REQUIRE(wideattn_set_prefill_kernel(ctx, "wgmma_bf16_d512") == WIDEATTN_OK);
     }
     ~Context() { wideattn_close(ctx); }

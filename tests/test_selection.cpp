@@ -719,37 +719,38 @@ TEST_CASE("selection: a single-token kernel runs on its own only for one query t
                    "over num_seqs=2") != std::string::npos);
 }
 
-TEST_CASE("selection: the built bundle's decode_bf16_d512 is the BF16 decode default, single-token calls only") {
+TEST_CASE("selection: the built bundle's decode_bf16w4_d512 is the BF16 decode default, single-token calls only") {
     Manifest m;
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
     const bool built = std::any_of(m.kernels.begin(), m.kernels.end(), [](const ManifestKernel& k) {
-        return k.name == "decode_bf16_d512" && k.arch == "sm_90a";
+        return k.name == "decode_bf16w4_d512" && k.arch == "sm_90a";
     });
     if (!built) {
-        MESSAGE("the built bundle has no decode_bf16_d512 for sm_90a");
+        MESSAGE("the built bundle has no decode_bf16w4_d512 for sm_90a");
         return;
     }
     wideattn_prefill_params p = test::valid_params();
     p.total_q = p.num_seqs;  // decode: one query token per sequence
-    // Above wgmma_bf16_d512: one query token per sequence goes to it, more tokens do not.
-    CHECK(select_name(m, p, 9, 0, &err) == "decode_bf16_d512@sm_90a");
+    // Above wgmma_bf16_d512 and decode_bf16_d512 (its 8-warp form): one query token per sequence goes
+    // to it, more tokens do not.
+    CHECK(select_name(m, p, 9, 0, &err) == "decode_bf16w4_d512@sm_90a");
     p.total_q = p.num_seqs + 1;
     CHECK(select_name(m, p, 9, 0, &err) == "wgmma_bf16_d512@sm_90a");
     p.total_q = p.num_seqs;
     int32_t index = -1;
-    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, "decode_bf16_d512") == WIDEATTN_OK);
-    CHECK(m.kernels[index].name == "decode_bf16_d512");
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, "decode_bf16w4_d512") == WIDEATTN_OK);
+    CHECK(m.kernels[index].name == "decode_bf16w4_d512");
     CHECK(m.kernels[index].arch == "sm_90a");
     // A tuning file's choice for the decode class takes it on single-token calls only.
-    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, std::string(), "decode_bf16_d512") == WIDEATTN_OK);
-    CHECK(m.kernels[index].name == "decode_bf16_d512");
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, std::string(), "decode_bf16w4_d512") == WIDEATTN_OK);
+    CHECK(m.kernels[index].name == "decode_bf16w4_d512");
     p.total_q = p.num_seqs + 1;
-    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, std::string(), "decode_bf16_d512") == WIDEATTN_OK);
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, std::string(), "decode_bf16w4_d512") == WIDEATTN_OK);
     CHECK(m.kernels[index].name == "wgmma_bf16_d512");
     // Pinned, it serves a multi-token call too (a block per query token).
-    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, "decode_bf16_d512") == WIDEATTN_OK);
-    CHECK(m.kernels[index].name == "decode_bf16_d512");
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, "decode_bf16w4_d512") == WIDEATTN_OK);
+    CHECK(m.kernels[index].name == "decode_bf16w4_d512");
 }
 
 TEST_CASE("selection: the built bundle's decode_e4m3vt kernels serve single-token calls over the transposed V layout") {

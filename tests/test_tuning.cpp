@@ -279,7 +279,7 @@ TEST_CASE("tuning: selection follows a matching file, and ignores a stale or unf
     const wideattn_prefill_params short_prefill = params_with(100, 2), long_prefill = params_with(9000, 1),
                                   single = params_with(2, 2), verify = params_with(10, 2);
     // The default on that arch, and the mma-tier BF16 kernel it would not pick; single-token calls
-    // have a default of their own where a single_token kernel outranks it (decode_bf16_d512 on sm_90).
+    // have a default of their own where a single_token kernel outranks it (decode_bf16w4_d512 on sm_90).
     std::string automatic, automatic_single;
     {
         const test::ScopedEnv off(kTuningPathEnv, kTuningOff);

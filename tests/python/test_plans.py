@@ -53,7 +53,7 @@ def test_a_plan_runs_per_layer():
             print("skipped: no wgmma_bf16_d512 for sm_90a in the bundle")
             return
         # The kernel that reads K/V by TMA, whose tensor maps a plan caches (a BF16 single-token step
-        # otherwise goes to decode_bf16_d512, which reads them by cp.async).
+        # otherwise goes to decode_bf16w4_d512, which reads them by cp.async).
         context.set_prefill_kernel("wgmma_bf16_d512")
         FAKE.fake_cuda_take_launches()
         plan = context.plan(step_params(), caches=[layer(i)[1:3] for i in range(10)])

@@ -149,7 +149,7 @@ if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
     # the kernel (every kernel instrumented at once ran past 120 s on 2026-12-02).
     while IFS=$'\t' read -r kernel entries; do
         step "racecheck-$kernel" "racecheck_$kernel.txt" timeout "$racecheck_step_limit" \
-            compute-sanitizer --tool racecheck --kernel-name "regex:^($entries)\$" --error-exitcode 9 \
+            compute-sanitizer --tool racecheck --kernel-name "regex=^($entries)\$" --error-exitcode 9 \
             "$cli" selftest --quick 1
     done < <(racecheck_kernels)
     # synccheck: barrier use (the Hopper bf16 kernel's one-way exchange pairs bar.arrive with bar.sync).
