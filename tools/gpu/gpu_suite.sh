@@ -12,7 +12,7 @@
 #   the gates on transformers' Gemma 4 code, bf16 and 8-bit) - then a summary.
 #   tools/gpu/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--only-tests]
 #                          [--test-steps LIST] [--list-test-steps] [--list-racecheck-steps]
-#                          [--only-sanitizer] [--only-benches]
+#                          [--only-sanitizer] [--sanitizer-part 1|2] [--only-benches]
 #                          [--only-e2e] [--no-e2e] [--no-python] [--only-python] [--bench-cases LIST]
 #                          [--tune] [--only-tune]
 # --only-sanitizer, --only-benches and --only-e2e run the compute-sanitizer steps, the bench steps
@@ -24,14 +24,18 @@
 #   and exits.
 # --list-racecheck-steps prints each racecheck step's kernel and the regex of its entry points
 #   (tab-separated; the sanitizer step instruments one kernel per step) and exits.
+# --sanitizer-part 1 runs only the first half of the compute-sanitizer steps (memcheck on the
+#   selftest, racecheck per kernel: about 5.5 minutes on the H200 on 2026-12-03), --sanitizer-part
+#   2 the second (synccheck on the selftest, the split-KV and the corrupted-metadata cases); all of
+#   them ran past a call's 10 minutes together, so `--only-sanitizer` is two calls.
 # --tune (opt-in) adds the tuning bar after the benches: `wideattn tune --out $OUT/tuning.json`,
 #   then `wideattn bench` on every case of the prefill and decode suites with that file in force
 #   (WIDEATTN_TUNING; bf16, e4m3 K/V and e4m3 Q/K/V as the bundle has them), the kernels the file
 #   timed side by side (`bench --kernels`, which runs a single_token kernel only on the cases of
 #   one query token per sequence, as tune timed it), and tools/bench/check_tuning.py on the three
 #   (check_tuning.txt / .json / .md); --only-tune runs that step alone.
-# Budget: a device call is limited to 10 minutes, so run it as six calls: `--only-tests`,
-# `--only-sanitizer`, `--only-benches`, `--only-e2e`, `--only-peers` (about 5-6 minutes) and
+# Budget: a device call is limited to 10 minutes, so run it as several calls: `--only-tests`,
+# `--only-sanitizer --sanitizer-part 1` and `--sanitizer-part 2`, `--only-benches`, `--only-e2e`, `--only-peers` (about 5-6 minutes) and
 # `--only-python` (needs torch and transformers on the machine). The whole GPU test binary
 # outgrew a call at eb22d61 (2026-12-02); on the H200 at 3264636 (2026-12-03) the test cases of
 # the steps gpu-tests-1 .. 5 took 76, 83, 126, 70 and 54 s (their logs print each case's time),
@@ -84,7 +88,7 @@ gpu_test_steps() {
     done
     printf 'gpu-tests-%d\t--test-case-exclude=%s\t--duration=true\n' $((${#gpu_test_patterns[@]} + 1)) "$excluded"
 }
-peers=1 sanitizer=1 tests=1 e2e=1 benches=1 python=1 tune=0 bench_cases="" test_steps=""
+peers=1 sanitizer=1 tests=1 e2e=1 benches=1 python=1 tune=0 bench_cases="" test_steps="" sanitizer_part=""
 while (($#)); do
     case "$1" in
         --no-peers) peers=0 ;;
@@ -98,6 +102,9 @@ while (($#)); do
         --only-benches) sanitizer=0; tests=0; e2e=0; python=0; peers=0 ;;
         --only-e2e) sanitizer=0; tests=0; benches=0; python=0; peers=0 ;;
         --test-steps) test_steps=",$2,"; shift ;;
+        --sanitizer-part)
+            [[ "${2:-}" == 1 || "${2:-}" == 2 ]] || { echo "gpu_suite: --sanitizer-part '${2:-}' is not 1 or 2" >&2; exit 2; }
+            sanitizer_part=$2; shift ;;
         --list-test-steps) gpu_test_steps; exit 0 ;;
         --list-racecheck-steps) racecheck_kernels; exit ;;
         --no-e2e) e2e=0 ;;
@@ -143,37 +150,41 @@ if ((tests)); then
     [[ -z "$test_steps" || "$test_steps" == *",selftest,"* ]] && step selftest selftest.txt "$cli" selftest
 fi
 if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
-    step memcheck memcheck.txt compute-sanitizer --tool memcheck --error-exitcode 9 "$cli" selftest --quick
-    # racecheck slows shared-memory code ~300x: one small case per kernel, and one kernel (its
-    # entry points) instrumented per step, so each step is short, bounded, and its report names
-    # the kernel (every kernel instrumented at once ran past 120 s on 2026-12-02).
-    while IFS=$'\t' read -r kernel entries; do
-        step "racecheck-$kernel" "racecheck_$kernel.txt" timeout "$racecheck_step_limit" \
-            compute-sanitizer --tool racecheck --kernel-name "regex=^($entries)\$" --error-exitcode 9 \
-            "$cli" selftest --quick 1
-    done < <(racecheck_kernels)
-    # synccheck: barrier use (the Hopper bf16 kernel's one-way exchange pairs bar.arrive with bar.sync).
-    step synccheck synccheck.txt compute-sanitizer --tool synccheck --error-exitcode 9 "$cli" selftest --quick 1
-    # Split-KV decode (the kernels' split path and the merge kernel, forced and automatic split
-    # counts): the GPU suite's small sanitizer case (tests/gpu/test_gpu_split.cpp).
-    split_case=(--test-case="gpu split-KV sanitizer*")
-    step memcheck-split memcheck_split.txt compute-sanitizer --tool memcheck --error-exitcode 9 \
-        "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
-    step racecheck-split racecheck_split.txt compute-sanitizer --tool racecheck --error-exitcode 9 \
-        "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
-    # synccheck: every warp of a warpgroup must execute the same wgmma instructions (the Hopper
-    # kernels' split entries and the merge).
-    step synccheck-split synccheck_split.txt compute-sanitizer --tool synccheck --error-exitcode 9 \
-        "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
-    # Corrupted cu_seqlens_q, block_table and seq_lens_k (one of each class, one shape) on every
-    # prefill kernel unsplit and with 7 forced splits and the merge: the GPU suite's small metadata
-    # case (tests/gpu/test_gpu_metadata.cpp). Estimated at about a minute under memcheck, not
-    # yet measured: 3 corruptions x 8 kernels, 45 corrupted and 45 valid launches of 55 rows.
-    metadata_case=(--test-case="gpu metadata sanitizer*")
-    step memcheck-meta memcheck_metadata.txt compute-sanitizer --tool memcheck --error-exitcode 9 \
-        "$build/tests/wideattn_gpu_tests" "${metadata_case[@]}"
-    step synccheck-meta synccheck_metadata.txt compute-sanitizer --tool synccheck --error-exitcode 9 \
-        "$build/tests/wideattn_gpu_tests" "${metadata_case[@]}"
+    if [[ -z "$sanitizer_part" || "$sanitizer_part" == 1 ]]; then
+        step memcheck memcheck.txt compute-sanitizer --tool memcheck --error-exitcode 9 "$cli" selftest --quick
+        # racecheck slows shared-memory code ~300x: one small case per kernel, and one kernel (its
+        # entry points) instrumented per step, so each step is short, bounded, and its report names
+        # the kernel (every kernel instrumented at once ran past 120 s on 2026-12-02).
+        while IFS=$'\t' read -r kernel entries; do
+            step "racecheck-$kernel" "racecheck_$kernel.txt" timeout "$racecheck_step_limit" \
+                compute-sanitizer --tool racecheck --kernel-name "regex=^($entries)\$" --error-exitcode 9 \
+                "$cli" selftest --quick 1
+        done < <(racecheck_kernels)
+    fi
+    if [[ -z "$sanitizer_part" || "$sanitizer_part" == 2 ]]; then
+        # synccheck: barrier use (the Hopper bf16 kernel's one-way exchange pairs bar.arrive with bar.sync).
+        step synccheck synccheck.txt compute-sanitizer --tool synccheck --error-exitcode 9 "$cli" selftest --quick 1
+        # Split-KV decode (the kernels' split path and the merge kernel, forced and automatic split
+        # counts): the GPU suite's small sanitizer case (tests/gpu/test_gpu_split.cpp).
+        split_case=(--test-case="gpu split-KV sanitizer*")
+        step memcheck-split memcheck_split.txt compute-sanitizer --tool memcheck --error-exitcode 9 \
+            "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
+        step racecheck-split racecheck_split.txt compute-sanitizer --tool racecheck --error-exitcode 9 \
+            "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
+        # synccheck: every warp of a warpgroup must execute the same wgmma instructions (the Hopper
+        # kernels' split entries and the merge).
+        step synccheck-split synccheck_split.txt compute-sanitizer --tool synccheck --error-exitcode 9 \
+            "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
+        # Corrupted cu_seqlens_q, block_table and seq_lens_k (one of each class, one shape) on every
+        # prefill kernel unsplit and with 7 forced splits and the merge: the GPU suite's small metadata
+        # case (tests/gpu/test_gpu_metadata.cpp). Estimated at about a minute under memcheck, not
+        # yet measured: 3 corruptions x 8 kernels, 45 corrupted and 45 valid launches of 55 rows.
+        metadata_case=(--test-case="gpu metadata sanitizer*")
+        step memcheck-meta memcheck_metadata.txt compute-sanitizer --tool memcheck --error-exitcode 9 \
+            "$build/tests/wideattn_gpu_tests" "${metadata_case[@]}"
+        step synccheck-meta synccheck_metadata.txt compute-sanitizer --tool synccheck --error-exitcode 9 \
+            "$build/tests/wideattn_gpu_tests" "${metadata_case[@]}"
+    fi
 fi
 # bundle_has_prefill FIELD VALUE: the bundle has a prefill kernel whose manifest FIELD is VALUE.
 bundle_has_prefill() {
