@@ -1,8 +1,8 @@
-// kernel_w4.cu - entry points of decode_bf16w4_d512 (sm_90a, a candidate): decode_bf16_d512's block
-// (block.cuh) with 4 warps and half the rings (DecodeBf16W4D512Traits, traits.h), two blocks per
-// SM. Launch as decode_bf16_d512 (kernel.cu) with kThreads threads and kSmemBytes of dynamic
-// shared memory; it pays off only with more blocks than SMs (key splits: `wideattn bench --splits
-// N`), since the dispatcher's split count assumes one block per SM.
+// kernel_w4.cu - entry points of decode_bf16w4_d512 (sm_90a, the BF16 decode default):
+// decode_bf16_d512's block (block.cuh) with 4 warps and half the rings (DecodeBf16W4D512Traits,
+// traits.h), two blocks per SM. Launch as decode_bf16_d512 (kernel.cu) with kThreads threads and
+// kSmemBytes of dynamic shared memory; the dispatcher's split count (one block per SM) suits it
+// too (NOTES.md, "Measured").
 #include "kernels/decode_bf16_d512/block.cuh"
 #include "kernels/decode_bf16_d512/traits.h"
 

@@ -6,7 +6,7 @@
 // the end. Both products run as mma.sync m16n8k16 bf16 with the keys in the m dimension (S^T = K
 // Q^T, O^T = V^T P^T); K, V and Q enter the mma as they are stored. DecodeBf16Block<W> holds the
 // block's constants for W warps; decode_bf16_d512 (kernel.cu) is the 8-warp block, one per SM,
-// and decode_bf16w4_d512 (kernel_w4.cu, a candidate) the 4-warp block, two per SM.
+// and decode_bf16w4_d512 (kernel_w4.cu, the BF16 decode default) the 4-warp block, two per SM.
 #pragma once
 
 #include "kernels/common/kernel_desc.h"
@@ -128,10 +128,10 @@ struct DecodeBf16D512Traits : DecodeBf16Block<8> {
         "varlen,paged,causal,gqa,lse,split_kv,single_token", kKindPrefill, "wideattn_decode_bf16_d512_split"};
 };
 
-// decode_bf16w4_d512 (kernel_w4.cu, a candidate): the same block with 4 warps and half the rings,
-// two blocks per SM, so that the hardware gives a free block slot the next block of a call with
-// more blocks than SMs while the SM's other block streams (the 8-warp block's SMs do not stream
-// alike: NOTES.md "Next"), and one block's start and end overlap the other's key loop.
+// decode_bf16w4_d512 (kernel_w4.cu, the BF16 decode default): the same block with 4 warps and
+// half the rings, two blocks per SM, so that one block's start and end can overlap the other's
+// key loop where two share an SM; 0.97-0.995x the 8-warp block's time on the H200 (NOTES.md,
+// "Measured").
 struct DecodeBf16W4D512Traits : DecodeBf16Block<4> {
     static constexpr KernelDesc desc = {
         "decode_bf16w4_d512", "wideattn_decode_bf16w4_d512",

@@ -35,8 +35,8 @@
 #   one query token per sequence, as tune timed it), and tools/bench/check_tuning.py on the three
 #   (check_tuning.txt / .json / .md); --only-tune runs that step alone.
 # Budget: a device call is limited to 10 minutes, so run it as several calls: `--only-tests`,
-# `--only-sanitizer --sanitizer-part 1` and `--sanitizer-part 2`, `--only-benches`, `--only-e2e`, `--only-peers` (about 5-6 minutes) and
-# `--only-python` (needs torch and transformers on the machine). The whole GPU test binary
+# `--only-sanitizer --sanitizer-part 1`, `--only-sanitizer --sanitizer-part 2`, `--only-benches`,
+# `--only-e2e`, `--only-peers` (about 5-6 minutes) and `--only-python` (needs torch and transformers on the machine). The whole GPU test binary
 # outgrew a call at eb22d61 (2026-12-02); on the H200 at 3264636 (2026-12-03) the test cases of
 # the steps gpu-tests-1 .. 5 took 76, 83, 126, 70 and 54 s (their logs print each case's time),
 # about 7 minutes together, so `--only-tests` with the selftest no longer fits a call with room
