@@ -6,7 +6,8 @@ the binary and in exactly one step, and every pattern a step names must select a
 renamed case would otherwise leave a stale pattern behind). The steps pass --duration=true.
 Also its racecheck steps (gpu_suite.sh --list-racecheck-steps, one kernel instrumented per step):
 one per kernel of the build's bundle manifest, each regex matching exactly that kernel's entry
-points (unsplit and split) and no other kernel's.
+points (unsplit and split) and no other kernel's. And its --sanitizer-part option: 1 and 2 accepted,
+anything else refused with exit 2 and its message.
 
 usage: python3 gpu_suite_steps_check.py PATH/tools/gpu/gpu_suite.sh PATH/wideattn_gpu_tests PATH/tests/gpu
        PATH/build/bundle/manifest.json
@@ -111,6 +112,18 @@ for fields in race_steps:
     matched = {e for e in every_entry if regex.search(e)}
     expect(f"racecheck-{name}: its regex matches its entry points and no other kernel's",
            matched == entries[name], {"matched": sorted(matched), "entries": sorted(entries[name])})
+
+# --sanitizer-part takes 1 or 2 (the two halves of the compute-sanitizer steps, a device call each);
+# anything else is refused before any step runs.
+for value in ("1", "2"):
+    proc = subprocess.run(["bash", SUITE, "--sanitizer-part", value, "--list-test-steps"], capture_output=True,
+                          text=True, timeout=60)
+    expect(f"gpu_suite.sh --sanitizer-part {value} is accepted", proc.returncode == 0, proc.stderr[-300:])
+for args, shown in ((["3"], "3"), (["x"], "x"), ([], "")):
+    proc = subprocess.run(["bash", SUITE, "--sanitizer-part"] + args, capture_output=True, text=True, timeout=60)
+    message = f"gpu_suite: --sanitizer-part '{shown}' is not 1 or 2"
+    expect(f"gpu_suite.sh --sanitizer-part {args} is refused with exit 2 and '{message}'",
+           proc.returncode == 2 and proc.stderr.strip() == message, {"rc": proc.returncode, "stderr": proc.stderr})
 
 print(f"gpu_suite_steps: {len(failures)} failed")
 sys.exit(1 if failures else 0)
