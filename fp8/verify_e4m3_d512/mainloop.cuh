@@ -1,10 +1,11 @@
 // mainloop.cuh - the key loop of the few-token e4m3 decode kernel (verify_e4m3_d512), per 64-key
-// tile (four block barriers):
+// tile (three block barriers and a pair barrier):
 //   wait for K_i (barrier 1), issue V_i+1;
 //   S^T partial: warp w = (key group g = w % 4, dim half h = w / 4) computes K Q^T of sub-tile g
 //     over its 256 dims for every token (mma m16n8k16 f16, keys in m, a token's 8 heads in n);
-//     the h = 1 warp stores its partial and arrives on the pair's named barrier, the h = 0 warp
-//     waits there, adds it, scales and masks, and stores its key group's row maxima (barrier 2 =
+//     the h = 1 warp stores its partial and both warps of the pair wait on the pair's named
+//     barrier (bar.sync on both sides: racecheck takes an arrive-only hand-off as no ordering),
+//     the h = 0 warp adds it, scales and masks, and stores its key group's row maxima (barrier 2 =
 //     the pair barrier, barrier 3 = the block's);
 //   every warp reads the four maxima of its rows and raises its running maxima (the same values
 //     in every warp, so the rescale decision is block-uniform), rescaling its O^T;
@@ -255,7 +256,7 @@ __device__ __forceinline__ void key_loop(const wideattn_prefill_params& p, const
             for (int32_t j = 0; j < kTokens; ++j)
                 ptx::store_shared_f32x4(partial_address<Traits>(partial, group, j, lane), s[j][0], s[j][1],
                                         s[j][2], s[j][3]);
-            ptx::named_barrier_arrive(pair_barrier, Traits::kPairThreads);
+            ptx::named_barrier_sync(pair_barrier, Traits::kPairThreads);
         } else {
             ptx::named_barrier_sync(pair_barrier, Traits::kPairThreads);
             complete_scores<Traits, kTokens>(partial, row_stats, group, lane, i * Traits::kTileKeys +

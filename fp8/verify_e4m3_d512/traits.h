@@ -98,7 +98,7 @@ struct VerifyE4m3D512Traits {
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
     static constexpr int32_t kSmemAlign = 128;
 
-    // Named barriers: 0 is __syncthreads; 1 + g joins the two warps of key group g.
+    // Named barriers: 0 is __syncthreads; 1 + g joins the two warps of key group g (both sync).
     static constexpr int32_t kPairBarrierBase = 1;
     static constexpr int32_t kPairThreads = kDimHalves * kWarpSize;
 
