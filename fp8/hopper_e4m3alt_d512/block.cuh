@@ -26,12 +26,10 @@ namespace wideattn::hopper::e4m3alt {
 template <class Traits, bool kQuantizeQ, bool kSplit>
 __device__ __forceinline__ void alternating_block(const wideattn_prefill_params& p, const KvTensorMaps& maps,
                                                   unsigned char* smem) {
-    const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
-    if (!work.tile.found) return;
-    const GroupPlace at = group_place<Traits>();
+    BlockWork work;
+    GroupPlace at;
     BlockGeometry geometry;
-    block_geometry<Traits>(p, work, at.row_tile, &geometry);
-    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
+    if (!wgmma_block_start<Traits, kSplit>(p, &work, &at, &geometry)) return;
 
     const SharedMap map = shared_map<Traits>(aligned_shared_base<Traits>(smem));
     const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;

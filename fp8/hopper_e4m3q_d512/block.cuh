@@ -36,12 +36,10 @@ struct CodedQ {
 // One block; kSplit: the split-KV instantiation (the key range of split blockIdx.z, partials out).
 template <class Traits, class QSource, bool kSplit>
 __device__ __forceinline__ void e4m3_block(const wideattn_prefill_params& p, unsigned char* smem) {
-    const BlockWork work = find_block_work_by_head(p, Traits::kTileTokens);
-    if (!work.tile.found) return;
-    const GroupPlace at = group_place<Traits>();
+    BlockWork work;
+    GroupPlace at;
     BlockGeometry geometry;
-    block_geometry<Traits>(p, work, at.row_tile, &geometry);
-    if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
+    if (!wgmma_block_start<Traits, kSplit>(p, &work, &at, &geometry)) return;
 
     const uint32_t base = aligned_shared_base<Traits>(smem);
     const CodeSharedMap<Traits> map = CodeSharedMap<Traits>::at(base);

@@ -1,11 +1,13 @@
 // wgmma_block.cuh - where a thread sits in a Hopper-tier prefill block and the block-level
-// plumbing both Hopper kernels share: the warpgroup place, the 1024-byte aligned shared-memory
-// base their plans are offsets from, the named-barrier ids, and the "my loads have landed"
-// rendezvous of a warpgroup. `Traits` is a kernel's traits (a WgmmaD512BlockTraits).
+// plumbing both Hopper kernels share: the warpgroup place, the block's start (its work item, the
+// thread's place and the keys it visits), the 1024-byte aligned shared-memory base their plans
+// are offsets from, the named-barrier ids, and the "my loads have landed" rendezvous of a
+// warpgroup. `Traits` is a kernel's traits (a WgmmaD512BlockTraits).
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/common/block_geometry.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/ptx_wgmma.cuh"
 #include "kernels/common/wgmma_block_traits.h"
@@ -33,6 +35,21 @@ __device__ __forceinline__ GroupPlace group_place() {
     at.row_tile = at.thread / Traits::kWarpSize;
     at.lane = threadIdx.x % Traits::kWarpSize;
     return at;
+}
+
+// A block's start: its work item in the head-slowest order (find_block_work_by_head), the
+// thread's place and the keys the thread's rows visit (block_geometry at the place's row tile; its
+// split's under split-KV); false for a block past the last token tile, which has nothing to do and
+// returns before taking its place.
+template <class Traits, bool kSplit>
+__device__ __forceinline__ bool wgmma_block_start(const wideattn_prefill_params& p, BlockWork* work, GroupPlace* at,
+                                                  BlockGeometry* geometry) {
+    *work = find_block_work_by_head(p, Traits::kTileTokens);
+    if (!work->tile.found) return false;
+    *at = group_place<Traits>();
+    block_geometry<Traits>(p, *work, at->row_tile, geometry);
+    if constexpr (kSplit) restrict_to_split<Traits>(p, geometry);
+    return true;
 }
 
 // The dynamic shared memory's base rounded up to kSmemAlign (swizzle atoms need 1024 bytes): the
