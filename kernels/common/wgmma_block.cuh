@@ -37,14 +37,14 @@ __device__ __forceinline__ GroupPlace group_place() {
     return at;
 }
 
-// A block's start: its work item in the head-slowest order (find_block_work_mixed), the
+// A block's start: its work item in the head-slowest order (find_block_work_by_head), the
 // thread's place and the keys the thread's rows visit (block_geometry at the place's row tile; its
 // split's under split-KV); false for a block past the last token tile, which has nothing to do and
 // returns before taking its place.
 template <class Traits, bool kSplit>
 __device__ __forceinline__ bool wgmma_block_start(const wideattn_prefill_params& p, BlockWork* work, GroupPlace* at,
                                                   BlockGeometry* geometry) {
-    *work = find_block_work_mixed(p, Traits::kTileTokens);
+    *work = find_block_work_by_head(p, Traits::kTileTokens);
     if (!work->tile.found) return false;
     *at = group_place<Traits>();
     block_geometry<Traits>(p, *work, at->row_tile, geometry);
