@@ -33,6 +33,10 @@ namespace wideattn::self_merge {
 constexpr unsigned long long kTicketTag = 0x7769646eull;  // "widn"
 constexpr int32_t kTagShift = 32;
 constexpr int32_t kVecFloats = 4;
+// The most parts one merge takes: a group's splits, or a token's groups at WIDEATTN_MAX_SPLITS.
+constexpr int32_t kMaxParts = (WIDEATTN_MAX_SPLITS + kSelfMergeGroup - 1) / kSelfMergeGroup;
+constexpr int32_t kPartsInFlight = 4;  // parts whose O rows are loaded before any is added
+static_assert(kSelfMergeGroup <= kMaxParts, "a group's splits fit the merge");
 
 // The arrivals at `word` before this one (0 for the first), counting a word without the tag as 0.
 __device__ __forceinline__ uint32_t take_ticket(unsigned long long* word) {
@@ -63,7 +67,9 @@ __device__ __forceinline__ bool last_to_arrive(unsigned long long* word, uint32_
 // o_parts + ((s * total_q + token) * num_q_heads + head) * head_dim, its LSE likewise. Thread i
 // takes row i / kThreadsPerRow (head kv_head * kRows + row) and 4 dims of each kDimsPerPass.
 // kFinal: bf16 into o and the LSE into lse (if any); else the fp32 group partial into
-// (o_out, lse_out) at part index `out_part`.
+// (o_out, lse_out) at part index `out_part`. Latency, not bytes, is what this costs (one block,
+// 2 KB a row per part from L2): every LSE is loaded at once (count <= kMaxParts), then the O rows
+// of kPartsInFlight parts at a time, their loads issued before any is added.
 template <class Traits, bool kFinal>
 __device__ __forceinline__ void merge_parts(const wideattn_prefill_params& p, const float* o_parts,
                                             const float* lse_parts, int32_t first, int32_t count, int64_t token,
@@ -73,18 +79,23 @@ __device__ __forceinline__ void merge_parts(const wideattn_prefill_params& p, co
     constexpr int32_t kPasses = Traits::kHeadDim / kDimsPerPass;
     static_assert(Traits::kThreads % Traits::kRows == 0 && Traits::kHeadDim % kDimsPerPass == 0,
                   "the threads cover the rows and dims evenly");
+    static_assert(kMaxParts % kPartsInFlight == 0, "the parts go kPartsInFlight at a time");
     const int32_t thread = static_cast<int32_t>(threadIdx.x);
     const int32_t head = kv_head * Traits::kRows + thread / kThreadsPerRow;
     const int32_t first_dim = kVecFloats * (thread % kThreadsPerRow);
     const int64_t rows = static_cast<int64_t>(p.total_q) * p.num_q_heads;
     const int64_t row = token * p.num_q_heads + head;
 
+    float lse[kMaxParts];
+#pragma unroll
+    for (int32_t u = 0; u < kMaxParts; ++u)
+        lse[u] = u < count ? __ldcg(lse_parts + (first + u) * rows + row) : -INFINITY;
     float m = -INFINITY;
     bool nan_part = false;
-    for (int32_t s = first; s < first + count; ++s) {
-        const float lse = __ldcg(lse_parts + s * rows + row);
-        m = fmaxf(m, lse);  // fmaxf drops a NaN: nan_part keeps it
-        nan_part = nan_part || isnan(lse);
+#pragma unroll
+    for (int32_t u = 0; u < kMaxParts; ++u) {
+        m = fmaxf(m, lse[u]);  // fmaxf drops a NaN: nan_part keeps it
+        nan_part = nan_part || isnan(lse[u]);
     }
     if (nan_part) m = NAN;
     float weights = 0.0f;
@@ -92,26 +103,39 @@ __device__ __forceinline__ void merge_parts(const wideattn_prefill_params& p, co
 #pragma unroll
     for (int32_t j = 0; j < kPasses; ++j) acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (m != -INFINITY) {
-        for (int32_t s = first; s < first + count; ++s) {
-            const float lse = __ldcg(lse_parts + s * rows + row);
-            if (lse == -INFINITY) continue;  // a part without keys of this row: its O is not read
-            const float w = expf(lse - m);
-            weights += w;
-            const float* part = o_parts + (s * rows + row) * p.head_dim + first_dim;
 #pragma unroll
-            for (int32_t j = 0; j < kPasses; ++j) {
-                const float4 x = __ldcg(reinterpret_cast<const float4*>(part + j * kDimsPerPass));
-                acc[j].x += w * x.x;
-                acc[j].y += w * x.y;
-                acc[j].z += w * x.z;
-                acc[j].w += w * x.w;
+        for (int32_t c = 0; c < kMaxParts; c += kPartsInFlight) {
+            if (c >= count) break;
+            float4 x[kPartsInFlight][kPasses];
+            // A part without keys of this row (LSE -inf) adds nothing: its O is not read.
+#pragma unroll
+            for (int32_t u = 0; u < kPartsInFlight; ++u) {
+                const float* part = o_parts + ((first + c + u) * rows + row) * p.head_dim + first_dim;
+#pragma unroll
+                for (int32_t j = 0; j < kPasses; ++j)
+                    x[u][j] = lse[c + u] != -INFINITY
+                                  ? __ldcg(reinterpret_cast<const float4*>(part + j * kDimsPerPass))
+                                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int32_t u = 0; u < kPartsInFlight; ++u) {
+                if (lse[c + u] == -INFINITY) continue;
+                const float w = expf(lse[c + u] - m);
+                weights += w;
+#pragma unroll
+                for (int32_t j = 0; j < kPasses; ++j) {
+                    acc[j].x += w * x[u][j].x;
+                    acc[j].y += w * x[u][j].y;
+                    acc[j].z += w * x[u][j].z;
+                    acc[j].w += w * x[u][j].w;
+                }
             }
         }
     }
     // m NaN: the NaN part's weight and the sum are NaN, and so is every O element (the part is
     // summed), which inv = 0 keeps NaN.
     const float inv = weights > 0.0f ? 1.0f / weights : 0.0f;
-    const float lse = weights == 0.0f ? -INFINITY : m + logf(weights);
+    const float row_lse = weights == 0.0f ? -INFINITY : m + logf(weights);
     if constexpr (kFinal) {
         __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.o) + token * p.o_token_stride + head * p.o_head_stride;
 #pragma unroll
@@ -122,14 +146,14 @@ __device__ __forceinline__ void merge_parts(const wideattn_prefill_params& p, co
             *reinterpret_cast<uint2*>(out + first_dim + j * kDimsPerPass) = packed;
         }
         if (p.lse != nullptr && thread % kThreadsPerRow == 0)
-            static_cast<float*>(p.lse)[head * p.lse_head_stride + token] = lse;
+            static_cast<float*>(p.lse)[head * p.lse_head_stride + token] = row_lse;
     } else {
         float* out = o_out + (out_part * rows + row) * p.head_dim + first_dim;
 #pragma unroll
         for (int32_t j = 0; j < kPasses; ++j)
             *reinterpret_cast<float4*>(out + j * kDimsPerPass) =
                 make_float4(acc[j].x * inv, acc[j].y * inv, acc[j].z * inv, acc[j].w * inv);
-        if (thread % kThreadsPerRow == 0) lse_out[out_part * rows + row] = lse;
+        if (thread % kThreadsPerRow == 0) lse_out[out_part * rows + row] = row_lse;
     }
 }
 

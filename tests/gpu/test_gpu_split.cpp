@@ -754,7 +754,7 @@ CorruptedProblems corrupted_problems(const HostProblem& clean) {
 // setting against it and, for the other sequence, against `clean_runs` (the clean problem's
 // runs of kNonFiniteSplitSettings); returns the unsplit launch's NaN output elements.
 int64_t check_corruption(const Family& family, SplitProblem* bad, const std::vector<SplitRun>& clean_runs,
-                         DeviceBuffer* workspace) {
+                         DeviceBuffer* workspace, bool self_merge) {
     const SplitRun unsplit = run_split(bad, 1, workspace);
     REQUIRE_MESSAGE(unsplit.error.empty(), unsplit.error);
     REQUIRE(unsplit.plan.num_splits == 1);
@@ -762,7 +762,7 @@ int64_t check_corruption(const Family& family, SplitProblem* bad, const std::vec
     for (size_t i = 0; i < clean_runs.size(); ++i) {
         const int32_t splits = kNonFiniteSplitSettings[i];
         CAPTURE(splits);
-        const SplitRun split = run_split(bad, splits, workspace);
+        const SplitRun split = run_split(bad, splits, workspace, self_merge);
         REQUIRE_MESSAGE(split.error.empty(), split.error);
         REQUIRE(split.plan.num_splits > 1);
         nan_elements = check_nonfinite_agreement(family, unsplit, split);
@@ -796,13 +796,14 @@ TEST_CASE("gpu split-KV: a NaN or inf in Q, K or V comes out where the unsplit l
                 // The clean problem's runs: the other sequence's yardstick for every corruption.
                 std::vector<SplitRun> clean_runs;
                 for (const int32_t splits : kNonFiniteSplitSettings) {
-                    clean_runs.push_back(run_split(&clean, splits, &workspace));
+                    clean_runs.push_back(run_split(&clean, splits, &workspace, merges_splits(name)));
                     REQUIRE_MESSAGE(clean_runs.back().error.empty(), clean_runs.back().error);
                 }
                 for (size_t c = 0; c < bad.problems.size(); ++c) {
                     CAPTURE(bad.cases[c]->label);
                     const int64_t nan_elements =
-                        check_corruption(kFamilies[f], bad.problems[c].get(), clean_runs, &workspace);
+                        check_corruption(kFamilies[f], bad.problems[c].get(), clean_runs, &workspace,
+                                         merges_splits(name));
                     // A corruption that never reaches the output would prove nothing.
                     CHECK_MESSAGE(nan_elements > 0, "the unsplit launch has no NaN: the corruption missed");
                     std::printf("  %-18s q_len %d %-10s %6lld NaN output elements, split %d/%d/auto agree\n",
@@ -876,7 +877,7 @@ int32_t planned_splits(wideattn_context* ctx, const wideattn_prefill_params& par
 // Both problems (same shape, other inputs) with `splits` on one shared workspace, run on the
 // context with PDL and on the one without: the same bits, alone and back to back on one stream.
 void check_pdl_setting(SplitProblem* const (&problems)[2], const PdlContext& on, const PdlContext& off,
-                       int32_t splits) {
+                       int32_t splits, bool self_merge) {
     CAPTURE(splits);
     int64_t bytes = 0;
     for (SplitProblem* p : problems) {
@@ -888,7 +889,7 @@ void check_pdl_setting(SplitProblem* const (&problems)[2], const PdlContext& on,
         REQUIRE_MESSAGE(wideattn_workspace_size(on.ctx, &problems[0]->device.params, &bytes) == WIDEATTN_OK,
                         wideattn_last_error());
     else
-        bytes = workspace_formula(problems[0]->host, splits);
+        bytes = workspace_formula(problems[0]->host, splits, self_merge);
     DeviceBuffer workspace;
     if (bytes > 0) REQUIRE(workspace.allocate(*gpu().device, static_cast<size_t>(bytes)).empty());
     for (SplitProblem* p : problems) {
@@ -955,7 +956,8 @@ TEST_CASE("gpu split-KV: the merge as a programmatic dependent launch gives the 
             for (const std::string& name : kernels[f]) {
                 CAPTURE(name);
                 const PdlContext on(kPdlOn, name), off(kPdlOff, name);
-                for (const int32_t splits : kPdlSplitSettings) check_pdl_setting(problems, on, off, splits);
+                for (const int32_t splits : kPdlSplitSettings)
+                    check_pdl_setting(problems, on, off, splits, merges_splits(name));
                 std::printf("  %-18s %-64s PDL on and off: the same bits\n", name.c_str(),
                             first.host.spec.describe().c_str());
             }
