@@ -244,8 +244,7 @@ wideattn_status select_prefill(const wideattn_context* ctx, const wideattn_prefi
 }
 
 // The launch plan of validated params (wideattn_plan_launch): the selected prefill kernel, then
-// the split count (split_plan.h) and the merge kernel when it splits (none for a kernel that
-// merges its own splits). `device_name` is the
+// the split count (split_plan.h) and the merge kernel when it splits. `device_name` is the
 // device's name for the tuning file's check, or NULL where only the compute capability is known.
 // `for_launch`: a forced split count whose workspace does not fit is refused (the launch);
 // otherwise it is reported as it is (a plan or a size query asks what the call needs). A forced
@@ -260,10 +259,8 @@ wideattn_status plan_launch(const wideattn_context* ctx, const wideattn_prefill_
     if (forced && !kernel.has_feature(wideattn::kFeatureSplitKv))
         return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, wideattn::no_split_entry(kernel, p));
     int32_t preferred = wideattn::preferred_splits(kernel, p, num_sms);
-    // A kernel with the feature merges_splits merges its own splits: no merge kernel after it.
-    const bool self_merge = kernel.has_feature(wideattn::kFeatureMergesSplits);
     int32_t merge = -1;
-    if (preferred > 1 && !self_merge) {
+    if (preferred > 1) {
         std::string message;
         status = wideattn::select_merge_kernel(ctx->manifest.kernels, p, cc_major, cc_minor, &merge, &message);
         if (status != WIDEATTN_OK) {
@@ -272,14 +269,14 @@ wideattn_status plan_launch(const wideattn_context* ctx, const wideattn_prefill_
         }
     }
     // A forced count is reported as it is; only the launch refuses a workspace it does not fit.
-    const int32_t splits = forced ? preferred : wideattn::fitting_splits(p, preferred, self_merge);
-    if (for_launch && !wideattn::workspace_fits(p, splits, self_merge))
-        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, wideattn::workspace_shortfall(p, splits, self_merge));
+    const int32_t splits = forced ? preferred : wideattn::fitting_splits(p, preferred);
+    if (for_launch && !wideattn::workspace_fits(p, splits))
+        return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, wideattn::workspace_shortfall(p, splits));
     plan->kernel_index = index;
     plan->num_splits = splits;
     plan->merge_kernel_index = splits > 1 ? merge : -1;
     plan->preferred_splits = preferred;
-    plan->workspace_bytes = preferred > 1 ? wideattn::workspace_layout(p, preferred, self_merge).bytes : 0;
+    plan->workspace_bytes = preferred > 1 ? wideattn::workspace_layout(p, preferred).bytes : 0;
     return WIDEATTN_OK;
 }
 

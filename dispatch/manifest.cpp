@@ -173,9 +173,6 @@ bool read_features(KernelReader& r, const JsonValue& node, ManifestKernel* k) {
     // "k_from_v_only" narrows a K-from-V kernel to the calls with the flag.
     if (k->has_feature(kFeatureKFromVOnly) && !k->has_feature(kFeatureKFromV))
         return r.fail("features", "\"k_from_v_only\" needs \"k_from_v\" (a kernel that rebuilds K from V)");
-    // "merges_splits" describes the split entry.
-    if (k->has_feature(kFeatureMergesSplits) && !k->has_feature("split_kv"))
-        return r.fail("features", "\"merges_splits\" needs \"split_kv\" (it describes the split entry)");
     return true;
 }
 

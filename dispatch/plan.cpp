@@ -143,7 +143,7 @@ wideattn_status build_core(wideattn_context* ctx, const wideattn_prefill_params*
         if ((status = get_function(ctx, *dev.drv, dev.cu_ctx, core->launch.kernel_index, split, &core->function)) !=
             WIDEATTN_OK)
             return status;
-        if (split && core->launch.merge_kernel_index >= 0) {  // -1: the kernel merges its own splits
+        if (split) {
             const int32_t merge = core->launch.merge_kernel_index;
             core->merge_geometry = merge_launch_geometry(ctx->manifest.kernels[merge], core->args);
             if ((status = get_function(ctx, *dev.drv, dev.cu_ctx, merge, false, &core->merge_function)) != WIDEATTN_OK)
@@ -298,7 +298,7 @@ wideattn_status run_core(const PlanCore& core, const RunTensors& t, void* stream
     wideattn_status status = launch_function(*core.drv, core.function, kernel_name(core, core.launch.kernel_index),
                                              g.grid_x, g.grid_y, g.grid_z, g.block_x, g.dynamic_smem, &args, second,
                                              stream, false);
-    if (status != WIDEATTN_OK || core.launch.num_splits == 1 || core.launch.merge_kernel_index < 0) return status;
+    if (status != WIDEATTN_OK || core.launch.num_splits == 1) return status;
     const LaunchGeometry& m = core.merge_geometry;
     return launch_function(*core.drv, core.merge_function, kernel_name(core, core.launch.merge_kernel_index), m.grid_x,
                            m.grid_y, m.grid_z, m.block_x, m.dynamic_smem, &args, nullptr, stream,

@@ -9,23 +9,16 @@
 
 namespace wideattn {
 
-WorkspaceLayout workspace_layout(const wideattn_prefill_params& p, int32_t splits, bool self_merge) {
+WorkspaceLayout workspace_layout(const wideattn_prefill_params& p, int32_t splits) {
     constexpr int64_t kFloat = sizeof(float);
     WorkspaceLayout layout{INT64_MAX, INT64_MAX};  // a size no workspace reaches: never fits
     int64_t rows = 0, o_bytes = 0, lse_bytes = 0;
     if (!checked_mul(int64_t{splits} * p.total_q, p.num_q_heads, &rows) ||
         !checked_mul(rows, int64_t{p.head_dim} * kFloat, &o_bytes) || !checked_mul(rows, kFloat, &lse_bytes) ||
-        o_bytes > INT64_MAX / 8 - kSplitWorkspaceAlign || lse_bytes > INT64_MAX / 8 - kSplitWorkspaceAlign)
+        o_bytes > INT64_MAX / 2 - kSplitWorkspaceAlign || lse_bytes > INT64_MAX / 2 - kSplitWorkspaceAlign)
         return layout;
     layout.lse_offset = split_workspace_round(o_bytes);  // = split_lse_offset, the kernels' view
     layout.bytes = layout.lse_offset + split_workspace_round(lse_bytes);
-    if (!self_merge) return layout;
-    // The group regions are no larger than the split regions (groups <= splits), and a ticket
-    // word (8 bytes per token and KV head, per group + 1) no larger than two LSE floats per row:
-    // the sum stays below INT64_MAX by the bounds above.
-    const int64_t tickets = int64_t{p.total_q} * p.num_kv_heads * (self_merge_groups(splits) + 1);
-    layout.bytes = self_merge_ticket_offset(splits, p.total_q, p.num_q_heads, p.head_dim) +
-                   split_workspace_round(tickets * kSelfMergeTicketBytes);
     return layout;
 }
 
@@ -56,23 +49,22 @@ int32_t preferred_splits(const ManifestKernel& kernel, const wideattn_prefill_pa
     return 1;
 }
 
-bool workspace_fits(const wideattn_prefill_params& p, int32_t splits, bool self_merge) {
+bool workspace_fits(const wideattn_prefill_params& p, int32_t splits) {
     if (splits == 1) return true;
-    const int64_t needed = workspace_layout(p, splits, self_merge).bytes;
+    const int64_t needed = workspace_layout(p, splits).bytes;
     return needed == 0 || (p.workspace != nullptr && p.workspace_bytes >= needed);  // 0: an empty batch
 }
 
-int32_t fitting_splits(const wideattn_prefill_params& p, int32_t preferred, bool self_merge) {
+int32_t fitting_splits(const wideattn_prefill_params& p, int32_t preferred) {
     int32_t s = preferred;
-    while (!workspace_fits(p, s, self_merge)) --s;
+    while (!workspace_fits(p, s)) --s;
     return s;
 }
 
-std::string workspace_shortfall(const wideattn_prefill_params& p, int32_t splits, bool self_merge) {
+std::string workspace_shortfall(const wideattn_prefill_params& p, int32_t splits) {
     return "workspace_bytes=" + std::to_string(p.workspace_bytes) + (p.workspace ? "" : " (workspace NULL)") +
            " is too small for num_splits=" + std::to_string(splits) + ": it needs " +
-           std::to_string(workspace_layout(p, splits, self_merge).bytes) +
-           " bytes (wideattn_plan_launch / wideattn_workspace_size)";
+           std::to_string(workspace_layout(p, splits).bytes) + " bytes (wideattn_plan_launch / wideattn_workspace_size)";
 }
 
 std::string no_split_entry(const ManifestKernel& kernel, const wideattn_prefill_params& p) {

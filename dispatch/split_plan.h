@@ -21,14 +21,12 @@ constexpr double kSplitEfficiencyShare = 0.95;
 
 // The workspace of S splits (kernels/common/kernel_desc.h, split_lse_offset): partial O, fp32
 // [S][total_q][num_q_heads][head_dim], then the partial LSE, fp32 [S][total_q][num_q_heads], each
-// region rounded up to kSplitWorkspaceAlign bytes; for a kernel that merges its own splits
-// (`self_merge`: feature merges_splits) then the group partials and the tickets
-// (self_merge_ticket_offset). Sizes that overflow int64 come back as INT64_MAX.
+// region rounded up to kSplitWorkspaceAlign bytes. Sizes that overflow int64 come back as INT64_MAX.
 struct WorkspaceLayout {
     int64_t lse_offset;  // bytes from the workspace start to the LSE partials
     int64_t bytes;       // the whole workspace, a multiple of kWorkspaceAlign
 };
-WorkspaceLayout workspace_layout(const wideattn_prefill_params& p, int32_t splits, bool self_merge = false);
+WorkspaceLayout workspace_layout(const wideattn_prefill_params& p, int32_t splits);
 
 // Blocks of the prefill grid that do work (token tiles x query-head groups), estimated on the host:
 // the grid's token-tile bound, tightened by max_seqlen_q when given.
@@ -39,15 +37,15 @@ int64_t working_blocks(const ManifestKernel& kernel, const wideattn_prefill_para
 int32_t preferred_splits(const ManifestKernel& kernel, const wideattn_prefill_params& p, int32_t num_sms);
 
 // Whether p's workspace holds `splits` splits (1 needs none, nor does an empty batch: 0 bytes).
-bool workspace_fits(const wideattn_prefill_params& p, int32_t splits, bool self_merge = false);
+bool workspace_fits(const wideattn_prefill_params& p, int32_t splits);
 
 // The split count automatic planning runs: `preferred` (preferred_splits, or 1 where no merge
-// kernel serves the call and the kernel does not merge its own splits) reduced until its workspace fits p.workspace_bytes.
-int32_t fitting_splits(const wideattn_prefill_params& p, int32_t preferred, bool self_merge = false);
+// kernel serves the call) reduced until its workspace fits p.workspace_bytes.
+int32_t fitting_splits(const wideattn_prefill_params& p, int32_t preferred);
 
 // The refusals of a forced p.num_splits: a workspace too small for `splits` (naming
 // workspace_bytes and the bytes needed), and a kernel without a split entry.
-std::string workspace_shortfall(const wideattn_prefill_params& p, int32_t splits, bool self_merge = false);
+std::string workspace_shortfall(const wideattn_prefill_params& p, int32_t splits);
 std::string no_split_entry(const ManifestKernel& kernel, const wideattn_prefill_params& p);
 
 }  // namespace wideattn

@@ -498,8 +498,7 @@ typedef struct wideattn_launch_plan {
     int32_t num_splits;         /* splits that run with the params' workspace as given; 1 = none. A
                                    forced num_splits is reported as it is: wideattn_prefill refuses
                                    it when workspace_bytes is below workspace_bytes here */
-    int32_t merge_kernel_index; /* the kernel merging the splits; -1 when num_splits is 1 or the
-                                   kernel merges its own splits (feature merges_splits) */
+    int32_t merge_kernel_index; /* the kernel merging the splits; -1 when num_splits is 1 */
     int32_t preferred_splits;   /* splits the library would use given enough workspace */
     int64_t workspace_bytes;    /* workspace preferred_splits needs (0 when it is 1) */
 } wideattn_launch_plan;

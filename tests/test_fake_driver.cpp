@@ -277,56 +277,6 @@ TEST_CASE("fake driver: a decode call launches the split entry over grid.z, then
     CHECK(driver.take_launches() == "wideattn_mma_bf16_d512_split 1 4 32\n" + merge);
 }
 
-TEST_CASE("fake driver: a kernel that merges its own splits launches alone, on the larger workspace") {
-    const FakeDriver driver;
-    const BundleCopy bundle;
-    if (!bundle.kernel("decode_bf16w4m_d512")) {
-        MESSAGE("the bundle has no decode_bf16w4m_d512 for " << bundle.arch() << ": skipped");
-        return;
-    }
-    // The decode call of the case above, 1 token x 32 heads (4 KV heads) over 32k keys.
-    wideattn_prefill_params p = test::valid_params();
-    p.num_seqs = 1;
-    p.total_q = 1;
-    p.max_seqlen_q = 1;
-    p.max_seqlen_k = 32768;
-    REQUIRE(wideattn_set_prefill_kernel(bundle.ctx(), "decode_bf16w4m_d512") == WIDEATTN_OK);
-    wideattn_launch_plan plan{};
-    REQUIRE_MESSAGE(wideattn_plan_launch(bundle.ctx(), &p, 9, 0, kFakeSms, &plan) == WIDEATTN_OK, last_error());
-    CHECK(plan.num_splits == 1);  // no workspace given
-    CHECK(plan.preferred_splits == 32);
-    CHECK(plan.merge_kernel_index == -1);
-    // 32 splits of 32 rows of 512 fp32 and their LSE, 8 groups of 4 splits likewise, then the
-    // tickets: 4 KV heads x (8 groups + 1) words of 8 bytes, each region rounded up to 256 bytes.
-    const int64_t partials = 32 * 32 * 512 * 4 + 32 * 32 * 4;
-    const int64_t groups = 8 * 32 * 512 * 4 + 8 * 32 * 4;
-    const int64_t tickets = 512;  // 288 bytes, rounded up
-    CHECK(plan.workspace_bytes == partials + groups + tickets);
-    int64_t bytes = 0;
-    REQUIRE_MESSAGE(wideattn_workspace_size(bundle.ctx(), &p, &bytes) == WIDEATTN_OK, last_error());
-    CHECK(bytes == plan.workspace_bytes);
-    driver.take_launches();
-    p.workspace = reinterpret_cast<void*>(uintptr_t{0x60000000});
-    p.workspace_bytes = bytes;
-    REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
-    CHECK(driver.take_launches() == "wideattn_decode_bf16w4m_d512_split 1 4 32\n");
-    REQUIRE_MESSAGE(wideattn_plan_launch(bundle.ctx(), &p, 9, 0, kFakeSms, &plan) == WIDEATTN_OK, last_error());
-    CHECK(plan.num_splits == 32);
-    CHECK(plan.merge_kernel_index == -1);
-    // The workspace of the other kernels' 32 splits is too small for it: fewer splits run.
-    p.workspace_bytes = partials;
-    REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
-    const std::string launched = driver.take_launches();
-    CHECK(launched.find("wideattn_decode_bf16w4m_d512_split 1 4 ") == 0);
-    CHECK(launched.find("merge") == std::string::npos);
-    CHECK(launched != "wideattn_decode_bf16w4m_d512_split 1 4 32\n");
-    // A forced count beyond it is refused with the size it needs.
-    p.num_splits = 32;
-    CHECK(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    CHECK(last_error().find("it needs " + std::to_string(bytes) + " bytes") != std::string::npos);
-    CHECK(driver.take_launches().empty());
-}
-
 TEST_CASE("fake driver: a forced split count on an empty batch needs no workspace and launches nothing") {
     const FakeDriver driver;
     const BundleCopy bundle;

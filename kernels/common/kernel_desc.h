@@ -127,38 +127,6 @@ WIDEATTN_HOST_DEVICE constexpr int64_t split_lse_offset(int64_t splits, int64_t 
     return split_workspace_round(splits * total_q * num_q_heads * head_dim * static_cast<int64_t>(sizeof(float)));
 }
 
-// Feature of a kernel whose split entry merges its own splits (kernels/common/split_self_merge.cuh):
-// the dispatcher launches no merge kernel after it, and its workspace holds, after the split
-// partials, the group partials and the tickets below (docs/design.md "Split-KV").
-constexpr char kFeatureMergesSplits[] = "merges_splits";
-
-// The self-merging workspace, after split_lse_offset's two regions: fp32 group partial O
-// [groups][total_q][num_q_heads][head_dim], fp32 group partial LSE [groups][total_q][num_q_heads],
-// then one 8-byte ticket word per (token, KV head) and group, plus one for the groups' merge:
-// [total_q][num_kv_heads][groups + 1]. A group is kSelfMergeGroup consecutive splits (the last
-// may hold fewer).
-constexpr int32_t kSelfMergeGroup = 4;
-WIDEATTN_HOST_DEVICE constexpr int64_t self_merge_groups(int64_t splits) {
-    return (splits + kSelfMergeGroup - 1) / kSelfMergeGroup;
-}
-WIDEATTN_HOST_DEVICE constexpr int64_t self_merge_group_o_offset(int64_t splits, int64_t total_q, int64_t num_q_heads,
-                                                                 int64_t head_dim) {
-    return split_lse_offset(splits, total_q, num_q_heads, head_dim) +
-           split_workspace_round(splits * total_q * num_q_heads * static_cast<int64_t>(sizeof(float)));
-}
-WIDEATTN_HOST_DEVICE constexpr int64_t self_merge_group_lse_offset(int64_t splits, int64_t total_q,
-                                                                   int64_t num_q_heads, int64_t head_dim) {
-    return self_merge_group_o_offset(splits, total_q, num_q_heads, head_dim) +
-           split_workspace_round(self_merge_groups(splits) * total_q * num_q_heads * head_dim *
-                                 static_cast<int64_t>(sizeof(float)));
-}
-WIDEATTN_HOST_DEVICE constexpr int64_t self_merge_ticket_offset(int64_t splits, int64_t total_q, int64_t num_q_heads,
-                                                                int64_t head_dim) {
-    return self_merge_group_lse_offset(splits, total_q, num_q_heads, head_dim) +
-           split_workspace_round(self_merge_groups(splits) * total_q * num_q_heads * static_cast<int64_t>(sizeof(float)));
-}
-constexpr int64_t kSelfMergeTicketBytes = 8;
-
 constexpr int32_t kSmemLimitSm120 = 99 * 1024;  // opt-in dynamic shared memory per block, sm_120/sm_89/sm_86
 constexpr int32_t kSmemLimitSm80 = 163 * 1024;
 constexpr int32_t kSmemLimitSm90 = 227 * 1024;

@@ -1,8 +1,7 @@
 // block.cuh - one block of the single-token BF16 decode kernels (kernel.cu, kernel_w4.cu): the
 // block's token and KV head, its keys (the split's under split-KV), the Q load, the warps' key
 // loops and the merge and output (decode_e4m3_d512's, fp8/decode_e4m3_d512/epilogue.cuh, by the
-// kernel's traits: DecodeBf16D512Traits, DecodeBf16W4D512Traits or DecodeBf16W4MD512Traits,
-// traits.h), and for the last of those the merge of its own splits (split_self_merge.cuh).
+// kernel's traits: DecodeBf16D512Traits or DecodeBf16W4D512Traits, traits.h).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +10,6 @@
 #include "kernels/common/block_timeline.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/ptx_mma.cuh"
-#include "kernels/common/split_self_merge.cuh"
 #include "kernels/common/tile_order.cuh"
 #include "fp8/decode_e4m3_d512/epilogue.cuh"
 #include "kernels/decode_bf16_d512/loads.cuh"
@@ -47,7 +45,6 @@ __device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, u
                           score_scale, o, rows);
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                 work.kv_head);
-    if constexpr (kSplit && Traits::kMergesSplits) self_merge::merge_own_splits<Traits>(p, token, work.kv_head);
 }
 
 // The body of an entry point (kernel.cu, kernel_w4.cu): the dynamic shared memory, the block, and

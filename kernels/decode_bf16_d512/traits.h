@@ -6,8 +6,7 @@
 // the end. Both products run as mma.sync m16n8k16 bf16 with the keys in the m dimension (S^T = K
 // Q^T, O^T = V^T P^T); K, V and Q enter the mma as they are stored. DecodeBf16Block<W> holds the
 // block's constants for W warps; decode_bf16_d512 (kernel.cu) is the 8-warp block, one per SM,
-// and decode_bf16w4_d512 (kernel_w4.cu, the BF16 decode default) the 4-warp block, two per SM;
-// decode_bf16w4m_d512 (kernel_w4m.cu) the 4-warp block merging its own splits.
+// and decode_bf16w4_d512 (kernel_w4.cu, the BF16 decode default) the 4-warp block, two per SM.
 #pragma once
 
 #include "kernels/common/kernel_desc.h"
@@ -24,9 +23,6 @@ struct DecodeBf16Block {
     static constexpr int32_t kThreads = kWarps * kWarpSize;
     static constexpr int32_t kTileTokens = 1;        // one query token per block
     static constexpr int32_t kTokensPerRowTile = 1;  // block_geometry: every row is the block's token
-    // Whether the split entry merges its own splits (feature merges_splits,
-    // kernels/common/split_self_merge.cuh) instead of leaving them to a merge kernel.
-    static constexpr bool kMergesSplits = false;
 
     // A warp's step: one sub-tile of 16 keys (never straddles a page: block_size is a multiple
     // of 16), the m of the mma. Split boundaries are multiples of lcm(kTileKeys, block_size).
@@ -144,21 +140,6 @@ struct DecodeBf16W4D512Traits : DecodeBf16Block<4> {
         kGroup, kGroup,
         kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
         "varlen,paged,causal,gqa,lse,split_kv,single_token", kKindPrefill, "wideattn_decode_bf16w4_d512_split"};
-};
-
-// decode_bf16w4m_d512 (kernel_w4m.cu, a candidate): decode_bf16w4_d512's block whose split entry
-// merges its own splits (the last block of each group of 4 splits, then the last group), so a
-// split call is one launch without the merge kernel's grid and its wait for the split grid.
-struct DecodeBf16W4MD512Traits : DecodeBf16Block<4> {
-    static constexpr bool kMergesSplits = true;
-    static constexpr KernelDesc desc = {
-        "decode_bf16w4m_d512", "wideattn_decode_bf16w4m_d512",
-        kBF16, kBF16, kBF16,
-        kHeadDim, kHeadDim, kHeadDim,
-        kGroup, kGroup,
-        kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
-        "varlen,paged,causal,gqa,lse,split_kv,single_token,merges_splits", kKindPrefill,
-        "wideattn_decode_bf16w4m_d512_split"};
 };
 
 }  // namespace wideattn

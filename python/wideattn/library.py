@@ -139,7 +139,7 @@ class LaunchPlan:
 
     kernel_index: int        # the prefill kernel (Context.kernels() index)
     num_splits: int          # splits that run with the params' workspace as given; 1 = none
-    merge_kernel_index: int  # the kernel merging the splits; -1 when num_splits is 1 or the kernel merges its own
+    merge_kernel_index: int  # the kernel merging the splits; -1 when num_splits is 1
     preferred_splits: int    # splits the library would use given enough workspace
     workspace_bytes: int     # workspace preferred_splits needs (0 when it is 1)
 

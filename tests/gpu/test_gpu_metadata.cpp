@@ -247,10 +247,7 @@ void check_plan(const wideattn_prefill_params& params, const std::string& name, 
                     wideattn_last_error());
     CHECK(kernel_name(plan.kernel_index) == name);
     CHECK(plan.num_splits == splits);
-    if (splits > kUnsplit && kernel_has_feature(gpu().ctx, name, kFeatureMergesSplits))
-        CHECK(plan.merge_kernel_index == -1);  // the kernel merges its own splits
-    else if (splits > kUnsplit)
-        CHECK(kernel_kind(plan.merge_kernel_index) == kKindMergeSplits);
+    if (splits > kUnsplit) CHECK(kernel_kind(plan.merge_kernel_index) == kKindMergeSplits);
 }
 
 // The worst relative L2 errors of one kernel on one corruption: corrupted launches, valid ones after.
@@ -267,8 +264,7 @@ void check_setting(Inputs& in, const PrefillKernel& k, const Expected& expected,
     valid.num_splits = splits;
     DeviceBuffer workspace;
     if (splits > kUnsplit) {
-        const int64_t bytes =
-            workspace_layout(valid, splits, kernel_has_feature(gpu().ctx, k.name, kFeatureMergesSplits)).bytes;
+        const int64_t bytes = workspace_layout(valid, splits).bytes;
         REQUIRE(workspace.allocate(*gpu().device, static_cast<size_t>(bytes)).empty());
         valid.workspace = workspace.get();
         valid.workspace_bytes = bytes;

@@ -87,9 +87,6 @@ std::string kernel_kind(int32_t index) {
     return k.kind;
 }
 
-// Whether the kernel of this name merges its own splits (feature merges_splits: no merge kernel).
-bool merges_splits(const std::string& name) { return kernel_has_feature(gpu().ctx, name, kFeatureMergesSplits); }
-
 // The bf16-output prefill kernels of a family that run on this GPU and have the split path, in
 // manifest order; those without it are printed (a forced split count does not apply to them).
 std::vector<std::string> split_kernels(const Family& family) {
@@ -134,17 +131,10 @@ int64_t round_up(int64_t bytes) { return (bytes + kWorkspaceRounding - 1) / kWor
 
 // The workspace of S splits (docs/design.md "Split-KV"): rows = S x total_q x num_q_heads fp32
 // partial O rows of head_dim, then one fp32 LSE per row, each region rounded up to 256 bytes.
-int64_t workspace_formula(const HostProblem& h, int32_t splits, bool self_merge = false) {
+int64_t workspace_formula(const HostProblem& h, int32_t splits) {
     const int64_t rows = int64_t{splits} * h.total_q * h.spec.num_q_heads;
     const int64_t f32 = static_cast<int64_t>(sizeof(float));
-    const int64_t partials = round_up(rows * h.spec.head_dim * f32) + round_up(rows * f32);
-    if (!self_merge) return partials;
-    // A kernel that merges its own splits: group partials of 4 splits each, then a ticket word
-    // of 8 bytes per token, KV head and group, plus one per token and KV head.
-    const int64_t groups = (splits + 3) / 4;
-    const int64_t group_rows = groups * h.total_q * h.spec.num_q_heads;
-    return partials + round_up(group_rows * h.spec.head_dim * f32) + round_up(group_rows * f32) +
-           round_up(int64_t{h.total_q} * h.spec.num_kv_heads * (groups + 1) * 8);
+    return round_up(rows * h.spec.head_dim * f32) + round_up(rows * f32);
 }
 
 // The host-side hints a caller has: the largest q_len and seq_lens_k of the batch.
@@ -242,7 +232,7 @@ struct SplitRun {
     std::string sizing_mismatch;
     int64_t workspace_bytes = 0;
     wideattn_launch_plan plan{};
-    std::vector<unsigned char> o_raw, lse_raw, o_rerun, lse_rerun, o_reuse, lse_reuse;
+    std::vector<unsigned char> o_raw, lse_raw, o_rerun, lse_rerun;
     std::vector<double> out, lse;
 };
 
@@ -255,8 +245,7 @@ std::string download_raw_lse(const DeviceProblem& d, std::vector<unsigned char>*
 // a caller sizes it). A forced count takes docs/design.md's size whatever the answer, so the
 // kernels' split path is tested even where the answer is wrong; a differing answer or a refusal
 // is recorded in r->sizing_mismatch. Automatic: the answer, or r->error when it is refused.
-void size_workspace(const SplitProblem& p, const wideattn_prefill_params& params, int32_t splits, bool self_merge,
-                    SplitRun* r) {
+void size_workspace(const SplitProblem& p, const wideattn_prefill_params& params, int32_t splits, SplitRun* r) {
     int64_t asked = -1;
     const wideattn_status status = wideattn_workspace_size(gpu().ctx, &params, &asked);
     const std::string answer = status == WIDEATTN_OK ? std::to_string(asked) + " bytes"
@@ -267,22 +256,21 @@ void size_workspace(const SplitProblem& p, const wideattn_prefill_params& params
         r->workspace_bytes = asked;
         return;
     }
-    r->workspace_bytes = splits > 1 ? workspace_formula(p.host, splits, self_merge) : 0;
+    r->workspace_bytes = splits > 1 ? workspace_formula(p.host, splits) : 0;
     if (status != WIDEATTN_OK || asked != r->workspace_bytes)
         r->sizing_mismatch = "wideattn_workspace_size with num_splits=" + std::to_string(splits) + " and no workspace: " +
                              answer + ", docs/design.md gives " + std::to_string(r->workspace_bytes);
 }
 
 // Sizes the workspace (size_workspace), fills it with poison, plans, runs (outputs poisoned),
-// downloads; refills the workspace with other bytes and reruns; runs a third time on the workspace
-// as that run left it (outputs poisoned before every run).
-SplitRun run_split(SplitProblem* p, int32_t splits, DeviceBuffer* workspace, bool self_merge = false) {
+// downloads; refills the workspace with other bytes and reruns.
+SplitRun run_split(SplitProblem* p, int32_t splits, DeviceBuffer* workspace) {
     SplitRun r;
     wideattn_prefill_params& params = p->device.params;
     params.num_splits = splits;
     params.workspace = nullptr;
     params.workspace_bytes = 0;
-    size_workspace(*p, params, splits, self_merge, &r);
+    size_workspace(*p, params, splits, &r);
     if (!r.error.empty()) return r;
     if (r.workspace_bytes > 0) {
         if ((r.error = workspace->allocate(*gpu().device, static_cast<size_t>(r.workspace_bytes))).size() ||
@@ -306,11 +294,6 @@ SplitRun run_split(SplitProblem* p, int32_t splits, DeviceBuffer* workspace, boo
     if ((r.error = p->device.run(dev, gpu().ctx)).size() || (r.error = p->device.download_raw(&r.o_rerun)).size() ||
         (r.error = download_raw_lse(p->device, &r.lse_rerun)).size())
         return r;
-    // A third run on the workspace as the second left it (what a caller reusing it does; a kernel
-    // merging its own splits must leave its tickets ready for the next launch).
-    if ((r.error = p->device.run(dev, gpu().ctx)).size() || (r.error = p->device.download_raw(&r.o_reuse)).size() ||
-        (r.error = download_raw_lse(p->device, &r.lse_reuse)).size())
-        return r;
     return r;
 }
 
@@ -328,9 +311,6 @@ void check_plan(const SplitProblem& p, const std::string& kernel, int32_t splits
     if (r.plan.num_splits == 1) {
         CHECK(r.plan.merge_kernel_index == -1);
         CHECK(r.workspace_bytes == 0);
-    } else if (merges_splits(kernel)) {
-        CHECK(r.plan.merge_kernel_index == -1);
-        CHECK(r.workspace_bytes == workspace_formula(p.host, r.plan.num_splits, true));
     } else {
         CHECK(kernel_kind(r.plan.merge_kernel_index) == kKindMergeSplits);
         CHECK(r.workspace_bytes == workspace_formula(p.host, r.plan.num_splits));
@@ -361,8 +341,6 @@ double check_against_reference(const SplitProblem& p, const Family& family, cons
     if (family.check_lse_bound) CHECK(lse_max_abs <= kFp32LseAbs);
     CHECK_MESSAGE(r.o_raw == r.o_rerun, "rerun output differs");
     CHECK_MESSAGE(r.lse_raw == r.lse_rerun, "rerun LSE differs");
-    CHECK_MESSAGE(r.o_raw == r.o_reuse, "output of the run on the reused workspace differs");
-    CHECK_MESSAGE(r.lse_raw == r.lse_reuse, "LSE of the run on the reused workspace differs");
     return stats.rel_l2;
 }
 
@@ -381,7 +359,7 @@ void check_split_settings(SplitProblem* p, const Family& family, const std::stri
     for (const int32_t splits : settings) {
         CAPTURE(splits);
         DeviceBuffer workspace;
-        const SplitRun r = run_split(p, splits, &workspace, merges_splits(kernel));
+        const SplitRun r = run_split(p, splits, &workspace);
         REQUIRE_MESSAGE(r.error.empty(), r.error);
         if (!r.sizing_mismatch.empty() && sizing->count++ == 0) sizing->first = kernel + ": " + r.sizing_mismatch;
         check_plan(*p, kernel, splits, r);
@@ -754,7 +732,7 @@ CorruptedProblems corrupted_problems(const HostProblem& clean) {
 // setting against it and, for the other sequence, against `clean_runs` (the clean problem's
 // runs of kNonFiniteSplitSettings); returns the unsplit launch's NaN output elements.
 int64_t check_corruption(const Family& family, SplitProblem* bad, const std::vector<SplitRun>& clean_runs,
-                         DeviceBuffer* workspace, bool self_merge) {
+                         DeviceBuffer* workspace) {
     const SplitRun unsplit = run_split(bad, 1, workspace);
     REQUIRE_MESSAGE(unsplit.error.empty(), unsplit.error);
     REQUIRE(unsplit.plan.num_splits == 1);
@@ -762,7 +740,7 @@ int64_t check_corruption(const Family& family, SplitProblem* bad, const std::vec
     for (size_t i = 0; i < clean_runs.size(); ++i) {
         const int32_t splits = kNonFiniteSplitSettings[i];
         CAPTURE(splits);
-        const SplitRun split = run_split(bad, splits, workspace, self_merge);
+        const SplitRun split = run_split(bad, splits, workspace);
         REQUIRE_MESSAGE(split.error.empty(), split.error);
         REQUIRE(split.plan.num_splits > 1);
         nan_elements = check_nonfinite_agreement(family, unsplit, split);
@@ -796,14 +774,13 @@ TEST_CASE("gpu split-KV: a NaN or inf in Q, K or V comes out where the unsplit l
                 // The clean problem's runs: the other sequence's yardstick for every corruption.
                 std::vector<SplitRun> clean_runs;
                 for (const int32_t splits : kNonFiniteSplitSettings) {
-                    clean_runs.push_back(run_split(&clean, splits, &workspace, merges_splits(name)));
+                    clean_runs.push_back(run_split(&clean, splits, &workspace));
                     REQUIRE_MESSAGE(clean_runs.back().error.empty(), clean_runs.back().error);
                 }
                 for (size_t c = 0; c < bad.problems.size(); ++c) {
                     CAPTURE(bad.cases[c]->label);
                     const int64_t nan_elements =
-                        check_corruption(kFamilies[f], bad.problems[c].get(), clean_runs, &workspace,
-                                         merges_splits(name));
+                        check_corruption(kFamilies[f], bad.problems[c].get(), clean_runs, &workspace);
                     // A corruption that never reaches the output would prove nothing.
                     CHECK_MESSAGE(nan_elements > 0, "the unsplit launch has no NaN: the corruption missed");
                     std::printf("  %-18s q_len %d %-10s %6lld NaN output elements, split %d/%d/auto agree\n",
@@ -877,7 +854,7 @@ int32_t planned_splits(wideattn_context* ctx, const wideattn_prefill_params& par
 // Both problems (same shape, other inputs) with `splits` on one shared workspace, run on the
 // context with PDL and on the one without: the same bits, alone and back to back on one stream.
 void check_pdl_setting(SplitProblem* const (&problems)[2], const PdlContext& on, const PdlContext& off,
-                       int32_t splits, bool self_merge) {
+                       int32_t splits) {
     CAPTURE(splits);
     int64_t bytes = 0;
     for (SplitProblem* p : problems) {
@@ -889,7 +866,7 @@ void check_pdl_setting(SplitProblem* const (&problems)[2], const PdlContext& on,
         REQUIRE_MESSAGE(wideattn_workspace_size(on.ctx, &problems[0]->device.params, &bytes) == WIDEATTN_OK,
                         wideattn_last_error());
     else
-        bytes = workspace_formula(problems[0]->host, splits, self_merge);
+        bytes = workspace_formula(problems[0]->host, splits);
     DeviceBuffer workspace;
     if (bytes > 0) REQUIRE(workspace.allocate(*gpu().device, static_cast<size_t>(bytes)).empty());
     for (SplitProblem* p : problems) {
@@ -956,8 +933,7 @@ TEST_CASE("gpu split-KV: the merge as a programmatic dependent launch gives the 
             for (const std::string& name : kernels[f]) {
                 CAPTURE(name);
                 const PdlContext on(kPdlOn, name), off(kPdlOff, name);
-                for (const int32_t splits : kPdlSplitSettings)
-                    check_pdl_setting(problems, on, off, splits, merges_splits(name));
+                for (const int32_t splits : kPdlSplitSettings) check_pdl_setting(problems, on, off, splits);
                 std::printf("  %-18s %-64s PDL on and off: the same bits\n", name.c_str(),
                             first.host.spec.describe().c_str());
             }
