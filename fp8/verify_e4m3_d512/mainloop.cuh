@@ -4,7 +4,7 @@
 //   S^T partial: warp w = (key group g = w % 4, dim half h = w / 4) computes K Q^T of sub-tile g
 //     over its 256 dims for every token (mma m16n8k16 f16, keys in m, a token's 8 heads in n);
 //     the h = 1 warp stores its partial and both warps of the pair wait on the pair's named
-//     barrier (bar.sync on both sides: racecheck takes an arrive-only hand-off as no ordering),
+//     barrier (bar.sync on both sides: with an arrive-only hand-off racecheck misreads the loop),
 //     the h = 0 warp adds it, scales and masks, and stores its key group's row maxima (barrier 2 =
 //     the pair barrier, barrier 3 = the block's);
 //   every warp reads the four maxima of its rows and raises its running maxima (the same values
