@@ -36,17 +36,16 @@
 #   (check_tuning.txt / .json / .md); --only-tune runs that step alone.
 # Budget: a device call is limited to 10 minutes, so run it as several calls: `--only-tests`,
 # `--only-sanitizer --sanitizer-part 1`, `--only-sanitizer --sanitizer-part 2`, `--only-benches`,
-# `--only-e2e`, `--only-peers` (about 5-6 minutes) and `--only-python` (needs torch and transformers on the machine). The whole GPU test binary
-# outgrew a call at eb22d61 (2026-12-02); on the H200 at 3264636 (2026-12-03) the test cases of
-# the steps gpu-tests-1 .. 5 took 76, 83, 126, 70 and 54 s (their logs print each case's time),
-# about 7 minutes together, so `--only-tests` with the selftest no longer fits a call with room
-# to spare: run it as two calls, `--only-tests --test-steps 1,2,3` and `--only-tests --test-steps
-# 4,5,selftest`. A step is stopped after gpu_test_step_limit seconds, which leaves the call the
-# time to pack the logs.
-# Logs and JSON land in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz.
-# The e2e step needs the CLI's HDF5 libraries: run tools/device_libs.sh here and carry .devlibs.
-# Logs and JSON go to $OUT (or ./gpu_suite_out). WIDEATTN_COMMIT names the commit (the device
-# copy of the tree has no .git).
+# `--only-e2e`, `--only-peers` (about 5-6 minutes) and `--only-python` (needs torch and transformers
+# on the machine). The whole GPU test binary outgrew a call at eb22d61 (2026-12-02); on the H200 at
+# 3264636 (2026-12-03) the test cases of the steps gpu-tests-1 .. 5 took 76, 83, 126, 70 and 54 s
+# (their logs print each case's time), about 7 minutes together, so `--only-tests` with the selftest
+# no longer fits a call with room to spare: run it as two calls, `--only-tests --test-steps 1,2,3`
+# and `--only-tests --test-steps 4,5,selftest`. A step is stopped after gpu_test_step_limit seconds,
+# which leaves the call the time to pack the logs. Logs and JSON go to $OUT (or gpu_suite_out/ in
+# the tree), packed in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz. The e2e step
+# needs the CLI's HDF5 libraries: run tools/device_libs.sh here and carry .devlibs. WIDEATTN_COMMIT
+# names the commit (the device copy of the tree has no .git).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${WIDEATTN_BUILD_DIR:-$root/build}
@@ -177,8 +176,8 @@ if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
             "$build/tests/wideattn_gpu_tests" "${split_case[@]}"
         # Corrupted cu_seqlens_q, block_table and seq_lens_k (one of each class, one shape) on every
         # prefill kernel unsplit and with 7 forced splits and the merge: the GPU suite's small metadata
-        # case (tests/gpu/test_gpu_metadata.cpp). Estimated at about a minute under memcheck, not
-        # yet measured: 3 corruptions x 8 kernels, 45 corrupted and 45 valid launches of 55 rows.
+        # case (tests/gpu/test_gpu_metadata.cpp): 2 s under memcheck and 2 s under synccheck on the
+        # H200 (2026-12-03, data/bench/2026-12-03-verify-pair-sync/suite_part2/).
         metadata_case=(--test-case="gpu metadata sanitizer*")
         step memcheck-meta memcheck_metadata.txt compute-sanitizer --tool memcheck --error-exitcode 9 \
             "$build/tests/wideattn_gpu_tests" "${metadata_case[@]}"
