@@ -19,12 +19,14 @@
 //  - row maxima: one rendezvous per round (both warpgroups, bar.sync); two parities, since a
 //    warpgroup writes the next round's maxima only after the next rendezvous, which its partner
 //    reaches only after reading this round's.
-//  - P tiles: the producer stores, fences for the async proxy and bar.arrives on its own barrier
-//    (kPostedScoresBase + group); the consumer bar.syncs on it before its SS wgmma. One barrier per
-//    warpgroup is enough: a producer's next post comes after the next rendezvous, which the
+//  - P tiles: the producer stores and fences for the async proxy; after issuing its own products
+//    each warpgroup bar.syncs on one barrier of both (kPostedProbsBarrier) before the SS wgmma of
+//    its partner's tile. Both execute it in every round that has a tile (2r < num_tiles, the same
+//    condition for both). A producer's next post comes after the next rendezvous, which the
 //    consumer reaches only after this round's sync. Two parities of the buffer: a P tile is
 //    rewritten two rounds later, after the rendezvous that the consumer reaches only once its
-//    partner P V of that tile is complete (its wait 0 of the round in between).
+//    partner P V of that tile is complete (its wait 0 of the round in between). The earlier form
+//    (bar.arrive by the producer on a barrier per warpgroup) drew racecheck reports: NOTES.md.
 //  - rings: K slot of round r (warpgroup-private) is refilled for round r + kKeySlots once every
 //    thread of the warpgroup has waited for scores(r); the V slots of round r-1 (each warpgroup
 //    copies and reads only its half) for round r+1 once every thread has waited for round r-1's
@@ -53,10 +55,12 @@ namespace wideattn::hopper::e4m3alt {
 constexpr int kProductsBehindScores = 2;
 // Full rounds per iteration of the main loop (the first waits for everything: see the loop).
 constexpr int32_t kRoundsPerRun = 4;
-// The barrier on which warpgroup `group` posts its P tiles.
+// The barrier on which warpgroup `group` posts its P tiles (wgmma_e4m3alt64_d512's hand-off).
 __device__ __forceinline__ uint32_t posted_probs_barrier(int32_t group) {
     return static_cast<uint32_t>(kPostedScoresBase + group);
 }
+// The barrier both warpgroups sync on once their P tiles of the round are posted (this kernel).
+constexpr uint32_t kPostedProbsBarrier = kPostedScoresBase;
 
 // The block row of this thread's accumulator row pair member rr (0: row g, 1: row g + 8).
 template <class Traits>
@@ -102,7 +106,6 @@ __device__ __forceinline__ void post_probs(const SharedMap& map, int32_t parity,
     for (int32_t reg = 0; reg < 4; ++reg)
         ptx::store_shared_u32(tile + Traits::prob_fragment_offset(at.row_tile, at.lane, reg), prob[reg]);
     ptx::fence_proxy_async_shared();
-    ptx::named_barrier_arrive(posted_probs_barrier(at.group), Traits::kThreads);
 }
 
 // Round r of the key loop (see the file comment); prob: this round's P register set.
@@ -186,8 +189,8 @@ __device__ __forceinline__ void alternating_round(const wideattn_prefill_params&
         ptx::wgmma_m64n256k32_e4m3_rs(o, prob, fp8_pv_descriptor<Traits>(value_chunk<Traits>(map, own_tile), at.group));
     }
     ptx::wgmma_commit();
+    if (own || partner) ptx::named_barrier_sync(kPostedProbsBarrier, Traits::kThreads);
     if (partner) {
-        ptx::named_barrier_sync(posted_probs_barrier(1 - at.group), Traits::kThreads);
         ptx::wgmma_fence();
         ptx::wgmma_m64n256k32_e4m3_ss(
             o,
