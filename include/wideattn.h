@@ -263,8 +263,8 @@ typedef struct wideattn_prefill_params {
  * K from V (wideattn_prefill_params.flags, C API 0.5.0): k_cache is NULL and each key's K is
  * rebuilt from its V row as wideattn_k_from_v describes (params.k_from_v, required). Only the
  * kernels with the "k_from_v" feature serve it (the fp64 reference, reference_f64, over a bf16 V
- * cache; decode_e4m3kfv_d512 for single-token decode over an e4m3 V cache); selection refuses the
- * others for it (WIDEATTN_ERROR_UNSUPPORTED). kv_dtype BF16 or E4M3 (v_scale set; k_scale may be
+ * cache; decode_e4m3kfv_d512 and decode_bf16kfv_d512 for single-token decode over an e4m3 or a
+ * bf16 V cache); selection refuses the others for it (WIDEATTN_ERROR_UNSUPPORTED). kv_dtype BF16 or E4M3 (v_scale set; k_scale may be
  * NULL, and a set one is not read).
  */
 #define WIDEATTN_FLAG_K_FROM_V 4

@@ -95,9 +95,12 @@ def main():
                 ran = {c["case"] for c in json.load(open(kfv_json))["cases"] if c["kernel"] == name}
                 expect(ran == {c for c, cls in CASES.items() if cls == "decode_single"},
                        f"bench --kernels {name} ran {ran}")
-            r = run([cli, "bench", "--kernel", name, "--kv-dtype", "e4m3", "--cases", "decode_1_ctx_32k", "--reps",
-                     "1", "--warmup", "0"])
-            expect(r.returncode == 0, f"bench --kernel {name}: exit {r.returncode}: {r.stdout}{r.stderr}")
+            kv_dtype = next(k["kv_dtype"] for k in manifest if k["name"] == name)
+            r = run([cli, "bench", "--kernel", name, "--kv-dtype", kv_dtype, "--cases", "decode_1_ctx_32k", "--reps",
+                     "1", "--warmup", "0", "--json", kfv_json])
+            ran = {c["kernel"] for c in json.load(open(kfv_json))["cases"]} if r.returncode == 0 else set()
+            expect(r.returncode == 0 and ran == {name},
+                   f"bench --kernel {name}: exit {r.returncode}, ran {ran}: {r.stdout}{r.stderr}")
         side = os.path.join(tmp, "side.json")
         r = run([cli, "bench", "--kernels", listed, *quick, "--json", side])
         expect(r.returncode == 0, f"bench --kernels: exit {r.returncode}: {r.stdout}{r.stderr}")

@@ -63,10 +63,7 @@ __device__ __forceinline__ void decode_kfv_block(const wideattn_prefill_params& 
     BlockWork work;
     BlockGeometry geometry;
     if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;
-    // The split's first key (restrict_to_split moves the block-table row by whole pages): the
-    // RoPE position of local key 0. 0 without split-KV.
-    const int64_t table_row = static_cast<int64_t>(work.tile.seq) * p.block_table_stride;
-    const int32_t first_position = static_cast<int32_t>((geometry.table_offset - table_row) * p.block_size);
+    const int32_t first_position = first_key_position(p, work, geometry);
 
     const uint32_t base = ptx::shared_address(smem);
     const int32_t warp = static_cast<int32_t>(threadIdx.x) / Traits::kWarpSize;

@@ -100,6 +100,15 @@ __device__ __forceinline__ bool head_order_block(const wideattn_prefill_params& 
     return true;
 }
 
+// The index in its sequence of the block's local key 0: the split's first key under split-KV
+// (restrict_to_split moves the block-table row by whole pages), 0 without (the RoPE position base
+// of the kernels that rebuild K from V).
+__device__ __forceinline__ int32_t first_key_position(const wideattn_prefill_params& p, const BlockWork& work,
+                                                      const BlockGeometry& geometry) {
+    const int64_t table_row = static_cast<int64_t>(work.tile.seq) * p.block_table_stride;
+    return static_cast<int32_t>((geometry.table_offset - table_row) * p.block_size);
+}
+
 // The thread's two Q rows (row g and row g + 8 of its m-tile: tokens row_tile * kTokensPerRowTile
 // + r), each at the lane's first A-fragment dim: half * kDimsPerWarp + kLaneDims * (lane % 4).
 // Rows past the tile point at the last valid token (their results are discarded).

@@ -9,8 +9,9 @@
 // to 98% of the outputs, max abs 7.9e-4, rel L2 1e-5 at 3000 keys): the check is on the size of
 // the difference, not on how many outputs differ. A caller's inv_freq table (device for the kernel,
 // the same values on the host for the references) is checked the same way.
-// The kernels that serve only K-from-V calls (decode_e4m3kfv_d512: single-token decode over an
-// e4m3 V-only cache) run against the fp64 kernel in the same mode on the exactly dequantised V:
+// The kernels that serve only K-from-V calls (decode_e4m3kfv_d512 and decode_bf16kfv_d512:
+// single-token decode over an e4m3 or a BF16 V-only cache) run against the fp64 kernel in the same
+// mode on the (exactly dequantised) V of their dtype:
 // batches of key counts no multiple of 16 on shuffled pages, keys up to position 131071, every dim
 // rotated or Gemma 4's 128, Gemma-like inputs, a caller's inv_freq table, and block-table entries
 // and key counts outside what the tensors hold (both kernels read such pages as zeros).
@@ -153,18 +154,19 @@ namespace {
 constexpr int32_t kEveryDim = 512;  // rotary_dims of a description that rotates every dim
 
 // The kernels of the bundle that serve only K-from-V calls and run on this GPU.
-std::vector<std::string> k_from_v_only_kernels() {
-    std::vector<std::string> names;
+std::vector<RunnableKernel> k_from_v_only_kernels() {
+    std::vector<RunnableKernel> kernels;
     for (const RunnableKernel& r : runnable_kernels(gpu().ctx, gpu().device->cc_major(), gpu().device->cc_minor()))
-        if (r.kind == kKindPrefill && r.k_from_v_only) names.push_back(r.name);
-    return names;
+        if (r.kind == kKindPrefill && r.k_from_v_only) kernels.push_back(r);
+    return kernels;
 }
 
-// One K-from-V decode problem through kernel `name` (pinned when `pinned`, else selected): the
-// kernel ran, outputs finite and bit-identical across two runs, within kE4m3KFromVDecodeRelL2 of
-// the fp64 kernel in the same mode.
-void check_k_from_v_decode(const std::string& name, const HostProblem& h, int32_t rotary_dims, bool pinned,
+// One K-from-V decode problem through `kernel` (pinned when `pinned`, else selected; the
+// problem's V of its K/V dtype): the kernel ran, outputs finite and bit-identical across two runs,
+// within k_from_v_decode_rel_l2 of the fp64 kernel in the same mode.
+void check_k_from_v_decode(const RunnableKernel& kernel, const HostProblem& h, int32_t rotary_dims, bool pinned,
                            const std::vector<float>& inv_freq = {}) {
+    const std::string& name = kernel.name;
     CAPTURE(name);
     CAPTURE(h.spec.describe());
     CAPTURE(rotary_dims);
@@ -179,41 +181,46 @@ void check_k_from_v_decode(const std::string& name, const HostProblem& h, int32_
     CHECK(r.stats.nonfinite == 0);
     CHECK(r.lse_nonfinite == 0);
     CHECK(r.deterministic);
-    CHECK(r.stats.rel_l2 <= kE4m3KFromVDecodeRelL2);
+    CHECK(r.stats.rel_l2 <= k_from_v_decode_rel_l2(kernel.kv_dtype));
 }
 
-// check_k_from_v_decode of a spec (e4m3 K/V set here).
-void check_k_from_v_decode_spec(const std::string& name, ProblemSpec spec, int32_t rotary_dims, bool pinned) {
-    spec.e4m3_kv = true;
+// check_k_from_v_decode of a spec (its K/V dtype set here to the kernel's).
+void check_k_from_v_decode_spec(const RunnableKernel& kernel, ProblemSpec spec, int32_t rotary_dims, bool pinned) {
+    spec.e4m3_kv = kernel.kv_dtype == WIDEATTN_DTYPE_E4M3;
     HostProblem h;
     REQUIRE(make_problem(spec, &h).empty());
-    check_k_from_v_decode(name, h, rotary_dims, pinned);
+    check_k_from_v_decode(kernel, h, rotary_dims, pinned);
 }
 
 }  // namespace
 
-TEST_CASE("gpu K-from-V decode kernels: e4m3 V-only single-token decode against the fp64 kernel in that mode") {
-    const std::vector<std::string> kernels = k_from_v_only_kernels();
+TEST_CASE("gpu K-from-V decode kernels: V-only single-token decode against the fp64 kernel in that mode") {
+    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
     if (kernels.empty()) {
         MESSAGE("no kernel of the bundle that serves only K-from-V calls runs on this GPU");
         return;
     }
     std::vector<int32_t> many_lens(48, 1), many_contexts;
     for (int32_t i = 0; i < 48; ++i) many_contexts.push_back(100 + 37 * i);
-    {
-        // Unpinned, a K-from-V decode call goes to a kernel of the list (decode_e4m3kfv_d512 in this
-        // bundle; nothing else of its dtypes rebuilds K).
+    for (const RunnableKernel& kernel : kernels) {
+        // Unpinned, a K-from-V decode call over a V-only cache of this kernel's dtype goes to a
+        // kernel of the list of that dtype (decode_e4m3kfv_d512 or decode_bf16kfv_d512 in this
+        // bundle; nothing else of their dtypes but the fp64 kernel rebuilds K).
         ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 10);
-        spec.e4m3_kv = true;
+        spec.e4m3_kv = kernel.kv_dtype == WIDEATTN_DTYPE_E4M3;
         HostProblem h;
         REQUIRE(make_problem(spec, &h).empty());
         const CaseResult r = run_k_from_v_problem(*gpu().device, gpu().ctx, h, WIDEATTN_DTYPE_BF16,
                                                   kGemma4GlobalRotaryDims, {});
         REQUIRE_MESSAGE(r.error.empty(), r.error);
-        CHECK_MESSAGE(std::find(kernels.begin(), kernels.end(), r.kernel) != kernels.end(), r.kernel);
-        CHECK(r.stats.rel_l2 <= kE4m3KFromVDecodeRelL2);
+        CAPTURE(kernel.name);
+        const auto same_dtype = [&](const RunnableKernel& k) {
+            return k.name == r.kernel && k.kv_dtype == kernel.kv_dtype;
+        };
+        CHECK_MESSAGE(std::any_of(kernels.begin(), kernels.end(), same_dtype), r.kernel);
+        CHECK(r.stats.rel_l2 <= k_from_v_decode_rel_l2(kernel.kv_dtype));
     }
-    for (const std::string& name : kernels) {
+    for (const RunnableKernel& name : kernels) {
         check_k_from_v_decode_spec(name, problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 10),
                                    kGemma4GlobalRotaryDims, true);
         check_k_from_v_decode_spec(name, problem_spec({1, 1}, {1000, 5000}, 32, 4, 32, kSeed + 11), kEveryDim, true);
@@ -235,14 +242,14 @@ TEST_CASE("gpu K-from-V decode kernels: e4m3 V-only single-token decode against 
 }
 
 TEST_CASE("gpu K-from-V decode kernels: the caller's inv_freq table, and metadata outside the tensors") {
-    const std::vector<std::string> kernels = k_from_v_only_kernels();
+    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
     if (kernels.empty()) {
         MESSAGE("no kernel of the bundle that serves only K-from-V calls runs on this GPU");
         return;
     }
-    for (const std::string& name : kernels) {
+    for (const RunnableKernel& name : kernels) {
         ProblemSpec spec = problem_spec({1, 1}, {131000, 4000}, 32, 4, 64, kSeed + 20);
-        spec.e4m3_kv = true;
+        spec.e4m3_kv = name.kv_dtype == WIDEATTN_DTYPE_E4M3;
         HostProblem h;
         REQUIRE(make_problem(spec, &h).empty());
         std::vector<float> table = formula_inv_freq(gemma4_k_from_v(nullptr), spec.head_dim);
@@ -252,7 +259,7 @@ TEST_CASE("gpu K-from-V decode kernels: the caller's inv_freq table, and metadat
         // Block-table entries outside the cache (negative, num_blocks, INT32_MAX) and key counts
         // past the table row: both kernels read such pages as zeros and clamp the keys to the row.
         ProblemSpec bad = problem_spec({1, 1, 1}, {700, 40, 3000}, 32, 4, 16, kSeed + 21);
-        bad.e4m3_kv = true;
+        bad.e4m3_kv = name.kv_dtype == WIDEATTN_DTYPE_E4M3;
         REQUIRE(make_problem(bad, &h).empty());
         const int32_t outside[] = {-1, h.num_blocks, INT32_MAX};
         for (size_t i = 0; i < std::size(outside); ++i) h.block_table[i * h.table_stride + 2 + i] = outside[i];

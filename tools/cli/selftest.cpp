@@ -82,15 +82,16 @@ std::vector<NamedSpec> gemma_cases(uint64_t seed) {
 }
 
 // Single-token decode cases for a kernel that serves only K-from-V calls (feature k_from_v_only):
-// e4m3 V-only caches, key counts no multiple of 16, shuffled pages, with the rotated dims of each
-// case's description (Gemma 4's 128, or every dim, whose angles reach the key positions in rad).
+// V-only caches of the kernel's K/V dtype (e4m3 when `e4m3_kv`, else bf16), key counts no multiple
+// of 16, shuffled pages, with the rotated dims of each case's description (Gemma 4's 128, or every
+// dim, whose angles reach the key positions in rad).
 struct KFromVCase {
     const char* label;
     ProblemSpec spec;
     int32_t rotary_dims;
 };
 
-std::vector<KFromVCase> k_from_v_cases(uint64_t seed) {
+std::vector<KFromVCase> k_from_v_cases(uint64_t seed, bool e4m3_kv) {
     constexpr int32_t kEveryDim = 512;
     std::vector<KFromVCase> cases = {
         {"kfv decode batch", problem_spec({1, 1, 1, 1}, {777, 36, 4109, 0}, 32, 4, 16, seed), kGemma4GlobalRotaryDims},
@@ -100,7 +101,7 @@ std::vector<KFromVCase> k_from_v_cases(uint64_t seed) {
     };
     cases[3].spec.gemma.q_rms = 0.5f;
     cases[3].spec.gemma.v_offset_rms = 8.0f;
-    for (KFromVCase& c : cases) c.spec.e4m3_kv = true;
+    for (KFromVCase& c : cases) c.spec.e4m3_kv = e4m3_kv;
     return cases;
 }
 
@@ -113,15 +114,17 @@ void print_help() {
         "(rel L2 <= %.0e), every other kernel against the fp64 GPU kernel (rel L2 <= %.0e, all\n"
         "outputs finite, bit-identical across two runs; on Gemma-like peaked inputs a bf16 kernel's\n"
         "mean abs error <= %.2f x that of the fp64 output rounded to bf16). A kernel that serves only\n"
-        "K-from-V calls (WIDEATTN_FLAG_K_FROM_V) runs single-token decode cases in that mode against\n"
-        "the fp64 GPU kernel in the same mode (rel L2 <= %.0e). Prints one line per case and a summary.\n"
+        "K-from-V calls (WIDEATTN_FLAG_K_FROM_V) runs single-token decode cases in that mode over a\n"
+        "V-only cache of its K/V dtype against the fp64 GPU kernel in the same mode (rel L2 <= %.0e\n"
+        "over e4m3 V, %.0e over bf16 V). Prints one line per case and a summary.\n"
         "Exit 0 when all pass, 1 when any fails, 2 on usage or setup errors.\n\n"
         "  --bundle DIR          bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N            CUDA device ordinal (default 0)\n"
         "  --seed S              base seed of the random inputs (default: time-based, printed)\n"
         "  --quick [N]           only the first N (default 2) cases per kernel (for compute-sanitizer runs)\n"
         "  --skip-without-gpu    exit 0 with a message when no driver/GPU is present (for scripts)\n",
-        kFp64RelL2, kBf16RelL2, kPeakedFloorRatio, kE4m3KFromVDecodeRelL2);
+        kFp64RelL2, kBf16RelL2, kPeakedFloorRatio, kE4m3KFromVDecodeRelL2,
+        k_from_v_decode_rel_l2(WIDEATTN_DTYPE_BF16));
 }
 
 // The command line of one run.
@@ -218,14 +221,14 @@ void check_prefill_kernel(const GpuDevice& gpu, wideattn_context* ctx, const Sel
 // a K-from-V call against the fp64 GPU kernel in the same mode.
 void check_k_from_v_kernel(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o,
                            const RunnableKernel& combo, Tally* tally) {
-    std::vector<KFromVCase> cases = k_from_v_cases(o.seed);
+    std::vector<KFromVCase> cases = k_from_v_cases(o.seed, combo.kv_dtype == WIDEATTN_DTYPE_E4M3);
     if (o.quick) cases.resize(std::min(cases.size(), o.quick_cases));
     for (const KFromVCase& c : cases) {
         const auto start = std::chrono::steady_clock::now();
         const CaseResult r = run_k_from_v_case(gpu, ctx, c.spec, combo.o_dtype, c.rotary_dims);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const bool ok = r.error.empty() && r.kernel == combo.name && r.stats.nonfinite == 0 && r.lse_nonfinite == 0 &&
-                        r.deterministic && r.stats.rel_l2 <= kE4m3KFromVDecodeRelL2;
+                        r.deterministic && r.stats.rel_l2 <= k_from_v_decode_rel_l2(combo.kv_dtype);
         std::printf("%s %-14s %-20s %s, K from V, rotary_dims=%d\n", ok ? "PASS" : "FAIL",
                     r.kernel.empty() ? "?" : r.kernel.c_str(), c.label, c.spec.describe().c_str(), c.rotary_dims);
         if (r.error.empty())

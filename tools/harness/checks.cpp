@@ -196,6 +196,10 @@ CaseResult run_k_from_v_case(const GpuDevice& gpu, wideattn_context* ctx, const 
     return run_k_from_v_problem(gpu, ctx, h, o_dtype, rotary_dims);
 }
 
+double k_from_v_decode_rel_l2(int32_t kv_dtype) {
+    return kv_dtype == WIDEATTN_DTYPE_E4M3 ? kE4m3KFromVDecodeRelL2 : kBf16KFromVDecodeRelL2;
+}
+
 CaseResult run_k_from_v_problem(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
                                 int32_t rotary_dims, const std::vector<float>& inv_freq) {
     CaseResult result;

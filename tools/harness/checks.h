@@ -95,6 +95,16 @@ std::vector<RunnableKernel> runnable_kernels(const wideattn_context* ctx, int cc
 // fp8/decode_e4m3_d512/NOTES.md), not to kE4m3RelL2, which covers the kernels that quantise Q.
 constexpr double kE4m3KFromVDecodeRelL2 = 5e-3;
 
+// The error bound of decode_bf16kfv_d512 (the same over a BF16 V-only cache) against the fp64
+// kernel in the same mode: its Q is bf16 as stored, its P bf16 as decode_bf16_d512's, its K the
+// reference's bf16 K but where its cos / sin round differently (kernels/decode_bf16kfv_d512/NOTES.md):
+// about 3x its measured rel L2 (1.35e-3 .. 1.69e-3 on the GPU tests' cases, H200, 2026-12-03),
+// tighter than the BF16 kernels' general kBf16RelL2.
+constexpr double kBf16KFromVDecodeRelL2 = 5e-3;
+
+// The bound of a K-from-V-only decode kernel by its K/V dtype (one of the two above).
+double k_from_v_decode_rel_l2(int32_t kv_dtype);
+
 // The K-from-V description of the K-from-V checks: Gemma 4's (gemma4_k_from_v) with `rotary_dims`
 // rotated dims and the device k_norm weights `k_norm_scale`.
 wideattn_k_from_v k_from_v_check_description(const float* k_norm_scale, int32_t rotary_dims);

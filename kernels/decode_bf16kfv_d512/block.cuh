@@ -1,0 +1,110 @@
+// block.cuh - one block of the single-token decode kernel that rebuilds K from V over a BF16
+// V-only cache (decode_bf16kfv_d512): the block's token and KV head, its keys (the split's under
+// split-KV, whose first key sets the RoPE positions), the tables and the Q load, each warp's key
+// loop over V chunks (K built from them by keys.cuh), and decode_bf16_d512's merge and output.
+#pragma once
+
+#include <cstdint>
+
+#include "fp8/decode_e4m3_d512/epilogue.cuh"
+#include "kernels/common/block_geometry.cuh"
+#include "kernels/common/k_from_v.h"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_mma.cuh"
+#include "kernels/common/tile_order.cuh"
+#include "kernels/decode_bf16_d512/loads.cuh"
+#include "kernels/decode_bf16_d512/mainloop.cuh"
+#include "kernels/decode_bf16kfv_d512/keys.cuh"
+#include "kernels/decode_bf16kfv_d512/traits.h"
+
+namespace wideattn::decode_bf16 {
+
+// Issues the warp's V chunk c (part c % 2 of its sub-tile c / 2, slot c % kRingChunks) when that
+// sub-tile exists, and commits a group either way (one group per chunk keeps the waits' counts
+// fixed).
+template <class Traits>
+__device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                              uint32_t ring, int32_t warp, int32_t count, int32_t c) {
+    const int32_t local = c / Traits::kVChunksPerSubTile;
+    if (local < count)
+        stream.issue(p, warp + local * Traits::kWarps, true, c % Traits::kVChunksPerSubTile,
+                     ring + (c % Traits::kRingChunks) * Traits::kChunkBytes);
+    ptx::cp_async_commit();
+}
+
+// The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles (traits.h, the ring):
+// wait for both chunks of sub-tile i, S_i with K built from them, the softmax, P V over the first
+// chunk, issue chunk 2i + 3 into its slot, P V over the second, issue chunk 2i + 4.
+template <class Traits>
+__device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                             uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
+                                             int32_t warp, int32_t lane, int32_t num_tiles, int32_t kv_end,
+                                             int32_t first_position, int32_t rotated_q_loads, float score_scale,
+                                             float (&o)[Traits::kONTiles][4], WarpRows& rows) {
+    const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
+#pragma unroll
+    for (int32_t c = 0; c < Traits::kPrologueChunks; ++c) issue_v_chunk<Traits>(p, stream, ring, warp, count, c);
+    for (int32_t i = 0; i < count; ++i) {
+        const int32_t first = Traits::kVChunksPerSubTile * i;
+        ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
+        __syncwarp();  // both chunks of sub-tile i landed for every lane
+        const uint32_t lo_chunk = ring + (first % Traits::kRingChunks) * Traits::kChunkBytes;
+        const uint32_t hi_chunk = ring + ((first + 1) % Traits::kRingChunks) * Traits::kChunkBytes;
+        const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
+        float s[4];
+        kfv_subtile_scores<Traits>(lo_chunk, hi_chunk, q_shared, weight, freq, lane, rotated_q_loads,
+                                   first_position + key0, score_scale, kv_end - key0, s);
+        uint32_t p0, p1;
+        subtile_softmax<Traits>(s, rows, o, p0, p1);
+        chunk_pv<Traits>(lo_chunk, lane, 0, p0, p1, o);
+        __syncwarp();  // every lane is done with chunk 2i
+        issue_v_chunk<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks);
+        chunk_pv<Traits>(hi_chunk, lane, 1, p0, p1, o);
+        __syncwarp();  // every lane is done with chunk 2i + 1
+        issue_v_chunk<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks + 1);
+    }
+    ptx::cp_async_wait<0>();
+}
+
+template <bool kSplit>
+__device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_params& p, const KFromV& kfv,
+                                                     unsigned char* smem) {
+    using Traits = DecodeBf16KfvD512Traits;
+    using Plan = Traits::SmemPlan;
+    BlockWork work;
+    BlockGeometry geometry;
+    if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;
+    const int32_t first_position = first_key_position(p, work, geometry);
+
+    const uint32_t base = ptx::shared_address(smem);
+    const int32_t warp = static_cast<int32_t>(threadIdx.x) / Traits::kWarpSize;
+    const int32_t lane = static_cast<int32_t>(threadIdx.x) % Traits::kWarpSize;
+    const int64_t token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
+    // V only: k_cache is absent (NULL) in a K-from-V call and never read.
+    WarpStream<Traits> stream;
+    stream.k_base = nullptr;
+    stream.v_base = static_cast<const unsigned char*>(p.v_cache) +
+                    static_cast<int64_t>(work.kv_head) * p.v_head_stride * Traits::kElemBytes;
+    stream.table_row = p.block_table + geometry.table_offset;
+    stream.kv_end = geometry.kv_end;
+    stream.lane = lane;
+    const uint32_t ring = base + Plan::kRings + static_cast<uint32_t>(warp * Traits::kWarpRingBytes);
+
+    stage_kfv_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
+    // load_q's barrier also makes the tables visible.
+    load_q<Traits>(p, base + Plan::kQ, token, work.kv_head);
+    // Q loads holding a dim that may rotate: dims below rotary_dims / 2 (their partners 256 on).
+    constexpr int32_t kDimsPerQLoad = Traits::kMmaK * Traits::kKStepsPerQLoad;
+    const int32_t rotated_q_loads = min((kfv.rotary_dims / 2 + kDimsPerQLoad - 1) / kDimsPerQLoad,
+                                        Traits::kQLoadsPerChunk);
+    const float score_scale = p.softmax_scale * kLog2e;
+    float o[Traits::kONTiles][4];
+    zero_output(o);
+    WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+    kfv_key_loop<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq, warp, lane,
+                         geometry.num_tiles, geometry.kv_end, first_position, rotated_q_loads, score_scale, o, rows);
+    decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
+                                             work.kv_head);
+}
+
+}  // namespace wideattn::decode_bf16

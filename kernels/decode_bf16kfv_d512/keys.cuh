@@ -1,0 +1,155 @@
+// keys.cuh - K from V in the single-token BF16 decode kernel (decode_bf16kfv_d512): the block's
+// tables (k_norm's weight and the RoPE frequencies, staged in shared memory) and S^T = K Q^T of a
+// 16-key sub-tile with K built in registers from its two V chunks. A plain ldmatrix of a V chunk
+// gives the layout of decode_bf16_d512's K fragments (kernels/decode_bf16_d512/mainloop.cuh), and
+// the chunks of dims 0-255 and 256-511 hold the two dims of a RoPE pair at the same place of the
+// same lane, so each lane rotates its own pairs. The arithmetic and its rounding steps are those
+// of kernels/common/k_from_v.h:
+// - k-steps whose 16 dims all have inv_freq 0 (from rotary_dims / 2 on; 12 of 16 with Gemma 4's
+//   description): K = bf16(V w), 2.5 instructions an element (two bf16 unpacks, two products and
+//   one cvt.rn.bf16x2 a pair). The reference's rotation leaves such an element unchanged when its
+//   partner is finite; with a non-finite partner it makes it NaN, which this path does not (the
+//   key's score and P V are non-finite either way: the partner is in the same V row).
+// - the other k-steps: per element k_from_v_scaled and rope_rotate, per (key, frequency)
+//   rope_cos_sin_reduced (a Cody-Waite reduction, not cosf / sinf's Payne-Hanek path).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/k_from_v.h"
+#include "kernels/common/ptx_mma.cuh"
+#include "kernels/decode_bf16_d512/mainloop.cuh"
+#include "kernels/decode_bf16kfv_d512/traits.h"
+
+namespace wideattn::decode_bf16 {
+
+constexpr uint32_t kF32Bytes = sizeof(float);  // one table entry in shared memory
+
+// Stages k_norm's weight (kfv.k_norm_scale, head_dim fp32) and inv_freq of the 256 frequencies
+// (k_from_v_inv_freq: the table's entries below rotary_dims / 2, or computed from rope_theta; 0
+// past them) into shared memory. The tables are read within their validated extents (head_dim and
+// rotary_dims / 2 entries). Visible to the block after its next barrier.
+template <class Traits>
+__device__ __forceinline__ void stage_kfv_tables(const KFromV& kfv, uint32_t weight, uint32_t freq) {
+    const int32_t thread = static_cast<int32_t>(threadIdx.x);
+    // Two scalar loads: the table is only 4-byte aligned (dispatch/validation.cpp).
+    const float w0 = __ldg(kfv.k_norm_scale + 2 * thread), w1 = __ldg(kfv.k_norm_scale + 2 * thread + 1);
+    const float inv_freq = k_from_v_inv_freq(kfv, thread, Traits::kHeadDim);
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(weight + 2 * kF32Bytes * thread), "f"(w0), "f"(w1)
+                 : "memory");
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(freq + kF32Bytes * thread), "f"(inv_freq) : "memory");
+}
+
+__device__ __forceinline__ float2 load_shared_f32x2(uint32_t address) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(address));
+    return v;
+}
+
+// bf16(v w) of the two bf16 of `word` (dims d, d + 1) with their weights, packed again.
+__device__ __forceinline__ uint32_t scaled_pair(uint32_t word, float2 w) {
+    return ptx::pack_bf16x2(ptx::bf16_low(word) * w.x, ptx::bf16_high(word) * w.y);
+}
+
+// The K of A-fragment register r of k-step `step` (0 .. 15 of a chunk) in both chunks, built from
+// the V words in place (lo: dims d, d + 1; hi: d + 256, d + 257), for a k-step without rotation.
+template <class Traits>
+__device__ __forceinline__ void scale_step(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight, int32_t lane,
+                                           int32_t step) {
+    const int32_t t = lane % 4;
+#pragma unroll
+    for (int32_t half = 0; half < 2; ++half) {
+        // Registers 2 half and 2 half + 1 (keys g, g + 8) share their dims.
+        const int32_t dim = Traits::kMmaK * step + Traits::kMmaK / 2 * half + 2 * t;
+        const float2 w_lo = load_shared_f32x2(weight + kF32Bytes * dim);
+        const float2 w_hi = load_shared_f32x2(weight + kF32Bytes * (dim + Traits::kHalfDim));
+#pragma unroll
+        for (int32_t key = 0; key < 2; ++key) {
+            const int32_t r = 2 * half + key;
+            lo[r] = scaled_pair(lo[r], w_lo);
+            hi[r] = scaled_pair(hi[r], w_hi);
+        }
+    }
+}
+
+// The same with the rotation of k_from_v.h; `position0`: the RoPE position of the sub-tile's key 0.
+template <class Traits>
+__device__ __forceinline__ void rotate_step(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight, uint32_t freq,
+                                            int32_t lane, int32_t step, int32_t position0) {
+    const int32_t g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int32_t half = 0; half < 2; ++half) {
+        const int32_t dim = Traits::kMmaK * step + Traits::kMmaK / 2 * half + 2 * t;
+        const float2 w_lo = load_shared_f32x2(weight + kF32Bytes * dim);
+        const float2 w_hi = load_shared_f32x2(weight + kF32Bytes * (dim + Traits::kHalfDim));
+        const float2 inv_freq = load_shared_f32x2(freq + kF32Bytes * dim);
+        const float wl[2] = {w_lo.x, w_lo.y}, wh[2] = {w_hi.x, w_hi.y}, fr[2] = {inv_freq.x, inv_freq.y};
+#pragma unroll
+        for (int32_t key = 0; key < 2; ++key) {
+            const int32_t r = 2 * half + key;
+            const int32_t position = position0 + g + Traits::kMmaM / 2 * key;
+            const float v_lo[2] = {ptx::bf16_low(lo[r]), ptx::bf16_high(lo[r])};
+            const float v_hi[2] = {ptx::bf16_low(hi[r]), ptx::bf16_high(hi[r])};
+            float k_lo[2], k_hi[2];
+#pragma unroll
+            for (int32_t e = 0; e < 2; ++e) {
+                const float x_lo = k_from_v_scaled(v_lo[e], wl[e]);
+                const float x_hi = k_from_v_scaled(v_hi[e], wh[e]);
+                RopeCosSin cs{1.0f, 0.0f};
+                if (fr[e] != 0.0f) cs = rope_cos_sin_reduced(rope_angle(position, fr[e]));
+                k_lo[e] = rope_rotate(x_lo, x_hi, cs, true);
+                k_hi[e] = rope_rotate(x_hi, x_lo, cs, false);
+            }
+            // Both values are bf16 already: the packing is exact.
+            lo[r] = ptx::pack_bf16x2(k_lo[0], k_lo[1]);
+            hi[r] = ptx::pack_bf16x2(k_hi[0], k_hi[1]);
+        }
+    }
+}
+
+// Adds K Q^T of Q-load `q` (k-steps 2q, 2q + 1 of both chunks) to acc[0] (dims 0-255) and acc[1]
+// (dims 256-511), K built from the chunks' V by rotate_step or scale_step.
+template <class Traits, bool kRotate>
+__device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
+                                             uint32_t weight, uint32_t freq, int32_t lane, int32_t q,
+                                             int32_t position0, float (&acc)[2][4]) {
+    constexpr int32_t kStepVecs = Traits::kMmaK * Traits::kElemBytes / Traits::kVecBytes;  // 2
+    constexpr int32_t kChunkQVecs = Traits::kChunkRowBytes / Traits::kVecBytes;            // 32
+    uint32_t b_lo[4], b_hi[4];
+    const int32_t q_vec = 2 * kStepVecs * q + lane / 8;
+    ptx::ldmatrix_x4(b_lo, q_shared + swizzled<Traits::kQRowBytes, Traits>(lane % 8, q_vec));
+    ptx::ldmatrix_x4(b_hi, q_shared + swizzled<Traits::kQRowBytes, Traits>(lane % 8, kChunkQVecs + q_vec));
+#pragma unroll
+    for (int32_t h = 0; h < Traits::kKStepsPerQLoad; ++h) {
+        const int32_t step = Traits::kKStepsPerQLoad * q + h;
+        uint32_t a_lo[4], a_hi[4];
+        ptx::ldmatrix_x4(a_lo, chunk_row_address<Traits>(lo_chunk, lane, step));
+        ptx::ldmatrix_x4(a_hi, chunk_row_address<Traits>(hi_chunk, lane, step));
+        if constexpr (kRotate)
+            rotate_step<Traits>(a_lo, a_hi, weight, freq, lane, step, position0);
+        else
+            scale_step<Traits>(a_lo, a_hi, weight, lane, step);
+        ptx::mma_bf16_16816(acc[0], a_lo, b_lo[2 * h], b_lo[2 * h + 1]);
+        ptx::mma_bf16_16816(acc[1], a_hi, b_hi[2 * h], b_hi[2 * h + 1]);
+    }
+}
+
+// S^T of one sub-tile with K built from its V chunks (scaled to log2 units, keys past kv_end at
+// -inf), the lane's 4 values. `rotated_q_loads`: the Q loads (pairs of k-steps) that hold a dim
+// below rotary_dims / 2, the same for every block of the launch.
+template <class Traits>
+__device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
+                                                   uint32_t weight, uint32_t freq, int32_t lane,
+                                                   int32_t rotated_q_loads, int32_t position0, float score_scale,
+                                                   int32_t keys_valid, float (&s)[4]) {
+    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll 1
+    for (int32_t q = 0; q < rotated_q_loads; ++q)
+        kfv_scores_q<Traits, true>(lo_chunk, hi_chunk, q_shared, weight, freq, lane, q, position0, acc);
+#pragma unroll 1
+    for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
+        kfv_scores_q<Traits, false>(lo_chunk, hi_chunk, q_shared, weight, freq, lane, q, position0, acc);
+    finish_scores(acc, lane, score_scale, keys_valid, s);
+}
+
+}  // namespace wideattn::decode_bf16
