@@ -10,8 +10,9 @@
 //   one cvt.rn.bf16x2 a pair). The reference's rotation leaves such an element unchanged when its
 //   partner is finite; with a non-finite partner it makes it NaN, which this path does not (the
 //   key's score and P V are non-finite either way: the partner is in the same V row).
-// - the other k-steps: per element k_from_v_scaled and rope_rotate, per (key, frequency)
-//   rope_cos_sin_reduced (a Cody-Waite reduction, not cosf / sinf's Payne-Hanek path).
+// - the other k-steps: the steps of k_from_v_scaled and rope_rotate, each bf16 rounding of two
+//   values by one cvt.rn.bf16x2, and per (key, frequency) cos / sin by rope_cos_sin_reduced (a
+//   Cody-Waite reduction, not cosf / sinf's Payne-Hanek path) with both rounded by one cvt.
 #pragma once
 
 #include <cstdint>
@@ -72,7 +73,30 @@ __device__ __forceinline__ void scale_step(uint32_t (&lo)[4], uint32_t (&hi)[4],
     }
 }
 
-// The same with the rotation of k_from_v.h; `position0`: the RoPE position of the sub-tile's key 0.
+// Both values of `word` as floats (the low bf16 first).
+__device__ __forceinline__ float2 unpack_bf16x2(uint32_t word) { return {ptx::bf16_low(word), ptx::bf16_high(word)}; }
+
+// Two fp32 values each rounded to bf16 (returned as the floats they stand for) by one
+// cvt.rn.bf16x2: round_to_bf16 of k_from_v.h for every non-NaN value (a NaN stays a NaN).
+__device__ __forceinline__ float2 round_pair_to_bf16(float a, float b) { return unpack_bf16x2(ptx::pack_bf16x2(a, b)); }
+
+// The mode's bf16 cos and sin of one (position, frequency): rope_cos_sin_reduced's values, the
+// rounding of both by one cvt; past its range (or for a non-finite angle) rope_cos_sin's.
+__device__ __forceinline__ float2 kfv_cos_sin(int32_t position, float inv_freq) {
+    const float angle = rope_angle(position, inv_freq);
+    if (fabsf(angle) <= kRopeReducedMaxAngle) {
+        float c, s;
+        rope_cos_sin_reduced_f32(angle, &c, &s);
+        return round_pair_to_bf16(c, s);
+    }
+    const RopeCosSin cs = rope_cos_sin(angle);
+    return {cs.c, cs.s};
+}
+
+// The same with the rotation of k_from_v.h (k_from_v_scaled, rope_cos_sin, rope_rotate), each
+// bf16 rounding step of it done by round_pair_to_bf16 on two values at once; `position0`: the
+// RoPE position of the sub-tile's key 0. The rotation's rotate_half(x) s of a first-half dim is
+// bf16(-x' s) = -bf16(x' s) (round to nearest even is odd-symmetric).
 template <class Traits>
 __device__ __forceinline__ void rotate_step(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight, uint32_t freq,
                                             int32_t lane, int32_t step, int32_t position0) {
@@ -83,26 +107,22 @@ __device__ __forceinline__ void rotate_step(uint32_t (&lo)[4], uint32_t (&hi)[4]
         const float2 w_lo = load_shared_f32x2(weight + kF32Bytes * dim);
         const float2 w_hi = load_shared_f32x2(weight + kF32Bytes * (dim + Traits::kHalfDim));
         const float2 inv_freq = load_shared_f32x2(freq + kF32Bytes * dim);
-        const float wl[2] = {w_lo.x, w_lo.y}, wh[2] = {w_hi.x, w_hi.y}, fr[2] = {inv_freq.x, inv_freq.y};
 #pragma unroll
         for (int32_t key = 0; key < 2; ++key) {
             const int32_t r = 2 * half + key;
             const int32_t position = position0 + g + Traits::kMmaM / 2 * key;
-            const float v_lo[2] = {ptx::bf16_low(lo[r]), ptx::bf16_high(lo[r])};
-            const float v_hi[2] = {ptx::bf16_low(hi[r]), ptx::bf16_high(hi[r])};
-            float k_lo[2], k_hi[2];
-#pragma unroll
-            for (int32_t e = 0; e < 2; ++e) {
-                const float x_lo = k_from_v_scaled(v_lo[e], wl[e]);
-                const float x_hi = k_from_v_scaled(v_hi[e], wh[e]);
-                RopeCosSin cs{1.0f, 0.0f};
-                if (fr[e] != 0.0f) cs = rope_cos_sin_reduced(rope_angle(position, fr[e]));
-                k_lo[e] = rope_rotate(x_lo, x_hi, cs, true);
-                k_hi[e] = rope_rotate(x_hi, x_lo, cs, false);
-            }
-            // Both values are bf16 already: the packing is exact.
-            lo[r] = ptx::pack_bf16x2(k_lo[0], k_lo[1]);
-            hi[r] = ptx::pack_bf16x2(k_hi[0], k_hi[1]);
+            const float2 v_lo = unpack_bf16x2(lo[r]), v_hi = unpack_bf16x2(hi[r]);
+            // x = bf16(V w) of dims d, d + 1 (first half) and d + 256, d + 257 (their partners).
+            const float2 x_lo = round_pair_to_bf16(v_lo.x * w_lo.x, v_lo.y * w_lo.y);
+            const float2 x_hi = round_pair_to_bf16(v_hi.x * w_hi.x, v_hi.y * w_hi.y);
+            const float2 cs0 = kfv_cos_sin(position, inv_freq.x), cs1 = kfv_cos_sin(position, inv_freq.y);
+            // bf16(x c) and bf16(x' s) of both dims, then K = bf16(bf16(x c) -+ bf16(x' s)).
+            const float2 lo_c = round_pair_to_bf16(x_lo.x * cs0.x, x_lo.y * cs1.x);
+            const float2 hi_s = round_pair_to_bf16(x_hi.x * cs0.y, x_hi.y * cs1.y);
+            const float2 hi_c = round_pair_to_bf16(x_hi.x * cs0.x, x_hi.y * cs1.x);
+            const float2 lo_s = round_pair_to_bf16(x_lo.x * cs0.y, x_lo.y * cs1.y);
+            lo[r] = ptx::pack_bf16x2(lo_c.x - hi_s.x, lo_c.y - hi_s.y);
+            hi[r] = ptx::pack_bf16x2(hi_c.x + lo_s.x, hi_c.y + lo_s.y);
         }
     }
 }
