@@ -6,7 +6,8 @@ the binary and in exactly one step, and every pattern a step names must select a
 renamed case would otherwise leave a stale pattern behind). The steps pass --duration=true.
 Also its racecheck steps (gpu_suite.sh --list-racecheck-steps, one kernel instrumented per step):
 one per kernel of the build's bundle manifest, each regex matching exactly that kernel's entry
-points (unsplit and split) and no other kernel's. And its --sanitizer-part option: 1 and 2 accepted,
+points (unsplit and split) and no other kernel's, and the selftest filter of each step the kernel's
+own name for a prefill kernel (its cases alone), none for the others. And its --sanitizer-part option: 1 and 2 accepted,
 anything else refused with exit 2 and its message.
 
 usage: python3 gpu_suite_steps_check.py PATH/tools/gpu/gpu_suite.sh PATH/wideattn_gpu_tests PATH/tests/gpu
@@ -102,11 +103,14 @@ for k in kernels:
 expect("one racecheck step per kernel of the manifest",
        sorted(fields[0] for fields in race_steps) == sorted(entries), [fields[0] for fields in race_steps])
 every_entry = set().union(*entries.values()) if entries else set()
+kinds = {k["name"]: k["kind"] for k in kernels}
 for fields in race_steps:
-    if len(fields) != 2 or fields[0] not in entries:
-        expect(f"racecheck step line {fields}: a kernel of the manifest and a regex", False)
+    if len(fields) != 3 or fields[0] not in entries:
+        expect(f"racecheck step line {fields}: a kernel of the manifest, a regex and a filter", False)
         continue
-    name, alternation = fields
+    name, alternation, selftest_filter = fields
+    expect(f"racecheck-{name}: the selftest filter is {'its name' if kinds[name] == 'prefill' else 'empty'}",
+           selftest_filter == (name if kinds[name] == "prefill" else ""), selftest_filter)
     # compute-sanitizer's --kernel-name regex=... searches the kernel's name; the step anchors it.
     regex = re.compile(f"^({alternation})$")
     matched = {e for e in every_entry if regex.search(e)}

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdio>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -107,7 +108,8 @@ std::vector<KFromVCase> k_from_v_cases(uint64_t seed, bool e4m3_kv) {
 
 void print_help() {
     std::printf(
-        "usage: wideattn selftest [--bundle DIR] [--device N] [--seed S] [--quick [N]] [--skip-without-gpu]\n\n"
+        "usage: wideattn selftest [--bundle DIR] [--device N] [--seed S] [--quick [N]] [--kernels LIST]\n"
+        "                         [--skip-without-gpu]\n\n"
         "Runs every kernel of the bundle that the device supports on fresh random inputs\n"
         "(outputs poisoned with NaN first; varlen batches, shuffled paged KV, context, odd sizes)\n"
         "and compares against the fp64 reference: the fp64 GPU kernel against the CPU reference\n"
@@ -122,6 +124,9 @@ void print_help() {
         "  --device N            CUDA device ordinal (default 0)\n"
         "  --seed S              base seed of the random inputs (default: time-based, printed)\n"
         "  --quick [N]           only the first N (default 2) cases per kernel (for compute-sanitizer runs)\n"
+        "  --kernels LIST        only the checks of these kernels of the bundle (comma-separated names; the\n"
+        "                        quantise checks with quantize_e4m3, the scale check with amax_e4m3 and\n"
+        "                        quantize_e4m3): a compute-sanitizer step on one kernel runs just its cases\n"
         "  --skip-without-gpu    exit 0 with a message when no driver/GPU is present (for scripts)\n",
         kFp64RelL2, kBf16RelL2, kPeakedFloorRatio, kE4m3KFromVDecodeRelL2,
         k_from_v_decode_rel_l2(WIDEATTN_DTYPE_BF16));
@@ -135,6 +140,11 @@ struct SelftestOptions {
     bool skip_without_gpu = false;
     bool quick = false;
     size_t quick_cases = kQuickCases;
+    std::vector<std::string> kernels;  // --kernels: the names whose checks run (empty: every kernel)
+
+    bool runs(const std::string& name) const {
+        return kernels.empty() || std::find(kernels.begin(), kernels.end(), name) != kernels.end();
+    }
 };
 
 constexpr int kContinue = -1;  // parse_options: go on with the run
@@ -153,6 +163,17 @@ int parse_options(int argc, char** argv, SelftestOptions* o) {
             if (!args.int_value(0, kMaxDeviceOrdinal, &o->device)) return 2;
         } else if (args.is("--seed")) {
             if (!args.int_value(0, kMaxSeed, &o->seed)) return 2;
+        } else if (args.is("--kernels")) {
+            std::string list;
+            if (!args.value(&list)) return 2;
+            std::stringstream names(list);
+            std::string name;
+            while (std::getline(names, name, ','))
+                if (!name.empty()) o->kernels.push_back(name);
+            if (o->kernels.empty()) {
+                std::fprintf(stderr, "wideattn selftest: --kernels='%s' names no kernel\n", list.c_str());
+                return 2;
+            }
         } else if (args.is("--skip-without-gpu")) {
             o->skip_without_gpu = true;
         } else if (args.is("--quick")) {
@@ -278,12 +299,15 @@ void run_checks(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptio
     // tested, selected by name), in manifest order.
     std::vector<RunnableKernel> combos;
     bool has_quantize = false, has_amax = false;
+    bool any_prefill = false;  // on this device, --kernels or not
     for (const RunnableKernel& k : runnable_kernels(ctx, gpu.cc_major(), gpu.cc_minor())) {
+        any_prefill = any_prefill || k.kind == kKindPrefill;
+        if (!o.runs(k.name)) continue;
         if (k.kind == kKindPrefill) combos.push_back(k);
         if (k.kind == kKindQuantizeE4m3) has_quantize = true;
         if (k.kind == kKindAmaxE4m3) has_amax = true;
     }
-    if (combos.empty()) {
+    if (!any_prefill) {
         std::printf("no kernel in the bundle runs on sm_%d%d\n", gpu.cc_major(), gpu.cc_minor());
         ++tally->failed;
     }
@@ -304,6 +328,22 @@ void run_checks(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptio
         check_quantize(gpu, ctx, o, true, tally);
     }
     if (has_amax && has_quantize) check_scale(gpu, ctx, o, tally);
+    if (!o.kernels.empty() && combos.empty() && !has_quantize && !has_amax)
+        std::printf("note: no check of --kernels runs on sm_%d%d\n", gpu.cc_major(), gpu.cc_minor());
+}
+
+// The names of --kernels that the bundle has no kernel of (on any arch), comma-separated.
+std::string unknown_kernels(const wideattn_context* ctx, const SelftestOptions& o) {
+    std::string unknown;
+    for (const std::string& name : o.kernels) {
+        bool found = false;
+        for (int i = 0; i < wideattn_kernel_count(ctx) && !found; ++i) {
+            wideattn_kernel_info info{};
+            found = wideattn_get_kernel_info(ctx, i, &info) == WIDEATTN_OK && name == info.name;
+        }
+        if (!found) unknown += (unknown.empty() ? "" : ",") + name;
+    }
+    return unknown;
 }
 
 }  // namespace
@@ -313,6 +353,12 @@ int selftest_main(int argc, char** argv) {
     if (const int status = parse_options(argc, argv, &o); status != kContinue) return status;
     wideattn_context* ctx = open_bundle(resolve_bundle_dir(o.bundle_flag, argv[0]), "selftest");
     if (!ctx) return 2;
+    if (const std::string unknown = unknown_kernels(ctx, o); !unknown.empty()) {
+        std::fprintf(stderr, "wideattn selftest: --kernels: the bundle %s has no kernel named %s\n",
+                     wideattn_bundle_dir(ctx), unknown.c_str());
+        wideattn_close(ctx);
+        return 2;
+    }
     wideattn_status status;
     std::string error;
     std::unique_ptr<GpuDevice> gpu = GpuDevice::open(static_cast<int>(o.device), &status, &error);

@@ -22,8 +22,9 @@
 #   `selftest`, e.g. 1,2,3 or 4,5,selftest) runs only those of them, to share the test steps out
 #   over calls; --list-test-steps prints each step's name and doctest arguments (tab-separated)
 #   and exits.
-# --list-racecheck-steps prints each racecheck step's kernel and the regex of its entry points
-#   (tab-separated; the sanitizer step instruments one kernel per step) and exits.
+# --list-racecheck-steps prints each racecheck step's kernel, the regex of its entry points and
+#   the selftest's --kernels filter of the step (tab-separated; the sanitizer step instruments one
+#   kernel per step) and exits.
 # --sanitizer-part 1 runs only the first half of the compute-sanitizer steps (memcheck on the
 #   selftest, racecheck per kernel: about 5.5 minutes on the H200 on 2026-12-03), --sanitizer-part
 #   2 the second (synccheck on the selftest, the split-KV and the corrupted-metadata cases); all of
@@ -65,8 +66,11 @@ gpu_test_patterns=(
 )
 gpu_test_step_limit=420  # seconds: a hung step still leaves the call time to pack the logs
 racecheck_step_limit=150  # seconds, one kernel instrumented
-# racecheck_kernels: one line per kernel of the bundle (each name once), its name and its entry
-# points as a regex alternation (symbol|split_symbol), tab-separated.
+# racecheck_kernels: one line per kernel of the bundle (each name once), its name, its entry
+# points as a regex alternation (symbol|split_symbol) and the selftest's --kernels filter of its
+# step, tab-separated: a prefill kernel's own name (the selftest then runs its cases alone; the
+# fp64 kernel's step ran every kernel's cases with it as their reference and was cut by the step
+# limit on 2026-12-03), empty for the merge, quantise and amax kernels (run by the others' checks).
 racecheck_kernels() {
     python3 -c '
 import json, sys
@@ -75,7 +79,8 @@ for k in json.load(open(sys.argv[1]))["kernels"]:
     if k["name"] in seen:
         continue
     seen.add(k["name"])
-    print(k["name"] + "\t" + "|".join(e for e in (k["symbol"], k.get("split_symbol", "")) if e))' \
+    entries = "|".join(e for e in (k["symbol"], k.get("split_symbol", "")) if e)
+    print(k["name"] + "\t" + entries + "\t" + (k["name"] if k["kind"] == "prefill" else ""))' \
         "$build/bundle/manifest.json"
 }
 # gpu_test_steps: one line per step, its name and its doctest arguments, tab-separated.
@@ -154,10 +159,10 @@ if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
         # racecheck slows shared-memory code ~300x: one small case per kernel, and one kernel (its
         # entry points) instrumented per step, so each step is short, bounded, and its report names
         # the kernel (every kernel instrumented at once ran past 120 s on 2026-12-02).
-        while IFS=$'\t' read -r kernel entries; do
+        while IFS=$'\t' read -r kernel entries filter; do
             step "racecheck-$kernel" "racecheck_$kernel.txt" timeout "$racecheck_step_limit" \
                 compute-sanitizer --tool racecheck --kernel-name "regex=^($entries)\$" --error-exitcode 9 \
-                "$cli" selftest --quick 1
+                "$cli" selftest --quick 1 ${filter:+--kernels "$filter"}
         done < <(racecheck_kernels)
     fi
     if [[ -z "$sanitizer_part" || "$sanitizer_part" == 2 ]]; then
