@@ -26,9 +26,11 @@
 #   the selftest's --kernels filter of the step (tab-separated; the sanitizer step instruments one
 #   kernel per step) and exits.
 # --sanitizer-part 1 runs only the first half of the compute-sanitizer steps (memcheck on the
-#   selftest, racecheck per kernel: about 5.5 minutes on the H200 on 2026-12-03), --sanitizer-part
-#   2 the second (synccheck on the selftest, the split-KV and the corrupted-metadata cases); all of
-#   them ran past a call's 10 minutes together, so `--only-sanitizer` is two calls.
+#   selftest, racecheck per kernel: 123 s on the H200 on 2026-12-03 since each step runs one
+#   kernel's cases, about 5.5 minutes before), --sanitizer-part 2 the second (synccheck on the
+#   selftest, the split-KV and the corrupted-metadata cases); all of them ran past a call's 10
+#   minutes together when the racecheck steps ran every kernel's cases, so `--only-sanitizer` is
+#   two calls.
 # --tune (opt-in) adds the tuning bar after the benches: `wideattn tune --out $OUT/tuning.json`,
 #   then `wideattn bench` on every case of the prefill and decode suites with that file in force
 #   (WIDEATTN_TUNING; bf16, e4m3 K/V and e4m3 Q/K/V as the bundle has them), the kernels the file
