@@ -16,25 +16,19 @@
 #include "fp8/decode_e4m3_d512/mainloop.cuh"
 #include "fp8/decode_e4m3kfv_d512/traits.h"
 #include "kernels/common/k_from_v.h"
+#include "kernels/common/k_from_v_tables.cuh"
 #include "kernels/common/ptx_mma.cuh"
 
 namespace wideattn::decode_e4m3 {
 
-constexpr uint32_t kF32Bytes = sizeof(float);  // one table entry in shared memory
+constexpr uint32_t kF32Bytes = kKFromVTableEntryBytes;
 
-// Stages k_norm's weight (kfv.k_norm_scale, head_dim fp32) and inv_freq of the 256 frequencies
-// (k_from_v_inv_freq: the table's entries below rotary_dims / 2, or computed from rope_theta; 0
-// past them) into shared memory, and each warp's largest finite |w| into its slot of w_amax. The
-// tables are read within their validated extents (head_dim and rotary_dims / 2 entries). Visible
-// to the block after its next barrier.
+// Stages k_norm's weight and the frequencies into shared memory (stage_k_from_v_tables), and each
+// warp's largest finite |w| into its slot of w_amax. Visible to the block after its next barrier.
 template <class Traits>
 __device__ __forceinline__ void stage_tables(const KFromV& kfv, uint32_t weight, uint32_t freq, uint32_t w_amax) {
     const int32_t thread = static_cast<int32_t>(threadIdx.x);
-    // Two scalar loads: the table is only 4-byte aligned (dispatch/validation.cpp).
-    const float2 w = make_float2(__ldg(kfv.k_norm_scale + 2 * thread), __ldg(kfv.k_norm_scale + 2 * thread + 1));
-    const float inv_freq = k_from_v_inv_freq(kfv, thread, Traits::kHeadDim);
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(weight + 2 * kF32Bytes * thread), "f"(w.x), "f"(w.y) : "memory");
-    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(freq + kF32Bytes * thread), "f"(inv_freq) : "memory");
+    const float2 w = stage_k_from_v_tables<Traits>(kfv, weight, freq);
     float amax = 0.0f;
     if (fabsf(w.x) <= FLT_MAX) amax = fmaxf(amax, fabsf(w.x));
     if (fabsf(w.y) <= FLT_MAX) amax = fmaxf(amax, fabsf(w.y));
@@ -58,15 +52,6 @@ __device__ __forceinline__ float k_power_of_two(uint32_t w_amax, float v_scale, 
     return Traits::power_of_two(shift);
 }
 
-// Four consecutive fp32 of shared memory (a 16-byte aligned address).
-__device__ __forceinline__ float4 load_shared_f32x4(uint32_t address) {
-    float4 v;
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(address));
-    return v;
-}
-
 // The K of 16 keys x dim blocks c (dims 32c ..) and c + kPairBlockOffset (their partners 256 on)
 // as f16 A fragments, in the layout of load_k_block (fp8/decode_e4m3_d512/mainloop.cuh): lo[b] k
 // 0-7 of each 16-dim half of block b (0: c, 1: c + 8), hi[b] k 8-15. The keys' positions are
@@ -85,9 +70,9 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
         // Matrix q: key g + 8 (q % 2), 16-byte vector 2c + q / 2, codes 4t .. 4t + 3.
         const int32_t position = position0 + g + 8 * (q % 2);
         const int32_t dim = Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) + kCodesPerWord * t;
-        const float4 w_first = load_shared_f32x4(weight + kF32Bytes * dim);
-        const float4 w_second = load_shared_f32x4(weight + kF32Bytes * (dim + Traits::kHalfDim));
-        const float4 inv_freq = load_shared_f32x4(freq + kF32Bytes * dim);
+        const float4 w_first = ptx::load_shared_f32x4(weight + kF32Bytes * dim);
+        const float4 w_second = ptx::load_shared_f32x4(weight + kF32Bytes * (dim + Traits::kHalfDim));
+        const float4 inv_freq = ptx::load_shared_f32x4(freq + kF32Bytes * dim);
         const float wf[4] = {w_first.x, w_first.y, w_first.z, w_first.w};
         const float ws[4] = {w_second.x, w_second.y, w_second.z, w_second.w};
         const float fr[4] = {inv_freq.x, inv_freq.y, inv_freq.z, inv_freq.w};

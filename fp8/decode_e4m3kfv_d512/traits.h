@@ -69,8 +69,6 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     static_assert(kHeadDim % (2 * kDimBlock) == 0, "the pair blocks c, c + kPairBlockOffset cover the dims");
     static_assert(SmemPlan::kWeight % kVecBytes == 0 && SmemPlan::kFreq % kVecBytes == 0,
                   "the tables are read by 16-byte shared loads");
-    static_assert(kHalfDim == kThreads, "one frequency per thread when staging the tables");
-    static_assert(kHeadDim == 2 * kThreads, "two weights per thread when staging the tables");
     static_assert(kMergeBytes <= kWarps * kWarpRingBytes, "the merge area fits in the rings");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
 

@@ -112,6 +112,12 @@ __device__ __forceinline__ void store_shared_u32(uint32_t address, uint32_t x) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(x) : "memory");
 }
 
+__device__ __forceinline__ float2 load_shared_f32x2(uint32_t address) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(address) : "memory");
+    return v;
+}
+
 __device__ __forceinline__ float4 load_shared_f32x4(uint32_t address) {
     float4 v;
     asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(address)

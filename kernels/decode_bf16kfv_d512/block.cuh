@@ -90,7 +90,7 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     stream.lane = lane;
     const uint32_t ring = base + Plan::kRings + static_cast<uint32_t>(warp * Traits::kWarpRingBytes);
 
-    stage_kfv_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
+    stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
     // load_q's barrier also makes the tables visible.
     load_q<Traits>(p, base + Plan::kQ, token, work.kv_head);
     // Q loads holding a dim that may rotate: dims below rotary_dims / 2 (their partners 256 on).

@@ -18,34 +18,14 @@
 #include <cstdint>
 
 #include "kernels/common/k_from_v.h"
+#include "kernels/common/k_from_v_tables.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/decode_bf16_d512/mainloop.cuh"
 #include "kernels/decode_bf16kfv_d512/traits.h"
 
 namespace wideattn::decode_bf16 {
 
-constexpr uint32_t kF32Bytes = sizeof(float);  // one table entry in shared memory
-
-// Stages k_norm's weight (kfv.k_norm_scale, head_dim fp32) and inv_freq of the 256 frequencies
-// (k_from_v_inv_freq: the table's entries below rotary_dims / 2, or computed from rope_theta; 0
-// past them) into shared memory. The tables are read within their validated extents (head_dim and
-// rotary_dims / 2 entries). Visible to the block after its next barrier.
-template <class Traits>
-__device__ __forceinline__ void stage_kfv_tables(const KFromV& kfv, uint32_t weight, uint32_t freq) {
-    const int32_t thread = static_cast<int32_t>(threadIdx.x);
-    // Two scalar loads: the table is only 4-byte aligned (dispatch/validation.cpp).
-    const float w0 = __ldg(kfv.k_norm_scale + 2 * thread), w1 = __ldg(kfv.k_norm_scale + 2 * thread + 1);
-    const float inv_freq = k_from_v_inv_freq(kfv, thread, Traits::kHeadDim);
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(weight + 2 * kF32Bytes * thread), "f"(w0), "f"(w1)
-                 : "memory");
-    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(freq + kF32Bytes * thread), "f"(inv_freq) : "memory");
-}
-
-__device__ __forceinline__ float2 load_shared_f32x2(uint32_t address) {
-    float2 v;
-    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(address));
-    return v;
-}
+constexpr uint32_t kF32Bytes = kKFromVTableEntryBytes;
 
 // bf16(v w) of the two bf16 of `word` (dims d, d + 1) with their weights, packed again.
 __device__ __forceinline__ uint32_t scaled_pair(uint32_t word, float2 w) {
@@ -62,8 +42,8 @@ __device__ __forceinline__ void scale_step(uint32_t (&lo)[4], uint32_t (&hi)[4],
     for (int32_t half = 0; half < 2; ++half) {
         // Registers 2 half and 2 half + 1 (keys g, g + 8) share their dims.
         const int32_t dim = Traits::kMmaK * step + Traits::kMmaK / 2 * half + 2 * t;
-        const float2 w_lo = load_shared_f32x2(weight + kF32Bytes * dim);
-        const float2 w_hi = load_shared_f32x2(weight + kF32Bytes * (dim + Traits::kHalfDim));
+        const float2 w_lo = ptx::load_shared_f32x2(weight + kF32Bytes * dim);
+        const float2 w_hi = ptx::load_shared_f32x2(weight + kF32Bytes * (dim + Traits::kHalfDim));
 #pragma unroll
         for (int32_t key = 0; key < 2; ++key) {
             const int32_t r = 2 * half + key;
@@ -104,9 +84,9 @@ __device__ __forceinline__ void rotate_step(uint32_t (&lo)[4], uint32_t (&hi)[4]
 #pragma unroll
     for (int32_t half = 0; half < 2; ++half) {
         const int32_t dim = Traits::kMmaK * step + Traits::kMmaK / 2 * half + 2 * t;
-        const float2 w_lo = load_shared_f32x2(weight + kF32Bytes * dim);
-        const float2 w_hi = load_shared_f32x2(weight + kF32Bytes * (dim + Traits::kHalfDim));
-        const float2 inv_freq = load_shared_f32x2(freq + kF32Bytes * dim);
+        const float2 w_lo = ptx::load_shared_f32x2(weight + kF32Bytes * dim);
+        const float2 w_hi = ptx::load_shared_f32x2(weight + kF32Bytes * (dim + Traits::kHalfDim));
+        const float2 inv_freq = ptx::load_shared_f32x2(freq + kF32Bytes * dim);
 #pragma unroll
         for (int32_t key = 0; key < 2; ++key) {
             const int32_t r = 2 * half + key;

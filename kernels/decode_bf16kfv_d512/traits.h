@@ -55,8 +55,6 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     static_assert(kRingChunks == kVChunksPerSubTile + 1, "two chunks read, one in flight (the schedule above)");
     static_assert(kMinBytesInFlightKfv >= kMinBytesInFlight, "enough bytes in flight per SM");
     static_assert(kChunkKSteps % kKStepsPerQLoad == 0, "whole Q loads per chunk");
-    static_assert(kHalfDim == kThreads, "one frequency per thread when staging the tables");
-    static_assert(kHeadDim == 2 * kThreads, "two weights per thread when staging the tables");
     static_assert(SmemPlan::kWeight % kVecBytes == 0 && SmemPlan::kFreq % kVecBytes == 0,
                   "the tables are read by 8- and 16-byte shared loads");
     static_assert(kMergeBytes <= kWarps * kWarpRingBytes, "the merge area fits in the rings");

@@ -336,12 +336,8 @@ void run_checks(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptio
 std::string unknown_kernels(const wideattn_context* ctx, const SelftestOptions& o) {
     std::string unknown;
     for (const std::string& name : o.kernels) {
-        bool found = false;
-        for (int i = 0; i < wideattn_kernel_count(ctx) && !found; ++i) {
-            wideattn_kernel_info info{};
-            found = wideattn_get_kernel_info(ctx, i, &info) == WIDEATTN_OK && name == info.name;
-        }
-        if (!found) unknown += (unknown.empty() ? "" : ",") + name;
+        wideattn_kernel_info info{};
+        if (!find_kernel_info(ctx, name, &info)) unknown += (unknown.empty() ? "" : ",") + name;
     }
     return unknown;
 }

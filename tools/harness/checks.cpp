@@ -74,13 +74,21 @@ double floor_ratio(const CaseResult& r) {
     return r.stats.mean_abs == 0.0 ? 1.0 : INFINITY;
 }
 
-bool kernel_has_feature(const wideattn_context* ctx, const std::string& name, const char* feature) {
+bool find_kernel_info(const wideattn_context* ctx, const std::string& name, wideattn_kernel_info* info) {
     for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
         wideattn_kernel_info k{};
         wideattn_get_kernel_info(ctx, i, &k);
-        if (name == k.name) return lists_feature(k.features, feature);
+        if (name == k.name) {
+            *info = k;
+            return true;
+        }
     }
     return false;
+}
+
+bool kernel_has_feature(const wideattn_context* ctx, const std::string& name, const char* feature) {
+    wideattn_kernel_info k{};
+    return find_kernel_info(ctx, name, &k) && lists_feature(k.features, feature);
 }
 
 bool kernel_reads_transposed_v(const wideattn_context* ctx, const std::string& name) {

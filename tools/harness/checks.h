@@ -63,6 +63,10 @@ struct RunnableKernel {
                                 // its problems need run_k_from_v_case
 };
 
+// The first entry of the bundle's kernel `name` (any arch) into *info; false when the bundle has
+// no kernel of that name.
+bool find_kernel_info(const wideattn_context* ctx, const std::string& name, wideattn_kernel_info* info);
+
 // Whether the bundle's kernel `name` lists `feature` in its manifest features (false when the
 // bundle has no kernel of that name).
 bool kernel_has_feature(const wideattn_context* ctx, const std::string& name, const char* feature);
