@@ -67,7 +67,7 @@ __device__ __forceinline__ void verify_block(const wideattn_prefill_params& p, u
     const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
     const int32_t tokens = work.tile.tile_len;
     BlockStream<Traits> stream;
-    stream.init(p, work.kv_head, p.block_table + geometry.table_offset, geometry.kv_end, warp, lane);
+    stream.init(work.kv_head, p.block_table + geometry.table_offset, geometry.kv_end, warp, lane);
     const uint32_t ring = base + Plan::kRing;
 #pragma unroll
     for (int32_t c = 0; c < Traits::kChunksInFlight; ++c) issue_chunk<Traits>(p, stream, ring, geometry.num_tiles, c);

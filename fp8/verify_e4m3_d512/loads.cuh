@@ -19,22 +19,33 @@ namespace wideattn::verify_e4m3 {
 
 // The block's stream: decode_e4m3_d512's row copies, the thread's keys of each tile.
 template <class Traits>
-struct BlockStream : decode_e4m3::WarpStream<Traits> {
+struct BlockStream {
+    const int32_t* table_row;
+    int32_t kv_end;
+    int32_t kv_head;
+    int32_t lane;
     int32_t first_key;  // the thread's first key within a tile
 
-    __device__ __forceinline__ void init(const wideattn_prefill_params& p, int32_t kv_head, const int32_t* row,
-                                         int32_t end, int32_t warp, int32_t lane_index) {
-        decode_e4m3::WarpStream<Traits>::init(p, kv_head, row, end, lane_index);
+    __device__ __forceinline__ void init(int32_t head, const int32_t* row, int32_t end, int32_t warp,
+                                         int32_t lane_index) {
+        table_row = row;
+        kv_end = end;
+        kv_head = head;
+        lane = lane_index;
         first_key = warp * Traits::kKeysPerCopyWarp;
     }
 
     // Issues the thread's copies of the K (kValue false) or V codes of tile `tile` into `chunk`
-    // (a thread whose keys lie past kv_end reads no block-table entry).
+    // (a thread whose keys lie past kv_end reads no block-table entry). The K and V cache
+    // pointers are formed here, not held: four registers fewer across the key loop, where
+    // ptxas has none to spare at 255.
     template <bool kValue>
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t tile, uint32_t chunk) const {
         const int32_t key0 = tile * Traits::kTileKeys + first_key;
-        const int32_t page = key0 < this->kv_end ? __ldg(this->table_row + key0 / p.block_size) : -1;
-        this->template copy_rows<kValue, Traits::kKeysPerCopyWarp>(p, key0, page, chunk, first_key);
+        const int32_t page = key0 < kv_end ? __ldg(table_row + key0 / p.block_size) : -1;
+        decode_e4m3::WarpStream<Traits> copies;
+        copies.init(p, kv_head, table_row, kv_end, lane);
+        copies.template copy_rows<kValue, Traits::kKeysPerCopyWarp>(p, key0, page, chunk, first_key);
     }
 };
 

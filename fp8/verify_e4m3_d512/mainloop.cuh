@@ -4,7 +4,8 @@
 //   S^T partial: warp w = (key group g = w % 4, dim half h = w / 4) computes K Q^T of sub-tile g
 //     over its 256 dims for every token (mma m16n8k16 f16, keys in m, a token's 8 heads in n);
 //     the h = 1 warp stores its partial and both warps of the pair wait on the pair's named
-//     barrier (bar.sync on both sides: with an arrive-only hand-off racecheck misreads the loop),
+//     barrier (bar.sync on both sides: with an arrive-only hand-off racecheck misreads the loop;
+//     one bar.sync after the h = 1 stores, as bar.sync is .aligned: one instruction for all),
 //     the h = 0 warp adds it, scales and masks, and stores its key group's row maxima (barrier 2 =
 //     the pair barrier, barrier 3 = the block's);
 //   every warp reads the four maxima of its rows and raises its running maxima (the same values
@@ -256,12 +257,11 @@ __device__ __forceinline__ void key_loop(const wideattn_prefill_params& p, const
             for (int32_t j = 0; j < kTokens; ++j)
                 ptx::store_shared_f32x4(partial_address<Traits>(partial, group, j, lane), s[j][0], s[j][1],
                                         s[j][2], s[j][3]);
-            ptx::named_barrier_sync(pair_barrier, Traits::kPairThreads);
-        } else {
-            ptx::named_barrier_sync(pair_barrier, Traits::kPairThreads);
+        }
+        ptx::named_barrier_sync(pair_barrier, Traits::kPairThreads);  // both warps, one instruction
+        if (half == 0)
             complete_scores<Traits, kTokens>(partial, row_stats, group, lane, i * Traits::kTileKeys +
                                     group * Traits::kSubTileKeys, row_key_end, kv_end, score_scale, s);
-        }
         __syncthreads();  // every key group's maxima and scores
         float updated[kTokens][2];
         raise_maxima<Traits, kTokens>(row_stats, row_max, i % 2, warp, lane, rows, o, updated);
