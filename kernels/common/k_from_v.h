@@ -159,16 +159,23 @@ WIDEATTN_HOST_DEVICE inline void rope_cos_sin_reduced_f32(float angle, float* c,
     *s = (quadrant & 2u) != 0 ? -s_unsigned : s_unsigned;
 }
 
+// The fp32 values that rope_cos_sin_reduced rounds: the reduction's results, or past its range
+// (angles past kRopeReducedMaxAngle, infinities and NaN) rope_cos_sin's values, already bf16. For
+// kernels that round two values to bf16 by one cvt.rn.bf16x2.
+WIDEATTN_HOST_DEVICE inline RopeCosSin rope_cos_sin_reduced_unrounded(float angle) {
+    if (!(fabsf(angle) <= kRopeReducedMaxAngle)) return rope_cos_sin(angle);
+    RopeCosSin cs;
+    rope_cos_sin_reduced_f32(angle, &cs.c, &cs.s);
+    return cs;
+}
+
 // rope_cos_sin with the reduction above in place of cosf / sinf, the same bits on the host and the
 // device: its bf16 values differ from the correctly rounded bf16 only where the exact value lies
 // within ~2 fp32 ulps of a bf16 rounding boundary, as cosf / sinf's do. ~45 instructions on the
-// device with the two bf16 roundings and the range check. Angles past kRopeReducedMaxAngle,
-// infinities and NaN go to rope_cos_sin.
+// device with the two bf16 roundings and the range check.
 WIDEATTN_HOST_DEVICE inline RopeCosSin rope_cos_sin_reduced(float angle) {
-    if (!(fabsf(angle) <= kRopeReducedMaxAngle)) return rope_cos_sin(angle);
-    float c, s;
-    rope_cos_sin_reduced_f32(angle, &c, &s);
-    return {round_to_bf16(c), round_to_bf16(s)};
+    const RopeCosSin cs = rope_cos_sin_reduced_unrounded(angle);
+    return {round_to_bf16(cs.c), round_to_bf16(cs.s)};
 }
 
 // The scaled, pre-RoPE key element: bf16(V[d] * w[d]).

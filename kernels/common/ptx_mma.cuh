@@ -112,6 +112,12 @@ __device__ __forceinline__ void store_shared_u32(uint32_t address, uint32_t x) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(x) : "memory");
 }
 
+__device__ __forceinline__ uint32_t load_shared_u32(uint32_t address) {
+    uint32_t x;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x) : "r"(address) : "memory");
+    return x;
+}
+
 __device__ __forceinline__ float2 load_shared_f32x2(uint32_t address) {
     float2 v;
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(address) : "memory");
@@ -132,6 +138,26 @@ __device__ __forceinline__ float bf16_high(uint32_t word) { return __uint_as_flo
 __device__ __forceinline__ uint32_t pack_bf16x2(float low, float high) {
     const __nv_bfloat162 packed = __floats2bfloat162_rn(low, high);
     return *reinterpret_cast<const uint32_t*>(&packed);
+}
+
+// bf16x2 arithmetic (sm_90): each half the exact result rounded once to bf16, to nearest even.
+// For bf16 operands this is the fp32 operation followed by a rounding to bf16 (a product of two
+// bf16 values is exact in fp32; for a sum, fp32's 24 bits are at least 2 x 8 + 2, so rounding
+// twice gives the bits of rounding once), NaN payloads aside.
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ uint32_t add_bf16x2(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("add.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ uint32_t sub_bf16x2(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("sub.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
 }
 
 }  // namespace wideattn::ptx

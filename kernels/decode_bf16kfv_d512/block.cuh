@@ -35,11 +35,13 @@ __device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, 
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles (traits.h, the ring):
 // wait for both chunks of sub-tile i, S_i with K built from them, the softmax, P V over the first
 // chunk, issue chunk 2i + 3 into its slot, P V over the second, issue chunk 2i + 4.
+// `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them).
 template <class Traits>
 __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
-                                             uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
-                                             int32_t warp, int32_t lane, int32_t num_tiles, int32_t kv_end,
-                                             int32_t first_position, int32_t rotated_q_loads, float score_scale,
+                                             uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t weight_bf16,
+                                             bool bf16_weights, uint32_t freq, int32_t warp, int32_t lane,
+                                             int32_t num_tiles, int32_t kv_end, int32_t first_position,
+                                             int32_t rotated_q_loads, float score_scale,
                                              float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
 #pragma unroll
@@ -52,8 +54,12 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
         const uint32_t hi_chunk = ring + ((first + 1) % Traits::kRingChunks) * Traits::kChunkBytes;
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         float s[4];
-        kfv_subtile_scores<Traits>(lo_chunk, hi_chunk, q_shared, weight, freq, lane, rotated_q_loads,
-                                   first_position + key0, score_scale, kv_end - key0, s);
+        if (bf16_weights)
+            kfv_subtile_scores<Traits, true>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, lane,
+                                             rotated_q_loads, first_position + key0, score_scale, kv_end - key0, s);
+        else
+            kfv_subtile_scores<Traits, false>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, lane,
+                                              rotated_q_loads, first_position + key0, score_scale, kv_end - key0, s);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         chunk_pv<Traits>(lo_chunk, lane, 0, p0, p1, o);
@@ -90,7 +96,9 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     stream.lane = lane;
     const uint32_t ring = base + Plan::kRings + static_cast<uint32_t>(warp * Traits::kWarpRingBytes);
 
-    stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
+    const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
+    ptx::store_shared_u32(base + Plan::kWeightBf16 + 2 * kBf16Bytes * threadIdx.x, ptx::pack_bf16x2(w.x, w.y));
+    const bool bf16_weights = __syncthreads_and(is_bf16_value(w.x) && is_bf16_value(w.y)) != 0;
     // load_q's barrier also makes the tables visible.
     load_q<Traits>(p, base + Plan::kQ, token, work.kv_head);
     // Q loads holding a dim that may rotate: dims below rotary_dims / 2 (their partners 256 on).
@@ -101,8 +109,9 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     float o[Traits::kONTiles][4];
     zero_output(o);
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-    kfv_key_loop<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq, warp, lane,
-                         geometry.num_tiles, geometry.kv_end, first_position, rotated_q_loads, score_scale, o, rows);
+    kfv_key_loop<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kWeightBf16,
+                         bf16_weights, base + Plan::kFreq, warp, lane, geometry.num_tiles, geometry.kv_end,
+                         first_position, rotated_q_loads, score_scale, o, rows);
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                              work.kv_head);
 }

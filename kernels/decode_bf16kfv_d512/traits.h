@@ -4,7 +4,7 @@
 // softmax and merge (kernels/decode_bf16_d512/traits.h), each warp's ring holding V chunks only
 // (a sub-tile's two halves of the dims), and the K operand of each sub-tile built in registers
 // from its V with the arithmetic of kernels/common/k_from_v.h; the block stages k_norm's weight
-// and the RoPE frequencies in shared memory.
+// (fp32, and bf16 when every weight is a bf16 value) and the RoPE frequencies in shared memory.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,8 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // rotary_dims / 2 on), staged once per block.
     static constexpr int32_t kWeightBytes = kHeadDim * 4;
     static constexpr int32_t kFreqBytes = kHalfDim * 4;
+    // The same weights as bf16 (read as pairs of dims d, d + 1) when every one is a bf16 value.
+    static constexpr int32_t kWeightBf16Bytes = kHeadDim * 2;
 
     struct SmemPlan {
         static constexpr int32_t kQ = 0;
@@ -44,7 +46,8 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
         static constexpr int32_t kStats = kRings + kWarps * kWarpRingBytes;
         static constexpr int32_t kWeight = kStats + kStatsBytes;
         static constexpr int32_t kFreq = kWeight + kWeightBytes;
-        static constexpr int32_t kEnd = kFreq + kFreqBytes;
+        static constexpr int32_t kWeightBf16 = kFreq + kFreqBytes;
+        static constexpr int32_t kEnd = kWeightBf16 + kWeightBf16Bytes;
         static constexpr int32_t kBytes = kEnd;
     };
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
@@ -55,8 +58,9 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     static_assert(kRingChunks == kVChunksPerSubTile + 1, "two chunks read, one in flight (the schedule above)");
     static_assert(kMinBytesInFlightKfv >= kMinBytesInFlight, "enough bytes in flight per SM");
     static_assert(kChunkKSteps % kKStepsPerQLoad == 0, "whole Q loads per chunk");
-    static_assert(SmemPlan::kWeight % kVecBytes == 0 && SmemPlan::kFreq % kVecBytes == 0,
-                  "the tables are read by 8- and 16-byte shared loads");
+    static_assert(SmemPlan::kWeight % kVecBytes == 0 && SmemPlan::kFreq % kVecBytes == 0 &&
+                      SmemPlan::kWeightBf16 % kVecBytes == 0,
+                  "the tables are read by 4-, 8- and 16-byte shared loads");
     static_assert(kMergeBytes <= kWarps * kWarpRingBytes, "the merge area fits in the rings");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
 

@@ -13,8 +13,9 @@
 // single-token decode over an e4m3 or a BF16 V-only cache) run against the fp64 kernel in the same
 // mode on the (exactly dequantised) V of their dtype:
 // batches of key counts no multiple of 16 on shuffled pages, keys up to position 131071, every dim
-// rotated or Gemma 4's 128, Gemma-like inputs, a caller's inv_freq table, and block-table entries
-// and key counts outside what the tensors hold (both kernels read such pages as zeros).
+// rotated or Gemma 4's 128, Gemma-like inputs, k_norm weights in fp32 and bf16 values, a caller's
+// inv_freq table, and block-table entries and key counts outside what the tensors hold (both
+// kernels read such pages as zeros).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -165,17 +166,21 @@ std::vector<RunnableKernel> k_from_v_only_kernels() {
 // problem's V of its K/V dtype): the kernel ran, outputs finite and bit-identical across two runs,
 // within k_from_v_decode_rel_l2 of the fp64 kernel in the same mode.
 void check_k_from_v_decode(const RunnableKernel& kernel, const HostProblem& h, int32_t rotary_dims, bool pinned,
-                           const std::vector<float>& inv_freq = {}) {
+                           const std::vector<float>& inv_freq = {}, KNormWeights weights = KNormWeights::kFp32) {
     const std::string& name = kernel.name;
+    const bool bf16_weights = weights == KNormWeights::kBf16;
     CAPTURE(name);
     CAPTURE(h.spec.describe());
     CAPTURE(rotary_dims);
+    CAPTURE(bf16_weights);
     if (pinned) REQUIRE(wideattn_set_prefill_kernel(gpu().ctx, name.c_str()) == WIDEATTN_OK);
-    const CaseResult r = run_k_from_v_problem(*gpu().device, gpu().ctx, h, WIDEATTN_DTYPE_BF16, rotary_dims, inv_freq);
+    const CaseResult r =
+        run_k_from_v_problem(*gpu().device, gpu().ctx, h, WIDEATTN_DTYPE_BF16, rotary_dims, inv_freq, weights);
     wideattn_set_prefill_kernel(gpu().ctx, nullptr);
     REQUIRE_MESSAGE(r.error.empty(), r.error);
-    std::printf("  %-20s %-64s rotary %3d%s %s\n", r.kernel.c_str(), h.spec.describe().c_str(), rotary_dims,
-                inv_freq.empty() ? "" : " table", accuracy::format_error_stats(r.stats).c_str());
+    std::printf("  %-20s %-64s rotary %3d%s%s %s\n", r.kernel.c_str(), h.spec.describe().c_str(), rotary_dims,
+                inv_freq.empty() ? "" : " table", bf16_weights ? " bf16 w" : "",
+                accuracy::format_error_stats(r.stats).c_str());
     INFO(accuracy::format_error_stats(r.stats));
     CHECK(r.kernel == name);
     CHECK(r.stats.nonfinite == 0);
@@ -185,11 +190,12 @@ void check_k_from_v_decode(const RunnableKernel& kernel, const HostProblem& h, i
 }
 
 // check_k_from_v_decode of a spec (its K/V dtype set here to the kernel's).
-void check_k_from_v_decode_spec(const RunnableKernel& kernel, ProblemSpec spec, int32_t rotary_dims, bool pinned) {
+void check_k_from_v_decode_spec(const RunnableKernel& kernel, ProblemSpec spec, int32_t rotary_dims, bool pinned,
+                                KNormWeights weights = KNormWeights::kFp32) {
     spec.e4m3_kv = kernel.kv_dtype == WIDEATTN_DTYPE_E4M3;
     HostProblem h;
     REQUIRE(make_problem(spec, &h).empty());
-    check_k_from_v_decode(kernel, h, rotary_dims, pinned);
+    check_k_from_v_decode(kernel, h, rotary_dims, pinned, {}, weights);
 }
 
 }  // namespace
@@ -238,6 +244,16 @@ TEST_CASE("gpu K-from-V decode kernels: V-only single-token decode against the f
         ProblemSpec gemma_peaked = problem_spec({1, 1}, {5000, 70000}, 32, 4, 32, kSeed + 17);
         gemma_peaked.gemma.q_rms = 1.0f;
         check_k_from_v_decode_spec(name, gemma_peaked, kGemma4GlobalRotaryDims, true);
+        // k_norm weights that are all bf16 values, as Gemma 4's checkpoint holds them (the BF16
+        // kernel scales by bf16 products then; the fp32 weights above take its general path).
+        const KNormWeights bf16 = KNormWeights::kBf16;
+        check_k_from_v_decode_spec(name, problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 18),
+                                   kGemma4GlobalRotaryDims, true, bf16);
+        check_k_from_v_decode_spec(name, problem_spec({1}, {131070}, 32, 4, 64, kSeed + 19), kEveryDim, true, bf16);
+        check_k_from_v_decode_spec(name, problem_spec(many_lens, many_contexts, 32, 4, 16, kSeed + 22),
+                                   kGemma4GlobalRotaryDims, true, bf16);
+        check_k_from_v_decode_spec(name, gemma, kGemma4GlobalRotaryDims, true, bf16);
+        check_k_from_v_decode_spec(name, gemma_peaked, kGemma4GlobalRotaryDims, true, bf16);
     }
 }
 

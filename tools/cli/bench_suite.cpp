@@ -193,7 +193,8 @@ std::string upload_case(const GpuDevice& gpu, const HostProblem& h, size_t c, co
     if (err.empty() && e4m3_kv && !variant.k_from_v) err = b->k_scale.allocate(gpu, sizeof(float));
     if (err.empty() && e4m3_kv && !variant.k_from_v) err = b->k_scale.upload(&kE4m3BenchScale, sizeof(float));
     if (err.empty() && variant.k_from_v) {
-        const std::vector<float> w = random_k_norm_weights(h.spec.head_dim, kBenchSeed + c);
+        // bf16 values, as Gemma 4's checkpoint holds them (the BF16 kernel's path for the model).
+        const std::vector<float> w = random_k_norm_weights(h.spec.head_dim, kBenchSeed + c, KNormWeights::kBf16);
         err = b->k_norm.allocate(gpu, w.size() * sizeof(float));
         if (err.empty()) err = b->k_norm.upload(w.data(), w.size() * sizeof(float));
         b->k_from_v = gemma4_k_from_v(static_cast<const float*>(b->k_norm.get()));

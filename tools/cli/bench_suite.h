@@ -115,7 +115,8 @@ struct BenchVariant {
     bool e4m3_q = false;
     bool v_transposed = false;  // V in the transposed layout (a kernel with the "v_transposed" feature)
     // K-from-V calls (a kernel with the "k_from_v_only" feature): WIDEATTN_FLAG_K_FROM_V, k_cache
-    // and k_scale NULL, Gemma 4's description (gemma4_k_from_v) with random k_norm weights.
+    // and k_scale NULL, Gemma 4's description (gemma4_k_from_v) with random k_norm weights that are
+    // bf16 values (KNormWeights::kBf16, as Gemma 4's checkpoint holds them).
     bool k_from_v = false;
     // `wideattn bench --pdl`: "on" or "off", the WIDEATTN_PDL of the context the variant runs on
     // (programmatic dependent launch of the split-KV merge); "" without --pdl (the environment's).

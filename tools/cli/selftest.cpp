@@ -90,15 +90,19 @@ struct KFromVCase {
     const char* label;
     ProblemSpec spec;
     int32_t rotary_dims;
+    KNormWeights weights;
 };
 
 std::vector<KFromVCase> k_from_v_cases(uint64_t seed, bool e4m3_kv) {
     constexpr int32_t kEveryDim = 512;
     std::vector<KFromVCase> cases = {
-        {"kfv decode batch", problem_spec({1, 1, 1, 1}, {777, 36, 4109, 0}, 32, 4, 16, seed), kGemma4GlobalRotaryDims},
-        {"kfv every dim", problem_spec({1, 1}, {1000, 5000}, 32, 4, 32, seed + 1), kEveryDim},
-        {"kfv long 100k", problem_spec({1}, {100007}, 32, 4, 64, seed + 2), kEveryDim},
-        {"kfv gemma v off", problem_spec({1, 1, 1}, {3700, 300, 20000}, 32, 4, 16, seed + 3), kGemma4GlobalRotaryDims},
+        // bf16 weights (a checkpoint's) first: `--quick 1` runs the model's path.
+        {"kfv decode batch", problem_spec({1, 1, 1, 1}, {777, 36, 4109, 0}, 32, 4, 16, seed), kGemma4GlobalRotaryDims,
+         KNormWeights::kBf16},
+        {"kfv every dim", problem_spec({1, 1}, {1000, 5000}, 32, 4, 32, seed + 1), kEveryDim, KNormWeights::kFp32},
+        {"kfv long 100k", problem_spec({1}, {100007}, 32, 4, 64, seed + 2), kEveryDim, KNormWeights::kBf16},
+        {"kfv gemma v off", problem_spec({1, 1, 1}, {3700, 300, 20000}, 32, 4, 16, seed + 3), kGemma4GlobalRotaryDims,
+         KNormWeights::kFp32},
     };
     cases[3].spec.gemma.q_rms = 0.5f;
     cases[3].spec.gemma.v_offset_rms = 8.0f;
@@ -246,12 +250,13 @@ void check_k_from_v_kernel(const GpuDevice& gpu, wideattn_context* ctx, const Se
     if (o.quick) cases.resize(std::min(cases.size(), o.quick_cases));
     for (const KFromVCase& c : cases) {
         const auto start = std::chrono::steady_clock::now();
-        const CaseResult r = run_k_from_v_case(gpu, ctx, c.spec, combo.o_dtype, c.rotary_dims);
+        const CaseResult r = run_k_from_v_case(gpu, ctx, c.spec, combo.o_dtype, c.rotary_dims, c.weights);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const bool ok = r.error.empty() && r.kernel == combo.name && r.stats.nonfinite == 0 && r.lse_nonfinite == 0 &&
                         r.deterministic && r.stats.rel_l2 <= k_from_v_decode_rel_l2(combo.kv_dtype);
-        std::printf("%s %-14s %-20s %s, K from V, rotary_dims=%d\n", ok ? "PASS" : "FAIL",
-                    r.kernel.empty() ? "?" : r.kernel.c_str(), c.label, c.spec.describe().c_str(), c.rotary_dims);
+        std::printf("%s %-14s %-20s %s, K from V, rotary_dims=%d, %s k_norm weights\n", ok ? "PASS" : "FAIL",
+                    r.kernel.empty() ? "?" : r.kernel.c_str(), c.label, c.spec.describe().c_str(), c.rotary_dims,
+                    c.weights == KNormWeights::kBf16 ? "bf16" : "fp32");
         if (r.error.empty())
             std::printf("     %s lse_max_abs=%.2e%s (%.1fs)\n", accuracy::format_error_stats(r.stats).c_str(),
                         r.lse_max_abs, r.deterministic ? "" : " NOT bit-identical across runs", seconds);

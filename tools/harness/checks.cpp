@@ -197,11 +197,11 @@ wideattn_k_from_v k_from_v_check_description(const float* k_norm_scale, int32_t 
 }
 
 CaseResult run_k_from_v_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
-                             int32_t rotary_dims) {
+                             int32_t rotary_dims, KNormWeights kind) {
     HostProblem h;
     CaseResult result;
     if ((result.error = make_problem(spec, &h)).size()) return result;
-    return run_k_from_v_problem(gpu, ctx, h, o_dtype, rotary_dims);
+    return run_k_from_v_problem(gpu, ctx, h, o_dtype, rotary_dims, {}, kind);
 }
 
 double k_from_v_decode_rel_l2(int32_t kv_dtype) {
@@ -209,9 +209,9 @@ double k_from_v_decode_rel_l2(int32_t kv_dtype) {
 }
 
 CaseResult run_k_from_v_problem(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
-                                int32_t rotary_dims, const std::vector<float>& inv_freq) {
+                                int32_t rotary_dims, const std::vector<float>& inv_freq, KNormWeights kind) {
     CaseResult result;
-    const std::vector<float> w = random_k_norm_weights(h.spec.head_dim, h.spec.seed + 1);
+    const std::vector<float> w = random_k_norm_weights(h.spec.head_dim, h.spec.seed + 1, kind);
     DeviceBuffer weights, table;
     if ((result.error = weights.allocate(gpu, w.size() * sizeof(float))).size() ||
         (result.error = weights.upload(w.data(), w.size() * sizeof(float))).size())

@@ -115,15 +115,16 @@ wideattn_k_from_v k_from_v_check_description(const float* k_norm_scale, int32_t 
 
 // A K-from-V case: `spec` run with WIDEATTN_FLAG_K_FROM_V, k_cache NULL and the description
 // k_from_v_check_description(weights, rotary_dims), the weights random_k_norm_weights(head_dim,
-// spec.seed + 1), by the kernel ctx selects for o_dtype (twice, outputs poisoned first: bit
-// identity), against the fp64 kernel in the same mode (on the exactly dequantised bf16 V when
+// spec.seed + 1, `kind`), by the kernel ctx selects for o_dtype (twice, outputs poisoned first:
+// bit identity), against the fp64 kernel in the same mode (on the exactly dequantised bf16 V when
 // spec.e4m3_kv; the candidate reads the e4m3 codes).
 CaseResult run_k_from_v_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
-                             int32_t rotary_dims);
+                             int32_t rotary_dims, KNormWeights kind = KNormWeights::kFp32);
 // The same on a problem already made (e.g. with metadata altered after make_problem), with the
 // caller's frequency table `inv_freq` (rotary_dims / 2 host values, uploaded) when not empty.
 CaseResult run_k_from_v_problem(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
-                                int32_t rotary_dims, const std::vector<float>& inv_freq = {});
+                                int32_t rotary_dims, const std::vector<float>& inv_freq = {},
+                                KNormWeights kind = KNormWeights::kFp32);
 
 // mean_abs / floor_mean_abs of a result (infinite when the floor is 0 and the error is not).
 double floor_ratio(const CaseResult& r);

@@ -326,11 +326,14 @@ std::vector<float> formula_inv_freq(const wideattn_k_from_v& kfv, int32_t head_d
     return table;
 }
 
-std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed) {
+std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed, KNormWeights kind) {
     constexpr float kSpread = 0.25f;
     std::vector<float> w(static_cast<size_t>(head_dim));
     const std::vector<uint16_t> noise = random_bf16(w.size(), kSpread, seed);
-    for (size_t d = 0; d < w.size(); ++d) w[d] = 1.0f + bf16_to_float(noise[d]);
+    for (size_t d = 0; d < w.size(); ++d) {
+        w[d] = 1.0f + bf16_to_float(noise[d]);
+        if (kind == KNormWeights::kBf16) w[d] = round_to_bf16(w[d]);
+    }
     return w;
 }
 

@@ -102,8 +102,14 @@ wideattn_k_from_v gemma4_k_from_v(const float* k_norm_scale);
 // table that gives the bits of the NULL path.
 std::vector<float> formula_inv_freq(const wideattn_k_from_v& kfv, int32_t head_dim);
 
-// k_norm weights of a test layer: 1 + N(0, 0.25^2) rounded through bf16, deterministic in `seed`.
-std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed);
+// How the k_norm weights of a test layer are drawn. kFp32: 1 + a bf16 draw of N(0, 0.25^2), summed
+// in fp32, so most weights are not bf16 values (the kernels' general path). kBf16: the same rounded
+// to bf16, as a bf16 checkpoint holds them (Gemma 4's k_norm multiplies by the weight itself; the
+// BF16 K-from-V kernel scales by bf16 products for such weights).
+enum class KNormWeights { kFp32, kBf16 };
+
+// k_norm weights of a test layer of the given kind, deterministic in `seed`.
+std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed, KNormWeights kind = KNormWeights::kFp32);
 
 // Overwrites every key the problem's sequences address in problem->k with K rebuilt from its row
 // of problem->v (accuracy::k_from_v_row at the key's index in its sequence), so that a K+V call on
