@@ -4,7 +4,9 @@
 // registers from its V codes: a plain ldmatrix of the V chunk gives the layout of
 // decode_e4m3_d512's K fragments (mainloop.cuh there), and dim blocks c and c + 8 hold dims d and
 // d + 256 at the same place of the same lane, so each lane rotates its own pairs. The arithmetic
-// and its rounding steps are those of kernels/common/k_from_v.h.
+// and its rounding steps are those of kernels/common/k_from_v.h, done on pairs of dims (bf16
+// roundings by cvt.rn.bf16x2, the rotation by bf16x2 arithmetic, cos / sin by the Cody-Waite
+// reduction of rope_cos_sin_reduced), as decode_bf16kfv_d512's keys.cuh.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -52,11 +54,29 @@ __device__ __forceinline__ float k_power_of_two(uint32_t w_amax, float v_scale, 
     return Traits::power_of_two(shift);
 }
 
+// x = bf16((v v_scale) w) of the two values of an f16x2 word of dequantised V codes with their
+// fp32 weights, packed: k_from_v_scaled's steps, both roundings by one cvt.rn.bf16x2.
+__device__ __forceinline__ uint32_t scaled_pair(uint32_t word, float v_scale, float w_low, float w_high) {
+    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&word));
+    return ptx::pack_bf16x2(v.x * v_scale * w_low, v.y * v_scale * w_high);
+}
+
+// The two bf16 of a word as an f16x2 word (exact: the power of two keeps K in f16's range).
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t word) {
+    return pack_f16x2(ptx::bf16_low(word), ptx::bf16_high(word));
+}
+
 // The K of 16 keys x dim blocks c (dims 32c ..) and c + kPairBlockOffset (their partners 256 on)
 // as f16 A fragments, in the layout of load_k_block (fp8/decode_e4m3_d512/mainloop.cuh): lo[b] k
 // 0-7 of each 16-dim half of block b (0: c, 1: c + 8), hi[b] k 8-15. The keys' positions are
-// position0 + key; v_scale is the block's scaled v_scale (k_power_of_two).
-template <class Traits>
+// position0 + key; v_scale is the block's scaled v_scale (k_power_of_two). The steps of
+// k_from_v.h on pairs of dims (d, d + 1) of a lane: x = bf16(V w) by one cvt a pair; with
+// kRotate (a block holding a dim below rotary_dims / 2) rope_rotate on bf16 pairs (mul / add /
+// sub.rn.bf16x2, each the fp32 step then round_to_bf16 for bf16 operands) with cos / sin by
+// rope_cos_sin_reduced, rounded two at a time; without it K = x (the reference's rotation by
+// cos 1, sin 0 gives x but for a non-finite partner, which makes the key's scores non-finite
+// either way).
+template <class Traits, bool kRotate>
 __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, uint32_t freq, int32_t lane,
                                              int32_t c, int32_t position0, float v_scale, uint32_t (&lo)[2][4],
                                              uint32_t (&hi)[2][4]) {
@@ -72,50 +92,63 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
         const int32_t dim = Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) + kCodesPerWord * t;
         const float4 w_first = ptx::load_shared_f32x4(weight + kF32Bytes * dim);
         const float4 w_second = ptx::load_shared_f32x4(weight + kF32Bytes * (dim + Traits::kHalfDim));
-        const float4 inv_freq = ptx::load_shared_f32x4(freq + kF32Bytes * dim);
-        const float wf[4] = {w_first.x, w_first.y, w_first.z, w_first.w};
-        const float ws[4] = {w_second.x, w_second.y, w_second.z, w_second.w};
-        const float fr[4] = {inv_freq.x, inv_freq.y, inv_freq.z, inv_freq.w};
         uint32_t first_h[2], second_h[2];
         e4m3x4_to_f16x2x2(codes[0][q], first_h[0], first_h[1]);
         e4m3x4_to_f16x2x2(codes[1][q], second_h[0], second_h[1]);
-        float k_first[4], k_second[4];
+        // Dims (d, d + 1) and (d + 2, d + 3) of the first half, the same of the second.
+        uint32_t k_first[2] = {scaled_pair(first_h[0], v_scale, w_first.x, w_first.y),
+                               scaled_pair(first_h[1], v_scale, w_first.z, w_first.w)};
+        uint32_t k_second[2] = {scaled_pair(second_h[0], v_scale, w_second.x, w_second.y),
+                                scaled_pair(second_h[1], v_scale, w_second.z, w_second.w)};
+        if constexpr (kRotate) {
+            const float4 inv_freq = ptx::load_shared_f32x4(freq + kF32Bytes * dim);
+            const float fr[4] = {inv_freq.x, inv_freq.y, inv_freq.z, inv_freq.w};
 #pragma unroll
-        for (int32_t e = 0; e < kCodesPerWord; ++e) {
-            const uint32_t word_first = first_h[e / 2], word_second = second_h[e / 2];
-            const __half v_first = __ushort_as_half(static_cast<unsigned short>(e % 2 ? word_first >> 16 : word_first));
-            const __half v_second =
-                __ushort_as_half(static_cast<unsigned short>(e % 2 ? word_second >> 16 : word_second));
-            const float x_first = k_from_v_scaled(__half2float(v_first) * v_scale, wf[e]);
-            const float x_second = k_from_v_scaled(__half2float(v_second) * v_scale, ws[e]);
-            RopeCosSin cs{1.0f, 0.0f};
-            if (fr[e] != 0.0f) cs = rope_cos_sin(rope_angle(position, fr[e]));
-            k_first[e] = rope_rotate(x_first, x_second, cs, true);
-            k_second[e] = rope_rotate(x_second, x_first, cs, false);
+            for (int32_t pair = 0; pair < 2; ++pair) {
+                const RopeCosSin cs0 = rope_cos_sin_reduced_unrounded(rope_angle(position, fr[2 * pair]));
+                const RopeCosSin cs1 = rope_cos_sin_reduced_unrounded(rope_angle(position, fr[2 * pair + 1]));
+                const uint32_t cos2 = ptx::pack_bf16x2(cs0.c, cs1.c), sin2 = ptx::pack_bf16x2(cs0.s, cs1.s);
+                const uint32_t x_first = k_first[pair], x_second = k_second[pair];
+                k_first[pair] = ptx::sub_bf16x2(ptx::mul_bf16x2(x_first, cos2), ptx::mul_bf16x2(x_second, sin2));
+                k_second[pair] = ptx::add_bf16x2(ptx::mul_bf16x2(x_second, cos2), ptx::mul_bf16x2(x_first, sin2));
+            }
         }
-        lo[0][q] = pack_f16x2(k_first[0], k_first[1]);
-        hi[0][q] = pack_f16x2(k_first[2], k_first[3]);
-        lo[1][q] = pack_f16x2(k_second[0], k_second[1]);
-        hi[1][q] = pack_f16x2(k_second[2], k_second[3]);
+        lo[0][q] = bf16x2_to_f16x2(k_first[0]);
+        hi[0][q] = bf16x2_to_f16x2(k_first[1]);
+        lo[1][q] = bf16x2_to_f16x2(k_second[0]);
+        hi[1][q] = bf16x2_to_f16x2(k_second[1]);
     }
+}
+
+// K of the pair blocks c, c + kPairBlockOffset (build_k_pair) times Q, added to acc.
+template <class Traits, bool kRotate>
+__device__ __forceinline__ void kfv_pair_scores(uint32_t v_stage, uint32_t q_shared, uint32_t weight, uint32_t freq,
+                                                int32_t lane, int32_t c, int32_t position0, float v_scale,
+                                                float (&acc)[2][4]) {
+    uint32_t lo[2][4], hi[2][4];
+    build_k_pair<Traits, kRotate>(v_stage, weight, freq, lane, c, position0, v_scale, lo, hi);
+#pragma unroll
+    for (int32_t b = 0; b < 2; ++b)
+        accumulate_dim_block<Traits>(acc, lo[b], hi[b], q_shared, c + b * Traits::kPairBlockOffset, lane);
 }
 
 // S^T of one sub-tile with K built from its V chunk (scaled to log2 units, keys past kv_end at
 // -inf), the lane's 4 values: subtile_scores of decode_e4m3_d512 with build_k_pair for the loads.
+// `rotated_blocks`: the pair blocks holding a dim below rotary_dims / 2 (the same for every block
+// of the launch), built with the rotation; the others without.
 template <class Traits>
 __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_shared, uint32_t weight, uint32_t freq,
-                                                   int32_t lane, int32_t position0, float v_scale, float score_scale,
-                                                   int32_t keys_valid, float (&s)[4]) {
+                                                   int32_t lane, int32_t rotated_blocks, int32_t position0,
+                                                   float v_scale, float score_scale, int32_t keys_valid,
+                                                   float (&s)[4]) {
     const int32_t g = lane / 4;
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll 1
-    for (int32_t c = 0; c < Traits::kPairBlockOffset; ++c) {
-        uint32_t lo[2][4], hi[2][4];
-        build_k_pair<Traits>(v_stage, weight, freq, lane, c, position0, v_scale, lo, hi);
-#pragma unroll
-        for (int32_t b = 0; b < 2; ++b)
-            accumulate_dim_block<Traits>(acc, lo[b], hi[b], q_shared, c + b * Traits::kPairBlockOffset, lane);
-    }
+    for (int32_t c = 0; c < rotated_blocks; ++c)
+        kfv_pair_scores<Traits, true>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale, acc);
+#pragma unroll 1
+    for (int32_t c = rotated_blocks; c < Traits::kPairBlockOffset; ++c)
+        kfv_pair_scores<Traits, false>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale, acc);
 #pragma unroll
     for (int32_t e = 0; e < 4; ++e) {
         const int32_t key = g + 8 * (e / 2);
