@@ -5,8 +5,9 @@
 // decode_e4m3_d512's K fragments (mainloop.cuh there), and dim blocks c and c + 8 hold dims d and
 // d + 256 at the same place of the same lane, so each lane rotates its own pairs. The arithmetic
 // and its rounding steps are those of kernels/common/k_from_v.h, done on pairs of dims (bf16
-// roundings by cvt.rn.bf16x2, the rotation by bf16x2 arithmetic, cos / sin by the Cody-Waite
-// reduction of rope_cos_sin_reduced), as decode_bf16kfv_d512's keys.cuh.
+// roundings by cvt.rn.bf16x2, the rotation by rope_rotate_bf16x2 of k_from_v_tables.cuh in bf16x2
+// arithmetic, cos / sin by the Cody-Waite reduction of rope_cos_sin_reduced), as
+// decode_bf16kfv_d512's keys.cuh.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -104,14 +105,9 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
             const float4 inv_freq = ptx::load_shared_f32x4(freq + kF32Bytes * dim);
             const float fr[4] = {inv_freq.x, inv_freq.y, inv_freq.z, inv_freq.w};
 #pragma unroll
-            for (int32_t pair = 0; pair < 2; ++pair) {
-                const RopeCosSin cs0 = rope_cos_sin_reduced_unrounded(rope_angle(position, fr[2 * pair]));
-                const RopeCosSin cs1 = rope_cos_sin_reduced_unrounded(rope_angle(position, fr[2 * pair + 1]));
-                const uint32_t cos2 = ptx::pack_bf16x2(cs0.c, cs1.c), sin2 = ptx::pack_bf16x2(cs0.s, cs1.s);
-                const uint32_t x_first = k_first[pair], x_second = k_second[pair];
-                k_first[pair] = ptx::sub_bf16x2(ptx::mul_bf16x2(x_first, cos2), ptx::mul_bf16x2(x_second, sin2));
-                k_second[pair] = ptx::add_bf16x2(ptx::mul_bf16x2(x_second, cos2), ptx::mul_bf16x2(x_first, sin2));
-            }
+            for (int32_t pair = 0; pair < 2; ++pair)
+                rope_rotate_bf16x2(k_first[pair], k_second[pair], position, fr[2 * pair], fr[2 * pair + 1],
+                                   &k_first[pair], &k_second[pair]);
         }
         lo[0][q] = bf16x2_to_f16x2(k_first[0]);
         hi[0][q] = bf16x2_to_f16x2(k_first[1]);

@@ -13,8 +13,9 @@
 //   description): K = x. The reference's rotation leaves such an element unchanged when its
 //   partner is finite; with a non-finite partner it makes it NaN, which this path does not (the
 //   key's score and P V are non-finite either way: the partner is in the same V row).
-// - the other k-steps: k_from_v.h's rope_rotate on bf16 pairs, K = bf16(bf16(x c) -+ bf16(x' s)),
-//   with cos / sin per (key, frequency) by rope_cos_sin_reduced (a Cody-Waite reduction, not cosf /
+// - the other k-steps: k_from_v.h's rope_rotate on bf16 pairs (rope_rotate_bf16x2 of
+//   k_from_v_tables.cuh, shared with decode_e4m3kfv_d512), K = bf16(bf16(x c) -+ bf16(x' s)), with
+//   cos / sin per (key, frequency) by rope_cos_sin_reduced (a Cody-Waite reduction, not cosf /
 //   sinf's Payne-Hanek path), the cos and the sin of two frequencies rounded by one cvt each.
 #pragma once
 
@@ -78,10 +79,8 @@ __device__ __forceinline__ void scale_step(uint32_t (&lo)[4], uint32_t (&hi)[4],
     }
 }
 
-// The same with the rotation of k_from_v.h (k_from_v_scaled, rope_cos_sin_reduced, rope_rotate) on bf16
+// The same with the rotation of k_from_v.h (k_from_v_scaled, then rope_rotate_bf16x2) on bf16
 // pairs (dims d, d + 1 of a register); `position0`: the RoPE position of the sub-tile's key 0.
-// The rotation's rotate_half(x) s of a first-half dim is bf16(-x' s) = -bf16(x' s) (round to
-// nearest even is odd-symmetric), so K = bf16(bf16(x c) - bf16(x' s)) there.
 template <class Traits, bool kBf16Weights>
 __device__ __forceinline__ void rotate_step(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight,
                                             uint32_t weight_bf16, uint32_t freq, int32_t lane, int32_t step,
@@ -102,12 +101,7 @@ __device__ __forceinline__ void rotate_step(uint32_t (&lo)[4], uint32_t (&hi)[4]
             // x of dims d, d + 1 (first half) and d + 256, d + 257 (their partners).
             const uint32_t x_lo = scaled_pair<kBf16Weights>(lo[r], w_lo, w_lo_bf16);
             const uint32_t x_hi = scaled_pair<kBf16Weights>(hi[r], w_hi, w_hi_bf16);
-            // The mode's cos / sin of both frequencies, rounded to bf16 two at a time.
-            const RopeCosSin cs0 = rope_cos_sin_reduced_unrounded(rope_angle(position, inv_freq.x));
-            const RopeCosSin cs1 = rope_cos_sin_reduced_unrounded(rope_angle(position, inv_freq.y));
-            const uint32_t c = ptx::pack_bf16x2(cs0.c, cs1.c), sn = ptx::pack_bf16x2(cs0.s, cs1.s);
-            lo[r] = ptx::sub_bf16x2(ptx::mul_bf16x2(x_lo, c), ptx::mul_bf16x2(x_hi, sn));
-            hi[r] = ptx::add_bf16x2(ptx::mul_bf16x2(x_hi, c), ptx::mul_bf16x2(x_lo, sn));
+            rope_rotate_bf16x2(x_lo, x_hi, position, inv_freq.x, inv_freq.y, &lo[r], &hi[r]);
         }
     }
 }
