@@ -5,7 +5,8 @@ Without torch and without a GPU: contexts on a bundle, kernels() and their Kerne
 kernel a call would select and how it would split (Context.is_supported, Context.plan_launch),
 plans (Context.plan, Plan.run: plan once per step, run per layer), the library version, debug
 mode (set_debug).
-With torch (imported on first use of these names): prefill, varlen_attention, compute_scale,
+With torch (imported on first use of these names): prefill, prefill_k_from_v (a V-only cache: K
+rebuilt from V), varlen_attention, compute_scale,
 quantize_to_cache, quantize, the `wideattn::*` custom ops (wideattn.ops) and the reference
 (wideattn.reference). transformers: wideattn.transformers.register().
 """
@@ -23,6 +24,7 @@ except ImportError:
 # Names that need torch, resolved from their modules on first access.
 _TORCH_NAMES = {
     "prefill": "attention",
+    "prefill_k_from_v": "attention",
     "varlen_attention": "attention",
     "compute_scale": "quantization",
     "quantize_to_cache": "quantization",

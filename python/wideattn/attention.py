@@ -5,6 +5,8 @@ a contiguous head dim: vLLM's per-layer K and V halves, FlashInfer's, transforme
 viewed as pages); decode is the same call with one (or a few) new tokens per sequence.
 varlen_attention() takes K/V as dense rows per sequence ([total_k, num_kv_heads, head_dim] with
 cu_seqlens_k, as flash_attn_varlen_func does) and describes them as token-row pages without a copy.
+prefill_k_from_v() takes a V-only paged cache and K's description (K from V) and runs the
+`wideattn::prefill_k_from_v` op, checking every call.
 Both check every argument, allocate what the caller did not pass with the caller's allocator
 (torch.empty), and run the `wideattn::prefill` op. prefill() checks a call once per argument
 signature (_prefill_signature: the shapes, strides, dtypes and devices of its tensors, its
@@ -18,6 +20,8 @@ implementation reuses the plan of the same metadata (ops.PlanCache). A call with
 another type (a tensor as a hint) is checked every time. Debug mode (wideattn.set_debug(True),
 $WIDEATTN_DEBUG=1) checks every call.
 """
+
+import math
 
 import torch
 
@@ -198,6 +202,65 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
             if q_scale is None and k_scale is None and v_scale is None else None
         _checked_prefill[signature] = (k_layout, v_layout, scale, hints, splits, flags, lse_dtype, q.shape[0] > 0,
                                        config)
+    return (out, lse) if return_lse else out
+
+
+def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_scale, k_norm_scale, rotary_dims,
+                     rope_theta=None, inv_freq=None, out=None, lse=None, v_scale=None, max_seqlen_q=None,
+                     max_seqlen_k=None, num_splits=None, check_metadata=False):
+    """prefill() over a V-only cache (K from V: Gemma 4's global layers, whose K is
+    RoPE(k_norm(V)); docs/design.md section 2 "K from V in Gemma 4's global layers",
+    docs/integration.md section 7): the kernels rebuild each key's K from its V row and its
+    position (its index in the sequence). Returns out, or (out, lse).
+
+    q [total_q, num_q_heads, head_dim] bf16; v_cache [num_blocks, block_size, num_kv_heads,
+    head_dim] bf16 or e4m3 codes (with v_scale, one float32); k_norm_scale the layer's k_norm
+    weight as float32 [head_dim] on q's device (the weight itself, not 1 + weight); rotary_dims the
+    dims that rotate (even, 0 .. head_dim: 128 for Gemma 4's partial_rotary_factor 0.25 of 512);
+    inv_freq the model's frequencies as float32 [rotary_dims / 2] on q's device (the first entries
+    of transformers' rotary buffer: the same cos / sin bits as transformers), or None with
+    rope_theta (a finite float > 0: 1e6 for Gemma 4) for 1 / fp32(theta ^ (2i / head_dim)).
+    cu_seqlens_q, seq_lens_k, block_table, softmax_scale, out, lse, the hints max_seqlen_q and
+    max_seqlen_k, num_splits and check_metadata as in prefill(). Served on the GPU by the K-from-V kernels of the bundle (one
+    query token per sequence with a bf16 out; any call with a float64 out, the fp64 reference);
+    another call raises UnsupportedError with the library's reasons. Every call is checked and
+    launched one-shot (no signature memo, no plan cache)."""
+    check = _checks.Checker("wideattn.prefill_k_from_v")
+    check.tensor("q", q, 3, (torch.bfloat16,), Q_SHAPE + " of bfloat16")
+    check.tensor("v_cache", v_cache, 4, _checks.ATTENTION_IN_DTYPES, CACHE_SHAPE)
+    head_dim = q.shape[2]
+    check.dim("v_cache.shape[3]", v_cache.shape[3], head_dim, "q.shape[2] (head_dim)")
+    if q.shape[1] % v_cache.shape[2]:
+        check.fail(f"q.shape[1]={q.shape[1]} (num_q_heads) is not a multiple of "
+                   f"v_cache.shape[2]={v_cache.shape[2]} (num_kv_heads)")
+    _metadata(check, cu_seqlens_q, "seq_lens_k", seq_lens_k, block_table)
+    scale = check.softmax_scale(softmax_scale)
+    v_scale = check.scale("v_scale", v_scale, v_cache.dtype in _checks.E4M3_DTYPES, "the V cache")
+    check.tensor("k_norm_scale", k_norm_scale, 1, (torch.float32,), "[head_dim] of float32")
+    check.dim("k_norm_scale.shape[0]", k_norm_scale.shape[0], head_dim, "q.shape[2] (head_dim)")
+    rotary_dims = check.count("rotary_dims", rotary_dims, maximum=head_dim)
+    if rotary_dims % 2:
+        check.fail(f"rotary_dims={rotary_dims} must be even (dims rotate in pairs)")
+    if inv_freq is None:
+        if isinstance(rope_theta, bool) or not isinstance(rope_theta, (int, float)):
+            check.fail(f"rope_theta must be a float when inv_freq is None, got {type(rope_theta).__name__}")
+        if not math.isfinite(rope_theta) or rope_theta <= 0:
+            check.fail(f"rope_theta={rope_theta} must be finite and > 0")
+        theta = float(rope_theta)
+    else:
+        check.tensor("inv_freq", inv_freq, 1, (torch.float32,), "[rotary_dims / 2] of float32")
+        check.dim("inv_freq.shape[0]", inv_freq.shape[0], rotary_dims // 2, "rotary_dims / 2")
+        theta = 0.0   # not read with a table (include/wideattn.h)
+    hints = _hints(check, max_seqlen_q, max_seqlen_k)
+    splits = check.num_splits(num_splits)
+    flags = _flags(check, check_metadata)
+    check.int32_extent("v_cache.shape[0] (num_blocks)", v_cache.shape[0])
+    out = _output(check, out, q)
+    lse, return_lse = _lse(check, lse, out, q.shape[0])
+    v_layout = [0, v_cache.shape[0], v_cache.shape[1], v_cache.shape[2]] + list(v_cache.stride()[:3])
+    if q.shape[0]:
+        ops._k_from_v_op(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale, k_norm_scale,
+                         inv_freq, theta, rotary_dims, out, lse, *hints, splits, flags)
     return (out, lse) if return_lse else out
 
 

@@ -11,6 +11,16 @@ the library (wideattn_is_supported, no driver) and runs wideattn.reference):
     wideattn::quantize_to_cache(src, cache!, slot_mapping?, scale, cache_layout, nonfinite_count!?)
     wideattn::compute_scale(src, slot_mapping?, scale!, nonfinite_count!?)
     wideattn::prefill_packed(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out!, config, softmax_scale)
+    wideattn::prefill_k_from_v(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale,
+                               v_scale?, k_norm_scale, inv_freq?, rope_theta, rotary_dims, out!, lse!?,
+                               max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0)
+
+wideattn::prefill_k_from_v is wideattn::prefill over a V-only cache (WIDEATTN_FLAG_K_FROM_V,
+docs/design.md section 2 "K from V in Gemma 4's global layers"): no k, K rebuilt from v by the
+kernels with the description k_norm_scale (fp32 [head_dim], on the call's device), inv_freq (fp32
+[rotary_dims / 2] or None), rope_theta and rotary_dims. Its CUDA implementation is a one-shot
+wideattn_prefill with a workspace of its own (no plan cache); its CPU implementation validates the
+call with the library and runs wideattn.reference with K rebuilt (reference.k_from_v_keys).
 
 wideattn::prefill_packed is wideattn::prefill without lse and scales, its KV layouts, hints,
 num_splits and flags packed into one int list, config = k_layout + v_layout + [max_seqlen_q,
@@ -525,6 +535,70 @@ def _packed_fake(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, so
     return None
 
 
+def k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims):
+    """The wideattn_k_from_v (the C API's current size: inv_freq included) of k_norm_scale (the
+    float32 [head_dim] weight tensor), inv_freq (float32 [rotary_dims / 2] tensor or None),
+    rope_theta and rotary_dims."""
+    return _capi.KFromV(ctypes.sizeof(_capi.KFromV), _capi.ROPE_PROPORTIONAL, k_norm_scale.data_ptr(),
+                        float(rope_theta), int(rotary_dims), _capi.ROPE_ROTATE_HALF, 0, _ptr(inv_freq))
+
+
+def k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale, description,
+                    out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
+    """wideattn_prefill_params of a K-from-V call (prefill_params of q, v as both K/V bases with
+    v_layout as both layouts, cu_seqlens_q, seq_lens_k, block_table, softmax_scale, v_scale, out,
+    lse, max_seqlen_q, max_seqlen_k, num_splits and flags), then k_cache NULL (its strides 0, not
+    read), WIDEATTN_FLAG_K_FROM_V added to flags and k_from_v pointing at `description` (a
+    _capi.KFromV the caller keeps alive)."""
+    params = prefill_params(q, v, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, v_layout, softmax_scale,
+                            None, None, v_scale, out, lse, max_seqlen_q or 0, max_seqlen_k or 0, num_splits or 0,
+                            flags | _capi.FLAG_K_FROM_V)
+    params.k_cache, params.k_block_stride, params.k_slot_stride, params.k_head_stride = None, 0, 0, 0
+    params.k_from_v = ctypes.pointer(description)
+    return params
+
+
+def _k_from_v_cuda(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale, k_norm_scale,
+                   inv_freq, rope_theta, rotary_dims, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
+    description = k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims)
+    params = k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale,
+                             description, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags)
+    context = default_context()
+
+    def launch(call_params, stream):
+        # As _prefill_once: sized and allocated with the call's device current, freed after queueing.
+        workspace = allocate_workspace(context.workspace_size(call_params), q.device)
+        context.launch_prefill(attach_workspace(call_params, workspace), stream)
+
+    _launch(q.device, launch, params)
+
+
+def _k_from_v_cpu(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale, k_norm_scale,
+                  inv_freq, rope_theta, rotary_dims, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
+    description = k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims)
+    validate_prefill(k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale,
+                                     description, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags))
+    if flags & _capi.FLAG_CHECK_METADATA:
+        error = reference.metadata_error(cu_seqlens_q, seq_lens_k, block_table, q.shape[0], v_layout[2], v_layout[1])
+    else:
+        error = reference.addressing_error(seq_lens_k, block_table, v_layout[2], v_layout[1], CPU_METADATA_NOTE)
+    if error is not None:
+        raise errors.invalid_argument("wideattn_prefill", error)
+    dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
+    frequencies = reference.k_from_v_inv_freq(q.shape[2], rotary_dims, rope_theta, inv_freq)
+    result, result_lse = reference.attention(q, v, v, cu_seqlens_q, seq_lens_k, block_table, list(v_layout),
+                                             list(v_layout), softmax_scale, None, None, v_scale, dtype,
+                                             k_from_v=(k_norm_scale, frequencies))
+    out.copy_(result)
+    if lse is not None:
+        lse[:, :q.shape[0]].copy_(result_lse)
+
+
+def _k_from_v_fake(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale, k_norm_scale,
+                   inv_freq, rope_theta, rotary_dims, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
+    return None
+
+
 OP_SCHEMAS = {
     "prefill": ("prefill(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor seq_lens_k, "
                 "Tensor block_table, SymInt[] k_layout, SymInt[] v_layout, float softmax_scale, "
@@ -540,6 +614,12 @@ OP_SCHEMAS = {
     "prefill_packed": ("prefill_packed(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor seq_lens_k, "
                        "Tensor block_table, Tensor(a!) out, int[] config, float softmax_scale) -> ()",
                        _packed_cuda, _packed_cpu, _packed_fake),
+    "prefill_k_from_v": ("prefill_k_from_v(Tensor q, Tensor v, Tensor cu_seqlens_q, Tensor seq_lens_k, "
+                         "Tensor block_table, SymInt[] v_layout, float softmax_scale, Tensor? v_scale, "
+                         "Tensor k_norm_scale, Tensor? inv_freq, float rope_theta, int rotary_dims, "
+                         "Tensor(a!) out, Tensor(b!)? lse, SymInt max_seqlen_q=0, SymInt max_seqlen_k=0, "
+                         "int num_splits=0, int flags=0) -> ()",
+                         _k_from_v_cuda, _k_from_v_cpu, _k_from_v_fake),
 }
 
 
@@ -571,6 +651,7 @@ _prefill_op = torch.ops.wideattn.prefill.default
 _prefill_packed_op = torch.ops.wideattn.prefill_packed.default
 _quantize_op = torch.ops.wideattn.quantize_to_cache.default
 _scale_op = torch.ops.wideattn.compute_scale.default
+_k_from_v_op = torch.ops.wideattn.prefill_k_from_v.default
 
 # torch.compiler.is_compiling (torch >= 2.1; None before): the Python entry points run
 # wideattn::prefill_packed only where it is false (module docstring).

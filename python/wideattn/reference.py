@@ -151,6 +151,43 @@ def gather_keys(base, layout, block_row, length, head_dim, dtype, scale=None, tr
     return _dequantised(_flat(base)[index], scale, dtype)
 
 
+def k_from_v_inv_freq(head_dim, rotary_dims, rope_theta, inv_freq=None):
+    """inv_freq of the head_dim / 2 frequencies of a K-from-V description (float32, on the CPU):
+    the caller's table `inv_freq` (float32 [rotary_dims / 2], used as it is) or else 1 /
+    fp32(rope_theta ^ (2i / head_dim)) with the power in float64 rounded once to float32, for
+    i < rotary_dims / 2; 0 for the rest (rope_inv_freq and k_from_v_inv_freq of
+    kernels/common/k_from_v.h)."""
+    frequencies = torch.zeros(head_dim // 2, dtype=torch.float32)
+    count = rotary_dims // 2
+    if inv_freq is not None:
+        frequencies[:count] = inv_freq.detach().to("cpu", torch.float32).reshape(-1)[:count]
+    elif count:
+        exponent = torch.arange(0, rotary_dims, 2, dtype=torch.float32) / float(head_dim)   # fp32 division
+        theta = torch.tensor(rope_theta, dtype=torch.float32).double()
+        frequencies[:count] = 1.0 / torch.pow(theta, exponent.double()).float()
+    return frequencies
+
+
+def k_from_v_keys(values, positions, k_norm_scale, frequencies):
+    """K rebuilt from V ([length, num_kv_heads, head_dim], any float dtype holding the dequantised
+    values; the float32 value of each is the kernels' V) for keys at `positions` ([length], their
+    indices in the sequence), k_norm_scale the weight w ([head_dim]) and frequencies the
+    head_dim / 2 inv_freq of k_from_v_inv_freq, with the rounding steps of kernels/common/k_from_v.h:
+    x = bf16(V w); c, s = bf16(cos / sin(fp32(position inv_freq))); K = bf16(bf16(x c) -
+    bf16(x' s)) for the first half of the dims, bf16(bf16(x' c) + bf16(x s)) for the second (x'
+    the partner d -+ head_dim / 2). bf16 tensor arithmetic rounds each product and sum once, as the
+    formula does. Returns K as bf16 [length, num_kv_heads, head_dim]. cos / sin are torch's
+    float32 ones: their bf16 values can differ from the kernels' at rare rounding ties."""
+    half = values.shape[-1] // 2
+    weight = k_norm_scale.detach().to(values.device, torch.float32)
+    x = (values.float() * weight).bfloat16()
+    angle = positions.to(values.device, torch.float32)[:, None] * frequencies.to(values.device)[None, :]
+    c = torch.cos(angle).bfloat16()[:, None, :]
+    s = torch.sin(angle).bfloat16()[:, None, :]
+    first, second = x[..., :half], x[..., half:]
+    return torch.cat((first * c - second * s, second * c + first * s), dim=-1)
+
+
 def transposed_v_cache(cache):
     """The codes of an e4m3 V cache [num_blocks, block_size, num_kv_heads, head_dim] (uint8 or
     float8_e4m3fn) rearranged, none recomputed, into a new contiguous cache of the transposed
@@ -241,12 +278,15 @@ def addressing_error(seq_lens_k, block_table, block_size, num_blocks, note):
 
 
 def attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
-              q_scale=None, k_scale=None, v_scale=None, dtype=torch.float64, v_transposed=False):
+              q_scale=None, k_scale=None, v_scale=None, dtype=torch.float64, v_transposed=False, k_from_v=None):
     """Output [total_q, num_q_heads, head_dim] and LSE [num_q_heads, total_q] (natural log) of one
     prefill call, in `dtype`: causal bottom-right per sequence, GQA, rows without a key = 0 / -inf.
     q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout and softmax_scale as the
     wideattn::prefill op takes them (wideattn.ops); q_scale, k_scale, v_scale dequantise e4m3
-    inputs (None for bf16); v_transposed: v is in the transposed V layout (gather_keys)."""
+    inputs (None for bf16); v_transposed: v is in the transposed V layout (gather_keys).
+    k_from_v: (k_norm_scale, frequencies from k_from_v_inv_freq) for a V-only cache: each
+    sequence's keys are rebuilt from its values at positions 0, 1, ... (k_from_v_keys); k,
+    k_layout and k_scale are not read."""
     total_q, num_q_heads, head_dim = q.shape
     queries = _dequantised(q, q_scale, dtype)
     out = torch.zeros((total_q, num_q_heads, head_dim), dtype=dtype, device=q.device)
@@ -259,9 +299,13 @@ def attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout
         q_len = end - begin
         if q_len == 0 or length == 0:
             continue
-        keys = gather_keys(k, k_layout, block_table[s], length, head_dim, dtype, k_scale).to(q.device)
         values = gather_keys(v, v_layout, block_table[s], length, head_dim, dtype, v_scale,
                              v_transposed).to(q.device)
+        if k_from_v is None:
+            keys = gather_keys(k, k_layout, block_table[s], length, head_dim, dtype, k_scale).to(q.device)
+        else:
+            positions = torch.arange(length, device=q.device)
+            keys = k_from_v_keys(values, positions, *k_from_v).to(dtype)
         keys = keys.transpose(0, 1).repeat_interleave(group, dim=0)        # [Hq, L, D]
         values = values.transpose(0, 1).repeat_interleave(group, dim=0)
         scores = torch.matmul(queries[begin:end].transpose(0, 1), keys.transpose(1, 2)) * softmax_scale

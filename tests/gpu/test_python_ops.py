@@ -6,7 +6,8 @@ for bit against the reference, the transposed e4m3 V layout (quantised on the de
 P V kernels with bf16 and e4m3 Q; sm_90a), library errors as exceptions, a side stream,
 torch.compile(fullgraph=True) of a module calling the op, CUDA-graph capture and replay
 bit-identical to eager calls, and split-KV decode: forced and automatic split counts against the
-reference with bit-identical reruns, and a captured split decode replayed bit-identical to eager.
+reference with bit-identical reruns, a captured split decode replayed bit-identical to eager,
+and decode over a V-only cache (prefill_k_from_v, bf16 and e4m3 V) against the reference's K rebuild.
 
 usage: PYTHONPATH=build/python python3 tests/gpu/test_python_ops.py
 """
@@ -297,6 +298,54 @@ def test_cuda_graph_capture_of_a_split_decode_is_bit_identical():
                                                     max_seqlen_k=case.max_k, num_splits=splits)
             assert torch.equal(out, eager_out) and torch.equal(lse, eager_lse), (splits, seed)
         del graph
+
+
+def test_k_from_v_decode_against_the_reference():
+    # wideattn.prefill_k_from_v (a V-only cache, K rebuilt from V with Gemma 4's description) on the
+    # decode kernels over the V half of the vLLM-layout cache, bf16 and e4m3, against
+    # wideattn.reference with the same K rebuild (reference.k_from_v_keys) in float64; a rerun bit
+    # for bit; with the model's frequencies as a table the same bits as from theta (the table holds
+    # the formula's values); a float64 out (the fp64 kernel) close to the reference.
+    seqs = [(1, 1000), (1, 2049), (1, 700), (1, 40000)]
+    case = Case(seqs, seed=7)
+    rotary, theta = 128, 1.0e6
+    g = torch.Generator(device="cuda").manual_seed(8)
+    weights = (1.0 + 0.25 * torch.randn(HEAD_DIM, device="cuda", generator=g)).bfloat16().float()
+    frequencies = reference.k_from_v_inv_freq(HEAD_DIM, rotary, theta)
+    table = frequencies[:rotary // 2].cuda()
+    v = case.kv_cache[1]
+
+    def run(cache, **kwargs):
+        return wideattn.prefill_k_from_v(case.q, cache, case.cu, case.lens, case.block_table, case.scale, weights,
+                                         rotary, **kwargs)
+
+    def expected(cache, v_scale=None):
+        return reference.attention(case.q, cache, cache, case.cu, case.lens, case.block_table, case.layout(cache),
+                                   case.layout(cache), case.scale, None, None, v_scale, k_from_v=(weights, frequencies))
+
+    out, lse = run(v, rope_theta=theta, lse=True)
+    again = run(v, rope_theta=theta)
+    with_table = run(v, inv_freq=table)
+    torch.cuda.synchronize()
+    reference_out, reference_lse = expected(v)
+    error = rel_l2(out, reference_out)
+    print(f"  bf16 V: rel L2 {error:.3e}")
+    assert error <= REL_L2_BF16, error
+    assert (lse.double() - reference_lse).abs().max().item() <= LSE_TOL
+    assert torch.equal(out, again) and torch.equal(out, with_table)
+    exact = run(v, rope_theta=theta, out=torch.empty(case.q.shape, dtype=torch.float64, device="cuda"))
+    exact_error = rel_l2(exact, reference_out)
+    print(f"  bf16 V, float64 out: rel L2 {exact_error:.3e}")
+    assert exact_error <= 1e-6, exact_error
+    scale = wideattn.compute_scale(v.reshape(-1, KV_HEADS, HEAD_DIM))
+    codes = torch.empty(v.shape, dtype=getattr(torch, "float8_e4m3fn", torch.uint8), device="cuda")
+    wideattn.quantize_to_cache(v.reshape(-1, KV_HEADS, HEAD_DIM), codes, torch.arange(v.shape[0] * BLOCK,
+                               device="cuda"), scale)
+    e4m3 = run(codes, rope_theta=theta, v_scale=scale)
+    torch.cuda.synchronize()
+    e4m3_error = rel_l2(e4m3, expected(codes, scale)[0])
+    print(f"  e4m3 V: rel L2 {e4m3_error:.3e}")
+    assert e4m3_error <= REL_L2_BF16, e4m3_error
 
 
 if __name__ == "__main__":

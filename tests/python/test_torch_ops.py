@@ -12,6 +12,7 @@ usage: python3 test_torch_ops.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE =
 """
 
 import copy
+import ctypes
 import math
 
 import harness
@@ -1001,6 +1002,194 @@ def test_prefill_with_transposed_v_selects_an_fp8_pv_kernel_and_checks_its_argum
             assert "wideattn.prefill" in str(error) and text in str(error), (text, str(error))
         else:
             raise AssertionError(f"accepted: {text}")
+
+
+# K from V (wideattn.prefill_k_from_v): Gemma 4's global-layer description over the tests' caches.
+GEMMA4_ROTARY_DIMS = 128
+GEMMA4_THETA = 1.0e6
+KFV_DECODE = [(1, 300), (1, 41), (1, 1)]
+
+
+def _k_norm_weights(seed):
+    """k_norm weights that are bf16 values, as a checkpoint's, in float32 [HEAD_DIM]."""
+    generator = torch.Generator().manual_seed(seed)
+    return (1.0 + 0.25 * torch.randn(HEAD_DIM, generator=generator)).bfloat16().float()
+
+
+def _rope_keys(values, positions, weights, frequencies):
+    """K of Gemma 4's global layers from float values [L, H, D] written as transformers writes it:
+    x = bf16(V w), cos / sin of the full width (the frequencies twice) in bf16, and
+    x * cos + rotate_half(x) * sin in bf16 tensor arithmetic (rotate_half(x) = cat(-x2, x1))."""
+    x = (values.float() * weights).bfloat16()
+    angle = positions.float()[:, None] * frequencies[None, :]
+    cos = torch.cat((angle, angle), dim=-1).cos().bfloat16()[:, None, :]
+    sin = torch.cat((angle, angle), dim=-1).sin().bfloat16()[:, None, :]
+    half = HEAD_DIM // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def _rebuilt_k_cache(problem, weights, frequencies, v_dequant=None):
+    """A K cache holding, at every slot a sequence's key j uses, K rebuilt (_rope_keys) from its V
+    at position j (the tests' block tables give each sequence pages of its own)."""
+    k_cache = torch.zeros(problem.v_cache.shape, dtype=torch.bfloat16)
+    for s, (_, length) in enumerate(problem.seqs):
+        keys = _rope_keys(problem.values(s, v_dequant), torch.arange(length), weights, frequencies)
+        for j in range(length):
+            k_cache[int(problem.block_table[s, j // problem.block_size]), j % problem.block_size] = keys[j]
+    return k_cache
+
+
+def _run_k_from_v(problem, weights, **kwargs):
+    kwargs.setdefault("rope_theta", GEMMA4_THETA)
+    return wideattn.prefill_k_from_v(problem.q, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                                     problem.block_table, problem.scale, weights, GEMMA4_ROTARY_DIMS, **kwargs)
+
+
+def test_k_from_v_keys_are_transformers_rope_of_the_scaled_values():
+    # reference.k_from_v_keys (first and second half of the dims) against the full-width rotate_half
+    # form, bit for bit, at small positions and near 131072 (angles up to 1.3e5 rad); the
+    # frequencies of the theta formula against the float64 power, and the dims from
+    # rotary_dims / 2 on passing x through unrotated.
+    frequencies = reference.k_from_v_inv_freq(HEAD_DIM, GEMMA4_ROTARY_DIMS, GEMMA4_THETA)
+    assert frequencies.dtype == torch.float32 and frequencies.shape == (HEAD_DIM // 2,)
+    expected = [1.0 / float(torch.tensor(GEMMA4_THETA ** (float(torch.tensor(2 * i / HEAD_DIM, dtype=torch.float32))),
+                                         dtype=torch.float32)) for i in (0, 1, 63)]
+    assert [float(frequencies[i]) for i in (0, 1, 63)] == [float(torch.tensor(e, dtype=torch.float32)) for e in expected]
+    assert not frequencies[GEMMA4_ROTARY_DIMS // 2:].any()
+    weights = _k_norm_weights(3)
+    values = torch.randn((64, 2, HEAD_DIM), generator=torch.Generator().manual_seed(4)).bfloat16().double()
+    for first in (0, 131008):
+        positions = torch.arange(first, first + values.shape[0])
+        keys = reference.k_from_v_keys(values, positions, weights, frequencies)
+        assert torch.equal(keys, _rope_keys(values, positions, weights, frequencies)), first
+        x = (values.float() * weights).bfloat16()
+        unrotated = list(range(GEMMA4_ROTARY_DIMS // 2, HEAD_DIM // 2)) + \
+            list(range(HEAD_DIM // 2 + GEMMA4_ROTARY_DIMS // 2, HEAD_DIM))
+        assert torch.equal(keys[..., unrotated], x[..., unrotated]), first
+        if first == 0:
+            assert torch.equal(keys[0], x[0])   # position 0: cos 1, sin 0 for every frequency
+    table = reference.k_from_v_inv_freq(HEAD_DIM, GEMMA4_ROTARY_DIMS, None, frequencies[:GEMMA4_ROTARY_DIMS // 2] * 2)
+    assert torch.equal(table[:GEMMA4_ROTARY_DIMS // 2], 2 * frequencies[:GEMMA4_ROTARY_DIMS // 2])
+
+
+def test_prefill_k_from_v_matches_attention_over_the_rebuilt_keys():
+    # Single-token decode over a shuffled V-only cache (what decode_bf16kfv_d512 serves; the CPU
+    # implementation validates the call with the library and runs the reference): the output and
+    # LSE of naive attention over a K cache rebuilt independently (_rebuilt_k_cache); the same with
+    # the frequencies passed as a table and with a float64 out (the fp64 kernel's call).
+    problem = Problem(KFV_DECODE, seed=21)
+    weights = _k_norm_weights(5)
+    frequencies = reference.k_from_v_inv_freq(HEAD_DIM, GEMMA4_ROTARY_DIMS, GEMMA4_THETA)
+    expected, expected_lse = problem.expected(k_dequant=_rebuilt_k_cache(problem, weights, frequencies))
+    out, lse = _run_k_from_v(problem, weights, lse=True)
+    assert_close_bf16(out, expected, "prefill_k_from_v")
+    assert torch.allclose(lse.double(), expected_lse, rtol=1e-5, atol=1e-5), (lse - expected_lse).abs().max()
+    table = frequencies[:GEMMA4_ROTARY_DIMS // 2].clone()
+    assert torch.equal(_run_k_from_v(problem, weights, rope_theta=None, inv_freq=table), out)
+    exact = _run_k_from_v(problem, weights, out=torch.empty(problem.q.shape, dtype=torch.float64))
+    assert (exact - expected).abs().max().item() < 1e-9
+
+
+def test_prefill_k_from_v_over_an_e4m3_v_cache():
+    # e4m3 codes with v_scale: K rebuilt from the dequantised values (code x scale in float32).
+    problem = Problem(KFV_DECODE, seed=22)
+    scale = torch.tensor([0.0125], dtype=torch.float32)
+    codes, _ = reference.quantize(problem.v_cache, scale)
+    problem.v_cache = codes
+    v_dequant = (reference.e4m3_decode(codes, torch.float64) * scale.double()).float()
+    weights = _k_norm_weights(6)
+    frequencies = reference.k_from_v_inv_freq(HEAD_DIM, GEMMA4_ROTARY_DIMS, GEMMA4_THETA)
+    expected, _ = problem.expected(k_dequant=_rebuilt_k_cache(problem, weights, frequencies, v_dequant),
+                                   v_dequant=v_dequant)
+    assert_close_bf16(_run_k_from_v(problem, weights, v_scale=scale), expected, "prefill_k_from_v (e4m3 V)")
+
+
+def test_prefill_k_from_v_checks_name_the_argument():
+    problem = Problem(KFV_DECODE, seed=23)
+    weights = _k_norm_weights(7)
+    base = dict(q=problem.q, v_cache=problem.v_cache, k_norm_scale=weights, rotary_dims=GEMMA4_ROTARY_DIMS,
+                rope_theta=GEMMA4_THETA)
+    cases = [
+        (dict(q=problem.q.float()), "q has dtype float32; expected bfloat16"),
+        (dict(v_cache=problem.v_cache[..., :256]), "v_cache.shape[3] is 256 but q.shape[2] (head_dim) is 512"),
+        (dict(v_cache=problem.v_cache[:, :, :1].repeat(1, 1, 3, 1)), "not a multiple of v_cache.shape[2]=3"),
+        (dict(k_norm_scale=weights.double()), "k_norm_scale has dtype float64; expected float32"),
+        (dict(k_norm_scale=weights[:256]), "k_norm_scale.shape[0] is 256 but q.shape[2] (head_dim) is 512"),
+        (dict(k_norm_scale=None), "k_norm_scale is None"),
+        (dict(rotary_dims=127), "rotary_dims=127 must be even"),
+        (dict(rotary_dims=514), "rotary_dims=514 is outside 0 .. 512"),
+        (dict(rotary_dims=128.0), "rotary_dims must be an int, got float"),
+        (dict(rope_theta=None), "rope_theta must be a float when inv_freq is None, got NoneType"),
+        (dict(rope_theta=0.0), "rope_theta=0.0 must be finite and > 0"),
+        (dict(rope_theta=math.inf), "rope_theta=inf must be finite and > 0"),
+        (dict(inv_freq=torch.ones(63)), "inv_freq.shape[0] is 63 but rotary_dims / 2 is 64"),
+        (dict(inv_freq=torch.ones(64, dtype=torch.float64)), "inv_freq has dtype float64; expected float32"),
+        (dict(v_scale=torch.ones(1)), "v_scale is set but the V cache is not e4m3 (pass None)"),
+        (dict(v_cache=reference.quantize(problem.v_cache, torch.ones(1))[0]),
+         "v_scale is None but the V cache is e4m3 and needs its per-tensor scale"),
+    ]
+    for change, text in cases:
+        call = dict(base)
+        call.update(change)
+        harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.prefill_k_from_v: ", text],
+                              wideattn.prefill_k_from_v, call.pop("q"), call.pop("v_cache"), problem.cu_seqlens_q,
+                              problem.seq_lens_k, problem.block_table, problem.scale, call.pop("k_norm_scale"),
+                              call.pop("rotary_dims"), **call)
+    # A call no K-from-V kernel serves (several query tokens of one sequence, a bf16 out): the
+    # library's refusal, naming the kernels that rebuild K.
+    prompt = Problem([(4, 20)], seed=24)
+    harness.expect_raises(wideattn.UnsupportedError, ["decode_bf16kfv_d512", "one query token per sequence"],
+                          wideattn.prefill_k_from_v, prompt.q, prompt.v_cache, prompt.cu_seqlens_q, prompt.seq_lens_k,
+                          prompt.block_table, prompt.scale, weights, GEMMA4_ROTARY_DIMS, rope_theta=GEMMA4_THETA)
+
+
+def test_prefill_k_from_v_hands_the_library_the_flag_and_the_description():
+    # The CUDA implementation with its launch seam replaced (no GPU here): k_cache NULL with its
+    # strides 0, WIDEATTN_FLAG_K_FROM_V and the check flag, and the wideattn_k_from_v of the call
+    # (this C API's size, the weight and table pointers, theta, rotary_dims) alive at launch time.
+    problem = Problem(KFV_DECODE, seed=25)
+    weights = _k_norm_weights(8)
+    table = torch.ones(GEMMA4_ROTARY_DIMS // 2)
+    launched = []
+
+    class Recorder(_RecordingContext):
+        def launch_prefill(self, params, stream):
+            d = params.k_from_v.contents
+            launched.append((params.k_cache, params.k_block_stride, params.k_slot_stride, params.k_head_stride,
+                             params.v_cache, params.flags, params.k_scale, d.struct_size, d.rope_type, d.pairing,
+                             d.k_norm_scale, d.rope_theta, d.rotary_dims, d.inv_freq))
+
+    real_context, real_launch = ops.default_context, ops._launch
+    ops.default_context, ops._launch = (lambda: Recorder()), (lambda device, launch, params: launch(params, "stream"))
+    try:
+        layout = [0, problem.num_blocks, problem.block_size, problem.kv_heads] + list(problem.v_cache.stride()[:3])
+        for inv_freq, theta in ((None, GEMMA4_THETA), (table, 0.0)):
+            ops._k_from_v_cuda(problem.q, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                               problem.block_table, layout, problem.scale, None, weights, inv_freq, theta,
+                               GEMMA4_ROTARY_DIMS, torch.empty(problem.q.shape, dtype=torch.bfloat16), None,
+                               flags=_capi.FLAG_CHECK_METADATA)
+    finally:
+        ops.default_context, ops._launch = real_context, real_launch
+    flags = _capi.FLAG_K_FROM_V | _capi.FLAG_CHECK_METADATA
+    common = (None, 0, 0, 0, problem.v_cache.data_ptr(), flags, None, ctypes.sizeof(_capi.KFromV),
+              _capi.ROPE_PROPORTIONAL, _capi.ROPE_ROTATE_HALF, weights.data_ptr())
+    assert launched == [common + (GEMMA4_THETA, GEMMA4_ROTARY_DIMS, None),
+                        common + (0.0, GEMMA4_ROTARY_DIMS, table.data_ptr())], launched
+
+
+def test_prefill_k_from_v_fake_implementation_runs_on_meta_tensors():
+    meta = torch.device("meta")
+    q = torch.empty((2, 16, HEAD_DIM), dtype=torch.bfloat16, device=meta)
+    v = torch.empty((4, 16, 2, HEAD_DIM), dtype=torch.bfloat16, device=meta)
+    cu = torch.empty(3, dtype=torch.int32, device=meta)
+    lens = torch.empty(2, dtype=torch.int32, device=meta)
+    table = torch.empty((2, 4), dtype=torch.int32, device=meta)
+    weights = torch.empty(HEAD_DIM, dtype=torch.float32, device=meta)
+    out = wideattn.prefill_k_from_v(q, v, cu, lens, table, 1.0, weights, GEMMA4_ROTARY_DIMS, rope_theta=GEMMA4_THETA)
+    assert out.device == meta and tuple(out.shape) == (2, 16, HEAD_DIM) and out.dtype == torch.bfloat16
+    assert "Tensor(a!) out" in str(torch.ops.wideattn.prefill_k_from_v.default._schema)
+
 
 if __name__ == "__main__":
     harness.run(dict(globals()))
