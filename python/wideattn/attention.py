@@ -36,6 +36,12 @@ CACHE_SHAPE = "[num_blocks, block_size, num_kv_heads, head_dim]"
 ROWS_SHAPE = "[total_k, num_kv_heads, head_dim]"
 
 
+def _paged_layout(cache):
+    """The KV layout (ops module docstring) of a paged cache [num_blocks, block_size, num_kv_heads,
+    head_dim] as it is: offset 0 and its own strides."""
+    return [0, cache.shape[0], cache.shape[1], cache.shape[2]] + list(cache.stride()[:3])
+
+
 def _output(check, out, q):
     total_q, heads, head_dim = q.shape
     if out is None:
@@ -178,7 +184,7 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
         v_layout = _transposed_v_pair(check, k_cache, v_cache, q)
     else:
         _kv_pair(check, "k_cache", k_cache, "v_cache", v_cache, 4, CACHE_SHAPE, q)
-        v_layout = [0, v_cache.shape[0], v_cache.shape[1], v_cache.shape[2]] + list(v_cache.stride()[:3])
+        v_layout = _paged_layout(v_cache)
     _metadata(check, cu_seqlens_q, "seq_lens_k", seq_lens_k, block_table)
     scale = check.softmax_scale(softmax_scale)
     scales = _scales(check, q, k_cache.dtype, q_scale, k_scale, v_scale)
@@ -188,7 +194,7 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     check.int32_extent("k_cache.shape[0] (num_blocks)", k_cache.shape[0])
     out = _output(check, out, q)
     lse, return_lse = _lse(check, lse, out, q.shape[0])
-    k_layout = [0, k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]] + list(k_cache.stride()[:3])
+    k_layout = _paged_layout(k_cache)
     if q.shape[0]:
         ops._prefill_op(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, scale,
                         *scales, out, lse, *hints, splits, flags)
@@ -257,7 +263,7 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     check.int32_extent("v_cache.shape[0] (num_blocks)", v_cache.shape[0])
     out = _output(check, out, q)
     lse, return_lse = _lse(check, lse, out, q.shape[0])
-    v_layout = [0, v_cache.shape[0], v_cache.shape[1], v_cache.shape[2]] + list(v_cache.stride()[:3])
+    v_layout = _paged_layout(v_cache)
     if q.shape[0]:
         ops._k_from_v_op(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale, k_norm_scale,
                          inv_freq, theta, rotary_dims, out, lse, *hints, splits, flags)

@@ -380,16 +380,21 @@ def _prefill_once(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_la
     params = prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
                             softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0,
                             max_seqlen_k or 0, num_splits or 0, flags)
+    _launch_one_shot(q.device, params)
+
+
+def _launch_one_shot(device, params):
+    """wideattn_prefill of `params` on `device` with a workspace of its own."""
     context = default_context()
 
     def launch(call_params, stream):
         # Sized and allocated with the call's device current (wideattn_workspace_size reads the
         # current device's attributes); freed after the launch is queued, reused only by work
         # ordered after it on this stream.
-        workspace = allocate_workspace(context.workspace_size(call_params), q.device)
+        workspace = allocate_workspace(context.workspace_size(call_params), device)
         context.launch_prefill(attach_workspace(call_params, workspace), stream)
 
-    _launch(q.device, launch, params)
+    _launch(device, launch, params)
 
 
 def _arch_capability(arch):
@@ -419,19 +424,24 @@ def validate_prefill(params):
     return None
 
 
+def _check_cpu_metadata(cu_seqlens_q, seq_lens_k, block_table, total_q, layout, flags):
+    """The CPU implementations' metadata rule (layout: the KV layout the keys are read through):
+    checked mode (flags) applies every rule; otherwise the keys the reference cannot read (where
+    the kernels would clamp) are refused all the same, as indexing would fail or wrap."""
+    if flags & _capi.FLAG_CHECK_METADATA:
+        error = reference.metadata_error(cu_seqlens_q, seq_lens_k, block_table, total_q, layout[2], layout[1])
+    else:
+        error = reference.addressing_error(seq_lens_k, block_table, layout[2], layout[1], CPU_METADATA_NOTE)
+    if error is not None:
+        raise errors.invalid_argument("wideattn_prefill", error)
+
+
 def _prefill_cpu(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
                  q_scale, k_scale, v_scale, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
     validate_prefill(prefill_params(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
                                     softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q or 0,
                                     max_seqlen_k or 0, num_splits or 0, flags))
-    # Checked mode applies every rule; otherwise the keys the reference cannot read (where the
-    # kernels would clamp) are refused all the same, as indexing would fail or wrap.
-    if flags & _capi.FLAG_CHECK_METADATA:
-        error = reference.metadata_error(cu_seqlens_q, seq_lens_k, block_table, q.shape[0], k_layout[2], k_layout[1])
-    else:
-        error = reference.addressing_error(seq_lens_k, block_table, k_layout[2], k_layout[1], CPU_METADATA_NOTE)
-    if error is not None:
-        raise errors.invalid_argument("wideattn_prefill", error)
+    _check_cpu_metadata(cu_seqlens_q, seq_lens_k, block_table, q.shape[0], k_layout, flags)
     dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
     result, result_lse = reference.attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, list(k_layout),
                                              list(v_layout), softmax_scale, q_scale, k_scale, v_scale, dtype,
@@ -561,16 +571,9 @@ def k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softm
 def _k_from_v_cuda(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale, k_norm_scale,
                    inv_freq, rope_theta, rotary_dims, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
     description = k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims)
-    params = k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale,
-                             description, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags)
-    context = default_context()
-
-    def launch(call_params, stream):
-        # As _prefill_once: sized and allocated with the call's device current, freed after queueing.
-        workspace = allocate_workspace(context.workspace_size(call_params), q.device)
-        context.launch_prefill(attach_workspace(call_params, workspace), stream)
-
-    _launch(q.device, launch, params)
+    _launch_one_shot(q.device, k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale,
+                                               v_scale, description, out, lse, max_seqlen_q, max_seqlen_k, num_splits,
+                                               flags))
 
 
 def _k_from_v_cpu(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale, k_norm_scale,
@@ -578,12 +581,7 @@ def _k_from_v_cpu(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax
     description = k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims)
     validate_prefill(k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale,
                                      description, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags))
-    if flags & _capi.FLAG_CHECK_METADATA:
-        error = reference.metadata_error(cu_seqlens_q, seq_lens_k, block_table, q.shape[0], v_layout[2], v_layout[1])
-    else:
-        error = reference.addressing_error(seq_lens_k, block_table, v_layout[2], v_layout[1], CPU_METADATA_NOTE)
-    if error is not None:
-        raise errors.invalid_argument("wideattn_prefill", error)
+    _check_cpu_metadata(cu_seqlens_q, seq_lens_k, block_table, q.shape[0], v_layout, flags)
     dtype = torch.float64 if out.dtype == torch.float64 else torch.float32
     frequencies = reference.k_from_v_inv_freq(q.shape[2], rotary_dims, rope_theta, inv_freq)
     result, result_lse = reference.attention(q, v, v, cu_seqlens_q, seq_lens_k, block_table, list(v_layout),
