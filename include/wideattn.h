@@ -40,10 +40,12 @@ extern "C" {
  * (WIDEATTN_FLAG_K_FROM_V, wideattn_k_from_v) and appended `k_from_v` to wideattn_prefill_params
  * (264 -> 272 bytes; read only when flags has WIDEATTN_FLAG_K_FROM_V, so a caller built against
  * 0.4.0 keeps working); 0.6.0 appended `inv_freq` to wideattn_k_from_v (32 -> 40 bytes; a 0.5.0
- * caller's 32-byte struct is still accepted, its inv_freq taken as NULL). The shared library's
- * soname is libwideattn.so.<MAJOR>. */
+ * caller's 32-byte struct is still accepted, its inv_freq taken as NULL); 0.7.0 appended
+ * `cos_sin`, `cos_sin_positions` and `reserved2` to wideattn_k_from_v (40 -> 56 bytes; 32- and
+ * 40-byte structs are still accepted, without a table). The shared library's soname is
+ * libwideattn.so.<MAJOR>. */
 #define WIDEATTN_VERSION_MAJOR 0
-#define WIDEATTN_VERSION_MINOR 6
+#define WIDEATTN_VERSION_MINOR 7
 #define WIDEATTN_VERSION_PATCH 0
 
 /* Status codes. */
@@ -112,6 +114,20 @@ typedef struct wideattn_k_from_v {
                                   full_attention_inv_freq), used as they are; the frequencies from
                                   rotary_dims / 2 on stay 0. NULL: computed from rope_theta as above
                                   (also what a 32-byte struct of C API 0.5.0 means). */
+    const void* cos_sin;       /* C API 0.7.0. device, 8-byte aligned, NULL or a table of
+                                  [cos_sin_positions][rotary_dims / 2] (cos, sin) pairs of bf16
+                                  (4 bytes an entry, cos first): for a key at position j <
+                                  cos_sin_positions, c[i], s[i] above ARE entry [j][i] (the formula's
+                                  angle, cos and sin are not evaluated); keys at positions from
+                                  cos_sin_positions on take the formula. Needs rotary_dims a multiple
+                                  of 4 (rows of whole 8-byte pairs of frequencies). The kernels then
+                                  read 256 bytes a key (Gemma 4) instead of evaluating 64 cos / sin:
+                                  the decode kernels' cheapest K build. wideattn_k_from_v_cos_sin
+                                  fills one with the formula's values (outputs bit-identical to a
+                                  call without it); an engine may instead store its model's own
+                                  cos / sin (transformers' rotary embedding output cast to bf16). */
+    int32_t cos_sin_positions; /* rows of cos_sin: 0 when it is NULL, else 1 .. 2^31 - 1 */
+    int32_t reserved2;         /* 0 */
 } wideattn_k_from_v;
 
 /*

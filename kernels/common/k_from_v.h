@@ -26,6 +26,17 @@ using KFromV = wideattn_k_from_v;
 // The size of wideattn_k_from_v's first version (C API 0.5.0): the fields before inv_freq. A struct
 // of this size has no table (inv_freq is taken as NULL).
 constexpr size_t kKFromVSizeWithoutInvFreq = offsetof(wideattn_k_from_v, inv_freq);
+// The size of its second version (C API 0.6.0): up to inv_freq. A struct of this size has no cos /
+// sin table (cos_sin taken as NULL).
+constexpr size_t kKFromVSizeWithoutCosSin = offsetof(wideattn_k_from_v, cos_sin);
+
+// The cos / sin table (wideattn_k_from_v.cos_sin): per position a row of rotary_dims / 2 entries,
+// each the bf16 cos (low half) and the bf16 sin (high half) of one frequency. The decode kernels
+// read a lane's two frequencies d, d + 1 as one 8-byte word, so the rows hold whole pairs
+// (rotary_dims a multiple of kCosSinRotaryDimsMultiple) and the table is 8-byte aligned.
+constexpr size_t kCosSinEntryBytes = 4;
+constexpr size_t kCosSinAlignment = 8;
+constexpr int32_t kCosSinRotaryDimsMultiple = 4;
 
 // Feature of a kernel that rebuilds K from V: it takes a KFromV as its second argument (on every
 // launch) and serves calls with and without WIDEATTN_FLAG_K_FROM_V (unless it also has
@@ -176,6 +187,61 @@ WIDEATTN_HOST_DEVICE inline RopeCosSin rope_cos_sin_reduced_unrounded(float angl
 WIDEATTN_HOST_DEVICE inline RopeCosSin rope_cos_sin_reduced(float angle) {
     const RopeCosSin cs = rope_cos_sin_reduced_unrounded(angle);
     return {round_to_bf16(cs.c), round_to_bf16(cs.s)};
+}
+
+// The fp32 value of a bf16 given by its bits.
+WIDEATTN_HOST_DEVICE inline float bf16_bits_value(uint32_t bits) {
+    const uint32_t word = bits << 16;
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(word);
+#else
+    float out;
+    std::memcpy(&out, &word, sizeof out);
+    return out;
+#endif
+}
+
+// Whether the key at `position` takes its cos / sin from the description's table (one is given
+// and holds the position); frequencies below rotary_dims / 2 only.
+WIDEATTN_HOST_DEVICE inline bool k_from_v_table_holds(const KFromV& kfv, int32_t position) {
+    return kfv.cos_sin != nullptr && position >= 0 && position < kfv.cos_sin_positions;
+}
+
+// Entry [position][i] of the table (k_from_v_table_holds(kfv, position), 2 i < rotary_dims): the
+// bf16 cos and sin as they are stored. A device pointer in the kernels' copy of the description, a
+// host pointer in the CPU reference's.
+WIDEATTN_HOST_DEVICE inline RopeCosSin k_from_v_table_entry(const KFromV& kfv, int32_t position, int32_t i) {
+    const uint32_t* row = static_cast<const uint32_t*>(kfv.cos_sin) +
+                          static_cast<int64_t>(position) * (kfv.rotary_dims / 2);
+#if defined(__CUDA_ARCH__)
+    const uint32_t entry = __ldg(row + i);
+#else
+    const uint32_t entry = row[i];
+#endif
+    return {bf16_bits_value(entry & 0xffffu), bf16_bits_value(entry >> 16)};
+}
+
+// The bf16 (cos, sin) pair of a table entry as its 32 bits (cos low): how
+// wideattn_k_from_v_cos_sin stores rope_cos_sin_reduced's values.
+WIDEATTN_HOST_DEVICE inline uint32_t k_from_v_table_bits(RopeCosSin cs) {
+#if defined(__CUDA_ARCH__)
+    const uint32_t c = __float_as_uint(cs.c), s = __float_as_uint(cs.s);
+#else
+    uint32_t c, s;
+    std::memcpy(&c, &cs.c, sizeof c);
+    std::memcpy(&s, &cs.s, sizeof s);
+#endif
+    return (c >> 16) | (s & 0xffff0000u);
+}
+
+// The mode's c[i], s[i] for the key at `position`: the table's entry where it holds the position,
+// else the formula with cos / sin by rope_cos_sin (cosf / sinf; the fp64 reference kernel and the
+// CPU reference); 1 and 0 from rotary_dims / 2 on.
+WIDEATTN_HOST_DEVICE inline RopeCosSin k_from_v_cos_sin(const KFromV& kfv, int32_t position, int32_t i,
+                                                       int32_t head_dim) {
+    if (2 * i >= kfv.rotary_dims) return {1.0f, 0.0f};
+    if (k_from_v_table_holds(kfv, position)) return k_from_v_table_entry(kfv, position, i);
+    return rope_cos_sin(rope_angle(position, k_from_v_inv_freq(kfv, i, head_dim)));
 }
 
 // The scaled, pre-RoPE key element: bf16(V[d] * w[d]).
