@@ -92,6 +92,10 @@ synchronisation) before any layer runs on its reading. The rule (MASK_CHECK_AUTO
 set_mask_check(MASK_CHECK_PER_STEP) restores the earlier rule (every mask verified at the first
 served layer of each step; build_mask attaches nothing), so the two can be timed in one process.
 
+V-only caches (K from V): wideattn.v_only_cache.v_only_cache(model) makes a DynamicCache whose
+Gemma 4 global layers keep V alone; their calls after the first reach attention_forward with the
+cached V as both key and value and run on wideattn.prefill_k_from_v (that module's docstring).
+
 Host synchronisations on the per-step path: only the mask verifications above (_matches, one
 bool() of a device flag). Nothing else reads device data on the host: the hints are host ints (a
 continuous-batching max_seqlen_k that is not one is replaced by the key row count, which bounds
@@ -107,6 +111,7 @@ import torch
 from . import attention as _attention
 from . import errors
 from . import ops as _ops
+from . import v_only_cache as _v_only
 from .library import _debug, default_context, switch_from_env
 
 NAME = "wideattn"
@@ -123,8 +128,9 @@ CPU_REFERENCE = False
 _log = logging.getLogger(__name__)
 _served = {}
 _warned = set()
-# Calls per path since import: "dense" and "paged" ran on wideattn, "sdpa" were handed over.
-calls = {"dense": 0, "paged": 0, "sdpa": 0}
+# Calls per path since import: "dense" and "paged" ran on wideattn, "k_from_v" over a V-only
+# cache layer (wideattn.v_only_cache), "sdpa" were handed over.
+calls = {"dense": 0, "paged": 0, "k_from_v": 0, "sdpa": 0}
 
 
 def register(name=NAME):
@@ -307,6 +313,13 @@ def attention_forward(module, query, key, value, attention_mask, **kwargs):
     sliding_window, the paged cache and its metadata, ...). Returns (attn_output [B, T, Hq, D],
     None); a call wideattn does not serve goes to SDPA."""
     paged = is_paged_call(kwargs)
+    if not paged and _v_only.is_v_only_call(module, key, value):
+        # A V-only cache layer's call (wideattn.v_only_cache): K exists only as V's function, so
+        # it never goes to SDPA.
+        scaling = kwargs.get("scaling")
+        scaling = float(scaling) if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
+        calls["k_from_v"] += 1
+        return _v_only.k_from_v_forward(module, query, value, scaling), None
     if paged and kwargs.get("block_table") is not None:
         raise NotImplementedError("wideattn.transformers: a continuous-batching call with a block_table "
                                   "(transformers' flash_attn_with_kvcache decode path) is not supported")

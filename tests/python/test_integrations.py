@@ -1035,7 +1035,8 @@ def test_hf_gemma4_e4m3_attention_runs_one_causal_sequence_on_an_e4m3_cache_with
     """tools/bench/hf_gemma4.py's E4M3_ATTENTION (the 8-bit gate on transformers' code): K and V
     quantised into a paged e4m3 cache (V transposed, 16-slot pages, a partial last page), the
     op's reference on the CPU; within e4m3's error of the bf16 inputs' attention and not equal to
-    it (the quantisation happened); other calls refused by name."""
+    it (the quantisation happened); the last 3 queries alone (a chunk over a cache) give the
+    last 3 rows; other calls refused by name."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "bench"))
     import hf_gemma4
     torch.manual_seed(7)
@@ -1052,8 +1053,10 @@ def test_hf_gemma4_e4m3_attention_runs_one_causal_sequence_on_an_e4m3_cache_with
     expected = dense_attention(query, key, value, causal, scale)
     rel = ((out.double() - expected).norm() / expected.norm()).item()
     assert 1e-3 < rel < 5e-2, rel
+    last, _ = hf_gemma4.e4m3_attention(None, query[:, :, -3:], key, value, None, scaling=scale)
+    assert ((last.double() - out[:, -3:].double()).norm() / out[:, -3:].double().norm()).item() < 1e-2
     for q, k, what in ((query.repeat(2, 1, 1, 1), key.repeat(2, 1, 1, 1), "batch 2"),
-                       (query[:, :, -1:], key, "1 queries over 37 keys")):
+                       (query.repeat(1, 1, 2, 1), key, "74 queries over 37 keys")):
         try:
             hf_gemma4.e4m3_attention(None, q, k, k, None, scaling=scale)
         except NotImplementedError as e:
@@ -1061,6 +1064,204 @@ def test_hf_gemma4_e4m3_attention_runs_one_causal_sequence_on_an_e4m3_cache_with
         else:
             raise AssertionError(f"{what} was served")
 
+
+
+class _KNorm(torch.nn.Module):
+    def __init__(self, weight):
+        super().__init__()
+        self.weight = torch.nn.Parameter(weight, requires_grad=False)
+
+
+class _GlobalAttention(torch.nn.Module):
+    """The attributes of a Gemma 4 global attention module that wideattn.v_only_cache reads."""
+
+    is_causal = True
+    layer_type = "full_attention"
+
+    def __init__(self, layer_idx, weight):
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.k_norm = _KNorm(weight)
+
+
+class _Rotary(torch.nn.Module):
+    def __init__(self, inv_freq):
+        super().__init__()
+        self.register_buffer("full_attention_inv_freq", inv_freq)
+
+
+class _KfvModel(torch.nn.Module):
+    """A stand-in model: one global attention module and the rotary buffer (proportional RoPE:
+    64 rotated frequencies of 256, zeros after)."""
+
+    def __init__(self, layer_idx=5, seed=3):
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        weight = (1.0 + 0.3 * torch.randn(KFV_HEAD_DIM, generator=generator)).bfloat16().float()
+        inv_freq = torch.zeros(KFV_HEAD_DIM // 2)
+        inv_freq[:KFV_ROTARY // 2] = 1.0 / (1.0e6 ** (torch.arange(0, KFV_ROTARY, 2).float() / KFV_HEAD_DIM))
+        self.attn = _GlobalAttention(layer_idx, weight)
+        self.rotary = _Rotary(inv_freq)
+
+
+KFV_HEAD_DIM = 512
+KFV_ROTARY = 128
+
+
+def _k_from_v_expected(query, value, model, scale, dequantised=None):
+    """float64 attention over K rebuilt from V by wideattn.reference (positions 0 ..), causal
+    bottom-right: [1, T, Hq, D]."""
+    v = value if dequantised is None else dequantised
+    rows = v[0].transpose(0, 1)
+    frequencies = reference.k_from_v_inv_freq(KFV_HEAD_DIM, KFV_ROTARY, 0.0,
+                                              model.rotary.full_attention_inv_freq[:KFV_ROTARY // 2])
+    keys = reference.k_from_v_keys(rows, torch.arange(rows.shape[0]), model.attn.k_norm.weight.float(), frequencies)
+    q_len, kv_len = query.shape[2], value.shape[2]
+    allowed = (torch.arange(kv_len)[None, :] <= torch.arange(q_len)[:, None] + kv_len - q_len)[None]
+    return dense_attention(query, keys.transpose(0, 1)[None], v, allowed, scale)
+
+
+def test_v_only_calls_rebuild_k_from_the_cached_v():
+    """A V-only cache layer's call (key is value, wideattn.v_only_cache): served by
+    prefill_k_from_v with the module's k_norm weight and the model's RoPE frequencies, never by
+    SDPA; equal to attention over K rebuilt by wideattn.reference (bf16 V), within e4m3's error
+    of it for e4m3 V and not equal (the quantisation happened); the first update's ordinary key
+    is not such a call."""
+    from wideattn import v_only_cache
+    recorder = _setup()
+    model = _KfvModel()
+    v_only_cache.register_model(model)
+    generator = torch.Generator().manual_seed(11)
+    for q_len, kv_len in ((1, 37), (5, 40), (19, 19)):
+        query = torch.randn((1, Q_HEADS, q_len, KFV_HEAD_DIM), generator=generator).bfloat16()
+        value = torch.randn((1, KV_HEADS, kv_len, KFV_HEAD_DIM), generator=generator).bfloat16()
+        scale = KFV_HEAD_DIM ** -0.5
+        expected = _k_from_v_expected(query, value, model, scale)
+        for e4m3 in (False, True):
+            v_only_cache._layer_e4m3[model.attn.layer_idx] = e4m3
+            before = hf.calls["k_from_v"]
+            out, weights = hf.attention_forward(model.attn, query, value, value, None, scaling=scale)
+            assert weights is None and tuple(out.shape) == (1, q_len, Q_HEADS, KFV_HEAD_DIM), out.shape
+            assert hf.calls["k_from_v"] == before + 1
+            if not e4m3:
+                assert_close_bf16(out, expected, f"V only, {q_len} over {kv_len}")
+            else:
+                rel = ((out.double() - expected).norm() / expected.norm()).item()
+                assert 1e-3 < rel < 8e-2, (q_len, kv_len, rel)
+    v_only_cache._layer_e4m3.clear()
+    assert not recorder.calls
+    key = torch.randn((1, KV_HEADS, 8, KFV_HEAD_DIM), generator=generator).bfloat16()
+    assert not v_only_cache.is_v_only_call(model.attn, key, key.clone())
+    assert not v_only_cache.is_v_only_call(_GlobalAttention(7, model.attn.k_norm.weight), key, key)
+    try:
+        v_only_cache.k_from_v_forward(model.attn, query[:, :, :1].repeat(2, 1, 1, 1), value.repeat(2, 1, 1, 1), 1.0)
+    except NotImplementedError as e:
+        assert "batch 2" in str(e), e
+    else:
+        raise AssertionError("batch 2 was served")
+
+
+def test_rotary_table_takes_the_leading_frequencies_and_refuses_other_buffers():
+    from wideattn import v_only_cache
+    model = _KfvModel()
+    rotary_dims, table = v_only_cache.rotary_table(model.rotary.full_attention_inv_freq)
+    assert rotary_dims == KFV_ROTARY and table.dtype == torch.float32 and table.shape[0] == KFV_ROTARY // 2
+    assert torch.equal(table, model.rotary.full_attention_inv_freq[:KFV_ROTARY // 2])
+    for bad in (torch.zeros(8), torch.tensor([1.0, 0.0, 0.5, 0.0])):
+        try:
+            v_only_cache.rotary_table(bad)
+        except ValueError as e:
+            assert "rotated frequencies followed by zeros" in str(e), e
+        else:
+            raise AssertionError(f"{bad} accepted")
+
+
+class _FakeDynamicLayer:
+    """transformers.cache_utils.DynamicLayer's contract as wideattn.v_only_cache uses it."""
+
+    def __init__(self):
+        self.keys = self.values = None
+        self.is_initialized = False
+
+    def lazy_initialization(self, key_states):
+        self.keys = torch.tensor([], dtype=key_states.dtype)
+        self.values = torch.tensor([], dtype=key_states.dtype)
+        self.is_initialized = True
+
+    def update(self, key_states, value_states, cache_kwargs=None):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states)
+        self.keys = torch.cat([self.keys, key_states], dim=-2) if self.keys.numel() else key_states
+        self.values = torch.cat([self.values, value_states], dim=-2) if self.values.numel() else value_states
+        return self.keys, self.values
+
+
+class _FakeDynamicCache:
+    def __init__(self, config=None):
+        self.layers = [_FakeDynamicLayer() for _ in config.layer_types]
+
+
+class _FakeConfig:
+    def __init__(self, k_eq_v=True, attention="wideattn"):
+        self.layer_types = ["sliding_attention"] * 5 + ["full_attention"]
+        self.attention_k_eq_v = k_eq_v
+        self._attn_implementation = attention
+
+
+def test_v_only_cache_keeps_v_alone_in_the_global_layers():
+    """v_only_cache on a stand-in transformers (DynamicLayer / DynamicCache contract): the global
+    layer keeps V only (its bytes half of a K + V layer's), returns the prompt's own keys on the
+    first update and V as key and value after; another attention implementation and a config
+    without attention_k_eq_v are refused by name."""
+    import types
+    saved = {name: sys.modules.get(name) for name in ("transformers", "transformers.cache_utils")}
+    fake = types.ModuleType("transformers")
+    fake.DynamicCache = _FakeDynamicCache
+    fake_utils = types.ModuleType("transformers.cache_utils")
+    fake_utils.DynamicLayer = _FakeDynamicLayer
+    sys.modules["transformers"], sys.modules["transformers.cache_utils"] = fake, fake_utils
+    try:
+        from wideattn import v_only_cache
+        v_only_cache._layer_class.clear()
+        model = _KfvModel()
+        model.config = _FakeConfig()
+        cache = v_only_cache.v_only_cache(model)
+        reference_cache = _FakeDynamicCache(model.config)
+        generator = torch.Generator().manual_seed(5)
+        for tokens in (6, 1, 3):
+            key = torch.randn((1, KV_HEADS, tokens, KFV_HEAD_DIM), generator=generator).bfloat16()
+            value = torch.randn((1, KV_HEADS, tokens, KFV_HEAD_DIM), generator=generator).bfloat16()
+            first = cache.layers[5].get_seq_length() == 0
+            k, v = cache.layers[5].update(key, value)
+            reference_cache.layers[5].update(key, value)
+            assert torch.equal(v, reference_cache.layers[5].values)
+            assert (k is key) if first else (k is v), tokens
+            assert v_only_cache.is_v_only_call(model.attn, k, v) == (not first)
+        assert cache.layers[5].get_seq_length() == 10
+        assert 2 * v_only_cache.cache_bytes(cache, [5]) == v_only_cache.cache_bytes(reference_cache, [5])
+        assert type(cache.layers[0]) is _FakeDynamicLayer
+        model.config._attn_implementation = "sdpa"
+        try:
+            cache.layers[5].update(key, value)
+        except ValueError as e:
+            assert "'wideattn'" in str(e) and "'sdpa'" in str(e), e
+        else:
+            raise AssertionError("sdpa accepted")
+        model.config = _FakeConfig(k_eq_v=False)
+        try:
+            v_only_cache.v_only_cache(model)
+        except ValueError as e:
+            assert "attention_k_eq_v" in str(e), e
+        else:
+            raise AssertionError("a config without attention_k_eq_v accepted")
+    finally:
+        v_only_cache._layer_class.clear()
+        v_only_cache._layer_e4m3.clear()
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
 
 if __name__ == "__main__":
     harness.run(dict(globals()))

@@ -128,9 +128,10 @@ def register_attention():
 
 def e4m3_attention(module, query, key, value, attention_mask, **kwargs):
     """E4M3_ATTENTION: a 512-dim layer's call on the 8-bit path (module docstring), any other on
-    transformers' SDPA. Serves causal calls of one sequence without a cache (query and key of the
-    same length, batch 1: run_e2e's teacher-forced forwards) and raises NotImplementedError for
-    any other, so a gate never runs on a call it did not mean to."""
+    transformers' SDPA. Serves causal calls of one sequence (batch 1, no padding: run_e2e's
+    teacher-forced forwards, the chunks of chunked_logits over a DynamicCache, the queries the last
+    of the keys) and raises NotImplementedError for any other, so a gate never runs on a call it
+    did not mean to."""
     import torch
     import wideattn
     batch, q_heads, q_len, head_dim = query.shape
@@ -138,9 +139,9 @@ def e4m3_attention(module, query, key, value, attention_mask, **kwargs):
     if head_dim != GLOBAL_HEAD_DIM:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    if batch != 1 or q_len != kv_len or kwargs.get("sliding_window"):
-        raise NotImplementedError(f"{E4M3_ATTENTION}: serves one causal sequence without a cache (batch 1, "
-                                  f"query length = key length), not batch {batch}, {q_len} queries over "
+    if batch != 1 or q_len > kv_len or kwargs.get("sliding_window"):
+        raise NotImplementedError(f"{E4M3_ATTENTION}: serves one causal sequence (batch 1, the queries the "
+                                  f"last of the keys), not batch {batch}, {q_len} queries over "
                                   f"{kv_len} keys, sliding_window {kwargs.get('sliding_window')}")
     scaling = kwargs.get("scaling")
     scaling = float(scaling) if scaling is not None else head_dim ** -0.5
@@ -191,6 +192,30 @@ def logits(model, tokens, attention):
         return model(input_ids=tokens[None]).logits[0].float()
 
 
+def chunked_logits(model, tokens, attention, cache, first, chunk):
+    """float32 logits [tokens, vocab] of a teacher-forced run in pieces over `cache` (a
+    transformers cache, e.g. DynamicCache(config=...) or wideattn.v_only_cache.v_only_cache(model)):
+    the first `first` tokens as one forward, then `chunk` tokens per forward (1: token by token,
+    as decode steps), each over the cache the earlier ones filled."""
+    import torch
+    model.set_attn_implementation(attention)
+    parts = []
+    with torch.no_grad():
+        begin = 0
+        while begin < tokens.shape[0]:
+            end = min(tokens.shape[0], first if begin == 0 else begin + chunk)
+            out = model(input_ids=tokens[None, begin:end], past_key_values=cache, use_cache=True)
+            parts.append(out.logits[0].float())
+            begin = end
+    return torch.cat(parts)
+
+
+def k_from_v_calls():
+    """Calls that ran over a V-only cache layer since import (wideattn.transformers.calls)."""
+    import wideattn.transformers
+    return wideattn.transformers.calls["k_from_v"]
+
+
 def peakedness(values):
     """(mean top-1 probability, mean entropy in nats) of logits rows."""
     import torch
@@ -199,14 +224,17 @@ def peakedness(values):
     return probs.max(-1).values.mean().item(), entropy.mean().item()
 
 
-def greedy(model, prompt, new_tokens, attention):
-    """Greedy generation with transformers' KV cache: (generated token ids, per-step logits)."""
+def greedy(model, prompt, new_tokens, attention, cache=None):
+    """Greedy generation with transformers' KV cache (`cache`: a cache object to fill, e.g.
+    wideattn.v_only_cache.v_only_cache(model); None: generate's own): (generated token ids,
+    per-step logits)."""
     import torch
     model.set_attn_implementation(attention)
+    extra = {} if cache is None else {"past_key_values": cache}
     with torch.no_grad():
         result = model.generate(input_ids=prompt[None], max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                                 do_sample=False, return_dict_in_generate=True, output_logits=True,
-                                eos_token_id=None, pad_token_id=0)
+                                eos_token_id=None, pad_token_id=0, **extra)
     generated = result.sequences[0, prompt.shape[0]:]
     return generated, torch.stack([step[0].float() for step in result.logits])
 

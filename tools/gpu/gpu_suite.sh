@@ -8,7 +8,8 @@
 #   the Hopper tier is the default; the decode suite), the peer harness (PyTorch SDPA, Triton;
 #   the Triton split-KV decode peer) and the end-to-end
 #   drift gate of the 8-bit kernel (tools/bench/e2e_drift.py, two model layouts), the Python
-#   package (tests/gpu/test_python_ops.py, tests/gpu/test_transformers_gemma4.py, the call overhead,
+#   package (tests/gpu/test_python_ops.py, tests/gpu/test_transformers_gemma4.py,
+#   tests/gpu/test_transformers_k_from_v.py, the call overhead,
 #   the gates on transformers' Gemma 4 code, bf16 and 8-bit) - then a summary.
 #   tools/gpu/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--only-tests]
 #                          [--test-steps LIST] [--list-test-steps] [--list-racecheck-steps]
@@ -292,6 +293,10 @@ if ((python)); then
     step cpp-ops cpp_ops.txt timeout 300 python3 "$root/tests/gpu/test_cpp_ops.py"
     step python-hf python_transformers.txt timeout 420 python3 "$root/tests/gpu/test_transformers_gemma4.py" \
         "$py_cli" "$out"
+    # Gemma 4's global layers over a V-only cache (wideattn.v_only_cache, K rebuilt from V): the
+    # paired gates against the K + V path (bf16, e4m3), greedy generation, the cache's bytes.
+    step python-hf-kfv python_transformers_k_from_v.txt timeout 420 python3 \
+        "$root/tests/gpu/test_transformers_k_from_v.py" "$py_cli" "$out"
     step py-overhead python_overhead.txt python3 "$root/tools/bench/python_overhead.py" --cpp-ops \
         --json "$out/python_overhead.json"
     step host-cost host_cost.txt "$build/tools/bench/wideattn_host_cost" --json "$out/host_cost.json"

@@ -1,0 +1,262 @@
+"""V-only caches for Gemma 4's global layers in transformers (K from V: docs/design.md section 2,
+"K from V in Gemma 4's global layers"; docs/integration.md section 7).
+
+Gemma 4's global layers (attention_k_eq_v) take K and V from one projection: V = v_norm(p),
+K = RoPE(k_norm(p)). `v_only_cache(model)` makes a transformers DynamicCache whose global layers
+keep V alone (half their cache); wideattn.transformers' attention function ("wideattn") then
+rebuilds each key's K from its V row inside the kernels (wideattn.prefill_k_from_v), with the
+layer's k_norm weight and the model's own RoPE frequencies. The sliding layers keep transformers'
+K and V.
+
+How a V-only layer talks to the attention function (transformers' attention modules call
+cache.update(key, value) and hand what it returns to the attention function):
+  - the first update of a layer (the prompt, over an empty cache) returns the prompt's own K and
+    the cached V: that call is an ordinary K + V call (the K is at hand, nothing is rebuilt);
+  - every later update (decode steps, chunks of a chunked prefill) stores V and returns the cached
+    V as both key and value (the same tensor object): the attention function reads `key is value`
+    on such a layer as "rebuild K from V" (is_v_only_call) and serves it with
+    wideattn.prefill_k_from_v over a paged copy of V (k_from_v_forward).
+A V-only layer therefore works with the "wideattn" attention only: its update refuses another
+attention implementation by name, since any other function would take V for K without an error.
+
+Served calls: batch 1 (one sequence, no padding: the keys' RoPE positions are their indices),
+any number of new tokens over the cache (one token: the dispatcher's K-from-V decode kernel; more:
+that kernel pinned by name, one block per token). With e4m3=True each call quantises the cached V
+into an e4m3 V-only cache with one scale (wideattn.compute_scale / quantize_to_cache) and the
+kernels rebuild K from the e4m3 V: the 8-bit variant of the same path. The paged copy of V is made
+per call (the cache itself holds transformers' [B, Hkv, S, D] V); this path is for the accuracy
+gates and the memory saving, its host and copy costs are not tuned.
+"""
+
+import inspect
+
+import torch
+
+from . import attention as _attention
+from . import quantization as _quantization
+from .library import default_context
+
+FULL_ATTENTION = "full_attention"
+PAGE_SLOTS = 16                      # slots per page of the per-call V-only cache
+BF16_KERNEL = "decode_bf16kfv_d512"  # pinned for calls of several tokens (bf16 V)
+E4M3_KERNEL = "decode_e4m3kfv_d512"  # the same for e4m3 V
+ATTENTION_NAMES = ("wideattn",)      # the attention implementations a V-only layer works with
+
+# Calls served by k_from_v_forward since import (tests and benchmarks).
+calls = {"k_from_v": 0}
+_layer_class = {}
+# Per layer index: whether the V-only layer's last update asked for e4m3 V (read by the attention
+# call that follows it in the same module's forward).
+_layer_e4m3 = {}
+
+
+def _dynamic_layer():
+    from transformers.cache_utils import DynamicLayer
+    return DynamicLayer
+
+
+def _v_only_layer_class():
+    """VOnlyLayer: a DynamicLayer that keeps V only (defined on first use: transformers is
+    imported only then)."""
+    if "cls" in _layer_class:
+        return _layer_class["cls"]
+    base = _dynamic_layer()
+    # lazy_initialization(key_states) before transformers 5.x's (key_states, value_states).
+    init_takes_values = len(inspect.signature(base.lazy_initialization).parameters) >= 3
+
+    class VOnlyLayer(base):
+        """A global layer's cache of V alone (module docstring for what update returns)."""
+
+        is_sliding = False
+
+        def __init__(self, config, layer_idx, e4m3):
+            """config: the model's text config (its attention implementation is checked at each
+            update); layer_idx: the layer; e4m3: rebuild K from e4m3 codes of V (module docstring)."""
+            super().__init__()
+            self.config = config
+            self.layer_idx = layer_idx
+            self.e4m3 = e4m3
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            """Stores value_states; returns (the prompt's keys, V) on the first update, (V, V) after
+            (args, kwargs: transformers' cache_kwargs, not read)."""
+            attention = getattr(self.config, "_attn_implementation", None)
+            if attention not in ATTENTION_NAMES:
+                raise ValueError(f"wideattn.v_only_cache: layer {self.layer_idx} keeps V only and needs the "
+                                 f"attention implementation 'wideattn' (K is rebuilt from V there), not "
+                                 f"{attention!r}")
+            if not self.is_initialized:
+                if init_takes_values:
+                    self.lazy_initialization(key_states, value_states)
+                else:
+                    self.lazy_initialization(key_states)
+            first = self.get_seq_length() == 0
+            self.values = value_states if first else torch.cat([self.values, value_states], dim=-2)
+            if first:
+                return key_states, self.values
+            _layer_e4m3[self.layer_idx] = self.e4m3
+            return self.values, self.values
+
+        def get_seq_length(self):
+            """The cached tokens (V's sequence length)."""
+            if not self.is_initialized or self.values.numel() == 0:
+                return 0
+            return self.values.shape[-2]
+
+        def crop(self, max_length):
+            """Keeps the first max_length tokens (negative: drops -max_length)."""
+            if max_length < 0:
+                max_length = self.get_seq_length() + max_length
+            if self.get_seq_length() > max_length:
+                self.values = self.values[..., :max_length, :]
+
+        def reorder_cache(self, beam_idx):
+            """Reorders the batch rows (beam search)."""
+            if self.get_seq_length() > 0:
+                self.values = self.values.index_select(0, beam_idx.to(self.values.device))
+
+        def batch_repeat_interleave(self, repeats):
+            """Repeats each batch row `repeats` times."""
+            if self.get_seq_length() > 0:
+                self.values = self.values.repeat_interleave(repeats, dim=0)
+
+        def batch_select_indices(self, indices):
+            """Keeps the batch rows `indices`."""
+            if self.get_seq_length() > 0:
+                self.values = self.values[indices, ...]
+
+        def reset(self):
+            """Empties the layer."""
+            if self.is_initialized:
+                self.values = self.values[..., :0, :]
+
+    _layer_class["cls"] = VOnlyLayer
+    return VOnlyLayer
+
+
+def k_from_v_layers(config):
+    """The layer indices whose K a V-only cache rebuilds from V: the full-attention layers of a
+    config with attention_k_eq_v (Gemma 4's global layers). Raises ValueError for a config without
+    attention_k_eq_v (its K is not a function of its V)."""
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    if not getattr(text, "attention_k_eq_v", False):
+        raise ValueError("wideattn.v_only_cache: the model's config has no attention_k_eq_v (its global layers' K "
+                         "is not a function of their V), so no layer can keep V only")
+    return [i for i, kind in enumerate(text.layer_types) if kind == FULL_ATTENTION]
+
+
+def v_only_cache(model, e4m3=False):
+    """A transformers DynamicCache for `model` (a Gemma 4 model with attention_k_eq_v) whose global
+    layers keep V only (module docstring); pass it as past_key_values to generate or forward with
+    the "wideattn" attention. e4m3: the kernels rebuild K from e4m3 codes of V (one scale per
+    call). Registers the model's k_norm weights and RoPE frequencies for k_from_v_forward."""
+    from transformers import DynamicCache
+    config = model.config
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    layers = k_from_v_layers(config)
+    register_model(model)
+    cache = DynamicCache(config=config)
+    if len(cache.layers) != len(text.layer_types) - getattr(text, "num_kv_shared_layers", 0):
+        raise ValueError(f"wideattn.v_only_cache: DynamicCache(config=...) made {len(cache.layers)} layers for "
+                         f"{len(text.layer_types)} layer types (a transformers version this module does not know)")
+    layer_class = _v_only_layer_class()
+    for i in layers:
+        if i < len(cache.layers):
+            cache.layers[i] = layer_class(text, i, e4m3)
+    return cache
+
+
+# Per attention module (by id): (k_norm weight fp32 [D], inv_freq fp32 [rotary_dims / 2], rotary_dims).
+_modules = {}
+
+
+def _rotary_buffer(model):
+    """The model's global-layer RoPE frequencies (transformers' Gemma4TextRotaryEmbedding buffer)."""
+    for module in model.modules():
+        buffer = getattr(module, "full_attention_inv_freq", None)
+        if buffer is not None:
+            return buffer
+    raise ValueError("wideattn.v_only_cache: no rotary embedding with full_attention_inv_freq in the model")
+
+
+def rotary_table(inv_freq):
+    """(rotary_dims, the rotary_dims / 2 nonzero leading frequencies as fp32) of a proportional
+    RoPE buffer inv_freq [head_dim / 2] (its rotated frequencies first, zeros after). Raises
+    ValueError for a buffer of another form."""
+    table = inv_freq.detach().float().flatten()
+    nonzero = int((table != 0).sum().item())
+    if nonzero == 0 or not bool((table[:nonzero] != 0).all()) or not bool((table[nonzero:] == 0).all()):
+        raise ValueError("wideattn.v_only_cache: the RoPE buffer is not its rotated frequencies followed by zeros")
+    return 2 * nonzero, table[:nonzero].contiguous()
+
+
+def register_model(model):
+    """Records, per global attention module of `model`, what k_from_v_forward needs: k_norm's
+    weight (fp32) and the model's RoPE frequencies."""
+    rotary_dims, table = rotary_table(_rotary_buffer(model))
+    for module in model.modules():
+        if getattr(module, "layer_type", None) == FULL_ATTENTION and hasattr(module, "k_norm"):
+            weight = module.k_norm.weight.detach().float().contiguous()
+            _modules[id(module)] = (weight, table.to(weight.device), rotary_dims)
+
+
+def is_v_only_call(module, key, value):
+    """Whether an attention call comes from a V-only layer's update (key is value) on a module
+    register_model recorded."""
+    return key is value and id(module) in _modules
+
+
+def k_from_v_forward(module, query, value, scaling):
+    """A V-only layer's call: query [1, Hq, T, D] over the cached V [1, Hkv, S, D] (T <= S, the
+    queries the last T positions, causal), K rebuilt from V (the mask is not read: batch 1 has no
+    padding). Returns the output [1, T, Hq, D] bf16. With an e4m3 layer (v_only_cache(...,
+    e4m3=True)) V is quantised with one scale into an e4m3 V-only cache first."""
+    e4m3 = _layer_e4m3.get(getattr(module, "layer_idx", None), False)
+    batch, q_heads, q_len, head_dim = query.shape
+    _, kv_heads, kv_len, _ = value.shape
+    if batch != 1 or q_len > kv_len:
+        raise NotImplementedError(f"wideattn.v_only_cache: a V-only layer serves batch 1 with at most as many "
+                                  f"queries as keys, not batch {batch}, {q_len} queries over {kv_len} keys")
+    weight, inv_freq, rotary_dims = _modules[id(module)]
+    device = query.device
+    pages = -(-kv_len // PAGE_SLOTS)
+    rows = value[0].transpose(0, 1)                      # [S, Hkv, D]
+    v_scale = None
+    if e4m3:
+        v_cache = torch.zeros((pages, PAGE_SLOTS, kv_heads, head_dim), dtype=torch.uint8, device=device)
+        slots = torch.arange(kv_len, dtype=torch.int64, device=device)
+        flat = rows.contiguous()
+        v_scale = _quantization.compute_scale(flat)
+        _quantization.quantize_to_cache(flat, v_cache, slots, v_scale)
+    else:
+        v_cache = torch.zeros((pages * PAGE_SLOTS, kv_heads, head_dim), dtype=value.dtype, device=device)
+        v_cache[:kv_len] = rows
+        v_cache = v_cache.view(pages, PAGE_SLOTS, kv_heads, head_dim)
+    q = query[0].transpose(0, 1).contiguous()            # [T, Hq, D]
+    cu_seqlens_q = torch.tensor([0, q_len], dtype=torch.int32, device=device)
+    seq_lens_k = torch.tensor([kv_len], dtype=torch.int32, device=device)
+    block_table = torch.arange(pages, dtype=torch.int32, device=device).reshape(1, pages)
+    pin = q_len > 1
+    if pin:
+        default_context().set_prefill_kernel(E4M3_KERNEL if e4m3 else BF16_KERNEL)
+    try:
+        out = _attention.prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, scaling, weight,
+                                          rotary_dims, inv_freq=inv_freq, v_scale=v_scale, max_seqlen_q=q_len,
+                                          max_seqlen_k=kv_len)
+    finally:
+        if pin:
+            default_context().set_prefill_kernel(None)
+    calls["k_from_v"] += 1
+    return out.view(1, q_len, q_heads, head_dim)
+
+
+def cache_bytes(cache, layers=None):
+    """Bytes of the K and V tensors a transformers cache holds in `layers` (default: all)."""
+    total = 0
+    for i, layer in enumerate(cache.layers):
+        if layers is not None and i not in layers:
+            continue
+        for tensor in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+            if isinstance(tensor, torch.Tensor):
+                total += tensor.numel() * tensor.element_size()
+    return total
