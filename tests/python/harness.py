@@ -1,8 +1,10 @@
 """harness.py - the runner of the Python package's test scripts: runs every test_* function of
-the calling module, prints one line per test and a closing count, exits 1 on any failure and 77
+the calling module (or, with $WIDEATTN_TESTS set to comma-separated substrings, those whose names
+contain one of them), prints one line per test and a closing count, exits 1 on any failure and 77
 (meson's "skipped") when the script's requirement is missing; plus functions shared by the scripts."""
 
 import importlib.abc
+import os
 import sys
 import traceback
 
@@ -48,8 +50,9 @@ def expect_raises(error_type, substrings, function, *args, **kwargs):
 
 
 def run(namespace):
+    only = [part for part in os.environ.get("WIDEATTN_TESTS", "").split(",") if part]
     tests = [(name, function) for name, function in namespace.items()
-             if name.startswith("test_") and callable(function)]
+             if name.startswith("test_") and callable(function) and (not only or any(p in name for p in only))]
     passed = failed = 0
     for name, function in tests:
         try:
