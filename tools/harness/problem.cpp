@@ -316,7 +316,8 @@ wideattn_prefill_params HostProblem::params(const void* q_ptr, const void* k_ptr
 wideattn_k_from_v gemma4_k_from_v(const float* k_norm_scale) {
     return wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL, k_norm_scale,
                              kGemma4GlobalRopeTheta,     kGemma4GlobalRotaryDims,   WIDEATTN_ROPE_ROTATE_HALF,
-                             0,                          nullptr};
+                             0,                          nullptr,                   nullptr,
+                             0,                          0};
 }
 
 std::vector<float> formula_inv_freq(const wideattn_k_from_v& kfv, int32_t head_dim) {
