@@ -133,6 +133,32 @@ typedef struct wideattn_k_from_v {
 } wideattn_k_from_v;
 
 /*
+ * Fills the HOST buffer `out` with the cos / sin table of wideattn_k_from_v.cos_sin for positions
+ * 0 .. positions - 1 (C API 0.7.0): entry [j][i] (4 bytes at out + 4 * (j * rotary_dims / 2 + i),
+ * the bf16 cos in its low half, the bf16 sin in its high half) is cos / sin of the fp32 angle
+ * fp32(j * f[i]), where f[i] = inv_freq[i] when inv_freq is not NULL (a HOST array of
+ * rotary_dims / 2 floats: the model's frequencies, as wideattn_k_from_v.inv_freq takes them on the
+ * device) and else 1 / fp32(rope_theta ^ (2i / head_dim)), the formula above. cos and sin are
+ * evaluated as the K-from-V decode kernels evaluate them (rope_cos_sin_reduced in
+ * kernels/common/k_from_v.h, the same bits on the host and the device), so a call whose
+ * description holds this table (copied to the device) and the same inv_freq or rope_theta gives
+ * outputs bit-identical to the same call without a table, for angles up to 2^18 rad (every
+ * position below 262144 at frequencies <= 1, as Gemma 4's); past that the kernels and this
+ * function take cosf / sinf of their own machine, whose bf16 results may differ at rare rounding
+ * ties. The fp64 reference kernel and the CPU reference use the table as they are given it too.
+ * 256 bytes a position for Gemma 4's rotary_dims 128 (64 MiB for 262144 positions); one table
+ * serves every layer and head that shares the frequencies.
+ * Checks: head_dim even and > 0; rotary_dims a multiple of 4 in 4 .. head_dim; positions >= 1;
+ * out not NULL and out_bytes >= positions * rotary_dims / 2 * 4; rope_theta finite and > 0 when
+ * inv_freq is NULL (not read otherwise). Any other value: WIDEATTN_ERROR_INVALID_ARGUMENT naming
+ * it, and `out` untouched. Needs no context, driver or GPU; the work grows with positions x
+ * rotary_dims / 2 (each entry a few dozen fp32 operations).
+ */
+WIDEATTN_API wideattn_status wideattn_k_from_v_cos_sin(float rope_theta, const float* inv_freq, int32_t head_dim,
+                                                       int32_t rotary_dims, int32_t positions, void* out,
+                                                       size_t out_bytes);
+
+/*
  * Prefill attention over a variable-length batch with a paged KV cache.
  *
  * Semantics (see docs/design.md section 2):

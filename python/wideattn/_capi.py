@@ -227,6 +227,8 @@ def declare(lib):
         "wideattn_plan_run_tensors": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PlanTensors), ctypes.c_void_p]),
         "wideattn_plan_get_info": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PlanInfo)]),
         "wideattn_plan_destroy": (ctypes.c_int, [ctypes.c_void_p]),
+        "wideattn_k_from_v_cos_sin": (ctypes.c_int, [ctypes.c_float, ctypes.c_void_p, _I32, _I32, _I32,
+                                                     ctypes.c_void_p, ctypes.c_size_t]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
