@@ -208,18 +208,6 @@ double k_from_v_decode_rel_l2(int32_t kv_dtype) {
     return kv_dtype == WIDEATTN_DTYPE_E4M3 ? kE4m3KFromVDecodeRelL2 : kBf16KFromVDecodeRelL2;
 }
 
-std::string attach_device_cos_sin(const GpuDevice& gpu, const std::vector<uint32_t>& table, DeviceBuffer* buffer,
-                                  wideattn_k_from_v* kfv) {
-    int32_t positions = 0;
-    std::string err = cos_sin_table_rows(table.size(), kfv->rotary_dims, &positions);
-    if (err.empty()) err = buffer->allocate(gpu, table.size() * sizeof(uint32_t));
-    if (err.empty()) err = buffer->upload(table.data(), table.size() * sizeof(uint32_t));
-    if (!err.empty()) return err;
-    kfv->cos_sin = buffer->get();
-    kfv->cos_sin_positions = positions;
-    return {};
-}
-
 CaseResult run_k_from_v_problem(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
                                 int32_t rotary_dims, const std::vector<float>& inv_freq, KNormWeights kind,
                                 const std::vector<uint32_t>& cos_sin) {

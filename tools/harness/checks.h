@@ -113,12 +113,6 @@ double k_from_v_decode_rel_l2(int32_t kv_dtype);
 // rotated dims and the device k_norm weights `k_norm_scale`.
 wideattn_k_from_v k_from_v_check_description(const float* k_norm_scale, int32_t rotary_dims);
 
-// Uploads the cos / sin table `table` (k_from_v_cos_sin_table's entries for kfv->rotary_dims) into
-// *buffer and points kfv->cos_sin at the device copy, cos_sin_positions at its rows. Returns "" or
-// the error.
-std::string attach_device_cos_sin(const GpuDevice& gpu, const std::vector<uint32_t>& table, DeviceBuffer* buffer,
-                                  wideattn_k_from_v* kfv);
-
 // A K-from-V case: `spec` run with WIDEATTN_FLAG_K_FROM_V, k_cache NULL and the description
 // k_from_v_check_description(weights, rotary_dims), the weights random_k_norm_weights(head_dim,
 // spec.seed + 1, `kind`), by the kernel ctx selects for o_dtype (twice, outputs poisoned first:
