@@ -30,7 +30,8 @@ bool host_dtype_supported(int32_t dtype) {
 }
 
 // The caller's K-from-V description as the library reads it: the bytes its struct_size covers, the
-// fields past them zero (a 32-byte struct of C API 0.5.0 has no inv_freq).
+// fields past them zero (a 32-byte struct of C API 0.5.0 has no inv_freq, a 40-byte one of 0.6.0 no
+// cos_sin table).
 wideattn_k_from_v read_description(const wideattn_k_from_v* in) {
     uint32_t size = 0;
     std::memcpy(&size, in, sizeof size);
@@ -47,7 +48,7 @@ void k_from_v_row(const float* v_row, const wideattn_k_from_v& kfv, int32_t head
     for (int32_t i = 0; i < half; ++i) {
         const float x_lo = k_from_v_scaled(v_row[i], kfv.k_norm_scale[i]);
         const float x_hi = k_from_v_scaled(v_row[i + half], kfv.k_norm_scale[i + half]);
-        const RopeCosSin cs = rope_cos_sin(rope_angle(position, k_from_v_inv_freq(kfv, i, head_dim)));
+        const RopeCosSin cs = k_from_v_cos_sin(kfv, position, i, head_dim);
         k_row[i] = rope_rotate(x_lo, x_hi, cs, true);
         k_row[i + half] = rope_rotate(x_hi, x_lo, cs, false);
     }

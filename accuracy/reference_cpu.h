@@ -17,15 +17,17 @@ namespace wideattn::accuracy {
 // not null, lse[q_head * p.lse_head_stride + token] as double (natural log; -inf for a row
 // with no visible key, whose output is zeros). Returns an empty string on success, else a
 // message naming the bad argument (nothing is written then). With WIDEATTN_FLAG_K_FROM_V in
-// p.flags, p.k_from_v (and its k_norm_scale and inv_freq table) is a HOST pointer too, read as the
-// library reads it (its struct_size bytes: a 32-byte struct has no inv_freq), k_cache is not read
-// and V must be BF16.
+// p.flags, p.k_from_v (and its k_norm_scale, inv_freq and cos_sin tables) is a HOST pointer too,
+// read as the library reads it (its struct_size bytes: a 32-byte struct has no inv_freq, a 40-byte
+// one no cos_sin), k_cache is not read and V must be BF16.
 std::string reference_attention_cpu(const wideattn_prefill_params& p, double* o, double* lse);
 
 // K of one key rebuilt from its bf16 V row (values as floats, head_dim of them) at `position`
 // (the key's index in its sequence), as WIDEATTN_FLAG_K_FROM_V defines it (include/wideattn.h;
-// kernels/common/k_from_v.h): bf16 values into k_row. kfv.k_norm_scale and kfv.inv_freq (the
-// model's frequencies, fp32 [rotary_dims / 2], or NULL: from rope_theta) are host pointers.
+// kernels/common/k_from_v.h): bf16 values into k_row. kfv.k_norm_scale, kfv.inv_freq (the model's
+// frequencies, fp32 [rotary_dims / 2], or NULL: from rope_theta) and kfv.cos_sin (the bf16 (cos, sin)
+// table [cos_sin_positions][rotary_dims / 2], or NULL: cos / sin by the formula; a position past its
+// rows takes the formula too) are host pointers.
 void k_from_v_row(const float* v_row, const wideattn_k_from_v& kfv, int32_t head_dim, int32_t position,
                   float* k_row);
 

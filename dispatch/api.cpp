@@ -38,8 +38,9 @@
 // The params struct is an ABI: kernels take it by value and bindings (ctypes) mirror it.
 static_assert(sizeof(wideattn_prefill_params) == 272, "wideattn_prefill_params layout changed: update bindings");
 static_assert(offsetof(wideattn_prefill_params, k_from_v) == 264, "C API 0.4.0 callers pass the 264 bytes before k_from_v");
-static_assert(sizeof(wideattn_k_from_v) == 40, "wideattn_k_from_v layout changed: update bindings");
+static_assert(sizeof(wideattn_k_from_v) == 56, "wideattn_k_from_v layout changed: update bindings");
 static_assert(offsetof(wideattn_k_from_v, inv_freq) == 32, "C API 0.5.0 callers pass the 32 bytes before inv_freq");
+static_assert(offsetof(wideattn_k_from_v, cos_sin) == 40, "C API 0.6.0 callers pass the 40 bytes before cos_sin");
 static_assert(sizeof(wideattn_quantize_params) == 112, "wideattn_quantize_params layout changed: update bindings");
 static_assert(sizeof(wideattn_scale_params) == 64, "wideattn_scale_params layout changed: update bindings");
 static_assert(sizeof(wideattn_kernel_info) == 112, "wideattn_kernel_info layout changed: update bindings");

@@ -33,10 +33,14 @@ constexpr int64_t kTransposedSlotStride = 1;  // the slots of a transposed V row
 
 bool v_transposed(const wideattn_prefill_params& p) { return (p.flags & WIDEATTN_FLAG_V_TRANSPOSED) != 0; }
 bool k_from_v(const wideattn_prefill_params& p) { return k_from_v_call(p.flags); }
-// The versions of wideattn_k_from_v: C API 0.5.0's 32 bytes (up to `reserved`), 0.6.0's with inv_freq.
-constexpr StructVersion kKFromVVersions[] = {{kKFromVSizeWithoutInvFreq, "0.5.0"}, {sizeof(wideattn_k_from_v), "0.6.0"}};
-static_assert(kKFromVSizeWithoutInvFreq == 32 && sizeof(wideattn_k_from_v) == 40,
-              "wideattn_k_from_v's versions: 32 bytes (C API 0.5.0), 40 with inv_freq (0.6.0)");
+// The versions of wideattn_k_from_v: C API 0.5.0's 32 bytes (up to `reserved`), 0.6.0's with inv_freq,
+// 0.7.0's with the cos / sin table.
+constexpr StructVersion kKFromVVersions[] = {{kKFromVSizeWithoutInvFreq, "0.5.0"},
+                                             {kKFromVSizeWithoutCosSin, "0.6.0"},
+                                             {sizeof(wideattn_k_from_v), "0.7.0"}};
+static_assert(kKFromVSizeWithoutInvFreq == 32 && kKFromVSizeWithoutCosSin == 40 && sizeof(wideattn_k_from_v) == 56,
+              "wideattn_k_from_v's versions: 32 bytes (C API 0.5.0), 40 with inv_freq (0.6.0), 56 with cos_sin "
+              "(0.7.0)");
 
 // One dimension of a tensor: `count` indices `stride` elements apart.
 struct Dim {
@@ -111,7 +115,8 @@ bool rows_nest(const char* what, const char* row_name, int64_t row_size, std::in
 
 // Appends the span of a tensor that passed tensor_fits (rows of `row` elements of `elem_size`
 // along `dims`) to *spans; a tensor without elements (a count or row of 0, a NULL base) has none.
-// Spans in fixed storage: the most a call has (the prefill's 12), without an allocation.
+// Spans in fixed storage: the most a call has (the prefill's 12; 14 with K from V, whose three tables
+// come with no k_cache), without an allocation.
 struct SpanList {
     static constexpr size_t kCapacity = 16;
     Span items[kCapacity];
@@ -306,6 +311,38 @@ bool check_shape(Validator& v, const wideattn_prefill_params& p) {
     return true;
 }
 
+// The rows of K from V's cos / sin table: cos_sin_positions of them, rotary_dims / 2 entries apart.
+Dim cos_sin_rows(const wideattn_k_from_v& kfv) {
+    return {"k_from_v.cos_sin_positions", kfv.cos_sin_positions, "k_from_v.rotary_dims / 2", kfv.rotary_dims / 2};
+}
+
+// K from V's cos / sin table (C API 0.7.0; after rotary_dims passed its own check): NULL with no
+// rows, or rows of whole pairs of frequencies at kCosSinAlignment; reserved2 0 either way.
+bool check_cos_sin(Validator& v, const wideattn_k_from_v& kfv) {
+    std::ostringstream s;
+    if (kfv.reserved2 != 0) {
+        s << "k_from_v.reserved2=" << kfv.reserved2 << " must be 0";
+        return v.fail(s.str());
+    }
+    if (!kfv.cos_sin) {
+        if (kfv.cos_sin_positions == 0) return true;
+        s << "k_from_v.cos_sin_positions=" << kfv.cos_sin_positions
+          << " must be 0 without a cos_sin table (k_from_v.cos_sin is NULL)";
+        return v.fail(s.str());
+    }
+    if (kfv.cos_sin_positions < 1) {
+        s << "k_from_v.cos_sin_positions=" << kfv.cos_sin_positions << " must be >= 1 with a cos_sin table";
+        return v.fail(s.str());
+    }
+    if (!v.aligned(kfv.cos_sin, kCosSinAlignment, "k_from_v.cos_sin")) return false;
+    if (kfv.rotary_dims < kCosSinRotaryDimsMultiple || kfv.rotary_dims % kCosSinRotaryDimsMultiple != 0) {
+        s << "k_from_v.rotary_dims=" << kfv.rotary_dims << " must be a positive multiple of "
+          << kCosSinRotaryDimsMultiple << " with a cos_sin table (its rows hold whole 8-byte pairs of frequencies)";
+        return v.fail(s.str());
+    }
+    return true;
+}
+
 // K from V: the description readable and in range, a bf16 or e4m3 V (after check_shape: head_dim
 // even). Which calls of each a kernel serves is selection's question (e4m3: single-token decode).
 bool check_k_from_v(Validator& v, const wideattn_prefill_params& p) {
@@ -347,8 +384,12 @@ bool check_k_from_v(Validator& v, const wideattn_prefill_params& p) {
           << " (2 x the rotated frequencies; Gemma 4: 128 of 512)";
         return v.fail(s.str());
     }
+    if (!check_cos_sin(v, kfv)) return false;
+    const int64_t frequencies = kfv.rotary_dims / 2;
     return v.tensor_fits("k_from_v.k_norm_scale", kfv.k_norm_scale, sizeof(float), p.head_dim, {}) &&
-           (!kfv.inv_freq || v.tensor_fits("k_from_v.inv_freq", kfv.inv_freq, sizeof(float), kfv.rotary_dims / 2, {}));
+           (!kfv.inv_freq || v.tensor_fits("k_from_v.inv_freq", kfv.inv_freq, sizeof(float), frequencies, {})) &&
+           (!kfv.cos_sin || v.tensor_fits("k_from_v.cos_sin", kfv.cos_sin, kCosSinEntryBytes, frequencies,
+                                          {cos_sin_rows(kfv)}));
 }
 
 // The slot stride of a transposed V layout: 1 (its page rows hold the slots contiguously).
@@ -491,7 +532,7 @@ void add_cache_span(SpanList* spans, const char* name, const void* base, int64_t
 }
 
 // No output (o, lse, the workspace) shares a byte with another output or with an input (q, the
-// caches, the metadata arrays, the scales, K from V's k_norm_scale and inv_freq), after
+// caches, the metadata arrays, the scales, K from V's k_norm_scale, inv_freq and cos_sin), after
 // check_extents (so no span wraps).
 void add_prefill_spans(const wideattn_prefill_params& p, SpanList* out) {
     const int64_t q_size = dtype_size(p.q_dtype), kv_size = dtype_size(p.kv_dtype), o_size = dtype_size(p.o_dtype);
@@ -534,6 +575,8 @@ void add_prefill_spans(const wideattn_prefill_params& p, SpanList* out) {
     if (k_from_v(p) && read_k_from_v(p, &kfv, &unused) == WIDEATTN_OK) {
         add_span(&spans, "k_from_v.k_norm_scale", kfv.k_norm_scale, false, float_size, p.head_dim, {});
         add_span(&spans, "k_from_v.inv_freq", kfv.inv_freq, false, float_size, kfv.rotary_dims / 2, {});
+        add_span(&spans, "k_from_v.cos_sin", kfv.cos_sin, false, static_cast<int64_t>(kCosSinEntryBytes),
+                 kfv.rotary_dims / 2, {cos_sin_rows(kfv)});
     }
 }
 

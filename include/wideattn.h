@@ -72,16 +72,17 @@ typedef enum wideattn_dtype {
 } wideattn_dtype;
 
 /*
- * K from V (C API 0.5.0, inv_freq 0.6.0; docs/design.md section 2, "K from V in Gemma 4's global
- * layers"): the cache holds V only and each key's K is rebuilt from its V row, as Gemma 4's
- * global layers (attention_k_eq_v) define them: V = bf16(n), K = RoPE(bf16(n * w)) with n the
- * RMS-normalised projection and w k_norm's weight. Per key j of a sequence (position j, its index
+ * K from V (C API 0.5.0, inv_freq 0.6.0, cos_sin 0.7.0; docs/design.md section 2, "K from V in
+ * Gemma 4's global layers"): the cache holds V only and each key's K is rebuilt from its V row, as
+ * Gemma 4's global layers (attention_k_eq_v) define them: V = bf16(n), K = RoPE(bf16(n * w)) with
+ * n the RMS-normalised projection and w k_norm's weight. Per key j of a sequence (position j, its index
  * in the sequence) and dim d of head_dim D, all arithmetic fp32 and each named step rounded to
  * bf16:
  *   x[d]       = bf16(V[d] * k_norm_scale[d])
  *   inv_freq[i]= the caller's table inv_freq[i] when given, else 1 / fp32(rope_theta ^ (2i / D)),
  *                for i < rotary_dims / 2; 0 for the rest (i < D / 2)
- *   c[i], s[i] = bf16(cos(fp32(j * inv_freq[i]))), bf16(sin(...))
+ *   c[i], s[i] = bf16(cos(fp32(j * inv_freq[i]))), bf16(sin(...)), or the cos_sin table's entry
+ *                [j][i] when one is given and j < cos_sin_positions
  *   K[d]       = bf16(bf16(x[d] * c[d]) - bf16(x[d + D/2] * s[d]))       for d <  D/2
  *   K[d]       = bf16(bf16(x[d] * c[i]) + bf16(x[d - D/2] * s[i]))       for d >= D/2, i = d - D/2
  * (rotate-half pairing: dim i turns with dim i + D/2; the exponent's denominator is the full head
@@ -91,9 +92,10 @@ typedef enum wideattn_dtype {
  * its fp32 pow, which is not correctly rounded, and the formula's power (fp64 rounded once) differs
  * from it in 1 of the 256 entries for theta 1e6, D 512 (measured 2026-12-02, torch 2.11).
  * A versioned struct (struct_size, see "Versioned structs" below: 32, the C API 0.5.0 size without
- * inv_freq, or 40; a size between the two is refused) pointed to by wideattn_prefill_params.k_from_v;
- * the library passes a copy to the kernels, so it need not outlive the call (a plan keeps its own
- * copy; the table itself is read by the kernels and must live while they run).
+ * inv_freq, 40, the 0.6.0 size without cos_sin, or 56; a size between two of them is refused)
+ * pointed to by wideattn_prefill_params.k_from_v; the library passes a copy to the kernels, so it
+ * need not outlive the call (a plan keeps its own copy; the tables themselves are read by the
+ * kernels and must live while they run).
  */
 #define WIDEATTN_ROPE_PROPORTIONAL 1 /* wideattn_k_from_v.rope_type: the one RoPE type defined */
 #define WIDEATTN_ROPE_ROTATE_HALF 1  /* wideattn_k_from_v.pairing: dim i with dim i + head_dim / 2 */
@@ -129,6 +131,32 @@ typedef struct wideattn_k_from_v {
     int32_t cos_sin_positions; /* rows of cos_sin: 0 when it is NULL, else 1 .. 2^31 - 1 */
     int32_t reserved2;         /* 0 */
 } wideattn_k_from_v;
+
+/*
+ * Fills the HOST buffer `out` with the cos / sin table of wideattn_k_from_v.cos_sin for positions
+ * 0 .. positions - 1 (C API 0.7.0): entry [j][i] (4 bytes at out + 4 * (j * rotary_dims / 2 + i),
+ * the bf16 cos in its low half, the bf16 sin in its high half) is cos / sin of the fp32 angle
+ * fp32(j * f[i]), where f[i] = inv_freq[i] when inv_freq is not NULL (a HOST array of
+ * rotary_dims / 2 floats: the model's frequencies, as wideattn_k_from_v.inv_freq takes them on the
+ * device) and else 1 / fp32(rope_theta ^ (2i / head_dim)), the formula above. cos and sin are
+ * evaluated as the K-from-V decode kernels evaluate them (rope_cos_sin_reduced in
+ * kernels/common/k_from_v.h, the same bits on the host and the device), so a call whose
+ * description holds this table (copied to the device) and the same inv_freq or rope_theta gives
+ * outputs bit-identical to the same call without a table, for angles up to 2^18 rad (every
+ * position below 262144 at frequencies <= 1, as Gemma 4's); past that the kernels and this
+ * function take cosf / sinf of their own machine, whose bf16 results may differ at rare rounding
+ * ties. The fp64 reference kernel and the CPU reference use the table as they are given it too.
+ * 256 bytes a position for Gemma 4's rotary_dims 128 (64 MiB for 262144 positions); one table
+ * serves every layer and head that shares the frequencies.
+ * Checks: head_dim even and > 0; rotary_dims a multiple of 4 in 4 .. head_dim; positions >= 1;
+ * out not NULL and out_bytes >= positions * rotary_dims / 2 * 4; rope_theta finite and > 0 when
+ * inv_freq is NULL (not read otherwise). Any other value: WIDEATTN_ERROR_INVALID_ARGUMENT naming
+ * it, and `out` untouched. Needs no context, driver or GPU; the work grows with positions x
+ * rotary_dims / 2 (each entry a few dozen fp32 operations).
+ */
+WIDEATTN_API wideattn_status wideattn_k_from_v_cos_sin(float rope_theta, const float* inv_freq, int32_t head_dim,
+                                                       int32_t rotary_dims, int32_t positions, void* out,
+                                                       size_t out_bytes);
 
 /*
  * Prefill attention over a variable-length batch with a paged KV cache.

@@ -41,7 +41,8 @@ int main(void) {
     FIELD(wideattn_k_from_v, struct_size); FIELD(wideattn_k_from_v, rope_type);
     FIELD(wideattn_k_from_v, k_norm_scale); FIELD(wideattn_k_from_v, rope_theta);
     FIELD(wideattn_k_from_v, rotary_dims); FIELD(wideattn_k_from_v, pairing); FIELD(wideattn_k_from_v, reserved);
-    FIELD(wideattn_k_from_v, inv_freq);
+    FIELD(wideattn_k_from_v, inv_freq); FIELD(wideattn_k_from_v, cos_sin); FIELD(wideattn_k_from_v, cos_sin_positions);
+    FIELD(wideattn_k_from_v, reserved2);
     END();
     BEGIN(wideattn_quantize_params);
     FIELD(wideattn_quantize_params, src); FIELD(wideattn_quantize_params, src_token_stride);

@@ -1,20 +1,26 @@
 // test_api.cpp - the C API without a GPU: opening bundles (good, missing, damaged manifest),
-// lazy cubin verification, the exception boundary, kernel info, is_supported, and the
-// no-driver path of wideattn_prefill.
+// lazy cubin verification, the exception boundary, kernel info, is_supported, the no-driver path
+// of wideattn_prefill, and wideattn_k_from_v_cos_sin's checks and entries.
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "dispatch/bundle_files.h"
 #include "dispatch/c_boundary.h"
 #include "dispatch/manifest.h"
 #include "dispatch/manifest_format.h"
+#include "kernels/common/k_from_v.h"
 #include "tests/test_helpers.h"
 #include "wideattn.h"
 
@@ -53,7 +59,7 @@ private:
 }  // namespace
 
 TEST_CASE("api: version and status names") {
-    CHECK(std::strcmp(wideattn_version(), "0.6.0") == 0);
+    CHECK(std::strcmp(wideattn_version(), "0.7.0") == 0);
     CHECK(std::strcmp(wideattn_status_string(WIDEATTN_ERROR_NO_DRIVER), "WIDEATTN_ERROR_NO_DRIVER") == 0);
     CHECK(std::strcmp(wideattn_status_string(static_cast<wideattn_status>(99)), "WIDEATTN_STATUS_UNKNOWN") == 0);
 }
@@ -514,4 +520,142 @@ TEST_CASE("api: workspace_size needs a device and says so without a driver") {
     CHECK(std::string(wideattn_last_error()) == "bytes is NULL");
     p.num_splits = -1;
     CHECK(wideattn_workspace_size(bundle.ctx(), &p, &bytes) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+}
+
+namespace {
+
+// Gemma 4's global layers: the description the cos / sin table tests fill tables for.
+constexpr float kTableTheta = 1.0e6f;
+constexpr int32_t kTableHeadDim = 512;
+constexpr int32_t kTableRotaryDims = 128;
+constexpr int32_t kTableFrequencies = kTableRotaryDims / 2;
+constexpr unsigned char kUntouched = 0xab;  // what a refused call must leave in the buffer
+
+// The table's entry [position][i] as wideattn_k_from_v_cos_sin defines it, from this test's own
+// reading of kernels/common/k_from_v.h: the bf16 bits of rope_cos_sin_reduced, cos low.
+uint32_t expected_entry(int32_t position, float inv_freq) {
+    const RopeCosSin cs = rope_cos_sin_reduced(rope_angle(position, inv_freq));
+    uint32_t c = 0, s = 0;
+    std::memcpy(&c, &cs.c, sizeof c);
+    std::memcpy(&s, &cs.s, sizeof s);
+    CHECK((c & 0xffffu) == 0);  // already bf16 values
+    CHECK((s & 0xffffu) == 0);
+    return (c >> 16) | (s & 0xffff0000u);
+}
+
+// Calls wideattn_k_from_v_cos_sin into a buffer of `bytes` (kUntouched) and checks that it refuses
+// with `message`, leaving the buffer as it was.
+void check_table_refused(float theta, const float* inv_freq, int32_t head_dim, int32_t rotary_dims, int32_t positions,
+                         size_t bytes, bool null_out, const std::string& message) {
+    CAPTURE(message);
+    std::vector<unsigned char> out(bytes, kUntouched);
+    CHECK(wideattn_k_from_v_cos_sin(theta, inv_freq, head_dim, rotary_dims, positions, null_out ? nullptr : out.data(),
+                                    bytes) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == message);
+    CHECK(std::all_of(out.begin(), out.end(), [](unsigned char b) { return b == kUntouched; }));
+}
+
+}  // namespace
+
+TEST_CASE("api: k_from_v_cos_sin refuses each bad argument by name and value, writing nothing") {
+    constexpr int32_t kPositions = 10;
+    constexpr size_t kBytes = size_t{kPositions} * kTableFrequencies * 4;
+    const std::vector<float> inv_freq(kTableFrequencies, 0.5f);
+    struct Bad {
+        float theta;
+        const float* inv_freq;
+        int32_t head_dim, rotary_dims, positions;
+        size_t bytes;
+        bool null_out;
+        std::string message;
+    };
+    const std::string rotary = " (the table's rows hold whole 8-byte pairs of frequencies)";
+    const Bad cases[] = {
+        {kTableTheta, nullptr, 0, kTableRotaryDims, kPositions, kBytes, false, "head_dim=0 must be even and > 0"},
+        {kTableTheta, nullptr, -2, kTableRotaryDims, kPositions, kBytes, false, "head_dim=-2 must be even and > 0"},
+        {kTableTheta, nullptr, 511, kTableRotaryDims, kPositions, kBytes, false, "head_dim=511 must be even and > 0"},
+        {kTableTheta, nullptr, kTableHeadDim, 0, kPositions, kBytes, false,
+         "rotary_dims=0 must be a multiple of 4 in 4..head_dim=512" + rotary},
+        {kTableTheta, nullptr, kTableHeadDim, 2, kPositions, kBytes, false,
+         "rotary_dims=2 must be a multiple of 4 in 4..head_dim=512" + rotary},
+        {kTableTheta, nullptr, kTableHeadDim, 126, kPositions, kBytes, false,
+         "rotary_dims=126 must be a multiple of 4 in 4..head_dim=512" + rotary},
+        {kTableTheta, nullptr, kTableHeadDim, -4, kPositions, kBytes, false,
+         "rotary_dims=-4 must be a multiple of 4 in 4..head_dim=512" + rotary},
+        {kTableTheta, nullptr, kTableHeadDim, 516, kPositions, kBytes, false,
+         "rotary_dims=516 must be a multiple of 4 in 4..head_dim=512" + rotary},
+        {kTableTheta, nullptr, 8, 12, kPositions, kBytes, false,
+         "rotary_dims=12 must be a multiple of 4 in 4..head_dim=8" + rotary},
+        {kTableTheta, nullptr, kTableHeadDim, kTableRotaryDims, 0, kBytes, false, "positions=0 must be >= 1"},
+        {kTableTheta, nullptr, kTableHeadDim, kTableRotaryDims, INT32_MIN, kBytes, false,
+         "positions=-2147483648 must be >= 1"},
+        {0.0f, nullptr, kTableHeadDim, kTableRotaryDims, kPositions, kBytes, false,
+         "rope_theta=0 must be finite and > 0 (or pass the model's inv_freq)"},
+        {-1.0f, nullptr, kTableHeadDim, kTableRotaryDims, kPositions, kBytes, false,
+         "rope_theta=-1 must be finite and > 0 (or pass the model's inv_freq)"},
+        {NAN, nullptr, kTableHeadDim, kTableRotaryDims, kPositions, kBytes, false,
+         "rope_theta=nan must be finite and > 0 (or pass the model's inv_freq)"},
+        {INFINITY, nullptr, kTableHeadDim, kTableRotaryDims, kPositions, kBytes, false,
+         "rope_theta=inf must be finite and > 0 (or pass the model's inv_freq)"},
+        {kTableTheta, nullptr, kTableHeadDim, kTableRotaryDims, kPositions, kBytes, true,
+         "out is NULL (a host buffer of positions * rotary_dims / 2 * 4 bytes)"},
+        {kTableTheta, nullptr, kTableHeadDim, kTableRotaryDims, kPositions, kBytes - 1, false,
+         "out_bytes=2559 is below the table's 2560 bytes (positions=10 x rotary_dims / 2=64 x 4)"},
+        {kTableTheta, inv_freq.data(), kTableHeadDim, kTableHeadDim, INT32_MAX, kBytes, false,
+         "out_bytes=2560 is below the table's 2199023254528 bytes (positions=2147483647 x rotary_dims / 2=256 x 4)"},
+    };
+    for (const Bad& c : cases)
+        check_table_refused(c.theta, c.inv_freq, c.head_dim, c.rotary_dims, c.positions, c.bytes, c.null_out,
+                            c.message);
+}
+
+TEST_CASE("api: k_from_v_cos_sin's entries are rope_cos_sin_reduced's bf16 bits, cos low, row by row") {
+    // Positions 0 .. 299 and a window below 2^17 (angles up to 1.3e5 rad at the first frequency),
+    // from theta and from a caller's frequencies (the formula's with one entry an fp32 ulp off, and
+    // theta NaN: not read with inv_freq). Bytes past the table stay as they were.
+    constexpr int32_t kPositions = 300;
+    constexpr int32_t kLongPositions = 131072;
+    const size_t bytes = size_t{kPositions} * kTableFrequencies * sizeof(uint32_t);
+    std::vector<uint32_t> table(size_t{kPositions} * kTableFrequencies + 1, 0xabababab);
+    REQUIRE_MESSAGE(wideattn_k_from_v_cos_sin(kTableTheta, nullptr, kTableHeadDim, kTableRotaryDims, kPositions,
+                                              table.data(), bytes + sizeof(uint32_t)) == WIDEATTN_OK,
+                    wideattn_last_error());
+    CHECK(table.back() == 0xabababab);
+    CHECK(table[0] == 0x00003f80u);  // position 0: cos 1, sin 0 for every frequency
+    CHECK(table[kTableFrequencies - 1] == 0x00003f80u);
+    for (int32_t j = 0; j < kPositions; ++j)
+        for (int32_t i = 0; i < kTableFrequencies; ++i) {
+            CAPTURE(j);
+            CAPTURE(i);
+            const uint32_t want = expected_entry(j, rope_inv_freq(kTableTheta, i, kTableHeadDim, kTableRotaryDims));
+            const uint32_t got = table[size_t(j) * kTableFrequencies + i];
+            if (got != want) REQUIRE(got == want);
+        }
+
+    std::vector<float> frequencies(kTableFrequencies);
+    for (int32_t i = 0; i < kTableFrequencies; ++i)
+        frequencies[i] = rope_inv_freq(kTableTheta, i, kTableHeadDim, kTableRotaryDims);
+    frequencies[1] = std::nextafter(frequencies[1], 1.0f);
+    std::vector<uint32_t> long_table(size_t{kLongPositions} * kTableFrequencies);
+    REQUIRE_MESSAGE(wideattn_k_from_v_cos_sin(NAN, frequencies.data(), kTableHeadDim, kTableRotaryDims,
+                                              kLongPositions, long_table.data(),
+                                              long_table.size() * sizeof(uint32_t)) == WIDEATTN_OK,
+                    wideattn_last_error());
+    int64_t differ_from_formula = 0;
+    for (int32_t j = kLongPositions - 64; j < kLongPositions; ++j)
+        for (int32_t i = 0; i < kTableFrequencies; ++i) {
+            CAPTURE(j);
+            CAPTURE(i);
+            const uint32_t got = long_table[size_t(j) * kTableFrequencies + i];
+            if (got != expected_entry(j, frequencies[i])) REQUIRE(got == expected_entry(j, frequencies[i]));
+            differ_from_formula +=
+                got != expected_entry(j, rope_inv_freq(kTableTheta, i, kTableHeadDim, kTableRotaryDims));
+        }
+    CHECK(differ_from_formula > 0);  // the perturbed frequency's angles moved by ~0.007 rad
+
+    // A row of the same frequencies is the same whatever the table's length.
+    std::vector<uint32_t> short_table(size_t{2} * kTableFrequencies);
+    REQUIRE(wideattn_k_from_v_cos_sin(NAN, frequencies.data(), kTableHeadDim, kTableRotaryDims, 2, short_table.data(),
+                                      short_table.size() * sizeof(uint32_t)) == WIDEATTN_OK);
+    CHECK(std::equal(short_table.begin(), short_table.end(), long_table.begin()));
 }

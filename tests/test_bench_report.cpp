@@ -1,8 +1,8 @@
 // test_bench_report.cpp - `wideattn bench`'s decode suite and report without a GPU: the suite's
 // shapes and names (the three earlier decode cases still found by name), the split hints, the K/V
 // byte count, the FP8/BF16 and mixed / (chunk + decodes) ratios (per --pdl setting), the wgmma
-// ceiling of each entry, and the JSON report parsed back with the decode, read-bandwidth and
-// wgmma-rate fields.
+// ceiling of each entry, and the JSON report parsed back with the decode, read-bandwidth,
+// wgmma-rate and K-from-V cos / sin fields.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -209,6 +209,28 @@ TEST_CASE("bench report: --pdl variants pair within their setting and carry it i
                       {record("decode_1_ctx_32k", false, 0.1)});
     REQUIRE(parse_json(plain.str(), &doc, &err));
     CHECK(doc.find("cases")->array[0].find("pdl") == nullptr);
+}
+
+TEST_CASE("bench report: K-from-V entries say where cos / sin came from (--kfv-cos-sin)") {
+    std::vector<CaseRecord> records;
+    for (const bool table : {false, true}) {
+        CaseRecord r = record("decode_1_ctx_32k", false, table ? 0.07 : 0.08);
+        r.variant.kernel = r.kernel = "decode_bf16kfv_d512";
+        r.variant.k_from_v = true;
+        r.variant.cos_sin_table = table;
+        records.push_back(r);
+    }
+    records.push_back(record("decode_1_ctx_32k", false, 0.074));  // a K+V entry: no such field
+    std::ostringstream out;
+    write_report_json(out, RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "decode", 20, 3}, RunRates{}, records);
+    JsonValue doc;
+    std::string err;
+    REQUIRE_MESSAGE(parse_json(out.str(), &doc, &err), err);
+    const JsonValue& cases = *doc.find("cases");
+    REQUIRE(cases.array.size() == records.size());
+    CHECK(cases.array[0].find("kfv_cos_sin")->string == "formula");
+    CHECK(cases.array[1].find("kfv_cos_sin")->string == "table");
+    CHECK(cases.array[2].find("kfv_cos_sin") == nullptr);
 }
 
 TEST_CASE("bench report: the wgmma ceiling of an entry and the wgmma fields of the JSON") {

@@ -151,7 +151,7 @@ inline wideattn_prefill_params k_from_v_params() {
     p.flags = WIDEATTN_FLAG_K_FROM_V;
     k_from_v_desc() = wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL,
                                         reinterpret_cast<const float*>(kFakeKNormScale), kTestRopeTheta,
-                                        kTestRotaryDims, WIDEATTN_ROPE_ROTATE_HALF, 0, nullptr};
+                                        kTestRotaryDims, WIDEATTN_ROPE_ROTATE_HALF, 0, nullptr, nullptr, 0, 0};
     p.k_from_v = &k_from_v_desc();
     return p;
 }

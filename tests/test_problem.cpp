@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <vector>
 
 #include "accuracy/bf16.h"
 #include "fp8/codec/e4m3.h"
@@ -275,4 +276,36 @@ TEST_CASE("problem: every e4m3 code is the codec's rounding of the bf16 input ov
         CHECK(wrong == 0);
     }
     CHECK(nan_codes > 0);  // the unused slots' NaN went through the codec as well
+}
+
+TEST_CASE("problem: K from V's cos / sin table of a description, and its host attachment") {
+    constexpr int32_t kPositions = 5;
+    wideattn_k_from_v kfv = gemma4_k_from_v(nullptr);
+    std::vector<uint32_t> table;
+    REQUIRE(k_from_v_cos_sin_table(kfv, ProblemSpec{}.head_dim, kPositions, &table).empty());
+    CHECK(table.size() == static_cast<size_t>(kPositions * kGemma4GlobalRotaryDims / 2));
+    CHECK(table[0] == 0x00003f80u);  // position 0: cos 1, sin 0
+    REQUIRE(attach_host_cos_sin(table, &kfv).empty());
+    CHECK(kfv.cos_sin == table.data());
+    CHECK(kfv.cos_sin_positions == kPositions);
+
+    // From the description's own frequencies when it has them (host pointer): all 1 rad apart.
+    std::vector<float> ones(kGemma4GlobalRotaryDims / 2, 1.0f);
+    wideattn_k_from_v given = gemma4_k_from_v(nullptr);
+    given.inv_freq = ones.data();
+    std::vector<uint32_t> same;
+    REQUIRE(k_from_v_cos_sin_table(given, ProblemSpec{}.head_dim, 2, &same).empty());
+    CHECK(std::all_of(same.begin() + kGemma4GlobalRotaryDims / 2, same.end(),
+                      [&](uint32_t e) { return e == same[kGemma4GlobalRotaryDims / 2]; }));
+
+    wideattn_k_from_v odd = gemma4_k_from_v(nullptr);
+    odd.rotary_dims = 2;
+    CHECK(k_from_v_cos_sin_table(odd, ProblemSpec{}.head_dim, kPositions, &table) ==
+          "wideattn_k_from_v_cos_sin: rotary_dims=2 must be a multiple of 4 in 4..head_dim=512 (the table's rows "
+          "hold whole 8-byte pairs of frequencies)");
+    CHECK(table.empty());
+    table.assign(65, 0);
+    CHECK(attach_host_cos_sin(table, &kfv) ==
+          "a cos / sin table of 65 entries is no whole number (up to 2^31 - 1) of rows of rotary_dims / 2 = 64");
+    CHECK(kfv.cos_sin_positions == kPositions);  // left as it was
 }

@@ -1,7 +1,9 @@
 // test_reference_cpu.cpp - the CPU fp64 reference against closed forms and against an
-// independent long-double computation on a paged, shuffled, varlen problem.
+// independent long-double computation on a paged, shuffled, varlen problem; K from V against the
+// K+V computation on rebuilt keys, hand-worked values, an inv_freq table and a cos / sin table.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -342,6 +344,113 @@ TEST_CASE("reference_cpu: K from V with the caller's inv_freq table") {
         REQUIRE(accuracy::reference_attention_cpu(p, moved.data(), nullptr).empty());
         CHECK(worst_row_error(h, old, fresh) == 0.0);
         CHECK(worst_row_error(h, moved, fresh) > 0.0);
+    }
+}
+
+namespace {
+
+// The cos / sin table tests: a table of kTablePositions rows (no multiple of 16: a page boundary
+// falls inside it) holding the cos / sin of another theta than the description's, so a key the
+// table holds and one past it differ visibly.
+constexpr int32_t kTablePositions = 37;
+constexpr float kOtherTheta = 1.0e4f;
+
+// The table of `kfv`'s frequencies for positions 0 .. positions - 1 with cos / sin by rope_cos_sin
+// (the formula's host values): a key the table holds then gets exactly the K of a description
+// without one (rope_cos_sin is what k_from_v_row evaluates without a table).
+std::vector<uint32_t> formula_cos_sin_table(const wideattn_k_from_v& kfv, int32_t head_dim, int32_t positions) {
+    std::vector<uint32_t> table;
+    for (int32_t j = 0; j < positions; ++j)
+        for (int32_t i = 0; i < kfv.rotary_dims / 2; ++i)
+            table.push_back(k_from_v_table_bits(rope_cos_sin(rope_angle(j, k_from_v_inv_freq(kfv, i, head_dim)))));
+    return table;
+}
+
+// Copies key row `j` of every KV head of sequence `seq` from `from`'s K into `to`'s (problems of one spec).
+void copy_key(const HostProblem& from, size_t seq, int32_t j, HostProblem* to) {
+    const ProblemSpec& s = from.spec;
+    const int64_t block = from.block_table[seq * from.table_stride + j / s.block_size];
+    const int64_t row = (block * s.block_size + j % s.block_size) * s.num_kv_heads * s.head_dim;
+    std::copy(from.k.begin() + row, from.k.begin() + row + int64_t{s.num_kv_heads} * s.head_dim, to->k.begin() + row);
+}
+
+}  // namespace
+
+TEST_CASE("reference_cpu: K from V with a cos / sin table holding part of the positions") {
+    ProblemSpec spec = problem_spec({3, 1, 2}, {60, 20, 40}, /*num_q_heads=*/4, /*num_kv_heads=*/2,
+                                    /*block_size=*/16, /*seed=*/23);
+    spec.head_dim = kGemmaHeadDim;
+    spec.softmax_scale = 0.05f;
+    HostProblem h;
+    REQUIRE(make_problem(spec, &h).empty());
+    const std::vector<float> w = random_k_norm_weights(spec.head_dim, 29);
+    const wideattn_k_from_v own = gemma4_k_from_v(w.data());
+    wideattn_k_from_v other = own;
+    other.rope_theta = kOtherTheta;
+    const std::vector<uint32_t> table = formula_cos_sin_table(other, kGemmaHeadDim, kTablePositions);
+    wideattn_k_from_v with_table = own;
+    REQUIRE(attach_host_cos_sin(table, &with_table).empty());
+    CHECK(with_table.cos_sin_positions == kTablePositions);
+    const auto attention = [&](const HostProblem& problem, const wideattn_k_from_v* kfv) {
+        std::vector<double> out(static_cast<size_t>(problem.out_elements()), NAN);
+        wideattn_prefill_params p = problem.params(problem.q.data(), kfv ? nullptr : problem.k.data(),
+                                                   problem.v.data(), out.data(), nullptr, problem.cu_seqlens_q.data(),
+                                                   problem.seq_lens_k.data(), problem.block_table.data(),
+                                                   WIDEATTN_DTYPE_F64);
+        if (kfv) {
+            p.flags = WIDEATTN_FLAG_K_FROM_V;
+            p.k_from_v = kfv;
+        }
+        REQUIRE(accuracy::reference_attention_cpu(p, out.data(), nullptr).empty());
+        return out;
+    };
+
+    SUBCASE("keys below cos_sin_positions take the table's cos / sin, the others the description's formula") {
+        HostProblem expected = h, others = h;
+        rebuild_k_from_v(own, &expected);
+        rebuild_k_from_v(other, &others);
+        for (size_t seq = 0; seq < spec.q_lens.size(); ++seq)
+            for (int32_t j = 0; j < std::min(h.seq_lens_k[seq], kTablePositions); ++j)
+                copy_key(others, seq, j, &expected);
+        HostProblem rebuilt = h;
+        rebuild_k_from_v(with_table, &rebuilt);  // the host rebuild honours the table too
+        CHECK(rebuilt.k == expected.k);
+        const std::vector<double> got = attention(h, &with_table);
+        CHECK(worst_row_error(h, got, attention(expected, nullptr)) == 0.0);
+        CHECK(worst_row_error(h, got, attention(h, &own)) > 0.0);
+        CHECK(worst_row_error(h, got, attention(h, &other)) > 0.0);  // sequences 0 and 2 reach past the table
+    }
+    SUBCASE("a table over every key: the other theta's attention, bit for bit") {
+        const std::vector<uint32_t> full = formula_cos_sin_table(other, kGemmaHeadDim, 64);
+        wideattn_k_from_v with_full = own;
+        REQUIRE(attach_host_cos_sin(full, &with_full).empty());
+        CHECK(worst_row_error(h, attention(h, &with_full), attention(h, &other)) == 0.0);
+    }
+    SUBCASE("the entries are used as stored: wideattn_k_from_v_cos_sin's table gives rope_cos_sin_reduced's K") {
+        std::vector<uint32_t> filled;
+        REQUIRE(k_from_v_cos_sin_table(own, kGemmaHeadDim, kTablePositions, &filled).empty());
+        wideattn_k_from_v with_filled = own;
+        REQUIRE(attach_host_cos_sin(filled, &with_filled).empty());
+        const std::vector<uint16_t> v_bits = random_bf16(kGemmaHeadDim, 1.0f, 31);
+        std::vector<float> v(kGemmaHeadDim), k(kGemmaHeadDim);
+        for (int d = 0; d < kGemmaHeadDim; ++d) v[d] = bf16_to_float(v_bits[d]);
+        for (int32_t position = 0; position < kTablePositions; ++position) {
+            CAPTURE(position);
+            accuracy::k_from_v_row(v.data(), with_filled, kGemmaHeadDim, position, k.data());
+            for (int32_t i = 0; i < kGemmaHalf; ++i) {
+                const float x_lo = k_from_v_scaled(v[i], w[i]);
+                const float x_hi = k_from_v_scaled(v[i + kGemmaHalf], w[i + kGemmaHalf]);
+                const float angle = rope_angle(position, k_from_v_inv_freq(own, i, kGemmaHeadDim));
+                const RopeCosSin cs = 2 * i < own.rotary_dims ? rope_cos_sin_reduced(angle) : RopeCosSin{1.0f, 0.0f};
+                CHECK(k[i] == rope_rotate(x_lo, x_hi, cs, true));
+                CHECK(k[i + kGemmaHalf] == rope_rotate(x_hi, x_lo, cs, false));
+            }
+        }
+    }
+    SUBCASE("a 40-byte description (C API 0.6.0) has no table: the attention ignores the bytes after it") {
+        wideattn_k_from_v old_size = with_table;
+        old_size.struct_size = kKFromVSizeWithoutCosSin;
+        CHECK(worst_row_error(h, attention(h, &old_size), attention(h, &own)) == 0.0);
     }
 }
 

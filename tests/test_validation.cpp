@@ -585,6 +585,10 @@ namespace {
 // A fake device address for K from V's inv_freq table (rotary_dims 128: 64 floats, 256 bytes),
 // apart from valid_params' tensors and from k_norm_scale's 2 KiB.
 constexpr uintptr_t kFakeInvFreq = 0x70001000;
+// A fake device address for K from V's cos / sin table: kFakeCosSinPositions rows of 64 entries of
+// 4 bytes (rotary_dims 128: 4 KiB), apart from the other tensors.
+constexpr uintptr_t kFakeCosSin = 0x70002000;
+constexpr int32_t kFakeCosSinPositions = 16;
 
 // The two sizes of wideattn_k_from_v: C API 0.5.0's 32 bytes, whose inv_freq is never read (the
 // description lies at the end of an allocation of exactly 32 bytes, so a read past it is out of
@@ -612,7 +616,7 @@ void check_k_from_v_versions() {
     CHECK(copy.inv_freq == nullptr);
 
     desc.struct_size = sizeof(wideattn_k_from_v);
-    CHECK(sizeof(wideattn_k_from_v) == 40);
+    CHECK(sizeof(wideattn_k_from_v) == 56);
     CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(message == "k_from_v.inv_freq=0x70001001 is not 4-byte aligned");
     desc.inv_freq = reinterpret_cast<const float*>(kFakeInvFreq);
@@ -629,6 +633,61 @@ void check_k_from_v_versions() {
     desc.rotary_dims = test::kTestRotaryDims;
     CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(message.find("k_from_v.rope_theta=0 must be finite and > 0") == 0);
+}
+
+// C API 0.6.0's 40 bytes, whose cos_sin, cos_sin_positions and reserved2 are never read (the
+// description at the end of an allocation of exactly 40 bytes, and in a 56-byte buffer whose last
+// 16 bytes hold a misaligned table, a position count without it and a non-zero reserved2, each
+// refused if read), and 0.7.0's 56 with a table: a partial one leaves the formula, and so theta,
+// to the positions past it.
+void check_k_from_v_cos_sin_versions() {
+    std::string message;
+    wideattn_prefill_params p = test::k_from_v_params();
+    wideattn_k_from_v desc = test::k_from_v_desc();
+    desc.struct_size = 40;
+    std::vector<unsigned char> exact(40);
+    std::memcpy(exact.data(), &desc, exact.size());
+    p.k_from_v = reinterpret_cast<const wideattn_k_from_v*>(exact.data());
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    CHECK_MESSAGE(validate_plan_params(&p, &message) == WIDEATTN_OK, message);
+    wideattn_k_from_v copy{};
+    REQUIRE(read_k_from_v(p, &copy, &message) == WIDEATTN_OK);
+    CHECK(copy.cos_sin == nullptr);
+    CHECK(copy.cos_sin_positions == 0);
+
+    desc.cos_sin = reinterpret_cast<const void*>(kFakeCosSin + 4);  // misaligned: refused if read
+    desc.cos_sin_positions = -1;
+    desc.reserved2 = 7;
+    p.k_from_v = &desc;
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    REQUIRE(read_k_from_v(p, &copy, &message) == WIDEATTN_OK);
+    CHECK(copy.cos_sin == nullptr);
+    CHECK(copy.cos_sin_positions == 0);
+    CHECK(copy.reserved2 == 0);
+
+    desc.struct_size = sizeof(wideattn_k_from_v);
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "k_from_v.reserved2=7 must be 0");
+    desc.reserved2 = 0;
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "k_from_v.cos_sin_positions=-1 must be >= 1 with a cos_sin table");
+    desc.cos_sin_positions = kFakeCosSinPositions;
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message == "k_from_v.cos_sin=0x70002004 is not 8-byte aligned");
+    desc.cos_sin = reinterpret_cast<const void*>(kFakeCosSin);
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    CHECK_MESSAGE(validate_plan_params(&p, &message) == WIDEATTN_OK, message);
+    REQUIRE(read_k_from_v(p, &copy, &message) == WIDEATTN_OK);
+    CHECK(std::memcmp(&copy, &desc, sizeof copy) == 0);
+    desc.inv_freq = reinterpret_cast<const float*>(kFakeInvFreq);  // both tables
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    desc.inv_freq = nullptr;
+    desc.rope_theta = 0.0f;  // keys past the table's rows take the formula: theta is still read
+    CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(message.find("k_from_v.rope_theta=0 must be finite and > 0") == 0);
+    desc.rope_theta = test::kTestRopeTheta;
+    desc.cos_sin_positions = INT32_MAX;  // 2^31 - 1 rows: 512 GiB from 0x70002000, within the address space
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
 }
 
 }  // namespace
@@ -652,10 +711,11 @@ TEST_CASE("validation: K from V, each bad input is refused with its own message"
     CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
     newer.back() = 1;
     CHECK(validate_params(&p, &message) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    CHECK(message.find("wideattn_k_from_v.struct_size=48 is larger than this library's 40 and byte 47 is not zero") ==
+    CHECK(message.find("wideattn_k_from_v.struct_size=64 is larger than this library's 56 and byte 63 is not zero") ==
           0);
 
     check_k_from_v_versions();
+    check_k_from_v_cos_sin_versions();
 
     const auto desc = [](std::function<void(wideattn_k_from_v&)> edit) {
         return [edit](wideattn_prefill_params&) { edit(test::k_from_v_desc()); };
@@ -668,15 +728,73 @@ TEST_CASE("validation: K from V, each bad input is refused with its own message"
          "sizeof(wideattn_k_from_v)"},
         {"struct_size short", desc([](auto& d) { d.struct_size = 24; }),
          "wideattn_k_from_v.struct_size=24 is below 32, the size of its first version (C API 0.5.0): set it to "
-         "sizeof(wideattn_k_from_v) (accepted: 32 (C API 0.5.0) or 40 (C API 0.6.0), or larger with zero bytes past "
-         "40)"},
+         "sizeof(wideattn_k_from_v) (accepted: 32 (C API 0.5.0), 40 (C API 0.6.0) or 56 (C API 0.7.0), or larger "
+         "with zero bytes past 56)"},
         {"struct_size 33", desc([](auto& d) { d.struct_size = 33; }),
-         "wideattn_k_from_v.struct_size=33 is not the size of a version (32 (C API 0.5.0) or 40 (C API 0.6.0)): it "
-         "ends inside a field; set it to sizeof(wideattn_k_from_v)"},
+         "wideattn_k_from_v.struct_size=33 is not the size of a version (32 (C API 0.5.0), 40 (C API 0.6.0) or 56 "
+         "(C API 0.7.0)): it ends inside a field; set it to sizeof(wideattn_k_from_v)"},
         {"struct_size 36", desc([](auto& d) { d.struct_size = 36; }),
-         "wideattn_k_from_v.struct_size=36 is not the size of a version (32 (C API 0.5.0) or 40 (C API 0.6.0))"},
+         "wideattn_k_from_v.struct_size=36 is not the size of a version (32 (C API 0.5.0), 40 (C API 0.6.0) or 56 "
+         "(C API 0.7.0))"},
         {"struct_size 39", desc([](auto& d) { d.struct_size = 39; }),
          "wideattn_k_from_v.struct_size=39 is not the size of a version"},
+        {"struct_size 41", desc([](auto& d) { d.struct_size = 41; }),
+         "wideattn_k_from_v.struct_size=41 is not the size of a version"},
+        {"struct_size 48", desc([](auto& d) { d.struct_size = 48; }),
+         "wideattn_k_from_v.struct_size=48 is not the size of a version"},
+        {"struct_size 52", desc([](auto& d) { d.struct_size = 52; }),
+         "wideattn_k_from_v.struct_size=52 is not the size of a version"},
+        {"struct_size 55", desc([](auto& d) { d.struct_size = 55; }),
+         "wideattn_k_from_v.struct_size=55 is not the size of a version"},
+        {"cos_sin_positions without a table", desc([](auto& d) { d.cos_sin_positions = 16; }),
+         "k_from_v.cos_sin_positions=16 must be 0 without a cos_sin table (k_from_v.cos_sin is NULL)"},
+        {"cos_sin_positions negative without a table", desc([](auto& d) { d.cos_sin_positions = -1; }),
+         "k_from_v.cos_sin_positions=-1 must be 0 without a cos_sin table (k_from_v.cos_sin is NULL)"},
+        {"cos_sin without positions", desc([](auto& d) { d.cos_sin = reinterpret_cast<const void*>(kFakeCosSin); }),
+         "k_from_v.cos_sin_positions=0 must be >= 1 with a cos_sin table"},
+        {"cos_sin positions negative", desc([](auto& d) {
+             d.cos_sin = reinterpret_cast<const void*>(kFakeCosSin);
+             d.cos_sin_positions = INT32_MIN;
+         }),
+         "k_from_v.cos_sin_positions=-2147483648 must be >= 1 with a cos_sin table"},
+        {"cos_sin 4-byte aligned", desc([](auto& d) {
+             d.cos_sin = reinterpret_cast<const void*>(kFakeCosSin + 4);
+             d.cos_sin_positions = kFakeCosSinPositions;
+         }),
+         "k_from_v.cos_sin=0x70002004 is not 8-byte aligned"},
+        {"cos_sin with rotary_dims 0", desc([](auto& d) {
+             d.cos_sin = reinterpret_cast<const void*>(kFakeCosSin);
+             d.cos_sin_positions = kFakeCosSinPositions;
+             d.rotary_dims = 0;
+         }),
+         "k_from_v.rotary_dims=0 must be a positive multiple of 4 with a cos_sin table (its rows hold whole 8-byte "
+         "pairs of frequencies)"},
+        {"cos_sin with rotary_dims 2", desc([](auto& d) {
+             d.cos_sin = reinterpret_cast<const void*>(kFakeCosSin);
+             d.cos_sin_positions = kFakeCosSinPositions;
+             d.rotary_dims = 2;
+         }),
+         "k_from_v.rotary_dims=2 must be a positive multiple of 4 with a cos_sin table"},
+        {"cos_sin with rotary_dims 126", desc([](auto& d) {
+             d.cos_sin = reinterpret_cast<const void*>(kFakeCosSin);
+             d.cos_sin_positions = kFakeCosSinPositions;
+             d.rotary_dims = 126;
+         }),
+         "k_from_v.rotary_dims=126 must be a positive multiple of 4 with a cos_sin table"},
+        {"reserved2", desc([](auto& d) { d.reserved2 = 3; }), "k_from_v.reserved2=3 must be 0"},
+        {"cos_sin past the address space", desc([](auto& d) {
+             d.cos_sin = reinterpret_cast<const void*>(UINTPTR_MAX - 0xfff);
+             d.cos_sin_positions = kFakeCosSinPositions + 1;
+         }),
+         "k_from_v.cos_sin=0xfffffffffffff000 plus the 4348 bytes to its last element runs past the end of the "
+         "64-bit address space"},
+        {"o over cos_sin",
+         [](auto& p) {
+             test::k_from_v_desc().cos_sin = reinterpret_cast<const void*>(kFakeCosSin);
+             test::k_from_v_desc().cos_sin_positions = kFakeCosSinPositions;
+             p.o = fake(kFakeCosSin + 0xff0);
+         },
+         "overlaps k_from_v.cos_sin (bytes 0x70002000..0x70002fff): an output may share no byte with an input"},
         {"inv_freq misaligned", desc([](auto& d) { d.inv_freq = reinterpret_cast<const float*>(kFakeInvFreq + 2); }),
          "k_from_v.inv_freq=0x70001002 is not 4-byte aligned"},
         {"theta nan without a table", desc([](auto& d) { d.rope_theta = NAN; }),

@@ -507,25 +507,40 @@ TEST_CASE("validation property: the C API entry points agree with validation on 
 namespace {
 
 // The K-from-V rules in the test's own words: what validation must accept of a description. A
-// struct of C API 0.5.0's 32 bytes has no inv_freq (whatever the bytes after it hold); sizes
-// between 32 and 40 end inside inv_freq; theta is not read when a table is given.
+// struct of C API 0.5.0's 32 bytes has no inv_freq (whatever the bytes after it hold), one of
+// 0.6.0's 40 bytes no cos / sin table; sizes between 32 and 40 end inside inv_freq, sizes between
+// 40 and 56 inside the table's fields; theta is not read when a frequency table is given (a cos /
+// sin table leaves the positions past its rows to the formula: theta is still read); the cos / sin
+// table's rows hold whole pairs of frequencies at 8-byte alignment, and its row count is 0 exactly
+// when it is NULL.
 constexpr uint32_t kKFromVFirstSize = 32;
+constexpr uint32_t kKFromVSecondSize = 40;
+bool cos_sin_sound(const wideattn_k_from_v& d) {
+    if (d.struct_size < sizeof(wideattn_k_from_v)) return true;  // not read
+    if (d.reserved2 != 0) return false;
+    if (!d.cos_sin) return d.cos_sin_positions == 0;
+    return d.cos_sin_positions >= 1 && reinterpret_cast<uintptr_t>(d.cos_sin) % 8 == 0 && d.rotary_dims >= 4 &&
+           d.rotary_dims % 4 == 0;
+}
 bool k_from_v_sound(const wideattn_k_from_v& d, const wideattn_prefill_params& p) {
-    const bool known_size = d.struct_size == kKFromVFirstSize || d.struct_size >= sizeof(wideattn_k_from_v);
-    const float* table = d.struct_size >= sizeof(wideattn_k_from_v) ? d.inv_freq : nullptr;
+    const bool known_size = d.struct_size == kKFromVFirstSize || d.struct_size == kKFromVSecondSize ||
+                            d.struct_size >= sizeof(wideattn_k_from_v);
+    const float* table = d.struct_size >= kKFromVSecondSize ? d.inv_freq : nullptr;
     const bool frequencies = table ? reinterpret_cast<uintptr_t>(table) % sizeof(float) == 0
                                    : std::isfinite(d.rope_theta) && d.rope_theta > 0.0f;
     return known_size && d.rope_type == WIDEATTN_ROPE_PROPORTIONAL && d.pairing == WIDEATTN_ROPE_ROTATE_HALF &&
            d.reserved == 0 && d.k_norm_scale != nullptr &&
            reinterpret_cast<uintptr_t>(d.k_norm_scale) % sizeof(float) == 0 && frequencies && d.rotary_dims >= 0 &&
-           d.rotary_dims % 2 == 0 && d.rotary_dims <= p.head_dim && p.kv_dtype == WIDEATTN_DTYPE_BF16 &&
-           p.k_cache == nullptr;
+           d.rotary_dims % 2 == 0 && d.rotary_dims <= p.head_dim && cos_sin_sound(d) &&
+           p.kv_dtype == WIDEATTN_DTYPE_BF16 && p.k_cache == nullptr;
 }
 
 // A description inside a zeroed buffer as large as any struct_size the mutations state (a caller's
-// struct is as large as it says; the bytes past this library's 40 are zero: a newer header's
-// fields left unset).
-constexpr uint32_t kKFromVSizes[] = {0, 1, 24, 31, 32, 33, 36, 39, 40, 41, 64, 512};
+// struct is as large as it says; the bytes past this library's 56 are zero: a newer header's
+// fields left unset). The cos / sin table lies in an address window of its own above every output's,
+// so no table, however many rows it states, overlaps an output.
+constexpr uint32_t kKFromVSizes[] = {0, 1, 24, 31, 32, 33, 36, 39, 40, 41, 48, 52, 55, 56, 57, 64, 512};
+constexpr int kCosSinWindow = 13;
 union KFromVBuffer {
     wideattn_k_from_v desc;
     unsigned char bytes[512];
@@ -535,7 +550,7 @@ union KFromVBuffer {
 void mutate_k_from_v(wideattn_k_from_v* d, wideattn_prefill_params* p, Random& rng) {
     const int32_t ints[] = {0, 1, -1, -2, 2, 127, 128, 511, 512, 513, 1024, INT32_MIN, INT32_MAX};
     const float floats[] = {0.0f, -0.0f, -1.0f, 1e-30f, 1.0f, 1e6f, FLT_MAX, INFINITY, -INFINITY, NAN};
-    switch (rng.in(0, 9)) {
+    switch (rng.in(0, 12)) {
         case 0: d->struct_size = rng.pick(kKFromVSizes); break;
         case 1: d->rope_type = rng.pick(ints); break;
         case 2: d->pairing = rng.pick(ints); break;
@@ -553,6 +568,18 @@ void mutate_k_from_v(wideattn_k_from_v* d, wideattn_prefill_params* p, Random& r
                                          : reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(address(12, rng)) +
                                                                           static_cast<uintptr_t>(rng.in(0, 3)));
             break;
+        case 9:  // a table with its row count, or none
+            if (rng.chance(50)) {
+                d->cos_sin = nullptr;
+                d->cos_sin_positions = 0;
+            } else {
+                d->cos_sin = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(address(kCosSinWindow, rng)) +
+                                                           static_cast<uintptr_t>(rng.chance(50) ? 0 : rng.in(1, 7)));
+                d->cos_sin_positions = rng.chance(50) ? static_cast<int32_t>(rng.in(1, 1 << 20)) : rng.pick(ints);
+            }
+            break;
+        case 10: d->cos_sin_positions = rng.pick(ints); break;
+        case 11: d->reserved2 = rng.pick(ints); break;
         default: p->kv_dtype = rng.chance(50) ? WIDEATTN_DTYPE_BF16 : WIDEATTN_DTYPE_F16; break;  // f16: refused
     }
 }
@@ -571,7 +598,7 @@ TEST_CASE("validation property: random and mutated K-from-V descriptions") {
         d = wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL,
                               static_cast<const float*>(address(11, rng)), static_cast<float>(rng.in(1, 1 << 30)),
                               static_cast<int32_t>(2 * rng.in(0, p.head_dim / 2)), WIDEATTN_ROPE_ROTATE_HALF, 0,
-                              nullptr};
+                              nullptr, nullptr, 0, 0};
         p.k_from_v = &d;
         std::string message;
         REQUIRE_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);

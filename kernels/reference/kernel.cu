@@ -43,8 +43,9 @@ __device__ void load_kv_chunk(__nv_bfloat16* tile, const __nv_bfloat16* cache, i
 
 // K from V: the chunk's K tile rebuilt from its V tile (keys key_begin .. key_begin + count - 1
 // of the sequence, whose index is the key's RoPE position). One thread per (key, frequency):
-// the two dims i and i + D/2 that turn together; cos / sin only for the rotated frequencies (the
-// others have angle 0: cos 1, sin 0, which leave the scaled element as it is).
+// the two dims i and i + D/2 that turn together; cos / sin by k_from_v_cos_sin: the description's
+// table where it holds the key's position, else the formula, and for the frequencies that do not
+// rotate cos 1, sin 0, which leave the scaled element as it is.
 template <class Traits>
 __device__ void rebuild_k_chunk(__nv_bfloat16* k_tile, const __nv_bfloat16* v_tile, const KFromV& kfv,
                                 int32_t key_begin, int32_t count, int32_t head_dim) {
@@ -55,9 +56,7 @@ __device__ void rebuild_k_chunk(__nv_bfloat16* k_tile, const __nv_bfloat16* v_ti
         const float w_lo = __ldg(kfv.k_norm_scale + i), w_hi = __ldg(kfv.k_norm_scale + i + half);
         const float x_lo = k_from_v_scaled(__bfloat162float(v_tile[row * head_dim + i]), w_lo);
         const float x_hi = k_from_v_scaled(__bfloat162float(v_tile[row * head_dim + i + half]), w_hi);
-        RopeCosSin cs{1.0f, 0.0f};
-        const float inv_freq = k_from_v_inv_freq(kfv, i, head_dim);
-        if (inv_freq != 0.0f) cs = rope_cos_sin(rope_angle(key_begin + row, inv_freq));
+        const RopeCosSin cs = k_from_v_cos_sin(kfv, key_begin + row, i, head_dim);
         k_tile[row * head_dim + i] = __float2bfloat16_rn(rope_rotate(x_lo, x_hi, cs, true));
         k_tile[row * head_dim + i + half] = __float2bfloat16_rn(rope_rotate(x_hi, x_lo, cs, false));
     }

@@ -1,4 +1,4 @@
-"""ctypes mirror of the C API in include/wideattn.h (0.6.0): status codes, dtypes, the nine
+"""ctypes mirror of the C API in include/wideattn.h (0.7.0): status codes, dtypes, the nine
 structs and the function declarations. Standard library only, so it loads without torch and
 without a GPU; tools/bench/peers/wideattn_ctypes.py loads this file for its structs too.
 
@@ -42,10 +42,15 @@ FLAG_CHECK_METADATA = 1   # WIDEATTN_FLAG_CHECK_METADATA
 # layout (v_cache[block][kv_head][d][slot position], include/wideattn.h; C API 0.4.0).
 FLAG_V_TRANSPOSED = 2     # WIDEATTN_FLAG_V_TRANSPOSED
 # wideattn_prefill_params.flags: K rebuilt from a V-only cache (wideattn_k_from_v in params.k_from_v,
-# k_cache NULL; C API 0.5.0; wideattn_k_from_v.inv_freq 0.6.0).
+# k_cache NULL; C API 0.5.0; wideattn_k_from_v.inv_freq 0.6.0, cos_sin 0.7.0).
 FLAG_K_FROM_V = 4         # WIDEATTN_FLAG_K_FROM_V
 ROPE_PROPORTIONAL = 1     # WIDEATTN_ROPE_PROPORTIONAL (wideattn_k_from_v.rope_type)
 ROPE_ROTATE_HALF = 1      # WIDEATTN_ROPE_ROTATE_HALF (wideattn_k_from_v.pairing)
+# wideattn_k_from_v.cos_sin (C API 0.7.0): per position rotary_dims / 2 entries of a bf16 cos and a
+# bf16 sin, 8-byte aligned, rotary_dims a multiple of 4 (kernels/common/k_from_v.h).
+COS_SIN_ENTRY_BYTES = 4         # kCosSinEntryBytes
+COS_SIN_ALIGNMENT = 8           # kCosSinAlignment
+COS_SIN_ROTARY_DIMS_MULTIPLE = 4  # kCosSinRotaryDimsMultiple
 
 _I64 = ctypes.c_int64
 _I32 = ctypes.c_int32
@@ -60,6 +65,8 @@ class KFromV(ctypes.Structure):
         ("rope_theta", ctypes.c_float), ("rotary_dims", ctypes.c_int32), ("pairing", ctypes.c_int32),
         ("reserved", ctypes.c_int32),
         ("inv_freq", ctypes.c_void_p),  # C API 0.6.0: the model's fp32 [rotary_dims / 2] table, or NULL
+        # C API 0.7.0: the bf16 (cos, sin) table [cos_sin_positions][rotary_dims / 2], or NULL and 0
+        ("cos_sin", ctypes.c_void_p), ("cos_sin_positions", ctypes.c_int32), ("reserved2", ctypes.c_int32),
     ]
 
 
@@ -173,7 +180,7 @@ class PlanInfo(ctypes.Structure):
 # at 256, k_from_v at 264, 272 in all).
 EXPECTED_SIZES = {
     "wideattn_prefill_params": (PrefillParams, 272),
-    "wideattn_k_from_v": (KFromV, 40),
+    "wideattn_k_from_v": (KFromV, 56),
     "wideattn_quantize_params": (QuantizeParams, 112),
     "wideattn_scale_params": (ScaleParams, 64),
     "wideattn_kernel_info": (KernelInfoStruct, 112),
@@ -220,6 +227,8 @@ def declare(lib):
         "wideattn_plan_run_tensors": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PlanTensors), ctypes.c_void_p]),
         "wideattn_plan_get_info": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(PlanInfo)]),
         "wideattn_plan_destroy": (ctypes.c_int, [ctypes.c_void_p]),
+        "wideattn_k_from_v_cos_sin": (ctypes.c_int, [ctypes.c_float, ctypes.c_void_p, _I32, _I32, _I32,
+                                                     ctypes.c_void_p, ctypes.c_size_t]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)

@@ -66,7 +66,7 @@ class Library:
         _capi.declare(self.cdll)
 
     def version(self):
-        """The library's version string (wideattn_version), e.g. "0.6.0"."""
+        """The library's version string (wideattn_version), e.g. "0.7.0"."""
         return self.cdll.wideattn_version().decode()
 
     def check(self, call, status):

@@ -128,7 +128,7 @@ constexpr size_t kKFromVBufferBytes = 256;
 // Writes a fuzzed value into one of a K-from-V description's fields (index modulo their number).
 inline void write_k_from_v(wideattn_k_from_v* d, uint8_t field, int64_t v) {
     const auto i32 = [v] { return static_cast<int32_t>(v); };
-    switch (field % 8) {
+    switch (field % 11) {
         case 0: d->struct_size = static_cast<uint32_t>(static_cast<uint64_t>(v) % (kKFromVBufferBytes + 1)); break;
         case 1: d->rope_type = i32(); break;
         case 2: d->k_norm_scale = reinterpret_cast<const float*>(static_cast<uintptr_t>(v)); break;
@@ -136,7 +136,10 @@ inline void write_k_from_v(wideattn_k_from_v* d, uint8_t field, int64_t v) {
         case 4: d->rotary_dims = i32(); break;
         case 5: d->pairing = i32(); break;
         case 6: d->reserved = i32(); break;
-        default: d->inv_freq = reinterpret_cast<const float*>(static_cast<uintptr_t>(v)); break;
+        case 7: d->inv_freq = reinterpret_cast<const float*>(static_cast<uintptr_t>(v)); break;
+        case 8: d->cos_sin = reinterpret_cast<const void*>(static_cast<uintptr_t>(v)); break;
+        case 9: d->cos_sin_positions = i32(); break;
+        default: d->reserved2 = i32(); break;
     }
 }
 
@@ -171,7 +174,7 @@ inline std::string plan_input_problem(wideattn_context* ctx, const uint8_t* data
     } k_from_v{};
     k_from_v.desc = wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL,
                                       reinterpret_cast<const float*>(uintptr_t{0x70000000}), 1.0e6f, 128,
-                                      WIDEATTN_ROPE_ROTATE_HALF, 0, nullptr};
+                                      WIDEATTN_ROPE_ROTATE_HALF, 0, nullptr, nullptr, 0, 0};
     const uint8_t k_from_v_bits = in.u8();
     const bool rebuild_k = (k_from_v_bits & 1) != 0;
     if (rebuild_k) {

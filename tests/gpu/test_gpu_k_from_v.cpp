@@ -9,13 +9,17 @@
 // to 98% of the outputs, max abs 7.9e-4, rel L2 1e-5 at 3000 keys): the check is on the size of
 // the difference, not on how many outputs differ. A caller's inv_freq table (device for the kernel,
 // the same values on the host for the references) is checked the same way.
+// A cos / sin table (wideattn_k_from_v.cos_sin): the fp64 kernel with one of another theta over
+// part of the keys and over all of them against the CPU reference with the same table (over all:
+// the same keys, so the fp64 bound and its own K+V call bit for bit).
 // The kernels that serve only K-from-V calls (decode_e4m3kfv_d512 and decode_bf16kfv_d512:
 // single-token decode over an e4m3 or a BF16 V-only cache) run against the fp64 kernel in the same
 // mode on the (exactly dequantised) V of their dtype:
 // batches of key counts no multiple of 16 on shuffled pages, keys up to position 131071, every dim
 // rotated or Gemma 4's 128, Gemma-like inputs, k_norm weights in fp32 and bf16 values, a caller's
-// inv_freq table, and block-table entries and key counts outside what the tensors hold (both
-// kernels read such pages as zeros).
+// inv_freq table, a cos / sin table of another theta over part of the keys, and block-table entries
+// and key counts outside what the tensors hold (both kernels read such pages as zeros); and with
+// wideattn_k_from_v_cos_sin's table over every key they give the bits of the same call without one.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -58,9 +62,15 @@ std::string run_params(DeviceProblem* dp, const HostProblem& h, const wideattn_p
 
 // `inv_freq`: the caller's frequency table (host values, uploaded for the kernel; the CPU reference
 // and the host rebuild read the same values), or empty for the NULL path (from rope_theta).
-void check_k_from_v_case(const ProblemSpec& spec, bool with_cpu_reference, const std::vector<float>& inv_freq = {}) {
+// `cos_sin`: a cos / sin table (k_from_v_cos_sin_table's entries for Gemma 4's 128 rotated dims; the
+// same host values for the references), or empty for none. Where it holds every key no cos / sin is
+// evaluated, so host and device rebuild the same keys: the fp64 kernel then matches the CPU
+// reference to the fp64 kernels' bound and its own K+V call bit for bit.
+void check_k_from_v_case(const ProblemSpec& spec, bool with_cpu_reference, const std::vector<float>& inv_freq = {},
+                         const std::vector<uint32_t>& cos_sin = {}) {
     CAPTURE(spec.describe());
     CAPTURE(inv_freq.size());
+    CAPTURE(cos_sin.size());
     HostProblem h;
     REQUIRE(make_problem(spec, &h).empty());
     const std::vector<float> w = random_k_norm_weights(spec.head_dim, spec.seed + 1);
@@ -77,6 +87,14 @@ void check_k_from_v_case(const ProblemSpec& spec, bool with_cpu_reference, const
         REQUIRE(table.upload(inv_freq.data(), inv_freq.size() * sizeof(float)).empty());
         device_kfv.inv_freq = static_cast<const float*>(table.get());
         host_kfv.inv_freq = inv_freq.data();
+    }
+    DeviceBuffer cos_sin_table;
+    bool table_holds_every_key = false;
+    if (!cos_sin.empty()) {
+        REQUIRE(attach_host_cos_sin(cos_sin, &host_kfv).empty());
+        REQUIRE(attach_device_cos_sin(*gpu().device, cos_sin, &cos_sin_table, &device_kfv).empty());
+        const int32_t longest = *std::max_element(h.seq_lens_k.begin(), h.seq_lens_k.end());
+        table_holds_every_key = longest <= host_kfv.cos_sin_positions;
     }
 
     wideattn_prefill_params from_v = dp.params;
@@ -105,6 +123,7 @@ void check_k_from_v_case(const ProblemSpec& spec, bool with_cpu_reference, const
         // The keys match where host and device round cos / sin alike; elsewhere a key element
         // moves by one bf16 ulp, far inside the bf16 kernels' bound.
         CHECK(stats.rel_l2 <= kBf16RelL2 * 1e-2);
+        if (table_holds_every_key) CHECK(stats.rel_l2 <= kFp64RelL2);
     }
 
     // The K+V call on keys rebuilt on the host.
@@ -123,7 +142,21 @@ void check_k_from_v_case(const ProblemSpec& spec, bool with_cpu_reference, const
     CHECK(rebuilt.nonfinite == 0);
     CHECK(rebuilt.rel_l2 <= kRebuiltRelL2);
     CHECK(rebuilt.max_abs <= kRebuiltMaxAbs);
+    if (table_holds_every_key) CHECK(differing == 0);
 }
+
+// A cos / sin table of `positions` rows for Gemma 4's description with rope_theta `theta` (a
+// deliberately different theta gives keys far from the description's own).
+std::vector<uint32_t> gemma4_cos_sin_table(float theta, int32_t positions) {
+    wideattn_k_from_v kfv = gemma4_k_from_v(nullptr);
+    kfv.rope_theta = theta;
+    std::vector<uint32_t> table;
+    REQUIRE(k_from_v_cos_sin_table(kfv, ProblemSpec{}.head_dim, positions, &table).empty());
+    return table;
+}
+
+// A theta far from Gemma 4's 1e6, for tables whose keys must differ from the description's.
+constexpr float kOtherTheta = 1.0e4f;
 
 }  // namespace
 
@@ -148,6 +181,17 @@ TEST_CASE("gpu fp64 kernel, K from V: the caller's inv_freq table (one entry one
     table[kPerturbed] = std::nextafter(table[kPerturbed], 1.0f);
     check_k_from_v_case(problem_spec({2}, {131000}, 8, 1, 64, kSeed + 6), true, table);
     check_k_from_v_case(problem_spec({1, 7, 0, 63, 64}, {0, 777, 5, 1, 33}, 16, 2, 32, kSeed + 7), true, table);
+}
+
+TEST_CASE("gpu fp64 kernel, K from V: a cos / sin table of another theta over part of the keys, and over all") {
+    // 1001 and 37 rows (no multiple of 16: a page boundary inside the table), keys up to 3000 and
+    // 131070 past them; then tables of every key, where the kernel evaluates no cos / sin.
+    const ProblemSpec varlen = problem_spec({129, 3, 1}, {3000, 1500, 40}, 32, 4, 64, kSeed + 30);
+    check_k_from_v_case(varlen, true, {}, gemma4_cos_sin_table(kOtherTheta, 1001));
+    const ProblemSpec long_sequence = problem_spec({2}, {131070}, 8, 1, 64, kSeed + 31);
+    check_k_from_v_case(long_sequence, true, {}, gemma4_cos_sin_table(kOtherTheta, 37));
+    check_k_from_v_case(varlen, true, {}, gemma4_cos_sin_table(kOtherTheta, 3129));
+    check_k_from_v_case(long_sequence, true, {}, gemma4_cos_sin_table(kGemma4GlobalRopeTheta, 131072));
 }
 
 namespace {
@@ -198,7 +242,138 @@ void check_k_from_v_decode_spec(const RunnableKernel& kernel, ProblemSpec spec, 
     check_k_from_v_decode(kernel, h, rotary_dims, pinned, {}, weights);
 }
 
+// The raw bf16 output of one K-from-V call of `h` through `kernel` (pinned; the problem's V of its
+// dtype) with Gemma 4's description of `rotary_dims`, the k_norm weights of run_k_from_v_problem
+// (`weights`), the frequency table `inv_freq` (host values, uploaded) when not empty and the cos /
+// sin table `cos_sin` (uploaded) when not empty.
+std::vector<unsigned char> k_from_v_raw_output(const RunnableKernel& kernel, const HostProblem& h, int32_t rotary_dims,
+                                               KNormWeights weights, const std::vector<float>& inv_freq,
+                                               const std::vector<uint32_t>& cos_sin) {
+    const std::vector<float> w = random_k_norm_weights(h.spec.head_dim, h.spec.seed + 1, weights);
+    DeviceProblem dp;
+    REQUIRE(dp.create(*gpu().device, h, WIDEATTN_DTYPE_BF16).empty());
+    DeviceBuffer scale, frequencies, table;
+    REQUIRE(scale.allocate(*gpu().device, w.size() * sizeof(float)).empty());
+    REQUIRE(scale.upload(w.data(), w.size() * sizeof(float)).empty());
+    wideattn_k_from_v kfv = k_from_v_check_description(static_cast<const float*>(scale.get()), rotary_dims);
+    if (!inv_freq.empty()) {
+        REQUIRE(frequencies.allocate(*gpu().device, inv_freq.size() * sizeof(float)).empty());
+        REQUIRE(frequencies.upload(inv_freq.data(), inv_freq.size() * sizeof(float)).empty());
+        kfv.inv_freq = static_cast<const float*>(frequencies.get());
+    }
+    if (!cos_sin.empty()) REQUIRE(attach_device_cos_sin(*gpu().device, cos_sin, &table, &kfv).empty());
+    dp.params.k_cache = nullptr;
+    dp.params.k_scale = nullptr;
+    dp.params.flags |= WIDEATTN_FLAG_K_FROM_V;
+    dp.params.k_from_v = &kfv;
+    const test::KernelRestriction pinned(kernel.name);
+    int32_t index = -1;
+    REQUIRE_MESSAGE(wideattn_is_supported(gpu().ctx, &dp.params, gpu().device->cc_major(), gpu().device->cc_minor(),
+                                          &index) == WIDEATTN_OK,
+                    wideattn_last_error());
+    wideattn_kernel_info info{};
+    REQUIRE(wideattn_get_kernel_info(gpu().ctx, index, &info) == WIDEATTN_OK);
+    CHECK(kernel.name == info.name);
+    const std::string err = dp.run(*gpu().device, gpu().ctx);
+    REQUIRE_MESSAGE(err.empty(), err);
+    std::vector<unsigned char> raw;
+    REQUIRE(dp.download_raw(&raw).empty());
+    return raw;
+}
+
+// `kernel` on the problem of `spec` (its K/V dtype set here to the kernel's) with the cos / sin
+// table wideattn_k_from_v_cos_sin fills for every key (from the same inv_freq or theta): the same
+// output bits as without a table.
+void check_cos_sin_table_changes_nothing(const RunnableKernel& kernel, ProblemSpec spec, int32_t rotary_dims,
+                                         KNormWeights weights, const std::vector<float>& inv_freq = {}) {
+    spec.e4m3_kv = kernel.kv_dtype == WIDEATTN_DTYPE_E4M3;
+    CAPTURE(kernel.name);
+    CAPTURE(spec.describe());
+    CAPTURE(rotary_dims);
+    CAPTURE(inv_freq.size());
+    HostProblem h;
+    REQUIRE(make_problem(spec, &h).empty());
+    wideattn_k_from_v host_kfv = k_from_v_check_description(nullptr, rotary_dims);
+    if (!inv_freq.empty()) host_kfv.inv_freq = inv_freq.data();
+    const int32_t positions = *std::max_element(h.seq_lens_k.begin(), h.seq_lens_k.end());
+    std::vector<uint32_t> table;
+    REQUIRE(k_from_v_cos_sin_table(host_kfv, spec.head_dim, positions, &table).empty());
+    const std::vector<unsigned char> without = k_from_v_raw_output(kernel, h, rotary_dims, weights, inv_freq, {});
+    const std::vector<unsigned char> with = k_from_v_raw_output(kernel, h, rotary_dims, weights, inv_freq, table);
+    std::printf("  %-20s %-64s rotary %3d%s, a table of %d positions: %s\n", kernel.name.c_str(),
+                spec.describe().c_str(), rotary_dims, inv_freq.empty() ? "" : " inv_freq", positions,
+                with == without ? "bit-identical" : "DIFFERENT");
+    CHECK(with == without);
+}
+
 }  // namespace
+
+TEST_CASE("gpu K-from-V decode kernels: wideattn_k_from_v_cos_sin's table over every key changes no output bit") {
+    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
+    if (kernels.empty()) {
+        MESSAGE("no kernel of the bundle that serves only K-from-V calls runs on this GPU");
+        return;
+    }
+    std::vector<float> perturbed = formula_inv_freq(gemma4_k_from_v(nullptr), ProblemSpec{}.head_dim);
+    perturbed[1] = std::nextafter(perturbed[1], 1.0f);
+    for (const RunnableKernel& kernel : kernels) {
+        const ProblemSpec batch = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 32);
+        check_cos_sin_table_changes_nothing(kernel, batch, kGemma4GlobalRotaryDims, KNormWeights::kBf16);
+        check_cos_sin_table_changes_nothing(kernel, batch, kGemma4GlobalRotaryDims, KNormWeights::kFp32);
+        check_cos_sin_table_changes_nothing(kernel, problem_spec({1, 1}, {1000, 5000}, 32, 4, 32, kSeed + 33),
+                                            kEveryDim, KNormWeights::kBf16);
+        check_cos_sin_table_changes_nothing(kernel, problem_spec({1, 1}, {131000, 4000}, 32, 4, 64, kSeed + 34),
+                                            kGemma4GlobalRotaryDims, KNormWeights::kBf16);
+        check_cos_sin_table_changes_nothing(kernel, problem_spec({1, 1}, {131000, 4000}, 32, 4, 64, kSeed + 35),
+                                            kGemma4GlobalRotaryDims, KNormWeights::kBf16, perturbed);
+    }
+}
+
+TEST_CASE("gpu K-from-V decode kernels: a cos / sin table of another theta over part of the keys, against fp64") {
+    // Tables of 2021 and 70001 rows (no multiple of 16: the rows end inside a 16-key sub-tile), whole
+    // sequences inside them and sequences past them, and one of 1 row; the fp64 kernel reads the
+    // same device table.
+    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
+    if (kernels.empty()) {
+        MESSAGE("no kernel of the bundle that serves only K-from-V calls runs on this GPU");
+        return;
+    }
+    struct PartialTable {
+        ProblemSpec spec;
+        int32_t rows;
+    };
+    const PartialTable cases[] = {
+        {problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 36), 2021},
+        {problem_spec({1, 1}, {131000, 60000}, 32, 4, 64, kSeed + 37), 70001},
+        {problem_spec({1, 1, 1}, {300, 0, 17}, 32, 4, 16, kSeed + 38), 1},
+    };
+    for (const RunnableKernel& kernel : kernels)
+        for (const PartialTable& c : cases)
+            for (const KNormWeights weights : {KNormWeights::kBf16, KNormWeights::kFp32}) {
+                ProblemSpec spec = c.spec;
+                spec.e4m3_kv = kernel.kv_dtype == WIDEATTN_DTYPE_E4M3;
+                HostProblem h;
+                REQUIRE(make_problem(spec, &h).empty());
+                CAPTURE(kernel.name);
+                CAPTURE(spec.describe());
+                CAPTURE(c.rows);
+                const test::KernelRestriction pinned(kernel.name);
+                const CaseResult r = run_k_from_v_problem(*gpu().device, gpu().ctx, h, WIDEATTN_DTYPE_BF16,
+                                                          kGemma4GlobalRotaryDims, {}, weights,
+                                                          gemma4_cos_sin_table(kOtherTheta, c.rows));
+                REQUIRE_MESSAGE(r.error.empty(), r.error);
+                std::printf("  %-20s %-64s a table of %d rows (theta %g)%s %s\n", r.kernel.c_str(),
+                            spec.describe().c_str(), c.rows, static_cast<double>(kOtherTheta),
+                            weights == KNormWeights::kBf16 ? " bf16 w" : "",
+                            accuracy::format_error_stats(r.stats).c_str());
+                INFO(accuracy::format_error_stats(r.stats));
+                CHECK(r.kernel == kernel.name);
+                CHECK(r.stats.nonfinite == 0);
+                CHECK(r.lse_nonfinite == 0);
+                CHECK(r.deterministic);
+                CHECK(r.stats.rel_l2 <= k_from_v_decode_rel_l2(kernel.kv_dtype));
+            }
+}
 
 TEST_CASE("gpu K-from-V decode kernels: V-only single-token decode against the fp64 kernel in that mode") {
     const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();

@@ -74,6 +74,11 @@ constexpr const char* kPdlEnvOff = "0";
 constexpr const char* kTimingCall = "call";
 constexpr const char* kTimingQueued = "queued";
 constexpr uint64_t kQueueAheadNs = 300000;  // 300 us of spin: far above a call's host time (~10 us)
+// --kfv-cos-sin: where the K-from-V calls take cos / sin from, the description's formula (no
+// table: what the kernels evaluate) or a table of every position of the case's longest sequence
+// (wideattn_k_from_v.cos_sin, filled by wideattn_k_from_v_cos_sin).
+constexpr const char* kKfvCosSinFormula = "formula";
+constexpr const char* kKfvCosSinTable = "table";
 
 // A throughput probe cubin built in kProbeSubdir beside the CLI (sources in tools/bench/).
 struct PeakProbe {
@@ -309,8 +314,8 @@ void print_help() {
         "usage: wideattn bench [--bundle DIR] [--device N] [--suite prefill|decode] [--cases A,B,...]\n"
         "                      [--reps N] [--warmup N] [--reference] [--kv-dtype bf16|e4m3]\n"
         "                      [--q-dtype bf16|e4m3] [--json FILE] [--kernel NAME | --kernels A,B,...]\n"
-        "                      [--pdl on|off|both] [--timing call|queued] [--splits N] [--commit SHA]\n"
-        "                      [--list]\n\n"
+        "                      [--pdl on|off|both] [--timing call|queued] [--splits N]\n"
+        "                      [--kfv-cos-sin formula|table] [--commit SHA] [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
@@ -362,7 +367,8 @@ void print_help() {
         "                 --kv-dtype, --q-dtype or --reference. A kernel that serves only K-from-V calls\n"
         "                 (decode_e4m3kfv_d512, decode_bf16kfv_d512), with --kernel or --kernels, runs\n"
         "                 K-from-V calls: k_cache NULL, K rebuilt from V with Gemma 4's description and\n"
-        "                 random k_norm weights that are bf16 values, as a checkpoint's (kv_bytes: V only)\n"
+        "                 random k_norm weights that are bf16 values, as a checkpoint's (kv_bytes: V only;\n"
+        "                 cos / sin as --kfv-cos-sin says)\n"
         "  --json FILE    also write the results as JSON: per case and variant the timings, TFLOP/s,\n"
         "                 max_seqlen_q, max_seqlen_k, num_splits, workspace_bytes, decode, and for\n"
         "                 decode cases kv_bytes, kv_gbps, pct_copy_bw_before, pct_copy_bw_after,\n"
@@ -388,6 +394,12 @@ void print_help() {
         "                 2..%d exactly that many (the workspace sized for it; a kernel without a\n"
         "                 split entry reports its refusal); the spl column and JSON num_splits show\n"
         "                 what ran\n"
+        "  --kfv-cos-sin S  formula (default): the K-from-V calls (above) have no cos / sin table, the\n"
+        "                 kernels evaluate cos / sin; table: each case's calls read a table of every\n"
+        "                 position up to its longest sequence (wideattn_k_from_v.cos_sin, filled by\n"
+        "                 wideattn_k_from_v_cos_sin, the same outputs; allocated once per case, outside\n"
+        "                 timing, not in kv_bytes; rows 'CASE cos_sin', JSON kfv_cos_sin); table needs a\n"
+        "                 K-from-V kernel\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit (decode-suite cases marked '(decode)')\n",
         static_cast<int>(kCopyProbeBytes >> 20), kCopyProbeReps, static_cast<int>(kReadProbeBytes >> 20),
@@ -400,6 +412,7 @@ struct BenchOptions {
     std::string suite = kSuitePrefill;
     std::string pdl;  // --pdl: kPdlOn, kPdlOff, kPdlBoth; "" = the environment's WIDEATTN_PDL
     std::string timing = kTimingCall;  // --timing: kTimingCall or kTimingQueued
+    std::string kfv_cos_sin = kKfvCosSinFormula;  // --kfv-cos-sin: kKfvCosSinFormula or kKfvCosSinTable
     bool reference = false;
     bool cases_given = false;  // --cases was on the command line (even as an empty list)
     bool e4m3_kv = false, e4m3_q = false;
@@ -448,6 +461,13 @@ bool value_option(ArgReader& args, BenchOptions* o) {
             return false;
         }
         o->timing = text;
+    } else if (option == "--kfv-cos-sin") {
+        if (text != kKfvCosSinFormula && text != kKfvCosSinTable) {
+            std::fprintf(stderr, "wideattn bench: --kfv-cos-sin='%s' is not %s or %s\n", text.c_str(),
+                         kKfvCosSinFormula, kKfvCosSinTable);
+            return false;
+        }
+        o->kfv_cos_sin = text;
     } else if (option == "--kernels") {
         if (text.empty()) {
             std::fprintf(stderr, "wideattn bench: --kernels needs at least one kernel name\n");
@@ -472,7 +492,7 @@ bool value_option(ArgReader& args, BenchOptions* o) {
 
 bool takes_value(const ArgReader& args) {
     for (const char* option : {"--kv-dtype", "--q-dtype", "--suite", "--kernels", "--bundle", "--json", "--kernel",
-                               "--commit", "--cases", "--pdl", "--timing"})
+                               "--commit", "--cases", "--pdl", "--timing", "--kfv-cos-sin"})
         if (args.is(option)) return true;
     return false;
 }
@@ -723,6 +743,18 @@ bool write_json(const BenchOptions& o, const GpuDevice& gpu, const RunRates& rat
     return true;
 }
 
+// Marks the K-from-V variants of --kfv-cos-sin table as reading a cos / sin table; "" or the usage
+// error when no variant makes K-from-V calls.
+std::string use_cos_sin_tables(const BenchOptions& o, std::vector<BenchVariant>* variants) {
+    if (o.kfv_cos_sin != kKfvCosSinTable) return {};
+    bool any = false;
+    for (BenchVariant& v : *variants) any |= (v.cos_sin_table = v.k_from_v);
+    if (any) return {};
+    return std::string("--kfv-cos-sin ") + kKfvCosSinTable +
+           " gives K-from-V calls a cos / sin table, and no variant makes K-from-V calls: name a kernel that serves "
+           "only them with --kernel or --kernels (decode_bf16kfv_d512, decode_e4m3kfv_d512)";
+}
+
 // The variants of the run (both K/V dtypes for --suite decode; with --pdl each labelled with its
 // setting, and with --pdl both each twice, on then off); "" or the usage error.
 std::string run_variants(wideattn_context* ctx, const BenchOptions& o, std::vector<BenchVariant>* variants) {
@@ -736,6 +768,7 @@ std::string run_variants(wideattn_context* ctx, const BenchOptions& o, std::vect
         transposed.v_transposed = true;
         *variants = {BenchVariant{"", false, false}, BenchVariant{"", true, false}, transposed};
     }
+    if (const std::string err = use_cos_sin_tables(o, variants); !err.empty()) return err;
     if (o.pdl.empty()) return {};
     std::vector<BenchVariant> labelled;
     for (BenchVariant v : *variants)

@@ -17,14 +17,16 @@ const char* dtype_name(bool e4m3) { return e4m3 ? "e4m3" : "bf16"; }
 
 bool same_choice(const BenchVariant& a, const BenchVariant& b) {
     return a.kernel == b.kernel && a.e4m3_kv == b.e4m3_kv && a.e4m3_q == b.e4m3_q && a.v_transposed == b.v_transposed &&
-           a.pdl == b.pdl;
+           a.cos_sin_table == b.cos_sin_table && a.pdl == b.pdl;
 }
 
 // The case name as the tables print it: with " vT" for the dispatcher's choice over a transposed
-// V cache (a named kernel's layout follows from its name) and the variant's --pdl setting.
+// V cache (a named kernel's layout follows from its name), " cos_sin" for K-from-V calls with a
+// cos / sin table, and the variant's --pdl setting.
 std::string row_label(const CaseRecord& r) {
     std::string label = r.bc.name;
     if (r.variant.kernel.empty() && r.variant.v_transposed) label += " vT";
+    if (r.variant.cos_sin_table) label += " cos_sin";
     return r.variant.pdl.empty() ? label : label + " pdl=" + r.variant.pdl;
 }
 
@@ -58,6 +60,7 @@ void case_json(std::ostream& out, const CaseRecord& r, const RunRates& rates, co
         << ", \"num_splits\": " << r.num_splits << ", \"workspace_bytes\": " << r.workspace_bytes
         << ", \"decode\": " << (r.bc.decode ? "true" : "false");
     if (r.variant.v_transposed) out << ", \"v_transposed\": true";
+    if (r.variant.k_from_v) out << ", \"kfv_cos_sin\": \"" << (r.variant.cos_sin_table ? "table" : "formula") << "\"";
     if (!r.variant.pdl.empty()) out << ", \"pdl\": \"" << json_escape(r.variant.pdl) << "\"";
     bool fp8 = false;
     const double wgmma = wgmma_ceiling(r, rates, &fp8);

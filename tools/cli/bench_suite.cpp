@@ -199,6 +199,11 @@ std::string upload_case(const GpuDevice& gpu, const HostProblem& h, size_t c, co
         if (err.empty()) err = b->k_norm.upload(w.data(), w.size() * sizeof(float));
         b->k_from_v = gemma4_k_from_v(static_cast<const float*>(b->k_norm.get()));
     }
+    if (err.empty() && variant.cos_sin_table) {
+        std::vector<uint32_t> table;
+        err = k_from_v_cos_sin_table(b->k_from_v, h.spec.head_dim, std::max(max_seqlen_k(h), 1), &table);
+        if (err.empty()) err = attach_device_cos_sin(gpu, table, &b->cos_sin, &b->k_from_v);
+    }
     if (err.empty() && e4m3_kv) err = b->v_scale.allocate(gpu, sizeof(float));
     if (err.empty() && e4m3_kv) err = b->v_scale.upload(&kE4m3BenchScale, sizeof(float));
     if (err.empty()) err = b->cu.upload(h.cu_seqlens_q.data(), b->cu.bytes());

@@ -118,6 +118,9 @@ struct BenchVariant {
     // and k_scale NULL, Gemma 4's description (gemma4_k_from_v) with random k_norm weights that are
     // bf16 values (KNormWeights::kBf16, as Gemma 4's checkpoint holds them).
     bool k_from_v = false;
+    // `wideattn bench --kfv-cos-sin table` (K-from-V variants only): the description's cos_sin is a
+    // table of every position up to the case's longest sequence, filled by wideattn_k_from_v_cos_sin.
+    bool cos_sin_table = false;
     // `wideattn bench --pdl`: "on" or "off", the WIDEATTN_PDL of the context the variant runs on
     // (programmatic dependent launch of the split-KV merge); "" without --pdl (the environment's).
     std::string pdl{};
@@ -138,6 +141,7 @@ struct CaseBuffers {
     DeviceBuffer q_scale, k_scale, v_scale;
     DeviceBuffer workspace;  // split-KV scratch (allocated by attach_workspace when the call splits)
     DeviceBuffer k_norm;     // the k_norm weights of a K-from-V variant
+    DeviceBuffer cos_sin;    // its cos / sin table (BenchVariant::cos_sin_table)
     wideattn_k_from_v k_from_v{};  // its description (the call's params.k_from_v points here)
 };
 

@@ -85,13 +85,16 @@ std::vector<NamedSpec> gemma_cases(uint64_t seed) {
 // Single-token decode cases for a kernel that serves only K-from-V calls (feature k_from_v_only):
 // V-only caches of the kernel's K/V dtype (e4m3 when `e4m3_kv`, else bf16), key counts no multiple
 // of 16, shuffled pages, with the rotated dims of each case's description (Gemma 4's 128, or every
-// dim, whose angles reach the key positions in rad).
+// dim, whose angles reach the key positions in rad), and one with a cos / sin table of another theta
+// (kCosSinOtherTheta) over its first cos_sin_rows positions, the keys past them by the formula.
 struct KFromVCase {
     const char* label;
     ProblemSpec spec;
     int32_t rotary_dims;
     KNormWeights weights;
+    int32_t cos_sin_rows = 0;  // rows of the case's cos / sin table; 0: none
 };
+constexpr float kCosSinOtherTheta = 1.0e4f;
 
 std::vector<KFromVCase> k_from_v_cases(uint64_t seed, bool e4m3_kv) {
     constexpr int32_t kEveryDim = 512;
@@ -103,6 +106,8 @@ std::vector<KFromVCase> k_from_v_cases(uint64_t seed, bool e4m3_kv) {
         {"kfv long 100k", problem_spec({1}, {100007}, 32, 4, 64, seed + 2), kEveryDim, KNormWeights::kBf16},
         {"kfv gemma v off", problem_spec({1, 1, 1}, {3700, 300, 20000}, 32, 4, 16, seed + 3), kGemma4GlobalRotaryDims,
          KNormWeights::kFp32},
+        {"kfv cos_sin part", problem_spec({1, 1, 1}, {2500, 300, 20000}, 32, 4, 16, seed + 4), kGemma4GlobalRotaryDims,
+         KNormWeights::kBf16, 4001},
     };
     cases[3].spec.gemma.q_rms = 0.5f;
     cases[3].spec.gemma.v_offset_rms = 8.0f;
@@ -122,7 +127,8 @@ void print_help() {
         "mean abs error <= %.2f x that of the fp64 output rounded to bf16). A kernel that serves only\n"
         "K-from-V calls (WIDEATTN_FLAG_K_FROM_V) runs single-token decode cases in that mode over a\n"
         "V-only cache of its K/V dtype against the fp64 GPU kernel in the same mode (rel L2 <= %.0e\n"
-        "over e4m3 V, %.0e over bf16 V). Prints one line per case and a summary.\n"
+        "over e4m3 V, %.0e over bf16 V), one of them with a cos / sin table (wideattn_k_from_v.cos_sin)\n"
+        "of another theta over part of the keys. Prints one line per case and a summary.\n"
         "Exit 0 when all pass, 1 when any fails, 2 on usage or setup errors.\n\n"
         "  --bundle DIR          bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N            CUDA device ordinal (default 0)\n"
@@ -242,6 +248,22 @@ void check_prefill_kernel(const GpuDevice& gpu, wideattn_context* ctx, const Sel
     }
 }
 
+// One of k_from_v_cases through the kernel ctx selects for o_dtype, against the fp64 GPU kernel in
+// the same mode (reading the same cos / sin table when the case has one).
+CaseResult run_k_from_v_selftest_case(const GpuDevice& gpu, wideattn_context* ctx, const KFromVCase& c,
+                                      int32_t o_dtype) {
+    if (!c.cos_sin_rows) return run_k_from_v_case(gpu, ctx, c.spec, o_dtype, c.rotary_dims, c.weights);
+    CaseResult result;
+    HostProblem h;
+    wideattn_k_from_v other = k_from_v_check_description(nullptr, c.rotary_dims);
+    other.rope_theta = kCosSinOtherTheta;
+    std::vector<uint32_t> table;
+    if ((result.error = make_problem(c.spec, &h)).size() ||
+        (result.error = k_from_v_cos_sin_table(other, c.spec.head_dim, c.cos_sin_rows, &table)).size())
+        return result;
+    return run_k_from_v_problem(gpu, ctx, h, o_dtype, c.rotary_dims, {}, c.weights, table);
+}
+
 // A kernel that serves only K-from-V calls (already selected by name) on k_from_v_cases: each
 // a K-from-V call against the fp64 GPU kernel in the same mode.
 void check_k_from_v_kernel(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o,
@@ -250,13 +272,15 @@ void check_k_from_v_kernel(const GpuDevice& gpu, wideattn_context* ctx, const Se
     if (o.quick) cases.resize(std::min(cases.size(), o.quick_cases));
     for (const KFromVCase& c : cases) {
         const auto start = std::chrono::steady_clock::now();
-        const CaseResult r = run_k_from_v_case(gpu, ctx, c.spec, combo.o_dtype, c.rotary_dims, c.weights);
+        const CaseResult r = run_k_from_v_selftest_case(gpu, ctx, c, combo.o_dtype);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const bool ok = r.error.empty() && r.kernel == combo.name && r.stats.nonfinite == 0 && r.lse_nonfinite == 0 &&
                         r.deterministic && r.stats.rel_l2 <= k_from_v_decode_rel_l2(combo.kv_dtype);
-        std::printf("%s %-14s %-20s %s, K from V, rotary_dims=%d, %s k_norm weights\n", ok ? "PASS" : "FAIL",
+        const std::string table =
+            c.cos_sin_rows ? ", a cos / sin table of " + std::to_string(c.cos_sin_rows) + " rows" : std::string();
+        std::printf("%s %-14s %-20s %s, K from V, rotary_dims=%d, %s k_norm weights%s\n", ok ? "PASS" : "FAIL",
                     r.kernel.empty() ? "?" : r.kernel.c_str(), c.label, c.spec.describe().c_str(), c.rotary_dims,
-                    c.weights == KNormWeights::kBf16 ? "bf16" : "fp32");
+                    c.weights == KNormWeights::kBf16 ? "bf16" : "fp32", table.c_str());
         if (r.error.empty())
             std::printf("     %s lse_max_abs=%.2e%s (%.1fs)\n", accuracy::format_error_stats(r.stats).c_str(),
                         r.lse_max_abs, r.deterministic ? "" : " NOT bit-identical across runs", seconds);

@@ -209,10 +209,11 @@ double k_from_v_decode_rel_l2(int32_t kv_dtype) {
 }
 
 CaseResult run_k_from_v_problem(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
-                                int32_t rotary_dims, const std::vector<float>& inv_freq, KNormWeights kind) {
+                                int32_t rotary_dims, const std::vector<float>& inv_freq, KNormWeights kind,
+                                const std::vector<uint32_t>& cos_sin) {
     CaseResult result;
     const std::vector<float> w = random_k_norm_weights(h.spec.head_dim, h.spec.seed + 1, kind);
-    DeviceBuffer weights, table;
+    DeviceBuffer weights, table, cos_sin_table;
     if ((result.error = weights.allocate(gpu, w.size() * sizeof(float))).size() ||
         (result.error = weights.upload(w.data(), w.size() * sizeof(float))).size())
         return result;
@@ -223,6 +224,8 @@ CaseResult run_k_from_v_problem(const GpuDevice& gpu, wideattn_context* ctx, con
             return result;
         kfv.inv_freq = static_cast<const float*>(table.get());
     }
+    if (!cos_sin.empty() && (result.error = attach_device_cos_sin(gpu, cos_sin, &cos_sin_table, &kfv)).size())
+        return result;
     Reference ref;
     if ((result.error = reference_on_gpu(gpu, ctx, h, &ref.out, &ref.lse, &kfv)).size()) return result;
     ref.floor_mean_abs = rounding_floor(ref.out);

@@ -121,10 +121,13 @@ wideattn_k_from_v k_from_v_check_description(const float* k_norm_scale, int32_t 
 CaseResult run_k_from_v_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
                              int32_t rotary_dims, KNormWeights kind = KNormWeights::kFp32);
 // The same on a problem already made (e.g. with metadata altered after make_problem), with the
-// caller's frequency table `inv_freq` (rotary_dims / 2 host values, uploaded) when not empty.
+// caller's frequency table `inv_freq` (rotary_dims / 2 host values, uploaded) when not empty, and
+// the cos / sin table `cos_sin` (k_from_v_cos_sin_table's entries for rotary_dims, uploaded; keys at
+// positions past its rows take the formula) when not empty: the candidate and the fp64 kernel read
+// the same tables.
 CaseResult run_k_from_v_problem(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
                                 int32_t rotary_dims, const std::vector<float>& inv_freq = {},
-                                KNormWeights kind = KNormWeights::kFp32);
+                                KNormWeights kind = KNormWeights::kFp32, const std::vector<uint32_t>& cos_sin = {});
 
 // mean_abs / floor_mean_abs of a result (infinite when the floor is 0 and the error is not).
 double floor_ratio(const CaseResult& r);

@@ -184,4 +184,16 @@ std::string DeviceProblem::download_lse(const HostProblem& h, std::vector<double
     return err;
 }
 
+std::string attach_device_cos_sin(const GpuDevice& gpu, const std::vector<uint32_t>& table, DeviceBuffer* buffer,
+                                  wideattn_k_from_v* kfv) {
+    int32_t positions = 0;
+    std::string err = cos_sin_table_rows(table.size(), kfv->rotary_dims, &positions);
+    if (err.empty()) err = buffer->allocate(gpu, table.size() * sizeof(uint32_t));
+    if (err.empty()) err = buffer->upload(table.data(), table.size() * sizeof(uint32_t));
+    if (!err.empty()) return err;
+    kfv->cos_sin = buffer->get();
+    kfv->cos_sin_positions = positions;
+    return {};
+}
+
 }  // namespace wideattn

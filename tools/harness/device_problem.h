@@ -60,6 +60,12 @@ private:
     size_t bytes_ = 0;
 };
 
+// Uploads the cos / sin table `table` (k_from_v_cos_sin_table's entries for kfv->rotary_dims) into
+// *buffer and points kfv->cos_sin at the device copy, cos_sin_positions at its rows (the table must
+// outlive the calls that read it). Returns "" or the error.
+std::string attach_device_cos_sin(const GpuDevice& gpu, const std::vector<uint32_t>& table, DeviceBuffer* buffer,
+                                  wideattn_k_from_v* kfv);
+
 constexpr unsigned char kPoisonByte = 0xFF;  // NaN in every float format we write
 
 struct DeviceProblem {

@@ -2,6 +2,7 @@
 #include "tools/harness/problem.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -316,7 +317,8 @@ wideattn_prefill_params HostProblem::params(const void* q_ptr, const void* k_ptr
 wideattn_k_from_v gemma4_k_from_v(const float* k_norm_scale) {
     return wideattn_k_from_v{sizeof(wideattn_k_from_v), WIDEATTN_ROPE_PROPORTIONAL, k_norm_scale,
                              kGemma4GlobalRopeTheta,     kGemma4GlobalRotaryDims,   WIDEATTN_ROPE_ROTATE_HALF,
-                             0,                          nullptr};
+                             0,                          nullptr,                   nullptr,
+                             0,                          0};
 }
 
 std::vector<float> formula_inv_freq(const wideattn_k_from_v& kfv, int32_t head_dim) {
@@ -324,6 +326,34 @@ std::vector<float> formula_inv_freq(const wideattn_k_from_v& kfv, int32_t head_d
     for (size_t i = 0; i < table.size(); ++i)
         table[i] = rope_inv_freq(kfv.rope_theta, static_cast<int32_t>(i), head_dim, kfv.rotary_dims);
     return table;
+}
+
+std::string k_from_v_cos_sin_table(const wideattn_k_from_v& kfv, int32_t head_dim, int32_t positions,
+                                   std::vector<uint32_t>* table) {
+    table->assign(static_cast<size_t>(std::max(positions, 0)) * static_cast<size_t>(std::max(kfv.rotary_dims / 2, 0)),
+                  0);
+    if (wideattn_k_from_v_cos_sin(kfv.rope_theta, kfv.inv_freq, head_dim, kfv.rotary_dims, positions, table->data(),
+                                  table->size() * sizeof(uint32_t)) == WIDEATTN_OK)
+        return {};
+    table->clear();
+    return std::string("wideattn_k_from_v_cos_sin: ") + wideattn_last_error();
+}
+
+std::string cos_sin_table_rows(size_t entries, int32_t rotary_dims, int32_t* positions) {
+    const int64_t row = rotary_dims / 2;
+    if (row <= 0 || entries % static_cast<size_t>(row) != 0 || entries / static_cast<size_t>(row) > INT32_MAX)
+        return "a cos / sin table of " + std::to_string(entries) + " entries is no whole number (up to 2^31 - 1) " +
+               "of rows of rotary_dims / 2 = " + std::to_string(row);
+    *positions = static_cast<int32_t>(entries / static_cast<size_t>(row));
+    return {};
+}
+
+std::string attach_host_cos_sin(const std::vector<uint32_t>& table, wideattn_k_from_v* kfv) {
+    int32_t positions = 0;
+    if (std::string err = cos_sin_table_rows(table.size(), kfv->rotary_dims, &positions); !err.empty()) return err;
+    kfv->cos_sin = table.data();
+    kfv->cos_sin_positions = positions;
+    return {};
 }
 
 std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed, KNormWeights kind) {

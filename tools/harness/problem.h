@@ -102,6 +102,23 @@ wideattn_k_from_v gemma4_k_from_v(const float* k_norm_scale);
 // table that gives the bits of the NULL path.
 std::vector<float> formula_inv_freq(const wideattn_k_from_v& kfv, int32_t head_dim);
 
+// The cos / sin table (wideattn_k_from_v.cos_sin) of kfv's frequencies for positions 0 ..
+// positions - 1 into *table, filled by wideattn_k_from_v_cos_sin from kfv.inv_freq (a host pointer)
+// when set, else kfv.rope_theta: positions x rotary_dims / 2 entries, the bf16 cos in the low and
+// the bf16 sin in the high half of each. Such a table gives the K-from-V decode kernels' outputs of
+// a call without one. Returns "" or the library's refusal.
+std::string k_from_v_cos_sin_table(const wideattn_k_from_v& kfv, int32_t head_dim, int32_t positions,
+                                   std::vector<uint32_t>* table);
+
+// The rows of a cos / sin table of `entries` entries for a description of rotary_dims rotated dims
+// into *positions. Returns "" or why they are no whole number of rows (or more than int32 holds).
+std::string cos_sin_table_rows(size_t entries, int32_t rotary_dims, int32_t* positions);
+
+// Points kfv->cos_sin at the host table `table` (k_from_v_cos_sin_table's entries for
+// kfv->rotary_dims, alive while kfv is used) and sets cos_sin_positions to its rows: for the CPU
+// reference and rebuild_k_from_v. Returns "" or why the table does not fit the description.
+std::string attach_host_cos_sin(const std::vector<uint32_t>& table, wideattn_k_from_v* kfv);
+
 // How the k_norm weights of a test layer are drawn. kFp32: 1 + a bf16 draw of N(0, 0.25^2), summed
 // in fp32, so most weights are not bf16 values (the kernels' general path). kBf16: the same rounded
 // to bf16, as a bf16 checkpoint holds them (Gemma 4's k_norm multiplies by the weight itself; the
@@ -113,8 +130,8 @@ std::vector<float> random_k_norm_weights(int32_t head_dim, uint64_t seed, KNormW
 
 // Overwrites every key the problem's sequences address in problem->k with K rebuilt from its row
 // of problem->v (accuracy::k_from_v_row at the key's index in its sequence), so that a K+V call on
-// the result computes what the K-from-V call on problem->v does. kfv.k_norm_scale and kfv.inv_freq
-// (when set): host pointers.
+// the result computes what the K-from-V call on problem->v does. kfv.k_norm_scale, kfv.inv_freq
+// and kfv.cos_sin (when set; keys at positions past its rows take the formula): host pointers.
 void rebuild_k_from_v(const wideattn_k_from_v& kfv, HostProblem* problem);
 
 // `count` bf16 values ~ N(0, scale^2), deterministic in `seed`.
