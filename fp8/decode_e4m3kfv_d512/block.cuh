@@ -35,7 +35,7 @@ __device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, 
 template <class Traits>
 __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                                   uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
-                                                  int32_t warp, int32_t lane, int32_t num_tiles, int32_t kv_end,
+                                                  const CosSinTable& table, int32_t warp, int32_t lane, int32_t num_tiles, int32_t kv_end,
                                                   int32_t first_position, int32_t rotated_blocks, float v_scale,
                                                   float score_scale,
                                                   float (&o)[Traits::kONTiles][4], WarpRows& rows) {
@@ -47,7 +47,7 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
         float s[4];
-        subtile_scores_kfv<Traits>(stage, q_shared, weight, freq, lane, rotated_blocks, first_position + key0, v_scale,
+        subtile_scores_kfv<Traits>(stage, q_shared, weight, freq, table, lane, rotated_blocks, first_position + key0, v_scale,
                                    score_scale, kv_end - key0, s);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
@@ -94,8 +94,8 @@ __device__ __forceinline__ void decode_kfv_block(const wideattn_prefill_params& 
     float o[Traits::kONTiles][4];
     zero_output(o);
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-    warp_key_loop_kfv<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq, warp, lane,
-                              geometry.num_tiles, geometry.kv_end, first_position, rotated_blocks, v_scale,
+    warp_key_loop_kfv<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq,
+                              CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end, first_position, rotated_blocks, v_scale,
                               score_scale, o, rows);
     write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                 work.kv_head);

@@ -6,8 +6,10 @@
 // d + 256 at the same place of the same lane, so each lane rotates its own pairs. The arithmetic
 // and its rounding steps are those of kernels/common/k_from_v.h, done on pairs of dims (bf16
 // roundings by cvt.rn.bf16x2, the rotation by rope_rotate_bf16x2 of k_from_v_tables.cuh in bf16x2
-// arithmetic, cos / sin by the Cody-Waite reduction of rope_cos_sin_reduced), as
-// decode_bf16kfv_d512's keys.cuh.
+// arithmetic, cos / sin from the caller's table (wideattn_k_from_v.cos_sin) where it holds every
+// key of the sub-tile, else by the Cody-Waite reduction of rope_cos_sin_reduced), as
+// decode_bf16kfv_d512's keys.cuh; the unrotated pair blocks first, with the table's words for the
+// first kCosSinBlocksAhead rotated ones in flight.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -67,20 +69,44 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t word) {
     return pack_f16x2(ptx::bf16_low(word), ptx::bf16_high(word));
 }
 
+// How build_k_pair builds K: scaled only, rotated with the formula's cos / sin, with the table's.
+enum class KBuild { kScale, kRotate, kRotateTable };
+
+// The table's words that the rotation of pair block c reads in a lane: [matrix q][pair], the
+// word of frequencies (d, d + 1) and (d + 2, d + 3) of the matrix's dims d .. d + 3 at its key's
+// position.
+struct BlockCosSin {
+    uint2 word[4][2];
+};
+
+template <class Traits>
+__device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int32_t lane, int32_t c,
+                                                   int32_t position0, BlockCosSin* out) {
+    constexpr int32_t kCodesPerWord = 4;
+    const int32_t g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int32_t q = 0; q < 4; ++q)
+#pragma unroll
+        for (int32_t pair = 0; pair < 2; ++pair)
+            out->word[q][pair] = table.pair(position0 + g + 8 * (q % 2),
+                                            Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) +
+                                                kCodesPerWord * t + 2 * pair);
+}
+
 // The K of 16 keys x dim blocks c (dims 32c ..) and c + kPairBlockOffset (their partners 256 on)
 // as f16 A fragments, in the layout of load_k_block (fp8/decode_e4m3_d512/mainloop.cuh): lo[b] k
 // 0-7 of each 16-dim half of block b (0: c, 1: c + 8), hi[b] k 8-15. The keys' positions are
 // position0 + key; v_scale is the block's scaled v_scale (k_power_of_two). The steps of
-// k_from_v.h on pairs of dims (d, d + 1) of a lane: x = bf16(V w) by one cvt a pair; with
-// kRotate (a block holding a dim below rotary_dims / 2) rope_rotate on bf16 pairs (mul / add /
-// sub.rn.bf16x2, each the fp32 step then round_to_bf16 for bf16 operands) with cos / sin by
-// rope_cos_sin_reduced, rounded two at a time; without it K = x (the reference's rotation by
-// cos 1, sin 0 gives x but for a non-finite partner, which makes the key's scores non-finite
-// either way).
-template <class Traits, bool kRotate>
+// k_from_v.h on pairs of dims (d, d + 1) of a lane: x = bf16(V w) by one cvt a pair; for a block
+// holding a dim below rotary_dims / 2 rope_rotate on bf16 pairs (mul / add / sub.rn.bf16x2, each
+// the fp32 step then round_to_bf16 for bf16 operands) with cos / sin by rope_cos_sin_reduced,
+// rounded two at a time (kRotate), or the table's `cos_sin` (kRotateTable); for the others
+// (kScale) K = x (the reference's rotation by cos 1, sin 0 gives x but for a non-finite partner,
+// which makes the key's scores non-finite either way).
+template <class Traits, KBuild kBuild>
 __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, uint32_t freq, int32_t lane,
-                                             int32_t c, int32_t position0, float v_scale, uint32_t (&lo)[2][4],
-                                             uint32_t (&hi)[2][4]) {
+                                             int32_t c, int32_t position0, float v_scale, const BlockCosSin& cos_sin,
+                                             uint32_t (&lo)[2][4], uint32_t (&hi)[2][4]) {
     constexpr int32_t kCodesPerWord = 4;
     const int32_t g = lane / 4, t = lane % 4;
     uint32_t codes[2][4];
@@ -101,7 +127,12 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
                                scaled_pair(first_h[1], v_scale, w_first.z, w_first.w)};
         uint32_t k_second[2] = {scaled_pair(second_h[0], v_scale, w_second.x, w_second.y),
                                 scaled_pair(second_h[1], v_scale, w_second.z, w_second.w)};
-        if constexpr (kRotate) {
+        if constexpr (kBuild == KBuild::kRotateTable) {
+#pragma unroll
+            for (int32_t pair = 0; pair < 2; ++pair)
+                rope_rotate_bf16x2(k_first[pair], k_second[pair], cos_sin.word[q][pair], &k_first[pair],
+                                   &k_second[pair]);
+        } else if constexpr (kBuild == KBuild::kRotate) {
             const float4 inv_freq = ptx::load_shared_f32x4(freq + kF32Bytes * dim);
             const float fr[4] = {inv_freq.x, inv_freq.y, inv_freq.z, inv_freq.w};
 #pragma unroll
@@ -117,12 +148,12 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
 }
 
 // K of the pair blocks c, c + kPairBlockOffset (build_k_pair) times Q, added to acc.
-template <class Traits, bool kRotate>
+template <class Traits, KBuild kBuild>
 __device__ __forceinline__ void kfv_pair_scores(uint32_t v_stage, uint32_t q_shared, uint32_t weight, uint32_t freq,
                                                 int32_t lane, int32_t c, int32_t position0, float v_scale,
-                                                float (&acc)[2][4]) {
+                                                const BlockCosSin& cos_sin, float (&acc)[2][4]) {
     uint32_t lo[2][4], hi[2][4];
-    build_k_pair<Traits, kRotate>(v_stage, weight, freq, lane, c, position0, v_scale, lo, hi);
+    build_k_pair<Traits, kBuild>(v_stage, weight, freq, lane, c, position0, v_scale, cos_sin, lo, hi);
 #pragma unroll
     for (int32_t b = 0; b < 2; ++b)
         accumulate_dim_block<Traits>(acc, lo[b], hi[b], q_shared, c + b * Traits::kPairBlockOffset, lane);
@@ -131,20 +162,47 @@ __device__ __forceinline__ void kfv_pair_scores(uint32_t v_stage, uint32_t q_sha
 // S^T of one sub-tile with K built from its V chunk (scaled to log2 units, keys past kv_end at
 // -inf), the lane's 4 values: subtile_scores of decode_e4m3_d512 with build_k_pair for the loads.
 // `rotated_blocks`: the pair blocks holding a dim below rotary_dims / 2 (the same for every block
-// of the launch), built with the rotation; the others without.
+// of the launch), built with the rotation after the others: with the table's cos / sin when
+// `table` holds the sub-tile's valid keys (the words of the first kCosSinBlocksAhead loaded before
+// the unrotated blocks), else with the formula's; the same order either way, so a table with the
+// formula's values gives the same bits.
 template <class Traits>
 __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_shared, uint32_t weight, uint32_t freq,
-                                                   int32_t lane, int32_t rotated_blocks, int32_t position0,
-                                                   float v_scale, float score_scale, int32_t keys_valid,
-                                                   float (&s)[4]) {
+                                                   const CosSinTable& table, int32_t lane, int32_t rotated_blocks,
+                                                   int32_t position0, float v_scale, float score_scale,
+                                                   int32_t keys_valid, float (&s)[4]) {
     const int32_t g = lane / 4;
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll 1
-    for (int32_t c = 0; c < rotated_blocks; ++c)
-        kfv_pair_scores<Traits, true>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale, acc);
+    const bool from_table = table.holds(position0, min(keys_valid, Traits::kSubTileKeys));
+    BlockCosSin ahead[Traits::kCosSinBlocksAhead];
+    if (from_table) {
+#pragma unroll
+        for (int32_t c = 0; c < Traits::kCosSinBlocksAhead; ++c)
+            if (c < rotated_blocks) load_block_cos_sin<Traits>(table, lane, c, position0, &ahead[c]);
+    }
 #pragma unroll 1
     for (int32_t c = rotated_blocks; c < Traits::kPairBlockOffset; ++c)
-        kfv_pair_scores<Traits, false>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale, acc);
+        kfv_pair_scores<Traits, KBuild::kScale>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale, ahead[0],
+                                                acc);
+    if (from_table) {
+#pragma unroll
+        for (int32_t c = 0; c < Traits::kCosSinBlocksAhead; ++c)
+            if (c < rotated_blocks)
+                kfv_pair_scores<Traits, KBuild::kRotateTable>(v_stage, q_shared, weight, freq, lane, c, position0,
+                                                              v_scale, ahead[c], acc);
+#pragma unroll 1
+        for (int32_t c = Traits::kCosSinBlocksAhead; c < rotated_blocks; ++c) {
+            BlockCosSin words;
+            load_block_cos_sin<Traits>(table, lane, c, position0, &words);
+            kfv_pair_scores<Traits, KBuild::kRotateTable>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
+                                                          words, acc);
+        }
+    } else {
+#pragma unroll 1
+        for (int32_t c = 0; c < rotated_blocks; ++c)
+            kfv_pair_scores<Traits, KBuild::kRotate>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
+                                                     ahead[0], acc);
+    }
 #pragma unroll
     for (int32_t e = 0; e < 4; ++e) {
         const int32_t key = g + 8 * (e / 2);

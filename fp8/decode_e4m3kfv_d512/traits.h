@@ -22,6 +22,10 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     // c and c + kPairBlockOffset a lane holds the two dims of its pairs.
     static constexpr int32_t kHalfDim = kHeadDim / 2;                      // 256 = the frequencies
     static constexpr int32_t kPairBlockOffset = kHalfDim / kDimBlock;      // 8
+    // Rotated pair blocks whose cos / sin table words are loaded before the sub-tile's unrotated
+    // ones (keys.cuh): Gemma 4's 128 rotated dims (64 frequencies, 32 a block), 16 registers a
+    // block; the ones past them load theirs where used.
+    static constexpr int32_t kCosSinBlocksAhead = 2;
     static constexpr int32_t kSubTileKeysPerLane = 2;                      // keys g and g + 8 of the A rows
 
     // The largest finite e4m3 magnitude (code 0x7e, fp8/codec/e4m3.h): bounds |V| / v_scale.

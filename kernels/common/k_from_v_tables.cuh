@@ -2,7 +2,9 @@
 // (decode_e4m3kfv_d512, decode_bf16kfv_d512): the shared-memory tables, k_norm's weight (head_dim
 // fp32) and inv_freq of the head_dim / 2 frequencies (fp32, 0 from rotary_dims / 2 on), staged
 // once per block, one frequency and two weights per thread, and read back as vectors by the K
-// build; and the rotation of a lane's bf16 pairs (rope_rotate_bf16x2).
+// build; the caller's cos / sin table in global memory (CosSinTable), read as 8-byte words of two
+// frequencies; and the rotation of a lane's bf16 pairs (rope_rotate_bf16x2, from the formula's
+// cos / sin or from the table's).
 #pragma once
 
 #include <cstdint>
@@ -32,22 +34,78 @@ __device__ __forceinline__ float2 stage_k_from_v_tables(const KFromV& kfv, uint3
     return w;
 }
 
+// The description's cos / sin table (wideattn_k_from_v.cos_sin, kernels/common/k_from_v.h) as
+// the decode kernels read it: a lane's two frequencies d, d + 1 (d even) of one key as one 8-byte
+// word, (cos, sin) of d in .x and of d + 1 in .y, cos in the low half. The rows hold whole pairs
+// (rotary_dims a multiple of 4) and the table is 8-byte aligned (dispatch/validation.cpp).
+struct CosSinTable {
+    const unsigned char* base;  // NULL: no table (every key takes the formula)
+    int64_t row_bytes;          // rotary_dims / 2 entries of kCosSinEntryBytes
+    int32_t positions;          // the rows: positions 0 .. positions - 1
+    int32_t frequencies;        // rotary_dims / 2: the frequencies that rotate
+
+    __device__ __forceinline__ static CosSinTable of(const KFromV& kfv) {
+        return {static_cast<const unsigned char*>(kfv.cos_sin),
+                static_cast<int64_t>(kfv.rotary_dims / 2) * static_cast<int64_t>(kCosSinEntryBytes),
+                kfv.cos_sin ? kfv.cos_sin_positions : 0, kfv.rotary_dims / 2};
+    }
+
+    // Whether the table holds positions position0 .. position0 + keys - 1 (keys >= 1).
+    __device__ __forceinline__ bool holds(int32_t position0, int32_t keys) const {
+        return base != nullptr && position0 >= 0 &&
+               static_cast<int64_t>(position0) + keys <= static_cast<int64_t>(positions);
+    }
+
+    // The word of frequencies d, d + 1 (d even) at `position`, clamped to the table's last row (a
+    // key past kv_end in a sub-tile the table holds up to kv_end: its V is zero-filled and its
+    // score masked, so the entry it reads does not matter). From rotary_dims / 2 on, (cos 1, sin 0):
+    // the formula's angle 0.
+    __device__ __forceinline__ uint2 pair(int32_t position, int32_t d) const {
+        constexpr uint32_t kCosOneSinZero = 0x3f80u;  // bf16 1.0 in the low half, +0 in the high
+        if (d >= frequencies) return make_uint2(kCosOneSinZero, kCosOneSinZero);
+        const int64_t row = min(position, positions - 1);
+        return __ldg(reinterpret_cast<const uint2*>(base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes)));
+    }
+};
+
+// The bf16x2 cos pair (c_d low, c_d+1 high) and sin pair of a CosSinTable word.
+__device__ __forceinline__ void cos_sin_pairs(uint2 word, uint32_t* c, uint32_t* s) {
+    constexpr uint32_t kLowHalves = 0x5410u, kHighHalves = 0x7632u;
+    *c = __byte_perm(word.x, word.y, kLowHalves);
+    *s = __byte_perm(word.x, word.y, kHighHalves);
+}
+
+// k_from_v.h's rope_rotate of two RoPE pairs with their bf16x2 cos pair c and sin pair s: K of the
+// first dims bf16(bf16(x c) - bf16(x' s)) in *k_first, of the partners bf16(bf16(x' c) +
+// bf16(x s)) in *k_second (rotate_half's bf16(-x' s) is -bf16(x' s): round to nearest even is
+// odd-symmetric), each step by mul / sub / add.rn.bf16x2 (the exact result rounded once, as the
+// fp32 step then round_to_bf16 for bf16 operands).
+__device__ __forceinline__ void rope_rotate_bf16x2(uint32_t x_first, uint32_t x_second, uint32_t c, uint32_t s,
+                                                   uint32_t* k_first, uint32_t* k_second) {
+    *k_first = ptx::sub_bf16x2(ptx::mul_bf16x2(x_first, c), ptx::mul_bf16x2(x_second, s));
+    *k_second = ptx::add_bf16x2(ptx::mul_bf16x2(x_second, c), ptx::mul_bf16x2(x_first, s));
+}
+
+// The same with the table's word for the two frequencies.
+__device__ __forceinline__ void rope_rotate_bf16x2(uint32_t x_first, uint32_t x_second, uint2 cos_sin,
+                                                   uint32_t* k_first, uint32_t* k_second) {
+    uint32_t c, s;
+    cos_sin_pairs(cos_sin, &c, &s);
+    rope_rotate_bf16x2(x_first, x_second, c, s, k_first, k_second);
+}
+
 // k_from_v.h's rope_rotate of two RoPE pairs at once: x_first holds x of dims d, d + 1 (bf16
 // pair), x_second their partners d + D/2, d + D/2 + 1; inv_freq0 / inv_freq1 the frequencies of
 // dims d and d + 1. Returns K of the first dims in *k_first and of the partners in *k_second:
-// K = bf16(bf16(x c) - bf16(x' s)) and bf16(bf16(x' c) + bf16(x s)) (rotate_half's bf16(-x' s) is
-// -bf16(x' s): round to nearest even is odd-symmetric), each step by mul / sub / add.rn.bf16x2
-// (the exact result rounded once, as the fp32 step then round_to_bf16 for bf16 operands), with
-// cos / sin by rope_cos_sin_reduced, the cos and the sin of the two frequencies rounded by one
-// cvt each.
+// K as above, with cos / sin by the formula: rope_cos_sin_reduced, the cos and the sin of the two
+// frequencies rounded by one cvt each.
 __device__ __forceinline__ void rope_rotate_bf16x2(uint32_t x_first, uint32_t x_second, int32_t position,
                                                    float inv_freq0, float inv_freq1, uint32_t* k_first,
                                                    uint32_t* k_second) {
     const RopeCosSin cs0 = rope_cos_sin_reduced_unrounded(rope_angle(position, inv_freq0));
     const RopeCosSin cs1 = rope_cos_sin_reduced_unrounded(rope_angle(position, inv_freq1));
-    const uint32_t c = ptx::pack_bf16x2(cs0.c, cs1.c), s = ptx::pack_bf16x2(cs0.s, cs1.s);
-    *k_first = ptx::sub_bf16x2(ptx::mul_bf16x2(x_first, c), ptx::mul_bf16x2(x_second, s));
-    *k_second = ptx::add_bf16x2(ptx::mul_bf16x2(x_second, c), ptx::mul_bf16x2(x_first, s));
+    rope_rotate_bf16x2(x_first, x_second, ptx::pack_bf16x2(cs0.c, cs1.c), ptx::pack_bf16x2(cs0.s, cs1.s), k_first,
+                       k_second);
 }
 
 }  // namespace wideattn

@@ -39,7 +39,8 @@ __device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, 
 template <class Traits>
 __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                              uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t weight_bf16,
-                                             bool bf16_weights, uint32_t freq, int32_t warp, int32_t lane,
+                                             bool bf16_weights, uint32_t freq, const CosSinTable& table,
+                                             int32_t warp, int32_t lane,
                                              int32_t num_tiles, int32_t kv_end, int32_t first_position,
                                              int32_t rotated_q_loads, float score_scale,
                                              float (&o)[Traits::kONTiles][4], WarpRows& rows) {
@@ -55,11 +56,11 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         float s[4];
         if (bf16_weights)
-            kfv_subtile_scores<Traits, true>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, lane,
+            kfv_subtile_scores<Traits, true>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, table, lane,
                                              rotated_q_loads, first_position + key0, score_scale, kv_end - key0, s);
         else
-            kfv_subtile_scores<Traits, false>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, lane,
-                                              rotated_q_loads, first_position + key0, score_scale, kv_end - key0, s);
+            kfv_subtile_scores<Traits, false>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, table,
+                                              lane, rotated_q_loads, first_position + key0, score_scale, kv_end - key0, s);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         chunk_pv<Traits>(lo_chunk, lane, 0, p0, p1, o);
@@ -110,7 +111,7 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     zero_output(o);
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
     kfv_key_loop<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kWeightBf16,
-                         bf16_weights, base + Plan::kFreq, warp, lane, geometry.num_tiles, geometry.kv_end,
+                         bf16_weights, base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
                          first_position, rotated_q_loads, score_scale, o, rows);
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                              work.kv_head);

@@ -15,8 +15,11 @@
 //   key's score and P V are non-finite either way: the partner is in the same V row).
 // - the other k-steps: k_from_v.h's rope_rotate on bf16 pairs (rope_rotate_bf16x2 of
 //   k_from_v_tables.cuh, shared with decode_e4m3kfv_d512), K = bf16(bf16(x c) -+ bf16(x' s)), with
-//   cos / sin per (key, frequency) by rope_cos_sin_reduced (a Cody-Waite reduction, not cosf /
-//   sinf's Payne-Hanek path), the cos and the sin of two frequencies rounded by one cvt each.
+//   cos / sin per (key, frequency) from the caller's table (wideattn_k_from_v.cos_sin) when it
+//   holds every key of the sub-tile, else by rope_cos_sin_reduced (a Cody-Waite reduction, not
+//   cosf / sinf's Payne-Hanek path), the cos and the sin of two frequencies rounded by one cvt each.
+// The unrotated k-steps come first: the table's words for the first kCosSinQLoadsAhead rotated Q
+// loads are loaded before them, so their reads are in flight while those run.
 #pragma once
 
 #include <cstdint>
@@ -106,12 +109,63 @@ __device__ __forceinline__ void rotate_step(uint32_t (&lo)[4], uint32_t (&hi)[4]
     }
 }
 
+// The table's words that the rotation of Q load q reads in a lane: [k-step][half][key], the word of
+// frequencies d, d + 1 (d the first dim of the register) at the key's position.
+template <class Traits>
+struct QLoadCosSin {
+    uint2 word[Traits::kKStepsPerQLoad][2][2];
+};
+
+template <class Traits>
+__device__ __forceinline__ void load_q_cos_sin(const CosSinTable& table, int32_t lane, int32_t q, int32_t position0,
+                                               QLoadCosSin<Traits>* out) {
+    const int32_t g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int32_t h = 0; h < Traits::kKStepsPerQLoad; ++h)
+#pragma unroll
+        for (int32_t half = 0; half < 2; ++half)
+#pragma unroll
+            for (int32_t key = 0; key < 2; ++key)
+                out->word[h][half][key] =
+                    table.pair(position0 + g + Traits::kMmaM / 2 * key,
+                               Traits::kMmaK * (Traits::kKStepsPerQLoad * q + h) + Traits::kMmaK / 2 * half + 2 * t);
+}
+
+// rotate_step with the table's cos / sin: `words` [half][key] of the k-step (load_q_cos_sin).
+template <class Traits, bool kBf16Weights>
+__device__ __forceinline__ void rotate_step_table(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight,
+                                                  uint32_t weight_bf16, const uint2 (&words)[2][2], int32_t lane,
+                                                  int32_t step) {
+    const int32_t t = lane % 4;
+#pragma unroll
+    for (int32_t half = 0; half < 2; ++half) {
+        const int32_t dim = Traits::kMmaK * step + Traits::kMmaK / 2 * half + 2 * t;
+        float2 w_lo{}, w_hi{};
+        uint32_t w_lo_bf16 = 0, w_hi_bf16 = 0;
+        load_weight_pair<kBf16Weights>(weight, weight_bf16, dim, &w_lo, &w_lo_bf16);
+        load_weight_pair<kBf16Weights>(weight, weight_bf16, dim + Traits::kHalfDim, &w_hi, &w_hi_bf16);
+#pragma unroll
+        for (int32_t key = 0; key < 2; ++key) {
+            const int32_t r = 2 * half + key;
+            const uint32_t x_lo = scaled_pair<kBf16Weights>(lo[r], w_lo, w_lo_bf16);
+            const uint32_t x_hi = scaled_pair<kBf16Weights>(hi[r], w_hi, w_hi_bf16);
+            rope_rotate_bf16x2(x_lo, x_hi, words[half][key], &lo[r], &hi[r]);
+        }
+    }
+}
+
+// How a Q load builds K from V: scaled only, rotated with the formula's cos / sin, rotated with
+// the table's.
+enum class KBuild { kScale, kRotate, kRotateTable };
+
 // Adds K Q^T of Q-load `q` (k-steps 2q, 2q + 1 of both chunks) to acc[0] (dims 0-255) and acc[1]
-// (dims 256-511), K built from the chunks' V by rotate_step or scale_step.
-template <class Traits, bool kRotate, bool kBf16Weights>
+// (dims 256-511), K built from the chunks' V by scale_step, rotate_step or rotate_step_table
+// (`cos_sin`: the Q load's table words, read by kRotateTable only).
+template <class Traits, KBuild kBuild, bool kBf16Weights>
 __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
                                              uint32_t weight, uint32_t weight_bf16, uint32_t freq, int32_t lane,
-                                             int32_t q, int32_t position0, float (&acc)[2][4]) {
+                                             int32_t q, int32_t position0, const QLoadCosSin<Traits>& cos_sin,
+                                             float (&acc)[2][4]) {
     constexpr int32_t kStepVecs = Traits::kMmaK * Traits::kElemBytes / Traits::kVecBytes;  // 2
     constexpr int32_t kChunkQVecs = Traits::kChunkRowBytes / Traits::kVecBytes;            // 32
     uint32_t b_lo[4], b_hi[4];
@@ -124,7 +178,9 @@ __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chun
         uint32_t a_lo[4], a_hi[4];
         ptx::ldmatrix_x4(a_lo, chunk_row_address<Traits>(lo_chunk, lane, step));
         ptx::ldmatrix_x4(a_hi, chunk_row_address<Traits>(hi_chunk, lane, step));
-        if constexpr (kRotate)
+        if constexpr (kBuild == KBuild::kRotateTable)
+            rotate_step_table<Traits, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, cos_sin.word[h], lane, step);
+        else if constexpr (kBuild == KBuild::kRotate)
             rotate_step<Traits, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, freq, lane, step, position0);
         else
             scale_step<Traits, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, lane, step);
@@ -136,21 +192,50 @@ __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chun
 // S^T of one sub-tile with K built from its V chunks (scaled to log2 units, keys past kv_end at
 // -inf), the lane's 4 values. `rotated_q_loads`: the Q loads (pairs of k-steps) that hold a dim
 // below rotary_dims / 2, the same for every block of the launch; kBf16Weights: every k_norm weight
-// is a bf16 value (`weight_bf16` holds them as bf16 pairs).
+// is a bf16 value (`weight_bf16` holds them as bf16 pairs). The unrotated Q loads first, then the
+// rotated ones, with the table's cos / sin when `table` holds the sub-tile's valid keys (their
+// words for the first kCosSinQLoadsAhead rotated Q loads loaded before the unrotated ones), else
+// with the formula's: the same order either way, so a table with the formula's values gives the
+// same bits.
 template <class Traits, bool kBf16Weights>
 __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
-                                                   uint32_t weight, uint32_t weight_bf16, uint32_t freq, int32_t lane,
-                                                   int32_t rotated_q_loads, int32_t position0, float score_scale,
-                                                   int32_t keys_valid, float (&s)[4]) {
+                                                   uint32_t weight, uint32_t weight_bf16, uint32_t freq,
+                                                   const CosSinTable& table, int32_t lane, int32_t rotated_q_loads,
+                                                   int32_t position0, float score_scale, int32_t keys_valid,
+                                                   float (&s)[4]) {
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll 1
-    for (int32_t q = 0; q < rotated_q_loads; ++q)
-        kfv_scores_q<Traits, true, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, lane, q,
-                                                 position0, acc);
+    const bool from_table = table.holds(position0, min(keys_valid, Traits::kSubTileKeys));
+    QLoadCosSin<Traits> ahead[Traits::kCosSinQLoadsAhead];
+    if (from_table) {
+#pragma unroll
+        for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)
+            if (q < rotated_q_loads) load_q_cos_sin<Traits>(table, lane, q, position0, &ahead[q]);
+    }
 #pragma unroll 1
     for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
-        kfv_scores_q<Traits, false, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, lane, q,
-                                                  position0, acc);
+        kfv_scores_q<Traits, KBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq,
+                                                            lane, q, position0, ahead[0], acc);
+    if (from_table) {
+#pragma unroll
+        for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)
+            if (q < rotated_q_loads)
+                kfv_scores_q<Traits, KBuild::kRotateTable, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight,
+                                                                          weight_bf16, freq, lane, q, position0,
+                                                                          ahead[q], acc);
+#pragma unroll 1
+        for (int32_t q = Traits::kCosSinQLoadsAhead; q < rotated_q_loads; ++q) {
+            QLoadCosSin<Traits> words;
+            load_q_cos_sin<Traits>(table, lane, q, position0, &words);
+            kfv_scores_q<Traits, KBuild::kRotateTable, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight,
+                                                                      weight_bf16, freq, lane, q, position0, words,
+                                                                      acc);
+        }
+    } else {
+#pragma unroll 1
+        for (int32_t q = 0; q < rotated_q_loads; ++q)
+            kfv_scores_q<Traits, KBuild::kRotate, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16,
+                                                                 freq, lane, q, position0, ahead[0], acc);
+    }
     finish_scores(acc, lane, score_scale, keys_valid, s);
 }
 

@@ -24,6 +24,10 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // K Q^T k-steps per ldmatrix.x4 of Q^T (two, as decode_bf16_d512's chunk_scores).
     static constexpr int32_t kKStepsPerQLoad = 2;
     static constexpr int32_t kQLoadsPerChunk = kChunkKSteps / kKStepsPerQLoad;  // 8
+    // Rotated Q loads whose cos / sin table words are loaded before the sub-tile's unrotated Q
+    // loads (keys.cuh): Gemma 4's 128 rotated dims (64 frequencies, 32 a Q load), 16 registers a Q
+    // load; the ones past them load theirs where used.
+    static constexpr int32_t kCosSinQLoadsAhead = 2;
 
     // Ring: three slots of 8 KB per warp (decode_bf16_d512's). Chunk c of a warp is part c % 2 of
     // its sub-tile c / 2, in slot c % 3. Sub-tile i reads chunks 2i and 2i + 1 together (the K
