@@ -253,16 +253,7 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     rotary_dims = check.count("rotary_dims", rotary_dims, maximum=head_dim)
     if rotary_dims % 2:
         check.fail(f"rotary_dims={rotary_dims} must be even (dims rotate in pairs)")
-    if inv_freq is None:
-        if isinstance(rope_theta, bool) or not isinstance(rope_theta, (int, float)):
-            check.fail(f"rope_theta must be a float when inv_freq is None, got {type(rope_theta).__name__}")
-        if not math.isfinite(rope_theta) or rope_theta <= 0:
-            check.fail(f"rope_theta={rope_theta} must be finite and > 0")
-        theta = float(rope_theta)
-    else:
-        check.tensor("inv_freq", inv_freq, 1, (torch.float32,), "[rotary_dims / 2] of float32")
-        check.dim("inv_freq.shape[0]", inv_freq.shape[0], rotary_dims // 2, "rotary_dims / 2")
-        theta = 0.0   # not read with a table (include/wideattn.h)
+    theta = _frequencies(check, rope_theta, inv_freq, rotary_dims)
     if cos_sin is not None:
         _cos_sin_table(check, cos_sin, rotary_dims)
     hints = _hints(check, max_seqlen_q, max_seqlen_k)
@@ -276,6 +267,21 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
         ops._k_from_v_op(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale, k_norm_scale,
                          inv_freq, theta, rotary_dims, out, lse, *hints, splits, flags, cos_sin)
     return (out, lse) if return_lse else out
+
+
+def _frequencies(check, rope_theta, inv_freq, rotary_dims):
+    """The rope_theta of a K-from-V description as a float: the caller's (a finite float > 0) when
+    inv_freq is None, else 0.0 (not read with a frequency table: include/wideattn.h) after checking
+    inv_freq as float32 [rotary_dims / 2]."""
+    if inv_freq is not None:
+        check.tensor("inv_freq", inv_freq, 1, (torch.float32,), "[rotary_dims / 2] of float32")
+        check.dim("inv_freq.shape[0]", inv_freq.shape[0], rotary_dims // 2, "rotary_dims / 2")
+        return 0.0
+    if isinstance(rope_theta, bool) or not isinstance(rope_theta, (int, float)):
+        check.fail(f"rope_theta must be a float when inv_freq is None, got {type(rope_theta).__name__}")
+    if not math.isfinite(rope_theta) or rope_theta <= 0:
+        check.fail(f"rope_theta={rope_theta} must be finite and > 0")
+    return float(rope_theta)
 
 
 COS_SIN_SHAPE = "[positions, rotary_dims // 2, 2] of bfloat16"
@@ -325,18 +331,8 @@ def k_from_v_cos_sin(rotary_dims, positions, rope_theta=None, inv_freq=None, hea
         check.fail(f"rotary_dims={rotary_dims} must be a multiple of {_capi.COS_SIN_ROTARY_DIMS_MULTIPLE} (the "
                    f"table's rows hold whole 8-byte pairs of frequencies)")
     positions = check.count("positions", positions, minimum=1)
-    frequencies = None
-    if inv_freq is None:
-        if isinstance(rope_theta, bool) or not isinstance(rope_theta, (int, float)):
-            check.fail(f"rope_theta must be a float when inv_freq is None, got {type(rope_theta).__name__}")
-        if not math.isfinite(rope_theta) or rope_theta <= 0:
-            check.fail(f"rope_theta={rope_theta} must be finite and > 0")
-        theta = float(rope_theta)
-    else:
-        check.tensor("inv_freq", inv_freq, 1, (torch.float32,), "[rotary_dims / 2] of float32")
-        check.dim("inv_freq.shape[0]", inv_freq.shape[0], rotary_dims // 2, "rotary_dims / 2")
-        frequencies = inv_freq.detach().to("cpu").contiguous()
-        theta = 0.0   # not read with a table
+    theta = _frequencies(check, rope_theta, inv_freq, rotary_dims)
+    frequencies = inv_freq.detach().to("cpu").contiguous() if inv_freq is not None else None
     table = torch.empty((positions, rotary_dims // 2, 2), dtype=torch.bfloat16)
     default_library().k_from_v_cos_sin(theta, frequencies.data_ptr() if frequencies is not None else None, head_dim,
                                        rotary_dims, positions, table.data_ptr(),
