@@ -145,7 +145,8 @@ typedef struct wideattn_k_from_v {
  * outputs bit-identical to the same call without a table, for angles up to 2^18 rad (every
  * position below 262144 at frequencies <= 1, as Gemma 4's); past that the kernels and this
  * function take cosf / sinf of their own machine, whose bf16 results may differ at rare rounding
- * ties. The fp64 reference kernel and the CPU reference use the table as they are given it too.
+ * ties. The fp64 reference kernel and the CPU reference read a table too; without one they
+ * evaluate cosf / sinf, so their outputs with and without this table may differ at rare ties.
  * 256 bytes a position for Gemma 4's rotary_dims 128 (64 MiB for 262144 positions); one table
  * serves every layer and head that shares the frequencies.
  * Checks: head_dim even and > 0; rotary_dims a multiple of 4 in 4 .. head_dim; positions >= 1;

@@ -778,45 +778,60 @@ TEST_CASE("plan: a K-from-V plan keeps its own copy of the description and runs 
     CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
 }
 
+namespace {
+
+// What the kernel got of a caller's K-from-V description of an older C API: `desc` cut to its first
+// `size` bytes, ending exactly where an inaccessible page begins (a read past it faults), run once
+// through wideattn_prefill and once through a plan of k_from_v_call()'s params.
+struct SentDescriptions {
+    wideattn_k_from_v once{}, planned{};
+};
+SentDescriptions run_old_description(const Fake& fake, const Context& c, wideattn_k_from_v desc, size_t size) {
+    SentDescriptions sent;
+    const long page = sysconf(_SC_PAGESIZE);
+    void* pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(pages != MAP_FAILED);
+    REQUIRE(mprotect(static_cast<char*>(pages) + page, page, PROT_NONE) == 0);
+    wideattn_prefill_params p = k_from_v_call();
+    desc.struct_size = static_cast<uint32_t>(size);
+    unsigned char* old = static_cast<unsigned char*>(pages) + page - size;
+    std::memcpy(old, &desc, size);
+    p.k_from_v = reinterpret_cast<const wideattn_k_from_v*>(old);
+    int32_t index = -1;
+    CHECK_MESSAGE(wideattn_is_supported(c.ctx, &p, 9, 0, &index) == WIDEATTN_OK, last_error());
+    REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &p, nullptr) == WIDEATTN_OK, last_error());
+    sent.once = fake.last_k_from_v();
+    CHECK(std::memcmp(&sent.once, old, size) == 0);
+    wideattn_plan* plan = nullptr;
+    REQUIRE_MESSAGE(wideattn_plan_create(c.ctx, &p, nullptr, &plan) == WIDEATTN_OK, last_error());
+    REQUIRE_MESSAGE(wideattn_plan_run(plan, p.q, nullptr, p.v_cache, p.o, nullptr, nullptr) == WIDEATTN_OK,
+                    last_error());
+    sent.planned = fake.last_k_from_v();
+    CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
+    munmap(pages, 2 * page);
+    return sent;
+}
+
+}  // namespace
+
 TEST_CASE("plan: a C API 0.5.0 caller's 32-byte K-from-V description is read to its end, inv_freq NULL") {
     const Fake fake;
     const Context c;
     if (!c.ok) return;
     constexpr size_t kOldSize = 32;  // wideattn_k_from_v up to `reserved`
     constexpr uintptr_t kTable = 0x70001000;  // a fake device inv_freq table
-    const long page = sysconf(_SC_PAGESIZE);
-    // Two pages, the second inaccessible: the old description ends exactly where the guard page begins.
-    void* pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(pages != MAP_FAILED);
-    REQUIRE(mprotect(static_cast<char*>(pages) + page, page, PROT_NONE) == 0);
     wideattn_prefill_params p = k_from_v_call();
     wideattn_k_from_v desc = test::k_from_v_desc();
-    desc.struct_size = kOldSize;
-    unsigned char* old = static_cast<unsigned char*>(pages) + page - kOldSize;
-    std::memcpy(old, &desc, kOldSize);
-    p.k_from_v = reinterpret_cast<const wideattn_k_from_v*>(old);
-    int32_t index = -1;
-    CHECK_MESSAGE(wideattn_is_supported(c.ctx, &p, 9, 0, &index) == WIDEATTN_OK, last_error());
-    REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &p, nullptr) == WIDEATTN_OK, last_error());
-    wideattn_k_from_v sent = fake.last_k_from_v();
-    CHECK(std::memcmp(&sent, old, kOldSize) == 0);
-    CHECK(sent.inv_freq == nullptr);
-    wideattn_plan* plan = nullptr;
-    REQUIRE_MESSAGE(wideattn_plan_create(c.ctx, &p, nullptr, &plan) == WIDEATTN_OK, last_error());
-    REQUIRE_MESSAGE(wideattn_plan_run(plan, p.q, nullptr, p.v_cache, p.o, nullptr, nullptr) == WIDEATTN_OK,
-                    last_error());
-    sent = fake.last_k_from_v();
-    CHECK(sent.inv_freq == nullptr);
-    CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
-    munmap(pages, 2 * page);
+    const SentDescriptions sent = run_old_description(fake, c, desc, kOldSize);
+    CHECK(sent.once.inv_freq == nullptr);
+    CHECK(sent.planned.inv_freq == nullptr);
 
     // A description of this version passes its inv_freq table to the kernel as it is.
-    desc.struct_size = sizeof(wideattn_k_from_v);
     desc.inv_freq = reinterpret_cast<const float*>(kTable);
     p.k_from_v = &desc;
     REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &p, nullptr) == WIDEATTN_OK, last_error());
-    sent = fake.last_k_from_v();
-    CHECK(std::memcmp(&sent, &desc, sizeof sent) == 0);
+    const wideattn_k_from_v given = fake.last_k_from_v();
+    CHECK(std::memcmp(&given, &desc, sizeof given) == 0);
 }
 
 TEST_CASE("plan: a C API 0.6.0 caller's 40-byte K-from-V description is read to its end, cos_sin NULL") {
@@ -826,43 +841,23 @@ TEST_CASE("plan: a C API 0.6.0 caller's 40-byte K-from-V description is read to 
     constexpr size_t kOldSize = 40;  // wideattn_k_from_v up to inv_freq
     constexpr uintptr_t kCosSin = 0x70002000;  // a fake device cos / sin table
     constexpr int32_t kCosSinPositions = 16;   // 16 rows of 64 entries: 4 KiB
-    const long page = sysconf(_SC_PAGESIZE);
-    // Two pages, the second inaccessible: the old description ends exactly where the guard page begins.
-    void* pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(pages != MAP_FAILED);
-    REQUIRE(mprotect(static_cast<char*>(pages) + page, page, PROT_NONE) == 0);
     wideattn_prefill_params p = k_from_v_call();
     wideattn_k_from_v desc = test::k_from_v_desc();
-    desc.struct_size = kOldSize;
-    unsigned char* old = static_cast<unsigned char*>(pages) + page - kOldSize;
-    std::memcpy(old, &desc, kOldSize);
-    p.k_from_v = reinterpret_cast<const wideattn_k_from_v*>(old);
-    int32_t index = -1;
-    CHECK_MESSAGE(wideattn_is_supported(c.ctx, &p, 9, 0, &index) == WIDEATTN_OK, last_error());
-    REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &p, nullptr) == WIDEATTN_OK, last_error());
-    wideattn_k_from_v sent = fake.last_k_from_v();
-    CHECK(std::memcmp(&sent, old, kOldSize) == 0);
-    CHECK(sent.cos_sin == nullptr);
-    CHECK(sent.cos_sin_positions == 0);
-    wideattn_plan* plan = nullptr;
-    REQUIRE_MESSAGE(wideattn_plan_create(c.ctx, &p, nullptr, &plan) == WIDEATTN_OK, last_error());
-    REQUIRE_MESSAGE(wideattn_plan_run(plan, p.q, nullptr, p.v_cache, p.o, nullptr, nullptr) == WIDEATTN_OK,
-                    last_error());
-    sent = fake.last_k_from_v();
-    CHECK(sent.cos_sin == nullptr);
-    CHECK(sent.cos_sin_positions == 0);
-    CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
-    munmap(pages, 2 * page);
+    const SentDescriptions old = run_old_description(fake, c, desc, kOldSize);
+    for (const wideattn_k_from_v& got : {old.once, old.planned}) {
+        CHECK(got.cos_sin == nullptr);
+        CHECK(got.cos_sin_positions == 0);
+    }
 
     // The 0.7.0 description passes its cos / sin table to the kernel as it is, and a plan keeps it
     // in its copy after the caller's struct changes.
-    desc.struct_size = sizeof(wideattn_k_from_v);
     desc.cos_sin = reinterpret_cast<const void*>(kCosSin);
     desc.cos_sin_positions = kCosSinPositions;
     p.k_from_v = &desc;
     REQUIRE_MESSAGE(wideattn_prefill(c.ctx, &p, nullptr) == WIDEATTN_OK, last_error());
-    sent = fake.last_k_from_v();
+    wideattn_k_from_v sent = fake.last_k_from_v();
     CHECK(std::memcmp(&sent, &desc, sizeof sent) == 0);
+    wideattn_plan* plan = nullptr;
     REQUIRE_MESSAGE(wideattn_plan_create(c.ctx, &p, nullptr, &plan) == WIDEATTN_OK, last_error());
     const wideattn_k_from_v created = desc;
     desc.cos_sin = nullptr;

@@ -183,6 +183,18 @@ namespace {
 constexpr int32_t kGemmaHeadDim = 512;
 constexpr int32_t kGemmaHalf = kGemmaHeadDim / 2;
 
+// A paged varlen problem of Gemma 4's head dim for the K-from-V cases: 4 query heads over 2 KV heads,
+// pages of 16, softmax scale 0.05; built (REQUIREd) from `seed`.
+HostProblem gemma_head_problem(const std::vector<int32_t>& q_lens, const std::vector<int32_t>& contexts,
+                               uint64_t seed) {
+    ProblemSpec spec = problem_spec(q_lens, contexts, /*num_q_heads=*/4, /*num_kv_heads=*/2, /*block_size=*/16, seed);
+    spec.head_dim = kGemmaHeadDim;
+    spec.softmax_scale = 0.05f;
+    HostProblem h;
+    REQUIRE(make_problem(spec, &h).empty());
+    return h;
+}
+
 std::vector<float> rebuilt_row(const std::vector<float>& v, const std::vector<float>& w, int32_t position) {
     const wideattn_k_from_v kfv = gemma4_k_from_v(w.data());
     std::vector<float> k(v.size());
@@ -193,13 +205,8 @@ std::vector<float> rebuilt_row(const std::vector<float>& v, const std::vector<fl
 }  // namespace
 
 TEST_CASE("reference_cpu: K from V equals the K+V computation on K rebuilt from V, paged varlen") {
-    ProblemSpec spec = problem_spec({3, 1, 6}, {0, 45, 70}, /*num_q_heads=*/4, /*num_kv_heads=*/2,
-                                    /*block_size=*/16, /*seed=*/7);
-    spec.head_dim = kGemmaHeadDim;
-    spec.softmax_scale = 0.05f;
-    HostProblem h;
-    REQUIRE(make_problem(spec, &h).empty());
-    const std::vector<float> w = random_k_norm_weights(spec.head_dim, 11);
+    HostProblem h = gemma_head_problem({3, 1, 6}, {0, 45, 70}, /*seed=*/7);
+    const std::vector<float> w = random_k_norm_weights(kGemmaHeadDim, 11);
     const wideattn_k_from_v kfv = gemma4_k_from_v(w.data());
 
     std::vector<double> from_v(static_cast<size_t>(h.out_elements()), NAN), from_v_lse(h.lse_elements(), NAN);
@@ -295,12 +302,7 @@ TEST_CASE("reference_cpu: K from V with the caller's inv_freq table") {
                   0);
         }
         // The whole attention, paged varlen, with the table: the same bits as without it.
-        ProblemSpec spec = problem_spec({3, 2}, {40, 9}, /*num_q_heads=*/4, /*num_kv_heads=*/2, /*block_size=*/16,
-                                        /*seed=*/19);
-        spec.head_dim = kGemmaHeadDim;
-        spec.softmax_scale = 0.05f;
-        HostProblem h;
-        REQUIRE(make_problem(spec, &h).empty());
+        const HostProblem h = gemma_head_problem({3, 2}, {40, 9}, /*seed=*/19);
         std::vector<double> with_table(static_cast<size_t>(h.out_elements()), NAN), without(with_table.size(), NAN);
         wideattn_prefill_params p = h.params(h.q.data(), nullptr, h.v.data(), with_table.data(), nullptr,
                                              h.cu_seqlens_q.data(), h.seq_lens_k.data(), h.block_table.data(),
@@ -377,13 +379,8 @@ void copy_key(const HostProblem& from, size_t seq, int32_t j, HostProblem* to) {
 }  // namespace
 
 TEST_CASE("reference_cpu: K from V with a cos / sin table holding part of the positions") {
-    ProblemSpec spec = problem_spec({3, 1, 2}, {60, 20, 40}, /*num_q_heads=*/4, /*num_kv_heads=*/2,
-                                    /*block_size=*/16, /*seed=*/23);
-    spec.head_dim = kGemmaHeadDim;
-    spec.softmax_scale = 0.05f;
-    HostProblem h;
-    REQUIRE(make_problem(spec, &h).empty());
-    const std::vector<float> w = random_k_norm_weights(spec.head_dim, 29);
+    const HostProblem h = gemma_head_problem({3, 1, 2}, {60, 20, 40}, /*seed=*/23);
+    const std::vector<float> w = random_k_norm_weights(kGemmaHeadDim, 29);
     const wideattn_k_from_v own = gemma4_k_from_v(w.data());
     wideattn_k_from_v other = own;
     other.rope_theta = kOtherTheta;
@@ -409,7 +406,7 @@ TEST_CASE("reference_cpu: K from V with a cos / sin table holding part of the po
         HostProblem expected = h, others = h;
         rebuild_k_from_v(own, &expected);
         rebuild_k_from_v(other, &others);
-        for (size_t seq = 0; seq < spec.q_lens.size(); ++seq)
+        for (size_t seq = 0; seq < h.spec.q_lens.size(); ++seq)
             for (int32_t j = 0; j < std::min(h.seq_lens_k[seq], kTablePositions); ++j)
                 copy_key(others, seq, j, &expected);
         HostProblem rebuilt = h;

@@ -590,6 +590,24 @@ constexpr uintptr_t kFakeInvFreq = 0x70001000;
 constexpr uintptr_t kFakeCosSin = 0x70002000;
 constexpr int32_t kFakeCosSinPositions = 16;
 
+// `desc` cut to its first `size` bytes (struct_size set to it) at the end of an allocation of exactly
+// that size, so a read past it is out of bounds under the sanitizers: accepted by both validations,
+// and the library's copy of it.
+wideattn_k_from_v read_exact_size(const wideattn_k_from_v& desc, uint32_t size) {
+    std::string message;
+    wideattn_prefill_params p = test::k_from_v_params();
+    wideattn_k_from_v cut = desc;
+    cut.struct_size = size;
+    std::vector<unsigned char> exact(size);
+    std::memcpy(exact.data(), &cut, exact.size());
+    p.k_from_v = reinterpret_cast<const wideattn_k_from_v*>(exact.data());
+    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
+    CHECK_MESSAGE(validate_plan_params(&p, &message) == WIDEATTN_OK, message);
+    wideattn_k_from_v copy{};
+    REQUIRE(read_k_from_v(p, &copy, &message) == WIDEATTN_OK);
+    return copy;
+}
+
 // The two sizes of wideattn_k_from_v: C API 0.5.0's 32 bytes, whose inv_freq is never read (the
 // description lies at the end of an allocation of exactly 32 bytes, so a read past it is out of
 // bounds under the sanitizers, and in a 40-byte buffer whose last 8 bytes hold a misaligned
@@ -599,13 +617,7 @@ void check_k_from_v_versions() {
     wideattn_prefill_params p = test::k_from_v_params();
     wideattn_k_from_v desc = test::k_from_v_desc();
     desc.struct_size = 32;
-    std::vector<unsigned char> exact(32);
-    std::memcpy(exact.data(), &desc, exact.size());
-    p.k_from_v = reinterpret_cast<const wideattn_k_from_v*>(exact.data());
-    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
-    CHECK_MESSAGE(validate_plan_params(&p, &message) == WIDEATTN_OK, message);
-    wideattn_k_from_v copy{};
-    REQUIRE(read_k_from_v(p, &copy, &message) == WIDEATTN_OK);
+    wideattn_k_from_v copy = read_exact_size(desc, 32);
     CHECK(copy.inv_freq == nullptr);
     CHECK(copy.rope_theta == desc.rope_theta);
 
@@ -645,13 +657,7 @@ void check_k_from_v_cos_sin_versions() {
     wideattn_prefill_params p = test::k_from_v_params();
     wideattn_k_from_v desc = test::k_from_v_desc();
     desc.struct_size = 40;
-    std::vector<unsigned char> exact(40);
-    std::memcpy(exact.data(), &desc, exact.size());
-    p.k_from_v = reinterpret_cast<const wideattn_k_from_v*>(exact.data());
-    CHECK_MESSAGE(validate_params(&p, &message) == WIDEATTN_OK, message);
-    CHECK_MESSAGE(validate_plan_params(&p, &message) == WIDEATTN_OK, message);
-    wideattn_k_from_v copy{};
-    REQUIRE(read_k_from_v(p, &copy, &message) == WIDEATTN_OK);
+    wideattn_k_from_v copy = read_exact_size(desc, 40);
     CHECK(copy.cos_sin == nullptr);
     CHECK(copy.cos_sin_positions == 0);
 

@@ -6,7 +6,8 @@ viewed as pages); decode is the same call with one (or a few) new tokens per seq
 varlen_attention() takes K/V as dense rows per sequence ([total_k, num_kv_heads, head_dim] with
 cu_seqlens_k, as flash_attn_varlen_func does) and describes them as token-row pages without a copy.
 prefill_k_from_v() takes a V-only paged cache and K's description (K from V) and runs the
-`wideattn::prefill_k_from_v` op, checking every call.
+`wideattn::prefill_k_from_v` op, checking every call; k_from_v_cos_sin() builds the cos / sin table
+such a call may read.
 Both check every argument, allocate what the caller did not pass with the caller's allocator
 (torch.empty), and run the `wideattn::prefill` op. prefill() checks a call once per argument
 signature (_prefill_signature: the shapes, strides, dtypes and devices of its tensors, its
@@ -28,7 +29,7 @@ import torch
 from . import _capi
 from . import _checks
 from . import ops
-from .library import _debug
+from .library import _debug, default_library
 from .quantization import transposed_v_layout
 
 Q_SHAPE = "[total_q, num_q_heads, head_dim]"
@@ -213,7 +214,7 @@ def prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
 
 def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_scale, k_norm_scale, rotary_dims,
                      rope_theta=None, inv_freq=None, out=None, lse=None, v_scale=None, max_seqlen_q=None,
-                     max_seqlen_k=None, num_splits=None, check_metadata=False):
+                     max_seqlen_k=None, num_splits=None, check_metadata=False, cos_sin=None):
     """prefill() over a V-only cache (K from V: Gemma 4's global layers, whose K is
     RoPE(k_norm(V)); docs/design.md section 2 "K from V in Gemma 4's global layers",
     docs/integration.md section 7): the kernels rebuild each key's K from its V row and its
@@ -226,8 +227,13 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     inv_freq the model's frequencies as float32 [rotary_dims / 2] on q's device (the first entries
     of transformers' rotary buffer: the same cos / sin bits as transformers), or None with
     rope_theta (a finite float > 0: 1e6 for Gemma 4) for 1 / fp32(theta ^ (2i / head_dim)).
-    cu_seqlens_q, seq_lens_k, block_table, softmax_scale, out, lse, the hints max_seqlen_q and
-    max_seqlen_k, num_splits and check_metadata as in prefill(). Served on the GPU by the K-from-V kernels of the bundle (one
+    cos_sin a cos / sin table (C API 0.7.0) as bfloat16 [positions, rotary_dims // 2, 2] on q's
+    device, contiguous, (cos, sin) of each position and frequency (k_from_v_cos_sin() fills one with
+    the kernels' own values: the same outputs as without it), or None: a key at a position below
+    cos_sin.shape[0] takes its cos / sin from the table as stored, the others from inv_freq or
+    rope_theta; needs rotary_dims a multiple of 4. cu_seqlens_q, seq_lens_k, block_table,
+    softmax_scale, out, lse, the hints max_seqlen_q and max_seqlen_k, num_splits and
+    check_metadata as in prefill(). Served on the GPU by the K-from-V kernels of the bundle (one
     query token per sequence with a bf16 out; any call with a float64 out, the fp64 reference);
     another call raises UnsupportedError with the library's reasons. Every call is checked and
     launched one-shot (no signature memo, no plan cache)."""
@@ -247,16 +253,9 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     rotary_dims = check.count("rotary_dims", rotary_dims, maximum=head_dim)
     if rotary_dims % 2:
         check.fail(f"rotary_dims={rotary_dims} must be even (dims rotate in pairs)")
-    if inv_freq is None:
-        if isinstance(rope_theta, bool) or not isinstance(rope_theta, (int, float)):
-            check.fail(f"rope_theta must be a float when inv_freq is None, got {type(rope_theta).__name__}")
-        if not math.isfinite(rope_theta) or rope_theta <= 0:
-            check.fail(f"rope_theta={rope_theta} must be finite and > 0")
-        theta = float(rope_theta)
-    else:
-        check.tensor("inv_freq", inv_freq, 1, (torch.float32,), "[rotary_dims / 2] of float32")
-        check.dim("inv_freq.shape[0]", inv_freq.shape[0], rotary_dims // 2, "rotary_dims / 2")
-        theta = 0.0   # not read with a table (include/wideattn.h)
+    theta = _frequencies(check, rope_theta, inv_freq, rotary_dims)
+    if cos_sin is not None:
+        _cos_sin_table(check, cos_sin, rotary_dims)
     hints = _hints(check, max_seqlen_q, max_seqlen_k)
     splits = check.num_splits(num_splits)
     flags = _flags(check, check_metadata)
@@ -266,8 +265,79 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     v_layout = _paged_layout(v_cache)
     if q.shape[0]:
         ops._k_from_v_op(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale, k_norm_scale,
-                         inv_freq, theta, rotary_dims, out, lse, *hints, splits, flags)
+                         inv_freq, theta, rotary_dims, out, lse, *hints, splits, flags, cos_sin)
     return (out, lse) if return_lse else out
+
+
+def _frequencies(check, rope_theta, inv_freq, rotary_dims):
+    """The rope_theta of a K-from-V description as a float: the caller's (a finite float > 0) when
+    inv_freq is None, else 0.0 (not read with a frequency table: include/wideattn.h) after checking
+    inv_freq as float32 [rotary_dims / 2]."""
+    if inv_freq is not None:
+        check.tensor("inv_freq", inv_freq, 1, (torch.float32,), "[rotary_dims / 2] of float32")
+        check.dim("inv_freq.shape[0]", inv_freq.shape[0], rotary_dims // 2, "rotary_dims / 2")
+        return 0.0
+    if isinstance(rope_theta, bool) or not isinstance(rope_theta, (int, float)):
+        check.fail(f"rope_theta must be a float when inv_freq is None, got {type(rope_theta).__name__}")
+    if not math.isfinite(rope_theta) or rope_theta <= 0:
+        check.fail(f"rope_theta={rope_theta} must be finite and > 0")
+    return float(rope_theta)
+
+
+COS_SIN_SHAPE = "[positions, rotary_dims // 2, 2] of bfloat16"
+
+
+def _cos_sin_table(check, cos_sin, rotary_dims):
+    """prefill_k_from_v's cos_sin: bfloat16 [positions, rotary_dims // 2, 2] on the call's device,
+    contiguous and 8-byte aligned (the library's rows), 1 .. 2^31 - 1 positions, rotary_dims a
+    positive multiple of 4."""
+    check.tensor("cos_sin", cos_sin, 3, (torch.bfloat16,), COS_SIN_SHAPE)
+    multiple = _capi.COS_SIN_ROTARY_DIMS_MULTIPLE
+    if rotary_dims < multiple or rotary_dims % multiple:
+        check.fail(f"rotary_dims={rotary_dims} must be a positive multiple of {multiple} with a cos_sin table "
+                   f"(its rows hold whole 8-byte pairs of frequencies)")
+    check.dim("cos_sin.shape[1]", cos_sin.shape[1], rotary_dims // 2, "rotary_dims / 2")
+    check.dim("cos_sin.shape[2]", cos_sin.shape[2], 2, "(cos, sin)")
+    if not 1 <= cos_sin.shape[0] <= _checks.INT32_MAX:
+        check.fail(f"cos_sin.shape[0]={cos_sin.shape[0]} (positions) is outside 1 .. {_checks.INT32_MAX}")
+    if not cos_sin.is_contiguous():
+        check.fail(f"cos_sin must be contiguous, got strides {tuple(cos_sin.stride())}")
+    if cos_sin.data_ptr() % _capi.COS_SIN_ALIGNMENT:
+        check.fail(f"cos_sin's data at {cos_sin.data_ptr():#x} is not {_capi.COS_SIN_ALIGNMENT}-byte aligned")
+
+
+def k_from_v_cos_sin(rotary_dims, positions, rope_theta=None, inv_freq=None, head_dim=512, device=None):
+    """The cos / sin table of a K-from-V description (wideattn_k_from_v.cos_sin, C API 0.7.0;
+    prefill_k_from_v's cos_sin) for positions 0 .. positions - 1: bfloat16 [positions,
+    rotary_dims // 2, 2], entry [j, i] the (cos, sin) of the fp32 angle j * f[i], filled on the
+    host by wideattn_k_from_v_cos_sin with the values the K-from-V decode kernels compute
+    themselves, so a call given this table and the same inv_freq or rope_theta returns the outputs
+    of the call without it. rotary_dims: the dims that rotate (a multiple of 4 in 4 .. head_dim:
+    128 for Gemma 4); positions: the rows (1 .. 2^31 - 1: the longest sequence the table serves);
+    rope_theta: a finite float > 0 (1e6 for Gemma 4) for f[i] = 1 / fp32(theta ^ (2i / head_dim))
+    when inv_freq is None (not read otherwise); inv_freq: the model's frequencies as float32
+    [rotary_dims / 2] on any device (copied to the host), or None; head_dim: the head dim of the
+    formula's exponent (even, > 0; 512 for Gemma 4's global layers); device: where the table is
+    returned (None: the CPU; the call's device, e.g. "cuda", for prefill_k_from_v). 256 bytes a
+    position for Gemma 4 (64 MiB for 262144 positions), one table for every layer and head that
+    shares the frequencies."""
+    check = _checks.Checker("wideattn.k_from_v_cos_sin")
+    head_dim = check.count("head_dim", head_dim, minimum=2)
+    if head_dim % 2:
+        check.fail(f"head_dim={head_dim} must be even")
+    rotary_dims = check.count("rotary_dims", rotary_dims, minimum=_capi.COS_SIN_ROTARY_DIMS_MULTIPLE,
+                              maximum=head_dim)
+    if rotary_dims % _capi.COS_SIN_ROTARY_DIMS_MULTIPLE:
+        check.fail(f"rotary_dims={rotary_dims} must be a multiple of {_capi.COS_SIN_ROTARY_DIMS_MULTIPLE} (the "
+                   f"table's rows hold whole 8-byte pairs of frequencies)")
+    positions = check.count("positions", positions, minimum=1)
+    theta = _frequencies(check, rope_theta, inv_freq, rotary_dims)
+    frequencies = inv_freq.detach().to("cpu").contiguous() if inv_freq is not None else None
+    table = torch.empty((positions, rotary_dims // 2, 2), dtype=torch.bfloat16)
+    default_library().k_from_v_cos_sin(theta, frequencies.data_ptr() if frequencies is not None else None, head_dim,
+                                       rotary_dims, positions, table.data_ptr(),
+                                       table.numel() * table.element_size())
+    return table if device is None else table.to(device)
 
 
 # prefill() calls whose arguments passed the checks, by signature (_prefill_signature), each with

@@ -69,6 +69,14 @@ class Library:
         """The library's version string (wideattn_version), e.g. "0.7.0"."""
         return self.cdll.wideattn_version().decode()
 
+    def k_from_v_cos_sin(self, rope_theta, inv_freq, head_dim, rotary_dims, positions, out, out_bytes):
+        """Fills the host buffer at address `out` (out_bytes bytes) with the cos / sin table of
+        wideattn_k_from_v.cos_sin for positions 0 .. positions - 1 (wideattn_k_from_v_cos_sin):
+        from inv_freq (the address of a host float32 array of rotary_dims / 2 entries) when not
+        None, else from rope_theta and head_dim; raises the library's error (nothing written)."""
+        self.check("wideattn_k_from_v_cos_sin", self.cdll.wideattn_k_from_v_cos_sin(
+            float(rope_theta), inv_freq, int(head_dim), int(rotary_dims), int(positions), out, int(out_bytes)))
+
     def check(self, call, status):
         """Raises the WideattnError subclass of a non-OK `status` (a wideattn_status) with the
         library's message, naming `call` (the function that returned it); returns for OK."""
@@ -465,6 +473,12 @@ def configure(bundle=None, library=None):
         if _default["context"] is not None:
             _default["context"].close()
         _default.update(context=None, bundle=bundle, library=library)
+
+
+def default_library():
+    """The libwideattn the default context loads (configure's `library`, else load_library's
+    lookup), loaded without opening a bundle: for the calls that need no context."""
+    return load_library(_default["library"])
 
 
 def default_context():

@@ -13,12 +13,14 @@ the library (wideattn_is_supported, no driver) and runs wideattn.reference):
     wideattn::prefill_packed(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out!, config, softmax_scale)
     wideattn::prefill_k_from_v(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale,
                                v_scale?, k_norm_scale, inv_freq?, rope_theta, rotary_dims, out!, lse!?,
-                               max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0)
+                               max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0, cos_sin?=None)
 
 wideattn::prefill_k_from_v is wideattn::prefill over a V-only cache (WIDEATTN_FLAG_K_FROM_V,
 docs/design.md section 2 "K from V in Gemma 4's global layers"): no k, K rebuilt from v by the
 kernels with the description k_norm_scale (fp32 [head_dim], on the call's device), inv_freq (fp32
-[rotary_dims / 2] or None), rope_theta and rotary_dims. Its CUDA implementation is a one-shot
+[rotary_dims / 2] or None), rope_theta, rotary_dims and cos_sin (a bf16 [positions, rotary_dims / 2,
+2] cos / sin table, C API 0.7.0, or None; last, so calls without it keep their arguments). Its CUDA
+implementation is a one-shot
 wideattn_prefill with a workspace of its own (no plan cache); its CPU implementation validates the
 call with the library and runs wideattn.reference with K rebuilt (reference.k_from_v_keys).
 
@@ -545,12 +547,14 @@ def _packed_fake(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out, config, so
     return None
 
 
-def k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims):
-    """The wideattn_k_from_v (the C API's current size: inv_freq included) of k_norm_scale (the
-    float32 [head_dim] weight tensor), inv_freq (float32 [rotary_dims / 2] tensor or None),
-    rope_theta and rotary_dims."""
+def k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims, cos_sin=None):
+    """The wideattn_k_from_v (the C API's current size: inv_freq and cos_sin included) of
+    k_norm_scale (the float32 [head_dim] weight tensor), inv_freq (float32 [rotary_dims / 2] tensor
+    or None), rope_theta, rotary_dims and cos_sin (the bf16 [positions, rotary_dims / 2, 2] table,
+    its rows cos_sin_positions, or None)."""
     return _capi.KFromV(ctypes.sizeof(_capi.KFromV), _capi.ROPE_PROPORTIONAL, k_norm_scale.data_ptr(),
-                        float(rope_theta), int(rotary_dims), _capi.ROPE_ROTATE_HALF, 0, _ptr(inv_freq))
+                        float(rope_theta), int(rotary_dims), _capi.ROPE_ROTATE_HALF, 0, _ptr(inv_freq),
+                        _ptr(cos_sin), cos_sin.shape[0] if cos_sin is not None else 0, 0)
 
 
 def k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale, description,
@@ -569,16 +573,18 @@ def k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softm
 
 
 def _k_from_v_cuda(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale, k_norm_scale,
-                   inv_freq, rope_theta, rotary_dims, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
-    description = k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims)
+                   inv_freq, rope_theta, rotary_dims, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0,
+                   cos_sin=None):
+    description = k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims, cos_sin)
     _launch_one_shot(q.device, k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale,
                                                v_scale, description, out, lse, max_seqlen_q, max_seqlen_k, num_splits,
                                                flags))
 
 
 def _k_from_v_cpu(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale, k_norm_scale,
-                  inv_freq, rope_theta, rotary_dims, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
-    description = k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims)
+                  inv_freq, rope_theta, rotary_dims, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0,
+                  cos_sin=None):
+    description = k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims, cos_sin)
     validate_prefill(k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale,
                                      description, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags))
     _check_cpu_metadata(cu_seqlens_q, seq_lens_k, block_table, q.shape[0], v_layout, flags)
@@ -586,14 +592,15 @@ def _k_from_v_cpu(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax
     frequencies = reference.k_from_v_inv_freq(q.shape[2], rotary_dims, rope_theta, inv_freq)
     result, result_lse = reference.attention(q, v, v, cu_seqlens_q, seq_lens_k, block_table, list(v_layout),
                                              list(v_layout), softmax_scale, None, None, v_scale, dtype,
-                                             k_from_v=(k_norm_scale, frequencies))
+                                             k_from_v=(k_norm_scale, frequencies, cos_sin))
     out.copy_(result)
     if lse is not None:
         lse[:, :q.shape[0]].copy_(result_lse)
 
 
 def _k_from_v_fake(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale, k_norm_scale,
-                   inv_freq, rope_theta, rotary_dims, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0):
+                   inv_freq, rope_theta, rotary_dims, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0,
+                   cos_sin=None):
     return None
 
 
@@ -616,7 +623,7 @@ OP_SCHEMAS = {
                          "Tensor block_table, SymInt[] v_layout, float softmax_scale, Tensor? v_scale, "
                          "Tensor k_norm_scale, Tensor? inv_freq, float rope_theta, int rotary_dims, "
                          "Tensor(a!) out, Tensor(b!)? lse, SymInt max_seqlen_q=0, SymInt max_seqlen_k=0, "
-                         "int num_splits=0, int flags=0) -> ()",
+                         "int num_splits=0, int flags=0, Tensor? cos_sin=None) -> ()",
                          _k_from_v_cuda, _k_from_v_cpu, _k_from_v_fake),
 }
 

@@ -168,7 +168,7 @@ def k_from_v_inv_freq(head_dim, rotary_dims, rope_theta, inv_freq=None):
     return frequencies
 
 
-def k_from_v_keys(values, positions, k_norm_scale, frequencies):
+def k_from_v_keys(values, positions, k_norm_scale, frequencies, cos_sin=None):
     """K rebuilt from V ([length, num_kv_heads, head_dim], any float dtype holding the dequantised
     values; the float32 value of each is the kernels' V) for keys at `positions` ([length], their
     indices in the sequence), k_norm_scale the weight w ([head_dim]) and frequencies the
@@ -177,13 +177,25 @@ def k_from_v_keys(values, positions, k_norm_scale, frequencies):
     bf16(x' s)) for the first half of the dims, bf16(bf16(x' c) + bf16(x s)) for the second (x'
     the partner d -+ head_dim / 2). bf16 tensor arithmetic rounds each product and sum once, as the
     formula does. Returns K as bf16 [length, num_kv_heads, head_dim]. cos / sin are torch's
-    float32 ones: their bf16 values can differ from the kernels' at rare rounding ties."""
+    float32 ones: their bf16 values can differ from the kernels' at rare rounding ties.
+    cos_sin: a cos / sin table (bf16 [rows, rotary_dims / 2, 2], (cos, sin) per position and
+    frequency, as wideattn_k_from_v.cos_sin holds it) or None: a key at a position below `rows`
+    takes c, s of its first rotary_dims / 2 frequencies from the table as they are stored."""
     half = values.shape[-1] // 2
     weight = k_norm_scale.detach().to(values.device, torch.float32)
     x = (values.float() * weight).bfloat16()
-    angle = positions.to(values.device, torch.float32)[:, None] * frequencies.to(values.device)[None, :]
-    c = torch.cos(angle).bfloat16()[:, None, :]
-    s = torch.sin(angle).bfloat16()[:, None, :]
+    positions = positions.to(values.device)
+    angle = positions.to(torch.float32)[:, None] * frequencies.to(values.device)[None, :]
+    c = torch.cos(angle).bfloat16()
+    s = torch.sin(angle).bfloat16()
+    if cos_sin is not None:
+        table = cos_sin.detach().to(values.device, torch.bfloat16)
+        held = positions < table.shape[0]
+        rows = positions[held].long()
+        count = table.shape[1]
+        c[held, :count] = table[rows, :, 0]
+        s[held, :count] = table[rows, :, 1]
+    c, s = c[:, None, :], s[:, None, :]
     first, second = x[..., :half], x[..., half:]
     return torch.cat((first * c - second * s, second * c + first * s), dim=-1)
 
@@ -284,9 +296,9 @@ def attention(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout
     q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout and softmax_scale as the
     wideattn::prefill op takes them (wideattn.ops); q_scale, k_scale, v_scale dequantise e4m3
     inputs (None for bf16); v_transposed: v is in the transposed V layout (gather_keys).
-    k_from_v: (k_norm_scale, frequencies from k_from_v_inv_freq) for a V-only cache: each
-    sequence's keys are rebuilt from its values at positions 0, 1, ... (k_from_v_keys); k,
-    k_layout and k_scale are not read."""
+    k_from_v: (k_norm_scale, frequencies from k_from_v_inv_freq) or (k_norm_scale, frequencies,
+    cos_sin table or None) for a V-only cache: each sequence's keys are rebuilt from its values at
+    positions 0, 1, ... (k_from_v_keys); k, k_layout and k_scale are not read."""
     total_q, num_q_heads, head_dim = q.shape
     queries = _dequantised(q, q_scale, dtype)
     out = torch.zeros((total_q, num_q_heads, head_dim), dtype=dtype, device=q.device)

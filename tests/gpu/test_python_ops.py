@@ -7,7 +7,8 @@ P V kernels with bf16 and e4m3 Q; sm_90a), library errors as exceptions, a side 
 torch.compile(fullgraph=True) of a module calling the op, CUDA-graph capture and replay
 bit-identical to eager calls, and split-KV decode: forced and automatic split counts against the
 reference with bit-identical reruns, a captured split decode replayed bit-identical to eager,
-and decode over a V-only cache (prefill_k_from_v, bf16 and e4m3 V) against the reference's K rebuild.
+and decode over a V-only cache (prefill_k_from_v, bf16 and e4m3 V, with and without a cos / sin
+table) against the reference's K rebuild.
 
 usage: PYTHONPATH=build/python python3 tests/gpu/test_python_ops.py
 """
@@ -346,6 +347,22 @@ def test_k_from_v_decode_against_the_reference():
     e4m3_error = rel_l2(e4m3, expected(codes, scale)[0])
     print(f"  e4m3 V: rel L2 {e4m3_error:.3e}")
     assert e4m3_error <= REL_L2_BF16, e4m3_error
+    # A cos / sin table from wideattn.k_from_v_cos_sin over every key: the same bits as without it;
+    # one of another theta over part of the keys: the reference reading the same table.
+    positions = int(case.lens.max())
+    filled = wideattn.k_from_v_cos_sin(rotary, positions, rope_theta=theta, device="cuda")
+    with_filled = run(v, rope_theta=theta, cos_sin=filled)
+    e4m3_filled = run(codes, rope_theta=theta, v_scale=scale, cos_sin=filled)
+    other = wideattn.k_from_v_cos_sin(rotary, 2049, rope_theta=1.0e4, device="cuda")
+    with_other = run(v, rope_theta=theta, cos_sin=other)
+    torch.cuda.synchronize()
+    assert torch.equal(with_filled, out) and torch.equal(e4m3_filled, e4m3)
+    other_reference = reference.attention(case.q, v, v, case.cu, case.lens, case.block_table, case.layout(v),
+                                          case.layout(v), case.scale, None, None, None,
+                                          k_from_v=(weights, frequencies, other))[0]
+    other_error = rel_l2(with_other, other_reference)
+    print(f"  bf16 V, a cos / sin table of another theta over 2049 positions: rel L2 {other_error:.3e}")
+    assert other_error <= REL_L2_BF16, other_error
 
 
 if __name__ == "__main__":

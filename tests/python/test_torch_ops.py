@@ -6,7 +6,8 @@ its own validation and selecting the expected kernel, argument checks naming the
 library's messages surfacing as exceptions, the split-KV options (hints, num_splits, the
 workspace the CUDA implementation sizes and attaches), checked mode (check_metadata: the library's
 flag, and the CPU implementation's mirror of its rules and messages; keys it cannot read refused
-without it), and the e4m3 codec, scale and quantise functions.
+without it), the e4m3 codec, scale and quantise functions, and K from V (prefill_k_from_v, its
+cos / sin table and k_from_v_cos_sin).
 
 usage: python3 test_torch_ops.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
 """
@@ -1147,10 +1148,12 @@ def test_prefill_k_from_v_checks_name_the_argument():
 def test_prefill_k_from_v_hands_the_library_the_flag_and_the_description():
     # The CUDA implementation with its launch seam replaced (no GPU here): k_cache NULL with its
     # strides 0, WIDEATTN_FLAG_K_FROM_V and the check flag, and the wideattn_k_from_v of the call
-    # (this C API's size, the weight and table pointers, theta, rotary_dims) alive at launch time.
+    # (this C API's size, the weight and table pointers, theta, rotary_dims, the cos / sin table and
+    # its rows) alive at launch time.
     problem = Problem(KFV_DECODE, seed=25)
     weights = _k_norm_weights(8)
     table = torch.ones(GEMMA4_ROTARY_DIMS // 2)
+    cos_sin_table = torch.zeros((37, GEMMA4_ROTARY_DIMS // 2, 2), dtype=torch.bfloat16)
     launched = []
 
     class Recorder(_RecordingContext):
@@ -1158,24 +1161,28 @@ def test_prefill_k_from_v_hands_the_library_the_flag_and_the_description():
             d = params.k_from_v.contents
             launched.append((params.k_cache, params.k_block_stride, params.k_slot_stride, params.k_head_stride,
                              params.v_cache, params.flags, params.k_scale, d.struct_size, d.rope_type, d.pairing,
-                             d.k_norm_scale, d.rope_theta, d.rotary_dims, d.inv_freq))
+                             d.k_norm_scale, d.rope_theta, d.rotary_dims, d.inv_freq, d.cos_sin,
+                             d.cos_sin_positions, d.reserved2))
 
     real_context, real_launch = ops.default_context, ops._launch
     ops.default_context, ops._launch = (lambda: Recorder()), (lambda device, launch, params: launch(params, "stream"))
     try:
         layout = [0, problem.num_blocks, problem.block_size, problem.kv_heads] + list(problem.v_cache.stride()[:3])
-        for inv_freq, theta in ((None, GEMMA4_THETA), (table, 0.0)):
+        for inv_freq, theta, cos_sin in ((None, GEMMA4_THETA, None), (table, 0.0, None),
+                                         (None, GEMMA4_THETA, cos_sin_table)):
             ops._k_from_v_cuda(problem.q, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
                                problem.block_table, layout, problem.scale, None, weights, inv_freq, theta,
                                GEMMA4_ROTARY_DIMS, torch.empty(problem.q.shape, dtype=torch.bfloat16), None,
-                               flags=_capi.FLAG_CHECK_METADATA)
+                               flags=_capi.FLAG_CHECK_METADATA, cos_sin=cos_sin)
     finally:
         ops.default_context, ops._launch = real_context, real_launch
     flags = _capi.FLAG_K_FROM_V | _capi.FLAG_CHECK_METADATA
     common = (None, 0, 0, 0, problem.v_cache.data_ptr(), flags, None, ctypes.sizeof(_capi.KFromV),
               _capi.ROPE_PROPORTIONAL, _capi.ROPE_ROTATE_HALF, weights.data_ptr())
-    assert launched == [common + (GEMMA4_THETA, GEMMA4_ROTARY_DIMS, None),
-                        common + (0.0, GEMMA4_ROTARY_DIMS, table.data_ptr())], launched
+    assert ctypes.sizeof(_capi.KFromV) == 56
+    assert launched == [common + (GEMMA4_THETA, GEMMA4_ROTARY_DIMS, None, None, 0, 0),
+                        common + (0.0, GEMMA4_ROTARY_DIMS, table.data_ptr(), None, 0, 0),
+                        common + (GEMMA4_THETA, GEMMA4_ROTARY_DIMS, None, cos_sin_table.data_ptr(), 37, 0)], launched
 
 
 def test_prefill_k_from_v_fake_implementation_runs_on_meta_tensors():
@@ -1188,7 +1195,141 @@ def test_prefill_k_from_v_fake_implementation_runs_on_meta_tensors():
     weights = torch.empty(HEAD_DIM, dtype=torch.float32, device=meta)
     out = wideattn.prefill_k_from_v(q, v, cu, lens, table, 1.0, weights, GEMMA4_ROTARY_DIMS, rope_theta=GEMMA4_THETA)
     assert out.device == meta and tuple(out.shape) == (2, 16, HEAD_DIM) and out.dtype == torch.bfloat16
-    assert "Tensor(a!) out" in str(torch.ops.wideattn.prefill_k_from_v.default._schema)
+    schema = str(torch.ops.wideattn.prefill_k_from_v.default._schema)
+    assert "Tensor(a!) out" in schema and "Tensor? cos_sin=None" in schema, schema
+    cos_sin = torch.empty((64, GEMMA4_ROTARY_DIMS // 2, 2), dtype=torch.bfloat16, device=meta)
+    out = wideattn.prefill_k_from_v(q, v, cu, lens, table, 1.0, weights, GEMMA4_ROTARY_DIMS, rope_theta=GEMMA4_THETA,
+                                    cos_sin=cos_sin)
+    assert out.device == meta and tuple(out.shape) == (2, 16, HEAD_DIM)
+
+
+# The cos / sin table (wideattn_k_from_v.cos_sin, C API 0.7.0): wideattn.k_from_v_cos_sin and
+# prefill_k_from_v(..., cos_sin=...).
+OTHER_THETA = 1.0e4     # a table of this theta gives keys far from Gemma 4's own
+
+
+def _torch_cos_sin(frequencies, rows):
+    """A cos / sin table [rows, len(frequencies), 2] of torch's float32 cos / sin rounded to bf16 (what
+    _rope_keys and the CPU reference evaluate), for tables whose keys the tests rebuild themselves."""
+    angle = torch.arange(rows, dtype=torch.float32)[:, None] * frequencies[None, :]
+    return torch.stack((angle.cos(), angle.sin()), dim=-1).bfloat16()
+
+
+def test_k_from_v_cos_sin_holds_the_decode_kernels_cos_and_sin():
+    # Every entry of the library's table is cos / sin of fp32(j * f[i]) rounded to bf16 as the
+    # kernels round it: torch's values but at rare rounding ties (one bf16 ulp then); position 0 is
+    # (1, 0); a caller's inv_freq equal to the formula's gives the same table; device moves it.
+    table = wideattn.k_from_v_cos_sin(GEMMA4_ROTARY_DIMS, 300, rope_theta=GEMMA4_THETA)
+    assert table.dtype == torch.bfloat16 and tuple(table.shape) == (300, GEMMA4_ROTARY_DIMS // 2, 2)
+    assert table.device.type == "cpu"
+    assert torch.equal(table[0, :, 0], torch.ones(GEMMA4_ROTARY_DIMS // 2, dtype=torch.bfloat16))
+    assert torch.equal(table[0, :, 1], torch.zeros(GEMMA4_ROTARY_DIMS // 2, dtype=torch.bfloat16))
+    frequencies = reference.k_from_v_inv_freq(HEAD_DIM, GEMMA4_ROTARY_DIMS, GEMMA4_THETA)[:GEMMA4_ROTARY_DIMS // 2]
+    expected = _torch_cos_sin(frequencies, 300)
+    ulps = (table.view(torch.int16).int() - expected.view(torch.int16).int()).abs()
+    assert ulps.max().item() <= 1, ulps.max()
+    assert (ulps > 0).sum().item() <= table.numel() // 100, (ulps > 0).sum()
+    assert torch.equal(wideattn.k_from_v_cos_sin(GEMMA4_ROTARY_DIMS, 300, inv_freq=frequencies.clone()), table)
+    assert torch.equal(wideattn.k_from_v_cos_sin(GEMMA4_ROTARY_DIMS, 300, rope_theta=GEMMA4_THETA, device="cpu"),
+                       table)
+    # The same entries whatever the table's length; another head_dim moves the frequencies.
+    assert torch.equal(wideattn.k_from_v_cos_sin(GEMMA4_ROTARY_DIMS, 5, rope_theta=GEMMA4_THETA), table[:5])
+    assert not torch.equal(wideattn.k_from_v_cos_sin(GEMMA4_ROTARY_DIMS, 5, rope_theta=GEMMA4_THETA, head_dim=256),
+                           table[:5])
+
+
+def test_k_from_v_cos_sin_checks_name_the_argument():
+    cases = [
+        (dict(rotary_dims=126), "rotary_dims=126 must be a multiple of 4"),
+        (dict(rotary_dims=0), "rotary_dims=0 is outside 4 .. 512"),
+        (dict(rotary_dims=516), "rotary_dims=516 is outside 4 .. 512"),
+        (dict(rotary_dims=128.0), "rotary_dims must be an int, got float"),
+        (dict(positions=0), "positions=0 is outside 1 .. 2147483647"),
+        (dict(head_dim=511), "head_dim=511 must be even"),
+        (dict(rope_theta=None), "rope_theta must be a float when inv_freq is None, got NoneType"),
+        (dict(rope_theta=-1.0), "rope_theta=-1.0 must be finite and > 0"),
+        (dict(rope_theta=math.nan), "rope_theta=nan must be finite and > 0"),
+        (dict(inv_freq=torch.ones(63)), "inv_freq.shape[0] is 63 but rotary_dims / 2 is 64"),
+        (dict(inv_freq=torch.ones(64, dtype=torch.float64)), "inv_freq has dtype float64; expected float32"),
+    ]
+    for change, text in cases:
+        call = dict(rotary_dims=GEMMA4_ROTARY_DIMS, positions=4, rope_theta=GEMMA4_THETA)
+        call.update(change)
+        harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.k_from_v_cos_sin: ", text],
+                              wideattn.k_from_v_cos_sin, **call)
+
+
+def _rebuilt_k_cache_with_table(problem, weights, frequencies, table_frequencies, rows):
+    """_rebuilt_k_cache with the keys below position `rows` rebuilt with table_frequencies instead
+    (what a cos / sin table of those frequencies over `rows` positions gives)."""
+    k_cache = _rebuilt_k_cache(problem, weights, frequencies)
+    held = _rebuilt_k_cache(problem, weights, table_frequencies)
+    for s, (_, length) in enumerate(problem.seqs):
+        for j in range(min(length, rows)):
+            slot = (int(problem.block_table[s, j // problem.block_size]), j % problem.block_size)
+            k_cache[slot] = held[slot]
+    return k_cache
+
+
+def test_prefill_k_from_v_with_a_cos_sin_table_of_another_theta():
+    # The CPU implementation honours the table: a table of another theta over 37 positions (the
+    # decode batch's keys reach 301, 42 and 2) gives that theta's keys below position 37 and Gemma 4's
+    # after; a table over every key gives the other theta's outputs bit for bit; the library's own
+    # table of Gemma 4's theta, the outputs without a table (torch's cos / sin round like the
+    # kernels' but at rare ties).
+    problem = Problem(KFV_DECODE, seed=26)
+    weights = _k_norm_weights(9)
+    frequencies = reference.k_from_v_inv_freq(HEAD_DIM, GEMMA4_ROTARY_DIMS, GEMMA4_THETA)
+    others = reference.k_from_v_inv_freq(HEAD_DIM, GEMMA4_ROTARY_DIMS, OTHER_THETA)
+    rows = 37
+    table = _torch_cos_sin(others[:GEMMA4_ROTARY_DIMS // 2], rows)
+    expected, expected_lse = problem.expected(
+        k_dequant=_rebuilt_k_cache_with_table(problem, weights, frequencies, others, rows))
+    out, lse = _run_k_from_v(problem, weights, cos_sin=table, lse=True)
+    assert_close_bf16(out, expected, "prefill_k_from_v (a cos / sin table of 37 rows)")
+    assert torch.allclose(lse.double(), expected_lse, rtol=1e-5, atol=1e-5), (lse - expected_lse).abs().max()
+    without = _run_k_from_v(problem, weights)
+    assert not torch.equal(out, without)
+    full = _torch_cos_sin(others[:GEMMA4_ROTARY_DIMS // 2], 301)
+    assert torch.equal(_run_k_from_v(problem, weights, cos_sin=full), _run_k_from_v(problem, weights,
+                                                                                   rope_theta=OTHER_THETA))
+    exact = _run_k_from_v(problem, weights, cos_sin=table, out=torch.empty(problem.q.shape, dtype=torch.float64))
+    assert (exact - expected).abs().max().item() < 1e-9
+    filled = wideattn.k_from_v_cos_sin(GEMMA4_ROTARY_DIMS, 301, rope_theta=GEMMA4_THETA)
+    assert_close_bf16(_run_k_from_v(problem, weights, cos_sin=filled), without, "the library's own table")
+    # reference.k_from_v_keys reads the table only below its rows.
+    values = torch.randn((50, 2, HEAD_DIM), generator=torch.Generator().manual_seed(27)).bfloat16().double()
+    positions = torch.arange(50)
+    keys = reference.k_from_v_keys(values, positions, weights, frequencies, table)
+    assert torch.equal(keys[:rows], reference.k_from_v_keys(values, positions, weights, others)[:rows])
+    assert torch.equal(keys[rows:], reference.k_from_v_keys(values, positions, weights, frequencies)[rows:])
+
+
+def test_prefill_k_from_v_cos_sin_checks_name_the_argument():
+    problem = Problem(KFV_DECODE, seed=28)
+    weights = _k_norm_weights(10)
+    rows, half = 37, GEMMA4_ROTARY_DIMS // 2
+    table = torch.zeros((rows, half, 2), dtype=torch.bfloat16)
+    misaligned = torch.zeros(rows * half * 2 + 1, dtype=torch.bfloat16)[1:].view(rows, half, 2)
+    cases = [
+        (dict(cos_sin=table.float()), "cos_sin has dtype float32; expected bfloat16"),
+        (dict(cos_sin=table[0]), "cos_sin must be 3-D [positions, rotary_dims // 2, 2] of bfloat16"),
+        (dict(cos_sin=table[:, :63]), "cos_sin.shape[1] is 63 but rotary_dims / 2 is 64"),
+        (dict(cos_sin=torch.zeros((rows, half, 3), dtype=torch.bfloat16)), "cos_sin.shape[2] is 3 but (cos, sin) is 2"),
+        (dict(cos_sin=table[:0]), "cos_sin.shape[0]=0 (positions) is outside 1 .. 2147483647"),
+        (dict(cos_sin=torch.zeros((rows, 2 * half, 2), dtype=torch.bfloat16)[:, ::2]), "cos_sin must be contiguous"),
+        (dict(cos_sin=misaligned), "is not 8-byte aligned"),
+        (dict(cos_sin=torch.zeros((rows, 63, 2), dtype=torch.bfloat16), rotary_dims=126),
+         "rotary_dims=126 must be a positive multiple of 4 with a cos_sin table"),
+        (dict(cos_sin=table, rope_theta=None), "rope_theta must be a float when inv_freq is None"),
+    ]
+    for change, text in cases:
+        call = dict(rotary_dims=GEMMA4_ROTARY_DIMS, rope_theta=GEMMA4_THETA)
+        call.update(change)
+        harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.prefill_k_from_v: ", text],
+                              wideattn.prefill_k_from_v, problem.q, problem.v_cache, problem.cu_seqlens_q,
+                              problem.seq_lens_k, problem.block_table, problem.scale, weights,
+                              call.pop("rotary_dims"), **call)
 
 
 if __name__ == "__main__":
