@@ -514,7 +514,7 @@ def check_kernel_table():
 
 
 PUBLIC_MODULES = ("__init__", "attention", "errors", "library", "ops", "quantization", "reference", "serving",
-                  "transformers", "cpp_ops")
+                  "transformers", "cpp_ops", "v_only_cache")
 
 
 def parameters(function):

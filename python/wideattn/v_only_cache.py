@@ -207,10 +207,11 @@ def is_v_only_call(module, key, value):
 
 
 def k_from_v_forward(module, query, value, scaling):
-    """A V-only layer's call: query [1, Hq, T, D] over the cached V [1, Hkv, S, D] (T <= S, the
-    queries the last T positions, causal), K rebuilt from V (the mask is not read: batch 1 has no
-    padding). Returns the output [1, T, Hq, D] bf16. With an e4m3 layer (v_only_cache(...,
-    e4m3=True)) V is quantised with one scale into an e4m3 V-only cache first."""
+    """A V-only layer's call: `module` the attention module (register_model recorded it), query
+    [1, Hq, T, D] over `value`, the cached V [1, Hkv, S, D] (T <= S, the queries the last T
+    positions, causal), K rebuilt from V (the mask is not read: batch 1 has no padding), `scaling`
+    the softmax scale. Returns the output [1, T, Hq, D] bf16. With an e4m3 layer
+    (v_only_cache(..., e4m3=True)) V is quantised with one scale into an e4m3 V-only cache first."""
     e4m3 = _layer_e4m3.get(getattr(module, "layer_idx", None), False)
     batch, q_heads, q_len, head_dim = query.shape
     _, kv_heads, kv_len, _ = value.shape
