@@ -69,9 +69,6 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t word) {
     return pack_f16x2(ptx::bf16_low(word), ptx::bf16_high(word));
 }
 
-// How build_k_pair builds K: scaled only, rotated with the formula's cos / sin, with the table's.
-enum class KBuild { kScale, kRotate, kRotateTable };
-
 // The table's words that the rotation of pair block c reads in a lane: [matrix q][pair], the
 // word of frequencies (d, d + 1) and (d + 2, d + 3) of the matrix's dims d .. d + 3 at its key's
 // position.
@@ -103,7 +100,7 @@ __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int
 // rounded two at a time (kRotate), or the table's `cos_sin` (kRotateTable); for the others
 // (kScale) K = x (the reference's rotation by cos 1, sin 0 gives x but for a non-finite partner,
 // which makes the key's scores non-finite either way).
-template <class Traits, KBuild kBuild>
+template <class Traits, KFromVBuild kBuild>
 __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, uint32_t freq, int32_t lane,
                                              int32_t c, int32_t position0, float v_scale, const BlockCosSin& cos_sin,
                                              uint32_t (&lo)[2][4], uint32_t (&hi)[2][4]) {
@@ -127,12 +124,12 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
                                scaled_pair(first_h[1], v_scale, w_first.z, w_first.w)};
         uint32_t k_second[2] = {scaled_pair(second_h[0], v_scale, w_second.x, w_second.y),
                                 scaled_pair(second_h[1], v_scale, w_second.z, w_second.w)};
-        if constexpr (kBuild == KBuild::kRotateTable) {
+        if constexpr (kBuild == KFromVBuild::kRotateTable) {
 #pragma unroll
             for (int32_t pair = 0; pair < 2; ++pair)
                 rope_rotate_bf16x2(k_first[pair], k_second[pair], cos_sin.word[q][pair], &k_first[pair],
                                    &k_second[pair]);
-        } else if constexpr (kBuild == KBuild::kRotate) {
+        } else if constexpr (kBuild == KFromVBuild::kRotate) {
             const float4 inv_freq = ptx::load_shared_f32x4(freq + kF32Bytes * dim);
             const float fr[4] = {inv_freq.x, inv_freq.y, inv_freq.z, inv_freq.w};
 #pragma unroll
@@ -148,7 +145,7 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
 }
 
 // K of the pair blocks c, c + kPairBlockOffset (build_k_pair) times Q, added to acc.
-template <class Traits, KBuild kBuild>
+template <class Traits, KFromVBuild kBuild>
 __device__ __forceinline__ void kfv_pair_scores(uint32_t v_stage, uint32_t q_shared, uint32_t weight, uint32_t freq,
                                                 int32_t lane, int32_t c, int32_t position0, float v_scale,
                                                 const BlockCosSin& cos_sin, float (&acc)[2][4]) {
@@ -182,25 +179,25 @@ __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_
     }
 #pragma unroll 1
     for (int32_t c = rotated_blocks; c < Traits::kPairBlockOffset; ++c)
-        kfv_pair_scores<Traits, KBuild::kScale>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale, ahead[0],
+        kfv_pair_scores<Traits, KFromVBuild::kScale>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale, ahead[0],
                                                 acc);
     if (from_table) {
 #pragma unroll
         for (int32_t c = 0; c < Traits::kCosSinBlocksAhead; ++c)
             if (c < rotated_blocks)
-                kfv_pair_scores<Traits, KBuild::kRotateTable>(v_stage, q_shared, weight, freq, lane, c, position0,
+                kfv_pair_scores<Traits, KFromVBuild::kRotateTable>(v_stage, q_shared, weight, freq, lane, c, position0,
                                                               v_scale, ahead[c], acc);
 #pragma unroll 1
         for (int32_t c = Traits::kCosSinBlocksAhead; c < rotated_blocks; ++c) {
             BlockCosSin words;
             load_block_cos_sin<Traits>(table, lane, c, position0, &words);
-            kfv_pair_scores<Traits, KBuild::kRotateTable>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
+            kfv_pair_scores<Traits, KFromVBuild::kRotateTable>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
                                                           words, acc);
         }
     } else {
 #pragma unroll 1
         for (int32_t c = 0; c < rotated_blocks; ++c)
-            kfv_pair_scores<Traits, KBuild::kRotate>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
+            kfv_pair_scores<Traits, KFromVBuild::kRotate>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
                                                      ahead[0], acc);
     }
 #pragma unroll

@@ -13,8 +13,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
+#include "fp8/codec/e4m3.h"  // fp8::float_bits, fp8::bits_float
 #include "kernels/common/kernel_desc.h"
 
 namespace wideattn {
@@ -51,26 +51,14 @@ WIDEATTN_HOST_DEVICE constexpr bool k_from_v_call(int32_t flags) { return (flags
 
 // fp32 -> nearest-even bf16, returned as the fp32 value it stands for (NaN stays a quiet NaN).
 WIDEATTN_HOST_DEVICE inline float round_to_bf16(float value) {
-#if defined(__CUDA_ARCH__)
-    uint32_t word = __float_as_uint(value);
-#else
-    uint32_t word;
-    std::memcpy(&word, &value, sizeof word);
-#endif
+    uint32_t word = fp8::float_bits(value);
     constexpr uint32_t kExponent = 0x7f800000u, kMantissa = 0x007fffffu, kQuiet = 0x00400000u;
     if ((word & kExponent) == kExponent && (word & kMantissa) != 0) {
         word |= kQuiet;
     } else {
         word += 0x7fffu + ((word >> 16) & 1u);
     }
-    word &= 0xffff0000u;
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(word);
-#else
-    float out;
-    std::memcpy(&out, &word, sizeof out);
-    return out;
-#endif
+    return fp8::bits_float(word & 0xffff0000u);
 }
 
 // inv_freq[i] of "proportional" RoPE: 1 / fp32(theta ^ (2i / D)) for the first rotary_dims / 2
@@ -157,12 +145,7 @@ WIDEATTN_HOST_DEVICE inline void rope_cos_sin_reduced_f32(float angle, float* c,
     const float r2 = r * r;
     const float sin_r = fmaf(r * r2, fmaf(r2, fmaf(r2, kSin3, kSin2), kSin1), r);
     const float cos_r = fmaf(r2, fmaf(r2, fmaf(r2, fmaf(r2, kCos4, kCos3), kCos2), kCos1), 1.0f);
-#if defined(__CUDA_ARCH__)
-    const uint32_t quadrant = __float_as_uint(shifted);
-#else
-    uint32_t quadrant;
-    std::memcpy(&quadrant, &shifted, sizeof quadrant);
-#endif
+    const uint32_t quadrant = fp8::float_bits(shifted);
     // cos(k pi/2 + r), sin(k pi/2 + r) for k mod 4 = 0..3: (C, S), (-S, C), (-C, -S), (S, -C).
     const bool odd = (quadrant & 1u) != 0;
     const float c_unsigned = odd ? sin_r : cos_r, s_unsigned = odd ? cos_r : sin_r;
@@ -190,16 +173,7 @@ WIDEATTN_HOST_DEVICE inline RopeCosSin rope_cos_sin_reduced(float angle) {
 }
 
 // The fp32 value of a bf16 given by its bits.
-WIDEATTN_HOST_DEVICE inline float bf16_bits_value(uint32_t bits) {
-    const uint32_t word = bits << 16;
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(word);
-#else
-    float out;
-    std::memcpy(&out, &word, sizeof out);
-    return out;
-#endif
-}
+WIDEATTN_HOST_DEVICE inline float bf16_bits_value(uint32_t bits) { return fp8::bits_float(bits << 16); }
 
 // Whether the key at `position` takes its cos / sin from the description's table (one is given
 // and holds the position); frequencies below rotary_dims / 2 only.
@@ -224,14 +198,7 @@ WIDEATTN_HOST_DEVICE inline RopeCosSin k_from_v_table_entry(const KFromV& kfv, i
 // The bf16 (cos, sin) pair of a table entry as its 32 bits (cos low): how
 // wideattn_k_from_v_cos_sin stores rope_cos_sin_reduced's values.
 WIDEATTN_HOST_DEVICE inline uint32_t k_from_v_table_bits(RopeCosSin cs) {
-#if defined(__CUDA_ARCH__)
-    const uint32_t c = __float_as_uint(cs.c), s = __float_as_uint(cs.s);
-#else
-    uint32_t c, s;
-    std::memcpy(&c, &cs.c, sizeof c);
-    std::memcpy(&s, &cs.s, sizeof s);
-#endif
-    return (c >> 16) | (s & 0xffff0000u);
+    return (fp8::float_bits(cs.c) >> 16) | (fp8::float_bits(cs.s) & 0xffff0000u);
 }
 
 // The mode's c[i], s[i] for the key at `position`: the table's entry where it holds the position,

@@ -16,6 +16,10 @@ namespace wideattn {
 
 constexpr uint32_t kKFromVTableEntryBytes = sizeof(float);  // one table entry in shared memory
 
+// How a K-from-V decode kernel builds a piece of K from V: scaled only (no dim of it rotates),
+// rotated with the formula's cos / sin, rotated with the caller's table (CosSinTable).
+enum class KFromVBuild { kScale, kRotate, kRotateTable };
+
 // Stages the two tables at `weight` and `freq` (k_from_v_inv_freq: the caller's entries below
 // rotary_dims / 2, or computed from rope_theta; 0 past them), read within their validated extents
 // (head_dim and rotary_dims / 2 entries). Needs Traits::kThreads == head_dim / 2. Returns the

@@ -59,56 +59,6 @@ __device__ __forceinline__ void load_weight_pair(uint32_t weight, uint32_t weigh
         *w = ptx::load_shared_f32x2(weight + kF32Bytes * dim);
 }
 
-// The K of A-fragment register r of k-step `step` (0 .. 15 of a chunk) in both chunks, built from
-// the V words in place (lo: dims d, d + 1; hi: d + 256, d + 257), for a k-step without rotation.
-template <class Traits, bool kBf16Weights>
-__device__ __forceinline__ void scale_step(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight,
-                                           uint32_t weight_bf16, int32_t lane, int32_t step) {
-    const int32_t t = lane % 4;
-#pragma unroll
-    for (int32_t half = 0; half < 2; ++half) {
-        // Registers 2 half and 2 half + 1 (keys g, g + 8) share their dims.
-        const int32_t dim = Traits::kMmaK * step + Traits::kMmaK / 2 * half + 2 * t;
-        float2 w_lo{}, w_hi{};
-        uint32_t w_lo_bf16 = 0, w_hi_bf16 = 0;
-        load_weight_pair<kBf16Weights>(weight, weight_bf16, dim, &w_lo, &w_lo_bf16);
-        load_weight_pair<kBf16Weights>(weight, weight_bf16, dim + Traits::kHalfDim, &w_hi, &w_hi_bf16);
-#pragma unroll
-        for (int32_t key = 0; key < 2; ++key) {
-            const int32_t r = 2 * half + key;
-            lo[r] = scaled_pair<kBf16Weights>(lo[r], w_lo, w_lo_bf16);
-            hi[r] = scaled_pair<kBf16Weights>(hi[r], w_hi, w_hi_bf16);
-        }
-    }
-}
-
-// The same with the rotation of k_from_v.h (k_from_v_scaled, then rope_rotate_bf16x2) on bf16
-// pairs (dims d, d + 1 of a register); `position0`: the RoPE position of the sub-tile's key 0.
-template <class Traits, bool kBf16Weights>
-__device__ __forceinline__ void rotate_step(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight,
-                                            uint32_t weight_bf16, uint32_t freq, int32_t lane, int32_t step,
-                                            int32_t position0) {
-    const int32_t g = lane / 4, t = lane % 4;
-#pragma unroll
-    for (int32_t half = 0; half < 2; ++half) {
-        const int32_t dim = Traits::kMmaK * step + Traits::kMmaK / 2 * half + 2 * t;
-        float2 w_lo{}, w_hi{};
-        uint32_t w_lo_bf16 = 0, w_hi_bf16 = 0;
-        load_weight_pair<kBf16Weights>(weight, weight_bf16, dim, &w_lo, &w_lo_bf16);
-        load_weight_pair<kBf16Weights>(weight, weight_bf16, dim + Traits::kHalfDim, &w_hi, &w_hi_bf16);
-        const float2 inv_freq = ptx::load_shared_f32x2(freq + kF32Bytes * dim);
-#pragma unroll
-        for (int32_t key = 0; key < 2; ++key) {
-            const int32_t r = 2 * half + key;
-            const int32_t position = position0 + g + Traits::kMmaM / 2 * key;
-            // x of dims d, d + 1 (first half) and d + 256, d + 257 (their partners).
-            const uint32_t x_lo = scaled_pair<kBf16Weights>(lo[r], w_lo, w_lo_bf16);
-            const uint32_t x_hi = scaled_pair<kBf16Weights>(hi[r], w_hi, w_hi_bf16);
-            rope_rotate_bf16x2(x_lo, x_hi, position, inv_freq.x, inv_freq.y, &lo[r], &hi[r]);
-        }
-    }
-}
-
 // The table's words that the rotation of Q load q reads in a lane: [k-step][half][key], the word of
 // frequencies d, d + 1 (d the first dim of the register) at the key's position.
 template <class Traits>
@@ -131,12 +81,17 @@ __device__ __forceinline__ void load_q_cos_sin(const CosSinTable& table, int32_t
                                Traits::kMmaK * (Traits::kKStepsPerQLoad * q + h) + Traits::kMmaK / 2 * half + 2 * t);
 }
 
-// rotate_step with the table's cos / sin: `words` [half][key] of the k-step (load_q_cos_sin).
-template <class Traits, bool kBf16Weights>
-__device__ __forceinline__ void rotate_step_table(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight,
-                                                  uint32_t weight_bf16, const uint2 (&words)[2][2], int32_t lane,
-                                                  int32_t step) {
-    const int32_t t = lane % 4;
+// The K of the A-fragment registers of k-step `step` (0 .. 15 of a chunk) in both chunks, built
+// from the V words in place (lo: dims d, d + 1; hi: d + 256, d + 257; registers 2 half and
+// 2 half + 1 hold keys g and g + 8 of the same dims): x = bf16(V w) (k_from_v_scaled), then by
+// kBuild nothing (no dim of the k-step rotates), rope_rotate_bf16x2 with the formula's cos / sin of
+// the keys' positions (position0: the sub-tile's key 0), or with the table's `words` [half][key]
+// (load_q_cos_sin).
+template <class Traits, KFromVBuild kBuild, bool kBf16Weights>
+__device__ __forceinline__ void build_k_step(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight,
+                                             uint32_t weight_bf16, uint32_t freq, const uint2 (&words)[2][2],
+                                             int32_t lane, int32_t step, int32_t position0) {
+    const int32_t g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int32_t half = 0; half < 2; ++half) {
         const int32_t dim = Traits::kMmaK * step + Traits::kMmaK / 2 * half + 2 * t;
@@ -144,24 +99,30 @@ __device__ __forceinline__ void rotate_step_table(uint32_t (&lo)[4], uint32_t (&
         uint32_t w_lo_bf16 = 0, w_hi_bf16 = 0;
         load_weight_pair<kBf16Weights>(weight, weight_bf16, dim, &w_lo, &w_lo_bf16);
         load_weight_pair<kBf16Weights>(weight, weight_bf16, dim + Traits::kHalfDim, &w_hi, &w_hi_bf16);
+        float2 inv_freq{};
+        if constexpr (kBuild == KFromVBuild::kRotate) inv_freq = ptx::load_shared_f32x2(freq + kF32Bytes * dim);
 #pragma unroll
         for (int32_t key = 0; key < 2; ++key) {
             const int32_t r = 2 * half + key;
             const uint32_t x_lo = scaled_pair<kBf16Weights>(lo[r], w_lo, w_lo_bf16);
             const uint32_t x_hi = scaled_pair<kBf16Weights>(hi[r], w_hi, w_hi_bf16);
-            rope_rotate_bf16x2(x_lo, x_hi, words[half][key], &lo[r], &hi[r]);
+            if constexpr (kBuild == KFromVBuild::kScale) {
+                lo[r] = x_lo;
+                hi[r] = x_hi;
+            } else if constexpr (kBuild == KFromVBuild::kRotate) {
+                rope_rotate_bf16x2(x_lo, x_hi, position0 + g + Traits::kMmaM / 2 * key, inv_freq.x, inv_freq.y,
+                                   &lo[r], &hi[r]);
+            } else {
+                rope_rotate_bf16x2(x_lo, x_hi, words[half][key], &lo[r], &hi[r]);
+            }
         }
     }
 }
 
-// How a Q load builds K from V: scaled only, rotated with the formula's cos / sin, rotated with
-// the table's.
-enum class KBuild { kScale, kRotate, kRotateTable };
-
 // Adds K Q^T of Q-load `q` (k-steps 2q, 2q + 1 of both chunks) to acc[0] (dims 0-255) and acc[1]
-// (dims 256-511), K built from the chunks' V by scale_step, rotate_step or rotate_step_table
-// (`cos_sin`: the Q load's table words, read by kRotateTable only).
-template <class Traits, KBuild kBuild, bool kBf16Weights>
+// (dims 256-511), K built from the chunks' V by build_k_step (`cos_sin`: the Q load's table
+// words, read by kRotateTable only).
+template <class Traits, KFromVBuild kBuild, bool kBf16Weights>
 __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
                                              uint32_t weight, uint32_t weight_bf16, uint32_t freq, int32_t lane,
                                              int32_t q, int32_t position0, const QLoadCosSin<Traits>& cos_sin,
@@ -178,12 +139,8 @@ __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chun
         uint32_t a_lo[4], a_hi[4];
         ptx::ldmatrix_x4(a_lo, chunk_row_address<Traits>(lo_chunk, lane, step));
         ptx::ldmatrix_x4(a_hi, chunk_row_address<Traits>(hi_chunk, lane, step));
-        if constexpr (kBuild == KBuild::kRotateTable)
-            rotate_step_table<Traits, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, cos_sin.word[h], lane, step);
-        else if constexpr (kBuild == KBuild::kRotate)
-            rotate_step<Traits, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, freq, lane, step, position0);
-        else
-            scale_step<Traits, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, lane, step);
+        build_k_step<Traits, kBuild, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, freq, cos_sin.word[h], lane, step,
+                                                   position0);
         ptx::mma_bf16_16816(acc[0], a_lo, b_lo[2 * h], b_lo[2 * h + 1]);
         ptx::mma_bf16_16816(acc[1], a_hi, b_hi[2 * h], b_hi[2 * h + 1]);
     }
@@ -213,27 +170,27 @@ __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t h
     }
 #pragma unroll 1
     for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
-        kfv_scores_q<Traits, KBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq,
+        kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq,
                                                             lane, q, position0, ahead[0], acc);
     if (from_table) {
 #pragma unroll
         for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)
             if (q < rotated_q_loads)
-                kfv_scores_q<Traits, KBuild::kRotateTable, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight,
+                kfv_scores_q<Traits, KFromVBuild::kRotateTable, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight,
                                                                           weight_bf16, freq, lane, q, position0,
                                                                           ahead[q], acc);
 #pragma unroll 1
         for (int32_t q = Traits::kCosSinQLoadsAhead; q < rotated_q_loads; ++q) {
             QLoadCosSin<Traits> words;
             load_q_cos_sin<Traits>(table, lane, q, position0, &words);
-            kfv_scores_q<Traits, KBuild::kRotateTable, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight,
+            kfv_scores_q<Traits, KFromVBuild::kRotateTable, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight,
                                                                       weight_bf16, freq, lane, q, position0, words,
                                                                       acc);
         }
     } else {
 #pragma unroll 1
         for (int32_t q = 0; q < rotated_q_loads; ++q)
-            kfv_scores_q<Traits, KBuild::kRotate, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16,
+            kfv_scores_q<Traits, KFromVBuild::kRotate, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16,
                                                                  freq, lane, q, position0, ahead[0], acc);
     }
     finish_scores(acc, lane, score_scale, keys_valid, s);
