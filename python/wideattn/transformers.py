@@ -313,11 +313,11 @@ def attention_forward(module, query, key, value, attention_mask, **kwargs):
     sliding_window, the paged cache and its metadata, ...). Returns (attn_output [B, T, Hq, D],
     None); a call wideattn does not serve goes to SDPA."""
     paged = is_paged_call(kwargs)
+    scaling = kwargs.get("scaling")
+    scaling = float(scaling) if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
     if not paged and _v_only.is_v_only_call(module, key, value):
         # A V-only cache layer's call (wideattn.v_only_cache): K exists only as V's function, so
         # it never goes to SDPA.
-        scaling = kwargs.get("scaling")
-        scaling = float(scaling) if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
         calls["k_from_v"] += 1
         return _v_only.k_from_v_forward(module, query, value, scaling), None
     if paged and kwargs.get("block_table") is not None:
@@ -325,8 +325,6 @@ def attention_forward(module, query, key, value, attention_mask, **kwargs):
                                   "(transformers' flash_attn_with_kvcache decode path) is not supported")
     result = None
     if unserved_reason(module, query, key, value, kwargs) is None:
-        scaling = kwargs.get("scaling")
-        scaling = float(scaling) if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
         if paged:
             result = _paged_forward(module, query, key, value, scaling, kwargs)
         else:

@@ -134,11 +134,16 @@ def _v_only_layer_class():
     return VOnlyLayer
 
 
+def _text_config(config):
+    """The decoder's text config of a model config (Gemma 4's multimodal configs nest it)."""
+    return config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+
+
 def k_from_v_layers(config):
     """The layer indices whose K a V-only cache rebuilds from V: the full-attention layers of a
     config with attention_k_eq_v (Gemma 4's global layers). Raises ValueError for a config without
     attention_k_eq_v (its K is not a function of its V)."""
-    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    text = _text_config(config)
     if not getattr(text, "attention_k_eq_v", False):
         raise ValueError("wideattn.v_only_cache: the model's config has no attention_k_eq_v (its global layers' K "
                          "is not a function of their V), so no layer can keep V only")
@@ -152,7 +157,7 @@ def v_only_cache(model, e4m3=False):
     call). Registers the model's k_norm weights and RoPE frequencies for k_from_v_forward."""
     from transformers import DynamicCache
     config = model.config
-    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    text = _text_config(config)
     layers = k_from_v_layers(config)
     register_model(model)
     cache = DynamicCache(config=config)

@@ -19,11 +19,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import harness  # noqa: E402
 
-harness.require_torch()
+harness.require_cuda()
 import torch  # noqa: E402
-
-if not torch.cuda.is_available():
-    harness.skip("no CUDA device")
 
 import wideattn  # noqa: E402
 from wideattn import ops, reference  # noqa: E402

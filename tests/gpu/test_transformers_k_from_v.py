@@ -38,16 +38,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "bench"))
 import harness  # noqa: E402
 
-harness.require_torch()
+harness.require_transformers_gemma4()
 import torch  # noqa: E402
 
-if not torch.cuda.is_available():
-    harness.skip("no CUDA device")
-try:
-    import transformers  # noqa: F401
-    from transformers import DynamicCache, Gemma4ForCausalLM  # noqa: F401
-except ImportError as error:
-    harness.skip(f"transformers with Gemma 4 not importable: {error}")
+from transformers import DynamicCache  # noqa: E402
 
 import e2e_drift  # noqa: E402
 import hf_gemma4  # noqa: E402

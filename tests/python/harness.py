@@ -36,6 +36,24 @@ def require_torch():
         skip("torch is not installed for this interpreter (Debian: python3-torch)")
 
 
+def require_cuda():
+    """torch with a CUDA device (the GPU scripts), else the script is skipped."""
+    require_torch()
+    import torch
+    if not torch.cuda.is_available():
+        skip("no CUDA device")
+
+
+def require_transformers_gemma4():
+    """require_cuda, and a transformers with Gemma4ForCausalLM, else the script is skipped."""
+    require_cuda()
+    try:
+        import transformers  # noqa: F401
+        from transformers import Gemma4ForCausalLM  # noqa: F401
+    except ImportError as error:
+        skip(f"transformers with Gemma 4 not importable: {error}")
+
+
 def expect_raises(error_type, substrings, function, *args, **kwargs):
     """Calls function and checks it raises error_type whose text contains every substring."""
     try:
