@@ -1211,8 +1211,9 @@ class _FakeConfig:
 def test_v_only_cache_keeps_v_alone_in_the_global_layers():
     """v_only_cache on a stand-in transformers (DynamicLayer / DynamicCache contract): the global
     layer keeps V only (its bytes half of a K + V layer's), returns the prompt's own keys on the
-    first update and V as key and value after; another attention implementation and a config
-    without attention_k_eq_v are refused by name."""
+    first update and V as key and value after; another attention implementation, a config
+    without attention_k_eq_v and a DynamicCache whose layer count the module does not expect are
+    refused by name."""
     import types
     saved = {name: sys.modules.get(name) for name in ("transformers", "transformers.cache_utils")}
     fake = types.ModuleType("transformers")
@@ -1254,6 +1255,14 @@ def test_v_only_cache_keeps_v_alone_in_the_global_layers():
             assert "attention_k_eq_v" in str(e), e
         else:
             raise AssertionError("a config without attention_k_eq_v accepted")
+        model.config = _FakeConfig()
+        model.config.num_kv_shared_layers = 2    # the stand-in cache still makes a layer for every type
+        try:
+            v_only_cache.v_only_cache(model)
+        except ValueError as e:
+            assert "made 6 layers for 6 layer types" in str(e), e
+        else:
+            raise AssertionError("a cache of an unknown layer count accepted")
     finally:
         v_only_cache._layer_class.clear()
         v_only_cache._layer_e4m3.clear()
