@@ -29,6 +29,7 @@
 #include "dispatch/tuning.h"
 #include "dispatch/validation.h"
 #include "fp8/codec/e4m3.h"
+#include "kernels/k_from_v_rebuild/traits.h"
 #include "wideattn.h"
 
 #ifndef WIDEATTN_DEFAULT_BUNDLE_DIR
@@ -43,6 +44,7 @@ static_assert(offsetof(wideattn_k_from_v, inv_freq) == 32, "C API 0.5.0 callers 
 static_assert(offsetof(wideattn_k_from_v, cos_sin) == 40, "C API 0.6.0 callers pass the 40 bytes before cos_sin");
 static_assert(sizeof(wideattn_quantize_params) == 112, "wideattn_quantize_params layout changed: update bindings");
 static_assert(sizeof(wideattn_scale_params) == 64, "wideattn_scale_params layout changed: update bindings");
+static_assert(sizeof(wideattn_k_from_v_rebuild_out) == 96, "wideattn_k_from_v_rebuild_out layout changed: update bindings");
 static_assert(sizeof(wideattn_kernel_info) == 112, "wideattn_kernel_info layout changed: update bindings");
 
 namespace {
@@ -407,6 +409,44 @@ wideattn_status quantize_to_cache(wideattn_context* ctx, const wideattn_quantize
         [&](const wideattn::ManifestKernel& kernel) { return wideattn::quantize_launch_geometry(kernel, args); });
 }
 
+wideattn_status k_from_v_rebuild(wideattn_context* ctx, const wideattn_prefill_params* params,
+                                 const wideattn_k_from_v_rebuild_out* out, void* stream) {
+    if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
+    std::string message;
+    wideattn::KFromVRebuildArgs args{};
+    wideattn_status status = wideattn::validate_k_from_v_rebuild(params, out, &args.out, &message);
+    if (status == WIDEATTN_OK) status = wideattn::read_k_from_v(*params, &args.kfv, &message);
+    if (status != WIDEATTN_OK) return fail(status, message);
+    std::memcpy(static_cast<void*>(&args.params), params, offsetof(wideattn_prefill_params, k_from_v));
+    args.params.k_from_v = nullptr;  // the kernel reads the validated copy, args.kfv
+    // Checked mode: params' metadata as wideattn_prefill checks it, then out's table against the
+    // same lengths (the rows the kernel reads of it, entries within out.num_blocks).
+    const auto check = [&](const wideattn::Driver& drv, CUstream cu_stream) {
+        if (!wideattn::checked_mode(args.params, ctx->check_metadata)) return WIDEATTN_OK;
+        std::string why;
+        wideattn_status checked = wideattn::check_device_metadata(drv, args.params, cu_stream, &why);
+        if (checked == WIDEATTN_OK) {
+            wideattn_prefill_params out_view = args.params;
+            out_view.block_table = args.out.block_table;
+            out_view.block_table_stride = args.out.block_table_stride;
+            out_view.num_blocks = args.out.num_blocks;
+            checked = wideattn::check_device_metadata(drv, out_view, cu_stream, &why);
+            if (checked != WIDEATTN_OK) why = "out: " + why;
+        }
+        return checked == WIDEATTN_OK ? checked : fail(checked, why);
+    };
+    return wideattn::launch_on_current_device(
+        ctx, &args, stream,
+        [&](int cc_major, int cc_minor, int32_t* index, std::string* why) {
+            return wideattn::select_k_from_v_rebuild_kernel(ctx->manifest.kernels, args.params, cc_major, cc_minor,
+                                                            index, why);
+        },
+        [&](const wideattn::ManifestKernel& kernel) {
+            return wideattn::k_from_v_rebuild_launch_geometry(kernel, args.params, args.out);
+        },
+        check);
+}
+
 wideattn_status compute_scale(wideattn_context* ctx, const wideattn_scale_params* params, void* stream) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     std::string message;
@@ -566,6 +606,11 @@ wideattn_status wideattn_prefill(wideattn_context* ctx, const wideattn_prefill_p
 wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, const wideattn_quantize_params* params,
                                            void* stream) {
     return guarded("wideattn_quantize_to_cache", [&] { return quantize_to_cache(ctx, params, stream); });
+}
+
+wideattn_status wideattn_k_from_v_rebuild(wideattn_context* ctx, const wideattn_prefill_params* params,
+                                          const wideattn_k_from_v_rebuild_out* out, void* stream) {
+    return guarded("wideattn_k_from_v_rebuild", [&] { return k_from_v_rebuild(ctx, params, out, stream); });
 }
 
 wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_scale_params* params, void* stream) {

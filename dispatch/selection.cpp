@@ -9,6 +9,7 @@
 #include "kernels/common/k_from_v.h"
 #include "kernels/common/kernel_desc.h"
 #include "kernels/common/v_transposed.h"
+#include "kernels/k_from_v_rebuild/traits.h"
 
 namespace wideattn {
 namespace {
@@ -341,6 +342,51 @@ LaunchGeometry scale_launch_geometry(const ManifestKernel& k, const wideattn_sca
     LaunchGeometry g;
     g.grid_x = static_cast<uint32_t>(ceil_div(p.tokens, k.tile_tokens));  // tile.tokens = tokens per block
     g.grid_y = static_cast<uint32_t>(elementwise_grid_y(k, p.heads, p.head_dim));
+    g.block_x = static_cast<uint32_t>(k.threads);
+    g.dynamic_smem = static_cast<uint32_t>(k.dynamic_smem);
+    return g;
+}
+
+wideattn_status select_k_from_v_rebuild_kernel(const std::vector<ManifestKernel>& kernels,
+                                               const wideattn_prefill_params& p, int32_t cc_major, int32_t cc_minor,
+                                               int32_t* index, std::string* message) {
+    std::vector<int32_t> fitting;
+    std::string miss;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+        const ManifestKernel& k = kernels[i];
+        if (k.kind != kKindKFromVRebuild) continue;
+        if (!arch_runs_on(k, cc_major, cc_minor)) {
+            if (miss.empty()) miss = k.name + " (" + k.arch + ") does not run on " + device_arch_text(cc_major, cc_minor);
+            continue;
+        }
+        if (p.head_dim < k.head_dim_min || p.head_dim > k.head_dim_max) {
+            miss = k.name + " serves head_dim " + std::to_string(k.head_dim_min) + ".." + std::to_string(k.head_dim_max) +
+                   ", not head_dim=" + std::to_string(p.head_dim);
+            continue;
+        }
+        if (p.num_kv_heads > kMaxGridY) {
+            miss = k.name + " takes one block row per KV head in grid.y: num_kv_heads=" + std::to_string(p.num_kv_heads) +
+                   " is above " + std::to_string(kMaxGridY);
+            continue;
+        }
+        fitting.push_back(static_cast<int32_t>(i));
+    }
+    if (!fitting.empty()) {
+        *index = pick_fitting(kernels, fitting);
+        return WIDEATTN_OK;
+    }
+    *message = "no K-from-V rebuild kernel in the bundle for " + device_arch_text(cc_major, cc_minor) +
+               (miss.empty() ? std::string(": the bundle has none") : ": " + miss);
+    return WIDEATTN_ERROR_UNSUPPORTED;
+}
+
+LaunchGeometry k_from_v_rebuild_launch_geometry(const ManifestKernel& k, const wideattn_prefill_params& p,
+                                                const wideattn_k_from_v_rebuild_out& out) {
+    const int64_t pages_per_row = std::min(p.block_table_stride, out.block_table_stride);
+    const int64_t pairs = int64_t{p.num_seqs} * pages_per_row;
+    LaunchGeometry g;
+    g.grid_x = static_cast<uint32_t>(std::min<int64_t>(pairs, KFromVRebuildTraits::kMaxGridX));
+    g.grid_y = static_cast<uint32_t>(p.num_kv_heads);
     g.block_x = static_cast<uint32_t>(k.threads);
     g.dynamic_smem = static_cast<uint32_t>(k.dynamic_smem);
     return g;

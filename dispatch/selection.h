@@ -61,6 +61,16 @@ wideattn_status select_scale_kernel(const std::vector<ManifestKernel>& kernels, 
                                     int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
 LaunchGeometry scale_launch_geometry(const ManifestKernel& kernel, const wideattn_scale_params& p);
 
+// The same for wideattn_k_from_v_rebuild (validated by validate_k_from_v_rebuild): the closest
+// cubin of kind "k_from_v_rebuild" serving head_dim, num_kv_heads <= 65535 (grid.y); its grid
+// walks num_seqs x the pages both tables' rows address, at most kMaxGridX blocks in grid.x (the
+// kernel's traits), grid-stride.
+wideattn_status select_k_from_v_rebuild_kernel(const std::vector<ManifestKernel>& kernels,
+                                               const wideattn_prefill_params& p, int32_t cc_major, int32_t cc_minor,
+                                               int32_t* index, std::string* message);
+LaunchGeometry k_from_v_rebuild_launch_geometry(const ManifestKernel& kernel, const wideattn_prefill_params& p,
+                                                const wideattn_k_from_v_rebuild_out& out);
+
 // The device-independent part of the quantise and scale selections, checked before the driver
 // is needed: when the bundle's kernels of the call's kind and src_dtype that serve its head_dim
 // (any arch) would all need more than 65535 blocks in grid.y for heads x head_dim,

@@ -30,6 +30,7 @@ constexpr uint32_t kKnownFlags = WIDEATTN_FLAG_CHECK_METADATA | WIDEATTN_FLAG_V_
                                  WIDEATTN_FLAG_K_FROM_V;  // wideattn_prefill_params.flags
 constexpr uint32_t kKnownQuantizeFlags = WIDEATTN_FLAG_V_TRANSPOSED;  // wideattn_quantize_params.flags
 constexpr int64_t kTransposedSlotStride = 1;  // the slots of a transposed V row are contiguous
+constexpr char kRebuildOutFirstVersion[] = "0.8.0";  // wideattn_k_from_v_rebuild_out's first version
 
 bool v_transposed(const wideattn_prefill_params& p) { return (p.flags & WIDEATTN_FLAG_V_TRANSPOSED) != 0; }
 bool k_from_v(const wideattn_prefill_params& p) { return k_from_v_call(p.flags); }
@@ -116,9 +117,10 @@ bool rows_nest(const char* what, const char* row_name, int64_t row_size, std::in
 // Appends the span of a tensor that passed tensor_fits (rows of `row` elements of `elem_size`
 // along `dims`) to *spans; a tensor without elements (a count or row of 0, a NULL base) has none.
 // Spans in fixed storage: the most a call has (the prefill's 12; 14 with K from V, whose three tables
-// come with no k_cache), without an allocation.
+// come with no k_cache; 17 for a K-from-V rebuild, the out caches and table added), without an
+// allocation.
 struct SpanList {
-    static constexpr size_t kCapacity = 16;
+    static constexpr size_t kCapacity = 20;
     Span items[kCapacity];
     size_t count = 0;
     void push_back(const Span& s) {
@@ -744,6 +746,70 @@ wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std:
     add_source_spans(&spans, p->src, p->src_token_stride, p->src_head_stride, p->tokens, p->heads, p->head_dim,
                      p->slot_mapping);
     add_span(&spans, "scale", p->scale, false, sizeof(float), 1, {});
+    return v.apart(spans) ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
+}
+
+wideattn_status validate_k_from_v_rebuild(const wideattn_prefill_params* p, const wideattn_k_from_v_rebuild_out* out,
+                                          wideattn_k_from_v_rebuild_out* out_copy, std::string* message) {
+    Validator v(message);
+    if (const wideattn_status status = validate_params(p, message); status != WIDEATTN_OK) return status;
+    if (!k_from_v(*p)) {
+        *message = "params.flags=" + std::to_string(p->flags) +
+                   " lacks WIDEATTN_FLAG_K_FROM_V: wideattn_k_from_v_rebuild rebuilds the keys of a K-from-V call";
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (v_transposed(*p)) {
+        *message = "params.flags=" + std::to_string(p->flags) +
+                   " has WIDEATTN_FLAG_V_TRANSPOSED: wideattn_k_from_v_rebuild reads V in the engine layout "
+                   "v_cache[block][slot][kv_head][d] only";
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (p->kv_dtype != WIDEATTN_DTYPE_BF16 && p->kv_dtype != WIDEATTN_DTYPE_E4M3) {
+        *message = "params.kv_dtype=" + std::to_string(p->kv_dtype) +
+                   ": wideattn_k_from_v_rebuild reads a BF16 or an E4M3 V cache";
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (!out) {
+        *message = "out is NULL";
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    }
+    if (!read_versioned(out, sizeof(wideattn_k_from_v_rebuild_out), kRebuildOutFirstVersion,
+                        "wideattn_k_from_v_rebuild_out", out_copy, message))
+        return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    const wideattn_k_from_v_rebuild_out& o = *out_copy;
+    const int32_t bf16 = dtype_size(WIDEATTN_DTYPE_BF16);
+    const std::initializer_list<Dim> k_dims = {{"out.num_blocks", o.num_blocks, "out.k_block_stride", o.k_block_stride},
+                                               {"block_size", p->block_size, "out.k_slot_stride", o.k_slot_stride},
+                                               {"num_kv_heads", p->num_kv_heads, "out.k_head_stride", o.k_head_stride}};
+    const std::initializer_list<Dim> v_dims = {{"out.num_blocks", o.num_blocks, "out.v_block_stride", o.v_block_stride},
+                                               {"block_size", p->block_size, "out.v_slot_stride", o.v_slot_stride},
+                                               {"num_kv_heads", p->num_kv_heads, "out.v_head_stride", o.v_head_stride}};
+    const bool ok =
+        (o.reserved == 0 || v.fail("out.reserved=" + std::to_string(o.reserved) + " must be 0")) &&
+        (o.reserved2 == 0 || v.fail("out.reserved2=" + std::to_string(o.reserved2) + " must be 0")) &&
+        v.not_null(o.k_cache, "out.k_cache") && v.not_null(o.v_cache, "out.v_cache") &&
+        v.not_null(o.block_table, "out.block_table") && v.aligned(o.k_cache, kTensorAlignment, "out.k_cache") &&
+        v.aligned(o.v_cache, kTensorAlignment, "out.v_cache") &&
+        v.aligned(o.block_table, sizeof(int32_t), "out.block_table") &&
+        v.at_least(o.num_blocks, 1, "out.num_blocks") && v.at_least(o.block_table_stride, 1, "out.block_table_stride") &&
+        v.stride(o.k_block_stride, bf16, "out.k_block_stride") && v.stride(o.k_slot_stride, bf16, "out.k_slot_stride") &&
+        v.stride(o.k_head_stride, bf16, "out.k_head_stride") && v.stride(o.v_block_stride, bf16, "out.v_block_stride") &&
+        v.stride(o.v_slot_stride, bf16, "out.v_slot_stride") && v.stride(o.v_head_stride, bf16, "out.v_head_stride") &&
+        v.tensor_fits("out.k_cache", o.k_cache, bf16, p->head_dim, k_dims) &&
+        v.tensor_fits("out.v_cache", o.v_cache, bf16, p->head_dim, v_dims) &&
+        v.tensor_fits("out.block_table", o.block_table, sizeof(int32_t), o.block_table_stride,
+                      {{"num_seqs", p->num_seqs, "out.block_table_stride", o.block_table_stride}}) &&
+        // The kernel writes one row of head_dim per (block, slot, head) of each: rows that overlap would race.
+        v.rows_disjoint("out.k_cache rows", "head_dim", p->head_dim, k_dims) &&
+        v.rows_disjoint("out.v_cache rows", "head_dim", p->head_dim, v_dims);
+    if (!ok) return WIDEATTN_ERROR_INVALID_ARGUMENT;
+    // The out caches share no byte with each other nor with an input (params' tensors, out's table).
+    SpanList spans;
+    add_span(&spans, "out.k_cache", o.k_cache, true, bf16, p->head_dim, k_dims);
+    add_span(&spans, "out.v_cache", o.v_cache, true, bf16, p->head_dim, v_dims);
+    add_span(&spans, "out.block_table", o.block_table, false, sizeof(int32_t), o.block_table_stride,
+             {{"num_seqs", p->num_seqs, "out.block_table_stride", o.block_table_stride}});
+    add_prefill_spans(*p, &spans);
     return v.apart(spans) ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
 }
 

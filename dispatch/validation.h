@@ -1,6 +1,6 @@
 // validation.h - the host-side argument checks of wideattn_prefill / wideattn_is_supported,
-// wideattn_quantize_to_cache and wideattn_compute_scale. No driver, no I/O: unit-testable on
-// any machine. Kernel selection and launch geometry are in selection.h.
+// wideattn_quantize_to_cache, wideattn_compute_scale and wideattn_k_from_v_rebuild. No driver,
+// no I/O: unit-testable on any machine. Kernel selection and launch geometry are in selection.h.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +70,11 @@ std::string past_address_space(const char* name, const void* base, uint64_t last
 // wideattn_dtype), or UNSUPPORTED for a wideattn_dtype no kernel takes as its source.
 wideattn_status validate_quantize_params(const wideattn_quantize_params* p, std::string* message);
 
+// The same for wideattn_k_from_v_rebuild: params validated as validate_params does, then a
+// K-from-V call over a BF16 or E4M3 V cache in the engine layout, and `out` read as a versioned
+// struct into *out_copy and checked (caches, strides, table, extents, overlaps with params).
+wideattn_status validate_k_from_v_rebuild(const wideattn_prefill_params* p, const wideattn_k_from_v_rebuild_out* out,
+                                          wideattn_k_from_v_rebuild_out* out_copy, std::string* message);
 // The same for wideattn_compute_scale (the per-tensor amax kernel).
 wideattn_status validate_scale_params(const wideattn_scale_params* p, std::string* message);
 

@@ -42,10 +42,11 @@ extern "C" {
  * 0.4.0 keeps working); 0.6.0 appended `inv_freq` to wideattn_k_from_v (32 -> 40 bytes; a 0.5.0
  * caller's 32-byte struct is still accepted, its inv_freq taken as NULL); 0.7.0 appended
  * `cos_sin`, `cos_sin_positions` and `reserved2` to wideattn_k_from_v (40 -> 56 bytes; 32- and
- * 40-byte structs are still accepted, without a table). The shared library's soname is
- * libwideattn.so.<MAJOR>. */
+ * 40-byte structs are still accepted, without a table); 0.8.0 added wideattn_k_from_v_rebuild
+ * (K from V rebuilt into a K + V cache: the prefill path of K from V). The shared library's
+ * soname is libwideattn.so.<MAJOR>. */
 #define WIDEATTN_VERSION_MAJOR 0
-#define WIDEATTN_VERSION_MINOR 7
+#define WIDEATTN_VERSION_MINOR 8
 #define WIDEATTN_VERSION_PATCH 0
 
 /* Status codes. */
@@ -586,6 +587,65 @@ WIDEATTN_API wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, c
  */
 WIDEATTN_API wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_scale_params* params,
                                                     void* stream);
+
+/*
+ * K from V rebuilt into a K + V cache (C API 0.8.0): the prefill path of WIDEATTN_FLAG_K_FROM_V.
+ * The K-from-V kernels of the bundle serve single-token decode; a call with several query tokens
+ * per sequence (a prompt, a chunk, a verify step) rebuilds the keys it reads once, into a bf16
+ * K + V cache the caller owns (a scratch shared by the layers of a step), and runs as a plain
+ * K + V call on it, on whichever prefill kernel the device has:
+ *
+ *   wideattn_k_from_v_rebuild(ctx, &params, &out, stream);   // params: the K-from-V call
+ *   kv = params; kv.flags &= ~WIDEATTN_FLAG_K_FROM_V; kv.k_from_v = NULL;
+ *   kv.k_cache = out.k_cache (and its strides); kv.v_cache = out.v_cache (and its strides);
+ *   kv.block_table = out.block_table; kv.block_table_stride = out.block_table_stride;
+ *   kv.num_blocks = out.num_blocks; kv.kv_dtype = WIDEATTN_DTYPE_BF16; kv.k_scale = kv.v_scale = NULL;
+ *   wideattn_prefill(ctx, &kv, stream);
+ *
+ * For every sequence s, key j < L(s) and KV head h, with L(s) = seq_lens_k[s] clamped to 0 ..
+ * the keys both tables' rows address (block_table_stride * block_size of params and of out):
+ *   out.k_cache(page, j % block_size, h, :) = K of the key, the bf16 values the K-from-V decode
+ *       kernels compute (kernels/common/k_from_v.h: bf16(V w), rotated with the table's cos / sin
+ *       where params.k_from_v->cos_sin holds position j, else rope_cos_sin_reduced's), and
+ *   out.v_cache(page, j % block_size, h, :) = its V as bf16 (a bf16 V cache: the same bits; e4m3:
+ *       bf16(code * v_scale)),
+ * where page = out.block_table[s * out.block_table_stride + j / block_size]. Nothing else of the
+ * out caches is written: keys from L(s) on, and a page entry outside 0 .. out.num_blocks - 1
+ * (its keys are skipped). A params block_table entry outside 0 .. num_blocks - 1 reads its V as
+ * zeros (K and V written as zeros), as the attention kernels read such a page. Pages named by two
+ * (sequence, index) pairs of out.block_table get one of the writes. params is validated as
+ * wideattn_prefill validates a K-from-V call (q, o and lse are not read), kv_dtype BF16 or E4M3 in
+ * the engine layout (not WIDEATTN_FLAG_V_TRANSPOSED); out's caches share no byte with each other
+ * nor with an input of params or out's block_table. Checked mode (WIDEATTN_FLAG_CHECK_METADATA or
+ * the environment) checks params' metadata as wideattn_prefill does. Bytes moved: the V read and
+ * the K and V written, ~4 KiB a key and KV head for a bf16 V of head_dim 512.
+ */
+typedef struct wideattn_k_from_v_rebuild_out {
+    uint32_t struct_size;        /* sizeof(wideattn_k_from_v_rebuild_out) (versioned struct, below) */
+    int32_t reserved;            /* 0 */
+    /* bf16 k_cache[block][slot][kv_head][d], 16-byte aligned, strides in elements (d contiguous),
+     * each a multiple of 8; num_kv_heads and head_dim those of params, block_size too. */
+    void* k_cache;
+    int64_t k_block_stride;
+    int64_t k_slot_stride;
+    int64_t k_head_stride;
+    /* bf16 v_cache, the same rules. */
+    void* v_cache;
+    int64_t v_block_stride;
+    int64_t v_slot_stride;
+    int64_t v_head_stride;
+    /* int32 block_table[num_seqs][block_table_stride] of the out caches (num_seqs of params),
+     * 4-byte aligned; the identity of a dense scratch is s * block_table_stride + j. */
+    const int32_t* block_table;
+    int64_t block_table_stride;  /* >= 1 */
+    int32_t num_blocks;          /* pages in k_cache and v_cache (>= 1) */
+    int32_t reserved2;           /* 0 */
+} wideattn_k_from_v_rebuild_out;
+
+/* Rebuilds the keys of a K-from-V call into out (above) on `stream` in the calling thread's
+ * current CUDA context. Validates every argument first, before the driver is loaded. */
+WIDEATTN_API wideattn_status wideattn_k_from_v_rebuild(wideattn_context* ctx, const wideattn_prefill_params* params,
+                                                       const wideattn_k_from_v_rebuild_out* out, void* stream);
 
 /*
  * Plans (C API 0.4.0): plan once per batch, run once per layer.

@@ -464,7 +464,7 @@ def expected_cells(kernel):
     """README's head dim and group cells for a manifest entry."""
     dims, group = kernel["head_dim"], kernel["group"]
     head_dim = str(dims["min"]) if dims["min"] == dims["max"] else f"{dims['min']}..{dims['max']} step {dims['step']}"
-    if kernel["kind"] in ("quantize_e4m3", "amax_e4m3"):
+    if kernel["kind"] in ("quantize_e4m3", "amax_e4m3", "k_from_v_rebuild"):
         group_text = "-"
     elif group["min"] == group["max"]:
         group_text = str(group["min"])

@@ -59,7 +59,7 @@ private:
 }  // namespace
 
 TEST_CASE("api: version and status names") {
-    CHECK(std::strcmp(wideattn_version(), "0.7.0") == 0);
+    CHECK(std::strcmp(wideattn_version(), "0.8.0") == 0);
     CHECK(std::strcmp(wideattn_status_string(WIDEATTN_ERROR_NO_DRIVER), "WIDEATTN_ERROR_NO_DRIVER") == 0);
     CHECK(std::strcmp(wideattn_status_string(static_cast<wideattn_status>(99)), "WIDEATTN_STATUS_UNKNOWN") == 0);
 }

@@ -11,9 +11,11 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "dispatch/manifest.h"
+#include "kernels/k_from_v_rebuild/traits.h"
 #include "tests/test_helpers.h"
 #include "wideattn.h"
 
@@ -51,7 +53,8 @@ public:
         module_loads_ = reinterpret_cast<int (*)()>(dlsym(handle_, "fake_cuda_module_loads"));
         tensor_maps_ = reinterpret_cast<int (*)()>(dlsym(handle_, "fake_cuda_tensor_maps"));
         take_launches_ = reinterpret_cast<const char* (*)()>(dlsym(handle_, "fake_cuda_take_launches"));
-        REQUIRE((last_launch_ && module_loads_ && tensor_maps_ && take_launches_));
+        last_rebuild_ = reinterpret_cast<const void* (*)()>(dlsym(handle_, "fake_cuda_last_rebuild"));
+        REQUIRE((last_launch_ && module_loads_ && tensor_maps_ && take_launches_ && last_rebuild_));
     }
     ~FakeDriver() { dlclose(handle_); }
     FakeDriver(const FakeDriver&) = delete;
@@ -60,6 +63,12 @@ public:
     int module_loads() const { return module_loads_(); }
     int tensor_maps() const { return tensor_maps_(); }
     std::string take_launches() const { return take_launches_(); }
+    // The argument of the last K-from-V rebuild launch.
+    KFromVRebuildArgs last_rebuild() const {
+        KFromVRebuildArgs args{};
+        std::memcpy(static_cast<void*>(&args), last_rebuild_(), sizeof args);
+        return args;
+    }
 
 private:
     void* handle_ = nullptr;
@@ -67,6 +76,7 @@ private:
     int (*module_loads_)() = nullptr;
     int (*tensor_maps_)() = nullptr;
     const char* (*take_launches_)() = nullptr;
+    const void* (*last_rebuild_)() = nullptr;
 };
 
 // The built bundle copied into a temp dir (so a test can damage it), opened.
@@ -313,4 +323,37 @@ TEST_CASE("fake driver: quantise and scale kernels load lazily too") {
     CHECK(wideattn_quantize_to_cache(bundle.ctx(), &q, nullptr) == WIDEATTN_ERROR_BUNDLE);
     CHECK(last_error() == "cubin " + bundle.cubin_path(*quantize) + " has 0 bytes, manifest says " +
                               std::to_string(quantize->cubin_bytes) + " (truncated or replaced file)");
+}
+
+TEST_CASE("fake driver: a K-from-V rebuild launches its kernel with the validated copies, grid over pages and heads") {
+    const FakeDriver driver;
+    const BundleCopy bundle;
+    if (!bundle.kernel("k_from_v_rebuild")) {
+        MESSAGE("the bundle has no k_from_v_rebuild for " << bundle.arch() << ": skipped");
+        return;
+    }
+    wideattn_prefill_params p = test::k_from_v_params();
+    wideattn_k_from_v_rebuild_out out{};
+    const int64_t slot = int64_t{p.num_kv_heads} * p.head_dim;
+    out.struct_size = sizeof(out);
+    out.k_cache = reinterpret_cast<void*>(uintptr_t{0x80000000});
+    out.v_cache = reinterpret_cast<void*>(uintptr_t{0xa0000000});
+    out.k_head_stride = out.v_head_stride = p.head_dim;
+    out.k_slot_stride = out.v_slot_stride = slot;
+    out.k_block_stride = out.v_block_stride = slot * p.block_size;
+    out.block_table = reinterpret_cast<const int32_t*>(uintptr_t{0xc0000000});
+    out.block_table_stride = 40;
+    out.num_blocks = 80;
+    driver.take_launches();
+    REQUIRE_MESSAGE(wideattn_k_from_v_rebuild(bundle.ctx(), &p, &out, nullptr) == WIDEATTN_OK, last_error());
+    // 2 sequences x min(1024, 40) table entries, one block row per KV head.
+    CHECK(driver.take_launches() == "wideattn_k_from_v_rebuild_kernel 80 4 1\n");
+    const KFromVRebuildArgs seen = driver.last_rebuild();
+    CHECK(seen.params.v_cache == p.v_cache);
+    CHECK(seen.params.k_from_v == nullptr);  // the kernel reads the copy below, never a host pointer
+    CHECK(seen.kfv.k_norm_scale == test::k_from_v_desc().k_norm_scale);
+    CHECK(seen.kfv.rotary_dims == test::k_from_v_desc().rotary_dims);
+    CHECK(seen.out.k_cache == out.k_cache);
+    CHECK(seen.out.block_table_stride == 40);
+    CHECK(seen.out.num_blocks == 80);
 }

@@ -60,6 +60,11 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
             CHECK(k.kind == "merge_splits");
             CHECK(k.o_dtype == WIDEATTN_DTYPE_BF16);
             CHECK(k.split_symbol.empty());
+        } else if (k.name == "k_from_v_rebuild") {
+            CHECK(k.kind == "k_from_v_rebuild");
+            CHECK(k.o_dtype == WIDEATTN_DTYPE_BF16);
+            CHECK(k.has_feature("e4m3_v"));
+            CHECK(k.split_symbol.empty());
         } else {
             CHECK(k.kind == "prefill");
         }
@@ -245,7 +250,7 @@ TEST_CASE("manifest: errors name the kernel and the field") {
         {replace("\"arch\": \"sm_90a\"", "\"arch\": \"gfx90a\""), "kernels[0] (mma): field 'arch'"},
         {replace("\"o_dtype\": \"bf16\"", "\"o_dtype\": \"int8\""), "field 'o_dtype' must be a dtype name"},
         {replace("\"kind\": \"prefill\"", "\"kind\": \"decode\""),
-         "field 'kind' must be \"prefill\", \"merge_splits\", \"quantize_e4m3\" or \"amax_e4m3\""},
+         "field 'kind' must be \"prefill\", \"merge_splits\", \"quantize_e4m3\", \"amax_e4m3\" or \"k_from_v_rebuild\""},
         {replace("\"threads\": 256", "\"threads\": 4096"), "field 'threads' must be an integer in 32..1024"},
         {replace("\"threads\": 256", "\"threads\": 2.5"), "field 'threads'"},
         {replace("\"cubin\": \"mma.sm_90a.cubin\"", "\"cubin\": \"../etc/passwd\""), "field 'cubin'"},

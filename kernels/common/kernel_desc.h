@@ -50,8 +50,8 @@ struct KernelDesc {
     int32_t dynamic_smem;     // bytes of dynamic shared memory per block
     int32_t min_sm;           // lowest compute capability (major*10+minor) it is built for
     const char* features;     // comma-separated feature list
-    const char* kind;         // what the kernel computes: kKindPrefill, kKindMergeSplits, kKindQuantizeE4m3 or
-                              // kKindAmaxE4m3
+    const char* kind;         // what the kernel computes: kKindPrefill, kKindMergeSplits, kKindQuantizeE4m3,
+                              // kKindAmaxE4m3 or kKindKFromVRebuild
     // The split-KV entry point (grid.z = key splits, partials into the workspace: docs/design.md
     // "Split-KV"), a second function of the same cubin with the same arguments; nullptr if none.
     // Its own function, so the unsplit entry's registers and code stay those of the kernel alone.
@@ -59,12 +59,13 @@ struct KernelDesc {
 };
 
 // Kernel kinds (manifest "kind"): the dispatcher picks prefill kernels for wideattn_prefill (and
-// a merge kernel after a split-KV launch), quantise kernels for wideattn_quantize_to_cache and
-// amax kernels for wideattn_compute_scale.
+// a merge kernel after a split-KV launch), quantise kernels for wideattn_quantize_to_cache, amax
+// kernels for wideattn_compute_scale and K-from-V rebuild kernels for wideattn_k_from_v_rebuild.
 constexpr const char* kKindPrefill = "prefill";
 constexpr const char* kKindMergeSplits = "merge_splits";
 constexpr const char* kKindQuantizeE4m3 = "quantize_e4m3";
 constexpr const char* kKindAmaxE4m3 = "amax_e4m3";
+constexpr const char* kKindKFromVRebuild = "k_from_v_rebuild";
 
 // Feature of a kernel made for calls of at most one query token per sequence (decode): it is
 // correct for any call (one block per token), but selection considers it on its own only when

@@ -10,6 +10,7 @@
 // run end to end on it (timing nothing but the host's side of the calls).
 #include <cuda.h>
 
+#include "kernels/k_from_v_rebuild/traits.h"
 #include "wideattn.h"
 
 #include <chrono>
@@ -61,6 +62,7 @@ int g_copies_until_failure = -1;  // cuMemcpyDtoHAsync calls that succeed before
 int g_kernel_launches = 0;        // cuLaunchKernel and cuLaunchKernelEx calls
 unsigned char g_last_args[sizeof(wideattn_prefill_params)];  // the first argument of the last launch
 unsigned char g_last_k_from_v[sizeof(wideattn_k_from_v)];   // the second argument of the last reference_f64 launch
+unsigned char g_last_rebuild[sizeof(wideattn::KFromVRebuildArgs)];  // the argument of the last rebuild launch
 bool g_no_launch_ex = false;      // cuLaunchKernelEx fails (a test that it is the call made)
 int g_context_index = 0;          // which of two contexts cuCtxGetCurrent reports
 
@@ -112,6 +114,8 @@ const void* fake_cuda_last_args(void) { return g_last_args; }
 // The second kernel argument of the last launch of the fp64 reference kernel (a wideattn_k_from_v:
 // the kernel with the k_from_v feature).
 const void* fake_cuda_last_k_from_v(void) { return g_last_k_from_v; }
+// The argument of the last launch of the K-from-V rebuild kernel (a wideattn::KFromVRebuildArgs).
+const void* fake_cuda_last_rebuild(void) { return g_last_rebuild; }
 // cuLaunchKernelEx fails with CUDA_ERROR_NOT_SUPPORTED while `fail` is nonzero.
 void fake_cuda_set_launch_ex_fails(int fail) { g_no_launch_ex = fail != 0; }
 // cuCtxGetCurrent reports context 0 (the default), context 1 (another CUDA context) or, for -1,
@@ -208,6 +212,8 @@ void record_launch(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsig
     if (params && params[0] && !elementwise) std::memcpy(g_last_args, params[0], sizeof g_last_args);
     if (params && params[1] && f->symbol == "wideattn_reference_f64")
         std::memcpy(g_last_k_from_v, params[1], sizeof g_last_k_from_v);
+    if (params && params[0] && f->symbol == wideattn::KFromVRebuildTraits::kSymbol)
+        std::memcpy(g_last_rebuild, params[0], sizeof g_last_rebuild);
 }
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,

@@ -79,6 +79,10 @@ constexpr uint64_t kQueueAheadNs = 300000;  // 300 us of spin: far above a call'
 // (wideattn_k_from_v.cos_sin, filled by wideattn_k_from_v_cos_sin).
 constexpr const char* kKfvCosSinFormula = "formula";
 constexpr const char* kKfvCosSinTable = "table";
+// --kernels names of the K-from-V prefill path (BenchVariant::rebuild): the rebuild kernel's
+// manifest name over a BF16 V-only cache, and with ":e4m3" over an e4m3 one.
+constexpr const char* kRebuildVariant = "k_from_v_rebuild";
+constexpr const char* kRebuildVariantE4m3 = "k_from_v_rebuild:e4m3";
 
 // A throughput probe cubin built in kProbeSubdir beside the CLI (sources in tools/bench/).
 struct PeakProbe {
@@ -181,6 +185,12 @@ std::string bench_variants(wideattn_context* ctx, const std::string& kernel_flag
     std::stringstream list(kernels_flag);
     std::string name;
     while (std::getline(list, name, ',')) {
+        if (name == kRebuildVariant || name == kRebuildVariantE4m3) {
+            BenchVariant rebuilt{name, name == kRebuildVariantE4m3, false, false, true};
+            rebuilt.rebuild = true;
+            variants->push_back(rebuilt);
+            continue;
+        }
         if (wideattn_set_prefill_kernel(ctx, name.c_str()) != WIDEATTN_OK)
             return std::string("--kernels: ") + wideattn_last_error();
         for (int i = 0; i < wideattn_kernel_count(ctx); ++i) {
@@ -368,7 +378,11 @@ void print_help() {
         "                 (decode_e4m3kfv_d512, decode_bf16kfv_d512), with --kernel or --kernels, runs\n"
         "                 K-from-V calls: k_cache NULL, K rebuilt from V with Gemma 4's description and\n"
         "                 random k_norm weights that are bf16 values, as a checkpoint's (kv_bytes: V only;\n"
-        "                 cos / sin as --kfv-cos-sin says)\n"
+        "                 cos / sin as --kfv-cos-sin says). k_from_v_rebuild in the list times the\n"
+        "                 K-from-V prefill path over a BF16 V-only cache: wideattn_k_from_v_rebuild into\n"
+        "                 a dense bf16 K + V scratch, then the K + V prefill the dispatcher picks for it\n"
+        "                 (both in each timed call; kernel column 'k_from_v_rebuild+KERNEL');\n"
+        "                 k_from_v_rebuild:e4m3 the same over an e4m3 V-only cache\n"
         "  --json FILE    also write the results as JSON: per case and variant the timings, TFLOP/s,\n"
         "                 max_seqlen_q, max_seqlen_k, num_splits, workspace_bytes, decode, and for\n"
         "                 decode cases kv_bytes, kv_gbps, pct_copy_bw_before, pct_copy_bw_after,\n"
@@ -640,6 +654,49 @@ struct QueueAhead {
     }
 };
 
+// The dense bf16 K + V scratch of a rebuild variant: table_stride pages a sequence, the identity
+// out table, and *kv: the K-from-V call `from_v` as a K + V call on the scratch.
+struct RebuildScratch {
+    DeviceBuffer k, v, table;
+    wideattn_k_from_v_rebuild_out out{};
+
+    std::string create(const GpuDevice& gpu, const HostProblem& h, const wideattn_prefill_params& from_v,
+                       wideattn_prefill_params* kv) {
+        const int32_t pages = h.table_stride, blocks = pages * static_cast<int32_t>(h.spec.q_lens.size());
+        std::vector<int32_t> identity(static_cast<size_t>(blocks));
+        for (int32_t i = 0; i < blocks; ++i) identity[static_cast<size_t>(i)] = i;
+        const int64_t slot_stride = int64_t{h.spec.num_kv_heads} * h.spec.head_dim;
+        const size_t bytes = static_cast<size_t>(blocks) * h.spec.block_size * slot_stride * sizeof(uint16_t);
+        std::string err = k.allocate(gpu, bytes);
+        if (err.empty()) err = v.allocate(gpu, bytes);
+        if (err.empty()) err = table.allocate(gpu, identity.size() * sizeof(int32_t));
+        if (err.empty()) err = table.upload(identity.data(), identity.size() * sizeof(int32_t));
+        out.struct_size = sizeof(out);
+        out.k_cache = k.get();
+        out.v_cache = v.get();
+        out.k_head_stride = out.v_head_stride = h.spec.head_dim;
+        out.k_slot_stride = out.v_slot_stride = slot_stride;
+        out.k_block_stride = out.v_block_stride = slot_stride * h.spec.block_size;
+        out.block_table = static_cast<const int32_t*>(table.get());
+        out.block_table_stride = pages;
+        out.num_blocks = blocks;
+        *kv = from_v;
+        kv->flags &= ~WIDEATTN_FLAG_K_FROM_V;
+        kv->k_from_v = nullptr;
+        kv->kv_dtype = WIDEATTN_DTYPE_BF16;
+        kv->k_scale = kv->v_scale = nullptr;
+        kv->k_cache = out.k_cache;
+        kv->v_cache = out.v_cache;
+        kv->k_block_stride = kv->v_block_stride = out.k_block_stride;
+        kv->k_slot_stride = kv->v_slot_stride = slot_stride;
+        kv->k_head_stride = kv->v_head_stride = h.spec.head_dim;
+        kv->block_table = out.block_table;
+        kv->block_table_stride = pages;
+        kv->num_blocks = blocks;
+        return err;
+    }
+};
+
 // Times case number `c` of the run with one variant into *r. Returns "" or the first error.
 std::string time_case(wideattn_context* ctx, const GpuDevice& gpu, const BenchOptions& o, const HostProblem& h,
                       size_t c, const InputPools& pools, const QueueAhead& ahead, CaseRecord* r) {
@@ -647,12 +704,21 @@ std::string time_case(wideattn_context* ctx, const GpuDevice& gpu, const BenchOp
     std::string err = upload_case(gpu, h, c, r->variant, o.reference, pools, &b);
     wideattn_prefill_params p = case_params(h, b, r->variant, o.reference);
     p.num_splits = static_cast<int32_t>(o.splits);
-    if (err.empty()) err = attach_workspace(ctx, gpu, &p, &b);
-    if (err.empty()) err = plan_case(ctx, gpu, p, r);
+    RebuildScratch scratch;
+    wideattn_prefill_params kv = p;  // the K + V call on the scratch (rebuild variants)
+    if (err.empty() && r->variant.rebuild) err = scratch.create(gpu, h, p, &kv);
+    wideattn_prefill_params& planned = r->variant.rebuild ? kv : p;
+    if (err.empty()) err = attach_workspace(ctx, gpu, &planned, &b);
+    if (err.empty()) err = plan_case(ctx, gpu, planned, r);
+    if (err.empty() && r->variant.rebuild) r->kernel = std::string(kRebuildVariant) + "+" + r->kernel;
     if (err.empty())
         err = time_launches(gpu, static_cast<int>(o.warmup), static_cast<int>(o.reps),
                             [&]() -> std::string {
-                                if (wideattn_prefill(ctx, &p, nullptr) != WIDEATTN_OK) return wideattn_last_error();
+                                if (r->variant.rebuild &&
+                                    wideattn_k_from_v_rebuild(ctx, &p, &scratch.out, nullptr) != WIDEATTN_OK)
+                                    return wideattn_last_error();
+                                if (wideattn_prefill(ctx, &planned, nullptr) != WIDEATTN_OK)
+                                    return wideattn_last_error();
                                 return {};
                             },
                             &r->t, [&] { return ahead(); });
@@ -688,7 +754,8 @@ struct BenchContexts {
 std::string side_by_side_skip(const wideattn_context* ctx, const BenchOptions& o, const HostProblem& h,
                               const BenchVariant& variant) {
     const auto num_seqs = static_cast<int32_t>(h.spec.q_lens.size());
-    if (o.kernels_flag.empty() || kernel_serves_alone(ctx, variant.kernel, h.total_q, num_seqs)) return {};
+    if (o.kernels_flag.empty() || variant.rebuild || kernel_serves_alone(ctx, variant.kernel, h.total_q, num_seqs))
+        return {};
     const int32_t limit = kernel_alone_tokens_per_seq(ctx, variant.kernel);
     return variant.kernel + " skipped: a " + (limit == 1 ? kFeatureSingleToken : kFeatureFewTokens) +
            " kernel, timed only where total_q <= " + (limit == 1 ? "" : std::to_string(limit) + " x ") +
@@ -712,7 +779,7 @@ int run_suite(const BenchContexts& contexts, const GpuDevice& gpu, const BenchOp
                 std::printf("%-24s note: %s\n", bc.name.c_str(), why.c_str());
                 continue;
             }
-            wideattn_set_prefill_kernel(ctx, variant.kernel.empty() ? nullptr : variant.kernel.c_str());
+            wideattn_set_prefill_kernel(ctx, variant.kernel.empty() || variant.rebuild ? nullptr : variant.kernel.c_str());
             CaseRecord r = new_record(bc, h, variant);
             const std::string err = time_case(ctx, gpu, o, h, c, pools, ahead, &r);
             if (!err.empty()) {

@@ -124,6 +124,10 @@ struct BenchVariant {
     // `wideattn bench --pdl`: "on" or "off", the WIDEATTN_PDL of the context the variant runs on
     // (programmatic dependent launch of the split-KV merge); "" without --pdl (the environment's).
     std::string pdl{};
+    // `--kernels k_from_v_rebuild[:e4m3]` (K-from-V variants): each call is wideattn_k_from_v_rebuild
+    // into a dense bf16 K + V scratch (outside the timed pair only its allocation) followed by the
+    // K + V prefill the dispatcher picks for the scratch, both timed.
+    bool rebuild = false;
 };
 
 // The random inputs every case tiles from: bf16 values, and for e4m3 inputs the same values as
