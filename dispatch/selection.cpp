@@ -364,11 +364,6 @@ wideattn_status select_k_from_v_rebuild_kernel(const std::vector<ManifestKernel>
                    ", not head_dim=" + std::to_string(p.head_dim);
             continue;
         }
-        if (p.num_kv_heads > kMaxGridY) {
-            miss = k.name + " takes one block row per KV head in grid.y: num_kv_heads=" + std::to_string(p.num_kv_heads) +
-                   " is above " + std::to_string(kMaxGridY);
-            continue;
-        }
         fitting.push_back(static_cast<int32_t>(i));
     }
     if (!fitting.empty()) {
@@ -386,7 +381,7 @@ LaunchGeometry k_from_v_rebuild_launch_geometry(const ManifestKernel& k, const w
     const int64_t pairs = int64_t{p.num_seqs} * pages_per_row;
     LaunchGeometry g;
     g.grid_x = static_cast<uint32_t>(std::min<int64_t>(pairs, KFromVRebuildTraits::kMaxGridX));
-    g.grid_y = static_cast<uint32_t>(p.num_kv_heads);
+    g.grid_y = 1;  // a block takes every KV head of its page
     g.block_x = static_cast<uint32_t>(k.threads);
     g.dynamic_smem = static_cast<uint32_t>(k.dynamic_smem);
     return g;

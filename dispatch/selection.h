@@ -62,9 +62,9 @@ wideattn_status select_scale_kernel(const std::vector<ManifestKernel>& kernels, 
 LaunchGeometry scale_launch_geometry(const ManifestKernel& kernel, const wideattn_scale_params& p);
 
 // The same for wideattn_k_from_v_rebuild (validated by validate_k_from_v_rebuild): the closest
-// cubin of kind "k_from_v_rebuild" serving head_dim, num_kv_heads <= 65535 (grid.y); its grid
-// walks num_seqs x the pages both tables' rows address, at most kMaxGridX blocks in grid.x (the
-// kernel's traits), grid-stride.
+// cubin of kind "k_from_v_rebuild" serving head_dim; its grid walks num_seqs x the pages both
+// tables' rows address, at most kMaxGridX blocks in grid.x (the kernel's traits), grid-stride,
+// each block every KV head of its page.
 wideattn_status select_k_from_v_rebuild_kernel(const std::vector<ManifestKernel>& kernels,
                                                const wideattn_prefill_params& p, int32_t cc_major, int32_t cc_minor,
                                                int32_t* index, std::string* message);

@@ -346,8 +346,8 @@ TEST_CASE("fake driver: a K-from-V rebuild launches its kernel with the validate
     out.num_blocks = 80;
     driver.take_launches();
     REQUIRE_MESSAGE(wideattn_k_from_v_rebuild(bundle.ctx(), &p, &out, nullptr) == WIDEATTN_OK, last_error());
-    // 2 sequences x min(1024, 40) table entries, one block row per KV head.
-    CHECK(driver.take_launches() == "wideattn_k_from_v_rebuild_kernel 80 4 1\n");
+    // 2 sequences x min(1024, 40) table entries; a block takes every KV head of its page.
+    CHECK(driver.take_launches() == "wideattn_k_from_v_rebuild_kernel 80 1 1\n");
     const KFromVRebuildArgs seen = driver.last_rebuild();
     CHECK(seen.params.v_cache == p.v_cache);
     CHECK(seen.params.k_from_v == nullptr);  // the kernel reads the copy below, never a host pointer

@@ -40,6 +40,40 @@ __device__ __forceinline__ void unpack_e4m3x8(uint2 word, float scale, float* ou
         out[i] = fp8::e4m3_to_float(static_cast<uint8_t>(w[i / 4] >> (8 * (i % 4)))) * scale;
 }
 
+// A lane's raw V of one key: its two 16-byte bf16 vectors (dims first.., kHalfDim + first..), or
+// for an e4m3 V its two 8-byte code vectors in .x / .y of each. Zero: a row outside the cache.
+struct RawRow {
+    uint4 lo{}, hi{};
+};
+
+// Issues the loads of a lane's V at element offset `row` of the V cache.
+__device__ __forceinline__ RawRow load_row(const wideattn_prefill_params& p, bool e4m3, int64_t row, int32_t first) {
+    RawRow raw;
+    if (e4m3) {
+        const uint8_t* v = static_cast<const uint8_t*>(p.v_cache) + row;
+        const uint2 lo = __ldg(reinterpret_cast<const uint2*>(v + first));
+        const uint2 hi = __ldg(reinterpret_cast<const uint2*>(v + Traits::kHalfDim + first));
+        raw.lo = make_uint4(lo.x, lo.y, 0, 0);
+        raw.hi = make_uint4(hi.x, hi.y, 0, 0);
+    } else {
+        const uint16_t* v = static_cast<const uint16_t*>(p.v_cache) + row;
+        raw.lo = __ldg(reinterpret_cast<const uint4*>(v + first));
+        raw.hi = __ldg(reinterpret_cast<const uint4*>(v + Traits::kHalfDim + first));
+    }
+    return raw;
+}
+
+// The fp32 values of a RawRow (e4m3: dequantised with `scale`).
+__device__ __forceinline__ void unpack_row(const RawRow& raw, bool e4m3, float scale, float* lo, float* hi) {
+    if (e4m3) {
+        unpack_e4m3x8(make_uint2(raw.lo.x, raw.lo.y), scale, lo);
+        unpack_e4m3x8(make_uint2(raw.hi.x, raw.hi.y), scale, hi);
+    } else {
+        unpack_bf16x8(raw.lo, lo);
+        unpack_bf16x8(raw.hi, hi);
+    }
+}
+
 // Eight values already bf16 (their low 16 bits zero) packed into 16 bytes.
 __device__ __forceinline__ uint4 pack_bf16x8(const float* in) {
     uint32_t w[4];
@@ -71,7 +105,8 @@ __device__ __forceinline__ void lane_cos_sin(const KFromV& kfv, int32_t position
 
 }  // namespace wideattn::k_from_v_rebuild
 
-extern "C" __global__ void __launch_bounds__(wideattn::KFromVRebuildTraits::kThreads)
+extern "C" __global__ void __launch_bounds__(wideattn::KFromVRebuildTraits::kThreads,
+                                                wideattn::KFromVRebuildTraits::kMinBlocksPerSm)
 wideattn_k_from_v_rebuild_kernel(const wideattn::KFromVRebuildArgs args) {
     using namespace wideattn;
     using namespace wideattn::k_from_v_rebuild;
@@ -80,7 +115,6 @@ wideattn_k_from_v_rebuild_kernel(const wideattn::KFromVRebuildArgs args) {
     const wideattn_k_from_v_rebuild_out& out = args.out;
     const int32_t lane = static_cast<int32_t>(threadIdx.x) % Traits::kWarpSize;
     const int32_t warp = static_cast<int32_t>(threadIdx.x) / Traits::kWarpSize;
-    const int32_t head = static_cast<int32_t>(blockIdx.y);
     const int32_t first = lane * kDims;  // dims first .. first + 7 and their partners + kHalfDim
     const bool e4m3 = p.kv_dtype == WIDEATTN_DTYPE_E4M3;
 
@@ -107,46 +141,56 @@ wideattn_k_from_v_rebuild_kernel(const wideattn::KFromVRebuildArgs args) {
         const int32_t src_page = __ldg(p.block_table + seq * p.block_table_stride + page_index);
         const int32_t dst_page = __ldg(out.block_table + seq * out.block_table_stride + page_index);
         if (!page_in_cache(dst_page, out.num_blocks)) continue;
-        const bool src_ok = page_in_cache(src_page, p.num_blocks);
+        const bool src_ok = page_in_cache(src_page, p.num_blocks);  // else its rows read as zeros
         const int32_t page_keys = static_cast<int32_t>(min(static_cast<int64_t>(p.block_size), keys - first_key));
-        for (int32_t slot = warp; slot < page_keys; slot += Traits::kWarps) {
-            const int32_t position = static_cast<int32_t>(first_key + slot);
-            float v_lo[kDims], v_hi[kDims];
-            if (!src_ok) {
+        // The page's rows (slot, head), slot-major, in groups of kRowsInFlight a warp: every row's
+        // loads of a group are issued before the first row's arithmetic, and the rows of one slot
+        // (the KV heads of a key) share its cos / sin.
+        const int32_t heads = p.num_kv_heads;
+        const int32_t rows = page_keys * heads;
+        int32_t cs_slot = -1;
+        RopeCosSin cs[kDims];
+        for (int32_t row0 = warp * Traits::kRowsInFlight; row0 < rows;
+             row0 += Traits::kWarps * Traits::kRowsInFlight) {
+            RawRow raw[Traits::kRowsInFlight];
 #pragma unroll
-                for (int32_t i = 0; i < kDims; ++i) v_lo[i] = v_hi[i] = 0.0f;
-            } else {
-                const int64_t row = src_page * p.v_block_stride + slot * p.v_slot_stride + head * p.v_head_stride;
-                if (e4m3) {
-                    const uint8_t* v = static_cast<const uint8_t*>(p.v_cache) + row;
-                    unpack_e4m3x8(__ldg(reinterpret_cast<const uint2*>(v + first)), v_scale, v_lo);
-                    unpack_e4m3x8(__ldg(reinterpret_cast<const uint2*>(v + Traits::kHalfDim + first)), v_scale, v_hi);
-                } else {
-                    const uint16_t* v = static_cast<const uint16_t*>(p.v_cache) + row;
-                    unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(v + first)), v_lo);
-                    unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(v + Traits::kHalfDim + first)), v_hi);
+            for (int32_t k = 0; k < Traits::kRowsInFlight; ++k) {
+                const int32_t row = row0 + k, slot = row / heads, head = row % heads;
+                raw[k] = row < rows && src_ok ? load_row(p, e4m3,
+                                                         src_page * p.v_block_stride + slot * p.v_slot_stride +
+                                                             head * p.v_head_stride,
+                                                         first)
+                                              : RawRow{};
+            }
+#pragma unroll
+            for (int32_t k = 0; k < Traits::kRowsInFlight; ++k) {
+                const int32_t row = row0 + k, slot = row / heads, head = row % heads;
+                if (row >= rows) break;
+                if (slot != cs_slot) {
+                    lane_cos_sin(kfv, static_cast<int32_t>(first_key + slot), first, inv_freq, cs);
+                    cs_slot = slot;
                 }
-            }
-            RopeCosSin cs[kDims];
-            lane_cos_sin(kfv, position, first, inv_freq, cs);
-            float k_lo[kDims], k_hi[kDims];
+                float v_lo[kDims], v_hi[kDims];
+                unpack_row(raw[k], e4m3, v_scale, v_lo, v_hi);
+                float k_lo[kDims], k_hi[kDims];
 #pragma unroll
-            for (int32_t i = 0; i < kDims; ++i) {
-                const float x_lo = k_from_v_scaled(v_lo[i], w_lo[i]);
-                const float x_hi = k_from_v_scaled(v_hi[i], w_hi[i]);
-                k_lo[i] = rope_rotate(x_lo, x_hi, cs[i], true);
-                k_hi[i] = rope_rotate(x_hi, x_lo, cs[i], false);
-                v_lo[i] = round_to_bf16(v_lo[i]);  // exact for a bf16 V
-                v_hi[i] = round_to_bf16(v_hi[i]);
+                for (int32_t i = 0; i < kDims; ++i) {
+                    const float x_lo = k_from_v_scaled(v_lo[i], w_lo[i]);
+                    const float x_hi = k_from_v_scaled(v_hi[i], w_hi[i]);
+                    k_lo[i] = rope_rotate(x_lo, x_hi, cs[i], true);
+                    k_hi[i] = rope_rotate(x_hi, x_lo, cs[i], false);
+                    v_lo[i] = round_to_bf16(v_lo[i]);  // exact for a bf16 V
+                    v_hi[i] = round_to_bf16(v_hi[i]);
+                }
+                uint16_t* k_row = static_cast<uint16_t*>(out.k_cache) + dst_page * out.k_block_stride +
+                                  slot * out.k_slot_stride + head * out.k_head_stride;
+                uint16_t* v_row = static_cast<uint16_t*>(out.v_cache) + dst_page * out.v_block_stride +
+                                  slot * out.v_slot_stride + head * out.v_head_stride;
+                *reinterpret_cast<uint4*>(k_row + first) = pack_bf16x8(k_lo);
+                *reinterpret_cast<uint4*>(k_row + Traits::kHalfDim + first) = pack_bf16x8(k_hi);
+                *reinterpret_cast<uint4*>(v_row + first) = pack_bf16x8(v_lo);
+                *reinterpret_cast<uint4*>(v_row + Traits::kHalfDim + first) = pack_bf16x8(v_hi);
             }
-            uint16_t* k_row = static_cast<uint16_t*>(out.k_cache) + dst_page * out.k_block_stride +
-                              slot * out.k_slot_stride + head * out.k_head_stride;
-            uint16_t* v_row = static_cast<uint16_t*>(out.v_cache) + dst_page * out.v_block_stride +
-                              slot * out.v_slot_stride + head * out.v_head_stride;
-            *reinterpret_cast<uint4*>(k_row + first) = pack_bf16x8(k_lo);
-            *reinterpret_cast<uint4*>(k_row + Traits::kHalfDim + first) = pack_bf16x8(k_hi);
-            *reinterpret_cast<uint4*>(v_row + first) = pack_bf16x8(v_lo);
-            *reinterpret_cast<uint4*>(v_row + Traits::kHalfDim + first) = pack_bf16x8(v_hi);
         }
     }
 }
