@@ -1,10 +1,16 @@
 // test_k_from_v_rebuild.cpp - wideattn_k_from_v_rebuild's host side: every bad argument of the
 // K-from-V call or of its out struct refused by name and value (validate_k_from_v_rebuild and the
-// exported function, which validates before the driver is loaded), the versioned out struct, and
-// the selection and grid of the rebuild kernel over the built bundle's manifest.
+// exported function, which validates before the driver is loaded), the versioned out struct, the
+// selection and grid of the rebuild kernel over the built bundle's manifest, and 20,000 random
+// out structs with extreme values: refused with a message, or every address the kernel forms
+// within 2^63 bytes of its base and below the end of the address space (128-bit oracle).
 #include <doctest/doctest.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -210,4 +216,82 @@ TEST_CASE("k_from_v_rebuild: selection and grid over the built bundle") {
     std::string why;
     CHECK(select_k_from_v_rebuild_kernel(m.kernels, call.params, 7, 5, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(why.rfind("no K-from-V rebuild kernel in the bundle for sm_75", 0) == 0);
+}
+
+namespace {
+
+using i128 = __int128;
+
+// The out struct's fields, for mutation.
+struct OutField {
+    const char* name;
+    bool pointer;
+    size_t offset, size;
+};
+#define OUT_FIELD(pointer, name) \
+    OutField { #name, pointer, offsetof(wideattn_k_from_v_rebuild_out, name), sizeof(wideattn_k_from_v_rebuild_out::name) }
+const OutField kOutFields[] = {OUT_FIELD(true, k_cache),          OUT_FIELD(false, k_block_stride),
+                               OUT_FIELD(false, k_slot_stride),   OUT_FIELD(false, k_head_stride),
+                               OUT_FIELD(true, v_cache),          OUT_FIELD(false, v_block_stride),
+                               OUT_FIELD(false, v_slot_stride),   OUT_FIELD(false, v_head_stride),
+                               OUT_FIELD(true, block_table),      OUT_FIELD(false, block_table_stride),
+                               OUT_FIELD(false, num_blocks),      OUT_FIELD(false, reserved),
+                               OUT_FIELD(false, reserved2)};
+#undef OUT_FIELD
+
+// Where the kernel's addresses of one out cache end, in 128-bit arithmetic: every (block, slot,
+// head) row's last element below 2^63 bytes from the base and below the end of the address space.
+bool cache_addresses_fit(uintptr_t base, int64_t block_stride, int64_t slot_stride, int64_t head_stride,
+                         const wideattn_prefill_params& p, int32_t num_blocks) {
+    const i128 last = (i128{num_blocks} - 1) * block_stride + (i128{p.block_size} - 1) * slot_stride +
+                      (i128{p.num_kv_heads} - 1) * head_stride + p.head_dim - 1;
+    const i128 bytes = last * 2 + 1;
+    return bytes < (i128{1} << 63) && i128{base} + bytes <= i128{UINTPTR_MAX};
+}
+
+}  // namespace
+
+TEST_CASE("k_from_v_rebuild: random out structs with extreme values: refused by name, or every address fits") {
+    std::mt19937_64 rng(20261204);
+    const int64_t extremes[] = {0,         1,         -1,        8,         16,        512,      2048,
+                                1 << 20,   INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, int64_t{1} << 40,
+                                int64_t{1} << 62,     -8,        kOutPages, 2 * kOutPages};
+    int accepted = 0, refused = 0;
+    for (int sample = 0; sample < 20000; ++sample) {
+        RebuildCall call;
+        const int writes = 1 + static_cast<int>(rng() % 3);
+        std::string written;
+        for (int w = 0; w < writes; ++w) {
+            const OutField& f = kOutFields[rng() % (sizeof kOutFields / sizeof kOutFields[0])];
+            int64_t value = extremes[rng() % (sizeof extremes / sizeof extremes[0])];
+            if (f.pointer) value = static_cast<int64_t>(rng() % 4 == 0 ? ~uint64_t{0} - (rng() % 4096) : rng() & ~uint64_t{0xf});
+            std::memcpy(reinterpret_cast<unsigned char*>(&call.out) + f.offset, &value, f.size);
+            written += std::string(f.name) + " ";
+        }
+        CAPTURE(written);
+        std::string message;
+        wideattn_k_from_v_rebuild_out copy{};
+        const wideattn_status status = validate_k_from_v_rebuild(&call.params, &call.out, &copy, &message);
+        if (status != WIDEATTN_OK) {
+            ++refused;
+            CHECK(status == WIDEATTN_ERROR_INVALID_ARGUMENT);
+            CHECK(!message.empty());
+            continue;
+        }
+        ++accepted;
+        const wideattn_k_from_v_rebuild_out& o = copy;
+        CHECK(o.num_blocks >= 1);
+        CHECK(o.block_table_stride >= 1);
+        CHECK(reinterpret_cast<uintptr_t>(o.k_cache) % 16 == 0);
+        CHECK(reinterpret_cast<uintptr_t>(o.v_cache) % 16 == 0);
+        CHECK(cache_addresses_fit(reinterpret_cast<uintptr_t>(o.k_cache), o.k_block_stride, o.k_slot_stride,
+                                  o.k_head_stride, call.params, o.num_blocks));
+        CHECK(cache_addresses_fit(reinterpret_cast<uintptr_t>(o.v_cache), o.v_block_stride, o.v_slot_stride,
+                                  o.v_head_stride, call.params, o.num_blocks));
+        const i128 table_bytes = (i128{call.params.num_seqs} * o.block_table_stride) * 4;
+        CHECK(i128{reinterpret_cast<uintptr_t>(o.block_table)} + table_bytes <= i128{UINTPTR_MAX} + 1);
+    }
+    MESSAGE(accepted << " accepted, " << refused << " refused");
+    CHECK(accepted > 0);
+    CHECK(refused > 0);
 }
