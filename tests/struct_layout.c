@@ -44,6 +44,15 @@ int main(void) {
     FIELD(wideattn_k_from_v, inv_freq); FIELD(wideattn_k_from_v, cos_sin); FIELD(wideattn_k_from_v, cos_sin_positions);
     FIELD(wideattn_k_from_v, reserved2);
     END();
+    BEGIN(wideattn_k_from_v_rebuild_out);
+    FIELD(wideattn_k_from_v_rebuild_out, struct_size); FIELD(wideattn_k_from_v_rebuild_out, reserved);
+    FIELD(wideattn_k_from_v_rebuild_out, k_cache); FIELD(wideattn_k_from_v_rebuild_out, k_block_stride);
+    FIELD(wideattn_k_from_v_rebuild_out, k_slot_stride); FIELD(wideattn_k_from_v_rebuild_out, k_head_stride);
+    FIELD(wideattn_k_from_v_rebuild_out, v_cache); FIELD(wideattn_k_from_v_rebuild_out, v_block_stride);
+    FIELD(wideattn_k_from_v_rebuild_out, v_slot_stride); FIELD(wideattn_k_from_v_rebuild_out, v_head_stride);
+    FIELD(wideattn_k_from_v_rebuild_out, block_table); FIELD(wideattn_k_from_v_rebuild_out, block_table_stride);
+    FIELD(wideattn_k_from_v_rebuild_out, num_blocks); FIELD(wideattn_k_from_v_rebuild_out, reserved2);
+    END();
     BEGIN(wideattn_quantize_params);
     FIELD(wideattn_quantize_params, src); FIELD(wideattn_quantize_params, src_token_stride);
     FIELD(wideattn_quantize_params, src_head_stride); FIELD(wideattn_quantize_params, cache);

@@ -6,7 +6,8 @@ kernel a call would select and how it would split (Context.is_supported, Context
 plans (Context.plan, Plan.run: plan once per step, run per layer), the library version, debug
 mode (set_debug).
 With torch (imported on first use of these names): prefill, prefill_k_from_v (a V-only cache: K
-rebuilt from V), k_from_v_cos_sin (its cos / sin table), varlen_attention, compute_scale,
+rebuilt from V), k_from_v_rebuild (those keys rebuilt into a bf16 K + V cache), k_from_v_cos_sin
+(its cos / sin table), varlen_attention, compute_scale,
 quantize_to_cache, quantize, the `wideattn::*` custom ops (wideattn.ops) and the reference
 (wideattn.reference). transformers: wideattn.transformers.register().
 """
@@ -26,6 +27,7 @@ _TORCH_NAMES = {
     "prefill": "attention",
     "prefill_k_from_v": "attention",
     "k_from_v_cos_sin": "attention",
+    "k_from_v_rebuild": "attention",
     "varlen_attention": "attention",
     "compute_scale": "quantization",
     "quantize_to_cache": "quantization",

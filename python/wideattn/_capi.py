@@ -1,4 +1,4 @@
-"""ctypes mirror of the C API in include/wideattn.h (0.7.0): status codes, dtypes, the nine
+"""ctypes mirror of the C API in include/wideattn.h (0.8.0): status codes, dtypes, the ten
 structs and the function declarations. Standard library only, so it loads without torch and
 without a GPU; tools/bench/peers/wideattn_ctypes.py loads this file for its structs too.
 
@@ -93,6 +93,19 @@ class PrefillParams(ctypes.Structure):
     ]
 
 
+class KFromVRebuildOut(ctypes.Structure):
+    """struct wideattn_k_from_v_rebuild_out (versioned: struct_size = ctypes.sizeof(KFromVRebuildOut);
+    C API 0.8.0), in header order: the bf16 K and V caches (strides in elements) and the int32
+    block table wideattn_k_from_v_rebuild writes a K-from-V call's keys into."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32), ("reserved", _I32),
+        ("k_cache", _PTR), ("k_block_stride", _I64), ("k_slot_stride", _I64), ("k_head_stride", _I64),
+        ("v_cache", _PTR), ("v_block_stride", _I64), ("v_slot_stride", _I64), ("v_head_stride", _I64),
+        ("block_table", _PTR), ("block_table_stride", _I64), ("num_blocks", _I32), ("reserved2", _I32),
+    ]
+
+
 class LaunchPlan(ctypes.Structure):
     """struct wideattn_launch_plan, in header order."""
 
@@ -181,6 +194,7 @@ class PlanInfo(ctypes.Structure):
 EXPECTED_SIZES = {
     "wideattn_prefill_params": (PrefillParams, 272),
     "wideattn_k_from_v": (KFromV, 56),
+    "wideattn_k_from_v_rebuild_out": (KFromVRebuildOut, 96),
     "wideattn_quantize_params": (QuantizeParams, 112),
     "wideattn_scale_params": (ScaleParams, 64),
     "wideattn_kernel_info": (KernelInfoStruct, 112),
@@ -229,6 +243,8 @@ def declare(lib):
         "wideattn_plan_destroy": (ctypes.c_int, [ctypes.c_void_p]),
         "wideattn_k_from_v_cos_sin": (ctypes.c_int, [ctypes.c_float, ctypes.c_void_p, _I32, _I32, _I32,
                                                      ctypes.c_void_p, ctypes.c_size_t]),
+        "wideattn_k_from_v_rebuild": (ctypes.c_int, [ctx_p, ctypes.POINTER(PrefillParams),
+                                                     ctypes.POINTER(KFromVRebuildOut), ctypes.c_void_p]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)

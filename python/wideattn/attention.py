@@ -6,8 +6,10 @@ viewed as pages); decode is the same call with one (or a few) new tokens per seq
 varlen_attention() takes K/V as dense rows per sequence ([total_k, num_kv_heads, head_dim] with
 cu_seqlens_k, as flash_attn_varlen_func does) and describes them as token-row pages without a copy.
 prefill_k_from_v() takes a V-only paged cache and K's description (K from V) and runs the
-`wideattn::prefill_k_from_v` op, checking every call; k_from_v_cos_sin() builds the cos / sin table
-such a call may read.
+`wideattn::prefill_k_from_v` op (one query token per sequence), or rebuilds the keys into a bf16
+K + V scratch (`wideattn::k_from_v_rebuild`) and runs `wideattn::prefill` over it (several),
+checking every call; k_from_v_rebuild() is that rebuild into caches the caller owns;
+k_from_v_cos_sin() builds the cos / sin table such a call may read.
 Both check every argument, allocate what the caller did not pass with the caller's allocator
 (torch.empty), and run the `wideattn::prefill` op. prefill() checks a call once per argument
 signature (_prefill_signature: the shapes, strides, dtypes and devices of its tensors, its
@@ -217,8 +219,8 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
                      max_seqlen_k=None, num_splits=None, check_metadata=False, cos_sin=None):
     """prefill() over a V-only cache (K from V: Gemma 4's global layers, whose K is
     RoPE(k_norm(V)); docs/design.md section 2 "K from V in Gemma 4's global layers",
-    docs/integration.md section 7): the kernels rebuild each key's K from its V row and its
-    position (its index in the sequence). Returns out, or (out, lse).
+    docs/integration.md section 7): each key's K is rebuilt from its V row and its position (its
+    index in the sequence). Returns out, or (out, lse).
 
     q [total_q, num_q_heads, head_dim] bf16; v_cache [num_blocks, block_size, num_kv_heads,
     head_dim] bf16 or e4m3 codes (with v_scale, one float32); k_norm_scale the layer's k_norm
@@ -233,20 +235,73 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     cos_sin.shape[0] takes its cos / sin from the table as stored, the others from inv_freq or
     rope_theta; needs rotary_dims a multiple of 4. cu_seqlens_q, seq_lens_k, block_table,
     softmax_scale, out, lse, the hints max_seqlen_q and max_seqlen_k, num_splits and
-    check_metadata as in prefill(). Served on the GPU by the K-from-V kernels of the bundle (one
-    query token per sequence with a bf16 out; any call with a float64 out, the fp64 reference);
-    another call raises UnsupportedError with the library's reasons. Every call is checked and
-    launched one-shot (no signature memo, no plan cache)."""
+    check_metadata as in prefill().
+
+    How a call runs:
+      - one query token per sequence (total_q <= num_seqs and max_seqlen_q None, 0 or 1), any
+        call with a float64 out (the fp64 reference kernel), and any call while the default
+        context has a kernel pinned (Context.set_prefill_kernel) that rebuilds K itself for these
+        dtypes (decode_bf16kfv_d512 for a bf16 V cache, decode_e4m3kfv_d512 for e4m3: run one
+        block per query token): the `wideattn::prefill_k_from_v` op, one wideattn_prefill with
+        WIDEATTN_FLAG_K_FROM_V (the K-from-V decode kernels on the GPU; the library's
+        UnsupportedError for a call none serves);
+      - several query tokens in a sequence (a prompt, a chunk, a verify step), bf16 out: the keys
+        are rebuilt once (k_from_v_rebuild, C API 0.8.0) into a dense bf16 K + V scratch of
+        num_seqs x P pages (P = ceil(max_seqlen_k / block_size) when max_seqlen_k is given, else
+        from seq_lens_k.max(), a read of the device that waits for the stream and cannot be
+        captured in a CUDA graph; at most block_table.shape[1]; scratch page s * P + j holds page j
+        of sequence s), then the ordinary K + V prefill (the `wideattn::prefill` op: whichever
+        prefill kernel the device has, its plan cache) runs over it with the same cu_seqlens_q,
+        seq_lens_k, softmax_scale, out, lse, hints, num_splits and check_metadata; a kernel pinned
+        for bf16 calls restricts that prefill (a pinned decode_bf16kfv_d512 refuses it for an
+        e4m3 V cache: it reads no K cache). The scratch (2 x num_seqs x P x block_size x
+        num_kv_heads x head_dim bf16: 8 KiB a key for 4 KV heads of 512, 128 MiB for one sequence
+        of 16384 keys) is allocated with torch.empty per call and freed after it. Here a given
+        max_seqlen_k must be >= every seq_lens_k entry: the scratch rows address P x block_size
+        keys, and a sequence with more is read clamped to them, as the kernels read a seq_lens_k
+        past its block-table row (its last keys dropped; check_metadata=True refuses it, and so
+        does the CPU implementation). The output matches the K-from-V kernels' within bf16
+        rounding: the rebuilt K has their bits; an e4m3 V is read as bf16(code x v_scale).
+    Every call is checked (no signature memo); the K-from-V op runs one-shot (no plan cache)."""
     check = _checks.Checker("wideattn.prefill_k_from_v")
+    _v_only_cache_arguments(check, q, v_cache, cu_seqlens_q, seq_lens_k, block_table)
+    scale = check.softmax_scale(softmax_scale)
+    v_scale, rotary_dims, theta = _k_from_v_description(check, q, v_cache, v_scale, k_norm_scale, rotary_dims,
+                                                        rope_theta, inv_freq, cos_sin)
+    hints = _hints(check, max_seqlen_q, max_seqlen_k)
+    splits = check.num_splits(num_splits)
+    flags = _flags(check, check_metadata)
+    check.int32_extent("v_cache.shape[0] (num_blocks)", v_cache.shape[0])
+    out = _output(check, out, q)
+    lse, return_lse = _lse(check, lse, out, q.shape[0])
+    v_layout = _paged_layout(v_cache)
+    if q.shape[0]:
+        if _through_rebuild(q, cu_seqlens_q, v_cache, out, hints[0]):
+            _k_from_v_over_rebuilt_keys(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale,
+                                        k_norm_scale, inv_freq, theta, rotary_dims, out, lse, hints, splits, flags,
+                                        cos_sin)
+        else:
+            ops._k_from_v_op(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale,
+                             k_norm_scale, inv_freq, theta, rotary_dims, out, lse, *hints, splits, flags, cos_sin)
+    return (out, lse) if return_lse else out
+
+
+def _v_only_cache_arguments(check, q, v_cache, cu_seqlens_q, seq_lens_k, block_table):
+    """The checks of a K-from-V call's q (bf16), v_cache (of q's head_dim, heads dividing q's) and
+    metadata, in prefill_k_from_v's order."""
     check.tensor("q", q, 3, (torch.bfloat16,), Q_SHAPE + " of bfloat16")
     check.tensor("v_cache", v_cache, 4, _checks.ATTENTION_IN_DTYPES, CACHE_SHAPE)
-    head_dim = q.shape[2]
-    check.dim("v_cache.shape[3]", v_cache.shape[3], head_dim, "q.shape[2] (head_dim)")
+    check.dim("v_cache.shape[3]", v_cache.shape[3], q.shape[2], "q.shape[2] (head_dim)")
     if q.shape[1] % v_cache.shape[2]:
         check.fail(f"q.shape[1]={q.shape[1]} (num_q_heads) is not a multiple of "
                    f"v_cache.shape[2]={v_cache.shape[2]} (num_kv_heads)")
     _metadata(check, cu_seqlens_q, "seq_lens_k", seq_lens_k, block_table)
-    scale = check.softmax_scale(softmax_scale)
+
+
+def _k_from_v_description(check, q, v_cache, v_scale, k_norm_scale, rotary_dims, rope_theta, inv_freq, cos_sin):
+    """The checks of K's description (v_scale against v_cache's dtype, k_norm_scale, rotary_dims,
+    the frequencies, the cos / sin table); returns (v_scale, rotary_dims, the rope_theta to pass)."""
+    head_dim = q.shape[2]
     v_scale = check.scale("v_scale", v_scale, v_cache.dtype in _checks.E4M3_DTYPES, "the V cache")
     check.tensor("k_norm_scale", k_norm_scale, 1, (torch.float32,), "[head_dim] of float32")
     check.dim("k_norm_scale.shape[0]", k_norm_scale.shape[0], head_dim, "q.shape[2] (head_dim)")
@@ -256,17 +311,155 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     theta = _frequencies(check, rope_theta, inv_freq, rotary_dims)
     if cos_sin is not None:
         _cos_sin_table(check, cos_sin, rotary_dims)
+    return v_scale, rotary_dims, theta
+
+
+# The manifest feature of the prefill kernels that rebuild K from V themselves.
+K_FROM_V_FEATURE = "k_from_v"
+
+
+def _pinned_k_from_v_kernel(v_cache):
+    """Whether the default context has a prefill kernel pinned that rebuilds K from V itself for a
+    bf16 Q and out over v_cache's dtype (the pin then restricts the K-from-V call to it)."""
+    context = ops.default_context()
+    name = context._prefill_only    # Context.prefill_kernel without its open check: a plain attribute
+    if name is None:
+        return False
+    kv_dtype = "e4m3" if v_cache.dtype in _checks.E4M3_DTYPES else "bf16"
+    return any(k.name == name and k.kind == "prefill" and K_FROM_V_FEATURE in k.features and k.q_dtype == "bf16"
+               and k.kv_dtype == kv_dtype and k.o_dtype == "bf16" for k in context.kernels())
+
+
+def _through_rebuild(q, cu_seqlens_q, v_cache, out, max_seqlen_q):
+    """Whether prefill_k_from_v serves a call by rebuilding its keys into a K + V scratch (its
+    docstring): several query tokens in a sequence (total_q > num_seqs or a max_seqlen_q hint
+    above 1), a bf16 out, and no pinned kernel that rebuilds K itself."""
+    several = q.shape[0] > cu_seqlens_q.shape[0] - 1 or max_seqlen_q > 1
+    return several and out.dtype != torch.float64 and not _pinned_k_from_v_kernel(v_cache)
+
+
+def _scratch_pages(max_seqlen_k, seq_lens_k, block_size, row_pages):
+    """P, the scratch pages per sequence of prefill_k_from_v's rebuild path: enough for max_seqlen_k
+    keys (the hint; 0: seq_lens_k.max(), read from the device), at most row_pages (the block
+    table's width), at least 1."""
+    keys = max_seqlen_k if max_seqlen_k else int(seq_lens_k.max().item())
+    return max(1, min(-(-keys // block_size), row_pages))
+
+
+# Identity tables of the rebuild path's scratch, by (device, num_seqs, pages): the same tensor for
+# every layer and step of a shape, so the K + V prefill's plan cache (keyed by the table's pointer)
+# keeps its plan. Bounded: the oldest goes past IDENTITY_TABLE_ENTRIES.
+IDENTITY_TABLE_ENTRIES = 16
+_identity_tables = {}
+
+
+def _identity_table(num_seqs, pages, device):
+    """The int32 [num_seqs, pages] table s * pages + j on `device`, cached (a table made while the
+    stream captures a CUDA graph lives in the graph's pool and is not kept)."""
+    key = (str(device), num_seqs, pages)
+    table = _identity_tables.get(key)
+    if table is not None:
+        return table
+    table = torch.arange(num_seqs * pages, dtype=torch.int32, device=device).view(num_seqs, pages)
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return table
+    if len(_identity_tables) >= IDENTITY_TABLE_ENTRIES:
+        _identity_tables.pop(next(iter(_identity_tables)))
+    _identity_tables[key] = table
+    return table
+
+
+def _k_from_v_over_rebuilt_keys(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale,
+                                k_norm_scale, inv_freq, theta, rotary_dims, out, lse, hints, splits, flags, cos_sin):
+    """prefill_k_from_v's rebuild path (its docstring) on checked arguments: the keys rebuilt into a
+    dense bf16 K + V scratch with an identity table, then the K + V prefill over it."""
+    num_seqs = seq_lens_k.shape[0]
+    _, block_size, num_kv_heads, head_dim = v_cache.shape
+    pages = _scratch_pages(hints[1], seq_lens_k, block_size, block_table.shape[1])
+    shape = (num_seqs * pages, block_size, num_kv_heads, head_dim)
+    k_scratch = torch.empty(shape, dtype=torch.bfloat16, device=q.device)
+    v_scratch = torch.empty(shape, dtype=torch.bfloat16, device=q.device)
+    table = _identity_table(num_seqs, pages, q.device)
+    ops._k_from_v_rebuild_op(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, v_scale, k_norm_scale,
+                             inv_freq, theta, rotary_dims, out, k_scratch, v_scratch, table, *hints, flags, cos_sin)
+    layout = _paged_layout(k_scratch)
+    ops._prefill_op(q, k_scratch, v_scratch, cu_seqlens_q, seq_lens_k, table, layout, layout, scale, None, None,
+                    None, out, lse, *hints, splits, flags)
+
+
+REBUILD_CACHE_SHAPE = CACHE_SHAPE + " of bfloat16"
+
+
+def _rebuild_cache(check, name, cache, v_cache):
+    """A bf16 output cache of k_from_v_rebuild: [num_blocks, block_size, num_kv_heads, head_dim]
+    with v_cache's page size, heads and head dim, strides multiples of 8 elements and its data
+    16-byte aligned (the library's rules for wideattn_k_from_v_rebuild_out)."""
+    check.tensor(name, cache, 4, (torch.bfloat16,), REBUILD_CACHE_SHAPE)
+    for dim, what in ((1, "block_size"), (2, "num_kv_heads"), (3, "head_dim")):
+        check.dim(f"{name}.shape[{dim}]", cache.shape[dim], v_cache.shape[dim], f"v_cache.shape[{dim}] ({what})")
+    if cache.shape[0] < 1:
+        check.fail(f"{name}.shape[0] (num_blocks) is 0; expected >= 1")
+    check.int32_extent(f"{name}.shape[0] (num_blocks)", cache.shape[0])
+    if any(stride % REBUILD_STRIDE_MULTIPLE or stride < 1 for stride in cache.stride()[:3]):
+        check.fail(f"{name} has strides {tuple(cache.stride())}: the first three must be positive multiples of "
+                   f"{REBUILD_STRIDE_MULTIPLE} elements (rows 16-byte aligned)")
+    if cache.data_ptr() % REBUILD_ALIGNMENT:
+        check.fail(f"{name}'s data at {cache.data_ptr():#x} is not {REBUILD_ALIGNMENT}-byte aligned")
+
+
+REBUILD_ALIGNMENT = 16               # bytes, of k_out / v_out (the library's tensor alignment)
+REBUILD_STRIDE_MULTIPLE = 8          # elements: 16 bytes of bf16
+
+
+def k_from_v_rebuild(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_norm_scale, rotary_dims, k_out, v_out,
+                     out_block_table, rope_theta=None, inv_freq=None, v_scale=None, out=None, max_seqlen_q=None,
+                     max_seqlen_k=None, check_metadata=False, cos_sin=None):
+    """The keys of a K-from-V call (prefill_k_from_v's arguments) rebuilt into a bf16 K + V cache the
+    caller owns (wideattn_k_from_v_rebuild, C API 0.8.0; the `wideattn::k_from_v_rebuild` op on the
+    current stream): for every sequence s, key j < seq_lens_k[s] and KV head, k_out gets the K the
+    K-from-V kernels compute (bf16, the same bits) and v_out the V as bf16 (a bf16 V cache: the
+    same bits; e4m3: bf16(code x v_scale)), at page out_block_table[s][j // block_size], slot
+    j % block_size. Nothing else of k_out / v_out is written. Afterwards prefill(q, k_out, v_out,
+    cu_seqlens_q, seq_lens_k, out_block_table, softmax_scale, out=out, ...) is the K-from-V call's
+    attention over the rebuilt keys, on any prefill kernel (how prefill_k_from_v serves calls with
+    several query tokens per sequence); the scratch can serve every layer of a step in turn.
+
+    q, v_cache, cu_seqlens_q, seq_lens_k, block_table, k_norm_scale, rotary_dims, rope_theta,
+    inv_freq, v_scale, cos_sin, max_seqlen_q, max_seqlen_k and check_metadata as in
+    prefill_k_from_v (the call whose keys are rebuilt: the library validates that whole call;
+    q is not read). k_out, v_out: bf16 [num_blocks, block_size, num_kv_heads, head_dim] with
+    v_cache's block_size, num_kv_heads and head_dim, strides multiples of 8 elements, on q's
+    device, sharing no byte with each other or with the call's tensors; out_block_table: int32
+    [num_seqs, width] on the device, entry [s][p] the page of k_out / v_out that takes page p of
+    sequence s (its row stride is the one the library reads; a sequence's keys past width x
+    block_size, or past block_table's row, are not rebuilt; a page outside 0 .. num_blocks - 1 of
+    k_out is skipped). out: the output tensor of the attention that follows, as prefill takes it
+    ([total_q, num_q_heads, head_dim] bf16; neither read nor written here: the library validates
+    the call with it), or None to allocate one (bf16, torch.empty). check_metadata: the library's
+    checked mode over the call's metadata and out_block_table (a bad entry of the latter is
+    named after "out: "). Returns out (the tensor given or allocated), for that prefill call.
+    With no query rows (total_q 0) nothing is rebuilt."""
+    check = _checks.Checker("wideattn.k_from_v_rebuild")
+    _v_only_cache_arguments(check, q, v_cache, cu_seqlens_q, seq_lens_k, block_table)
+    v_scale, rotary_dims, theta = _k_from_v_description(check, q, v_cache, v_scale, k_norm_scale, rotary_dims,
+                                                        rope_theta, inv_freq, cos_sin)
+    _rebuild_cache(check, "k_out", k_out, v_cache)
+    _rebuild_cache(check, "v_out", v_out, v_cache)
+    if tuple(v_out.shape) != tuple(k_out.shape):
+        check.fail(f"v_out has shape {tuple(v_out.shape)} but k_out has {tuple(k_out.shape)}")
+    check.tensor("out_block_table", out_block_table, 2, (torch.int32,), "[num_seqs, width] of int32")
+    check.dim("out_block_table.shape[0]", out_block_table.shape[0], seq_lens_k.shape[0], "num_seqs")
+    if out_block_table.shape[1] < 1:
+        check.fail("out_block_table has no column; expected [num_seqs, width >= 1]")
     hints = _hints(check, max_seqlen_q, max_seqlen_k)
-    splits = check.num_splits(num_splits)
     flags = _flags(check, check_metadata)
     check.int32_extent("v_cache.shape[0] (num_blocks)", v_cache.shape[0])
     out = _output(check, out, q)
-    lse, return_lse = _lse(check, lse, out, q.shape[0])
-    v_layout = _paged_layout(v_cache)
     if q.shape[0]:
-        ops._k_from_v_op(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale, k_norm_scale,
-                         inv_freq, theta, rotary_dims, out, lse, *hints, splits, flags, cos_sin)
-    return (out, lse) if return_lse else out
+        ops._k_from_v_rebuild_op(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, _paged_layout(v_cache), v_scale,
+                                 k_norm_scale, inv_freq, theta, rotary_dims, out, k_out, v_out, out_block_table,
+                                 *hints, flags, cos_sin)
+    return out
 
 
 def _frequencies(check, rope_theta, inv_freq, rotary_dims):

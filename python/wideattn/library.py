@@ -66,7 +66,7 @@ class Library:
         _capi.declare(self.cdll)
 
     def version(self):
-        """The library's version string (wideattn_version), e.g. "0.7.0"."""
+        """The library's version string (wideattn_version), e.g. "0.8.0"."""
         return self.cdll.wideattn_version().decode()
 
     def k_from_v_cos_sin(self, rope_theta, inv_freq, head_dim, rotary_dims, positions, out, out_bytes):
@@ -169,11 +169,11 @@ def _kernel_info(index, raw):
         features=tuple(f for f in text(raw.features).split(",") if f))
 
 
-def _check_params(call, params, struct=_capi.PrefillParams):
+def _check_params(call, params, struct=_capi.PrefillParams, name="params"):
     """Refuses `params` that is not a `struct` (the call's _capi parameter struct; ctypes would
-    raise a TypeError naming neither the call nor the argument)."""
+    raise a TypeError naming neither the call nor the argument), naming the argument `name`."""
     if not isinstance(params, struct):
-        raise errors.invalid_argument(call, f"params must be a wideattn._capi.{struct.__name__}, got "
+        raise errors.invalid_argument(call, f"{name} must be a wideattn._capi.{struct.__name__}, got "
                                             f"{type(params).__name__}")
 
 
@@ -206,6 +206,8 @@ class Context:
         self._workspace_size = self._lib.wideattn_workspace_size
         self._quantize = self._lib.wideattn_quantize_to_cache
         self._scale = self._lib.wideattn_compute_scale
+        self._rebuild = self._lib.wideattn_k_from_v_rebuild
+        self._prefill_only = None         # the kernel set_prefill_kernel pinned (None: automatic choice)
         self._plans = weakref.WeakSet()   # the live plans, destroyed by close() before the context
 
     def close(self):
@@ -259,6 +261,14 @@ class Context:
                                           f"name must be a kernel name (str) or None, got {type(name).__name__}")
         self.library.check("wideattn_set_prefill_kernel", self._lib.wideattn_set_prefill_kernel(
             self._handle, name.encode() if name else None))
+        self._prefill_only = name or None
+
+    @property
+    def prefill_kernel(self):
+        """The name of the prefill kernel set_prefill_kernel pinned on this context, or None (the
+        automatic choice)."""
+        self._require_open("wideattn.Context.prefill_kernel")
+        return self._prefill_only
 
     def is_supported(self, params, capability):
         """The KernelInfo that would run `params` (a _capi.PrefillParams) on a device of compute
@@ -338,6 +348,19 @@ class Context:
         status = self._quantize(self._handle, ctypes.byref(params), stream)
         if status:
             self.library.check("wideattn_quantize_to_cache", status)
+
+    def launch_k_from_v_rebuild(self, params, out, stream):
+        """Queues wideattn_k_from_v_rebuild of `params` (a _capi.PrefillParams of a K-from-V call)
+        into `out` (a _capi.KFromVRebuildOut, its struct_size set here) on `stream` (an integer
+        CUstream handle); raises the library's error (every argument is validated before the
+        driver is loaded)."""
+        self._require_open("wideattn.Context.launch_k_from_v_rebuild")
+        _check_params("wideattn.Context.launch_k_from_v_rebuild", params)
+        _check_params("wideattn.Context.launch_k_from_v_rebuild", out, _capi.KFromVRebuildOut, "out")
+        out.struct_size = ctypes.sizeof(_capi.KFromVRebuildOut)
+        status = self._rebuild(self._handle, ctypes.byref(params), ctypes.byref(out), stream)
+        if status:
+            self.library.check("wideattn_k_from_v_rebuild", status)
 
     def launch_scale(self, params, stream):
         """Queues wideattn_compute_scale of `params` (a _capi.ScaleParams) on `stream` (an integer

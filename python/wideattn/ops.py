@@ -14,6 +14,9 @@ the library (wideattn_is_supported, no driver) and runs wideattn.reference):
     wideattn::prefill_k_from_v(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale,
                                v_scale?, k_norm_scale, inv_freq?, rope_theta, rotary_dims, out!, lse!?,
                                max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0, cos_sin?=None)
+    wideattn::k_from_v_rebuild(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, v_scale?,
+                               k_norm_scale, inv_freq?, rope_theta, rotary_dims, out, k_out!, v_out!,
+                               out_block_table, max_seqlen_q=0, max_seqlen_k=0, flags=0, cos_sin?=None)
 
 wideattn::prefill_k_from_v is wideattn::prefill over a V-only cache (WIDEATTN_FLAG_K_FROM_V,
 docs/design.md section 2 "K from V in Gemma 4's global layers"): no k, K rebuilt from v by the
@@ -23,6 +26,20 @@ kernels with the description k_norm_scale (fp32 [head_dim], on the call's device
 implementation is a one-shot
 wideattn_prefill with a workspace of its own (no plan cache); its CPU implementation validates the
 call with the library and runs wideattn.reference with K rebuilt (reference.k_from_v_keys).
+
+wideattn::k_from_v_rebuild writes the keys of the K-from-V call of the same arguments (the call
+wideattn::prefill_k_from_v would make with out, no lse, softmax scale REBUILD_SOFTMAX_SCALE and no
+split; the library validates that whole call, q and out included, and reads neither) into the
+bf16 paged caches k_out (K rebuilt) and v_out (V as bf16), [num_blocks, block_size, num_kv_heads,
+head_dim] with block_size and num_kv_heads those of v_layout, at the pages of out_block_table
+(int32 [num_seqs, width]) (wideattn_k_from_v_rebuild, C API 0.8.0). An ordinary wideattn::prefill
+over k_out / v_out / out_block_table then computes the attention over the rebuilt keys: how
+attention.prefill_k_from_v serves calls with several query tokens per sequence. Its CUDA
+implementation launches wideattn_k_from_v_rebuild on the current stream; its CPU implementation
+validates the call's params with the library (wideattn_is_supported: a refusal for want of a
+kernel that serves the K-from-V call itself is not an error here) and writes what the kernel
+writes (_k_from_v_rebuild_cpu), the metadata read as the kernel reads it (checked mode: refused as
+the library refuses it, out_block_table's messages prefixed "out: ").
 
 wideattn::prefill_packed is wideattn::prefill without lse and scales, its KV layouts, hints,
 num_splits and flags packed into one int list, config = k_layout + v_layout + [max_seqlen_q,
@@ -598,6 +615,109 @@ def _k_from_v_cpu(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax
         lse[:, :q.shape[0]].copy_(result_lse)
 
 
+# The softmax scale of the params of a rebuild: the rebuild reads no score, but the library validates
+# the whole K-from-V call, whose softmax_scale must be finite and > 0.
+REBUILD_SOFTMAX_SCALE = 1.0
+
+
+def rebuild_out_struct(k_out, v_out, out_block_table):
+    """The wideattn_k_from_v_rebuild_out (this C API's size) of the bf16 paged caches k_out and
+    v_out ([num_blocks, block_size, num_kv_heads, head_dim], their strides in elements) and the int32
+    table out_block_table [num_seqs, width] (its row stride out_block_table.stride(0))."""
+    return _capi.KFromVRebuildOut(ctypes.sizeof(_capi.KFromVRebuildOut), 0, k_out.data_ptr(), *k_out.stride()[:3],
+                                  v_out.data_ptr(), *v_out.stride()[:3], out_block_table.data_ptr(),
+                                  out_block_table.stride(0), k_out.shape[0], 0)
+
+
+def k_from_v_rebuild_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, v_scale, description, out,
+                            max_seqlen_q=0, max_seqlen_k=0, flags=0):
+    """The wideattn_prefill_params of a rebuild (wideattn::k_from_v_rebuild): k_from_v_params of the
+    K-from-V call of q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, v_scale, `description`
+    (a _capi.KFromV the caller keeps alive), out, max_seqlen_q, max_seqlen_k and flags, with
+    softmax scale REBUILD_SOFTMAX_SCALE, no lse and no split."""
+    return k_from_v_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, REBUILD_SOFTMAX_SCALE, v_scale,
+                           description, out, None, max_seqlen_q, max_seqlen_k, _capi.SPLITS_AUTO, flags)
+
+
+def _k_from_v_rebuild_cuda(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, v_scale, k_norm_scale, inv_freq,
+                           rope_theta, rotary_dims, out, k_out, v_out, out_block_table, max_seqlen_q=0,
+                           max_seqlen_k=0, flags=0, cos_sin=None):
+    description = k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims, cos_sin)
+    params = k_from_v_rebuild_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, v_scale, description,
+                                     out, max_seqlen_q, max_seqlen_k, flags)
+    target = rebuild_out_struct(k_out, v_out, out_block_table)
+    context = default_context()
+    _launch(q.device, lambda call_params, stream: context.launch_k_from_v_rebuild(call_params, target, stream),
+            params)
+
+
+def _validate_k_from_v_call(params):
+    """Validates a K-from-V call's params as wideattn_prefill does (validate_prefill), without
+    asking for a kernel that serves the call itself (wideattn_k_from_v_rebuild serves any number of
+    query tokens): the library's UnsupportedError is not raised."""
+    try:
+        validate_prefill(params)
+    except errors.UnsupportedError:
+        pass
+
+
+def _rebuild_metadata_check(cu_seqlens_q, seq_lens_k, block_table, out_block_table, total_q, v_layout, out_blocks):
+    """Checked mode of the CPU rebuild: the library's rules on the call's metadata, then on
+    out_block_table (the same lengths, entries below out_blocks), its message prefixed "out: "."""
+    error = reference.metadata_error(cu_seqlens_q, seq_lens_k, block_table, total_q, v_layout[2], v_layout[1])
+    if error is None:
+        error = reference.metadata_error(cu_seqlens_q, seq_lens_k, out_block_table, total_q, v_layout[2], out_blocks)
+        error = None if error is None else "out: " + error
+    if error is not None:
+        raise errors.invalid_argument("wideattn_k_from_v_rebuild", error)
+
+
+def _k_from_v_rebuild_cpu(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, v_scale, k_norm_scale, inv_freq,
+                          rope_theta, rotary_dims, out, k_out, v_out, out_block_table, max_seqlen_q=0, max_seqlen_k=0,
+                          flags=0, cos_sin=None):
+    """What the rebuild kernel writes (include/wideattn.h, wideattn_k_from_v_rebuild): for sequence s,
+    its L = seq_lens_k[s] keys clamped to 0 .. the keys both tables' rows address, V read through
+    block_table and v_layout in float32 (an e4m3 code x v_scale, one rounding; a page outside the
+    cache reads as zeros), K = reference.k_from_v_keys of it at positions 0 .. L - 1, V written as
+    bf16, both at out_block_table's pages (a page outside k_out is skipped)."""
+    description = k_from_v_struct(k_norm_scale, inv_freq, rope_theta, rotary_dims, cos_sin)
+    _validate_k_from_v_call(k_from_v_rebuild_params(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, v_scale,
+                                                    description, out, max_seqlen_q, max_seqlen_k, flags))
+    if flags & _capi.FLAG_CHECK_METADATA:
+        _rebuild_metadata_check(cu_seqlens_q, seq_lens_k, block_table, out_block_table, q.shape[0], v_layout,
+                                k_out.shape[0])
+    head_dim = q.shape[2]
+    _, num_blocks, block_size = v_layout[:3]
+    frequencies = reference.k_from_v_inv_freq(head_dim, rotary_dims, rope_theta, inv_freq)
+    src_stride, dst_stride = block_table.stride(0), out_block_table.stride(0)
+    src_rows, dst_rows = reference._flat(block_table), reference._flat(out_block_table)
+    row_keys = min(src_stride, dst_stride) * block_size
+    for s, length in enumerate(seq_lens_k.tolist()):
+        keys = min(max(length, 0), row_keys)
+        if keys == 0:
+            continue
+        pages = -(-keys // block_size)
+        src = src_rows[s * src_stride:s * src_stride + pages].long()
+        dst = dst_rows[s * dst_stride:s * dst_stride + pages].long()
+        page_of_key = torch.arange(keys) // block_size
+        src_ok = ((src >= 0) & (src < num_blocks))[page_of_key]
+        values = reference.gather_keys(v, v_layout, src.clamp(0, num_blocks - 1), keys, head_dim, torch.float32,
+                                       v_scale)
+        values[~src_ok.to(values.device)] = 0.0
+        rebuilt = reference.k_from_v_keys(values, torch.arange(keys), k_norm_scale, frequencies, cos_sin)
+        keep = ((dst >= 0) & (dst < k_out.shape[0]))[page_of_key]
+        pages_out = dst[page_of_key][keep].to(k_out.device)
+        slots_out = (torch.arange(keys) % block_size)[keep].to(k_out.device)
+        k_out[pages_out, slots_out] = rebuilt[keep.to(rebuilt.device)].to(k_out.device)
+        v_out[pages_out, slots_out] = values[keep.to(values.device)].bfloat16().to(v_out.device)
+
+
+def _k_from_v_rebuild_fake(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, v_scale, k_norm_scale, inv_freq,
+                           rope_theta, rotary_dims, out, k_out, v_out, out_block_table, max_seqlen_q=0,
+                           max_seqlen_k=0, flags=0, cos_sin=None):
+    return None
+
+
 def _k_from_v_fake(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale, v_scale, k_norm_scale,
                    inv_freq, rope_theta, rotary_dims, out, lse, max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0,
                    cos_sin=None):
@@ -625,6 +745,12 @@ OP_SCHEMAS = {
                          "Tensor(a!) out, Tensor(b!)? lse, SymInt max_seqlen_q=0, SymInt max_seqlen_k=0, "
                          "int num_splits=0, int flags=0, Tensor? cos_sin=None) -> ()",
                          _k_from_v_cuda, _k_from_v_cpu, _k_from_v_fake),
+    "k_from_v_rebuild": ("k_from_v_rebuild(Tensor q, Tensor v, Tensor cu_seqlens_q, Tensor seq_lens_k, "
+                         "Tensor block_table, SymInt[] v_layout, Tensor? v_scale, Tensor k_norm_scale, "
+                         "Tensor? inv_freq, float rope_theta, int rotary_dims, Tensor out, Tensor(a!) k_out, "
+                         "Tensor(b!) v_out, Tensor out_block_table, SymInt max_seqlen_q=0, SymInt max_seqlen_k=0, "
+                         "int flags=0, Tensor? cos_sin=None) -> ()",
+                         _k_from_v_rebuild_cuda, _k_from_v_rebuild_cpu, _k_from_v_rebuild_fake),
 }
 
 
@@ -657,6 +783,7 @@ _prefill_packed_op = torch.ops.wideattn.prefill_packed.default
 _quantize_op = torch.ops.wideattn.quantize_to_cache.default
 _scale_op = torch.ops.wideattn.compute_scale.default
 _k_from_v_op = torch.ops.wideattn.prefill_k_from_v.default
+_k_from_v_rebuild_op = torch.ops.wideattn.k_from_v_rebuild.default
 
 # torch.compiler.is_compiling (torch >= 2.1; None before): the Python entry points run
 # wideattn::prefill_packed only where it is false (module docstring).

@@ -21,7 +21,10 @@ attention implementation by name, since any other function would take V for K wi
 
 Served calls: batch 1 (one sequence, no padding: the keys' RoPE positions are their indices),
 any number of new tokens over the cache (one token: the dispatcher's K-from-V decode kernel; more:
-that kernel pinned by name, one block per token). With e4m3=True each call quantises the cached V
+prefill_k_from_v rebuilds the keys once into a bf16 K + V scratch, wideattn_k_from_v_rebuild, and
+runs the dispatcher's K + V prefill kernel over it; until C API 0.8.0 such calls pinned the decode
+kernel by name, one block per token, each block rebuilding every key it read, and the pin applied to
+every call of the default context meanwhile). With e4m3=True each call quantises the cached V
 into an e4m3 V-only cache with one scale (wideattn.compute_scale / quantize_to_cache) and the
 kernels rebuild K from the e4m3 V: the 8-bit variant of the same path. The paged copy of V is made
 per call (the cache itself holds transformers' [B, Hkv, S, D] V); this path is for the accuracy
@@ -34,12 +37,9 @@ import torch
 
 from . import attention as _attention
 from . import quantization as _quantization
-from .library import default_context
 
 FULL_ATTENTION = "full_attention"
 PAGE_SLOTS = 16                      # slots per page of the per-call V-only cache
-BF16_KERNEL = "decode_bf16kfv_d512"  # pinned for calls of several tokens (bf16 V)
-E4M3_KERNEL = "decode_e4m3kfv_d512"  # the same for e4m3 V
 ATTENTION_NAMES = ("wideattn",)      # the attention implementations a V-only layer works with
 
 # Calls served by k_from_v_forward since import (tests and benchmarks).
@@ -216,7 +216,10 @@ def k_from_v_forward(module, query, value, scaling):
     [1, Hq, T, D] over `value`, the cached V [1, Hkv, S, D] (T <= S, the queries the last T
     positions, causal), K rebuilt from V (the mask is not read: batch 1 has no padding), `scaling`
     the softmax scale. Returns the output [1, T, Hq, D] bf16. With an e4m3 layer
-    (v_only_cache(..., e4m3=True)) V is quantised with one scale into an e4m3 V-only cache first."""
+    (v_only_cache(..., e4m3=True)) V is quantised with one scale into an e4m3 V-only cache first.
+    prefill_k_from_v chooses the path (one query: the K-from-V decode kernel; several: the keys
+    rebuilt into a K + V scratch, then the K + V prefill), given max_seqlen_k = S so that it reads
+    no length from the device."""
     e4m3 = _layer_e4m3.get(getattr(module, "layer_idx", None), False)
     batch, q_heads, q_len, head_dim = query.shape
     _, kv_heads, kv_len, _ = value.shape
@@ -242,16 +245,8 @@ def k_from_v_forward(module, query, value, scaling):
     cu_seqlens_q = torch.tensor([0, q_len], dtype=torch.int32, device=device)
     seq_lens_k = torch.tensor([kv_len], dtype=torch.int32, device=device)
     block_table = torch.arange(pages, dtype=torch.int32, device=device).reshape(1, pages)
-    pin = q_len > 1
-    if pin:
-        default_context().set_prefill_kernel(E4M3_KERNEL if e4m3 else BF16_KERNEL)
-    try:
-        out = _attention.prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, scaling, weight,
-                                          rotary_dims, inv_freq=inv_freq, v_scale=v_scale, max_seqlen_q=q_len,
-                                          max_seqlen_k=kv_len)
-    finally:
-        if pin:
-            default_context().set_prefill_kernel(None)
+    out = _attention.prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, scaling, weight, rotary_dims,
+                                      inv_freq=inv_freq, v_scale=v_scale, max_seqlen_q=q_len, max_seqlen_k=kv_len)
     calls["k_from_v"] += 1
     return out.view(1, q_len, q_heads, head_dim)
 

@@ -7,8 +7,10 @@ P V kernels with bf16 and e4m3 Q; sm_90a), library errors as exceptions, a side 
 torch.compile(fullgraph=True) of a module calling the op, CUDA-graph capture and replay
 bit-identical to eager calls, and split-KV decode: forced and automatic split counts against the
 reference with bit-identical reruns, a captured split decode replayed bit-identical to eager,
-and decode over a V-only cache (prefill_k_from_v, bf16 and e4m3 V, with and without a cos / sin
-table) against the reference's K rebuild.
+decode over a V-only cache (prefill_k_from_v, bf16 and e4m3 V, with and without a cos / sin
+table) against the reference's K rebuild, and calls with several query tokens over it: the keys
+k_from_v_rebuild writes against the host's bit for bit, and prefill_k_from_v through the rebuild
+against the fp64 path.
 
 usage: PYTHONPATH=build/python python3 tests/gpu/test_python_ops.py
 """
@@ -360,6 +362,126 @@ def test_k_from_v_decode_against_the_reference():
     other_error = rel_l2(with_other, other_reference)
     print(f"  bf16 V, a cos / sin table of another theta over 2049 positions: rel L2 {other_error:.3e}")
     assert other_error <= REL_L2_BF16, other_error
+
+
+KFV_SEVERAL = [(5, 1005), (300, 300), (1, 78)]   # q_lens 5, 300, 1 after contexts 1000, 0, 77
+
+
+def _k_from_v_setup(case):
+    rotary, theta = 128, 1.0e6
+    g = torch.Generator(device="cuda").manual_seed(13)
+    weights = (1.0 + 0.25 * torch.randn(HEAD_DIM, device="cuda", generator=g)).bfloat16().float()
+    return rotary, theta, weights, reference.k_from_v_inv_freq(HEAD_DIM, rotary, theta)
+
+
+def _e4m3_v(v):
+    """v [num_blocks, 16, 4, 512] bf16 quantised into an e4m3 V cache on the device: (codes, scale)."""
+    scale = wideattn.compute_scale(v.reshape(-1, KV_HEADS, HEAD_DIM))
+    codes = torch.empty(v.shape, dtype=getattr(torch, "float8_e4m3fn", torch.uint8), device="cuda")
+    wideattn.quantize_to_cache(v.reshape(-1, KV_HEADS, HEAD_DIM), codes,
+                               torch.arange(v.shape[0] * BLOCK, device="cuda"), scale)
+    return codes, scale
+
+
+def test_k_from_v_rebuild_writes_the_decode_kernels_keys():
+    # wideattn.k_from_v_rebuild (C API 0.8.0) of a varlen call over the shuffled V half of the
+    # vLLM-layout cache into shuffled out pages: with a cos / sin table from the library
+    # (wideattn.k_from_v_cos_sin, the kernels' own values) K equals the host's
+    # reference.k_from_v_keys reading the same table bit for bit, and without it the same bits
+    # (the formula); V a bit-exact copy for a bf16 cache and bf16(code x scale) for e4m3 (K from
+    # the float32 values); slots of no key keep their sentinel.
+    case = Case(KFV_SEVERAL, seed=14)
+    rotary, theta, weights, frequencies = _k_from_v_setup(case)
+    v = case.kv_cache[1]
+    width = case.block_table.shape[1]
+    pages = len(KFV_SEVERAL) * width + 3
+    g = torch.Generator(device="cuda").manual_seed(15)
+    out_table = torch.randperm(pages, device="cuda", generator=g)[:len(KFV_SEVERAL) * width].int()
+    out_table = out_table.view(len(KFV_SEVERAL), width).contiguous()
+    shape = (pages, BLOCK, KV_HEADS, HEAD_DIM)
+    table = wideattn.k_from_v_cos_sin(rotary, case.max_k, rope_theta=theta, device="cuda")
+    for kind in ("bf16", "e4m3"):
+        cache, v_scale = (v, None) if kind == "bf16" else _e4m3_v(v)
+        results = {}
+        for with_table in (True, False):
+            k_out = torch.full(shape, -3.0, dtype=torch.bfloat16, device="cuda")
+            v_out = torch.full(shape, -3.0, dtype=torch.bfloat16, device="cuda")
+            wideattn.k_from_v_rebuild(case.q, cache, case.cu, case.lens, case.block_table, weights, rotary, k_out,
+                                      v_out, out_table, rope_theta=theta, v_scale=v_scale,
+                                      cos_sin=table if with_table else None, max_seqlen_k=case.max_k)
+            results[with_table] = (k_out, v_out)
+        torch.cuda.synchronize()
+        k_out, v_out = results[True]
+        assert torch.equal(k_out, results[False][0]) and torch.equal(v_out, results[False][1]), kind
+        host_table, host_out_table = table.cpu(), out_table.cpu()
+        expected_k = torch.full(shape, -3.0, dtype=torch.bfloat16)
+        expected_v = torch.full(shape, -3.0, dtype=torch.bfloat16)
+        for s, (_, length) in enumerate(KFV_SEVERAL):
+            values = reference.gather_keys(cache, case.layout(cache), case.block_table[s], length, HEAD_DIM,
+                                           torch.float32, v_scale).cpu()
+            keys = reference.k_from_v_keys(values, torch.arange(length), weights.cpu(), frequencies, host_table)
+            rows = host_out_table[s, torch.arange(length) // BLOCK].long()
+            expected_k[rows, torch.arange(length) % BLOCK] = keys
+            expected_v[rows, torch.arange(length) % BLOCK] = values.bfloat16()
+        differing = (k_out.cpu() != expected_k).sum().item()
+        print(f"  {kind} V: {differing} K elements differ from the host's, "
+              f"{(v_out.cpu() != expected_v).sum().item()} V elements")
+        assert torch.equal(k_out.cpu(), expected_k), kind
+        assert torch.equal(v_out.cpu(), expected_v), kind
+
+
+def test_prefill_k_from_v_with_several_query_tokens_against_the_fp64_path():
+    # prefill_k_from_v on a varlen batch with a chunk, a prompt and a decode (q_lens 5, 300, 1 after
+    # contexts 1000, 0, 77; 32 query heads over 4 KV heads, pages of 16 shuffled): the rebuild into
+    # a scratch, then the K + V prefill kernel; against the fp64 kernel's K-from-V call (float64
+    # out) for a bf16 V cache and the float64 reference over the same K rebuild for e4m3 V, within
+    # bf16's tolerance; the LSE too; with the hints too; and the caller's own k_from_v_rebuild into a
+    # shuffled scratch followed by wideattn.prefill.
+    case = Case(KFV_SEVERAL, seed=16)
+    rotary, theta, weights, frequencies = _k_from_v_setup(case)
+    v = case.kv_cache[1]
+
+    def run(cache, **kwargs):
+        return wideattn.prefill_k_from_v(case.q, cache, case.cu, case.lens, case.block_table, case.scale, weights,
+                                         rotary, rope_theta=theta, **kwargs)
+
+    out, lse = run(v, lse=True)
+    hinted = run(v, max_seqlen_q=300, max_seqlen_k=case.max_k)
+    exact, exact_lse = run(v, out=torch.empty(case.q.shape, dtype=torch.float64, device="cuda"), lse=True)
+    torch.cuda.synchronize()
+    error = rel_l2(out, exact)
+    print(f"  bf16 V: rel L2 {error:.3e} against the fp64 kernel's K-from-V call")
+    assert error <= REL_L2_BF16, error
+    assert (lse.double() - exact_lse).abs().max().item() <= LSE_TOL
+    assert rel_l2(hinted, exact) <= REL_L2_BF16, rel_l2(hinted, exact)
+    reference_out, _ = reference.attention(case.q, v, v, case.cu, case.lens, case.block_table, case.layout(v),
+                                           case.layout(v), case.scale, None, None, None,
+                                           k_from_v=(weights, frequencies))
+    assert rel_l2(exact, reference_out) <= 1e-6, rel_l2(exact, reference_out)
+    # The same call assembled by the caller: rebuild into shuffled pages of its own, then prefill.
+    width = case.block_table.shape[1]
+    g = torch.Generator(device="cuda").manual_seed(17)
+    table = torch.randperm(len(KFV_SEVERAL) * width, device="cuda", generator=g).int().view(len(KFV_SEVERAL), width)
+    k_out = torch.empty((len(KFV_SEVERAL) * width, BLOCK, KV_HEADS, HEAD_DIM), dtype=torch.bfloat16, device="cuda")
+    v_out = torch.empty_like(k_out)
+    own = wideattn.k_from_v_rebuild(case.q, v, case.cu, case.lens, case.block_table, weights, rotary, k_out, v_out,
+                                    table, rope_theta=theta)
+    own = wideattn.prefill(case.q, k_out, v_out, case.cu, case.lens, table, case.scale, out=own)
+    torch.cuda.synchronize()
+    own_error = rel_l2(own, exact)
+    print(f"  bf16 V, k_from_v_rebuild + prefill: rel L2 {own_error:.3e}")
+    assert own_error <= REL_L2_BF16, own_error
+    codes, v_scale = _e4m3_v(v)
+    e4m3, e4m3_lse = run(codes, v_scale=v_scale, lse=True)
+    e4m3_reference, e4m3_reference_lse = reference.attention(case.q, codes, codes, case.cu, case.lens,
+                                                             case.block_table, case.layout(codes), case.layout(codes),
+                                                             case.scale, None, None, v_scale,
+                                                             k_from_v=(weights, frequencies))
+    torch.cuda.synchronize()
+    e4m3_error = rel_l2(e4m3, e4m3_reference)
+    print(f"  e4m3 V: rel L2 {e4m3_error:.3e} against the float64 reference")
+    assert e4m3_error <= REL_L2_BF16, e4m3_error
+    assert (e4m3_lse.double() - e4m3_reference_lse).abs().max().item() <= LSE_TOL
 
 
 if __name__ == "__main__":

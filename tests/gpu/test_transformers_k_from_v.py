@@ -12,12 +12,13 @@ over v_only_cache(model). e4m3: hf_gemma4's E4M3_ATTENTION over a DynamicCache (
 V quantised with one scale each) against v_only_cache(model, e4m3=True) (V quantised with one
 scale, K rebuilt from the e4m3 V).
   - teacher-forced: PROMPT_TOKENS, then CHUNK_TOKENS per forward to TEACHER_TOKENS (every chunk
-    after the first runs over the V-only cache: the K-from-V decode kernel pinned by name);
-  - greedy generation of NEW_TOKENS tokens after a GREEDY_PROMPT-token prompt (every step a
-    single-token decode over the V-only cache): the tokens equal the K + V path's, or part at a
-    near tie (NEAR_TIE_LOGIT in the K + V path's logits of that step), and the gate on the
-    NEW_TOKENS decode rows of the V-only path's sequence (the prompt's rows come from its own K on
-    both paths) does not REJECT (64 rows leave it INCONCLUSIVE at 60 layers);
+    after the first runs over the V-only cache: its keys rebuilt into a K + V scratch, then the
+    K + V prefill kernel);
+  - greedy generation of NEW_TOKENS tokens after each of GREEDY_PROMPTS GREEDY_PROMPT-token
+    prompts (every step a single-token decode over the V-only cache): the tokens equal the K + V
+    path's, or part at a near tie (NEAR_TIE_LOGIT in the K + V path's logits of that step), and
+    the gate on the pooled decode rows of the V-only path's sequences (the prompts' rows come from
+    their own K on both paths) ACCEPTs (64 rows of one prompt left it INCONCLUSIVE at 60 layers);
   - memory: one forward of a MEMORY_TOKENS prompt into each cache (the prompt's own K serves its
     attention; the V-only cache keeps V alone): the global layers' cache bytes, V-only over K + V
     (bar: one half), and the whole cache's.
@@ -39,6 +40,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "bench"))
 import harness  # noqa: E402
 
 harness.require_transformers_gemma4()
+import numpy  # noqa: E402
 import torch  # noqa: E402
 
 from transformers import DynamicCache  # noqa: E402
@@ -53,6 +55,7 @@ CHUNK_TOKENS = 64
 TEACHER_TOKENS = 2048
 GREEDY_PROMPT = 256
 NEW_TOKENS = 64
+GREEDY_PROMPTS = 3             # prompts whose greedy continuations the gate pools (192 decode rows)
 MEMORY_TOKENS = 32768
 NEAR_TIE_LOGIT = 0.25          # a parting greedy token this close to the top logit is a rounding tie
 MARGIN_REL = 0.10
@@ -89,22 +92,29 @@ def v_only_path(e4m3):
     return "wideattn", v_only_cache.v_only_cache(m, e4m3=e4m3)
 
 
-def gate(tokens, label, e4m3, first, chunk, rows_from=0):
-    """The paired gate on teacher-forced logits of `tokens`: V-only candidate, K + V baseline, each
-    run in pieces (hf_gemma4.chunked_logits), against one float32-attention forward; on the rows
-    from `rows_from` on (the greedy gate: the decode steps' rows only, not the prompt's, which both
-    paths compute from the prompt's own K)."""
+def gate(sequences, label, e4m3, first, chunk, rows_from=0):
+    """The paired gate on teacher-forced logits of `sequences` (token tensors, their rows pooled):
+    V-only candidate, K + V baseline, each run in pieces (hf_gemma4.chunked_logits), against one
+    float32-attention forward; on each sequence's rows from `rows_from` on (the greedy gate: the
+    decode steps' rows only, not the prompt's, which both paths compute from the prompt's own K)."""
     m = model()
-    reference = hf_gemma4.logits(m, tokens, hf_gemma4.FP32_REFERENCE).cpu().numpy()
-    attention, cache = kv_path(e4m3)
-    baseline = hf_gemma4.chunked_logits(m, tokens, attention, cache, first, chunk).cpu().numpy()
-    before = hf_gemma4.k_from_v_calls()
-    attention, cache = v_only_path(e4m3)
-    candidate = hf_gemma4.chunked_logits(m, tokens, attention, cache, first, chunk).cpu().numpy()
-    served = hf_gemma4.k_from_v_calls() - before
+    rows = {"reference": [], "baseline": [], "candidate": []}
+    targets = []
+    served = 0
+    for tokens in sequences:
+        rows["reference"].append(hf_gemma4.logits(m, tokens, hf_gemma4.FP32_REFERENCE).cpu().numpy()[rows_from:])
+        attention, cache = kv_path(e4m3)
+        rows["baseline"].append(
+            hf_gemma4.chunked_logits(m, tokens, attention, cache, first, chunk).cpu().numpy()[rows_from:])
+        before = hf_gemma4.k_from_v_calls()
+        attention, cache = v_only_path(e4m3)
+        rows["candidate"].append(
+            hf_gemma4.chunked_logits(m, tokens, attention, cache, first, chunk).cpu().numpy()[rows_from:])
+        served += hf_gemma4.k_from_v_calls() - before
+        targets += (tokens[1:].tolist() + [0])[rows_from:]
     assert served > 0, "no call ran over the V-only cache"
-    targets = (tokens[1:].tolist() + [0])[rows_from:]
-    reference, baseline, candidate = reference[rows_from:], baseline[rows_from:], candidate[rows_from:]
+    reference, baseline, candidate = (numpy.concatenate(rows[name]) for name in ("reference", "baseline",
+                                                                                  "candidate"))
     dump_dir = tempfile.mkdtemp(prefix="wideattn_kfv_dumps_")
     paths = {}
     for name, array in (("reference", reference), ("baseline", baseline), ("candidate", candidate)):
@@ -128,35 +138,38 @@ def gate(tokens, label, e4m3, first, chunk, rows_from=0):
 def teacher_forced(e4m3):
     model()
     label = f"kfv_teacher_{'e4m3' if e4m3 else 'bf16'}_{LAYERS}"
-    assert gate(_state["tokens"], label, e4m3, PROMPT_TOKENS, CHUNK_TOKENS) == "ACCEPT"
+    assert gate([_state["tokens"]], label, e4m3, PROMPT_TOKENS, CHUNK_TOKENS) == "ACCEPT"
 
 
 def greedy(e4m3):
-    """Greedy generation over the V-only cache against the K + V path: the same tokens, or up to
-    the first step where they part, where the V-only token must be a near tie in the K + V path's
-    own logits of that step (within NEAR_TIE_LOGIT of its top logit: the contexts are the same up
-    to there). The gate on the decode rows is printed and must not REJECT; 64 rows are too few for
-    it to ACCEPT at 60 layers (INCONCLUSIVE, H200 2026-12-04), which the teacher-forced gate
-    decides."""
+    """Greedy generation over the V-only cache against the K + V path, after each of GREEDY_PROMPTS
+    prompts: the same tokens, or up to the first step where they part, where the V-only token must
+    be a near tie in the K + V path's own logits of that step (within NEAR_TIE_LOGIT of its top
+    logit: the contexts are the same up to there). The gate on the pooled decode rows (the V-only
+    path's sequences fed token by token) must ACCEPT; at 60 layers 64 rows of one prompt left it
+    INCONCLUSIVE for e4m3 (H200 2026-12-04: about 96 rows would decide), and so did 128 rows of two
+    (about 136 would), hence three prompts."""
     m = model()
-    prompt = _state["tokens"][:GREEDY_PROMPT]
-    attention, cache = kv_path(e4m3)
-    kv_tokens, kv_logits = hf_gemma4.greedy(m, prompt, NEW_TOKENS, attention, cache)
-    before = hf_gemma4.k_from_v_calls()
-    attention, cache = v_only_path(e4m3)
-    v_tokens, _ = hf_gemma4.greedy(m, prompt, NEW_TOKENS, attention, cache)
-    assert hf_gemma4.k_from_v_calls() > before, "no decode step ran over the V-only cache"
-    first = next((i for i in range(NEW_TOKENS) if kv_tokens[i] != v_tokens[i]), None)
     kind = "e4m3" if e4m3 else "bf16"
-    if first is None:
-        print(f"  {NEW_TOKENS} greedy tokens ({kind}, {LAYERS} layers) identical")
-        return
-    gap = (kv_logits[first].max() - kv_logits[first][v_tokens[first]]).item()
-    print(f"  {NEW_TOKENS} greedy tokens ({kind}, {LAYERS} layers) part at step {first}, the V-only token "
-          f"{gap:.3f} below the K + V path's top logit there")
-    assert gap <= NEAR_TIE_LOGIT, (first, gap)
-    sequence = torch.cat([prompt, v_tokens])
-    assert gate(sequence, f"kfv_greedy_{kind}_{LAYERS}", e4m3, GREEDY_PROMPT, 1, GREEDY_PROMPT) != "REJECT"
+    sequences = []
+    for index in range(GREEDY_PROMPTS):
+        prompt = _state["tokens"][index * GREEDY_PROMPT:(index + 1) * GREEDY_PROMPT]
+        attention, cache = kv_path(e4m3)
+        kv_tokens, kv_logits = hf_gemma4.greedy(m, prompt, NEW_TOKENS, attention, cache)
+        before = hf_gemma4.k_from_v_calls()
+        attention, cache = v_only_path(e4m3)
+        v_tokens, _ = hf_gemma4.greedy(m, prompt, NEW_TOKENS, attention, cache)
+        assert hf_gemma4.k_from_v_calls() > before, "no decode step ran over the V-only cache"
+        first = next((i for i in range(NEW_TOKENS) if kv_tokens[i] != v_tokens[i]), None)
+        if first is None:
+            print(f"  prompt {index}: {NEW_TOKENS} greedy tokens ({kind}, {LAYERS} layers) identical")
+        else:
+            gap = (kv_logits[first].max() - kv_logits[first][v_tokens[first]]).item()
+            print(f"  prompt {index}: {NEW_TOKENS} greedy tokens ({kind}, {LAYERS} layers) part at step {first}, the "
+                  f"V-only token {gap:.3f} below the K + V path's top logit there")
+            assert gap <= NEAR_TIE_LOGIT, (index, first, gap)
+        sequences.append(torch.cat([prompt, v_tokens]))
+    assert gate(sequences, f"kfv_greedy_{kind}_{LAYERS}", e4m3, GREEDY_PROMPT, 1, GREEDY_PROMPT) == "ACCEPT"
 
 
 def test_teacher_forced_gate_accepts_v_only_bf16():

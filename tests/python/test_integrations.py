@@ -1125,13 +1125,42 @@ def test_v_only_calls_rebuild_k_from_the_cached_v():
     """A V-only cache layer's call (key is value, wideattn.v_only_cache): served by
     prefill_k_from_v with the module's k_norm weight and the model's RoPE frequencies, never by
     SDPA; equal to attention over K rebuilt by wideattn.reference (bf16 V), within e4m3's error
-    of it for e4m3 V and not equal (the quantisation happened); the first update's ordinary key
-    is not such a call."""
-    from wideattn import v_only_cache
+    of it for e4m3 V and not equal (the quantisation happened); a call of several queries runs
+    through the rebuild into a K + V scratch (wideattn::k_from_v_rebuild), with no kernel pinned;
+    the first update's ordinary key is not such a call."""
+    from wideattn import ops, v_only_cache
     recorder = _setup()
     model = _KfvModel()
     v_only_cache.register_model(model)
     generator = torch.Generator().manual_seed(11)
+    rebuilds = []
+    real_rebuild = ops._k_from_v_rebuild_op
+
+    def rebuild(*args):
+        rebuilds.append(wideattn.default_context().prefill_kernel)
+        return real_rebuild(*args)
+
+    ops._k_from_v_rebuild_op = rebuild
+    try:
+        _v_only_calls(v_only_cache, model, generator, rebuilds)
+    finally:
+        ops._k_from_v_rebuild_op = real_rebuild
+    assert not recorder.calls
+    key = torch.randn((1, KV_HEADS, 8, KFV_HEAD_DIM), generator=generator).bfloat16()
+    assert not v_only_cache.is_v_only_call(model.attn, key, key.clone())
+    assert not v_only_cache.is_v_only_call(_GlobalAttention(7, model.attn.k_norm.weight), key, key)
+    query = torch.randn((1, Q_HEADS, 1, KFV_HEAD_DIM), generator=generator).bfloat16()
+    value = torch.randn((1, KV_HEADS, 3, KFV_HEAD_DIM), generator=generator).bfloat16()
+    try:
+        v_only_cache.k_from_v_forward(model.attn, query.repeat(2, 1, 1, 1), value.repeat(2, 1, 1, 1), 1.0)
+    except NotImplementedError as e:
+        assert "batch 2" in str(e), e
+    else:
+        raise AssertionError("batch 2 was served")
+
+
+def _v_only_calls(v_only_cache, model, generator, rebuilds):
+    """test_v_only_calls_rebuild_k_from_the_cached_v's calls (rebuilds: the pin seen at each rebuild)."""
     for q_len, kv_len in ((1, 37), (5, 40), (19, 19)):
         query = torch.randn((1, Q_HEADS, q_len, KFV_HEAD_DIM), generator=generator).bfloat16()
         value = torch.randn((1, KV_HEADS, kv_len, KFV_HEAD_DIM), generator=generator).bfloat16()
@@ -1139,26 +1168,17 @@ def test_v_only_calls_rebuild_k_from_the_cached_v():
         expected = _k_from_v_expected(query, value, model, scale)
         for e4m3 in (False, True):
             v_only_cache._layer_e4m3[model.attn.layer_idx] = e4m3
-            before = hf.calls["k_from_v"]
+            before, rebuilt = hf.calls["k_from_v"], len(rebuilds)
             out, weights = hf.attention_forward(model.attn, query, value, value, None, scaling=scale)
             assert weights is None and tuple(out.shape) == (1, q_len, Q_HEADS, KFV_HEAD_DIM), out.shape
             assert hf.calls["k_from_v"] == before + 1
+            assert len(rebuilds) == rebuilt + (q_len > 1) and not any(rebuilds), (q_len, rebuilds)
             if not e4m3:
                 assert_close_bf16(out, expected, f"V only, {q_len} over {kv_len}")
             else:
                 rel = ((out.double() - expected).norm() / expected.norm()).item()
                 assert 1e-3 < rel < 8e-2, (q_len, kv_len, rel)
     v_only_cache._layer_e4m3.clear()
-    assert not recorder.calls
-    key = torch.randn((1, KV_HEADS, 8, KFV_HEAD_DIM), generator=generator).bfloat16()
-    assert not v_only_cache.is_v_only_call(model.attn, key, key.clone())
-    assert not v_only_cache.is_v_only_call(_GlobalAttention(7, model.attn.k_norm.weight), key, key)
-    try:
-        v_only_cache.k_from_v_forward(model.attn, query[:, :, :1].repeat(2, 1, 1, 1), value.repeat(2, 1, 1, 1), 1.0)
-    except NotImplementedError as e:
-        assert "batch 2" in str(e), e
-    else:
-        raise AssertionError("batch 2 was served")
 
 
 def test_rotary_table_takes_the_leading_frequencies_and_refuses_other_buffers():

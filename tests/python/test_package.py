@@ -2,7 +2,8 @@
 mirrors against the C compiler's layout, kernels() against the bundle's manifest, the library
 and bundle lookup order, errors per status carrying the library's message, kernel selection
 and pinning through is_supported, split-KV planning (plan_launch, workspace sizes, validation
-of the split fields), and that none of it imports torch.
+of the split fields), the K-from-V rebuild's validation (wideattn_k_from_v_rebuild), and that none
+of it imports torch.
 
 usage: python3 test_package.py STRUCT_LAYOUT_BINARY   (PYTHONPATH = build/python,
        WIDEATTN_BUNDLE = build/bundle, WIDEATTN_LIBCUDA pointing nowhere)
@@ -24,7 +25,7 @@ STRUCTS = {"wideattn_prefill_params": _capi.PrefillParams, "wideattn_quantize_pa
            "wideattn_scale_params": _capi.ScaleParams, "wideattn_kernel_info": _capi.KernelInfoStruct,
            "wideattn_launch_plan": _capi.LaunchPlan, "wideattn_plan_options": _capi.PlanOptions,
            "wideattn_plan_tensors": _capi.PlanTensors, "wideattn_plan_info": _capi.PlanInfo,
-           "wideattn_k_from_v": _capi.KFromV}
+           "wideattn_k_from_v": _capi.KFromV, "wideattn_k_from_v_rebuild_out": _capi.KFromVRebuildOut}
 FAKE_BASE = 0x10000000           # device addresses the no-driver calls never touch
 GEMMA_GLOBAL = {"num_q_heads": 32, "num_kv_heads": 4, "head_dim": 512}
 
@@ -138,15 +139,76 @@ def test_selection_and_pinning():
     with wideattn.Context() as context:
         assert context.is_supported(fake_params(o_dtype=_capi.DTYPE_F64), (9, 0)).name == "reference_f64"
         assert context.is_supported(fake_params(), (9, 0)).name == "wgmma_bf16_d512"
+        assert context.prefill_kernel is None
         context.set_prefill_kernel("mma_bf16_d512")
+        assert context.prefill_kernel == "mma_bf16_d512"
         assert context.is_supported(fake_params(), (9, 0)).name == "mma_bf16_d512"
         assert context.is_supported(fake_params(o_dtype=_capi.DTYPE_F64), (9, 0)).name == "reference_f64"
         context.set_prefill_kernel(None)
+        assert context.prefill_kernel is None
         assert context.is_supported(fake_params(), (9, 0)).name == "wgmma_bf16_d512"
         harness.expect_raises(wideattn.InvalidArgumentError, ["no_such_kernel", "mma_bf16_d512"],
                               context.set_prefill_kernel, "no_such_kernel")
+        assert context.prefill_kernel is None       # a refused name changes nothing
         harness.expect_raises(wideattn.UnsupportedError, ["wideattn_is_supported"], context.is_supported,
                               fake_params(), (8, 0))
+
+
+def k_from_v_call(description):
+    """fake_params as a K-from-V call (k_cache NULL, WIDEATTN_FLAG_K_FROM_V) with `description` (a
+    _capi.KFromV the caller keeps alive: Gemma 4's, its weight at a fake address)."""
+    p = fake_params()
+    p.k_cache, p.k_block_stride, p.k_slot_stride, p.k_head_stride = None, 0, 0, 0
+    p.flags = _capi.FLAG_K_FROM_V
+    p.k_from_v = ctypes.pointer(description)
+    return p
+
+
+def gemma4_description():
+    return _capi.KFromV(ctypes.sizeof(_capi.KFromV), _capi.ROPE_PROPORTIONAL, 6 * FAKE_BASE, 1.0e6, 128,
+                        _capi.ROPE_ROTATE_HALF, 0, None, None, 0, 0)
+
+
+def rebuild_out(**fields):
+    """A wideattn_k_from_v_rebuild_out of bf16 caches of 4 pages shaped as fake_params' cache, at
+    fake addresses, and a table of 4 entries per sequence."""
+    hkv, d, block_size = GEMMA_GLOBAL["num_kv_heads"], GEMMA_GLOBAL["head_dim"], 16
+    out = _capi.KFromVRebuildOut(0, 0, 8 * FAKE_BASE, block_size * hkv * d, hkv * d, d,
+                                 9 * FAKE_BASE, block_size * hkv * d, hkv * d, d, 10 * FAKE_BASE, 4, 4, 0)
+    for name, value in fields.items():
+        setattr(out, name, value)
+    return out
+
+
+def test_k_from_v_rebuild_is_validated_before_the_driver_loads():
+    """wideattn_k_from_v_rebuild (C API 0.8.0) through Context.launch_k_from_v_rebuild: a valid call
+    reaches the driver (absent here), and the library's refusals of params and of out name the
+    field; the struct_size is set by the binding."""
+    context = wideattn.default_context()
+    description = gemma4_description()
+    assert ctypes.sizeof(_capi.KFromVRebuildOut) == 96
+    out = rebuild_out()
+    harness.expect_raises(wideattn.NoDriverError, ["wideattn_k_from_v_rebuild", "CUDA driver not available"],
+                          context.launch_k_from_v_rebuild, k_from_v_call(description), out, None)
+    assert out.struct_size == 96
+    for fields, text in (({"reserved": 1}, "out.reserved=1 must be 0"),
+                         ({"reserved2": 3}, "out.reserved2=3 must be 0"),
+                         ({"k_cache": None}, "out.k_cache"),
+                         ({"num_blocks": 0}, "out.num_blocks=0 must be >= 1"),
+                         ({"block_table_stride": 0}, "out.block_table_stride=0 must be >= 1"),
+                         ({"v_slot_stride": 2052}, "out.v_slot_stride=2052 is not a multiple of 8 elements"),
+                         ({"v_cache": 8 * FAKE_BASE}, "out.k_cache"),
+                         ({"k_cache": 3 * FAKE_BASE}, "v_cache")):
+        harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn_k_from_v_rebuild", text],
+                              context.launch_k_from_v_rebuild, k_from_v_call(description), rebuild_out(**fields), None)
+    plain = fake_params()
+    harness.expect_raises(wideattn.InvalidArgumentError, ["lacks WIDEATTN_FLAG_K_FROM_V"],
+                          context.launch_k_from_v_rebuild, plain, rebuild_out(), None)
+    harness.expect_raises(wideattn.InvalidArgumentError, ["out must be a wideattn._capi.KFromVRebuildOut, got "
+                                                          "PrefillParams"],
+                          context.launch_k_from_v_rebuild, k_from_v_call(description), plain, None)
+    harness.expect_raises(wideattn.InvalidArgumentError, ["params must be a wideattn._capi.PrefillParams"],
+                          context.launch_k_from_v_rebuild, rebuild_out(), rebuild_out(), None)
 
 
 PLAN_SMS = 132            # an H200's multiprocessors
@@ -260,6 +322,8 @@ def test_closed_context_refuses_calls():
         "launch_prefill": lambda: context.launch_prefill(fake_params(), None),
         "launch_quantize": lambda: context.launch_quantize(_capi.QuantizeParams(), None),
         "launch_scale": lambda: context.launch_scale(_capi.ScaleParams(), None),
+        "launch_k_from_v_rebuild": lambda: context.launch_k_from_v_rebuild(fake_params(), rebuild_out(), None),
+        "prefill_kernel": lambda: context.prefill_kernel,
     }
     for name, call in calls.items():
         error = harness.expect_raises(wideattn.InvalidArgumentError, ["the context is closed"], call)

@@ -7,7 +7,8 @@ library's messages surfacing as exceptions, the split-KV options (hints, num_spl
 workspace the CUDA implementation sizes and attaches), checked mode (check_metadata: the library's
 flag, and the CPU implementation's mirror of its rules and messages; keys it cannot read refused
 without it), the e4m3 codec, scale and quantise functions, and K from V (prefill_k_from_v, its
-cos / sin table and k_from_v_cos_sin).
+cos / sin table and k_from_v_cos_sin; calls with several query tokens through k_from_v_rebuild,
+whose CPU implementation writes what the kernel writes).
 
 usage: python3 test_torch_ops.py   (PYTHONPATH = build/python, WIDEATTN_BUNDLE = build/bundle)
 """
@@ -1137,12 +1138,15 @@ def test_prefill_k_from_v_checks_name_the_argument():
                               wideattn.prefill_k_from_v, call.pop("q"), call.pop("v_cache"), problem.cu_seqlens_q,
                               problem.seq_lens_k, problem.block_table, problem.scale, call.pop("k_norm_scale"),
                               call.pop("rotary_dims"), **call)
-    # A call no K-from-V kernel serves (several query tokens of one sequence, a bf16 out): the
-    # library's refusal, naming the kernels that rebuild K.
+    # The K-from-V op itself (one wideattn_prefill with the flag) over several query tokens of one
+    # sequence with a bf16 out: the library's refusal, naming the kernels that rebuild K
+    # (prefill_k_from_v serves such calls through the rebuild instead: the tests below).
     prompt = Problem([(4, 20)], seed=24)
+    layout = [0, prompt.num_blocks, prompt.block_size, prompt.kv_heads] + list(prompt.v_cache.stride()[:3])
     harness.expect_raises(wideattn.UnsupportedError, ["decode_bf16kfv_d512", "one query token per sequence"],
-                          wideattn.prefill_k_from_v, prompt.q, prompt.v_cache, prompt.cu_seqlens_q, prompt.seq_lens_k,
-                          prompt.block_table, prompt.scale, weights, GEMMA4_ROTARY_DIMS, rope_theta=GEMMA4_THETA)
+                          ops._k_from_v_op, prompt.q, prompt.v_cache, prompt.cu_seqlens_q, prompt.seq_lens_k,
+                          prompt.block_table, layout, prompt.scale, None, weights, None, GEMMA4_THETA,
+                          GEMMA4_ROTARY_DIMS, torch.empty(prompt.q.shape, dtype=torch.bfloat16), None)
 
 
 def test_prefill_k_from_v_hands_the_library_the_flag_and_the_description():
@@ -1330,6 +1334,341 @@ def test_prefill_k_from_v_cos_sin_checks_name_the_argument():
                               wideattn.prefill_k_from_v, problem.q, problem.v_cache, problem.cu_seqlens_q,
                               problem.seq_lens_k, problem.block_table, problem.scale, weights,
                               call.pop("rotary_dims"), **call)
+
+
+# Several query tokens over a V-only cache (C API 0.8.0): wideattn.k_from_v_rebuild
+# (wideattn_k_from_v_rebuild: the keys rebuilt into a bf16 K + V cache) and prefill_k_from_v's
+# path through it (the rebuild into a scratch, then the K + V prefill op).
+KFV_SEVERAL = [(5, 40), (1, 33), (17, 17), (0, 5), (3, 3)]   # chunk with context, decode, prompt, idle, prompt
+
+
+def _rebuild(problem, weights, k_out, v_out, out_table, **kwargs):
+    kwargs.setdefault("rope_theta", GEMMA4_THETA)
+    return wideattn.k_from_v_rebuild(problem.q, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                                     problem.block_table, weights, GEMMA4_ROTARY_DIMS, k_out, v_out, out_table,
+                                     **kwargs)
+
+
+def _expected_rebuild(problem, weights, out_table, shape, fill, values_of=None, src_zero=(), keys_of=None):
+    """The caches k_from_v_rebuild writes, computed key by key: `fill` everywhere, then for each
+    sequence s and key j < its length (`keys_of(s)`, default seq_lens_k) at page out_table[s][j //
+    block_size] (when inside the caches) K rebuilt as transformers writes it (_rope_keys) from V
+    (`values_of(s)`: float values [L, H, D]; default the bf16 cache's) and V as bf16; the (s, j) in
+    src_zero read zeros (a source page outside the cache)."""
+    frequencies = reference.k_from_v_inv_freq(HEAD_DIM, GEMMA4_ROTARY_DIMS, GEMMA4_THETA)
+    k_cache = torch.full(shape, fill, dtype=torch.bfloat16)
+    v_cache = torch.full(shape, fill, dtype=torch.bfloat16)
+    for s, (_, length) in enumerate(problem.seqs):
+        length = length if keys_of is None else keys_of(s)
+        values = (problem.values(s) if values_of is None else values_of(s))[:length].clone()
+        for j in range(length):
+            if (s, j) in src_zero:
+                values[j] = 0.0
+        keys = _rope_keys(values, torch.arange(length), weights, frequencies)
+        for j in range(length):
+            page = int(out_table[s, j // problem.block_size])
+            if 0 <= page < shape[0]:
+                k_cache[page, j % problem.block_size] = keys[j]
+                v_cache[page, j % problem.block_size] = values[j].bfloat16()
+    return k_cache, v_cache
+
+
+def _out_table(problem, width, pages, seed):
+    """A shuffled int32 out table [num_seqs, width] of distinct pages below `pages`."""
+    order = torch.randperm(pages, generator=torch.Generator().manual_seed(seed))[:len(problem.seqs) * width]
+    return order.to(torch.int32).view(len(problem.seqs), width).clone()
+
+
+def test_k_from_v_rebuild_writes_k_and_v_at_the_out_pages():
+    # bf16 and e4m3 V caches into shuffled out pages (more pages than used, a sentinel elsewhere):
+    # K rebuilt from each key's V (transformers' form of the formula, bit for bit), V as bf16 (e4m3:
+    # bf16 of code x scale in float32), nothing else written; out returned as given or allocated.
+    problem = Problem(KFV_SEVERAL, seed=30)
+    weights = _k_norm_weights(11)
+    width = problem.block_table.shape[1]
+    shape = (len(KFV_SEVERAL) * width + 4, problem.block_size, problem.kv_heads, HEAD_DIM)
+    table = _out_table(problem, width, shape[0], 31)
+    k_out, v_out = torch.full(shape, -7.0, dtype=torch.bfloat16), torch.full(shape, -7.0, dtype=torch.bfloat16)
+    out = _rebuild(problem, weights, k_out, v_out, table)
+    assert tuple(out.shape) == tuple(problem.q.shape) and out.dtype == torch.bfloat16
+    expected_k, expected_v = _expected_rebuild(problem, weights, table, shape, -7.0)
+    assert torch.equal(k_out, expected_k) and torch.equal(v_out, expected_v)
+    given = torch.empty(problem.q.shape, dtype=torch.bfloat16)
+    assert _rebuild(problem, weights, k_out, v_out, table, out=given, max_seqlen_q=17, max_seqlen_k=40) is given
+    assert torch.equal(k_out, expected_k)
+    scale = torch.tensor([0.0125], dtype=torch.float32)
+    codes, _ = reference.quantize(problem.v_cache, scale)
+    dequantised = (reference.e4m3_decode(codes, torch.float64) * scale.double()).float()
+    bf16_values = problem.v_cache
+    problem.v_cache = codes
+    k_out.fill_(3.0)
+    v_out.fill_(3.0)
+    _rebuild(problem, weights, k_out, v_out, table, v_scale=scale)
+    expected_k, expected_v = _expected_rebuild(problem, weights, table, shape, 3.0,
+                                               values_of=lambda s: problem.values(s, dequantised).float())
+    assert torch.equal(k_out, expected_k) and torch.equal(v_out, expected_v)
+    problem.v_cache = bf16_values
+
+
+def test_k_from_v_rebuild_reads_the_metadata_as_the_kernel_does():
+    # Without checked mode: a source page outside the V cache reads as zeros, an out page outside
+    # k_out is skipped, a sequence's keys past the out table's row are not rebuilt; checked mode
+    # refuses such entries with the library's messages ("out: " for the out table's).
+    problem = Problem([(3, 40), (1, 33)], seed=32)
+    weights = _k_norm_weights(12)
+    shape = (8, problem.block_size, problem.kv_heads, HEAD_DIM)
+    table = torch.tensor([[0, 5, 2], [7, 99, 3]], dtype=torch.int32)   # sequence 1's page 1: outside
+    block_table = problem.block_table.clone()
+    block_table[0, 2] = problem.num_blocks + 5                          # sequence 0's keys 32 .. 39
+    saved, problem.block_table = problem.block_table, block_table
+    k_out, v_out = torch.full(shape, 5.0, dtype=torch.bfloat16), torch.full(shape, 5.0, dtype=torch.bfloat16)
+    _rebuild(problem, weights, k_out, v_out, table)
+    problem.block_table = saved
+    expected_k, expected_v = _expected_rebuild(problem, weights, table, shape, 5.0,
+                                               src_zero={(0, j) for j in range(32, 40)})
+    assert torch.equal(k_out, expected_k) and torch.equal(v_out, expected_v)
+    narrow = table[:, :1].contiguous()                                  # one page a row: 16 keys each
+    k_out.fill_(5.0)
+    v_out.fill_(5.0)
+    _rebuild(problem, weights, k_out, v_out, narrow)
+    expected_k, expected_v = _expected_rebuild(problem, weights, narrow, shape, 5.0, keys_of=lambda s: 16)
+    assert torch.equal(k_out, expected_k) and torch.equal(v_out, expected_v)
+    harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn_k_from_v_rebuild", "out: block_table[1][1] = 99 "
+                          "(sequence 1, key block 1) is outside [0, num_blocks = 8) (checked mode)"],
+                          _rebuild, problem, weights, k_out, v_out, table, check_metadata=True)
+    harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn_k_from_v_rebuild", "out: seq_lens_k[0] = 40 is "
+                          "above block_table_stride * block_size = 16"],
+                          _rebuild, problem, weights, k_out, v_out, narrow, check_metadata=True)
+    problem.block_table = block_table
+    error = harness.expect_raises(wideattn.InvalidArgumentError, [f"block_table[0][2] = {problem.num_blocks + 5} "],
+                                  _rebuild, problem, weights, k_out, v_out, table, check_metadata=True)
+    assert "out: " not in str(error), str(error)
+    problem.block_table = saved
+
+
+def test_k_from_v_rebuild_checks_name_the_argument():
+    problem = Problem(KFV_SEVERAL, seed=33)
+    weights = _k_norm_weights(13)
+    shape = (20, problem.block_size, problem.kv_heads, HEAD_DIM)
+    cache = torch.zeros(shape, dtype=torch.bfloat16)
+    table = _out_table(problem, 3, 20, 34)
+    wide_rows = torch.zeros(shape[:3] + (HEAD_DIM + 4,), dtype=torch.bfloat16)[..., :HEAD_DIM]
+    misaligned = torch.zeros(cache.numel() + 1, dtype=torch.bfloat16)[1:].view(shape)
+    base = dict(k_out=cache, v_out=cache.clone(), out_table=table, rope_theta=GEMMA4_THETA)
+    cases = [
+        (dict(k_out=None), "k_out is None; expected a tensor"),
+        (dict(k_out=cache.float()), "k_out has dtype float32; expected bfloat16"),
+        (dict(v_out=cache[0]), "v_out must be 4-D"),
+        (dict(k_out=torch.zeros((20, 32, problem.kv_heads, HEAD_DIM), dtype=torch.bfloat16)),
+         "k_out.shape[1] is 32 but v_cache.shape[1] (block_size) is 16"),
+        (dict(v_out=torch.zeros((20, 16, 3, HEAD_DIM), dtype=torch.bfloat16)),
+         "v_out.shape[2] is 3 but v_cache.shape[2] (num_kv_heads) is 2"),
+        (dict(k_out=cache[..., :256]), "k_out.shape[3] is 256 but v_cache.shape[3] (head_dim) is 512"),
+        (dict(v_out=cache[:5]), "v_out has shape (5, 16, 2, 512) but k_out has (20, 16, 2, 512)"),
+        (dict(k_out=cache[:0], v_out=cache[:0]), "k_out.shape[0] (num_blocks) is 0"),
+        (dict(k_out=wide_rows), "k_out has strides (16512, 1032, 516, 1): the first three must be positive "
+                                "multiples of 8"),
+        (dict(v_out=misaligned), "is not 16-byte aligned"),
+        (dict(out_table=table.long()), "out_block_table has dtype int64; expected int32"),
+        (dict(out_table=table[:3]), "out_block_table.shape[0] is 3 but num_seqs is 5"),
+        (dict(out_table=table[:, :0]), "out_block_table has no column"),
+        (dict(rope_theta=None), "rope_theta must be a float when inv_freq is None, got NoneType"),
+        (dict(v_scale=torch.ones(1)), "v_scale is set but the V cache is not e4m3 (pass None)"),
+        (dict(out=torch.empty((3, 16, HEAD_DIM), dtype=torch.bfloat16)), "out has shape (3, 16, 512)"),
+        (dict(max_seqlen_k=-1), "max_seqlen_k=-1 is outside 0 .. "),
+        (dict(check_metadata=1), "check_metadata must be a bool, got int"),
+    ]
+    for change, text in cases:
+        call = dict(base)
+        call.update(change)
+        harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.k_from_v_rebuild: ", text], _rebuild,
+                              problem, weights, call.pop("k_out"), call.pop("v_out"), call.pop("out_table"), **call)
+    q, problem.q = problem.q, problem.q.float()
+    harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.k_from_v_rebuild: ", "q has dtype float32"],
+                          _rebuild,
+                          problem, weights, cache, cache.clone(), table, rope_theta=GEMMA4_THETA)
+    problem.q = q
+
+
+class _OpLog:
+    """Records the ops prefill_k_from_v runs (name, arguments) and runs them."""
+
+    NAMES = ("_k_from_v_op", "_k_from_v_rebuild_op", "_prefill_op")
+
+    def __enter__(self):
+        self.calls, self.saved = [], {name: getattr(ops, name) for name in self.NAMES}
+        for name, function in self.saved.items():
+            setattr(ops, name, self._recording(name, function))
+        return self
+
+    def _recording(self, name, function):
+        def call(*args):
+            self.calls.append((name, args))
+            return function(*args)
+        return call
+
+    def __exit__(self, *exc):
+        for name, function in self.saved.items():
+            setattr(ops, name, function)
+
+    def names(self):
+        return [name for name, _ in self.calls]
+
+
+def test_prefill_k_from_v_serves_several_query_tokens_over_the_rebuilt_keys():
+    # A varlen batch with prompts and a chunk over a shuffled V-only cache, bf16 and e4m3: the
+    # rebuild into a scratch of num_seqs x ceil(max key / block_size) pages with the identity table,
+    # then the K + V prefill over it with the call's metadata, scale, out and lse; the output and
+    # LSE of naive attention over K rebuilt independently (_rebuilt_k_cache).
+    problem = Problem(KFV_SEVERAL, seed=35)
+    weights = _k_norm_weights(14)
+    frequencies = reference.k_from_v_inv_freq(HEAD_DIM, GEMMA4_ROTARY_DIMS, GEMMA4_THETA)
+    expected, expected_lse = problem.expected(k_dequant=_rebuilt_k_cache(problem, weights, frequencies))
+    num_seqs, pages = len(KFV_SEVERAL), 3
+    with _OpLog() as log:
+        out, lse = _run_k_from_v(problem, weights, lse=True)
+    assert log.names() == ["_k_from_v_rebuild_op", "_prefill_op"], log.names()
+    rebuild, prefill = log.calls[0][1], log.calls[1][1]
+    k_scratch, v_scratch, table = rebuild[12], rebuild[13], rebuild[14]
+    assert tuple(k_scratch.shape) == (num_seqs * pages, problem.block_size, problem.kv_heads, HEAD_DIM)
+    assert k_scratch.dtype == v_scratch.dtype == torch.bfloat16 and table.dtype == torch.int32
+    assert torch.equal(table, torch.arange(num_seqs * pages, dtype=torch.int32).view(num_seqs, pages))
+    assert prefill[1] is k_scratch and prefill[2] is v_scratch and prefill[5] is table
+    assert prefill[3] is problem.cu_seqlens_q and prefill[4] is problem.seq_lens_k and prefill[8] == problem.scale
+    assert prefill[12] is out and prefill[13] is lse and rebuild[11] is out
+    assert_close_bf16(out, expected, "prefill_k_from_v, several query tokens")
+    assert torch.allclose(lse.double(), expected_lse, rtol=1e-5, atol=1e-5), (lse - expected_lse).abs().max()
+    # The page count from the max_seqlen_k hint (capped at the block table's width); with the hints,
+    # the same output.
+    for hint, expected_pages in ((40, 3), (33, 3), (1000, 3)):
+        with _OpLog() as log:
+            hinted = _run_k_from_v(problem, weights, max_seqlen_q=17, max_seqlen_k=hint)
+        assert log.calls[0][1][12].shape[0] == num_seqs * expected_pages, (hint, log.calls[0][1][12].shape)
+        assert log.calls[1][1][14:16] == (17, hint), log.calls[1][1][14:16]
+        assert torch.equal(hinted, out), hint
+    # A max_seqlen_k below a sequence's keys: its scratch row cannot hold them (the CPU prefill
+    # refuses them; the kernels would read them clamped).
+    harness.expect_raises(wideattn.InvalidArgumentError, ["seq_lens_k[0] = 40 is above block_table_stride * "
+                                                          "block_size = 32"],
+                          _run_k_from_v, problem, weights, max_seqlen_k=20)
+    # e4m3 V: K rebuilt from code x scale, V read as bf16 of it.
+    scale = torch.tensor([0.0125], dtype=torch.float32)
+    codes, _ = reference.quantize(problem.v_cache, scale)
+    v_dequant = (reference.e4m3_decode(codes, torch.float64) * scale.double()).float()
+    e4m3_expected, _ = problem.expected(k_dequant=_rebuilt_k_cache(problem, weights, frequencies, v_dequant),
+                                        v_dequant=v_dequant)
+    problem.v_cache = codes
+    with _OpLog() as log:
+        e4m3_out = _run_k_from_v(problem, weights, v_scale=scale)
+    assert log.names() == ["_k_from_v_rebuild_op", "_prefill_op"], log.names()
+    assert_close_bf16(e4m3_out, e4m3_expected, "prefill_k_from_v, several query tokens, e4m3 V")
+
+
+def test_prefill_k_from_v_keeps_the_k_from_v_op_where_it_serves():
+    # One query token per sequence, a float64 out, and a pinned kernel that rebuilds K itself for
+    # the call's dtypes: the K-from-V op as before; max_seqlen_q > 1 or another pin: the rebuild.
+    decode = Problem(KFV_DECODE, seed=36)
+    prompt = Problem(KFV_SEVERAL, seed=37)
+    weights = _k_norm_weights(15)
+    frequencies = reference.k_from_v_inv_freq(HEAD_DIM, GEMMA4_ROTARY_DIMS, GEMMA4_THETA)
+    context = wideattn.default_context()
+
+    def ops_of(problem, **kwargs):
+        with _OpLog() as log:
+            result = _run_k_from_v(problem, weights, **kwargs)
+        return log.names(), result
+
+    assert ops_of(decode)[0] == ["_k_from_v_op"]
+    assert ops_of(decode, max_seqlen_q=1)[0] == ["_k_from_v_op"]
+    assert ops_of(decode, max_seqlen_q=2)[0] == ["_k_from_v_rebuild_op", "_prefill_op"]
+    names, exact = ops_of(prompt, out=torch.empty(prompt.q.shape, dtype=torch.float64))
+    assert names == ["_k_from_v_op"], names
+    expected, _ = prompt.expected(k_dequant=_rebuilt_k_cache(prompt, weights, frequencies))
+    assert (exact - expected).abs().max().item() < 1e-9
+    try:
+        context.set_prefill_kernel("decode_bf16kfv_d512")
+        names, pinned = ops_of(prompt)
+        assert names == ["_k_from_v_op"], names
+        assert_close_bf16(pinned, expected, "decode_bf16kfv_d512 pinned")
+        # An e4m3 V cache: the pin is not for its dtypes, so the rebuild; the pin then restricts the
+        # bf16 K + V prefill over the scratch to a kernel that reads no K cache: the library's refusal.
+        scale = torch.ones(1)
+        e4m3 = Problem(KFV_SEVERAL, seed=37)
+        e4m3.v_cache = reference.quantize(e4m3.v_cache, scale)[0]
+        with _OpLog() as log:
+            harness.expect_raises(wideattn.UnsupportedError, ["restricted to kernel decode_bf16kfv_d512",
+                                                              "serves only calls with WIDEATTN_FLAG_K_FROM_V"],
+                                  _run_k_from_v, e4m3, weights, v_scale=scale)
+        assert log.names() == ["_k_from_v_rebuild_op", "_prefill_op"], log.names()
+        context.set_prefill_kernel("mma_bf16_d512")
+        names, other = ops_of(prompt)
+        assert names == ["_k_from_v_rebuild_op", "_prefill_op"], names
+        assert_close_bf16(other, expected, "mma_bf16_d512 pinned")
+    finally:
+        context.set_prefill_kernel(None)
+
+
+def test_k_from_v_rebuild_hands_the_library_the_call_and_the_out_caches():
+    # The CUDA implementation with its launch seam replaced (no GPU here): the params of the
+    # K-from-V call (k_cache NULL, the flag and the check flag, o the given out, no lse, softmax
+    # scale 1, no split, the description) and the wideattn_k_from_v_rebuild_out of k_out / v_out
+    # (views of one vLLM-style tensor: their own strides) and the out table.
+    problem = Problem(KFV_SEVERAL, seed=38)
+    weights = _k_norm_weights(16)
+    both = torch.zeros((2, 20, problem.block_size, problem.kv_heads, HEAD_DIM), dtype=torch.bfloat16)
+    k_out, v_out = both[0], both[1]
+    table = torch.zeros((len(KFV_SEVERAL), 8), dtype=torch.int32)[:, :3]
+    out = torch.empty(problem.q.shape, dtype=torch.bfloat16)
+    launched = []
+
+    class Recorder:
+        def launch_k_from_v_rebuild(self, params, target, stream):
+            d = params.k_from_v.contents
+            launched.append(((params.k_cache, params.k_block_stride, params.v_cache, params.o, params.lse,
+                              params.flags, params.softmax_scale, params.num_splits, params.max_seqlen_q,
+                              params.max_seqlen_k, params.total_q, d.k_norm_scale, d.rope_theta, d.rotary_dims),
+                             (target.struct_size, target.reserved, target.k_cache, target.k_block_stride,
+                              target.k_slot_stride, target.k_head_stride, target.v_cache, target.v_block_stride,
+                              target.v_slot_stride, target.v_head_stride, target.block_table,
+                              target.block_table_stride, target.num_blocks, target.reserved2), stream))
+
+    real_context, real_launch = ops.default_context, ops._launch
+    ops.default_context, ops._launch = (lambda: Recorder()), (lambda device, launch, params: launch(params, "stream"))
+    try:
+        layout = [0, problem.num_blocks, problem.block_size, problem.kv_heads] + list(problem.v_cache.stride()[:3])
+        ops._k_from_v_rebuild_cuda(problem.q, problem.v_cache, problem.cu_seqlens_q, problem.seq_lens_k,
+                                   problem.block_table, layout, None, weights, None, GEMMA4_THETA, GEMMA4_ROTARY_DIMS,
+                                   out, k_out, v_out, table, 17, 40, _capi.FLAG_CHECK_METADATA)
+    finally:
+        ops.default_context, ops._launch = real_context, real_launch
+    assert ctypes.sizeof(_capi.KFromVRebuildOut) == 96
+    params, target, stream = launched[0]
+    assert params == (None, 0, problem.v_cache.data_ptr(), out.data_ptr(), None,
+                      _capi.FLAG_K_FROM_V | _capi.FLAG_CHECK_METADATA, ops.REBUILD_SOFTMAX_SCALE, 0, 17, 40,
+                      problem.q.shape[0], weights.data_ptr(), GEMMA4_THETA, GEMMA4_ROTARY_DIMS), params
+    assert target == (96, 0, k_out.data_ptr(), *k_out.stride()[:3], v_out.data_ptr(), *v_out.stride()[:3],
+                      table.data_ptr(), 8, 20, 0), target
+    assert stream == "stream" and len(launched) == 1
+
+
+def test_k_from_v_rebuild_fake_implementation_runs_on_meta_tensors():
+    meta = torch.device("meta")
+    q = torch.empty((20, 16, HEAD_DIM), dtype=torch.bfloat16, device=meta)
+    v = torch.empty((4, 16, 2, HEAD_DIM), dtype=torch.bfloat16, device=meta)
+    cu = torch.empty(3, dtype=torch.int32, device=meta)
+    lens = torch.empty(2, dtype=torch.int32, device=meta)
+    table = torch.empty((2, 4), dtype=torch.int32, device=meta)
+    weights = torch.empty(HEAD_DIM, dtype=torch.float32, device=meta)
+    k_out = torch.empty((8, 16, 2, HEAD_DIM), dtype=torch.bfloat16, device=meta)
+    out = wideattn.k_from_v_rebuild(q, v, cu, lens, table, weights, GEMMA4_ROTARY_DIMS, k_out, k_out.clone(), table,
+                                    rope_theta=GEMMA4_THETA)
+    assert out.device == meta and tuple(out.shape) == (20, 16, HEAD_DIM) and out.dtype == torch.bfloat16
+    schema = str(torch.ops.wideattn.k_from_v_rebuild.default._schema)
+    assert "Tensor(a!) k_out" in schema and "Tensor(b!) v_out" in schema and "Tensor? cos_sin=None" in schema, schema
+    # prefill_k_from_v's rebuild path with the hints: no read of the device's lengths.
+    out = wideattn.prefill_k_from_v(q, v, cu, lens, table, 1.0, weights, GEMMA4_ROTARY_DIMS, rope_theta=GEMMA4_THETA,
+                                    max_seqlen_q=16, max_seqlen_k=64)
+    assert out.device == meta and tuple(out.shape) == (20, 16, HEAD_DIM)
 
 
 if __name__ == "__main__":
