@@ -128,7 +128,10 @@ void print_help() {
         "K-from-V calls (WIDEATTN_FLAG_K_FROM_V) runs single-token decode cases in that mode over a\n"
         "V-only cache of its K/V dtype against the fp64 GPU kernel in the same mode (rel L2 <= %.0e\n"
         "over e4m3 V, %.0e over bf16 V), one of them with a cos / sin table (wideattn_k_from_v.cos_sin)\n"
-        "of another theta over part of the keys. Prints one line per case and a summary.\n"
+        "of another theta over part of the keys. The K-from-V rebuild (k_from_v_rebuild) runs calls of\n"
+        "several query tokens over a bf16 and an e4m3 V-only cache as wideattn_k_from_v_rebuild into a\n"
+        "bf16 K + V scratch and the K + V call on it, against the fp64 GPU kernel in K-from-V mode\n"
+        "(rel L2 <= %.0e, bit-identical reruns). Prints one line per case and a summary.\n"
         "Exit 0 when all pass, 1 when any fails, 2 on usage or setup errors.\n\n"
         "  --bundle DIR          bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
         "  --device N            CUDA device ordinal (default 0)\n"
@@ -136,10 +139,11 @@ void print_help() {
         "  --quick [N]           only the first N (default 2) cases per kernel (for compute-sanitizer runs)\n"
         "  --kernels LIST        only the checks of these kernels of the bundle (comma-separated names; the\n"
         "                        quantise checks with quantize_e4m3, the scale check with amax_e4m3 and\n"
-        "                        quantize_e4m3): a compute-sanitizer step on one kernel runs just its cases\n"
+        "                        quantize_e4m3, the rebuild checks with k_from_v_rebuild): a\n"
+        "                        compute-sanitizer step on one kernel runs just its cases\n"
         "  --skip-without-gpu    exit 0 with a message when no driver/GPU is present (for scripts)\n",
         kFp64RelL2, kBf16RelL2, kPeakedFloorRatio, kE4m3KFromVDecodeRelL2,
-        k_from_v_decode_rel_l2(WIDEATTN_DTYPE_BF16));
+        k_from_v_decode_rel_l2(WIDEATTN_DTYPE_BF16), kBf16RelL2);
 }
 
 // The command line of one run.
@@ -308,6 +312,42 @@ void check_quantize(const GpuDevice& gpu, wideattn_context* ctx, const SelftestO
     tally->count(ok);
 }
 
+// The prefill path of K from V (kernel k_from_v_rebuild): calls of several query tokens per
+// sequence over a bf16 and an e4m3 V-only cache, their keys rebuilt into a bf16 K + V scratch and
+// run as K + V calls on the kernel the dispatcher picks, against the fp64 GPU kernel in K-from-V
+// mode (the bf16 kernels' bound on O; bit-identical reruns).
+void check_k_from_v_rebuild(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o, Tally* tally) {
+    const auto seed = static_cast<uint64_t>(o.seed);
+    std::vector<NamedSpec> cases = {
+        {"kfv rebuild varlen", problem_spec({1, 7, 0, 63, 300}, {0, 777, 5, 1, 4000}, 32, 4, 16, seed + 40)},
+        {"kfv rebuild chunk", problem_spec({1000}, {3000}, 32, 4, 64, seed + 41)},
+    };
+    cases[1].spec.gemma.q_rms = 0.5f;  // QK-normed Gemma-like inputs
+    if (o.quick) cases.resize(std::min(cases.size(), o.quick_cases));
+    for (const bool e4m3 : {false, true}) {
+        for (NamedSpec c : cases) {
+            c.spec.e4m3_kv = e4m3;
+            const auto start = std::chrono::steady_clock::now();
+            const CaseResult r = run_k_from_v_rebuild_case(gpu, ctx, c.spec, kGemma4GlobalRotaryDims);
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            // No LSE bound, as for the K-from-V decode kernels: the fp64 kernel's K takes cos / sin
+            // from cosf / sinf, the rebuild from rope_cos_sin_reduced, and where their bf16 values
+            // part at a rounding tie a key moves by one ulp, which moves a peaked row's LSE by up to
+            // a few 1e-3 (measured 1.0e-3 .. 4.4e-3, H200, 2026-12-04) while O stays in bound.
+            const bool ok = r.error.empty() && r.stats.nonfinite == 0 && r.lse_nonfinite == 0 && r.deterministic &&
+                            r.stats.rel_l2 <= kBf16RelL2;
+            std::printf("%s %-14s %-20s %s\n", ok ? "PASS" : "FAIL", r.kernel.empty() ? "k_from_v_rebuild" : r.kernel.c_str(),
+                        c.label, c.spec.describe().c_str());
+            if (r.error.empty())
+                std::printf("     %s lse_max_abs=%.2e%s (%.1fs)\n", accuracy::format_error_stats(r.stats).c_str(),
+                            r.lse_max_abs, r.deterministic ? "" : " NOT bit-identical across runs", seconds);
+            else
+                std::printf("     error: %s\n", r.error.c_str());
+            tally->count(ok);
+        }
+    }
+}
+
 // The per-tensor scale kernel feeding the quantise kernel on one stream, the flat Q
 // destination and the scale's edge cases: bit-exact against the CPU reference.
 void check_scale(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o, Tally* tally) {
@@ -327,7 +367,7 @@ void run_checks(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptio
     // One entry per prefill kernel the device can run (each tier of a dtype combination is
     // tested, selected by name), in manifest order.
     std::vector<RunnableKernel> combos;
-    bool has_quantize = false, has_amax = false;
+    bool has_quantize = false, has_amax = false, has_rebuild = false;
     bool any_prefill = false;  // on this device, --kernels or not
     for (const RunnableKernel& k : runnable_kernels(ctx, gpu.cc_major(), gpu.cc_minor())) {
         any_prefill = any_prefill || k.kind == kKindPrefill;
@@ -335,6 +375,7 @@ void run_checks(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptio
         if (k.kind == kKindPrefill) combos.push_back(k);
         if (k.kind == kKindQuantizeE4m3) has_quantize = true;
         if (k.kind == kKindAmaxE4m3) has_amax = true;
+        if (k.kind == kKindKFromVRebuild) has_rebuild = true;
     }
     if (!any_prefill) {
         std::printf("no kernel in the bundle runs on sm_%d%d\n", gpu.cc_major(), gpu.cc_minor());
@@ -357,7 +398,8 @@ void run_checks(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptio
         check_quantize(gpu, ctx, o, true, tally);
     }
     if (has_amax && has_quantize) check_scale(gpu, ctx, o, tally);
-    if (!o.kernels.empty() && combos.empty() && !has_quantize && !has_amax)
+    if (has_rebuild) check_k_from_v_rebuild(gpu, ctx, o, tally);
+    if (!o.kernels.empty() && combos.empty() && !has_quantize && !has_amax && !has_rebuild)
         std::printf("note: no check of --kernels runs on sm_%d%d\n", gpu.cc_major(), gpu.cc_minor());
 }
 

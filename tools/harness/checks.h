@@ -4,6 +4,7 @@
 // inputs. Shared by `wideattn selftest` and the GPU test suite.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -143,11 +144,24 @@ struct Reference {
 std::string compute_reference(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h,
                               ReferenceKind reference, Reference* out);
 
+// Work on the candidate's device problem before its runs (its params may be replaced); "" or an error.
+using PrepareCandidate = std::function<std::string(DeviceProblem*)>;
+
 // Runs `h` twice with output dtype `o_dtype` through the kernel ctx selects and compares the first
 // run with `ref` (computed once for every kernel run on the same inputs). With `kfv` the runs are
-// K-from-V calls with that description (k_cache NULL).
+// K-from-V calls with that description (k_cache NULL); `prepare`, when set, runs once before them.
 CaseResult run_against_reference(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h, int32_t o_dtype,
-                                 const Reference& ref, const wideattn_k_from_v* kfv = nullptr);
+                                 const Reference& ref, const wideattn_k_from_v* kfv = nullptr,
+                                 const PrepareCandidate& prepare = {});
+
+// A K-from-V call of `spec` (description k_from_v_check_description(weights, rotary_dims), the
+// weights of `kind`, bf16 out) served the prefill way: wideattn_k_from_v_rebuild into a dense bf16
+// K + V scratch (poisoned first; the problem's table width in pages a sequence, the identity
+// table), then the K + V call on it through the kernel ctx selects (twice: bit identity), against
+// the fp64 kernel in K-from-V mode on the problem's V. The result's kernel is
+// "k_from_v_rebuild+" and the K + V kernel's name.
+CaseResult run_k_from_v_rebuild_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec,
+                                     int32_t rotary_dims, KNormWeights kind = KNormWeights::kFp32);
 
 // Makes `spec`'s problem, computes its reference and runs it (run_against_reference).
 CaseResult run_case(const GpuDevice& gpu, wideattn_context* ctx, const ProblemSpec& spec, int32_t o_dtype,
