@@ -3,8 +3,10 @@
 // steps of kernels/common/k_from_v.h (bf16(V w), then the rotation with the caller's cos / sin
 // table where it holds the key's position, else rope_cos_sin_reduced's values: the bits of the
 // K-from-V decode kernels), written with the V row as bf16 into a K + V cache, so a prefill kernel
-// over K + V serves the call. Memory-bound: per key and KV head one V row read (1 KiB bf16, 512 B
-// e4m3) and two 1 KiB rows written; the K build is a few hundred fp32 operations a lane.
+// over K + V serves the call. Per key and KV head one V row read (1 KiB bf16, 512 B e4m3) and two
+// 1 KiB rows written; the K build is a few hundred fp32 operations a lane. It runs well below the
+// copy bandwidth (~1.3 TB/s effective at 16k keys x 4 heads on the H200: NOTES.md), a small share
+// of the attention that follows.
 //
 // Metadata is distrusted as in the attention kernels (docs/design.md, "Metadata the kernels
 // distrust"): a sequence's length is clamped to what both block-table rows address, a source page
