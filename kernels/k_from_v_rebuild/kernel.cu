@@ -107,8 +107,13 @@ __device__ __forceinline__ void lane_cos_sin(const KFromV& kfv, int32_t position
 
 }  // namespace wideattn::k_from_v_rebuild
 
-extern "C" __global__ void __launch_bounds__(wideattn::KFromVRebuildTraits::kThreads,
-                                                wideattn::KFromVRebuildTraits::kMinBlocksPerSm)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+constexpr int32_t kRebuildMinBlocks = wideattn::KFromVRebuildTraits::kMinBlocksPerSmSm120;
+#else
+constexpr int32_t kRebuildMinBlocks = wideattn::KFromVRebuildTraits::kMinBlocksPerSm;
+#endif
+
+extern "C" __global__ void __launch_bounds__(wideattn::KFromVRebuildTraits::kThreads, kRebuildMinBlocks)
 wideattn_k_from_v_rebuild_kernel(const wideattn::KFromVRebuildArgs args) {
     using namespace wideattn;
     using namespace wideattn::k_from_v_rebuild;

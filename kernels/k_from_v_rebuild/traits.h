@@ -35,8 +35,10 @@ struct KFromVRebuildTraits {
     static constexpr int32_t kRowsInFlight = 4;  // (key, KV head) rows whose V loads a warp issues first
     static constexpr int32_t kRowsPerPass = kWarps * kRowsInFlight;
     // Blocks an SM holds (__launch_bounds__): two, so 16 warps keep their rows in flight (ptxas then
-    // fits the kernel in 128 registers).
+    // fits the kernel in 128 registers on sm_89 and sm_90a); one on sm_120a, whose ptxas spills at
+    // that bound (12 bytes, nvcc 13.0).
     static constexpr int32_t kMinBlocksPerSm = 2;
+    static constexpr int32_t kMinBlocksPerSmSm120 = 1;
     // grid.x cap: enough blocks to fill any GPU of the bundle several times over; a larger batch
     // of (sequence, page) pairs is walked grid-stride.
     static constexpr int32_t kMaxGridX = 16384;

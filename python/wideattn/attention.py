@@ -30,6 +30,7 @@ import torch
 
 from . import _capi
 from . import _checks
+from . import errors
 from . import ops
 from .library import _debug, default_library
 from .quantization import transposed_v_layout
@@ -243,8 +244,11 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
         context has a kernel pinned (Context.set_prefill_kernel) that rebuilds K itself for these
         dtypes (decode_bf16kfv_d512 for a bf16 V cache, decode_e4m3kfv_d512 for e4m3: run one
         block per query token): the `wideattn::prefill_k_from_v` op, one wideattn_prefill with
-        WIDEATTN_FLAG_K_FROM_V (the K-from-V decode kernels on the GPU; the library's
-        UnsupportedError for a call none serves);
+        WIDEATTN_FLAG_K_FROM_V (the K-from-V decode kernels on the GPU). Where the library
+        refuses it with UnsupportedError (no kernel of the device rebuilds K for it: the K-from-V
+        decode kernels are sm_90a's; a float64 out or such a pin excepted, which raise), the call
+        and later calls of its shape (device, V dtype, heads, head dim, page size) take the path
+        below, which every device with a prefill kernel serves;
       - several query tokens in a sequence (a prompt, a chunk, a verify step), bf16 out: the keys
         are rebuilt once (k_from_v_rebuild, C API 0.8.0) into a dense bf16 K + V scratch of
         num_seqs x P pages (P = ceil(max_seqlen_k / block_size) when max_seqlen_k is given, else
@@ -276,14 +280,44 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
     lse, return_lse = _lse(check, lse, out, q.shape[0])
     v_layout = _paged_layout(v_cache)
     if q.shape[0]:
-        if _through_rebuild(q, cu_seqlens_q, v_cache, out, hints[0]):
-            _k_from_v_over_rebuilt_keys(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale,
-                                        k_norm_scale, inv_freq, theta, rotary_dims, out, lse, hints, splits, flags,
-                                        cos_sin)
+        rebuild = (q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale, k_norm_scale, inv_freq,
+                   theta, rotary_dims, out, lse, hints, splits, flags, cos_sin)
+        fallback_key = _fallback_key(q, v_cache, block_table)
+        if _through_rebuild(q, cu_seqlens_q, v_cache, out, hints[0]) or (
+                fallback_key in _no_k_from_v_kernel and out.dtype != torch.float64
+                and not _pinned_k_from_v_kernel(v_cache)):
+            _k_from_v_over_rebuilt_keys(*rebuild)
         else:
-            ops._k_from_v_op(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale,
-                             k_norm_scale, inv_freq, theta, rotary_dims, out, lse, *hints, splits, flags, cos_sin)
+            try:
+                ops._k_from_v_op(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, v_layout, scale, v_scale,
+                                 k_norm_scale, inv_freq, theta, rotary_dims, out, lse, *hints, splits, flags, cos_sin)
+            except errors.UnsupportedError:
+                # No kernel of the device rebuilds K for this call (the K-from-V decode kernels are
+                # sm_90a's): the rebuild path serves it, and the calls of its shape after it.
+                if out.dtype == torch.float64 or _pinned_k_from_v_kernel(v_cache):
+                    raise
+                _remember_fallback(fallback_key)
+                _k_from_v_over_rebuilt_keys(*rebuild)
     return (out, lse) if return_lse else out
+
+
+# The call shapes (_fallback_key) for which the library refused the K-from-V op with
+# UnsupportedError: no kernel of the device rebuilds K for them, so prefill_k_from_v takes the
+# rebuild path for them at once. Bounded: the oldest goes past FALLBACK_ENTRIES.
+FALLBACK_ENTRIES = 64
+_no_k_from_v_kernel = {}
+
+
+def _fallback_key(q, v_cache, block_table):
+    """What decides whether a kernel rebuilds K for a call of one query token per sequence: the
+    device, V's dtype, the heads, head dim and page size."""
+    return (str(q.device), v_cache.dtype, q.shape[1], v_cache.shape[2], q.shape[2], v_cache.shape[1])
+
+
+def _remember_fallback(key):
+    if len(_no_k_from_v_kernel) >= FALLBACK_ENTRIES:
+        _no_k_from_v_kernel.pop(next(iter(_no_k_from_v_kernel)))
+    _no_k_from_v_kernel[key] = True
 
 
 def _v_only_cache_arguments(check, q, v_cache, cu_seqlens_q, seq_lens_k, block_table):

@@ -1608,6 +1608,42 @@ def test_prefill_k_from_v_keeps_the_k_from_v_op_where_it_serves():
         context.set_prefill_kernel(None)
 
 
+def test_prefill_k_from_v_falls_back_to_the_rebuild_where_no_kernel_rebuilds_k():
+    # A device whose bundle has no K-from-V decode kernel (they are sm_90a's: an sm_120a or sm_89
+    # GPU), stood in for by a K-from-V op that raises the library's UnsupportedError: a single-token
+    # call takes the rebuild path with the same result, and later calls of its shape go there at
+    # once; another shape tries the op again; a float64 out keeps the op's refusal.
+    from wideattn import attention
+    decode = Problem(KFV_DECODE, seed=38)
+    weights = _k_norm_weights(16)
+    frequencies = reference.k_from_v_inv_freq(HEAD_DIM, GEMMA4_ROTARY_DIMS, GEMMA4_THETA)
+    expected, _ = decode.expected(k_dequant=_rebuilt_k_cache(decode, weights, frequencies))
+    saved_op, refused = ops._k_from_v_op, []
+
+    def unsupported(*args):
+        refused.append(args[0].shape)
+        raise wideattn.UnsupportedError("wideattn_prefill", "no kernel in the bundle rebuilds K here (stand-in)")
+
+    attention._no_k_from_v_kernel.clear()
+    ops._k_from_v_op = unsupported
+    try:
+        with _OpLog() as log:
+            first = _run_k_from_v(decode, weights)
+        assert log.names() == ["_k_from_v_op", "_k_from_v_rebuild_op", "_prefill_op"], log.names()
+        assert_close_bf16(first, expected, "single-token call over the rebuild")
+        with _OpLog() as log:
+            second = _run_k_from_v(decode, weights)
+        assert log.names() == ["_k_from_v_rebuild_op", "_prefill_op"], log.names()
+        assert torch.equal(second, first)
+        assert len(refused) == 1, refused
+        harness.expect_raises(wideattn.UnsupportedError, ["stand-in"], _run_k_from_v, decode, weights,
+                              out=torch.empty(decode.q.shape, dtype=torch.float64))
+        assert len(refused) == 2, refused
+    finally:
+        ops._k_from_v_op = saved_op
+        attention._no_k_from_v_kernel.clear()
+
+
 def test_k_from_v_rebuild_hands_the_library_the_call_and_the_out_caches():
     # The CUDA implementation with its launch seam replaced (no GPU here): the params of the
     # K-from-V call (k_cache NULL, the flag and the check flag, o the given out, no lse, softmax
