@@ -778,6 +778,9 @@ wideattn_status validate_k_from_v_rebuild(const wideattn_prefill_params* p, cons
         return WIDEATTN_ERROR_INVALID_ARGUMENT;
     const wideattn_k_from_v_rebuild_out& o = *out_copy;
     const int32_t bf16 = dtype_size(WIDEATTN_DTYPE_BF16);
+    // A row of out.block_table is read up to the most pages the kernel addresses (keys are int32),
+    // as params' block_table (add_prefill_spans).
+    const int64_t out_table_row = std::min(o.block_table_stride, (kMaxSeqKeys - 1) / p->block_size + 1);
     const std::initializer_list<Dim> k_dims = {{"out.num_blocks", o.num_blocks, "out.k_block_stride", o.k_block_stride},
                                                {"block_size", p->block_size, "out.k_slot_stride", o.k_slot_stride},
                                                {"num_kv_heads", p->num_kv_heads, "out.k_head_stride", o.k_head_stride}};
@@ -797,7 +800,7 @@ wideattn_status validate_k_from_v_rebuild(const wideattn_prefill_params* p, cons
         v.stride(o.v_slot_stride, bf16, "out.v_slot_stride") && v.stride(o.v_head_stride, bf16, "out.v_head_stride") &&
         v.tensor_fits("out.k_cache", o.k_cache, bf16, p->head_dim, k_dims) &&
         v.tensor_fits("out.v_cache", o.v_cache, bf16, p->head_dim, v_dims) &&
-        v.tensor_fits("out.block_table", o.block_table, sizeof(int32_t), o.block_table_stride,
+        v.tensor_fits("out.block_table", o.block_table, sizeof(int32_t), out_table_row,
                       {{"num_seqs", p->num_seqs, "out.block_table_stride", o.block_table_stride}}) &&
         // The kernel writes one row of head_dim per (block, slot, head) of each: rows that overlap would race.
         v.rows_disjoint("out.k_cache rows", "head_dim", p->head_dim, k_dims) &&
@@ -807,7 +810,7 @@ wideattn_status validate_k_from_v_rebuild(const wideattn_prefill_params* p, cons
     SpanList spans;
     add_span(&spans, "out.k_cache", o.k_cache, true, bf16, p->head_dim, k_dims);
     add_span(&spans, "out.v_cache", o.v_cache, true, bf16, p->head_dim, v_dims);
-    add_span(&spans, "out.block_table", o.block_table, false, sizeof(int32_t), o.block_table_stride,
+    add_span(&spans, "out.block_table", o.block_table, false, sizeof(int32_t), out_table_row,
              {{"num_seqs", p->num_seqs, "out.block_table_stride", o.block_table_stride}});
     add_prefill_spans(*p, &spans);
     return v.apart(spans) ? WIDEATTN_OK : WIDEATTN_ERROR_INVALID_ARGUMENT;
