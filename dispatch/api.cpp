@@ -44,7 +44,8 @@ static_assert(offsetof(wideattn_k_from_v, inv_freq) == 32, "C API 0.5.0 callers 
 static_assert(offsetof(wideattn_k_from_v, cos_sin) == 40, "C API 0.6.0 callers pass the 40 bytes before cos_sin");
 static_assert(sizeof(wideattn_quantize_params) == 112, "wideattn_quantize_params layout changed: update bindings");
 static_assert(sizeof(wideattn_scale_params) == 64, "wideattn_scale_params layout changed: update bindings");
-static_assert(sizeof(wideattn_k_from_v_rebuild_out) == 96, "wideattn_k_from_v_rebuild_out layout changed: update bindings");
+static_assert(sizeof(wideattn_k_from_v_rebuild_out) == 96,
+              "wideattn_k_from_v_rebuild_out layout changed: update bindings");
 static_assert(sizeof(wideattn_kernel_info) == 112, "wideattn_kernel_info layout changed: update bindings");
 
 namespace {

@@ -142,7 +142,8 @@ bool check_kernel(KernelReader& r, ManifestKernel* k) {
         return r.fail("arch", "of the form sm_NN or sm_NNa");
     if (k->kind != kKindPrefill && k->kind != kKindMergeSplits && k->kind != kKindQuantizeE4m3 &&
         k->kind != kKindAmaxE4m3 && k->kind != kKindKFromVRebuild)
-        return r.fail("kind", "\"prefill\", \"merge_splits\", \"quantize_e4m3\", \"amax_e4m3\" or \"k_from_v_rebuild\"");
+        return r.fail("kind",
+                      "\"prefill\", \"merge_splits\", \"quantize_e4m3\", \"amax_e4m3\" or \"k_from_v_rebuild\"");
     if (k->cubin.empty() || k->cubin.find('/') != std::string::npos || k->cubin[0] == '.')
         return r.fail("cubin", "a plain file name inside the bundle directory");
     if (!is_checksum_text(k->cubin_fnv1a64))

@@ -248,16 +248,19 @@ int64_t elementwise_grid_y(const ManifestKernel& k, int32_t heads, int32_t head_
     return (int64_t{heads} * head_dim + elements_per_block - 1) / elements_per_block;
 }
 
-// Selection shared by the element-wise fp8 kernels (quantise, amax): the closest cubin of
-// `kind` for src_dtype whose head dims and grid fit; `what` names the kernel in the message.
-wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& kernels, const char* kind,
-                                          const char* what, int32_t src_dtype, int32_t heads, int32_t head_dim,
-                                          int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
+// The closest cubin of `kind` (and of q_dtype `dtype`, unless kAnyDtype) that runs on the device,
+// serves head_dim and that `fits` accepts (it returns "" or why not, naming the kernel); `what`
+// names the kernel in the refusal. Shared by the element-wise fp8 kernels and the K-from-V rebuild.
+constexpr int32_t kAnyDtype = -1;
+template <typename Fits>
+wideattn_status select_closest_of_kind(const std::vector<ManifestKernel>& kernels, const char* kind, const char* what,
+                                       int32_t dtype, int32_t head_dim, int32_t cc_major, int32_t cc_minor, Fits fits,
+                                       int32_t* index, std::string* message) {
     std::vector<int32_t> fitting;
     std::string miss;
     for (size_t i = 0; i < kernels.size(); ++i) {
         const ManifestKernel& k = kernels[i];
-        if (k.kind != kind || k.q_dtype != src_dtype) continue;
+        if (k.kind != kind || (dtype != kAnyDtype && k.q_dtype != dtype)) continue;
         if (!arch_runs_on(k, cc_major, cc_minor)) {
             if (miss.empty()) miss = k.name + " (" + k.arch + ") does not run on " + device_arch_text(cc_major, cc_minor);
             continue;
@@ -267,10 +270,8 @@ wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& ker
                    ", not head_dim=" + std::to_string(head_dim);
             continue;
         }
-        if (elementwise_grid_y(k, heads, head_dim) > kMaxGridY) {
-            miss = k.name + " would need " + std::to_string(elementwise_grid_y(k, heads, head_dim)) +
-                   " blocks in grid.y for heads=" + std::to_string(heads) + " x head_dim=" + std::to_string(head_dim) +
-                   " (limit " + std::to_string(kMaxGridY) + ")";
+        if (std::string why = fits(k); !why.empty()) {
+            miss = std::move(why);
             continue;
         }
         fitting.push_back(static_cast<int32_t>(i));
@@ -282,6 +283,21 @@ wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& ker
     *message = std::string("no ") + what + " in the bundle for " + device_arch_text(cc_major, cc_minor) +
                (miss.empty() ? std::string(": the bundle has none") : ": " + miss);
     return WIDEATTN_ERROR_UNSUPPORTED;
+}
+
+// Selection shared by the element-wise fp8 kernels (quantise, amax): the closest cubin of `kind`
+// for src_dtype whose head dims and grid fit; `what` names the kernel in the message.
+wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& kernels, const char* kind,
+                                          const char* what, int32_t src_dtype, int32_t heads, int32_t head_dim,
+                                          int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
+    const auto grid_fits = [&](const ManifestKernel& k) {
+        if (elementwise_grid_y(k, heads, head_dim) <= kMaxGridY) return std::string();
+        return k.name + " would need " + std::to_string(elementwise_grid_y(k, heads, head_dim)) +
+               " blocks in grid.y for heads=" + std::to_string(heads) + " x head_dim=" + std::to_string(head_dim) +
+               " (limit " + std::to_string(kMaxGridY) + ")";
+    };
+    return select_closest_of_kind(kernels, kind, what, src_dtype, head_dim, cc_major, cc_minor, grid_fits, index,
+                                  message);
 }
 
 // check_quantize_grid / check_scale_grid for kernels of `kind`.
@@ -350,29 +366,10 @@ LaunchGeometry scale_launch_geometry(const ManifestKernel& k, const wideattn_sca
 wideattn_status select_k_from_v_rebuild_kernel(const std::vector<ManifestKernel>& kernels,
                                                const wideattn_prefill_params& p, int32_t cc_major, int32_t cc_minor,
                                                int32_t* index, std::string* message) {
-    std::vector<int32_t> fitting;
-    std::string miss;
-    for (size_t i = 0; i < kernels.size(); ++i) {
-        const ManifestKernel& k = kernels[i];
-        if (k.kind != kKindKFromVRebuild) continue;
-        if (!arch_runs_on(k, cc_major, cc_minor)) {
-            if (miss.empty()) miss = k.name + " (" + k.arch + ") does not run on " + device_arch_text(cc_major, cc_minor);
-            continue;
-        }
-        if (p.head_dim < k.head_dim_min || p.head_dim > k.head_dim_max) {
-            miss = k.name + " serves head_dim " + std::to_string(k.head_dim_min) + ".." + std::to_string(k.head_dim_max) +
-                   ", not head_dim=" + std::to_string(p.head_dim);
-            continue;
-        }
-        fitting.push_back(static_cast<int32_t>(i));
-    }
-    if (!fitting.empty()) {
-        *index = pick_fitting(kernels, fitting);
-        return WIDEATTN_OK;
-    }
-    *message = "no K-from-V rebuild kernel in the bundle for " + device_arch_text(cc_major, cc_minor) +
-               (miss.empty() ? std::string(": the bundle has none") : ": " + miss);
-    return WIDEATTN_ERROR_UNSUPPORTED;
+    // Its grid walks pages grid-stride (k_from_v_rebuild_launch_geometry): any call fits.
+    const auto any_call = [](const ManifestKernel&) { return std::string(); };
+    return select_closest_of_kind(kernels, kKindKFromVRebuild, "K-from-V rebuild kernel", kAnyDtype, p.head_dim,
+                                  cc_major, cc_minor, any_call, index, message);
 }
 
 LaunchGeometry k_from_v_rebuild_launch_geometry(const ManifestKernel& k, const wideattn_prefill_params& p,

@@ -36,40 +36,6 @@ namespace {
 constexpr uint64_t kSeed = 20261204;
 constexpr uint16_t kPoisonBf16 = 0xFFFF;  // kPoisonByte twice: a NaN no rebuilt value has
 
-// The out caches of a rebuild: dense pages, `pages_per_seq` a sequence ([seq * pages_per_seq + page]
-// by the identity table), [block][slot][kv_head][d] bf16.
-struct OutCaches {
-    int32_t pages_per_seq = 0, num_blocks = 0;
-    std::vector<int32_t> table;  // host copy of the out block table
-    DeviceBuffer k, v, block_table;
-    wideattn_k_from_v_rebuild_out out{};
-
-    std::string create(const HostProblem& h, int32_t pages) {
-        const ProblemSpec& s = h.spec;
-        pages_per_seq = pages;
-        const int32_t seqs = static_cast<int32_t>(s.q_lens.size());
-        num_blocks = seqs * pages;
-        table.resize(static_cast<size_t>(num_blocks));
-        for (int32_t i = 0; i < num_blocks; ++i) table[static_cast<size_t>(i)] = i;
-        const size_t bytes = static_cast<size_t>(num_blocks) * s.block_size * s.num_kv_heads * s.head_dim * 2;
-        std::string err = k.allocate(*gpu().device, bytes);
-        if (err.empty()) err = v.allocate(*gpu().device, bytes);
-        if (err.empty()) err = block_table.allocate(*gpu().device, table.size() * sizeof(int32_t));
-        if (err.empty()) err = upload_table();
-        out.struct_size = sizeof(out);
-        out.k_cache = k.get();
-        out.v_cache = v.get();
-        out.k_head_stride = out.v_head_stride = s.head_dim;
-        out.k_slot_stride = out.v_slot_stride = int64_t{s.num_kv_heads} * s.head_dim;
-        out.k_block_stride = out.v_block_stride = out.k_slot_stride * s.block_size;
-        out.block_table = static_cast<const int32_t*>(block_table.get());
-        out.block_table_stride = pages;
-        out.num_blocks = num_blocks;
-        return err;
-    }
-    std::string upload_table() { return block_table.upload(table.data(), table.size() * sizeof(int32_t)); }
-};
-
 // The K-from-V params of a problem (bf16 out; K from the problem's V codes when spec.e4m3_kv).
 wideattn_prefill_params k_from_v_params(const DeviceProblem& dp, const wideattn_k_from_v* kfv) {
     wideattn_prefill_params p = dp.params;
@@ -81,7 +47,7 @@ wideattn_prefill_params k_from_v_params(const DeviceProblem& dp, const wideattn_
 }
 
 // Runs the rebuild over poisoned out caches and downloads them.
-void rebuild(const wideattn_prefill_params& p, OutCaches* o, std::vector<uint16_t>* k, std::vector<uint16_t>* v) {
+void rebuild(const wideattn_prefill_params& p, RebuildScratch* o, std::vector<uint16_t>* k, std::vector<uint16_t>* v) {
     REQUIRE(o->k.fill(kPoisonByte).empty());
     REQUIRE(o->v.fill(kPoisonByte).empty());
     REQUIRE_MESSAGE(wideattn_k_from_v_rebuild(gpu().ctx, &p, &o->out, nullptr) == WIDEATTN_OK, wideattn_last_error());
@@ -119,18 +85,18 @@ struct Expectation {
     std::vector<bool> written;  // per out block
 };
 
-void check_out(const HostProblem& h, const wideattn_k_from_v& host_kfv, const OutCaches& o, const Expectation& e,
+void check_out(const HostProblem& h, const wideattn_k_from_v& host_kfv, const RebuildScratch& o, const Expectation& e,
                const std::vector<uint16_t>& k, const std::vector<uint16_t>& v) {
     const ProblemSpec& s = h.spec;
     const int32_t D = s.head_dim, B = s.block_size, H = s.num_kv_heads;
     std::vector<float> v_row(static_cast<size_t>(D)), k_row(static_cast<size_t>(D));
-    std::vector<bool> expected_slot(static_cast<size_t>(o.num_blocks) * B, false);
+    std::vector<bool> expected_slot(static_cast<size_t>(o.out.num_blocks) * B, false);
     int64_t k_mismatch = 0, v_mismatch = 0, poison_lost = 0, rows = 0;
     for (size_t seq = 0; seq < s.q_lens.size(); ++seq) {
         for (int64_t j = 0; j < e.keys[seq]; ++j) {
-            const size_t page_index = seq * static_cast<size_t>(o.pages_per_seq) + static_cast<size_t>(j / B);
+            const size_t page_index = seq * static_cast<size_t>(o.out.block_table_stride) + static_cast<size_t>(j / B);
             const int32_t dst = o.table[page_index];
-            if (dst < 0 || dst >= o.num_blocks || !e.written[static_cast<size_t>(dst)]) continue;
+            if (dst < 0 || dst >= o.out.num_blocks || !e.written[static_cast<size_t>(dst)]) continue;
             expected_slot[static_cast<size_t>(dst) * B + j % B] = true;
             // A source entry outside the cache reads as zeros.
             const int64_t entry = h.block_table[seq * h.table_stride + j / B];
@@ -149,7 +115,7 @@ void check_out(const HostProblem& h, const wideattn_k_from_v& host_kfv, const Ou
             }
         }
     }
-    for (int64_t block = 0; block < o.num_blocks; ++block)
+    for (int64_t block = 0; block < o.out.num_blocks; ++block)
         for (int32_t slot = 0; slot < B; ++slot) {
             if (expected_slot[static_cast<size_t>(block * B + slot)]) continue;
             const int64_t first = (block * B + slot) * H * D;
@@ -211,13 +177,13 @@ void check_rebuild_spec(ProblemSpec spec, bool e4m3, int32_t rotary_dims, bool w
     REQUIRE(dp.create(*gpu().device, h, WIDEATTN_DTYPE_BF16).empty());
     Description desc;
     desc.create(spec, rotary_dims, with_inv_freq, table_positions);
-    OutCaches o;
-    REQUIRE(o.create(h, h.table_stride).empty());
+    RebuildScratch o;
+    REQUIRE(o.create(*gpu().device, h, h.table_stride).empty());
     std::vector<uint16_t> k, v;
     rebuild(k_from_v_params(dp, &desc.device), &o, &k, &v);
     Expectation e;
     for (int32_t len : h.seq_lens_k) e.keys.push_back(len);
-    e.written.assign(static_cast<size_t>(o.num_blocks), true);
+    e.written.assign(static_cast<size_t>(o.out.num_blocks), true);
     check_out(h, desc.host, o, e, k, v);
 }
 
@@ -255,15 +221,15 @@ TEST_CASE("gpu K-from-V rebuild: metadata outside the tensors") {
         REQUIRE(dp.create(*gpu().device, h, WIDEATTN_DTYPE_BF16).empty());
         Description desc;
         desc.create(spec, kGemma4GlobalRotaryDims, false, 0);
-        OutCaches o;
-        REQUIRE(o.create(h, h.table_stride).empty());
+        RebuildScratch o;
+        REQUIRE(o.create(*gpu().device, h, h.table_stride).empty());
         // Out entries outside the out caches: their keys are skipped.
-        o.table[static_cast<size_t>(2 * o.pages_per_seq + 1)] = -7;
-        o.table[static_cast<size_t>(2 * o.pages_per_seq + 4)] = o.num_blocks;
+        o.table[static_cast<size_t>(2 * o.out.block_table_stride + 1)] = -7;
+        o.table[static_cast<size_t>(2 * o.out.block_table_stride + 4)] = o.out.num_blocks;
         REQUIRE(o.upload_table().empty());
-        e.written.assign(static_cast<size_t>(o.num_blocks), true);
-        e.written[static_cast<size_t>(2 * o.pages_per_seq + 1)] = false;
-        e.written[static_cast<size_t>(2 * o.pages_per_seq + 4)] = false;
+        e.written.assign(static_cast<size_t>(o.out.num_blocks), true);
+        e.written[static_cast<size_t>(2 * o.out.block_table_stride + 1)] = false;
+        e.written[static_cast<size_t>(2 * o.out.block_table_stride + 4)] = false;
         for (size_t s = 0; s < h.seq_lens_k.size(); ++s)
             e.keys.push_back(std::clamp<int64_t>(h.seq_lens_k[s], 0, int64_t{h.table_stride} * spec.block_size));
         std::vector<uint16_t> k, v;
@@ -271,12 +237,12 @@ TEST_CASE("gpu K-from-V rebuild: metadata outside the tensors") {
         check_out(h, desc.host, o, e, k, v);
 
         // A narrower out table clamps the keys to its row.
-        OutCaches narrow;
-        REQUIRE(narrow.create(h, 3).empty());
+        RebuildScratch narrow;
+        REQUIRE(narrow.create(*gpu().device, h, 3).empty());
         rebuild(k_from_v_params(dp, &desc.device), &narrow, &k, &v);
         Expectation en = e;
         for (int64_t& keys : en.keys) keys = std::min<int64_t>(keys, 3 * spec.block_size);
-        en.written.assign(static_cast<size_t>(narrow.num_blocks), true);
+        en.written.assign(static_cast<size_t>(narrow.out.num_blocks), true);
         check_out(h, desc.host, narrow, en, k, v);
     }
 }
@@ -285,7 +251,8 @@ TEST_CASE("gpu K-from-V rebuild then the K + V prefill kernel: against the fp64 
     for (const bool e4m3 : {false, true}) {
         for (const ProblemSpec& base :
              {problem_spec({1, 7, 0, 63, 5}, {0, 777, 5, 1, 4000}, 32, 4, 16, kSeed + 6),
-              problem_spec({1000}, {3000}, 32, 4, 64, kSeed + 7), problem_spec({300, 129}, {0, 20000}, 8, 1, 16, kSeed + 8)}) {
+              problem_spec({1000}, {3000}, 32, 4, 64, kSeed + 7),
+              problem_spec({300, 129}, {0, 20000}, 8, 1, 16, kSeed + 8)}) {
             ProblemSpec spec = base;
             spec.e4m3_kv = e4m3;
             spec.gemma.q_rms = 0.5f;  // QK-normed Gemma-like inputs
@@ -307,27 +274,12 @@ TEST_CASE("gpu K-from-V rebuild then the K + V prefill kernel: against the fp64 
             // Rebuild, then the K + V call on the out caches.
             DeviceProblem dp;
             REQUIRE(dp.create(*gpu().device, h, WIDEATTN_DTYPE_BF16).empty());
-            OutCaches o;
-            REQUIRE(o.create(h, h.table_stride).empty());
+            RebuildScratch o;
+            REQUIRE(o.create(*gpu().device, h, h.table_stride).empty());
             std::vector<uint16_t> k, v;
             const wideattn_prefill_params from_v = k_from_v_params(dp, &desc.device);
             rebuild(from_v, &o, &k, &v);
-            wideattn_prefill_params kv = from_v;
-            kv.flags &= ~WIDEATTN_FLAG_K_FROM_V;
-            kv.k_from_v = nullptr;
-            kv.kv_dtype = WIDEATTN_DTYPE_BF16;
-            kv.k_scale = kv.v_scale = nullptr;
-            kv.k_cache = o.out.k_cache;
-            kv.v_cache = o.out.v_cache;
-            kv.k_block_stride = o.out.k_block_stride;
-            kv.k_slot_stride = o.out.k_slot_stride;
-            kv.k_head_stride = o.out.k_head_stride;
-            kv.v_block_stride = o.out.v_block_stride;
-            kv.v_slot_stride = o.out.v_slot_stride;
-            kv.v_head_stride = o.out.v_head_stride;
-            kv.block_table = o.out.block_table;
-            kv.block_table_stride = o.out.block_table_stride;
-            kv.num_blocks = o.out.num_blocks;
+            const wideattn_prefill_params kv = k_and_v_call(from_v, o.out);
             wideattn_launch_plan plan{};
             REQUIRE(wideattn_plan_launch(gpu().ctx, &kv, gpu().device->cc_major(), gpu().device->cc_minor(),
                                          gpu().device->multiprocessors(), &plan) == WIDEATTN_OK);

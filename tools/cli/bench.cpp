@@ -654,49 +654,6 @@ struct QueueAhead {
     }
 };
 
-// The dense bf16 K + V scratch of a rebuild variant: table_stride pages a sequence, the identity
-// out table, and *kv: the K-from-V call `from_v` as a K + V call on the scratch.
-struct RebuildScratch {
-    DeviceBuffer k, v, table;
-    wideattn_k_from_v_rebuild_out out{};
-
-    std::string create(const GpuDevice& gpu, const HostProblem& h, const wideattn_prefill_params& from_v,
-                       wideattn_prefill_params* kv) {
-        const int32_t pages = h.table_stride, blocks = pages * static_cast<int32_t>(h.spec.q_lens.size());
-        std::vector<int32_t> identity(static_cast<size_t>(blocks));
-        for (int32_t i = 0; i < blocks; ++i) identity[static_cast<size_t>(i)] = i;
-        const int64_t slot_stride = int64_t{h.spec.num_kv_heads} * h.spec.head_dim;
-        const size_t bytes = static_cast<size_t>(blocks) * h.spec.block_size * slot_stride * sizeof(uint16_t);
-        std::string err = k.allocate(gpu, bytes);
-        if (err.empty()) err = v.allocate(gpu, bytes);
-        if (err.empty()) err = table.allocate(gpu, identity.size() * sizeof(int32_t));
-        if (err.empty()) err = table.upload(identity.data(), identity.size() * sizeof(int32_t));
-        out.struct_size = sizeof(out);
-        out.k_cache = k.get();
-        out.v_cache = v.get();
-        out.k_head_stride = out.v_head_stride = h.spec.head_dim;
-        out.k_slot_stride = out.v_slot_stride = slot_stride;
-        out.k_block_stride = out.v_block_stride = slot_stride * h.spec.block_size;
-        out.block_table = static_cast<const int32_t*>(table.get());
-        out.block_table_stride = pages;
-        out.num_blocks = blocks;
-        *kv = from_v;
-        kv->flags &= ~WIDEATTN_FLAG_K_FROM_V;
-        kv->k_from_v = nullptr;
-        kv->kv_dtype = WIDEATTN_DTYPE_BF16;
-        kv->k_scale = kv->v_scale = nullptr;
-        kv->k_cache = out.k_cache;
-        kv->v_cache = out.v_cache;
-        kv->k_block_stride = kv->v_block_stride = out.k_block_stride;
-        kv->k_slot_stride = kv->v_slot_stride = slot_stride;
-        kv->k_head_stride = kv->v_head_stride = h.spec.head_dim;
-        kv->block_table = out.block_table;
-        kv->block_table_stride = pages;
-        kv->num_blocks = blocks;
-        return err;
-    }
-};
-
 // Times case number `c` of the run with one variant into *r. Returns "" or the first error.
 std::string time_case(wideattn_context* ctx, const GpuDevice& gpu, const BenchOptions& o, const HostProblem& h,
                       size_t c, const InputPools& pools, const QueueAhead& ahead, CaseRecord* r) {
@@ -704,9 +661,12 @@ std::string time_case(wideattn_context* ctx, const GpuDevice& gpu, const BenchOp
     std::string err = upload_case(gpu, h, c, r->variant, o.reference, pools, &b);
     wideattn_prefill_params p = case_params(h, b, r->variant, o.reference);
     p.num_splits = static_cast<int32_t>(o.splits);
-    RebuildScratch scratch;
+    RebuildScratch scratch;  // rebuild variants: a dense scratch, table_stride pages a sequence
     wideattn_prefill_params kv = p;  // the K + V call on the scratch (rebuild variants)
-    if (err.empty() && r->variant.rebuild) err = scratch.create(gpu, h, p, &kv);
+    if (err.empty() && r->variant.rebuild) {
+        err = scratch.create(gpu, h, h.table_stride);
+        kv = k_and_v_call(p, scratch.out);
+    }
     wideattn_prefill_params& planned = r->variant.rebuild ? kv : p;
     if (err.empty()) err = attach_workspace(ctx, gpu, &planned, &b);
     if (err.empty()) err = plan_case(ctx, gpu, planned, r);
@@ -779,7 +739,8 @@ int run_suite(const BenchContexts& contexts, const GpuDevice& gpu, const BenchOp
                 std::printf("%-24s note: %s\n", bc.name.c_str(), why.c_str());
                 continue;
             }
-            wideattn_set_prefill_kernel(ctx, variant.kernel.empty() || variant.rebuild ? nullptr : variant.kernel.c_str());
+            const bool pinned = !variant.kernel.empty() && !variant.rebuild;  // a rebuild pins nothing
+            wideattn_set_prefill_kernel(ctx, pinned ? variant.kernel.c_str() : nullptr);
             CaseRecord r = new_record(bc, h, variant);
             const std::string err = time_case(ctx, gpu, o, h, c, pools, ahead, &r);
             if (!err.empty()) {

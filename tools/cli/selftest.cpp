@@ -252,6 +252,15 @@ void check_prefill_kernel(const GpuDevice& gpu, wideattn_context* ctx, const Sel
     }
 }
 
+// The second line of a K-from-V case: its error statistics, LSE error and time, or its error.
+void print_case_details(const CaseResult& r, double seconds) {
+    if (r.error.empty())
+        std::printf("     %s lse_max_abs=%.2e%s (%.1fs)\n", accuracy::format_error_stats(r.stats).c_str(), r.lse_max_abs,
+                    r.deterministic ? "" : " NOT bit-identical across runs", seconds);
+    else
+        std::printf("     error: %s\n", r.error.c_str());
+}
+
 // One of k_from_v_cases through the kernel ctx selects for o_dtype, against the fp64 GPU kernel in
 // the same mode (reading the same cos / sin table when the case has one).
 CaseResult run_k_from_v_selftest_case(const GpuDevice& gpu, wideattn_context* ctx, const KFromVCase& c,
@@ -285,11 +294,7 @@ void check_k_from_v_kernel(const GpuDevice& gpu, wideattn_context* ctx, const Se
         std::printf("%s %-14s %-20s %s, K from V, rotary_dims=%d, %s k_norm weights%s\n", ok ? "PASS" : "FAIL",
                     r.kernel.empty() ? "?" : r.kernel.c_str(), c.label, c.spec.describe().c_str(), c.rotary_dims,
                     c.weights == KNormWeights::kBf16 ? "bf16" : "fp32", table.c_str());
-        if (r.error.empty())
-            std::printf("     %s lse_max_abs=%.2e%s (%.1fs)\n", accuracy::format_error_stats(r.stats).c_str(),
-                        r.lse_max_abs, r.deterministic ? "" : " NOT bit-identical across runs", seconds);
-        else
-            std::printf("     error: %s\n", r.error.c_str());
+        print_case_details(r, seconds);
         tally->count(ok);
     }
 }
@@ -336,13 +341,9 @@ void check_k_from_v_rebuild(const GpuDevice& gpu, wideattn_context* ctx, const S
             // a few 1e-3 (measured 1.0e-3 .. 4.4e-3, H200, 2026-12-04) while O stays in bound.
             const bool ok = r.error.empty() && r.stats.nonfinite == 0 && r.lse_nonfinite == 0 && r.deterministic &&
                             r.stats.rel_l2 <= kBf16RelL2;
-            std::printf("%s %-14s %-20s %s\n", ok ? "PASS" : "FAIL", r.kernel.empty() ? "k_from_v_rebuild" : r.kernel.c_str(),
-                        c.label, c.spec.describe().c_str());
-            if (r.error.empty())
-                std::printf("     %s lse_max_abs=%.2e%s (%.1fs)\n", accuracy::format_error_stats(r.stats).c_str(),
-                            r.lse_max_abs, r.deterministic ? "" : " NOT bit-identical across runs", seconds);
-            else
-                std::printf("     error: %s\n", r.error.c_str());
+            std::printf("%s %-14s %-20s %s\n", ok ? "PASS" : "FAIL",
+                        r.kernel.empty() ? "k_from_v_rebuild" : r.kernel.c_str(), c.label, c.spec.describe().c_str());
+            print_case_details(r, seconds);
             tally->count(ok);
         }
     }

@@ -233,52 +233,18 @@ CaseResult run_k_from_v_problem(const GpuDevice& gpu, wideattn_context* ctx, con
     return run_against_reference(gpu, ctx, h, o_dtype, ref, &kfv);
 }
 
-// The dense bf16 K + V scratch of run_k_from_v_rebuild_case: the problem's table width in pages a
-// sequence, the identity table.
-struct RebuildScratch {
-    DeviceBuffer k, v, table;
-    wideattn_k_from_v_rebuild_out out{};
-};
-
+// Rebuilds the keys of the K-from-V call *p into `scratch` (poisoned first; the problem's table
+// width in pages a sequence) and turns *p into the K + V call on it.
 std::string rebuild_into_scratch(const GpuDevice& gpu, wideattn_context* ctx, const HostProblem& h,
-                                 RebuildScratch* s, wideattn_prefill_params* p) {
-    const int32_t pages = h.table_stride, blocks = pages * static_cast<int32_t>(h.spec.q_lens.size());
-    std::vector<int32_t> identity(static_cast<size_t>(blocks));
-    for (int32_t i = 0; i < blocks; ++i) identity[static_cast<size_t>(i)] = i;
-    const int64_t slot_stride = int64_t{h.spec.num_kv_heads} * h.spec.head_dim;
-    const size_t bytes = static_cast<size_t>(blocks) * h.spec.block_size * slot_stride * sizeof(uint16_t);
-    std::string err = s->k.allocate(gpu, bytes);
-    if (err.empty()) err = s->v.allocate(gpu, bytes);
-    if (err.empty()) err = s->k.fill(kPoisonByte);
-    if (err.empty()) err = s->v.fill(kPoisonByte);
-    if (err.empty()) err = s->table.allocate(gpu, identity.size() * sizeof(int32_t));
-    if (err.empty()) err = s->table.upload(identity.data(), identity.size() * sizeof(int32_t));
+                                 RebuildScratch* scratch, wideattn_prefill_params* p) {
+    std::string err = scratch->create(gpu, h, h.table_stride);
+    if (err.empty()) err = scratch->k.fill(kPoisonByte);
+    if (err.empty()) err = scratch->v.fill(kPoisonByte);
     if (!err.empty()) return err;
-    wideattn_k_from_v_rebuild_out& o = s->out;
-    o.struct_size = sizeof(o);
-    o.k_cache = s->k.get();
-    o.v_cache = s->v.get();
-    o.k_head_stride = o.v_head_stride = h.spec.head_dim;
-    o.k_slot_stride = o.v_slot_stride = slot_stride;
-    o.k_block_stride = o.v_block_stride = slot_stride * h.spec.block_size;
-    o.block_table = static_cast<const int32_t*>(s->table.get());
-    o.block_table_stride = pages;
-    o.num_blocks = blocks;
-    if (wideattn_k_from_v_rebuild(ctx, p, &o, nullptr) != WIDEATTN_OK)
+    if (wideattn_k_from_v_rebuild(ctx, p, &scratch->out, nullptr) != WIDEATTN_OK)
         return std::string("wideattn_k_from_v_rebuild: ") + wideattn_last_error();
     if ((err = gpu.check(gpu.driver().cuCtxSynchronize(), "rebuild (cuCtxSynchronize)")).size()) return err;
-    p->flags &= ~WIDEATTN_FLAG_K_FROM_V;
-    p->k_from_v = nullptr;
-    p->kv_dtype = WIDEATTN_DTYPE_BF16;
-    p->k_scale = p->v_scale = nullptr;
-    p->k_cache = o.k_cache;
-    p->v_cache = o.v_cache;
-    p->k_block_stride = p->v_block_stride = o.k_block_stride;
-    p->k_slot_stride = p->v_slot_stride = slot_stride;
-    p->k_head_stride = p->v_head_stride = h.spec.head_dim;
-    p->block_table = o.block_table;
-    p->block_table_stride = pages;
-    p->num_blocks = blocks;
+    *p = k_and_v_call(*p, scratch->out);
     return {};
 }
 

@@ -196,4 +196,48 @@ std::string attach_device_cos_sin(const GpuDevice& gpu, const std::vector<uint32
     return {};
 }
 
+std::string RebuildScratch::create(const GpuDevice& gpu, const HostProblem& h, int32_t pages) {
+    const int32_t blocks = pages * static_cast<int32_t>(h.spec.q_lens.size());
+    table.resize(static_cast<size_t>(blocks));
+    for (int32_t i = 0; i < blocks; ++i) table[static_cast<size_t>(i)] = i;
+    const int64_t slot_stride = int64_t{h.spec.num_kv_heads} * h.spec.head_dim;
+    const size_t bytes = static_cast<size_t>(blocks) * h.spec.block_size * slot_stride * sizeof(uint16_t);
+    std::string err = k.allocate(gpu, bytes);
+    if (err.empty()) err = v.allocate(gpu, bytes);
+    if (err.empty()) err = device_table.allocate(gpu, table.size() * sizeof(int32_t));
+    if (err.empty()) err = upload_table();
+    out.struct_size = sizeof(out);
+    out.k_cache = k.get();
+    out.v_cache = v.get();
+    out.k_head_stride = out.v_head_stride = h.spec.head_dim;
+    out.k_slot_stride = out.v_slot_stride = slot_stride;
+    out.k_block_stride = out.v_block_stride = slot_stride * h.spec.block_size;
+    out.block_table = static_cast<const int32_t*>(device_table.get());
+    out.block_table_stride = pages;
+    out.num_blocks = blocks;
+    return err;
+}
+
+std::string RebuildScratch::upload_table() { return device_table.upload(table.data(), table.size() * sizeof(int32_t)); }
+
+wideattn_prefill_params k_and_v_call(const wideattn_prefill_params& from_v, const wideattn_k_from_v_rebuild_out& out) {
+    wideattn_prefill_params kv = from_v;
+    kv.flags &= ~WIDEATTN_FLAG_K_FROM_V;
+    kv.k_from_v = nullptr;
+    kv.kv_dtype = WIDEATTN_DTYPE_BF16;
+    kv.k_scale = kv.v_scale = nullptr;
+    kv.k_cache = out.k_cache;
+    kv.k_block_stride = out.k_block_stride;
+    kv.k_slot_stride = out.k_slot_stride;
+    kv.k_head_stride = out.k_head_stride;
+    kv.v_cache = out.v_cache;
+    kv.v_block_stride = out.v_block_stride;
+    kv.v_slot_stride = out.v_slot_stride;
+    kv.v_head_stride = out.v_head_stride;
+    kv.block_table = out.block_table;
+    kv.block_table_stride = out.block_table_stride;
+    kv.num_blocks = out.num_blocks;
+    return kv;
+}
+
 }  // namespace wideattn

@@ -68,6 +68,23 @@ std::string attach_device_cos_sin(const GpuDevice& gpu, const std::vector<uint32
 
 constexpr unsigned char kPoisonByte = 0xFF;  // NaN in every float format we write
 
+// A dense bf16 K + V scratch for wideattn_k_from_v_rebuild over a problem's geometry (block size,
+// KV heads, head dim): `pages` pages a sequence, [block][slot][kv_head][d], and the identity table
+// (page j of sequence s at s * pages + j), kept on the host in `table` for callers that alter it.
+struct RebuildScratch {
+    DeviceBuffer k, v, device_table;
+    std::vector<int32_t> table;
+    wideattn_k_from_v_rebuild_out out{};
+
+    std::string create(const GpuDevice& gpu, const HostProblem& h, int32_t pages);
+    // Uploads `table` (after a caller changed entries).
+    std::string upload_table();
+};
+
+// The K + V call that reads `out`'s caches and table where the K-from-V call `from_v` reads its
+// V-only cache: bf16 K/V, no flag, no description, no K/V scales.
+wideattn_prefill_params k_and_v_call(const wideattn_prefill_params& from_v, const wideattn_k_from_v_rebuild_out& out);
+
 struct DeviceProblem {
     DeviceBuffer q, k, v, q_scale, k_scale, v_scale, cu_seqlens_q, seq_lens_k, block_table, o, lse;
     int32_t o_dtype = WIDEATTN_DTYPE_BF16;
