@@ -30,8 +30,7 @@ __device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, 
 }
 
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles: wait for V_i, issue
-// V_i+2 (into V_i-1's slot, read to the end in the previous step) and pull its cos / sin table
-// rows into L2, S_i with K built from V_i, the
+// V_i+2 (into V_i-1's slot, read to the end in the previous step), S_i with K built from V_i, the
 // softmax, P_i V_i.
 template <class Traits>
 __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
@@ -41,15 +40,10 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
                                                   float score_scale,
                                                   float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
-#pragma unroll
-    for (int32_t c = 0; c < Traits::kChunksInFlight; ++c)
-        prefetch_subtile_cos_sin<Traits>(table, warp, lane, count, c, first_position, kv_end);
     for (int32_t i = 0; i < count; ++i) {
         ptx::cp_async_wait<Traits::kChunksInFlight - 1>();
         __syncwarp();  // V_i landed for every lane; every lane is done with V_i-1
         issue_v_chunk<Traits>(p, stream, ring, warp, count, i + Traits::kChunksInFlight);
-        prefetch_subtile_cos_sin<Traits>(table, warp, lane, count, i + Traits::kChunksInFlight, first_position,
-                                         kv_end);
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
         float s[4];

@@ -3,7 +3,7 @@
 // fp32) and inv_freq of the head_dim / 2 frequencies (fp32, 0 from rotary_dims / 2 on), staged
 // once per block, one frequency and two weights per thread, and read back as vectors by the K
 // build; the caller's cos / sin table in global memory (CosSinTable), read as 8-byte words of two
-// frequencies, its rows pulled into L2 ahead of their K build; and the rotation of a lane's bf16 pairs (rope_rotate_bf16x2, from the formula's
+// frequencies; and the rotation of a lane's bf16 pairs (rope_rotate_bf16x2, from the formula's
 // cos / sin or from the table's).
 #pragma once
 
@@ -60,24 +60,6 @@ struct CosSinTable {
                static_cast<int64_t>(position0) + keys <= static_cast<int64_t>(positions);
     }
 
-    // Pulls the rows of positions position0 .. position0 + keys - 1 that the table holds into L2,
-    // one 128-byte line per lane and round, ahead of the K build that reads them: its `pair` reads
-    // then wait on L2, not on DRAM (a long context's table does not stay in L2 beside the V
-    // stream). No register holds what it loads; no line outside the table's rows is touched (the
-    // last address is clamped to the range's last byte).
-    __device__ __forceinline__ void prefetch_rows(int32_t position0, int32_t keys, int32_t lane) const {
-        constexpr int64_t kLineBytes = 128;
-        constexpr int64_t kWarpLanes = 32;
-        if (base == nullptr) return;
-        const int64_t first = max(position0, 0);
-        const int64_t end = min(static_cast<int64_t>(position0) + keys, static_cast<int64_t>(positions));
-        if (first >= end) return;
-        const unsigned char* begin = base + first * row_bytes;
-        const int64_t bytes = (end - first) * row_bytes;
-        for (int64_t offset = lane * kLineBytes; offset < bytes + kLineBytes - 1; offset += kWarpLanes * kLineBytes)
-            asm volatile("prefetch.global.L2 [%0];\n" ::"l"(begin + min(offset, bytes - 1)));
-    }
-
     // The word of frequencies d, d + 1 (d even) at `position`, clamped to the table's last row (a
     // key past kv_end in a sub-tile the table holds up to kv_end: its V is zero-filled and its
     // score masked, so the entry it reads does not matter). From rotary_dims / 2 on, (cos 1, sin 0):
@@ -89,19 +71,6 @@ struct CosSinTable {
         return __ldg(reinterpret_cast<const uint2*>(base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes)));
     }
 };
-
-// Pulls the table rows of the warp's sub-tile `local` (its keys (warp + local * kWarps) *
-// kSubTileKeys ...: the decode kernels' sub-tile order) into L2 (CosSinTable::prefetch_rows) when
-// that sub-tile exists (`count`: the warp's sub-tiles). The decode kernels issue it with the
-// sub-tile's first V chunk, so the rows are in L2 by the time its K build reads them.
-template <class Traits>
-__device__ __forceinline__ void prefetch_subtile_cos_sin(const CosSinTable& table, int32_t warp, int32_t lane,
-                                                         int32_t count, int32_t local, int32_t first_position,
-                                                         int32_t kv_end) {
-    if (local >= count) return;
-    const int32_t key0 = (warp + local * Traits::kWarps) * Traits::kSubTileKeys;
-    table.prefetch_rows(first_position + key0, min(kv_end - key0, Traits::kSubTileKeys), lane);
-}
 
 // The bf16x2 cos pair (c_d low, c_d+1 high) and sin pair of a CosSinTable word.
 __device__ __forceinline__ void cos_sin_pairs(uint2 word, uint32_t* c, uint32_t* s) {

@@ -47,9 +47,6 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
 #pragma unroll
     for (int32_t c = 0; c < Traits::kPrologueChunks; ++c) issue_v_chunk<Traits>(p, stream, ring, warp, count, c);
-#pragma unroll
-    for (int32_t local = 0; local < Traits::kPrologueSubTiles; ++local)
-        prefetch_subtile_cos_sin<Traits>(table, warp, lane, count, local, first_position, kv_end);
     for (int32_t i = 0; i < count; ++i) {
         const int32_t first = Traits::kVChunksPerSubTile * i;
         ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
@@ -72,8 +69,6 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
         chunk_pv<Traits>(hi_chunk, lane, 1, p0, p1, o);
         __syncwarp();  // every lane is done with chunk 2i + 1
         issue_v_chunk<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks + 1);
-        prefetch_subtile_cos_sin<Traits>(table, warp, lane, count, i + Traits::kPrologueSubTiles, first_position,
-                                         kv_end);
     }
     ptx::cp_async_wait<0>();
 }

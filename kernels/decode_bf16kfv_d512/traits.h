@@ -35,9 +35,6 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // is done with chunk 2i, and 2i + 4 once it is done with 2i + 1.
     static constexpr int32_t kPrologueChunks = kRingChunks;
     static constexpr int32_t kChunksPendingAtSubTile = kPrologueChunks - kVChunksPerSubTile;  // 1
-    // Sub-tiles whose first chunk the prologue issues (0 and 1); sub-tile i + 2's first chunk is
-    // issued at the end of sub-tile i, with its cos / sin table rows pulled into L2 (block.cuh).
-    static constexpr int32_t kPrologueSubTiles = (kPrologueChunks + kVChunksPerSubTile - 1) / kVChunksPerSubTile;
 
     // k_norm's weight (fp32 [512]) and inv_freq of the 256 frequencies (fp32, 0 from
     // rotary_dims / 2 on), staged once per block.
