@@ -169,6 +169,35 @@ TEST_CASE("bench report: the JSON keeps the existing fields and adds the decode 
     CHECK(ratios.array[0].find("chunk")->string == kDecodeMixedParts.chunk);
 }
 
+TEST_CASE("bench report: a ceiling that was not measured gives no percentage, not 0") {
+    CHECK(percent_text(1000.0, 4000.0, 7) == "  25.0%");
+    CHECK(percent_text(1000.0, 0.0, 7) == "      -");
+    CHECK(percent_text(1000.0, -1.0, 9) == "        -");
+    std::vector<CaseRecord> records = {record("decode_1_ctx_32k", false, 2.0, 4000000000),
+                                       record("prompt_16k", false, 10.0)};
+    records[1].bc.decode = false;
+    RunRates rates;  // mma and read probes absent (as without the bench cubins): 0
+    rates.copy_before = 4000;
+    rates.copy_after = 2000;
+    rates.copy_bytes = int64_t{1} << 30;
+    std::ostringstream out;
+    write_report_json(out, RunInfo{"2026-12-04T00:00:00Z", "GPU", "abc", "decode", 20, 3}, rates, records);
+    JsonValue doc;
+    std::string err;
+    const std::string text = out.str();
+    REQUIRE_MESSAGE(parse_json(text, &doc, &err), (err + "\n" + text));
+    const JsonValue& cases = *doc.find("cases");
+    REQUIRE(cases.array.size() == 2);
+    const JsonValue& decode = cases.array[0];
+    CHECK(decode.find("pct_copy_bw_before")->number == doctest::Approx(50.0));
+    CHECK(decode.find("pct_copy_bw_after")->number == doctest::Approx(100.0));
+    CHECK(decode.find("pct_read_bw_before") == nullptr);
+    CHECK(decode.find("pct_read_bw_after") == nullptr);
+    CHECK(decode.find("pct_mma_rate") == nullptr);
+    CHECK(cases.array[1].find("pct_mma_rate") == nullptr);
+    CHECK(cases.array[1].find("tflops") != nullptr);
+}
+
 TEST_CASE("bench report: --pdl variants pair within their setting and carry it in the JSON") {
     std::vector<CaseRecord> records;
     for (const char* pdl : {"on", "off"}) {
@@ -292,5 +321,6 @@ TEST_CASE("bench report: the wgmma ceiling of an entry and the wgmma fields of t
         CHECK(cases.array[i].find("pct_wgmma_rate") == nullptr);
         CHECK(cases.array[i].find("pct_fp8_wgmma_rate") == nullptr);
     }
-    CHECK(cases.array[5].find("pct_read_bw_before")->number == 0.0);  // decode entry, read rate unknown
+    CHECK(cases.array[5].find("pct_read_bw_before") == nullptr);  // decode entry, read rate unknown: no percentage
+    CHECK(cases.array[5].find("kv_gbps") != nullptr);
 }

@@ -15,6 +15,12 @@ constexpr const char* kHopperTierPrefix = "wgmma_";  // the Hopper-tier kernels'
 
 const char* dtype_name(bool e4m3) { return e4m3 ? "e4m3" : "bf16"; }
 
+// `, "key": percent` when the ceiling was measured (> 0); nothing otherwise (a ceiling that was
+// not measured has no percentage, not 0).
+void json_percent(std::ostream& out, const char* key, double value, double ceiling) {
+    if (ceiling > 0) out << ", \"" << key << "\": " << percent_of(value, ceiling);
+}
+
 bool same_choice(const BenchVariant& a, const BenchVariant& b) {
     return a.kernel == b.kernel && a.e4m3_kv == b.e4m3_kv && a.e4m3_q == b.e4m3_q && a.v_transposed == b.v_transposed &&
            a.cos_sin_table == b.cos_sin_table && a.pdl == b.pdl;
@@ -55,8 +61,9 @@ void case_json(std::ostream& out, const CaseRecord& r, const RunRates& rates, co
         << dtype_name(r.variant.e4m3_kv) << "\", \"num_q_heads\": " << r.bc.hq << ", \"num_kv_heads\": " << r.bc.hkv
         << ", \"head_dim\": " << r.head_dim << ", \"block_size\": " << r.block_size << ", \"flops\": " << r.flops
         << ", \"median_ms\": " << r.t.median_ms << ", \"min_ms\": " << r.t.min_ms << ", \"p90_ms\": " << r.t.p90_ms
-        << ", \"tflops\": " << tflops << ", \"pct_mma_rate\": " << percent_of(tflops, rates.mma_before)
-        << ", \"max_seqlen_q\": " << r.max_seqlen_q << ", \"max_seqlen_k\": " << r.max_seqlen_k
+        << ", \"tflops\": " << tflops;
+    json_percent(out, "pct_mma_rate", tflops, rates.mma_before);
+    out << ", \"max_seqlen_q\": " << r.max_seqlen_q << ", \"max_seqlen_k\": " << r.max_seqlen_k
         << ", \"num_splits\": " << r.num_splits << ", \"workspace_bytes\": " << r.workspace_bytes
         << ", \"decode\": " << (r.bc.decode ? "true" : "false");
     if (r.variant.v_transposed) out << ", \"v_transposed\": true";
@@ -68,11 +75,11 @@ void case_json(std::ostream& out, const CaseRecord& r, const RunRates& rates, co
     if (wgmma > 0 && !fp8) out << ", \"pct_wgmma_rate\": " << percent_of(tflops, wgmma);
     if (r.bc.decode) {
         const double gbps = record_kv_gbps(r);
-        out << ", \"kv_bytes\": " << r.kv_bytes << ", \"kv_gbps\": " << gbps
-            << ", \"pct_copy_bw_before\": " << percent_of(gbps, rates.copy_before)
-            << ", \"pct_copy_bw_after\": " << percent_of(gbps, rates.copy_after)
-            << ", \"pct_read_bw_before\": " << percent_of(gbps, rates.read_before)
-            << ", \"pct_read_bw_after\": " << percent_of(gbps, rates.read_after);
+        out << ", \"kv_bytes\": " << r.kv_bytes << ", \"kv_gbps\": " << gbps;
+        json_percent(out, "pct_copy_bw_before", gbps, rates.copy_before);
+        json_percent(out, "pct_copy_bw_after", gbps, rates.copy_after);
+        json_percent(out, "pct_read_bw_before", gbps, rates.read_before);
+        json_percent(out, "pct_read_bw_after", gbps, rates.read_after);
     }
     const double ratio = fp8_bf16_ratio(records, r);
     if (ratio > 0) out << ", \"fp8_bf16_time_ratio\": " << ratio;
@@ -117,6 +124,16 @@ double record_kv_gbps(const CaseRecord& r) {
 
 double percent_of(double value, double ceiling) { return ceiling > 0 ? 100.0 * value / ceiling : 0.0; }
 
+std::string percent_text(double value, double ceiling, int width) {
+    char text[32];
+    if (ceiling > 0)
+        std::snprintf(text, sizeof text, "%*.1f%%", width - 1, percent_of(value, ceiling));
+    else
+        std::snprintf(text, sizeof text, "%*s", width, "-");
+    return text;
+}
+
+
 double wgmma_ceiling(const CaseRecord& r, const RunRates& rates, bool* fp8) {
     if (fp8) *fp8 = r.variant.e4m3_kv;
     if (r.bc.decode || !rates.wgmma_measured) return 0.0;
@@ -157,15 +174,14 @@ void print_row(const CaseRecord& r, const RunRates& rates) {
     char decode[48] = "       -       -       -";
     if (r.bc.decode) {
         const double gbps = record_kv_gbps(r);
-        std::snprintf(decode, sizeof decode, "%8.1f %6.1f%% %6.1f%%", gbps, percent_of(gbps, rates.copy_before),
-                      percent_of(gbps, rates.read_before));
+        std::snprintf(decode, sizeof decode, "%8.1f %s %s", gbps, percent_text(gbps, rates.copy_before, 7).c_str(),
+                      percent_text(gbps, rates.read_before, 7).c_str());
     }
-    char wgmma_text[16] = "      -";
     const double wgmma = wgmma_ceiling(r, rates);
-    if (wgmma > 0) std::snprintf(wgmma_text, sizeof wgmma_text, "%6.1f%%", percent_of(tflops, wgmma));
-    std::printf("%-24s %-16s %4s %4d %10.3f %10.3f %10.3f %9.1f %6.1f%% %s %s\n", row_label(r).c_str(),
+    std::printf("%-24s %-16s %4s %4d %10.3f %10.3f %10.3f %9.1f %s %s %s\n", row_label(r).c_str(),
                 r.kernel.c_str(), dtype_name(r.variant.e4m3_kv), r.num_splits, r.t.median_ms, r.t.min_ms, r.t.p90_ms,
-                tflops, percent_of(tflops, rates.mma_before), decode, wgmma_text);
+                tflops, percent_text(tflops, rates.mma_before, 7).c_str(), decode,
+                percent_text(tflops, wgmma, 7).c_str());
     std::fflush(stdout);
 }
 
@@ -185,10 +201,11 @@ void print_decode_summary(const std::vector<CaseRecord>& records, const RunRates
         const double ratio = fp8_bf16_ratio(records, r);
         char ratio_text[16] = "-";
         if (ratio > 0) std::snprintf(ratio_text, sizeof ratio_text, "%.3f", ratio);
-        std::printf("%-24s %-16s %4s %4d %10.3f %8.1f %6.1f%% %6.1f%% %8.1f%% %6.1f%% %8s\n", row_label(r).c_str(),
-                    r.kernel.c_str(), dtype_name(r.variant.e4m3_kv), r.num_splits, r.t.median_ms, gbps,
-                    percent_of(gbps, rates.copy_before), percent_of(gbps, rates.copy_after),
-                    percent_of(gbps, rates.read_before), percent_of(gbps, rates.read_after), ratio_text);
+        std::printf("%-24s %-16s %4s %4d %10.3f %8.1f %s %s %s %s %8s\n", row_label(r).c_str(), r.kernel.c_str(),
+                    dtype_name(r.variant.e4m3_kv), r.num_splits, r.t.median_ms, gbps,
+                    percent_text(gbps, rates.copy_before, 7).c_str(), percent_text(gbps, rates.copy_after, 7).c_str(),
+                    percent_text(gbps, rates.read_before, 9).c_str(), percent_text(gbps, rates.read_after, 7).c_str(),
+                    ratio_text);
     }
     for (const MixedRatio& m : mixed_ratios(records)) {
         const std::string pdl = m.variant.pdl.empty() ? "" : ", pdl=" + m.variant.pdl;

@@ -55,6 +55,9 @@ double record_tflops(const CaseRecord& r);
 double record_kv_gbps(const CaseRecord& r);
 // 100 * value / ceiling, 0 when the ceiling is unknown (0).
 double percent_of(double value, double ceiling);
+// percent_of as the text tables print it, right-aligned in `width` characters ("12.3%"), or "-"
+// when the ceiling was not measured (<= 0).
+std::string percent_text(double value, double ceiling, int width);
 
 // The dense wgmma rate (measured at the start of the run) a prefill record's TFLOP/s is compared
 // with: the FP8 rate for the 8-bit kernels (e4m3 K/V; *fp8 = true), the bf16 rate for bf16
