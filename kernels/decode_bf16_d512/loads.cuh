@@ -68,9 +68,8 @@ struct WarpStream {
         lane = lane_index;
     }
 
-    // Issues the copies of part `part` (the dims Traits::chunk_part_bytes / chunk_lane_bytes map
-    // it to: part x kChunkDims .. for the K + V kernels) of the K (value false) or V of sub-tile `sub` into
-    // `chunk`.
+    // Issues the copies of part `part` (dims part x kChunkDims ..) of the K (value false) or V of
+    // sub-tile `sub` into `chunk`.
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t sub, bool value, int32_t part,
                                           uint32_t chunk) const {
         const int32_t key0 = sub * Traits::kSubTileKeys;
@@ -84,7 +83,7 @@ struct WarpStream {
         const int64_t slot_stride = (value ? p.v_slot_stride : p.k_slot_stride) * Traits::kElemBytes;
         const int64_t block_stride = (value ? p.v_block_stride : p.k_block_stride) * Traits::kElemBytes;
         const unsigned char* src = base + page_safe * block_stride + int64_t{slot0} * slot_stride +
-                                   Traits::chunk_part_bytes(part) + Traits::chunk_lane_bytes(lane);
+                                   part * Traits::kChunkRowBytes + lane * Traits::kVecBytes;
 #pragma unroll
         for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
             const bool valid = key < keys;

@@ -65,7 +65,7 @@ __device__ __forceinline__ void chunk_scores(uint32_t k_chunk, uint32_t q_shared
     }
 }
 
-// O^T += V^T P^T over the dims of V chunk `part` (its m-tile c is the block's Traits::o_tile(part, c)).
+// O^T += V^T P^T over the dims of V chunk `part`.
 template <class Traits>
 __device__ __forceinline__ void chunk_pv(uint32_t v_chunk, int32_t lane, int32_t part, uint32_t p0, uint32_t p1,
                                          float (&o)[Traits::kONTiles][4]) {
@@ -74,7 +74,7 @@ __device__ __forceinline__ void chunk_pv(uint32_t v_chunk, int32_t lane, int32_t
         uint32_t r[4];
         ptx::ldmatrix_x4_trans(r, chunk_row_address<Traits>(v_chunk, lane, c));
         const uint32_t a[4] = {r[0], r[2], r[1], r[3]};
-        ptx::mma_bf16_16816(o[Traits::o_tile(part, c)], a, p0, p1);
+        ptx::mma_bf16_16816(o[part * Traits::kChunkOTiles + c], a, p0, p1);
     }
 }
 

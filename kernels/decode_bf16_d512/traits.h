@@ -51,15 +51,6 @@ struct DecodeBf16Block {
     static constexpr int32_t kChunkOTiles = kChunkDims / kMmaM;            // O^T m-tiles per V chunk (16)
     static constexpr int32_t kChunkBytes = kSubTileKeys * kChunkRowBytes;  // 8 KB
 
-    // Which dims a chunk holds: lane l copies the 16-byte vector at byte chunk_part_bytes(part) +
-    // chunk_lane_bytes(l) of each key row of part `part` (loads.cuh) into vector l of the chunk's
-    // row, and the chunk's O^T m-tile c (vectors 2c, 2c + 1) is O^T m-tile o_tile(part, c) of the
-    // block. Here the two parts are the two contiguous halves of the dims; a kernel's traits may
-    // map them otherwise.
-    WIDEATTN_HOST_DEVICE static constexpr int32_t chunk_part_bytes(int32_t part) { return part * kChunkRowBytes; }
-    WIDEATTN_HOST_DEVICE static constexpr int32_t chunk_lane_bytes(int32_t lane) { return lane * kVecBytes; }
-    WIDEATTN_HOST_DEVICE static constexpr int32_t o_tile(int32_t part, int32_t c) { return part * kChunkOTiles + c; }
-
     // Per-warp ring: chunk c of a warp sits in slot c % kRingChunks. Three slots: while one is
     // read, the next two are in flight (2 x 8 KB a warp, 128 KB a block: one block per SM).
     static constexpr int32_t kRingChunks = 3;

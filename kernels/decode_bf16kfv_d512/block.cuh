@@ -33,9 +33,8 @@ __device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, 
 }
 
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles (traits.h, the ring):
-// wait for the first chunk of sub-tile i, S_i with K built from it and then (once it lands) from
-// the second, the softmax, P V over the first chunk, issue chunk 2i + 3 into its slot, P V over the
-// second, issue chunk 2i + 4.
+// wait for both chunks of sub-tile i, S_i with K built from them, the softmax, P V over the first
+// chunk, issue chunk 2i + 3 into its slot, P V over the second, issue chunk 2i + 4.
 // `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them).
 template <class Traits>
 __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
@@ -51,23 +50,23 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
     for (int32_t i = 0; i < count; ++i) {
         const int32_t first = Traits::kVChunksPerSubTile * i;
         ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
-        __syncwarp();  // the first chunk of sub-tile i landed for every lane (the second: kfv_subtile_scores)
-        const uint32_t first_chunk = ring + (first % Traits::kRingChunks) * Traits::kChunkBytes;
-        const uint32_t second_chunk = ring + ((first + 1) % Traits::kRingChunks) * Traits::kChunkBytes;
+        __syncwarp();  // both chunks of sub-tile i landed for every lane
+        const uint32_t lo_chunk = ring + (first % Traits::kRingChunks) * Traits::kChunkBytes;
+        const uint32_t hi_chunk = ring + ((first + 1) % Traits::kRingChunks) * Traits::kChunkBytes;
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         float s[4];
         if (bf16_weights)
-            kfv_subtile_scores<Traits, true>(first_chunk, second_chunk, q_shared, weight, weight_bf16, freq, table, lane,
+            kfv_subtile_scores<Traits, true>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, table, lane,
                                              rotated_q_loads, first_position + key0, score_scale, kv_end - key0, s);
         else
-            kfv_subtile_scores<Traits, false>(first_chunk, second_chunk, q_shared, weight, weight_bf16, freq, table,
+            kfv_subtile_scores<Traits, false>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, table,
                                               lane, rotated_q_loads, first_position + key0, score_scale, kv_end - key0, s);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
-        chunk_pv<Traits>(first_chunk, lane, 0, p0, p1, o);
+        chunk_pv<Traits>(lo_chunk, lane, 0, p0, p1, o);
         __syncwarp();  // every lane is done with chunk 2i
         issue_v_chunk<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks);
-        chunk_pv<Traits>(second_chunk, lane, 1, p0, p1, o);
+        chunk_pv<Traits>(hi_chunk, lane, 1, p0, p1, o);
         __syncwarp();  // every lane is done with chunk 2i + 1
         issue_v_chunk<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks + 1);
     }

@@ -119,14 +119,13 @@ __device__ __forceinline__ void build_k_step(uint32_t (&lo)[4], uint32_t (&hi)[4
     }
 }
 
-// Adds K Q^T of Q-load `q` (k-steps 2q, 2q + 1 of the first dims, 0-255, and of their partners,
-// 256-511) to acc[0] (first dims) and acc[1] (partners), K built from the V of `chunk`, part q /
-// kQLoadsPerPart of the sub-tile (traits.h: its k-step j holds first dims, j + kPartnerSteps their
-// partners), by build_k_step (`cos_sin`: the Q load's table words, read by kRotateTable only).
+// Adds K Q^T of Q-load `q` (k-steps 2q, 2q + 1 of both chunks) to acc[0] (dims 0-255) and acc[1]
+// (dims 256-511), K built from the chunks' V by build_k_step (`cos_sin`: the Q load's table
+// words, read by kRotateTable only).
 template <class Traits, KFromVBuild kBuild, bool kBf16Weights>
-__device__ __forceinline__ void kfv_scores_q(uint32_t chunk, uint32_t q_shared, uint32_t weight,
-                                             uint32_t weight_bf16, uint32_t freq, int32_t lane, int32_t q,
-                                             int32_t position0, const QLoadCosSin<Traits>& cos_sin,
+__device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
+                                             uint32_t weight, uint32_t weight_bf16, uint32_t freq, int32_t lane,
+                                             int32_t q, int32_t position0, const QLoadCosSin<Traits>& cos_sin,
                                              float (&acc)[2][4]) {
     constexpr int32_t kStepVecs = Traits::kMmaK * Traits::kElemBytes / Traits::kVecBytes;  // 2
     constexpr int32_t kChunkQVecs = Traits::kChunkRowBytes / Traits::kVecBytes;            // 32
@@ -136,11 +135,10 @@ __device__ __forceinline__ void kfv_scores_q(uint32_t chunk, uint32_t q_shared, 
     ptx::ldmatrix_x4(b_hi, q_shared + swizzled<Traits::kQRowBytes, Traits>(lane % 8, kChunkQVecs + q_vec));
 #pragma unroll
     for (int32_t h = 0; h < Traits::kKStepsPerQLoad; ++h) {
-        const int32_t step = Traits::kKStepsPerQLoad * q + h;  // of the first dims: 16 step .. 16 step + 15
-        const int32_t local = Traits::kKStepsPerQLoad * (q % Traits::kQLoadsPerPart) + h;
+        const int32_t step = Traits::kKStepsPerQLoad * q + h;
         uint32_t a_lo[4], a_hi[4];
-        ptx::ldmatrix_x4(a_lo, chunk_row_address<Traits>(chunk, lane, local));
-        ptx::ldmatrix_x4(a_hi, chunk_row_address<Traits>(chunk, lane, local + Traits::kPartnerSteps));
+        ptx::ldmatrix_x4(a_lo, chunk_row_address<Traits>(lo_chunk, lane, step));
+        ptx::ldmatrix_x4(a_hi, chunk_row_address<Traits>(hi_chunk, lane, step));
         build_k_step<Traits, kBuild, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, freq, cos_sin.word[h], lane, step,
                                                    position0);
         ptx::mma_bf16_16816(acc[0], a_lo, b_lo[2 * h], b_lo[2 * h + 1]);
@@ -148,57 +146,16 @@ __device__ __forceinline__ void kfv_scores_q(uint32_t chunk, uint32_t q_shared, 
     }
 }
 
-// K Q^T over part `part` of the sub-tile (its Q loads q0 = part * kQLoadsPerPart .. q0 +
-// kQLoadsPerPart - 1, all of them in `chunk`): the unrotated Q loads first, then the rotated ones
-// (q < rotated_q_loads) with the table's cos / sin when `from_table` (`ahead`: the words of the first
-// kCosSinQLoadsAhead Q loads, loaded by the caller; the others loaded where used), else with the
-// formula's.
-template <class Traits, bool kBf16Weights>
-__device__ __forceinline__ void kfv_part_scores(uint32_t chunk, int32_t part, uint32_t q_shared, uint32_t weight,
-                                                uint32_t weight_bf16, uint32_t freq, const CosSinTable& table,
-                                                bool from_table,
-                                                const QLoadCosSin<Traits> (&ahead)[Traits::kCosSinQLoadsAhead],
-                                                int32_t lane, int32_t rotated_q_loads, int32_t position0,
-                                                float (&acc)[2][4]) {
-    const int32_t q0 = part * Traits::kQLoadsPerPart;
-    const int32_t q_end = q0 + Traits::kQLoadsPerPart;
-    const int32_t rotated_end = min(max(rotated_q_loads, q0), q_end);
-#pragma unroll 1
-    for (int32_t q = rotated_end; q < q_end; ++q)
-        kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(chunk, q_shared, weight, weight_bf16, freq, lane, q,
-                                                            position0, ahead[0], acc);
-    if (from_table) {
-#pragma unroll
-        for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)
-            if (q >= q0 && q < rotated_end)
-                kfv_scores_q<Traits, KFromVBuild::kRotateTable, kBf16Weights>(chunk, q_shared, weight, weight_bf16,
-                                                                          freq, lane, q, position0, ahead[q], acc);
-#pragma unroll 1
-        for (int32_t q = max(q0, Traits::kCosSinQLoadsAhead); q < rotated_end; ++q) {
-            QLoadCosSin<Traits> words;
-            load_q_cos_sin<Traits>(table, lane, q, position0, &words);
-            kfv_scores_q<Traits, KFromVBuild::kRotateTable, kBf16Weights>(chunk, q_shared, weight, weight_bf16, freq,
-                                                                      lane, q, position0, words, acc);
-        }
-    } else {
-#pragma unroll 1
-        for (int32_t q = q0; q < rotated_end; ++q)
-            kfv_scores_q<Traits, KFromVBuild::kRotate, kBf16Weights>(chunk, q_shared, weight, weight_bf16, freq, lane,
-                                                                 q, position0, ahead[0], acc);
-    }
-}
-
 // S^T of one sub-tile with K built from its V chunks (scaled to log2 units, keys past kv_end at
-// -inf), the lane's 4 values: part 0 over `first_chunk` (landed), then, once `second_chunk` has
-// landed too (the caller's cp.async groups: kChunksPendingAtSecondPart left in flight), part 1.
-// `rotated_q_loads`: the Q loads (pairs of k-steps) that hold a dim below rotary_dims / 2, the same
-// for every block of the launch; kBf16Weights: every k_norm weight is a bf16 value (`weight_bf16`
-// holds them as bf16 pairs). The table's cos / sin when `table` holds the sub-tile's valid keys
-// (the words of the first kCosSinQLoadsAhead rotated Q loads loaded before part 0's unrotated
-// ones), else the formula's: the same order either way, so a table with the formula's values
-// gives the same bits.
+// -inf), the lane's 4 values. `rotated_q_loads`: the Q loads (pairs of k-steps) that hold a dim
+// below rotary_dims / 2, the same for every block of the launch; kBf16Weights: every k_norm weight
+// is a bf16 value (`weight_bf16` holds them as bf16 pairs). The unrotated Q loads first, then the
+// rotated ones, with the table's cos / sin when `table` holds the sub-tile's valid keys (their
+// words for the first kCosSinQLoadsAhead rotated Q loads loaded before the unrotated ones), else
+// with the formula's: the same order either way, so a table with the formula's values gives the
+// same bits.
 template <class Traits, bool kBf16Weights>
-__device__ __forceinline__ void kfv_subtile_scores(uint32_t first_chunk, uint32_t second_chunk, uint32_t q_shared,
+__device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
                                                    uint32_t weight, uint32_t weight_bf16, uint32_t freq,
                                                    const CosSinTable& table, int32_t lane, int32_t rotated_q_loads,
                                                    int32_t position0, float score_scale, int32_t keys_valid,
@@ -211,12 +168,31 @@ __device__ __forceinline__ void kfv_subtile_scores(uint32_t first_chunk, uint32_
         for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)
             if (q < rotated_q_loads) load_q_cos_sin<Traits>(table, lane, q, position0, &ahead[q]);
     }
-    kfv_part_scores<Traits, kBf16Weights>(first_chunk, 0, q_shared, weight, weight_bf16, freq, table, from_table, ahead,
-                                          lane, rotated_q_loads, position0, acc);
-    ptx::cp_async_wait<Traits::kChunksPendingAtSecondPart>();
-    __syncwarp();  // the second chunk landed for every lane
-    kfv_part_scores<Traits, kBf16Weights>(second_chunk, 1, q_shared, weight, weight_bf16, freq, table, from_table,
-                                          ahead, lane, rotated_q_loads, position0, acc);
+#pragma unroll 1
+    for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
+        kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq,
+                                                            lane, q, position0, ahead[0], acc);
+    if (from_table) {
+#pragma unroll
+        for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)
+            if (q < rotated_q_loads)
+                kfv_scores_q<Traits, KFromVBuild::kRotateTable, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight,
+                                                                          weight_bf16, freq, lane, q, position0,
+                                                                          ahead[q], acc);
+#pragma unroll 1
+        for (int32_t q = Traits::kCosSinQLoadsAhead; q < rotated_q_loads; ++q) {
+            QLoadCosSin<Traits> words;
+            load_q_cos_sin<Traits>(table, lane, q, position0, &words);
+            kfv_scores_q<Traits, KFromVBuild::kRotateTable, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight,
+                                                                      weight_bf16, freq, lane, q, position0, words,
+                                                                      acc);
+        }
+    } else {
+#pragma unroll 1
+        for (int32_t q = 0; q < rotated_q_loads; ++q)
+            kfv_scores_q<Traits, KFromVBuild::kRotate, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16,
+                                                                 freq, lane, q, position0, ahead[0], acc);
+    }
     finish_scores(acc, lane, score_scale, keys_valid, s);
 }
 

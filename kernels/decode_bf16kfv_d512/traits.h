@@ -19,41 +19,22 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // dims at kHalfDim, so the same place of the two chunks' A fragments holds the two dims of a
     // pair, in the same lane.
     static constexpr int32_t kHalfDim = kHeadDim / 2;  // 256 = the frequencies
-    // A sub-tile is two chunks of V, each holding whole RoPE pairs: part p has dims
-    // [128 p, 128 p + 128) in its row vectors 0-15 and their partners [256 + 128 p, 256 + 128 p +
-    // 128) in vectors 16-31, so a chunk's k-step j < 8 and k-step j + 8 are the two dims of the
-    // same pairs, and the K build and scores of part 0 need part 0 alone (Gemma 4's rotated dims,
-    // 0-63 and 256-319, are all in it) while part 1 is still in flight. Its K comes from the same
-    // chunks.
+    // A sub-tile is two chunks of V (dims 0-255, then 256-511); its K comes from the same chunks.
     static constexpr int32_t kVChunksPerSubTile = kChunkParts;
-    static constexpr int32_t kPartDims = kHalfDim / kChunkParts;                 // 128 first dims a part
-    static constexpr int32_t kLanesPerHalf = kVecsPerChunkRow / 2;              // 16: vectors of each half
-    static constexpr int32_t kPartnerSteps = kPartDims / kMmaK;                 // 8: k-step j's partners at j + 8
-    WIDEATTN_HOST_DEVICE static constexpr int32_t chunk_part_bytes(int32_t part) {
-        return part * kPartDims * kElemBytes;
-    }
-    WIDEATTN_HOST_DEVICE static constexpr int32_t chunk_lane_bytes(int32_t lane) {
-        return (lane / kLanesPerHalf) * kHalfDim * kElemBytes + (lane % kLanesPerHalf) * kVecBytes;
-    }
-    WIDEATTN_HOST_DEVICE static constexpr int32_t o_tile(int32_t part, int32_t c) {
-        return c < kPartnerSteps ? part * kPartnerSteps + c : kHalfDim / kMmaM + part * kPartnerSteps + (c - kPartnerSteps);
-    }
     // K Q^T k-steps per ldmatrix.x4 of Q^T (two, as decode_bf16_d512's chunk_scores).
     static constexpr int32_t kKStepsPerQLoad = 2;
-    static constexpr int32_t kQLoadsPerChunk = kChunkKSteps / kKStepsPerQLoad;  // 8: a lo / hi pair each
-    static constexpr int32_t kQLoadsPerPart = kPartnerSteps / kKStepsPerQLoad;  // 4: Q loads q of part q / 4
+    static constexpr int32_t kQLoadsPerChunk = kChunkKSteps / kKStepsPerQLoad;  // 8
     // Rotated Q loads whose cos / sin table words are loaded before the sub-tile's unrotated Q
     // loads (keys.cuh): Gemma 4's 128 rotated dims (64 frequencies, 32 a Q load), 16 registers a Q
     // load; the ones past them load theirs where used.
     static constexpr int32_t kCosSinQLoadsAhead = 2;
 
     // Ring: three slots of 8 KB per warp (decode_bf16_d512's). Chunk c of a warp is part c % 2 of
-    // its sub-tile c / 2, in slot c % 3. Sub-tile i builds K and scores over chunk 2i while
-    // chunks 2i + 1 and 2i + 2 are in flight, then over chunk 2i + 1 while 2i + 2 is; chunk
-    // 2i + 3 is issued once P V is done with chunk 2i, and 2i + 4 once it is done with 2i + 1.
+    // its sub-tile c / 2, in slot c % 3. Sub-tile i reads chunks 2i and 2i + 1 together (the K
+    // build pairs their dims) while chunk 2i + 2 is in flight; chunk 2i + 3 is issued once P V
+    // is done with chunk 2i, and 2i + 4 once it is done with 2i + 1.
     static constexpr int32_t kPrologueChunks = kRingChunks;
-    static constexpr int32_t kChunksPendingAtSubTile = kPrologueChunks - 1;                   // 2
-    static constexpr int32_t kChunksPendingAtSecondPart = kPrologueChunks - kVChunksPerSubTile;  // 1
+    static constexpr int32_t kChunksPendingAtSubTile = kPrologueChunks - kVChunksPerSubTile;  // 1
 
     // k_norm's weight (fp32 [512]) and inv_freq of the 256 frequencies (fp32, 0 from
     // rotary_dims / 2 on), staged once per block.
@@ -75,12 +56,9 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     };
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
     // At least one chunk of every warp in flight through the K build (the heavy part of a step).
-    static constexpr int32_t kMinBytesInFlightKfv = kWarps * kChunksPendingAtSecondPart * kChunkBytes;
+    static constexpr int32_t kMinBytesInFlightKfv = kWarps * kChunksPendingAtSubTile * kChunkBytes;
 
-    static_assert(kChunkParts == 2 && kChunkDims == kHalfDim && kLanesPerHalf * kVecBytes == kPartDims * kElemBytes,
-                  "a chunk's two vector halves are a part's first dims and their partners");
-    static_assert(kQLoadsPerPart * kChunkParts == kQLoadsPerChunk, "each Q load within one part");
-    static_assert(kCosSinQLoadsAhead <= kQLoadsPerPart, "the table words loaded ahead are part 0's");
+    static_assert(kChunkParts == 2 && kChunkDims == kHalfDim, "a sub-tile's two chunks are the two halves of a pair");
     static_assert(kRingChunks == kVChunksPerSubTile + 1, "two chunks read, one in flight (the schedule above)");
     static_assert(kMinBytesInFlightKfv >= kMinBytesInFlight, "enough bytes in flight per SM");
     static_assert(kChunkKSteps % kKStepsPerQLoad == 0, "whole Q loads per chunk");
