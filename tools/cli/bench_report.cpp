@@ -15,10 +15,10 @@ constexpr const char* kHopperTierPrefix = "wgmma_";  // the Hopper-tier kernels'
 
 const char* dtype_name(bool e4m3) { return e4m3 ? "e4m3" : "bf16"; }
 
-// `, "key": percent` when the ceiling was measured (> 0); nothing otherwise (a ceiling that was
-// not measured has no percentage, not 0).
-void json_percent(std::ostream& out, const char* key, double value, double ceiling) {
-    if (ceiling > 0) out << ", \"" << key << "\": " << percent_of(value, ceiling);
+// `field` (`, "key": `) and the percentage when the ceiling was measured (> 0); nothing otherwise
+// (a ceiling that was not measured has no percentage, not 0).
+void json_percent(std::ostream& out, const char* field, double value, double ceiling) {
+    if (ceiling > 0) out << field << percent_of(value, ceiling);
 }
 
 bool same_choice(const BenchVariant& a, const BenchVariant& b) {
@@ -62,7 +62,7 @@ void case_json(std::ostream& out, const CaseRecord& r, const RunRates& rates, co
         << ", \"head_dim\": " << r.head_dim << ", \"block_size\": " << r.block_size << ", \"flops\": " << r.flops
         << ", \"median_ms\": " << r.t.median_ms << ", \"min_ms\": " << r.t.min_ms << ", \"p90_ms\": " << r.t.p90_ms
         << ", \"tflops\": " << tflops;
-    json_percent(out, "pct_mma_rate", tflops, rates.mma_before);
+    json_percent(out, ", \"pct_mma_rate\": ", tflops, rates.mma_before);
     out << ", \"max_seqlen_q\": " << r.max_seqlen_q << ", \"max_seqlen_k\": " << r.max_seqlen_k
         << ", \"num_splits\": " << r.num_splits << ", \"workspace_bytes\": " << r.workspace_bytes
         << ", \"decode\": " << (r.bc.decode ? "true" : "false");
@@ -76,10 +76,10 @@ void case_json(std::ostream& out, const CaseRecord& r, const RunRates& rates, co
     if (r.bc.decode) {
         const double gbps = record_kv_gbps(r);
         out << ", \"kv_bytes\": " << r.kv_bytes << ", \"kv_gbps\": " << gbps;
-        json_percent(out, "pct_copy_bw_before", gbps, rates.copy_before);
-        json_percent(out, "pct_copy_bw_after", gbps, rates.copy_after);
-        json_percent(out, "pct_read_bw_before", gbps, rates.read_before);
-        json_percent(out, "pct_read_bw_after", gbps, rates.read_after);
+        json_percent(out, ", \"pct_copy_bw_before\": ", gbps, rates.copy_before);
+        json_percent(out, ", \"pct_copy_bw_after\": ", gbps, rates.copy_after);
+        json_percent(out, ", \"pct_read_bw_before\": ", gbps, rates.read_before);
+        json_percent(out, ", \"pct_read_bw_after\": ", gbps, rates.read_after);
     }
     const double ratio = fp8_bf16_ratio(records, r);
     if (ratio > 0) out << ", \"fp8_bf16_time_ratio\": " << ratio;
