@@ -225,6 +225,10 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
     if (restricted) s << " (selection restricted to kernel " << only_name << " by wideattn_set_prefill_kernel)";
     if (misses.empty()) s << ": no kernel has these dtypes";
     for (size_t i = 0; i < misses.size(); ++i) s << (i ? "; " : ": ") << misses[i].second;
+    if (k_from_v_call(p.flags))
+        s << ". For several query tokens per sequence over a V-only cache (prefill, verify, mixed batches), "
+             "rebuild K and V into a bf16 scratch with wideattn_k_from_v_rebuild and call wideattn_prefill on "
+             "it without WIDEATTN_FLAG_K_FROM_V (docs/integration.md section 7)";
     *message = s.str();
     return WIDEATTN_ERROR_UNSUPPORTED;
 }

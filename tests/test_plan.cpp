@@ -744,9 +744,13 @@ TEST_CASE("plan: K from V is refused by every kernel without the feature") {
                                     "(WIDEATTN_FLAG_K_FROM_V needs a kernel with the k_from_v feature") !=
                       std::string::npos,
                   last_error());
+    CHECK_MESSAGE(last_error().find("rebuild K and V into a bf16 scratch with wideattn_k_from_v_rebuild and call "
+                                    "wideattn_prefill on it without WIDEATTN_FLAG_K_FROM_V") != std::string::npos,
+                  last_error());
     REQUIRE(wideattn_set_prefill_kernel(c.ctx, "mma_bf16_d512") == WIDEATTN_OK);
     CHECK(wideattn_is_supported(c.ctx, &p, 9, 0, &index) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK_MESSAGE(last_error().find("mma_bf16_d512 reads K from k_cache") != std::string::npos, last_error());
+    CHECK(last_error().find("wideattn_k_from_v_rebuild") != std::string::npos);
     REQUIRE(wideattn_set_prefill_kernel(c.ctx, nullptr) == WIDEATTN_OK);
     const int launches = fake.launches();
     CHECK(wideattn_prefill(c.ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
