@@ -20,7 +20,7 @@
 #   and the e2e drift gate alone: `--no-tests --no-peers --no-python` (the three together) ran
 #   past 540 s in its bench step on 2026-12-01, too close to a call's 10 minutes.
 # --only-tests runs the gpu-tests steps and the selftest alone; --test-steps LIST (step numbers and
-#   `selftest`, e.g. 1,2,3 or 4,5,selftest) runs only those of them, to share the test steps out
+#   `selftest`, e.g. 1,2,3 or 4,5 or selftest) runs only those of them, to share the test steps out
 #   over calls; --list-test-steps prints each step's name and doctest arguments (tab-separated)
 #   and exits.
 # --list-racecheck-steps prints each racecheck step's kernel, the regex of its entry points and
@@ -42,10 +42,11 @@
 # `--only-sanitizer --sanitizer-part 1`, `--only-sanitizer --sanitizer-part 2`, `--only-benches`,
 # `--only-e2e`, `--only-peers` (about 5-6 minutes) and `--only-python` (needs torch and transformers
 # on the machine). The whole GPU test binary outgrew a call at eb22d61 (2026-12-02); on the H200 at
-# 3264636 (2026-12-03) the test cases of the steps gpu-tests-1 .. 5 took 76, 83, 126, 70 and 54 s
-# (their logs print each case's time), about 7 minutes together, so `--only-tests` with the selftest
-# no longer fits a call with room to spare: run it as two calls, `--only-tests --test-steps 1,2,3`
-# and `--only-tests --test-steps 4,5,selftest`. A step is stopped after gpu_test_step_limit seconds,
+# 378bf33 (2026-12-04) the steps gpu-tests-1 .. 5 took 101, 79, 116, 78 and 205 s and the selftest
+# 133 s (their logs print each case's time; step 5 holds the K-from-V cases), about 12 minutes
+# together, so `--only-tests` no longer fits a call: run it as three calls, `--only-tests
+# --test-steps 1,2,3`, `--only-tests --test-steps 4,5` and `--only-tests --test-steps selftest`.
+# A step is stopped after gpu_test_step_limit seconds,
 # which leaves the call the time to pack the logs. Logs and JSON go to $OUT (or gpu_suite_out/ in
 # the tree), packed in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz. The e2e step
 # needs the CLI's HDF5 libraries: run tools/device_libs.sh here and carry .devlibs. WIDEATTN_COMMIT
