@@ -25,6 +25,17 @@ const BenchCase& case_named(const std::vector<BenchCase>& suite, const std::stri
     return *it;
 }
 
+// write_report_json's output for these inputs, parsed back (the test case stops if it is not JSON).
+JsonValue report_json(const RunInfo& info, const RunRates& rates, const std::vector<CaseRecord>& records) {
+    std::ostringstream out;
+    write_report_json(out, info, rates, records);
+    JsonValue doc;
+    std::string err;
+    const std::string text = out.str();
+    REQUIRE_MESSAGE(parse_json(text, &doc, &err), (err + "\n" + text));
+    return doc;
+}
+
 // A record of `name` with a variant and a median time (the other timings equal to it).
 CaseRecord record(const std::string& name, bool e4m3_kv, double ms, int64_t kv_bytes = 0) {
     CaseRecord r;
@@ -125,12 +136,8 @@ TEST_CASE("bench report: the JSON keeps the existing fields and adds the decode 
     rates.read_before = 5000;
     rates.read_after = 4000;
     rates.read_bytes = int64_t{1} << 30;
-    std::ostringstream out;
-    write_report_json(out, RunInfo{"2026-12-01T00:00:00Z", "GPU \"x\"", "abc", "decode", 20, 3}, rates, records);
-    JsonValue doc;
-    std::string err;
-    const std::string text = out.str();
-    REQUIRE_MESSAGE(parse_json(text, &doc, &err), (err + "\n" + text));
+    const JsonValue doc =
+        report_json(RunInfo{"2026-12-01T00:00:00Z", "GPU \"x\"", "abc", "decode", 20, 3}, rates, records);
     CHECK(doc.find("suite")->string == "decode");
     CHECK(doc.find("timing")->string == "call");  // RunInfo's default: each call between its events
     CHECK(doc.find("gpu")->string == "GPU \"x\"");
@@ -180,12 +187,7 @@ TEST_CASE("bench report: a ceiling that was not measured gives no percentage, no
     rates.copy_before = 4000;
     rates.copy_after = 2000;
     rates.copy_bytes = int64_t{1} << 30;
-    std::ostringstream out;
-    write_report_json(out, RunInfo{"2026-12-04T00:00:00Z", "GPU", "abc", "decode", 20, 3}, rates, records);
-    JsonValue doc;
-    std::string err;
-    const std::string text = out.str();
-    REQUIRE_MESSAGE(parse_json(text, &doc, &err), (err + "\n" + text));
+    const JsonValue doc = report_json(RunInfo{"2026-12-04T00:00:00Z", "GPU", "abc", "decode", 20, 3}, rates, records);
     const JsonValue& cases = *doc.find("cases");
     REQUIRE(cases.array.size() == 2);
     const JsonValue& decode = cases.array[0];
@@ -219,13 +221,8 @@ TEST_CASE("bench report: --pdl variants pair within their setting and carry it i
     CHECK(ratios[1].variant.pdl == "off");
     CHECK(ratios[0].mixed_ms == doctest::Approx(3.0));
     CHECK(ratios[1].mixed_ms == doctest::Approx(6.0));
-    std::ostringstream out;
-    write_report_json(out, RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "decode", 20, 3, "queued"}, RunRates{},
-                      records);
-    JsonValue doc;
-    std::string err;
-    const std::string text = out.str();
-    REQUIRE_MESSAGE(parse_json(text, &doc, &err), (err + "\n" + text));
+    const JsonValue doc =
+        report_json(RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "decode", 20, 3, "queued"}, RunRates{}, records);
     CHECK(doc.find("timing")->string == "queued");
     const JsonValue& cases = *doc.find("cases");
     REQUIRE(cases.array.size() == records.size());
@@ -233,11 +230,9 @@ TEST_CASE("bench report: --pdl variants pair within their setting and carry it i
     CHECK(cases.array[5].find("pdl")->string == "off");
     CHECK(doc.find("mixed_batch_ratios")->array[1].find("pdl")->string == "off");
     // Without --pdl the field is absent.
-    std::ostringstream plain;
-    write_report_json(plain, RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "decode", 20, 3}, RunRates{},
-                      {record("decode_1_ctx_32k", false, 0.1)});
-    REQUIRE(parse_json(plain.str(), &doc, &err));
-    CHECK(doc.find("cases")->array[0].find("pdl") == nullptr);
+    const JsonValue plain = report_json(RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "decode", 20, 3}, RunRates{},
+                                        {record("decode_1_ctx_32k", false, 0.1)});
+    CHECK(plain.find("cases")->array[0].find("pdl") == nullptr);
 }
 
 TEST_CASE("bench report: K-from-V entries say where cos / sin came from (--kfv-cos-sin)") {
@@ -250,11 +245,8 @@ TEST_CASE("bench report: K-from-V entries say where cos / sin came from (--kfv-c
         records.push_back(r);
     }
     records.push_back(record("decode_1_ctx_32k", false, 0.074));  // a K+V entry: no such field
-    std::ostringstream out;
-    write_report_json(out, RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "decode", 20, 3}, RunRates{}, records);
-    JsonValue doc;
-    std::string err;
-    REQUIRE_MESSAGE(parse_json(out.str(), &doc, &err), err);
+    const JsonValue doc =
+        report_json(RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "decode", 20, 3}, RunRates{}, records);
     const JsonValue& cases = *doc.find("cases");
     REQUIRE(cases.array.size() == records.size());
     CHECK(cases.array[0].find("kfv_cos_sin")->string == "formula");
@@ -297,12 +289,7 @@ TEST_CASE("bench report: the wgmma ceiling of an entry and the wgmma fields of t
     unmeasured.wgmma_measured = false;
     CHECK(wgmma_ceiling(records[0], unmeasured) == 0.0);
 
-    std::ostringstream out;
-    write_report_json(out, RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "prefill", 20, 3}, rates, records);
-    JsonValue doc;
-    std::string err;
-    const std::string text = out.str();
-    REQUIRE_MESSAGE(parse_json(text, &doc, &err), (err + "\n" + text));
+    const JsonValue doc = report_json(RunInfo{"2026-12-01T00:00:00Z", "GPU", "abc", "prefill", 20, 3}, rates, records);
     CHECK(doc.find("wgmma_e4m3_rate_tflops_before")->number == 1600);
     CHECK(doc.find("wgmma_e4m3_rate_tflops_after")->number == 1500);
     CHECK(doc.find("wgmma_bf16_rate_tflops_before")->number == 800);

@@ -1189,14 +1189,21 @@ def test_prefill_k_from_v_hands_the_library_the_flag_and_the_description():
                         common + (GEMMA4_THETA, GEMMA4_ROTARY_DIMS, None, cos_sin_table.data_ptr(), 37, 0)], launched
 
 
-def test_prefill_k_from_v_fake_implementation_runs_on_meta_tensors():
+def _k_from_v_meta_inputs(tokens):
+    """A K-from-V call's inputs on the meta device: q of `tokens` tokens, a V-only cache of 4 pages
+    of 16 over 2 KV heads, two sequences of up to 4 pages, k_norm weights."""
     meta = torch.device("meta")
-    q = torch.empty((2, 16, HEAD_DIM), dtype=torch.bfloat16, device=meta)
+    q = torch.empty((tokens, 16, HEAD_DIM), dtype=torch.bfloat16, device=meta)
     v = torch.empty((4, 16, 2, HEAD_DIM), dtype=torch.bfloat16, device=meta)
     cu = torch.empty(3, dtype=torch.int32, device=meta)
     lens = torch.empty(2, dtype=torch.int32, device=meta)
     table = torch.empty((2, 4), dtype=torch.int32, device=meta)
     weights = torch.empty(HEAD_DIM, dtype=torch.float32, device=meta)
+    return meta, q, v, cu, lens, table, weights
+
+
+def test_prefill_k_from_v_fake_implementation_runs_on_meta_tensors():
+    meta, q, v, cu, lens, table, weights = _k_from_v_meta_inputs(2)
     out = wideattn.prefill_k_from_v(q, v, cu, lens, table, 1.0, weights, GEMMA4_ROTARY_DIMS, rope_theta=GEMMA4_THETA)
     assert out.device == meta and tuple(out.shape) == (2, 16, HEAD_DIM) and out.dtype == torch.bfloat16
     schema = str(torch.ops.wideattn.prefill_k_from_v.default._schema)
@@ -1688,13 +1695,7 @@ def test_k_from_v_rebuild_hands_the_library_the_call_and_the_out_caches():
 
 
 def test_k_from_v_rebuild_fake_implementation_runs_on_meta_tensors():
-    meta = torch.device("meta")
-    q = torch.empty((20, 16, HEAD_DIM), dtype=torch.bfloat16, device=meta)
-    v = torch.empty((4, 16, 2, HEAD_DIM), dtype=torch.bfloat16, device=meta)
-    cu = torch.empty(3, dtype=torch.int32, device=meta)
-    lens = torch.empty(2, dtype=torch.int32, device=meta)
-    table = torch.empty((2, 4), dtype=torch.int32, device=meta)
-    weights = torch.empty(HEAD_DIM, dtype=torch.float32, device=meta)
+    meta, q, v, cu, lens, table, weights = _k_from_v_meta_inputs(20)
     k_out = torch.empty((8, 16, 2, HEAD_DIM), dtype=torch.bfloat16, device=meta)
     out = wideattn.k_from_v_rebuild(q, v, cu, lens, table, weights, GEMMA4_ROTARY_DIMS, k_out, k_out.clone(), table,
                                     rope_theta=GEMMA4_THETA)
