@@ -28,7 +28,7 @@ struct WorkspaceLayout {
 };
 WorkspaceLayout workspace_layout(const wideattn_prefill_params& p, int32_t splits);
 
-// Blocks of the prefill grid that do work (token tiles x query-head groups), estimated on the host:
+// Blocks of the prefill grid that do work (token tiles x CTAs per tile x query-head groups), estimated on the host:
 // the grid's token-tile bound, tightened by max_seqlen_q when given.
 int64_t working_blocks(const ManifestKernel& kernel, const wideattn_prefill_params& p);
 

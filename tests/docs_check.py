@@ -449,8 +449,11 @@ def bundle_entries():
     """{name: {'archs': [...], 'min_sm': N, 'spills': [...]}} from bundle/meson.build's table."""
     text = read("bundle/meson.build")
     table = text[text.index("bundle_kernels = ["):text.index("\n]\n")]
+    # Candidate kernels (the candidate_kernels option) are rows of the same form in candidate_table.
+    candidates = text[text.index("candidate_table = {"):]
+    candidates = candidates[:candidates.index("\n}\n")]
     entries = {}
-    for body in re.split(r"\n\s*\{(?='name')", table)[1:]:
+    for body in re.split(r"\n\s*(?:'\w+': )?\{(?='name')", table + candidates)[1:]:
         name = re.search(r"'name': '(\w+)'", body).group(1)
         archs = re.search(r"'archs': \[([^\]]*)\]", body)
         spills = re.search(r"'spills_allowed_sm': \[([^\]]*)\]", body)

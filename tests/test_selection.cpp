@@ -284,6 +284,34 @@ TEST_CASE("selection: launch geometry covers every token tile") {
     CHECK(heads_per_block(16, 8) == 8);
 }
 
+TEST_CASE("selection: a cta_pair kernel gets kCtaPairSize CTAs per token tile along grid.x, and split planning counts them") {
+    std::string pair = test::kernel_json("pair_bf16", "sm_90a", "bf16", 512, 512, 512, 8, 8,
+                                         "\"varlen\", \"paged\", \"lse\", \"cta_pair\"");
+    const auto set = [&pair](const std::string& from, const std::string& to) {
+        pair.replace(pair.find(from), from.size(), to);
+    };
+    set("\"min_sm\": 80", "\"min_sm\": 90");
+    set("\"tokens\": 8", "\"tokens\": 16");
+    const Manifest m = parse_bundle({pair, test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8)});
+    REQUIRE(m.kernels[0].has_feature(kFeatureCtaPair));
+    wideattn_prefill_params p = test::valid_params();
+    for (const int32_t num_seqs : {1, 3, 7})
+        for (const int32_t total_q : {1, 16, 17, 100, 4096}) {
+            if (total_q < num_seqs) continue;
+            p.num_seqs = num_seqs;
+            p.total_q = total_q;
+            CAPTURE(num_seqs);
+            CAPTURE(total_q);
+            const LaunchGeometry pair_grid = launch_geometry(m.kernels[0], p);
+            CHECK(pair_grid.grid_x == kCtaPairSize * token_tile_count(total_q, num_seqs, 16));
+            CHECK(pair_grid.grid_x % kCtaPairSize == 0);
+            CHECK(pair_grid.grid_y == launch_geometry(m.kernels[1], p).grid_y);
+            CHECK(launch_geometry(m.kernels[1], p).grid_x == token_tile_count(total_q, num_seqs, 8));
+            // The split heuristics count the CTAs the grid has.
+            CHECK(working_blocks(m.kernels[0], p) == int64_t{pair_grid.grid_x} * pair_grid.grid_y);
+        }
+}
+
 TEST_CASE("selection: quantise kernels are chosen by kind, dtype, head dim and arch") {
     const Manifest m = parse_bundle({
         test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),

@@ -167,14 +167,6 @@ __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p,
     ptx::converge_warp();
 }
 
-// Loop state carried between steps: Q K_j+1^T, in flight at the start of step j, and P in two
-// register sets used alternately (P_j is read by the P V in flight while P_j+1 is written).
-template <class Traits>
-struct LoopCarry {
-    float s[Traits::kKeyNTiles][4];
-    uint32_t prob[2][Traits::kPvSteps][4];
-};
-
 // Step j. kHasNext: tile j+1 exists (its scores are in flight); kIssueNext: tile j+2 exists.
 template <class Traits, bool kHasNext, bool kIssueNext>
 __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p, const BlockGeometry& g,

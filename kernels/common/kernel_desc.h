@@ -96,9 +96,16 @@ constexpr bool within_alone_limit(int32_t tokens_per_seq, int64_t total_q, int64
     return tokens_per_seq == 0 || total_q <= tokens_per_seq * num_seqs;
 }
 
+// Feature of a kernel whose blocks run as clusters of kCtaPairSize CTAs (fixed on the entry point by
+// __cluster_dims__, sm_90 and later) that share one token tile: grid.x is kCtaPairSize x the token
+// tiles, the CTAs of a tile next to each other (blockIdx.x / kCtaPairSize is the tile's rank).
+constexpr char kFeatureCtaPair[] = "cta_pair";
+constexpr int32_t kCtaPairSize = 2;
+constexpr int32_t kMinSmClusters = 90;
+
 // Launch geometry shared by every prefill kernel and the dispatcher.
-//   grid.x = token tiles: enough for every sequence's ceil(q_len / tile_tokens) tiles;
-//            blocks past the last tile exit at once.
+//   grid.x = token tiles: enough for every sequence's ceil(q_len / tile_tokens) tiles (times
+//            kCtaPairSize for "cta_pair" kernels); blocks past the last tile exit at once.
 //   grid.y = num_q_heads / heads_per_block.
 //   block  = desc.threads, dynamic shared memory desc.dynamic_smem.
 WIDEATTN_HOST_DEVICE constexpr int32_t ceil_div(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }

@@ -20,10 +20,14 @@
 // once: at Hkv 4 and 16k keys that is 4 x 32 MB of K/V against a 60 MB L2). Measured on the
 // H200 against the mma order (BENCHMARKS.md, commit 55773fd): +1.1-1.7% for wgmma_bf16_d512
 // and +0.5-3.0% for wgmma_e4m3q_d512 where Hkv = 4, unchanged at Hkv = 1.
+//
+// find_cta_pair_work_by_head: the same order for a "cta_pair" kernel, whose kCtaPairSize CTAs next
+// to each other along x share one token tile (grid.x is kCtaPairSize x the tiles).
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/common/kernel_desc.h"
 #include "kernels/common/token_tiles.cuh"
 
 namespace wideattn {
@@ -59,17 +63,32 @@ __device__ inline BlockWork find_block_work(const wideattn_prefill_params& p, in
     return work;
 }
 
-__device__ inline BlockWork find_block_work_by_head(const wideattn_prefill_params& p, int32_t tile_tokens) {
+// The head-slowest work item of the token-tile rank block_rank() returns (read after the tile
+// count, where the unsplit form has always read blockIdx.x).
+template <class BlockRank>
+__device__ inline BlockWork find_block_work_by_head_at(const wideattn_prefill_params& p, int32_t tile_tokens,
+                                                       BlockRank block_rank) {
     BlockWork work;
     work.kv_head = static_cast<int32_t>(blockIdx.y);
     const int32_t total = count_token_tiles(p, tile_tokens);
-    const int32_t rank = static_cast<int32_t>(blockIdx.x);
+    const int32_t rank = block_rank();
     if (rank >= total) {
         work.tile = TokenTile{false, 0, 0, 0, 0, 0};
         return work;
     }
     work.tile = find_token_tile(p, tile_tokens, total - 1 - rank);
     return work;
+}
+
+// One block per token tile: rank blockIdx.x.
+__device__ inline BlockWork find_block_work_by_head(const wideattn_prefill_params& p, int32_t tile_tokens) {
+    return find_block_work_by_head_at(p, tile_tokens, [] { return static_cast<int32_t>(blockIdx.x); });
+}
+
+// The CTAs of a "cta_pair" kernel: kCtaPairSize CTAs next to each other along x share a token tile.
+__device__ inline BlockWork find_cta_pair_work_by_head(const wideattn_prefill_params& p, int32_t tile_tokens) {
+    return find_block_work_by_head_at(p, tile_tokens,
+                                      [] { return static_cast<int32_t>(blockIdx.x / kCtaPairSize); });
 }
 
 }  // namespace wideattn

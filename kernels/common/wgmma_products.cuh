@@ -11,6 +11,15 @@
 
 namespace wideattn::hopper {
 
+// The loop state the pipelined key loops (wgmma_bf16_d512, wgmma_bf16c2_d512, wgmma_e4m3pv_d512)
+// carry between steps: Q K_j+1^T, in flight at the start of step j, and P in two register sets
+// used alternately (P_j is read by the P V in flight while P_j+1 is written).
+template <class Traits>
+struct LoopCarry {
+    float s[Traits::kKeyNTiles][4];
+    uint32_t prob[2][Traits::kPvSteps][4];
+};
+
 // Key tiles whose e4m3 scores run as wgmma m64n64k32 (wgmma_e4m3alt64_d512); others are m64n32.
 constexpr int32_t kWideScoreKeys = 64;
 

@@ -1,0 +1,175 @@
+// mainloop.cuh - the key loop of one consumer warpgroup (one row group of 64 rows) of the two-CTA
+// Hopper-tier BF16 kernel: per 32-key step S = Q K^T over the CTA's 256 dims (16 wgmma m64n32k16
+// from shared memory), the exchange of partial scores with the same row group in the partner CTA
+// (exchange.cuh), the online softmax (exp2, O rescaled at every growth of a row maximum) and
+// O += P V (2 wgmma m64n256k16, P from registers).
+//
+// The software pipeline is wgmma_bf16_d512's (kernels/hopper/bf16_d512/mainloop.cuh): step j enters
+// with P_j in registers and Q K_j+1^T in flight; it waits for Q K_j+1^T, issues P_j V_j, posts its
+// partial S_j+1 (scaled) to the partner CTA, collects the partner's, runs the softmax of S_j+1 into the other
+// P register set and issues Q K_j+2^T right behind P_j V_j; O is rescaled after P_j V_j completes,
+// with Q K_j+2^T in flight (every wgmma wait is reached by all four warps of the warpgroup at the
+// same instruction). What differs: the two row groups of a CTA read the same K and V tiles, which
+// the producer warpgroup copies (loads.cuh); a warp releases a tile (one arrival on the slot's empty
+// barrier) once the wgmma that read it has completed, and the producer refills the slot when both
+// row groups' warps have. The row groups run their steps independently, so one's softmax and
+// exchange overlap the other's products.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/block_geometry.cuh"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_mma.cuh"
+#include "kernels/common/ptx_tma.cuh"
+#include "kernels/common/ptx_wgmma.cuh"
+#include "kernels/common/wgmma_block.cuh"
+#include "kernels/common/wgmma_exchange.cuh"
+#include "kernels/common/wgmma_products.cuh"
+#include "kernels/common/wgmma_softmax.cuh"
+#include "kernels/hopper/bf16c2_d512/exchange.cuh"
+#include "kernels/hopper/bf16c2_d512/loads.cuh"
+#include "wideattn.h"
+
+namespace wideattn::hopper::bf16c2 {
+
+// Named barrier ids of this kernel (0 is __syncthreads): kConsumersBarrier for both consumer
+// warpgroups (the last tile's zeroed V rows), and kGroupBarrierBase + row group
+// (wgmma_block.cuh's group_loads_landed: the row group's Q rows landed).
+constexpr int32_t kConsumersBarrier = 1;
+static_assert(kConsumersBarrier < kGroupBarrierBase, "the barrier ids differ");
+
+// What a consumer warpgroup works on: its place, its Q rows, the partner CTA's regions.
+struct Consumer {
+    GroupPlace at;        // group = row group
+    int32_t thread;       // index over both consumer warpgroups
+    uint32_t q;           // the row group's Q rows (the CTA's dims)
+    PartnerMap partner;
+};
+
+// The operand slabs of a CTA start at its own dims: the shared products read slab 0 onwards.
+constexpr int32_t kLocalSlabs = 0;
+
+template <class Traits>
+__device__ __forceinline__ void issue_scores(const Consumer& c, uint32_t k_tile, float (&s)[Traits::kKeyNTiles][4]) {
+    issue_scores_over<Traits, Traits::kSlabsPerGroup, false>(c.q, k_tile, kLocalSlabs, s);
+}
+
+template <class Traits>
+__device__ __forceinline__ void issue_pv(float (&o)[Traits::kDimNTiles][4],
+                                         const uint32_t (&prob)[Traits::kPvSteps][4], uint32_t v_tile) {
+    issue_pv_as<Traits, false>(o, prob, v_tile, kLocalSlabs);
+}
+
+// A warp's release of a ring slot whose tile its warpgroup's wgmmas have finished reading (after
+// the wgmma wait that covers them): one arrival of the slot's empty barrier from lane 0.
+__device__ __forceinline__ void release_slot(uint32_t empty, const GroupPlace& at) {
+    if (at.lane == 0) ptx::mbarrier_arrive(empty);
+    ptx::converge_warp();
+}
+
+// Step j. kHasNext: tile j+1 exists (its scores are in flight); kIssueNext: tile j+2 exists.
+template <class Traits, bool kHasNext, bool kIssueNext>
+__device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p, const BlockGeometry& g,
+                                               const Consumer& c, const SharedMap& map,
+                                               float (&o)[Traits::kDimNTiles][4], RowState& state,
+                                               LoopCarry<Traits>& carry, int32_t j,
+                                               uint32_t (&prob)[Traits::kPvSteps][4],
+                                               uint32_t (&prob_next)[Traits::kPvSteps][4]) {
+    using B = Barriers<Traits>;
+    // V_j and K_j+2: probed before the wait for the score product, waited for after it.
+    const bool v_landed = ptx::mbarrier_test(B::full_v(map, j), use_parity<Traits::kVSlots>(j));
+    const bool k_landed =
+        !kIssueNext || ptx::mbarrier_test(B::full_k(map, j + 2), use_parity<Traits::kKSlots>(j + 2));
+    ptx::wgmma_wait<0>();  // Q K_j+1^T done
+    ptx::pin_all(carry.s);
+    if (kHasNext) release_slot(B::empty_k(map, j + 1), c.at);
+    if (!v_landed) ptx::mbarrier_wait(B::full_v(map, j), use_parity<Traits::kVSlots>(j));
+    if (!k_landed) ptx::mbarrier_wait(B::full_k(map, j + 2), use_parity<Traits::kKSlots>(j + 2));
+    if (!kHasNext) {
+        // The last tile: rows past kv_end must not carry a page's unused slots into P V. Both row
+        // groups read this V tile, so both zero a share and meet before either P V.
+        const int32_t rows_valid = g.kv_end - j * Traits::kTileKeys;
+        if (rows_valid < Traits::kTileKeys) {
+            zero_value_rows_from<Traits>(v_chunk<Traits>(map, j), rows_valid, c.thread);
+            ptx::fence_proxy_async_shared();
+            ptx::named_barrier_sync(kConsumersBarrier, Traits::kConsumerThreads);
+        }
+    }
+    issue_pv<Traits>(o, prob, v_chunk<Traits>(map, j));
+    float mine[Traits::kKeyNTiles][4];
+    if (kHasNext) post_scores<Traits>(c.partner, j + 1, c.at, p.softmax_scale * kLog2e, carry.s, mine);
+    float scores[Traits::kKeyNTiles][4];
+    if (kHasNext) {
+        collect_scores<Traits>(map, j + 1, j + 3 < g.num_tiles, c.at, mine, scores);
+        mask_scores<Traits>(g, j + 1, c.at.lane, scores);
+        float alpha[2];
+        const bool rescale = softmax_step<Traits>(scores, kUnitScale, state, prob_next, alpha);
+        if (kIssueNext) {
+            issue_scores<Traits>(c, k_chunk<Traits>(map, j + 2), carry.s);  // K_j+2 landed (top of the step)
+            ptx::wgmma_wait<1>();  // P_j V_j done; Q K_j+2^T may still run
+        } else {
+            ptx::wgmma_wait<0>();
+        }
+        ptx::pin_all(o);
+        ptx::pin_all(prob);
+        release_slot(B::empty_v(map, j), c.at);
+        if (rescale) rescale_output(o, alpha);
+    } else {
+        ptx::wgmma_wait<0>();
+        ptx::pin_all(o);
+        release_slot(B::empty_v(map, j), c.at);
+    }
+}
+
+// The whole key loop of one consumer warpgroup; o accumulates unnormalised P V, state holds the
+// running max and this thread's partial row sums.
+template <class Traits>
+__device__ __forceinline__ void consumer_mainloop(const wideattn_prefill_params& p, const BlockGeometry& g,
+                                                  const Consumer& c, const SharedMap& map,
+                                                  float (&o)[Traits::kDimNTiles][4], RowState& state) {
+    using B = Barriers<Traits>;
+    LoopCarry<Traits> carry;
+    const int32_t n = g.num_tiles;
+    if (n > 0) {
+        float scores[Traits::kKeyNTiles][4];
+        float alpha[2];
+        group_loads_landed<Traits, 0>(c.at.group);  // Q (cp.async)
+        ptx::mbarrier_wait(B::full_k(map, 0), use_parity<Traits::kKSlots>(0));
+        issue_scores<Traits>(c, k_chunk<Traits>(map, 0), carry.s);
+        ptx::wgmma_wait<0>();
+        ptx::pin_all(carry.s);
+        release_slot(B::empty_k(map, 0), c.at);
+        float mine[Traits::kKeyNTiles][4];
+        post_scores<Traits>(c.partner, 0, c.at, p.softmax_scale * kLog2e, carry.s, mine);
+        collect_scores<Traits>(map, 0, 2 < n, c.at, mine, scores);
+        mask_scores<Traits>(g, 0, c.at.lane, scores);
+        softmax_step<Traits>(scores, kUnitScale, state, carry.prob[0], alpha);  // O is still 0: no rescale
+    }
+    if (n > 1) {
+        ptx::mbarrier_wait(B::full_k(map, 1), use_parity<Traits::kKSlots>(1));
+        issue_scores<Traits>(c, k_chunk<Traits>(map, 1), carry.s);
+    }
+    uint32_t (&even)[Traits::kPvSteps][4] = carry.prob[0];
+    uint32_t (&odd)[Traits::kPvSteps][4] = carry.prob[1];
+    int32_t j = 0;
+    for (; j + 3 < n; j += 2) {
+        pipelined_step<Traits, true, true>(p, g, c, map, o, state, carry, j, even, odd);
+        pipelined_step<Traits, true, true>(p, g, c, map, o, state, carry, j + 1, odd, even);
+    }
+    if (n - j == 3) {
+        pipelined_step<Traits, true, true>(p, g, c, map, o, state, carry, j, even, odd);
+        pipelined_step<Traits, true, false>(p, g, c, map, o, state, carry, j + 1, odd, even);
+        pipelined_step<Traits, false, false>(p, g, c, map, o, state, carry, j + 2, even, odd);
+    } else if (n - j == 2) {
+        pipelined_step<Traits, true, false>(p, g, c, map, o, state, carry, j, even, odd);
+        pipelined_step<Traits, false, false>(p, g, c, map, o, state, carry, j + 1, odd, even);
+    } else if (n - j == 1) {
+        pipelined_step<Traits, false, false>(p, g, c, map, o, state, carry, j, even, odd);
+    }
+    ptx::wgmma_wait<0>();
+    ptx::pin_all(o);
+    ptx::cp_async_wait<0>();
+}
+
+}  // namespace wideattn::hopper::bf16c2
