@@ -19,6 +19,7 @@
 #include "kernels/hopper/bf16c2_d512/exchange.cuh"
 #include "kernels/hopper/bf16c2_d512/loads.cuh"
 #include "kernels/hopper/bf16c2_d512/mainloop.cuh"
+#include "kernels/hopper/bf16c2_d512/schedule.h"
 #include "kernels/hopper/bf16c2_d512/traits.h"
 
 namespace wideattn::hopper::bf16c2 {
@@ -40,7 +41,7 @@ __device__ __forceinline__ void init_barriers(const SharedMap& map, int32_t num_
     for (int32_t group = 0; group < Traits::kRowGroups; ++group)
         for (int32_t parity = 0; parity < Traits::kExchangeParities; ++parity) {
             ptx::mbarrier_init(B::received(map, group, parity), 1);
-            if (parity < num_tiles) arm_receive<Traits>(map, group, parity);
+            if (armed_at_start<Traits::kExchangeParities>(parity, num_tiles)) arm_receive<Traits>(map, group, parity);
         }
     ptx::fence_mbarrier_init();
 }

@@ -20,6 +20,7 @@
 #include "kernels/common/ptx_tma.cuh"
 #include "kernels/common/wgmma_block.cuh"
 #include "kernels/hopper/bf16c2_d512/loads.cuh"
+#include "kernels/hopper/bf16c2_d512/schedule.h"
 
 namespace wideattn::hopper::bf16c2 {
 
@@ -59,7 +60,7 @@ template <class Traits>
 __device__ __forceinline__ void post_scores(const PartnerMap& partner, int32_t tile, const GroupPlace& at, float scale,
                                             const float (&s)[Traits::kKeyNTiles][4],
                                             float (&mine)[Traits::kKeyNTiles][4]) {
-    const int32_t parity = tile % Traits::kExchangeParities;
+    const int32_t parity = exchange_parity<Traits::kExchangeParities>(tile);
     const uint32_t remote =
         partner.receive + score_tile_offset<Traits>(at.group, parity) + at.thread * Traits::kVecBytes;
     const uint32_t barrier =
@@ -75,14 +76,14 @@ __device__ __forceinline__ void post_scores(const PartnerMap& partner, int32_t t
 
 // Waits for the partner's scaled partial scores of tile `tile`, then mine + partner's into
 // `scores` (both CTAs add the same two rounded values: bitwise the same sums); re-arms the barrier
-// for tile + 2 when that tile exists (`rearm`).
+// for tile + 2 when that tile exists (`rearm`: schedule.h, rearm_after).
 template <class Traits>
 __device__ __forceinline__ void collect_scores(const SharedMap& map, int32_t tile, bool rearm, const GroupPlace& at,
                                                const float (&mine)[Traits::kKeyNTiles][4],
                                                float (&scores)[Traits::kKeyNTiles][4]) {
-    const int32_t parity = tile % Traits::kExchangeParities;
+    const int32_t parity = exchange_parity<Traits::kExchangeParities>(tile);
     ptx::mbarrier_wait_cluster(Barriers<Traits>::received(map, at.group, parity),
-                               static_cast<uint32_t>(tile / Traits::kExchangeParities) & 1u);
+                               exchange_phase<Traits::kExchangeParities>(tile));
     if (rearm && at.thread == 0) arm_receive<Traits>(map, at.group, parity);
     const uint32_t own = map.receive + score_tile_offset<Traits>(at.group, parity) + at.thread * Traits::kVecBytes;
 #pragma unroll

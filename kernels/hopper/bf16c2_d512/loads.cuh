@@ -16,6 +16,7 @@
 #include "kernels/common/ptx_tma.cuh"
 #include "kernels/common/wgmma_layout.h"
 #include "kernels/common/wgmma_loads.cuh"
+#include "kernels/hopper/bf16c2_d512/schedule.h"
 #include "wideattn.h"
 
 namespace wideattn::hopper::bf16c2 {
@@ -76,13 +77,6 @@ __device__ __forceinline__ uint32_t k_chunk(const SharedMap& map, int32_t tile) 
 template <class Traits>
 __device__ __forceinline__ uint32_t v_chunk(const SharedMap& map, int32_t tile) {
     return map.v_ring + (tile % Traits::kVSlots) * Traits::kChunkBytes;
-}
-
-// Tile `tile` of a ring of kSlots is use tile / kSlots of its slot: the parity of the full
-// barrier's phase that its copies complete.
-template <int32_t kSlots>
-__device__ __forceinline__ uint32_t use_parity(int32_t tile) {
-    return static_cast<uint32_t>(tile / kSlots) & 1u;
 }
 
 // Issues (does not commit) the Q rows of row group `group` over the CTA's dims [first_dim,
@@ -155,8 +149,8 @@ struct KvHalfStream {
 };
 
 // The producer's thread: every K and V tile of the block's keys, in the order the consumers use
-// them (K_0, K_1, then V_j and K_j+2 for each step j), each into its ring's slot once both row
-// groups have released the slot's previous tile (its empty barrier: one arrival per consumer warp).
+// them (schedule.h, for_each_load), each into its ring's slot once both row groups have released
+// the slot's previous tile (its empty barrier: one arrival per consumer warp).
 template <class Traits>
 __device__ __forceinline__ void produce(const wideattn_prefill_params& p, const BlockGeometry& g,
                                         const KvTensorMaps& maps, const SharedMap& map, int32_t first_dim) {
@@ -165,23 +159,17 @@ __device__ __forceinline__ void produce(const wideattn_prefill_params& p, const 
     KvHalfStream<Traits> k_stream, v_stream;
     k_stream.init(p, &maps.k, g.kv_head, first_dim, table_row, g.kv_end);
     v_stream.init(p, &maps.v, g.kv_head, first_dim, table_row, g.kv_end);
-    const int32_t n = g.num_tiles;
     auto load_k = [&](int32_t tile) {
-        if (tile >= Traits::kKSlots)
+        if (refill_waits<Traits::kKSlots>(tile))
             ptx::mbarrier_wait(B::empty_k(map, tile), use_parity<Traits::kKSlots>(tile - Traits::kKSlots));
         k_stream.issue(p, table_row, g.kv_end, k_chunk<Traits>(map, tile), B::full_k(map, tile));
     };
     auto load_v = [&](int32_t tile) {
-        if (tile >= Traits::kVSlots)
+        if (refill_waits<Traits::kVSlots>(tile))
             ptx::mbarrier_wait(B::empty_v(map, tile), use_parity<Traits::kVSlots>(tile - Traits::kVSlots));
         v_stream.issue(p, table_row, g.kv_end, v_chunk<Traits>(map, tile), B::full_v(map, tile));
     };
-    if (n > 0) load_k(0);
-    if (n > 1) load_k(1);
-    for (int32_t j = 0; j < n; ++j) {
-        load_v(j);
-        if (j + 2 < n) load_k(j + 2);
-    }
+    for_each_load(g.num_tiles, load_k, load_v);
 }
 
 // Zeroes rows [first_row, kTileKeys) of a V tile of the CTA's dims, shared by all consumer threads

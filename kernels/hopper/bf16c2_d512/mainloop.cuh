@@ -29,6 +29,7 @@
 #include "kernels/common/wgmma_softmax.cuh"
 #include "kernels/hopper/bf16c2_d512/exchange.cuh"
 #include "kernels/hopper/bf16c2_d512/loads.cuh"
+#include "kernels/hopper/bf16c2_d512/schedule.h"
 #include "wideattn.h"
 
 namespace wideattn::hopper::bf16c2 {
@@ -101,7 +102,8 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
     if (kHasNext) post_scores<Traits>(c.partner, j + 1, c.at, p.softmax_scale * kLog2e, carry.s, mine);
     float scores[Traits::kKeyNTiles][4];
     if (kHasNext) {
-        collect_scores<Traits>(map, j + 1, j + 3 < g.num_tiles, c.at, mine, scores);
+        collect_scores<Traits>(map, j + 1, rearm_after<Traits::kExchangeParities>(j + 1, g.num_tiles), c.at, mine,
+                               scores);
         mask_scores<Traits>(g, j + 1, c.at.lane, scores);
         float alpha[2];
         const bool rescale = softmax_step<Traits>(scores, kUnitScale, state, prob_next, alpha);
@@ -142,7 +144,7 @@ __device__ __forceinline__ void consumer_mainloop(const wideattn_prefill_params&
         release_slot(B::empty_k(map, 0), c.at);
         float mine[Traits::kKeyNTiles][4];
         post_scores<Traits>(c.partner, 0, c.at, p.softmax_scale * kLog2e, carry.s, mine);
-        collect_scores<Traits>(map, 0, 2 < n, c.at, mine, scores);
+        collect_scores<Traits>(map, 0, rearm_after<Traits::kExchangeParities>(0, n), c.at, mine, scores);
         mask_scores<Traits>(g, 0, c.at.lane, scores);
         softmax_step<Traits>(scores, kUnitScale, state, carry.prob[0], alpha);  // O is still 0: no rescale
     }

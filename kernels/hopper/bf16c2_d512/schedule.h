@@ -1,0 +1,64 @@
+// schedule.h - the synchronisation schedule of the two-CTA Hopper-tier BF16 kernel
+// (wgmma_bf16c2_d512) as plain host/device arithmetic, so the kernel and its CPU model of the
+// protocol (tests/test_cta_pair_protocol.cpp) read the same rules: the order in which the producer
+// fills the K and V rings, which phase of a ring barrier a tile completes or waits for, and which
+// phase of a received-scores barrier a tile's exchange completes, with when it is armed.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/common/kernel_desc.h"
+
+namespace wideattn::hopper::bf16c2 {
+
+// Tile `tile` of a ring of kSlots is use tile / kSlots of its slot: the parity of the phase of the
+// slot's full barrier that its copies complete, and of the empty barrier's phase its release
+// completes. Filling a slot for tile t >= kSlots waits for the empty phase of tile t - kSlots.
+template <int32_t kSlots>
+WIDEATTN_HOST_DEVICE constexpr uint32_t use_parity(int32_t tile) {
+    return static_cast<uint32_t>(tile / kSlots) & 1u;
+}
+
+template <int32_t kSlots>
+WIDEATTN_HOST_DEVICE constexpr bool refill_waits(int32_t tile) {
+    return tile >= kSlots;
+}
+
+// The producer's order over a block of n key tiles, the order the consumers use them: K_0, K_1,
+// then for each step j: V_j and K_j+2.
+template <class LoadK, class LoadV>
+WIDEATTN_HOST_DEVICE inline void for_each_load(int32_t n, LoadK&& load_k, LoadV&& load_v) {
+    if (n > 0) load_k(0);
+    if (n > 1) load_k(1);
+    for (int32_t j = 0; j < n; ++j) {
+        load_v(j);
+        if (j + 2 < n) load_k(j + 2);
+    }
+}
+
+// The exchange of tile `tile`'s partial scores: its buffer and barrier parity (of kParities), and
+// the parity of the barrier phase the tile's bytes complete (use tile / kParities of the barrier).
+template <int32_t kParities>
+WIDEATTN_HOST_DEVICE constexpr int32_t exchange_parity(int32_t tile) {
+    return tile % kParities;
+}
+
+template <int32_t kParities>
+WIDEATTN_HOST_DEVICE constexpr uint32_t exchange_phase(int32_t tile) {
+    return static_cast<uint32_t>(tile / kParities) & 1u;
+}
+
+// The received-scores barrier of a parity is armed (one arrival expecting one tile's bytes) for
+// the first tile of that parity at the start, and for tile + kParities right after the tile's
+// scores are collected, as long as those tiles exist among the block's n.
+template <int32_t kParities>
+WIDEATTN_HOST_DEVICE constexpr bool armed_at_start(int32_t parity, int32_t n) {
+    return parity < n;
+}
+
+template <int32_t kParities>
+WIDEATTN_HOST_DEVICE constexpr bool rearm_after(int32_t tile, int32_t n) {
+    return tile + kParities < n;
+}
+
+}  // namespace wideattn::hopper::bf16c2
