@@ -85,6 +85,7 @@ __device__ __forceinline__ void collect_scores(const SharedMap& map, int32_t til
     ptx::mbarrier_wait_cluster(Barriers<Traits>::received(map, at.group, parity),
                                exchange_phase<Traits::kExchangeParities>(tile));
     if (rearm && at.thread == 0) arm_receive<Traits>(map, at.group, parity);
+    ptx::converge_warp();
     const uint32_t own = map.receive + score_tile_offset<Traits>(at.group, parity) + at.thread * Traits::kVecBytes;
 #pragma unroll
     for (int32_t n = 0; n < Traits::kKeyNTiles; ++n) {

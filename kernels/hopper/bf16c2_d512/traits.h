@@ -41,8 +41,13 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     static constexpr uint32_t kConsumerRegisters = 240;
     static constexpr uint32_t kProducerRegisters = 24;
     static constexpr int32_t kRegisterFile = 65536;
-    static_assert(kConsumerRegisters * kConsumerThreads + kProducerRegisters * kProducerThreads <= kRegisterFile,
-                  "the reallocated registers fit the SM's register file");
+    static constexpr int32_t kRegisterGranule = 8;
+    static constexpr int32_t kLaunchRegisters = kRegisterFile / kThreads / kRegisterGranule * kRegisterGranule;
+    // setmaxnreg moves registers between the CTA's warpgroups: what the producer gives up
+    // ((kLaunchRegisters - kProducerRegisters) x its threads) must cover what the consumers take.
+    static_assert(kConsumerRegisters * kConsumerThreads + kProducerRegisters * kProducerThreads <=
+                      kLaunchRegisters * kThreads,
+                  "the reallocated registers fit the CTA's launch allocation");
 
     // Score wgmma m64n32k16 on bf16, over the CTA's dims.
     static constexpr int32_t kWgmmaK = 16;
