@@ -1,5 +1,6 @@
-// wgmma_softmax.cuh - the online softmax step of the Hopper-tier kernels (exp2, lazy rescale, as
-// the mma tier: online_softmax.cuh) on a 64 x 32 score tile held in the wgmma accumulator
+// wgmma_softmax.cuh - the online softmax step of the Hopper-tier kernels (exp2; O rescaled when a
+// row maximum grows past the kernel's kRescaleThresholdLog2: 0, every growth, in the bf16 kernels,
+// 8 in wgmma_e4m3q_d512; as the mma tier: online_softmax.cuh) on a 64 x 32 score tile held in the wgmma accumulator
 // layout, writing P as the 16-bit A fragments of the P V wgmmas (bf16 or fp16 pairs); its
 // exponent part (exponentiate_scores) also serves wgmma_e4m3pv_d512's e4m3 P, and its two halves
 // (score_row_maxima, exponentiate_from_maxima) wgmma_e4m3alt_d512, which trades the maxima
@@ -83,7 +84,7 @@ __device__ __forceinline__ bool exponentiate_scores(float (&s)[Traits::kKeyNTile
     return rescale;
 }
 
-// Online softmax with lazy rescale: exponentiate_scores, then P written as the 16-bit A
+// Online softmax step: exponentiate_scores, then P written as the 16-bit A
 // fragments of the P V wgmmas; returns whether O must be multiplied by alpha before the next P V.
 template <class Traits, class PackPair = PackBf16, bool kFoldScale = false>
 __device__ __forceinline__ bool softmax_step(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
