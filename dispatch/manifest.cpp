@@ -239,6 +239,8 @@ bool ManifestKernel::has_feature(const std::string& feature) const {
     return false;
 }
 
+int32_t ManifestKernel::ctas_per_tile() const { return has_feature(kFeatureCtaPair) ? kCtaPairSize : 1; }
+
 bool parse_arch(const std::string& arch, int32_t* major, int32_t* minor, bool* arch_specific) {
     if (arch.size() < 5 || arch.compare(0, 3, "sm_") != 0) return false;
     std::string digits = arch.substr(3);

@@ -27,6 +27,8 @@ struct ManifestKernel {
     int32_t spill_bytes = -1;                // spill_stores + spill_loads, -1 when either is unknown
 
     bool has_feature(const std::string& feature) const;
+    // CTAs a token tile of this kernel runs on along grid.x: kCtaPairSize for "cta_pair", else 1.
+    int32_t ctas_per_tile() const;
 };
 
 struct Manifest {

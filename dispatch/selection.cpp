@@ -236,8 +236,8 @@ wideattn_status select_kernel(const std::vector<ManifestKernel>& kernels, const 
 LaunchGeometry launch_geometry(const ManifestKernel& k, const wideattn_prefill_params& p) {
     LaunchGeometry g;
     const int32_t group = p.num_q_heads / p.num_kv_heads;
-    const int64_t ctas_per_tile = k.has_feature(kFeatureCtaPair) ? kCtaPairSize : 1;
-    g.grid_x = static_cast<uint32_t>(ctas_per_tile * token_tile_count(p.total_q, p.num_seqs, k.tile_tokens));
+    const int64_t tiles = token_tile_count(p.total_q, p.num_seqs, k.tile_tokens);
+    g.grid_x = static_cast<uint32_t>(k.ctas_per_tile() * tiles);
     g.grid_y = static_cast<uint32_t>(p.num_q_heads / heads_per_block(group, k.heads_per_block_max));
     g.block_x = static_cast<uint32_t>(k.threads);
     g.dynamic_smem = static_cast<uint32_t>(k.dynamic_smem);

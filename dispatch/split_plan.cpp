@@ -27,8 +27,7 @@ int64_t working_blocks(const ManifestKernel& kernel, const wideattn_prefill_para
     if (p.max_seqlen_q > 0)
         tiles = std::min<int64_t>(tiles, int64_t{p.num_seqs} * ceil_div(p.max_seqlen_q, kernel.tile_tokens));
     const int32_t group = p.num_q_heads / p.num_kv_heads;
-    const int64_t ctas_per_tile = kernel.has_feature(kFeatureCtaPair) ? kCtaPairSize : 1;
-    return ctas_per_tile * tiles * (p.num_q_heads / heads_per_block(group, kernel.heads_per_block_max));
+    return kernel.ctas_per_tile() * tiles * (p.num_q_heads / heads_per_block(group, kernel.heads_per_block_max));
 }
 
 int32_t preferred_splits(const ManifestKernel& kernel, const wideattn_prefill_params& p, int32_t num_sms) {

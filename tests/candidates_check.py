@@ -6,19 +6,13 @@ cubin must be an ELF image and its resources must name a register count for ever
 
   candidates_check.py [CUBIN RESOURCES]...   (the outputs of the candidate targets, in pairs)
 """
+import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "gpu"))
+from variant_bundle import read_resources  # noqa: E402  (the resources reader of the variant bundles)
+
 ELF_MAGIC = b"\x7fELF"
-
-
-def resources(path):
-    values = {}
-    with open(path) as f:
-        for line in f:
-            key, _, value = line.strip().partition("=")
-            if key:
-                values[key] = int(value)
-    return values
 
 
 def main(args):
@@ -29,7 +23,7 @@ def main(args):
     for cubin, res in zip(args[0::2], args[1::2]):
         with open(cubin, "rb") as f:
             elf = f.read(4) == ELF_MAGIC
-        numbers = resources(res)
+        numbers = read_resources(res)
         entries = [k for k in ("registers", "split_registers") if k in numbers]
         ok = elf and entries and all(numbers[k] > 0 for k in entries)
         spills = sum(v for k, v in numbers.items() if "spill" in k)

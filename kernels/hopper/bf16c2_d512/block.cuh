@@ -86,14 +86,17 @@ __device__ __forceinline__ void cluster_block(const wideattn_prefill_params& p, 
         zero_output(o);
         RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
         consumer_mainloop<Traits>(p, geometry, c, map, o, state);
+        // The row group's tokens: from kTileTokens x group on, none where the tile is shorter.
         const int32_t group_tokens = at.group * Traits::kTileTokens;
+        const int64_t group_first_token = first_token + group_tokens;
+        const int32_t group_len = work.tile.tile_len - group_tokens;
         const int32_t head = work.kv_head * Traits::kGroup + at.lane / 4;
         if constexpr (kSplit)
-            write_partials<Traits>(p, o, state, first_token + group_tokens, work.tile.tile_len - group_tokens,
-                                   at.row_tile, head, static_cast<int32_t>(rank), at.lane);
+            write_partials<Traits>(p, o, state, group_first_token, group_len, at.row_tile, head,
+                                   static_cast<int32_t>(rank), at.lane);
         else
-            write_output<Traits>(p, o, state, first_token + group_tokens, work.tile.tile_len - group_tokens,
-                                 at.row_tile, head, static_cast<int32_t>(rank), at.lane);
+            write_output<Traits>(p, o, state, group_first_token, group_len, at.row_tile, head,
+                                 static_cast<int32_t>(rank), at.lane);
     }
     // Neither CTA leaves while the other may still store scores into it or wait on its barriers.
     ptx::converge_warp();

@@ -63,9 +63,7 @@ __device__ __forceinline__ void post_scores(const PartnerMap& partner, int32_t t
     const int32_t parity = exchange_parity<Traits::kExchangeParities>(tile);
     const uint32_t remote =
         partner.receive + score_tile_offset<Traits>(at.group, parity) + at.thread * Traits::kVecBytes;
-    const uint32_t barrier =
-        partner.barriers +
-        (Barriers<Traits>::kReceived + at.group * Traits::kExchangeParities + parity) * Traits::kBarrierBytes;
+    const uint32_t barrier = partner.barriers + Barriers<Traits>::received_offset(at.group, parity);
 #pragma unroll
     for (int32_t n = 0; n < Traits::kKeyNTiles; ++n) {
 #pragma unroll

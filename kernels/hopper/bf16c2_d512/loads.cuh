@@ -64,8 +64,13 @@ struct Barriers {
     __device__ static __forceinline__ uint32_t empty_v(const SharedMap& map, int32_t tile) {
         return at(map, kEmptyV + tile % Traits::kVSlots);
     }
+    // The received-scores barrier of (row group, parity), as an offset into the barrier region (the
+    // partner's region too: the plan is the same in both CTAs) and as a local address.
+    __device__ static __forceinline__ uint32_t received_offset(int32_t group, int32_t parity) {
+        return (kReceived + group * Traits::kExchangeParities + parity) * Traits::kBarrierBytes;
+    }
     __device__ static __forceinline__ uint32_t received(const SharedMap& map, int32_t group, int32_t parity) {
-        return at(map, kReceived + group * Traits::kExchangeParities + parity);
+        return map.barriers + received_offset(group, parity);
     }
 };
 
