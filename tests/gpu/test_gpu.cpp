@@ -5,6 +5,7 @@
 // and its fp64 reference computed once, then every kernel of the list runs on it.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -535,5 +536,46 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: accuracy at 32k and 128
             for (const double rel_l2 : pv_rel_l2)
                 CHECK_MESSAGE(rel_l2 <= kLongContextErrorRatio * mma_rel_l2,
                               "the FP8 P V's accumulation loses precision over long key ranges");
+    }
+}
+
+TEST_CASE("gpu wgmma_bf16c2pp_d512: the ordered form writes the bits of wgmma_bf16c2_d512") {
+    // The two forms run the same products, exchange and softmax on the same values, only issued in
+    // another order (kernels/hopper/bf16c2_d512/mainloop.cuh), so o and the LSE must be equal bit
+    // for bit: a difference would be a barrier or ring slot read at the wrong time in one of them.
+    constexpr const char* kFree = "wgmma_bf16c2_d512";
+    constexpr const char* kOrdered = "wgmma_bf16c2pp_d512";
+    const std::vector<std::string> kernels = runnable_prefill_kernels(WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16);
+    const auto has = [&](const char* name) { return std::find(kernels.begin(), kernels.end(), name) != kernels.end(); };
+    if (!has(kFree) || !has(kOrdered)) {
+        MESSAGE("the candidates " << kFree << " and " << kOrdered
+                                  << " are not both in this bundle on this GPU (-Dcandidate_kernels)");
+        return;
+    }
+    const uint64_t seed = fresh_seed() * 1000 + 900;
+    const ProblemSpec specs[] = {problem_spec({1000, 65, 1}, {777, 0, 3000}, 32, 4, 16, seed),
+                                 problem_spec({4109}, {13}, 32, 4, 32, seed + 1),
+                                 problem_spec({1, 5, 300, 0, 17}, {20000, 3000, 0, 50, 31}, 32, 4, 64, seed + 2),
+                                 problem_spec({999}, {1234}, 8, 1, 48, seed + 3)};
+    for (const ProblemSpec& spec : specs) {
+        CAPTURE(spec.describe());
+        HostProblem host;
+        DeviceProblem device;
+        REQUIRE(make_problem(spec, &host).empty());
+        REQUIRE(device.create(*gpu().device, host, WIDEATTN_DTYPE_BF16).empty());
+        std::vector<unsigned char> o[2];
+        std::vector<double> lse[2];
+        const char* const names[2] = {kFree, kOrdered};
+        for (int i = 0; i < 2; ++i) {
+            const KernelRestriction only(names[i]);
+            const std::string err = device.run(*gpu().device, gpu().ctx);
+            REQUIRE_MESSAGE(err.empty(), err);
+            REQUIRE(device.download_raw(&o[i]).empty());
+            REQUIRE(device.download_lse(host, &lse[i]).empty());
+        }
+        const bool same = o[0] == o[1] && lse[0] == lse[1];
+        std::printf("  %s / %s %-60s %s\n", kFree, kOrdered, spec.describe().c_str(), same ? "bit-identical" : "DIFFERENT");
+        CHECK(o[0] == o[1]);
+        CHECK(lse[0] == lse[1]);
     }
 }

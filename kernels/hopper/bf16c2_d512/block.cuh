@@ -2,8 +2,8 @@
 // work item (16 tokens x the 8 query heads of one KV head, in the head-slowest order; its split's
 // keys under split-KV), the
 // mbarriers, the roles (two consumer warpgroups with the rows of tokens 0-7 and 8-15, one producer
-// warpgroup), the key loop (mainloop.cuh) and the output of the CTA's dims
-// (kernels/common/epilogue.cuh).
+// warpgroup), the key loop (mainloop.cuh: free-running, or in turns when Traits::kOrderedTurns)
+// and the output of the CTA's dims (kernels/common/epilogue.cuh); the kernel entries' body.
 #pragma once
 
 #include <cstdint>
@@ -85,7 +85,10 @@ __device__ __forceinline__ void cluster_block(const wideattn_prefill_params& p, 
         float o[Traits::kDimNTiles][4];
         zero_output(o);
         RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-        consumer_mainloop<Traits>(p, geometry, c, map, o, state);
+        if constexpr (Traits::kOrderedTurns)
+            consumer_mainloop_ordered<Traits>(p, geometry, c, map, o, state);
+        else
+            consumer_mainloop<Traits>(p, geometry, c, map, o, state);
         // The row group's tokens: from kTileTokens x group on, none where the tile is shorter.
         const int32_t group_tokens = at.group * Traits::kTileTokens;
         const int64_t group_first_token = first_token + group_tokens;
@@ -101,6 +104,14 @@ __device__ __forceinline__ void cluster_block(const wideattn_prefill_params& p, 
     // Neither CTA leaves while the other may still store scores into it or wait on its barriers.
     ptx::converge_warp();
     ptx::cluster_sync();
+}
+
+// A kernel entry's body: unsplit, or split-KV (kSplit: grid.z = key splits).
+template <class Traits, bool kSplit>
+__device__ __forceinline__ void cluster_entry(const wideattn_prefill_params& p, const KvTensorMaps& maps) {
+    extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
+    ptx::prefetch_kv_tensor_maps(maps);
+    cluster_block<Traits, kSplit>(p, maps, smem);
 }
 
 }  // namespace wideattn::hopper::bf16c2

@@ -10,30 +10,19 @@
 // and v_cache (KvTensorMaps, encoded by the dispatcher). CTA c of a cluster computes dims
 // [256 c, 256 c + 256) of 128 rows (16 tokens x the 8 query heads of one KV head) over every key
 // they can see.
-#include "kernels/common/ptx_tma.cuh"
 #include "kernels/hopper/bf16c2_d512/block.cuh"
 #include "kernels/hopper/bf16c2_d512/traits.h"
-
-// The two entries: unsplit, and split-KV (grid.z = key splits), each its own function.
-template <bool kSplit>
-__device__ __forceinline__ void wgmma_bf16c2_entry(const wideattn_prefill_params& p,
-                                                   const wideattn::KvTensorMaps& maps) {
-    using Traits = wideattn::WgmmaBf16C2D512Traits;
-    extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
-    wideattn::ptx::prefetch_kv_tensor_maps(maps);
-    wideattn::hopper::bf16c2::cluster_block<Traits, kSplit>(p, maps, smem);
-}
 
 extern "C" __global__ void __cluster_dims__(wideattn::kCtaPairSize, 1, 1)
     __launch_bounds__(wideattn::WgmmaBf16C2D512Traits::kThreads, 1)
         wideattn_wgmma_bf16c2_d512(const __grid_constant__ wideattn_prefill_params p,
                                    const __grid_constant__ wideattn::KvTensorMaps maps) {
-    wgmma_bf16c2_entry<false>(p, maps);
+    wideattn::hopper::bf16c2::cluster_entry<wideattn::WgmmaBf16C2D512Traits, false>(p, maps);
 }
 
 extern "C" __global__ void __cluster_dims__(wideattn::kCtaPairSize, 1, 1)
     __launch_bounds__(wideattn::WgmmaBf16C2D512Traits::kThreads, 1)
         wideattn_wgmma_bf16c2_d512_split(const __grid_constant__ wideattn_prefill_params p,
                                          const __grid_constant__ wideattn::KvTensorMaps maps) {
-    wgmma_bf16c2_entry<true>(p, maps);
+    wideattn::hopper::bf16c2::cluster_entry<wideattn::WgmmaBf16C2D512Traits, true>(p, maps);
 }

@@ -2,7 +2,9 @@
 // (wgmma_bf16c2_d512) as plain host/device arithmetic, so the kernel and its CPU model of the
 // protocol (tests/test_cta_pair_protocol.cpp) read the same rules: the order in which the producer
 // fills the K and V rings, which phase of a ring barrier a tile completes or waits for, and which
-// phase of a received-scores barrier a tile's exchange completes, with when it is armed.
+// phase of a received-scores barrier a tile's exchange completes, with when it is armed; and, for
+// the ordered form (wgmma_bf16c2pp_d512), the turns in which the two row groups of a CTA issue
+// their products.
 #pragma once
 
 #include <cstdint>
@@ -60,5 +62,20 @@ template <int32_t kParities>
 WIDEATTN_HOST_DEVICE constexpr bool rearm_after(int32_t tile, int32_t n) {
     return tile + kParities < n;
 }
+
+// The ordered form's turns: the two row groups of a CTA issue the wgmmas of a step (Q K_j+1^T and
+// P_j V_j) in turns, row group 0's step j, row group 1's step j, row group 0's step j + 1, and so
+// on, on one named barrier per row group (the waiting row group's bar.sync and the other's
+// bar.arrive). Row group 0 starts the first turn without a wait; each row group grants the next
+// turn after its issue, except row group 1 after its last step, which no turn follows: every wait
+// then has exactly one grant, and no grant is left without a wait at the end.
+WIDEATTN_HOST_DEVICE constexpr bool turn_waits(int32_t group, int32_t step) { return group != 0 || step > 0; }
+
+WIDEATTN_HOST_DEVICE constexpr bool turn_grants(int32_t group, int32_t step, int32_t n) {
+    return group == 0 || step + 1 < n;
+}
+
+// The row group whose turn follows a row group's.
+WIDEATTN_HOST_DEVICE constexpr int32_t next_turn_group(int32_t group) { return 1 - group; }
 
 }  // namespace wideattn::hopper::bf16c2

@@ -21,6 +21,10 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     // Softmax rescale at every growth of a row maximum (threshold 0), as wgmma_bf16_d512.
     static constexpr float kRescaleThresholdLog2 = 0.0f;
 
+    // The row groups run their steps freely (false), or issue their products in turns (true: the
+    // ordered form, wgmma_bf16c2pp_d512; mainloop.cuh, schedule.h).
+    static constexpr bool kOrderedTurns = false;
+
     // The cluster: CTA rank c owns dims [c kDimsPerGroup, (c + 1) kDimsPerGroup).
     static constexpr int32_t kClusterCtas = kCtaPairSize;
     static_assert(kClusterCtas * kDimsPerGroup == kHeadDim, "the cluster's CTAs split the head dims");
