@@ -333,6 +333,57 @@ TEST_CASE("gpu K-from-V decode kernels: wideattn_k_from_v_cos_sin's table over e
     }
 }
 
+TEST_CASE("gpu decode_bf16kfv2_d512: the lean table reads write the bits of decode_bf16kfv_d512") {
+    // The candidate reads the same weights and cos / sin words with fewer instructions (packed
+    // weights, the table through row addresses), so its output must equal decode_bf16kfv_d512's bit
+    // for bit: without a table, with a table over every key and over part of them (rows ending
+    // inside a sub-tile), bf16 and fp32 weights, Gemma 4's 128 rotated dims, every dim rotating, and
+    // 72 rotated dims (the second rotated Q load partly past the frequencies: the checked reads).
+    constexpr const char* kBase = "decode_bf16kfv_d512";
+    constexpr const char* kLean = "decode_bf16kfv2_d512";
+    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
+    const auto find = [&](const char* name) -> const RunnableKernel* {
+        for (const RunnableKernel& k : kernels)
+            if (k.name == name) return &k;
+        return nullptr;
+    };
+    const RunnableKernel* base = find(kBase);
+    const RunnableKernel* lean = find(kLean);
+    if (base == nullptr || lean == nullptr) {
+        MESSAGE("the candidate " << kLean << " is not in this bundle on this GPU (-Dcandidate_kernels)");
+        return;
+    }
+    constexpr int32_t kPartRotaryDims = 72;
+    constexpr int32_t kPartialTableRows = 2021;
+    const ProblemSpec specs[] = {problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 40),
+                                 problem_spec({1, 1}, {5000, 20000}, 32, 4, 64, kSeed + 41)};
+    for (const ProblemSpec& spec : specs)
+        for (const int32_t rotary_dims : {kGemma4GlobalRotaryDims, kEveryDim, kPartRotaryDims})
+            for (const KNormWeights weights : {KNormWeights::kBf16, KNormWeights::kFp32})
+                for (const int32_t table_rows : {0, kPartialTableRows, -1}) {
+                    HostProblem h;
+                    REQUIRE(make_problem(spec, &h).empty());
+                    const int32_t longest = *std::max_element(h.seq_lens_k.begin(), h.seq_lens_k.end());
+                    const int32_t rows = table_rows < 0 ? longest : table_rows;
+                    std::vector<uint32_t> table;
+                    if (rows > 0) {
+                        const wideattn_k_from_v host_kfv = k_from_v_check_description(nullptr, rotary_dims);
+                        REQUIRE(k_from_v_cos_sin_table(host_kfv, spec.head_dim, rows, &table).empty());
+                    }
+                    CAPTURE(spec.describe());
+                    CAPTURE(rotary_dims);
+                    CAPTURE(rows);
+                    const bool bf16_weights = weights == KNormWeights::kBf16;
+                    CAPTURE(bf16_weights);
+                    const std::vector<unsigned char> expected = k_from_v_raw_output(*base, h, rotary_dims, weights, {}, table);
+                    const std::vector<unsigned char> got = k_from_v_raw_output(*lean, h, rotary_dims, weights, {}, table);
+                    std::printf("  %s / %s %-56s rotary %3d, table rows %5d%s: %s\n", kBase, kLean,
+                                spec.describe().c_str(), rotary_dims, rows, bf16_weights ? ", bf16 w" : "",
+                                got == expected ? "bit-identical" : "DIFFERENT");
+                    CHECK(got == expected);
+                }
+}
+
 TEST_CASE("gpu K-from-V decode kernels: a cos / sin table of another theta over part of the keys, against fp64") {
     // Tables of 2021 and 70001 rows (no multiple of 16: the rows end inside a 16-key sub-tile), whole
     // sequences inside them and sequences past them, and one of 1 row; the fp64 kernel reads the

@@ -1,0 +1,24 @@
+// kernel.cu - entry points of the lean-table form of the single-token decode kernel that rebuilds K
+// from V over a BF16 V-only cache (WIDEATTN_FLAG_K_FROM_V), bf16 Q and O, head dim 512, GQA group 8
+// (sm_90a): the block of decode_bf16kfv_d512 (kernels/decode_bf16kfv_d512/block.cuh) with the
+// traits of traits.h (packed weights, the cos / sin table through row addresses).
+//
+// Launch: as decode_bf16kfv_d512 (tile_tokens 1, the K-from-V description as the second argument:
+// grid.x = query tokens, grid.y = num_q_heads / 8, grid.z = key splits, block = kThreads, dynamic
+// shared memory kSmemBytes).
+#include "kernels/decode_bf16kfv2_d512/traits.h"
+#include "kernels/decode_bf16kfv_d512/block.cuh"
+
+extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16Kfv2D512Traits::kThreads, 1)
+wideattn_decode_bf16kfv2_d512(const __grid_constant__ wideattn_prefill_params p,
+                              const __grid_constant__ wideattn::KFromV kfv) {
+    extern __shared__ __align__(wideattn::DecodeBf16Kfv2D512Traits::kSmemAlign) unsigned char smem[];
+    wideattn::decode_bf16::decode_bf16kfv_block<wideattn::DecodeBf16Kfv2D512Traits, false>(p, kfv, smem);
+}
+
+extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16Kfv2D512Traits::kThreads, 1)
+wideattn_decode_bf16kfv2_d512_split(const __grid_constant__ wideattn_prefill_params p,
+                                    const __grid_constant__ wideattn::KFromV kfv) {
+    extern __shared__ __align__(wideattn::DecodeBf16Kfv2D512Traits::kSmemAlign) unsigned char smem[];
+    wideattn::decode_bf16::decode_bf16kfv_block<wideattn::DecodeBf16Kfv2D512Traits, true>(p, kfv, smem);
+}
