@@ -2,8 +2,9 @@
 // rebuilds K from a BF16 V-only cache (kernel wideattn_decode_bf16kfv2_d512, sm_90a): the traits of
 // decode_bf16kfv_d512 (kernels/decode_bf16kfv_d512/traits.h), whose block it runs, with
 // kLeanTables: a k-step's bf16 k_norm weights by one 16-byte shared load from a packed table, the
-// caller's cos / sin words through a lane's two row addresses of a sub-tile. The same values in
-// the same order as decode_bf16kfv_d512, so the same bits.
+// caller's cos / sin words through a lane's two row addresses of a sub-tile, the unrotated Q loads
+// unrolled for Gemma 4's description. The same values in the same order as decode_bf16kfv_d512,
+// so the same bits.
 #pragma once
 
 #include "kernels/common/kernel_desc.h"

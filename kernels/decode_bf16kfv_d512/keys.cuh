@@ -226,10 +226,25 @@ __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t h
         for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)
             if (q < rotated_q_loads) load_q_cos_sin<Traits>(table, rows, lane, q, position0, &ahead[q]);
     }
+    bool unrolled = false;
+    if constexpr (Traits::kLeanTables) {
+        // The unrotated Q loads of a description with kCosSinQLoadsAhead rotated ones (Gemma 4's)
+        // unrolled: their ldmatrix addresses become fixed offsets instead of a swizzle per load.
+        if (rotated_q_loads == Traits::kCosSinQLoadsAhead) {
+#pragma unroll
+            for (int32_t q = Traits::kCosSinQLoadsAhead; q < Traits::kQLoadsPerChunk; ++q)
+                kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight,
+                                                                        weight_bf16, freq, lane, q, position0,
+                                                                        ahead[0], acc);
+            unrolled = true;
+        }
+    }
+    if (!unrolled) {
 #pragma unroll 1
-    for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
-        kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq,
-                                                            lane, q, position0, ahead[0], acc);
+        for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
+            kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16,
+                                                                    freq, lane, q, position0, ahead[0], acc);
+    }
     if (from_table) {
 #pragma unroll
         for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)

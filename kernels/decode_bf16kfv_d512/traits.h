@@ -46,7 +46,8 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // The lean table reads (decode_bf16kfv2_d512; false here): the bf16 weights packed so that a
     // lane reads all those of a k-step with one 16-byte load (packed_weight_offset), and the
     // caller's cos / sin table read through the lane's two row addresses of a sub-tile, without a
-    // per-entry bound check for the Q loads whose frequencies all rotate. The same values, so the
+    // per-entry bound check for the Q loads whose frequencies all rotate, and the unrotated Q loads
+    // unrolled when kCosSinQLoadsAhead of them rotate. The same values in the same order, so the
     // same bits, with fewer instructions per sub-tile.
     static constexpr bool kLeanTables = false;
     // Packed weights: per k-step and lane quad position t (dims d = kMmaK step + 2 t), the bf16 pairs
