@@ -22,7 +22,7 @@
 // loads are loaded before them, so their reads are in flight while those run.
 // With Traits::kLeanTables (decode_bf16kfv2_d512) the same values are read with fewer
 // instructions: a k-step's bf16 weights by one 16-byte load of the packed table, the cos / sin
-// words through the lane's two row addresses of the sub-tile (LaneCosSinRows).
+// words through the lane's two row addresses of the sub-tile (CosSinRows).
 #pragma once
 
 #include <cstdint>
@@ -84,30 +84,18 @@ __device__ __forceinline__ void load_q_cos_sin_checked(const CosSinTable& table,
                                Traits::kMmaK * (Traits::kKStepsPerQLoad * q + h) + Traits::kMmaK / 2 * half + 2 * t);
 }
 
-// The lean reads' row addresses of a sub-tile in the caller's table: keys g and g + 8 from
-// position0 (clamped to the last row, as CosSinTable::pair), at the lane's first frequency 2 t.
-struct LaneCosSinRows {
-    const unsigned char* row[2];
-};
-
+// The lean reads' rows of a sub-tile in the caller's table: keys g and g + 8 from position0, at the
+// lane's first frequency 2 t.
 template <class Traits>
-__device__ __forceinline__ LaneCosSinRows lane_cos_sin_rows(const CosSinTable& table, int32_t lane,
-                                                            int32_t position0) {
-    const int32_t g = lane / 4, t = lane % 4;
-    LaneCosSinRows rows;
-#pragma unroll
-    for (int32_t key = 0; key < 2; ++key) {
-        const int64_t row = min(position0 + g + Traits::kMmaM / 2 * key, table.positions - 1);
-        rows.row[key] = table.base + row * table.row_bytes + 2 * t * static_cast<int64_t>(kCosSinEntryBytes);
-    }
-    return rows;
+__device__ __forceinline__ CosSinRows lane_cos_sin_rows(const CosSinTable& table, int32_t lane, int32_t position0) {
+    return cos_sin_rows(table, position0 + lane / 4, Traits::kMmaM / 2, 2 * (lane % 4));
 }
 
 // The words of Q load q: with kLeanTables and every frequency of the Q load below rotary_dims / 2
 // (the same for the whole launch), straight from the lane's rows at fixed offsets; otherwise
 // entry by entry with CosSinTable::pair's bound.
 template <class Traits>
-__device__ __forceinline__ void load_q_cos_sin(const CosSinTable& table, const LaneCosSinRows& rows, int32_t lane,
+__device__ __forceinline__ void load_q_cos_sin(const CosSinTable& table, const CosSinRows& rows, int32_t lane,
                                                int32_t q, int32_t position0, QLoadCosSin<Traits>* out) {
     constexpr int32_t kQLoadFrequencies = Traits::kMmaK * Traits::kKStepsPerQLoad;
     if constexpr (Traits::kLeanTables) {
@@ -118,9 +106,8 @@ __device__ __forceinline__ void load_q_cos_sin(const CosSinTable& table, const L
                 for (int32_t half = 0; half < 2; ++half)
 #pragma unroll
                     for (int32_t key = 0; key < 2; ++key) {
-                        const int32_t d = Traits::kMmaK * (Traits::kKStepsPerQLoad * q + h) + Traits::kMmaK / 2 * half;
-                        out->word[h][half][key] = __ldg(reinterpret_cast<const uint2*>(
-                            rows.row[key] + d * static_cast<int64_t>(kCosSinEntryBytes)));
+                        out->word[h][half][key] =
+                            rows.word(key, Traits::kMmaK * (Traits::kKStepsPerQLoad * q + h) + Traits::kMmaK / 2 * half);
                     }
             return;
         }
@@ -219,7 +206,7 @@ __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t h
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     const bool from_table = table.holds(position0, min(keys_valid, Traits::kSubTileKeys));
     QLoadCosSin<Traits> ahead[Traits::kCosSinQLoadsAhead];
-    LaneCosSinRows rows{};
+    CosSinRows rows{};
     if (from_table) {
         if constexpr (Traits::kLeanTables) rows = lane_cos_sin_rows<Traits>(table, lane, position0);
 #pragma unroll
