@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -575,6 +576,27 @@ TEST_CASE("gpu wgmma_bf16c2pp_d512: the ordered form writes the bits of wgmma_bf
         }
         const bool same = o[0] == o[1] && lse[0] == lse[1];
         std::printf("  %s / %s %-60s %s\n", kFree, kOrdered, spec.describe().c_str(), same ? "bit-identical" : "DIFFERENT");
+        if (!same) {
+            // Where they part: the count of differing output elements, the largest difference and
+            // the first differing element's token, head and dim; the largest LSE difference.
+            std::vector<double> dense[2];
+            for (int i = 0; i < 2; ++i) device.dense_output(host, o[i], &dense[i]);
+            const int64_t row = static_cast<int64_t>(spec.num_q_heads) * spec.head_dim;
+            int64_t differing = 0, first = -1;
+            double largest = 0.0, lse_largest = 0.0;
+            for (size_t e = 0; e < dense[0].size(); ++e)
+                if (dense[0][e] != dense[1][e]) {
+                    ++differing;
+                    if (first < 0) first = static_cast<int64_t>(e);
+                    largest = std::max(largest, std::fabs(dense[0][e] - dense[1][e]));
+                }
+            for (size_t e = 0; e < lse[0].size(); ++e) lse_largest = std::max(lse_largest, std::fabs(lse[0][e] - lse[1][e]));
+            std::printf("    %lld of %zu elements differ, largest %.3e; first: token %lld head %lld dim %lld; LSE largest %.3e\n",
+                        static_cast<long long>(differing), dense[0].size(), largest,
+                        static_cast<long long>(first < 0 ? -1 : first / row),
+                        static_cast<long long>(first < 0 ? -1 : first % row / spec.head_dim),
+                        static_cast<long long>(first < 0 ? -1 : first % spec.head_dim), lse_largest);
+        }
         CHECK(o[0] == o[1]);
         CHECK(lse[0] == lse[1]);
     }

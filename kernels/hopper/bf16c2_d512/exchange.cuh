@@ -3,7 +3,10 @@
 // holds the Q K^T partial scores of its 64 rows over its CTA's half of the dims, stores them into
 // the partner CTA's receive buffer of the tile's parity with st.async (completing on the partner's
 // received barrier of that group and parity), and adds the partner's, so both end with bitwise
-// identical scores (the same two addends, each scaled by the softmax scale before it is sent).
+// identical scores (the same two addends, each scaled by the softmax scale before it is sent). The
+// product and the sum are __fmul_rn / __fadd_rn: a plain `s * scale + partner` may be contracted
+// into one fma, which adds the unrounded product here while the partner adds the rounded one it
+// received, so the two CTAs' scores (and the free and ordered forms) would part by an ulp.
 //
 // Per (row group, parity) the receiving warpgroup arms its barrier for one tile's bytes
 // (kScoreTileBytes) per phase: both parities at the start, and parity p again for tile j + 2 right
@@ -67,7 +70,7 @@ __device__ __forceinline__ void post_scores(const PartnerMap& partner, int32_t t
 #pragma unroll
     for (int32_t n = 0; n < Traits::kKeyNTiles; ++n) {
 #pragma unroll
-        for (int32_t e = 0; e < 4; ++e) mine[n][e] = s[n][e] * scale;
+        for (int32_t e = 0; e < 4; ++e) mine[n][e] = __fmul_rn(s[n][e], scale);
         ptx::st_async_f32x4(remote + n * kQuadBytes<Traits>, mine[n][0], mine[n][1], mine[n][2], mine[n][3], barrier);
     }
 }
@@ -88,10 +91,10 @@ __device__ __forceinline__ void collect_scores(const SharedMap& map, int32_t til
 #pragma unroll
     for (int32_t n = 0; n < Traits::kKeyNTiles; ++n) {
         const float4 partner = ptx::load_shared_f32x4(own + n * kQuadBytes<Traits>);
-        scores[n][0] = mine[n][0] + partner.x;
-        scores[n][1] = mine[n][1] + partner.y;
-        scores[n][2] = mine[n][2] + partner.z;
-        scores[n][3] = mine[n][3] + partner.w;
+        scores[n][0] = __fadd_rn(mine[n][0], partner.x);
+        scores[n][1] = __fadd_rn(mine[n][1], partner.y);
+        scores[n][2] = __fadd_rn(mine[n][2], partner.z);
+        scores[n][3] = __fadd_rn(mine[n][3], partner.w);
     }
 }
 
