@@ -392,7 +392,9 @@ bool check_lean_candidate_bits(const char* base_name, const char* lean_name) {
 TEST_CASE("gpu K-from-V lean-table candidates: decode_bf16kfv2_d512 and decode_e4m3kfv2_d512 write their base kernels' bits") {
     const std::pair<const char*, const char*> pairs[] = {{"decode_bf16kfv_d512", "decode_bf16kfv2_d512"},
                                                          {"decode_e4m3kfv_d512", "decode_e4m3kfv2_d512"}};
-    for (const auto& [base, lean] : pairs) {
+    for (const auto& pair : pairs) {
+        const char* const base = pair.first;
+        const char* const lean = pair.second;
         CAPTURE(lean);
         if (!check_lean_candidate_bits(base, lean))
             MESSAGE("the candidate " << lean << " is not in this bundle on this GPU (-Dcandidate_kernels)");
