@@ -80,7 +80,8 @@ namespace {
 
 // Whether prefill kernel k (of the call's dtypes) serves p on a cc_major.cc_minor device; when it
 // does not and `why` is not NULL, *why says why (built only then: the launch path asks without).
-// `pinned`: selection is restricted to k by name, which lifts the single-token rule.
+// `pinned`: selection is restricted to k by name, which lifts the token-count rules (single_token,
+// few_tokens, many_tokens).
 bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int32_t cc_major, int32_t cc_minor,
                  bool pinned, bool* arch_miss, std::string* why) {
     const int32_t group = p.num_q_heads / p.num_kv_heads;
@@ -121,6 +122,16 @@ bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int3
                      << " query tokens per sequence on average (decode and verification steps)";
             miss << ", not total_q=" << p.total_q << " over num_seqs=" << p.num_seqs
                  << " (pin it by name to run it anyway)";
+            *why = miss.str();
+        }
+        return false;
+    }
+    if (!pinned && k.has_feature(kFeatureManyTokens) && !many_tokens_call(p.total_q, p.num_seqs, p.max_seqlen_q)) {
+        if (why) {
+            std::ostringstream miss;
+            miss << k.name << " runs on its own only where every sequence has more than " << kFewTokensPerSeq
+                 << " query tokens, which total_q=" << p.total_q << " over num_seqs=" << p.num_seqs
+                 << " with max_seqlen_q=" << p.max_seqlen_q << " does not bound (pin it by name to run it anyway)";
             *why = miss.str();
         }
         return false;

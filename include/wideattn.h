@@ -250,7 +250,9 @@ typedef struct wideattn_prefill_params {
      * on the params and the device's SM count, so reruns are bit-identical; a different split
      * count changes the rounding (within the kernels' error bounds), never the semantics. */
     int32_t max_seqlen_q; /* hint: the largest q_len of the call, or 0 if unknown (>= 0). Hints
-                             only steer the split count; any value gives correct results */
+                             only steer the split count and, with total_q and num_seqs, whether
+                             the call's shortest sequence is long enough for a many_tokens kernel
+                             (the two-CTA prefill kernel); any value gives correct results */
     int32_t max_seqlen_k; /* hint: the largest seq_lens_k of the call, or 0 if unknown (>= 0) */
     int32_t num_splits;   /* 0: the library chooses (wideattn_plan_launch); 1: never split;
                              2 .. WIDEATTN_MAX_SPLITS: exactly that many (the workspace must

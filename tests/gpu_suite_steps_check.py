@@ -6,7 +6,8 @@ the binary and in exactly one step, and every pattern a step names must select a
 renamed case would otherwise leave a stale pattern behind). The steps pass --duration=true.
 Also its racecheck steps (gpu_suite.sh --list-racecheck-steps, one kernel instrumented per step):
 one per kernel of the build's bundle manifest, each regex matching exactly that kernel's entry
-points (unsplit and split) and no other kernel's, and the selftest filter of each step the kernel's
+points (unsplit and split) and no other kernel's (but the cluster kernels' where the step runs
+every kernel's checks: its filter is empty), and the selftest filter of each step the kernel's
 own name for a prefill kernel (its cases alone), none for the others. And its --sanitizer-part option: 1 and 2 accepted,
 anything else refused with exit 2 and its message.
 
@@ -103,6 +104,9 @@ for k in kernels:
 expect("one racecheck step per kernel of the manifest",
        sorted(fields[0] for fields in race_steps) == sorted(entries), [fields[0] for fields in race_steps])
 every_entry = set().union(*entries.values()) if entries else set()
+# The cluster kernels' entry points: the steps that run every kernel's checks instrument them too
+# (racecheck faults in an uninstrumented cluster kernel's st.async).
+cluster_entries = set().union(*(entries[k["name"]] for k in kernels if "cta_pair" in k.get("features", [])))
 kinds = {k["name"]: k["kind"] for k in kernels}
 for fields in race_steps:
     if len(fields) != 3 or fields[0] not in entries:
@@ -114,8 +118,10 @@ for fields in race_steps:
     # compute-sanitizer's --kernel-name regex=... searches the kernel's name; the step anchors it.
     regex = re.compile(f"^({alternation})$")
     matched = {e for e in every_entry if regex.search(e)}
-    expect(f"racecheck-{name}: its regex matches its entry points and no other kernel's",
-           matched == entries[name], {"matched": sorted(matched), "entries": sorted(entries[name])})
+    wanted = entries[name] if kinds[name] == "prefill" else entries[name] | cluster_entries
+    expect(f"racecheck-{name}: its regex matches its entry points"
+           f"{'' if kinds[name] == 'prefill' else ' and the cluster kernels'} and no other kernel's",
+           matched == wanted, {"matched": sorted(matched), "wanted": sorted(wanted)})
 
 # --sanitizer-part takes 1 or 2 (the two halves of the compute-sanitizer steps, a device call each);
 # anything else is refused before any step runs.

@@ -176,16 +176,18 @@ TEST_CASE("selection: the built bundle's mma-tier BF16 kernel per arch (ping-pon
     Manifest m;
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
-    const wideattn_prefill_params p = test::valid_params();
+    wideattn_prefill_params p = test::valid_params();
+    p.max_seqlen_q = 50;  // two sequences of 50 query tokens: the two-CTA kernel's calls (many_tokens)
     struct ArchCase {
         const char* arch;
         int major, minor;
         const char* expected;
     };
-    // sm_90a builds carry the Hopper tier, which outranks both mma-tier kernels there.
+    // sm_90a builds carry the Hopper tier, which outranks both mma-tier kernels there; its first
+    // BF16 kernel is the two-CTA one, then the one-CTA block.
     const ArchCase cases[] = {{"sm_120a", 12, 0, "mma_bf16_d512_pp@sm_120a"},
                               {"sm_89", 8, 9, "mma_bf16_d512@sm_89"},
-                              {"sm_90a", 9, 0, "wgmma_bf16_d512@sm_90a"},
+                              {"sm_90a", 9, 0, "wgmma_bf16c2_d512@sm_90a"},
                               {"sm_86", 8, 6, "mma_bf16_d512@sm_86"},
                               {"sm_80", 8, 0, "mma_bf16_d512@sm_80"}};
     int checked = 0;
@@ -198,6 +200,8 @@ TEST_CASE("selection: the built bundle's mma-tier BF16 kernel per arch (ping-pon
         // Without the Hopper tier, the mma tier's order still holds on sm_90a.
         int32_t index = -1;
         if (std::string(c.arch) == "sm_90a") {
+            REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, "wgmma_bf16_d512") == WIDEATTN_OK);
+            CHECK(m.kernels[index].name == "wgmma_bf16_d512");
             REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, "mma_bf16_d512") == WIDEATTN_OK);
             CHECK(m.kernels[index].name == "mma_bf16_d512");
             REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, "mma_bf16_d512_pp") == WIDEATTN_OK);
@@ -760,8 +764,9 @@ TEST_CASE("selection: the built bundle's decode_bf16w4_d512 is the BF16 decode d
     }
     wideattn_prefill_params p = test::valid_params();
     p.total_q = p.num_seqs;  // decode: one query token per sequence
-    // Above wgmma_bf16_d512 and decode_bf16_d512 (its 8-warp form): one query token per sequence goes
-    // to it, more tokens do not.
+    // Above wgmma_bf16c2_d512 and decode_bf16_d512 (its 8-warp form): one query token per sequence
+    // goes to it, more tokens do not (and a few tokens a sequence go to the one-CTA prefill kernel:
+    // the two-CTA one is many_tokens).
     CHECK(select_name(m, p, 9, 0, &err) == "decode_bf16w4_d512@sm_90a");
     p.total_q = p.num_seqs + 1;
     CHECK(select_name(m, p, 9, 0, &err) == "wgmma_bf16_d512@sm_90a");
@@ -840,6 +845,82 @@ TEST_CASE("selection: a few-tokens kernel runs on its own only for at most 8 que
     CHECK(select_kernel(alone.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
     CHECK(why.find("verify_bf16 runs on its own only for at most 8 query tokens per sequence on average (decode "
                    "and verification steps), not total_q=17 over num_seqs=2") != std::string::npos);
+}
+
+TEST_CASE("selection: a many-tokens kernel runs on its own only where every sequence has more than 8 query tokens") {
+    static_assert(shortest_seq_lower_bound(100, 1, 0) == 100 && shortest_seq_lower_bound(100, 2, 0) == 0 &&
+                  shortest_seq_lower_bound(100, 2, 50) == 50 && shortest_seq_lower_bound(100, 2, 95) == 5 &&
+                  shortest_seq_lower_bound(2111, 64, 2048) == 0 && shortest_seq_lower_bound(5, 0, 5) == 0);
+    // Above the prefill kernel, as the two-CTA kernel is in the bundle.
+    const Manifest m = parse_bundle({
+        test::kernel_json("prefill_bf16", "sm_90a", "bf16", 512, 512, 512, 8, 8, "\"varlen\", \"paged\", \"lse\"",
+                          kCubinBytes, kZeroHash, "prefill", 288),
+        test::kernel_json("pair_bf16", "sm_90a", "bf16", 512, 512, 512, 8, 8,
+                          "\"varlen\", \"paged\", \"lse\", \"many_tokens\"", kCubinBytes, kZeroHash,
+                          "prefill", 300),
+    });
+    wideattn_prefill_params p = test::valid_params();
+    std::string why;
+    struct Call {
+        int32_t num_seqs, total_q, max_seqlen_q;
+        const char* expected;
+    };
+    const Call calls[] = {
+        {1, kFewTokensPerSeq + 1, 0, "pair_bf16@sm_90a"},     // one sequence: total_q is its length
+        {1, kFewTokensPerSeq, 0, "prefill_bf16@sm_90a"},      // 8 tokens: the second row group empty
+        {1, 1, 1, "prefill_bf16@sm_90a"},                     // decode
+        {2, 100, 0, "prefill_bf16@sm_90a"},                   // no hint: the shortest is not bounded
+        {2, 100, 50, "pair_bf16@sm_90a"},                     // 50 + 50
+        {2, 100, 91, "pair_bf16@sm_90a"},                     // at least 9 + 91
+        {2, 100, 92, "prefill_bf16@sm_90a"},                  // possibly 8 + 92
+        {32, 160, 5, "prefill_bf16@sm_90a"},                  // a verification step, 5 tokens each
+        {64, 2048 + 63, 2048, "prefill_bf16@sm_90a"},         // a prompt chunk with 63 decodes
+        {4, 4 * 4096, 4096, "pair_bf16@sm_90a"},              // four prompts
+    };
+    for (const Call& c : calls) {
+        p.num_seqs = c.num_seqs;
+        p.total_q = c.total_q;
+        p.max_seqlen_q = c.max_seqlen_q;
+        CAPTURE(c.num_seqs);
+        CAPTURE(c.total_q);
+        CAPTURE(c.max_seqlen_q);
+        CHECK(select_name(m, p, 9, 0, &why) == c.expected);
+    }
+    // Pinned, it serves any call; alone in a bundle it refuses the calls the rule leaves out, and says why.
+    p.num_seqs = 32;
+    p.total_q = 160;
+    p.max_seqlen_q = 5;
+    int32_t index = -1;
+    REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &why, "pair_bf16") == WIDEATTN_OK);
+    CHECK(m.kernels[index].name == "pair_bf16");
+    const Manifest alone = parse_bundle({test::kernel_json("pair_bf16", "sm_90a", "bf16", 512, 512, 512, 8, 8,
+                                                           "\"varlen\", \"paged\", \"lse\", \"many_tokens\"")});
+    CHECK(select_kernel(alone.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why.find("pair_bf16 runs on its own only where every sequence has more than 8 query tokens, which "
+                   "total_q=160 over num_seqs=32 with max_seqlen_q=5 does not bound") != std::string::npos);
+}
+
+TEST_CASE("selection: the built bundle's two-CTA kernel serves prompts, the one-CTA kernel short sequences") {
+    Manifest m;
+    std::string err;
+    REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
+    const bool built = std::any_of(m.kernels.begin(), m.kernels.end(), [](const ManifestKernel& k) {
+        return k.name == "wgmma_bf16c2_d512" && k.arch == "sm_90a";
+    });
+    if (!built) {
+        MESSAGE("the built bundle has no wgmma_bf16c2_d512 for sm_90a");
+        return;
+    }
+    wideattn_prefill_params p = test::valid_params();
+    p.num_seqs = 1;
+    p.total_q = 16384;
+    CHECK(select_name(m, p, 9, 0, &err) == "wgmma_bf16c2_d512@sm_90a");
+    p.total_q = 5;  // a verification step of one sequence
+    CHECK(select_name(m, p, 9, 0, &err) == "wgmma_bf16_d512@sm_90a");
+    p.num_seqs = 64;  // a 2048-token chunk with 63 decodes
+    p.total_q = 2048 + 63;
+    p.max_seqlen_q = 2048;
+    CHECK(select_name(m, p, 9, 0, &err) == "wgmma_bf16_d512@sm_90a");
 }
 
 namespace {

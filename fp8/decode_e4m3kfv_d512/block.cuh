@@ -56,11 +56,11 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
     ptx::cp_async_wait<0>();
 }
 
-// One block; Traits: DecodeE4m3KfvD512Traits or its lean-table form (decode_e4m3kfv2_d512).
-template <class Traits, bool kSplit>
+template <bool kSplit>
 __device__ __forceinline__ void decode_kfv_block(const wideattn_prefill_params& p, const KFromV& kfv,
                                                  unsigned char* smem) {
-    using Plan = typename Traits::SmemPlan;
+    using Traits = DecodeE4m3KfvD512Traits;
+    using Plan = Traits::SmemPlan;
     BlockWork work;
     BlockGeometry geometry;
     if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;

@@ -9,10 +9,7 @@
 // arithmetic, cos / sin from the caller's table (wideattn_k_from_v.cos_sin) where it holds every
 // key of the sub-tile, else by the Cody-Waite reduction of rope_cos_sin_reduced), as
 // decode_bf16kfv_d512's keys.cuh; the unrotated pair blocks first, with the table's words for the
-// first kCosSinBlocksAhead rotated ones in flight. With Traits::kLeanTables (decode_e4m3kfv2_d512)
-// the table's words are read through the lane's two row addresses of the sub-tile (CosSinRows) and
-// the unrotated pair blocks of Gemma 4's description run unrolled: the same values, fewer
-// instructions.
+// first kCosSinBlocksAhead rotated ones in flight.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -80,8 +77,8 @@ struct BlockCosSin {
 };
 
 template <class Traits>
-__device__ __forceinline__ void load_block_cos_sin_checked(const CosSinTable& table, int32_t lane, int32_t c,
-                                                           int32_t position0, BlockCosSin* out) {
+__device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int32_t lane, int32_t c,
+                                                   int32_t position0, BlockCosSin* out) {
     constexpr int32_t kCodesPerWord = 4;
     const int32_t g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -91,33 +88,6 @@ __device__ __forceinline__ void load_block_cos_sin_checked(const CosSinTable& ta
             out->word[q][pair] = table.pair(position0 + g + 8 * (q % 2),
                                             Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) +
                                                 kCodesPerWord * t + 2 * pair);
-}
-
-// The lean reads' rows of a sub-tile in the caller's table: keys g and g + 8 from position0, at the
-// lane's first frequency 4 t.
-template <class Traits>
-__device__ __forceinline__ CosSinRows lane_cos_sin_rows(const CosSinTable& table, int32_t lane, int32_t position0) {
-    constexpr int32_t kCodesPerWord = 4;
-    return cos_sin_rows(table, position0 + lane / 4, Traits::kMmaM / 2, kCodesPerWord * (lane % 4));
-}
-
-// The words of pair block c: with kLeanTables and every frequency of the block below
-// rotary_dims / 2 (the same for the whole launch), straight from the lane's rows at fixed offsets;
-// otherwise entry by entry with CosSinTable::pair's bound.
-template <class Traits>
-__device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, const CosSinRows& rows, int32_t lane,
-                                                   int32_t c, int32_t position0, BlockCosSin* out) {
-    if constexpr (Traits::kLeanTables) {
-        if ((c + 1) * Traits::kDimBlock <= table.frequencies) {
-#pragma unroll
-            for (int32_t q = 0; q < 4; ++q)
-#pragma unroll
-                for (int32_t pair = 0; pair < 2; ++pair)
-                    out->word[q][pair] = rows.word(q % 2, Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) + 2 * pair);
-            return;
-        }
-    }
-    load_block_cos_sin_checked<Traits>(table, lane, c, position0, out);
 }
 
 // The K of 16 keys x dim blocks c (dims 32c ..) and c + kPairBlockOffset (their partners 256 on)
@@ -202,31 +172,15 @@ __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     const bool from_table = table.holds(position0, min(keys_valid, Traits::kSubTileKeys));
     BlockCosSin ahead[Traits::kCosSinBlocksAhead];
-    CosSinRows rows{};
     if (from_table) {
-        if constexpr (Traits::kLeanTables) rows = lane_cos_sin_rows<Traits>(table, lane, position0);
 #pragma unroll
         for (int32_t c = 0; c < Traits::kCosSinBlocksAhead; ++c)
-            if (c < rotated_blocks) load_block_cos_sin<Traits>(table, rows, lane, c, position0, &ahead[c]);
+            if (c < rotated_blocks) load_block_cos_sin<Traits>(table, lane, c, position0, &ahead[c]);
     }
-    bool unrolled = false;
-    if constexpr (Traits::kLeanTables) {
-        // The unrotated pair blocks of a description with kCosSinBlocksAhead rotated ones (Gemma 4's)
-        // unrolled: their ldmatrix and weight addresses become fixed offsets.
-        if (rotated_blocks == Traits::kCosSinBlocksAhead) {
-#pragma unroll
-            for (int32_t c = Traits::kCosSinBlocksAhead; c < Traits::kPairBlockOffset; ++c)
-                kfv_pair_scores<Traits, KFromVBuild::kScale>(v_stage, q_shared, weight, freq, lane, c, position0,
-                                                             v_scale, ahead[0], acc);
-            unrolled = true;
-        }
-    }
-    if (!unrolled) {
 #pragma unroll 1
-        for (int32_t c = rotated_blocks; c < Traits::kPairBlockOffset; ++c)
-            kfv_pair_scores<Traits, KFromVBuild::kScale>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
-                                                         ahead[0], acc);
-    }
+    for (int32_t c = rotated_blocks; c < Traits::kPairBlockOffset; ++c)
+        kfv_pair_scores<Traits, KFromVBuild::kScale>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale, ahead[0],
+                                                acc);
     if (from_table) {
 #pragma unroll
         for (int32_t c = 0; c < Traits::kCosSinBlocksAhead; ++c)
@@ -236,7 +190,7 @@ __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_
 #pragma unroll 1
         for (int32_t c = Traits::kCosSinBlocksAhead; c < rotated_blocks; ++c) {
             BlockCosSin words;
-            load_block_cos_sin<Traits>(table, rows, lane, c, position0, &words);
+            load_block_cos_sin<Traits>(table, lane, c, position0, &words);
             kfv_pair_scores<Traits, KFromVBuild::kRotateTable>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
                                                           words, acc);
         }

@@ -27,11 +27,6 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     // block; the ones past them load theirs where used.
     static constexpr int32_t kCosSinBlocksAhead = 2;
     static constexpr int32_t kSubTileKeysPerLane = 2;                      // keys g and g + 8 of the A rows
-    // The lean table reads (decode_e4m3kfv2_d512; false here): the caller's cos / sin words of a
-    // sub-tile through the lane's two row addresses (CosSinRows), without a per-entry bound check
-    // for the pair blocks whose frequencies all rotate, and the unrotated pair blocks unrolled when
-    // kCosSinBlocksAhead of them rotate. The same values in the same order, so the same bits.
-    static constexpr bool kLeanTables = false;
 
     // The largest finite e4m3 magnitude (code 0x7e, fp8/codec/e4m3.h): bounds |V| / v_scale.
     static constexpr float kE4m3Max = fp8::kE4m3Max;

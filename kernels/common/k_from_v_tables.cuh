@@ -72,32 +72,6 @@ struct CosSinTable {
     }
 };
 
-// A lane's two rows of a CosSinTable for the lean reads of the candidate K-from-V decode kernels
-// (Traits::kLeanTables): the rows of its two keys, at one of its frequencies, addressed once per
-// sub-tile so that each word is one load at a fixed offset.
-struct CosSinRows {
-    const unsigned char* row[2];
-
-    // The word of frequencies f0 + f, f0 + f + 1 (f0: the rows' first frequency) of key `key`.
-    __device__ __forceinline__ uint2 word(int32_t key, int32_t f) const {
-        return __ldg(reinterpret_cast<const uint2*>(row[key] + f * static_cast<int64_t>(kCosSinEntryBytes)));
-    }
-};
-
-// The rows of positions `position` and `position + key_stride` (clamped to the table's last row,
-// as CosSinTable::pair) at frequency `first_frequency`. Only for a table that holds `position`
-// (CosSinTable::holds).
-__device__ __forceinline__ CosSinRows cos_sin_rows(const CosSinTable& table, int32_t position, int32_t key_stride,
-                                                   int32_t first_frequency) {
-    CosSinRows rows;
-#pragma unroll
-    for (int32_t key = 0; key < 2; ++key) {
-        const int64_t row = min(position + key_stride * key, table.positions - 1);
-        rows.row[key] = table.base + row * table.row_bytes + first_frequency * static_cast<int64_t>(kCosSinEntryBytes);
-    }
-    return rows;
-}
-
 // The bf16x2 cos pair (c_d low, c_d+1 high) and sin pair of a CosSinTable word.
 __device__ __forceinline__ void cos_sin_pairs(uint2 word, uint32_t* c, uint32_t* s) {
     constexpr uint32_t kLowHalves = 0x5410u, kHighHalves = 0x7632u;

@@ -96,6 +96,31 @@ constexpr bool within_alone_limit(int32_t tokens_per_seq, int64_t total_q, int64
     return tokens_per_seq == 0 || total_q <= tokens_per_seq * num_seqs;
 }
 
+// Feature of a kernel made for calls whose every sequence has many query tokens (prefill and
+// prompt chunks): correct for any call, considered on its own by selection only when the shortest
+// sequence, as total_q, num_seqs and the max_seqlen_q hint bound it, has more than
+// kFewTokensPerSeq query tokens (many_tokens_call); pinned by name it serves every call. The
+// two-CTA kernels carry it: their token tile is two row groups of kFewTokensPerSeq tokens, and a
+// sequence of fewer tokens leaves a row group without rows that still runs the whole key loop.
+constexpr char kFeatureManyTokens[] = "many_tokens";
+
+// A lower bound on the query tokens of the shortest of num_seqs sequences that hold total_q
+// together when none holds more than max_seqlen_q (0: unknown, which bounds only one sequence).
+constexpr int64_t shortest_seq_lower_bound(int64_t total_q, int64_t num_seqs, int64_t max_seqlen_q) {
+    if (num_seqs <= 0) return 0;
+    if (num_seqs == 1) return total_q;
+    if (max_seqlen_q <= 0) return 0;
+    const int64_t bound = total_q - (num_seqs - 1) * max_seqlen_q;
+    return bound > 0 ? bound : 0;
+}
+
+// Whether a call's shortest sequence provably has more than kFewTokensPerSeq query tokens: the
+// calls a many_tokens kernel serves on its own. Never a few_tokens call (its average, an upper
+// bound of the shortest, is at most kFewTokensPerSeq).
+constexpr bool many_tokens_call(int64_t total_q, int64_t num_seqs, int64_t max_seqlen_q) {
+    return shortest_seq_lower_bound(total_q, num_seqs, max_seqlen_q) > kFewTokensPerSeq;
+}
+
 // Feature of a kernel whose blocks run as clusters of kCtaPairSize CTAs (fixed on the entry point by
 // __cluster_dims__, sm_90 and later) that share one token tile: grid.x is kCtaPairSize x the token
 // tiles, the CTAs of a tile next to each other (blockIdx.x / kCtaPairSize is the tile's rank).

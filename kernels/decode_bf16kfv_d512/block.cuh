@@ -73,11 +73,11 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
     ptx::cp_async_wait<0>();
 }
 
-// One block; Traits: DecodeBf16KfvD512Traits or its lean-table form (decode_bf16kfv2_d512).
-template <class Traits, bool kSplit>
+template <bool kSplit>
 __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_params& p, const KFromV& kfv,
                                                      unsigned char* smem) {
-    using Plan = typename Traits::SmemPlan;
+    using Traits = DecodeBf16KfvD512Traits;
+    using Plan = Traits::SmemPlan;
     BlockWork work;
     BlockGeometry geometry;
     if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;
@@ -98,11 +98,7 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     const uint32_t ring = base + Plan::kRings + static_cast<uint32_t>(warp * Traits::kWarpRingBytes);
 
     const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
-    // Thread i stages the pair of dims 2i, 2i + 1: in dim order, or where the packed table keeps it.
-    const int32_t first_dim = 2 * static_cast<int32_t>(threadIdx.x);
-    const uint32_t pair_offset = Traits::kLeanTables ? static_cast<uint32_t>(Traits::packed_weight_offset(first_dim))
-                                                     : kBf16Bytes * static_cast<uint32_t>(first_dim);
-    ptx::store_shared_u32(base + Plan::kWeightBf16 + pair_offset, ptx::pack_bf16x2(w.x, w.y));
+    ptx::store_shared_u32(base + Plan::kWeightBf16 + 2 * kBf16Bytes * threadIdx.x, ptx::pack_bf16x2(w.x, w.y));
     const bool bf16_weights = __syncthreads_and(is_bf16_value(w.x) && is_bf16_value(w.y)) != 0;
     // load_q's barrier also makes the tables visible.
     load_q<Traits>(p, base + Plan::kQ, token, work.kv_head);

@@ -20,9 +20,6 @@
 //   cosf / sinf's Payne-Hanek path), the cos and the sin of two frequencies rounded by one cvt each.
 // The unrotated k-steps come first: the table's words for the first kCosSinQLoadsAhead rotated Q
 // loads are loaded before them, so their reads are in flight while those run.
-// With Traits::kLeanTables (decode_bf16kfv2_d512) the same values are read with fewer
-// instructions: a k-step's bf16 weights by one 16-byte load of the packed table, the cos / sin
-// words through the lane's two row addresses of the sub-tile (CosSinRows).
 #pragma once
 
 #include <cstdint>
@@ -70,8 +67,8 @@ struct QLoadCosSin {
 };
 
 template <class Traits>
-__device__ __forceinline__ void load_q_cos_sin_checked(const CosSinTable& table, int32_t lane, int32_t q,
-                                                       int32_t position0, QLoadCosSin<Traits>* out) {
+__device__ __forceinline__ void load_q_cos_sin(const CosSinTable& table, int32_t lane, int32_t q, int32_t position0,
+                                               QLoadCosSin<Traits>* out) {
     const int32_t g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int32_t h = 0; h < Traits::kKStepsPerQLoad; ++h)
@@ -82,37 +79,6 @@ __device__ __forceinline__ void load_q_cos_sin_checked(const CosSinTable& table,
                 out->word[h][half][key] =
                     table.pair(position0 + g + Traits::kMmaM / 2 * key,
                                Traits::kMmaK * (Traits::kKStepsPerQLoad * q + h) + Traits::kMmaK / 2 * half + 2 * t);
-}
-
-// The lean reads' rows of a sub-tile in the caller's table: keys g and g + 8 from position0, at the
-// lane's first frequency 2 t.
-template <class Traits>
-__device__ __forceinline__ CosSinRows lane_cos_sin_rows(const CosSinTable& table, int32_t lane, int32_t position0) {
-    return cos_sin_rows(table, position0 + lane / 4, Traits::kMmaM / 2, 2 * (lane % 4));
-}
-
-// The words of Q load q: with kLeanTables and every frequency of the Q load below rotary_dims / 2
-// (the same for the whole launch), straight from the lane's rows at fixed offsets; otherwise
-// entry by entry with CosSinTable::pair's bound.
-template <class Traits>
-__device__ __forceinline__ void load_q_cos_sin(const CosSinTable& table, const CosSinRows& rows, int32_t lane,
-                                               int32_t q, int32_t position0, QLoadCosSin<Traits>* out) {
-    constexpr int32_t kQLoadFrequencies = Traits::kMmaK * Traits::kKStepsPerQLoad;
-    if constexpr (Traits::kLeanTables) {
-        if ((q + 1) * kQLoadFrequencies <= table.frequencies) {
-#pragma unroll
-            for (int32_t h = 0; h < Traits::kKStepsPerQLoad; ++h)
-#pragma unroll
-                for (int32_t half = 0; half < 2; ++half)
-#pragma unroll
-                    for (int32_t key = 0; key < 2; ++key) {
-                        out->word[h][half][key] =
-                            rows.word(key, Traits::kMmaK * (Traits::kKStepsPerQLoad * q + h) + Traits::kMmaK / 2 * half);
-                    }
-            return;
-        }
-    }
-    load_q_cos_sin_checked<Traits>(table, lane, q, position0, out);
 }
 
 // The K of the A-fragment registers of k-step `step` (0 .. 15 of a chunk) in both chunks, built
@@ -126,22 +92,13 @@ __device__ __forceinline__ void build_k_step(uint32_t (&lo)[4], uint32_t (&hi)[4
                                              uint32_t weight_bf16, uint32_t freq, const uint2 (&words)[2][2],
                                              int32_t lane, int32_t step, int32_t position0) {
     const int32_t g = lane / 4, t = lane % 4;
-    constexpr bool kPacked = Traits::kLeanTables && kBf16Weights;
-    float4 packed{};  // [half][first, partner] bf16 pairs of the packed table
-    if constexpr (kPacked)
-        packed = ptx::load_shared_f32x4(weight_bf16 + Traits::packed_load_offset(step, t));
 #pragma unroll
     for (int32_t half = 0; half < 2; ++half) {
         const int32_t dim = Traits::kMmaK * step + Traits::kMmaK / 2 * half + 2 * t;
         float2 w_lo{}, w_hi{};
         uint32_t w_lo_bf16 = 0, w_hi_bf16 = 0;
-        if constexpr (kPacked) {
-            w_lo_bf16 = __float_as_uint(half == 0 ? packed.x : packed.z);
-            w_hi_bf16 = __float_as_uint(half == 0 ? packed.y : packed.w);
-        } else {
-            load_weight_pair<kBf16Weights>(weight, weight_bf16, dim, &w_lo, &w_lo_bf16);
-            load_weight_pair<kBf16Weights>(weight, weight_bf16, dim + Traits::kHalfDim, &w_hi, &w_hi_bf16);
-        }
+        load_weight_pair<kBf16Weights>(weight, weight_bf16, dim, &w_lo, &w_lo_bf16);
+        load_weight_pair<kBf16Weights>(weight, weight_bf16, dim + Traits::kHalfDim, &w_hi, &w_hi_bf16);
         float2 inv_freq{};
         if constexpr (kBuild == KFromVBuild::kRotate) inv_freq = ptx::load_shared_f32x2(freq + kF32Bytes * dim);
 #pragma unroll
@@ -206,32 +163,15 @@ __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t h
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     const bool from_table = table.holds(position0, min(keys_valid, Traits::kSubTileKeys));
     QLoadCosSin<Traits> ahead[Traits::kCosSinQLoadsAhead];
-    CosSinRows rows{};
     if (from_table) {
-        if constexpr (Traits::kLeanTables) rows = lane_cos_sin_rows<Traits>(table, lane, position0);
 #pragma unroll
         for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)
-            if (q < rotated_q_loads) load_q_cos_sin<Traits>(table, rows, lane, q, position0, &ahead[q]);
+            if (q < rotated_q_loads) load_q_cos_sin<Traits>(table, lane, q, position0, &ahead[q]);
     }
-    bool unrolled = false;
-    if constexpr (Traits::kLeanTables) {
-        // The unrotated Q loads of a description with kCosSinQLoadsAhead rotated ones (Gemma 4's)
-        // unrolled: their ldmatrix addresses become fixed offsets instead of a swizzle per load.
-        if (rotated_q_loads == Traits::kCosSinQLoadsAhead) {
-#pragma unroll
-            for (int32_t q = Traits::kCosSinQLoadsAhead; q < Traits::kQLoadsPerChunk; ++q)
-                kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight,
-                                                                        weight_bf16, freq, lane, q, position0,
-                                                                        ahead[0], acc);
-            unrolled = true;
-        }
-    }
-    if (!unrolled) {
 #pragma unroll 1
-        for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
-            kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16,
-                                                                    freq, lane, q, position0, ahead[0], acc);
-    }
+    for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
+        kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq,
+                                                            lane, q, position0, ahead[0], acc);
     if (from_table) {
 #pragma unroll
         for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)
@@ -242,7 +182,7 @@ __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t h
 #pragma unroll 1
         for (int32_t q = Traits::kCosSinQLoadsAhead; q < rotated_q_loads; ++q) {
             QLoadCosSin<Traits> words;
-            load_q_cos_sin<Traits>(table, rows, lane, q, position0, &words);
+            load_q_cos_sin<Traits>(table, lane, q, position0, &words);
             kfv_scores_q<Traits, KFromVBuild::kRotateTable, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight,
                                                                       weight_bf16, freq, lane, q, position0, words,
                                                                       acc);

@@ -43,31 +43,6 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // The same weights as bf16 (read as pairs of dims d, d + 1) when every one is a bf16 value.
     static constexpr int32_t kWeightBf16Bytes = kHeadDim * 2;
 
-    // The lean table reads (decode_bf16kfv2_d512; false here): the bf16 weights packed so that a
-    // lane reads all those of a k-step with one 16-byte load (packed_weight_offset), and the
-    // caller's cos / sin table read through the lane's two row addresses of a sub-tile, without a
-    // per-entry bound check for the Q loads whose frequencies all rotate, and the unrotated Q loads
-    // unrolled when kCosSinQLoadsAhead of them rotate. The same values in the same order, so the
-    // same bits, with fewer instructions per sub-tile.
-    static constexpr bool kLeanTables = false;
-    // Packed weights: per k-step and lane quad position t (dims d = kMmaK step + 2 t), the bf16 pairs
-    // of dims d, d + kHalfDim, d + kMmaK / 2, d + kHalfDim + kMmaK / 2, in build_k_step's order.
-    static constexpr int32_t kPackedPairs = 4;
-    static constexpr int32_t kPairBytes = 4;
-    static constexpr int32_t kPackedWeightBytes = kPackedPairs * kPairBytes;
-    static constexpr int32_t kQuadPositions = kMmaK / 2 / 2;  // t: a lane's place in its quad
-    // The packed table's byte offset of the pair of dims (d, d + 1), d even in [0, kHeadDim).
-    WIDEATTN_HOST_DEVICE static constexpr int32_t packed_weight_offset(int32_t d) {
-        const int32_t partner = d / kHalfDim, in_half = d % kHalfDim;
-        const int32_t step = in_half / kMmaK, half = in_half % kMmaK / (kMmaK / 2), t = in_half % (kMmaK / 2) / 2;
-        return packed_load_offset(step, t) + (2 * half + partner) * kPairBytes;
-    }
-    // The 16-byte word a lane of quad place t reads for k-step `step` (packed_weight_offset of its
-    // first dim, kMmaK step + 2 t, without the divisions: the key loop's step is a runtime value).
-    WIDEATTN_HOST_DEVICE static constexpr int32_t packed_load_offset(int32_t step, int32_t t) {
-        return (step * kQuadPositions + t) * kPackedWeightBytes;
-    }
-
     struct SmemPlan {
         static constexpr int32_t kQ = 0;
         static constexpr int32_t kRings = kQ + kQBytes;
@@ -91,8 +66,6 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
                       SmemPlan::kWeightBf16 % kVecBytes == 0,
                   "the tables are read by 4-, 8- and 16-byte shared loads");
     static_assert(kMergeBytes <= kWarps * kWarpRingBytes, "the merge area fits in the rings");
-    static_assert(kChunkKSteps * kQuadPositions * kPackedWeightBytes == kWeightBf16Bytes,
-                  "the packed weights take the bf16 copy's place");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
 
     static constexpr KernelDesc desc = {

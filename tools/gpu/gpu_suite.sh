@@ -25,7 +25,8 @@
 #   and exits.
 # --list-racecheck-steps prints each racecheck step's kernel, the regex of its entry points and
 #   the selftest's --kernels filter of the step (tab-separated; the sanitizer step instruments one
-#   kernel per step) and exits.
+#   kernel per step, and the cluster kernels too where the step runs every kernel's checks:
+#   racecheck_kernels below) and exits.
 # --sanitizer-part 1 runs only the first half of the compute-sanitizer steps (memcheck on the
 #   selftest, racecheck per kernel: 123 s on the H200 on 2026-12-03 since each step runs one
 #   kernel's cases, about 5.5 minutes before), --sanitizer-part 2 the second (synccheck on the
@@ -74,17 +75,32 @@ racecheck_step_limit=150  # seconds, one kernel instrumented
 # points as a regex alternation (symbol|split_symbol) and the selftest's --kernels filter of its
 # step, tab-separated: a prefill kernel's own name (the selftest then runs its cases alone; the
 # fp64 kernel's step ran every kernel's cases with it as their reference and was cut by the step
-# limit on 2026-12-03), empty for the merge, quantise and amax kernels (run by the others' checks).
+# limit on 2026-12-03), empty for the merge, quantise, amax and rebuild kernels (run by the others'
+# checks). Those steps run every kernel's checks, so their regex also names the entry points of the
+# cluster kernels (feature cta_pair): racecheck faults in a cluster kernel's distributed shared
+# memory stores (st.async) when that kernel runs uninstrumented ("Internal Sanitizer Error: The
+# Sanitizer failed to handle a hardware exception", an illegal address; the same in a 30-line
+# cluster program; memcheck and synccheck run such kernels uninstrumented without fault; H200,
+# 2026-12-05, data/bench/2026-12-05-c2-default/), and instrumented they run clean.
 racecheck_kernels() {
     python3 -c '
 import json, sys
+kernels = json.load(open(sys.argv[1]))["kernels"]
+def entries(k):
+    return [e for e in (k["symbol"], k.get("split_symbol", "")) if e]
+cluster = []
+for k in kernels:
+    if "cta_pair" in k.get("features", []):
+        cluster += [e for e in entries(k) if e not in cluster]
 seen = set()
-for k in json.load(open(sys.argv[1]))["kernels"]:
+for k in kernels:
     if k["name"] in seen:
         continue
     seen.add(k["name"])
-    entries = "|".join(e for e in (k["symbol"], k.get("split_symbol", "")) if e)
-    print(k["name"] + "\t" + entries + "\t" + (k["name"] if k["kind"] == "prefill" else ""))' \
+    own = entries(k)
+    prefill = k["kind"] == "prefill"
+    names = own if prefill else own + [e for e in cluster if e not in own]
+    print(k["name"] + "\t" + "|".join(names) + "\t" + (k["name"] if prefill else ""))' \
         "$build/bundle/manifest.json"
 }
 # gpu_test_steps: one line per step, its name and its doctest arguments, tab-separated.
@@ -210,6 +226,7 @@ if ((benches)); then
     # in one process, as the performance bars are stated.
     if bundle_has_prefill name wgmma_bf16_d512; then
         tiers=mma_bf16_d512,wgmma_bf16_d512
+        bundle_has_prefill name wgmma_bf16c2_d512 && tiers+=,wgmma_bf16c2_d512
         bundle_has_prefill name wgmma_e4m3q_d512 && tiers+=,mma_e4m3q_d512,wgmma_e4m3q_d512
         step bench-tiers bench_tiers.txt "$cli" bench --kernels "$tiers" \
             --cases prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k --json "$out/bench_tiers.json" --commit "$commit"

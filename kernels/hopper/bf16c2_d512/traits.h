@@ -102,6 +102,8 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
                       kChunkBytes % kSmemAlign == 0 && kQGroupBytes % kSmemAlign == 0,
                   "operands start on 1024-byte swizzle atoms");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
+    static_assert(kTileTokens == kFewTokensPerSeq,
+                  "many_tokens: a sequence of more than kFewTokensPerSeq tokens has rows in both row groups of its first tile");
 
     static constexpr KernelDesc desc = {
         "wgmma_bf16c2_d512", "wideattn_wgmma_bf16c2_d512",
@@ -109,7 +111,7 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
         kHeadDim, kHeadDim, kHeadDim,
         kGroup, kGroup,
         kClusterTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
-        "varlen,paged,causal,gqa,lse,tma_kv,cta_pair,split_kv", kKindPrefill, "wideattn_wgmma_bf16c2_d512_split"};
+        "varlen,paged,causal,gqa,lse,tma_kv,cta_pair,many_tokens,split_kv", kKindPrefill, "wideattn_wgmma_bf16c2_d512_split"};
 };
 
 }  // namespace wideattn

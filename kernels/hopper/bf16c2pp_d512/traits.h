@@ -19,7 +19,7 @@ struct WgmmaBf16C2ppD512Traits : WgmmaBf16C2D512Traits {
         kHeadDim, kHeadDim, kHeadDim,
         kGroup, kGroup,
         kClusterTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
-        "varlen,paged,causal,gqa,lse,tma_kv,cta_pair,split_kv", kKindPrefill, "wideattn_wgmma_bf16c2pp_d512_split"};
+        "varlen,paged,causal,gqa,lse,tma_kv,cta_pair,many_tokens,split_kv", kKindPrefill, "wideattn_wgmma_bf16c2pp_d512_split"};
 };
 
 }  // namespace wideattn
