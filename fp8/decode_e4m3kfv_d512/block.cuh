@@ -29,9 +29,30 @@ __device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, 
     ptx::cp_async_commit();
 }
 
+// issue_v_chunk with the block-table entry of sub-tile c read earlier (`page`, valid when the
+// sub-tile exists).
+template <class Traits>
+__device__ __forceinline__ void issue_v_chunk_from_page(const wideattn_prefill_params& p,
+                                                        const WarpStream<Traits>& stream, uint32_t ring, int32_t warp,
+                                                        int32_t count, int32_t c, int32_t page) {
+    if (c < count)
+        stream.template issue_from_page<true>(p, warp + c * Traits::kWarps,
+                                              ring + (c % Traits::kRingChunks) * Traits::kChunkBytes, page);
+    ptx::cp_async_commit();
+}
+
+// The block-table entry of the warp's sub-tile c, or 0 past its last one.
+template <class Traits>
+__device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                             int32_t warp, int32_t count, int32_t c) {
+    return c < count ? stream.page_of(p, warp + c * Traits::kWarps) : 0;
+}
+
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles: wait for V_i, issue
 // V_i+2 (into V_i-1's slot, read to the end in the previous step), S_i with K built from V_i, the
-// softmax, P_i V_i.
+// softmax, P_i V_i. Traits::kPagesAhead: the block-table entry of V_i+2 was read in the previous
+// step (in the prologue for V_2), right after that step's issue, so this issue does not wait for
+// a table load; the prologue's chunks (kChunksInFlight, issued by the block) read theirs there.
 template <class Traits>
 __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                                   uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
@@ -40,10 +61,17 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
                                                   float score_scale,
                                                   float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
+    int32_t page_ahead = 0;  // kPagesAhead: the entry of sub-tile i + kChunksInFlight at step i
+    if constexpr (Traits::kPagesAhead) page_ahead = warp_page<Traits>(p, stream, warp, count, Traits::kChunksInFlight);
     for (int32_t i = 0; i < count; ++i) {
         ptx::cp_async_wait<Traits::kChunksInFlight - 1>();
         __syncwarp();  // V_i landed for every lane; every lane is done with V_i-1
-        issue_v_chunk<Traits>(p, stream, ring, warp, count, i + Traits::kChunksInFlight);
+        if constexpr (Traits::kPagesAhead) {
+            issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, i + Traits::kChunksInFlight, page_ahead);
+            page_ahead = warp_page<Traits>(p, stream, warp, count, i + Traits::kChunksInFlight + 1);
+        } else {
+            issue_v_chunk<Traits>(p, stream, ring, warp, count, i + Traits::kChunksInFlight);
+        }
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
         float s[4];
@@ -56,11 +84,11 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
     ptx::cp_async_wait<0>();
 }
 
-template <bool kSplit>
+// One block of the kernel whose traits are Traits (DecodeE4m3KfvD512Traits or a form of it).
+template <class Traits, bool kSplit>
 __device__ __forceinline__ void decode_kfv_block(const wideattn_prefill_params& p, const KFromV& kfv,
                                                  unsigned char* smem) {
-    using Traits = DecodeE4m3KfvD512Traits;
-    using Plan = Traits::SmemPlan;
+    using Plan = typename Traits::SmemPlan;
     BlockWork work;
     BlockGeometry geometry;
     if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;

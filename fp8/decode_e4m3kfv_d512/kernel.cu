@@ -20,7 +20,7 @@ extern "C" __global__ void __launch_bounds__(wideattn::DecodeE4m3KfvD512Traits::
 wideattn_decode_e4m3kfv_d512(const __grid_constant__ wideattn_prefill_params p,
                              const __grid_constant__ wideattn::KFromV kfv) {
     extern __shared__ __align__(wideattn::DecodeE4m3KfvD512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::decode_e4m3::decode_kfv_block<false>(p, kfv, smem);
+    wideattn::decode_e4m3::decode_kfv_block<wideattn::DecodeE4m3KfvD512Traits, false>(p, kfv, smem);
 }
 
 // The split-KV entry (grid.z = key splits; kernels/common/block_geometry.cuh, restrict_to_split).
@@ -28,5 +28,5 @@ extern "C" __global__ void __launch_bounds__(wideattn::DecodeE4m3KfvD512Traits::
 wideattn_decode_e4m3kfv_d512_split(const __grid_constant__ wideattn_prefill_params p,
                                    const __grid_constant__ wideattn::KFromV kfv) {
     extern __shared__ __align__(wideattn::DecodeE4m3KfvD512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::decode_e4m3::decode_kfv_block<true>(p, kfv, smem);
+    wideattn::decode_e4m3::decode_kfv_block<wideattn::DecodeE4m3KfvD512Traits, true>(p, kfv, smem);
 }

@@ -68,12 +68,24 @@ struct WarpStream {
         lane = lane_index;
     }
 
+    // The block-table entry of sub-tile `sub` (the page its 16 keys lie in; a sub-tile never
+    // straddles a page: block_size is a multiple of 16).
+    __device__ __forceinline__ int32_t page_of(const wideattn_prefill_params& p, int32_t sub) const {
+        return __ldg(table_row + sub * Traits::kSubTileKeys / p.block_size);
+    }
+
     // Issues the copies of part `part` (dims part x kChunkDims ..) of the K (value false) or V of
     // sub-tile `sub` into `chunk`.
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t sub, bool value, int32_t part,
                                           uint32_t chunk) const {
+        issue_from_page(p, sub, value, part, chunk, page_of(p, sub));
+    }
+
+    // issue() with the sub-tile's block-table entry `page` read earlier (page_of), so the copies
+    // do not wait for that load.
+    __device__ __forceinline__ void issue_from_page(const wideattn_prefill_params& p, int32_t sub, bool value,
+                                                    int32_t part, uint32_t chunk, int32_t page) const {
         const int32_t key0 = sub * Traits::kSubTileKeys;
-        const int32_t page = __ldg(table_row + key0 / p.block_size);
         const int32_t page_index = key0 / p.block_size;
         const int32_t slot0 = key0 - page_index * p.block_size;
         const bool in_cache = page_in_cache(page, p.num_blocks);

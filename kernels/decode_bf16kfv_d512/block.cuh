@@ -32,9 +32,32 @@ __device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, 
     ptx::cp_async_commit();
 }
 
+// issue_v_chunk with the block-table entry of the chunk's sub-tile read earlier (`page`, valid
+// when the sub-tile exists).
+template <class Traits>
+__device__ __forceinline__ void issue_v_chunk_from_page(const wideattn_prefill_params& p,
+                                                        const WarpStream<Traits>& stream, uint32_t ring, int32_t warp,
+                                                        int32_t count, int32_t c, int32_t page) {
+    const int32_t local = c / Traits::kVChunksPerSubTile;
+    if (local < count)
+        stream.issue_from_page(p, warp + local * Traits::kWarps, true, c % Traits::kVChunksPerSubTile,
+                               ring + (c % Traits::kRingChunks) * Traits::kChunkBytes, page);
+    ptx::cp_async_commit();
+}
+
+// The block-table entry of the warp's sub-tile `local` (its local index), or 0 past its last one.
+template <class Traits>
+__device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                             int32_t warp, int32_t count, int32_t local) {
+    return local < count ? stream.page_of(p, warp + local * Traits::kWarps) : 0;
+}
+
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles (traits.h, the ring):
 // wait for both chunks of sub-tile i, S_i with K built from them, the softmax, P V over the first
 // chunk, issue chunk 2i + 3 into its slot, P V over the second, issue chunk 2i + 4.
+// Traits::kPagesAhead: the block-table entry of sub-tile i + 2 is loaded at the top of step i,
+// so the copies issued at its end (chunk 2i + 3 of sub-tile i + 1, whose entry the previous step
+// loaded, and chunk 2i + 4 of sub-tile i + 2) do not wait for a table load.
 // `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them).
 template <class Traits>
 __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
@@ -45,10 +68,23 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
                                              int32_t rotated_q_loads, float score_scale,
                                              float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
+    static_assert(!Traits::kPagesAhead || (Traits::kPrologueChunks == 3 && Traits::kVChunksPerSubTile == 2),
+                  "pages ahead: step i issues chunk 2i + 3 (sub-tile i + 1) and 2i + 4 (sub-tile i + 2)");
+    int32_t page_ahead = 0;  // kPagesAhead: the entry of sub-tile i + 1 at the top of step i
+    if constexpr (Traits::kPagesAhead) {
+        const int32_t page0 = warp_page<Traits>(p, stream, warp, count, 0);
+        page_ahead = warp_page<Traits>(p, stream, warp, count, 1);
+        issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 0, page0);
+        issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 1, page0);
+        issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 2, page_ahead);
+    } else {
 #pragma unroll
-    for (int32_t c = 0; c < Traits::kPrologueChunks; ++c) issue_v_chunk<Traits>(p, stream, ring, warp, count, c);
+        for (int32_t c = 0; c < Traits::kPrologueChunks; ++c) issue_v_chunk<Traits>(p, stream, ring, warp, count, c);
+    }
     for (int32_t i = 0; i < count; ++i) {
         const int32_t first = Traits::kVChunksPerSubTile * i;
+        int32_t page_next = 0;  // kPagesAhead: the entry of sub-tile i + 2
+        if constexpr (Traits::kPagesAhead) page_next = warp_page<Traits>(p, stream, warp, count, i + 2);
         ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
         __syncwarp();  // both chunks of sub-tile i landed for every lane
         const uint32_t lo_chunk = ring + (first % Traits::kRingChunks) * Traits::kChunkBytes;
@@ -65,19 +101,28 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         chunk_pv<Traits>(lo_chunk, lane, 0, p0, p1, o);
         __syncwarp();  // every lane is done with chunk 2i
-        issue_v_chunk<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks);
+        if constexpr (Traits::kPagesAhead)
+            issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks, page_ahead);
+        else
+            issue_v_chunk<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks);
         chunk_pv<Traits>(hi_chunk, lane, 1, p0, p1, o);
         __syncwarp();  // every lane is done with chunk 2i + 1
-        issue_v_chunk<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks + 1);
+        if constexpr (Traits::kPagesAhead) {
+            issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks + 1,
+                                            page_next);
+            page_ahead = page_next;
+        } else {
+            issue_v_chunk<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks + 1);
+        }
     }
     ptx::cp_async_wait<0>();
 }
 
-template <bool kSplit>
+// One block of the kernel whose traits are Traits (DecodeBf16KfvD512Traits or a form of it).
+template <class Traits, bool kSplit>
 __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_params& p, const KFromV& kfv,
                                                      unsigned char* smem) {
-    using Traits = DecodeBf16KfvD512Traits;
-    using Plan = Traits::SmemPlan;
+    using Plan = typename Traits::SmemPlan;
     BlockWork work;
     BlockGeometry geometry;
     if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;

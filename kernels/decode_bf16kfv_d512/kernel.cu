@@ -16,7 +16,7 @@ extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16KfvD512Traits::
 wideattn_decode_bf16kfv_d512(const __grid_constant__ wideattn_prefill_params p,
                              const __grid_constant__ wideattn::KFromV kfv) {
     extern __shared__ __align__(wideattn::DecodeBf16KfvD512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::decode_bf16::decode_bf16kfv_block<false>(p, kfv, smem);
+    wideattn::decode_bf16::decode_bf16kfv_block<wideattn::DecodeBf16KfvD512Traits, false>(p, kfv, smem);
 }
 
 // The split-KV entry (grid.z = key splits; kernels/common/block_geometry.cuh, restrict_to_split).
@@ -24,5 +24,5 @@ extern "C" __global__ void __launch_bounds__(wideattn::DecodeBf16KfvD512Traits::
 wideattn_decode_bf16kfv_d512_split(const __grid_constant__ wideattn_prefill_params p,
                                    const __grid_constant__ wideattn::KFromV kfv) {
     extern __shared__ __align__(wideattn::DecodeBf16KfvD512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::decode_bf16::decode_bf16kfv_block<true>(p, kfv, smem);
+    wideattn::decode_bf16::decode_bf16kfv_block<wideattn::DecodeBf16KfvD512Traits, true>(p, kfv, smem);
 }

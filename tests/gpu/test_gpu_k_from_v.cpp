@@ -23,6 +23,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <utility>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -330,6 +331,74 @@ TEST_CASE("gpu K-from-V decode kernels: wideattn_k_from_v_cos_sin's table over e
                                             kGemma4GlobalRotaryDims, KNormWeights::kBf16);
         check_cos_sin_table_changes_nothing(kernel, problem_spec({1, 1}, {131000, 4000}, 32, 4, 64, kSeed + 35),
                                             kGemma4GlobalRotaryDims, KNormWeights::kBf16, perturbed);
+    }
+}
+
+namespace {
+
+// A candidate form of a K-from-V decode kernel (decode_bf16kfvpa_d512, decode_e4m3kfvpa_d512: the
+// block-table entries read a step ahead) computes the same values in the same order as its base kernel, so its output
+// must equal the base's bit for bit: without a table, with a table over every key and over part of
+// them (rows ending inside a sub-tile), bf16 and fp32 weights, Gemma 4's 128 rotated dims, every dim
+// rotating, and 72; the problems hold sequences of 1, 2 and many sub-tiles a warp (the steps
+// ahead of a warp's last sub-tile) on shuffled pages of 16 and 64 keys. False when the bundle
+// lacks either kernel on this GPU.
+bool check_candidate_form_bits(const char* base_name, const char* lean_name) {
+    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
+    const auto find = [&](const char* name) -> const RunnableKernel* {
+        for (const RunnableKernel& k : kernels)
+            if (k.name == name) return &k;
+        return nullptr;
+    };
+    const RunnableKernel* base = find(base_name);
+    const RunnableKernel* lean = find(lean_name);
+    if (base == nullptr || lean == nullptr) return false;
+    REQUIRE(base->kv_dtype == lean->kv_dtype);
+    constexpr int32_t kPartRotaryDims = 72;
+    constexpr int32_t kPartialTableRows = 2021;
+    const ProblemSpec specs[] = {problem_spec({1, 1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000, 200}, 32, 4, 16, kSeed + 40),
+                                 problem_spec({1, 1}, {5000, 20000}, 32, 4, 64, kSeed + 41)};
+    for (ProblemSpec spec : specs) {
+        spec.e4m3_kv = base->kv_dtype == WIDEATTN_DTYPE_E4M3;
+        HostProblem h;
+        REQUIRE(make_problem(spec, &h).empty());
+        const int32_t longest = *std::max_element(h.seq_lens_k.begin(), h.seq_lens_k.end());
+        for (const int32_t rotary_dims : {kGemma4GlobalRotaryDims, kEveryDim, kPartRotaryDims})
+            for (const KNormWeights weights : {KNormWeights::kBf16, KNormWeights::kFp32})
+                for (const int32_t rows : {0, kPartialTableRows, longest}) {
+                    std::vector<uint32_t> table;
+                    if (rows > 0) {
+                        const wideattn_k_from_v host_kfv = k_from_v_check_description(nullptr, rotary_dims);
+                        REQUIRE(k_from_v_cos_sin_table(host_kfv, spec.head_dim, rows, &table).empty());
+                    }
+                    CAPTURE(spec.describe());
+                    CAPTURE(rotary_dims);
+                    CAPTURE(rows);
+                    const bool bf16_weights = weights == KNormWeights::kBf16;
+                    CAPTURE(bf16_weights);
+                    const std::vector<unsigned char> expected =
+                        k_from_v_raw_output(*base, h, rotary_dims, weights, {}, table);
+                    const std::vector<unsigned char> got = k_from_v_raw_output(*lean, h, rotary_dims, weights, {}, table);
+                    std::printf("  %s / %s %-56s rotary %3d, table rows %5d%s: %s\n", base_name, lean_name,
+                                spec.describe().c_str(), rotary_dims, rows, bf16_weights ? ", bf16 w" : "",
+                                got == expected ? "bit-identical" : "DIFFERENT");
+                    CHECK(got == expected);
+                }
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("gpu K-from-V candidate forms: decode_bf16kfvpa_d512 and decode_e4m3kfvpa_d512 write their base kernels' bits") {
+    const std::pair<const char*, const char*> pairs[] = {{"decode_bf16kfv_d512", "decode_bf16kfvpa_d512"},
+                                                         {"decode_e4m3kfv_d512", "decode_e4m3kfvpa_d512"}};
+    for (const auto& pair : pairs) {
+        const char* const base = pair.first;
+        const char* const lean = pair.second;
+        CAPTURE(lean);
+        if (!check_candidate_form_bits(base, lean))
+            MESSAGE("the candidate " << lean << " is not in this bundle on this GPU (-Dcandidate_kernels)");
     }
 }
 

@@ -1,0 +1,27 @@
+// traits.h - the compile-time constants of decode_e4m3kfvpa_d512 (kernel
+// wideattn_decode_e4m3kfvpa_d512, sm_90a), a candidate form of decode_e4m3kfv_d512
+// (fp8/decode_e4m3kfv_d512/traits.h): the same block, each warp reading the block-table entry of
+// a sub-tile one step before the V copy that needs it (kPagesAhead, fp8/decode_e4m3kfv_d512/
+// block.cuh), so the copy issued at the top of a step does not wait for a table load. The same
+// values in the same order: its output is decode_e4m3kfv_d512's bit for bit.
+#pragma once
+
+#include "fp8/decode_e4m3kfv_d512/traits.h"
+#include "kernels/common/kernel_desc.h"
+
+namespace wideattn {
+
+struct DecodeE4m3KfvPaD512Traits : DecodeE4m3KfvD512Traits {
+    static constexpr bool kPagesAhead = true;
+
+    static constexpr KernelDesc desc = {
+        "decode_e4m3kfvpa_d512", "wideattn_decode_e4m3kfvpa_d512",
+        kBF16, kE4M3, kBF16,
+        kHeadDim, kHeadDim, kHeadDim,
+        kGroup, kGroup,
+        kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
+        "varlen,paged,causal,gqa,lse,fp8_kv,split_kv,single_token,k_from_v,k_from_v_only", kKindPrefill,
+        "wideattn_decode_e4m3kfvpa_d512_split"};
+};
+
+}  // namespace wideattn
