@@ -104,6 +104,49 @@ struct WarpStream {
             src += slot_stride;
         }
     }
+
+    // issue_from_page for V with fewer instructions: the slot of the sub-tile's first key by a mask
+    // when the page holds a power of two of keys (`page_shift` >= 0, page_shift_of), else by the
+    // division; a sub-tile whose 16 keys are all valid and in the cache copied without the
+    // per-key zero-fill selects. The same copies.
+    __device__ __forceinline__ void issue_value_lean(const wideattn_prefill_params& p, int32_t sub, int32_t part,
+                                                     uint32_t chunk, int32_t page, int32_t page_shift) const {
+        const int32_t key0 = sub * Traits::kSubTileKeys;
+        const int32_t slot0 = page_shift >= 0 ? key0 & ((1 << page_shift) - 1) : key0 % p.block_size;
+        const bool in_cache = page_in_cache(page, p.num_blocks);
+        const int32_t keys = in_cache ? min(Traits::kSubTileKeys, kv_end - key0) : 0;
+        const int64_t page_safe = in_cache ? page : 0;
+        const int64_t slot_stride = p.v_slot_stride * Traits::kElemBytes;
+        const unsigned char* src = v_base + page_safe * (p.v_block_stride * Traits::kElemBytes) +
+                                   int64_t{slot0} * slot_stride + part * Traits::kChunkRowBytes + lane * Traits::kVecBytes;
+        if (keys == Traits::kSubTileKeys) {
+#pragma unroll
+            for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
+                ptx::cp_async_16_full(chunk + swizzled<Traits::kChunkRowBytes, Traits>(key, lane), src);
+                src += slot_stride;
+            }
+        } else {
+#pragma unroll
+            for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
+                const bool valid = key < keys;
+                ptx::cp_async_16(chunk + swizzled<Traits::kChunkRowBytes, Traits>(key, lane), valid ? src : v_base,
+                                 valid ? Traits::kVecBytes : 0);
+                src += slot_stride;
+            }
+        }
+    }
+
+    // page_of with the division replaced as in issue_value_lean.
+    __device__ __forceinline__ int32_t page_of_lean(const wideattn_prefill_params& p, int32_t sub,
+                                                    int32_t page_shift) const {
+        const int32_t key0 = sub * Traits::kSubTileKeys;
+        return __ldg(table_row + (page_shift >= 0 ? key0 >> page_shift : key0 / p.block_size));
+    }
 };
+
+// log2(block_size) when block_size is a power of two, else -1 (issue_value_lean).
+__device__ __forceinline__ int32_t page_shift_of(int32_t block_size) {
+    return (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
+}
 
 }  // namespace wideattn::decode_bf16

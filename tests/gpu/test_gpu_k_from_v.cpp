@@ -337,12 +337,12 @@ TEST_CASE("gpu K-from-V decode kernels: wideattn_k_from_v_cos_sin's table over e
 namespace {
 
 // A candidate form of a K-from-V decode kernel (decode_bf16kfvpa_d512, decode_e4m3kfvpa_d512: the
-// block-table entries read a step ahead) computes the same values in the same order as its base kernel, so its output
+// block-table entries read a step ahead; decode_bf16kfvli_d512: with the lean V copies) computes the same values in the same order as its base kernel, so its output
 // must equal the base's bit for bit: without a table, with a table over every key and over part of
 // them (rows ending inside a sub-tile), bf16 and fp32 weights, Gemma 4's 128 rotated dims, every dim
 // rotating, and 72; the problems hold sequences of 1, 2 and many sub-tiles a warp (the steps
-// ahead of a warp's last sub-tile) on shuffled pages of 16 and 64 keys. False when the bundle
-// lacks either kernel on this GPU.
+// ahead of a warp's last sub-tile) on shuffled pages of 16, 64 and 48 keys (a page size no power
+// of two: the lean copies' division path). False when the bundle lacks either kernel on this GPU.
 bool check_candidate_form_bits(const char* base_name, const char* lean_name) {
     const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
     const auto find = [&](const char* name) -> const RunnableKernel* {
@@ -357,7 +357,8 @@ bool check_candidate_form_bits(const char* base_name, const char* lean_name) {
     constexpr int32_t kPartRotaryDims = 72;
     constexpr int32_t kPartialTableRows = 2021;
     const ProblemSpec specs[] = {problem_spec({1, 1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000, 200}, 32, 4, 16, kSeed + 40),
-                                 problem_spec({1, 1}, {5000, 20000}, 32, 4, 64, kSeed + 41)};
+                                 problem_spec({1, 1}, {5000, 20000}, 32, 4, 64, kSeed + 41),
+                                 problem_spec({1, 1, 1}, {3000, 777, 50}, 32, 4, 48, kSeed + 42)};
     for (ProblemSpec spec : specs) {
         spec.e4m3_kv = base->kv_dtype == WIDEATTN_DTYPE_E4M3;
         HostProblem h;
@@ -390,8 +391,9 @@ bool check_candidate_form_bits(const char* base_name, const char* lean_name) {
 
 }  // namespace
 
-TEST_CASE("gpu K-from-V candidate forms: decode_bf16kfvpa_d512 and decode_e4m3kfvpa_d512 write their base kernels' bits") {
+TEST_CASE("gpu K-from-V candidate forms: decode_bf16kfvpa_d512, decode_bf16kfvli_d512 and decode_e4m3kfvpa_d512 write their base kernels' bits") {
     const std::pair<const char*, const char*> pairs[] = {{"decode_bf16kfv_d512", "decode_bf16kfvpa_d512"},
+                                                         {"decode_bf16kfv_d512", "decode_bf16kfvli_d512"},
                                                          {"decode_e4m3kfv_d512", "decode_e4m3kfvpa_d512"}};
     for (const auto& pair : pairs) {
         const char* const base = pair.first;
