@@ -5,13 +5,13 @@
 # per bundle and each bundle's median change against the first.
 #   tools/gpu/ab_bench.sh [--rounds N] [--kernels LIST] [--cases LIST] [--out DIR] LABEL=BUNDLE_DIR ...
 # --rounds N      alternated rounds (default 2)
-# --kernels LIST  passed to `wideattn bench --kernels` (default wgmma_bf16_d512)
+# --kernels LIST  passed to `wideattn bench --kernels` (default wgmma_bf16c2_d512, the BF16 prefill default)
 # --cases LIST    passed to `wideattn bench --cases` (default prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k)
 # --out DIR       where the JSON of every run and summary.md go (default: $OUT, else ./ab_bench_out)
 # The CLI is .devlibs/wideattn when present (tools/device_libs.sh), else build/tools/wideattn.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-rounds=2 kernels=wgmma_bf16_d512 cases=prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k
+rounds=2 kernels=wgmma_bf16c2_d512 cases=prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k
 out=${OUT:-$PWD/ab_bench_out}
 declare -a labels dirs
 while (($#)); do
