@@ -69,9 +69,12 @@ struct WarpStream {
     }
 
     // The block-table entry of sub-tile `sub` (the page its 16 keys lie in; a sub-tile never
-    // straddles a page: block_size is a multiple of 16).
-    __device__ __forceinline__ int32_t page_of(const wideattn_prefill_params& p, int32_t sub) const {
-        return __ldg(table_row + sub * Traits::kSubTileKeys / p.block_size);
+    // straddles a page: block_size is a multiple of 16); the page's index by a shift where
+    // `page_shift` >= 0 (page_shift_of), else by the division.
+    __device__ __forceinline__ int32_t page_of(const wideattn_prefill_params& p, int32_t sub,
+                                               int32_t page_shift = -1) const {
+        const int32_t key0 = sub * Traits::kSubTileKeys;
+        return __ldg(table_row + (page_shift >= 0 ? key0 >> page_shift : key0 / p.block_size));
     }
 
     // Issues the copies of part `part` (dims part x kChunkDims ..) of the K (value false) or V of
@@ -96,6 +99,13 @@ struct WarpStream {
         const int64_t block_stride = (value ? p.v_block_stride : p.k_block_stride) * Traits::kElemBytes;
         const unsigned char* src = base + page_safe * block_stride + int64_t{slot0} * slot_stride +
                                    part * Traits::kChunkRowBytes + lane * Traits::kVecBytes;
+        copy_keys(chunk, src, base, keys, slot_stride);
+    }
+
+    // The 16 key rows from `src` on (`slot_stride` bytes apart) into `chunk`, the first `keys` of
+    // them read, the others zero-filled without a read (from `base`, an address of the cache).
+    __device__ __forceinline__ void copy_keys(uint32_t chunk, const unsigned char* src, const unsigned char* base,
+                                              int32_t keys, int64_t slot_stride) const {
 #pragma unroll
         for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
             const bool valid = key < keys;
@@ -126,25 +136,13 @@ struct WarpStream {
                 src += slot_stride;
             }
         } else {
-#pragma unroll
-            for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
-                const bool valid = key < keys;
-                ptx::cp_async_16(chunk + swizzled<Traits::kChunkRowBytes, Traits>(key, lane), valid ? src : v_base,
-                                 valid ? Traits::kVecBytes : 0);
-                src += slot_stride;
-            }
+            copy_keys(chunk, src, v_base, keys, slot_stride);
         }
     }
 
-    // page_of with the division replaced as in issue_value_lean.
-    __device__ __forceinline__ int32_t page_of_lean(const wideattn_prefill_params& p, int32_t sub,
-                                                    int32_t page_shift) const {
-        const int32_t key0 = sub * Traits::kSubTileKeys;
-        return __ldg(table_row + (page_shift >= 0 ? key0 >> page_shift : key0 / p.block_size));
-    }
 };
 
-// log2(block_size) when block_size is a power of two, else -1 (issue_value_lean).
+// log2(block_size) when block_size is a power of two, else -1 (page_of, issue_value_lean).
 __device__ __forceinline__ int32_t page_shift_of(int32_t block_size) {
     return (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
 }
