@@ -49,6 +49,50 @@ __device__ __forceinline__ void block_row(uint32_t stats, int32_t row, float& to
     for (int32_t w = 0; w < Traits::kWarps; ++w) sum += l[w] * warp_weight(m[w], top);
 }
 
+// The sum, in part order, of the Traits::kWarps parts' float4 at dims dim .. dim + 3 of row `row`
+// in the merge area (fp32 [part][row][dim], kMergeRowBytes a row).
+template <class Traits>
+__device__ __forceinline__ float4 merged_quad(uint32_t merge, int32_t row, int32_t dim) {
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int32_t w = 0; w < Traits::kWarps; ++w) {
+        const float4 v = ptx::load_shared_f32x4(
+            merge + static_cast<uint32_t>((w * Traits::kRows + row) * Traits::kMergeRowBytes + dim * 4));
+        acc.x += v.x;
+        acc.y += v.y;
+        acc.z += v.z;
+        acc.w += v.w;
+    }
+    return acc;
+}
+
+// Writes acc x inv at dims dim .. dim + 3 of head `head` of `token`: bf16 into o, or, kSplit, the
+// split's fp32 partial row `part` (split_row).
+template <bool kSplit>
+__device__ __forceinline__ void store_output_quad(const wideattn_prefill_params& p, int64_t token, int32_t head,
+                                                  int64_t part, int32_t dim, float4 acc, float inv) {
+    if constexpr (kSplit) {
+        *reinterpret_cast<float4*>(split_o_row(p, part) + dim) =
+            make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    } else {
+        __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.o) + token * p.o_token_stride + head * p.o_head_stride;
+        uint2 packed;
+        packed.x = ptx::pack_bf16x2(acc.x * inv, acc.y * inv);
+        packed.y = ptx::pack_bf16x2(acc.z * inv, acc.w * inv);
+        *reinterpret_cast<uint2*>(out + dim) = packed;
+    }
+}
+
+// Writes a row's LSE: the split's (kSplit, partial row `part`), else into lse when the call has one.
+template <bool kSplit>
+__device__ __forceinline__ void store_row_lse(const wideattn_prefill_params& p, int64_t token, int32_t head,
+                                              int64_t part, float lse) {
+    if constexpr (kSplit)
+        *split_lse(p, part) = lse;
+    else if (p.lse != nullptr)
+        static_cast<float*>(p.lse)[head * p.lse_head_stride + token] = lse;
+}
+
 template <class Traits, bool kSplit>
 __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
                                             const float (&o)[Traits::kONTiles][4], WarpRows& rows, int32_t warp,
@@ -110,33 +154,9 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
 #pragma unroll
     for (int32_t j = 0; j < kPasses; ++j) {
         const int32_t dim = first_dim + j * kDimsPerPass;
-        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-        for (int32_t w = 0; w < Traits::kWarps; ++w) {
-            const float4 v = ptx::load_shared_f32x4(
-                merge + static_cast<uint32_t>((w * Traits::kRows + row) * Traits::kMergeRowBytes + dim * 4));
-            acc.x += v.x;
-            acc.y += v.y;
-            acc.z += v.z;
-            acc.w += v.w;
-        }
-        if constexpr (kSplit) {
-            *reinterpret_cast<float4*>(split_o_row(p, part) + dim) =
-                make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-        } else {
-            __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.o) + token * p.o_token_stride + head * p.o_head_stride;
-            uint2 packed;
-            packed.x = ptx::pack_bf16x2(acc.x * inv, acc.y * inv);
-            packed.y = ptx::pack_bf16x2(acc.z * inv, acc.w * inv);
-            *reinterpret_cast<uint2*>(out + dim) = packed;
-        }
+        store_output_quad<kSplit>(p, token, head, part, dim, merged_quad<Traits>(merge, row, dim), inv);
     }
-    if (thread % kThreadsPerRow == 0) {
-        if constexpr (kSplit)
-            *split_lse(p, part) = lse;
-        else if (p.lse != nullptr)
-            static_cast<float*>(p.lse)[head * p.lse_head_stride + token] = lse;
-    }
+    if (thread % kThreadsPerRow == 0) store_row_lse<kSplit>(p, token, head, part, lse);
 }
 
 }  // namespace wideattn::decode_e4m3

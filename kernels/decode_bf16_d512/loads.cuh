@@ -27,13 +27,14 @@ template <class Traits>
 __device__ __forceinline__ void load_q(const wideattn_prefill_params& p, uint32_t q_shared, int64_t token,
                                        int32_t kv_head) {
     constexpr int32_t kVecs = Traits::kRows * Traits::kQVecsPerRow;
-    constexpr int32_t kPerThread = kVecs / Traits::kThreads;
+    constexpr int32_t kPerThread = (kVecs + Traits::kThreads - 1) / Traits::kThreads;
+    constexpr bool kRagged = kVecs % Traits::kThreads != 0;  // the last pass leaves threads idle
     constexpr int32_t kElemsPerVec = Traits::kVecBytes / Traits::kElemBytes;
-    static_assert(kVecs % Traits::kThreads == 0, "every thread copies whole vectors");
     const int32_t thread = static_cast<int32_t>(threadIdx.x);
 #pragma unroll
     for (int32_t i = 0; i < kPerThread; ++i) {
         const int32_t v = thread + i * Traits::kThreads;
+        if (kRagged && v >= kVecs) break;
         const int32_t row = v / Traits::kQVecsPerRow;
         const int32_t vec = v % Traits::kQVecsPerRow;
         const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(p.q) + token * p.q_token_stride +
@@ -63,6 +64,17 @@ struct WarpStream {
                                          int32_t end, int32_t lane_index) {
         k_base = static_cast<const unsigned char*>(p.k_cache) + kv_head * p.k_head_stride * Traits::kElemBytes;
         v_base = static_cast<const unsigned char*>(p.v_cache) + kv_head * p.v_head_stride * Traits::kElemBytes;
+        table_row = row;
+        kv_end = end;
+        lane = lane_index;
+    }
+
+    // init() for a K-from-V call: k_cache is absent (NULL) there and never read.
+    __device__ __forceinline__ void init_v_only(const wideattn_prefill_params& p, int32_t kv_head, const int32_t* row,
+                                                int32_t end, int32_t lane_index) {
+        k_base = nullptr;
+        v_base = static_cast<const unsigned char*>(p.v_cache) +
+                 static_cast<int64_t>(kv_head) * p.v_head_stride * Traits::kElemBytes;
         table_row = row;
         kv_end = end;
         lane = lane_index;

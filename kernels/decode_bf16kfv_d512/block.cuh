@@ -144,14 +144,8 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     const int32_t warp = static_cast<int32_t>(threadIdx.x) / Traits::kWarpSize;
     const int32_t lane = static_cast<int32_t>(threadIdx.x) % Traits::kWarpSize;
     const int64_t token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
-    // V only: k_cache is absent (NULL) in a K-from-V call and never read.
     WarpStream<Traits> stream;
-    stream.k_base = nullptr;
-    stream.v_base = static_cast<const unsigned char*>(p.v_cache) +
-                    static_cast<int64_t>(work.kv_head) * p.v_head_stride * Traits::kElemBytes;
-    stream.table_row = p.block_table + geometry.table_offset;
-    stream.kv_end = geometry.kv_end;
-    stream.lane = lane;
+    stream.init_v_only(p, work.kv_head, p.block_table + geometry.table_offset, geometry.kv_end, lane);
     const uint32_t ring = base + Plan::kRings + static_cast<uint32_t>(warp * Traits::kWarpRingBytes);
 
     const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);

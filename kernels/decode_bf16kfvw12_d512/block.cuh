@@ -1,0 +1,235 @@
+// block.cuh - one block of decode_bf16kfvw12_d512 (traits.h): the block's token and KV head, its
+// keys (the split's under split-KV, whose first key sets the RoPE positions), the tables and Q;
+// each pair of warps streams its sub-tiles (pair s: s, s + kSets, ...), each warp copying its own
+// dims of a sub-tile into its two-slot ring, building K there and scoring it (keys.cuh), adding its
+// partner's partial scores (pair_exchange.cuh), running the softmax both warps share and
+// O^T += V^T P^T over its own m-tiles; then the pairs' O meet in shared memory and the block writes
+// O and the LSE (or, in the split-KV entry, the split's partial rows), as decode_bf16_d512 does.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "fp8/decode_e4m3_d512/epilogue.cuh"
+#include "kernels/common/block_geometry.cuh"
+#include "kernels/common/k_from_v.h"
+#include "kernels/common/k_from_v_tables.cuh"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/page_bounds.cuh"
+#include "kernels/common/pair_exchange.cuh"
+#include "kernels/common/ptx_griddep.cuh"
+#include "kernels/common/ptx_mma.cuh"
+#include "kernels/common/split_partials.cuh"
+#include "kernels/decode_bf16_d512/loads.cuh"
+#include "kernels/decode_bf16_d512/mainloop.cuh"
+#include "kernels/decode_bf16kfvw12_d512/keys.cuh"
+#include "kernels/decode_bf16kfvw12_d512/traits.h"
+
+namespace wideattn::decode_bf16 {
+
+// Sub-tiles of pair `set` among num_tiles.
+template <class Traits>
+__device__ __forceinline__ int32_t set_subtiles(int32_t num_tiles, int32_t set) {
+    return num_tiles > set ? (num_tiles - set + Traits::kSets - 1) / Traits::kSets : 0;
+}
+
+// The block-table entry of the pair's sub-tile `local` (its local index), or 0 past its last one.
+template <class Traits>
+__device__ __forceinline__ int32_t set_page(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                            int32_t set, int32_t count, int32_t local) {
+    return local < count ? stream.page_of(p, set + local * Traits::kSets) : 0;
+}
+
+// Issues the copies of the warp's dims of the pair's sub-tile `local` into its ring slot
+// (local % kRingSlots) from the sub-tile's block-table entry `page` when that sub-tile exists, and
+// commits a group either way (one group a sub-tile keeps the waits' counts fixed). Lane l copies
+// the 16-byte vector at `lane_offset` (Traits::global_vec of l) of each key row; keys past kv_end
+// and pages outside the cache are zero-filled without a read.
+template <class Traits>
+__device__ __forceinline__ void issue_set_subtile(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                                  uint32_t ring, int32_t set, int32_t count, int32_t local,
+                                                  int64_t lane_offset, int32_t page) {
+    if (local < count) {
+        const int32_t key0 = (set + local * Traits::kSets) * Traits::kSubTileKeys;
+        const int32_t page_index = key0 / p.block_size;
+        const int32_t slot0 = key0 - page_index * p.block_size;
+        const bool in_cache = page_in_cache(page, p.num_blocks);
+        const int32_t keys = in_cache ? min(Traits::kSubTileKeys, stream.kv_end - key0) : 0;
+        const int64_t page_safe = in_cache ? page : 0;
+        const int64_t slot_stride = p.v_slot_stride * Traits::kElemBytes;
+        const unsigned char* src = stream.v_base + page_safe * (p.v_block_stride * Traits::kElemBytes) +
+                                   int64_t{slot0} * slot_stride + lane_offset;
+        stream.copy_keys(ring + (local % Traits::kRingSlots) * Traits::kChunkBytes, src, stream.v_base, keys,
+                         slot_stride);
+    }
+    ptx::cp_async_commit();
+}
+
+// The warp's key loop over its pair's sub-tiles. Step i: wait for sub-tile i (i + 1 stays in
+// flight; the entry of i + 2 is read first), the warp's partial scores with K built from its slot,
+// the partner's part added, the softmax, P V over the warp's m-tiles, then sub-tile i + 2 issued
+// into the slot. `rotated`: the warp's local k-steps holding a rotating dim; `bf16_weights`: every
+// k_norm weight is a bf16 value (`weight_bf16` holds them).
+template <class Traits>
+__device__ __forceinline__ void kfvw_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                              uint32_t ring, uint32_t exchange, uint32_t q_shared, uint32_t weight,
+                                              uint32_t weight_bf16, bool bf16_weights, uint32_t freq,
+                                              const CosSinTable& table, int32_t warp, int32_t lane, int32_t num_tiles,
+                                              int32_t kv_end, int32_t first_position, int32_t rotated,
+                                              float score_scale, float (&o)[Traits::kONTiles][4], WarpRows& rows) {
+    const int32_t set = warp / Traits::kDimSplit, rank = warp % Traits::kDimSplit;
+    const int32_t count = set_subtiles<Traits>(num_tiles, set);
+    const int64_t lane_offset = int64_t{Traits::global_vec(lane, rank)} * Traits::kVecBytes;
+#pragma unroll
+    for (int32_t local = 0; local < Traits::kRingSlots; ++local)
+        issue_set_subtile<Traits>(p, stream, ring, set, count, local, lane_offset,
+                                  set_page<Traits>(p, stream, set, count, local));
+    const int32_t g = lane / 4;
+    for (int32_t i = 0; i < count; ++i) {
+        const int32_t page_next = set_page<Traits>(p, stream, set, count, i + Traits::kRingSlots);
+        ptx::cp_async_wait<Traits::kRingSlots - 1>();
+        __syncwarp();  // sub-tile i landed for every lane
+        const uint32_t slot = ring + (i % Traits::kRingSlots) * Traits::kChunkBytes;
+        const int32_t key0 = (set + i * Traits::kSets) * Traits::kSubTileKeys;
+        const int32_t keys_valid = kv_end - key0;
+        float part[1][4];
+        if (bf16_weights)
+            kfvw_partial_scores<Traits, true>(slot, q_shared, weight, weight_bf16, freq, table, lane, rank, rotated,
+                                              first_position + key0, keys_valid, part[0]);
+        else
+            kfvw_partial_scores<Traits, false>(slot, q_shared, weight, weight_bf16, freq, table, lane, rank, rotated,
+                                               first_position + key0, keys_valid, part[0]);
+        add_partner_scores<Traits, 1>(exchange + (i % 2) * Traits::kExchangeBufferBytes, warp, lane, part);
+        float s[4];
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e)
+            s[e] = g + Traits::kMmaM / 2 * (e / 2) < keys_valid ? part[0][e] * score_scale : -INFINITY;
+        uint32_t p0, p1;
+        subtile_softmax<Traits>(s, rows, o, p0, p1);
+#pragma unroll
+        for (int32_t c = 0; c < Traits::kONTiles; ++c) {
+            uint32_t r[4];
+            ptx::ldmatrix_x4_trans(r, chunk_row_address<Traits>(slot, lane, c));
+            const uint32_t a[4] = {r[0], r[2], r[1], r[3]};
+            ptx::mma_bf16_16816(o[c], a, p0, p1);
+        }
+        __syncwarp();  // every lane is done with the slot
+        issue_set_subtile<Traits>(p, stream, ring, set, count, i + Traits::kRingSlots, lane_offset, page_next);
+    }
+    ptx::cp_async_wait<0>();
+}
+
+// The pairs' statistics and O parts as decode_e4m3::block_row and merged_quad read them (one
+// entry a pair and row).
+template <class Traits>
+struct PairStats {
+    static constexpr int32_t kWarps = Traits::kSets;
+    static constexpr int32_t kRows = Traits::kRows;
+    static constexpr int32_t kMergeRowBytes = Traits::kMergeRowBytes;
+};
+
+// The end of the block: each pair's row maxima and sums (the pair's warps hold the same ones) and
+// its O^T, weighted by 2^(its max - the block max), meet in shared memory over the rings; then each
+// thread adds the pairs' parts of 4 outputs at a time and writes them normalised as bf16 with the
+// natural-log LSE, or, in the split-KV entry, as the split's fp32 partial rows and LSE
+// (kernels/common/split_partials.cuh). An empty row gets zeros and LSE -inf, a NaN row sum NaN.
+template <class Traits, bool kSplit>
+__device__ __forceinline__ void kfvw_write_block(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
+                                                 const float (&o)[Traits::kONTiles][4], WarpRows& rows,
+                                                 int32_t warp, int32_t lane, int64_t token, int32_t kv_head) {
+    using Stats = PairStats<Traits>;
+    const int32_t g = lane / 4, t = lane % 4;
+    const int32_t set = warp / Traits::kDimSplit, rank = warp % Traits::kDimSplit;
+    if constexpr (kSplit) ptx::allow_dependent_launch();  // the merge may be scheduled (docs/design.md, split-KV)
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r)
+#pragma unroll
+        for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
+            rows.sum[r] += __shfl_xor_sync(kFullMask, rows.sum[r], offset);
+    __syncthreads();  // every warp is past its key loop: the rings are free
+    if (rank == 0 && g == 0)
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r)
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(
+                             decode_e4m3::stats_address<Stats>(stats, set, 2 * t + r)),
+                         "f"(rows.max_log2[r]), "f"(rows.sum[r])
+                         : "memory");
+    __syncthreads();
+    float weight[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        float top, sum;
+        decode_e4m3::block_row<Stats>(stats, 2 * t + r, top, sum);
+        weight[r] = decode_e4m3::warp_weight(rows.max_log2[r], top);
+    }
+    const uint32_t set_merge = merge + static_cast<uint32_t>(set * Traits::kRows * Traits::kMergeRowBytes);
+#pragma unroll
+    for (int32_t c = 0; c < Traits::kONTiles; ++c) {
+        const int32_t dim = Traits::kMmaM * Traits::o_tile(c, rank) + g;
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) {
+            const int32_t row = 2 * t + e % 2;
+            ptx::store_shared_f32(set_merge + static_cast<uint32_t>(row * Traits::kMergeRowBytes +
+                                                                    (dim + Traits::kOHalfDims * (e / 2)) * 4),
+                                  o[c][e] * weight[e % 2]);
+        }
+    }
+    __syncthreads();
+
+    // Item i: row i / kRowItems, dims 4 (i % kRowItems) .. + 3.
+    constexpr int32_t kRowItems = Traits::kHeadDim / 4;
+    constexpr int32_t kItems = Traits::kRows * kRowItems;
+    for (int32_t item = static_cast<int32_t>(threadIdx.x); item < kItems; item += Traits::kThreads) {
+        const int32_t row = item / kRowItems;
+        const int32_t dim = 4 * (item % kRowItems);
+        float top, sum;
+        decode_e4m3::block_row<Stats>(stats, row, top, sum);
+        const float inv = inverse_row_sum(sum);
+        const int32_t head = kv_head * Traits::kGroup + row;
+        const int64_t part = kSplit ? split_row(p, token, head) : 0;
+        decode_e4m3::store_output_quad<kSplit>(p, token, head, part, dim,
+                                               decode_e4m3::merged_quad<Stats>(merge, row, dim), inv);
+        if (dim == 0)
+            decode_e4m3::store_row_lse<kSplit>(p, token, head, part, row_lse(top - Traits::kProbScaleLog2, sum));
+    }
+}
+
+// One block of decode_bf16kfvw12_d512.
+template <class Traits, bool kSplit>
+__device__ __forceinline__ void decode_bf16kfvw12_block(const wideattn_prefill_params& p, const KFromV& kfv,
+                                                        unsigned char* smem) {
+    using Plan = typename Traits::SmemPlan;
+    BlockWork work;
+    BlockGeometry geometry;
+    if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;
+    const int32_t first_position = first_key_position(p, work, geometry);
+
+    const uint32_t base = ptx::shared_address(smem);
+    const int32_t thread = static_cast<int32_t>(threadIdx.x);
+    const int32_t warp = thread / Traits::kWarpSize;
+    const int32_t lane = thread % Traits::kWarpSize;
+    const int64_t token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
+    WarpStream<Traits> stream;
+    stream.init_v_only(p, work.kv_head, p.block_table + geometry.table_offset, geometry.kv_end, lane);
+    const uint32_t ring = base + Plan::kRings + static_cast<uint32_t>(warp * Traits::kWarpRingBytes);
+
+    const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
+    if (2 * thread < Traits::kHeadDim)
+        ptx::store_shared_u32(base + Plan::kWeightBf16 + 2 * kBf16Bytes * thread, ptx::pack_bf16x2(w.x, w.y));
+    const bool bf16_weights = __syncthreads_and(is_bf16_value(w.x) && is_bf16_value(w.y)) != 0;
+    // load_q's barrier also makes the tables visible.
+    load_q<Traits>(p, base + Plan::kQ, token, work.kv_head);
+    const int32_t rotated = Traits::rotated_local_steps(kfv.rotary_dims, warp % Traits::kDimSplit);
+    const float score_scale = p.softmax_scale * kLog2e;
+    float o[Traits::kONTiles][4];
+    zero_output(o);
+    WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+    kfvw_key_loop<Traits>(p, stream, ring, base + Plan::kExchange, base + Plan::kQ, base + Plan::kWeight,
+                          base + Plan::kWeightBf16, bf16_weights, base + Plan::kFreq, CosSinTable::of(kfv), warp, lane,
+                          geometry.num_tiles, geometry.kv_end, first_position, rotated, score_scale, o, rows);
+    kfvw_write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
+                                     work.kv_head);
+}
+
+}  // namespace wideattn::decode_bf16
