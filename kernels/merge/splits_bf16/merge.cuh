@@ -59,6 +59,23 @@ __device__ __forceinline__ void merge_rows(const wideattn_prefill_params& p) {
     // The split kernel's partials are complete and visible past this point.
     ptx::wait_prerequisite_grids();
 
+    // Traits::kEarlyLoads: the partial O rows of splits 0 .. kSplitsInFlight - 1 loaded before the
+    // LSEs arrive (whether or not a split saw a key of the row: a row of every split lies in the
+    // workspace), so that both loads take one memory latency instead of one after the other; a
+    // split whose LSE is -inf still adds nothing below.
+    float4 early[Traits::kEarlyLoads ? Traits::kSplitsInFlight : 1][Traits::kVecsPerLane];
+    if constexpr (Traits::kEarlyLoads) {
+#pragma unroll
+        for (int32_t u = 0; u < Traits::kSplitsInFlight; ++u) {
+            const float* part = o_parts + (static_cast<int64_t>(u) * rows + row) * p.head_dim + dim0;
+#pragma unroll
+            for (int32_t v = 0; v < Traits::kVecsPerLane; ++v)
+                early[u][v] = u < splits ? *reinterpret_cast<const float4*>(
+                                               part + (v * Traits::kWarpSize + lane) * Traits::kVecFloats)
+                                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    }
+
     // Every split's LSE in registers first (lane l holds splits l, l + 32, ...), so that the
     // loads of the partial O rows below depend on no loaded value and go out kSplitsInFlight at a
     // time: a batch-1 decode merges 32 or more splits per row, and a load chain per split would
@@ -105,10 +122,14 @@ __device__ __forceinline__ void merge_rows(const wideattn_prefill_params& p) {
                     used[u] = first + u < splits && lse != -INFINITY;
                     const float* part = o_parts + (static_cast<int64_t>(first + u) * rows + row) * p.head_dim + dim0;
 #pragma unroll
-                    for (int32_t v = 0; v < Traits::kVecsPerLane; ++v)
-                        x[u][v] = used[u] ? *reinterpret_cast<const float4*>(
-                                                part + (v * Traits::kWarpSize + lane) * Traits::kVecFloats)
-                                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    for (int32_t v = 0; v < Traits::kVecsPerLane; ++v) {
+                        if (Traits::kEarlyLoads && first == 0)
+                            x[u][v] = early[Traits::kEarlyLoads ? u : 0][v];
+                        else
+                            x[u][v] = used[u] ? *reinterpret_cast<const float4*>(
+                                                    part + (v * Traits::kWarpSize + lane) * Traits::kVecFloats)
+                                              : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                    }
                 }
 #pragma unroll
                 for (int32_t u = 0; u < Traits::kSplitsInFlight; ++u) {

@@ -33,6 +33,9 @@ struct MergeSplitsTraits {
     // and the partial O rows whose loads a warp issues before it adds any of them.
     static constexpr int32_t kLsePerLane = (WIDEATTN_MAX_SPLITS + kWarpSize - 1) / kWarpSize;
     static constexpr int32_t kSplitsInFlight = kSplitsInFlightValue;
+    // Whether the first kSplitsInFlight splits' partial rows are loaded before the LSEs arrive
+    // (merge.cuh); true in the candidate merge_splits_bf16_rows_early.
+    static constexpr bool kEarlyLoads = false;
     static constexpr int32_t kMinSm = 80;
     static_assert(kThreads % (kWarpSize * kWarpsPerRow) == 0, "whole rows per block");
     static_assert(kDimsPerWarp % (kWarpSize * kVecFloats) == 0, "whole vectors per lane");
