@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks tools/bench/ab_summary.py on two bench JSON files made here (two bundles x two rounds): every
-round's figure per label, the median change against the first label, --kernel filtering, and
+round's figure per label, the median change against the first label, --kernel filtering, rows
+paired by case (--by-case), and
 the usage errors (exit 2, naming the argument or file); and the usage errors of
 tools/gpu/ab_bench.sh, which checks its arguments before it needs a GPU.
 usage: ab_summary_check.py AB_SUMMARY_PY AB_BENCH_SH
@@ -57,6 +58,24 @@ def main():
         expect(r.returncode == 0 and len(r.stdout.splitlines()) == 3 and "mma_bf16_d512" in r.stdout,
                f"--kernel filter: {r.stdout}")
 
+        # --by-case: each bundle timed its own kernel (a variant bundle's candidate), paired by case.
+        d1 = ("decode_1_ctx_32k", "decode_bf16w4_d512")
+        p1 = ("decode_1_ctx_32k", "decode_bf16w4pdl_d512")
+        bench_json(path("c1.json"), [(d1, 20.0)])
+        bench_json(path("c2.json"), [(d1, 22.0)])
+        bench_json(path("p1.json"), [(p1, 23.0)])
+        bench_json(path("p2.json"), [(p1, 23.0)])
+        c = "base=" + path("c1.json") + "," + path("c2.json")
+        p = "pdl=" + path("p1.json") + "," + path("p2.json")
+        r = run(script, c, p, "--by-case")
+        expect(r.returncode == 0, f"--by-case: exit {r.returncode}, {r.stderr}")
+        expect("| decode_1_ctx_32k | decode_bf16w4_d512 / decode_bf16w4pdl_d512 | 20.0 / 22.0 | 23.0 / 23.0 | +9.5% |"
+               in r.stdout.splitlines(), f"--by-case row: {r.stdout}")
+        r = run(script, c, p)
+        expect(r.returncode == 0 and "| decode_1_ctx_32k | decode_bf16w4_d512 | 20.0 / 22.0 | - | - |" in r.stdout,
+               f"without --by-case the kernels do not pair: {r.stdout}")
+        bench_json(path("twice.json"), [(d1, 20.0), (("decode_1_ctx_32k", "decode_bf16_d512"), 19.0)])
+
         not_bench = path("other.json")
         with open(not_bench, "w") as f:
             json.dump({"kernels": []}, f)
@@ -68,6 +87,8 @@ def main():
             ((a, b, "--kernel"), "option --kernel needs a value"),
             ((a, b, "--kernel", "no_such"), "--kernel no_such: no such kernel"),
             ((), "no LABEL=FILE arguments"),
+            ((a, b, "--by-case", "--kernel", "mma_bf16_d512"), "--kernel and --by-case exclude each other"),
+            (("base=" + path("twice.json"), p, "--by-case"), "case decode_1_ctx_32k twice"),
         ]
         for args, message in bad_cases:
             r = run(script, *args)
@@ -83,6 +104,7 @@ def main():
             ((f"a={bundle}",), "give at least two LABEL=BUNDLE_DIR"),
             ((f"a={bundle}", f"b={tmp}"), f"b={tmp} has no manifest.json"),
             (("bundle",), "argument 'bundle' is not LABEL=BUNDLE_DIR"),
+            (("--timing", "fast", f"a={bundle}", f"b={bundle}"), "--timing='fast' is not call or queued"),
         ]
         for args, message in script_cases:
             r = subprocess.run(["bash", bench_script, *args], capture_output=True, text=True)

@@ -3,30 +3,41 @@
 # bundle per round, the bundles alternated for N rounds (the GPU's clocks drift between runs, so
 # only alternated figures compare), then the table of tools/bench/ab_summary.py: every round's TFLOP/s
 # per bundle and each bundle's median change against the first.
-#   tools/gpu/ab_bench.sh [--rounds N] [--kernels LIST] [--cases LIST] [--out DIR] LABEL=BUNDLE_DIR ...
+#   tools/gpu/ab_bench.sh [--rounds N] [--kernels LIST|auto] [--cases LIST] [--timing call|queued]
+#                         [--out DIR] LABEL=BUNDLE_DIR ...
 # --rounds N      alternated rounds (default 2)
-# --kernels LIST  passed to `wideattn bench --kernels` (default wgmma_bf16c2_d512, the BF16 prefill default)
+# --kernels LIST  passed to `wideattn bench --kernels` (default wgmma_bf16c2_d512, the BF16 prefill default);
+#                 auto: no --kernels, each bundle's own choice (a variant bundle that raises a candidate's priority)
 # --cases LIST    passed to `wideattn bench --cases` (default prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k)
+# --timing MODE   passed to `wideattn bench --timing` (default: bench's, call; queued for calls back to back)
 # --out DIR       where the JSON of every run and summary.md go (default: $OUT, else ./ab_bench_out)
 # The CLI is .devlibs/wideattn when present (tools/device_libs.sh), else build/tools/wideattn.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-rounds=2 kernels=wgmma_bf16c2_d512 cases=prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k
+rounds=2 kernels=wgmma_bf16c2_d512 cases=prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k timing=
 out=${OUT:-$PWD/ab_bench_out}
 declare -a labels dirs
 while (($#)); do
     case $1 in
-        --rounds|--kernels|--cases|--out)
+        --rounds|--kernels|--cases|--timing|--out)
             [[ $# -ge 2 && $2 != --* ]] || { echo "ab_bench: option $1 needs a value" >&2; exit 2; }
-            case $1 in --rounds) rounds=$2 ;; --kernels) kernels=$2 ;; --cases) cases=$2 ;; --out) out=$2 ;; esac
+            case $1 in
+                --rounds) rounds=$2 ;; --kernels) kernels=$2 ;; --cases) cases=$2 ;; --timing) timing=$2 ;;
+                --out) out=$2 ;;
+            esac
             shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *=*) labels+=("${1%%=*}"); dirs+=("${1#*=}") ;;
         *) echo "ab_bench: argument '$1' is not LABEL=BUNDLE_DIR (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "ab_bench: --rounds='$rounds' is not an integer >= 1" >&2; exit 2; }
+[[ -z $timing || $timing == call || $timing == queued ]] ||
+    { echo "ab_bench: --timing='$timing' is not call or queued" >&2; exit 2; }
+bench_args=(--cases "$cases")
+[[ $kernels == auto ]] || bench_args+=(--kernels "$kernels")
+[[ -z $timing ]] || bench_args+=(--timing "$timing")
 ((${#labels[@]} >= 2)) || { echo "ab_bench: give at least two LABEL=BUNDLE_DIR" >&2; exit 2; }
 for i in "${!dirs[@]}"; do
     [[ -f ${dirs[$i]}/manifest.json ]] || { echo "ab_bench: ${labels[$i]}=${dirs[$i]} has no manifest.json" >&2; exit 2; }
@@ -39,7 +50,7 @@ for ((r = 1; r <= rounds; ++r)); do
     for i in "${!labels[@]}"; do
         json="$out/${labels[$i]}_$r.json"
         start=$(date +%s)
-        if ! WIDEATTN_BUNDLE=${dirs[$i]} "$cli" bench --kernels "$kernels" --cases "$cases" --json "$json" \
+        if ! WIDEATTN_BUNDLE=${dirs[$i]} "$cli" bench "${bench_args[@]}" --json "$json" \
             > "$out/${labels[$i]}_$r.txt" 2>&1; then
             echo "ab_bench: bench failed for ${labels[$i]} (round $r):" >&2
             tail -3 "$out/${labels[$i]}_$r.txt" >&2
@@ -51,4 +62,5 @@ for ((r = 1; r <= rounds; ++r)); do
 done
 args=()
 for label in "${labels[@]}"; do args+=("$label=${files[$label]}"); done
+[[ $kernels == auto ]] && args+=(--by-case)
 python3 "$root/tools/bench/ab_summary.py" "${args[@]}" | tee "$out/summary.md"

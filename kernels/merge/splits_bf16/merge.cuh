@@ -58,6 +58,7 @@ __device__ __forceinline__ void merge_rows(const wideattn_prefill_params& p) {
     const float* o_parts = static_cast<const float*>(p.workspace);
     // The split kernel's partials are complete and visible past this point.
     ptx::wait_prerequisite_grids();
+    if constexpr (Traits::kTriggersEarly) ptx::allow_dependent_launch();
 
     // Traits::kEarlyLoads: the partial O rows of splits 0 .. kSplitsInFlight - 1 loaded before the
     // LSEs arrive (whether or not a split saw a key of the row: a row of every split lies in the

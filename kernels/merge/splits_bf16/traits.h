@@ -36,6 +36,10 @@ struct MergeSplitsTraits {
     // Whether the first kSplitsInFlight splits' partial rows are loaded before the LSEs arrive
     // (merge.cuh); true in the candidate merge_splits_bf16_rows_early.
     static constexpr bool kEarlyLoads = false;
+    // Whether the blocks let the next grid in the stream be scheduled right after their wait (a
+    // "pdl_wait" kernel there waits for this grid's end before it reads); true in the candidate
+    // merge_splits_bf16_rows_early.
+    static constexpr bool kTriggersEarly = false;
     static constexpr int32_t kMinSm = 80;
     static_assert(kThreads % (kWarpSize * kWarpsPerRow) == 0, "whole rows per block");
     static_assert(kDimsPerWarp % (kWarpSize * kVecFloats) == 0, "whole vectors per lane");
