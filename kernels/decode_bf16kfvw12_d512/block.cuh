@@ -1,10 +1,12 @@
-// block.cuh - one block of decode_bf16kfvw12_d512 (traits.h): the block's token and KV head, its
+// block.cuh - one block of the K-from-V decode kernels whose warps share sub-tiles
+// (decode_bf16kfvw12_d512, decode_bf16kfvw16_d512; traits.h): the block's token and KV head, its
 // keys (the split's under split-KV, whose first key sets the RoPE positions), the tables and Q;
-// each pair of warps streams its sub-tiles (pair s: s, s + kSets, ...), each warp copying its own
-// dims of a sub-tile into its two-slot ring, building K there and scoring it (keys.cuh), adding its
-// partner's partial scores (pair_exchange.cuh), running the softmax both warps share and
-// O^T += V^T P^T over its own m-tiles; then the pairs' O meet in shared memory and the block writes
-// O and the LSE (or, in the split-KV entry, the split's partial rows), as decode_bf16_d512 does.
+// each set of kDimSplit warps streams its sub-tiles (set s: s, s + kSets, ...), each warp copying
+// its own dims of a sub-tile into its ring, building K there and scoring it (keys.cuh), adding the
+// set's partial scores in warp order (add_set_scores), running the softmax the set's warps share
+// and O^T += V^T P^T over its own m-tiles; then the sets' O meet in shared memory and the block
+// writes O and the LSE (or, in the split-KV entry, the split's partial rows), as decode_bf16_d512
+// does.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,7 +19,6 @@
 #include "kernels/common/k_from_v_tables.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/page_bounds.cuh"
-#include "kernels/common/pair_exchange.cuh"
 #include "kernels/common/ptx_griddep.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/split_partials.cuh"
@@ -28,24 +29,25 @@
 
 namespace wideattn::decode_bf16 {
 
-// Sub-tiles of pair `set` among num_tiles.
+// Sub-tiles of set `set` among num_tiles.
 template <class Traits>
 __device__ __forceinline__ int32_t set_subtiles(int32_t num_tiles, int32_t set) {
     return num_tiles > set ? (num_tiles - set + Traits::kSets - 1) / Traits::kSets : 0;
 }
 
-// The block-table entry of the pair's sub-tile `local` (its local index), or 0 past its last one.
+// The block-table entry of the set's sub-tile `local` (its local index), or 0 past its last one.
 template <class Traits>
 __device__ __forceinline__ int32_t set_page(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                             int32_t set, int32_t count, int32_t local) {
     return local < count ? stream.page_of(p, set + local * Traits::kSets) : 0;
 }
 
-// Issues the copies of the warp's dims of the pair's sub-tile `local` into its ring slot
+// Issues the copies of the warp's dims of the set's sub-tile `local` into its ring slot
 // (local % kRingSlots) from the sub-tile's block-table entry `page` when that sub-tile exists, and
 // commits a group either way (one group a sub-tile keeps the waits' counts fixed). Lane l copies
-// the 16-byte vector at `lane_offset` (Traits::global_vec of l) of each key row; keys past kv_end
-// and pages outside the cache are zero-filled without a read.
+// the 16-byte vector at `lane_offset` (Traits::global_vec of its local vector l %
+// kVecsPerChunkRow) of key rows l / kVecsPerChunkRow, + kKeysPerCopy, ...; keys past kv_end and
+// pages outside the cache are zero-filled without a read.
 template <class Traits>
 __device__ __forceinline__ void issue_set_subtile(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                                   uint32_t ring, int32_t set, int32_t count, int32_t local,
@@ -58,18 +60,52 @@ __device__ __forceinline__ void issue_set_subtile(const wideattn_prefill_params&
         const int32_t keys = in_cache ? min(Traits::kSubTileKeys, stream.kv_end - key0) : 0;
         const int64_t page_safe = in_cache ? page : 0;
         const int64_t slot_stride = p.v_slot_stride * Traits::kElemBytes;
+        const int32_t first_key = stream.lane / Traits::kVecsPerChunkRow;
+        const int32_t vec = stream.lane % Traits::kVecsPerChunkRow;
         const unsigned char* src = stream.v_base + page_safe * (p.v_block_stride * Traits::kElemBytes) +
-                                   int64_t{slot0} * slot_stride + lane_offset;
-        stream.copy_keys(ring + (local % Traits::kRingSlots) * Traits::kChunkBytes, src, stream.v_base, keys,
-                         slot_stride);
+                                   int64_t{slot0 + first_key} * slot_stride + lane_offset;
+        const uint32_t slot = ring + (local % Traits::kRingSlots) * Traits::kChunkBytes;
+#pragma unroll
+        for (int32_t key = first_key; key < Traits::kSubTileKeys; key += Traits::kKeysPerCopy) {
+            const bool valid = key < keys;
+            ptx::cp_async_16(slot + swizzled<Traits::kChunkRowBytes, Traits>(key, vec), valid ? src : stream.v_base,
+                             valid ? Traits::kVecBytes : 0);
+            src += Traits::kKeysPerCopy * slot_stride;
+        }
     }
     ptx::cp_async_commit();
 }
 
-// The warp's key loop over its pair's sub-tiles. Step i: wait for sub-tile i (i + 1 stays in
-// flight; the entry of i + 2 is read first), the warp's partial scores with K built from its slot,
-// the partner's part added, the softmax, P V over the warp's m-tiles, then sub-tile i + 2 issued
-// into the slot. `rotated`: the warp's local k-steps holding a rotating dim; `bf16_weights`: every
+// The set's score of the lane's 4 S^T values: each warp's partial `part` stored for the others
+// (buffer `exchange`, a float4 a lane), the set's warps met at its named barrier, and the parts
+// added in warp order, so every warp of the set holds the same sums (in `part`).
+template <class Traits>
+__device__ __forceinline__ void add_set_scores(uint32_t exchange, int32_t warp, int32_t lane, float (&part)[4]) {
+    constexpr uint32_t kLaneBytes = sizeof(float4);
+    ptx::store_shared_f32x4(exchange + (warp * Traits::kWarpSize + lane) * kLaneBytes, part[0], part[1], part[2],
+                            part[3]);
+    const int32_t set = warp / Traits::kDimSplit;
+    ptx::named_barrier_sync(1 + set, Traits::kDimSplit * Traits::kWarpSize);
+    const uint32_t first = exchange + (set * Traits::kDimSplit * Traits::kWarpSize + lane) * kLaneBytes;
+    float4 sum = ptx::load_shared_f32x4(first);
+#pragma unroll
+    for (int32_t w = 1; w < Traits::kDimSplit; ++w) {
+        const float4 other = ptx::load_shared_f32x4(first + w * Traits::kWarpSize * kLaneBytes);
+        sum.x += other.x;
+        sum.y += other.y;
+        sum.z += other.z;
+        sum.w += other.w;
+    }
+    part[0] = sum.x;
+    part[1] = sum.y;
+    part[2] = sum.z;
+    part[3] = sum.w;
+}
+
+// The warp's key loop over its set's sub-tiles. Step i: wait for sub-tile i (the next kRingSlots -
+// 1 stay in flight; the entry of i + kRingSlots is read first), the warp's partial scores with K
+// built from its slot, the set's parts added, the softmax, P V over the warp's m-tiles, then
+// sub-tile i + kRingSlots issued into the slot. `rotated`: the warp's local k-steps holding a rotating dim; `bf16_weights`: every
 // k_norm weight is a bf16 value (`weight_bf16` holds them).
 template <class Traits>
 __device__ __forceinline__ void kfvw_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
@@ -80,7 +116,8 @@ __device__ __forceinline__ void kfvw_key_loop(const wideattn_prefill_params& p, 
                                               float score_scale, float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t set = warp / Traits::kDimSplit, rank = warp % Traits::kDimSplit;
     const int32_t count = set_subtiles<Traits>(num_tiles, set);
-    const int64_t lane_offset = int64_t{Traits::global_vec(lane, rank)} * Traits::kVecBytes;
+    const int64_t lane_offset =
+        int64_t{Traits::global_vec(lane % Traits::kVecsPerChunkRow, rank)} * Traits::kVecBytes;
 #pragma unroll
     for (int32_t local = 0; local < Traits::kRingSlots; ++local)
         issue_set_subtile<Traits>(p, stream, ring, set, count, local, lane_offset,
@@ -93,18 +130,18 @@ __device__ __forceinline__ void kfvw_key_loop(const wideattn_prefill_params& p, 
         const uint32_t slot = ring + (i % Traits::kRingSlots) * Traits::kChunkBytes;
         const int32_t key0 = (set + i * Traits::kSets) * Traits::kSubTileKeys;
         const int32_t keys_valid = kv_end - key0;
-        float part[1][4];
+        float part[4];
         if (bf16_weights)
             kfvw_partial_scores<Traits, true>(slot, q_shared, weight, weight_bf16, freq, table, lane, rank, rotated,
-                                              first_position + key0, keys_valid, part[0]);
+                                              first_position + key0, keys_valid, part);
         else
             kfvw_partial_scores<Traits, false>(slot, q_shared, weight, weight_bf16, freq, table, lane, rank, rotated,
-                                               first_position + key0, keys_valid, part[0]);
-        add_partner_scores<Traits, 1>(exchange + (i % 2) * Traits::kExchangeBufferBytes, warp, lane, part);
+                                               first_position + key0, keys_valid, part);
+        add_set_scores<Traits>(exchange + (i % 2) * Traits::kExchangeBufferBytes, warp, lane, part);
         float s[4];
 #pragma unroll
         for (int32_t e = 0; e < 4; ++e)
-            s[e] = g + Traits::kMmaM / 2 * (e / 2) < keys_valid ? part[0][e] * score_scale : -INFINITY;
+            s[e] = g + Traits::kMmaM / 2 * (e / 2) < keys_valid ? part[e] * score_scale : -INFINITY;
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
 #pragma unroll
@@ -120,25 +157,25 @@ __device__ __forceinline__ void kfvw_key_loop(const wideattn_prefill_params& p, 
     ptx::cp_async_wait<0>();
 }
 
-// The pairs' statistics and O parts as decode_e4m3::block_row and merged_quad read them (one
-// entry a pair and row).
+// The sets' statistics and O parts as decode_e4m3::block_row and merged_quad read them (one
+// entry a set and row).
 template <class Traits>
-struct PairStats {
+struct SetStats {
     static constexpr int32_t kWarps = Traits::kSets;
     static constexpr int32_t kRows = Traits::kRows;
     static constexpr int32_t kMergeRowBytes = Traits::kMergeRowBytes;
 };
 
-// The end of the block: each pair's row maxima and sums (the pair's warps hold the same ones) and
+// The end of the block: each set's row maxima and sums (the set's warps hold the same ones) and
 // its O^T, weighted by 2^(its max - the block max), meet in shared memory over the rings; then each
-// thread adds the pairs' parts of 4 outputs at a time and writes them normalised as bf16 with the
+// thread adds the sets' parts of 4 outputs at a time and writes them normalised as bf16 with the
 // natural-log LSE, or, in the split-KV entry, as the split's fp32 partial rows and LSE
 // (kernels/common/split_partials.cuh). An empty row gets zeros and LSE -inf, a NaN row sum NaN.
 template <class Traits, bool kSplit>
 __device__ __forceinline__ void kfvw_write_block(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
                                                  const float (&o)[Traits::kONTiles][4], WarpRows& rows,
                                                  int32_t warp, int32_t lane, int64_t token, int32_t kv_head) {
-    using Stats = PairStats<Traits>;
+    using Stats = SetStats<Traits>;
     const int32_t g = lane / 4, t = lane % 4;
     const int32_t set = warp / Traits::kDimSplit, rank = warp % Traits::kDimSplit;
     if constexpr (kSplit) ptx::allow_dependent_launch();  // the merge may be scheduled (docs/design.md, split-KV)
@@ -195,7 +232,7 @@ __device__ __forceinline__ void kfvw_write_block(const wideattn_prefill_params& 
     }
 }
 
-// One block of decode_bf16kfvw12_d512.
+// One block of decode_bf16kfvw12_d512 or decode_bf16kfvw16_d512 (Traits).
 template <class Traits, bool kSplit>
 __device__ __forceinline__ void decode_bf16kfvw12_block(const wideattn_prefill_params& p, const KFromV& kfv,
                                                         unsigned char* smem) {

@@ -1,4 +1,5 @@
-// keys.cuh - K from V in decode_bf16kfvw12_d512: one warp's partial S^T = K Q^T of a 16-key
+// keys.cuh - K from V in the K-from-V decode blocks whose warps share sub-tiles
+// (decode_bf16kfvw12_d512, decode_bf16kfvw16_d512): one warp's partial S^T = K Q^T of a 16-key
 // sub-tile over its own k-steps (traits.h: k-steps j = kDimSplit ls + rank of both halves of the
 // dims), K built in registers from the V of its slot with decode_bf16kfv_d512's build_k_step
 // (kernels/decode_bf16kfv_d512/keys.cuh: the arithmetic of kernels/common/k_from_v.h on bf16 pairs,

@@ -1,13 +1,15 @@
-// traits.h - the compile-time constants of decode_bf16kfvw12_d512 (kernel
+// traits.h - the compile-time constants of the K-from-V decode blocks whose warps share sub-tiles
+// (DecodeBf16KfvSplitBlock<kDimSplit, kSets, kRingSlots>), and of decode_bf16kfvw12_d512 (kernel
 // wideattn_decode_bf16kfvw12_d512, sm_90a), a candidate form of the BF16 K-from-V decode kernel
 // (kernels/decode_bf16kfv_d512/) with twelve warps: two warps share each 16-key sub-tile, each
 // building K from, scoring with and multiplying P by half of the head dims (every other 16-dim
 // k-step of both halves, so each warp holds both dims of its RoPE pairs and half of the rotated
-// k-steps), and keeping half of O. The two partial scores meet in shared memory
-// (kernels/common/pair_exchange.cuh), so both warps run the same softmax on the same sums. Six such
-// pairs stream their own sub-tiles; one block per SM, 12 warps (3 a scheduler, against 2 for
+// k-steps), and keeping half of O. The warps' partial scores meet in shared memory
+// (block.cuh), so every warp of a sub-tile runs the same softmax on the same sums. Six such pairs
+// stream their own sub-tiles; one block per SM, 12 warps (3 a scheduler, against 2 for
 // decode_bf16kfv_d512, whose warps the Nsight Compute profile of 2026-12-05 found bound by their
-// serial chain), at most 168 registers a thread.
+// serial chain), at most 168 registers a thread. decode_bf16kfvw16_d512 is the same block with
+// four warps a sub-tile (kernels/decode_bf16kfvw16_d512/traits.h).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +18,8 @@
 
 namespace wideattn {
 
-struct DecodeBf16KfvW12D512Traits {
+template <int32_t kDimSplitValue, int32_t kSetsValue, int32_t kRingSlotsValue>
+struct DecodeBf16KfvSplitBlock {
     static constexpr int32_t kHeadDim = 512;
     static constexpr int32_t kGroup = 8;  // query heads per KV head = the block's rows
     static constexpr int32_t kRows = kGroup;
@@ -24,9 +27,9 @@ struct DecodeBf16KfvW12D512Traits {
     static constexpr int32_t kTileTokens = 1;        // one query token per block
     static constexpr int32_t kTokensPerRowTile = 1;  // block_geometry: every row is the block's token
 
-    // Warps sharing a sub-tile (the pair's barrier id is 1 + warp / kDimSplit), and the pairs.
-    static constexpr int32_t kDimSplit = 2;
-    static constexpr int32_t kSets = 6;
+    // Warps sharing a sub-tile (a set: its barrier id is 1 + warp / kDimSplit), and the sets.
+    static constexpr int32_t kDimSplit = kDimSplitValue;
+    static constexpr int32_t kSets = kSetsValue;
     static constexpr int32_t kWarps = kSets * kDimSplit;
     static constexpr int32_t kThreads = kWarps * kWarpSize;
 
@@ -40,28 +43,28 @@ struct DecodeBf16KfvW12D512Traits {
 
     // RoPE pairs: dim d and d + kHalfDim turn together. K-step j of the low half (dims 16j ..
     // 16j + 15) and k-step j of the high half hold the two dims of 16 pairs; warp `rank` of a
-    // pair takes k-steps j = kDimSplit ls + rank, ls < kWarpSteps, of both halves.
+    // set takes k-steps j = kDimSplit ls + rank, ls < kWarpSteps, of both halves.
     static constexpr int32_t kHalfDim = kHeadDim / 2;
     static constexpr int32_t kHalfKSteps = kHalfDim / kMmaK;            // 16
-    static constexpr int32_t kWarpSteps = kHalfKSteps / kDimSplit;      // 8 of each half a warp
+    static constexpr int32_t kWarpSteps = kHalfKSteps / kDimSplit;      // of each half, a warp
     static constexpr int32_t kHalfVecs = kHalfDim * kElemBytes / kVecBytes;  // 32 vectors a half row
     // The O^T m-tiles of a warp: local tile c = half x kWarpSteps + ls holds dims 16 n .. 16 n + 15,
     // n = half x kHalfKSteps + kDimSplit ls + rank (o_tile).
     static constexpr int32_t kONTiles = 2 * kWarpSteps;
     static constexpr int32_t kOHalfDims = kMmaM / 2;
 
-    // A warp's slot: the 16 key rows of its dims of one sub-tile, 32 vectors (512 bytes) a row:
-    // local vector v is global vector half x kHalfVecs + 2 (kDimSplit ls + rank) + v % 2 with half
-    // = v / 16, ls = v % 16 / 2; lane l copies local vector l of every key. Swizzled as a
-    // decode_bf16_d512 chunk (vector v of row r at v ^ (r % 8)), so an ldmatrix of local k-step c
-    // reads vectors 2c, 2c + 1 (chunk_row_address).
-    static constexpr int32_t kChunkRowBytes = 2 * kWarpSteps * kMmaK * kElemBytes;  // 512
-    static constexpr int32_t kVecsPerChunkRow = kChunkRowBytes / kVecBytes;         // 32
-    static constexpr int32_t kChunkBytes = kSubTileKeys * kChunkRowBytes;           // 8 KB
-    // Two slots a warp: sub-tile i is read while i + 1 is in flight; i + 2 is issued into i's
-    // slot once P V is done with it. 12 warps x 8 KB in flight an SM (Little's law at 4.3 TB/s
-    // asks for 20-26 KB).
-    static constexpr int32_t kRingSlots = 2;
+    // A warp's slot: the 16 key rows of its dims of one sub-tile, 64 / kDimSplit vectors a row:
+    // local vector v is global vector global_vec(v, rank) (the vectors of its local tile v / 2);
+    // lane l copies local vector l % kVecsPerChunkRow of keys l / kVecsPerChunkRow, +
+    // kKeysPerCopy, ... Swizzled as a decode_bf16_d512 chunk (vector v of row r at v ^ (r % 8)),
+    // so an ldmatrix of local k-step c reads vectors 2c, 2c + 1 (chunk_row_address).
+    static constexpr int32_t kChunkRowBytes = 2 * kWarpSteps * kMmaK * kElemBytes;
+    static constexpr int32_t kVecsPerChunkRow = kChunkRowBytes / kVecBytes;
+    static constexpr int32_t kKeysPerCopy = kWarpSize / kVecsPerChunkRow;  // key rows a warp's copy covers
+    static constexpr int32_t kChunkBytes = kSubTileKeys * kChunkRowBytes;
+    // kRingSlots slots a warp: sub-tile i is read while the next kRingSlots - 1 are in flight;
+    // i + kRingSlots is issued into i's slot once P V is done with it.
+    static constexpr int32_t kRingSlots = kRingSlotsValue;
     static constexpr int32_t kWarpRingBytes = kRingSlots * kChunkBytes;
 
     // Q: the 8 rows as bf16, 1 KB rows, vectors swizzled by row.
@@ -74,15 +77,15 @@ struct DecodeBf16KfvW12D512Traits {
     static constexpr bool kBf16Probs = true;
 
     // Rotated k-steps of a warp whose table words are loaded before its unrotated k-steps (keys.cuh):
-    // Gemma 4's 128 rotated dims are 4 k-steps, 2 a warp.
-    static constexpr int32_t kCosSinStepsAhead = 2;
+    // Gemma 4's 128 rotated dims are 4 k-steps, 4 / kDimSplit a warp.
+    static constexpr int32_t kCosSinStepsAhead = (4 + kDimSplit - 1) / kDimSplit;
 
     // The partial scores: a float4 a lane, per parity of the sub-tile (two buffers, so a warp
     // writing sub-tile i + 2's part finds its partner past reading sub-tile i's).
     static constexpr int32_t kExchangeBufferBytes = kWarps * kWarpSize * 16;
     static constexpr int32_t kExchangeBytes = 2 * kExchangeBufferBytes;
 
-    // The end of the block: each pair's row maxima and sums and its O^T (fp32 [pair][row][dim],
+    // The end of the block: each set's row maxima and sums and its O^T (fp32 [set][row][dim],
     // each warp writing its dims), over the rings once every warp is done.
     static constexpr int32_t kMergeRowBytes = kHeadDim * 4;
     static constexpr int32_t kMergeBytes = kSets * kRows * kMergeRowBytes;
@@ -128,7 +131,8 @@ struct DecodeBf16KfvW12D512Traits {
     }
 
     static_assert(kHalfKSteps % kDimSplit == 0, "the k-steps of a half split evenly");
-    static_assert(kVecsPerChunkRow == kWarpSize, "a lane copies one 16-byte vector of every key row of a slot");
+    static_assert(kWarpSize % kVecsPerChunkRow == 0 && kSubTileKeys % kKeysPerCopy == 0,
+                  "a warp's copy covers whole key rows of a slot");
     static_assert(kSubTileKeys == kMmaM, "a sub-tile is the m of one mma");
     static_assert(kThreads >= kHalfDim, "the tables are staged one frequency and two weights a thread");
     static_assert(kMergeBytes <= kWarps * kWarpRingBytes, "the merge area fits in the rings");
@@ -138,7 +142,12 @@ struct DecodeBf16KfvW12D512Traits {
                   "float4 exchange and vector table reads stay aligned");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
     static_assert(kSets + 1 <= 16, "named barriers 1 .. kSets (0 is the block's)");
+    static_assert(kRingSlots >= 2, "one slot read while the next is in flight");
+};
 
+// decode_bf16kfvw12_d512: pairs of warps, six pairs, two 8 KB slots a warp (12 warps x 8 KB in
+// flight an SM; Little's law at 4.3 TB/s asks for 20-26 KB).
+struct DecodeBf16KfvW12D512Traits : DecodeBf16KfvSplitBlock<2, 6, 2> {
     static constexpr KernelDesc desc = {
         "decode_bf16kfvw12_d512", "wideattn_decode_bf16kfvw12_d512",
         kBF16, kBF16, kBF16,
