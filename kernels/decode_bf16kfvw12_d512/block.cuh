@@ -35,11 +35,12 @@ __device__ __forceinline__ int32_t set_subtiles(int32_t num_tiles, int32_t set) 
     return num_tiles > set ? (num_tiles - set + Traits::kSets - 1) / Traits::kSets : 0;
 }
 
-// The block-table entry of the set's sub-tile `local` (its local index), or 0 past its last one.
+// The block-table entry of the set's sub-tile `local` (its local index), or 0 past its last one
+// (`page_shift`: page_shift_of(block_size)).
 template <class Traits>
 __device__ __forceinline__ int32_t set_page(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
-                                            int32_t set, int32_t count, int32_t local) {
-    return local < count ? stream.page_of(p, set + local * Traits::kSets) : 0;
+                                            int32_t set, int32_t count, int32_t local, int32_t page_shift) {
+    return local < count ? stream.page_of(p, set + local * Traits::kSets, page_shift) : 0;
 }
 
 // Issues the copies of the warp's dims of the set's sub-tile `local` into its ring slot
@@ -47,15 +48,17 @@ __device__ __forceinline__ int32_t set_page(const wideattn_prefill_params& p, co
 // commits a group either way (one group a sub-tile keeps the waits' counts fixed). Lane l copies
 // the 16-byte vector at `lane_offset` (Traits::global_vec of its local vector l %
 // kVecsPerChunkRow) of key rows l / kVecsPerChunkRow, + kKeysPerCopy, ...; keys past kv_end and
-// pages outside the cache are zero-filled without a read.
+// pages outside the cache are zero-filled without a read. The lean forms of
+// decode_bf16kfvli_d512's copies: the first key's slot by a mask where the page holds a power of
+// two of keys (`page_shift` >= 0, page_shift_of), a sub-tile whose 16 keys are all valid and in the
+// cache copied without the per-key selects.
 template <class Traits>
 __device__ __forceinline__ void issue_set_subtile(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                                   uint32_t ring, int32_t set, int32_t count, int32_t local,
-                                                  int64_t lane_offset, int32_t page) {
+                                                  int64_t lane_offset, int32_t page, int32_t page_shift) {
     if (local < count) {
         const int32_t key0 = (set + local * Traits::kSets) * Traits::kSubTileKeys;
-        const int32_t page_index = key0 / p.block_size;
-        const int32_t slot0 = key0 - page_index * p.block_size;
+        const int32_t slot0 = page_shift >= 0 ? key0 & ((1 << page_shift) - 1) : key0 % p.block_size;
         const bool in_cache = page_in_cache(page, p.num_blocks);
         const int32_t keys = in_cache ? min(Traits::kSubTileKeys, stream.kv_end - key0) : 0;
         const int64_t page_safe = in_cache ? page : 0;
@@ -65,12 +68,20 @@ __device__ __forceinline__ void issue_set_subtile(const wideattn_prefill_params&
         const unsigned char* src = stream.v_base + page_safe * (p.v_block_stride * Traits::kElemBytes) +
                                    int64_t{slot0 + first_key} * slot_stride + lane_offset;
         const uint32_t slot = ring + (local % Traits::kRingSlots) * Traits::kChunkBytes;
+        if (keys == Traits::kSubTileKeys) {
 #pragma unroll
-        for (int32_t key = first_key; key < Traits::kSubTileKeys; key += Traits::kKeysPerCopy) {
-            const bool valid = key < keys;
-            ptx::cp_async_16(slot + swizzled<Traits::kChunkRowBytes, Traits>(key, vec), valid ? src : stream.v_base,
-                             valid ? Traits::kVecBytes : 0);
-            src += Traits::kKeysPerCopy * slot_stride;
+            for (int32_t key = first_key; key < Traits::kSubTileKeys; key += Traits::kKeysPerCopy) {
+                ptx::cp_async_16_full(slot + swizzled<Traits::kChunkRowBytes, Traits>(key, vec), src);
+                src += Traits::kKeysPerCopy * slot_stride;
+            }
+        } else {
+#pragma unroll
+            for (int32_t key = first_key; key < Traits::kSubTileKeys; key += Traits::kKeysPerCopy) {
+                const bool valid = key < keys;
+                ptx::cp_async_16(slot + swizzled<Traits::kChunkRowBytes, Traits>(key, vec),
+                                 valid ? src : stream.v_base, valid ? Traits::kVecBytes : 0);
+                src += Traits::kKeysPerCopy * slot_stride;
+            }
         }
     }
     ptx::cp_async_commit();
@@ -118,13 +129,14 @@ __device__ __forceinline__ void kfvw_key_loop(const wideattn_prefill_params& p, 
     const int32_t count = set_subtiles<Traits>(num_tiles, set);
     const int64_t lane_offset =
         int64_t{Traits::global_vec(lane % Traits::kVecsPerChunkRow, rank)} * Traits::kVecBytes;
+    const int32_t page_shift = page_shift_of(p.block_size);
 #pragma unroll
     for (int32_t local = 0; local < Traits::kRingSlots; ++local)
         issue_set_subtile<Traits>(p, stream, ring, set, count, local, lane_offset,
-                                  set_page<Traits>(p, stream, set, count, local));
+                                  set_page<Traits>(p, stream, set, count, local, page_shift), page_shift);
     const int32_t g = lane / 4;
     for (int32_t i = 0; i < count; ++i) {
-        const int32_t page_next = set_page<Traits>(p, stream, set, count, i + Traits::kRingSlots);
+        const int32_t page_next = set_page<Traits>(p, stream, set, count, i + Traits::kRingSlots, page_shift);
         ptx::cp_async_wait<Traits::kRingSlots - 1>();
         __syncwarp();  // sub-tile i landed for every lane
         const uint32_t slot = ring + (i % Traits::kRingSlots) * Traits::kChunkBytes;
@@ -152,7 +164,8 @@ __device__ __forceinline__ void kfvw_key_loop(const wideattn_prefill_params& p, 
             ptx::mma_bf16_16816(o[c], a, p0, p1);
         }
         __syncwarp();  // every lane is done with the slot
-        issue_set_subtile<Traits>(p, stream, ring, set, count, i + Traits::kRingSlots, lane_offset, page_next);
+        issue_set_subtile<Traits>(p, stream, ring, set, count, i + Traits::kRingSlots, lane_offset, page_next,
+                                  page_shift);
     }
     ptx::cp_async_wait<0>();
 }
