@@ -83,6 +83,16 @@ __device__ __forceinline__ void store_output_quad(const wideattn_prefill_params&
     }
 }
 
+// The warp's row sums over its lanes: lanes with the same t (lane % 4) hold the same two rows.
+template <class Traits>
+__device__ __forceinline__ void sum_warp_rows(WarpRows& rows) {
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r)
+#pragma unroll
+        for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
+            rows.sum[r] += __shfl_xor_sync(kFullMask, rows.sum[r], offset);
+}
+
 // Writes a row's LSE: the split's (kSplit, partial row `part`), else into lse when the call has one.
 template <bool kSplit>
 __device__ __forceinline__ void store_row_lse(const wideattn_prefill_params& p, int64_t token, int32_t head,
@@ -99,11 +109,7 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
                                             int32_t lane, int64_t token, int32_t kv_head) {
     const int32_t g = lane / 4, t = lane % 4;
     if constexpr (kSplit) ptx::allow_dependent_launch();  // the merge may be scheduled (docs/design.md, split-KV)
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r)
-#pragma unroll
-        for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
-            rows.sum[r] += __shfl_xor_sync(kFullMask, rows.sum[r], offset);
+    sum_warp_rows<Traits>(rows);
     __syncthreads();  // every warp is past its key loop: the rings are free
     if (g == 0)
 #pragma unroll

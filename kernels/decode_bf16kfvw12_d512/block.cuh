@@ -192,11 +192,7 @@ __device__ __forceinline__ void kfvw_write_block(const wideattn_prefill_params& 
     const int32_t g = lane / 4, t = lane % 4;
     const int32_t set = warp / Traits::kDimSplit, rank = warp % Traits::kDimSplit;
     if constexpr (kSplit) ptx::allow_dependent_launch();  // the merge may be scheduled (docs/design.md, split-KV)
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r)
-#pragma unroll
-        for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
-            rows.sum[r] += __shfl_xor_sync(kFullMask, rows.sum[r], offset);
+    decode_e4m3::sum_warp_rows<Traits>(rows);
     __syncthreads();  // every warp is past its key loop: the rings are free
     if (rank == 0 && g == 0)
 #pragma unroll
