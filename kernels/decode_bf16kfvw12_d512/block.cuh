@@ -116,8 +116,8 @@ __device__ __forceinline__ void add_set_scores(uint32_t exchange, int32_t warp, 
 // The warp's key loop over its set's sub-tiles. Step i: wait for sub-tile i (the next kRingSlots -
 // 1 stay in flight; the entry of i + kRingSlots is read first), the warp's partial scores with K
 // built from its slot, the set's parts added, the softmax, P V over the warp's m-tiles, then
-// sub-tile i + kRingSlots issued into the slot. `rotated`: the warp's local k-steps holding a rotating dim; `bf16_weights`: every
-// k_norm weight is a bf16 value (`weight_bf16` holds them).
+// sub-tile i + kRingSlots issued into the slot. `rotated`: the warp's local k-steps holding a
+// rotating dim; `bf16_weights`: every k_norm weight is a bf16 value (`weight_bf16` holds them).
 template <class Traits>
 __device__ __forceinline__ void kfvw_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                               uint32_t ring, uint32_t exchange, uint32_t q_shared, uint32_t weight,
