@@ -217,6 +217,14 @@ struct WarpStream {
         return __ldg(table_row + sub * Traits::kSubTileKeys / p.block_size);
     }
 
+    // page_of with the page's index by a shift where `page_shift` >= 0 (a power-of-two block_size:
+    // page_shift_of, kernels/common/page_bounds.cuh), else by the division.
+    __device__ __forceinline__ int32_t page_of(const wideattn_prefill_params& p, int32_t sub,
+                                               int32_t page_shift) const {
+        const int32_t key0 = sub * Traits::kSubTileKeys;
+        return __ldg(table_row + (page_shift >= 0 ? key0 >> page_shift : key0 / p.block_size));
+    }
+
     // Issues the copies of the K (kValue false) or V codes of sub-tile `sub` into `chunk`.
     template <bool kValue>
     __device__ __forceinline__ void issue(const wideattn_prefill_params& p, int32_t sub, uint32_t chunk) const {
@@ -254,6 +262,35 @@ struct WarpStream {
             ptx::cp_async_16(chunk + dim * Traits::kVecBytes, in_cache ? src : v_base,
                              in_cache ? Traits::kVecBytes : 0);
             src += lane_step;
+        }
+    }
+
+    // copy_rows of a sub-tile's V codes (engine layout) with fewer instructions: the first key's slot
+    // by a mask where the page holds a power of two of keys (`page_shift` >= 0), and a sub-tile
+    // whose keys are all valid and in the cache copied without the per-key zero-fill selects. The
+    // same copies.
+    __device__ __forceinline__ void copy_value_rows_lean(const wideattn_prefill_params& p, int32_t key0, int32_t page,
+                                                         uint32_t chunk, int32_t page_shift) const {
+        const int32_t slot0 = page_shift >= 0 ? key0 & ((1 << page_shift) - 1) : key0 % p.block_size;
+        const bool in_cache = page_in_cache(page, p.num_blocks);
+        const int32_t keys = in_cache ? min(Traits::kSubTileKeys, kv_end - key0) : 0;
+        const int64_t page_safe = in_cache ? page : 0;
+        const unsigned char* src = v_base + page_safe * p.v_block_stride + int64_t{slot0} * p.v_slot_stride +
+                                   lane * Traits::kVecBytes;
+        if (keys == Traits::kSubTileKeys) {
+#pragma unroll
+            for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
+                ptx::cp_async_16_full(chunk + swizzled<Traits::kRowBytes, Traits>(key, lane), src);
+                src += p.v_slot_stride;
+            }
+        } else {
+#pragma unroll
+            for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
+                const bool valid = key < keys;
+                ptx::cp_async_16(chunk + swizzled<Traits::kRowBytes, Traits>(key, lane), valid ? src : v_base,
+                                 valid ? Traits::kVecBytes : 0);
+                src += p.v_slot_stride;
+            }
         }
     }
 

@@ -1,7 +1,8 @@
 // page_bounds.cuh - block-table entries the kernels distrust (docs/design.md, "Metadata the
 // kernels distrust"): an entry outside [0, num_blocks) names no page of the cache, and its keys
 // read as zeros in K and V, as the TMA path's tensor bounds already give. The cp.async paths
-// test the entry before forming an address and copy nothing from such a page (zero fill).
+// test the entry before forming an address and copy nothing from such a page (zero fill); the
+// page shift of the lean copies.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,12 @@ constexpr int32_t kNoPage = -1;
 // One unsigned compare: a negative entry wraps above any num_blocks (>= 1, checked on the host).
 __device__ __forceinline__ bool page_in_cache(int32_t page, int32_t num_blocks) {
     return static_cast<uint32_t>(page) < static_cast<uint32_t>(num_blocks);
+}
+
+// log2(block_size) when block_size is a power of two, else -1: the lean copies' page index by a
+// shift and first slot by a mask (decode_bf16_d512's and decode_e4m3_d512's WarpStream).
+__device__ __forceinline__ int32_t page_shift_of(int32_t block_size) {
+    return (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
 }
 
 }  // namespace wideattn

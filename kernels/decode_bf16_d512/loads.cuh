@@ -154,9 +154,4 @@ struct WarpStream {
 
 };
 
-// log2(block_size) when block_size is a power of two, else -1 (page_of, issue_value_lean).
-__device__ __forceinline__ int32_t page_shift_of(int32_t block_size) {
-    return (block_size & (block_size - 1)) == 0 ? __ffs(block_size) - 1 : -1;
-}
-
 }  // namespace wideattn::decode_bf16

@@ -337,7 +337,8 @@ TEST_CASE("gpu K-from-V decode kernels: wideattn_k_from_v_cos_sin's table over e
 namespace {
 
 // A candidate form of a K-from-V decode kernel (decode_bf16kfvpa_d512, decode_e4m3kfvpa_d512: the
-// block-table entries read a step ahead; decode_bf16kfvli_d512: with the lean V copies) computes the same values in the same order as its base kernel, so its output
+// block-table entries read a step ahead; decode_bf16kfvli_d512, decode_e4m3kfvli_d512: with the
+// lean V copies) computes the same values in the same order as its base kernel, so its output
 // must equal the base's bit for bit: without a table, with a table over every key and over part of
 // them (rows ending inside a sub-tile), bf16 and fp32 weights, Gemma 4's 128 rotated dims, every dim
 // rotating, and 72; the problems hold sequences of 1, 2 and many sub-tiles a warp (the steps
@@ -391,10 +392,11 @@ bool check_candidate_form_bits(const char* base_name, const char* lean_name) {
 
 }  // namespace
 
-TEST_CASE("gpu K-from-V candidate forms: decode_bf16kfvpa_d512, decode_bf16kfvli_d512 and decode_e4m3kfvpa_d512 write their base kernels' bits") {
+TEST_CASE("gpu K-from-V candidate forms: decode_bf16kfvpa_d512, decode_bf16kfvli_d512, decode_e4m3kfvpa_d512 and decode_e4m3kfvli_d512 write their base kernels' bits") {
     const std::pair<const char*, const char*> pairs[] = {{"decode_bf16kfv_d512", "decode_bf16kfvpa_d512"},
                                                          {"decode_bf16kfv_d512", "decode_bf16kfvli_d512"},
-                                                         {"decode_e4m3kfv_d512", "decode_e4m3kfvpa_d512"}};
+                                                         {"decode_e4m3kfv_d512", "decode_e4m3kfvpa_d512"},
+                                                         {"decode_e4m3kfv_d512", "decode_e4m3kfvli_d512"}};
     for (const auto& pair : pairs) {
         const char* const base = pair.first;
         const char* const lean = pair.second;
