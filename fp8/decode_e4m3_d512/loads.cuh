@@ -212,17 +212,11 @@ struct WarpStream {
     }
 
     // The block-table entry of sub-tile `sub` (the page its 16 keys lie in; a sub-tile never
-    // straddles a page: block_size is a multiple of 16).
-    __device__ __forceinline__ int32_t page_of(const wideattn_prefill_params& p, int32_t sub) const {
-        return __ldg(table_row + sub * Traits::kSubTileKeys / p.block_size);
-    }
-
-    // page_of with the page's index by a shift where `page_shift` >= 0 (a power-of-two block_size:
-    // page_shift_of, kernels/common/page_bounds.cuh), else by the division.
+    // straddles a page: block_size is a multiple of 16); the page's index by a shift where
+    // `page_shift` >= 0 (page_shift_of, kernels/common/page_bounds.cuh), else by the division.
     __device__ __forceinline__ int32_t page_of(const wideattn_prefill_params& p, int32_t sub,
-                                               int32_t page_shift) const {
-        const int32_t key0 = sub * Traits::kSubTileKeys;
-        return __ldg(table_row + (page_shift >= 0 ? key0 >> page_shift : key0 / p.block_size));
+                                               int32_t page_shift = -1) const {
+        return __ldg(table_row + page_index_of(sub * Traits::kSubTileKeys, p.block_size, page_shift));
     }
 
     // Issues the copies of the K (kValue false) or V codes of sub-tile `sub` into `chunk`.
@@ -265,32 +259,23 @@ struct WarpStream {
         }
     }
 
-    // copy_rows of a sub-tile's V codes (engine layout) with fewer instructions: the first key's slot
-    // by a mask where the page holds a power of two of keys (`page_shift` >= 0), and a sub-tile
-    // whose keys are all valid and in the cache copied without the per-key zero-fill selects. The
-    // same copies.
+    // copy_rows of a sub-tile's V codes (engine layout) with fewer instructions where its 16 keys
+    // are all valid and in the cache: the first key's slot by a mask where the page holds a power
+    // of two of keys (`page_shift` >= 0), no per-key zero-fill selects. Any other sub-tile by
+    // copy_rows. The same copies.
     __device__ __forceinline__ void copy_value_rows_lean(const wideattn_prefill_params& p, int32_t key0, int32_t page,
                                                          uint32_t chunk, int32_t page_shift) const {
-        const int32_t slot0 = page_shift >= 0 ? key0 & ((1 << page_shift) - 1) : key0 % p.block_size;
-        const bool in_cache = page_in_cache(page, p.num_blocks);
-        const int32_t keys = in_cache ? min(Traits::kSubTileKeys, kv_end - key0) : 0;
-        const int64_t page_safe = in_cache ? page : 0;
-        const unsigned char* src = v_base + page_safe * p.v_block_stride + int64_t{slot0} * p.v_slot_stride +
+        if (!page_in_cache(page, p.num_blocks) || kv_end - key0 < Traits::kSubTileKeys) {
+            copy_rows<true, Traits::kSubTileKeys>(p, key0, page, chunk, 0);
+            return;
+        }
+        const unsigned char* src = v_base + int64_t{page} * p.v_block_stride +
+                                   int64_t{page_slot_of(key0, p.block_size, page_shift)} * p.v_slot_stride +
                                    lane * Traits::kVecBytes;
-        if (keys == Traits::kSubTileKeys) {
 #pragma unroll
-            for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
-                ptx::cp_async_16_full(chunk + swizzled<Traits::kRowBytes, Traits>(key, lane), src);
-                src += p.v_slot_stride;
-            }
-        } else {
-#pragma unroll
-            for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
-                const bool valid = key < keys;
-                ptx::cp_async_16(chunk + swizzled<Traits::kRowBytes, Traits>(key, lane), valid ? src : v_base,
-                                 valid ? Traits::kVecBytes : 0);
-                src += p.v_slot_stride;
-            }
+        for (int32_t key = 0; key < Traits::kSubTileKeys; ++key) {
+            ptx::cp_async_16_full(chunk + swizzled<Traits::kRowBytes, Traits>(key, lane), src);
+            src += p.v_slot_stride;
         }
     }
 

@@ -47,16 +47,12 @@ __device__ __forceinline__ void issue_v_chunk_from_page(const wideattn_prefill_p
     ptx::cp_async_commit();
 }
 
-// The block-table entry of the warp's sub-tile c, or 0 past its last one (Traits::kLeanIssue: the
-// page's index by `page_shift` where it is >= 0).
+// The block-table entry of the warp's sub-tile c, or 0 past its last one (`page_shift`: -1, or
+// page_shift_of(block_size) with Traits::kLeanIssue).
 template <class Traits>
 __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                              int32_t warp, int32_t count, int32_t c, int32_t page_shift) {
-    if (c >= count) return 0;
-    if constexpr (Traits::kLeanIssue)
-        return stream.page_of(p, warp + c * Traits::kWarps, page_shift);
-    else
-        return stream.page_of(p, warp + c * Traits::kWarps);
+    return c < count ? stream.page_of(p, warp + c * Traits::kWarps, page_shift) : 0;
 }
 
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles: wait for V_i, issue

@@ -86,7 +86,7 @@ struct WarpStream {
     __device__ __forceinline__ int32_t page_of(const wideattn_prefill_params& p, int32_t sub,
                                                int32_t page_shift = -1) const {
         const int32_t key0 = sub * Traits::kSubTileKeys;
-        return __ldg(table_row + (page_shift >= 0 ? key0 >> page_shift : key0 / p.block_size));
+        return __ldg(table_row + page_index_of(key0, p.block_size, page_shift));
     }
 
     // Issues the copies of part `part` (dims part x kChunkDims ..) of the K (value false) or V of
@@ -134,7 +134,7 @@ struct WarpStream {
     __device__ __forceinline__ void issue_value_lean(const wideattn_prefill_params& p, int32_t sub, int32_t part,
                                                      uint32_t chunk, int32_t page, int32_t page_shift) const {
         const int32_t key0 = sub * Traits::kSubTileKeys;
-        const int32_t slot0 = page_shift >= 0 ? key0 & ((1 << page_shift) - 1) : key0 % p.block_size;
+        const int32_t slot0 = page_slot_of(key0, p.block_size, page_shift);
         const bool in_cache = page_in_cache(page, p.num_blocks);
         const int32_t keys = in_cache ? min(Traits::kSubTileKeys, kv_end - key0) : 0;
         const int64_t page_safe = in_cache ? page : 0;

@@ -58,7 +58,7 @@ __device__ __forceinline__ void issue_set_subtile(const wideattn_prefill_params&
                                                   int64_t lane_offset, int32_t page, int32_t page_shift) {
     if (local < count) {
         const int32_t key0 = (set + local * Traits::kSets) * Traits::kSubTileKeys;
-        const int32_t slot0 = page_shift >= 0 ? key0 & ((1 << page_shift) - 1) : key0 % p.block_size;
+        const int32_t slot0 = page_slot_of(key0, p.block_size, page_shift);
         const bool in_cache = page_in_cache(page, p.num_blocks);
         const int32_t keys = in_cache ? min(Traits::kSubTileKeys, stream.kv_end - key0) : 0;
         const int64_t page_safe = in_cache ? page : 0;
