@@ -55,8 +55,7 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
             CHECK(k.q_dtype == WIDEATTN_DTYPE_BF16);
             CHECK(k.o_dtype == WIDEATTN_DTYPE_F32);
             CHECK(k.tile_tokens > 0);
-        } else if (k.name == "merge_splits_bf16" || k.name == "merge_splits_bf16_rows" ||
-                   k.name == "merge_splits_bf16_rows_early") {
+        } else if (k.name == "merge_splits_bf16" || k.name == "merge_splits_bf16_rows") {
             if (k.name == "merge_splits_bf16") merge_archs.insert(k.arch);
             CHECK(k.kind == "merge_splits");
             CHECK(k.o_dtype == WIDEATTN_DTYPE_BF16);
@@ -105,7 +104,7 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
     // of its dtypes, the transposed-V kernels stay below wgmma_e4m3q_d512 with wgmma_e4m3alt64_d512
     // first among them for e4m3 Q, wgmma_bf16c2_d512 (two CTAs a tile) outranks wgmma_bf16_d512 (one),
     // decode_bf16w4_d512 outranks both and decode_bf16_d512 (its 8-warp form), merge_splits_bf16_rows outranks merge_splits_bf16 on sm_90a and only
-    // there (the candidate merge_splits_bf16_rows_early below both); the mma-tier
+    // there; the mma-tier
     // BF16 kernel without ping-pong outranks the one with everywhere but on sm_120a, where ping-pong
     // (the published design) comes first.
     std::map<std::pair<std::string, std::string>, int32_t> priority_of;  // (name, arch)
@@ -148,8 +147,6 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
             else
                 outranks("merge_splits_bf16", "merge_splits_bf16_rows", arch);
         }
-        if (key.first == "merge_splits_bf16_rows_early")  // a candidate: below both merges
-            outranks("merge_splits_bf16", "merge_splits_bf16_rows_early", arch);
         if (key.first != "mma_bf16_d512_pp") continue;
         if (arch == "sm_120a")
             outranks("mma_bf16_d512_pp", "mma_bf16_d512", arch);

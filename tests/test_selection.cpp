@@ -1002,8 +1002,8 @@ TEST_CASE("selection: the built bundle's K-from-V decode kernel declares what se
     for (const char* feature : {kFeatureKFromV, kFeatureKFromVOnly, kFeatureSingleToken, kFeatureSplitKv})
         CHECK_MESSAGE(k->has_feature(feature), feature);
     CHECK(!k->split_symbol.empty());
-    // The only kernel of its dtypes that rebuilds K but its candidate forms (-Dcandidate_kernels,
-    // e.g. decode_e4m3kfvpa_d512), which rank below it, so selection picks it.
+    // The only kernel of its dtypes that rebuilds K but candidates (-Dcandidate_kernels), which
+    // rank below it, so selection picks it.
     for (const ManifestKernel& x : m.kernels) {
         if (x.name == k->name || !x.has_feature(kFeatureKFromV)) continue;
         CAPTURE(x.name);

@@ -31,24 +31,20 @@ __device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, 
 }
 
 // issue_v_chunk with the block-table entry of sub-tile c read earlier (`page`, valid when the
-// sub-tile exists); Traits::kLeanIssue: by copy_value_rows_lean (`page_shift`).
+// sub-tile exists), by WarpStream::copy_value_rows_lean (`page_shift`: page_shift_of(block_size)).
 template <class Traits>
 __device__ __forceinline__ void issue_v_chunk_from_page(const wideattn_prefill_params& p,
                                                         const WarpStream<Traits>& stream, uint32_t ring, int32_t warp,
                                                         int32_t count, int32_t c, int32_t page, int32_t page_shift) {
     if (c < count) {
         const uint32_t chunk = ring + (c % Traits::kRingChunks) * Traits::kChunkBytes;
-        if constexpr (Traits::kLeanIssue)
-            stream.copy_value_rows_lean(p, (warp + c * Traits::kWarps) * Traits::kSubTileKeys, page, chunk,
-                                        page_shift);
-        else
-            stream.template issue_from_page<true>(p, warp + c * Traits::kWarps, chunk, page);
+        stream.copy_value_rows_lean(p, (warp + c * Traits::kWarps) * Traits::kSubTileKeys, page, chunk, page_shift);
     }
     ptx::cp_async_commit();
 }
 
-// The block-table entry of the warp's sub-tile c, or 0 past its last one (`page_shift`: -1, or
-// page_shift_of(block_size) with Traits::kLeanIssue).
+// The block-table entry of the warp's sub-tile c, or 0 past its last one (`page_shift`:
+// page_shift_of(block_size)).
 template <class Traits>
 __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                              int32_t warp, int32_t count, int32_t c, int32_t page_shift) {
@@ -57,11 +53,11 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles: wait for V_i, issue
 // V_i+2 (into V_i-1's slot, read to the end in the previous step), S_i with K built from V_i, the
-// softmax, P_i V_i. Traits::kPagesAhead: the block-table entry of V_i+2 was read in the previous
-// step (in the prologue for V_2), right after that step's issue, so this issue does not wait for
-// a table load; the prologue's chunks (kChunksInFlight, issued by the block) read theirs there.
-// Traits::kLeanIssue (with it): those copies and loads by WarpStream's lean forms (a mask for a
-// power-of-two page, no zero-fill selects on a full sub-tile).
+// softmax, P_i V_i. The block-table entry of V_i+2 was read in the previous step (in the prologue
+// for V_2), right after that step's issue, so this issue does not wait for a table load; the
+// prologue's chunks (kChunksInFlight, issued by the block) read theirs there. Those copies and
+// loads take WarpStream's lean forms (a mask for a power-of-two page, no zero-fill selects on a
+// full sub-tile).
 template <class Traits>
 __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                                   uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
@@ -70,22 +66,15 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
                                                   float score_scale,
                                                   float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
-    static_assert(!Traits::kLeanIssue || Traits::kPagesAhead, "the lean issue is a form of the pages-ahead loop");
-    int32_t page_shift = -1;  // kLeanIssue: page_shift_of(block_size)
-    if constexpr (Traits::kLeanIssue) page_shift = page_shift_of(p.block_size);
-    int32_t page_ahead = 0;  // kPagesAhead: the entry of sub-tile i + kChunksInFlight at step i
-    if constexpr (Traits::kPagesAhead)
-        page_ahead = warp_page<Traits>(p, stream, warp, count, Traits::kChunksInFlight, page_shift);
+    const int32_t page_shift = page_shift_of(p.block_size);
+    // The entry of sub-tile i + kChunksInFlight at step i.
+    int32_t page_ahead = warp_page<Traits>(p, stream, warp, count, Traits::kChunksInFlight, page_shift);
     for (int32_t i = 0; i < count; ++i) {
         ptx::cp_async_wait<Traits::kChunksInFlight - 1>();
         __syncwarp();  // V_i landed for every lane; every lane is done with V_i-1
-        if constexpr (Traits::kPagesAhead) {
-            issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, i + Traits::kChunksInFlight, page_ahead,
-                                            page_shift);
-            page_ahead = warp_page<Traits>(p, stream, warp, count, i + Traits::kChunksInFlight + 1, page_shift);
-        } else {
-            issue_v_chunk<Traits>(p, stream, ring, warp, count, i + Traits::kChunksInFlight);
-        }
+        issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, i + Traits::kChunksInFlight, page_ahead,
+                                        page_shift);
+        page_ahead = warp_page<Traits>(p, stream, warp, count, i + Traits::kChunksInFlight + 1, page_shift);
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
         float s[4];

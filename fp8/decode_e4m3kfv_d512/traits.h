@@ -48,13 +48,6 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     // flight while one is read.
     static constexpr int32_t kRingChunks = 3;
     static constexpr int32_t kChunksInFlight = kRingChunks - 1;
-    // The block-table entries read a step ahead of the copies that need them (block.cuh,
-    // warp_key_loop_kfv); false here, true in the candidate decode_e4m3kfvpa_d512.
-    static constexpr bool kPagesAhead = false;
-    // With kPagesAhead: the V copies and table loads by WarpStream's lean forms (copy_value_rows_lean,
-    // page_of with a page shift; fp8/decode_e4m3_d512/loads.cuh); true in the candidate
-    // decode_e4m3kfvli_d512.
-    static constexpr bool kLeanIssue = false;
     static constexpr int32_t kWarpRingBytes = kRingChunks * kChunkBytes;
 
     // k_norm's weight (fp32 [512]) and the inv_freq of the 256 frequencies (fp32, 0 from

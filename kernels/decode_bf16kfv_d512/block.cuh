@@ -20,20 +20,9 @@
 namespace wideattn::decode_bf16 {
 
 // Issues the warp's V chunk c (part c % 2 of its sub-tile c / 2, slot c % kRingChunks) when that
-// sub-tile exists, and commits a group either way (one group per chunk keeps the waits' counts
-// fixed).
-template <class Traits>
-__device__ __forceinline__ void issue_v_chunk(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
-                                              uint32_t ring, int32_t warp, int32_t count, int32_t c) {
-    const int32_t local = c / Traits::kVChunksPerSubTile;
-    if (local < count)
-        stream.issue(p, warp + local * Traits::kWarps, true, c % Traits::kVChunksPerSubTile,
-                     ring + (c % Traits::kRingChunks) * Traits::kChunkBytes);
-    ptx::cp_async_commit();
-}
-
-// issue_v_chunk with the block-table entry of the chunk's sub-tile read earlier (`page`, valid
-// when the sub-tile exists); Traits::kLeanIssue: by issue_value_lean (`page_shift`).
+// sub-tile exists, by WarpStream::issue_value_lean with the sub-tile's block-table entry read
+// earlier (`page`; `page_shift`: page_shift_of(block_size)), and commits a group either way (one
+// group per chunk keeps the waits' counts fixed).
 template <class Traits>
 __device__ __forceinline__ void issue_v_chunk_from_page(const wideattn_prefill_params& p,
                                                         const WarpStream<Traits>& stream, uint32_t ring, int32_t warp,
@@ -42,16 +31,13 @@ __device__ __forceinline__ void issue_v_chunk_from_page(const wideattn_prefill_p
     if (local < count) {
         const int32_t sub = warp + local * Traits::kWarps;
         const uint32_t chunk = ring + (c % Traits::kRingChunks) * Traits::kChunkBytes;
-        if constexpr (Traits::kLeanIssue)
-            stream.issue_value_lean(p, sub, c % Traits::kVChunksPerSubTile, chunk, page, page_shift);
-        else
-            stream.issue_from_page(p, sub, true, c % Traits::kVChunksPerSubTile, chunk, page);
+        stream.issue_value_lean(p, sub, c % Traits::kVChunksPerSubTile, chunk, page, page_shift);
     }
     ptx::cp_async_commit();
 }
 
 // The block-table entry of the warp's sub-tile `local` (its local index), or 0 past its last one
-// (`page_shift`: -1, or page_shift_of(block_size) with Traits::kLeanIssue).
+// (`page_shift`: page_shift_of(block_size)).
 template <class Traits>
 __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                              int32_t warp, int32_t count, int32_t local, int32_t page_shift) {
@@ -61,11 +47,10 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles (traits.h, the ring):
 // wait for both chunks of sub-tile i, S_i with K built from them, the softmax, P V over the first
 // chunk, issue chunk 2i + 3 into its slot, P V over the second, issue chunk 2i + 4.
-// Traits::kPagesAhead: the block-table entry of sub-tile i + 2 is loaded at the top of step i,
-// so the copies issued at its end (chunk 2i + 3 of sub-tile i + 1, whose entry the previous step
-// loaded, and chunk 2i + 4 of sub-tile i + 2) do not wait for a table load. Traits::kLeanIssue
-// (with it): those copies and loads by WarpStream's lean forms (a mask for a power-of-two page,
-// no zero-fill selects on a full sub-tile).
+// The block-table entry of sub-tile i + 2 is loaded at the top of step i, so the copies issued at
+// its end (chunk 2i + 3 of sub-tile i + 1, whose entry the previous step loaded, and chunk 2i + 4
+// of sub-tile i + 2) do not wait for a table load; the copies and table loads take WarpStream's
+// lean forms (a mask for a power-of-two page, no zero-fill selects on a full sub-tile).
 // `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them).
 template <class Traits>
 __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
@@ -76,26 +61,17 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
                                              int32_t rotated_q_loads, float score_scale,
                                              float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
-    static_assert(!Traits::kPagesAhead || (Traits::kPrologueChunks == 3 && Traits::kVChunksPerSubTile == 2),
-                  "pages ahead: step i issues chunk 2i + 3 (sub-tile i + 1) and 2i + 4 (sub-tile i + 2)");
-    static_assert(!Traits::kLeanIssue || Traits::kPagesAhead, "the lean issue is a form of the pages-ahead loop");
-    int32_t page_ahead = 0;  // kPagesAhead: the entry of sub-tile i + 1 at the top of step i
-    int32_t page_shift = -1;  // kLeanIssue: page_shift_of(block_size)
-    if constexpr (Traits::kLeanIssue) page_shift = page_shift_of(p.block_size);
-    if constexpr (Traits::kPagesAhead) {
-        const int32_t page0 = warp_page<Traits>(p, stream, warp, count, 0, page_shift);
-        page_ahead = warp_page<Traits>(p, stream, warp, count, 1, page_shift);
-        issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 0, page0, page_shift);
-        issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 1, page0, page_shift);
-        issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 2, page_ahead, page_shift);
-    } else {
-#pragma unroll
-        for (int32_t c = 0; c < Traits::kPrologueChunks; ++c) issue_v_chunk<Traits>(p, stream, ring, warp, count, c);
-    }
+    static_assert(Traits::kPrologueChunks == 3 && Traits::kVChunksPerSubTile == 2,
+                  "step i issues chunk 2i + 3 (sub-tile i + 1) and 2i + 4 (sub-tile i + 2)");
+    const int32_t page_shift = page_shift_of(p.block_size);
+    const int32_t page0 = warp_page<Traits>(p, stream, warp, count, 0, page_shift);
+    int32_t page_ahead = warp_page<Traits>(p, stream, warp, count, 1, page_shift);  // sub-tile i + 1's at step i
+    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 0, page0, page_shift);
+    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 1, page0, page_shift);
+    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 2, page_ahead, page_shift);
     for (int32_t i = 0; i < count; ++i) {
         const int32_t first = Traits::kVChunksPerSubTile * i;
-        int32_t page_next = 0;  // kPagesAhead: the entry of sub-tile i + 2
-        if constexpr (Traits::kPagesAhead) page_next = warp_page<Traits>(p, stream, warp, count, i + 2, page_shift);
+        const int32_t page_next = warp_page<Traits>(p, stream, warp, count, i + 2, page_shift);
         ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
         __syncwarp();  // both chunks of sub-tile i landed for every lane
         const uint32_t lo_chunk = ring + (first % Traits::kRingChunks) * Traits::kChunkBytes;
@@ -112,20 +88,13 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         chunk_pv<Traits>(lo_chunk, lane, 0, p0, p1, o);
         __syncwarp();  // every lane is done with chunk 2i
-        if constexpr (Traits::kPagesAhead)
-            issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks, page_ahead,
-                                            page_shift);
-        else
-            issue_v_chunk<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks);
+        issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks, page_ahead,
+                                        page_shift);
         chunk_pv<Traits>(hi_chunk, lane, 1, p0, p1, o);
         __syncwarp();  // every lane is done with chunk 2i + 1
-        if constexpr (Traits::kPagesAhead) {
-            issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks + 1,
-                                            page_next, page_shift);
-            page_ahead = page_next;
-        } else {
-            issue_v_chunk<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks + 1);
-        }
+        issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks + 1, page_next,
+                                        page_shift);
+        page_ahead = page_next;
     }
     ptx::cp_async_wait<0>();
 }

@@ -35,12 +35,6 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // is done with chunk 2i, and 2i + 4 once it is done with 2i + 1.
     static constexpr int32_t kPrologueChunks = kRingChunks;
     static constexpr int32_t kChunksPendingAtSubTile = kPrologueChunks - kVChunksPerSubTile;  // 1
-    // The block-table entries read a sub-tile ahead of the copies that need them (block.cuh,
-    // kfv_key_loop); false here, true in the candidate decode_bf16kfvpa_d512.
-    static constexpr bool kPagesAhead = false;
-    // With kPagesAhead: the copies and table loads by WarpStream's lean forms (issue_value_lean,
-    // kernels/decode_bf16_d512/loads.cuh); false here, true in the candidate decode_bf16kfvli_d512.
-    static constexpr bool kLeanIssue = false;
 
     // k_norm's weight (fp32 [512]) and inv_freq of the 256 frequencies (fp32, 0 from
     // rotary_dims / 2 on), staged once per block.

@@ -34,11 +34,11 @@ struct MergeSplitsTraits {
     static constexpr int32_t kLsePerLane = (WIDEATTN_MAX_SPLITS + kWarpSize - 1) / kWarpSize;
     static constexpr int32_t kSplitsInFlight = kSplitsInFlightValue;
     // Whether the first kSplitsInFlight splits' partial rows are loaded before the LSEs arrive
-    // (merge.cuh); true in the candidate merge_splits_bf16_rows_early.
+    // (merge.cuh); true in merge_splits_bf16_rows.
     static constexpr bool kEarlyLoads = false;
     // Whether the blocks let the next grid in the stream be scheduled right after their wait (a
-    // "pdl_wait" kernel there waits for this grid's end before it reads); true in the candidate
-    // merge_splits_bf16_rows_early.
+    // "pdl_wait" kernel there waits for this grid's end before it reads); true in
+    // merge_splits_bf16_rows.
     static constexpr bool kTriggersEarly = false;
     static constexpr int32_t kMinSm = 80;
     static_assert(kThreads % (kWarpSize * kWarpsPerRow) == 0, "whole rows per block");

@@ -1,8 +1,12 @@
 // traits.h - merge_splits_bf16_rows: merge_splits_bf16 (kernels/merge/splits_bf16/) with the four
 // warps of a block on one (token, query head) row, 128 dims each, and the partial loads of 32
 // splits in flight per warp (one load each): a batch-1 decode's merge (32 rows of 32 splits) runs
-// on 32 blocks in one round of loads instead of 8 blocks in four. The same arithmetic in the same
-// order, so the same bits.
+// on 32 blocks in one round of loads instead of 8 blocks in four; the partial O rows of the first
+// 32 splits are loaded right after the wait for the split kernel, beside the split LSEs
+// (kEarlyLoads, kernels/merge/splits_bf16/merge.cuh: one memory latency for both instead of one
+// after the other), and the blocks let the next grid in the stream be scheduled right after their
+// wait (kTriggersEarly: a "pdl_wait" kernel after it then starts as the merge ends). The same
+// arithmetic in the same order, so the same bits.
 //   grid.x = total_q * num_q_heads (kRowsPerBlock 1), block = kThreads, no shared memory.
 #pragma once
 
@@ -11,6 +15,8 @@
 namespace wideattn {
 
 struct MergeSplitsBf16RowsTraits : MergeSplitsTraits<4, 32> {
+    static constexpr bool kEarlyLoads = true;
+    static constexpr bool kTriggersEarly = true;
     static constexpr KernelDesc desc = merge_desc("merge_splits_bf16_rows", "wideattn_merge_splits_bf16_rows");
 };
 
