@@ -540,20 +540,18 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: accuracy at 32k and 128
     }
 }
 
-TEST_CASE("gpu wgmma_bf16c2pp_d512: the ordered form writes the bits of wgmma_bf16c2_d512") {
-    // The two forms run the same products, exchange and softmax on the same values, only issued in
-    // another order (kernels/hopper/bf16c2_d512/mainloop.cuh), so o and the LSE must be equal bit
-    // for bit: a difference would be a barrier or ring slot read at the wrong time in one of them.
+namespace {
+
+// A form of the two-CTA kernel (`form`) runs the same products, exchange and softmax on the same
+// values as wgmma_bf16c2_d512, only issued in another order (kernels/hopper/bf16c2_d512/
+// mainloop.cuh), so o and the LSE must be equal bit for bit: a difference would be a barrier or
+// ring slot read at the wrong time in one of them. False when the bundle lacks either kernel on
+// this GPU.
+bool check_c2_form_bits(const char* form, uint64_t seed) {
     constexpr const char* kFree = "wgmma_bf16c2_d512";
-    constexpr const char* kOrdered = "wgmma_bf16c2pp_d512";
     const std::vector<std::string> kernels = runnable_prefill_kernels(WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16);
     const auto has = [&](const char* name) { return std::find(kernels.begin(), kernels.end(), name) != kernels.end(); };
-    if (!has(kFree) || !has(kOrdered)) {
-        MESSAGE("the candidates " << kFree << " and " << kOrdered
-                                  << " are not both in this bundle on this GPU (-Dcandidate_kernels)");
-        return;
-    }
-    const uint64_t seed = fresh_seed() * 1000 + 900;
+    if (!has(kFree) || !has(form)) return false;
     const ProblemSpec specs[] = {problem_spec({1000, 65, 1}, {777, 0, 3000}, 32, 4, 16, seed),
                                  problem_spec({4109}, {13}, 32, 4, 32, seed + 1),
                                  problem_spec({1, 5, 300, 0, 17}, {20000, 3000, 0, 50, 31}, 32, 4, 64, seed + 2),
@@ -566,7 +564,7 @@ TEST_CASE("gpu wgmma_bf16c2pp_d512: the ordered form writes the bits of wgmma_bf
         REQUIRE(device.create(*gpu().device, host, WIDEATTN_DTYPE_BF16).empty());
         std::vector<unsigned char> o[2];
         std::vector<double> lse[2];
-        const char* const names[2] = {kFree, kOrdered};
+        const char* const names[2] = {kFree, form};
         for (int i = 0; i < 2; ++i) {
             const KernelRestriction only(names[i]);
             const std::string err = device.run(*gpu().device, gpu().ctx);
@@ -575,7 +573,7 @@ TEST_CASE("gpu wgmma_bf16c2pp_d512: the ordered form writes the bits of wgmma_bf
             REQUIRE(device.download_lse(host, &lse[i]).empty());
         }
         const bool same = o[0] == o[1] && lse[0] == lse[1];
-        std::printf("  %s / %s %-60s %s\n", kFree, kOrdered, spec.describe().c_str(), same ? "bit-identical" : "DIFFERENT");
+        std::printf("  %s / %s %-60s %s\n", kFree, form, spec.describe().c_str(), same ? "bit-identical" : "DIFFERENT");
         if (!same) {
             // Where they part: the count of differing output elements, the largest difference and
             // the first differing element's token, head and dim; the largest LSE difference.
@@ -599,5 +597,17 @@ TEST_CASE("gpu wgmma_bf16c2pp_d512: the ordered form writes the bits of wgmma_bf
         }
         CHECK(o[0] == o[1]);
         CHECK(lse[0] == lse[1]);
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("gpu wgmma_bf16c2 forms: wgmma_bf16c2pp_d512 and wgmma_bf16c2sa_d512 write the bits of wgmma_bf16c2_d512") {
+    const uint64_t seed = fresh_seed() * 1000 + 900;
+    for (const char* form : {"wgmma_bf16c2pp_d512", "wgmma_bf16c2sa_d512"}) {
+        CAPTURE(form);
+        if (!check_c2_form_bits(form, seed))
+            MESSAGE("the candidate " << form << " is not in this bundle on this GPU (-Dcandidate_kernels)");
     }
 }

@@ -15,6 +15,12 @@
 // row groups' warps have. The row groups run their steps independently, so one's softmax and
 // exchange overlap the other's products.
 //
+// With Traits::kScoresAhead (kernel wgmma_bf16c2sa_d512) step j issues Q K_j+2^T right after it
+// has posted S_j+1, before it waits for the partner's part: the product runs during the exchange's
+// wait and the softmax, where the tensor pipe otherwise holds only P_j V_j (the Nsight Compute
+// profile of 2026-12-05: the wait for the partner's scores was a third of a consumer warp's time).
+// The same operations on the same values, so the same bits.
+//
 // The ordered form (Traits::kOrderedTurns, kernel wgmma_bf16c2pp_d512) is the published ping-pong:
 // step j issues Q K_j+1^T and P_j V_j back to back in the row group's turn (schedule.h: row group
 // 0's step j, row group 1's step j, row group 0's step j + 1, ...), then, outside the turn, waits
@@ -93,6 +99,20 @@ __device__ __forceinline__ void zero_last_value_rows(const BlockGeometry& g, con
     }
 }
 
+// Tile `tile`'s scores once this row group's part is posted (`mine`, scaled): the partner's
+// collected and added, masked, and the online softmax into `prob`; true when O must be rescaled by
+// alpha.
+template <class Traits>
+__device__ __forceinline__ bool collect_and_softmax(const BlockGeometry& g, const Consumer& c, const SharedMap& map,
+                                                    int32_t tile, const float (&mine)[Traits::kKeyNTiles][4],
+                                                    RowState& state, uint32_t (&prob)[Traits::kPvSteps][4],
+                                                    float (&alpha)[2]) {
+    float scores[Traits::kKeyNTiles][4];
+    collect_scores<Traits>(map, tile, rearm_after<Traits::kExchangeParities>(tile, g.num_tiles), c.at, mine, scores);
+    mask_scores<Traits>(g, tile, c.at.lane, scores);
+    return softmax_step<Traits>(scores, kUnitScale, state, prob, alpha);
+}
+
 // Tile `tile`'s scores from this row group's partial `s` (its Q K^T completed): posted scaled to the
 // partner CTA, the partner's collected and added, masked, and the online softmax into `prob`;
 // true when O must be rescaled by alpha.
@@ -103,10 +123,7 @@ __device__ __forceinline__ bool exchange_and_softmax(const wideattn_prefill_para
                                                      uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
     float mine[Traits::kKeyNTiles][4];
     post_scores<Traits>(c.partner, tile, c.at, p.softmax_scale * kLog2e, s, mine);
-    float scores[Traits::kKeyNTiles][4];
-    collect_scores<Traits>(map, tile, rearm_after<Traits::kExchangeParities>(tile, g.num_tiles), c.at, mine, scores);
-    mask_scores<Traits>(g, tile, c.at.lane, scores);
-    return softmax_step<Traits>(scores, kUnitScale, state, prob, alpha);
+    return collect_and_softmax<Traits>(g, c, map, tile, mine, state, prob, alpha);
 }
 
 // The first tile of both loops: the row group's Q landed, Q K_0^T, its exchange and the softmax
@@ -169,13 +186,21 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
     issue_pv<Traits>(o, prob, v_chunk<Traits>(map, j));
     if (kHasNext) {
         float alpha[2];
-        const bool rescale = exchange_and_softmax<Traits>(p, g, c, map, j + 1, carry.s, state, prob_next, alpha);
-        if (kIssueNext) {
-            issue_scores<Traits>(c, k_chunk<Traits>(map, j + 2), carry.s);  // K_j+2 landed (top of the step)
-            ptx::wgmma_wait<1>();  // P_j V_j done; Q K_j+2^T may still run
+        bool rescale;
+        if constexpr (Traits::kScoresAhead) {
+            float mine[Traits::kKeyNTiles][4];
+            post_scores<Traits>(c.partner, j + 1, c.at, p.softmax_scale * kLog2e, carry.s, mine);
+            // carry.s is free once posted (mine holds the scaled copy); K_j+2 landed (top of the step).
+            if (kIssueNext) issue_scores<Traits>(c, k_chunk<Traits>(map, j + 2), carry.s);
+            rescale = collect_and_softmax<Traits>(g, c, map, j + 1, mine, state, prob_next, alpha);
         } else {
-            ptx::wgmma_wait<0>();
+            rescale = exchange_and_softmax<Traits>(p, g, c, map, j + 1, carry.s, state, prob_next, alpha);
+            if (kIssueNext) issue_scores<Traits>(c, k_chunk<Traits>(map, j + 2), carry.s);  // K_j+2 landed (top of the step)
         }
+        if (kIssueNext)
+            ptx::wgmma_wait<1>();  // P_j V_j done; Q K_j+2^T may still run
+        else
+            ptx::wgmma_wait<0>();
         end_step<Traits>(c, map, o, prob, j, rescale, alpha);
     } else {
         finish_last_step<Traits>(c, map, o, j);

@@ -24,6 +24,10 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     // The row groups run their steps freely (false), or issue their products in turns (true: the
     // ordered form, wgmma_bf16c2pp_d512; mainloop.cuh, schedule.h).
     static constexpr bool kOrderedTurns = false;
+    // Free-running steps: Q K_j+2^T issued after the softmax of S_j+1 (false), or right after S_j+1
+    // is posted to the partner, before its scores are collected (true: wgmma_bf16c2sa_d512;
+    // mainloop.cuh, pipelined_step), so the product runs during the exchange's wait.
+    static constexpr bool kScoresAhead = false;
 
     // The cluster: CTA rank c owns dims [c kDimsPerGroup, (c + 1) kDimsPerGroup).
     static constexpr int32_t kClusterCtas = kCtaPairSize;
