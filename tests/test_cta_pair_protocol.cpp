@@ -6,7 +6,9 @@
 // constants (traits.h) and schedule (schedule.h); the consumer's sequence of operations is written
 // here after mainloop.cuh, in both forms: the free-running row groups of wgmma_bf16c2_d512 and the
 // turns of the ordered form (wgmma_bf16c2pp_d512: named barriers between the two row groups of a
-// CTA). Every run must finish (no deadlock), every read must find the tile it expects, no copy or
+// CTA); the producer as one thread for both rings, or one a ring (wgmma_bf16c2sp_d512). The
+// scores-ahead forms (wgmma_bf16c2sa_d512, wgmma_bf16c2sp_d512) move a wgmma's issue, which the
+// model does not see: their waits, arrivals and posts are the free-running form's. Every run must finish (no deadlock), every read must find the tile it expects, no copy or
 // store may land where a reader still needs the previous contents, every barrier must end with no
 // phase half done, and every turn barrier's phase must be one turn's (its grant and its waiters).
 #include <doctest/doctest.h>
@@ -91,6 +93,7 @@ struct Model {
     int32_t n = 0;
     bool partial_last_tile = false;
     bool ordered = false;  // the ordered form's turns (wgmma_bf16c2pp_d512)
+    bool split_producer = false;  // a producer thread a ring (wgmma_bf16c2sp_d512)
     bool zeroing_inside_turn = false;  // a mutation of the ordered form: the zeroing after the turn's wait
     Cta cta[kCtas];
     std::vector<std::vector<Step>> actors;
@@ -116,35 +119,53 @@ struct Model {
                     if (armed_at_start<kParities>(p, n)) c.received[g][p].arrive(Traits::kScoreTileBytes);
                 }
         }
-        for (int c = 0; c < kCtas; ++c) add_producer(c);
+        for (int c = 0; c < kCtas; ++c) {
+            if (split_producer) {
+                add_ring_producer(c, Ring::kK);
+                add_ring_producer(c, Ring::kV);
+            } else {
+                add_producer(c);
+            }
+        }
         for (int c = 0; c < kCtas; ++c)
             for (int g = 0; g < kGroups; ++g)
                 for (int w = 0; w < kWarpsPerGroup; ++w) add_consumer_warp(c, g, w);
         pc.assign(actors.size(), 0);
     }
 
+    // The copies of tile `tile` into its slot of `ring`: the wait for the slot's release, then the
+    // expect-bytes arrival and the copy, landing later.
+    void push_load(std::vector<Step>& program, int c, Ring ring, int32_t tile) {
+        const int r = static_cast<int>(ring), s = tile % slots(ring);
+        if (refill_waits<Traits::kKSlots>(tile)) {
+            const uint32_t parity = use_parity<Traits::kKSlots>(tile - slots(ring));
+            program.push_back([this, c, r, s, parity] { return cta[c].empty[r][s].passed(parity); });
+        }
+        program.push_back([this, c, r, s, tile] {
+            Cta& x = cta[c];
+            CHECK_MESSAGE(x.holders[r][s] == 0, "a copy into a slot that a consumer still reads");
+            x.full[r][s].arrive(Traits::kChunkBytes);
+            in_flight.push_back([this, c, r, s, tile] {
+                Cta& y = cta[c];
+                CHECK(y.holders[r][s] == 0);
+                y.slot_tile[r][s] = tile;
+                y.full[r][s].complete_tx(Traits::kChunkBytes);
+            });
+            return true;
+        });
+    }
+
     void add_producer(int c) {
         std::vector<Step> program;
-        auto load = [&](Ring ring, int32_t tile) {
-            const int r = static_cast<int>(ring), s = tile % slots(ring);
-            if (refill_waits<Traits::kKSlots>(tile)) {
-                const uint32_t parity = use_parity<Traits::kKSlots>(tile - slots(ring));
-                program.push_back([this, c, r, s, parity] { return cta[c].empty[r][s].passed(parity); });
-            }
-            program.push_back([this, c, r, s, tile] {
-                Cta& x = cta[c];
-                CHECK_MESSAGE(x.holders[r][s] == 0, "a copy into a slot that a consumer still reads");
-                x.full[r][s].arrive(Traits::kChunkBytes);
-                in_flight.push_back([this, c, r, s, tile] {
-                    Cta& y = cta[c];
-                    CHECK(y.holders[r][s] == 0);
-                    y.slot_tile[r][s] = tile;
-                    y.full[r][s].complete_tx(Traits::kChunkBytes);
-                });
-                return true;
-            });
-        };
-        for_each_load(n, [&](int32_t tile) { load(Ring::kK, tile); }, [&](int32_t tile) { load(Ring::kV, tile); });
+        for_each_load(n, [&](int32_t tile) { push_load(program, c, Ring::kK, tile); },
+                      [&](int32_t tile) { push_load(program, c, Ring::kV, tile); });
+        actors.push_back(std::move(program));
+    }
+
+    // The split producer: one actor a ring, each filling its ring in order.
+    void add_ring_producer(int c, Ring ring) {
+        std::vector<Step> program;
+        for_each_ring_load(n, [&](int32_t tile) { push_load(program, c, ring, tile); });
         actors.push_back(std::move(program));
     }
 
@@ -369,7 +390,7 @@ struct Model {
 
 namespace {
 
-int32_t run_interleavings(bool ordered, uint32_t seed0) {
+int32_t run_interleavings(bool ordered, uint32_t seed0, bool split_producer = false) {
     std::mt19937 rng(seed0);
     int32_t runs = 0;
     for (int32_t n = 0; n <= 11; ++n)
@@ -382,6 +403,7 @@ int32_t run_interleavings(bool ordered, uint32_t seed0) {
                 m.n = n;
                 m.partial_last_tile = partial;
                 m.ordered = ordered;
+                m.split_producer = split_producer;
                 m.init();
                 REQUIRE_MESSAGE(m.run(rng), "deadlock");
                 m.check_idle();
@@ -394,6 +416,10 @@ int32_t run_interleavings(bool ordered, uint32_t seed0) {
 
 TEST_CASE("wgmma_bf16c2_d512 protocol: every interleaving finishes and reads what it expects") {
     CHECK(run_interleavings(false, 20261204) == 12 * 2 * 60);
+}
+
+TEST_CASE("wgmma_bf16c2sp_d512 protocol: a producer thread a ring, every interleaving finishes") {
+    CHECK(run_interleavings(false, 20261206, true) == 12 * 2 * 60);
 }
 
 TEST_CASE("wgmma_bf16c2pp_d512 protocol: the ordered form's turns, every interleaving finishes") {

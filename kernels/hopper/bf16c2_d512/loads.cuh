@@ -177,6 +177,25 @@ __device__ __forceinline__ void produce(const wideattn_prefill_params& p, const 
     for_each_load(g.num_tiles, load_k, load_v);
 }
 
+// One of the split producer's two threads (Traits::kSplitProducer): every tile of one ring (K, or
+// V with kValues) of the block's keys in order (schedule.h, for_each_ring_load), each into its slot
+// once both row groups have released the slot's previous tile.
+template <class Traits, bool kValues>
+__device__ __forceinline__ void produce_ring(const wideattn_prefill_params& p, const BlockGeometry& g,
+                                             const KvTensorMaps& maps, const SharedMap& map, int32_t first_dim) {
+    using B = Barriers<Traits>;
+    constexpr int32_t kSlots = kValues ? Traits::kVSlots : Traits::kKSlots;
+    const int32_t* table_row = p.block_table + g.table_offset;
+    KvHalfStream<Traits> stream;
+    stream.init(p, kValues ? &maps.v : &maps.k, g.kv_head, first_dim, table_row, g.kv_end);
+    for_each_ring_load(g.num_tiles, [&](int32_t tile) {
+        const uint32_t empty = kValues ? B::empty_v(map, tile) : B::empty_k(map, tile);
+        if (refill_waits<kSlots>(tile)) ptx::mbarrier_wait(empty, use_parity<kSlots>(tile - kSlots));
+        const uint32_t chunk = kValues ? v_chunk<Traits>(map, tile) : k_chunk<Traits>(map, tile);
+        stream.issue(p, table_row, g.kv_end, chunk, kValues ? B::full_v(map, tile) : B::full_k(map, tile));
+    });
+}
+
 // Zeroes rows [first_row, kTileKeys) of a V tile of the CTA's dims, shared by all consumer threads
 // (generic-proxy stores: the caller fences them for wgmma and meets the other row group). P is 0
 // for keys past kv_end, but 0 times a NaN or infinity left in a page's unused slots is not.

@@ -38,6 +38,14 @@ WIDEATTN_HOST_DEVICE inline void for_each_load(int32_t n, LoadK&& load_k, LoadV&
     }
 }
 
+// The split producer's order (Traits::kSplitProducer, wgmma_bf16c2sp_d512): one thread fills the K
+// ring with K_0 .. K_n-1, another the V ring with V_0 .. V_n-1, each tile as soon as its slot's
+// previous tile is released; the consumers' order of use within each ring is the same as above.
+template <class Load>
+WIDEATTN_HOST_DEVICE inline void for_each_ring_load(int32_t n, Load&& load) {
+    for (int32_t tile = 0; tile < n; ++tile) load(tile);
+}
+
 // The exchange of tile `tile`'s partial scores: its buffer and barrier parity (of kParities), and
 // the parity of the barrier phase the tile's bytes complete (use tile / kParities of the barrier).
 template <int32_t kParities>

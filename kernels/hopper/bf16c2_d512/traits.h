@@ -28,6 +28,10 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     // is posted to the partner, before its scores are collected (true: wgmma_bf16c2sa_d512;
     // mainloop.cuh, pipelined_step), so the product runs during the exchange's wait.
     static constexpr bool kScoresAhead = false;
+    // One producer thread for both rings in the consumers' order (false), or one thread for each
+    // ring (true: wgmma_bf16c2sp_d512; loads.cuh, produce_ring), each filling its ring's slots as
+    // they are released: the one thread was busy 90% of the CTA's life in the profile of 2026-12-05.
+    static constexpr bool kSplitProducer = false;
 
     // The cluster: CTA rank c owns dims [c kDimsPerGroup, (c + 1) kDimsPerGroup).
     static constexpr int32_t kClusterCtas = kCtaPairSize;
