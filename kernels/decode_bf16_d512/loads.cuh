@@ -27,14 +27,13 @@ template <class Traits>
 __device__ __forceinline__ void load_q(const wideattn_prefill_params& p, uint32_t q_shared, int64_t token,
                                        int32_t kv_head) {
     constexpr int32_t kVecs = Traits::kRows * Traits::kQVecsPerRow;
-    constexpr int32_t kPerThread = (kVecs + Traits::kThreads - 1) / Traits::kThreads;
-    constexpr bool kRagged = kVecs % Traits::kThreads != 0;  // the last pass leaves threads idle
+    constexpr int32_t kPerThread = kVecs / Traits::kThreads;
     constexpr int32_t kElemsPerVec = Traits::kVecBytes / Traits::kElemBytes;
+    static_assert(kVecs % Traits::kThreads == 0, "every thread copies whole vectors");
     const int32_t thread = static_cast<int32_t>(threadIdx.x);
 #pragma unroll
     for (int32_t i = 0; i < kPerThread; ++i) {
         const int32_t v = thread + i * Traits::kThreads;
-        if (kRagged && v >= kVecs) break;
         const int32_t row = v / Traits::kQVecsPerRow;
         const int32_t vec = v % Traits::kQVecsPerRow;
         const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(p.q) + token * p.q_token_stride +

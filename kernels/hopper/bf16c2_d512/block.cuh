@@ -1,9 +1,10 @@
 // block.cuh - one CTA of the two-CTA Hopper-tier BF16 prefill kernel (kernel.cu): the cluster's
 // work item (16 tokens x the 8 query heads of one KV head, in the head-slowest order; its split's
-// keys under split-KV), the
-// mbarriers, the roles (two consumer warpgroups with the rows of tokens 0-7 and 8-15, one producer
-// warpgroup; with Traits::kSkipEmptyGroups a row group without rows skips the tile), the key loop (mainloop.cuh: free-running, or in turns when Traits::kOrderedTurns)
-// and the output of the CTA's dims (kernels/common/epilogue.cuh); the kernel entries' body.
+// keys under split-KV), the mbarriers, the roles (two consumer warpgroups with the rows of tokens
+// 0-7 and 8-15, one producer warpgroup; with Traits::kSkipEmptyGroups a row group without rows
+// skips the tile), the key loop (mainloop.cuh: free-running, or in turns when
+// Traits::kOrderedTurns) and the output of the CTA's dims (kernels/common/epilogue.cuh); the
+// kernel entries' body.
 #pragma once
 
 #include <cstdint>

@@ -153,47 +153,44 @@ struct KvHalfStream {
     }
 };
 
+// Tile `tile` of one ring (K, or V with kValues) copied from `stream` into its slot, once both row
+// groups have released the slot's previous tile (its empty barrier: one arrival per consumer warp).
+template <class Traits, bool kValues>
+__device__ __forceinline__ void fill_slot(const wideattn_prefill_params& p, const BlockGeometry& g,
+                                          const SharedMap& map, const int32_t* table_row,
+                                          KvHalfStream<Traits>& stream, int32_t tile) {
+    using B = Barriers<Traits>;
+    constexpr int32_t kSlots = kValues ? Traits::kVSlots : Traits::kKSlots;
+    if (refill_waits<kSlots>(tile))
+        ptx::mbarrier_wait(kValues ? B::empty_v(map, tile) : B::empty_k(map, tile), use_parity<kSlots>(tile - kSlots));
+    stream.issue(p, table_row, g.kv_end, kValues ? v_chunk<Traits>(map, tile) : k_chunk<Traits>(map, tile),
+                 kValues ? B::full_v(map, tile) : B::full_k(map, tile));
+}
+
 // The producer's thread: every K and V tile of the block's keys, in the order the consumers use
-// them (schedule.h, for_each_load), each into its ring's slot once both row groups have released
-// the slot's previous tile (its empty barrier: one arrival per consumer warp).
+// them (schedule.h, for_each_load), each by fill_slot.
 template <class Traits>
 __device__ __forceinline__ void produce(const wideattn_prefill_params& p, const BlockGeometry& g,
                                         const KvTensorMaps& maps, const SharedMap& map, int32_t first_dim) {
-    using B = Barriers<Traits>;
     const int32_t* table_row = p.block_table + g.table_offset;
     KvHalfStream<Traits> k_stream, v_stream;
     k_stream.init(p, &maps.k, g.kv_head, first_dim, table_row, g.kv_end);
     v_stream.init(p, &maps.v, g.kv_head, first_dim, table_row, g.kv_end);
-    auto load_k = [&](int32_t tile) {
-        if (refill_waits<Traits::kKSlots>(tile))
-            ptx::mbarrier_wait(B::empty_k(map, tile), use_parity<Traits::kKSlots>(tile - Traits::kKSlots));
-        k_stream.issue(p, table_row, g.kv_end, k_chunk<Traits>(map, tile), B::full_k(map, tile));
-    };
-    auto load_v = [&](int32_t tile) {
-        if (refill_waits<Traits::kVSlots>(tile))
-            ptx::mbarrier_wait(B::empty_v(map, tile), use_parity<Traits::kVSlots>(tile - Traits::kVSlots));
-        v_stream.issue(p, table_row, g.kv_end, v_chunk<Traits>(map, tile), B::full_v(map, tile));
-    };
-    for_each_load(g.num_tiles, load_k, load_v);
+    for_each_load(
+        g.num_tiles, [&](int32_t tile) { fill_slot<Traits, false>(p, g, map, table_row, k_stream, tile); },
+        [&](int32_t tile) { fill_slot<Traits, true>(p, g, map, table_row, v_stream, tile); });
 }
 
 // One of the split producer's two threads (Traits::kSplitProducer): every tile of one ring (K, or
-// V with kValues) of the block's keys in order (schedule.h, for_each_ring_load), each into its slot
-// once both row groups have released the slot's previous tile.
+// V with kValues) of the block's keys in order (schedule.h, for_each_ring_load), each by fill_slot.
 template <class Traits, bool kValues>
 __device__ __forceinline__ void produce_ring(const wideattn_prefill_params& p, const BlockGeometry& g,
                                              const KvTensorMaps& maps, const SharedMap& map, int32_t first_dim) {
-    using B = Barriers<Traits>;
-    constexpr int32_t kSlots = kValues ? Traits::kVSlots : Traits::kKSlots;
     const int32_t* table_row = p.block_table + g.table_offset;
     KvHalfStream<Traits> stream;
     stream.init(p, kValues ? &maps.v : &maps.k, g.kv_head, first_dim, table_row, g.kv_end);
-    for_each_ring_load(g.num_tiles, [&](int32_t tile) {
-        const uint32_t empty = kValues ? B::empty_v(map, tile) : B::empty_k(map, tile);
-        if (refill_waits<kSlots>(tile)) ptx::mbarrier_wait(empty, use_parity<kSlots>(tile - kSlots));
-        const uint32_t chunk = kValues ? v_chunk<Traits>(map, tile) : k_chunk<Traits>(map, tile);
-        stream.issue(p, table_row, g.kv_end, chunk, kValues ? B::full_v(map, tile) : B::full_k(map, tile));
-    });
+    for_each_ring_load(g.num_tiles,
+                       [&](int32_t tile) { fill_slot<Traits, kValues>(p, g, map, table_row, stream, tile); });
 }
 
 // Zeroes rows [first_row, kTileKeys) of a V tile of the CTA's dims, shared by the `threads`
