@@ -1,5 +1,5 @@
-// dependent_launch.cpp - the WIDEATTN_PDL switch and the programmatic-launch decisions of the
-// split-KV merge kernel and of a "pdl_wait" kernel (dependent_launch.h).
+// dependent_launch.cpp - the WIDEATTN_PDL switch and the programmatic-launch decision of the
+// split-KV merge kernel (dependent_launch.h).
 #include "dispatch/dependent_launch.h"
 
 #include <cstring>
@@ -23,10 +23,6 @@ bool parse_pdl_env(const char* value, bool* on, std::string* message) {
 
 bool programmatic_merge_launch(bool context_pdl, bool driver_has_launch_ex, int merge_arch_major) {
     return context_pdl && driver_has_launch_ex && merge_arch_major >= kPdlMinArchMajor;
-}
-
-bool programmatic_first_launch(bool context_pdl, bool driver_has_launch_ex, int kernel_arch_major, bool kernel_waits) {
-    return kernel_waits && programmatic_merge_launch(context_pdl, driver_has_launch_ex, kernel_arch_major);
 }
 
 }  // namespace wideattn

@@ -2,9 +2,8 @@
 // environment switch WIDEATTN_PDL (read once per context, at wideattn_open) and the decision
 // whether a merge launch carries CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, so the
 // merge grid can be scheduled while the split kernel's last blocks finish (it waits for their
-// results with griddepcontrol.wait: kernels/merge/splits_bf16/kernel.cu); the same for a call's
-// first kernel when it has the "pdl_wait" feature. Pure functions: unit-testable without a driver.
-// docs/design.md "Split-KV".
+// results with griddepcontrol.wait: kernels/merge/splits_bf16/kernel.cu). Pure functions:
+// unit-testable without a driver. docs/design.md "Split-KV".
 #pragma once
 
 #include <string>
@@ -30,12 +29,5 @@ bool parse_pdl_env(const char* value, bool* on, std::string* message);
 // for the split kernel's results with griddepcontrol.wait; an earlier one does not have it, and
 // must be launched after the split kernel has finished.
 bool programmatic_merge_launch(bool context_pdl, bool driver_has_launch_ex, int merge_arch_major);
-
-// Whether a call's first launch (the prefill or split kernel) is a programmatic dependent launch of
-// whatever the stream ran before it: only for a kernel with the "pdl_wait" feature (`kernel_waits`:
-// it waits for the grids before it with griddepcontrol.wait before touching memory,
-// kernels/common/kernel_desc.h), on the terms of the merge's launch (programmatic_merge_launch, its
-// arch major `kernel_arch_major`).
-bool programmatic_first_launch(bool context_pdl, bool driver_has_launch_ex, int kernel_arch_major, bool kernel_waits);
 
 }  // namespace wideattn

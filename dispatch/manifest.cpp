@@ -175,10 +175,6 @@ bool read_features(KernelReader& r, const JsonValue& node, ManifestKernel* k) {
     if (k->has_feature(kFeatureCtaPair) && k->min_sm < kMinSmClusters)
         return r.fail("features", ("\"cta_pair\" only with min_sm >= " + std::to_string(kMinSmClusters) +
                                    " (thread-block clusters), not " + std::to_string(k->min_sm)).c_str());
-    // griddepcontrol.wait exists from sm_90 on.
-    if (k->has_feature(kFeaturePdlWait) && k->min_sm < kMinSmPdlWait)
-        return r.fail("features", ("\"pdl_wait\" only with min_sm >= " + std::to_string(kMinSmPdlWait) +
-                                   " (griddepcontrol.wait), not " + std::to_string(k->min_sm)).c_str());
     // "k_from_v_only" narrows a K-from-V kernel to the calls with the flag.
     if (k->has_feature(kFeatureKFromVOnly) && !k->has_feature(kFeatureKFromV))
         return r.fail("features", "\"k_from_v_only\" needs \"k_from_v\" (a kernel that rebuilds K from V)");

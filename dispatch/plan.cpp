@@ -82,7 +82,6 @@ struct PlanCore {
     bool k_from_v_arg = false;   // the kernel takes the K-from-V description as its second argument
     wideattn_k_from_v k_from_v_desc{};  // that argument: the validated copy (zeros for a K+V call)
     bool merge_programmatic = false;  // the merge is a programmatic dependent launch (dependent_launch.h)
-    bool first_programmatic = false;  // so is the first kernel ("pdl_wait", programmatic_first_launch)
     TensorMapKey k_key{}, v_key{};  // the caches' map keys, base set per run
     PrefillExtents extents{};
     bool has_workspace_span = false;
@@ -141,8 +140,6 @@ wideattn_status build_core(wideattn_context* ctx, const wideattn_prefill_params*
         return fail(status, message);
     if (core->launches) {
         const bool split = core->launch.num_splits > 1;
-        core->first_programmatic = programmatic_first_launch(ctx->pdl, dev.drv->cuLaunchKernelEx != nullptr,
-                                                             kernel.arch_major, kernel.has_feature(kFeaturePdlWait));
         if ((status = get_function(ctx, *dev.drv, dev.cu_ctx, core->launch.kernel_index, split, &core->function)) !=
             WIDEATTN_OK)
             return status;
@@ -300,7 +297,7 @@ wideattn_status run_core(const PlanCore& core, const RunTensors& t, void* stream
     const LaunchGeometry& g = core.geometry;
     wideattn_status status = launch_function(*core.drv, core.function, kernel_name(core, core.launch.kernel_index),
                                              g.grid_x, g.grid_y, g.grid_z, g.block_x, g.dynamic_smem, &args, second,
-                                             stream, core.first_programmatic);
+                                             stream, false);
     if (status != WIDEATTN_OK || core.launch.num_splits == 1) return status;
     const LaunchGeometry& m = core.merge_geometry;
     return launch_function(*core.drv, core.merge_function, kernel_name(core, core.launch.merge_kernel_index), m.grid_x,

@@ -60,16 +60,16 @@ def main():
 
         # --by-case: each bundle timed its own kernel (a variant bundle's candidate), paired by case.
         d1 = ("decode_1_ctx_32k", "decode_bf16w4_d512")
-        p1 = ("decode_1_ctx_32k", "decode_bf16w4pdl_d512")
+        p1 = ("decode_1_ctx_32k", "decode_bf16_d512")
         bench_json(path("c1.json"), [(d1, 20.0)])
         bench_json(path("c2.json"), [(d1, 22.0)])
         bench_json(path("p1.json"), [(p1, 23.0)])
         bench_json(path("p2.json"), [(p1, 23.0)])
         c = "base=" + path("c1.json") + "," + path("c2.json")
-        p = "pdl=" + path("p1.json") + "," + path("p2.json")
+        p = "w8=" + path("p1.json") + "," + path("p2.json")
         r = run(script, c, p, "--by-case")
         expect(r.returncode == 0, f"--by-case: exit {r.returncode}, {r.stderr}")
-        expect("| decode_1_ctx_32k | decode_bf16w4_d512 / decode_bf16w4pdl_d512 | 20.0 / 22.0 | 23.0 / 23.0 | +9.5% |"
+        expect("| decode_1_ctx_32k | decode_bf16w4_d512 / decode_bf16_d512 | 20.0 / 22.0 | 23.0 / 23.0 | +9.5% |"
                in r.stdout.splitlines(), f"--by-case row: {r.stdout}")
         r = run(script, c, p)
         expect(r.returncode == 0 and "| decode_1_ctx_32k | decode_bf16w4_d512 | 20.0 / 22.0 | - | - |" in r.stdout,

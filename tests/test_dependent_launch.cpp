@@ -48,15 +48,6 @@ TEST_CASE("dependent launch: only sm_90 and later merge cubins, with cuLaunchKer
     CHECK(kPdlMinArchMajor == kSm90Major);
 }
 
-TEST_CASE("dependent launch: a call's first kernel only with the pdl_wait feature, on the merge's terms") {
-    CHECK(programmatic_first_launch(true, true, kSm90Major, true));
-    CHECK(programmatic_first_launch(true, true, kSm120Major, true));
-    CHECK_FALSE(programmatic_first_launch(true, true, kSm90Major, false));   // reads before any wait
-    CHECK_FALSE(programmatic_first_launch(true, true, kSm89Major, true));    // no griddepcontrol before sm_90
-    CHECK_FALSE(programmatic_first_launch(true, false, kSm90Major, true));   // cuLaunchKernel takes no attributes
-    CHECK_FALSE(programmatic_first_launch(false, true, kSm90Major, true));   // WIDEATTN_PDL=0
-}
-
 TEST_CASE("dependent launch: wideattn_open refuses a bad WIDEATTN_PDL, naming it") {
     wideattn_context* ctx = nullptr;
     {

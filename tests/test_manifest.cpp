@@ -268,8 +268,6 @@ TEST_CASE("manifest: errors name the kernel and the field") {
          "field 'features' must be \"k_from_v_only\" needs \"k_from_v\""},
         {replace("\"features\": [\"varlen\", \"paged\", \"lse\"]", "\"features\": [\"varlen\", \"cta_pair\"]"),
          "field 'features' must be \"cta_pair\" only with min_sm >= 90 (thread-block clusters), not 80"},
-        {replace("\"features\": [\"varlen\", \"paged\", \"lse\"]", "\"features\": [\"varlen\", \"pdl_wait\"]"),
-         "field 'features' must be \"pdl_wait\" only with min_sm >= 90 (griddepcontrol.wait), not 80"},
         {replace("\"priority\": 0, ", ""), "kernels[0] (mma): field 'priority' must be an integer in 0..1048576"},
         {replace("\"priority\": 0", "\"priority\": -1"), "field 'priority' must be an integer"},
         {replace("\"priority\": 0", "\"priority\": \"high\""), "field 'priority' must be an integer"},

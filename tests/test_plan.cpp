@@ -3,13 +3,11 @@
 // wideattn_prefill launches, with the run's tensors in the kernel argument; tensor maps are
 // encoded once per cache (at creation for the caches listed, else at a cache's first run, then
 // from the context's cache); the merge after a split kernel is a programmatic dependent launch
-// on sm_90 (not on sm_89, nor with WIDEATTN_PDL=0), and so is the first kernel when it has the
-// "pdl_wait" feature; every refusal names what it refuses and
+// on sm_90 (not on sm_89, nor with WIDEATTN_PDL=0); every refusal names what it refuses and
 // launches nothing: bad handles (NULL, never made, destroyed, closed context, destroyed twice),
 // another or no CUDA context, bad run tensors (NULL, misaligned, lse against the plan, past the
 // address space, overlapping), a cache layout other than the plan's, and versioned structs of a
 // bad size.
-#include <dirent.h>
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -188,77 +186,7 @@ wideattn_plan_tensors tensors_of(const Layer& layer) {
     return t;
 }
 
-// A copy of the built bundle (every file but the manifest linked) whose manifest gives kernel
-// `name` the "pdl_wait" feature as well: the dispatcher's side of a kernel that waits for the grids
-// before it, on the stand-in driver, without the candidate built that has it
-// (decode_bf16w4pdl_d512). `ok` is false (with a message) where the bundle has no such kernel.
-struct PdlWaitBundle {
-    test::TempDir dir;
-    bool ok = false;
-    explicit PdlWaitBundle(const std::string& name) {
-        const std::string from = test::built_bundle();
-        std::string manifest = test::read_file(from + "/manifest.json");
-        const size_t entry = manifest.find("\"name\": \"" + name + "\"");
-        const size_t features = entry == std::string::npos ? entry : manifest.find("\"features\": [", entry);
-        if (features == std::string::npos) {
-            MESSAGE("the bundle has no " << name << ": skipped");
-            return;
-        }
-        manifest.insert(features + std::strlen("\"features\": ["), "\"pdl_wait\", ");
-        test::write_file(dir.path() + "/manifest.json", manifest);
-        DIR* d = opendir(from.c_str());
-        REQUIRE(d);
-        while (const dirent* e = readdir(d)) {
-            const std::string file = e->d_name;
-            if (file == "." || file == ".." || file == "manifest.json") continue;
-            REQUIRE(symlink((from + "/" + file).c_str(), (dir.path() + "/" + file).c_str()) == 0);
-        }
-        closedir(d);
-        ok = true;
-    }
-};
-
 }  // namespace
-
-TEST_CASE("plan: a pdl_wait kernel is itself a programmatic dependent launch, split or not; WIDEATTN_PDL=0 stops it") {
-    const Fake fake;
-    const PdlWaitBundle bundle("decode_bf16w4_d512");
-    if (!bundle.ok) return;
-    const Layer layer(3);
-    for (const char* value : {static_cast<const char*>(nullptr), "0"}) {
-        CAPTURE(value ? value : "(unset)");
-        const test::ScopedEnv env(kPdlEnv, value);
-        wideattn_context* ctx = nullptr;
-        REQUIRE_MESSAGE(wideattn_open(&ctx, bundle.dir.path().c_str()) == WIDEATTN_OK, last_error());
-        const bool on = value == nullptr;
-        // One sequence of 32k keys: the dispatcher's BF16 single-token kernel, split, then the merge.
-        wideattn_prefill_params full = with_tensors(split_step_params(ctx), layer);
-        REQUIRE_MESSAGE(wideattn_prefill(ctx, &full, nullptr) == WIDEATTN_OK, last_error());
-        const std::string launches = fake.take_launches();
-        CHECK_MESSAGE(launches.find("wideattn_decode_bf16w4_d512_split ") == 0, launches);
-        CHECK(fake.take_programmatic() ==
-              (on ? "wideattn_decode_bf16w4_d512_split\nwideattn_merge_splits_bf16_rows\n" : ""));
-        // Unsplit, through a plan.
-        full.num_splits = 1;
-        wideattn_plan* plan = nullptr;
-        REQUIRE_MESSAGE(wideattn_plan_create(ctx, &full, nullptr, &plan) == WIDEATTN_OK, last_error());
-        fake.take_launches();
-        REQUIRE_MESSAGE(wideattn_plan_run(plan, layer.q, layer.k, layer.v, layer.o, nullptr, nullptr) == WIDEATTN_OK,
-                        last_error());
-        CHECK(fake.take_launches() == "wideattn_decode_bf16w4_d512 1 4 1\n");
-        CHECK(fake.take_programmatic() == (on ? "wideattn_decode_bf16w4_d512\n" : ""));
-        CHECK(wideattn_plan_destroy(plan) == WIDEATTN_OK);
-        wideattn_close(ctx);
-    }
-    // Without the feature (the built bundle) the same calls launch only the merge programmatically.
-    wideattn_context* ctx = nullptr;
-    REQUIRE(wideattn_open(&ctx, test::built_bundle().c_str()) == WIDEATTN_OK);
-    wideattn_prefill_params full = with_tensors(split_step_params(ctx), layer);
-    REQUIRE_MESSAGE(wideattn_prefill(ctx, &full, nullptr) == WIDEATTN_OK, last_error());
-    fake.take_launches();
-    CHECK(fake.take_programmatic() == "wideattn_merge_splits_bf16_rows\n");
-    wideattn_close(ctx);
-}
 
 TEST_CASE("plan: runs launch what wideattn_prefill launches, with each run's tensors in the argument") {
     const Fake fake;

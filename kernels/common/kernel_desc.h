@@ -121,13 +121,6 @@ constexpr bool many_tokens_call(int64_t total_q, int64_t num_seqs, int64_t max_s
     return shortest_seq_lower_bound(total_q, num_seqs, max_seqlen_q) > kFewTokensPerSeq;
 }
 
-// Feature of a kernel that waits for the grids before it in the stream (griddepcontrol.wait,
-// sm_90 and later) before it reads any input or writes any output: the dispatcher may launch it as
-// a programmatic dependent launch (dispatch/dependent_launch.h), so that its blocks are scheduled
-// while the kernel before it finishes instead of after.
-constexpr char kFeaturePdlWait[] = "pdl_wait";
-constexpr int32_t kMinSmPdlWait = 90;
-
 // Feature of a kernel whose blocks run as clusters of kCtaPairSize CTAs (fixed on the entry point by
 // __cluster_dims__, sm_90 and later) that share one token tile: grid.x is kCtaPairSize x the token
 // tiles, the CTAs of a tile next to each other (blockIdx.x / kCtaPairSize is the tile's rank).

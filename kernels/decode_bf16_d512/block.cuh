@@ -1,7 +1,7 @@
 // block.cuh - one block of the single-token BF16 decode kernels (kernel.cu, kernel_w4.cu): the
 // block's token and KV head, its keys (the split's under split-KV), the Q load, the warps' key
 // loops and the merge and output (decode_e4m3_d512's, fp8/decode_e4m3_d512/epilogue.cuh, by the
-// kernel's traits: DecodeBf16D512Traits, DecodeBf16W4D512Traits or DecodeBf16W4PdlD512Traits, traits.h).
+// kernel's traits: DecodeBf16D512Traits or DecodeBf16W4D512Traits, traits.h).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,6 @@
 #include "kernels/common/block_geometry.cuh"
 #include "kernels/common/block_timeline.cuh"
 #include "kernels/common/online_softmax.cuh"
-#include "kernels/common/ptx_griddep.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/tile_order.cuh"
 #include "fp8/decode_e4m3_d512/epilogue.cuh"
@@ -24,8 +23,6 @@ namespace wideattn::decode_bf16 {
 template <class Traits, bool kSplit>
 __device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, unsigned char* smem) {
     using Plan = typename Traits::SmemPlan;
-    // "pdl_wait": every read below (the metadata included) comes after the grids before this one.
-    if constexpr (Traits::kWaitsPrerequisites) ptx::wait_prerequisite_grids();
     BlockWork work;
     BlockGeometry geometry;
     if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;
@@ -46,9 +43,6 @@ __device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, u
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
     warp_key_loop<Traits>(p, stream, ring, base + Plan::kQ, warp, lane, geometry.num_tiles, geometry.kv_end,
                           score_scale, o, rows);
-    // The next grid in the stream may be scheduled (write_block does so in the split entry, for the
-    // merge); a "pdl_wait" kernel after it waits for this grid's end before it reads.
-    if constexpr (Traits::kWaitsPrerequisites && !kSplit) ptx::allow_dependent_launch();
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                 work.kv_head);
 }

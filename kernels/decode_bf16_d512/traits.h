@@ -97,10 +97,6 @@ struct DecodeBf16Block {
     // Blocks resident per SM: 8 warps' rings fill an SM's shared memory, 4 warps' half of it.
     static constexpr int32_t kBlocksPerSm = 8 / kWarps;
     static constexpr int32_t kSmemPerSm = 228 * 1024;       // sm_90: an SM's shared memory
-    // Whether the block waits for the grids before it in the stream before it reads anything, and
-    // lets the grid after it be scheduled once its key loop is done (feature "pdl_wait",
-    // kernels/common/kernel_desc.h); true in the candidate decode_bf16w4pdl_d512.
-    static constexpr bool kWaitsPrerequisites = false;
     static constexpr int32_t kSmemReservedPerBlock = 1024;  // the driver's share of each block
 
     static_assert(kVecsPerChunkRow == kWarpSize, "a lane copies one 16-byte vector of every key row of a chunk");
@@ -144,23 +140,6 @@ struct DecodeBf16W4D512Traits : DecodeBf16Block<4> {
         kGroup, kGroup,
         kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
         "varlen,paged,causal,gqa,lse,split_kv,single_token", kKindPrefill, "wideattn_decode_bf16w4_d512_split"};
-};
-
-// decode_bf16w4pdl_d512 (kernel_w4pdl.cu, a candidate): decode_bf16w4_d512 launched as a
-// programmatic dependent launch of the kernel before it in the stream ("pdl_wait"): its blocks
-// wait for that grid (griddepcontrol.wait) before any read, so their scheduling and start overlap
-// its end, and they let the next grid be scheduled once their key loop is done. The same values,
-// so the same bits.
-struct DecodeBf16W4PdlD512Traits : DecodeBf16Block<4> {
-    static constexpr bool kWaitsPrerequisites = true;
-    static constexpr KernelDesc desc = {
-        "decode_bf16w4pdl_d512", "wideattn_decode_bf16w4pdl_d512",
-        kBF16, kBF16, kBF16,
-        kHeadDim, kHeadDim, kHeadDim,
-        kGroup, kGroup,
-        kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
-        "varlen,paged,causal,gqa,lse,split_kv,single_token,pdl_wait", kKindPrefill,
-        "wideattn_decode_bf16w4pdl_d512_split"};
 };
 
 }  // namespace wideattn

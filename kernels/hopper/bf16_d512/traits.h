@@ -73,18 +73,4 @@ struct WgmmaBf16D512Traits : WgmmaD512BlockTraits {
         "varlen,paged,causal,gqa,lse,tma_kv,split_kv", kKindPrefill, "wideattn_wgmma_bf16_d512_split"};
 };
 
-// wgmma_bf16pdl_d512 (kernel_pdl.cu, a candidate): wgmma_bf16_d512 waiting for the grids before it
-// in the stream (griddepcontrol.wait) before it reads any metadata or tensor, so the dispatcher
-// launches it as a programmatic dependent launch ("pdl_wait"): its grid is scheduled while the
-// kernel before it ends (a verification step's fixed cost). The same block, so the same bits.
-struct WgmmaBf16PdlD512Traits : WgmmaBf16D512Traits {
-    static constexpr KernelDesc desc = {
-        "wgmma_bf16pdl_d512", "wideattn_wgmma_bf16pdl_d512",
-        kBF16, kBF16, kBF16,
-        kHeadDim, kHeadDim, kHeadDim,
-        kGroup, kGroup,
-        kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
-        "varlen,paged,causal,gqa,lse,tma_kv,split_kv,pdl_wait", kKindPrefill, "wideattn_wgmma_bf16pdl_d512_split"};
-};
-
 }  // namespace wideattn

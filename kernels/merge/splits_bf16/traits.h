@@ -36,9 +36,10 @@ struct MergeSplitsTraits {
     // Whether the first kSplitsInFlight splits' partial rows are loaded before the LSEs arrive
     // (merge.cuh); true in merge_splits_bf16_rows.
     static constexpr bool kEarlyLoads = false;
-    // Whether the blocks let the next grid in the stream be scheduled right after their wait (a
-    // "pdl_wait" kernel there waits for this grid's end before it reads); true in
-    // merge_splits_bf16_rows.
+    // Whether the blocks let the next grid in the stream be scheduled right after their wait
+    // (griddepcontrol.launch_dependents); true in merge_splits_bf16_rows. Scheduling only: a grid
+    // after it that is not a programmatic dependent launch (none of the dispatcher's first launches
+    // is) still starts after this grid has completed, so there the trigger does nothing.
     static constexpr bool kTriggersEarly = false;
     static constexpr int32_t kMinSm = 80;
     static_assert(kThreads % (kWarpSize * kWarpsPerRow) == 0, "whole rows per block");

@@ -5,8 +5,11 @@
 // 32 splits are loaded right after the wait for the split kernel, beside the split LSEs
 // (kEarlyLoads, kernels/merge/splits_bf16/merge.cuh: one memory latency for both instead of one
 // after the other), and the blocks let the next grid in the stream be scheduled right after their
-// wait (kTriggersEarly: a "pdl_wait" kernel after it then starts as the merge ends). The same
-// arithmetic in the same order, so the same bits.
+// wait (kTriggersEarly: griddepcontrol.launch_dependents, which does nothing unless that grid is
+// a programmatic dependent launch; none of the dispatcher's first launches is since the
+// programmatic first launch of 80f8258 was removed. Kept: this kernel was measured with it, and
+// leaving it out would change its machine code). The same arithmetic in the same order, so the
+// same bits.
 //   grid.x = total_q * num_q_heads (kRowsPerBlock 1), block = kThreads, no shared memory.
 #pragma once
 
