@@ -8,8 +8,7 @@
 // turns of the ordered form (wgmma_bf16c2pp_d512: named barriers between the two row groups of a
 // CTA); the producer as one thread for both rings, or one a ring (wgmma_bf16c2sp_d512); a tile
 // run by both row groups, or by the first alone (wgmma_bf16c2sk_d512 on 8 tokens or fewer). The
-// scores-ahead forms (wgmma_bf16c2sa_d512, wgmma_bf16c2sp_d512) move a wgmma's issue, which the
-// model does not see: their waits, arrivals and posts are the free-running form's. Every run must finish (no deadlock), every read must find the tile it expects, no copy or
+// model sees waits, arrivals and posts, not where a wgmma is issued. Every run must finish (no deadlock), every read must find the tile it expects, no copy or
 // store may land where a reader still needs the previous contents, every barrier must end with no
 // phase half done, and every turn barrier's phase must be one turn's (its grant and its waiters).
 #include <doctest/doctest.h>

@@ -15,12 +15,6 @@
 // row groups' warps have. The row groups run their steps independently, so one's softmax and
 // exchange overlap the other's products.
 //
-// With Traits::kScoresAhead (kernel wgmma_bf16c2sa_d512) step j issues Q K_j+2^T right after it
-// has posted S_j+1, before it waits for the partner's part: the product runs during the exchange's
-// wait and the softmax, where the tensor pipe otherwise holds only P_j V_j (the Nsight Compute
-// profile of 2026-12-05: the wait for the partner's scores was a third of a consumer warp's time).
-// The same operations on the same values, so the same bits.
-//
 // The ordered form (Traits::kOrderedTurns, kernel wgmma_bf16c2pp_d512) is the published ping-pong:
 // step j issues Q K_j+1^T and P_j V_j back to back in the row group's turn (schedule.h: row group
 // 0's step j, row group 1's step j, row group 0's step j + 1, ...), then, outside the turn, waits
@@ -188,17 +182,8 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
     issue_pv<Traits>(o, prob, v_chunk<Traits>(map, j));
     if (kHasNext) {
         float alpha[2];
-        bool rescale;
-        if constexpr (Traits::kScoresAhead) {
-            float mine[Traits::kKeyNTiles][4];
-            post_scores<Traits>(c.partner, j + 1, c.at, p.softmax_scale * kLog2e, carry.s, mine);
-            // carry.s is free once posted (mine holds the scaled copy); K_j+2 landed (top of the step).
-            if (kIssueNext) issue_scores<Traits>(c, k_chunk<Traits>(map, j + 2), carry.s);
-            rescale = collect_and_softmax<Traits>(g, c, map, j + 1, mine, state, prob_next, alpha);
-        } else {
-            rescale = exchange_and_softmax<Traits>(p, g, c, map, j + 1, carry.s, state, prob_next, alpha);
-            if (kIssueNext) issue_scores<Traits>(c, k_chunk<Traits>(map, j + 2), carry.s);  // K_j+2 landed (top of the step)
-        }
+        const bool rescale = exchange_and_softmax<Traits>(p, g, c, map, j + 1, carry.s, state, prob_next, alpha);
+        if (kIssueNext) issue_scores<Traits>(c, k_chunk<Traits>(map, j + 2), carry.s);  // K_j+2 landed (top of the step)
         if (kIssueNext)
             ptx::wgmma_wait<1>();  // P_j V_j done; Q K_j+2^T may still run
         else

@@ -24,10 +24,6 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     // The row groups run their steps freely (false), or issue their products in turns (true: the
     // ordered form, wgmma_bf16c2pp_d512; mainloop.cuh, schedule.h).
     static constexpr bool kOrderedTurns = false;
-    // Free-running steps: Q K_j+2^T issued after the softmax of S_j+1 (false), or right after S_j+1
-    // is posted to the partner, before its scores are collected (true: wgmma_bf16c2sa_d512;
-    // mainloop.cuh, pipelined_step), so the product runs during the exchange's wait.
-    static constexpr bool kScoresAhead = false;
     // One producer thread for both rings in the consumers' order (false), or one thread for each
     // ring (true: wgmma_bf16c2sp_d512; loads.cuh, produce_ring), each filling its ring's slots as
     // they are released: the one thread was busy 90% of the CTA's life in the profile of 2026-12-05.
