@@ -6,8 +6,7 @@
 // constants (traits.h) and schedule (schedule.h); the consumer's sequence of operations is written
 // here after mainloop.cuh, in both forms: the free-running row groups of wgmma_bf16c2_d512 and the
 // turns of the ordered form (wgmma_bf16c2pp_d512: named barriers between the two row groups of a
-// CTA); the producer as one thread for both rings, or one a ring (wgmma_bf16c2sp_d512); a tile
-// run by both row groups, or by the first alone (wgmma_bf16c2sk_d512 on 8 tokens or fewer). The
+// CTA); the producer as one thread for both rings, or one a ring (wgmma_bf16c2sp_d512). The
 // model sees waits, arrivals and posts, not where a wgmma is issued. Every run must finish (no deadlock), every read must find the tile it expects, no copy or
 // store may land where a reader still needs the previous contents, every barrier must end with no
 // phase half done, and every turn barrier's phase must be one turn's (its grant and its waiters).
@@ -94,7 +93,6 @@ struct Model {
     bool partial_last_tile = false;
     bool ordered = false;  // the ordered form's turns (wgmma_bf16c2pp_d512)
     bool split_producer = false;  // a producer thread a ring (wgmma_bf16c2sp_d512)
-    int32_t groups = kGroups;  // the row groups that run the tile (1: wgmma_bf16c2sk_d512 on a short tile)
     bool zeroing_inside_turn = false;  // a mutation of the ordered form: the zeroing after the turn's wait
     Cta cta[kCtas];
     std::vector<std::vector<Step>> actors;
@@ -106,7 +104,7 @@ struct Model {
             for (int r = 0; r < 2; ++r)
                 for (int s = 0; s < Traits::kKSlots; ++s) {
                     c.full[r][s].init(1);
-                    c.empty[r][s].init(groups * kWarpsPerGroup);
+                    c.empty[r][s].init(Traits::kConsumerWarps);
                     c.slot_tile[r][s] = -1;
                     c.holders[r][s] = 0;
                 }
@@ -117,7 +115,7 @@ struct Model {
                     c.buffer_tile[g][p] = -1;
                     c.buffer_pieces[g][p] = 0;
                     c.buffer_readers[g][p] = 0;
-                    if (g < groups && armed_at_start<kParities>(p, n)) c.received[g][p].arrive(Traits::kScoreTileBytes);
+                    if (armed_at_start<kParities>(p, n)) c.received[g][p].arrive(Traits::kScoreTileBytes);
                 }
         }
         for (int c = 0; c < kCtas; ++c) {
@@ -129,7 +127,7 @@ struct Model {
             }
         }
         for (int c = 0; c < kCtas; ++c)
-            for (int g = 0; g < groups; ++g)
+            for (int g = 0; g < kGroups; ++g)
                 for (int w = 0; w < kWarpsPerGroup; ++w) add_consumer_warp(c, g, w);
         pc.assign(actors.size(), 0);
     }
@@ -233,7 +231,7 @@ struct Model {
             program.push_back([this, c, generation] {
                 Cta& x = cta[c];
                 *generation = x.consumers_generation;
-                if (++x.consumers_arrived == groups * kWarpsPerGroup) {
+                if (++x.consumers_arrived == Traits::kConsumerWarps) {
                     x.consumers_arrived = 0;
                     ++x.consumers_generation;
                 }
@@ -391,7 +389,7 @@ struct Model {
 
 namespace {
 
-int32_t run_interleavings(bool ordered, uint32_t seed0, bool split_producer = false, int32_t groups = kGroups) {
+int32_t run_interleavings(bool ordered, uint32_t seed0, bool split_producer = false) {
     std::mt19937 rng(seed0);
     int32_t runs = 0;
     for (int32_t n = 0; n <= 11; ++n)
@@ -405,7 +403,6 @@ int32_t run_interleavings(bool ordered, uint32_t seed0, bool split_producer = fa
                 m.partial_last_tile = partial;
                 m.ordered = ordered;
                 m.split_producer = split_producer;
-                m.groups = groups;
                 m.init();
                 REQUIRE_MESSAGE(m.run(rng), "deadlock");
                 m.check_idle();
@@ -422,27 +419,6 @@ TEST_CASE("wgmma_bf16c2_d512 protocol: every interleaving finishes and reads wha
 
 TEST_CASE("wgmma_bf16c2sp_d512 protocol: a producer thread a ring, every interleaving finishes") {
     CHECK(run_interleavings(false, 20261206, true) == 12 * 2 * 60);
-}
-
-TEST_CASE("wgmma_bf16c2sk_d512 protocol: a tile run by one row group, every interleaving finishes") {
-    // A cluster tile of 8 tokens or fewer: the second row group of each CTA skips it, the ring
-    // barriers count the first row group's warps and only its received barriers are armed.
-    CHECK(run_interleavings(false, 20261207, false, 1) == 12 * 2 * 60);
-}
-
-TEST_CASE("wgmma_bf16c2sk_d512 protocol: the model sees ring barriers that count a skipped row group") {
-    // Ring barriers initialised for both row groups' warps while only one runs the tile never
-    // complete a release, so the producer waits forever to refill a slot: the model must report
-    // it, or its finding the skipping form free of deadlocks would mean nothing.
-    std::mt19937 rng(13);
-    Model m;
-    m.n = Traits::kKSlots + 2;
-    m.groups = 1;
-    m.init();
-    for (Cta& c : m.cta)
-        for (int r = 0; r < 2; ++r)
-            for (int s = 0; s < Traits::kKSlots; ++s) c.empty[r][s].init(Traits::kConsumerWarps);
-    CHECK_FALSE(m.run(rng));
 }
 
 TEST_CASE("wgmma_bf16c2pp_d512 protocol: the ordered form's turns, every interleaving finishes") {

@@ -1,9 +1,8 @@
 // block.cuh - one CTA of the two-CTA Hopper-tier BF16 prefill kernel (kernel.cu): the cluster's
 // work item (16 tokens x the 8 query heads of one KV head, in the head-slowest order; its split's
 // keys under split-KV), the mbarriers, the roles (two consumer warpgroups with the rows of tokens
-// 0-7 and 8-15, one producer warpgroup; with Traits::kSkipEmptyGroups a row group without rows
-// skips the tile), the key loop (mainloop.cuh: free-running, or in turns when
-// Traits::kOrderedTurns) and the output of the CTA's dims (kernels/common/epilogue.cuh); the
+// 0-7 and 8-15, one producer warpgroup), the key loop (mainloop.cuh: free-running, or in turns
+// when Traits::kOrderedTurns) and the output of the CTA's dims (kernels/common/epilogue.cuh); the
 // kernel entries' body.
 #pragma once
 
@@ -26,22 +25,20 @@
 namespace wideattn::hopper::bf16c2 {
 
 // Thread 0: every mbarrier of the CTA initialised, and the received-scores barriers armed for the
-// first two tiles of each row group that runs the tile (exchange.cuh), made visible to the
-// cluster (the partner CTA's st.async completes on them) before the cluster barrier that follows.
-// A ring slot's empty barrier counts one arrival per warp of those `groups` row groups.
+// first two tiles of each row group (exchange.cuh), made visible to the cluster (the partner
+// CTA's st.async completes on them) before the cluster barrier that follows.
 template <class Traits>
-__device__ __forceinline__ void init_barriers(const SharedMap& map, int32_t num_tiles, int32_t groups) {
+__device__ __forceinline__ void init_barriers(const SharedMap& map, int32_t num_tiles) {
     using B = Barriers<Traits>;
-    const int32_t releasing_warps = groups * Traits::kRowTilesPerGroup;
     for (int32_t slot = 0; slot < Traits::kKSlots; ++slot) {
         ptx::mbarrier_init(B::full_k(map, slot), 1);
-        ptx::mbarrier_init(B::empty_k(map, slot), releasing_warps);
+        ptx::mbarrier_init(B::empty_k(map, slot), Traits::kConsumerWarps);
     }
     for (int32_t slot = 0; slot < Traits::kVSlots; ++slot) {
         ptx::mbarrier_init(B::full_v(map, slot), 1);
-        ptx::mbarrier_init(B::empty_v(map, slot), releasing_warps);
+        ptx::mbarrier_init(B::empty_v(map, slot), Traits::kConsumerWarps);
     }
-    for (int32_t group = 0; group < groups; ++group)
+    for (int32_t group = 0; group < Traits::kRowGroups; ++group)
         for (int32_t parity = 0; parity < Traits::kExchangeParities; ++parity) {
             ptx::mbarrier_init(B::received(map, group, parity), 1);
             if (armed_at_start<Traits::kExchangeParities>(parity, num_tiles)) arm_receive<Traits>(map, group, parity);
@@ -63,10 +60,7 @@ __device__ __forceinline__ void cluster_block(const wideattn_prefill_params& p, 
     BlockGeometry tile_keys;  // the keys of the whole tile (kv_end, num_tiles: the same for every row)
     block_geometry<Traits>(p, work, 0, &tile_keys);
     if constexpr (kSplit) restrict_to_split<Traits>(p, &tile_keys);
-    static_assert(!Traits::kSkipEmptyGroups || !Traits::kOrderedTurns, "the turns alternate between two row groups");
-    const int32_t groups =
-        Traits::kSkipEmptyGroups ? Traits::active_row_groups(work.tile.tile_len) : Traits::kRowGroups;
-    if (threadIdx.x == 0) init_barriers<Traits>(map, tile_keys.num_tiles, groups);
+    if (threadIdx.x == 0) init_barriers<Traits>(map, tile_keys.num_tiles);
     ptx::converge_warp();
     ptx::cluster_sync();
 
@@ -84,14 +78,14 @@ __device__ __forceinline__ void cluster_block(const wideattn_prefill_params& p, 
             produce<Traits>(p, tile_keys, maps, map, first_dim);
         }
         ptx::converge_warp();
-    } else if (!Traits::kSkipEmptyGroups || warpgroup < groups) {  // a skipped row group waits at the end
+    } else {
         ptx::raise_registers<Traits::kConsumerRegisters>();
         const GroupPlace at = group_place<Traits>();
         BlockGeometry geometry;
         block_geometry<Traits>(p, work, at.group * Traits::kRowTilesPerGroup + at.row_tile, &geometry);
         if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
         const Consumer c{at, static_cast<int32_t>(threadIdx.x), map.q + at.group * Traits::kQGroupBytes,
-                         partner_map(map, rank ^ 1u), groups * Traits::kWarpGroupThreads};
+                         partner_map(map, rank ^ 1u)};
         const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
         issue_q_rows<Traits>(p, c.q, first_token, work.tile.tile_len, work.kv_head, at.group, first_dim, at.thread);
         ptx::cp_async_commit();

@@ -193,17 +193,15 @@ __device__ __forceinline__ void produce_ring(const wideattn_prefill_params& p, c
                        [&](int32_t tile) { fill_slot<Traits, kValues>(p, g, map, table_row, stream, tile); });
 }
 
-// Zeroes rows [first_row, kTileKeys) of a V tile of the CTA's dims, shared by the `threads`
-// consumer threads of the active row groups (generic-proxy stores: the caller fences them for
-// wgmma and meets the other row group). P is 0 for keys past kv_end, but 0 times a NaN or infinity
-// left in a page's unused slots is not.
+// Zeroes rows [first_row, kTileKeys) of a V tile of the CTA's dims, shared by all consumer threads
+// (generic-proxy stores: the caller fences them for wgmma and meets the other row group). P is 0
+// for keys past kv_end, but 0 times a NaN or infinity left in a page's unused slots is not.
 template <class Traits>
-__device__ __forceinline__ void zero_value_rows_from(uint32_t chunk, int32_t first_row, int32_t consumer_thread,
-                                                     int32_t threads) {
-    const int32_t rows_per_pass = threads / Traits::kVecsPerGroupRow;
+__device__ __forceinline__ void zero_value_rows_from(uint32_t chunk, int32_t first_row, int32_t consumer_thread) {
+    constexpr int32_t kRowsPerPass = Traits::kConsumerThreads / Traits::kVecsPerGroupRow;
     const int32_t vec = consumer_thread % Traits::kVecsPerGroupRow;
     for (int32_t row = first_row + consumer_thread / Traits::kVecsPerGroupRow; row < Traits::kTileKeys;
-         row += rows_per_pass)
+         row += kRowsPerPass)
         ptx::store_shared_f32x4(chunk + operand_offset<Traits, Traits::kTileKeys>(row, vec), 0.0f, 0.0f, 0.0f, 0.0f);
 }
 

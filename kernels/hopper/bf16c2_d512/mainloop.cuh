@@ -57,7 +57,6 @@ struct Consumer {
     int32_t thread;       // index over both consumer warpgroups
     uint32_t q;           // the row group's Q rows (the CTA's dims)
     PartnerMap partner;
-    int32_t threads;      // the consumer threads of the row groups that run the tile (Traits::kSkipEmptyGroups)
 };
 
 // The operand slabs of a CTA start at its own dims: the shared products read slab 0 onwards.
@@ -82,16 +81,15 @@ __device__ __forceinline__ void release_slot(uint32_t empty, const GroupPlace& a
 }
 
 // The last tile j: its V rows past kv_end must not carry a page's unused slots into P V. Both row
-// groups read this V tile, so both zero a share and meet before either P V (the one row group
-// that runs the tile, where the other is skipped: c.threads).
+// groups read this V tile, so both zero a share and meet before either P V.
 template <class Traits>
 __device__ __forceinline__ void zero_last_value_rows(const BlockGeometry& g, const Consumer& c, const SharedMap& map,
                                                      int32_t j) {
     const int32_t rows_valid = g.kv_end - j * Traits::kTileKeys;
     if (rows_valid < Traits::kTileKeys) {
-        zero_value_rows_from<Traits>(v_chunk<Traits>(map, j), rows_valid, c.thread, c.threads);
+        zero_value_rows_from<Traits>(v_chunk<Traits>(map, j), rows_valid, c.thread);
         ptx::fence_proxy_async_shared();
-        ptx::named_barrier_sync(kConsumersBarrier, c.threads);
+        ptx::named_barrier_sync(kConsumersBarrier, Traits::kConsumerThreads);
     }
 }
 

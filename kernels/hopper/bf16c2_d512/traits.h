@@ -28,11 +28,6 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     // ring (true: wgmma_bf16c2sp_d512; loads.cuh, produce_ring), each filling its ring's slots as
     // they are released: the one thread was busy 90% of the CTA's life in the profile of 2026-12-05.
     static constexpr bool kSplitProducer = false;
-    // Both row groups run every tile (false), or a row group without rows skips the key loop
-    // (true: wgmma_bf16c2sk_d512; block.cuh): a tile of 8 tokens or fewer (a verification step's
-    // sequence, a decode in a mixed batch) runs one row group a CTA, its ring barriers counting that
-    // row group's warps only. Both CTAs of a cluster take the same tile, so they agree.
-    static constexpr bool kSkipEmptyGroups = false;
 
     // The cluster: CTA rank c owns dims [c kDimsPerGroup, (c + 1) kDimsPerGroup).
     static constexpr int32_t kClusterCtas = kCtaPairSize;
@@ -111,12 +106,6 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
                       kChunkBytes % kSmemAlign == 0 && kQGroupBytes % kSmemAlign == 0,
                   "operands start on 1024-byte swizzle atoms");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
-    // The row groups with rows in a cluster tile of tile_len tokens (tile_len >= 1): the first,
-    // and the second where the tile has more than kTileTokens tokens.
-    WIDEATTN_HOST_DEVICE static constexpr int32_t active_row_groups(int32_t tile_len) {
-        return tile_len > kTileTokens ? kRowGroups : 1;
-    }
-
     static_assert(kTileTokens == kFewTokensPerSeq,
                   "many_tokens: a sequence of more than kFewTokensPerSeq tokens has rows in both row groups of its first tile");
 
