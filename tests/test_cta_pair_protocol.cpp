@@ -7,9 +7,10 @@
 // here after mainloop.cuh, in both forms: the free-running row groups of wgmma_bf16c2_d512 and the
 // turns of the ordered form (wgmma_bf16c2pp_d512: named barriers between the two row groups of a
 // CTA); the producer as one thread for both rings, or one a ring (wgmma_bf16c2sp_d512). The
-// model sees waits, arrivals and posts, not where a wgmma is issued. Every run must finish (no deadlock), every read must find the tile it expects, no copy or
-// store may land where a reader still needs the previous contents, every barrier must end with no
-// phase half done, and every turn barrier's phase must be one turn's (its grant and its waiters).
+// model sees waits, arrivals and posts, not where a wgmma is issued. Every run must finish (no
+// deadlock), every read must find the tile it expects, no copy or store may land where a reader
+// still needs the previous contents, every barrier must end with no phase half done, and every
+// turn barrier's phase must be one turn's (its grant and its waiters).
 #include <doctest/doctest.h>
 
 #include <cstdint>

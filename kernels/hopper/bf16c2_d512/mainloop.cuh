@@ -93,20 +93,6 @@ __device__ __forceinline__ void zero_last_value_rows(const BlockGeometry& g, con
     }
 }
 
-// Tile `tile`'s scores once this row group's part is posted (`mine`, scaled): the partner's
-// collected and added, masked, and the online softmax into `prob`; true when O must be rescaled by
-// alpha.
-template <class Traits>
-__device__ __forceinline__ bool collect_and_softmax(const BlockGeometry& g, const Consumer& c, const SharedMap& map,
-                                                    int32_t tile, const float (&mine)[Traits::kKeyNTiles][4],
-                                                    RowState& state, uint32_t (&prob)[Traits::kPvSteps][4],
-                                                    float (&alpha)[2]) {
-    float scores[Traits::kKeyNTiles][4];
-    collect_scores<Traits>(map, tile, rearm_after<Traits::kExchangeParities>(tile, g.num_tiles), c.at, mine, scores);
-    mask_scores<Traits>(g, tile, c.at.lane, scores);
-    return softmax_step<Traits>(scores, kUnitScale, state, prob, alpha);
-}
-
 // Tile `tile`'s scores from this row group's partial `s` (its Q K^T completed): posted scaled to the
 // partner CTA, the partner's collected and added, masked, and the online softmax into `prob`;
 // true when O must be rescaled by alpha.
@@ -117,7 +103,10 @@ __device__ __forceinline__ bool exchange_and_softmax(const wideattn_prefill_para
                                                      uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
     float mine[Traits::kKeyNTiles][4];
     post_scores<Traits>(c.partner, tile, c.at, p.softmax_scale * kLog2e, s, mine);
-    return collect_and_softmax<Traits>(g, c, map, tile, mine, state, prob, alpha);
+    float scores[Traits::kKeyNTiles][4];
+    collect_scores<Traits>(map, tile, rearm_after<Traits::kExchangeParities>(tile, g.num_tiles), c.at, mine, scores);
+    mask_scores<Traits>(g, tile, c.at.lane, scores);
+    return softmax_step<Traits>(scores, kUnitScale, state, prob, alpha);
 }
 
 // The first tile of both loops: the row group's Q landed, Q K_0^T, its exchange and the softmax
@@ -181,11 +170,12 @@ __device__ __forceinline__ void pipelined_step(const wideattn_prefill_params& p,
     if (kHasNext) {
         float alpha[2];
         const bool rescale = exchange_and_softmax<Traits>(p, g, c, map, j + 1, carry.s, state, prob_next, alpha);
-        if (kIssueNext) issue_scores<Traits>(c, k_chunk<Traits>(map, j + 2), carry.s);  // K_j+2 landed (top of the step)
-        if (kIssueNext)
+        if (kIssueNext) {
+            issue_scores<Traits>(c, k_chunk<Traits>(map, j + 2), carry.s);  // K_j+2 landed (top of the step)
             ptx::wgmma_wait<1>();  // P_j V_j done; Q K_j+2^T may still run
-        else
+        } else {
             ptx::wgmma_wait<0>();
+        }
         end_step<Traits>(c, map, o, prob, j, rescale, alpha);
     } else {
         finish_last_step<Traits>(c, map, o, j);

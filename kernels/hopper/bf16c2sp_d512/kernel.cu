@@ -1,7 +1,7 @@
 // kernel.cu - entry points of the split-producer form of the two-CTA Hopper-tier BF16 prefill kernel
 // for head dim 512, GQA group 8 (sm_90a): the cluster, block and free-running steps of
-// wgmma_bf16c2_d512 (kernels/hopper/bf16c2_d512/block.cuh) with Q K_j+2^T issued before the wait
-// for the partner's scores and one producer thread for each of the K and V rings; traits: traits.h.
+// wgmma_bf16c2_d512 (kernels/hopper/bf16c2_d512/block.cuh) with one producer thread for each of the
+// K and V rings; traits: traits.h.
 //
 // Launch: as wgmma_bf16c2_d512 ("cta_pair": grid.x = kCtaPairSize x the 16-token tiles, grid.y =
 // num_q_heads / 8, grid.z = key splits, block = kThreads, dynamic shared memory kSmemBytes,
