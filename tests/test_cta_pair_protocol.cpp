@@ -6,11 +6,11 @@
 // constants (traits.h) and schedule (schedule.h); the consumer's sequence of operations is written
 // here after mainloop.cuh, in both forms: the free-running row groups of wgmma_bf16c2_d512 and the
 // turns of the ordered form (wgmma_bf16c2pp_d512: named barriers between the two row groups of a
-// CTA); the producer as one thread for both rings, or one a ring (wgmma_bf16c2sp_d512). The
-// model sees waits, arrivals and posts, not where a wgmma is issued. Every run must finish (no
-// deadlock), every read must find the tile it expects, no copy or store may land where a reader
-// still needs the previous contents, every barrier must end with no phase half done, and every
-// turn barrier's phase must be one turn's (its grant and its waiters).
+// CTA); the producer as one thread a ring. The model sees waits, arrivals and posts, not where a
+// wgmma is issued. Every run must finish (no deadlock), every read must find the tile it expects,
+// no copy or store may land where a reader still needs the previous contents, every barrier must
+// end with no phase half done, and every turn barrier's phase must be one turn's (its grant and
+// its waiters).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -93,7 +93,6 @@ struct Model {
     int32_t n = 0;
     bool partial_last_tile = false;
     bool ordered = false;  // the ordered form's turns (wgmma_bf16c2pp_d512)
-    bool split_producer = false;  // a producer thread a ring (wgmma_bf16c2sp_d512)
     bool zeroing_inside_turn = false;  // a mutation of the ordered form: the zeroing after the turn's wait
     Cta cta[kCtas];
     std::vector<std::vector<Step>> actors;
@@ -120,12 +119,8 @@ struct Model {
                 }
         }
         for (int c = 0; c < kCtas; ++c) {
-            if (split_producer) {
-                add_ring_producer(c, Ring::kK);
-                add_ring_producer(c, Ring::kV);
-            } else {
-                add_producer(c);
-            }
+            add_ring_producer(c, Ring::kK);
+            add_ring_producer(c, Ring::kV);
         }
         for (int c = 0; c < kCtas; ++c)
             for (int g = 0; g < kGroups; ++g)
@@ -155,14 +150,8 @@ struct Model {
         });
     }
 
-    void add_producer(int c) {
-        std::vector<Step> program;
-        for_each_load(n, [&](int32_t tile) { push_load(program, c, Ring::kK, tile); },
-                      [&](int32_t tile) { push_load(program, c, Ring::kV, tile); });
-        actors.push_back(std::move(program));
-    }
-
-    // The split producer: one actor a ring, each filling its ring in order.
+    // The producer: one actor a ring (the kernel's two producer threads), each filling its ring in
+    // order.
     void add_ring_producer(int c, Ring ring) {
         std::vector<Step> program;
         for_each_ring_load(n, [&](int32_t tile) { push_load(program, c, ring, tile); });
@@ -390,7 +379,7 @@ struct Model {
 
 namespace {
 
-int32_t run_interleavings(bool ordered, uint32_t seed0, bool split_producer = false) {
+int32_t run_interleavings(bool ordered, uint32_t seed0) {
     std::mt19937 rng(seed0);
     int32_t runs = 0;
     for (int32_t n = 0; n <= 11; ++n)
@@ -403,7 +392,6 @@ int32_t run_interleavings(bool ordered, uint32_t seed0, bool split_producer = fa
                 m.n = n;
                 m.partial_last_tile = partial;
                 m.ordered = ordered;
-                m.split_producer = split_producer;
                 m.init();
                 REQUIRE_MESSAGE(m.run(rng), "deadlock");
                 m.check_idle();
@@ -416,10 +404,6 @@ int32_t run_interleavings(bool ordered, uint32_t seed0, bool split_producer = fa
 
 TEST_CASE("wgmma_bf16c2_d512 protocol: every interleaving finishes and reads what it expects") {
     CHECK(run_interleavings(false, 20261204) == 12 * 2 * 60);
-}
-
-TEST_CASE("wgmma_bf16c2sp_d512 protocol: a producer thread a ring, every interleaving finishes") {
-    CHECK(run_interleavings(false, 20261206, true) == 12 * 2 * 60);
 }
 
 TEST_CASE("wgmma_bf16c2pp_d512 protocol: the ordered form's turns, every interleaving finishes") {

@@ -68,15 +68,11 @@ __device__ __forceinline__ void cluster_block(const wideattn_prefill_params& p, 
         __shfl_sync(kFullMask, static_cast<int32_t>(threadIdx.x / Traits::kWarpGroupThreads), 0);
     if (warpgroup == Traits::kRowGroups) {
         ptx::lower_registers<Traits::kProducerRegisters>();
-        if constexpr (Traits::kSplitProducer) {
-            // The K ring from the first warp's first thread, the V ring from the second warp's.
-            if (threadIdx.x == Traits::kConsumerThreads)
-                produce_ring<Traits, false>(p, tile_keys, maps, map, first_dim);
-            else if (threadIdx.x == Traits::kConsumerThreads + Traits::kWarpSize)
-                produce_ring<Traits, true>(p, tile_keys, maps, map, first_dim);
-        } else if (threadIdx.x == Traits::kConsumerThreads) {
-            produce<Traits>(p, tile_keys, maps, map, first_dim);
-        }
+        // The K ring from the first warp's first thread, the V ring from the second warp's.
+        if (threadIdx.x == Traits::kConsumerThreads)
+            produce_ring<Traits, false>(p, tile_keys, maps, map, first_dim);
+        else if (threadIdx.x == Traits::kConsumerThreads + Traits::kWarpSize)
+            produce_ring<Traits, true>(p, tile_keys, maps, map, first_dim);
         ptx::converge_warp();
     } else {
         ptx::raise_registers<Traits::kConsumerRegisters>();

@@ -167,22 +167,8 @@ __device__ __forceinline__ void fill_slot(const wideattn_prefill_params& p, cons
                  kValues ? B::full_v(map, tile) : B::full_k(map, tile));
 }
 
-// The producer's thread: every K and V tile of the block's keys, in the order the consumers use
-// them (schedule.h, for_each_load), each by fill_slot.
-template <class Traits>
-__device__ __forceinline__ void produce(const wideattn_prefill_params& p, const BlockGeometry& g,
-                                        const KvTensorMaps& maps, const SharedMap& map, int32_t first_dim) {
-    const int32_t* table_row = p.block_table + g.table_offset;
-    KvHalfStream<Traits> k_stream, v_stream;
-    k_stream.init(p, &maps.k, g.kv_head, first_dim, table_row, g.kv_end);
-    v_stream.init(p, &maps.v, g.kv_head, first_dim, table_row, g.kv_end);
-    for_each_load(
-        g.num_tiles, [&](int32_t tile) { fill_slot<Traits, false>(p, g, map, table_row, k_stream, tile); },
-        [&](int32_t tile) { fill_slot<Traits, true>(p, g, map, table_row, v_stream, tile); });
-}
-
-// One of the split producer's two threads (Traits::kSplitProducer): every tile of one ring (K, or
-// V with kValues) of the block's keys in order (schedule.h, for_each_ring_load), each by fill_slot.
+// One of the producer's two threads: every tile of one ring (K, or V with kValues) of the block's
+// keys in order (schedule.h, for_each_ring_load), each by fill_slot.
 template <class Traits, bool kValues>
 __device__ __forceinline__ void produce_ring(const wideattn_prefill_params& p, const BlockGeometry& g,
                                              const KvTensorMaps& maps, const SharedMap& map, int32_t first_dim) {

@@ -26,21 +26,10 @@ WIDEATTN_HOST_DEVICE constexpr bool refill_waits(int32_t tile) {
     return tile >= kSlots;
 }
 
-// The producer's order over a block of n key tiles, the order the consumers use them: K_0, K_1,
-// then for each step j: V_j and K_j+2.
-template <class LoadK, class LoadV>
-WIDEATTN_HOST_DEVICE inline void for_each_load(int32_t n, LoadK&& load_k, LoadV&& load_v) {
-    if (n > 0) load_k(0);
-    if (n > 1) load_k(1);
-    for (int32_t j = 0; j < n; ++j) {
-        load_v(j);
-        if (j + 2 < n) load_k(j + 2);
-    }
-}
-
-// The split producer's order (Traits::kSplitProducer, wgmma_bf16c2sp_d512): one thread fills the K
-// ring with K_0 .. K_n-1, another the V ring with V_0 .. V_n-1, each tile as soon as its slot's
-// previous tile is released; the consumers' order of use within each ring is the same as above.
+// The producer's order over a block of n key tiles: one thread fills the K ring with K_0 ..
+// K_n-1, another the V ring with V_0 .. V_n-1, each tile as soon as its slot's previous tile is
+// released. The consumers use K_0, K_1, then for each step j: V_j and K_j+2, so each ring is used
+// in the order it is filled.
 template <class Load>
 WIDEATTN_HOST_DEVICE inline void for_each_ring_load(int32_t n, Load&& load) {
     for (int32_t tile = 0; tile < n; ++tile) load(tile);

@@ -24,10 +24,6 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     // The row groups run their steps freely (false), or issue their products in turns (true: the
     // ordered form, wgmma_bf16c2pp_d512; mainloop.cuh, schedule.h).
     static constexpr bool kOrderedTurns = false;
-    // One producer thread for both rings in the consumers' order (false), or one thread for each
-    // ring (true: wgmma_bf16c2sp_d512; loads.cuh, produce_ring), each filling its ring's slots as
-    // they are released: the one thread was busy 90% of the CTA's life in the profile of 2026-12-05.
-    static constexpr bool kSplitProducer = false;
 
     // The cluster: CTA rank c owns dims [c kDimsPerGroup, (c + 1) kDimsPerGroup).
     static constexpr int32_t kClusterCtas = kCtaPairSize;
@@ -39,8 +35,10 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     static constexpr int32_t kClusterTileTokens = kRowGroups * kTileTokens;
     static constexpr int32_t kRowTilesPerGroup = kWgmmaM / kRowsPerWarp;  // warps of a consumer warpgroup
 
-    // Threads: the consumer warpgroups, then one producer warpgroup (one of its threads issues the
-    // copies). Registers are moved from the producer to the consumers (setmaxnreg): the launch
+    // Threads: the consumer warpgroups, then one producer warpgroup (the first thread of its first
+    // warp issues the K copies, that of its second warp the V copies: block.cuh, loads.cuh,
+    // produce_ring; one thread for both was busy 90% of the CTA's life in the profile of
+    // 2026-12-05). Registers are moved from the producer to the consumers (setmaxnreg): the launch
     // gives 65536 / 384 = 168 a thread; the consumers run with kConsumerRegisters.
     static constexpr int32_t kConsumerThreads = kRowGroups * kWarpGroupThreads;
     static constexpr int32_t kConsumerWarps = kConsumerThreads / kWarpSize;
