@@ -1,8 +1,8 @@
 // ptx_cluster.cuh - device wrappers over the sm_90a PTX of thread-block clusters that the
 // two-CTA Hopper kernel (kernels/hopper/bf16c2_d512) uses: the CTA's rank in its cluster, a
 // shared address mapped into another CTA of the cluster, stores into that CTA's shared memory
-// that complete on one of its mbarriers (st.async), the cluster-scope mbarrier waits (an acquiring
-// wait, or a relaxed one with an acquire fence restricted to shared memory) and plain arrival, the cluster barrier, and the per-warpgroup register reallocation (setmaxnreg).
+// that complete on one of its mbarriers (st.async), the cluster-scope mbarrier wait and plain
+// arrival, the cluster barrier, and the per-warpgroup register reallocation (setmaxnreg).
 #pragma once
 
 #include <cstdint>
@@ -52,29 +52,6 @@ __device__ __forceinline__ void mbarrier_wait_cluster(uint32_t barrier, uint32_t
             : "r"(barrier), "r"(parity)
             : "memory");
     } while (!done);
-}
-
-// As mbarrier_wait_cluster, with the acquire restricted to shared memory: the wait observes the
-// phase with relaxed semantics at cluster scope, then an acquire fence at cluster scope whose
-// ordering covers only operations on shared::cluster (PTX ISA 8.6,
-// fence.acquire.sync_restrict::shared::cluster): the st.async data the phase covers (its
-// complete-tx releases at cluster scope) is visible to this thread's later shared-memory reads,
-// while global memory is left out of the fence (no L1 invalidation). Reads of global memory after
-// it are not ordered by it.
-__device__ __forceinline__ void mbarrier_wait_cluster_shared(uint32_t barrier, uint32_t parity) {
-    uint32_t done = 0;
-    do {
-        asm volatile(
-            "{\n"
-            ".reg .pred complete;\n"
-            "mbarrier.try_wait.parity.relaxed.cluster.shared::cta.b64 complete, [%1], %2;\n"
-            "selp.u32 %0, 1, 0, complete;\n"
-            "}\n"
-            : "=r"(done)
-            : "r"(barrier), "r"(parity)
-            : "memory");
-    } while (!done);
-    asm volatile("fence.acquire.sync_restrict::shared::cluster.cluster;\n" ::: "memory");
 }
 
 // One arrival on the local mbarrier `barrier` (release at CTA scope: this thread's earlier reads

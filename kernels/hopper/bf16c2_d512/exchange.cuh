@@ -83,12 +83,8 @@ __device__ __forceinline__ void collect_scores(const SharedMap& map, int32_t til
                                                const float (&mine)[Traits::kKeyNTiles][4],
                                                float (&scores)[Traits::kKeyNTiles][4]) {
     const int32_t parity = exchange_parity<Traits::kExchangeParities>(tile);
-    if constexpr (Traits::kSharedAcquire)
-        ptx::mbarrier_wait_cluster_shared(Barriers<Traits>::received(map, at.group, parity),
-                                          exchange_phase<Traits::kExchangeParities>(tile));
-    else
-        ptx::mbarrier_wait_cluster(Barriers<Traits>::received(map, at.group, parity),
-                                   exchange_phase<Traits::kExchangeParities>(tile));
+    ptx::mbarrier_wait_cluster(Barriers<Traits>::received(map, at.group, parity),
+                               exchange_phase<Traits::kExchangeParities>(tile));
     if (rearm && at.thread == 0) arm_receive<Traits>(map, at.group, parity);
     ptx::converge_warp();
     const uint32_t own = map.receive + score_tile_offset<Traits>(at.group, parity) + at.thread * Traits::kVecBytes;

@@ -24,11 +24,6 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     // The row groups run their steps freely (false), or issue their products in turns (true: the
     // ordered form, wgmma_bf16c2pp_d512; mainloop.cuh, schedule.h).
     static constexpr bool kOrderedTurns = false;
-    // The wait for the partner's scores acquires at cluster scope (false), or observes the phase
-    // relaxed and acquires with a fence restricted to shared memory (true: wgmma_bf16c2ra_d512;
-    // exchange.cuh, collect_scores; kernels/common/ptx_cluster.cuh): the scores are the only data
-    // the wait publishes, and the full acquire invalidates L1 (CCTL.IVALL) on every key tile.
-    static constexpr bool kSharedAcquire = false;
 
     // The cluster: CTA rank c owns dims [c kDimsPerGroup, (c + 1) kDimsPerGroup).
     static constexpr int32_t kClusterCtas = kCtaPairSize;
