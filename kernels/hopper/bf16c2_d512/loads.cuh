@@ -1,8 +1,8 @@
 // loads.cuh - the shared-memory plan and the loads of the two-CTA Hopper-tier BF16 kernel
 // (wgmma_bf16c2_d512): where each region and mbarrier sits, a row group's Q rows over the CTA's
-// dims (cp.async), the producer's K and V tiles of the CTA's dims (TMA, one issuing thread, the
-// K and V rings each with a full and an empty mbarrier per slot), and the zeroing of the last V
-// tile's rows past kv_end.
+// dims (cp.async), the producer's K and V tiles of the CTA's dims (TMA, one issuing thread a ring,
+// the K and V rings each with a full and an empty mbarrier per slot), and the zeroing of the last
+// V tile's rows past kv_end.
 #pragma once
 
 #include <cuda.h>
@@ -27,7 +27,7 @@ struct SharedMap {
     uint32_t q;
     uint32_t k_ring;
     uint32_t v_ring;
-    uint32_t receive;   // the partner's partial scores: [row group][parity] fp32 64 x 32 tiles
+    uint32_t receive;   // the partner's partial scores: [row group][parity] fp32 64 x 32 tiles (and row maxima)
     uint32_t barriers;  // full K, empty K, full V, empty V (a slot each), then received [group][parity]
 };
 
