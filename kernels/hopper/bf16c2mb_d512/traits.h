@@ -23,6 +23,12 @@ struct WgmmaBf16C2mbD512Traits : WgmmaBf16C2D512Traits {
     static_assert(kReceiveSlotBytes % kVecBytes == 0 && SmemPlan::kBarriers % kBarrierBytes == 0,
                   "16-byte score stores, 8-byte barriers");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
+    // What the barrier of a phase counts: each of a row group's warps posts its part of the tile
+    // (st.async, 16 bytes a thread and 8-column quad) and, from each quad's first lane, the quad's
+    // two row maxima (8 bytes).
+    static_assert(kExchangeBytes == kRowTilesPerGroup * (kScoreTileBytes / kRowTilesPerGroup +
+                                                         kWarpSize / 4 * 2 * static_cast<int32_t>(sizeof(float))),
+                  "the exchange's bytes are the warps' posts");
 
     static constexpr KernelDesc desc = {
         "wgmma_bf16c2mb_d512", "wideattn_wgmma_bf16c2mb_d512",
