@@ -35,6 +35,7 @@
 #include "kernels/common/wgmma_softmax.cuh"
 #include "kernels/hopper/bf16c2_d512/exchange.cuh"
 #include "kernels/hopper/bf16c2_d512/loads.cuh"
+#include "kernels/hopper/bf16c2_d512/row_bound.h"
 #include "kernels/hopper/bf16c2_d512/schedule.h"
 #include "wideattn.h"
 
@@ -95,7 +96,8 @@ __device__ __forceinline__ void zero_last_value_rows(const BlockGeometry& g, con
 
 // The bounded form's softmax step (Traits::kMaxBound): every row maximum of the summed scores is
 // at most own_max + partner_max (each sum of two rounded partials is at most the sum of their
-// maxima, and rounding is monotonic; masked scores are -inf). When no row of the warp has a bound
+// maxima, and rounding is monotonic; masked scores are -inf; row_bound.h, checked on the CPU by
+// tests/test_row_bound.cpp). When no row of the warp has a bound
 // above its running maximum (plus the rescale threshold), no maximum can grow: softmax_step would
 // find its tile maxima, decide no rescale and keep the state, so the maxima are not computed and
 // the tile is exponentiated at once. Otherwise (or with a NaN bound) softmax_step runs as in the
@@ -105,9 +107,9 @@ __device__ __forceinline__ bool bounded_softmax_step(float (&scores)[Traits::kKe
                                                      float2 partner_max, RowState& state,
                                                      uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
     constexpr uint32_t kFullMask = 0xffffffffu;
-    const float bound[2] = {__fadd_rn(own_max[0], partner_max.x), __fadd_rn(own_max[1], partner_max.y)};
-    const bool may_grow = !(bound[0] <= state.max_log2[0] + Traits::kRescaleThresholdLog2) ||
-                          !(bound[1] <= state.max_log2[1] + Traits::kRescaleThresholdLog2);
+    const bool may_grow =
+        bound_allows_growth(row_max_bound(own_max[0], partner_max.x), state.max_log2[0], Traits::kRescaleThresholdLog2) ||
+        bound_allows_growth(row_max_bound(own_max[1], partner_max.y), state.max_log2[1], Traits::kRescaleThresholdLog2);
     if (__any_sync(kFullMask, may_grow)) return softmax_step<Traits>(scores, kUnitScale, state, prob, alpha);
     exponentiate_from_maxima<Traits, false>(scores, kUnitScale, state, 0.0f);
     pack_probabilities<Traits>(scores, prob);
