@@ -48,11 +48,13 @@ __device__ __forceinline__ uint32_t score_tile_offset(int32_t group, int32_t par
     return static_cast<uint32_t>((group * Traits::kExchangeParities + parity) * Traits::kReceiveSlotBytes);
 }
 
+// The lanes of a quad, which share the two rows of a score fragment.
+constexpr int32_t kQuadLanes = 4;
+
 // Where Traits::kMaxBound: the partial row maxima of a quad's two rows (8 bytes, quad by quad in
 // thread order) behind the score tile of a receive slot.
 template <class Traits>
 __device__ __forceinline__ uint32_t row_maxima_offset(int32_t group, int32_t parity, int32_t thread) {
-    constexpr int32_t kQuadLanes = 4;
     constexpr uint32_t kQuadMaximaBytes = 2 * sizeof(float);
     static_assert(Traits::kWarpGroupThreads / kQuadLanes * kQuadMaximaBytes == Traits::kScoreMaxBytes,
                   "a quad's two rows, every row of the row group");
@@ -100,7 +102,6 @@ template <class Traits>
 __device__ __forceinline__ void post_row_maxima(const PartnerMap& partner, int32_t tile, const GroupPlace& at,
                                                 const float (&mine)[Traits::kKeyNTiles][4], float (&own_max)[2]) {
     static_assert(Traits::kMaxBound, "only the bounded form sends its row maxima");
-    constexpr int32_t kQuadLanes = 4;
     const int32_t parity = exchange_parity<Traits::kExchangeParities>(tile);
     score_row_maxima<Traits, false>(mine, kUnitScale, own_max);
     if (at.lane % kQuadLanes == 0)

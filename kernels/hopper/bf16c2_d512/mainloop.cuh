@@ -97,11 +97,11 @@ __device__ __forceinline__ void zero_last_value_rows(const BlockGeometry& g, con
 // The bounded form's softmax step (Traits::kMaxBound): every row maximum of the summed scores is
 // at most own_max + partner_max (each sum of two rounded partials is at most the sum of their
 // maxima, and rounding is monotonic; masked scores are -inf; row_bound.h, checked on the CPU by
-// tests/test_row_bound.cpp). When no row of the warp has a bound
-// above its running maximum (plus the rescale threshold), no maximum can grow: softmax_step would
-// find its tile maxima, decide no rescale and keep the state, so the maxima are not computed and
-// the tile is exponentiated at once. Otherwise (or with a NaN bound) softmax_step runs as in the
-// free form. Either way the same P, sums, state and decision as softmax_step, bit for bit.
+// tests/test_row_bound.cpp). When no row of the warp has a bound above its running maximum (plus
+// the rescale threshold), no maximum can grow: softmax_step would find its tile maxima, decide no
+// rescale and keep the state, so the maxima are not computed and the tile is exponentiated at
+// once. Otherwise (or with a NaN bound) softmax_step runs as in the free form. Either way the same
+// P, sums, state and decision as softmax_step, bit for bit.
 template <class Traits>
 __device__ __forceinline__ bool bounded_softmax_step(float (&scores)[Traits::kKeyNTiles][4], const float (&own_max)[2],
                                                      float2 partner_max, RowState& state,
