@@ -36,13 +36,6 @@ __device__ __forceinline__ void st_async_f32x4(uint32_t remote, float x, float y
         : "memory");
 }
 
-// As st_async_f32x4, two floats (8 bytes).
-__device__ __forceinline__ void st_async_f32x2(uint32_t remote, float x, float y, uint32_t remote_barrier) {
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];\n" ::"r"(remote),
-                 "r"(__float_as_uint(x)), "r"(__float_as_uint(y)), "r"(remote_barrier)
-                 : "memory");
-}
-
 // Waits until the phase of the local mbarrier `barrier` with parity `parity` has completed, with
 // acquire semantics at cluster scope: writes another CTA of the cluster made complete on it
 // (st.async) are visible to this thread past the wait.

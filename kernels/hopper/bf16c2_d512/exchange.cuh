@@ -14,10 +14,6 @@
 // writes tile j + 2 into the buffer of tile j only after collecting tile j + 1 from the receiver,
 // which posts tile j + 1 only after it has collected (read) tile j: the buffer is free by then,
 // and the barrier's phase of tile j has completed before any byte of tile j + 2 arrives.
-//
-// The bounded form (Traits::kMaxBound, wgmma_bf16c2mb_d512) also sends the row maxima of its
-// scaled partial scores (one float a row, behind the tile in the same receive slot, on the same
-// barrier), so that each CTA holds max(mine) + max(partner's) >= every row's maximum of the sums.
 #pragma once
 
 #include <cstdint>
@@ -46,20 +42,6 @@ __device__ __forceinline__ PartnerMap partner_map(const SharedMap& map, uint32_t
 template <class Traits>
 __device__ __forceinline__ uint32_t score_tile_offset(int32_t group, int32_t parity) {
     return static_cast<uint32_t>((group * Traits::kExchangeParities + parity) * Traits::kReceiveSlotBytes);
-}
-
-// The lanes of a quad, which share the two rows of a score fragment.
-constexpr int32_t kQuadLanes = 4;
-
-// Where Traits::kMaxBound: the partial row maxima of a quad's two rows (8 bytes, quad by quad in
-// thread order) behind the score tile of a receive slot.
-template <class Traits>
-__device__ __forceinline__ uint32_t row_maxima_offset(int32_t group, int32_t parity, int32_t thread) {
-    constexpr uint32_t kQuadMaximaBytes = 2 * sizeof(float);
-    static_assert(Traits::kWarpGroupThreads / kQuadLanes * kQuadMaximaBytes == Traits::kScoreMaxBytes,
-                  "a quad's two rows, every row of the row group");
-    return score_tile_offset<Traits>(group, parity) + Traits::kScoreTileBytes +
-           static_cast<uint32_t>(thread / kQuadLanes) * kQuadMaximaBytes;
 }
 
 // Bytes between a thread's consecutive 8-column quads in a score tile: the tile is stored quad by
@@ -92,29 +74,6 @@ __device__ __forceinline__ void post_scores(const PartnerMap& partner, int32_t t
         for (int32_t e = 0; e < 4; ++e) mine[n][e] = __fmul_rn(s[n][e], scale);
         ptx::st_async_f32x4(remote + n * kQuadBytes<Traits>, mine[n][0], mine[n][1], mine[n][2], mine[n][3], barrier);
     }
-}
-
-// Where Traits::kMaxBound, after post_scores: the row maxima of this row group's part of the
-// scaled partial scores (`mine`, all keys of the tile, unmasked) into `own_max` (quad-uniform)
-// and, from the quad's first lane, into the partner's receive slot, completing on the same
-// barrier as the scores (Traits::kExchangeBytes counts both).
-template <class Traits>
-__device__ __forceinline__ void post_row_maxima(const PartnerMap& partner, int32_t tile, const GroupPlace& at,
-                                                const float (&mine)[Traits::kKeyNTiles][4], float (&own_max)[2]) {
-    static_assert(Traits::kMaxBound, "only the bounded form sends its row maxima");
-    const int32_t parity = exchange_parity<Traits::kExchangeParities>(tile);
-    score_row_maxima<Traits, false>(mine, kUnitScale, own_max);
-    if (at.lane % kQuadLanes == 0)
-        ptx::st_async_f32x2(partner.receive + row_maxima_offset<Traits>(at.group, parity, at.thread), own_max[0],
-                            own_max[1], partner.barriers + Barriers<Traits>::received_offset(at.group, parity));
-}
-
-// Where Traits::kMaxBound, after collect_scores (the barrier's phase has completed): the partner's
-// partial row maxima of tile `tile` for this thread's two rows.
-template <class Traits>
-__device__ __forceinline__ float2 partner_row_maxima(const SharedMap& map, int32_t tile, const GroupPlace& at) {
-    const int32_t parity = exchange_parity<Traits::kExchangeParities>(tile);
-    return ptx::load_shared_f32x2(map.receive + row_maxima_offset<Traits>(at.group, parity, at.thread));
 }
 
 // Waits for the partner's scaled partial scores of tile `tile`, then mine + partner's into

@@ -27,7 +27,7 @@ struct SharedMap {
     uint32_t q;
     uint32_t k_ring;
     uint32_t v_ring;
-    uint32_t receive;   // the partner's partial scores: [row group][parity] fp32 64 x 32 tiles (and row maxima)
+    uint32_t receive;   // the partner's partial scores: [row group][parity] fp32 64 x 32 tiles
     uint32_t barriers;  // full K, empty K, full V, empty V (a slot each), then received [group][parity]
 };
 

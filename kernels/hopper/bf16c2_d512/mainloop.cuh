@@ -35,7 +35,6 @@
 #include "kernels/common/wgmma_softmax.cuh"
 #include "kernels/hopper/bf16c2_d512/exchange.cuh"
 #include "kernels/hopper/bf16c2_d512/loads.cuh"
-#include "kernels/hopper/bf16c2_d512/row_bound.h"
 #include "kernels/hopper/bf16c2_d512/schedule.h"
 #include "wideattn.h"
 
@@ -94,28 +93,6 @@ __device__ __forceinline__ void zero_last_value_rows(const BlockGeometry& g, con
     }
 }
 
-// The bounded form's softmax step (Traits::kMaxBound): every row maximum of the summed scores is
-// at most own_max + partner_max (each sum of two rounded partials is at most the sum of their
-// maxima, and rounding is monotonic; masked scores are -inf; row_bound.h, checked on the CPU by
-// tests/test_row_bound.cpp). When no row of the warp has a bound above its running maximum (plus
-// the rescale threshold), no maximum can grow: softmax_step would find its tile maxima, decide no
-// rescale and keep the state, so the maxima are not computed and the tile is exponentiated at
-// once. Otherwise (or with a NaN bound) softmax_step runs as in the free form. Either way the same
-// P, sums, state and decision as softmax_step, bit for bit.
-template <class Traits>
-__device__ __forceinline__ bool bounded_softmax_step(float (&scores)[Traits::kKeyNTiles][4], const float (&own_max)[2],
-                                                     float2 partner_max, RowState& state,
-                                                     uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
-    constexpr uint32_t kFullMask = 0xffffffffu;
-    const bool may_grow =
-        bound_allows_growth(row_max_bound(own_max[0], partner_max.x), state.max_log2[0], Traits::kRescaleThresholdLog2) ||
-        bound_allows_growth(row_max_bound(own_max[1], partner_max.y), state.max_log2[1], Traits::kRescaleThresholdLog2);
-    if (__any_sync(kFullMask, may_grow)) return softmax_step<Traits>(scores, kUnitScale, state, prob, alpha);
-    exponentiate_from_maxima<Traits, false>(scores, kUnitScale, state, 0.0f);
-    pack_probabilities<Traits>(scores, prob);
-    return false;
-}
-
 // Tile `tile`'s scores from this row group's partial `s` (its Q K^T completed): posted scaled to the
 // partner CTA, the partner's collected and added, masked, and the online softmax into `prob`;
 // true when O must be rescaled by alpha.
@@ -126,17 +103,10 @@ __device__ __forceinline__ bool exchange_and_softmax(const wideattn_prefill_para
                                                      uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
     float mine[Traits::kKeyNTiles][4];
     post_scores<Traits>(c.partner, tile, c.at, p.softmax_scale * kLog2e, s, mine);
-    [[maybe_unused]] float own_max[2];
-    if constexpr (Traits::kMaxBound) post_row_maxima<Traits>(c.partner, tile, c.at, mine, own_max);
     float scores[Traits::kKeyNTiles][4];
     collect_scores<Traits>(map, tile, rearm_after<Traits::kExchangeParities>(tile, g.num_tiles), c.at, mine, scores);
     mask_scores<Traits>(g, tile, c.at.lane, scores);
-    if constexpr (Traits::kMaxBound) {
-        const float2 partner_max = partner_row_maxima<Traits>(map, tile, c.at);
-        return bounded_softmax_step<Traits>(scores, own_max, partner_max, state, prob, alpha);
-    } else {
-        return softmax_step<Traits>(scores, kUnitScale, state, prob, alpha);
-    }
+    return softmax_step<Traits>(scores, kUnitScale, state, prob, alpha);
 }
 
 // The first tile of both loops: the row group's Q landed, Q K_0^T, its exchange and the softmax

@@ -24,13 +24,6 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     // The row groups run their steps freely (false), or issue their products in turns (true: the
     // ordered form, wgmma_bf16c2pp_d512; mainloop.cuh, schedule.h).
     static constexpr bool kOrderedTurns = false;
-    // The softmax finds each tile's row maxima from the exchanged scores (false), or first tests
-    // an upper bound of them, the sum of the two CTAs' partial row maxima (each CTA sends its own
-    // with its partial scores), against the running maxima, and finds the exact maxima only when
-    // the bound allows a growth (true: wgmma_bf16c2mb_d512; exchange.cuh, mainloop.cuh): the same
-    // decisions and bits, the row-max reduction off the critical path in the steps where no row
-    // maximum can grow.
-    static constexpr bool kMaxBound = false;
 
     // The cluster: CTA rank c owns dims [c kDimsPerGroup, (c + 1) kDimsPerGroup).
     static constexpr int32_t kClusterCtas = kCtaPairSize;
@@ -82,17 +75,16 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     static constexpr int32_t kKSlots = 4;
     static constexpr int32_t kVSlots = 4;
     static constexpr int32_t kScoreTileBytes = kRowsPerBlock * kTileKeys * 4;  // fp32 64 x 32
-    static constexpr int32_t kScoreMaxBytes = kRowsPerBlock * 4;               // fp32 a row (kMaxBound)
     // What one exchange carries (the received barrier's bytes a phase) and the receive slot of a
-    // (row group, parity): the score tile, then the partial row maxima where kMaxBound.
+    // (row group, parity): the score tile.
     static constexpr int32_t kExchangeBytes = kScoreTileBytes;
     static constexpr int32_t kReceiveSlotBytes = kExchangeBytes;
     static constexpr int32_t kReceiveBytes = kRowGroups * kExchangeParities * kReceiveSlotBytes;
     static constexpr int32_t kBarrierBytes = 8;
     // Barriers: full and empty per K slot, per V slot; received scores per row group and parity.
     static constexpr int32_t kBarrierCount = 2 * (kKSlots + kVSlots) + kRowGroups * kExchangeParities;
-    // The plan for a receive region of kReceiveRegionBytes (a form with larger receive slots
-    // instantiates its own).
+    // The plan for a receive region of kReceiveRegionBytes (this kernel's and its ordered form's:
+    // kReceiveBytes).
     template <int32_t kReceiveRegionBytes>
     struct SmemPlanFor {
         static constexpr int32_t kQ = 0;
