@@ -1,13 +1,18 @@
 // gpu_fixture.h - the GPU suite's shared fixture: device 0's primary context and a context on
-// the bundle (tuning files off unless WIDEATTN_TUNING is set), opened once per process, with a
+// the bundle ($WIDEATTN_BUNDLE, else the build tree's bundle beside the test binary, else the
+// installed one; tuning files off unless WIDEATTN_TUNING is set), opened once per process, with a
 // kernel restriction and a stream of that context for one scope. Without a driver or GPU the
 // suite exits 77 (meson's "skipped") after printing why.
 #pragma once
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -17,6 +22,24 @@
 namespace wideattn::test {
 
 constexpr int kSkipExitCode = 77;
+
+// Where $WIDEATTN_BUNDLE is unset or empty: sets it to the build tree's bundle (../bundle from
+// the test binary's directory) when that holds a manifest, so the suite and every context its
+// tests open read the bundle built beside it, as the CLI does; else leaves the library's default
+// (the installed bundle).
+inline void default_to_build_bundle() {
+    if (const char* env = std::getenv("WIDEATTN_BUNDLE"); env && *env) return;
+    char exe[PATH_MAX] = {};
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return;
+    const std::string path(exe, static_cast<size_t>(n));
+    const size_t slash = path.find_last_of('/');
+    if (slash == std::string::npos) return;
+    const std::string bundle = path.substr(0, slash) + "/../bundle";
+    char resolved[PATH_MAX] = {};
+    if (std::ifstream(bundle + "/manifest.json") && realpath(bundle.c_str(), resolved))
+        setenv("WIDEATTN_BUNDLE", resolved, 1);
+}
 
 struct GpuFixture {
     std::unique_ptr<GpuDevice> device;
@@ -36,12 +59,14 @@ inline GpuFixture& gpu() {
         // A tuning file beside the bundle (`wideattn tune`) must not change what the suite runs;
         // the tuning tests open their own contexts on their own files.
         setenv("WIDEATTN_TUNING", "off", 0);
+        default_to_build_bundle();
         if (wideattn_open(&made.ctx, nullptr) != WIDEATTN_OK) {
             std::printf("cannot open bundle: %s\n", wideattn_last_error());
             std::exit(1);
         }
-        std::printf("GPU suite on %s (sm_%d%d)\n", made.device->name().c_str(), made.device->cc_major(),
-                    made.device->cc_minor());
+        const char* bundle = std::getenv("WIDEATTN_BUNDLE");
+        std::printf("GPU suite on %s (sm_%d%d), bundle %s\n", made.device->name().c_str(), made.device->cc_major(),
+                    made.device->cc_minor(), bundle && *bundle ? bundle : "(the installed one)");
         return made;
     }();
     return fixture;
