@@ -48,10 +48,11 @@ before, so the plan cache makes a plan only when a capacity is passed (a new pla
     decode_buffers() (StepBuffers, per device, stream and thread; grown geometrically), written
     once per step, and only what changed: without a mask cu_seqlens_q and the block table depend
     on the layout alone (the table's entries clamped below the layout's row count, not the key
-    count), so a step of the same layout writes the key counts only (one device fill_), and a
-    new layout writes the whole buffer by one host-to-device copy from a ring of pinned staging
-    buffers, each reused only after the CUDA event of its last copy; key ranges read from a mask
-    by device ops into the same buffers. Same pointers from step to step;
+    count), so a step of the same layout writes the key counts only (one device fill_), a step
+    whose rows only grew shifts the table in place (below), and any other new layout writes the
+    whole buffer by one host-to-device copy from a ring of pinned staging buffers, each reused
+    only after the CUDA event of its last copy; key ranges read from a mask by device ops into
+    the same buffers. Same pointers from step to step;
   - the max_seqlen_k hint and the block table's width are key_capacity(S) (powers of two to 4096,
     then multiples of 4096), which only caps the split count (any hint is correct);
   - the layout's row count is the rows up to the end of the storage for a view into a larger one
@@ -59,8 +60,11 @@ before, so the plan cache makes a plan only when a capacity is passed (a new pla
     thousand steps at 8k context share it). Those extra rows are never read (the block-table
     entries a sequence uses name rows of the tensor only), but the library refuses a run whose
     output lies in them (its overlap rule): that call runs once more with the exact count
-    (decode_reuse counts it). A DynamicCache's row layout (its head stride) changes every step,
-    so its steps write the whole buffer; a static cache's steps write the key counts only.
+    (decode_reuse counts it). A DynamicCache's row layout (its head and batch strides) grows every
+    step: its steps shift the block table in place by device ops (every row start moves up by a
+    multiple of the growth, entries clamped as a full write clamps them) and fill the key counts,
+    and write the whole buffer only when a capacity or the shape changes (or the rows shrink); a
+    static cache's steps write the key counts only.
 Prefill and chunked steps (T > 1), debug mode and traced or captured steps build the step's
 metadata as new tensors (step_metadata) with the exact row count and hints.
 Both pass the op host-side length hints (max_seqlen_q / max_seqlen_k: the query and key lengths
@@ -502,14 +506,16 @@ class StepBuffers:
     offsets, so that consecutive steps pass the same pointers (and the op's plan cache runs the plan
     made at an earlier step); grown geometrically (a new pointer: a new plan) when a step needs more.
     A step whose values are host ints (no mask) writes only what changed since the buffer's last
-    no-mask write (`written`: its layout and key count): the whole buffer when the layout changed
-    (another batch, row layout, capacity or row count: by one host-to-device copy from a pinned
-    staging buffer of a ring of STAGING_SLOTS, each with a CUDA event recorded after its copy; a
-    slot is written again only once its previous copy has completed, event.synchronize(), long done
-    by then), else only the key count of the real queries' sequences (one device fill_), as
-    cu_seqlens_q and the block table depend on the layout alone. A step whose key ranges are on the
-    device (a mask's reading) is written by device ops (and forgets `written`). Either is queued on
-    the stream after the previous step's launches, which read the old values."""
+    no-mask write (`written`: its layout and key count): the key count of the real queries'
+    sequences (one device fill_) where the layout is the same, as cu_seqlens_q and the block table
+    depend on the layout alone; that and the block table shifted in place by device ops where only
+    the rows grew (a DynamicCache one key longer: _grown_rows); else (another batch, capacity or
+    row count, rows that shrank) the whole buffer by one host-to-device copy from a pinned staging
+    buffer of a ring of STAGING_SLOTS, each with a CUDA event recorded after its copy (a slot is
+    written again only once its previous copy has completed, event.synchronize(), long done by
+    then). A step whose key ranges are on the device (a mask's reading) is written by device ops
+    (and forgets `written`). Each is queued on the stream after the previous step's launches,
+    which read the old values."""
 
     def __init__(self, device):
         self.device = device
@@ -522,6 +528,9 @@ class StepBuffers:
         # device-written step or a regrowth.
         self.written = None
         self.real_lens = None
+        self.indices = {}
+        # Steps whose table was shifted in place (decode_metadata) rather than written (tests).
+        self.shifted = 0
 
     def views(self, num_seqs, pages):
         """(cu_seqlens_q, seq_lens_k, block_table, (seq_offset, table_offset, entries)): views of
@@ -537,6 +546,18 @@ class StepBuffers:
             self.written = self.real_lens = None
         return (buffer[:num_seqs + 1], buffer[seq_offset:seq_offset + num_seqs],
                 buffer[table_offset:entries].view(num_seqs, pages), (seq_offset, table_offset, entries))
+
+    def index_column(self, n, axis, device):
+        """int32 0 .. n - 1 on `device`, shaped [n, 1, 1] (axis 0) or [1, n, 1] (axis 1) to
+        broadcast over a [batch, kv_heads, entries] view of the block table (cached)."""
+        key = (n, axis, device)
+        column = self.indices.get(key)
+        if column is None:
+            column = torch.arange(n, dtype=torch.int32, device=device).view((n, 1, 1) if axis == 0 else (1, n, 1))
+            if len(self.indices) >= 8:
+                self.indices.clear()
+            self.indices[key] = column
+        return column
 
     def page_steps(self, pages, device):
         """int32 [pages]: 0, 16, 32, .. (cached per page count and device)."""
@@ -583,6 +604,27 @@ def decode_buffers(device):
     if buffers is None:
         buffers = _decode_buffers[key] = StepBuffers(device)
     return buffers
+
+
+# The largest block-table entry an in-place shift may form before its clamp (int32).
+_INT32_MAX = (1 << 31) - 1
+
+
+def _grown_rows(old, new):
+    """(rows_per_batch growth, head_rows growth) when the no-mask layout `new` differs from `old`
+    (decode_metadata's layout tuples) only by rows that grew (a DynamicCache one key longer: its
+    head stride and batch stride grow with the keys), so that the block table of `old` plus b x
+    the first and h x the second at (batch row b, KV head h), clamped to last_row, is `new`'s table
+    entry for entry: an entry clamped before is clamped again (it only grows), one that was not
+    becomes its new value or the clamp. None otherwise (another shape or row count, rows that
+    shrank, or entries that could pass int32 before the clamp)."""
+    num_seqs, pages, batch, kv_heads, rows_per_batch, head_rows, last_row = new
+    if old[:4] != new[:4] or old[6] != last_row:
+        return None
+    grow_batch, grow_head = rows_per_batch - old[4], head_rows - old[5]
+    if grow_batch < 0 or grow_head < 0 or last_row + (batch - 1) * grow_batch + (kv_heads - 1) * grow_head > _INT32_MAX:
+        return None
+    return grow_batch, grow_head
 
 
 def _fill_decode_layout(host, buffers, offsets, num_seqs, pages, kv_len, batch, kv_heads, rows_per_batch, head_rows,
@@ -663,11 +705,25 @@ def decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, hea
         # No mask: no padding, every query over all kv_len keys; host values.
         layout = (num_seqs, pages, batch, kv_heads, rows_per_batch, head_rows, last_row)
         written = buffers.written
+        shift = None if written is None else _grown_rows(written[0], layout)
         if written is not None and written[0] == layout:
             # The same layout: cu_seqlens_q and the block table are in place; the key counts, one fill.
             if written[1] != kv_len:
                 buffers.real_lens.fill_(kv_len)
                 buffers.written = (layout, kv_len)
+        elif shift is not None:
+            # The rows of each (batch row, KV head) moved up (a DynamicCache one key longer): the
+            # table shifted in place by device ops, the key counts filled; no host write.
+            table = block_table.view(batch, kv_heads, 2 * pages)
+            if shift[0]:
+                table.add_(buffers.index_column(batch, 0, device), alpha=shift[0])
+            if shift[1]:
+                table.add_(buffers.index_column(kv_heads, 1, device), alpha=shift[1])
+            table.clamp_(max=last_row)
+            if written[1] != kv_len:
+                buffers.real_lens.fill_(kv_len)
+            buffers.written = (layout, kv_len)
+            buffers.shifted += 1
         else:
             def fill(host):
                 _fill_decode_layout(host, buffers, (seq_offset, table_offset, entries), num_seqs, pages, kv_len,

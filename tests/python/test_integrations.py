@@ -900,6 +900,74 @@ def test_decode_steps_of_one_layout_write_the_key_counts_only():
         hf.set_decode_reuse(previous)
 
 
+def _test_decode_steps_of_a_growing_cache_shift_the_table_in_place():
+    # A DynamicCache one key longer per step moves each (batch row, KV head)'s rows up (its head
+    # and batch strides grow with the keys): the step shifts the block table in place (device ops,
+    # no host write) while the row count's capacity holds, and writes it anew when the capacity
+    # changes or the rows shrink (another, shorter cache). At every step the table is entry for
+    # entry what a full write gives and the outputs are right.
+    _setup()
+    hf._step["entry"] = hf._decode_step["entry"] = None
+    hf._decode_buffers.clear()
+    generator = torch.Generator().manual_seed(34)
+    writes = []
+    real_write = hf.StepBuffers.write_host
+
+    def counting(self, entries, fill):
+        writes.append(entries)
+        return real_write(self, entries, fill)
+
+    def step(key, value, what):
+        query = torch.randn((key.shape[0], 1, Q_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
+        out, _ = hf.attention_forward(Module(), query, key, value, None, scaling=SCALE)
+        batch, kv_len = key.shape[0], key.shape[2]
+        allowed = _allowed([0] * batch, [kv_len] * batch, 1, kv_len)
+        assert_close_bf16(out, dense_attention(query, key, value, allowed, SCALE), what)
+        metadata = hf._decode_step["entry"][2]
+        pages = hf.key_capacity(kv_len) // ops.TOKEN_ROW_PAGE
+        last_row = hf.row_capacity(batch * KV_HEADS * kv_len) - 1
+        expected = [[min(b * KV_HEADS * kv_len + h * kv_len + ops.TOKEN_ROW_PAGE * p, last_row) for p in range(pages)]
+                    for b in range(batch) for h in range(KV_HEADS) for _ in range(2)]
+        assert metadata.block_table.tolist() == expected, what
+        assert metadata.seq_lens_k.tolist() == [0, kv_len] * batch * KV_HEADS, what
+        assert metadata.cu_seqlens_q.tolist() == [i // 2 for i in range(2 * batch * KV_HEADS + 1)], what
+
+    hf.StepBuffers.write_host = counting
+    try:
+        for batch, start in ((2, 70), (1, 250)):
+            hf._decode_buffers.clear()
+            writes.clear()
+            key, value = (torch.randn((batch, KV_HEADS, start, HEAD_DIM), generator=generator).bfloat16()
+                          for _ in range(2))
+            shifted = None
+            capacities = set()
+            for n in range(14):
+                if n:
+                    new = [torch.randn((batch, KV_HEADS, 1, HEAD_DIM), generator=generator).bfloat16() for _ in range(2)]
+                    key, value = _grown(key, value, new)
+                step(key, value, f"batch {batch} S={key.shape[2]}")
+                capacities.add((hf.key_capacity(key.shape[2]), hf.row_capacity(batch * KV_HEADS * key.shape[2])))
+                buffers = next(iter(hf._decode_buffers.values()))
+                shifted = buffers.shifted
+            # One host write per capacity (the first step's included); every other step shifted.
+            assert len(writes) == len(capacities), (batch, writes, capacities)
+            assert shifted == 14 - len(capacities), (batch, shifted, capacities)
+            # A shorter cache of the same capacities: the rows shrank, so the table is written anew.
+            before = len(writes)
+            step(key[:, :, :-3].contiguous(), value[:, :, :-3].contiguous(), f"batch {batch} shrunk")
+            assert len(writes) == before + 1, (batch, writes)
+    finally:
+        hf.StepBuffers.write_host = real_write
+
+
+def test_decode_steps_of_a_growing_cache_shift_the_table_in_place():
+    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
+    try:
+        _test_decode_steps_of_a_growing_cache_shift_the_table_in_place()
+    finally:
+        hf.set_decode_reuse(previous)
+
+
 def test_decode_layout_fill_writes_the_same_values_by_numpy_and_by_torch():
     # _fill_decode_layout writes a no-mask decode step's metadata by numpy where it is importable,
     # else by torch ops: both against the values the layout defines (cu_seqlens_q 0, 0, 1, 1, ..;
