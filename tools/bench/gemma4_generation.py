@@ -15,6 +15,15 @@ head dim 512 would need a 32k x 32k score matrix per head for one 32k forward); 
 reports the median over --steps timed steps after --warmup steps, each step synchronised (host
 and device time together, as a generation loop sees it); TTFT the median of --reps prompts.
 
+--host-parts (decode cases): where a step's host time goes, per attention and round: the host
+part of the step (until the forward and the argmax have been issued) and the wait for the GPU
+after it (medians over the timed steps), and the mean host time a step spends inside
+transformers' attention functions (the global layers and the sliding ones apart) and its mask
+functions, by timing wrappers registered in transformers' AttentionInterface and
+AttentionMaskInterface for the run (an attention call made from inside another, such as
+wideattn's hand-over of a sliding layer to SDPA, counts once, in the outer one). The wrappers add
+a few microseconds a call to both attentions alike.
+
 Configs (--config): "12" is 12 layers of hidden 2048, vocab 32768 (tools/bench/hf_gemma4.py's
 test model: layers 6 and 12 global); "31b" is Gemma 4 31B's shape: 60 layers (10 global: every
 6th), hidden 5376, intermediate 21504, vocab 262144, about 31e9 parameters (62 GB of bf16
@@ -50,7 +59,7 @@ between reports. Results go into BENCHMARKS.md by hand, with the commit and date
 
 usage: gemma4_generation.py [--config 12|31b] [--cases ttft_8k,decode_8k,decode_32k,decode_8k_padded]
        [--attention wideattn,sdpa,wideattn-per-step] [--rounds N] [--steps N] [--warmup N] [--reps N]
-       [--label TEXT] [--json FILE]
+       [--label TEXT] [--json FILE] [--host-parts]
        gemma4_generation.py --compare NEW.json OLD.json
 """
 
@@ -98,13 +107,69 @@ def build_model(torch, config, seed):
     return model
 
 
-def synchronized(torch, function):
-    """(result, seconds) of function() between two device synchronisations."""
+def synchronized(torch, function, issued=None):
+    """(result, seconds) of function() between two device synchronisations; with a list `issued`,
+    appends the seconds until function() returned (its host part: the GPU may still be working)."""
     torch.cuda.synchronize()
     start = time.perf_counter()
     result = function()
+    if issued is not None:
+        issued.append(time.perf_counter() - start)
     torch.cuda.synchronize()
     return result, time.perf_counter() - start
+
+
+class HostParts:
+    """Host time inside transformers' attention and mask functions (--host-parts): install()
+    registers timing wrappers around the "wideattn" and "sdpa" attention and mask functions
+    (wideattn.transformers' and transformers' own; remove() registers those again); `seconds`
+    sums per part: "attention global", "attention sliding" (by the call's sliding_window) and
+    "masks"; a call made while another timed call of the same kind runs is not counted again."""
+
+    PARTS = ("attention global", "attention sliding", "masks")
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(self.PARTS, 0.0)
+        self.depth = {"attention": 0, "masks": 0}
+        self.saved = []
+
+    def _timed(self, kind, function):
+        def wrapper(*args, **kwargs):
+            if self.depth[kind]:
+                return function(*args, **kwargs)
+            self.depth[kind] += 1
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                elapsed = time.perf_counter() - start
+                self.depth[kind] -= 1
+                if kind == "masks":
+                    part = "masks"
+                else:
+                    part = "attention sliding" if kwargs.get("sliding_window") is not None else "attention global"
+                self.seconds[part] += elapsed
+        return wrapper
+
+    def install(self):
+        import wideattn.transformers as hf
+        from transformers import AttentionInterface
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+        self.saved = [(AttentionInterface, "wideattn", hf.attention_forward, "attention"),
+                      (AttentionInterface, "sdpa", sdpa_attention_forward, "attention"),
+                      (AttentionMaskInterface, "wideattn", getattr(hf, "build_mask", sdpa_mask), "masks"),
+                      (AttentionMaskInterface, "sdpa", sdpa_mask, "masks")]
+        for interface, name, function, kind in self.saved:
+            interface.register(name, self._timed(kind, function))
+
+    def remove(self):
+        for interface, name, function, _ in self.saved:
+            interface.register(name, function)
+        self.saved = []
+
+    def reset(self):
+        self.seconds = dict.fromkeys(self.PARTS, 0.0)
 
 
 def new_cache(model):
@@ -128,8 +193,10 @@ def fill_context(torch, model, tokens, attention_mask=None):
     return cache, logits[:, -1].argmax(-1, keepdim=True)
 
 
-def run_case(torch, model, kind, context, args, vocab):
-    """Seconds (list) of the case's timed repetitions."""
+def run_case(torch, model, kind, context, args, vocab, parts=None):
+    """Seconds (list) of the case's timed repetitions; with `parts` (a dict; decode cases, with
+    args.host_parts the HostParts whose wrappers are installed), also "host_ms" and "wait_ms"
+    (medians over the timed steps) and the mean ms a timed step spends in each HostParts part."""
     generator = torch.Generator(device="cpu").manual_seed(args.seed)
     tokens = torch.randint(0, vocab, (1, context), generator=generator).cuda()
     with torch.no_grad():
@@ -145,7 +212,8 @@ def run_case(torch, model, kind, context, args, vocab):
             mask = torch.ones((1, context), dtype=torch.long, device="cuda")
             mask[:, :PADDED_TOKENS] = 0
         cache, token = fill_context(torch, model, tokens, mask)
-        times = []
+        times, issued = [], []
+        host_parts = args.host_parts if parts is not None else None
         for step in range(args.warmup + args.steps):
             if mask is not None:   # as generate() grows it: one more attended token per step
                 mask = torch.cat([mask, mask.new_ones((1, 1))], dim=-1)
@@ -153,9 +221,16 @@ def run_case(torch, model, kind, context, args, vocab):
             def decode():
                 out = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True)
                 return out.logits[:, -1].argmax(-1, keepdim=True)
-            token, seconds = synchronized(torch, decode)
+            if host_parts is not None and step == args.warmup:
+                host_parts.reset()
+            token, seconds = synchronized(torch, decode, issued if step >= args.warmup else None)
             if step >= args.warmup:
                 times.append(seconds)
+        if host_parts is not None:
+            parts["host_ms"] = statistics.median(issued) * 1e3
+            parts["wait_ms"] = statistics.median(t - h for t, h in zip(times, issued)) * 1e3
+            for name, total in host_parts.seconds.items():
+                parts[name.replace(" ", "_") + "_ms"] = total / args.steps * 1e3
         return times
 
 
@@ -189,37 +264,15 @@ def measure(args):
         reuse_on = hf.set_decode_reuse(False)  # the setting, read by setting it and putting it back
         hf.set_decode_reuse(reuse_on)
     reuse_before = dict(hf.decode_reuse) if has_reuse else {}
-    for case in args.cases:
-        kind, context = CASES[case]
-        samples = {attention: [] for attention in args.attention}
-        rounds = {attention: [] for attention in args.attention}
-        counts = {attention: {"wideattn_calls": 0, "mask_verifications": 0} for attention in args.attention}
-        for round_index in range(args.rounds):
-            for attention in args.attention:
-                implementation, mask_check = ATTENTIONS[attention]
-                model.set_attn_implementation(implementation)
-                previous = hf.set_mask_check(mask_check or "auto") if has_mask_rules else None
-                before = dict(hf.calls)
-                verified = hf.verifications["count"] if has_mask_rules else 0
-                try:
-                    times = run_case(torch, model, kind, context, args, CONFIGS[args.config]["vocab"])
-                finally:
-                    if has_mask_rules:
-                        hf.set_mask_check(previous)
-                served = hf.calls["dense"] - before.get("dense", 0)
-                verifications = hf.verifications["count"] - verified if has_mask_rules else 0
-                counts[attention]["wideattn_calls"] += served
-                counts[attention]["mask_verifications"] += verifications
-                samples[attention] += times
-                rounds[attention].append(statistics.median(times) * 1e3)
-                print(f"{case:16s} {attention:17s} {rounds[attention][-1]:10.3f} ms (round {round_index + 1}, median "
-                      f"of {len(times)}; {served} calls on wideattn, {verifications} mask verifications)", flush=True)
-                torch.cuda.empty_cache()
-        report["cases"][case] = {}
-        for attention, times in samples.items():
-            report["cases"][case][attention] = {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
-                                                "max_ms": max(times) * 1e3, "samples": len(times),
-                                                "round_medians_ms": rounds[attention], **counts[attention]}
+    report["host_parts"] = bool(args.host_parts)
+    if args.host_parts:
+        args.host_parts = HostParts()
+        args.host_parts.install()
+    try:
+        measure_cases(torch, model, args, report, hf, has_mask_rules)
+    finally:
+        if args.host_parts:
+            args.host_parts.remove()
     if has_reuse:
         report["decode_reuse"] = {"on": reuse_on, **{key: value - reuse_before.get(key, 0)
                                                      for key, value in hf.decode_reuse.items()}}
@@ -234,6 +287,51 @@ def measure(args):
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
     return 0
+
+
+def measure_cases(torch, model, args, report, hf, has_mask_rules):
+    """measure's loop: every case of args.cases for every attention of args.attention, args.rounds
+    times alternated, into report["cases"] (with --host-parts, each decode round's host parts)."""
+    for case in args.cases:
+        kind, context = CASES[case]
+        samples = {attention: [] for attention in args.attention}
+        rounds = {attention: [] for attention in args.attention}
+        counts = {attention: {"wideattn_calls": 0, "mask_verifications": 0} for attention in args.attention}
+        host_rounds = {attention: [] for attention in args.attention}
+        for round_index in range(args.rounds):
+            for attention in args.attention:
+                implementation, mask_check = ATTENTIONS[attention]
+                model.set_attn_implementation(implementation)
+                previous = hf.set_mask_check(mask_check or "auto") if has_mask_rules else None
+                before = dict(hf.calls)
+                verified = hf.verifications["count"] if has_mask_rules else 0
+                parts = {} if args.host_parts and kind != "ttft" else None
+                try:
+                    times = run_case(torch, model, kind, context, args, CONFIGS[args.config]["vocab"], parts)
+                finally:
+                    if has_mask_rules:
+                        hf.set_mask_check(previous)
+                served = hf.calls["dense"] - before.get("dense", 0)
+                verifications = hf.verifications["count"] - verified if has_mask_rules else 0
+                counts[attention]["wideattn_calls"] += served
+                counts[attention]["mask_verifications"] += verifications
+                samples[attention] += times
+                rounds[attention].append(statistics.median(times) * 1e3)
+                print(f"{case:16s} {attention:17s} {rounds[attention][-1]:10.3f} ms (round {round_index + 1}, median "
+                      f"of {len(times)}; {served} calls on wideattn, {verifications} mask verifications)", flush=True)
+                if parts:
+                    host_rounds[attention].append(parts)
+                    print(f"{'':16s} {'':17s} host parts (ms a step): "
+                          + ", ".join(f"{name[:-3].replace('_', ' ')} {value:.3f}" for name, value in parts.items()),
+                          flush=True)
+                torch.cuda.empty_cache()
+        report["cases"][case] = {}
+        for attention, times in samples.items():
+            report["cases"][case][attention] = {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
+                                                "max_ms": max(times) * 1e3, "samples": len(times),
+                                                "round_medians_ms": rounds[attention], **counts[attention]}
+            if host_rounds[attention]:
+                report["cases"][case][attention]["host_parts_rounds"] = host_rounds[attention]
 
 
 def ratios(new, old, old_attention, new_attention, bars):
@@ -272,6 +370,8 @@ def main():
     parser.add_argument("--label", default="")
     parser.add_argument("--json")
     parser.add_argument("--compare", nargs=2, metavar=("NEW", "OLD"))
+    parser.add_argument("--host-parts", action="store_true",
+                        help="decode cases: also the host time of a step inside the attention and mask functions")
     args = parser.parse_args()
     if args.compare:
         with open(args.compare[0]) as f:
