@@ -769,6 +769,35 @@ def test_capacities_round_up_coarsely():
     assert len({(hf.key_capacity(8193 + n), hf.row_capacity(4 * (8193 + n))) for n in range(1000)}) == 1
 
 
+def _with_decode_reuse_on(body):
+    """Runs body() with plan reuse across decode steps on: the default the decode rules belong to,
+    also where $WIDEATTN_DECODE_REUSE=0 turned it off for the process."""
+    previous = hf.set_decode_reuse(True)
+    try:
+        body()
+    finally:
+        hf.set_decode_reuse(previous)
+
+
+class CountingHostWrites:
+    """Within the block, the entries of every StepBuffers.write_host call in `writes`."""
+
+    def __enter__(self):
+        self.writes = []
+        self.real = hf.StepBuffers.write_host
+        real, writes = self.real, self.writes
+
+        def counting(buffers, entries, fill):
+            writes.append(entries)
+            return real(buffers, entries, fill)
+
+        hf.StepBuffers.write_host = counting
+        return self.writes
+
+    def __exit__(self, *exc):
+        hf.StepBuffers.write_host = self.real
+
+
 def _test_decode_steps_of_a_growing_cache_share_one_plan_key():
     # DynamicCache decode: K/V [B, Hkv, S, D] made anew by torch.cat at every step (so their head
     # stride S * D changes too). The decode path gives every step of a capacity bucket the same
@@ -805,11 +834,7 @@ def _test_decode_steps_of_a_growing_cache_share_one_plan_key():
 
 
 def test_decode_steps_of_a_growing_cache_share_one_plan_key():
-    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
-    try:
-        _test_decode_steps_of_a_growing_cache_share_one_plan_key()
-    finally:
-        hf.set_decode_reuse(previous)
+    _with_decode_reuse_on(_test_decode_steps_of_a_growing_cache_share_one_plan_key)
 
 def _test_decode_over_a_static_view_names_the_storage_rows():
     # K/V views into a larger buffer (a static cache's, or a preallocated one): the layout names the
@@ -837,11 +862,7 @@ def _test_decode_over_a_static_view_names_the_storage_rows():
 
 
 def test_decode_over_a_static_view_names_the_storage_rows():
-    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
-    try:
-        _test_decode_over_a_static_view_names_the_storage_rows()
-    finally:
-        hf.set_decode_reuse(previous)
+    _with_decode_reuse_on(_test_decode_over_a_static_view_names_the_storage_rows)
 
 def _test_decode_steps_of_one_layout_write_the_key_counts_only():
     # Without a mask, cu_seqlens_q and the block table depend on the layout alone (entries clamped
@@ -854,15 +875,7 @@ def _test_decode_steps_of_one_layout_write_the_key_counts_only():
     generator = torch.Generator().manual_seed(33)
     batch, total = 2, 80
     buffer = torch.randn((2, batch, KV_HEADS, total, HEAD_DIM), generator=generator).bfloat16()
-    writes = []
-    real_write = hf.StepBuffers.write_host
-
-    def counting(self, entries, fill):
-        writes.append(entries)
-        return real_write(self, entries, fill)
-
-    hf.StepBuffers.write_host = counting
-    try:
+    with CountingHostWrites() as writes:
         def step(kv_len, mask=None):
             key, value = buffer[0, :, :, :kv_len], buffer[1, :, :, :kv_len]
             query = torch.randn((batch, 1, Q_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
@@ -888,16 +901,10 @@ def _test_decode_steps_of_one_layout_write_the_key_counts_only():
         step(70)                                                    # another capacity: another layout
         step(71)
         assert len(writes) == 3, writes
-    finally:
-        hf.StepBuffers.write_host = real_write
 
 
 def test_decode_steps_of_one_layout_write_the_key_counts_only():
-    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
-    try:
-        _test_decode_steps_of_one_layout_write_the_key_counts_only()
-    finally:
-        hf.set_decode_reuse(previous)
+    _with_decode_reuse_on(_test_decode_steps_of_one_layout_write_the_key_counts_only)
 
 
 def _test_decode_steps_of_a_growing_cache_shift_the_table_in_place():
@@ -910,12 +917,6 @@ def _test_decode_steps_of_a_growing_cache_shift_the_table_in_place():
     hf._step["entry"] = hf._decode_step["entry"] = None
     hf._decode_buffers.clear()
     generator = torch.Generator().manual_seed(34)
-    writes = []
-    real_write = hf.StepBuffers.write_host
-
-    def counting(self, entries, fill):
-        writes.append(entries)
-        return real_write(self, entries, fill)
 
     def step(key, value, what):
         query = torch.randn((key.shape[0], 1, Q_HEADS, HEAD_DIM), generator=generator).bfloat16().transpose(1, 2)
@@ -932,8 +933,7 @@ def _test_decode_steps_of_a_growing_cache_shift_the_table_in_place():
         assert metadata.seq_lens_k.tolist() == [0, kv_len] * batch * KV_HEADS, what
         assert metadata.cu_seqlens_q.tolist() == [i // 2 for i in range(2 * batch * KV_HEADS + 1)], what
 
-    hf.StepBuffers.write_host = counting
-    try:
+    with CountingHostWrites() as writes:
         for batch, start in ((2, 70), (1, 250)):
             hf._decode_buffers.clear()
             writes.clear()
@@ -956,16 +956,10 @@ def _test_decode_steps_of_a_growing_cache_shift_the_table_in_place():
             before = len(writes)
             step(key[:, :, :-3].contiguous(), value[:, :, :-3].contiguous(), f"batch {batch} shrunk")
             assert len(writes) == before + 1, (batch, writes)
-    finally:
-        hf.StepBuffers.write_host = real_write
 
 
 def test_decode_steps_of_a_growing_cache_shift_the_table_in_place():
-    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
-    try:
-        _test_decode_steps_of_a_growing_cache_shift_the_table_in_place()
-    finally:
-        hf.set_decode_reuse(previous)
+    _with_decode_reuse_on(_test_decode_steps_of_a_growing_cache_shift_the_table_in_place)
 
 
 def test_decode_layout_fill_writes_the_same_values_by_numpy_and_by_torch():
@@ -1027,11 +1021,7 @@ def _test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused()
 
 
 def test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused():
-    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
-    try:
-        _test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused()
-    finally:
-        hf.set_decode_reuse(previous)
+    _with_decode_reuse_on(_test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused)
 
 def _test_debug_mode_and_tracing_keep_the_per_call_path():
     # Debug mode (every call checked, nothing shared) and torch.compile / CUDA-graph capture (no
@@ -1060,11 +1050,7 @@ def _test_debug_mode_and_tracing_keep_the_per_call_path():
 
 
 def test_debug_mode_and_tracing_keep_the_per_call_path():
-    previous = hf.set_decode_reuse(True)  # the default these rules belong to, also under $WIDEATTN_DECODE_REUSE=0
-    try:
-        _test_debug_mode_and_tracing_keep_the_per_call_path()
-    finally:
-        hf.set_decode_reuse(previous)
+    _with_decode_reuse_on(_test_debug_mode_and_tracing_keep_the_per_call_path)
 
 def test_decode_reuse_is_on_by_default_and_off_by_request():
     # On unless $WIDEATTN_DECODE_REUSE=0; set_decode_reuse(False) turns it off: a decode step then
