@@ -7,15 +7,12 @@
 
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 
+#include "tools/harness/bundle_dir.h"
 #include "tools/harness/device_problem.h"
 #include "wideattn.h"
 
@@ -23,22 +20,13 @@ namespace wideattn::test {
 
 constexpr int kSkipExitCode = 77;
 
-// Where $WIDEATTN_BUNDLE is unset or empty: sets it to the build tree's bundle (../bundle from
-// the test binary's directory) when that holds a manifest, so the suite and every context its
-// tests open read the bundle built beside it, as the CLI does; else leaves the library's default
-// (the installed bundle).
+// Where $WIDEATTN_BUNDLE is unset or empty: sets it to the build tree's bundle beside the test
+// binary (build_tree_bundle_dir, as the CLI looks it up) when there is one, so the suite and every
+// context its tests open read the bundle built beside it; else leaves the library's default (the
+// installed bundle).
 inline void default_to_build_bundle() {
     if (const char* env = std::getenv("WIDEATTN_BUNDLE"); env && *env) return;
-    char exe[PATH_MAX] = {};
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return;
-    const std::string path(exe, static_cast<size_t>(n));
-    const size_t slash = path.find_last_of('/');
-    if (slash == std::string::npos) return;
-    const std::string bundle = path.substr(0, slash) + "/../bundle";
-    char resolved[PATH_MAX] = {};
-    if (std::ifstream(bundle + "/manifest.json") && realpath(bundle.c_str(), resolved))
-        setenv("WIDEATTN_BUNDLE", resolved, 1);
+    if (const std::string bundle = build_tree_bundle_dir(); !bundle.empty()) setenv("WIDEATTN_BUNDLE", bundle.c_str(), 1);
 }
 
 struct GpuFixture {

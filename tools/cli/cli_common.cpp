@@ -1,39 +1,21 @@
 // cli_common.cpp - see cli_common.h.
 #include "tools/cli/cli_common.h"
 
-#include <unistd.h>
-
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 #include "accuracy/output_path.h"
 #include "dispatch/manifest_format.h"
 
 namespace wideattn::cli {
 
-std::string executable_dir() {
-    char exe[PATH_MAX] = {};
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    const std::string path = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
-    const size_t slash = path.find_last_of('/');
-    return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
-
 std::string resolve_bundle_dir(const std::string& flag_value, const char* argv0) {
     (void)argv0;
     if (!flag_value.empty()) return flag_value;
     if (const char* env = std::getenv("WIDEATTN_BUNDLE"); env && *env) return env;
-    const std::string dir = executable_dir();
-    if (!dir.empty()) {
-        const std::string candidate = dir + "/../bundle";
-        char resolved[PATH_MAX] = {};
-        if (std::ifstream(candidate + "/" + kManifestFileName) && realpath(candidate.c_str(), resolved)) return resolved;
-    }
-    return {};
+    return build_tree_bundle_dir();
 }
 
 bool output_writable(const char* command, const char* option, const std::string& path) {

@@ -5,6 +5,7 @@
 #include <climits>
 #include <string>
 
+#include "tools/harness/bundle_dir.h"
 #include "wideattn.h"
 
 namespace wideattn::cli {
@@ -13,8 +14,8 @@ namespace wideattn::cli {
 // build tree's bundle next to this executable (../bundle), else the installed default (NULL).
 std::string resolve_bundle_dir(const std::string& flag_value, const char* argv0);
 
-// Directory of the running executable ("" if unknown).
-std::string executable_dir();
+// executable_dir() (the running executable's directory): tools/harness/bundle_dir.h.
+using wideattn::executable_dir;
 
 // Opens the context or prints "wideattn <cmd>: <status>: <message>" and returns nullptr.
 wideattn_context* open_bundle(const std::string& bundle_dir, const char* command);
