@@ -112,11 +112,6 @@ import threading
 
 import torch
 
-try:   # the decode steps' host-side metadata writes (_fill_decode_layout); torch ops without it
-    import numpy as _np
-except ImportError:
-    _np = None
-
 from . import attention as _attention
 from . import errors
 from . import ops as _ops
@@ -638,21 +633,9 @@ def _fill_decode_layout(host, buffers, offsets, num_seqs, pages, kv_len, batch, 
     offsets = (seq_offset, table_offset, entries) of StepBuffers.views): cu_seqlens_q 0, 0, 1, 1, ..
     (pair r: the padded query, none, then the real one), seq_lens_k 0, kv_len per pair, and row
     (b * rows_per_batch + h * head_rows) + 16 p, clamped to last_row, at page p of both sequences of
-    pair (b, h). By numpy on the tensor's memory where numpy is importable (a few us: the dozen torch
-    CPU ops it replaces cost ~0.2 ms a decode step on a GPU machine's host), else by torch ops; the
-    same values either way."""
+    pair (b, h). A DynamicCache's steps shift the table in place instead (decode_metadata), so this
+    runs once per layout: at a generation's first step and when a capacity changes."""
     seq_offset, table_offset, entries = offsets
-    if _np is not None:
-        h = host.numpy()
-        h[:num_seqs + 1] = _np.arange(num_seqs + 1, dtype=_np.int32) // 2
-        pairs = h[seq_offset:seq_offset + num_seqs].reshape(-1, 2)
-        pairs[:, 0] = 0
-        pairs[:, 1] = kv_len
-        heads = (_np.arange(batch, dtype=_np.int64)[:, None] * rows_per_batch +
-                 _np.arange(kv_heads, dtype=_np.int64)[None, :] * head_rows).reshape(-1, 1, 1)
-        steps = _np.arange(pages, dtype=_np.int64) * _ops.TOKEN_ROW_PAGE
-        h[table_offset:entries].reshape(-1, 2, pages)[...] = _np.minimum(heads + steps, last_row)
-        return
     cu, lens = host[:num_seqs + 1], host[seq_offset:seq_offset + num_seqs]
     table = host[table_offset:entries].view(num_seqs, pages)
     torch.arange(num_seqs + 1, dtype=torch.int32, out=cu).floor_divide_(2)

@@ -962,11 +962,10 @@ def test_decode_steps_of_a_growing_cache_shift_the_table_in_place():
     _with_decode_reuse_on(_test_decode_steps_of_a_growing_cache_shift_the_table_in_place)
 
 
-def test_decode_layout_fill_writes_the_same_values_by_numpy_and_by_torch():
-    # _fill_decode_layout writes a no-mask decode step's metadata by numpy where it is importable,
-    # else by torch ops: both against the values the layout defines (cu_seqlens_q 0, 0, 1, 1, ..;
-    # seq_lens_k 0, kv_len per pair; head start + 16 p clamped to last_row at page p of both
-    # sequences of a pair), with rows past the metadata left as they were.
+def test_decode_layout_fill_writes_the_layout_values():
+    # _fill_decode_layout writes a no-mask decode step's metadata: the values the layout defines
+    # (cu_seqlens_q 0, 0, 1, 1, ..; seq_lens_k 0, kv_len per pair; head start + 16 p clamped to
+    # last_row at page p of both sequences of a pair), with rows past the metadata left as they were.
     _setup()
     buffers = hf.StepBuffers(torch.device("cpu"))
     cases = [(3, 2, 5, 37, 200, 37, 150), (1, 4, 8, 113, 113 * 4, 113, 113 * 4 - 1), (2, 1, 3, 16, 64, 40, 20)]
@@ -976,26 +975,14 @@ def test_decode_layout_fill_writes_the_same_values_by_numpy_and_by_torch():
         seq_offset, table_offset, entries = offsets
         expected_table = [[min(b * rows_per_batch + h * head_rows + ops.TOKEN_ROW_PAGE * p, last_row)
                            for p in range(pages)] for b in range(batch) for h in range(kv_heads) for _ in range(2)]
-        written = {}
-        for use_numpy in (True, False):
-            if use_numpy and hf._np is None:
-                continue
-            host = torch.full((entries + 7,), -5, dtype=torch.int32)
-            saved = hf._np
-            hf._np = hf._np if use_numpy else None
-            try:
-                hf._fill_decode_layout(host[:entries], buffers, offsets, num_seqs, pages, kv_len, batch, kv_heads,
-                                       rows_per_batch, head_rows, last_row)
-            finally:
-                hf._np = saved
-            label = f"numpy={use_numpy} batch={batch} kv_heads={kv_heads} pages={pages}"
-            assert host[:num_seqs + 1].tolist() == [i // 2 for i in range(num_seqs + 1)], label
-            assert host[seq_offset:seq_offset + num_seqs].tolist() == [0, kv_len] * (num_seqs // 2), label
-            assert host[table_offset:entries].view(num_seqs, pages).tolist() == expected_table, label
-            assert host[entries:].tolist() == [-5] * 7, label
-            written[use_numpy] = host
-        if len(written) == 2:
-            assert torch.equal(written[True], written[False])
+        host = torch.full((entries + 7,), -5, dtype=torch.int32)
+        hf._fill_decode_layout(host[:entries], buffers, offsets, num_seqs, pages, kv_len, batch, kv_heads,
+                               rows_per_batch, head_rows, last_row)
+        label = f"batch={batch} kv_heads={kv_heads} pages={pages}"
+        assert host[:num_seqs + 1].tolist() == [i // 2 for i in range(num_seqs + 1)], label
+        assert host[seq_offset:seq_offset + num_seqs].tolist() == [0, kv_len] * (num_seqs // 2), label
+        assert host[table_offset:entries].view(num_seqs, pages).tolist() == expected_table, label
+        assert host[entries:].tolist() == [-5] * 7, label
 
 
 def _test_decode_retries_with_the_exact_rows_when_the_rounded_rows_are_refused():
