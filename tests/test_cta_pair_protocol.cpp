@@ -34,7 +34,7 @@ constexpr int32_t kCtas = Traits::kClusterCtas;
 constexpr int32_t kGroups = Traits::kRowGroups;
 constexpr int32_t kWarpsPerGroup = Traits::kRowTilesPerGroup;
 constexpr int32_t kParities = Traits::kExchangeParities;
-constexpr int32_t kWarpPostBytes = Traits::kExchangeBytes / kWarpsPerGroup;  // a warp's 32 threads' st.async
+constexpr int32_t kWarpPostBytes = Traits::kScoreTileBytes / kWarpsPerGroup;  // a warp's 32 threads' st.async
 
 // An mbarrier: arrivals expected per phase, pending arrivals and transaction bytes of the current
 // phase, phases completed. try_wait.parity(P) passes when the current phase's parity is not P.
@@ -115,7 +115,7 @@ struct Model {
                     c.buffer_tile[g][p] = -1;
                     c.buffer_pieces[g][p] = 0;
                     c.buffer_readers[g][p] = 0;
-                    if (armed_at_start<kParities>(p, n)) c.received[g][p].arrive(Traits::kExchangeBytes);
+                    if (armed_at_start<kParities>(p, n)) c.received[g][p].arrive(Traits::kScoreTileBytes);
                 }
         }
         for (int c = 0; c < kCtas; ++c) {
@@ -209,7 +209,7 @@ struct Model {
             program.push_back([this, c, g, p, phase] { return cta[c].received[g][p].passed(phase); });
             program.push_back([this, c, g, p, tile, rearm] {
                 Cta& x = cta[c];
-                if (rearm) x.received[g][p].arrive(Traits::kExchangeBytes);
+                if (rearm) x.received[g][p].arrive(Traits::kScoreTileBytes);
                 CHECK_MESSAGE(x.buffer_tile[g][p] == tile, "scores collected before the tile's stores landed");
                 CHECK(x.buffer_pieces[g][p] == kWarpsPerGroup);
                 ++x.buffer_readers[g][p];

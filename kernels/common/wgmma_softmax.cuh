@@ -84,10 +84,12 @@ __device__ __forceinline__ bool exponentiate_scores(float (&s)[Traits::kKeyNTile
     return rescale;
 }
 
-// P (the exponentiated tile) written as the 16-bit A fragments of the P V wgmmas.
-template <class Traits, class PackPair = PackBf16>
-__device__ __forceinline__ void pack_probabilities(const float (&s)[Traits::kKeyNTiles][4],
-                                                   uint32_t (&prob)[Traits::kPvSteps][4]) {
+// Online softmax step: exponentiate_scores, then P written as the 16-bit A
+// fragments of the P V wgmmas; returns whether O must be multiplied by alpha before the next P V.
+template <class Traits, class PackPair = PackBf16, bool kFoldScale = false>
+__device__ __forceinline__ bool softmax_step(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
+                                             uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
+    const bool rescale = exponentiate_scores<Traits, kFoldScale>(s, scale, state, alpha);
 #pragma unroll
     for (int32_t kk = 0; kk < Traits::kPvSteps; ++kk) {
         prob[kk][0] = PackPair::pack(s[2 * kk][0], s[2 * kk][1]);
@@ -95,15 +97,6 @@ __device__ __forceinline__ void pack_probabilities(const float (&s)[Traits::kKey
         prob[kk][2] = PackPair::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
         prob[kk][3] = PackPair::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
-}
-
-// Online softmax step: exponentiate_scores, then P written as the 16-bit A
-// fragments of the P V wgmmas; returns whether O must be multiplied by alpha before the next P V.
-template <class Traits, class PackPair = PackBf16, bool kFoldScale = false>
-__device__ __forceinline__ bool softmax_step(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
-                                             uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
-    const bool rescale = exponentiate_scores<Traits, kFoldScale>(s, scale, state, alpha);
-    pack_probabilities<Traits, PackPair>(s, prob);
     return rescale;
 }
 

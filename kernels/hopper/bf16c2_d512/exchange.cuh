@@ -9,7 +9,7 @@
 // received, so the two CTAs' scores (and the free and ordered forms) would part by an ulp.
 //
 // Per (row group, parity) the receiving warpgroup arms its barrier for one tile's bytes
-// (kExchangeBytes) per phase: both parities at the start, and parity p again for tile j + 2 right
+// (kScoreTileBytes) per phase: both parities at the start, and parity p again for tile j + 2 right
 // after it has collected tile j. Tile j of a parity is phase j / 2 of its barrier. The sender
 // writes tile j + 2 into the buffer of tile j only after collecting tile j + 1 from the receiver,
 // which posts tile j + 1 only after it has collected (read) tile j: the buffer is free by then,
@@ -22,7 +22,6 @@
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/ptx_tma.cuh"
 #include "kernels/common/wgmma_block.cuh"
-#include "kernels/common/wgmma_softmax.cuh"
 #include "kernels/hopper/bf16c2_d512/loads.cuh"
 #include "kernels/hopper/bf16c2_d512/schedule.h"
 
@@ -41,7 +40,7 @@ __device__ __forceinline__ PartnerMap partner_map(const SharedMap& map, uint32_t
 
 template <class Traits>
 __device__ __forceinline__ uint32_t score_tile_offset(int32_t group, int32_t parity) {
-    return static_cast<uint32_t>((group * Traits::kExchangeParities + parity) * Traits::kReceiveSlotBytes);
+    return static_cast<uint32_t>((group * Traits::kExchangeParities + parity) * Traits::kScoreTileBytes);
 }
 
 // Bytes between a thread's consecutive 8-column quads in a score tile: the tile is stored quad by
@@ -53,7 +52,7 @@ constexpr uint32_t kQuadBytes = Traits::kWarpGroupThreads * Traits::kVecBytes;
 // warpgroup, once per phase).
 template <class Traits>
 __device__ __forceinline__ void arm_receive(const SharedMap& map, int32_t group, int32_t parity) {
-    ptx::mbarrier_arrive_expect_bytes(Barriers<Traits>::received(map, group, parity), Traits::kExchangeBytes);
+    ptx::mbarrier_arrive_expect_bytes(Barriers<Traits>::received(map, group, parity), Traits::kScoreTileBytes);
 }
 
 // This thread's partial scores of tile `tile` times `scale` (the softmax scale in log2 units) into

@@ -75,27 +75,19 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     static constexpr int32_t kKSlots = 4;
     static constexpr int32_t kVSlots = 4;
     static constexpr int32_t kScoreTileBytes = kRowsPerBlock * kTileKeys * 4;  // fp32 64 x 32
-    // What one exchange carries (the received barrier's bytes a phase) and the receive slot of a
-    // (row group, parity): the score tile.
-    static constexpr int32_t kExchangeBytes = kScoreTileBytes;
-    static constexpr int32_t kReceiveSlotBytes = kExchangeBytes;
-    static constexpr int32_t kReceiveBytes = kRowGroups * kExchangeParities * kReceiveSlotBytes;
+    static constexpr int32_t kReceiveBytes = kRowGroups * kExchangeParities * kScoreTileBytes;
     static constexpr int32_t kBarrierBytes = 8;
     // Barriers: full and empty per K slot, per V slot; received scores per row group and parity.
     static constexpr int32_t kBarrierCount = 2 * (kKSlots + kVSlots) + kRowGroups * kExchangeParities;
-    // The plan for a receive region of kReceiveRegionBytes (this kernel's and its ordered form's:
-    // kReceiveBytes).
-    template <int32_t kReceiveRegionBytes>
-    struct SmemPlanFor {
+    struct SmemPlan {
         static constexpr int32_t kQ = 0;
         static constexpr int32_t kKRing = kQ + kQBytes;
         static constexpr int32_t kVRing = kKRing + kKSlots * kChunkBytes;
         static constexpr int32_t kReceive = kVRing + kVSlots * kChunkBytes;
-        static constexpr int32_t kBarriers = kReceive + kReceiveRegionBytes;
+        static constexpr int32_t kBarriers = kReceive + kReceiveBytes;
         static constexpr int32_t kEnd = kBarriers + kBarrierCount * kBarrierBytes;
         static constexpr int32_t kBytes = kEnd + kSmemAlign;
     };
-    using SmemPlan = SmemPlanFor<kReceiveBytes>;
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
 
     static constexpr int32_t kMinSm = 90;  // wgmma, TMA, clusters (sm_90a)
