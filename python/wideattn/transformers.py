@@ -317,11 +317,6 @@ def attention_forward(module, query, key, value, attention_mask, **kwargs):
     sliding_window, the paged cache and its metadata, ...). Returns (attn_output [B, T, Hq, D],
     None); a call wideattn does not serve goes to SDPA."""
     paged = is_paged_call(kwargs)
-    if kwargs.get("sliding_window") is not None and not paged:
-        # Gemma 4's sliding layers (five in six), handed over before any other test: no V-only
-        # cache layer has a window (register_model records full-attention modules only).
-        calls["sdpa"] += 1
-        return _fallback()(module, query, key, value, attention_mask, **kwargs)
     scaling = kwargs.get("scaling")
     scaling = float(scaling) if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
     if not paged and _v_only.is_v_only_call(module, key, value):
