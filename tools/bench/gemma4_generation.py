@@ -193,10 +193,11 @@ def fill_context(torch, model, tokens, attention_mask=None):
     return cache, logits[:, -1].argmax(-1, keepdim=True)
 
 
-def run_case(torch, model, kind, context, args, vocab, parts=None):
-    """Seconds (list) of the case's timed repetitions; with `parts` (a dict; decode cases, with
-    args.host_parts the HostParts whose wrappers are installed), also "host_ms" and "wait_ms"
-    (medians over the timed steps) and the mean ms a timed step spends in each HostParts part."""
+def run_case(torch, model, kind, context, args, vocab, host_parts=None):
+    """(seconds of the case's timed repetitions (list), parts): with `host_parts` (the HostParts
+    whose wrappers are installed) a decode case's parts are a dict of "host_ms" and "wait_ms"
+    (medians over the timed steps) and the mean ms a timed step spends in each HostParts part;
+    None otherwise."""
     generator = torch.Generator(device="cpu").manual_seed(args.seed)
     tokens = torch.randint(0, vocab, (1, context), generator=generator).cuda()
     with torch.no_grad():
@@ -206,14 +207,13 @@ def run_case(torch, model, kind, context, args, vocab, parts=None):
                 out = model(input_ids=tokens, past_key_values=cache, use_cache=True, logits_to_keep=1)
                 return out.logits[:, -1].argmax(-1)
             synchronized(torch, first_token)  # warm-up: modules, plans, allocator
-            return [synchronized(torch, first_token)[1] for _ in range(args.reps)]
+            return [synchronized(torch, first_token)[1] for _ in range(args.reps)], None
         mask = None
         if kind == "decode_padded":
             mask = torch.ones((1, context), dtype=torch.long, device="cuda")
             mask[:, :PADDED_TOKENS] = 0
         cache, token = fill_context(torch, model, tokens, mask)
         times, issued = [], []
-        host_parts = args.host_parts if parts is not None else None
         for step in range(args.warmup + args.steps):
             if mask is not None:   # as generate() grows it: one more attended token per step
                 mask = torch.cat([mask, mask.new_ones((1, 1))], dim=-1)
@@ -226,12 +226,13 @@ def run_case(torch, model, kind, context, args, vocab, parts=None):
             token, seconds = synchronized(torch, decode, issued if step >= args.warmup else None)
             if step >= args.warmup:
                 times.append(seconds)
-        if host_parts is not None:
-            parts["host_ms"] = statistics.median(issued) * 1e3
-            parts["wait_ms"] = statistics.median(t - h for t, h in zip(times, issued)) * 1e3
-            for name, total in host_parts.seconds.items():
-                parts[name.replace(" ", "_") + "_ms"] = total / args.steps * 1e3
-        return times
+        if host_parts is None:
+            return times, None
+        parts = {"host_ms": statistics.median(issued) * 1e3,
+                 "wait_ms": statistics.median(t - h for t, h in zip(times, issued)) * 1e3}
+        for name, total in host_parts.seconds.items():
+            parts[name.replace(" ", "_") + "_ms"] = total / args.steps * 1e3
+        return times, parts
 
 
 def measure(args):
@@ -264,15 +265,15 @@ def measure(args):
         reuse_on = hf.set_decode_reuse(False)  # the setting, read by setting it and putting it back
         hf.set_decode_reuse(reuse_on)
     reuse_before = dict(hf.decode_reuse) if has_reuse else {}
-    report["host_parts"] = bool(args.host_parts)
-    if args.host_parts:
-        args.host_parts = HostParts()
-        args.host_parts.install()
+    report["host_parts"] = args.host_parts
+    host_parts = HostParts() if args.host_parts else None
+    if host_parts is not None:
+        host_parts.install()
     try:
-        measure_cases(torch, model, args, report, hf, has_mask_rules)
+        measure_cases(torch, model, args, report, hf, has_mask_rules, host_parts)
     finally:
-        if args.host_parts:
-            args.host_parts.remove()
+        if host_parts is not None:
+            host_parts.remove()
     if has_reuse:
         report["decode_reuse"] = {"on": reuse_on, **{key: value - reuse_before.get(key, 0)
                                                      for key, value in hf.decode_reuse.items()}}
@@ -289,7 +290,7 @@ def measure(args):
     return 0
 
 
-def measure_cases(torch, model, args, report, hf, has_mask_rules):
+def measure_cases(torch, model, args, report, hf, has_mask_rules, host_parts):
     """measure's loop: every case of args.cases for every attention of args.attention, args.rounds
     times alternated, into report["cases"] (with --host-parts, each decode round's host parts)."""
     for case in args.cases:
@@ -305,9 +306,9 @@ def measure_cases(torch, model, args, report, hf, has_mask_rules):
                 previous = hf.set_mask_check(mask_check or "auto") if has_mask_rules else None
                 before = dict(hf.calls)
                 verified = hf.verifications["count"] if has_mask_rules else 0
-                parts = {} if args.host_parts and kind != "ttft" else None
                 try:
-                    times = run_case(torch, model, kind, context, args, CONFIGS[args.config]["vocab"], parts)
+                    times, parts = run_case(torch, model, kind, context, args, CONFIGS[args.config]["vocab"],
+                                            host_parts)
                 finally:
                     if has_mask_rules:
                         hf.set_mask_check(previous)
