@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/common/causal_keys.cuh"
+#include "kernels/common/split_range.h"
 #include "kernels/common/tile_order.cuh"
 
 namespace wideattn {
@@ -44,39 +45,23 @@ __device__ __forceinline__ ThreadPlace thread_place(const BlockWork& work) {
 }
 
 // Split-KV (grid.z > 1, docs/design.md "Split-KV"), applied after block_geometry by a kernel's
-// split instantiation: the keys [0, kv_end) are cut in granules of lcm(kTileKeys, block_size)
-// keys (the last one partial), so a split starts on a page and a key tile boundary, and split z
-// of S = gridDim.z visits granules [floor(z G / S), floor((z + 1) G / S)) of the G: every split
-// holds floor(G / S) or ceil(G / S) granules, the last split the partial one. (Rounding a share of
-// ceil(kv_end / S) keys up to whole granules instead gave every split but the last up to a granule
-// more, and at 20485 keys over 32 splits of 32-key granules left the last split empty.) The
-// geometry is rebased to the split's first key (kv_end, row_key_end and the block-table row shift
-// by it), so the main loops, page walks and masks run unchanged on local key numbers; a split
-// without a granule (G < S) visits no key (its rows end with LSE -inf). The boundaries depend on
-// the shape alone.
-__device__ __forceinline__ int64_t split_granule(int32_t tile_keys, int32_t block_size) {
-    int32_t a = tile_keys, b = block_size;
-    while (b != 0) {
-        const int32_t r = a % b;
-        a = b;
-        b = r;
-    }
-    return static_cast<int64_t>(tile_keys / a) * block_size;
-}
-
-// In 64-bit arithmetic: kv_end may be near 2^31 (a huge block table), and granules x (z + 1) near
-// 2^31 x gridDim.z, where 32-bit products would wrap.
+// split instantiation: split blockIdx.z of gridDim.z visits the keys split_range gives it
+// (split_range.h: whole granules of lcm(kTileKeys, block_size) keys spread evenly, so a split
+// starts on a page and a key tile boundary and the splits differ by at most one granule; rounding a
+// share of ceil(kv_end / S) keys up to whole granules instead gave every split but the last up to
+// a granule more, and at 20485 keys over 32 splits of 32-key granules left the last split empty).
+// The geometry is rebased to the split's first key (kv_end, row_key_end and the block-table row
+// shift by it), so the main loops, page walks and masks run unchanged on local key numbers; a split
+// without a granule visits no key (its rows end with LSE -inf). The boundaries depend on the shape
+// alone.
 template <class Traits>
 __device__ __forceinline__ void restrict_to_split(const wideattn_prefill_params& p, BlockGeometry* geometry) {
-    const int64_t granule = split_granule(Traits::kTileKeys, p.block_size);
-    const int64_t kv_end = geometry->kv_end;
-    const int64_t granules = (kv_end + granule - 1) / granule;
-    const int64_t begin = min(kv_end, granules * blockIdx.z / gridDim.z * granule);
-    const int64_t end = min(kv_end, granules * (blockIdx.z + 1) / gridDim.z * granule);
-    geometry->kv_end = static_cast<int32_t>(end - begin);
+    const SplitRange range = split_range(geometry->kv_end, split_granule(Traits::kTileKeys, p.block_size),
+                                         blockIdx.z, gridDim.z);
+    geometry->kv_end = static_cast<int32_t>(range.end - range.begin);
     geometry->num_tiles = (geometry->kv_end + Traits::kTileKeys - 1) / Traits::kTileKeys;
-    geometry->row_key_end -= static_cast<int32_t>(begin);
-    geometry->table_offset += begin / p.block_size;
+    geometry->row_key_end -= static_cast<int32_t>(range.begin);
+    geometry->table_offset += range.begin / p.block_size;
 }
 
 template <class Traits>
