@@ -1,5 +1,6 @@
 """cli_smoke.py - the `wideattn` CLI as a user runs it: help texts, inspect on the built
-bundle, selftest without a GPU (error, and the skip flag), bad arguments (exit 2 with a
+bundle, selftest without a GPU (error, and the skip flag), plan (what the dispatcher would launch
+for the bench cases on an sm_90a device), bad arguments (exit 2 with a
 message naming the argument: unknown options, integers out of range or malformed), and report
 paths: `--json -` of the accuracy commands (JSON alone on stdout) and report paths that cannot
 be written (refused before any work).
@@ -10,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 from check_lines import expect, failures
 
@@ -36,7 +38,7 @@ def expect_run(label, args, want_rc, stream, fragments):
 # (label, args, exit status, stream, fragments that must all stand in it)
 HELP_CASES = [
     ("no command: usage, exit 2", [], EXIT_USAGE, "out", ["usage: wideattn"]),
-    ("--help lists commands", ["--help"], EXIT_OK, "out", ["inspect", "selftest", "accuracy"]),
+    ("--help lists commands", ["--help"], EXIT_OK, "out", ["inspect", "selftest", "plan", "accuracy"]),
     ("inspect --help", ["inspect", "--help"], EXIT_OK, "out", ["usage: wideattn inspect"]),
     ("selftest --help", ["selftest", "--help"], EXIT_OK, "out", ["usage: wideattn selftest"]),
     ("unknown command", ["frobnicate"], EXIT_USAGE, "err", ["unknown command 'frobnicate'"]),
@@ -203,6 +205,23 @@ INTEGER_AND_UNKNOWN_CASES = [
     ("bench unknown option", ["bench", "--bogus"], EXIT_USAGE, "err", ["unknown argument '--bogus'"]),
 ]
 
+PLAN_CASES = [
+    ("plan --help", ["plan", "--help"], EXIT_OK, "out", ["usage: wideattn plan", "--sms N", "split_keys"]),
+    ("plan --arch malformed", ["plan", "--arch", "sm90"], EXIT_USAGE, "err",
+     ["wideattn plan: --arch='sm90' is not an arch name"]),
+    ("plan --sms 0", ["plan", "--sms", "0"], EXIT_USAGE, "err", ["wideattn plan: --sms='0' is not an integer in 1.."]),
+    ("plan --splits 129", ["plan", "--splits", "129"], EXIT_USAGE, "err", ["--splits='129' is not an integer in 0..128"]),
+    ("plan --v-transposed without e4m3", ["plan", "--v-transposed"], EXIT_USAGE, "err", ["needs --kv-dtype e4m3"]),
+    ("plan --q-dtype e4m3 alone", ["plan", "--q-dtype", "e4m3"], EXIT_USAGE, "err", ["needs --kv-dtype e4m3"]),
+    ("plan unknown case", ["plan", "--cases", "decode_2_ctx_1k"], EXIT_USAGE, "err",
+     ["wideattn plan: --cases: unknown case 'decode_2_ctx_1k'"]),
+    ("plan --kernel of no kernel", ["plan", "--kernel", "nosuch"], EXIT_USAGE, "err",
+     ["wideattn plan: --kernel: name=nosuch is not a prefill kernel of the bundle"]),
+    ("plan --json in a missing directory", ["plan", "--json", "/nonexistent/reports/p.json"], EXIT_USAGE, "err",
+     ["wideattn plan: cannot write --json '/nonexistent/reports/p.json'"]),
+    ("plan unknown option", ["plan", "--bogus"], EXIT_USAGE, "err", ["wideattn plan: unknown argument '--bogus'"]),
+]
+
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")
 SAMPLE = {role: os.path.join(DATA, f"sample_{role}.h5") for role in ("reference", "baseline", "candidate_pass")}
 MISSING_DIR = "/nonexistent/reports"
@@ -279,6 +298,34 @@ for case in UNWRITABLE_REPORT_CASES:
 check_json_on_stdout("kl --json -", ["accuracy", "kl", SAMPLE["reference"], SAMPLE["candidate_pass"]], EXIT_OK)
 check_json_on_stdout("gate --json -", ["accuracy", "gate", SAMPLE["reference"], SAMPLE["candidate_pass"],
                                        "--baseline", SAMPLE["baseline"]], EXIT_OK)
+
+# `wideattn plan`: bad arguments, then the plans of the decode suite on an sm_90a device where the
+# bundle holds sm_90a cubins (the 1 x 32k decode: the 4-warp BF16 decode kernel, 32 splits of whole
+# 16-key granules spread evenly, the rows merge), the JSON report, and a refusal printed in its row.
+for case in PLAN_CASES:
+    expect_run(*case)
+if "sm_90a" in archs:
+    rc, out, err = run(["plan", "--cases", "decode_1_ctx_32k,verify5_1_ctx_20k,prompt_4k"])
+    rows = {line.split()[0]: line for line in out.splitlines()[2:] if line.strip()}
+    expect("plan: 1 x 32k on sm_90a", rc == EXIT_OK and all(f in rows.get("decode_1_ctx_32k", "") for f in
+                                                              ("decode_bf16w4_d512", " 32 ", "merge_splits_bf16_rows",
+                                                               "31 x 1024, 1 x 1025")), (rc, out, err))
+    expect("plan: the 5-token verification's last split holds the partial granule",
+           "31 x 640, 1 x 645" in rows.get("verify5_1_ctx_20k", ""), out)
+    expect("plan: a prompt does not split", rows.get("prompt_4k", "").split()[4:6] == ["1", "-"], out)
+    handle, json_path = tempfile.mkstemp(prefix="cli_smoke_plan_", suffix=".json")
+    os.close(handle)
+    rc, out, err = run(["plan", "--cases", "decode_1_ctx_128k", "--sms", "100", "--json", json_path])
+    with open(json_path) as plan_file:
+        plan = json.load(plan_file)
+    entry = plan["cases"][0]
+    expect("plan --json", rc == EXIT_OK and plan["arch"] == "sm_90a" and plan["sms"] == 100 and
+           entry["case"] == "decode_1_ctx_128k" and sum(entry["split_keys"]) == entry["max_seqlen_k"] and
+           len(entry["split_keys"]) == entry["num_splits"] and entry["workspace_bytes"] > 0, (rc, plan, err))
+    os.remove(json_path)
+    rc, out, err = run(["plan", "--cases", "prompt_4k", "--k-from-v"])
+    expect("plan: a refused case prints the library's message in its row, exit 1",
+           rc == 1 and "prompt_4k" in out and "error: no kernel in the bundle" in out, (rc, out, err))
 
 rc, out, err = run(["version"])
 expect("version", rc == EXIT_OK and out.startswith("wideattn "), out)

@@ -213,32 +213,48 @@ std::string upload_case(const GpuDevice& gpu, const HostProblem& h, size_t c, co
     return err;
 }
 
-// The prefill call of one case on its buffers.
-wideattn_prefill_params case_params(const HostProblem& h, const CaseBuffers& b, const BenchVariant& variant,
-                                    bool reference) {
+wideattn_prefill_params variant_params(const HostProblem& h, const CaseAddresses& a, const BenchVariant& variant,
+                                       bool reference) {
     const int32_t o_dtype = reference ? WIDEATTN_DTYPE_F64 : WIDEATTN_DTYPE_BF16;
     wideattn_prefill_params p =
-        h.params(b.q.get(), b.k.get(), b.v.get(), b.o.get(), b.lse.get(), static_cast<const int32_t*>(b.cu.get()),
-                 static_cast<const int32_t*>(b.seq_k.get()), static_cast<const int32_t*>(b.table.get()), o_dtype);
+        h.params(a.q, a.k, a.v, a.o, a.lse, a.cu_seqlens_q, a.seq_lens_k, a.block_table, o_dtype);
     if (variant.e4m3_kv) {
         p.kv_dtype = WIDEATTN_DTYPE_E4M3;
-        p.k_scale = static_cast<const float*>(b.k_scale.get());
-        p.v_scale = static_cast<const float*>(b.v_scale.get());
+        p.k_scale = a.k_scale;
+        p.v_scale = a.v_scale;
         if (variant.v_transposed) h.use_transposed_v(&p);  // the pool's codes serve any layout
     }
     if (variant.e4m3_q) {
         p.q_dtype = WIDEATTN_DTYPE_E4M3;
-        p.q_scale = static_cast<const float*>(b.q_scale.get());
+        p.q_scale = a.q_scale;
     }
     if (variant.k_from_v) {
         p.k_cache = nullptr;
         p.k_scale = nullptr;
         p.flags |= WIDEATTN_FLAG_K_FROM_V;
-        p.k_from_v = &b.k_from_v;
+        p.k_from_v = a.k_from_v;
     }
     p.max_seqlen_q = max_seqlen_q(h);
     p.max_seqlen_k = max_seqlen_k(h);
     return p;
+}
+
+wideattn_prefill_params case_params(const HostProblem& h, const CaseBuffers& b, const BenchVariant& variant,
+                                    bool reference) {
+    CaseAddresses a;
+    a.q = b.q.get();
+    a.k = b.k.get();
+    a.v = b.v.get();
+    a.o = b.o.get();
+    a.lse = b.lse.get();
+    a.cu_seqlens_q = static_cast<const int32_t*>(b.cu.get());
+    a.seq_lens_k = static_cast<const int32_t*>(b.seq_k.get());
+    a.block_table = static_cast<const int32_t*>(b.table.get());
+    a.q_scale = static_cast<const float*>(b.q_scale.get());
+    a.k_scale = static_cast<const float*>(b.k_scale.get());
+    a.v_scale = static_cast<const float*>(b.v_scale.get());
+    a.k_from_v = &b.k_from_v;
+    return variant_params(h, a, variant, reference);
 }
 
 std::string attach_workspace(const wideattn_context* ctx, const GpuDevice& gpu, wideattn_prefill_params* p,

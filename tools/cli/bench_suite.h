@@ -154,8 +154,29 @@ struct CaseBuffers {
 std::string upload_case(const GpuDevice& gpu, const HostProblem& h, size_t c, const BenchVariant& variant,
                         bool reference, const InputPools& pools, CaseBuffers* b);
 
-// The prefill call of one case on its buffers, with the max_seqlen_q / max_seqlen_k hints and no
-// workspace.
+// The addresses a case's call names: its device buffers for a timed call (case_params), or
+// addresses nothing reads for a plan made from the shapes alone (`wideattn plan`).
+struct CaseAddresses {
+    const void* q = nullptr;
+    const void* k = nullptr;
+    const void* v = nullptr;
+    void* o = nullptr;
+    void* lse = nullptr;
+    const int32_t* cu_seqlens_q = nullptr;
+    const int32_t* seq_lens_k = nullptr;
+    const int32_t* block_table = nullptr;
+    const float* q_scale = nullptr;
+    const float* k_scale = nullptr;
+    const float* v_scale = nullptr;
+    const wideattn_k_from_v* k_from_v = nullptr;  // the description of a K-from-V variant
+};
+
+// The prefill call of one case at `a` with the variant's dtypes, layout and flags, the
+// max_seqlen_q / max_seqlen_k hints and no workspace.
+wideattn_prefill_params variant_params(const HostProblem& h, const CaseAddresses& a, const BenchVariant& variant,
+                                       bool reference);
+
+// variant_params on the case's buffers.
 wideattn_prefill_params case_params(const HostProblem& h, const CaseBuffers& b, const BenchVariant& variant,
                                     bool reference);
 

@@ -7,5 +7,6 @@ int inspect_main(int argc, char** argv);
 int selftest_main(int argc, char** argv);
 int bench_main(int argc, char** argv);
 int tune_main(int argc, char** argv);
+int plan_main(int argc, char** argv);
 
 }  // namespace wideattn::cli

@@ -18,6 +18,7 @@ void print_help() {
         "  selftest   on a GPU: run every kernel the device supports against the fp64 reference\n"
         "  bench      time the kernels on the Gemma 4 global-layer suite against the mma.sync rate\n"
         "  tune       on a GPU: time every kernel per shape class and write the tuning file\n"
+        "  plan       what the dispatcher would launch for the bench cases on a given arch and SM count\n"
         "  accuracy   error statistics, KL drift of logit dumps, and the acceptance gate\n"
         "  version    print the library version\n");
 }
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     if (command == "selftest") return wideattn::cli::selftest_main(argc - 1, argv + 1);
     if (command == "bench") return wideattn::cli::bench_main(argc - 1, argv + 1);
     if (command == "tune") return wideattn::cli::tune_main(argc - 1, argv + 1);
+    if (command == "plan") return wideattn::cli::plan_main(argc - 1, argv + 1);
     if (command == "accuracy") return wideattn::accuracy::accuracy_main(argc - 1, argv + 1);
     if (command == "version") return version_main(argc - 1, argv + 1);
     std::fprintf(stderr, "wideattn: unknown command '%s' (see wideattn --help)\n", command.c_str());
