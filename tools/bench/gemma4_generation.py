@@ -24,6 +24,15 @@ AttentionMaskInterface for the run (an attention call made from inside another, 
 wideattn's hand-over of a sliding layer to SDPA, counts once, in the outer one). The wrappers add
 a few microseconds a call to both attentions alike.
 
+--interleave (decode cases): one context per round, then every timed step of it alternates the
+attentions (each --steps round runs each attention for one step, the order reversed every other
+round, after --warmup steps of each), so that the host's drift, which moves a step by tens of
+percent from minute to minute, falls on both alike; the report adds, per case, the paired ratio of
+the first two --attention names: the median of the per-round ratios of their step times (> 1: the
+first named is faster), its 95% bootstrap interval over the rounds, and the rounds the first named
+won (--rounds: that many contexts, their rounds pooled). The decode bar against SDPA is then "met" when the interval lies above 1,
+"MISSED" when it lies below, "undecided" otherwise. Not with --host-parts.
+
 Configs (--config): "12" is 12 layers of hidden 2048, vocab 32768 (tools/bench/hf_gemma4.py's
 test model: layers 6 and 12 global); "31b" is Gemma 4 31B's shape: 60 layers (10 global: every
 6th), hidden 5376, intermediate 21504, vocab 262144, about 31e9 parameters (62 GB of bf16
@@ -59,13 +68,15 @@ between reports. Results go into BENCHMARKS.md by hand, with the commit and date
 
 usage: gemma4_generation.py [--config 12|31b] [--cases ttft_8k,decode_8k,decode_32k,decode_8k_padded]
        [--attention wideattn,sdpa,wideattn-per-step] [--rounds N] [--steps N] [--warmup N] [--reps N]
-       [--label TEXT] [--json FILE] [--host-parts]
+       [--label TEXT] [--json FILE] [--host-parts | --interleave]
        gemma4_generation.py --compare NEW.json OLD.json
+       gemma4_generation.py --self-test   (the paired statistics, no GPU)
 """
 
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -83,6 +94,9 @@ PADDED_TOKENS = 8
 # --attention names: (transformers' attn_implementation, wideattn.transformers.set_mask_check mode).
 ATTENTIONS = {"wideattn": ("wideattn", "auto"), "wideattn-per-step": ("wideattn", "per_step"), "sdpa": ("sdpa", None)}
 DECODE_BAR_VS_SDPA = 1.0
+BOOTSTRAP_RESAMPLES = 2000   # --interleave: resamples of the rounds for the ratio's 95% interval
+BOOTSTRAP_SEED = 1
+INTERVAL = 0.95
 DECODE_BAR_VS_MAIN = 1.3
 TTFT_BAR_VS_SDPA = 2.0
 
@@ -235,6 +249,79 @@ def run_case(torch, model, kind, context, args, vocab, host_parts=None):
         return times, parts
 
 
+def paired_summary(first, second):
+    """The paired comparison of two attentions' step times of the same rounds (lists of seconds,
+    first[i] and second[i] from round i): ratios second / first (> 1: `first` is faster), their
+    median, its INTERVAL bootstrap interval over the rounds (BOOTSTRAP_RESAMPLES resamples, fixed
+    seed) and the rounds `first` won."""
+    ratios = [b / a for a, b in zip(first, second)]
+    rng = random.Random(BOOTSTRAP_SEED)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(BOOTSTRAP_RESAMPLES))
+    tail = (1.0 - INTERVAL) / 2
+    low = medians[int(tail * BOOTSTRAP_RESAMPLES)]
+    high = medians[min(int((1.0 - tail) * BOOTSTRAP_RESAMPLES), BOOTSTRAP_RESAMPLES - 1)]
+    return {"rounds": len(ratios), "median_ratio": statistics.median(ratios), "interval": [low, high],
+            "first_won": sum(r > 1.0 for r in ratios)}
+
+
+def paired_verdict(summary, bar):
+    """'met' when the interval lies above bar, 'MISSED' when it lies below, else 'undecided'."""
+    low, high = summary["interval"]
+    return "met" if low > bar else "MISSED" if high < bar else "undecided"
+
+
+def set_attention(model, hf, has_mask_rules, attention):
+    """Sets the model's attention implementation and wideattn's mask rule for `attention`; returns
+    the mask rule it replaced (None without mask rules)."""
+    implementation, mask_check = ATTENTIONS[attention]
+    model.set_attn_implementation(implementation)
+    return hf.set_mask_check(mask_check or "auto") if has_mask_rules else None
+
+
+def run_interleaved(torch, model, kind, context, args, vocab, hf, has_mask_rules):
+    """--interleave: one context (filled with the first attention), then args.warmup steps of each
+    attention and args.steps rounds of one step each (the order reversed every other round), each
+    step synchronised. Returns {attention: [seconds of its timed steps, in round order]} and
+    {attention: calls served by wideattn}."""
+    attentions = args.attention
+    generator = torch.Generator(device="cpu").manual_seed(args.seed)
+    tokens = torch.randint(0, vocab, (1, context), generator=generator).cuda()
+    times = {attention: [] for attention in attentions}
+    served = dict.fromkeys(attentions, 0)
+    mask = None
+    if kind == "decode_padded":
+        mask = torch.ones((1, context), dtype=torch.long, device="cuda")
+        mask[:, :PADDED_TOKENS] = 0
+    with torch.no_grad():
+        previous = set_attention(model, hf, has_mask_rules, attentions[0])
+        try:
+            cache, token = fill_context(torch, model, tokens, mask)
+        finally:
+            if has_mask_rules:
+                hf.set_mask_check(previous)
+        schedule = [(attention, False) for _ in range(args.warmup) for attention in attentions]
+        for round_index in range(args.steps):
+            order = attentions if round_index % 2 == 0 else attentions[::-1]
+            schedule += [(attention, True) for attention in order]
+        for attention, timed in schedule:
+            if mask is not None:   # as generate() grows it: one more attended token per step
+                mask = torch.cat([mask, mask.new_ones((1, 1))], dim=-1)
+            previous = set_attention(model, hf, has_mask_rules, attention)
+            before = hf.calls.get("dense", 0)
+            try:
+                def decode():
+                    out = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True)
+                    return out.logits[:, -1].argmax(-1, keepdim=True)
+                token, seconds = synchronized(torch, decode)
+            finally:
+                if has_mask_rules:
+                    hf.set_mask_check(previous)
+            if timed:
+                times[attention].append(seconds)
+                served[attention] += hf.calls.get("dense", 0) - before
+    return times, served
+
+
 def measure(args):
     import torch
     import wideattn
@@ -266,6 +353,7 @@ def measure(args):
         hf.set_decode_reuse(reuse_on)
     reuse_before = dict(hf.decode_reuse) if has_reuse else {}
     report["host_parts"] = args.host_parts
+    report["interleave"] = args.interleave
     host_parts = HostParts() if args.host_parts else None
     if host_parts is not None:
         host_parts.install()
@@ -290,11 +378,53 @@ def measure(args):
     return 0
 
 
+def measure_interleaved(torch, model, args, report, hf, has_mask_rules, case):
+    """--interleave for one decode case: args.rounds contexts of run_interleaved, pooled, into
+    report["cases"][case]: per attention the step statistics, and "paired" against the first other
+    attention (paired_summary of the rounds' steps, the first named attention first)."""
+    kind, context = CASES[case]
+    pooled = {attention: [] for attention in args.attention}
+    served = dict.fromkeys(args.attention, 0)
+    for round_index in range(args.rounds):
+        times, calls = run_interleaved(torch, model, kind, context, args, CONFIGS[args.config]["vocab"], hf,
+                                       has_mask_rules)
+        for attention in args.attention:
+            pooled[attention] += times[attention]
+            served[attention] += calls[attention]
+            print(f"{case:16s} {attention:17s} {statistics.median(times[attention]) * 1e3:10.3f} ms (context "
+                  f"{round_index + 1}, median of {len(times[attention])} interleaved steps; {calls[attention]} "
+                  f"calls on wideattn)", flush=True)
+        torch.cuda.empty_cache()
+    report["cases"][case] = {}
+    for attention, times in pooled.items():
+        report["cases"][case][attention] = {"median_ms": statistics.median(times) * 1e3, "min_ms": min(times) * 1e3,
+                                            "max_ms": max(times) * 1e3, "samples": len(times),
+                                            "wideattn_calls": served[attention], "interleaved": True}
+    first, other = args.attention[0], args.attention[1]
+    summary = paired_summary(pooled[first], pooled[other])
+    summary["first"], summary["second"] = first, other
+    report["cases"][case]["paired"] = summary
+    verdict = ""
+    if case == "decode_8k" and {first, other} == {"wideattn", "sdpa"}:
+        wideattn_first = first == "wideattn"
+        oriented = summary if wideattn_first else {
+            "interval": [1.0 / summary["interval"][1], 1.0 / summary["interval"][0]]}
+        verdict = f"; bar wideattn faster than sdpa: {paired_verdict(oriented, DECODE_BAR_VS_SDPA)}"
+    low, high = summary["interval"]
+    print(f"{case:16s} paired: {other} / {first} step time, median {summary['median_ratio']:.3f}x over "
+          f"{summary['rounds']} rounds ({INTERVAL:.0%} interval {low:.3f}-{high:.3f}x), {first} faster in "
+          f"{summary['first_won']}{verdict}", flush=True)
+
+
 def measure_cases(torch, model, args, report, hf, has_mask_rules, host_parts):
     """measure's loop: every case of args.cases for every attention of args.attention, args.rounds
-    times alternated, into report["cases"] (with --host-parts, each decode round's host parts)."""
+    times alternated, into report["cases"] (with --host-parts, each decode round's host parts;
+    with --interleave, a decode case's attentions alternate step by step: measure_interleaved)."""
     for case in args.cases:
         kind, context = CASES[case]
+        if args.interleave and kind != "ttft":
+            measure_interleaved(torch, model, args, report, hf, has_mask_rules, case)
+            continue
         samples = {attention: [] for attention in args.attention}
         rounds = {attention: [] for attention in args.attention}
         counts = {attention: {"wideattn_calls": 0, "mask_verifications": 0} for attention in args.attention}
@@ -341,6 +471,8 @@ def ratios(new, old, old_attention, new_attention, bars):
     for case, results in new["cases"].items():
         a = old["cases"].get(case, {}).get(old_attention)
         b = results.get(new_attention)
+        if new is old and "paired" in results:
+            continue   # an interleaved case: measure_interleaved printed its paired ratio
         if not a or not b:
             continue
         ratio = a["median_ms"] / b["median_ms"]
@@ -358,6 +490,37 @@ BARS_VS_SDPA = {"ttft_8k": (TTFT_BAR_VS_SDPA, False), "decode_8k": (DECODE_BAR_V
 BARS_VS_MAIN = {"decode_8k": (DECODE_BAR_VS_MAIN, False)}
 
 
+def self_test():
+    """The paired statistics on synthetic step times: a 10% faster attention under a drift of the
+    host that moves both, equal attentions, and a slower one."""
+    failures = []
+
+    def check(label, condition, detail):
+        print(f"{'ok  ' if condition else 'FAIL'} {label}" + ("" if condition else f": {detail}"))
+        if not condition:
+            failures.append(label)
+
+    noise = random.Random(7)
+    drift = [0.020 * (1.0 + 0.4 * ((i // 10) % 3)) for i in range(60)]   # the host's speed moves 1.0-1.8x
+    fast = [d * (1.0 + noise.uniform(-0.02, 0.02)) for d in drift]
+    slow = [d * 1.1 * (1.0 + noise.uniform(-0.02, 0.02)) for d in drift]
+    s = paired_summary(fast, slow)
+    check("a 10% faster attention: median ratio near 1.1", abs(s["median_ratio"] - 1.1) < 0.02, s)
+    check("its interval lies above 1, within 2% of 1.1", s["interval"][0] > 1.0 and
+          abs(s["interval"][0] - 1.1) < 0.02 and abs(s["interval"][1] - 1.1) < 0.02, s)
+    check("it won nearly every round", s["first_won"] >= 58 and s["rounds"] == 60, s)
+    check("the bar verdict: met", paired_verdict(s, 1.0) == "met", s)
+    check("the other way round: MISSED", paired_verdict(paired_summary(slow, fast), 1.0) == "MISSED", s)
+    same = [d * (1.0 + noise.uniform(-0.05, 0.05)) for d in drift]
+    twin = [t * (1.03 if i % 2 else 1.0 / 1.03) for i, t in enumerate(same)]   # ahead and behind by turns
+    e = paired_summary(same, twin)
+    check("equal attentions: undecided, interval around 1", paired_verdict(e, 1.0) == "undecided" and
+          e["interval"][0] < 1.0 < e["interval"][1], e)
+    check("the same inputs give the same interval", paired_summary(same, twin) == e, e)
+    print(f"gemma4_generation self-test: {len(failures)} failed")
+    return 1 if failures else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", choices=sorted(CONFIGS), default="12")
@@ -373,7 +536,12 @@ def main():
     parser.add_argument("--compare", nargs=2, metavar=("NEW", "OLD"))
     parser.add_argument("--host-parts", action="store_true",
                         help="decode cases: also the host time of a step inside the attention and mask functions")
+    parser.add_argument("--interleave", action="store_true",
+                        help="decode cases: alternate the attentions step by step in one context; paired ratios")
+    parser.add_argument("--self-test", action="store_true", help="check the paired statistics (no GPU) and exit")
     args = parser.parse_args()
+    if args.self_test:
+        return self_test()
     if args.compare:
         with open(args.compare[0]) as f:
             new = json.load(f)
@@ -390,6 +558,10 @@ def main():
         parser.error(f"--attention: choose from {', '.join(ATTENTIONS)}")
     if args.steps < 1 or args.reps < 1 or args.warmup < 0 or args.rounds < 1:
         parser.error("--steps, --reps and --rounds must be >= 1, --warmup >= 0")
+    if args.interleave and args.host_parts:
+        parser.error("--interleave and --host-parts do not combine (the wrappers time whole rounds)")
+    if args.interleave and len(args.attention) < 2:
+        parser.error("--interleave needs two or more --attention names")
     return measure(args)
 
 
