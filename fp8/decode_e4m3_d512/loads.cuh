@@ -78,6 +78,24 @@ __device__ __forceinline__ int32_t row_head(int32_t row) {
     return Traits::kTileTokens == 1 ? row : row % Traits::kGroup;
 }
 
+// Q vectors of a block: 16 bytes (8 bf16) each, kSourceVecsPerRow a row.
+template <class Traits>
+constexpr int32_t kQSourceVecsPerRow = Traits::kHeadDim * 2 / Traits::kVecBytes;
+
+// Vector v of the block's bf16 Q rows (row v / kQSourceVecsPerRow, vector v % kQSourceVecsPerRow;
+// tokens first_token .. first_token + tokens - 1, the heads of `kv_head`): its 16 bytes, zero for
+// a row of a token past `tokens`.
+template <class Traits>
+__device__ __forceinline__ uint4 load_q_vector(const wideattn_prefill_params& p, int64_t first_token, int32_t tokens,
+                                               int32_t kv_head, int32_t v) {
+    const int32_t row = v / kQSourceVecsPerRow<Traits>;
+    const int32_t vec = v % kQSourceVecsPerRow<Traits>;
+    const int32_t token = row_token<Traits>(row);
+    const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(p.q) + (first_token + token) * p.q_token_stride +
+                               (int64_t{kv_head} * Traits::kGroup + row_head<Traits>(row)) * p.q_head_stride + vec * 8;
+    return token < tokens ? __ldg(reinterpret_cast<const uint4*>(src)) : make_uint4(0u, 0u, 0u, 0u);
+}
+
 // Reads the block's Q rows (tokens first_token .. first_token + tokens - 1, the heads of
 // `kv_head`; rows of tokens past `tokens` are zero), scales them by 2^-shift with shift chosen
 // from the block's largest finite |q| (Traits::kQTopLog2) and stores them as f16 into q_shared.
@@ -86,7 +104,7 @@ __device__ __forceinline__ int32_t row_head(int32_t row) {
 template <class Traits>
 __device__ __forceinline__ float load_q(const wideattn_prefill_params& p, uint32_t q_shared, uint32_t amax_slots,
                                         int64_t first_token, int32_t tokens, int32_t kv_head) {
-    constexpr int32_t kSourceVecsPerRow = Traits::kHeadDim * 2 / Traits::kVecBytes;  // 8 bf16 per vector
+    constexpr int32_t kSourceVecsPerRow = kQSourceVecsPerRow<Traits>;
     constexpr int32_t kVecs = Traits::kRows * kSourceVecsPerRow;
     constexpr int32_t kPerThread = kVecs / Traits::kThreads;
     static_assert(kVecs % Traits::kThreads == 0, "every thread converts whole vectors");
@@ -95,14 +113,7 @@ __device__ __forceinline__ float load_q(const wideattn_prefill_params& p, uint32
     float amax = 0.0f;
 #pragma unroll
     for (int32_t i = 0; i < kPerThread; ++i) {
-        const int32_t v = thread + i * Traits::kThreads;
-        const int32_t row = v / kSourceVecsPerRow;
-        const int32_t vec = v % kSourceVecsPerRow;
-        const int32_t token = row_token<Traits>(row);
-        const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(p.q) + (first_token + token) * p.q_token_stride +
-                                   (int64_t{kv_head} * Traits::kGroup + row_head<Traits>(row)) * p.q_head_stride +
-                                   vec * 8;
-        raw[i] = token < tokens ? __ldg(reinterpret_cast<const uint4*>(src)) : make_uint4(0u, 0u, 0u, 0u);
+        raw[i] = load_q_vector<Traits>(p, first_token, tokens, kv_head, thread + i * Traits::kThreads);
         amax = fmaxf(amax, finite_amax_bf16x8(raw[i]));
     }
 #pragma unroll

@@ -104,8 +104,9 @@ __device__ __forceinline__ void finish_scores(const float (&acc)[2][4], int32_t 
 
 // acc[h] += the K A fragments lo / hi of dim block `block` (16 keys x 32 dims) times the Q^T
 // fragments of the same dims read from q (the block's Q tile), h the 16-dim half; also the score
-// loop of decode_e4m3kfv_d512 (fp8/decode_e4m3kfv_d512/keys.cuh).
-template <class Traits>
+// loop of decode_e4m3kfv_d512 (fp8/decode_e4m3kfv_d512/keys.cuh). kBf16: the fragments and the Q
+// tile hold bf16 (a bf16 mma), else f16.
+template <class Traits, bool kBf16 = false>
 __device__ __forceinline__ void accumulate_dim_block(float (&acc)[2][4], const uint32_t (&lo)[4], const uint32_t (&hi)[4],
                                                      uint32_t q, int32_t block, int32_t lane) {
     const int32_t g = lane / 4, t = lane % 4;
@@ -117,7 +118,10 @@ __device__ __forceinline__ void accumulate_dim_block(float (&acc)[2][4], const u
         uint32_t b0, b1;
         asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(address));
         const uint32_t a[4] = {lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1]};
-        ptx::mma_f16_16816(acc[h], a, b0, b1);
+        if constexpr (kBf16)
+            ptx::mma_bf16_16816(acc[h], a, b0, b1);
+        else
+            ptx::mma_f16_16816(acc[h], a, b0, b1);
     }
 }
 

@@ -58,7 +58,7 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // prologue's chunks (kChunksInFlight, issued by the block) read theirs there. Those copies and
 // loads take WarpStream's lean forms (a mask for a power-of-two page, no zero-fill selects on a
 // full sub-tile).
-template <class Traits>
+template <class Traits, bool kProduct = false>
 __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                                   uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
                                                   const CosSinTable& table, int32_t warp, int32_t lane, int32_t num_tiles, int32_t kv_end,
@@ -78,13 +78,68 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
         float s[4];
-        subtile_scores_kfv<Traits>(stage, q_shared, weight, freq, table, lane, rotated_blocks, first_position + key0, v_scale,
-                                   score_scale, kv_end - key0, s);
+        subtile_scores_kfv<Traits, kProduct>(stage, q_shared, weight, freq, table, lane, rotated_blocks,
+                                             first_position + key0, v_scale, score_scale, kv_end - key0, s);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         subtile_pv<Traits>(stage, lane, p0, p1, o);
     }
     ptx::cp_async_wait<0>();
+}
+
+// Pair blocks holding a dim that may rotate: dims below rotary_dims / 2 (their partners 256 on).
+template <class Traits>
+__device__ __forceinline__ int32_t rotated_pair_blocks(const KFromV& kfv) {
+    return min((kfv.rotary_dims / 2 + Traits::kDimBlock - 1) / Traits::kDimBlock, Traits::kPairBlockOffset);
+}
+
+// The tables, Q and the key loop of this kernel: f16 K scaled by the block's power of two against
+// f16 Q scaled by its own.
+template <class Traits>
+__device__ __forceinline__ void f16_key_loop(const wideattn_prefill_params& p, const KFromV& kfv,
+                                             const WarpStream<Traits>& stream, uint32_t base, uint32_t ring,
+                                             int32_t warp, int32_t lane, int64_t token, int32_t kv_head,
+                                             const BlockGeometry& geometry, int32_t first_position,
+                                             float (&o)[Traits::kONTiles][4], WarpRows& rows) {
+    using Plan = typename Traits::SmemPlan;
+    stage_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq, base + Plan::kWAmax);
+    // load_q's barriers also make the tables visible.
+    const float q_factor = load_block_q<Traits, false>(p, base + Plan::kQ, base + Plan::kAmax, token, 1, kv_head);
+    float v_scale = 0.0f;
+    const float k_factor = k_power_of_two<Traits>(base + Plan::kWAmax, __ldg(p.v_scale), &v_scale);
+    const float score_scale = p.softmax_scale * kLog2e * q_factor * k_factor;
+    const int32_t rotated_blocks = rotated_pair_blocks<Traits>(kfv);
+    zero_output(o);
+    warp_key_loop_kfv<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq,
+                              CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end, first_position,
+                              rotated_blocks, v_scale, score_scale, o, rows);
+}
+
+// Traits::kBf16Keys: where stage_weight_products allows it (v_scale a power of two, every w v_scale
+// a bf16 value), K as the reference's bf16 values against bf16 Q as the call gives it in a bf16
+// mma, x = bf16((v v_scale) w) by one mul.rn.bf16x2 a pair, no power of two on either (the
+// product table's barrier makes the other tables visible, load_q_bf16's Q); elsewhere
+// f16_key_loop, which stages its tables again.
+template <class Traits>
+__device__ __forceinline__ void bf16_key_loop(const wideattn_prefill_params& p, const KFromV& kfv,
+                                              const WarpStream<Traits>& stream, uint32_t base, uint32_t ring,
+                                              int32_t warp, int32_t lane, int64_t token, int32_t kv_head,
+                                              const BlockGeometry& geometry, int32_t first_position,
+                                              float (&o)[Traits::kONTiles][4], WarpRows& rows) {
+    using Plan = typename Traits::SmemPlan;
+    const float v_scale = __ldg(p.v_scale);
+    const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
+    if (!stage_weight_products<Traits>(w, v_scale, base + Plan::kWeightProducts)) {
+        f16_key_loop<Traits>(p, kfv, stream, base, ring, warp, lane, token, kv_head, geometry, first_position, o, rows);
+        return;
+    }
+    load_q_bf16<Traits>(p, base + Plan::kQ, token, 1, kv_head);
+    const float score_scale = p.softmax_scale * kLog2e;
+    const int32_t rotated_blocks = rotated_pair_blocks<Traits>(kfv);
+    zero_output(o);
+    warp_key_loop_kfv<Traits, true>(p, stream, ring, base + Plan::kQ, base + Plan::kWeightProducts, base + Plan::kFreq,
+                                    CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
+                                    first_position, rotated_blocks, v_scale, score_scale, o, rows);
 }
 
 // One block of the kernel whose traits are Traits (DecodeE4m3KfvD512Traits or a form of it).
@@ -113,21 +168,14 @@ __device__ __forceinline__ void decode_kfv_block(const wideattn_prefill_params& 
 #pragma unroll
     for (int32_t c = 0; c < Traits::kChunksInFlight; ++c) issue_v_chunk<Traits>(p, stream, ring, warp, count, c);
 
-    stage_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq, base + Plan::kWAmax);
-    // load_q's barriers also make the tables visible.
-    const float q_factor = load_block_q<Traits, false>(p, base + Plan::kQ, base + Plan::kAmax, token, 1, work.kv_head);
-    float v_scale = 0.0f;
-    const float k_factor = k_power_of_two<Traits>(base + Plan::kWAmax, __ldg(p.v_scale), &v_scale);
-    const float score_scale = p.softmax_scale * kLog2e * q_factor * k_factor;
-    // Pair blocks holding a dim that may rotate: dims below rotary_dims / 2 (their partners 256 on).
-    const int32_t rotated_blocks =
-        min((kfv.rotary_dims / 2 + Traits::kDimBlock - 1) / Traits::kDimBlock, Traits::kPairBlockOffset);
     float o[Traits::kONTiles][4];
-    zero_output(o);
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-    warp_key_loop_kfv<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq,
-                              CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end, first_position, rotated_blocks, v_scale,
-                              score_scale, o, rows);
+    if constexpr (Traits::kBf16Keys)
+        bf16_key_loop<Traits>(p, kfv, stream, base, ring, warp, lane, token, work.kv_head, geometry, first_position, o,
+                              rows);
+    else
+        f16_key_loop<Traits>(p, kfv, stream, base, ring, warp, lane, token, work.kv_head, geometry, first_position, o,
+                             rows);
     write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                 work.kv_head);
 }

@@ -69,6 +69,66 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t word) {
     return pack_f16x2(ptx::bf16_low(word), ptx::bf16_high(word));
 }
 
+// kProduct (Traits::kBf16Keys, the candidate decode_e4m3kfvb_d512, in a block whose v_scale is a
+// power of two and every w v_scale a bf16 value: stage_weight_products): x = bf16((v v_scale) w)
+// is one mul.rn.bf16x2 of the codes' values (f16 -> bf16, exact) and w v_scale: v v_scale is then
+// exact and v (w v_scale) has at most 4 + 8 significant bits, so the fp32 steps round nothing
+// before the bf16 rounding the product makes once; K then enters a bf16 mma as the reference's
+// bf16 values, unscaled, against bf16 Q as the call gives it.
+__device__ __forceinline__ uint32_t f16x2_to_bf16x2(uint32_t word) {
+    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&word));
+    return ptx::pack_bf16x2(v.x, v.y);
+}
+
+// The two bf16 products w v_scale of dims d, d + 1 .. d + 3 (two words) from the kProduct table.
+__device__ __forceinline__ uint2 load_weight_products(uint32_t products, int32_t dim) {
+    constexpr uint32_t kBf16Bytes = 2;
+    uint2 w;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(w.x), "=r"(w.y) : "r"(products + kBf16Bytes * dim)
+                 : "memory");
+    return w;
+}
+
+// Stages the kProduct table at `products`: bf16(w v_scale) of the thread's two dims (`w`, the
+// weights stage_k_from_v_tables returned), and returns whether the block may take kProduct:
+// v_scale a positive normal power of two and every weight a finite bf16 value whose product with
+// it is zero or a normal float (so the product is exact). Ends with a block barrier, which also
+// makes the other tables visible.
+template <class Traits>
+__device__ __forceinline__ bool stage_weight_products(float2 w, float v_scale, uint32_t products) {
+    constexpr uint32_t kMantissaAndSign = 0x807fffffu, kBf16LowBits = 0xffffu, kExponentMask = 0x7f800000u;
+    const uint32_t scale_bits = __float_as_uint(v_scale);
+    const uint32_t scale_exponent = scale_bits & kExponentMask;
+    const bool power_of_two = (scale_bits & kMantissaAndSign) == 0 && scale_exponent != 0 && scale_exponent != kExponentMask;
+    const float p0 = w.x * v_scale, p1 = w.y * v_scale;
+    const auto exact = [](float weight, float product) {
+        return (__float_as_uint(weight) & kBf16LowBits) == 0 && isfinite(weight) &&
+               (product == 0.0f ? weight == 0.0f : (isfinite(product) && fabsf(product) >= FLT_MIN));
+    };
+    ptx::store_shared_u32(products + 4 * threadIdx.x, ptx::pack_bf16x2(p0, p1));
+    return __syncthreads_and(power_of_two && exact(w.x, p0) && exact(w.y, p1)) != 0;
+}
+
+// The block's Q rows as bf16, as the call gives them, in the layout load_q writes f16 Q in (rows of
+// tokens past `tokens` zero). Ends with a block barrier after which Q is readable.
+template <class Traits>
+__device__ __forceinline__ void load_q_bf16(const wideattn_prefill_params& p, uint32_t q_shared, int64_t first_token,
+                                            int32_t tokens, int32_t kv_head) {
+    constexpr int32_t kVecs = Traits::kRows * kQSourceVecsPerRow<Traits>;
+    static_assert(kVecs % Traits::kThreads == 0, "every thread copies whole vectors");
+#pragma unroll
+    for (int32_t i = 0; i < kVecs / Traits::kThreads; ++i) {
+        const int32_t v = static_cast<int32_t>(threadIdx.x) + i * Traits::kThreads;
+        const uint4 raw = load_q_vector<Traits>(p, first_token, tokens, kv_head, v);
+        const uint32_t address =
+            q_shared + swizzled<Traits::kQRowBytes, Traits>(v / kQSourceVecsPerRow<Traits>, v % kQSourceVecsPerRow<Traits>);
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(raw.x), "r"(raw.y), "r"(raw.z),
+                     "r"(raw.w)
+                     : "memory");
+    }
+    __syncthreads();
+}
+
 // The table's words that the rotation of pair block c reads in a lane: [matrix q][pair], the
 // word of frequencies (d, d + 1) and (d + 2, d + 3) of the matrix's dims d .. d + 3 at its key's
 // position.
@@ -100,10 +160,13 @@ __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int
 // rounded two at a time (kRotate), or the table's `cos_sin` (kRotateTable); for the others
 // (kScale) K = x (the reference's rotation by cos 1, sin 0 gives x but for a non-finite partner,
 // which makes the key's scores non-finite either way).
-template <class Traits, KFromVBuild kBuild>
+// kProduct (Traits::kBf16Keys, a block that stage_weight_products allows): `weight` is that table,
+// x one mul.rn.bf16x2 a pair, and the fragments hold bf16 K unscaled for a bf16 mma.
+template <class Traits, KFromVBuild kBuild, bool kProduct = false>
 __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, uint32_t freq, int32_t lane,
                                              int32_t c, int32_t position0, float v_scale, const BlockCosSin& cos_sin,
                                              uint32_t (&lo)[2][4], uint32_t (&hi)[2][4]) {
+    static_assert(Traits::kBf16Keys || !kProduct, "the product table serves bf16 keys");
     constexpr int32_t kCodesPerWord = 4;
     const int32_t g = lane / 4, t = lane % 4;
     uint32_t codes[2][4];
@@ -114,16 +177,28 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
         // Matrix q: key g + 8 (q % 2), 16-byte vector 2c + q / 2, codes 4t .. 4t + 3.
         const int32_t position = position0 + g + 8 * (q % 2);
         const int32_t dim = Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) + kCodesPerWord * t;
-        const float4 w_first = ptx::load_shared_f32x4(weight + kF32Bytes * dim);
-        const float4 w_second = ptx::load_shared_f32x4(weight + kF32Bytes * (dim + Traits::kHalfDim));
         uint32_t first_h[2], second_h[2];
-        e4m3x4_to_f16x2x2(codes[0][q], first_h[0], first_h[1]);
-        e4m3x4_to_f16x2x2(codes[1][q], second_h[0], second_h[1]);
-        // Dims (d, d + 1) and (d + 2, d + 3) of the first half, the same of the second.
-        uint32_t k_first[2] = {scaled_pair(first_h[0], v_scale, w_first.x, w_first.y),
-                               scaled_pair(first_h[1], v_scale, w_first.z, w_first.w)};
-        uint32_t k_second[2] = {scaled_pair(second_h[0], v_scale, w_second.x, w_second.y),
-                                scaled_pair(second_h[1], v_scale, w_second.z, w_second.w)};
+        uint32_t k_first[2], k_second[2];
+        if constexpr (kProduct) {
+            const uint2 w_first = load_weight_products(weight, dim);
+            const uint2 w_second = load_weight_products(weight, dim + Traits::kHalfDim);
+            e4m3x4_to_f16x2x2(codes[0][q], first_h[0], first_h[1]);
+            e4m3x4_to_f16x2x2(codes[1][q], second_h[0], second_h[1]);
+            k_first[0] = ptx::mul_bf16x2(f16x2_to_bf16x2(first_h[0]), w_first.x);
+            k_first[1] = ptx::mul_bf16x2(f16x2_to_bf16x2(first_h[1]), w_first.y);
+            k_second[0] = ptx::mul_bf16x2(f16x2_to_bf16x2(second_h[0]), w_second.x);
+            k_second[1] = ptx::mul_bf16x2(f16x2_to_bf16x2(second_h[1]), w_second.y);
+        } else {
+            const float4 w_first = ptx::load_shared_f32x4(weight + kF32Bytes * dim);
+            const float4 w_second = ptx::load_shared_f32x4(weight + kF32Bytes * (dim + Traits::kHalfDim));
+            e4m3x4_to_f16x2x2(codes[0][q], first_h[0], first_h[1]);
+            e4m3x4_to_f16x2x2(codes[1][q], second_h[0], second_h[1]);
+            // Dims (d, d + 1) and (d + 2, d + 3) of the first half, the same of the second.
+            k_first[0] = scaled_pair(first_h[0], v_scale, w_first.x, w_first.y);
+            k_first[1] = scaled_pair(first_h[1], v_scale, w_first.z, w_first.w);
+            k_second[0] = scaled_pair(second_h[0], v_scale, w_second.x, w_second.y);
+            k_second[1] = scaled_pair(second_h[1], v_scale, w_second.z, w_second.w);
+        }
         if constexpr (kBuild == KFromVBuild::kRotateTable) {
 #pragma unroll
             for (int32_t pair = 0; pair < 2; ++pair)
@@ -137,23 +212,30 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
                 rope_rotate_bf16x2(k_first[pair], k_second[pair], position, fr[2 * pair], fr[2 * pair + 1],
                                    &k_first[pair], &k_second[pair]);
         }
-        lo[0][q] = bf16x2_to_f16x2(k_first[0]);
-        hi[0][q] = bf16x2_to_f16x2(k_first[1]);
-        lo[1][q] = bf16x2_to_f16x2(k_second[0]);
-        hi[1][q] = bf16x2_to_f16x2(k_second[1]);
+        if constexpr (kProduct) {
+            lo[0][q] = k_first[0];
+            hi[0][q] = k_first[1];
+            lo[1][q] = k_second[0];
+            hi[1][q] = k_second[1];
+        } else {
+            lo[0][q] = bf16x2_to_f16x2(k_first[0]);
+            hi[0][q] = bf16x2_to_f16x2(k_first[1]);
+            lo[1][q] = bf16x2_to_f16x2(k_second[0]);
+            hi[1][q] = bf16x2_to_f16x2(k_second[1]);
+        }
     }
 }
 
 // K of the pair blocks c, c + kPairBlockOffset (build_k_pair) times Q, added to acc.
-template <class Traits, KFromVBuild kBuild>
+template <class Traits, KFromVBuild kBuild, bool kProduct = false>
 __device__ __forceinline__ void kfv_pair_scores(uint32_t v_stage, uint32_t q_shared, uint32_t weight, uint32_t freq,
                                                 int32_t lane, int32_t c, int32_t position0, float v_scale,
                                                 const BlockCosSin& cos_sin, float (&acc)[2][4]) {
     uint32_t lo[2][4], hi[2][4];
-    build_k_pair<Traits, kBuild>(v_stage, weight, freq, lane, c, position0, v_scale, cos_sin, lo, hi);
+    build_k_pair<Traits, kBuild, kProduct>(v_stage, weight, freq, lane, c, position0, v_scale, cos_sin, lo, hi);
 #pragma unroll
     for (int32_t b = 0; b < 2; ++b)
-        accumulate_dim_block<Traits>(acc, lo[b], hi[b], q_shared, c + b * Traits::kPairBlockOffset, lane);
+        accumulate_dim_block<Traits, kProduct>(acc, lo[b], hi[b], q_shared, c + b * Traits::kPairBlockOffset, lane);
 }
 
 // S^T of one sub-tile with K built from its V chunk (scaled to log2 units, keys past kv_end at
@@ -163,7 +245,7 @@ __device__ __forceinline__ void kfv_pair_scores(uint32_t v_stage, uint32_t q_sha
 // `table` holds the sub-tile's valid keys (the words of the first kCosSinBlocksAhead loaded before
 // the unrotated blocks), else with the formula's; the same order either way, so a table with the
 // formula's values gives the same bits.
-template <class Traits>
+template <class Traits, bool kProduct = false>
 __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_shared, uint32_t weight, uint32_t freq,
                                                    const CosSinTable& table, int32_t lane, int32_t rotated_blocks,
                                                    int32_t position0, float v_scale, float score_scale,
@@ -179,25 +261,25 @@ __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_
     }
 #pragma unroll 1
     for (int32_t c = rotated_blocks; c < Traits::kPairBlockOffset; ++c)
-        kfv_pair_scores<Traits, KFromVBuild::kScale>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale, ahead[0],
+        kfv_pair_scores<Traits, KFromVBuild::kScale, kProduct>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale, ahead[0],
                                                 acc);
     if (from_table) {
 #pragma unroll
         for (int32_t c = 0; c < Traits::kCosSinBlocksAhead; ++c)
             if (c < rotated_blocks)
-                kfv_pair_scores<Traits, KFromVBuild::kRotateTable>(v_stage, q_shared, weight, freq, lane, c, position0,
+                kfv_pair_scores<Traits, KFromVBuild::kRotateTable, kProduct>(v_stage, q_shared, weight, freq, lane, c, position0,
                                                               v_scale, ahead[c], acc);
 #pragma unroll 1
         for (int32_t c = Traits::kCosSinBlocksAhead; c < rotated_blocks; ++c) {
             BlockCosSin words;
             load_block_cos_sin<Traits>(table, lane, c, position0, &words);
-            kfv_pair_scores<Traits, KFromVBuild::kRotateTable>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
+            kfv_pair_scores<Traits, KFromVBuild::kRotateTable, kProduct>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
                                                           words, acc);
         }
     } else {
 #pragma unroll 1
         for (int32_t c = 0; c < rotated_blocks; ++c)
-            kfv_pair_scores<Traits, KFromVBuild::kRotate>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
+            kfv_pair_scores<Traits, KFromVBuild::kRotate, kProduct>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
                                                      ahead[0], acc);
     }
 #pragma unroll
