@@ -7,7 +7,7 @@ plans (Context.plan, Plan.run: plan once per step, run per layer), the library v
 mode (set_debug).
 With torch (imported on first use of these names): prefill, prefill_k_from_v (a V-only cache: K
 rebuilt from V), k_from_v_rebuild (those keys rebuilt into a bf16 K + V cache), k_from_v_cos_sin
-(its cos / sin table), varlen_attention, compute_scale,
+(its cos / sin table), varlen_attention, compute_scale, power_of_two_scale,
 quantize_to_cache, quantize, the `wideattn::*` custom ops (wideattn.ops) and the reference
 (wideattn.reference). transformers: wideattn.transformers.register().
 """
@@ -30,6 +30,7 @@ _TORCH_NAMES = {
     "k_from_v_rebuild": "attention",
     "varlen_attention": "attention",
     "compute_scale": "quantization",
+    "power_of_two_scale": "quantization",
     "quantize_to_cache": "quantization",
     "quantize": "quantization",
 }

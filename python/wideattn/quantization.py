@@ -61,6 +61,21 @@ def compute_scale(src, slot_mapping=None, out=None, nonfinite_count=None):
     return out
 
 
+def power_of_two_scale(scale):
+    """The smallest power of two >= each element of `scale` (a float32 tensor of positive finite
+    scales, e.g. compute_scale's, which are >= 2^-126), as a new tensor on the same device, by
+    frexp / ldexp (exact; no host read). With such a v_scale the codes keep e4m3's relative
+    precision (the largest value maps into [224, 448] instead of onto 448) and the K-from-V decode
+    kernels may rebuild K with one bf16 product a pair of dims (the candidate decode_e4m3kfvb_d512,
+    fp8/decode_e4m3kfvb_d512/NOTES.md)."""
+    check = _checks.Checker("wideattn.power_of_two_scale")
+    check.tensor("scale", scale, scale.dim() if isinstance(scale, torch.Tensor) else 1, (torch.float32,),
+                 "of float32 scales")
+    mantissa, exponent = torch.frexp(scale)
+    # mantissa in [0.5, 1): a power of two has 0.5 and stays; anything else rounds up to 2^exponent.
+    return torch.where(mantissa == 0.5, scale, torch.ldexp(torch.ones_like(scale), exponent))
+
+
 TRANSPOSED_CACHE_SHAPE = "[num_blocks, heads, head_dim, block_size] of e4m3"
 
 

@@ -46,8 +46,10 @@ ATTENTION_NAMES = ("wideattn",)      # the attention implementations a V-only la
 calls = {"k_from_v": 0}
 _layer_class = {}
 # Per layer index: whether the V-only layer's last update asked for e4m3 V (read by the attention
-# call that follows it in the same module's forward).
+# call that follows it in the same module's forward), and whether its scale is rounded up to a
+# power of two (v_only_cache(..., power_of_two_scale=True)).
 _layer_e4m3 = {}
+_layer_power_of_two = {}
 
 
 def _dynamic_layer():
@@ -69,13 +71,15 @@ def _v_only_layer_class():
 
         is_sliding = False
 
-        def __init__(self, config, layer_idx, e4m3):
+        def __init__(self, config, layer_idx, e4m3, power_of_two_scale=False):
             """config: the model's text config (its attention implementation is checked at each
-            update); layer_idx: the layer; e4m3: rebuild K from e4m3 codes of V (module docstring)."""
+            update); layer_idx: the layer; e4m3: rebuild K from e4m3 codes of V (module docstring);
+            power_of_two_scale: their scale rounded up to a power of two."""
             super().__init__()
             self.config = config
             self.layer_idx = layer_idx
             self.e4m3 = e4m3
+            self.power_of_two_scale = power_of_two_scale
 
         def update(self, key_states, value_states, *args, **kwargs):
             """Stores value_states; returns (the prompt's keys, V) on the first update, (V, V) after
@@ -95,6 +99,7 @@ def _v_only_layer_class():
             if first:
                 return key_states, self.values
             _layer_e4m3[self.layer_idx] = self.e4m3
+            _layer_power_of_two[self.layer_idx] = self.power_of_two_scale
             return self.values, self.values
 
         def get_seq_length(self):
@@ -150,11 +155,16 @@ def k_from_v_layers(config):
     return [i for i, kind in enumerate(text.layer_types) if kind == FULL_ATTENTION]
 
 
-def v_only_cache(model, e4m3=False):
+def v_only_cache(model, e4m3=False, power_of_two_scale=False):
     """A transformers DynamicCache for `model` (a Gemma 4 model with attention_k_eq_v) whose global
     layers keep V only (module docstring); pass it as past_key_values to generate or forward with
     the "wideattn" attention. e4m3: the kernels rebuild K from e4m3 codes of V (one scale per
-    call). Registers the model's k_norm weights and RoPE frequencies for k_from_v_forward."""
+    call); power_of_two_scale (with e4m3): that scale rounded up to a power of two
+    (wideattn.power_of_two_scale), the form in which a K-from-V decode kernel may rebuild K with one
+    bf16 product a pair of dims (decode_e4m3kfvb_d512). Registers the model's k_norm weights and
+    RoPE frequencies for k_from_v_forward."""
+    if power_of_two_scale and not e4m3:
+        raise ValueError("wideattn.v_only_cache: power_of_two_scale=True rounds the e4m3 scale of V; it needs e4m3=True")
     from transformers import DynamicCache
     config = model.config
     text = _text_config(config)
@@ -167,7 +177,7 @@ def v_only_cache(model, e4m3=False):
     layer_class = _v_only_layer_class()
     for i in layers:
         if i < len(cache.layers):
-            cache.layers[i] = layer_class(text, i, e4m3)
+            cache.layers[i] = layer_class(text, i, e4m3, power_of_two_scale)
     return cache
 
 
@@ -219,8 +229,10 @@ def k_from_v_forward(module, query, value, scaling):
     (v_only_cache(..., e4m3=True)) V is quantised with one scale into an e4m3 V-only cache first.
     prefill_k_from_v chooses the path (one query: the K-from-V decode kernel; several: the keys
     rebuilt into a K + V scratch, then the K + V prefill), given max_seqlen_k = S so that it reads
-    no length from the device."""
-    e4m3 = _layer_e4m3.get(getattr(module, "layer_idx", None), False)
+    no length from the device. The layer's power_of_two_scale rounds that scale up to a power of
+    two first."""
+    layer_idx = getattr(module, "layer_idx", None)
+    e4m3 = _layer_e4m3.get(layer_idx, False)
     batch, q_heads, q_len, head_dim = query.shape
     _, kv_heads, kv_len, _ = value.shape
     if batch != 1 or q_len > kv_len:
@@ -236,6 +248,8 @@ def k_from_v_forward(module, query, value, scaling):
         slots = torch.arange(kv_len, dtype=torch.int64, device=device)
         flat = rows.contiguous()
         v_scale = _quantization.compute_scale(flat)
+        if _layer_power_of_two.get(layer_idx, False):
+            v_scale = _quantization.power_of_two_scale(v_scale)
         _quantization.quantize_to_cache(flat, v_cache, slots, v_scale)
     else:
         v_cache = torch.zeros((pages * PAGE_SLOTS, kv_heads, head_dim), dtype=value.dtype, device=device)

@@ -9,6 +9,7 @@ usage: python3 test_integrations.py   (PYTHONPATH = build/python, WIDEATTN_BUNDL
 """
 
 import importlib.abc
+import math
 import os
 import sys
 
@@ -1243,19 +1244,38 @@ def _v_only_calls(v_only_cache, model, generator, rebuilds):
         value = torch.randn((1, KV_HEADS, kv_len, KFV_HEAD_DIM), generator=generator).bfloat16()
         scale = KFV_HEAD_DIM ** -0.5
         expected = _k_from_v_expected(query, value, model, scale)
-        for e4m3 in (False, True):
+        for e4m3, power_of_two in ((False, False), (True, False), (True, True)):
             v_only_cache._layer_e4m3[model.attn.layer_idx] = e4m3
+            v_only_cache._layer_power_of_two[model.attn.layer_idx] = power_of_two
             before, rebuilt = hf.calls["k_from_v"], len(rebuilds)
-            out, weights = hf.attention_forward(model.attn, query, value, value, None, scaling=scale)
+            scales = []
+            real_quantize = v_only_cache._quantization.quantize_to_cache
+
+            def quantize(src, cache, slots, v_scale, *args, **kwargs):
+                scales.append(v_scale.item())
+                return real_quantize(src, cache, slots, v_scale, *args, **kwargs)
+
+            v_only_cache._quantization.quantize_to_cache = quantize
+            try:
+                out, weights = hf.attention_forward(model.attn, query, value, value, None, scaling=scale)
+            finally:
+                v_only_cache._quantization.quantize_to_cache = real_quantize
             assert weights is None and tuple(out.shape) == (1, q_len, Q_HEADS, KFV_HEAD_DIM), out.shape
             assert hf.calls["k_from_v"] == before + 1
             assert len(rebuilds) == rebuilt + (q_len > 1) and not any(rebuilds), (q_len, rebuilds)
             if not e4m3:
                 assert_close_bf16(out, expected, f"V only, {q_len} over {kv_len}")
+                assert not scales
             else:
                 rel = ((out.double() - expected).norm() / expected.norm()).item()
-                assert 1e-3 < rel < 8e-2, (q_len, kv_len, rel)
+                assert 1e-3 < rel < 8e-2, (q_len, kv_len, power_of_two, rel)
+                amax = value.float().abs().max().item()
+                assert len(scales) == 1 and scales[0] >= amax / 448.0 * (1 - 1e-6), (scales, amax)
+                assert (math.frexp(scales[0])[0] == 0.5) == power_of_two or scales[0] == amax / 448.0, scales
+                if power_of_two:
+                    assert scales[0] < 2 * amax / 448.0, (scales, amax)
     v_only_cache._layer_e4m3.clear()
+    v_only_cache._layer_power_of_two.clear()
 
 
 def test_rotary_table_takes_the_leading_frequencies_and_refuses_other_buffers():
@@ -1345,9 +1365,15 @@ def test_v_only_cache_keeps_v_alone_in_the_global_layers():
         model.config = _FakeConfig()
         model.config.num_kv_shared_layers = 2    # the stand-in cache still makes a layer for every type
         harness.expect_raises(ValueError, ["made 6 layers for 6 layer types"], v_only_cache.v_only_cache, model)
+        model.config = _FakeConfig()
+        harness.expect_raises(ValueError, ["power_of_two_scale=True", "e4m3=True"], v_only_cache.v_only_cache, model,
+                              power_of_two_scale=True)
+        cache = v_only_cache.v_only_cache(model, e4m3=True, power_of_two_scale=True)
+        assert cache.layers[5].e4m3 and cache.layers[5].power_of_two_scale
     finally:
         v_only_cache._layer_class.clear()
         v_only_cache._layer_e4m3.clear()
+        v_only_cache._layer_power_of_two.clear()
         for name, module in saved.items():
             if module is None:
                 sys.modules.pop(name, None)

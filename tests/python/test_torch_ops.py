@@ -799,6 +799,22 @@ def _source(tokens, seed):
     return (torch.randn((tokens, 2, HEAD_DIM), generator=generator) * 3).bfloat16()
 
 
+def test_power_of_two_scale_rounds_up_exactly():
+    """wideattn.power_of_two_scale: each scale to the smallest power of two >= it (a power of two
+    stays, 2^-126 included), a new tensor; a scale that is not float32 is refused."""
+    scales = torch.tensor([1.0, 0.75, 3.0e-3, 2.0 ** -126, 448.0 / 448.0, 0.5000001, 1.0e30], dtype=torch.float32)
+    expected = torch.tensor([1.0, 1.0, 2.0 ** -8, 2.0 ** -126, 1.0, 1.0, 2.0 ** 100], dtype=torch.float32)
+    rounded = wideattn.power_of_two_scale(scales)
+    assert torch.equal(rounded, expected), rounded
+    assert rounded.data_ptr() != scales.data_ptr() and scales[1].item() == 0.75
+    for value in (1.0e-20, 0.3, 7.0, 1234.5):
+        one = torch.tensor([value], dtype=torch.float32)
+        r = wideattn.power_of_two_scale(one).item()
+        assert r >= value and r / 2 < value and math.frexp(r)[0] == 0.5, (value, r)
+    harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.power_of_two_scale", "scale"],
+                          wideattn.power_of_two_scale, scales.double())
+
+
 def test_compute_scale_skips_padding_and_counts_nonfinite():
     src = _source(6, 9)
     src[1, 0, 5] = float("nan")
