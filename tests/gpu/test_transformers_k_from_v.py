@@ -10,7 +10,8 @@ the K + V path run the same way, so the gate asks whether caching V alone change
 computes. bf16: the "wideattn" attention over transformers' DynamicCache (K + V) against the same
 over v_only_cache(model). e4m3: hf_gemma4's E4M3_ATTENTION over a DynamicCache (each call's K and
 V quantised with one scale each) against v_only_cache(model, e4m3=True) (V quantised with one
-scale, K rebuilt from the e4m3 V).
+scale, K rebuilt from the e4m3 V), and teacher-forced also with that scale rounded up to a power
+of two (power_of_two_scale=True).
   - teacher-forced: PROMPT_TOKENS, then CHUNK_TOKENS per forward to TEACHER_TOKENS (every chunk
     after the first runs over the V-only cache: its keys rebuilt into a K + V scratch, then the
     K + V prefill kernel);
@@ -87,12 +88,12 @@ def kv_path(e4m3):
     return (hf_gemma4.E4M3_ATTENTION if e4m3 else "wideattn"), DynamicCache(config=m.config)
 
 
-def v_only_path(e4m3):
+def v_only_path(e4m3, power_of_two=False):
     m = model()
-    return "wideattn", v_only_cache.v_only_cache(m, e4m3=e4m3)
+    return "wideattn", v_only_cache.v_only_cache(m, e4m3=e4m3, power_of_two_scale=power_of_two)
 
 
-def gate(sequences, label, e4m3, first, chunk, rows_from=0):
+def gate(sequences, label, e4m3, first, chunk, rows_from=0, power_of_two=False):
     """The paired gate on teacher-forced logits of `sequences` (token tensors, their rows pooled):
     V-only candidate, K + V baseline, each run in pieces (hf_gemma4.chunked_logits), against one
     float32-attention forward; on each sequence's rows from `rows_from` on (the greedy gate: the
@@ -107,7 +108,7 @@ def gate(sequences, label, e4m3, first, chunk, rows_from=0):
         rows["baseline"].append(
             hf_gemma4.chunked_logits(m, tokens, attention, cache, first, chunk).cpu().numpy()[rows_from:])
         before = hf_gemma4.k_from_v_calls()
-        attention, cache = v_only_path(e4m3)
+        attention, cache = v_only_path(e4m3, power_of_two)
         rows["candidate"].append(
             hf_gemma4.chunked_logits(m, tokens, attention, cache, first, chunk).cpu().numpy()[rows_from:])
         served += hf_gemma4.k_from_v_calls() - before
@@ -135,10 +136,10 @@ def gate(sequences, label, e4m3, first, chunk, rows_from=0):
     return verdict["verdict"]
 
 
-def teacher_forced(e4m3):
+def teacher_forced(e4m3, power_of_two=False):
     model()
-    label = f"kfv_teacher_{'e4m3' if e4m3 else 'bf16'}_{LAYERS}"
-    assert gate([_state["tokens"]], label, e4m3, PROMPT_TOKENS, CHUNK_TOKENS) == "ACCEPT"
+    label = f"kfv_teacher_{'e4m3' if e4m3 else 'bf16'}{'_pow2' if power_of_two else ''}_{LAYERS}"
+    assert gate([_state["tokens"]], label, e4m3, PROMPT_TOKENS, CHUNK_TOKENS, power_of_two=power_of_two) == "ACCEPT"
 
 
 def greedy(e4m3):
@@ -178,6 +179,12 @@ def test_teacher_forced_gate_accepts_v_only_bf16():
 
 def test_teacher_forced_gate_accepts_v_only_e4m3():
     teacher_forced(True)
+
+
+def test_teacher_forced_gate_accepts_v_only_e4m3_power_of_two_scale():
+    """The e4m3 V-only path with its scale rounded up to a power of two (v_only_cache(...,
+    power_of_two_scale=True)), against the same K + V baseline."""
+    teacher_forced(True, power_of_two=True)
 
 
 def test_greedy_generation_over_v_only_bf16():
