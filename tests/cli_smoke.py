@@ -220,6 +220,14 @@ PLAN_CASES = [
     ("plan --json in a missing directory", ["plan", "--json", "/nonexistent/reports/p.json"], EXIT_USAGE, "err",
      ["wideattn plan: cannot write --json '/nonexistent/reports/p.json'"]),
     ("plan unknown option", ["plan", "--bogus"], EXIT_USAGE, "err", ["wideattn plan: unknown argument '--bogus'"]),
+    ("plan --seqs without --context", ["plan", "--seqs", "4"], EXIT_USAGE, "err", ["give --context"]),
+    ("plan --context with --cases", ["plan", "--context", "100", "--cases", "prompt_4k"], EXIT_USAGE, "err",
+     ["not with --cases or --suite"]),
+    ("plan --heads not dividing", ["plan", "--context", "5", "--heads", "8,3"], EXIT_USAGE, "err",
+     ["--heads='8,3' is not HQ,HKV"]),
+    ("plan --context -1", ["plan", "--context", "-1"], EXIT_USAGE, "err", ["--context='-1' is not an integer in 0.."]),
+    ("plan: a case too large for the tool's block table", ["plan", "--context", "67108864", "--seqs", "65536"],
+     EXIT_USAGE, "err", ["block-table entries, more than the 67108864"]),
 ]
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")
@@ -323,6 +331,10 @@ if "sm_90a" in archs:
            entry["case"] == "decode_1_ctx_128k" and sum(entry["split_keys"]) == entry["max_seqlen_k"] and
            len(entry["split_keys"]) == entry["num_splits"] and entry["workspace_bytes"] > 0, (rc, plan, err))
     os.remove(json_path)
+    rc, out, err = run(["plan", "--context", "20480", "--q-len", "5", "--seqs", "2", "--heads", "8,1"])
+    row = next((line for line in out.splitlines() if line.startswith("custom_2x5_ctx_20480 ")), "")
+    expect("plan: a case of one's own (2 sequences of 5 tokens at 20k, a TP=4 rank's heads)",
+           rc == EXIT_OK and row.split()[1:3] == ["10", "2"] and "wgmma_bf16_d512" in row, (rc, out, err))
     rc, out, err = run(["plan", "--cases", "prompt_4k", "--k-from-v"])
     expect("plan: a refused case prints the library's message in its row, exit 1",
            rc == 1 and "prompt_4k" in out and "error: no kernel in the bundle" in out, (rc, out, err))

@@ -2,11 +2,12 @@
 // on a device described by its arch and SM count, without a GPU: the kernel, the split count,
 // the merge kernel, the workspace, and the key ranges of the splits (wideattn_plan_launch and
 // kernels/common/split_range.h, the arithmetic the split kernels run).
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accuracy/json_writer.h"
@@ -24,6 +25,13 @@ constexpr const char* kSuiteAll = "all";
 constexpr const char* kDefaultArch = "sm_90a";
 constexpr long long kDefaultSms = 132;       // H100 SXM and H200
 constexpr long long kMaxSms = 1 << 16;
+// A case of one's own (--context): its sequences, new tokens and cached keys, and the block-table
+// entries its host problem may hold (the plan builds the table on the host).
+constexpr long long kMaxSeqs = 1 << 16;
+constexpr long long kMaxQLen = 1 << 20;
+constexpr long long kMaxContext = 1 << 26;
+constexpr long long kMaxTableEntries = 1LL << 26;
+constexpr long long kMaxHeads = 1 << 12;
 // The addresses the planned calls name: nothing reads them (wideattn_plan_launch checks shapes,
 // alignment and overlap only), so each tensor gets its own range above kPlaceholderBase.
 constexpr uint64_t kPlaceholderBase = uint64_t{1} << 44;
@@ -33,9 +41,44 @@ struct PlanOptions {
     std::string bundle_flag, json_path, cases_flag, kernel_flag;
     std::string suite = kSuiteAll;
     std::string arch = kDefaultArch;
-    bool cases_given = false, e4m3_kv = false, e4m3_q = false, v_transposed = false, k_from_v = false;
+    bool cases_given = false, suite_given = false, e4m3_kv = false, e4m3_q = false, v_transposed = false,
+         k_from_v = false;
     long long sms = kDefaultSms, splits = 0;
+    // --seqs, --q-len, --context, --heads: a case of one's own (context < 0: none).
+    long long seqs = 1, q_len = 1, context = -1, q_heads = kGemma4QHeads, kv_heads = kGemma4KvHeads;
+    bool shape_given = false;  // --seqs, --q-len or --heads given
 };
+
+// The case of --seqs, --q-len, --context and --heads: `seqs` sequences of `q_len` new tokens
+// after `context` cached keys each.
+BenchCase custom_case(const PlanOptions& o) {
+    BenchCase c;
+    c.name = "custom_" + std::to_string(o.seqs) + "x" + std::to_string(o.q_len) + "_ctx_" + std::to_string(o.context);
+    c.q_lens.assign(static_cast<size_t>(o.seqs), static_cast<int32_t>(o.q_len));
+    c.contexts.assign(static_cast<size_t>(o.seqs), static_cast<int32_t>(o.context));
+    c.hq = static_cast<int32_t>(o.q_heads);
+    c.hkv = static_cast<int32_t>(o.kv_heads);
+    c.decode = o.q_len == 1;
+    return c;
+}
+
+// "HQ,HKV" of --heads into *o; false when it is not two integers in 1..kMaxHeads, HKV dividing HQ.
+bool parse_heads(const std::string& text, PlanOptions* o) {
+    const size_t comma = text.find(',');
+    if (comma == std::string::npos) return false;
+    long long hq = 0, hkv = 0;
+    const std::string a = text.substr(0, comma), b = text.substr(comma + 1);
+    const auto digits = [](const std::string& t) {
+        return !t.empty() && t.size() <= 5 && t.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!digits(a) || !digits(b)) return false;
+    hq = std::stoll(a);
+    hkv = std::stoll(b);
+    if (hq < 1 || hkv < 1 || hq > kMaxHeads || hkv > kMaxHeads || hq % hkv != 0) return false;
+    o->q_heads = hq;
+    o->kv_heads = hkv;
+    return true;
+}
 
 // The compute capability of an arch name (sm_90a -> 9.0, sm_89 -> 8.9, sm_120a -> 12.0); false
 // when `arch` is not sm_ followed by two or three digits and an optional 'a'.
@@ -64,22 +107,25 @@ class PlaceholderSpace {
     uint64_t next_ = kPlaceholderBase;
 };
 
-// The sizes of the splits of `kv_end` keys over `splits` ranges of whole granules, as
-// "COUNT x KEYS" runs in split order ("-" for an unsplit call).
+// The keys of each split of `kv_end` keys over `splits` ranges of whole granules into *sizes (split
+// order), and as text: "COUNT x KEYS" for each size, in the order the sizes first appear ("-" for
+// an unsplit call).
 std::string split_sizes(int64_t kv_end, int64_t granule, int32_t splits, std::vector<int64_t>* sizes) {
     sizes->clear();
     if (splits <= 1) return "-";
-    std::string text;
+    std::vector<std::pair<int64_t, int32_t>> counts;  // (keys, splits of that many keys)
     for (int32_t z = 0; z < splits; ++z) {
         const SplitRange r = split_range(kv_end, granule, z, splits);
         sizes->push_back(r.end - r.begin);
+        auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == sizes->back(); });
+        if (it == counts.end())
+            counts.push_back({sizes->back(), 1});
+        else
+            ++it->second;
     }
-    for (size_t i = 0; i < sizes->size();) {
-        size_t j = i;
-        while (j < sizes->size() && (*sizes)[j] == (*sizes)[i]) ++j;
-        text += (text.empty() ? "" : ", ") + std::to_string(j - i) + " x " + std::to_string((*sizes)[i]);
-        i = j;
-    }
+    std::string text;
+    for (const auto& [keys, count] : counts)
+        text += (text.empty() ? "" : ", ") + std::to_string(count) + " x " + std::to_string(keys);
     return text;
 }
 
@@ -153,17 +199,19 @@ void plan_case(wideattn_context* ctx, const PlanOptions& o, int cc_major, int cc
 void print_help() {
     std::printf(
         "usage: wideattn plan [--bundle DIR] [--arch sm_XX] [--sms N] [--suite prefill|decode|all]\n"
-        "                     [--cases A,B,...] [--kv-dtype bf16|e4m3] [--q-dtype bf16|e4m3]\n"
-        "                     [--v-transposed] [--k-from-v] [--kernel NAME] [--splits N] [--json FILE]\n\n"
+        "                     [--cases A,B,...] [--context N [--seqs N] [--q-len N] [--heads HQ,HKV]]\n"
+        "                     [--kv-dtype bf16|e4m3] [--q-dtype bf16|e4m3] [--v-transposed] [--k-from-v]\n"
+        "                     [--kernel NAME] [--splits N] [--json FILE]\n\n"
         "Prints what the dispatcher would launch for the cases of `wideattn bench` (the Gemma 4 31B\n"
         "global-layer suites: Hq 32, Hkv 4, D 512, page 16, the bench's max_seqlen_q / max_seqlen_k\n"
-        "hints) on a device of that arch and SM count, without a GPU (wideattn_plan_launch: the\n"
-        "selection, the split rule and the workspace; a tuning file in force applies where its\n"
-        "compute capability matches the arch). Per case: the kernel, the split count (with the\n"
-        "workspace wideattn_workspace_size asks for), the merge kernel, the workspace bytes, and\n"
-        "the keys of each split for the longest sequence's last query tile, as runs of 'COUNT x\n"
-        "KEYS' in split order (kernels/common/split_range.h: whole granules of lcm(the kernel's\n"
-        "tile keys, the page size) spread evenly, the last split holding the partial granule).\n"
+        "hints), or for a case of one's own (--context), on a device of that arch and SM count,\n"
+        "without a GPU (wideattn_plan_launch: the selection, the split rule and the workspace; a\n"
+        "tuning file in force applies where its compute capability matches the arch). Per case:\n"
+        "the kernel, the split count (with the workspace wideattn_workspace_size asks for), the\n"
+        "merge kernel, the workspace bytes, and the keys of the splits of the longest sequence's\n"
+        "last query tile as 'COUNT x KEYS' for each size, in the order the sizes first appear\n"
+        "(kernels/common/split_range.h: whole granules of lcm(the kernel's tile keys, the page\n"
+        "size) spread evenly, the last split holding the partial granule).\n"
         "The calls name addresses nothing reads; no memory is allocated. Exit status 1 when the\n"
         "library refuses a case (its message is printed in the row), 2 on a usage error.\n\n"
         "  --bundle DIR     bundle directory (default: $WIDEATTN_BUNDLE, the build tree's, the installed one)\n"
@@ -172,6 +220,10 @@ void print_help() {
         "  --sms N          the device's SM count (default %lld: H100 SXM, H200), 1..%lld\n"
         "  --suite S        prefill, decode or all (default): the cases of `wideattn bench --suite S`\n"
         "  --cases LIST     comma-separated case names of either suite (`wideattn bench --list`)\n"
+        "  --context N      plan one case of its own instead: --seqs sequences (default 1, 1..%lld) of\n"
+        "                   --q-len new tokens (default 1, 1..%lld) after N cached keys each (0..%lld),\n"
+        "                   --heads HQ,HKV query and KV heads (default %d,%d); head dim 512, page 16;\n"
+        "                   not with --cases or --suite\n"
         "  --kv-dtype T     bf16 (default) or e4m3 K/V with per-tensor scales\n"
         "  --q-dtype T      bf16 (default) or e4m3 Q (with --kv-dtype e4m3)\n"
         "  --v-transposed   V in the transposed layout (WIDEATTN_FLAG_V_TRANSPOSED; with --kv-dtype e4m3)\n"
@@ -182,7 +234,8 @@ void print_help() {
         "  --json FILE      also write the plans as JSON: arch, sms, and per case: case, total_q,\n"
         "                   num_seqs, max_seqlen_k, kernel, num_splits, merge_kernel, workspace_bytes,\n"
         "                   split_keys (the keys of each split, in order), or error\n",
-        kDefaultArch, kDefaultSms, kMaxSms, WIDEATTN_MAX_SPLITS);
+        kDefaultArch, kDefaultSms, kMaxSms, kMaxSeqs, kMaxQLen, kMaxContext, kGemma4QHeads, kGemma4KvHeads,
+        WIDEATTN_MAX_SPLITS);
 }
 
 // Reads an option with a value; false after printing a usage error.
@@ -203,6 +256,14 @@ bool value_option(ArgReader& args, PlanOptions* o) {
             return false;
         }
         o->suite = text;
+        o->suite_given = true;
+    } else if (option == "--heads") {
+        if (!parse_heads(text, o)) {
+            std::fprintf(stderr, "wideattn plan: --heads='%s' is not HQ,HKV (query and KV heads, 1..%lld, HKV dividing "
+                         "HQ)\n", text.c_str(), kMaxHeads);
+            return false;
+        }
+        o->shape_given = true;
     } else if (option == "--arch") {
         int major = 0, minor = 0;
         if (!arch_capability(text, &major, &minor)) {
@@ -233,8 +294,17 @@ int parse_options(int argc, char** argv, PlanOptions* o) {
             print_help();
             return 0;
         } else if (args.is("--kv-dtype") || args.is("--q-dtype") || args.is("--suite") || args.is("--arch") ||
-                   args.is("--cases") || args.is("--bundle") || args.is("--json") || args.is("--kernel")) {
+                   args.is("--cases") || args.is("--bundle") || args.is("--json") || args.is("--kernel") ||
+                   args.is("--heads")) {
             if (!value_option(args, o)) return 2;
+        } else if (args.is("--seqs")) {
+            if (!args.int_value(1, kMaxSeqs, &o->seqs)) return 2;
+            o->shape_given = true;
+        } else if (args.is("--q-len")) {
+            if (!args.int_value(1, kMaxQLen, &o->q_len)) return 2;
+            o->shape_given = true;
+        } else if (args.is("--context")) {
+            if (!args.int_value(0, kMaxContext, &o->context)) return 2;
         } else if (args.is("--sms")) {
             if (!args.int_value(1, kMaxSms, &o->sms)) return 2;
         } else if (args.is("--splits")) {
@@ -254,6 +324,22 @@ int parse_options(int argc, char** argv, PlanOptions* o) {
     }
     if (o->v_transposed && !o->e4m3_kv) {
         std::fprintf(stderr, "wideattn plan: --v-transposed is a layout of e4m3 V: it needs --kv-dtype e4m3\n");
+        return 2;
+    }
+    if (o->context < 0 && o->shape_given) {
+        std::fprintf(stderr, "wideattn plan: --seqs, --q-len and --heads describe a case of --context keys: give "
+                     "--context\n");
+        return 2;
+    }
+    if (o->context >= 0 && (o->cases_given || o->suite_given)) {
+        std::fprintf(stderr, "wideattn plan: --context describes one case of its own; not with --cases or --suite\n");
+        return 2;
+    }
+    const long long pages = (o->context + o->q_len + kBenchBlockSize - 1) / kBenchBlockSize;
+    if (o->context >= 0 && o->seqs * pages > kMaxTableEntries) {
+        std::fprintf(stderr, "wideattn plan: --seqs=%lld sequences of --context=%lld + --q-len=%lld keys need %lld "
+                     "block-table entries, more than the %lld this tool builds\n", o->seqs, o->context, o->q_len,
+                     o->seqs * pages, kMaxTableEntries);
         return 2;
     }
     return -1;
@@ -314,7 +400,9 @@ int plan_main(int argc, char** argv) {
     PlanOptions o;
     if (const int status = parse_options(argc, argv, &o); status >= 0) return status;
     std::vector<BenchCase> cases;
-    if (o.cases_given) {
+    if (o.context >= 0) {
+        cases.push_back(custom_case(o));
+    } else if (o.cases_given) {
         if (!named_cases(o.cases_flag, "plan", "wideattn bench --list", &cases)) return 2;
     } else {
         if (o.suite != kSuiteDecode) cases = gemma4_suite();
