@@ -323,7 +323,7 @@ def attention_forward(module, query, key, value, attention_mask, **kwargs):
         # A V-only cache layer's call (wideattn.v_only_cache): K exists only as V's function, so
         # it never goes to SDPA.
         calls["k_from_v"] += 1
-        return _v_only.k_from_v_forward(module, query, value, scaling), None
+        return _v_only.k_from_v_forward(module, query, value, scaling, v_only_rows(attention_mask, query, value)), None
     if paged and kwargs.get("block_table") is not None:
         raise NotImplementedError("wideattn.transformers: a continuous-batching call with a block_table "
                                   "(transformers' flash_attn_with_kvcache decode path) is not supported")
@@ -340,6 +340,29 @@ def attention_forward(module, query, key, value, attention_mask, **kwargs):
         return _fallback()(module, query, key, value, attention_mask, **kwargs)
     calls["paged" if paged else "dense"] += 1
     return result, None
+
+
+def v_only_rows(attention_mask, query, value):
+    """A V-only call's rows for v_only_cache.k_from_v_forward, from `attention_mask` (the call's, in
+    SDPA format, a 2-D padding mask or None) and the shapes of `query` [B, Hq, T, D] and `value`
+    [B, Hkv, S, D]: None where nothing is padded (no mask, or a mask over all of every row's keys:
+    the ordinary causal call), else per batch row
+    (pad_rows, key_start, key_len) as host ints from mask_plan (one read of the device: this path's
+    host costs are not tuned). Raises NotImplementedError for a mask other than causal with left
+    padding (K from V needs each key's position, which such a mask does not give)."""
+    batch, _, q_len, _ = query.shape
+    kv_len = value.shape[2]
+    if attention_mask is None:
+        return None
+    plan = mask_plan(attention_mask, batch, q_len, kv_len, query.device, True)
+    if plan is None:
+        raise NotImplementedError("wideattn.v_only_cache: a V-only layer serves causal masks with left padding "
+                                  "only (K is rebuilt at each key's position in its row)")
+    pad_rows, key_start, key_len = (t.tolist() for t in plan)
+    rows = list(zip(pad_rows, key_start, key_len))
+    if all(row == (0, 0, kv_len) for row in rows):
+        return None
+    return rows
 
 
 def is_paged_call(kwargs):

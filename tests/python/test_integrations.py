@@ -1227,14 +1227,53 @@ def test_v_only_calls_rebuild_k_from_the_cached_v():
     key = torch.randn((1, KV_HEADS, 8, KFV_HEAD_DIM), generator=generator).bfloat16()
     assert not v_only_cache.is_v_only_call(model.attn, key, key.clone())
     assert not v_only_cache.is_v_only_call(_GlobalAttention(7, model.attn.k_norm.weight), key, key)
-    query = torch.randn((1, Q_HEADS, 1, KFV_HEAD_DIM), generator=generator).bfloat16()
+    query = torch.randn((1, Q_HEADS, 4, KFV_HEAD_DIM), generator=generator).bfloat16()
     value = torch.randn((1, KV_HEADS, 3, KFV_HEAD_DIM), generator=generator).bfloat16()
-    try:
-        v_only_cache.k_from_v_forward(model.attn, query.repeat(2, 1, 1, 1), value.repeat(2, 1, 1, 1), 1.0)
-    except NotImplementedError as e:
-        assert "batch 2" in str(e), e
-    else:
-        raise AssertionError("batch 2 was served")
+    harness.expect_raises(NotImplementedError, ["at most as many queries as keys", "4 queries over 3 keys"],
+                          v_only_cache.k_from_v_forward, model.attn, query, value, 1.0)
+
+
+def test_v_only_calls_of_a_left_padded_batch():
+    """A V-only layer's call over a batch with left padding (a 2-D padding mask, as generate passes
+    it): each row's K is rebuilt from its real keys at positions 0 .. from its first real token
+    (transformers numbers a left-padded row's positions so), its queries at padded positions give
+    zeros, and each row equals that row alone without padding; bf16 and e4m3 V, one query (decode)
+    and several (a chunk, one of whose queries is padding), and a row without padding beside a
+    padded one. A mask of another form is refused by name."""
+    from wideattn import v_only_cache
+    _setup()
+    model = _KfvModel()
+    v_only_cache.register_model(model)
+    generator = torch.Generator().manual_seed(23)
+    scale = KFV_HEAD_DIM ** -0.5
+    for q_len, kv_len, pads in ((1, 40, (0, 7)), (3, 37, (5, 0)), (2, 33, (17, 3)), (3, 5, (3, 0))):
+        batch = len(pads)
+        query = torch.randn((batch, Q_HEADS, q_len, KFV_HEAD_DIM), generator=generator).bfloat16()
+        value = torch.randn((batch, KV_HEADS, kv_len, KFV_HEAD_DIM), generator=generator).bfloat16()
+        mask = torch.ones((batch, kv_len), dtype=torch.long)
+        for b, pad in enumerate(pads):
+            mask[b, :pad] = 0
+        for e4m3 in (False, True):
+            v_only_cache._layer_e4m3[model.attn.layer_idx] = e4m3
+            out, weights = hf.attention_forward(model.attn, query, value, value, mask, scaling=scale)
+            assert weights is None and tuple(out.shape) == (batch, q_len, Q_HEADS, KFV_HEAD_DIM), out.shape
+            for b, pad in enumerate(pads):
+                real_q = q_len - max(pad - (kv_len - q_len), 0)  # the queries at real positions
+                alone = _k_from_v_expected(query[b:b + 1, :, q_len - real_q:], value[b:b + 1, :, pad:], model, scale)
+                got = out[b:b + 1, q_len - real_q:]
+                if not e4m3:
+                    assert_close_bf16(got, alone, f"row {b} of {pads}, {q_len} over {kv_len}")
+                else:
+                    rel = ((got.double() - alone).norm() / alone.norm()).item()
+                    assert rel < 8e-2, (b, pads, rel)
+                assert not out[b, :q_len - real_q].any()
+    v_only_cache._layer_e4m3.clear()
+    query = torch.randn((2, Q_HEADS, 1, KFV_HEAD_DIM), generator=generator).bfloat16()
+    value = torch.randn((2, KV_HEADS, 9, KFV_HEAD_DIM), generator=generator).bfloat16()
+    holes = torch.ones((2, 9), dtype=torch.long)
+    holes[0, 4] = 0                                  # a hole in the middle: no key range
+    harness.expect_raises(NotImplementedError, ["causal masks with left padding"], hf.attention_forward, model.attn,
+                          query, value, value, holes, scaling=scale)
 
 
 def _v_only_calls(v_only_cache, model, generator, rebuilds):
