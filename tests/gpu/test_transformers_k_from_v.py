@@ -20,6 +20,9 @@ of two (power_of_two_scale=True).
     path's, or part at a near tie (NEAR_TIE_LOGIT in the K + V path's logits of that step), and
     the gate on the pooled decode rows of the V-only path's sequences (the prompts' rows come from
     their own K on both paths) ACCEPTs (64 rows of one prompt left it INCONCLUSIVE at 60 layers);
+  - a left-padded batch of two prompts (PADDED_PROMPTS tokens) through generate() over one V-only
+    cache: each row's PADDED_NEW_TOKENS greedy tokens equal those of its prompt alone over a
+    V-only cache, or part at a near tie of the lone run's logits;
   - memory: one forward of a MEMORY_TOKENS prompt into each cache (the prompt's own K serves its
     attention; the V-only cache keeps V alone): the global layers' cache bytes, V-only over K + V
     (bar: one half), and the whole cache's.
@@ -193,6 +196,43 @@ def test_greedy_generation_over_v_only_bf16():
 
 def test_greedy_generation_over_v_only_e4m3():
     greedy(True)
+
+
+PADDED_PROMPTS = (200, 137)     # two prompts of a left-padded batch
+PADDED_NEW_TOKENS = 16
+
+
+def test_left_padded_batch_over_v_only_matches_each_row_alone():
+    """generate() on a left-padded batch of two prompts over one V-only cache (its decode steps:
+    the rows' real keys at their own positions, wideattn.transformers.v_only_rows) against each
+    prompt alone over a V-only cache: the same greedy tokens, or parting at a near tie of the lone
+    run's logits (its context is the same up to there)."""
+    m = model()
+    prompts = [_state["tokens"][:PADDED_PROMPTS[0]], _state["tokens"][1000:1000 + PADDED_PROMPTS[1]]]
+    width = max(PADDED_PROMPTS)
+    ids = torch.zeros((2, width), dtype=torch.long, device=prompts[0].device)
+    mask = torch.zeros((2, width), dtype=torch.long, device=prompts[0].device)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - prompt.shape[0]:] = prompt
+        mask[row, width - prompt.shape[0]:] = 1
+    m.set_attn_implementation("wideattn")
+    before = hf_gemma4.k_from_v_calls()
+    with torch.no_grad():
+        batched = m.generate(input_ids=ids, attention_mask=mask, max_new_tokens=PADDED_NEW_TOKENS,
+                             min_new_tokens=PADDED_NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0,
+                             past_key_values=v_only_cache.v_only_cache(m))
+    assert hf_gemma4.k_from_v_calls() > before, "no decode step ran over the V-only cache"
+    for row, prompt in enumerate(prompts):
+        alone_tokens, alone_logits = hf_gemma4.greedy(m, prompt, PADDED_NEW_TOKENS, "wideattn",
+                                                      v_only_cache.v_only_cache(m))
+        tokens = batched[row, width:]
+        first = next((i for i in range(PADDED_NEW_TOKENS) if tokens[i] != alone_tokens[i]), None)
+        if first is None:
+            print(f"  row {row} ({prompt.shape[0]} prompt tokens): {PADDED_NEW_TOKENS} tokens as the row alone")
+            continue
+        gap = (alone_logits[first].max() - alone_logits[first][tokens[first]]).item()
+        print(f"  row {row}: parts from the row alone at step {first}, {gap:.3f} below its top logit there")
+        assert gap <= NEAR_TIE_LOGIT, (row, first, gap)
 
 
 def test_v_only_cache_halves_the_global_layers():
