@@ -345,24 +345,22 @@ def attention_forward(module, query, key, value, attention_mask, **kwargs):
 def v_only_rows(attention_mask, query, value):
     """A V-only call's rows for v_only_cache.k_from_v_forward, from `attention_mask` (the call's, in
     SDPA format, a 2-D padding mask or None) and the shapes of `query` [B, Hq, T, D] and `value`
-    [B, Hkv, S, D]: None where nothing is padded (no mask, or a mask over all of every row's keys:
-    the ordinary causal call), else per batch row
-    (pad_rows, key_start, key_len) as host ints from mask_plan (one read of the device: this path's
-    host costs are not tuned). Raises NotImplementedError for a mask other than causal with left
+    [B, Hkv, S, D]: None without a mask, else mask_plan's (pad_rows, key_start, key_len) per batch
+    row as device tensors (the reading build_mask attached, else the mask read and verified here,
+    one synchronisation). Raises NotImplementedError for a mask other than causal with left
     padding (K from V needs each key's position, which such a mask does not give)."""
     batch, _, q_len, _ = query.shape
     kv_len = value.shape[2]
     if attention_mask is None:
         return None
-    plan = mask_plan(attention_mask, batch, q_len, kv_len, query.device, True)
+    attached, plan = (False, None) if _mask_check["mode"] != MASK_CHECK_AUTO or _debug["on"] \
+        else attached_reading(attention_mask, batch, q_len, kv_len)
+    if not attached:
+        plan = mask_plan(attention_mask, batch, q_len, kv_len, query.device, True)
     if plan is None:
         raise NotImplementedError("wideattn.v_only_cache: a V-only layer serves causal masks with left padding "
                                   "only (K is rebuilt at each key's position in its row)")
-    pad_rows, key_start, key_len = (t.tolist() for t in plan)
-    rows = list(zip(pad_rows, key_start, key_len))
-    if all(row == (0, 0, kv_len) for row in rows):
-        return None
-    return rows
+    return plan
 
 
 def is_paged_call(kwargs):

@@ -21,8 +21,8 @@ attention implementation by name, since any other function would take V for K wi
 
 Served calls: any batch whose mask is causal with left padding (a row's keys from its first real
 token on, their RoPE positions 0 .. from there, as transformers numbers a left-padded row: each
-row's real keys are copied into pages of their own; a mask of another form is refused), any number
-of new tokens over the cache (one token: the dispatcher's K-from-V decode kernel; more:
+row's real keys are copied into pages of their own, by device ops alone for a decode step; a mask
+of another form is refused), any number of new tokens over the cache (one token: the dispatcher's K-from-V decode kernel; more:
 prefill_k_from_v rebuilds the keys once into a bf16 K + V scratch, wideattn_k_from_v_rebuild, and
 runs the dispatcher's K + V prefill kernel over it; until C API 0.8.0 such calls pinned the decode
 kernel by name, one block per token, each block rebuilding every key it read, and the pin applied to
@@ -223,21 +223,24 @@ def is_v_only_call(module, key, value):
     return key is value and id(module) in _modules
 
 
-def k_from_v_forward(module, query, value, scaling, rows=None):
+def k_from_v_forward(module, query, value, scaling, plan=None):
     """A V-only layer's call: `module` the attention module (register_model recorded it), query
     [B, Hq, T, D] over `value`, the cached V [B, Hkv, S, D] (T <= S, the queries the last T
-    positions, causal), K rebuilt from V, `scaling` the softmax scale. `rows`: None (no padding:
-    every batch row's keys are its S positions 0 .. S - 1), or per batch row (pad_rows, key_start,
-    key_len) as host ints (wideattn.transformers.mask_plan of the call's mask: left padding), so
-    that row b's keys are its key_len real ones from key_start on, at positions 0 .. key_len - 1
-    (transformers numbers a left-padded row's positions from its first real token), and its first
-    pad_rows queries are padding (their outputs zero). Returns the output [B, T, Hq, D] bf16.
-    Each row's real keys are copied into pages of their own (PAGE_SLOTS keys a page), so a
-    position is an index in its sequence. With an e4m3 layer (v_only_cache(..., e4m3=True)) V is
-    quantised with one scale for the call into an e4m3 V-only cache first, rounded up to a power
-    of two with the layer's power_of_two_scale. prefill_k_from_v chooses the path (one query a
-    sequence: the K-from-V decode kernel; more: the keys rebuilt into a K + V scratch, then the
-    K + V prefill), given max_seqlen_k so that it reads no length from the device."""
+    positions, causal), K rebuilt from V, `scaling` the softmax scale. `plan`: None (no padding:
+    each batch row's keys are its S positions 0 .. S - 1), or per batch row (pad_rows, key_start,
+    key_len) as int64 device tensors (wideattn.transformers.mask_plan of the call's mask: left
+    padding): row b's keys are its key_len real ones from key_start on, at positions 0 ..
+    key_len - 1 (transformers numbers a left-padded row's positions from its first real token),
+    and its first pad_rows queries are padding (their outputs zero). Returns the output
+    [B, T, Hq, D] bf16. Each row's keys go to pages of their own (PAGE_SLOTS keys a page), so a
+    position is an index in its sequence; one query a row, or no plan, is laid out by device ops
+    alone (the rows' pages at fixed places, their key counts from the plan), several queries with
+    a plan read the plan on the host (a synchronisation) to pack the real queries. With an e4m3
+    layer (v_only_cache(..., e4m3=True)) V is quantised with one scale for the call into an e4m3
+    V-only cache first, rounded up to a power of two with the layer's power_of_two_scale.
+    prefill_k_from_v chooses the path (one query a sequence: the K-from-V decode kernel; more: the
+    keys rebuilt into a K + V scratch, then the K + V prefill), given max_seqlen_k so that it reads
+    no length from the device."""
     layer_idx = getattr(module, "layer_idx", None)
     e4m3 = _layer_e4m3.get(layer_idx, False)
     batch, q_heads, q_len, head_dim = query.shape
@@ -245,24 +248,63 @@ def k_from_v_forward(module, query, value, scaling, rows=None):
     if q_len > kv_len:
         raise NotImplementedError(f"wideattn.v_only_cache: a V-only layer serves at most as many queries as keys, "
                                   f"not {q_len} queries over {kv_len} keys")
-    if rows is None:
-        rows = [(0, 0, kv_len)] * batch
-    weight, inv_freq, rotary_dims = _modules[id(module)]
     device = query.device
-    pages = [-(-key_len // PAGE_SLOTS) for _, _, key_len in rows]
-    first_page = [sum(pages[:b]) for b in range(batch)]
-    total_pages = max(sum(pages), 1)
-    # Slot of each real key in the paged cache, and the value rows they come from ([B * S] flat).
-    slots = torch.cat([torch.arange(key_len, dtype=torch.int64) + PAGE_SLOTS * first_page[b]
-                       for b, (_, _, key_len) in enumerate(rows)]).to(device)
-    sources = torch.cat([torch.arange(start, start + key_len, dtype=torch.int64) + b * kv_len
-                         for b, (_, start, key_len) in enumerate(rows)]).to(device)
+    if plan is not None and q_len > 1:
+        rows = list(zip(*(t.tolist() for t in plan)))
+    else:
+        rows = None
+    pages_per_row = -(-kv_len // PAGE_SLOTS)
+    if rows is None:
+        # Row b's pages are b * pages_per_row ..: its keys (key_start on, or all) from slot 0 on.
+        positions = torch.arange(kv_len, dtype=torch.int64, device=device)
+        rows_index = torch.arange(batch, dtype=torch.int64, device=device)
+        if plan is None:
+            key_start = torch.zeros(batch, dtype=torch.int64, device=device)
+            key_len = torch.full((batch,), kv_len, dtype=torch.int64, device=device)
+        else:
+            _, key_start, key_len = plan
+        sources = (rows_index[:, None] * kv_len + (key_start[:, None] + positions[None, :]).clamp(max=kv_len - 1))
+        slots = rows_index[:, None] * (pages_per_row * PAGE_SLOTS) + positions[None, :]
+        sources, slots = sources.reshape(-1), slots.reshape(-1)
+        total_pages = batch * pages_per_row
+        table = (rows_index[:, None] * pages_per_row +
+                 torch.arange(pages_per_row, dtype=torch.int64, device=device)[None, :]).to(torch.int32)
+        seq_lens_k = key_len.to(torch.int32)
+        cu_seqlens_q = torch.arange(0, (batch + 1) * q_len, q_len, dtype=torch.int32, device=device)
+        q = query.transpose(1, 2).reshape(batch * q_len, q_heads, head_dim)
+        q_counts = None
+    else:
+        # Several queries over a padded batch: row b's key_len real keys in pages of its own, its
+        # real queries (the last q_len - pad_rows) packed.
+        pages = [-(-key_len // PAGE_SLOTS) for _, _, key_len in rows]
+        first_page = [sum(pages[:b]) for b in range(batch)]
+        total_pages = max(sum(pages), 1)
+        slots = torch.cat([torch.arange(key_len, dtype=torch.int64) + PAGE_SLOTS * first_page[b]
+                           for b, (_, _, key_len) in enumerate(rows)]).to(device)
+        sources = torch.cat([torch.arange(start, start + key_len, dtype=torch.int64) + b * kv_len
+                             for b, (_, start, key_len) in enumerate(rows)]).to(device)
+        width = max(max(pages), 1)
+        # A row's pages, then its last page repeated (a row without keys: a page of the cache; never read).
+        table = torch.tensor([[min(first_page[b] + min(j, max(pages[b] - 1, 0)), total_pages - 1)
+                               for j in range(width)] for b in range(batch)], dtype=torch.int32, device=device)
+        seq_lens_k = torch.tensor([key_len for _, _, key_len in rows], dtype=torch.int32, device=device)
+        q_counts = [q_len - pad for pad, _, _ in rows]
+        cu = [0]
+        for count in q_counts:
+            cu.append(cu[-1] + count)
+        cu_seqlens_q = torch.tensor(cu, dtype=torch.int32, device=device)
+        q = torch.cat([query[b, :, pad:].transpose(0, 1) for b, (pad, _, _) in enumerate(rows)])
+    weight, inv_freq, rotary_dims = _modules[id(module)]
     flat = value.transpose(1, 2).reshape(batch * kv_len, kv_heads, head_dim).index_select(0, sources)
     v_scale = None
     if e4m3:
         v_cache = torch.zeros((total_pages, PAGE_SLOTS, kv_heads, head_dim), dtype=torch.uint8, device=device)
-        flat = flat.contiguous()
-        v_scale = _quantization.compute_scale(flat)
+        if plan is not None and rows is None:
+            # The scale over each row's real keys only (the copies past key_len are padding).
+            real = (torch.arange(kv_len, device=device)[None, :] < plan[2][:, None]).reshape(-1)
+            v_scale = _quantization.compute_scale(flat, torch.where(real, slots, torch.full_like(slots, -1)))
+        else:
+            v_scale = _quantization.compute_scale(flat)
         if _layer_power_of_two.get(layer_idx, False):
             v_scale = _quantization.power_of_two_scale(v_scale)
         _quantization.quantize_to_cache(flat, v_cache, slots, v_scale)
@@ -270,25 +312,13 @@ def k_from_v_forward(module, query, value, scaling, rows=None):
         v_cache = torch.zeros((total_pages * PAGE_SLOTS, kv_heads, head_dim), dtype=value.dtype, device=device)
         v_cache.index_copy_(0, slots, flat)
         v_cache = v_cache.view(total_pages, PAGE_SLOTS, kv_heads, head_dim)
-    # Each row's real queries (its last q_len - pad_rows), as the rows of one varlen call.
-    q_counts = [q_len - pad for pad, _, _ in rows]
-    q = torch.cat([query[b, :, pad:].transpose(0, 1) for b, (pad, _, _) in enumerate(rows)]).contiguous()
-    cu = [0]
-    for count in q_counts:
-        cu.append(cu[-1] + count)
-    cu_seqlens_q = torch.tensor(cu, dtype=torch.int32, device=device)
-    seq_lens_k = torch.tensor([key_len for _, _, key_len in rows], dtype=torch.int32, device=device)
-    width = max(max(pages), 1)
-    # A row's pages, then its last page repeated (a row without keys: a page of the cache; never read).
-    table = [[min(first_page[b] + min(j, max(pages[b] - 1, 0)), total_pages - 1) for j in range(width)]
-             for b in range(batch)]
-    block_table = torch.tensor(table, dtype=torch.int32, device=device)
-    max_keys = max(key_len for _, _, key_len in rows)
-    out = _attention.prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, scaling, weight, rotary_dims,
-                                      inv_freq=inv_freq, v_scale=v_scale, max_seqlen_q=max(max(q_counts), 1),
-                                      max_seqlen_k=max(max_keys, 1))
+    max_q = q_len if q_counts is None else max(max(q_counts), 1)
+    max_keys = kv_len if rows is None else max(max(key_len for _, _, key_len in rows), 1)
+    out = _attention.prefill_k_from_v(q.contiguous(), v_cache, cu_seqlens_q, seq_lens_k, table, scaling, weight,
+                                      rotary_dims, inv_freq=inv_freq, v_scale=v_scale, max_seqlen_q=max_q,
+                                      max_seqlen_k=max_keys)
     calls["k_from_v"] += 1
-    if all(pad == 0 for pad, _, _ in rows):
+    if q_counts is None:
         return out.view(batch, q_len, q_heads, head_dim)
     result = torch.zeros((batch, q_len, q_heads, head_dim), dtype=out.dtype, device=device)
     for b, (pad, _, _) in enumerate(rows):
