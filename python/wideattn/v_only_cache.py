@@ -263,9 +263,9 @@ def k_from_v_forward(module, query, value, scaling, plan=None):
             key_len = torch.full((batch,), kv_len, dtype=torch.int64, device=device)
         else:
             _, key_start, key_len = plan
-        sources = (rows_index[:, None] * kv_len + (key_start[:, None] + positions[None, :]).clamp(max=kv_len - 1))
-        slots = rows_index[:, None] * (pages_per_row * PAGE_SLOTS) + positions[None, :]
-        sources, slots = sources.reshape(-1), slots.reshape(-1)
+        source_rows = rows_index[:, None].expand(batch, kv_len).reshape(-1)
+        source_keys = (key_start[:, None] + positions[None, :]).clamp(max=kv_len - 1).reshape(-1)
+        slots = (rows_index[:, None] * (pages_per_row * PAGE_SLOTS) + positions[None, :]).reshape(-1)
         total_pages = batch * pages_per_row
         table = (rows_index[:, None] * pages_per_row +
                  torch.arange(pages_per_row, dtype=torch.int64, device=device)[None, :]).to(torch.int32)
@@ -281,8 +281,9 @@ def k_from_v_forward(module, query, value, scaling, plan=None):
         total_pages = max(sum(pages), 1)
         slots = torch.cat([torch.arange(key_len, dtype=torch.int64) + PAGE_SLOTS * first_page[b]
                            for b, (_, _, key_len) in enumerate(rows)]).to(device)
-        sources = torch.cat([torch.arange(start, start + key_len, dtype=torch.int64) + b * kv_len
-                             for b, (_, start, key_len) in enumerate(rows)]).to(device)
+        source_rows = torch.cat([torch.full((key_len,), b, dtype=torch.int64) for b, (_, _, key_len) in enumerate(rows)])
+        source_keys = torch.cat([torch.arange(start, start + key_len, dtype=torch.int64) for _, start, key_len in rows])
+        source_rows, source_keys = source_rows.to(device), source_keys.to(device)
         width = max(max(pages), 1)
         # A row's pages, then its last page repeated (a row without keys: a page of the cache; never read).
         table = torch.tensor([[min(first_page[b] + min(j, max(pages[b] - 1, 0)), total_pages - 1)
@@ -295,7 +296,7 @@ def k_from_v_forward(module, query, value, scaling, plan=None):
         cu_seqlens_q = torch.tensor(cu, dtype=torch.int32, device=device)
         q = torch.cat([query[b, :, pad:].transpose(0, 1) for b, (pad, _, _) in enumerate(rows)])
     weight, inv_freq, rotary_dims = _modules[id(module)]
-    flat = value.transpose(1, 2).reshape(batch * kv_len, kv_heads, head_dim).index_select(0, sources)
+    flat = value.transpose(1, 2)[source_rows, source_keys]   # [keys, Hkv, D]: one gather
     v_scale = None
     if e4m3:
         v_cache = torch.zeros((total_pages, PAGE_SLOTS, kv_heads, head_dim), dtype=torch.uint8, device=device)
