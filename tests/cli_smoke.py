@@ -203,6 +203,10 @@ INTEGER_AND_UNKNOWN_CASES = [
     ("version --help", ["version", "--help"], EXIT_OK, "out", ["usage: wideattn version"]),
     ("selftest unknown option", ["selftest", "--bogus"], EXIT_USAGE, "err", ["unknown argument '--bogus'"]),
     ("bench unknown option", ["bench", "--bogus"], EXIT_USAGE, "err", ["unknown argument '--bogus'"]),
+    ("bench --e4m3-scale below its range", ["bench", "--e4m3-scale", "0.001"], EXIT_USAGE, "err",
+     ["wideattn bench: --e4m3-scale='0.001' is not a number in 0.003..1"]),
+    ("bench --e4m3-scale not a number", ["bench", "--e4m3-scale", "1e"], EXIT_USAGE, "err",
+     ["--e4m3-scale='1e' is not a number"]),
 ]
 
 PLAN_CASES = [

@@ -115,11 +115,11 @@ __device__ __forceinline__ void f16_key_loop(const wideattn_prefill_params& p, c
                               rotated_blocks, v_scale, score_scale, o, rows);
 }
 
-// Traits::kBf16Keys: where stage_weight_products allows it (v_scale a power of two, every w v_scale
-// a bf16 value), K as the reference's bf16 values against bf16 Q as the call gives it in a bf16
-// mma, x = bf16((v v_scale) w) by one mul.rn.bf16x2 a pair, no power of two on either (the
-// product table's barrier makes the other tables visible, load_q_bf16's Q); elsewhere
-// f16_key_loop, which stages its tables again.
+// Traits::kBf16Keys: K as the reference's bf16 values (x = bf16((v v_scale) w) with the call's
+// v_scale, no power of two) against bf16 Q as the call gives it, in a bf16 mma; x by one
+// mul.rn.bf16x2 a pair where stage_weight_products allows it (v_scale a power of two, every w
+// v_scale a bf16 value), else by the fp32 steps. The product table's barrier makes the other
+// tables visible, load_q_bf16's Q.
 template <class Traits>
 __device__ __forceinline__ void bf16_key_loop(const wideattn_prefill_params& p, const KFromV& kfv,
                                               const WarpStream<Traits>& stream, uint32_t base, uint32_t ring,
@@ -129,17 +129,19 @@ __device__ __forceinline__ void bf16_key_loop(const wideattn_prefill_params& p, 
     using Plan = typename Traits::SmemPlan;
     const float v_scale = __ldg(p.v_scale);
     const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
-    if (!stage_weight_products<Traits>(w, v_scale, base + Plan::kWeightProducts)) {
-        f16_key_loop<Traits>(p, kfv, stream, base, ring, warp, lane, token, kv_head, geometry, first_position, o, rows);
-        return;
-    }
+    const bool product = stage_weight_products<Traits>(w, v_scale, base + Plan::kWeightProducts);
     load_q_bf16<Traits>(p, base + Plan::kQ, token, 1, kv_head);
     const float score_scale = p.softmax_scale * kLog2e;
     const int32_t rotated_blocks = rotated_pair_blocks<Traits>(kfv);
     zero_output(o);
-    warp_key_loop_kfv<Traits, true>(p, stream, ring, base + Plan::kQ, base + Plan::kWeightProducts, base + Plan::kFreq,
-                                    CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
-                                    first_position, rotated_blocks, v_scale, score_scale, o, rows);
+    if (product)
+        warp_key_loop_kfv<Traits, true>(p, stream, ring, base + Plan::kQ, base + Plan::kWeightProducts,
+                                        base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles,
+                                        geometry.kv_end, first_position, rotated_blocks, v_scale, score_scale, o, rows);
+    else
+        warp_key_loop_kfv<Traits, false>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq,
+                                         CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
+                                         first_position, rotated_blocks, v_scale, score_scale, o, rows);
 }
 
 // One block of the kernel whose traits are Traits (DecodeE4m3KfvD512Traits or a form of it).

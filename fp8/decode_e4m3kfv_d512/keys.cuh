@@ -160,8 +160,9 @@ __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int
 // rounded two at a time (kRotate), or the table's `cos_sin` (kRotateTable); for the others
 // (kScale) K = x (the reference's rotation by cos 1, sin 0 gives x but for a non-finite partner,
 // which makes the key's scores non-finite either way).
-// kProduct (Traits::kBf16Keys, a block that stage_weight_products allows): `weight` is that table,
-// x one mul.rn.bf16x2 a pair, and the fragments hold bf16 K unscaled for a bf16 mma.
+// Traits::kBf16Keys: the fragments hold bf16 K unscaled (v_scale is then the call's) for a bf16
+// mma; with kProduct (a block that stage_weight_products allows) `weight` is that table and x one
+// mul.rn.bf16x2 a pair.
 template <class Traits, KFromVBuild kBuild, bool kProduct = false>
 __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, uint32_t freq, int32_t lane,
                                              int32_t c, int32_t position0, float v_scale, const BlockCosSin& cos_sin,
@@ -212,7 +213,7 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
                 rope_rotate_bf16x2(k_first[pair], k_second[pair], position, fr[2 * pair], fr[2 * pair + 1],
                                    &k_first[pair], &k_second[pair]);
         }
-        if constexpr (kProduct) {
+        if constexpr (Traits::kBf16Keys) {
             lo[0][q] = k_first[0];
             hi[0][q] = k_first[1];
             lo[1][q] = k_second[0];
@@ -235,7 +236,8 @@ __device__ __forceinline__ void kfv_pair_scores(uint32_t v_stage, uint32_t q_sha
     build_k_pair<Traits, kBuild, kProduct>(v_stage, weight, freq, lane, c, position0, v_scale, cos_sin, lo, hi);
 #pragma unroll
     for (int32_t b = 0; b < 2; ++b)
-        accumulate_dim_block<Traits, kProduct>(acc, lo[b], hi[b], q_shared, c + b * Traits::kPairBlockOffset, lane);
+        accumulate_dim_block<Traits, Traits::kBf16Keys>(acc, lo[b], hi[b], q_shared, c + b * Traits::kPairBlockOffset,
+                                                        lane);
 }
 
 // S^T of one sub-tile with K built from its V chunk (scaled to log2 units, keys past kv_end at

@@ -2,10 +2,10 @@
 // rebuilds K from an e4m3 V-only cache (kernel wideattn_decode_e4m3kfvb_d512, sm_90a, a candidate):
 // the traits of decode_e4m3kfv_d512 (fp8/decode_e4m3kfv_d512/traits.h), whose block it runs, with
 // kBf16Keys: K enters a bf16 mma as the reference's bf16 values against bf16 Q as the call gives
-// it (no power of two on either, no f16 conversion of K), and x = bf16((v v_scale) w) by one
-// mul.rn.bf16x2 a pair where the block's v_scale is a power of two and every w v_scale a bf16
-// value (keys.cuh, stage_weight_products). The same K values; the shared memory adds the table of
-// those products.
+// it (no power of two on either, no f16 conversion of K) in every block, and x = bf16((v v_scale)
+// w) by one mul.rn.bf16x2 a pair where the block's v_scale is a power of two and every w v_scale
+// a bf16 value (keys.cuh, stage_weight_products), else by the mode's fp32 steps. The same K values;
+// the shared memory adds the table of those products.
 #pragma once
 
 #include "fp8/decode_e4m3kfv_d512/traits.h"

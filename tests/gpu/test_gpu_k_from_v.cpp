@@ -501,7 +501,7 @@ void check_same_bits(const RunnableKernel& base, const RunnableKernel& candidate
 
 }  // namespace
 
-TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, product path and general path") {
+TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, product path and fp32 path") {
     const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
     const auto find = [&](const char* name) {
         return std::find_if(kernels.begin(), kernels.end(), [&](const RunnableKernel& k) { return k.name == name; });
@@ -523,7 +523,7 @@ TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, pro
     HostProblem batch = problem(problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 40));
     check_same_bits(base, candidate, batch, kGemma4GlobalRotaryDims, bf16, "bf16 weights (products)");
     check_same_bits(base, candidate, batch, kEveryDim, bf16, "bf16 weights, every dim rotated");
-    check_same_bits(base, candidate, batch, kGemma4GlobalRotaryDims, fp32, "fp32 weights (general path)");
+    check_same_bits(base, candidate, batch, kGemma4GlobalRotaryDims, fp32, "fp32 weights (fp32 path)");
     HostProblem long_one = problem(problem_spec({1, 1}, {131000, 4000}, 32, 4, 64, kSeed + 41));
     check_same_bits(base, candidate, long_one, kGemma4GlobalRotaryDims, bf16, "bf16 weights, keys to 131k");
     wideattn_k_from_v host_kfv = k_from_v_check_description(nullptr, kGemma4GlobalRotaryDims);
@@ -534,7 +534,7 @@ TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, pro
     ProblemSpec gemma_spec = problem_spec({1, 1, 1}, {3700, 300, 20000}, 32, 4, 16, kSeed + 42);
     gemma_spec.gemma.q_rms = 1.0f;
     check_same_bits(base, candidate, problem(gemma_spec), kGemma4GlobalRotaryDims, bf16, "Gemma-like, bf16 weights");
-    // A v_scale that is no power of two: the general path.
+    // A v_scale that is no power of two: the fp32 path.
     HostProblem odd_scale = batch;
     odd_scale.v_scale *= 0.7f;
     check_same_bits(base, candidate, odd_scale, kGemma4GlobalRotaryDims, bf16, "v_scale no power of two");

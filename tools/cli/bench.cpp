@@ -73,6 +73,10 @@ constexpr const char* kPdlEnvOff = "0";
 // captured graph or an engine running ahead of the GPU sees it).
 constexpr const char* kTimingCall = "call";
 constexpr const char* kTimingQueued = "queued";
+// --e4m3-scale bounds: the pool's largest value (about 1.2) stays below e4m3's 448 at the smallest,
+// and its values keep normal codes at the largest.
+constexpr double kMinE4m3BenchScale = 0.003;
+constexpr double kMaxE4m3BenchScale = 1.0;
 constexpr uint64_t kQueueAheadNs = 300000;  // 300 us of spin: far above a call's host time (~10 us)
 // --kfv-cos-sin: where the K-from-V calls take cos / sin from, the description's formula (no
 // table: what the kernels evaluate) or a table of every position of the case's longest sequence
@@ -325,7 +329,7 @@ void print_help() {
         "                      [--reps N] [--warmup N] [--reference] [--kv-dtype bf16|e4m3]\n"
         "                      [--q-dtype bf16|e4m3] [--json FILE] [--kernel NAME | --kernels A,B,...]\n"
         "                      [--pdl on|off|both] [--timing call|queued] [--splits N]\n"
-        "                      [--kfv-cos-sin formula|table] [--commit SHA] [--list]\n\n"
+        "                      [--kfv-cos-sin formula|table] [--e4m3-scale X] [--commit SHA] [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
@@ -415,10 +419,15 @@ void print_help() {
         "                 wideattn_k_from_v_cos_sin, the same outputs; allocated once per case, outside\n"
         "                 timing, not in kv_bytes; rows 'CASE cos_sin', JSON kfv_cos_sin); table needs a\n"
         "                 K-from-V kernel\n"
+        "  --e4m3-scale X the per-tensor scale of every e4m3 input (the pools' codes are value / X; default\n"
+        "                 2^-8, a power of two; another value, e.g. 0.0037, times the paths the 8-bit\n"
+        "                 kernels take for scales that are not one: decode_e4m3kfvb_d512's fp32 steps),\n"
+        "                 %g..%g (JSON e4m3_scale)\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit (decode-suite cases marked '(decode)')\n",
         static_cast<int>(kCopyProbeBytes >> 20), kCopyProbeReps, static_cast<int>(kReadProbeBytes >> 20),
-        kReadProbeReps, kDefaultReps, kMaxReps, kDefaultWarmup, kMaxReps, WIDEATTN_MAX_SPLITS);
+        kReadProbeReps, kDefaultReps, kMaxReps, kDefaultWarmup, kMaxReps, WIDEATTN_MAX_SPLITS, kMinE4m3BenchScale,
+        kMaxE4m3BenchScale);
 }
 
 // The command line of one run.
@@ -433,6 +442,7 @@ struct BenchOptions {
     bool e4m3_kv = false, e4m3_q = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
     long long splits = 0;  // --splits: wideattn_prefill_params.num_splits of every call
+    float e4m3_scale = kE4m3BenchScale;  // --e4m3-scale
     bool decode_suite() const { return suite == kSuiteDecode; }
 };
 
@@ -496,6 +506,16 @@ bool value_option(ArgReader& args, BenchOptions* o) {
     } else if (option == "--cases") {
         o->cases_flag = text;
         o->cases_given = true;
+    } else if (option == "--e4m3-scale") {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end == text.c_str() || *end != '\0' || !(value >= kMinE4m3BenchScale) ||
+            !(value <= kMaxE4m3BenchScale)) {
+            std::fprintf(stderr, "wideattn bench: --e4m3-scale='%s' is not a number in %g..%g\n", text.c_str(),
+                         kMinE4m3BenchScale, kMaxE4m3BenchScale);
+            return false;
+        }
+        o->e4m3_scale = static_cast<float>(value);
     } else {
         std::string* targets[] = {&o->bundle_flag, &o->json_path, &o->kernel_flag, &o->commit};
         const char* names[] = {"--bundle", "--json", "--kernel", "--commit"};
@@ -507,7 +527,7 @@ bool value_option(ArgReader& args, BenchOptions* o) {
 
 bool takes_value(const ArgReader& args) {
     for (const char* option : {"--kv-dtype", "--q-dtype", "--suite", "--kernels", "--bundle", "--json", "--kernel",
-                               "--commit", "--cases", "--pdl", "--timing", "--kfv-cos-sin"})
+                               "--commit", "--cases", "--pdl", "--timing", "--kfv-cos-sin", "--e4m3-scale"})
         if (args.is(option)) return true;
     return false;
 }
@@ -763,7 +783,7 @@ bool write_json(const BenchOptions& o, const GpuDevice& gpu, const RunRates& rat
     const std::time_t now = std::time(nullptr);
     char date[32];
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    RunInfo info{date, gpu.name(), o.commit, o.suite, o.reps, o.warmup, o.timing};
+    RunInfo info{date, gpu.name(), o.commit, o.suite, o.reps, o.warmup, o.timing, o.e4m3_scale};
     write_report_json(out, info, rates, records);
     if (!out) {
         std::fprintf(stderr, "wideattn bench: cannot write --json '%s'\n", o.json_path.c_str());
@@ -936,7 +956,7 @@ int bench_main(int argc, char** argv) {
     RunRates rates;
     std::string mma_error;
     measure_rates_before(*gpu, o, any_e4m3, any_decode, probe_dir, &rates, &mma_error);
-    const InputPools pools = make_pools(any_e4m3);
+    const InputPools pools = make_pools(any_e4m3, o.e4m3_scale);
     std::vector<CaseRecord> records;
     int failures = run_suite(contexts, *gpu, o, selected, variants, pools, ahead, rates, &records);
     measure_rates_after(*gpu, probe_dir, mma_error.empty(), &rates);

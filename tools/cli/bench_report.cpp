@@ -220,7 +220,8 @@ void write_report_json(std::ostream& out, const RunInfo& info, const RunRates& r
                        const std::vector<CaseRecord>& records) {
     out << "{\n  \"tool\": \"wideattn bench\",\n  \"date\": \"" << json_escape(info.tool_date) << "\",\n  \"gpu\": \""
         << json_escape(info.gpu) << "\",\n  \"commit\": \"" << json_escape(info.commit) << "\",\n  \"suite\": \""
-        << json_escape(info.suite) << "\",\n  \"timing\": \"" << json_escape(info.timing) << "\",\n  \"reps\": " << info.reps << ",\n  \"warmup\": " << info.warmup
+        << json_escape(info.suite) << "\",\n  \"timing\": \"" << json_escape(info.timing) << "\",\n  \"e4m3_scale\": "
+        << info.e4m3_scale << ",\n  \"reps\": " << info.reps << ",\n  \"warmup\": " << info.warmup
         << ",\n  \"mma_rate_tflops_before\": " << rates.mma_before << ",\n  \"mma_rate_tflops_after\": "
         << rates.mma_after;
     if (rates.wgmma_measured)

@@ -48,6 +48,7 @@ struct RunInfo {
     std::string tool_date, gpu, commit, suite;
     long long reps = 0, warmup = 0;
     std::string timing = "call";  // bench --timing: "call" or "queued"
+    double e4m3_scale = 0;        // bench --e4m3-scale: the per-tensor scale of every e4m3 input
 };
 
 double record_tflops(const CaseRecord& r);

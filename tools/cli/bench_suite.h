@@ -130,14 +130,19 @@ struct BenchVariant {
     bool rebuild = false;
 };
 
+// The scale of the e4m3 pools (and the per-tensor scale of every e4m3 input the bench passes) by
+// default: a power of two that puts the pool's N(0, 0.21^2) values mid-range in e4m3.
+constexpr float kE4m3BenchScale = 1.0f / 256;
+
 // The random inputs every case tiles from: bf16 values, and for e4m3 inputs the same values as
-// e4m3 codes (two per 16-bit pool entry, no NaN), dequantised with kE4m3BenchScale.
+// e4m3 codes (two per 16-bit pool entry, no NaN), dequantised with e4m3_scale.
 struct InputPools {
     std::vector<uint16_t> bf16, e4m3;
+    float e4m3_scale = kE4m3BenchScale;
 };
 
-// The pools: bf16 always, e4m3 when a variant reads e4m3 inputs.
-InputPools make_pools(bool any_e4m3);
+// The pools: bf16 always, e4m3 (codes of value / e4m3_scale) when a variant reads e4m3 inputs.
+InputPools make_pools(bool any_e4m3, float e4m3_scale = kE4m3BenchScale);
 
 // The device side of one timed case.
 struct CaseBuffers {
