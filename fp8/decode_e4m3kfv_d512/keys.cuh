@@ -82,9 +82,8 @@ __device__ __forceinline__ uint32_t f16x2_to_bf16x2(uint32_t word) {
 
 // The two bf16 products w v_scale of dims d, d + 1 .. d + 3 (two words) from the kProduct table.
 __device__ __forceinline__ uint2 load_weight_products(uint32_t products, int32_t dim) {
-    constexpr uint32_t kBf16Bytes = 2;
     uint2 w;
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(w.x), "=r"(w.y) : "r"(products + kBf16Bytes * dim)
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(w.x), "=r"(w.y) : "r"(products + kKFromVBf16EntryBytes * dim)
                  : "memory");
     return w;
 }
@@ -96,16 +95,16 @@ __device__ __forceinline__ uint2 load_weight_products(uint32_t products, int32_t
 // makes the other tables visible.
 template <class Traits>
 __device__ __forceinline__ bool stage_weight_products(float2 w, float v_scale, uint32_t products) {
-    constexpr uint32_t kMantissaAndSign = 0x807fffffu, kBf16LowBits = 0xffffu, kExponentMask = 0x7f800000u;
+    constexpr uint32_t kMantissaAndSign = 0x807fffffu, kExponentMask = 0x7f800000u;
     const uint32_t scale_bits = __float_as_uint(v_scale);
     const uint32_t scale_exponent = scale_bits & kExponentMask;
     const bool power_of_two = (scale_bits & kMantissaAndSign) == 0 && scale_exponent != 0 && scale_exponent != kExponentMask;
     const float p0 = w.x * v_scale, p1 = w.y * v_scale;
     const auto exact = [](float weight, float product) {
-        return (__float_as_uint(weight) & kBf16LowBits) == 0 && isfinite(weight) &&
+        return is_bf16_value(weight) && isfinite(weight) &&
                (product == 0.0f ? weight == 0.0f : (isfinite(product) && fabsf(product) >= FLT_MIN));
     };
-    ptx::store_shared_u32(products + 4 * threadIdx.x, ptx::pack_bf16x2(p0, p1));
+    ptx::store_shared_u32(products + 2 * kKFromVBf16EntryBytes * threadIdx.x, ptx::pack_bf16x2(p0, p1));
     return __syncthreads_and(power_of_two && exact(w.x, p0) && exact(w.y, p1)) != 0;
 }
 

@@ -15,6 +15,11 @@
 namespace wideattn {
 
 constexpr uint32_t kKFromVTableEntryBytes = sizeof(float);  // one table entry in shared memory
+constexpr uint32_t kKFromVBf16EntryBytes = 2;                // one entry of a bf16 table of k_norm weights
+
+// Whether an fp32 value is a bf16 value (its low 16 bits are zero): a k_norm weight the K-from-V
+// decode kernels may multiply by in bf16x2.
+__device__ __forceinline__ bool is_bf16_value(float x) { return (__float_as_uint(x) & 0xffffu) == 0; }
 
 // How a K-from-V decode kernel builds a piece of K from V: scaled only (no dim of it rotates),
 // rotated with the formula's cos / sin, rotated with the caller's table (CosSinTable).

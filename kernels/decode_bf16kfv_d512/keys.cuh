@@ -33,10 +33,7 @@
 namespace wideattn::decode_bf16 {
 
 constexpr uint32_t kF32Bytes = kKFromVTableEntryBytes;
-constexpr uint32_t kBf16Bytes = 2;  // one entry of the bf16 copy of k_norm's weight
-
-// Whether an fp32 value is a bf16 value (its low 16 bits are zero).
-__device__ __forceinline__ bool is_bf16_value(float x) { return (__float_as_uint(x) & 0xffffu) == 0; }
+constexpr uint32_t kBf16Bytes = kKFromVBf16EntryBytes;  // one entry of the bf16 copy of k_norm's weight
 
 // x = bf16(v w) of the two bf16 of `word` (dims d, d + 1), packed: by one mul.rn.bf16x2 with the
 // weights' bf16 pair `w_bf16` when kBf16Weights (every weight a bf16 value), else from the fp32
