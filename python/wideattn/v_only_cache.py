@@ -233,9 +233,9 @@ def k_from_v_forward(module, query, value, scaling, plan=None):
     key_len - 1 (transformers numbers a left-padded row's positions from its first real token),
     and its first pad_rows queries are padding (their outputs zero). Returns the output
     [B, T, Hq, D] bf16. Each row's keys go to pages of their own (PAGE_SLOTS keys a page), so a
-    position is an index in its sequence; one query a row, or no plan, is laid out by device ops
-    alone (the rows' pages at fixed places, their key counts from the plan), several queries with
-    a plan read the plan on the host (a synchronisation) to pack the real queries. With an e4m3
+    position is an index in its sequence; the layout is made by device ops alone (each row's pages
+    at a fixed place, its key count from the plan), and only several queries with a plan read the
+    plan's pad_rows on the host (a synchronisation) to pack the real queries. With an e4m3
     layer (v_only_cache(..., e4m3=True)) V is quantised with one scale for the call into an e4m3
     V-only cache first, rounded up to a power of two with the layer's power_of_two_scale.
     prefill_k_from_v chooses the path (one query a sequence: the K-from-V decode kernel; more: the
@@ -249,60 +249,43 @@ def k_from_v_forward(module, query, value, scaling, plan=None):
         raise NotImplementedError(f"wideattn.v_only_cache: a V-only layer serves at most as many queries as keys, "
                                   f"not {q_len} queries over {kv_len} keys")
     device = query.device
-    if plan is not None and q_len > 1:
-        rows = list(zip(*(t.tolist() for t in plan)))
-    else:
-        rows = None
+    # Row b's pages are b * pages_per_row ..: its keys (key_start on, or all) from slot 0 on; the
+    # copies past its key_len are never read (its key count ends there).
     pages_per_row = -(-kv_len // PAGE_SLOTS)
-    if rows is None:
-        # Row b's pages are b * pages_per_row ..: its keys (key_start on, or all) from slot 0 on.
-        positions = torch.arange(kv_len, dtype=torch.int64, device=device)
-        rows_index = torch.arange(batch, dtype=torch.int64, device=device)
-        if plan is None:
-            key_start = torch.zeros(batch, dtype=torch.int64, device=device)
-            key_len = torch.full((batch,), kv_len, dtype=torch.int64, device=device)
-        else:
-            _, key_start, key_len = plan
-        source_rows = rows_index[:, None].expand(batch, kv_len).reshape(-1)
-        source_keys = (key_start[:, None] + positions[None, :]).clamp(max=kv_len - 1).reshape(-1)
-        slots = (rows_index[:, None] * (pages_per_row * PAGE_SLOTS) + positions[None, :]).reshape(-1)
-        total_pages = batch * pages_per_row
-        table = (rows_index[:, None] * pages_per_row +
-                 torch.arange(pages_per_row, dtype=torch.int64, device=device)[None, :]).to(torch.int32)
-        seq_lens_k = key_len.to(torch.int32)
+    positions = torch.arange(kv_len, dtype=torch.int64, device=device)
+    rows_index = torch.arange(batch, dtype=torch.int64, device=device)
+    if plan is None:
+        key_start = torch.zeros(batch, dtype=torch.int64, device=device)
+        key_len = torch.full((batch,), kv_len, dtype=torch.int64, device=device)
+    else:
+        _, key_start, key_len = plan
+    source_rows = rows_index[:, None].expand(batch, kv_len).reshape(-1)
+    source_keys = (key_start[:, None] + positions[None, :]).clamp(max=kv_len - 1).reshape(-1)
+    slots = (rows_index[:, None] * (pages_per_row * PAGE_SLOTS) + positions[None, :]).reshape(-1)
+    total_pages = batch * pages_per_row
+    table = (rows_index[:, None] * pages_per_row +
+             torch.arange(pages_per_row, dtype=torch.int64, device=device)[None, :]).to(torch.int32)
+    seq_lens_k = key_len.to(torch.int32)
+    # The queries: every row's q_len, or with a plan and several queries each row's real ones (the
+    # last q_len - pad_rows: pad_rows read on the host), packed.
+    pads = plan[0].tolist() if plan is not None and q_len > 1 else None
+    if pads is None:
         cu_seqlens_q = torch.arange(0, (batch + 1) * q_len, q_len, dtype=torch.int32, device=device)
         q = query.transpose(1, 2).reshape(batch * q_len, q_heads, head_dim)
-        q_counts = None
     else:
-        # Several queries over a padded batch: row b's key_len real keys in pages of its own, its
-        # real queries (the last q_len - pad_rows) packed.
-        pages = [-(-key_len // PAGE_SLOTS) for _, _, key_len in rows]
-        first_page = [sum(pages[:b]) for b in range(batch)]
-        total_pages = max(sum(pages), 1)
-        slots = torch.cat([torch.arange(key_len, dtype=torch.int64) + PAGE_SLOTS * first_page[b]
-                           for b, (_, _, key_len) in enumerate(rows)]).to(device)
-        source_rows = torch.cat([torch.full((key_len,), b, dtype=torch.int64) for b, (_, _, key_len) in enumerate(rows)])
-        source_keys = torch.cat([torch.arange(start, start + key_len, dtype=torch.int64) for _, start, key_len in rows])
-        source_rows, source_keys = source_rows.to(device), source_keys.to(device)
-        width = max(max(pages), 1)
-        # A row's pages, then its last page repeated (a row without keys: a page of the cache; never read).
-        table = torch.tensor([[min(first_page[b] + min(j, max(pages[b] - 1, 0)), total_pages - 1)
-                               for j in range(width)] for b in range(batch)], dtype=torch.int32, device=device)
-        seq_lens_k = torch.tensor([key_len for _, _, key_len in rows], dtype=torch.int32, device=device)
-        q_counts = [q_len - pad for pad, _, _ in rows]
         cu = [0]
-        for count in q_counts:
-            cu.append(cu[-1] + count)
+        for pad in pads:
+            cu.append(cu[-1] + q_len - pad)
         cu_seqlens_q = torch.tensor(cu, dtype=torch.int32, device=device)
-        q = torch.cat([query[b, :, pad:].transpose(0, 1) for b, (pad, _, _) in enumerate(rows)])
+        q = torch.cat([query[b, :, pad:].transpose(0, 1) for b, pad in enumerate(pads)])
     weight, inv_freq, rotary_dims = _modules[id(module)]
-    flat = value.transpose(1, 2)[source_rows, source_keys]   # [keys, Hkv, D]: one gather
+    flat = value.transpose(1, 2)[source_rows, source_keys]   # [B * S, Hkv, D]: one gather
     v_scale = None
     if e4m3:
         v_cache = torch.zeros((total_pages, PAGE_SLOTS, kv_heads, head_dim), dtype=torch.uint8, device=device)
-        if plan is not None and rows is None:
+        if plan is not None:
             # The scale over each row's real keys only (the copies past key_len are padding).
-            real = (torch.arange(kv_len, device=device)[None, :] < plan[2][:, None]).reshape(-1)
+            real = (positions[None, :] < key_len[:, None]).reshape(-1)
             v_scale = _quantization.compute_scale(flat, torch.where(real, slots, torch.full_like(slots, -1)))
         else:
             v_scale = _quantization.compute_scale(flat)
@@ -313,16 +296,14 @@ def k_from_v_forward(module, query, value, scaling, plan=None):
         v_cache = torch.zeros((total_pages * PAGE_SLOTS, kv_heads, head_dim), dtype=value.dtype, device=device)
         v_cache.index_copy_(0, slots, flat)
         v_cache = v_cache.view(total_pages, PAGE_SLOTS, kv_heads, head_dim)
-    max_q = q_len if q_counts is None else max(max(q_counts), 1)
-    max_keys = kv_len if rows is None else max(max(key_len for _, _, key_len in rows), 1)
     out = _attention.prefill_k_from_v(q.contiguous(), v_cache, cu_seqlens_q, seq_lens_k, table, scaling, weight,
-                                      rotary_dims, inv_freq=inv_freq, v_scale=v_scale, max_seqlen_q=max_q,
-                                      max_seqlen_k=max_keys)
+                                      rotary_dims, inv_freq=inv_freq, v_scale=v_scale, max_seqlen_q=q_len,
+                                      max_seqlen_k=kv_len)
     calls["k_from_v"] += 1
-    if q_counts is None:
+    if pads is None:
         return out.view(batch, q_len, q_heads, head_dim)
     result = torch.zeros((batch, q_len, q_heads, head_dim), dtype=out.dtype, device=device)
-    for b, (pad, _, _) in enumerate(rows):
+    for b, pad in enumerate(pads):
         result[b, pad:] = out[cu[b]:cu[b + 1]]
     return result
 
