@@ -207,13 +207,38 @@ def fill_context(torch, model, tokens, attention_mask=None):
     return cache, logits[:, -1].argmax(-1, keepdim=True)
 
 
+def case_tokens(torch, kind, context, args, vocab):
+    """A case's prompt tokens [1, context] (seeded by args.seed) and, for decode_padded, its 2-D
+    attention mask with the first PADDED_TOKENS tokens masked out (else None)."""
+    generator = torch.Generator(device="cpu").manual_seed(args.seed)
+    tokens = torch.randint(0, vocab, (1, context), generator=generator).cuda()
+    mask = None
+    if kind == "decode_padded":
+        mask = torch.ones((1, context), dtype=torch.long, device="cuda")
+        mask[:, :PADDED_TOKENS] = 0
+    return tokens, mask
+
+
+def decode_step(torch, model, token, mask, cache, issued=None):
+    """One synchronised greedy decode step of `token` over `cache`, the mask (when there is one)
+    grown by one attended token first, as generate() grows it: (next token, mask, seconds);
+    `issued` as synchronized() takes it."""
+    if mask is not None:
+        mask = torch.cat([mask, mask.new_ones((1, 1))], dim=-1)
+
+    def decode():
+        out = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True)
+        return out.logits[:, -1].argmax(-1, keepdim=True)
+    token, seconds = synchronized(torch, decode, issued)
+    return token, mask, seconds
+
+
 def run_case(torch, model, kind, context, args, vocab, host_parts=None):
     """(seconds of the case's timed repetitions (list), parts): with `host_parts` (the HostParts
     whose wrappers are installed) a decode case's parts are a dict of "host_ms" and "wait_ms"
     (medians over the timed steps) and the mean ms a timed step spends in each HostParts part;
     None otherwise."""
-    generator = torch.Generator(device="cpu").manual_seed(args.seed)
-    tokens = torch.randint(0, vocab, (1, context), generator=generator).cuda()
+    tokens, mask = case_tokens(torch, kind, context, args, vocab)
     with torch.no_grad():
         if kind == "ttft":
             def first_token():
@@ -222,22 +247,13 @@ def run_case(torch, model, kind, context, args, vocab, host_parts=None):
                 return out.logits[:, -1].argmax(-1)
             synchronized(torch, first_token)  # warm-up: modules, plans, allocator
             return [synchronized(torch, first_token)[1] for _ in range(args.reps)], None
-        mask = None
-        if kind == "decode_padded":
-            mask = torch.ones((1, context), dtype=torch.long, device="cuda")
-            mask[:, :PADDED_TOKENS] = 0
         cache, token = fill_context(torch, model, tokens, mask)
         times, issued = [], []
         for step in range(args.warmup + args.steps):
-            if mask is not None:   # as generate() grows it: one more attended token per step
-                mask = torch.cat([mask, mask.new_ones((1, 1))], dim=-1)
-
-            def decode():
-                out = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True)
-                return out.logits[:, -1].argmax(-1, keepdim=True)
             if host_parts is not None and step == args.warmup:
                 host_parts.reset()
-            token, seconds = synchronized(torch, decode, issued if step >= args.warmup else None)
+            token, mask, seconds = decode_step(torch, model, token, mask, cache,
+                                               issued if step >= args.warmup else None)
             if step >= args.warmup:
                 times.append(seconds)
         if host_parts is None:
@@ -284,14 +300,9 @@ def run_interleaved(torch, model, kind, context, args, vocab, hf, has_mask_rules
     step synchronised. Returns {attention: [seconds of its timed steps, in round order]} and
     {attention: calls served by wideattn}."""
     attentions = args.attention
-    generator = torch.Generator(device="cpu").manual_seed(args.seed)
-    tokens = torch.randint(0, vocab, (1, context), generator=generator).cuda()
+    tokens, mask = case_tokens(torch, kind, context, args, vocab)
     times = {attention: [] for attention in attentions}
     served = dict.fromkeys(attentions, 0)
-    mask = None
-    if kind == "decode_padded":
-        mask = torch.ones((1, context), dtype=torch.long, device="cuda")
-        mask[:, :PADDED_TOKENS] = 0
     with torch.no_grad():
         previous = set_attention(model, hf, has_mask_rules, attentions[0])
         try:
@@ -304,15 +315,10 @@ def run_interleaved(torch, model, kind, context, args, vocab, hf, has_mask_rules
             order = attentions if round_index % 2 == 0 else attentions[::-1]
             schedule += [(attention, True) for attention in order]
         for attention, timed in schedule:
-            if mask is not None:   # as generate() grows it: one more attended token per step
-                mask = torch.cat([mask, mask.new_ones((1, 1))], dim=-1)
             previous = set_attention(model, hf, has_mask_rules, attention)
             before = hf.calls.get("dense", 0)
             try:
-                def decode():
-                    out = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True)
-                    return out.logits[:, -1].argmax(-1, keepdim=True)
-                token, seconds = synchronized(torch, decode)
+                token, mask, seconds = decode_step(torch, model, token, mask, cache)
             finally:
                 if has_mask_rules:
                     hf.set_mask_check(previous)
@@ -431,9 +437,7 @@ def measure_cases(torch, model, args, report, hf, has_mask_rules, host_parts):
         host_rounds = {attention: [] for attention in args.attention}
         for round_index in range(args.rounds):
             for attention in args.attention:
-                implementation, mask_check = ATTENTIONS[attention]
-                model.set_attn_implementation(implementation)
-                previous = hf.set_mask_check(mask_check or "auto") if has_mask_rules else None
+                previous = set_attention(model, hf, has_mask_rules, attention)
                 before = dict(hf.calls)
                 verified = hf.verifications["count"] if has_mask_rules else 0
                 try:
