@@ -250,6 +250,17 @@ def attached_reading(attention_mask, batch, q_len, kv_len):
     return True, reading[1]
 
 
+def mask_reading(attention_mask, batch, q_len, kv_len, device, verify=True, debug=False):
+    """mask_plan's reading of attention_mask for the call's B, T and S (batch, q_len, kv_len): the
+    one build_mask attached to it where the mask rule allows (MASK_CHECK_AUTO, not `debug`), else
+    read here on `device` (verified when `verify`; no mask: what the shapes give)."""
+    if attention_mask is not None and _mask_check["mode"] == MASK_CHECK_AUTO and not debug:
+        attached, plan = attached_reading(attention_mask, batch, q_len, kv_len)
+        if attached:
+            return plan
+    return mask_plan(attention_mask, batch, q_len, kv_len, device, verify)
+
+
 def _warn_once(key, message):
     if key not in _warned:
         _warned.add(key)
@@ -353,10 +364,7 @@ def v_only_rows(attention_mask, query, value):
     kv_len = value.shape[2]
     if attention_mask is None:
         return None
-    attached, plan = (False, None) if _mask_check["mode"] != MASK_CHECK_AUTO or _debug["on"] \
-        else attached_reading(attention_mask, batch, q_len, kv_len)
-    if not attached:
-        plan = mask_plan(attention_mask, batch, q_len, kv_len, query.device, True)
+    plan = mask_reading(attention_mask, batch, q_len, kv_len, query.device, True, _debug["on"])
     if plan is None:
         raise NotImplementedError("wideattn.v_only_cache: a V-only layer serves causal masks with left padding "
                                   "only (K is rebuilt at each key's position in its row)")
@@ -482,10 +490,7 @@ def step_metadata(attention_mask, batch, q_len, kv_len, rows_per_batch, device, 
     entry = _step["entry"]
     if shared and entry is not None and entry[0] == key and entry[1] is attention_mask:
         return entry[2]
-    attached, plan = (False, None) if attention_mask is None or debug or _mask_check["mode"] != MASK_CHECK_AUTO \
-        else attached_reading(attention_mask, batch, q_len, kv_len)
-    if not attached:
-        plan = mask_plan(attention_mask, batch, q_len, kv_len, device, verify)
+    plan = mask_reading(attention_mask, batch, q_len, kv_len, device, verify, debug)
     metadata = None
     if plan is not None:
         pad_rows, key_start, key_len = plan
@@ -691,10 +696,7 @@ def decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, hea
         return entry[2]
     plan = None
     if attention_mask is not None:
-        attached, plan = (False, None) if _mask_check["mode"] != MASK_CHECK_AUTO \
-            else attached_reading(attention_mask, batch, 1, kv_len)
-        if not attached:
-            plan = mask_plan(attention_mask, batch, 1, kv_len, device, True)
+        plan = mask_reading(attention_mask, batch, 1, kv_len, device)
         if plan is None:
             _decode_step["entry"] = (key, attention_mask, None)
             step_builds["count"] += 1
