@@ -107,30 +107,35 @@ class PlaceholderSpace {
     uint64_t next_ = kPlaceholderBase;
 };
 
-// The keys of each split of `kv_end` keys over `splits` ranges of whole granules into *sizes (split
-// order), and as text: "COUNT x KEYS" for each size, in the order the sizes first appear ("-" for
-// an unsplit call).
-std::string split_sizes(int64_t kv_end, int64_t granule, int32_t splits, std::vector<int64_t>* sizes) {
-    sizes->clear();
-    if (splits <= 1) return "-";
-    std::vector<std::pair<int64_t, int32_t>> counts;  // (keys, splits of that many keys)
-    for (int32_t z = 0; z < splits; ++z) {
+// The keys of each split of `kv_end` keys over `splits` ranges of whole granules, in split order
+// (none for an unsplit call).
+std::vector<int64_t> split_keys(int64_t kv_end, int64_t granule, int32_t splits) {
+    std::vector<int64_t> sizes;
+    for (int32_t z = 0; splits > 1 && z < splits; ++z) {
         const SplitRange r = split_range(kv_end, granule, z, splits);
-        sizes->push_back(r.end - r.begin);
-        auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == sizes->back(); });
+        sizes.push_back(r.end - r.begin);
+    }
+    return sizes;
+}
+
+// Split sizes as "COUNT x KEYS" for each size, in the order the sizes first appear ("-" for none).
+std::string split_sizes_text(const std::vector<int64_t>& sizes) {
+    std::vector<std::pair<int64_t, int32_t>> counts;  // (keys, splits of that many keys)
+    for (int64_t keys : sizes) {
+        auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == keys; });
         if (it == counts.end())
-            counts.push_back({sizes->back(), 1});
+            counts.push_back({keys, 1});
         else
             ++it->second;
     }
     std::string text;
     for (const auto& [keys, count] : counts)
         text += (text.empty() ? "" : ", ") + std::to_string(count) + " x " + std::to_string(keys);
-    return text;
+    return text.empty() ? "-" : text;
 }
 
 struct PlanRow {
-    std::string case_name, kernel, merge, error, split_text;
+    std::string case_name, kernel, merge, error;
     int32_t total_q = 0, num_seqs = 0, max_seqlen_k = 0, num_splits = 1;
     int64_t workspace_bytes = 0;
     std::vector<int64_t> split_keys;
@@ -192,8 +197,7 @@ void plan_case(wideattn_context* ctx, const PlanOptions& o, int cc_major, int cc
         row->merge = merge.name;
     row->num_splits = plan.num_splits;
     row->workspace_bytes = plan.workspace_bytes;
-    row->split_text = split_sizes(row->max_seqlen_k, split_granule(info.tile_keys, h.spec.block_size),
-                                  row->num_splits, &row->split_keys);
+    row->split_keys = split_keys(row->max_seqlen_k, split_granule(info.tile_keys, h.spec.block_size), row->num_splits);
 }
 
 void print_help() {
@@ -435,7 +439,7 @@ int plan_main(int argc, char** argv) {
         } else {
             std::printf("%-26s %8d %5d %-24s %4d %-24s %10lld  %s\n", row.case_name.c_str(), row.total_q,
                         row.num_seqs, row.kernel.c_str(), row.num_splits, row.merge.empty() ? "-" : row.merge.c_str(),
-                        static_cast<long long>(row.workspace_bytes), row.split_text.c_str());
+                        static_cast<long long>(row.workspace_bytes), split_sizes_text(row.split_keys).c_str());
         }
         rows.push_back(row);
     }
