@@ -230,6 +230,11 @@ PLAN_CASES = [
     ("plan --heads not dividing", ["plan", "--context", "5", "--heads", "8,3"], EXIT_USAGE, "err",
      ["--heads='8,3' is not HQ,HKV"]),
     ("plan --context -1", ["plan", "--context", "-1"], EXIT_USAGE, "err", ["--context='-1' is not an integer in 0.."]),
+    ("plan --kv-dtype fp16", ["plan", "--kv-dtype", "fp16"], EXIT_USAGE, "err",
+     ["wideattn plan: --kv-dtype='fp16' is not bf16 or e4m3"]),
+    ("plan --suite other", ["plan", "--suite", "other"], EXIT_USAGE, "err",
+     ["wideattn plan: --suite='other' is not prefill, decode or all"]),
+    ("plan --json without a value", ["plan", "--json"], EXIT_USAGE, "err", ["option --json needs a value"]),
     ("plan: a case too large for the tool's block table", ["plan", "--context", "67108864", "--seqs", "65536"],
      EXIT_USAGE, "err", ["block-table entries, more than the 67108864"]),
 ]

@@ -460,11 +460,7 @@ bool value_option(ArgReader& args, BenchOptions* o) {
     std::string text;
     if (!args.value(&text)) return false;
     if (option == "--kv-dtype" || option == "--q-dtype") {
-        if (text != "bf16" && text != "e4m3") {
-            std::fprintf(stderr, "wideattn bench: %s='%s' is not bf16 or e4m3\n", option.c_str(), text.c_str());
-            return false;
-        }
-        (option == "--kv-dtype" ? o->e4m3_kv : o->e4m3_q) = text == "e4m3";
+        if (!parse_e4m3_dtype("bench", option, text, option == "--kv-dtype" ? &o->e4m3_kv : &o->e4m3_q)) return false;
     } else if (option == "--suite") {
         if (text != kSuitePrefill && text != kSuiteDecode) {
             std::fprintf(stderr, "wideattn bench: --suite='%s' is not %s or %s\n", text.c_str(), kSuitePrefill,

@@ -25,6 +25,15 @@ bool output_writable(const char* command, const char* option, const std::string&
     return false;
 }
 
+bool parse_e4m3_dtype(const char* command, const std::string& option, const std::string& text, bool* e4m3) {
+    if (text != "bf16" && text != "e4m3") {
+        std::fprintf(stderr, "wideattn %s: %s='%s' is not bf16 or e4m3\n", command, option.c_str(), text.c_str());
+        return false;
+    }
+    *e4m3 = text == "e4m3";
+    return true;
+}
+
 wideattn_context* open_bundle(const std::string& bundle_dir, const char* command) {
     wideattn_context* ctx = nullptr;
     const wideattn_status status = wideattn_open(&ctx, bundle_dir.empty() ? nullptr : bundle_dir.c_str());

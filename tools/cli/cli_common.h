@@ -69,4 +69,9 @@ bool output_writable(const char* command, const char* option, const std::string&
 
 const char* dtype_label(int dtype);
 
+// The value `text` of a dtype option (--kv-dtype, --q-dtype) of `command`: "bf16" sets *e4m3
+// false, "e4m3" true; anything else prints "wideattn COMMAND: OPTION='TEXT' is not bf16 or e4m3"
+// and returns false.
+bool parse_e4m3_dtype(const char* command, const std::string& option, const std::string& text, bool* e4m3);
+
 }  // namespace wideattn::cli
