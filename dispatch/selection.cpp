@@ -157,7 +157,7 @@ bool kernel_fits(const ManifestKernel& k, const wideattn_prefill_params& p, int3
         if (why)
             *why = k.name + " reads K from k_cache and cannot rebuild it from V (WIDEATTN_FLAG_K_FROM_V needs a "
                             "kernel with the k_from_v feature: reference_f64 (o_dtype=f64) and, for single-token "
-                            "decode over an e4m3 or a bf16 V-only cache, decode_e4m3kfv_d512 or "
+                            "decode over an e4m3 or a bf16 V-only cache, decode_e4m3kfvb_d512 (decode_e4m3kfv_d512 by name) or "
                             "decode_bf16kfv_d512)";
         return false;
     }

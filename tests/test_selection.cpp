@@ -986,24 +986,29 @@ TEST_CASE("selection: a k_from_v_only kernel serves K-from-V calls alone and no 
     CHECK(select_name(m, p, 9, 0, &why).empty());
 }
 
-TEST_CASE("selection: the built bundle's K-from-V decode kernel declares what selection needs") {
+TEST_CASE("selection: the built bundle's K-from-V decode kernels declare what selection needs") {
     Manifest m;
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
-    const auto k = std::find_if(m.kernels.begin(), m.kernels.end(),
-                                [](const ManifestKernel& x) { return x.name == "decode_e4m3kfv_d512"; });
-    if (k == m.kernels.end()) {
-        MESSAGE("the bundle has no decode_e4m3kfv_d512 (no sm_90a build)");
+    const auto named = [&](const char* name) {
+        return std::find_if(m.kernels.begin(), m.kernels.end(), [&](const ManifestKernel& x) { return x.name == name; });
+    };
+    const auto k = named("decode_e4m3kfvb_d512"), reference = named("decode_e4m3kfv_d512");
+    if (k == m.kernels.end() || reference == m.kernels.end()) {
+        MESSAGE("the bundle has no decode_e4m3kfvb_d512 or decode_e4m3kfv_d512 (no sm_90a build)");
         return;
     }
+    for (const char* feature : {kFeatureKFromV, kFeatureKFromVOnly, kFeatureSingleToken, kFeatureSplitKv})
+        CHECK_MESSAGE(reference->has_feature(feature), feature);
+    CHECK(!reference->split_symbol.empty());
     CHECK(k->q_dtype == WIDEATTN_DTYPE_BF16);
     CHECK(k->kv_dtype == WIDEATTN_DTYPE_E4M3);
     CHECK(k->o_dtype == WIDEATTN_DTYPE_BF16);
     for (const char* feature : {kFeatureKFromV, kFeatureKFromVOnly, kFeatureSingleToken, kFeatureSplitKv})
         CHECK_MESSAGE(k->has_feature(feature), feature);
     CHECK(!k->split_symbol.empty());
-    // The only kernel of its dtypes that rebuilds K but candidates (-Dcandidate_kernels), which
-    // rank below it, so selection picks it.
+    // Every other kernel of its dtypes that rebuilds K (decode_e4m3kfv_d512, whose bits it writes,
+    // and any candidate) ranks below it, so selection picks it.
     for (const ManifestKernel& x : m.kernels) {
         if (x.name == k->name || !x.has_feature(kFeatureKFromV)) continue;
         CAPTURE(x.name);

@@ -1,5 +1,5 @@
 // traits.h - compile-time constants of the bf16-key form of the single-token decode kernel that
-// rebuilds K from an e4m3 V-only cache (kernel wideattn_decode_e4m3kfvb_d512, sm_90a, a candidate):
+// rebuilds K from an e4m3 V-only cache (kernel wideattn_decode_e4m3kfvb_d512, sm_90a):
 // the traits of decode_e4m3kfv_d512 (fp8/decode_e4m3kfv_d512/traits.h), whose block it runs, with
 // kBf16Keys: K enters a bf16 mma as the reference's bf16 values against bf16 Q as the call gives
 // it (no power of two on either, no f16 conversion of K) in every block, and x = bf16((v v_scale)

@@ -242,7 +242,7 @@ def prefill_k_from_v(q, v_cache, cu_seqlens_q, seq_lens_k, block_table, softmax_
       - one query token per sequence (total_q <= num_seqs and max_seqlen_q None, 0 or 1), any
         call with a float64 out (the fp64 reference kernel), and any call while the default
         context has a kernel pinned (Context.set_prefill_kernel) that rebuilds K itself for these
-        dtypes (decode_bf16kfv_d512 for a bf16 V cache, decode_e4m3kfv_d512 for e4m3: run one
+        dtypes (decode_bf16kfv_d512 for a bf16 V cache, decode_e4m3kfvb_d512 or decode_e4m3kfv_d512 for e4m3: run one
         block per query token): the `wideattn::prefill_k_from_v` op, one wideattn_prefill with
         WIDEATTN_FLAG_K_FROM_V (the K-from-V decode kernels on the GPU). Where the library
         refuses it with UnsupportedError (no kernel of the device rebuilds K for it: the K-from-V

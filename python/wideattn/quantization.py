@@ -66,7 +66,7 @@ def power_of_two_scale(scale):
     scales, e.g. compute_scale's, which are >= 2^-126), as a new tensor on the same device, by
     frexp / ldexp (exact; no host read). With such a v_scale the codes keep e4m3's relative
     precision (the largest value maps into [224, 448] instead of onto 448) and the K-from-V decode
-    kernels may rebuild K with one bf16 product a pair of dims (the candidate decode_e4m3kfvb_d512,
+    kernel rebuilds K with one bf16 product a pair of dims (decode_e4m3kfvb_d512,
     fp8/decode_e4m3kfvb_d512/NOTES.md)."""
     check = _checks.Checker("wideattn.power_of_two_scale")
     check.tensor("scale", scale, scale.dim() if isinstance(scale, torch.Tensor) else 1, (torch.float32,),

@@ -390,7 +390,7 @@ TEST_CASE("gpu K-from-V decode kernels: V-only single-token decode against the f
     for (int32_t i = 0; i < 48; ++i) many_contexts.push_back(100 + 37 * i);
     for (const RunnableKernel& kernel : kernels) {
         // Unpinned, a K-from-V decode call over a V-only cache of this kernel's dtype goes to a
-        // kernel of the list of that dtype (decode_e4m3kfv_d512 or decode_bf16kfv_d512 in this
+        // kernel of the list of that dtype (decode_e4m3kfvb_d512 or decode_bf16kfv_d512 in this
         // bundle; nothing else of their dtypes but the fp64 kernel rebuilds K).
         ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 10);
         spec.e4m3_kv = kernel.kv_dtype == WIDEATTN_DTYPE_E4M3;
@@ -468,7 +468,7 @@ TEST_CASE("gpu K-from-V decode kernels: the caller's inv_freq table, and metadat
 namespace {
 
 constexpr const char* kE4m3KfvKernel = "decode_e4m3kfv_d512";
-constexpr const char* kE4m3KfvBf16KeysKernel = "decode_e4m3kfvb_d512";  // a candidate: in the bundle only when built
+constexpr const char* kE4m3KfvBf16KeysKernel = "decode_e4m3kfvb_d512";  // the default of the two (sm_90a)
 constexpr uint8_t kE4m3NaNCode = 0x7f;
 
 // Bf16 outputs (raw bytes) of two kernels equal bit for bit, NaN for NaN (payloads aside); the
@@ -485,16 +485,16 @@ size_t bf16_mismatches(const std::vector<unsigned char>& a, const std::vector<un
     return mismatches;
 }
 
-// The candidate against decode_e4m3kfv_d512 on one problem: the same output bits.
-void check_same_bits(const RunnableKernel& base, const RunnableKernel& candidate, const HostProblem& h,
+// decode_e4m3kfvb_d512 against decode_e4m3kfv_d512 on one problem: the same output bits.
+void check_same_bits(const RunnableKernel& base, const RunnableKernel& bf16_keys, const HostProblem& h,
                      int32_t rotary_dims, KNormWeights weights, const char* what,
                      const std::vector<uint32_t>& cos_sin = {}) {
     CAPTURE(h.spec.describe());
     CAPTURE(what);
     const std::vector<unsigned char> a = k_from_v_raw_output(base, h, rotary_dims, weights, {}, cos_sin);
-    const std::vector<unsigned char> b = k_from_v_raw_output(candidate, h, rotary_dims, weights, {}, cos_sin);
+    const std::vector<unsigned char> b = k_from_v_raw_output(bf16_keys, h, rotary_dims, weights, {}, cos_sin);
     const size_t mismatches = bf16_mismatches(a, b);
-    std::printf("  %-20s %-64s %s: %s\n", candidate.name.c_str(), h.spec.describe().c_str(), what,
+    std::printf("  %-20s %-64s %s: %s\n", bf16_keys.name.c_str(), h.spec.describe().c_str(), what,
                 mismatches ? (std::to_string(mismatches) + " outputs differ").c_str() : "bit-identical");
     CHECK(mismatches == 0);
 }
@@ -507,11 +507,11 @@ TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, pro
         return std::find_if(kernels.begin(), kernels.end(), [&](const RunnableKernel& k) { return k.name == name; });
     };
     if (find(kE4m3KfvBf16KeysKernel) == kernels.end() || find(kE4m3KfvKernel) == kernels.end()) {
-        MESSAGE("decode_e4m3kfvb_d512 is not in this bundle (-Dcandidate_kernels=decode_e4m3kfvb_d512) or does not run here");
+        MESSAGE("decode_e4m3kfvb_d512 or decode_e4m3kfv_d512 is not in this bundle (no sm_90a build) or does not run here");
         return;
     }
     const RunnableKernel& base = *find(kE4m3KfvKernel);
-    const RunnableKernel& candidate = *find(kE4m3KfvBf16KeysKernel);
+    const RunnableKernel& bf16_keys = *find(kE4m3KfvBf16KeysKernel);
     const auto problem = [](ProblemSpec spec) {
         spec.e4m3_kv = true;
         HostProblem h;
@@ -519,29 +519,29 @@ TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, pro
         return h;
     };
     const KNormWeights bf16 = KNormWeights::kBf16, fp32 = KNormWeights::kFp32;
-    // The harness's v_scale is a power of two: with bf16 weights the candidate's product path.
+    // The harness's v_scale is a power of two: with bf16 weights the product path of decode_e4m3kfvb_d512.
     HostProblem batch = problem(problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 40));
-    check_same_bits(base, candidate, batch, kGemma4GlobalRotaryDims, bf16, "bf16 weights (products)");
-    check_same_bits(base, candidate, batch, kEveryDim, bf16, "bf16 weights, every dim rotated");
-    check_same_bits(base, candidate, batch, kGemma4GlobalRotaryDims, fp32, "fp32 weights (fp32 path)");
+    check_same_bits(base, bf16_keys, batch, kGemma4GlobalRotaryDims, bf16, "bf16 weights (products)");
+    check_same_bits(base, bf16_keys, batch, kEveryDim, bf16, "bf16 weights, every dim rotated");
+    check_same_bits(base, bf16_keys, batch, kGemma4GlobalRotaryDims, fp32, "fp32 weights (fp32 path)");
     HostProblem long_one = problem(problem_spec({1, 1}, {131000, 4000}, 32, 4, 64, kSeed + 41));
-    check_same_bits(base, candidate, long_one, kGemma4GlobalRotaryDims, bf16, "bf16 weights, keys to 131k");
+    check_same_bits(base, bf16_keys, long_one, kGemma4GlobalRotaryDims, bf16, "bf16 weights, keys to 131k");
     wideattn_k_from_v host_kfv = k_from_v_check_description(nullptr, kGemma4GlobalRotaryDims);
     std::vector<uint32_t> table;
     REQUIRE(k_from_v_cos_sin_table(host_kfv, long_one.spec.head_dim, 2021, &table).empty());
-    check_same_bits(base, candidate, long_one, kGemma4GlobalRotaryDims, bf16, "bf16 weights, a table of 2021 rows",
+    check_same_bits(base, bf16_keys, long_one, kGemma4GlobalRotaryDims, bf16, "bf16 weights, a table of 2021 rows",
                     table);
     ProblemSpec gemma_spec = problem_spec({1, 1, 1}, {3700, 300, 20000}, 32, 4, 16, kSeed + 42);
     gemma_spec.gemma.q_rms = 1.0f;
-    check_same_bits(base, candidate, problem(gemma_spec), kGemma4GlobalRotaryDims, bf16, "Gemma-like, bf16 weights");
+    check_same_bits(base, bf16_keys, problem(gemma_spec), kGemma4GlobalRotaryDims, bf16, "Gemma-like, bf16 weights");
     // A v_scale that is no power of two: the fp32 path.
     HostProblem odd_scale = batch;
     odd_scale.v_scale *= 0.7f;
-    check_same_bits(base, candidate, odd_scale, kGemma4GlobalRotaryDims, bf16, "v_scale no power of two");
+    check_same_bits(base, bf16_keys, odd_scale, kGemma4GlobalRotaryDims, bf16, "v_scale no power of two");
     // NaN codes in V (a rotated and an unrotated dim of two keys): NaN rows where the base has them.
     HostProblem nan_codes = batch;
     const int64_t row_bytes = int64_t{nan_codes.spec.num_kv_heads} * nan_codes.spec.head_dim;
     nan_codes.v_e4m3[5 * row_bytes + 3] = kE4m3NaNCode;
     nan_codes.v_e4m3[900 * row_bytes + 300] = kE4m3NaNCode | 0x80u;
-    check_same_bits(base, candidate, nan_codes, kGemma4GlobalRotaryDims, bf16, "NaN codes in V");
+    check_same_bits(base, bf16_keys, nan_codes, kGemma4GlobalRotaryDims, bf16, "NaN codes in V");
 }
