@@ -46,14 +46,12 @@ __device__ __forceinline__ ThreadPlace thread_place(const BlockWork& work) {
 
 // Split-KV (grid.z > 1, docs/design.md "Split-KV"), applied after block_geometry by a kernel's
 // split instantiation: split blockIdx.z of gridDim.z visits the keys split_range gives it
-// (split_range.h: whole granules of lcm(kTileKeys, block_size) keys spread evenly, so a split
-// starts on a page and a key tile boundary and the splits differ by at most one granule; rounding a
-// share of ceil(kv_end / S) keys up to whole granules instead gave every split but the last up to
-// a granule more, and at 20485 keys over 32 splits of 32-key granules left the last split empty).
-// The geometry is rebased to the split's first key (kv_end, row_key_end and the block-table row
-// shift by it), so the main loops, page walks and masks run unchanged on local key numbers; a split
-// without a granule visits no key (its rows end with LSE -inf). The boundaries depend on the shape
-// alone.
+// (split_range.h: whole granules of lcm(kTileKeys, block_size) keys, so a split starts on a page and
+// a key tile boundary; rounded shares by default, the last split shorter or empty, or spread evenly
+// with the build option split_ranges=even). The geometry is rebased to the split's first key
+// (kv_end, row_key_end and the block-table row shift by it), so the main loops, page walks and
+// masks run unchanged on local key numbers; a split without a key visits none (its rows end with
+// LSE -inf). The boundaries depend on the shape alone.
 template <class Traits>
 __device__ __forceinline__ void restrict_to_split(const wideattn_prefill_params& p, BlockGeometry* geometry) {
     const SplitRange range = split_range(geometry->kv_end, split_granule(Traits::kTileKeys, p.block_size),
