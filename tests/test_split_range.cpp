@@ -81,42 +81,34 @@ std::string check_ranges(int64_t kv_end, int64_t granule, int64_t splits) {
     return {};
 }
 
+// Runs `check` (check_rounded or check_ranges) over a grid of shapes and the largest key counts;
+// the number of shapes checked.
+int check_shapes(std::string (*check)(int64_t, int64_t, int64_t)) {
+    int checked = 0;
+    for (const int64_t granule : {16, 32, 48, 64, 256})
+        for (int64_t splits = 2; splits <= kMaxSplits; splits += (splits < 40 ? 1 : 7))
+            for (int64_t kv_end = 0; kv_end <= 4 * granule * splits + 3; kv_end += (kv_end < 600 ? 1 : 37)) {
+                const std::string err = check(kv_end, granule, splits);
+                REQUIRE_MESSAGE(err.empty(), err);
+                ++checked;
+            }
+    for (const int64_t kv_end : {kLargestKeys, kLargestKeys - 1, int64_t{1} << 30, int64_t{131073}, int64_t{32769}})
+        for (const int64_t splits : {int64_t{2}, int64_t{31}, int64_t{32}, int64_t{33}, kMaxSplits}) {
+            const std::string err = check(kv_end, 64, splits);
+            REQUIRE_MESSAGE(err.empty(), err);
+            ++checked;
+        }
+    return checked;
+}
+
 }  // namespace
 
 TEST_CASE("split ranges: rounded shares cover every key once, in order, on granules, a share each but the last") {
-    int checked = 0;
-    for (const int64_t granule : {16, 32, 48, 64, 256})
-        for (int64_t splits = 2; splits <= kMaxSplits; splits += (splits < 40 ? 1 : 7))
-            for (int64_t kv_end = 0; kv_end <= 4 * granule * splits + 3; kv_end += (kv_end < 600 ? 1 : 37)) {
-                const std::string err = check_rounded(kv_end, granule, splits);
-                REQUIRE_MESSAGE(err.empty(), err);
-                ++checked;
-            }
-    for (const int64_t kv_end : {kLargestKeys, kLargestKeys - 1, int64_t{1} << 30, int64_t{131073}, int64_t{32769}})
-        for (const int64_t splits : {int64_t{2}, int64_t{31}, int64_t{32}, int64_t{33}, kMaxSplits}) {
-            const std::string err = check_rounded(kv_end, 64, splits);
-            REQUIRE_MESSAGE(err.empty(), err);
-            ++checked;
-        }
-    MESSAGE(checked << " (kv_end, granule, splits) shapes checked");
+    MESSAGE(check_shapes(check_rounded) << " (kv_end, granule, splits) shapes checked");
 }
 
 TEST_CASE("split ranges: even ranges cover every key once, in order, on granules, at most one granule apart") {
-    int checked = 0;
-    for (const int64_t granule : {16, 32, 48, 64, 256})
-        for (int64_t splits = 2; splits <= kMaxSplits; splits += (splits < 40 ? 1 : 7))
-            for (int64_t kv_end = 0; kv_end <= 4 * granule * splits + 3; kv_end += (kv_end < 600 ? 1 : 37)) {
-                const std::string err = check_ranges(kv_end, granule, splits);
-                REQUIRE_MESSAGE(err.empty(), err);
-                ++checked;
-            }
-    for (const int64_t kv_end : {kLargestKeys, kLargestKeys - 1, int64_t{1} << 30, int64_t{131073}, int64_t{32769}})
-        for (const int64_t splits : {int64_t{2}, int64_t{31}, int64_t{32}, int64_t{33}, kMaxSplits}) {
-            const std::string err = check_ranges(kv_end, 64, splits);
-            REQUIRE_MESSAGE(err.empty(), err);
-            ++checked;
-        }
-    MESSAGE(checked << " (kv_end, granule, splits) shapes checked");
+    MESSAGE(check_shapes(check_ranges) << " (kv_end, granule, splits) shapes checked");
 }
 
 TEST_CASE("split ranges: the decode suite's shapes in both forms, and the form of this build") {
