@@ -69,7 +69,7 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t word) {
     return pack_f16x2(ptx::bf16_low(word), ptx::bf16_high(word));
 }
 
-// kProduct (Traits::kBf16Keys, the candidate decode_e4m3kfvb_d512, in a block whose v_scale is a
+// kProduct (Traits::kBf16Keys, decode_e4m3kfvb_d512, in a block whose v_scale is a
 // power of two and every w v_scale a bf16 value: stage_weight_products): x = bf16((v v_scale) w)
 // is one mul.rn.bf16x2 of the codes' values (f16 -> bf16, exact) and w v_scale: v v_scale is then
 // exact and v (w v_scale) has at most 4 + 8 significant bits, so the fp32 steps round nothing

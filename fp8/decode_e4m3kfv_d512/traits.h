@@ -28,7 +28,7 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     static constexpr int32_t kCosSinBlocksAhead = 2;
     static constexpr int32_t kSubTileKeysPerLane = 2;                      // keys g and g + 8 of the A rows
     // K as f16 scaled by the block's power of two against f16 Q (this kernel), or as the
-    // reference's bf16 values against bf16 Q in a bf16 mma (the candidate decode_e4m3kfvb_d512).
+    // reference's bf16 values against bf16 Q in a bf16 mma (decode_e4m3kfvb_d512).
     static constexpr bool kBf16Keys = false;
 
     // The largest finite e4m3 magnitude (code 0x7e, fp8/codec/e4m3.h): bounds |V| / v_scale.

@@ -1,5 +1,5 @@
 // kernel.cu - entry points of the bf16-key form of the single-token decode kernel that rebuilds K
-// from an e4m3 V-only cache (sm_90a, a candidate): decode_e4m3kfv_d512's block
+// from an e4m3 V-only cache (sm_90a; the default since 2026-12-05): decode_e4m3kfv_d512's block
 // (fp8/decode_e4m3kfv_d512/block.cuh) with the traits of traits.h here (K as bf16 values in a bf16
 // mma against bf16 Q); launched as decode_e4m3kfv_d512 (its kernel.cu).
 #include "fp8/decode_e4m3kfv_d512/block.cuh"
