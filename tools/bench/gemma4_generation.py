@@ -33,6 +33,13 @@ first named is faster), its 95% bootstrap interval over the rounds, and the roun
 won (--rounds: that many contexts, their rounds pooled). The decode bar against SDPA is then "met" when the interval lies above 1,
 "MISSED" when it lies below, "undecided" otherwise. Not with --host-parts.
 
+--kernel-times (decode cases): where a step's GPU time goes, per attention: one context each,
+--warmup steps, then --steps steps under torch.profiler (device activity only); per attention
+the device time of a step (every kernel, copy and fill summed) and the KERNEL_ROWS kernels of
+most time a step, then the kernels whose time a step differs most between the first two
+--attention names. Step times are not reported in this mode (the profiler adds to them). Not with
+--host-parts or --interleave.
+
 Configs (--config): "12" is 12 layers of hidden 2048, vocab 32768 (tools/bench/hf_gemma4.py's
 test model: layers 6 and 12 global); "31b" is Gemma 4 31B's shape: 60 layers (10 global: every
 6th), hidden 5376, intermediate 21504, vocab 262144, about 31e9 parameters (62 GB of bf16
@@ -68,9 +75,9 @@ between reports. Results go into BENCHMARKS.md by hand, with the commit and date
 
 usage: gemma4_generation.py [--config 12|31b] [--cases ttft_8k,decode_8k,decode_32k,decode_8k_padded]
        [--attention wideattn,sdpa,wideattn-per-step] [--rounds N] [--steps N] [--warmup N] [--reps N]
-       [--label TEXT] [--json FILE] [--host-parts | --interleave]
+       [--label TEXT] [--json FILE] [--host-parts | --interleave | --kernel-times]
        gemma4_generation.py --compare NEW.json OLD.json
-       gemma4_generation.py --self-test   (the paired statistics, no GPU)
+       gemma4_generation.py --self-test   (the paired statistics and the kernel tables, no GPU)
 """
 
 import argparse
@@ -98,6 +105,9 @@ BOOTSTRAP_RESAMPLES = 2000   # --interleave: resamples of the rounds for the rat
 BOOTSTRAP_SEED = 1
 INTERVAL = 0.95
 DECODE_BAR_VS_MAIN = 1.3
+KERNEL_ROWS = 15          # --kernel-times: kernels listed per attention
+KERNEL_DIFF_ROWS = 20     # --kernel-times: kernels listed by their difference between two attentions
+KERNEL_NAME_CHARS = 100   # --kernel-times: a kernel name's characters printed (the JSON keeps all)
 TTFT_BAR_VS_SDPA = 2.0
 
 
@@ -265,6 +275,80 @@ def run_case(torch, model, kind, context, args, vocab, host_parts=None):
         return times, parts
 
 
+def profile_case(torch, model, kind, context, args, vocab):
+    """--kernel-times: [(kernel name, device microseconds, calls)] of args.steps decode steps
+    (after args.warmup) over one context of `kind`, from torch.profiler's device activity."""
+    from torch.profiler import ProfilerActivity, profile
+    tokens, mask = case_tokens(torch, kind, context, args, vocab)
+    with torch.no_grad():
+        cache, token = fill_context(torch, model, tokens, mask)
+        for _ in range(args.warmup):
+            token, mask, _ = decode_step(torch, model, token, mask, cache)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(args.steps):
+                token, mask, _ = decode_step(torch, model, token, mask, cache)
+    rows = []
+    for event in prof.key_averages():
+        micros = getattr(event, "self_device_time_total", None)
+        if micros is None:   # torch < 2.4
+            micros = event.self_cuda_time_total
+        if micros > 0:
+            rows.append((event.key, float(micros), int(event.count)))
+    return rows
+
+
+def kernel_summary(rows, steps):
+    """profile_case's rows as per-step figures: {"step_device_ms", "kernels": [{"name",
+    "ms_per_step", "calls_per_step"}] by time, most first}."""
+    kernels = [{"name": name, "ms_per_step": micros / steps / 1e3, "calls_per_step": calls / steps}
+               for name, micros, calls in rows]
+    kernels.sort(key=lambda k: (-k["ms_per_step"], k["name"]))
+    return {"step_device_ms": sum(k["ms_per_step"] for k in kernels), "kernels": kernels}
+
+
+def kernel_differences(first, second):
+    """[(name, first's ms a step, second's, first - second)] of every kernel of two
+    kernel_summary()s (0 where one has none), largest difference first."""
+    a = {k["name"]: k["ms_per_step"] for k in first["kernels"]}
+    b = {k["name"]: k["ms_per_step"] for k in second["kernels"]}
+    rows = [(name, a.get(name, 0.0), b.get(name, 0.0), a.get(name, 0.0) - b.get(name, 0.0)) for name in a.keys() | b.keys()]
+    rows.sort(key=lambda r: (-abs(r[3]), r[0]))
+    return rows
+
+
+def measure_kernel_times(torch, model, args, report, hf, has_mask_rules, case):
+    """--kernel-times for one decode case: profile_case per attention into
+    report["cases"][case][attention]["kernel_times"], printed, then the differences of the first
+    two attentions."""
+    kind, context = CASES[case]
+    report["cases"][case] = {}
+    summaries = {}
+    for attention in args.attention:
+        previous = set_attention(model, hf, has_mask_rules, attention)
+        before = hf.calls.get("dense", 0)
+        try:
+            rows = profile_case(torch, model, kind, context, args, CONFIGS[args.config]["vocab"])
+        finally:
+            if has_mask_rules:
+                hf.set_mask_check(previous)
+        summary = kernel_summary(rows, args.steps)
+        summaries[attention] = summary
+        served = hf.calls.get("dense", 0) - before
+        report["cases"][case][attention] = {"kernel_times": summary, "wideattn_calls": served}
+        print(f"{case:16s} {attention:17s} device time {summary['step_device_ms']:.3f} ms a step ({args.steps} "
+              f"profiled steps, {served} calls on wideattn in all)", flush=True)
+        for k in summary["kernels"][:KERNEL_ROWS]:
+            print(f"{'':16s}   {k['ms_per_step']:8.3f} ms {k['calls_per_step']:6.1f} calls  "
+                  f"{k['name'][:KERNEL_NAME_CHARS]}")
+        torch.cuda.empty_cache()
+    if len(args.attention) < 2:
+        return
+    first, second = args.attention[0], args.attention[1]
+    print(f"{case:16s} kernels by difference a step, {first} - {second} (ms):")
+    for name, a, b, diff in kernel_differences(summaries[first], summaries[second])[:KERNEL_DIFF_ROWS]:
+        print(f"{'':16s}   {diff:+8.3f} ({a:.3f} against {b:.3f})  {name[:KERNEL_NAME_CHARS]}")
+
+
 def paired_summary(first, second):
     """The paired comparison of two attentions' step times of the same rounds (lists of seconds,
     first[i] and second[i] from round i): ratios second / first (> 1: `first` is faster), their
@@ -360,6 +444,7 @@ def measure(args):
     reuse_before = dict(hf.decode_reuse) if has_reuse else {}
     report["host_parts"] = args.host_parts
     report["interleave"] = args.interleave
+    report["kernel_times"] = args.kernel_times
     host_parts = HostParts() if args.host_parts else None
     if host_parts is not None:
         host_parts.install()
@@ -431,6 +516,10 @@ def measure_cases(torch, model, args, report, hf, has_mask_rules, host_parts):
         if args.interleave and kind != "ttft":
             measure_interleaved(torch, model, args, report, hf, has_mask_rules, case)
             continue
+        if args.kernel_times:
+            if kind != "ttft":
+                measure_kernel_times(torch, model, args, report, hf, has_mask_rules, case)
+            continue
         samples = {attention: [] for attention in args.attention}
         rounds = {attention: [] for attention in args.attention}
         counts = {attention: {"wideattn_calls": 0, "mask_verifications": 0} for attention in args.attention}
@@ -477,8 +566,8 @@ def ratios(new, old, old_attention, new_attention, bars):
         b = results.get(new_attention)
         if new is old and "paired" in results:
             continue   # an interleaved case: measure_interleaved printed its paired ratio
-        if not a or not b:
-            continue
+        if not a or not b or "median_ms" not in a or "median_ms" not in b:
+            continue   # no step times (--kernel-times)
         ratio = a["median_ms"] / b["median_ms"]
         verdict = ""
         if case in bars:
@@ -496,7 +585,8 @@ BARS_VS_MAIN = {"decode_8k": (DECODE_BAR_VS_MAIN, False)}
 
 def self_test():
     """The paired statistics on synthetic step times: a 10% faster attention under a drift of the
-    host that moves both, equal attentions, and a slower one."""
+    host that moves both, equal attentions, and a slower one; the --kernel-times tables of
+    synthetic profiles."""
     failures = []
 
     def check(label, condition, detail):
@@ -521,6 +611,14 @@ def self_test():
     check("equal attentions: undecided, interval around 1", paired_verdict(e, 1.0) == "undecided" and
           e["interval"][0] < 1.0 < e["interval"][1], e)
     check("the same inputs give the same interval", paired_summary(same, twin) == e, e)
+    first = kernel_summary([("gemm", 3000.0, 60), ("attention", 900.0, 30), ("copy", 300.0, 30)], 3)
+    second = kernel_summary([("gemm", 3000.0, 60), ("sdpa", 600.0, 30), ("copy", 450.0, 30), ("fill", 30.0, 3)], 3)
+    check("kernel times: per step, most first", [k["name"] for k in first["kernels"]] == ["gemm", "attention", "copy"]
+          and abs(first["kernels"][1]["ms_per_step"] - 0.3) < 1e-12 and first["kernels"][1]["calls_per_step"] == 10
+          and abs(first["step_device_ms"] - 1.4) < 1e-12, first)
+    diffs = kernel_differences(first, second)
+    check("kernel differences: largest first, absent as 0", [(n, round(d, 6)) for n, _, _, d in diffs] ==
+          [("attention", 0.3), ("sdpa", -0.2), ("copy", -0.05), ("fill", -0.01), ("gemm", 0.0)], diffs)
     print(f"gemma4_generation self-test: {len(failures)} failed")
     return 1 if failures else 0
 
@@ -542,7 +640,9 @@ def main():
                         help="decode cases: also the host time of a step inside the attention and mask functions")
     parser.add_argument("--interleave", action="store_true",
                         help="decode cases: alternate the attentions step by step in one context; paired ratios")
-    parser.add_argument("--self-test", action="store_true", help="check the paired statistics (no GPU) and exit")
+    parser.add_argument("--kernel-times", action="store_true",
+                        help="decode cases: the GPU time of a step by kernel, per attention (torch.profiler)")
+    parser.add_argument("--self-test", action="store_true", help="check the paired statistics and the kernel tables (no GPU) and exit")
     args = parser.parse_args()
     if args.self_test:
         return self_test()
@@ -564,6 +664,8 @@ def main():
         parser.error("--steps, --reps and --rounds must be >= 1, --warmup >= 0")
     if args.interleave and args.host_parts:
         parser.error("--interleave and --host-parts do not combine (the wrappers time whole rounds)")
+    if args.kernel_times and (args.interleave or args.host_parts):
+        parser.error("--kernel-times does not combine with --interleave or --host-parts")
     if args.interleave and len(args.attention) < 2:
         parser.error("--interleave needs two or more --attention names")
     return measure(args)
