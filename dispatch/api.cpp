@@ -448,7 +448,10 @@ wideattn_status k_from_v_rebuild(wideattn_context* ctx, const wideattn_prefill_p
         check);
 }
 
-wideattn_status compute_scale(wideattn_context* ctx, const wideattn_scale_params* params, void* stream) {
+// wideattn_compute_scale, and with power_of_two wideattn_compute_scale_pow2 (the amax kernel
+// with the feature power_of_two).
+wideattn_status compute_scale(wideattn_context* ctx, const wideattn_scale_params* params, void* stream,
+                              bool power_of_two) {
     if (!ctx) return fail(WIDEATTN_ERROR_INVALID_ARGUMENT, "ctx is NULL");
     std::string message;
     wideattn_status status = wideattn::validate_scale_params(params, &message);
@@ -466,7 +469,8 @@ wideattn_status compute_scale(wideattn_context* ctx, const wideattn_scale_params
     return wideattn::launch_on_current_device(
         ctx, &args, stream,
         [&](int cc_major, int cc_minor, int32_t* index, std::string* why) {
-            return wideattn::select_scale_kernel(ctx->manifest.kernels, args, cc_major, cc_minor, index, why);
+            return (power_of_two ? wideattn::select_scale_pow2_kernel : wideattn::select_scale_kernel)(
+                ctx->manifest.kernels, args, cc_major, cc_minor, index, why);
         },
         [&](const wideattn::ManifestKernel& kernel) { return wideattn::scale_launch_geometry(kernel, args); },
         set_floor);
@@ -615,7 +619,12 @@ wideattn_status wideattn_k_from_v_rebuild(wideattn_context* ctx, const wideattn_
 }
 
 wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_scale_params* params, void* stream) {
-    return guarded("wideattn_compute_scale", [&] { return compute_scale(ctx, params, stream); });
+    return guarded("wideattn_compute_scale", [&] { return compute_scale(ctx, params, stream, false); });
+}
+
+wideattn_status wideattn_compute_scale_pow2(wideattn_context* ctx, const wideattn_scale_params* params,
+                                            void* stream) {
+    return guarded("wideattn_compute_scale_pow2", [&] { return compute_scale(ctx, params, stream, true); });
 }
 
 }  // extern "C"

@@ -266,17 +266,21 @@ int64_t elementwise_grid_y(const ManifestKernel& k, int32_t heads, int32_t head_
 
 // The closest cubin of `kind` (and of q_dtype `dtype`, unless kAnyDtype) that runs on the device,
 // serves head_dim and that `fits` accepts (it returns "" or why not, naming the kernel); `what`
-// names the kernel in the refusal. Shared by the element-wise fp8 kernels and the K-from-V rebuild.
+// names the kernel in the refusal. A kernel of the kind whose feature list has `variant` (when
+// not null) other than `with_variant` says is another call's and passed over in silence (the
+// amax kernels: power_of_two). Shared by the element-wise fp8 kernels and the K-from-V rebuild.
 constexpr int32_t kAnyDtype = -1;
 template <typename Fits>
 wideattn_status select_closest_of_kind(const std::vector<ManifestKernel>& kernels, const char* kind, const char* what,
                                        int32_t dtype, int32_t head_dim, int32_t cc_major, int32_t cc_minor, Fits fits,
-                                       int32_t* index, std::string* message) {
+                                       int32_t* index, std::string* message, const char* variant = nullptr,
+                                       bool with_variant = false) {
     std::vector<int32_t> fitting;
     std::string miss;
     for (size_t i = 0; i < kernels.size(); ++i) {
         const ManifestKernel& k = kernels[i];
         if (k.kind != kind || (dtype != kAnyDtype && k.q_dtype != dtype)) continue;
+        if (variant && k.has_feature(variant) != with_variant) continue;
         if (!arch_runs_on(k, cc_major, cc_minor)) {
             if (miss.empty()) miss = k.name + " (" + k.arch + ") does not run on " + device_arch_text(cc_major, cc_minor);
             continue;
@@ -305,7 +309,8 @@ wideattn_status select_closest_of_kind(const std::vector<ManifestKernel>& kernel
 // for src_dtype whose head dims and grid fit; `what` names the kernel in the message.
 wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& kernels, const char* kind,
                                           const char* what, int32_t src_dtype, int32_t heads, int32_t head_dim,
-                                          int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
+                                          int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message,
+                                          const char* variant = nullptr, bool with_variant = false) {
     const auto grid_fits = [&](const ManifestKernel& k) {
         if (elementwise_grid_y(k, heads, head_dim) <= kMaxGridY) return std::string();
         return k.name + " would need " + std::to_string(elementwise_grid_y(k, heads, head_dim)) +
@@ -313,7 +318,7 @@ wideattn_status select_elementwise_kernel(const std::vector<ManifestKernel>& ker
                " (limit " + std::to_string(kMaxGridY) + ")";
     };
     return select_closest_of_kind(kernels, kind, what, src_dtype, head_dim, cc_major, cc_minor, grid_fits, index,
-                                  message);
+                                  message, variant, with_variant);
 }
 
 // check_quantize_grid / check_scale_grid for kernels of `kind`.
@@ -358,7 +363,13 @@ wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernel
 wideattn_status select_scale_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
                                     int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
     return select_elementwise_kernel(kernels, kKindAmaxE4m3, "e4m3 amax kernel", p.src_dtype, p.heads, p.head_dim,
-                                     cc_major, cc_minor, index, message);
+                                     cc_major, cc_minor, index, message, kFeaturePowerOfTwo, false);
+}
+
+wideattn_status select_scale_pow2_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
+                                         int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message) {
+    return select_elementwise_kernel(kernels, kKindAmaxE4m3, "power-of-two e4m3 amax kernel", p.src_dtype, p.heads,
+                                     p.head_dim, cc_major, cc_minor, index, message, kFeaturePowerOfTwo, true);
 }
 
 LaunchGeometry quantize_launch_geometry(const ManifestKernel& k, const wideattn_quantize_params& p) {

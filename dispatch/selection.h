@@ -56,9 +56,12 @@ wideattn_status select_quantize_kernel(const std::vector<ManifestKernel>& kernel
                                        int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
 LaunchGeometry quantize_launch_geometry(const ManifestKernel& kernel, const wideattn_quantize_params& p);
 
-// The same for wideattn_compute_scale (the per-tensor amax kernel).
+// The same for wideattn_compute_scale (the per-tensor amax kernel, one without the feature
+// power_of_two) and for wideattn_compute_scale_pow2 (one with it).
 wideattn_status select_scale_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
                                     int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
+wideattn_status select_scale_pow2_kernel(const std::vector<ManifestKernel>& kernels, const wideattn_scale_params& p,
+                                         int32_t cc_major, int32_t cc_minor, int32_t* index, std::string* message);
 LaunchGeometry scale_launch_geometry(const ManifestKernel& kernel, const wideattn_scale_params& p);
 
 // The same for wideattn_k_from_v_rebuild (validated by validate_k_from_v_rebuild): the closest

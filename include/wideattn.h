@@ -43,10 +43,11 @@ extern "C" {
  * caller's 32-byte struct is still accepted, its inv_freq taken as NULL); 0.7.0 appended
  * `cos_sin`, `cos_sin_positions` and `reserved2` to wideattn_k_from_v (40 -> 56 bytes; 32- and
  * 40-byte structs are still accepted, without a table); 0.8.0 added wideattn_k_from_v_rebuild
- * (K from V rebuilt into a K + V cache: the prefill path of K from V). The shared library's
+ * (K from V rebuilt into a K + V cache: the prefill path of K from V); 0.9.0 added
+ * wideattn_compute_scale_pow2 (the per-tensor e4m3 scale rounded up to a power of two). The shared library's
  * soname is libwideattn.so.<MAJOR>. */
 #define WIDEATTN_VERSION_MAJOR 0
-#define WIDEATTN_VERSION_MINOR 8
+#define WIDEATTN_VERSION_MINOR 9
 #define WIDEATTN_VERSION_PATCH 0
 
 /* Status codes. */
@@ -589,6 +590,20 @@ WIDEATTN_API wideattn_status wideattn_quantize_to_cache(wideattn_context* ctx, c
  */
 WIDEATTN_API wideattn_status wideattn_compute_scale(wideattn_context* ctx, const wideattn_scale_params* params,
                                                     void* stream);
+
+/*
+ * wideattn_compute_scale's scale rounded up to the smallest power of two at or above it (C API
+ * 0.9.0): *scale = 2^ceil(log2(max(amax / 448, 2^-126))) up to 2^119 (an amax above 448 x 2^119,
+ * about 2.98e38, keeps amax / 448: 2^120 would decode its largest codes to infinity), the same parameters, validation,
+ * determinism (memset, then atomicMax of the rounded block scales: rounding up is monotonic) and
+ * capture. With such a scale the largest |x| maps into [224, 448] instead of onto 448 (the codes
+ * keep e4m3's relative precision) and code x scale is exact: decode_e4m3kfvb_d512 then rebuilds K
+ * from an e4m3 V-only cache with one bf16 product a pair of dims (its product path; another scale
+ * takes its fp32 steps). Runs the bundle's amax kernel with the feature
+ * "power_of_two" (amax_e4m3_pow2); a bundle without one: WIDEATTN_ERROR_UNSUPPORTED.
+ */
+WIDEATTN_API wideattn_status wideattn_compute_scale_pow2(wideattn_context* ctx, const wideattn_scale_params* params,
+                                                         void* stream);
 
 /*
  * K from V rebuilt into a K + V cache (C API 0.8.0): the prefill path of WIDEATTN_FLAG_K_FROM_V.

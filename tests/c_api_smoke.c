@@ -98,6 +98,9 @@ int main(void) {
     status = wideattn_compute_scale(ctx, &sp, NULL);
     printf("compute_scale: %s: %s\n", wideattn_status_string(status), wideattn_last_error());
     ok = ok && status == WIDEATTN_ERROR_NO_DRIVER;
+    status = wideattn_compute_scale_pow2(ctx, &sp, NULL);
+    printf("compute_scale_pow2: %s: %s\n", wideattn_status_string(status), wideattn_last_error());
+    ok = ok && status == WIDEATTN_ERROR_NO_DRIVER;
     ok = ok && check_split_plan(ctx, &p);
     /* Plans need the driver too (the kernels' functions are resolved at creation); a handle that
      * no wideattn_plan_create returned is refused without one. */

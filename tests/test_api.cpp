@@ -59,7 +59,7 @@ private:
 }  // namespace
 
 TEST_CASE("api: version and status names") {
-    CHECK(std::strcmp(wideattn_version(), "0.8.0") == 0);
+    CHECK(std::strcmp(wideattn_version(), "0.9.0") == 0);
     CHECK(std::strcmp(wideattn_status_string(WIDEATTN_ERROR_NO_DRIVER), "WIDEATTN_ERROR_NO_DRIVER") == 0);
     CHECK(std::strcmp(wideattn_status_string(static_cast<wideattn_status>(99)), "WIDEATTN_STATUS_UNKNOWN") == 0);
 }
@@ -386,6 +386,19 @@ TEST_CASE("api: compute_scale validates first, then needs the driver") {
     CHECK(std::string(wideattn_last_error()) == "params is NULL");
     CHECK(wideattn_compute_scale(nullptr, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
     CHECK(std::string(wideattn_last_error()) == "ctx is NULL");
+    // compute_scale_pow2: the same validation, then the same need of the driver.
+    CHECK(wideattn_compute_scale_pow2(ctx, nullptr, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "params is NULL");
+    CHECK(wideattn_compute_scale_pow2(nullptr, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "ctx is NULL");
+    CHECK(wideattn_compute_scale_pow2(ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(std::string(wideattn_last_error()) == "src_dtype=1 is not supported (bf16 = 0)");
+    p = test::valid_scale_params();
+    p.scale = nullptr;
+    CHECK(wideattn_compute_scale_pow2(ctx, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+    CHECK(std::string(wideattn_last_error()) == "scale is NULL");
+    p = test::valid_scale_params();
+    CHECK(wideattn_compute_scale_pow2(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
     // The flat destination (Q) goes through the quantise entry point with slot_mapping NULL.
     wideattn_quantize_params q = test::valid_quantize_params();
     q.slot_mapping = nullptr;

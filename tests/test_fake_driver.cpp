@@ -325,6 +325,12 @@ TEST_CASE("fake driver: quantise and scale kernels load lazily too") {
     const wideattn_scale_params s = test::valid_scale_params();
     CHECK_MESSAGE(wideattn_compute_scale(bundle.ctx(), &s, nullptr) == WIDEATTN_OK, last_error());
     CHECK(driver.last_launch() == "wideattn_amax_e4m3");
+    if (bundle.kernel("amax_e4m3_pow2")) {
+        CHECK_MESSAGE(wideattn_compute_scale_pow2(bundle.ctx(), &s, nullptr) == WIDEATTN_OK, last_error());
+        CHECK(driver.last_launch() == "wideattn_amax_e4m3_pow2");
+        CHECK_MESSAGE(wideattn_compute_scale(bundle.ctx(), &s, nullptr) == WIDEATTN_OK, last_error());
+        CHECK(driver.last_launch() == "wideattn_amax_e4m3");
+    }
     test::write_file(bundle.cubin_path(*quantize), "");
     const wideattn_quantize_params q = test::valid_quantize_params();
     CHECK(wideattn_quantize_to_cache(bundle.ctx(), &q, nullptr) == WIDEATTN_ERROR_BUNDLE);

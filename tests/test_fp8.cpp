@@ -250,6 +250,53 @@ TEST_CASE("e4m3 scale: amax / 448 floored at 2^-126, monotonic, so the max of sc
     }
 }
 
+TEST_CASE("e4m3 power-of-two scale: the smallest power of two at or above the scale, monotonic") {
+    CHECK(e4m3_power_of_two_scale(kE4m3MinScale) == kE4m3MinScale);
+    CHECK(e4m3_power_of_two_scale(1.0f) == 1.0f);
+    CHECK(e4m3_power_of_two_scale(0.0037f) == 0.00390625f);          // 2^-8
+    CHECK(e4m3_power_of_two_scale(std::nextafter(0.5f, 1.0f)) == 1.0f);
+    CHECK(e4m3_power_of_two_scale(std::nextafter(0.5f, 0.0f)) == 0.5f);
+    CHECK(kE4m3MaxPowerOfTwoScale == std::ldexp(1.0f, 119));
+    CHECK(e4m3_power_of_two_scale(std::nextafter(kE4m3MaxPowerOfTwoScale, 0.0f)) == kE4m3MaxPowerOfTwoScale);
+    const float above = std::nextafter(kE4m3MaxPowerOfTwoScale, INFINITY);
+    CHECK(e4m3_power_of_two_scale(above) == above);   // 2^120 would decode 256 to infinity: kept
+    // Every scale of a bf16 amax: a power of two p with scale <= p < 2 scale up to 2^119 (the
+    // scale itself above), the largest |x| then coded in [224, 448] (above the floor) without a
+    // flag, and code x p exact and finite in fp32.
+    for (uint32_t b = 0; b < 0x7F80; ++b) {
+        const float amax = bf16_to_float(static_cast<uint16_t>(b));
+        const float scale = e4m3_scale_for_amax(amax);
+        const float p = e4m3_power_of_two_scale(scale);
+        CAPTURE(amax);
+        bool flagged = false;
+        const uint8_t code = e4m3_quantize(amax, 1.0f / p, &flagged);
+        REQUIRE_FALSE(flagged);
+        const float decoded = e4m3_to_float(code) * p;
+        REQUIRE(std::isfinite(decoded));
+        if (scale > kE4m3MaxPowerOfTwoScale) {
+            REQUIRE(p == scale);
+            continue;
+        }
+        int exponent = 0;
+        REQUIRE(std::frexp(p, &exponent) == 0.5f);
+        REQUIRE(p >= scale);
+        REQUIRE(p < 2.0f * scale);
+        REQUIRE(decoded / p == e4m3_to_float(code));
+        if (scale > kE4m3MinScale) REQUIRE(e4m3_to_float(code) >= 224.0f);
+    }
+    // Monotonic: the max of the rounded block scales is the rounded scale of the max (the kernel's atomicMax).
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<uint32_t> finite_magnitude(0, 0x7F7FFFFFu);
+    for (int i = 0; i < 200000; ++i) {
+        const float a = bits_float(finite_magnitude(rng)), b = bits_float(finite_magnitude(rng));
+        const float pa = e4m3_power_of_two_scale(e4m3_scale_for_finite_amax(a));
+        const float pb = e4m3_power_of_two_scale(e4m3_scale_for_finite_amax(b));
+        CAPTURE(a);
+        CAPTURE(b);
+        REQUIRE(std::fmax(pa, pb) == e4m3_power_of_two_scale(e4m3_scale_for_finite_amax(std::fmax(a, b))));
+    }
+}
+
 TEST_CASE("fp8 scale reference: strided source, padding tokens skipped, NaN/inf counted, edge cases") {
     const int64_t tokens = 6, heads = 3, dim = 16, head_stride = 24, token_stride = 80;  // gaps between rows
     const uint16_t gap = float_to_bf16(1e30f);  // never read: would dominate the amax

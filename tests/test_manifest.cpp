@@ -26,7 +26,7 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
     CHECK(m.format == kManifestFormatVersion);
-    std::set<std::string> reference_archs, quantize_archs, amax_archs, mma_archs, ping_pong_archs, merge_archs,
+    std::set<std::string> reference_archs, quantize_archs, amax_archs, amax_pow2_archs, mma_archs, ping_pong_archs, merge_archs,
         hopper_e4m3kv_archs;
     for (const ManifestKernel& k : m.kernels) {
         CHECK(k.cubin_bytes > 0);
@@ -49,12 +49,14 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
             CHECK(k.kind == "quantize_e4m3");
             CHECK(k.kv_dtype == WIDEATTN_DTYPE_E4M3);
             CHECK(k.has_feature("flat_destination"));
-        } else if (k.name == "amax_e4m3") {
-            amax_archs.insert(k.arch);
+        } else if (k.name == "amax_e4m3" || k.name == "amax_e4m3_pow2") {
+            const bool pow2 = k.name == "amax_e4m3_pow2";
+            (pow2 ? amax_pow2_archs : amax_archs).insert(k.arch);
             CHECK(k.kind == "amax_e4m3");
             CHECK(k.q_dtype == WIDEATTN_DTYPE_BF16);
             CHECK(k.o_dtype == WIDEATTN_DTYPE_F32);
             CHECK(k.tile_tokens > 0);
+            CHECK(k.has_feature("power_of_two") == pow2);
         } else if (k.name == "merge_splits_bf16" || k.name == "merge_splits_bf16_rows") {
             if (k.name == "merge_splits_bf16") merge_archs.insert(k.arch);
             CHECK(k.kind == "merge_splits");
@@ -166,6 +168,7 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
         CHECK(quantize_archs.count(arch) == 1);
         CHECK(merge_archs.count(arch) == 1);
         CHECK(amax_archs.count(arch) == 1);
+        CHECK(amax_pow2_archs.count(arch) == 1);
         CHECK(mma_archs.count(arch) == 1);
         CHECK(ping_pong_archs.count(arch) == 1);
         CHECK(hopper_e4m3kv_archs.count(arch) == (arch == "sm_90a" ? 1u : 0u));
@@ -268,6 +271,8 @@ TEST_CASE("manifest: errors name the kernel and the field") {
          "field 'features' must be \"k_from_v_only\" needs \"k_from_v\""},
         {replace("\"features\": [\"varlen\", \"paged\", \"lse\"]", "\"features\": [\"varlen\", \"cta_pair\"]"),
          "field 'features' must be \"cta_pair\" only with min_sm >= 90 (thread-block clusters), not 80"},
+        {replace("\"features\": [\"varlen\", \"paged\", \"lse\"]", "\"features\": [\"varlen\", \"power_of_two\"]"),
+         "field 'features' must be \"power_of_two\" only on a kernel of kind \"amax_e4m3\""},
         {replace("\"priority\": 0, ", ""), "kernels[0] (mma): field 'priority' must be an integer in 0..1048576"},
         {replace("\"priority\": 0", "\"priority\": -1"), "field 'priority' must be an integer"},
         {replace("\"priority\": 0", "\"priority\": \"high\""), "field 'priority' must be an integer"},

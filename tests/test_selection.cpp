@@ -344,6 +344,50 @@ TEST_CASE("selection: quantise kernels are chosen by kind, dtype, head dim and a
     CHECK(quantize_launch_geometry(m.kernels[1], p).grid_y == 3);
 }
 
+// A power-of-two amax kernel (feature power_of_two) named `name`, of kind amax_e4m3.
+std::string pow2_amax_json(const std::string& name, const std::string& arch) {
+    return test::kernel_json(name, arch, "f32", kAuxHeadMin, kAuxHeadMax, kAuxHeadStep, 1, 1,
+                             "\"slot_mapping\", \"power_of_two\"", kCubinBytes, kZeroHash, "amax_e4m3");
+}
+
+TEST_CASE("selection: wideattn_compute_scale_pow2 takes the power_of_two amax kernels, compute_scale the others") {
+    const Manifest both = parse_bundle({
+        pow2_amax_json("amax_e4m3_pow2", "sm_80"),
+        aux_kernel_json("amax_e4m3", "sm_80", "f32", "\"slot_mapping\""),
+        pow2_amax_json("amax_e4m3_pow2", "sm_90a"),
+        aux_kernel_json("amax_e4m3", "sm_90a", "f32", "\"slot_mapping\""),
+    });
+    const wideattn_scale_params p = test::valid_scale_params();
+    int32_t index = -1;
+    std::string why;
+    struct Device {
+        int32_t major, minor;
+        const char* arch;  // of the cubin that serves it
+    };
+    for (const Device& d : {Device{9, 0, "sm_90a"}, Device{8, 6, "sm_80"}}) {
+        const int32_t major = d.major, minor = d.minor;
+        const std::string arch = d.arch;
+        CAPTURE(arch);
+        REQUIRE(select_scale_kernel(both.kernels, p, major, minor, &index, &why) == WIDEATTN_OK);
+        CHECK(both.kernels[index].name == "amax_e4m3");
+        CHECK(both.kernels[index].arch == arch);
+        REQUIRE(select_scale_pow2_kernel(both.kernels, p, major, minor, &index, &why) == WIDEATTN_OK);
+        CHECK(both.kernels[index].name == "amax_e4m3_pow2");
+        CHECK(both.kernels[index].arch == arch);
+    }
+    // Each call passes over the other's kernels in silence: its refusal names its own.
+    CHECK(select_scale_pow2_kernel(both.kernels, p, 7, 5, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why == "no power-of-two e4m3 amax kernel in the bundle for sm_75: amax_e4m3_pow2 (sm_80) does not run on "
+                 "sm_75");
+    const Manifest plain = parse_bundle({aux_kernel_json("amax_e4m3", "sm_90a", "f32", "\"slot_mapping\"")});
+    CHECK(select_scale_pow2_kernel(plain.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why == "no power-of-two e4m3 amax kernel in the bundle for sm_90: the bundle has none");
+    const Manifest only_pow2 = parse_bundle({pow2_amax_json("amax_e4m3_pow2", "sm_90a")});
+    CHECK(select_scale_kernel(only_pow2.kernels, p, 9, 0, &index, &why) == WIDEATTN_ERROR_UNSUPPORTED);
+    CHECK(why == "no e4m3 amax kernel in the bundle for sm_90: the bundle has none");
+    CHECK(select_scale_pow2_kernel(only_pow2.kernels, p, 9, 0, &index, &why) == WIDEATTN_OK);
+}
+
 TEST_CASE("selection: amax kernels are chosen by kind, dtype, head dim, grid and arch") {
     const Manifest m = parse_bundle({
         test::kernel_json("mma_bf16_d512", "sm_90a", "bf16", 512, 512, 512, 8, 8),

@@ -27,6 +27,9 @@ constexpr int kFloatMantissaBits = 23;
 constexpr int kFloatExponentBias = 127;
 constexpr uint32_t kFloatAbsMask = 0x7FFFFFFFu;
 constexpr uint32_t kFloatInfBits = 0x7F800000u;  // |x| bits at or above this: inf or NaN
+constexpr uint32_t kFloatExponentMask = 0x7F800000u;
+constexpr uint32_t kFloatMantissaMask = (1u << kFloatMantissaBits) - 1;
+constexpr uint32_t kFloatExponentUnit = 1u << kFloatMantissaBits;  // the bits of one more in the exponent
 constexpr uint8_t kE4m3MaxCode = 0x7E;           // 448
 // Smallest per-tensor scale: 2^-126, the smallest normal float. Its reciprocal 2^126 is
 // finite, so quantising with it never divides by zero or multiplies by infinity; an all-zero
@@ -122,6 +125,21 @@ WIDEATTN_HOST_DEVICE inline uint8_t e4m3_quantize(float x, float inverse_scale, 
 WIDEATTN_HOST_DEVICE inline float e4m3_scale_for_finite_amax(float amax) {
     const float scale = amax / kE4m3Max;
     return scale > kE4m3MinScale ? scale : kE4m3MinScale;
+}
+
+// The largest power-of-two scale: 448 x 2^119 is finite in float, 256 x 2^120 is not.
+constexpr float kE4m3MaxPowerOfTwoScale = 0x1p119f;
+
+// The smallest power of two >= scale, for a finite scale >= kE4m3MinScale (every
+// e4m3_scale_for_finite_amax result): with it the largest |x| maps into [224, 448] and every code
+// times the scale is exact in fp32, which decode_e4m3kfvb_d512's product path needs. A scale
+// above kE4m3MaxPowerOfTwoScale (an amax above 448 x 2^119, about 2.98e38) stays as it is: its
+// power of two would decode the largest codes to infinity. Monotonic, so it commutes with max
+// like the scale itself: the amax kernel raises *scale with the rounded block scales.
+WIDEATTN_HOST_DEVICE inline float e4m3_power_of_two_scale(float scale) {
+    const uint32_t bits = float_bits(scale);
+    if ((bits & kFloatMantissaMask) == 0 || scale > kE4m3MaxPowerOfTwoScale) return scale;
+    return bits_float((bits & kFloatExponentMask) + kFloatExponentUnit);
 }
 
 }  // namespace wideattn::fp8

@@ -1,5 +1,6 @@
-// amax_traits.h - launch constants and manifest description of the per-tensor e4m3 scale
-// (amax) kernel.
+// amax_traits.h - launch constants and manifest descriptions of the per-tensor e4m3 scale
+// (amax) kernels: amax_e4m3 (wideattn_compute_scale) and amax_e4m3_pow2 (the scale rounded up
+// to a power of two, wideattn_compute_scale_pow2; feature "power_of_two"), one grid.
 //   grid.x = ceil(tokens / kTokensPerBlock), grid.y = ceil(heads * head_dim / (kThreads *
 //   kElemsPerThread)), block = kThreads, no dynamic shared memory. In the manifest,
 //   tile.tokens = kTokensPerBlock and tile.keys = kElemsPerThread (elements per thread), which
@@ -28,6 +29,19 @@ struct AmaxE4m3Traits {
         1, 1,
         kTokensPerBlock, kElemsPerThread, 1, kThreads, 0, 80,
         "slot_mapping,nonfinite_count,deterministic", kKindAmaxE4m3};
+};
+
+struct AmaxE4m3Pow2Traits : AmaxE4m3Traits {
+    static constexpr const char* kSymbol = "wideattn_amax_e4m3_pow2";
+
+    static constexpr KernelDesc desc = {
+        "amax_e4m3_pow2", kSymbol,
+        kBF16, kE4M3, kF32,
+        kElemsPerThread, kMaxHeadDim, kElemsPerThread,
+        1, 1,
+        kTokensPerBlock, kElemsPerThread, 1, kThreads, 0, 80,
+        "slot_mapping,nonfinite_count,deterministic,power_of_two", kKindAmaxE4m3};
+    static_assert(sizeof(kFeaturePowerOfTwo) == sizeof("power_of_two"), "the feature list names kFeaturePowerOfTwo");
 };
 
 }  // namespace wideattn::fp8

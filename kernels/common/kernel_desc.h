@@ -128,6 +128,10 @@ constexpr char kFeatureCtaPair[] = "cta_pair";
 constexpr int32_t kCtaPairSize = 2;
 constexpr int32_t kMinSmClusters = 90;
 
+// Feature of the amax kernel that rounds the scale up to a power of two: only
+// wideattn_compute_scale_pow2 selects it, only it (wideattn_compute_scale takes the other).
+constexpr char kFeaturePowerOfTwo[] = "power_of_two";
+
 // Launch geometry shared by every prefill kernel and the dispatcher.
 //   grid.x = token tiles: enough for every sequence's ceil(q_len / tile_tokens) tiles (times
 //            kCtaPairSize for "cta_pair" kernels); blocks past the last tile exit at once.

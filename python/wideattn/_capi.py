@@ -1,4 +1,4 @@
-"""ctypes mirror of the C API in include/wideattn.h (0.8.0): status codes, dtypes, the ten
+"""ctypes mirror of the C API in include/wideattn.h (0.9.0): status codes, dtypes, the ten
 structs and the function declarations. Standard library only, so it loads without torch and
 without a GPU; tools/bench/peers/wideattn_ctypes.py loads this file for its structs too.
 
@@ -234,6 +234,7 @@ def declare(lib):
         "wideattn_prefill": (ctypes.c_int, [ctx_p, ctypes.POINTER(PrefillParams), ctypes.c_void_p]),
         "wideattn_quantize_to_cache": (ctypes.c_int, [ctx_p, ctypes.POINTER(QuantizeParams), ctypes.c_void_p]),
         "wideattn_compute_scale": (ctypes.c_int, [ctx_p, ctypes.POINTER(ScaleParams), ctypes.c_void_p]),
+        "wideattn_compute_scale_pow2": (ctypes.c_int, [ctx_p, ctypes.POINTER(ScaleParams), ctypes.c_void_p]),
         "wideattn_plan_create": (ctypes.c_int, [ctx_p, ctypes.POINTER(PrefillParams), ctypes.POINTER(PlanOptions),
                                                 ctypes.POINTER(ctypes.c_void_p)]),
         "wideattn_plan_run": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,

@@ -206,6 +206,7 @@ class Context:
         self._workspace_size = self._lib.wideattn_workspace_size
         self._quantize = self._lib.wideattn_quantize_to_cache
         self._scale = self._lib.wideattn_compute_scale
+        self._scale_pow2 = self._lib.wideattn_compute_scale_pow2
         self._rebuild = self._lib.wideattn_k_from_v_rebuild
         self._prefill_only = None         # the kernel set_prefill_kernel pinned (None: automatic choice)
         self._plans = weakref.WeakSet()   # the live plans, destroyed by close() before the context
@@ -362,14 +363,17 @@ class Context:
         if status:
             self.library.check("wideattn_k_from_v_rebuild", status)
 
-    def launch_scale(self, params, stream):
+    def launch_scale(self, params, stream, power_of_two=False):
         """Queues wideattn_compute_scale of `params` (a _capi.ScaleParams) on `stream` (an integer
-        CUstream handle); raises the library's error."""
+        CUstream handle), or with power_of_two wideattn_compute_scale_pow2 (the scale rounded up to
+        a power of two); raises the library's error."""
         self._require_open("wideattn.Context.launch_scale")
         _check_params("wideattn.Context.launch_scale", params, _capi.ScaleParams)
-        status = self._scale(self._handle, ctypes.byref(params), stream)
+        function, name = ((self._scale_pow2, "wideattn_compute_scale_pow2") if power_of_two
+                          else (self._scale, "wideattn_compute_scale"))
+        status = function(self._handle, ctypes.byref(params), stream)
         if status:
-            self.library.check("wideattn_compute_scale", status)
+            self.library.check(name, status)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -61,10 +61,17 @@ def compute_scale(src, slot_mapping=None, out=None, nonfinite_count=None):
     return out
 
 
+# The largest power-of-two scale (fp8/codec/e4m3.h kE4m3MaxPowerOfTwoScale): 448 x 2^119 is a
+# finite float, 256 x 2^120 is not.
+MAX_POWER_OF_TWO_SCALE = 2.0 ** 119
+
+
 def power_of_two_scale(scale):
     """The smallest power of two >= each element of `scale` (a float32 tensor of positive finite
     scales, e.g. compute_scale's, which are >= 2^-126), as a new tensor on the same device, by
-    frexp / ldexp (exact; no host read). With such a v_scale the codes keep e4m3's relative
+    frexp / ldexp (exact; no host read); a scale above MAX_POWER_OF_TWO_SCALE (2^119) stays as it
+    is (2^120 would decode the largest codes to infinity). The same values as
+    wideattn_compute_scale_pow2 (C API 0.9.0) writes from the tensor itself. With such a v_scale the codes keep e4m3's relative
     precision (the largest value maps into [224, 448] instead of onto 448) and the K-from-V decode
     kernel rebuilds K with one bf16 product a pair of dims (decode_e4m3kfvb_d512,
     fp8/decode_e4m3kfvb_d512/NOTES.md)."""
@@ -73,7 +80,8 @@ def power_of_two_scale(scale):
                  "of float32 scales")
     mantissa, exponent = torch.frexp(scale)
     # mantissa in [0.5, 1): a power of two has 0.5 and stays; anything else rounds up to 2^exponent.
-    return torch.where(mantissa == 0.5, scale, torch.ldexp(torch.ones_like(scale), exponent))
+    keep = (mantissa == 0.5) | (scale > MAX_POWER_OF_TWO_SCALE)
+    return torch.where(keep, scale, torch.ldexp(torch.ones_like(scale), exponent))
 
 
 TRANSPOSED_CACHE_SHAPE = "[num_blocks, heads, head_dim, block_size] of e4m3"

@@ -180,6 +180,23 @@ def rebuild_out(**fields):
     return out
 
 
+def test_scale_and_its_power_of_two_are_validated_before_the_driver_loads():
+    """Context.launch_scale: wideattn_compute_scale, and with power_of_two=True
+    wideattn_compute_scale_pow2 (C API 0.9.0): a valid call reaches the driver (absent here), a
+    refusal names the function and the field."""
+    context = wideattn.default_context()
+    heads, dim = GEMMA_GLOBAL["num_kv_heads"], GEMMA_GLOBAL["head_dim"]
+    p = _capi.ScaleParams(src=FAKE_BASE, src_token_stride=heads * dim, src_head_stride=dim, scale=2 * FAKE_BASE,
+                          tokens=10, heads=heads, head_dim=dim, src_dtype=_capi.DTYPE_BF16)
+    for power_of_two, name in ((False, "wideattn_compute_scale"), (True, "wideattn_compute_scale_pow2")):
+        harness.expect_raises(wideattn.NoDriverError, [name + ":", "CUDA driver not available"],
+                              context.launch_scale, p, None, power_of_two=power_of_two)
+        bad = _capi.ScaleParams.from_buffer_copy(p)
+        bad.scale = None
+        harness.expect_raises(wideattn.InvalidArgumentError, [name + ":", "scale is NULL"],
+                              context.launch_scale, bad, None, power_of_two=power_of_two)
+
+
 def test_k_from_v_rebuild_is_validated_before_the_driver_loads():
     """wideattn_k_from_v_rebuild (C API 0.8.0) through Context.launch_k_from_v_rebuild: a valid call
     reaches the driver (absent here), and the library's refusals of params and of out name the

@@ -801,9 +801,13 @@ def _source(tokens, seed):
 
 def test_power_of_two_scale_rounds_up_exactly():
     """wideattn.power_of_two_scale: each scale to the smallest power of two >= it (a power of two
-    stays, 2^-126 included), a new tensor; a scale that is not float32 is refused."""
-    scales = torch.tensor([1.0, 0.75, 3.0e-3, 2.0 ** -126, 448.0 / 448.0, 0.5000001, 1.0e30], dtype=torch.float32)
-    expected = torch.tensor([1.0, 1.0, 2.0 ** -8, 2.0 ** -126, 1.0, 1.0, 2.0 ** 100], dtype=torch.float32)
+    stays, 2^-126 included; up to 2^119, a larger scale stays as it is), a new tensor; a scale
+    that is not float32 is refused."""
+    above32 = 2.0 ** 119 * (1.0 + 2.0 ** -23)   # the float32 just above 2^119
+    scales = torch.tensor([1.0, 0.75, 3.0e-3, 2.0 ** -126, 448.0 / 448.0, 0.5000001, 1.0e30, 2.0 ** 119 * 0.75,
+                           above32, 7.5e35], dtype=torch.float32)
+    expected = torch.tensor([1.0, 1.0, 2.0 ** -8, 2.0 ** -126, 1.0, 1.0, 2.0 ** 100, 2.0 ** 119, above32, 7.5e35],
+                            dtype=torch.float32)
     rounded = wideattn.power_of_two_scale(scales)
     assert torch.equal(rounded, expected), rounded
     assert rounded.data_ptr() != scales.data_ptr() and scales[1].item() == 0.75

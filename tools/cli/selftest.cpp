@@ -354,8 +354,9 @@ void check_k_from_v_rebuild(const GpuDevice& gpu, wideattn_context* ctx, const S
 void check_scale(const GpuDevice& gpu, wideattn_context* ctx, const SelftestOptions& o, Tally* tally) {
     const ScaleCaseResult s = run_scale_case(gpu, ctx, static_cast<uint64_t>(o.seed));
     const bool ok = s.error.empty() && s.failures.empty();
-    std::printf("%s %-14s %-20s amax -> scale -> quantise, flat Q, all-zero/empty/all-NaN scales\n",
-                ok ? "PASS" : "FAIL", s.kernel.empty() ? "amax_e4m3" : s.kernel.c_str(), "scale from amax");
+    std::printf("%s %-14s %-20s amax -> scale -> quantise, flat Q, all-zero/empty/all-NaN scales%s\n",
+                ok ? "PASS" : "FAIL", s.kernel.empty() ? "amax_e4m3" : s.kernel.c_str(), "scale from amax",
+                s.pow2_kernel.empty() ? "" : (", power-of-two scales (" + s.pow2_kernel + ")").c_str());
     if (!s.error.empty()) std::printf("     error: %s\n", s.error.c_str());
     for (const std::string& failure : s.failures) std::printf("     %s\n", failure.c_str());
     if (s.error.empty())

@@ -78,15 +78,18 @@ public:
         return status == WIDEATTN_OK ? std::string()
                                      : std::string(wideattn_status_string(status)) + ": " + wideattn_last_error();
     }
-    // Poisons the scale and zeroes the counter, runs compute_scale and waits; "" or an error.
+    // Poisons the scale and zeroes the counter, runs compute_scale (compute_scale_pow2 with
+    // power_of_two) and waits; "" or an error.
     std::string compute_scale(wideattn_scale_params p, DeviceBuffer& scale, DeviceBuffer& count, float* out,
-                              int32_t* nonfinite) {
+                              int32_t* nonfinite, bool power_of_two = false) {
         std::string err = scale.fill(kScalePoison);
         if (err.empty()) err = count.fill(0);
         if (!err.empty()) return err;
         p.scale = static_cast<float*>(scale.get());
         p.nonfinite_count = static_cast<int32_t*>(count.get());
-        if (!(err = status_text(wideattn_compute_scale(ctx_, &p, nullptr))).empty()) return err;
+        const wideattn_status status =
+            power_of_two ? wideattn_compute_scale_pow2(ctx_, &p, nullptr) : wideattn_compute_scale(ctx_, &p, nullptr);
+        if (!(err = status_text(status)).empty()) return err;
         if (!(err = sync("amax kernel execution")).empty()) return err;
         if (!(err = scale.download(out, sizeof(float))).empty()) return err;
         return count.download(nonfinite, sizeof(int32_t));
@@ -242,6 +245,15 @@ std::string amax_then_quantize(const GpuDevice& gpu, Checker& c, wideattn_contex
     int32_t again_count = -1;
     if (!(err = c.compute_scale(sp, d.scale, d.scale_count, &again, &again_count)).empty()) return err;
     c.expect_scale(again, scale, "K amax, second run against the first");
+    if (!r->pow2_kernel.empty()) {
+        float pow2 = 0.0f;
+        int32_t pow2_count = -1;
+        err = c.compute_scale(sp, d.scale, d.scale_count, &pow2, &pow2_count, true);
+        if (!err.empty()) return err;
+        c.expect_scale(pow2, fp8::e4m3_power_of_two_scale(want_scale.scale),
+                       "K amax rounded up to a power of two (compute_scale_pow2)");
+        c.expect_count(pow2_count, want_scale.nonfinite, "K amax, power of two");
+    }
     return {};
 }
 
@@ -322,8 +334,9 @@ std::string flat_q(const GpuDevice& gpu, Checker& c, wideattn_context* ctx, std:
     return {};
 }
 
-// Part 3: compute_scale on an all-zero, an empty and an all-NaN tensor.
-std::string scale_edges(const GpuDevice& gpu, Checker& c, std::mt19937_64& rng) {
+// Part 3: compute_scale (and compute_scale_pow2 where `pow2`) on an all-zero, an empty and an
+// all-NaN tensor: the floor 2^-126, a power of two itself.
+std::string scale_edges(const GpuDevice& gpu, Checker& c, std::mt19937_64& rng, bool pow2) {
     Tensor zeros = random_tensor(rng, kTokens, kKvHeads);
     Tensor nans = zeros;
     for (int32_t t = 0; t < kTokens; ++t)
@@ -359,6 +372,11 @@ std::string scale_edges(const GpuDevice& gpu, Checker& c, std::mt19937_64& rng) 
         c.expect_scale(scale, want.scale, e.label);
         c.expect(want.scale == fp8::kE4m3MinScale, std::string(e.label) + ": the reference scale is not the floor");
         c.expect_count(count, want.nonfinite, e.label);
+        if (!pow2) continue;
+        err = c.compute_scale(scale_params(*e.tensor, *e.buffer, nullptr), d_scale, d_count, &scale, &count, true);
+        if (!err.empty()) return err;
+        c.expect_scale(scale, want.scale, std::string(e.label) + ", power of two");
+        c.expect_count(count, want.nonfinite, std::string(e.label) + ", power of two");
     }
     return {};
 }
@@ -368,15 +386,16 @@ std::string scale_edges(const GpuDevice& gpu, Checker& c, std::mt19937_64& rng) 
 ScaleCaseResult run_scale_case(const GpuDevice& gpu, wideattn_context* ctx, uint64_t seed) {
     ScaleCaseResult result;
     std::mt19937_64 rng(seed);
+    for (int32_t i = 0; i < wideattn_kernel_count(ctx); ++i) {
+        wideattn_kernel_info info{};
+        if (wideattn_get_kernel_info(ctx, i, &info) != WIDEATTN_OK || std::string(info.kind) != "amax_e4m3") continue;
+        const bool pow2 = ("," + std::string(info.features) + ",").find(",power_of_two,") != std::string::npos;
+        (pow2 ? result.pow2_kernel : result.kernel) = info.name;
+    }
     Checker checker(gpu, ctx, &result);
     result.error = amax_then_quantize(gpu, checker, ctx, rng, &result);
     if (result.error.empty()) result.error = flat_q(gpu, checker, ctx, rng, &result);
-    if (result.error.empty()) result.error = scale_edges(gpu, checker, rng);
-    for (int32_t i = 0; i < wideattn_kernel_count(ctx); ++i) {
-        wideattn_kernel_info info{};
-        if (wideattn_get_kernel_info(ctx, i, &info) == WIDEATTN_OK && std::string(info.kind) == "amax_e4m3")
-            result.kernel = info.name;
-    }
+    if (result.error.empty()) result.error = scale_edges(gpu, checker, rng, !result.pow2_kernel.empty());
     return result;
 }
 
