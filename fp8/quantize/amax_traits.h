@@ -13,35 +13,35 @@
 
 namespace wideattn::fp8 {
 
-struct AmaxE4m3Traits {
+// The launch constants both amax kernels share, and their manifest description.
+struct AmaxE4m3Launch {
     static constexpr int32_t kThreads = 128;
     static constexpr int32_t kWarpSize = 32;
     static constexpr int32_t kWarps = kThreads / kWarpSize;
     static constexpr int32_t kElemsPerThread = 8;   // one 16-byte bf16 load per token
     static constexpr int32_t kTokensPerBlock = 16;  // tokens one thread walks: one atomic per 16 x 1024 inputs
     static constexpr int32_t kMaxHeadDim = 4096;
-    static constexpr const char* kSymbol = "wideattn_amax_e4m3";
+    static constexpr int32_t kMinSm = 80;
 
-    static constexpr KernelDesc desc = {
-        "amax_e4m3", kSymbol,
-        kBF16, kE4M3, kF32,
-        kElemsPerThread, kMaxHeadDim, kElemsPerThread,
-        1, 1,
-        kTokensPerBlock, kElemsPerThread, 1, kThreads, 0, 80,
-        "slot_mapping,nonfinite_count,deterministic", kKindAmaxE4m3};
+    static constexpr KernelDesc describe(const char* name, const char* symbol, const char* features) {
+        return {name, symbol,
+                kBF16, kE4M3, kF32,
+                kElemsPerThread, kMaxHeadDim, kElemsPerThread,
+                1, 1,
+                kTokensPerBlock, kElemsPerThread, 1, kThreads, 0, kMinSm,
+                features, kKindAmaxE4m3};
+    }
 };
 
-struct AmaxE4m3Pow2Traits : AmaxE4m3Traits {
-    static constexpr const char* kSymbol = "wideattn_amax_e4m3_pow2";
+struct AmaxE4m3Traits : AmaxE4m3Launch {
+    static constexpr const char* kSymbol = "wideattn_amax_e4m3";
+    static constexpr KernelDesc desc = describe("amax_e4m3", kSymbol, "slot_mapping,nonfinite_count,deterministic");
+};
 
-    static constexpr KernelDesc desc = {
-        "amax_e4m3_pow2", kSymbol,
-        kBF16, kE4M3, kF32,
-        kElemsPerThread, kMaxHeadDim, kElemsPerThread,
-        1, 1,
-        kTokensPerBlock, kElemsPerThread, 1, kThreads, 0, 80,
-        "slot_mapping,nonfinite_count,deterministic,power_of_two", kKindAmaxE4m3};
-    static_assert(sizeof(kFeaturePowerOfTwo) == sizeof("power_of_two"), "the feature list names kFeaturePowerOfTwo");
+struct AmaxE4m3Pow2Traits : AmaxE4m3Launch {
+    static constexpr const char* kSymbol = "wideattn_amax_e4m3_pow2";
+    static constexpr KernelDesc desc =
+        describe("amax_e4m3_pow2", kSymbol, "slot_mapping,nonfinite_count,deterministic,power_of_two");
 };
 
 }  // namespace wideattn::fp8
