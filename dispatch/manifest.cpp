@@ -175,9 +175,10 @@ bool read_features(KernelReader& r, const JsonValue& node, ManifestKernel* k) {
     if (k->has_feature(kFeatureCtaPair) && k->min_sm < kMinSmClusters)
         return r.fail("features", ("\"cta_pair\" only with min_sm >= " + std::to_string(kMinSmClusters) +
                                    " (thread-block clusters), not " + std::to_string(k->min_sm)).c_str());
-    // "k_from_v_only" narrows a K-from-V kernel to the calls with the flag.
+    // "power_of_two" tells the two amax kernels apart; no other kind has such a variant.
     if (k->has_feature(kFeaturePowerOfTwo) && k->kind != kKindAmaxE4m3)
         return r.fail("features", "\"power_of_two\" only on a kernel of kind \"amax_e4m3\"");
+    // "k_from_v_only" narrows a K-from-V kernel to the calls with the flag.
     if (k->has_feature(kFeatureKFromVOnly) && !k->has_feature(kFeatureKFromV))
         return r.fail("features", "\"k_from_v_only\" needs \"k_from_v\" (a kernel that rebuilds K from V)");
     return true;

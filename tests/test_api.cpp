@@ -370,35 +370,26 @@ TEST_CASE("api: compute_scale validates first, then needs the driver") {
     force_no_driver();
     const OpenBundle bundle;
     wideattn_context* const ctx = bundle.ctx();
-    wideattn_scale_params p = test::valid_scale_params();
-    CHECK(wideattn_compute_scale(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
-    CHECK(std::string(wideattn_last_error()).find(std::string("cannot load ") + kMissingLibcuda) != std::string::npos);
-    p.tokens = 0;  // an empty tensor still writes the scale, so it still needs the driver
-    CHECK(wideattn_compute_scale(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
-    p.scale = nullptr;
-    CHECK(wideattn_compute_scale(ctx, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    CHECK(std::string(wideattn_last_error()) == "scale is NULL");
-    p = test::valid_scale_params();
-    p.src_dtype = WIDEATTN_DTYPE_F16;
-    CHECK(wideattn_compute_scale(ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
-    CHECK(std::string(wideattn_last_error()) == "src_dtype=1 is not supported (bf16 = 0)");
-    CHECK(wideattn_compute_scale(ctx, nullptr, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    CHECK(std::string(wideattn_last_error()) == "params is NULL");
-    CHECK(wideattn_compute_scale(nullptr, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    CHECK(std::string(wideattn_last_error()) == "ctx is NULL");
-    // compute_scale_pow2: the same validation, then the same need of the driver.
-    CHECK(wideattn_compute_scale_pow2(ctx, nullptr, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    CHECK(std::string(wideattn_last_error()) == "params is NULL");
-    CHECK(wideattn_compute_scale_pow2(nullptr, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    CHECK(std::string(wideattn_last_error()) == "ctx is NULL");
-    CHECK(wideattn_compute_scale_pow2(ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
-    CHECK(std::string(wideattn_last_error()) == "src_dtype=1 is not supported (bf16 = 0)");
-    p = test::valid_scale_params();
-    p.scale = nullptr;
-    CHECK(wideattn_compute_scale_pow2(ctx, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
-    CHECK(std::string(wideattn_last_error()) == "scale is NULL");
-    p = test::valid_scale_params();
-    CHECK(wideattn_compute_scale_pow2(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+    // wideattn_compute_scale and wideattn_compute_scale_pow2 (the same parameters) alike.
+    for (const auto compute : {wideattn_compute_scale, wideattn_compute_scale_pow2}) {
+        wideattn_scale_params p = test::valid_scale_params();
+        CHECK(compute(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+        CHECK(std::string(wideattn_last_error()).find(std::string("cannot load ") + kMissingLibcuda) !=
+              std::string::npos);
+        p.tokens = 0;  // an empty tensor still writes the scale, so it still needs the driver
+        CHECK(compute(ctx, &p, nullptr) == WIDEATTN_ERROR_NO_DRIVER);
+        p.scale = nullptr;
+        CHECK(compute(ctx, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+        CHECK(std::string(wideattn_last_error()) == "scale is NULL");
+        p = test::valid_scale_params();
+        p.src_dtype = WIDEATTN_DTYPE_F16;
+        CHECK(compute(ctx, &p, nullptr) == WIDEATTN_ERROR_UNSUPPORTED);
+        CHECK(std::string(wideattn_last_error()) == "src_dtype=1 is not supported (bf16 = 0)");
+        CHECK(compute(ctx, nullptr, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+        CHECK(std::string(wideattn_last_error()) == "params is NULL");
+        CHECK(compute(nullptr, &p, nullptr) == WIDEATTN_ERROR_INVALID_ARGUMENT);
+        CHECK(std::string(wideattn_last_error()) == "ctx is NULL");
+    }
     // The flat destination (Q) goes through the quantise entry point with slot_mapping NULL.
     wideattn_quantize_params q = test::valid_quantize_params();
     q.slot_mapping = nullptr;

@@ -22,11 +22,16 @@ constexpr int64_t kLargestKeys = (1LL << 31) - 1;  // kv_end is an int32 in the 
 
 using RangeForm = SplitRange (*)(int64_t, int64_t, int64_t, int64_t);
 
+// The prefix of a failure's message: the shape it was found on.
+std::string shape_text(int64_t kv_end, int64_t granule, int64_t splits) {
+    return "kv_end=" + std::to_string(kv_end) + " granule=" + std::to_string(granule) + " splits=" +
+           std::to_string(splits) + ": ";
+}
+
 // Empty when the splits of (kv_end, granule, splits) cover [0, kv_end) once, in order, each
 // starting on a granule; else the first failure.
 std::string check_cover(RangeForm form, int64_t kv_end, int64_t granule, int64_t splits) {
-    const std::string at = "kv_end=" + std::to_string(kv_end) + " granule=" + std::to_string(granule) +
-                           " splits=" + std::to_string(splits) + ": ";
+    const std::string at = shape_text(kv_end, granule, splits);
     int64_t next = 0;
     for (int64_t z = 0; z < splits; ++z) {
         const SplitRange r = form(kv_end, granule, z, splits);
@@ -50,8 +55,7 @@ std::string check_rounded(int64_t kv_end, int64_t granule, int64_t splits) {
         const SplitRange r = split_range_rounded(kv_end, granule, z, splits);
         const int64_t expected = std::min(share, std::max<int64_t>(0, kv_end - z * share));
         if (r.end - r.begin != expected)
-            return "kv_end=" + std::to_string(kv_end) + " granule=" + std::to_string(granule) + " splits=" +
-                   std::to_string(splits) + ": split " + std::to_string(z) + " holds " +
+            return shape_text(kv_end, granule, splits) + "split " + std::to_string(z) + " holds " +
                    std::to_string(r.end - r.begin) + " keys, not " + std::to_string(expected);
     }
     return {};
@@ -61,8 +65,7 @@ std::string check_rounded(int64_t kv_end, int64_t granule, int64_t splits) {
 std::string check_ranges(int64_t kv_end, int64_t granule, int64_t splits) {
     const std::string cover = check_cover(split_range_even, kv_end, granule, splits);
     if (!cover.empty()) return cover;
-    const std::string at = "kv_end=" + std::to_string(kv_end) + " granule=" + std::to_string(granule) +
-                           " splits=" + std::to_string(splits) + ": ";
+    const std::string at = shape_text(kv_end, granule, splits);
     const int64_t granules = (kv_end + granule - 1) / granule;
     const int64_t fewest = granules / splits, most = (granules + splits - 1) / splits;
     const int64_t rounded_share = ((kv_end + splits - 1) / splits + granule - 1) / granule * granule;

@@ -128,8 +128,8 @@ constexpr char kFeatureCtaPair[] = "cta_pair";
 constexpr int32_t kCtaPairSize = 2;
 constexpr int32_t kMinSmClusters = 90;
 
-// Feature of the amax kernel that rounds the scale up to a power of two: only
-// wideattn_compute_scale_pow2 selects it, only it (wideattn_compute_scale takes the other).
+// Feature of the amax kernel that rounds the scale up to a power of two: wideattn_compute_scale_pow2
+// selects only kernels with it, wideattn_compute_scale only kernels without it.
 constexpr char kFeaturePowerOfTwo[] = "power_of_two";
 
 // Launch geometry shared by every prefill kernel and the dispatcher.

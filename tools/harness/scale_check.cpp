@@ -10,6 +10,8 @@
 #include "accuracy/bf16.h"
 #include "fp8/codec/e4m3.h"
 #include "fp8/codec/quantize_reference.h"
+#include "kernels/common/kernel_desc.h"
+#include "tools/harness/checks.h"
 
 namespace wideattn {
 namespace {
@@ -389,8 +391,7 @@ ScaleCaseResult run_scale_case(const GpuDevice& gpu, wideattn_context* ctx, uint
     for (int32_t i = 0; i < wideattn_kernel_count(ctx); ++i) {
         wideattn_kernel_info info{};
         if (wideattn_get_kernel_info(ctx, i, &info) != WIDEATTN_OK || std::string(info.kind) != "amax_e4m3") continue;
-        const bool pow2 = ("," + std::string(info.features) + ",").find(",power_of_two,") != std::string::npos;
-        (pow2 ? result.pow2_kernel : result.kernel) = info.name;
+        (kernel_has_feature(ctx, info.name, kFeaturePowerOfTwo) ? result.pow2_kernel : result.kernel) = info.name;
     }
     Checker checker(gpu, ctx, &result);
     result.error = amax_then_quantize(gpu, checker, ctx, rng, &result);
