@@ -347,6 +347,18 @@ def _prefill_cuda_plan(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout,
         _prefill_once(q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout, softmax_scale,
                       q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags)
         return None
+    return _run_cached_plan(current, index, stream, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+                            softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits,
+                            flags)
+
+
+def _run_cached_plan(current, index, stream, q, k, v, cu_seqlens_q, seq_lens_k, block_table, k_layout, v_layout,
+                     softmax_scale, q_scale, k_scale, v_scale, out, lse, max_seqlen_q, max_seqlen_k, num_splits, flags):
+    """Runs wideattn::prefill's call (the op's arguments after `stream`) through its cached plan
+    (made first when there is none) on `stream`, the raw current stream of CUDA device `index`
+    (`current`: the current device); returns the plan. For callers that know the stream is not
+    being captured and debug mode is off: _prefill_cuda_plan, and the transformers integration's
+    eager decode layers, which call it without torch's dispatcher (the op's arguments are theirs)."""
     # plan_key(), inline: the hot path of every layer.
     key = (index, stream, q.shape, q.stride(), out.stride(), q.dtype, k.dtype, out.dtype,
            None if lse is None else lse.stride(0), cu_seqlens_q.data_ptr(), seq_lens_k.data_ptr(), seq_lens_k.shape[0],
@@ -779,7 +791,10 @@ def _register():
 
 _LIBRARY = _register()
 _prefill_op = torch.ops.wideattn.prefill.default
-_prefill_packed_op = torch.ops.wideattn.prefill_packed.default
+# wideattn::prefill_packed as the Python entry points call it: the Python op (PYTHON_PACKED_OP), or
+# the C++ op once wideattn.cpp_ops is loaded.
+PYTHON_PACKED_OP = torch.ops.wideattn.prefill_packed.default
+_prefill_packed_op = PYTHON_PACKED_OP
 _quantize_op = torch.ops.wideattn.quantize_to_cache.default
 _scale_op = torch.ops.wideattn.compute_scale.default
 _k_from_v_op = torch.ops.wideattn.prefill_k_from_v.default

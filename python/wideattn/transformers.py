@@ -64,7 +64,13 @@ before, so the plan cache makes a plan only when a capacity is passed (a new pla
     step: its steps shift the block table in place by device ops (every row start moves up by a
     multiple of the growth, entries clamped as a full write clamps them) and fill the key counts,
     and write the whole buffer only when a capacity or the shape changes (or the rows shrink); a
-    static cache's steps write the key counts only.
+    static cache's steps write the key counts only;
+  - on CUDA with the Python op, a decode layer runs its cached plan without torch's dispatcher
+    (ops._run_cached_plan, the op's own path after its capture and debug checks, which the layer
+    has made); with the C++ op loaded (wideattn.cpp_ops) it calls that op.
+An eager step is host-bound at batch 1 (a Gemma 4 31B decode step at 8k: ~70 ms of host time
+against ~37 ms of GPU work, BENCHMARKS.md 2026-12-06), so the host time per layer is the step's:
+a sliding-window call (not paged) goes to SDPA before anything else is read.
 Prefill and chunked steps (T > 1), debug mode and traced or captured steps build the step's
 metadata as new tensors (step_metadata) with the exact row count and hints.
 Both pass the op host-side length hints (max_seqlen_q / max_seqlen_k: the query and key lengths
@@ -328,6 +334,12 @@ def attention_forward(module, query, key, value, attention_mask, **kwargs):
     sliding_window, the paged cache and its metadata, ...). Returns (attn_output [B, T, Hq, D],
     None); a call wideattn does not serve goes to SDPA."""
     paged = is_paged_call(kwargs)
+    if not paged and kwargs.get("sliding_window") is not None:
+        # Gemma 4's sliding layers (five calls in six; never V-only: register_model records full-
+        # attention layers only) go to SDPA before anything else is read: at a host-bound decode
+        # step every microsecond here is one of the step's.
+        calls["sdpa"] += 1
+        return _fallback()(module, query, key, value, attention_mask, **kwargs)
     scaling = kwargs.get("scaling")
     scaling = float(scaling) if scaling is not None else 1.0 / math.sqrt(query.shape[-1])
     if not paged and _v_only.is_v_only_call(module, key, value):
@@ -673,7 +685,8 @@ def _fill_decode_layout(host, buffers, offsets, num_seqs, pages, kv_len, batch, 
 _decode_step = {"entry": None}
 
 
-def decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, head_rows, num_blocks, capacity, device):
+def decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, head_rows, num_blocks, capacity, device,
+                    stream=None):
     """The StepMetadata of a served decode call (one query per batch row; attention_mask, batch,
     kv_len and device as step_metadata takes them, with q_len 1) in _decode_forward's form, shared
     by the calls of one forward step as step_metadata's is (the same reuse rule, keyed also by the
@@ -686,9 +699,10 @@ def decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, hea
     before its last key, so the clamp changes only entries it never reads, and the table stays the
     same from step to step while the layout does). None: the mask is not causal with a key range.
     Callers run it outside torch.compile, CUDA-graph capture and debug mode (where step_metadata
-    builds anew)."""
-    stream = _ops._raw_stream(device.index if device.index is not None else _ops._current_device()) \
-        if device.type == "cuda" else None
+    builds anew). `stream`: the raw current stream of a CUDA device (None: read here; unused on the
+    CPU)."""
+    if stream is None and device.type == "cuda":
+        stream = _ops._raw_stream(device.index if device.index is not None else _ops._current_device())
     key = (None if attention_mask is None else (id(attention_mask), attention_mask._version), batch, kv_len,
            kv_heads, rows_per_batch, head_rows, num_blocks, capacity, device, stream, threading.get_ident())
     entry = _decode_step["entry"]
@@ -856,8 +870,13 @@ def _decode_forward(query, key, value, attention_mask, scaling, rows_per_batch, 
     # stay the same from step to step; a cache that ends at its last row, a rounded-up count.
     num_blocks = available if available > num_rows else row_capacity(num_rows)
     capacity = key_capacity(kv_len)
+    if device.type == "cuda":
+        index = device.index if device.index is not None else _ops._current_device()
+        stream = _ops._raw_stream(index)
+    else:
+        index = stream = None
     metadata = decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, head_rows, num_blocks,
-                               capacity, device)
+                               capacity, device, stream)
     if metadata is None:
         _warn_once("mask", "wideattn: an attention mask other than causal with left padding or a cache tail; "
                            "those calls run on SDPA")
@@ -868,9 +887,17 @@ def _decode_forward(query, key, value, attention_mask, scaling, rows_per_batch, 
     rows = [0, num_blocks, _ops.TOKEN_ROW_PAGE, 1, row_stride, row_stride, row_stride]
     decode_reuse["per_head_calls"] += 1
     try:
-        # Eager only (_dense_forward's condition): the op of the smaller schema (ops module docstring).
-        _ops._prefill_packed_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k, metadata.block_table,
-                                out, rows + rows + [1, capacity, 0, 0], scaling)
+        # Eager only (_dense_forward's condition: not traced, not captured, not debug mode). On CUDA
+        # with the Python op, its plan is run without torch's dispatcher (a decode step's layers
+        # are host-bound: the dispatcher is a fifth of a served layer's host time); else the op of
+        # the smaller schema (ops module docstring), the C++ op once loaded.
+        if index is not None and _ops._prefill_packed_op is _ops.PYTHON_PACKED_OP:
+            _ops._run_cached_plan(_ops._current_device(), index, stream, q_rows, key, value, metadata.cu_seqlens_q,
+                                  metadata.seq_lens_k, metadata.block_table, rows, rows, scaling, None, None, None,
+                                  out, None, 1, capacity, 0, 0)
+        else:
+            _ops._prefill_packed_op(q_rows, key, value, metadata.cu_seqlens_q, metadata.seq_lens_k,
+                                    metadata.block_table, out, rows + rows + [1, capacity, 0, 0], scaling)
     except errors.InvalidArgumentError:
         if num_blocks == num_rows:
             raise

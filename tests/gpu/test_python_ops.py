@@ -10,7 +10,8 @@ reference with bit-identical reruns, a captured split decode replayed bit-identi
 decode over a V-only cache (prefill_k_from_v, bf16 and e4m3 V, with and without a cos / sin
 table) against the reference's K rebuild, and calls with several query tokens over it: the keys
 k_from_v_rebuild writes against the host's bit for bit, and prefill_k_from_v through the rebuild
-against the fp64 path.
+against the fp64 path; and a served decode layer of wideattn.transformers, which runs its plan
+without torch's dispatcher, against float64 and bit for bit against the op path.
 
 usage: PYTHONPATH=build/python python3 tests/gpu/test_python_ops.py
 """
@@ -482,6 +483,62 @@ def test_prefill_k_from_v_with_several_query_tokens_against_the_fp64_path():
     print(f"  e4m3 V: rel L2 {e4m3_error:.3e} against the float64 reference")
     assert e4m3_error <= REL_L2_BF16, e4m3_error
     assert (e4m3_lse.double() - e4m3_reference_lse).abs().max().item() <= LSE_TOL
+
+
+class _Layer:
+    """The attributes of a transformers attention module that wideattn.transformers reads."""
+
+    is_causal = True
+    training = False
+    layer_idx = 0
+
+
+def test_transformers_decode_layer_runs_its_plan_without_the_dispatcher():
+    """A served decode layer of wideattn.transformers (one query per row over a DynamicCache's exact
+    K/V [B, 4, S, 512], no mask) runs its cached plan directly (ops._run_cached_plan, no torch
+    dispatcher): against the float64 softmax of the same tensors, and bit for bit against the same
+    calls through the Python op (the dispatcher path), at key counts on both sides of the split
+    path."""
+    import wideattn.transformers as wa_hf
+    g = torch.Generator(device="cuda").manual_seed(11)
+    batch, scale = 2, 1.0
+    direct = {"calls": 0}
+    run_cached_plan = ops._run_cached_plan
+
+    def counting(*args):
+        direct["calls"] += 1
+        return run_cached_plan(*args)
+
+    previous = wa_hf.set_decode_reuse(True)
+    try:
+        for kv_len in (300, 4100):
+            query = torch.randn((batch, 1, Q_HEADS, HEAD_DIM), device="cuda", generator=g).bfloat16().transpose(1, 2)
+            key = torch.randn((batch, KV_HEADS, kv_len, HEAD_DIM), device="cuda", generator=g).bfloat16()
+            value = torch.randn((batch, KV_HEADS, kv_len, HEAD_DIM), device="cuda", generator=g).bfloat16()
+            ops._run_cached_plan, before = counting, direct["calls"]
+            try:
+                out, _ = wa_hf.attention_forward(_Layer(), query, key, value, None, scaling=scale)
+            finally:
+                ops._run_cached_plan = run_cached_plan
+            assert direct["calls"] == before + 1, f"S={kv_len}: the layer did not run its plan directly"
+            ops._prefill_packed_op = lambda *args: ops.PYTHON_PACKED_OP(*args)
+            try:
+                through_op, _ = wa_hf.attention_forward(_Layer(), query, key, value, None, scaling=scale)
+            finally:
+                ops._prefill_packed_op = ops.PYTHON_PACKED_OP
+            assert direct["calls"] == before + 1, f"S={kv_len}: the op path ran the plan directly"
+            group = Q_HEADS // KV_HEADS
+            k64 = key.double().repeat_interleave(group, dim=1)
+            v64 = value.double().repeat_interleave(group, dim=1)
+            weights = torch.softmax(query.double() @ k64.transpose(-1, -2) * scale, dim=-1)
+            expected = (weights @ v64).transpose(1, 2)          # [B, 1, Hq, D] as the layer returns it
+            torch.cuda.synchronize()
+            error = rel_l2(out, expected)
+            print(f"  S={kv_len}: rel L2 {error:.3e} against float64; the op path bit-identical")
+            assert error <= REL_L2_BF16, (kv_len, error)
+            assert torch.equal(out, through_op), f"S={kv_len}: the direct run differs from the op's"
+    finally:
+        wa_hf.set_decode_reuse(previous)
 
 
 if __name__ == "__main__":

@@ -81,6 +81,7 @@ usage: gemma4_generation.py [--config 12|31b] [--cases ttft_8k,decode_8k,decode_
 """
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -324,13 +325,9 @@ def measure_kernel_times(torch, model, args, report, hf, has_mask_rules, case):
     report["cases"][case] = {}
     summaries = {}
     for attention in args.attention:
-        previous = set_attention(model, hf, has_mask_rules, attention)
         before = hf.calls.get("dense", 0)
-        try:
+        with attention_set(model, hf, has_mask_rules, attention):
             rows = profile_case(torch, model, kind, context, args, CONFIGS[args.config]["vocab"])
-        finally:
-            if has_mask_rules:
-                hf.set_mask_check(previous)
         summary = kernel_summary(rows, args.steps)
         summaries[attention] = summary
         served = hf.calls.get("dense", 0) - before
@@ -370,12 +367,19 @@ def paired_verdict(summary, bar):
     return "met" if low > bar else "MISSED" if high < bar else "undecided"
 
 
-def set_attention(model, hf, has_mask_rules, attention):
-    """Sets the model's attention implementation and wideattn's mask rule for `attention`; returns
-    the mask rule it replaced (None without mask rules)."""
+@contextlib.contextmanager
+def attention_set(model, hf, has_mask_rules, attention):
+    """A with block run with the model's attention implementation and wideattn's mask rule set for
+    `attention`; the mask rule it replaced is restored on leaving (packages without mask rules
+    have none to set)."""
     implementation, mask_check = ATTENTIONS[attention]
     model.set_attn_implementation(implementation)
-    return hf.set_mask_check(mask_check or "auto") if has_mask_rules else None
+    previous = hf.set_mask_check(mask_check or "auto") if has_mask_rules else None
+    try:
+        yield
+    finally:
+        if has_mask_rules:
+            hf.set_mask_check(previous)
 
 
 def run_interleaved(torch, model, kind, context, args, vocab, hf, has_mask_rules):
@@ -388,24 +392,16 @@ def run_interleaved(torch, model, kind, context, args, vocab, hf, has_mask_rules
     times = {attention: [] for attention in attentions}
     served = dict.fromkeys(attentions, 0)
     with torch.no_grad():
-        previous = set_attention(model, hf, has_mask_rules, attentions[0])
-        try:
+        with attention_set(model, hf, has_mask_rules, attentions[0]):
             cache, token = fill_context(torch, model, tokens, mask)
-        finally:
-            if has_mask_rules:
-                hf.set_mask_check(previous)
         schedule = [(attention, False) for _ in range(args.warmup) for attention in attentions]
         for round_index in range(args.steps):
             order = attentions if round_index % 2 == 0 else attentions[::-1]
             schedule += [(attention, True) for attention in order]
         for attention, timed in schedule:
-            previous = set_attention(model, hf, has_mask_rules, attention)
             before = hf.calls.get("dense", 0)
-            try:
+            with attention_set(model, hf, has_mask_rules, attention):
                 token, mask, seconds = decode_step(torch, model, token, mask, cache)
-            finally:
-                if has_mask_rules:
-                    hf.set_mask_check(previous)
             if timed:
                 times[attention].append(seconds)
                 served[attention] += hf.calls.get("dense", 0) - before
@@ -526,15 +522,11 @@ def measure_cases(torch, model, args, report, hf, has_mask_rules, host_parts):
         host_rounds = {attention: [] for attention in args.attention}
         for round_index in range(args.rounds):
             for attention in args.attention:
-                previous = set_attention(model, hf, has_mask_rules, attention)
                 before = dict(hf.calls)
                 verified = hf.verifications["count"] if has_mask_rules else 0
-                try:
+                with attention_set(model, hf, has_mask_rules, attention):
                     times, parts = run_case(torch, model, kind, context, args, CONFIGS[args.config]["vocab"],
                                             host_parts)
-                finally:
-                    if has_mask_rules:
-                        hf.set_mask_check(previous)
                 served = hf.calls["dense"] - before.get("dense", 0)
                 verifications = hf.verifications["count"] - verified if has_mask_rules else 0
                 counts[attention]["wideattn_calls"] += served
