@@ -9,7 +9,7 @@ the library (wideattn_is_supported, no driver) and runs wideattn.reference):
                       softmax_scale, q_scale?, k_scale?, v_scale?, out!, lse!?,
                       max_seqlen_q=0, max_seqlen_k=0, num_splits=0, flags=0)
     wideattn::quantize_to_cache(src, cache!, slot_mapping?, scale, cache_layout, nonfinite_count!?)
-    wideattn::compute_scale(src, slot_mapping?, scale!, nonfinite_count!?)
+    wideattn::compute_scale(src, slot_mapping?, scale!, nonfinite_count!?, power_of_two=False)
     wideattn::prefill_packed(q, k, v, cu_seqlens_q, seq_lens_k, block_table, out!, config, softmax_scale)
     wideattn::prefill_k_from_v(q, v, cu_seqlens_q, seq_lens_k, block_table, v_layout, softmax_scale,
                                v_scale?, k_norm_scale, inv_freq?, rope_theta, rotary_dims, out!, lse!?,
@@ -40,6 +40,10 @@ validates the call's params with the library (wideattn_is_supported: a refusal f
 kernel that serves the K-from-V call itself is not an error here) and writes what the kernel
 writes (_k_from_v_rebuild_cpu), the metadata read as the kernel reads it (checked mode: refused as
 the library refuses it, out_block_table's messages prefixed "out: ").
+
+wideattn::compute_scale writes src's per-tensor e4m3 scale into scale (wideattn_compute_scale),
+with power_of_two=True rounded up to a power of two on the device (wideattn_compute_scale_pow2, C
+API 0.9.0: reference.power_of_two_scale's values, one launch).
 
 wideattn::prefill_packed is wideattn::prefill without lse and scales, its KV layouts, hints,
 num_splits and flags packed into one int list, config = k_layout + v_layout + [max_seqlen_q,
@@ -97,6 +101,7 @@ a used block outside the cache), which the kernels would clamp.
 
 import collections
 import ctypes
+import functools
 import threading
 
 import torch
@@ -508,12 +513,17 @@ def _quantize_cpu(src, cache, slot_mapping, scale, cache_layout, nonfinite_count
         nonfinite_count += int((~finite[keep]).sum())
 
 
-def _scale_cuda(src, slot_mapping, scale, nonfinite_count):
-    _launch(src.device, default_context().launch_scale, scale_params(src, slot_mapping, scale, nonfinite_count))
+def _scale_cuda(src, slot_mapping, scale, nonfinite_count, power_of_two=False):
+    launch = default_context().launch_scale
+    if power_of_two:
+        launch = functools.partial(launch, power_of_two=True)
+    _launch(src.device, launch, scale_params(src, slot_mapping, scale, nonfinite_count))
 
 
-def _scale_cpu(src, slot_mapping, scale, nonfinite_count):
+def _scale_cpu(src, slot_mapping, scale, nonfinite_count, power_of_two=False):
     result, nonfinite = reference.compute_scale(src, slot_mapping)
+    if power_of_two:
+        result = reference.power_of_two_scale(result)
     scale.reshape(-1)[:1].copy_(result)
     if nonfinite_count is not None:
         nonfinite_count += nonfinite
@@ -746,7 +756,7 @@ OP_SCHEMAS = {
                           "SymInt[] cache_layout, Tensor(b!)? nonfinite_count) -> ()",
                           _quantize_cuda, _quantize_cpu, _no_output),
     "compute_scale": ("compute_scale(Tensor src, Tensor? slot_mapping, Tensor(a!) scale, "
-                      "Tensor(b!)? nonfinite_count) -> ()",
+                      "Tensor(b!)? nonfinite_count, bool power_of_two=False) -> ()",
                       _scale_cuda, _scale_cpu, _no_output),
     "prefill_packed": ("prefill_packed(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor seq_lens_k, "
                        "Tensor block_table, Tensor(a!) out, int[] config, float softmax_scale) -> ()",

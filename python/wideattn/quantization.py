@@ -48,22 +48,24 @@ def _scale_tensor(check, name, scale, allocate_on):
     return scale
 
 
-def compute_scale(src, slot_mapping=None, out=None, nonfinite_count=None):
+def compute_scale(src, slot_mapping=None, out=None, nonfinite_count=None, power_of_two=False):
     """max(amax / 448, 2^-126) over the finite values of src (tokens whose slot_mapping entry is
-    negative are skipped), written into out (a float32 [1], allocated when None) and returned.
+    negative are skipped), written into out (a float32 [1], allocated when None) and returned;
+    with power_of_two=True rounded up to a power of two in the same launch
+    (wideattn_compute_scale_pow2: power_of_two_scale's value, without its three tensor ops).
     NaN/inf inputs are left out and added to nonfinite_count (int32 [1]) when given."""
     check = _checks.Checker("wideattn.compute_scale")
     _source(check, src)
     slot_mapping = _slot_mapping(check, slot_mapping, src.shape[0])
     out = _scale_tensor(check, "out", out, src.device)
     nonfinite_count = _counter(check, nonfinite_count)
-    ops._scale_op(src, slot_mapping, out, nonfinite_count)
+    if not isinstance(power_of_two, bool):
+        check.fail(f"power_of_two={power_of_two!r} must be a bool")
+    ops._scale_op(src, slot_mapping, out, nonfinite_count, power_of_two)
     return out
 
 
-# The largest power-of-two scale (fp8/codec/e4m3.h kE4m3MaxPowerOfTwoScale): 448 x 2^119 is a
-# finite float, 256 x 2^120 is not.
-MAX_POWER_OF_TWO_SCALE = 2.0 ** 119
+MAX_POWER_OF_TWO_SCALE = reference.MAX_POWER_OF_TWO_SCALE
 
 
 def power_of_two_scale(scale):
@@ -78,10 +80,7 @@ def power_of_two_scale(scale):
     check = _checks.Checker("wideattn.power_of_two_scale")
     check.tensor("scale", scale, scale.dim() if isinstance(scale, torch.Tensor) else 1, (torch.float32,),
                  "of float32 scales")
-    mantissa, exponent = torch.frexp(scale)
-    # mantissa in [0.5, 1): a power of two has 0.5 and stays; anything else rounds up to 2^exponent.
-    keep = (mantissa == 0.5) | (scale > MAX_POWER_OF_TWO_SCALE)
-    return torch.where(keep, scale, torch.ldexp(torch.ones_like(scale), exponent))
+    return reference.power_of_two_scale(scale)
 
 
 TRANSPOSED_CACHE_SHAPE = "[num_blocks, heads, head_dim, block_size] of e4m3"

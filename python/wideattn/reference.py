@@ -96,6 +96,21 @@ def compute_scale(src, slot_mapping=None):
     return scale, int((~finite).sum())
 
 
+# The largest power-of-two scale (fp8/codec/e4m3.h kE4m3MaxPowerOfTwoScale): 448 x 2^119 is a
+# finite float, 256 x 2^120 is not.
+MAX_POWER_OF_TWO_SCALE = 2.0 ** 119
+
+
+def power_of_two_scale(scale):
+    """The smallest power of two >= each element of `scale` (float32, positive finite), by frexp /
+    ldexp (exact); an element above MAX_POWER_OF_TWO_SCALE stays as it is (2^120 would decode the
+    largest codes to infinity). What wideattn_compute_scale_pow2 writes."""
+    mantissa, exponent = torch.frexp(scale)
+    # mantissa in [0.5, 1): a power of two has 0.5 and stays; anything else rounds up to 2^exponent.
+    keep = (mantissa == 0.5) | (scale > MAX_POWER_OF_TWO_SCALE)
+    return torch.where(keep, scale, torch.ldexp(torch.ones_like(scale), exponent))
+
+
 def quantize(src, scale):
     """e4m3 codes of src * (1 / scale) (the reciprocal in float32, as the kernel takes it) and
     the number of non-finite inputs."""

@@ -237,12 +237,14 @@ def k_from_v_forward(module, query, value, scaling, plan=None):
     at a fixed place, its key count from the plan), and only several queries with a plan read the
     plan's pad_rows on the host (a synchronisation) to pack the real queries. With an e4m3
     layer (v_only_cache(..., e4m3=True)) V is quantised with one scale for the call into an e4m3
-    V-only cache first, rounded up to a power of two with the layer's power_of_two_scale.
+    V-only cache first, rounded up to a power of two (in the scale's launch) with the layer's
+    power_of_two_scale.
     prefill_k_from_v chooses the path (one query a sequence: the K-from-V decode kernel; more: the
     keys rebuilt into a K + V scratch, then the K + V prefill), given max_seqlen_k so that it reads
     no length from the device."""
     layer_idx = getattr(module, "layer_idx", None)
     e4m3 = _layer_e4m3.get(layer_idx, False)
+    power_of_two = _layer_power_of_two.get(layer_idx, False)
     batch, q_heads, q_len, head_dim = query.shape
     _, kv_heads, kv_len, _ = value.shape
     if q_len > kv_len:
@@ -286,11 +288,10 @@ def k_from_v_forward(module, query, value, scaling, plan=None):
         if plan is not None:
             # The scale over each row's real keys only (the copies past key_len are padding).
             real = (positions[None, :] < key_len[:, None]).reshape(-1)
-            v_scale = _quantization.compute_scale(flat, torch.where(real, slots, torch.full_like(slots, -1)))
+            v_scale = _quantization.compute_scale(flat, torch.where(real, slots, torch.full_like(slots, -1)),
+                                                  power_of_two=power_of_two)
         else:
-            v_scale = _quantization.compute_scale(flat)
-        if _layer_power_of_two.get(layer_idx, False):
-            v_scale = _quantization.power_of_two_scale(v_scale)
+            v_scale = _quantization.compute_scale(flat, power_of_two=power_of_two)
         _quantization.quantize_to_cache(flat, v_cache, slots, v_scale)
     else:
         v_cache = torch.zeros((total_pages * PAGE_SLOTS, kv_heads, head_dim), dtype=value.dtype, device=device)

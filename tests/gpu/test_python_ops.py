@@ -1,7 +1,7 @@
 """test_python_ops.py - the wideattn Python package on a GPU (run by tools/gpu/gpu_suite.sh; exits
 77, skipped, without torch or a CUDA device): the ops against wideattn.reference in float64 on
 Gemma 4 31B global-layer shapes for every bf16 tier the device has, varlen_attention, the e4m3
-path (scale, quantise into a vLLM-layout cache, attention) with the quantise and scale steps bit
+path (scale, its power of two, quantise into a vLLM-layout cache, attention) with the quantise and scale steps bit
 for bit against the reference, the transposed e4m3 V layout (quantised on the device, then the FP8
 P V kernels with bf16 and e4m3 Q; sm_90a), library errors as exceptions, a side stream,
 torch.compile(fullgraph=True) of a module calling the op, CUDA-graph capture and replay
@@ -121,6 +121,10 @@ def test_e4m3_cache_path():
         codes, _ = reference.quantize(flat[i].cpu(), scales[i].cpu())
         assert torch.equal(reference.e4m3_codes(cache[i]).reshape(-1, KV_HEADS, HEAD_DIM).cpu(), codes)
     assert counter.item() == 0
+    for i in (0, 1):   # the power-of-two scale of the same launch (wideattn_compute_scale_pow2)
+        rounded = wideattn.compute_scale(flat[i], power_of_two=True)
+        expected_scale, _ = reference.compute_scale(flat[i].cpu())
+        assert torch.equal(rounded.cpu(), reference.power_of_two_scale(expected_scale)), "pow2 scale not bit-exact"
     out = wideattn.prefill(case.q, cache[0], cache[1], case.cu, case.lens, case.block_table, case.scale,
                            k_scale=scales[0], v_scale=scales[1])
     expected, _ = case.expected(cache[0], cache[1], scales[0], scales[1])

@@ -839,6 +839,33 @@ def test_compute_scale_skips_padding_and_counts_nonfinite():
                           src.float())
 
 
+def test_compute_scale_rounds_to_a_power_of_two_in_its_call():
+    """compute_scale(..., power_of_two=True): power_of_two_scale of the plain scale (padding and
+    non-finite values left out as there), up to the largest power-of-two scale: bf16's largest
+    values give amax / 448 > 2^119, which stays; a power_of_two that is not a bool is refused by
+    name, and the op's schema defaults it to False (calls from before keep their meaning)."""
+    src = _source(6, 12)
+    src[1, 0, 5] = float("nan")
+    src[4, 0, 0] = 1000.0
+    slots = torch.tensor([3, 0, 7, 9, -1, 2])
+    for mapping in (None, slots):
+        counter = torch.zeros(1, dtype=torch.int32)
+        rounded = wideattn.compute_scale(src, mapping, nonfinite_count=counter, power_of_two=True)
+        plain = wideattn.compute_scale(src, mapping)
+        assert torch.equal(rounded, wideattn.power_of_two_scale(plain)), (rounded, plain)
+        assert math.frexp(rounded.item())[0] == 0.5 and counter.item() == 1
+    huge = torch.full((2, 2, HEAD_DIM), 3.0e38).bfloat16()
+    plain = wideattn.compute_scale(huge)
+    assert plain.item() > reference.MAX_POWER_OF_TWO_SCALE
+    assert torch.equal(wideattn.compute_scale(huge, power_of_two=True), plain)
+    out = torch.zeros(1, dtype=torch.float32)
+    assert wideattn.compute_scale(torch.zeros((3, 2, HEAD_DIM), dtype=torch.bfloat16), out=out,
+                                  power_of_two=True) is out and out.item() == 2.0 ** -126
+    harness.expect_raises(wideattn.InvalidArgumentError, ["wideattn.compute_scale", "power_of_two=1"],
+                          wideattn.compute_scale, src, power_of_two=1)
+    assert "bool power_of_two=False" in str(torch.ops.wideattn.compute_scale.default._schema)
+
+
 def test_quantize_to_cache_writes_the_mapped_slots():
     problem = Problem([(4, 20)], layout="vllm", seed=10)
     cache = torch.full((2, problem.num_blocks, 16, 2, HEAD_DIM), 0xAA, dtype=torch.uint8)
