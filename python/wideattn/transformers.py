@@ -871,10 +871,11 @@ def _decode_forward(query, key, value, attention_mask, scaling, rows_per_batch, 
     num_blocks = available if available > num_rows else row_capacity(num_rows)
     capacity = key_capacity(kv_len)
     if device.type == "cuda":
-        index = device.index if device.index is not None else _ops._current_device()
+        current = _ops._current_device()
+        index = device.index if device.index is not None else current
         stream = _ops._raw_stream(index)
     else:
-        index = stream = None
+        current = index = stream = None
     metadata = decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, head_rows, num_blocks,
                                capacity, device, stream)
     if metadata is None:
@@ -892,7 +893,7 @@ def _decode_forward(query, key, value, attention_mask, scaling, rows_per_batch, 
         # are host-bound: the dispatcher is a fifth of a served layer's host time); else the op of
         # the smaller schema (ops module docstring), the C++ op once loaded.
         if index is not None and _ops._prefill_packed_op is _ops.PYTHON_PACKED_OP:
-            _ops._run_cached_plan(_ops._current_device(), index, stream, q_rows, key, value, metadata.cu_seqlens_q,
+            _ops._run_cached_plan(current, index, stream, q_rows, key, value, metadata.cu_seqlens_q,
                                   metadata.seq_lens_k, metadata.block_table, rows, rows, scaling, None, None, None,
                                   out, None, 1, capacity, 0, 0)
         else:
