@@ -37,12 +37,17 @@ using decode_e4m3::warp_subtiles;
 using decode_e4m3::WarpRows;
 
 // The lane address of the ldmatrix.x4 over keys 0-15 and 16-byte vectors 2c, 2c + 1 of a chunk:
-// lane L gives the row of matrix L / 8 (keys 8 (L / 8 % 2) + L % 8, vector 2c + L / 16).
+// lane L gives the row of matrix L / 8 (keys 8 (L / 8 % 2) + L % 8, vector 2c + L / 16). Rows
+// written whole by bulk copies (Traits::kBulkCopies) sit kChunkRowPitch bytes apart, a pitch of 33
+// vectors, so the 8 rows of a matrix fall in distinct banks without a swizzle.
 template <class Traits>
 __device__ __forceinline__ uint32_t chunk_row_address(uint32_t chunk, int32_t lane, int32_t c) {
     const int32_t key = (lane / 8 % 2) * 8 + lane % 8;
     const int32_t vec = 2 * c + lane / 16;
-    return chunk + swizzled<Traits::kChunkRowBytes, Traits>(key, vec);
+    if constexpr (Traits::kBulkCopies)
+        return chunk + static_cast<uint32_t>(key * Traits::kChunkRowPitch + vec * Traits::kVecBytes);
+    else
+        return chunk + swizzled<Traits::kChunkRowBytes, Traits>(key, vec);
 }
 
 // Adds K Q^T over the dims of K chunk `part` to the two S^T accumulators (even and odd k-steps).

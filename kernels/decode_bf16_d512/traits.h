@@ -51,6 +51,14 @@ struct DecodeBf16Block {
     static constexpr int32_t kChunkOTiles = kChunkDims / kMmaM;            // O^T m-tiles per V chunk (16)
     static constexpr int32_t kChunkBytes = kSubTileKeys * kChunkRowBytes;  // 8 KB
 
+    // How a chunk's rows reach shared memory: by cp.async, a lane one 16-byte vector of every
+    // row, into 512-byte rows whose vectors are swizzled (false); or, in a form with bulk copies
+    // (decode_bf16kfvbulk_d512), a row by one instruction of the bulk-copy engine, written as it
+    // is at kChunkRowPitch bytes from the last (a pitch that differs from kChunkRowBytes where
+    // the rows are padded; mainloop.cuh, chunk_row_address).
+    static constexpr bool kBulkCopies = false;
+    static constexpr int32_t kChunkRowPitch = kChunkRowBytes;
+
     // Per-warp ring: chunk c of a warp sits in slot c % kRingChunks. Three slots: while one is
     // read, the next two are in flight (2 x 8 KB a warp, 128 KB a block: one block per SM).
     static constexpr int32_t kRingChunks = 3;
