@@ -154,15 +154,15 @@ struct WarpStream {
         }
     }
 
-    // issue_value_lean's chunk by the bulk-copy engine (forms with Traits::kBulkCopies): lane 0
-    // arrives on `barrier` with the bytes to come, then lane r < keys copies the 512 bytes of key
-    // row r with one instruction into row r of the chunk (Traits::kChunkRowPitch apart), the bytes
-    // completing on `barrier`. The rows of keys past kv_end, and all 16 of a page outside the
-    // cache, are zeroed by the warp's stores instead, without a read, and ordered before the
-    // slot's later bulk copies.
-    __device__ __forceinline__ void issue_value_bulk(const wideattn_prefill_params& p, int32_t sub, int32_t part,
-                                                     uint32_t chunk, int32_t page, int32_t page_shift,
-                                                     uint32_t barrier) const {
+    // The chunk of issue_from_page by the bulk-copy engine (forms with Traits::kBulkCopies): lane
+    // 0 arrives on `barrier` with the bytes to come, then lane r < keys copies the 512 bytes of
+    // key row r with one instruction into row r of the chunk (Traits::kChunkRowPitch apart), the
+    // bytes completing on `barrier`. The rows of keys past kv_end, and all 16 of a page outside
+    // the cache, are zeroed by the warp's stores instead, without a read, and ordered before the
+    // slot's later bulk copies. `page_shift`: as page_slot_of.
+    __device__ __forceinline__ void issue_bulk(const wideattn_prefill_params& p, int32_t sub, bool value, int32_t part,
+                                               uint32_t chunk, int32_t page, int32_t page_shift,
+                                               uint32_t barrier) const {
         static_assert(Traits::kBulkCopies && Traits::kChunkRowPitch % Traits::kVecBytes == 0,
                       "bulk copies write 16-byte aligned rows");
         const int32_t key0 = sub * Traits::kSubTileKeys;
@@ -172,9 +172,10 @@ struct WarpStream {
         if (lane == 0) ptx::mbarrier_arrive_expect_bytes(barrier, static_cast<uint32_t>(keys * Traits::kChunkRowBytes));
         __syncwarp();  // the bytes are expected before any of them completes
         if (lane < keys) {
-            const unsigned char* src = v_base + int64_t{page} * (p.v_block_stride * Traits::kElemBytes) +
-                                       int64_t{slot0 + lane} * (p.v_slot_stride * Traits::kElemBytes) +
-                                       part * Traits::kChunkRowBytes;
+            const int64_t slot_stride = (value ? p.v_slot_stride : p.k_slot_stride) * Traits::kElemBytes;
+            const int64_t block_stride = (value ? p.v_block_stride : p.k_block_stride) * Traits::kElemBytes;
+            const unsigned char* src = (value ? v_base : k_base) + int64_t{page} * block_stride +
+                                       int64_t{slot0 + lane} * slot_stride + part * Traits::kChunkRowBytes;
             ptx::bulk_copy_global_to_shared(chunk + static_cast<uint32_t>(lane * Traits::kChunkRowPitch), src,
                                             Traits::kChunkRowBytes, barrier);
         }

@@ -20,18 +20,11 @@
 
 namespace wideattn::decode_bf16 {
 
-// The mbarrier of the slot of the warp's chunk c in a form with bulk copies (Traits::kBulkCopies):
-// one a slot at `barriers`, chunk c completing phase c / kRingChunks of slot c % kRingChunks.
-template <class Traits>
-__device__ __forceinline__ uint32_t chunk_barrier(uint32_t barriers, int32_t c) {
-    return barriers + static_cast<uint32_t>((c % Traits::kRingChunks) * Traits::kBarrierBytes);
-}
-
 // Issues the warp's V chunk c (part c % 2 of its sub-tile c / 2, slot c % kRingChunks) when that
 // sub-tile exists, with the sub-tile's block-table entry read earlier (`page`; `page_shift`:
 // page_shift_of(block_size)): by WarpStream::issue_value_lean, committing a group either way (one
 // group per chunk keeps the waits' counts fixed), or in a form with bulk copies by
-// WarpStream::issue_value_bulk on the slot's mbarrier (`barriers`: the warp's).
+// WarpStream::issue_bulk on the slot's mbarrier (`barriers`: the warp's).
 template <class Traits>
 __device__ __forceinline__ void issue_v_chunk_from_page(const wideattn_prefill_params& p,
                                                         const WarpStream<Traits>& stream, uint32_t ring,
@@ -42,8 +35,8 @@ __device__ __forceinline__ void issue_v_chunk_from_page(const wideattn_prefill_p
         const int32_t sub = warp + local * Traits::kWarps;
         const uint32_t chunk = ring + (c % Traits::kRingChunks) * Traits::kChunkBytes;
         if constexpr (Traits::kBulkCopies)
-            stream.issue_value_bulk(p, sub, c % Traits::kVChunksPerSubTile, chunk, page, page_shift,
-                                    chunk_barrier<Traits>(barriers, c));
+            stream.issue_bulk(p, sub, true, c % Traits::kVChunksPerSubTile, chunk, page, page_shift,
+                              chunk_barrier<Traits>(barriers, c));
         else
             stream.issue_value_lean(p, sub, c % Traits::kVChunksPerSubTile, chunk, page, page_shift);
     }
@@ -145,16 +138,8 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
 
     const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
     ptx::store_shared_u32(base + Plan::kWeightBf16 + 2 * kBf16Bytes * threadIdx.x, ptx::pack_bf16x2(w.x, w.y));
-    // A form with bulk copies: lane 0 of each warp sets up its ring's mbarriers (one arrival a
-    // phase: its own, with the bytes expected), visible to the warp past the barriers below.
     const uint32_t barriers = base + Plan::kBarriers + static_cast<uint32_t>(warp * Traits::kWarpBarrierBytes);
-    if constexpr (Traits::kBulkCopies) {
-        if (lane == 0) {
-            for (int32_t slot = 0; slot < Traits::kRingChunks; ++slot)
-                ptx::mbarrier_init(barriers + static_cast<uint32_t>(slot * Traits::kBarrierBytes), 1);
-            ptx::fence_mbarrier_init();
-        }
-    }
+    init_ring_barriers<Traits>(barriers, lane);
     const bool bf16_weights = __syncthreads_and(is_bf16_value(w.x) && is_bf16_value(w.y)) != 0;
     // load_q's barrier also makes the tables visible.
     load_q<Traits>(p, base + Plan::kQ, token, work.kv_head);

@@ -43,11 +43,6 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // The same weights as bf16 (read as pairs of dims d, d + 1) when every one is a bf16 value.
     static constexpr int32_t kWeightBf16Bytes = kHeadDim * 2;
 
-    // The mbarriers of a warp's ring in a form with bulk copies (kBulkCopies; one 8-byte mbarrier a
-    // slot): none here, where the cp.async groups order the ring.
-    static constexpr int32_t kBarrierBytes = 8;
-    static constexpr int32_t kWarpBarrierBytes = 0;
-
     struct SmemPlan {
         static constexpr int32_t kQ = 0;
         static constexpr int32_t kRings = kQ + kQBytes;
