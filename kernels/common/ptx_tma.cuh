@@ -1,7 +1,6 @@
-// ptx_tma.cuh - device wrappers over the sm_90a PTX the Hopper kernels stream their K/V tiles
-// with: shared-memory mbarriers (init, expected transaction bytes, phase wait), the 4D TMA tensor
-// copy into shared memory that completes on such a barrier, and the plain bulk copy of contiguous
-// bytes that does the same (decode_bf16kfvbulk_d512's rows).
+// ptx_tma.cuh - device wrappers over the sm_90a PTX the Hopper bf16 kernel streams its K/V
+// tiles with: shared-memory mbarriers (init, expected transaction bytes, phase wait) and the 4D
+// TMA tensor copy into shared memory that completes on such a barrier.
 #pragma once
 
 #include <cuda.h>
@@ -82,17 +81,6 @@ __device__ __forceinline__ void tma_load_4d(uint32_t destination, const CUtensor
         "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
         "[%6];\n" ::"r"(destination),
         "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(barrier)
-        : "memory");
-}
-
-// Copies `bytes` contiguous bytes (a multiple of 16) from global address `source` to shared
-// address `destination` (both 16-byte aligned) by the bulk-copy engine; the bytes complete on
-// `barrier`. The issuing thread spends one instruction on the whole copy.
-__device__ __forceinline__ void bulk_copy_global_to_shared(uint32_t destination, const void* source, uint32_t bytes,
-                                                           uint32_t barrier) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(destination),
-        "l"(reinterpret_cast<uint64_t>(source)), "r"(bytes), "r"(barrier)
         : "memory");
 }
 

@@ -34,16 +34,14 @@ __device__ __forceinline__ void decode_block(const wideattn_prefill_params& p, u
     WarpStream<Traits> stream;
     stream.init(p, work.kv_head, p.block_table + geometry.table_offset, geometry.kv_end, lane);
     const uint32_t ring = base + Plan::kRings + static_cast<uint32_t>(warp * Traits::kWarpRingBytes);
-    const uint32_t barriers = base + Plan::kBarriers + static_cast<uint32_t>(warp * Traits::kWarpBarrierBytes);
-    init_ring_barriers<Traits>(barriers, lane);
-    issue_prologue<Traits>(p, stream, ring, barriers, warp, geometry.num_tiles);
+    issue_prologue<Traits>(p, stream, ring, warp, geometry.num_tiles);
 
     load_q<Traits>(p, base + Plan::kQ, token, work.kv_head);
     const float score_scale = p.softmax_scale * kLog2e;
     float o[Traits::kONTiles][4];
     zero_output(o);
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-    warp_key_loop<Traits>(p, stream, ring, barriers, base + Plan::kQ, warp, lane, geometry.num_tiles, geometry.kv_end,
+    warp_key_loop<Traits>(p, stream, ring, base + Plan::kQ, warp, lane, geometry.num_tiles, geometry.kv_end,
                           score_scale, o, rows);
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                 work.kv_head);

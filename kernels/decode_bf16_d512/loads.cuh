@@ -1,6 +1,5 @@
 // loads.cuh - the loads of the single-token BF16 decode kernel (decode_bf16_d512): the block's Q
-// rows (bf16 as they are) and each warp's K/V chunks by cp.async into its private ring (V chunks
-// by bulk copies in the forms with Traits::kBulkCopies).
+// rows (bf16 as they are) and each warp's K/V chunks by cp.async into its private ring.
 //
 // Shared-memory layouts: a chunk is [16 keys][256 dims] bf16 (512-byte rows), a Q row [512] bf16;
 // in both the 16-byte vector v of row r sits at position v ^ (r % 8) (decode_e4m3_d512's
@@ -14,8 +13,6 @@
 #include "fp8/decode_e4m3_d512/loads.cuh"
 #include "kernels/common/page_bounds.cuh"
 #include "kernels/common/ptx_mma.cuh"
-#include "kernels/common/ptx_tma.cuh"
-#include "kernels/common/ptx_wgmma.cuh"
 #include "kernels/decode_bf16_d512/traits.h"
 #include "wideattn.h"
 
@@ -154,39 +151,6 @@ struct WarpStream {
         }
     }
 
-    // The chunk of issue_from_page by the bulk-copy engine (forms with Traits::kBulkCopies): lane
-    // 0 arrives on `barrier` with the bytes to come, then lane r < keys copies the 512 bytes of
-    // key row r with one instruction into row r of the chunk (Traits::kChunkRowPitch apart), the
-    // bytes completing on `barrier`. The rows of keys past kv_end, and all 16 of a page outside
-    // the cache, are zeroed by the warp's stores instead, without a read, and ordered before the
-    // slot's later bulk copies. `page_shift`: as page_slot_of.
-    __device__ __forceinline__ void issue_bulk(const wideattn_prefill_params& p, int32_t sub, bool value, int32_t part,
-                                               uint32_t chunk, int32_t page, int32_t page_shift,
-                                               uint32_t barrier) const {
-        static_assert(Traits::kBulkCopies && Traits::kChunkRowPitch % Traits::kVecBytes == 0,
-                      "bulk copies write 16-byte aligned rows");
-        const int32_t key0 = sub * Traits::kSubTileKeys;
-        const int32_t slot0 = page_slot_of(key0, p.block_size, page_shift);
-        const bool in_cache = page_in_cache(page, p.num_blocks);
-        const int32_t keys = in_cache ? min(Traits::kSubTileKeys, kv_end - key0) : 0;
-        if (lane == 0) ptx::mbarrier_arrive_expect_bytes(barrier, static_cast<uint32_t>(keys * Traits::kChunkRowBytes));
-        __syncwarp();  // the bytes are expected before any of them completes
-        if (lane < keys) {
-            const int64_t slot_stride = (value ? p.v_slot_stride : p.k_slot_stride) * Traits::kElemBytes;
-            const int64_t block_stride = (value ? p.v_block_stride : p.k_block_stride) * Traits::kElemBytes;
-            const unsigned char* src = (value ? v_base : k_base) + int64_t{page} * block_stride +
-                                       int64_t{slot0 + lane} * slot_stride + part * Traits::kChunkRowBytes;
-            ptx::bulk_copy_global_to_shared(chunk + static_cast<uint32_t>(lane * Traits::kChunkRowPitch), src,
-                                            Traits::kChunkRowBytes, barrier);
-        }
-        if (keys < Traits::kSubTileKeys) {
-            for (int32_t key = keys; key < Traits::kSubTileKeys; ++key)
-                ptx::store_shared_f32x4(
-                    chunk + static_cast<uint32_t>(key * Traits::kChunkRowPitch + lane * Traits::kVecBytes), 0.0f,
-                    0.0f, 0.0f, 0.0f);
-            ptx::fence_proxy_async_shared();
-        }
-    }
 };
 
 }  // namespace wideattn::decode_bf16

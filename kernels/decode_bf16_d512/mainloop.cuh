@@ -22,7 +22,6 @@
 #include "fp8/decode_e4m3_d512/mainloop.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/ptx_mma.cuh"
-#include "kernels/common/ptx_tma.cuh"
 #include "kernels/decode_bf16_d512/loads.cuh"
 #include "kernels/decode_bf16_d512/traits.h"
 
@@ -38,17 +37,12 @@ using decode_e4m3::warp_subtiles;
 using decode_e4m3::WarpRows;
 
 // The lane address of the ldmatrix.x4 over keys 0-15 and 16-byte vectors 2c, 2c + 1 of a chunk:
-// lane L gives the row of matrix L / 8 (keys 8 (L / 8 % 2) + L % 8, vector 2c + L / 16). Rows
-// written whole by bulk copies (Traits::kBulkCopies) sit kChunkRowPitch bytes apart, a pitch of 33
-// vectors, so the 8 rows of a matrix fall in distinct banks without a swizzle.
+// lane L gives the row of matrix L / 8 (keys 8 (L / 8 % 2) + L % 8, vector 2c + L / 16).
 template <class Traits>
 __device__ __forceinline__ uint32_t chunk_row_address(uint32_t chunk, int32_t lane, int32_t c) {
     const int32_t key = (lane / 8 % 2) * 8 + lane % 8;
     const int32_t vec = 2 * c + lane / 16;
-    if constexpr (Traits::kBulkCopies)
-        return chunk + static_cast<uint32_t>(key * Traits::kChunkRowPitch + vec * Traits::kVecBytes);
-    else
-        return chunk + swizzled<Traits::kChunkRowBytes, Traits>(key, vec);
+    return chunk + swizzled<Traits::kChunkRowBytes, Traits>(key, vec);
 }
 
 // Adds K Q^T over the dims of K chunk `part` to the two S^T accumulators (even and odd k-steps).
@@ -84,71 +78,30 @@ __device__ __forceinline__ void chunk_pv(uint32_t v_chunk, int32_t lane, int32_t
     }
 }
 
-// The mbarrier of the slot of the warp's chunk c in a form with bulk copies (Traits::kBulkCopies):
-// one a slot at `barriers`, chunk c completing phase c / kRingChunks of slot c % kRingChunks.
-template <class Traits>
-__device__ __forceinline__ uint32_t chunk_barrier(uint32_t barriers, int32_t c) {
-    return barriers + static_cast<uint32_t>((c % Traits::kRingChunks) * Traits::kBarrierBytes);
-}
-
-// In a form with bulk copies, lane 0 of the warp sets up the mbarriers of its ring (`barriers`),
-// one arrival a phase (its own, with the bytes expected), visible to the warp on return.
-template <class Traits>
-__device__ __forceinline__ void init_ring_barriers(uint32_t barriers, int32_t lane) {
-    if constexpr (Traits::kBulkCopies) {
-        if (lane == 0) {
-            for (int32_t slot = 0; slot < Traits::kRingChunks; ++slot)
-                ptx::mbarrier_init(barriers + static_cast<uint32_t>(slot * Traits::kBarrierBytes), 1);
-            ptx::fence_mbarrier_init();
-        }
-        __syncwarp();
-    }
-}
-
 // Issues the warp's chunk c (part c % kChunksPerSubTile of its sub-tile c / kChunksPerSubTile: K
-// parts first, then V parts) when that sub-tile exists: by cp.async, committing a group either
-// way (one group per chunk keeps the waits' counts fixed), or in a form with bulk copies by
-// WarpStream::issue_bulk on the slot's mbarrier (`barriers`: the warp's).
+// parts first, then V parts) when that sub-tile exists, and commits a group either way (one group
+// per chunk keeps the waits' counts fixed).
 template <class Traits>
 __device__ __forceinline__ void issue_chunk(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
-                                            uint32_t ring, uint32_t barriers, int32_t warp, int32_t count,
-                                            int32_t c) {
+                                            uint32_t ring, int32_t warp, int32_t count, int32_t c) {
     const int32_t local = c / Traits::kChunksPerSubTile;
     if (local < count) {
         const int32_t kind = c % Traits::kChunksPerSubTile;
         const int32_t sub = warp + local * Traits::kWarps;
         const uint32_t chunk = ring + (c % Traits::kRingChunks) * Traits::kChunkBytes;
-        if constexpr (Traits::kBulkCopies)
-            stream.issue_bulk(p, sub, kind >= Traits::kChunkParts, kind % Traits::kChunkParts, chunk,
-                              stream.page_of(p, sub), -1, chunk_barrier<Traits>(barriers, c));
-        else
-            stream.issue(p, sub, kind >= Traits::kChunkParts, kind % Traits::kChunkParts, chunk);
+        stream.issue(p, sub, kind >= Traits::kChunkParts, kind % Traits::kChunkParts, chunk);
     }
-    if constexpr (!Traits::kBulkCopies) ptx::cp_async_commit();
-}
-
-// Waits for the warp's chunk c, the oldest in flight: its cp.async group, or its slot's mbarrier
-// phase in a form with bulk copies. Then every lane sees it, and every lane is done with the
-// chunk read before it.
-template <class Traits>
-__device__ __forceinline__ void wait_chunk(uint32_t barriers, int32_t c) {
-    if constexpr (Traits::kBulkCopies) {
-        ptx::mbarrier_wait(chunk_barrier<Traits>(barriers, c), (c / Traits::kRingChunks) & 1);
-        __syncwarp();
-    } else {
-        wait_oldest_chunk<Traits>();
-    }
+    ptx::cp_async_commit();
 }
 
 // The first chunks of the warp's stream (issued before the block reads Q, so their latency
 // overlaps it).
 template <class Traits>
 __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
-                                               uint32_t ring, uint32_t barriers, int32_t warp, int32_t num_tiles) {
+                                               uint32_t ring, int32_t warp, int32_t num_tiles) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
 #pragma unroll
-    for (int32_t c = 0; c < Traits::kChunksInFlight; ++c)
-        issue_chunk<Traits>(p, stream, ring, barriers, warp, count, c);
+    for (int32_t c = 0; c < Traits::kChunksInFlight; ++c) issue_chunk<Traits>(p, stream, ring, warp, count, c);
 }
 
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles (after issue_prologue).
@@ -156,7 +109,7 @@ __device__ __forceinline__ void issue_prologue(const wideattn_prefill_params& p,
 // then its scores (K parts; the softmax after the last) or its P V (V parts).
 template <class Traits>
 __device__ __forceinline__ void warp_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
-                                              uint32_t ring, uint32_t barriers, uint32_t q_shared, int32_t warp, int32_t lane,
+                                              uint32_t ring, uint32_t q_shared, int32_t warp, int32_t lane,
                                               int32_t num_tiles, int32_t kv_end, float score_scale,
                                               float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
@@ -166,8 +119,8 @@ __device__ __forceinline__ void warp_key_loop(const wideattn_prefill_params& p, 
 #pragma unroll
         for (int32_t part = 0; part < Traits::kChunkParts; ++part) {
             const int32_t c = first + part;
-            wait_chunk<Traits>(barriers, c);
-            issue_chunk<Traits>(p, stream, ring, barriers, warp, count, c + Traits::kChunksInFlight);
+            wait_oldest_chunk<Traits>();
+            issue_chunk<Traits>(p, stream, ring, warp, count, c + Traits::kChunksInFlight);
             chunk_scores<Traits>(ring + (c % Traits::kRingChunks) * Traits::kChunkBytes, q_shared, lane, part, acc);
         }
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
@@ -178,12 +131,12 @@ __device__ __forceinline__ void warp_key_loop(const wideattn_prefill_params& p, 
 #pragma unroll
         for (int32_t part = 0; part < Traits::kChunkParts; ++part) {
             const int32_t c = first + Traits::kChunkParts + part;
-            wait_chunk<Traits>(barriers, c);
-            issue_chunk<Traits>(p, stream, ring, barriers, warp, count, c + Traits::kChunksInFlight);
+            wait_oldest_chunk<Traits>();
+            issue_chunk<Traits>(p, stream, ring, warp, count, c + Traits::kChunksInFlight);
             chunk_pv<Traits>(ring + (c % Traits::kRingChunks) * Traits::kChunkBytes, lane, part, p0, p1, o);
         }
     }
-    if constexpr (!Traits::kBulkCopies) ptx::cp_async_wait<0>();  // bulk copies: every issued chunk was waited for
+    ptx::cp_async_wait<0>();
 }
 
 }  // namespace wideattn::decode_bf16

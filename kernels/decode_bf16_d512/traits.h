@@ -51,18 +51,6 @@ struct DecodeBf16Block {
     static constexpr int32_t kChunkOTiles = kChunkDims / kMmaM;            // O^T m-tiles per V chunk (16)
     static constexpr int32_t kChunkBytes = kSubTileKeys * kChunkRowBytes;  // 8 KB
 
-    // How a chunk's rows reach shared memory: by cp.async, a lane one 16-byte vector of every
-    // row, into 512-byte rows whose vectors are swizzled (false); or, in a form with bulk copies
-    // (decode_bf16kfvbulk_d512), a row by one instruction of the bulk-copy engine, written as it
-    // is at kChunkRowPitch bytes from the last (a pitch that differs from kChunkRowBytes where
-    // the rows are padded; mainloop.cuh, chunk_row_address).
-    static constexpr bool kBulkCopies = false;
-    static constexpr int32_t kChunkRowPitch = kChunkRowBytes;
-    // The mbarriers of a warp's ring in a form with bulk copies (one 8-byte mbarrier a slot): none
-    // here, where the cp.async groups order the ring.
-    static constexpr int32_t kBarrierBytes = 8;
-    static constexpr int32_t kWarpBarrierBytes = 0;
-
     // Per-warp ring: chunk c of a warp sits in slot c % kRingChunks. Three slots: while one is
     // read, the next two are in flight (2 x 8 KB a warp, 128 KB a block: one block per SM).
     static constexpr int32_t kRingChunks = 3;
@@ -98,8 +86,7 @@ struct DecodeBf16Block {
         static constexpr int32_t kRings = kQ + kQBytes;
         static constexpr int32_t kMerge = kRings;  // reused after the key loop
         static constexpr int32_t kStats = kRings + kWarps * kWarpRingBytes;
-        static constexpr int32_t kBarriers = kStats + kStatsBytes;
-        static constexpr int32_t kEnd = kBarriers + kWarps * kWarpBarrierBytes;
+        static constexpr int32_t kEnd = kStats + kStatsBytes;
         static constexpr int32_t kBytes = kEnd;
     };
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
@@ -153,45 +140,6 @@ struct DecodeBf16W4D512Traits : DecodeBf16Block<4> {
         kGroup, kGroup,
         kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
         "varlen,paged,causal,gqa,lse,split_kv,single_token", kKindPrefill, "wideattn_decode_bf16w4_d512_split"};
-};
-
-// decode_bf16w4bulk_d512 (kernel_w4bulk.cu, a candidate): decode_bf16w4_d512 with its K and V
-// chunk rows copied by the bulk-copy engine, as decode_bf16kfvbulk_d512 copies its V rows (a row
-// of 512 bytes by one lane's cp.async.bulk, completing on the slot's mbarrier; rows 528 bytes apart
-// for conflict-free ldmatrix; unused rows zeroed by stores): the same arithmetic, so the same bits.
-struct DecodeBf16W4BulkD512Traits : DecodeBf16Block<4> {
-    static constexpr bool kBulkCopies = true;
-    static constexpr int32_t kChunkRowPitch = kChunkRowBytes + kVecBytes;  // 33 vectors
-    static constexpr int32_t kChunkBytes = kSubTileKeys * kChunkRowPitch;  // 8,448
-    static constexpr int32_t kWarpRingBytes = kRingChunks * kChunkBytes;
-    static constexpr int32_t kWarpBarrierBytes = kRingChunks * kBarrierBytes;
-
-    struct SmemPlan {
-        static constexpr int32_t kQ = 0;
-        static constexpr int32_t kRings = kQ + kQBytes;
-        static constexpr int32_t kMerge = kRings;  // reused after the key loop
-        static constexpr int32_t kStats = kRings + kWarps * kWarpRingBytes;
-        static constexpr int32_t kBarriers = kStats + kStatsBytes;
-        static constexpr int32_t kEnd = kBarriers + kWarps * kWarpBarrierBytes;
-        static constexpr int32_t kBytes = kEnd;
-    };
-    static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
-
-    static_assert(kChunkRowPitch % kVecBytes == 0 && (kChunkRowPitch / kVecBytes) % kSwizzleRows == 1,
-                  "consecutive rows one bank group apart: an ldmatrix matrix's 8 rows conflict-free");
-    static_assert(kChunkBytes % kSmemAlign == 0, "the slots stay 128-byte aligned");
-    static_assert(SmemPlan::kBarriers % kBarrierBytes == 0, "mbarriers are 8-byte aligned");
-    static_assert(kMergeBytes <= kWarps * kWarpRingBytes, "the merge area fits in the rings");
-    static_assert(kBlocksPerSm * (kSmemBytes + kSmemReservedPerBlock) <= kSmemPerSm,
-                  "kBlocksPerSm blocks fit an SM's shared memory");
-
-    static constexpr KernelDesc desc = {
-        "decode_bf16w4bulk_d512", "wideattn_decode_bf16w4bulk_d512",
-        kBF16, kBF16, kBF16,
-        kHeadDim, kHeadDim, kHeadDim,
-        kGroup, kGroup,
-        kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
-        "varlen,paged,causal,gqa,lse,split_kv,single_token", kKindPrefill, "wideattn_decode_bf16w4bulk_d512_split"};
 };
 
 }  // namespace wideattn

@@ -11,7 +11,6 @@
 #include "kernels/common/k_from_v.h"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/ptx_mma.cuh"
-#include "kernels/common/ptx_tma.cuh"
 #include "kernels/common/tile_order.cuh"
 #include "kernels/decode_bf16_d512/loads.cuh"
 #include "kernels/decode_bf16_d512/mainloop.cuh"
@@ -21,38 +20,20 @@
 namespace wideattn::decode_bf16 {
 
 // Issues the warp's V chunk c (part c % 2 of its sub-tile c / 2, slot c % kRingChunks) when that
-// sub-tile exists, with the sub-tile's block-table entry read earlier (`page`; `page_shift`:
-// page_shift_of(block_size)): by WarpStream::issue_value_lean, committing a group either way (one
-// group per chunk keeps the waits' counts fixed), or in a form with bulk copies by
-// WarpStream::issue_bulk on the slot's mbarrier (`barriers`: the warp's).
+// sub-tile exists, by WarpStream::issue_value_lean with the sub-tile's block-table entry read
+// earlier (`page`; `page_shift`: page_shift_of(block_size)), and commits a group either way (one
+// group per chunk keeps the waits' counts fixed).
 template <class Traits>
 __device__ __forceinline__ void issue_v_chunk_from_page(const wideattn_prefill_params& p,
-                                                        const WarpStream<Traits>& stream, uint32_t ring,
-                                                        uint32_t barriers, int32_t warp, int32_t count, int32_t c,
-                                                        int32_t page, int32_t page_shift) {
+                                                        const WarpStream<Traits>& stream, uint32_t ring, int32_t warp,
+                                                        int32_t count, int32_t c, int32_t page, int32_t page_shift) {
     const int32_t local = c / Traits::kVChunksPerSubTile;
     if (local < count) {
         const int32_t sub = warp + local * Traits::kWarps;
         const uint32_t chunk = ring + (c % Traits::kRingChunks) * Traits::kChunkBytes;
-        if constexpr (Traits::kBulkCopies)
-            stream.issue_bulk(p, sub, true, c % Traits::kVChunksPerSubTile, chunk, page, page_shift,
-                              chunk_barrier<Traits>(barriers, c));
-        else
-            stream.issue_value_lean(p, sub, c % Traits::kVChunksPerSubTile, chunk, page, page_shift);
+        stream.issue_value_lean(p, sub, c % Traits::kVChunksPerSubTile, chunk, page, page_shift);
     }
-    if constexpr (!Traits::kBulkCopies) ptx::cp_async_commit();
-}
-
-// Waits until both V chunks of the sub-tile whose first chunk is `first` have landed: the
-// cp.async groups up to them, or their slots' mbarrier phases (Traits::kBulkCopies).
-template <class Traits>
-__device__ __forceinline__ void wait_subtile_chunks(uint32_t barriers, int32_t first) {
-    if constexpr (Traits::kBulkCopies) {
-        ptx::mbarrier_wait(chunk_barrier<Traits>(barriers, first), (first / Traits::kRingChunks) & 1);
-        ptx::mbarrier_wait(chunk_barrier<Traits>(barriers, first + 1), ((first + 1) / Traits::kRingChunks) & 1);
-    } else {
-        ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
-    }
+    ptx::cp_async_commit();
 }
 
 // The block-table entry of the warp's sub-tile `local` (its local index), or 0 past its last one
@@ -73,7 +54,7 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them).
 template <class Traits>
 __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
-                                             uint32_t ring, uint32_t barriers, uint32_t q_shared, uint32_t weight, uint32_t weight_bf16,
+                                             uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t weight_bf16,
                                              bool bf16_weights, uint32_t freq, const CosSinTable& table,
                                              int32_t warp, int32_t lane,
                                              int32_t num_tiles, int32_t kv_end, int32_t first_position,
@@ -85,13 +66,13 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
     const int32_t page_shift = page_shift_of(p.block_size);
     const int32_t page0 = warp_page<Traits>(p, stream, warp, count, 0, page_shift);
     int32_t page_ahead = warp_page<Traits>(p, stream, warp, count, 1, page_shift);  // sub-tile i + 1's at step i
-    issue_v_chunk_from_page<Traits>(p, stream, ring, barriers, warp, count, 0, page0, page_shift);
-    issue_v_chunk_from_page<Traits>(p, stream, ring, barriers, warp, count, 1, page0, page_shift);
-    issue_v_chunk_from_page<Traits>(p, stream, ring, barriers, warp, count, 2, page_ahead, page_shift);
+    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 0, page0, page_shift);
+    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 1, page0, page_shift);
+    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 2, page_ahead, page_shift);
     for (int32_t i = 0; i < count; ++i) {
         const int32_t first = Traits::kVChunksPerSubTile * i;
         const int32_t page_next = warp_page<Traits>(p, stream, warp, count, i + 2, page_shift);
-        wait_subtile_chunks<Traits>(barriers, first);
+        ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
         __syncwarp();  // both chunks of sub-tile i landed for every lane
         const uint32_t lo_chunk = ring + (first % Traits::kRingChunks) * Traits::kChunkBytes;
         const uint32_t hi_chunk = ring + ((first + 1) % Traits::kRingChunks) * Traits::kChunkBytes;
@@ -107,15 +88,15 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         chunk_pv<Traits>(lo_chunk, lane, 0, p0, p1, o);
         __syncwarp();  // every lane is done with chunk 2i
-        issue_v_chunk_from_page<Traits>(p, stream, ring, barriers, warp, count, first + Traits::kPrologueChunks, page_ahead,
+        issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks, page_ahead,
                                         page_shift);
         chunk_pv<Traits>(hi_chunk, lane, 1, p0, p1, o);
         __syncwarp();  // every lane is done with chunk 2i + 1
-        issue_v_chunk_from_page<Traits>(p, stream, ring, barriers, warp, count, first + Traits::kPrologueChunks + 1, page_next,
+        issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks + 1, page_next,
                                         page_shift);
         page_ahead = page_next;
     }
-    if constexpr (!Traits::kBulkCopies) ptx::cp_async_wait<0>();  // bulk copies: every issued chunk was waited for
+    ptx::cp_async_wait<0>();
 }
 
 // One block of the kernel whose traits are Traits (DecodeBf16KfvD512Traits or a form of it).
@@ -138,8 +119,6 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
 
     const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
     ptx::store_shared_u32(base + Plan::kWeightBf16 + 2 * kBf16Bytes * threadIdx.x, ptx::pack_bf16x2(w.x, w.y));
-    const uint32_t barriers = base + Plan::kBarriers + static_cast<uint32_t>(warp * Traits::kWarpBarrierBytes);
-    init_ring_barriers<Traits>(barriers, lane);
     const bool bf16_weights = __syncthreads_and(is_bf16_value(w.x) && is_bf16_value(w.y)) != 0;
     // load_q's barrier also makes the tables visible.
     load_q<Traits>(p, base + Plan::kQ, token, work.kv_head);
@@ -151,7 +130,7 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     float o[Traits::kONTiles][4];
     zero_output(o);
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-    kfv_key_loop<Traits>(p, stream, ring, barriers, base + Plan::kQ, base + Plan::kWeight, base + Plan::kWeightBf16,
+    kfv_key_loop<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kWeightBf16,
                          bf16_weights, base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
                          first_position, rotated_q_loads, score_scale, o, rows);
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,

@@ -51,8 +51,7 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
         static constexpr int32_t kWeight = kStats + kStatsBytes;
         static constexpr int32_t kFreq = kWeight + kWeightBytes;
         static constexpr int32_t kWeightBf16 = kFreq + kFreqBytes;
-        static constexpr int32_t kBarriers = kWeightBf16 + kWeightBf16Bytes;
-        static constexpr int32_t kEnd = kBarriers + kWarps * kWarpBarrierBytes;
+        static constexpr int32_t kEnd = kWeightBf16 + kWeightBf16Bytes;
         static constexpr int32_t kBytes = kEnd;
     };
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;

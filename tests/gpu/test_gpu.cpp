@@ -542,15 +542,20 @@ TEST_CASE("gpu wgmma_e4m3pv_d512 and wgmma_e4m3alt_d512: accuracy at 32k and 128
 
 namespace {
 
-// A form of a kernel (`form`) that runs the same arithmetic on the same values as `base`, only
-// issued in another order or fed by other copies, so o and the LSE must be equal bit for bit on
-// every problem of `specs`: a difference would be a barrier or ring slot read at the wrong time in
-// one of them. False when the bundle lacks either kernel on this GPU.
-bool check_form_bits(const char* base, const char* form, const std::vector<ProblemSpec>& specs) {
-    const char* const kFree = base;
+// A form of the two-CTA kernel (`form`) runs the same products, exchange and softmax on the same
+// values as wgmma_bf16c2_d512, only issued in another order (kernels/hopper/bf16c2_d512/
+// mainloop.cuh), so o and the LSE must be equal bit for bit: a difference would be a barrier or
+// ring slot read at the wrong time in one of them. False when the bundle lacks either kernel on
+// this GPU.
+bool check_c2_form_bits(const char* form, uint64_t seed) {
+    constexpr const char* kFree = "wgmma_bf16c2_d512";
     const std::vector<std::string> kernels = runnable_prefill_kernels(WIDEATTN_DTYPE_BF16, WIDEATTN_DTYPE_BF16);
     const auto has = [&](const char* name) { return std::find(kernels.begin(), kernels.end(), name) != kernels.end(); };
     if (!has(kFree) || !has(form)) return false;
+    const ProblemSpec specs[] = {problem_spec({1000, 65, 1}, {777, 0, 3000}, 32, 4, 16, seed),
+                                 problem_spec({4109}, {13}, 32, 4, 32, seed + 1),
+                                 problem_spec({1, 5, 300, 0, 17}, {20000, 3000, 0, 50, 31}, 32, 4, 64, seed + 2),
+                                 problem_spec({999}, {1234}, 8, 1, 48, seed + 3)};
     for (const ProblemSpec& spec : specs) {
         CAPTURE(spec.describe());
         HostProblem host;
@@ -600,28 +605,9 @@ bool check_form_bits(const char* base, const char* form, const std::vector<Probl
 
 TEST_CASE("gpu wgmma_bf16c2 forms: wgmma_bf16c2pp_d512 writes the bits of wgmma_bf16c2_d512") {
     const uint64_t seed = fresh_seed() * 1000 + 900;
-    // The ordered form issues wgmma_bf16c2_d512's products, exchange and softmax in turns
-    // (kernels/hopper/bf16c2_d512/mainloop.cuh).
-    const std::vector<ProblemSpec> specs = {problem_spec({1000, 65, 1}, {777, 0, 3000}, 32, 4, 16, seed),
-                                            problem_spec({4109}, {13}, 32, 4, 32, seed + 1),
-                                            problem_spec({1, 5, 300, 0, 17}, {20000, 3000, 0, 50, 31}, 32, 4, 64, seed + 2),
-                                            problem_spec({999}, {1234}, 8, 1, 48, seed + 3)};
     for (const char* form : {"wgmma_bf16c2pp_d512"}) {
         CAPTURE(form);
-        if (!check_form_bits("wgmma_bf16c2_d512", form, specs))
+        if (!check_c2_form_bits(form, seed))
             MESSAGE("the candidate " << form << " is not in this bundle on this GPU (-Dcandidate_kernels)");
     }
-}
-
-TEST_CASE("gpu decode_bf16w4bulk_d512: the bits of decode_bf16w4_d512 with its K and V rows by bulk copies") {
-    const uint64_t seed = fresh_seed() * 1000 + 950;
-    // NaN in every slot no sequence uses: rows past a sequence's keys must be zeroed, not copied.
-    std::vector<ProblemSpec> specs = {problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, seed),
-                                      problem_spec({1}, {131070}, 32, 4, 64, seed + 1),  // split-KV
-                                      problem_spec({1, 1, 1}, {257, 20000, 3}, 8, 1, 128, seed + 2),
-                                      problem_spec(std::vector<int32_t>(48, 1), {}, 32, 4, 16, seed + 3)};
-    for (int32_t i = 0; i < 48; ++i) specs.back().contexts.push_back(100 + 37 * i);
-    for (ProblemSpec& spec : specs) spec.nan_unused_slots = true;
-    if (!check_form_bits("decode_bf16w4_d512", "decode_bf16w4bulk_d512", specs))
-        MESSAGE("the candidate decode_bf16w4bulk_d512 is not in this bundle on this GPU (-Dcandidate_kernels)");
 }

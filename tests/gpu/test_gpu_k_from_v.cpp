@@ -470,8 +470,6 @@ namespace {
 constexpr const char* kE4m3KfvKernel = "decode_e4m3kfv_d512";
 constexpr const char* kE4m3KfvBf16KeysKernel = "decode_e4m3kfvb_d512";  // the default of the two (sm_90a)
 constexpr uint8_t kE4m3NaNCode = 0x7f;
-constexpr const char* kBf16KfvKernel = "decode_bf16kfv_d512";
-constexpr const char* kBf16KfvBulkKernel = "decode_bf16kfvbulk_d512";  // a candidate (-Dcandidate_kernels)
 
 // Bf16 outputs (raw bytes) of two kernels equal bit for bit, NaN for NaN (payloads aside); the
 // number of elements that are not.
@@ -487,18 +485,16 @@ size_t bf16_mismatches(const std::vector<unsigned char>& a, const std::vector<un
     return mismatches;
 }
 
-// A K-from-V kernel (`form`) against the kernel whose bits it must write (`base`) on one problem:
-// the same output bits (decode_e4m3kfvb_d512 against decode_e4m3kfv_d512, decode_bf16kfvbulk_d512
-// against decode_bf16kfv_d512).
-void check_same_bits(const RunnableKernel& base, const RunnableKernel& form, const HostProblem& h,
+// decode_e4m3kfvb_d512 against decode_e4m3kfv_d512 on one problem: the same output bits.
+void check_same_bits(const RunnableKernel& base, const RunnableKernel& bf16_keys, const HostProblem& h,
                      int32_t rotary_dims, KNormWeights weights, const char* what,
                      const std::vector<uint32_t>& cos_sin = {}) {
     CAPTURE(h.spec.describe());
     CAPTURE(what);
     const std::vector<unsigned char> a = k_from_v_raw_output(base, h, rotary_dims, weights, {}, cos_sin);
-    const std::vector<unsigned char> b = k_from_v_raw_output(form, h, rotary_dims, weights, {}, cos_sin);
+    const std::vector<unsigned char> b = k_from_v_raw_output(bf16_keys, h, rotary_dims, weights, {}, cos_sin);
     const size_t mismatches = bf16_mismatches(a, b);
-    std::printf("  %-20s %-64s %s: %s\n", form.name.c_str(), h.spec.describe().c_str(), what,
+    std::printf("  %-20s %-64s %s: %s\n", bf16_keys.name.c_str(), h.spec.describe().c_str(), what,
                 mismatches ? (std::to_string(mismatches) + " outputs differ").c_str() : "bit-identical");
     CHECK(mismatches == 0);
 }
@@ -548,50 +544,4 @@ TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, pro
     nan_codes.v_e4m3[5 * row_bytes + 3] = kE4m3NaNCode;
     nan_codes.v_e4m3[900 * row_bytes + 300] = kE4m3NaNCode | 0x80u;
     check_same_bits(base, bf16_keys, nan_codes, kGemma4GlobalRotaryDims, bf16, "NaN codes in V");
-}
-
-TEST_CASE("gpu decode_bf16kfvbulk_d512: the output bits of decode_bf16kfv_d512 with its V rows by bulk copies") {
-    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
-    const auto find = [&](const char* name) {
-        return std::find_if(kernels.begin(), kernels.end(), [&](const RunnableKernel& k) { return k.name == name; });
-    };
-    if (find(kBf16KfvBulkKernel) == kernels.end() || find(kBf16KfvKernel) == kernels.end()) {
-        MESSAGE("decode_bf16kfvbulk_d512 (a candidate) or decode_bf16kfv_d512 is not in this bundle or does not run here");
-        return;
-    }
-    const RunnableKernel& base = *find(kBf16KfvKernel);
-    const RunnableKernel& bulk = *find(kBf16KfvBulkKernel);
-    const auto problem = [](ProblemSpec spec) {
-        spec.nan_unused_slots = true;  // rows past a sequence's keys hold NaN: the form must zero them
-        HostProblem h;
-        REQUIRE(make_problem(spec, &h).empty());
-        return h;
-    };
-    const KNormWeights bf16 = KNormWeights::kBf16, fp32 = KNormWeights::kFp32;
-    const HostProblem batch = problem(problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 50));
-    check_same_bits(base, bulk, batch, kGemma4GlobalRotaryDims, bf16, "bf16 weights");
-    check_same_bits(base, bulk, batch, kGemma4GlobalRotaryDims, fp32, "fp32 weights");
-    check_same_bits(base, bulk, batch, kEveryDim, bf16, "every dim rotated");
-    const HostProblem long_one = problem(problem_spec({1, 1}, {131000, 4000}, 32, 4, 64, kSeed + 51));
-    check_same_bits(base, bulk, long_one, kGemma4GlobalRotaryDims, bf16, "keys to 131k (split)");
-    wideattn_k_from_v host_kfv = k_from_v_check_description(nullptr, kGemma4GlobalRotaryDims);
-    std::vector<uint32_t> table;
-    REQUIRE(k_from_v_cos_sin_table(host_kfv, long_one.spec.head_dim, 2021, &table).empty());
-    check_same_bits(base, bulk, long_one, kGemma4GlobalRotaryDims, bf16, "a table of 2021 rows", table);
-    check_same_bits(base, bulk, problem(problem_spec({1, 1, 1}, {257, 20000, 3}, 8, 1, 128, kSeed + 52)),
-                    kGemma4GlobalRotaryDims, bf16, "one KV head, pages of 128");
-    std::vector<int32_t> many_lens(48, 1), many_contexts;
-    for (int32_t i = 0; i < 48; ++i) many_contexts.push_back(100 + 37 * i);
-    check_same_bits(base, bulk, problem(problem_spec(many_lens, many_contexts, 32, 4, 16, kSeed + 53)),
-                    kGemma4GlobalRotaryDims, bf16, "48 sequences");
-    ProblemSpec gemma_spec = problem_spec({1, 1, 1}, {3700, 300, 20000}, 32, 4, 16, kSeed + 54);
-    gemma_spec.gemma.q_rms = 1.0f;
-    check_same_bits(base, bulk, problem(gemma_spec), kGemma4GlobalRotaryDims, bf16, "Gemma-like");
-    // Block-table entries outside the cache and a key count past the table row: both kernels read
-    // such pages as zeros and clamp the keys to the row.
-    HostProblem bad = problem(problem_spec({1, 1, 1}, {700, 40, 3000}, 32, 4, 16, kSeed + 55));
-    const int32_t outside[] = {-1, bad.num_blocks, INT32_MAX};
-    for (size_t i = 0; i < std::size(outside); ++i) bad.block_table[i * bad.table_stride + 2 + i] = outside[i];
-    bad.seq_lens_k[1] = INT32_MAX;
-    check_same_bits(base, bulk, bad, kGemma4GlobalRotaryDims, bf16, "pages outside the cache");
 }
