@@ -686,7 +686,7 @@ _decode_step = {"entry": None}
 
 
 def decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, head_rows, num_blocks, capacity, device,
-                    stream=None):
+                    stream):
     """The StepMetadata of a served decode call (one query per batch row; attention_mask, batch,
     kv_len and device as step_metadata takes them, with q_len 1) in _decode_forward's form, shared
     by the calls of one forward step as step_metadata's is (the same reuse rule, keyed also by the
@@ -699,10 +699,8 @@ def decode_metadata(attention_mask, batch, kv_len, kv_heads, rows_per_batch, hea
     before its last key, so the clamp changes only entries it never reads, and the table stays the
     same from step to step while the layout does). None: the mask is not causal with a key range.
     Callers run it outside torch.compile, CUDA-graph capture and debug mode (where step_metadata
-    builds anew). `stream`: the raw current stream of a CUDA device (None: read here; unused on the
-    CPU)."""
-    if stream is None and device.type == "cuda":
-        stream = _ops._raw_stream(device.index if device.index is not None else _ops._current_device())
+    builds anew). `stream`: the raw current stream of the CUDA device (the caller's, read once for
+    its plan run too); None on the CPU."""
     key = (None if attention_mask is None else (id(attention_mask), attention_mask._version), batch, kv_len,
            kv_heads, rows_per_batch, head_rows, num_blocks, capacity, device, stream, threading.get_ident())
     entry = _decode_step["entry"]
