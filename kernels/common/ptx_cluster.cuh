@@ -1,8 +1,9 @@
 // ptx_cluster.cuh - device wrappers over the sm_90a PTX of thread-block clusters that the
-// two-CTA Hopper kernel (kernels/hopper/bf16c2_d512) uses: the CTA's rank in its cluster, a
-// shared address mapped into another CTA of the cluster, stores into that CTA's shared memory
-// that complete on one of its mbarriers (st.async), the cluster-scope mbarrier wait and plain
-// arrival, the cluster barrier, and the per-warpgroup register reallocation (setmaxnreg).
+// two-CTA Hopper kernels (kernels/hopper/bf16c2_d512, kernels/hopper/bf16c2p_d512) use: the CTA's
+// rank in its cluster, a shared address mapped into another CTA of the cluster, stores into that
+// CTA's shared memory that complete on one of its mbarriers (st.async), the cluster-scope mbarrier
+// waits (acquiring, or relaxed where no data is published) and plain arrival, the cluster barrier,
+// and the per-warpgroup register reallocation (setmaxnreg).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +37,28 @@ __device__ __forceinline__ void st_async_f32x4(uint32_t remote, float x, float y
         : "memory");
 }
 
+// st_async_f32x4 for four 32-bit words (16 bytes) and for two (8 bytes).
+__device__ __forceinline__ void st_async_u32x4(uint32_t remote, uint32_t x, uint32_t y, uint32_t z, uint32_t w,
+                                               uint32_t remote_barrier) {
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(remote),
+        "r"(x), "r"(y), "r"(z), "r"(w), "r"(remote_barrier)
+        : "memory");
+}
+
+__device__ __forceinline__ void st_async_u32x2(uint32_t remote, uint32_t x, uint32_t y, uint32_t remote_barrier) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];\n" ::"r"(remote),
+                 "r"(x), "r"(y), "r"(remote_barrier)
+                 : "memory");
+}
+
+// st_async_f32x4 for one 32-bit word (4 bytes).
+__device__ __forceinline__ void st_async_u32(uint32_t remote, uint32_t x, uint32_t remote_barrier) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(remote), "r"(x),
+                 "r"(remote_barrier)
+                 : "memory");
+}
+
 // Waits until the phase of the local mbarrier `barrier` with parity `parity` has completed, with
 // acquire semantics at cluster scope: writes another CTA of the cluster made complete on it
 // (st.async) are visible to this thread past the wait.
@@ -46,6 +69,23 @@ __device__ __forceinline__ void mbarrier_wait_cluster(uint32_t barrier, uint32_t
             "{\n"
             ".reg .pred complete;\n"
             "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 complete, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, complete;\n"
+            "}\n"
+            : "=r"(done)
+            : "r"(barrier), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+// mbarrier_wait_cluster without the acquire: for a phase that publishes no data (a flow-control
+// signal), so no cache invalidation follows the wait.
+__device__ __forceinline__ void mbarrier_wait_cluster_relaxed(uint32_t barrier, uint32_t parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n"
+            ".reg .pred complete;\n"
+            "mbarrier.try_wait.parity.relaxed.cluster.shared::cta.b64 complete, [%1], %2;\n"
             "selp.u32 %0, 1, 0, complete;\n"
             "}\n"
             : "=r"(done)
