@@ -37,10 +37,10 @@ __device__ __forceinline__ void init_barriers(const SharedMap& map, int32_t num_
         ptx::mbarrier_init(B::full_v(map, slot), 1);
         ptx::mbarrier_init(B::empty_v(map, slot), Traits::kConsumerWarps);  // both consumer warpgroups read V
     }
-    for (int32_t parity = 0; parity < Traits::kExchangeParities; ++parity) {
+    for (int32_t parity = 0; parity < Traits::kMessageParities; ++parity) {
         ptx::mbarrier_init(map.barriers + B::offset(B::kReceived + parity), 1);
         ptx::mbarrier_init(map.barriers + B::offset(B::kFreed + parity), 1);
-        if (armed_at_start<Traits::kExchangeParities>(parity, num_tiles)) {
+        if (armed_at_start<Traits::kMessageParities>(parity, num_tiles)) {
             arm_receive<Traits>(map, parity);
             arm_freed<Traits>(map, parity);
         }

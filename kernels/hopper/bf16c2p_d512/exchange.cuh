@@ -5,9 +5,9 @@
 // partial row sums (the epilogue's normalisation and LSE). Every message is stored by st.async,
 // which completes its bytes on the receiving CTA's mbarrier.
 //
-// Flow control of the P messages (two buffers, by tile parity): the fed warpgroup arms the received
+// Flow control of the P messages (kMessageParities buffers, 2 in this kernel, tile t in t % that): the fed warpgroup arms the received
 // barrier of a parity for one message per phase (both parities at the start, parity p again for
-// tile t + 2 right after it has read tile t). After reading tile t each of its warps hands the
+// tile t + kMessageParities right after it has read tile t). After reading tile t each of its warps hands the
 // buffer back with a token: one st.async of 4 bytes into the sender's token region, completing on
 // the sender's freed barrier of that parity, whose value is the XOR of every word the warp read
 // (a warp reduction), so the store cannot issue before every lane's loads have returned. The sender
@@ -101,10 +101,10 @@ __device__ __forceinline__ void post_probs(const SharedMap& map, const PartnerMa
                                            int32_t thread, const uint32_t (&prob)[Traits::kPvSteps][4],
                                            const float (&alpha)[2]) {
     using B = Barriers<Traits>;
-    const int32_t parity = exchange_parity<Traits::kExchangeParities>(tile);
-    if (tile >= Traits::kExchangeParities) {
+    const int32_t parity = exchange_parity<Traits::kMessageParities>(tile);
+    if (tile >= Traits::kMessageParities) {
         ptx::mbarrier_wait_cluster_relaxed(map.barriers + B::offset(B::kFreed + parity),
-                                           exchange_phase<Traits::kExchangeParities>(tile - Traits::kExchangeParities));
+                                           exchange_phase<Traits::kMessageParities>(tile - Traits::kMessageParities));
         if (thread == 0) arm_freed<Traits>(map, parity);
         ptx::converge_warp();
     }
@@ -125,9 +125,12 @@ __device__ __forceinline__ void receive_probs(const SharedMap& map, const Partne
                                               int32_t thread, uint32_t (&prob)[Traits::kPvSteps][4],
                                               float (&alpha)[2]) {
     using B = Barriers<Traits>;
-    const int32_t parity = exchange_parity<Traits::kExchangeParities>(tile);
-    ptx::mbarrier_wait_cluster(map.barriers + B::offset(B::kReceived + parity),
-                               exchange_phase<Traits::kExchangeParities>(tile));
+    const int32_t parity = exchange_parity<Traits::kMessageParities>(tile);
+    const uint32_t received = map.barriers + B::offset(B::kReceived + parity);
+    if constexpr (Traits::kSharedAcquire)
+        ptx::mbarrier_wait_cluster_shared(received, exchange_phase<Traits::kMessageParities>(tile));
+    else
+        ptx::mbarrier_wait_cluster(received, exchange_phase<Traits::kMessageParities>(tile));
 #pragma unroll
     for (int32_t kk = 0; kk < Traits::kPvSteps; ++kk) {
         const float4 v = ptx::load_shared_f32x4(map.receive + p_vec_offset<Traits>(parity, kk, thread));

@@ -47,8 +47,8 @@ struct Barriers {
     static constexpr int32_t kFullV = kEmptyK + Traits::kKSlots;
     static constexpr int32_t kEmptyV = kFullV + Traits::kVSlots;
     static constexpr int32_t kReceived = kEmptyV + Traits::kVSlots;  // + parity: P message landed
-    static constexpr int32_t kFreed = kReceived + Traits::kExchangeParities;  // + parity: the partner read it
-    static constexpr int32_t kState = kFreed + Traits::kExchangeParities;    // the final row statistics landed
+    static constexpr int32_t kFreed = kReceived + Traits::kMessageParities;  // + parity: the partner read it
+    static constexpr int32_t kState = kFreed + Traits::kMessageParities;    // the final row statistics landed
     static constexpr int32_t kCount = kState + 1;
     static_assert(kCount == Traits::kBarrierCount, "the plan holds every mbarrier");
 

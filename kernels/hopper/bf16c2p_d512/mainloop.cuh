@@ -218,7 +218,7 @@ __device__ __forceinline__ void fed_mainloop(const BlockGeometry& g, const Consu
         ptx::pin_all(prob);
         if (j > 0) release_slot(B::empty_v(map, j - 1), c.at);
         float alpha[2];
-        receive_probs<Traits>(map, c.partner, j, rearm_after<Traits::kExchangeParities>(j, n), c.at.thread, prob,
+        receive_probs<Traits>(map, c.partner, j, rearm_after<Traits::kMessageParities>(j, n), c.at.thread, prob,
                               alpha);
         if (__any_sync(kFullMask, alpha[0] != 1.0f || alpha[1] != 1.0f)) rescale_output(o, alpha);
         ptx::mbarrier_wait(B::full_v(map, j), use_parity<Traits::kVSlots>(j));

@@ -18,7 +18,10 @@
 
 namespace wideattn {
 
-struct WgmmaBf16C2pD512Traits : WgmmaD512BlockTraits {
+// The kernel's constants for a number of P message buffers and a form of the fed warpgroup's wait
+// (the candidate's forms differ in these alone); WgmmaBf16C2pD512Traits below is the kernel's.
+template <int32_t kMessageParitiesValue, bool kSharedAcquireValue>
+struct WgmmaBf16C2pFormTraits : WgmmaD512BlockTraits {
     // Softmax rescale at every growth of a row maximum (threshold 0), as wgmma_bf16c2_d512.
     static constexpr float kRescaleThresholdLog2 = 0.0f;
 
@@ -73,6 +76,11 @@ struct WgmmaBf16C2pD512Traits : WgmmaD512BlockTraits {
     static constexpr int32_t kKTileBytes = kKProducers * kChunkBytes;
     static constexpr int32_t kVTileBytes = kChunkBytes;
     static constexpr int32_t kKSlots = 3;
+    // P message buffers, used in turn by tile (tile t in buffer t % kMessageParities).
+    static constexpr int32_t kMessageParities = kMessageParitiesValue;
+    // The fed warpgroup's wait for a message: acquiring at cluster scope (false), or relaxed with an
+    // acquire fence restricted to shared memory (true; the message is all the wait publishes).
+    static constexpr bool kSharedAcquire = kSharedAcquireValue;
     static constexpr int32_t kVSlots = 3;
     static constexpr int32_t kPVecs = kPvSteps * 4 * 4 / kVecBytes;  // 16-byte vectors of a thread's P fragments
     static constexpr int32_t kPMessageBytes = kWarpGroupThreads * kPVecs * kVecBytes;
@@ -86,15 +94,15 @@ struct WgmmaBf16C2pD512Traits : WgmmaD512BlockTraits {
     static constexpr int32_t kBarrierBytes = 8;
     // Barriers: full and empty per K slot and per V slot; per exchange parity the received P and the
     // freed buffer (the partner's fed warps' tokens, kTokens); the received final state.
-    static constexpr int32_t kBarrierCount = 2 * (kKSlots + kVSlots) + 2 * kExchangeParities + 1;
+    static constexpr int32_t kBarrierCount = 2 * (kKSlots + kVSlots) + 2 * kMessageParities + 1;
     struct SmemPlan {
         static constexpr int32_t kQ = 0;
         static constexpr int32_t kKRing = kQ + kQBytes;
         static constexpr int32_t kVRing = kKRing + kKSlots * kKTileBytes;
         static constexpr int32_t kReceive = kVRing + kVSlots * kVTileBytes;
-        static constexpr int32_t kState = kReceive + kExchangeParities * kMessageBytes;
+        static constexpr int32_t kState = kReceive + kMessageParities * kMessageBytes;
         static constexpr int32_t kTokens = kState + kStateBytes;
-        static constexpr int32_t kBarriers = kTokens + kExchangeParities * kFreedBytes;
+        static constexpr int32_t kBarriers = kTokens + kMessageParities * kFreedBytes;
         static constexpr int32_t kEnd = kBarriers + kBarrierCount * kBarrierBytes;
         static constexpr int32_t kBytes = kEnd + kSmemAlign;
     };
@@ -120,6 +128,9 @@ struct WgmmaBf16C2pD512Traits : WgmmaD512BlockTraits {
     static_assert(kTileTokens == kFewTokensPerSeq,
                   "many_tokens: a sequence of more than kFewTokensPerSeq tokens has rows in both row groups of its first tile");
 
+};
+
+struct WgmmaBf16C2pD512Traits : WgmmaBf16C2pFormTraits<2, false> {
     static constexpr KernelDesc desc = {
         "wgmma_bf16c2p_d512", "wideattn_wgmma_bf16c2p_d512",
         kBF16, kBF16, kBF16,
