@@ -94,14 +94,6 @@ __device__ __forceinline__ void mbarrier_wait_cluster_relaxed(uint32_t barrier, 
     } while (!done);
 }
 
-// mbarrier_wait_cluster_relaxed followed by an acquire fence restricted to shared::cluster (PTX ISA
-// 8.6): for a phase whose published data is all in this CTA's shared memory (st.async bytes), the
-// acquire without the L1 invalidation that an acquiring wait at cluster scope emits (CCTL.IVALL).
-__device__ __forceinline__ void mbarrier_wait_cluster_shared(uint32_t barrier, uint32_t parity) {
-    mbarrier_wait_cluster_relaxed(barrier, parity);
-    asm volatile("fence.acquire.sync_restrict::shared::cluster.cluster;\n" ::: "memory");
-}
-
 // One arrival on the local mbarrier `barrier` (release at CTA scope: this thread's earlier reads
 // and writes of shared memory happen before the phase it helps complete).
 __device__ __forceinline__ void mbarrier_arrive(uint32_t barrier) {

@@ -90,6 +90,14 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// named_barrier_sync for threads that reach it at different instructions (barrier.sync without
+// .aligned; bar.sync is barrier.sync.aligned, which requires every thread to execute the same
+// barrier instruction: compute-sanitizer's synccheck reports "Divergent thread(s) in block"
+// otherwise). The warp must still be converged.
+__device__ __forceinline__ void named_barrier_sync_unaligned(uint32_t id, uint32_t threads) {
+    asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Arrival of this thread at hardware barrier `id` (counting `threads` in all, arrivals and
 // syncs), without waiting: the producer half of a producer/consumer hand-off whose consumers
 // call named_barrier_sync with the same count; the thread's earlier shared-memory writes are

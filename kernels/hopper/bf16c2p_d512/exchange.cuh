@@ -5,19 +5,20 @@
 // partial row sums (the epilogue's normalisation and LSE). Every message is stored by st.async,
 // which completes its bytes on the receiving CTA's mbarrier.
 //
-// Flow control of the P messages (kMessageParities buffers, 2 in this kernel, tile t in t % that): the fed warpgroup arms the received
-// barrier of a parity for one message per phase (both parities at the start, parity p again for
-// tile t + kMessageParities right after it has read tile t). After reading tile t each of its warps hands the
-// buffer back with a token: one st.async of 4 bytes into the sender's token region, completing on
-// the sender's freed barrier of that parity, whose value is the XOR of every word the warp read
-// (a warp reduction), so the store cannot issue before every lane's loads have returned. The sender
-// arms its freed barrier of a parity for one phase of tokens (both at the start, parity p again
-// right after it has waited for the tokens of tile t - 2) and posts tile t into that buffer only
-// after those tokens: it never overwrites a message that has not been read, and the received
-// barrier's phase of tile t - 2 has completed before any byte of tile t arrives. The tokens
-// publish no data, so the sender waits for them without an acquire (no L1 invalidation); an
-// arrival with release semantics at cluster scope was measured first and compiles to a GPU-wide
-// memory barrier per warp and tile (MEMBAR.ALL.GPU, 13% of the kernel's stall samples).
+// Flow control of the P messages (kMessageParities buffers, tile t in buffer t % kMessageParities):
+// the fed warpgroup arms the received barrier of a buffer for one message per phase (every buffer
+// at the start, buffer b again for tile t + kMessageParities right after it has read tile t).
+// After reading tile t each of its warps hands the buffer back with a token: one st.async of 4
+// bytes into the sender's token region, completing on the sender's freed barrier of that buffer,
+// whose value is the XOR of every word the warp read (a warp reduction), so the store cannot issue
+// before every lane's loads have returned. The sender arms its freed barrier of a buffer for one
+// phase of tokens (at the start, and again right after it has waited for the tokens of the
+// buffer's previous tile) and posts tile t into the buffer only after the tokens of tile
+// t - kMessageParities: it never overwrites a message that has not been read, and the received
+// barrier's phase of that tile has completed before any byte of tile t arrives. The tokens publish
+// no data, so the sender waits for them without an acquire (no L1 invalidation); an arrival with
+// release semantics at cluster scope was measured first and compiles to a GPU-wide memory barrier
+// per warp and tile (MEMBAR.ALL.GPU, 13% of the kernel's stall samples: NOTES.md).
 #pragma once
 
 #include <cstdint>
@@ -126,11 +127,8 @@ __device__ __forceinline__ void receive_probs(const SharedMap& map, const Partne
                                               float (&alpha)[2]) {
     using B = Barriers<Traits>;
     const int32_t parity = exchange_parity<Traits::kMessageParities>(tile);
-    const uint32_t received = map.barriers + B::offset(B::kReceived + parity);
-    if constexpr (Traits::kSharedAcquire)
-        ptx::mbarrier_wait_cluster_shared(received, exchange_phase<Traits::kMessageParities>(tile));
-    else
-        ptx::mbarrier_wait_cluster(received, exchange_phase<Traits::kMessageParities>(tile));
+    ptx::mbarrier_wait_cluster(map.barriers + B::offset(B::kReceived + parity),
+                               exchange_phase<Traits::kMessageParities>(tile));
 #pragma unroll
     for (int32_t kk = 0; kk < Traits::kPvSteps; ++kk) {
         const float4 v = ptx::load_shared_f32x4(map.receive + p_vec_offset<Traits>(parity, kk, thread));

@@ -70,7 +70,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[Traits::kDimNTiles][4],
 }
 
 // The last tile j: its V rows past kv_end must not carry a page's unused slots into P V. Both
-// warpgroups read this V tile, so both zero a share and meet before either P V.
+// warpgroups read this V tile, so both zero a share and meet before either P V; they reach the
+// barrier from different code (the home and fed loops), hence its unaligned form.
 template <class Traits>
 __device__ __forceinline__ void zero_last_value_rows(const BlockGeometry& g, const Consumer<Traits>& c, const SharedMap& map,
                                                      int32_t j) {
@@ -78,7 +79,7 @@ __device__ __forceinline__ void zero_last_value_rows(const BlockGeometry& g, con
     if (rows_valid < Traits::kTileKeys) {
         bf16c2::zero_value_rows_from<Traits>(v_tile<Traits>(map, j), rows_valid, c.thread);
         ptx::fence_proxy_async_shared();
-        ptx::named_barrier_sync(kConsumersBarrier, Traits::kConsumerThreads);
+        ptx::named_barrier_sync_unaligned(kConsumersBarrier, Traits::kConsumerThreads);
     }
 }
 

@@ -18,10 +18,7 @@
 
 namespace wideattn {
 
-// The kernel's constants for a number of P message buffers and a form of the fed warpgroup's wait
-// (the candidate's forms differ in these alone); WgmmaBf16C2pD512Traits below is the kernel's.
-template <int32_t kMessageParitiesValue, bool kSharedAcquireValue>
-struct WgmmaBf16C2pFormTraits : WgmmaD512BlockTraits {
+struct WgmmaBf16C2pD512Traits : WgmmaD512BlockTraits {
     // Softmax rescale at every growth of a row maximum (threshold 0), as wgmma_bf16c2_d512.
     static constexpr float kRescaleThresholdLog2 = 0.0f;
 
@@ -76,11 +73,9 @@ struct WgmmaBf16C2pFormTraits : WgmmaD512BlockTraits {
     static constexpr int32_t kKTileBytes = kKProducers * kChunkBytes;
     static constexpr int32_t kVTileBytes = kChunkBytes;
     static constexpr int32_t kKSlots = 3;
-    // P message buffers, used in turn by tile (tile t in buffer t % kMessageParities).
-    static constexpr int32_t kMessageParities = kMessageParitiesValue;
-    // The fed warpgroup's wait for a message: acquiring at cluster scope (false), or relaxed with an
-    // acquire fence restricted to shared memory (true; the message is all the wait publishes).
-    static constexpr bool kSharedAcquire = kSharedAcquireValue;
+    // P message buffers, used in turn by tile (tile t in buffer t % kMessageParities; three measured
+    // no faster: NOTES.md).
+    static constexpr int32_t kMessageParities = 2;
     static constexpr int32_t kVSlots = 3;
     static constexpr int32_t kPVecs = kPvSteps * 4 * 4 / kVecBytes;  // 16-byte vectors of a thread's P fragments
     static constexpr int32_t kPMessageBytes = kWarpGroupThreads * kPVecs * kVecBytes;
@@ -128,9 +123,7 @@ struct WgmmaBf16C2pFormTraits : WgmmaD512BlockTraits {
     static_assert(kTileTokens == kFewTokensPerSeq,
                   "many_tokens: a sequence of more than kFewTokensPerSeq tokens has rows in both row groups of its first tile");
 
-};
 
-struct WgmmaBf16C2pD512Traits : WgmmaBf16C2pFormTraits<2, false> {
     static constexpr KernelDesc desc = {
         "wgmma_bf16c2p_d512", "wideattn_wgmma_bf16c2p_d512",
         kBF16, kBF16, kBF16,
