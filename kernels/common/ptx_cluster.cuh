@@ -59,39 +59,43 @@ __device__ __forceinline__ void st_async_u32(uint32_t remote, uint32_t x, uint32
                  : "memory");
 }
 
+// One try of the wait below: whether the phase of the local mbarrier `barrier` with parity
+// `parity` has completed, observed with acquire (kAcquire) or relaxed semantics at cluster scope.
+template <bool kAcquire>
+__device__ __forceinline__ bool mbarrier_try_wait_cluster(uint32_t barrier, uint32_t parity) {
+    uint32_t done;
+    if constexpr (kAcquire)
+        asm volatile(
+            "{\n.reg .pred complete;\n"
+            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 complete, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, complete;\n}\n"
+            : "=r"(done)
+            : "r"(barrier), "r"(parity)
+            : "memory");
+    else
+        asm volatile(
+            "{\n.reg .pred complete;\n"
+            "mbarrier.try_wait.parity.relaxed.cluster.shared::cta.b64 complete, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, complete;\n}\n"
+            : "=r"(done)
+            : "r"(barrier), "r"(parity)
+            : "memory");
+    return done != 0;
+}
+
 // Waits until the phase of the local mbarrier `barrier` with parity `parity` has completed, with
 // acquire semantics at cluster scope: writes another CTA of the cluster made complete on it
 // (st.async) are visible to this thread past the wait.
 __device__ __forceinline__ void mbarrier_wait_cluster(uint32_t barrier, uint32_t parity) {
-    uint32_t done = 0;
-    do {
-        asm volatile(
-            "{\n"
-            ".reg .pred complete;\n"
-            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 complete, [%1], %2;\n"
-            "selp.u32 %0, 1, 0, complete;\n"
-            "}\n"
-            : "=r"(done)
-            : "r"(barrier), "r"(parity)
-            : "memory");
-    } while (!done);
+    while (!mbarrier_try_wait_cluster<true>(barrier, parity)) {
+    }
 }
 
 // mbarrier_wait_cluster without the acquire: for a phase that publishes no data (a flow-control
 // signal), so no cache invalidation follows the wait.
 __device__ __forceinline__ void mbarrier_wait_cluster_relaxed(uint32_t barrier, uint32_t parity) {
-    uint32_t done = 0;
-    do {
-        asm volatile(
-            "{\n"
-            ".reg .pred complete;\n"
-            "mbarrier.try_wait.parity.relaxed.cluster.shared::cta.b64 complete, [%1], %2;\n"
-            "selp.u32 %0, 1, 0, complete;\n"
-            "}\n"
-            : "=r"(done)
-            : "r"(barrier), "r"(parity)
-            : "memory");
-    } while (!done);
+    while (!mbarrier_try_wait_cluster<false>(barrier, parity)) {
+    }
 }
 
 // One arrival on the local mbarrier `barrier` (release at CTA scope: this thread's earlier reads
