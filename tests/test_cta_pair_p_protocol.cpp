@@ -21,9 +21,11 @@
 
 #include "kernels/hopper/bf16c2_d512/schedule.h"
 #include "kernels/hopper/bf16c2p_d512/traits.h"
+#include "tests/cta_pair_model.h"
 
 using namespace wideattn;
 using namespace wideattn::hopper::bf16c2;
+using namespace wideattn::cta_pair_model;
 
 namespace {
 
@@ -33,34 +35,6 @@ constexpr int32_t kWarps = Traits::kGroupWarps;        // a consumer warpgroup's
 constexpr int32_t kBuffers = Traits::kMessageParities;
 constexpr int64_t kWarpMessageBytes = Traits::kMessageBytes / kWarps;  // a warp's 32 threads' st.async
 constexpr int64_t kWarpStateBytes = Traits::kStateBytes / kWarps;
-
-// An mbarrier: arrivals expected per phase, pending arrivals and transaction bytes of the current
-// phase, phases completed. try_wait.parity(P) passes when the current phase's parity is not P.
-struct MBarrier {
-    int32_t expected = 0, pending = 0;
-    int64_t tx = 0;
-    int32_t completed = 0;
-
-    void init(int32_t arrivals) { expected = pending = arrivals; }
-    void settle() {
-        if (pending == 0 && tx == 0) {
-            ++completed;
-            pending = expected;
-        }
-    }
-    void arrive(int64_t expect_bytes = 0) {
-        REQUIRE(pending > 0);
-        tx += expect_bytes;
-        --pending;
-        settle();
-    }
-    void complete_tx(int64_t bytes) {
-        tx -= bytes;
-        settle();
-    }
-    bool passed(uint32_t parity) const { return static_cast<uint32_t>(completed & 1) != parity; }
-    bool idle() const { return pending == expected && tx == 0; }
-};
 
 enum Ring { kK = 0, kV = 1 };
 
@@ -77,8 +51,6 @@ struct Cta {
     int32_t consumers_arrived = 0, consumers_generation = 0;  // the last tile's barrier, 8 warps
 };
 static_assert(Traits::kKSlots == Traits::kVSlots, "the model indexes both rings alike");
-
-using Step = std::function<bool()>;
 
 struct Model {
     int32_t n = 0;
@@ -304,37 +276,7 @@ struct Model {
     }
 
     // Random interleaving to the end; false on a deadlock.
-    bool run(std::mt19937& rng) {
-        for (;;) {
-            std::vector<size_t> live;
-            for (size_t a = 0; a < actors.size(); ++a)
-                if (pc[a] < actors[a].size()) live.push_back(a);
-            if (live.empty() && in_flight.empty()) return true;
-            std::uniform_int_distribution<int> coin(0, 3);
-            if (!in_flight.empty() && (live.empty() || coin(rng) == 0)) {
-                std::uniform_int_distribution<size_t> pick(0, in_flight.size() - 1);
-                const size_t i = pick(rng);
-                std::function<void()> land = std::move(in_flight[i]);
-                in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(i));
-                land();
-                continue;
-            }
-            std::shuffle(live.begin(), live.end(), rng);
-            bool moved = false;
-            for (size_t a : live)
-                if (actors[a][pc[a]]()) {
-                    ++pc[a];
-                    moved = true;
-                    break;
-                }
-            if (!moved && in_flight.empty()) return false;
-            if (!moved) {
-                std::function<void()> land = std::move(in_flight.back());
-                in_flight.pop_back();
-                land();
-            }
-        }
-    }
+    bool run(std::mt19937& rng) { return run_interleaving(actors, pc, in_flight, rng); }
 
     void check_idle() {
         for (const Cta& c : cta) {

@@ -23,9 +23,11 @@
 
 #include "kernels/hopper/bf16c2_d512/schedule.h"
 #include "kernels/hopper/bf16c2_d512/traits.h"
+#include "tests/cta_pair_model.h"
 
 using namespace wideattn;
 using namespace wideattn::hopper::bf16c2;
+using namespace wideattn::cta_pair_model;
 
 namespace {
 
@@ -35,34 +37,6 @@ constexpr int32_t kGroups = Traits::kRowGroups;
 constexpr int32_t kWarpsPerGroup = Traits::kRowTilesPerGroup;
 constexpr int32_t kParities = Traits::kExchangeParities;
 constexpr int32_t kWarpPostBytes = Traits::kScoreTileBytes / kWarpsPerGroup;  // a warp's 32 threads' st.async
-
-// An mbarrier: arrivals expected per phase, pending arrivals and transaction bytes of the current
-// phase, phases completed. try_wait.parity(P) passes when the current phase's parity is not P.
-struct MBarrier {
-    int32_t expected = 0, pending = 0;
-    int64_t tx = 0;
-    int32_t completed = 0;
-
-    void init(int32_t arrivals) { expected = pending = arrivals; }
-    void settle() {
-        if (pending == 0 && tx == 0) {
-            ++completed;
-            pending = expected;
-        }
-    }
-    void arrive(int64_t expect_bytes = 0) {
-        REQUIRE(pending > 0);
-        tx += expect_bytes;
-        --pending;
-        settle();
-    }
-    void complete_tx(int64_t bytes) {
-        tx -= bytes;
-        settle();
-    }
-    bool passed(uint32_t parity) const { return static_cast<uint32_t>(completed & 1) != parity; }
-    bool idle() const { return pending == expected && tx == 0; }
-};
 
 enum class Ring { kK, kV };
 
@@ -85,9 +59,6 @@ struct Cta {
 static_assert(Traits::kKSlots == Traits::kVSlots, "the model indexes both rings alike");
 
 int32_t slots(Ring) { return Traits::kKSlots; }
-
-// One actor's program: steps that either run (return true) or are blocked (return false, no effect).
-using Step = std::function<bool()>;
 
 struct Model {
     int32_t n = 0;
@@ -327,38 +298,7 @@ struct Model {
     }
 
     // Random interleaving to the end; false on a deadlock.
-    bool run(std::mt19937& rng) {
-        for (;;) {
-            std::vector<size_t> live;
-            for (size_t a = 0; a < actors.size(); ++a)
-                if (pc[a] < actors[a].size()) live.push_back(a);
-            if (live.empty() && in_flight.empty()) return true;
-            // Land a copy or a store now and then, or when nothing else can move.
-            std::uniform_int_distribution<int> coin(0, 3);
-            if (!in_flight.empty() && (live.empty() || coin(rng) == 0)) {
-                std::uniform_int_distribution<size_t> pick(0, in_flight.size() - 1);
-                const size_t i = pick(rng);
-                std::function<void()> land = std::move(in_flight[i]);
-                in_flight.erase(in_flight.begin() + static_cast<std::ptrdiff_t>(i));
-                land();
-                continue;
-            }
-            std::shuffle(live.begin(), live.end(), rng);
-            bool moved = false;
-            for (size_t a : live)
-                if (actors[a][pc[a]]()) {
-                    ++pc[a];
-                    moved = true;
-                    break;
-                }
-            if (!moved && in_flight.empty()) return false;
-            if (!moved) {
-                std::function<void()> land = std::move(in_flight.back());
-                in_flight.pop_back();
-                land();
-            }
-        }
-    }
+    bool run(std::mt19937& rng) { return run_interleaving(actors, pc, in_flight, rng); }
 
     void check_idle() const {
         for (const Cta& c : cta) {
