@@ -1,13 +1,15 @@
 // wgmma_block.cuh - where a thread sits in a Hopper-tier prefill block and the block-level
 // plumbing both Hopper kernels share: the warpgroup place, the block's start (its work item, the
 // thread's place and the keys it visits), the 1024-byte aligned shared-memory base their plans
-// are offsets from, the named-barrier ids, and the "my loads have landed" rendezvous of a
-// warpgroup. `Traits` is a kernel's traits (a WgmmaD512BlockTraits).
+// are offsets from, the named-barrier ids, a warp's release of an mbarrier ring slot, and the "my
+// loads have landed" rendezvous of a warpgroup. `Traits` is a kernel's traits (a
+// WgmmaD512BlockTraits).
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/common/block_geometry.cuh"
+#include "kernels/common/ptx_cluster.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/ptx_wgmma.cuh"
 #include "kernels/common/wgmma_block_traits.h"
@@ -73,6 +75,13 @@ static_assert(kPostedScoresBase + WgmmaD512BlockTraits::kExchangeParities * Wgmm
 template <class Traits>
 __device__ __forceinline__ uint32_t posted_scores_barrier(int32_t group, int32_t parity) {
     return kPostedScoresBase + parity * Traits::kWarpGroups + group;
+}
+
+// A warp's release of a ring slot (the two-CTA kernels' mbarrier rings) whose tile its warpgroup's wgmmas have finished reading (after
+// the wgmma wait that covers them): one arrival of the slot's empty barrier from lane 0.
+__device__ __forceinline__ void release_slot(uint32_t empty, const GroupPlace& at) {
+    if (at.lane == 0) ptx::mbarrier_arrive(empty);
+    ptx::converge_warp();
 }
 
 // Waits for this thread's groups older than the newest kPending, publishes them to the async

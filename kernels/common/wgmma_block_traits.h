@@ -74,6 +74,18 @@ struct WgmmaD512BlockTraits {
     static constexpr int32_t kExchangeBytes = kExchangeParities * kWarpGroups * kExchangeTileBytes;
     static constexpr int32_t kSmemAlign = 1024;  // swizzle atoms must be 1024-byte aligned
 
+    // setmaxnreg (the two-CTA kernels' producer and consumer warpgroups): a launch of `threads`
+    // threads gives each the register file's share rounded down to the allocation granule, and the
+    // registers the producer threads give up must cover what the consumer threads take.
+    static constexpr int32_t kRegisterFile = 65536;
+    static constexpr int32_t kRegisterGranule = 8;
+    static constexpr bool reallocation_fits(int32_t threads, int32_t consumer_threads, uint32_t consumer_registers,
+                                            int32_t producer_threads, uint32_t producer_registers) {
+        const int64_t launch = kRegisterFile / threads / kRegisterGranule * kRegisterGranule;
+        return int64_t{consumer_registers} * consumer_threads + int64_t{producer_registers} * producer_threads <=
+               launch * threads;
+    }
+
     static_assert(kRowsPerBlock == kWgmmaM, "one wgmma m64 covers the block's rows");
     static_assert(kRowsPerWarp % kGroup == 0, "a warp's accumulator rows hold whole tokens");
     static_assert(kTileKeys % kPageKeys == 0, "a key tile is whole 16-key sub-tiles");

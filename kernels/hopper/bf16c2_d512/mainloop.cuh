@@ -73,13 +73,6 @@ __device__ __forceinline__ void issue_pv(float (&o)[Traits::kDimNTiles][4],
     issue_pv_as<Traits, false>(o, prob, v_tile, kLocalSlabs);
 }
 
-// A warp's release of a ring slot whose tile its warpgroup's wgmmas have finished reading (after
-// the wgmma wait that covers them): one arrival of the slot's empty barrier from lane 0.
-__device__ __forceinline__ void release_slot(uint32_t empty, const GroupPlace& at) {
-    if (at.lane == 0) ptx::mbarrier_arrive(empty);
-    ptx::converge_warp();
-}
-
 // The last tile j: its V rows past kv_end must not carry a page's unused slots into P V. Both row
 // groups read this V tile, so both zero a share and meet before either P V.
 template <class Traits>

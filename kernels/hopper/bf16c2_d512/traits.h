@@ -46,13 +46,8 @@ struct WgmmaBf16C2D512Traits : WgmmaD512BlockTraits {
     static constexpr int32_t kThreads = kConsumerThreads + kProducerThreads;
     static constexpr uint32_t kConsumerRegisters = 240;
     static constexpr uint32_t kProducerRegisters = 24;
-    static constexpr int32_t kRegisterFile = 65536;
-    static constexpr int32_t kRegisterGranule = 8;
-    static constexpr int32_t kLaunchRegisters = kRegisterFile / kThreads / kRegisterGranule * kRegisterGranule;
-    // setmaxnreg moves registers between the CTA's warpgroups: what the producer gives up
-    // ((kLaunchRegisters - kProducerRegisters) x its threads) must cover what the consumers take.
-    static_assert(kConsumerRegisters * kConsumerThreads + kProducerRegisters * kProducerThreads <=
-                      kLaunchRegisters * kThreads,
+    static_assert(reallocation_fits(kThreads, kConsumerThreads, kConsumerRegisters, kProducerThreads,
+                                    kProducerRegisters),
                   "the reallocated registers fit the CTA's launch allocation");
 
     // Score wgmma m64n32k16 on bf16, over the CTA's dims.

@@ -56,13 +56,6 @@ struct Consumer {
 // The operand slabs start at the tile's (or Q's) first slab.
 constexpr int32_t kFirstSlab = 0;
 
-// A warp's release of a ring slot whose tile its warpgroup's wgmmas have finished reading (after
-// the wgmma wait that covers them): one arrival of the slot's empty barrier from lane 0.
-__device__ __forceinline__ void release_slot(uint32_t empty, const GroupPlace& at) {
-    if (at.lane == 0) ptx::mbarrier_arrive(empty);
-    ptx::converge_warp();
-}
-
 template <class Traits>
 __device__ __forceinline__ void issue_pv(float (&o)[Traits::kDimNTiles][4],
                                          const uint32_t (&prob)[Traits::kPvSteps][4], uint32_t v) {
