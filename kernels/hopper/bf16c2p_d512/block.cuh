@@ -92,13 +92,13 @@ __device__ __forceinline__ void cluster_block(const wideattn_prefill_params& p, 
         block_geometry<Traits>(p, work, row_group * Traits::kRowTilesPerGroup + at.row_tile, &geometry);
         if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
         const Consumer<Traits> c{at, static_cast<int32_t>(threadIdx.x), partner_map<Traits>(map, rank ^ 1u)};
-        const int64_t first_token = static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin;
 
         float o[Traits::kDimNTiles][4];
         zero_output(o);
         RowState state{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
         if (at.group == Traits::kHomeGroup) {
-            issue_q_rows<Traits>(p, map.q, first_token, work.tile.tile_len, work.kv_head, row_group, at.thread);
+            issue_q_rows<Traits>(p, map.q, static_cast<int64_t>(work.tile.q_begin) + work.tile.tile_begin,
+                                 work.tile.tile_len, work.kv_head, row_group, at.thread);
             ptx::cp_async_commit();
             home_mainloop<Traits>(p, geometry, c, map, o, state);
             post_state<Traits>(c.partner, at.thread, state);
@@ -106,11 +106,14 @@ __device__ __forceinline__ void cluster_block(const wideattn_prefill_params& p, 
             fed_mainloop<Traits>(geometry, c, map, o);
             state = receive_state<Traits>(map, at.thread);
         }
+        // The work item found again rather than kept in registers across the key loops (kept, the
+        // split entry spilled at the consumers' register budget).
+        const BlockWork out = find_cta_pair_work_by_head(p, Traits::kClusterTileTokens);
         // The row group's tokens: from kTileTokens x row_group on, none where the tile is shorter.
         const int32_t group_tokens = row_group * Traits::kTileTokens;
-        const int64_t group_first_token = first_token + group_tokens;
-        const int32_t group_len = work.tile.tile_len - group_tokens;
-        const int32_t head = work.kv_head * Traits::kGroup + at.lane / 4;
+        const int64_t group_first_token = static_cast<int64_t>(out.tile.q_begin) + out.tile.tile_begin + group_tokens;
+        const int32_t group_len = out.tile.tile_len - group_tokens;
+        const int32_t head = out.kv_head * Traits::kGroup + at.lane / 4;
         if constexpr (kSplit)
             write_partials<Traits>(p, o, state, group_first_token, group_len, at.row_tile, head,
                                    static_cast<int32_t>(rank), at.lane);

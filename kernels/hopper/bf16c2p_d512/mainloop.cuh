@@ -1,14 +1,14 @@
 // mainloop.cuh - the key loops of wgmma_bf16c2p_d512's two consumer warpgroups.
 //
 // Home (row group c of CTA c): per 32-key step S = Q K^T over all 512 dims (32 wgmma m64n32k16
-// from shared memory), scaled to log2 units, masked, the online softmax (exp2, O rescaled at every
-// growth of a row maximum) and O += P V over the CTA's dims (2 wgmma m64n256k16, P from
-// registers); after each softmax its P and rescale factors go to the partner CTA's fed warpgroup
-// (exchange.cuh). The software pipeline is wgmma_bf16c2_d512's with the exchange taken out of it:
-// step j enters with P_j in registers and Q K_j+1^T in flight; it waits for Q K_j+1^T, issues P_j
-// V_j, runs the softmax of S_j+1 into the other P register set, posts it, issues Q K_j+2^T behind
-// P_j V_j, waits for P_j V_j and rescales O (every wgmma wait is reached by all four warps of the
-// warpgroup at the same instruction).
+// from shared memory, the even and odd 16-dim steps into two accumulators whose sum is S), scaled
+// to log2 units, masked, the online softmax (exp2, O rescaled at every growth of a row maximum) and
+// O += P V over the CTA's dims (2 wgmma m64n256k16, P from registers); after each softmax its P and
+// rescale factors go to the partner CTA's fed warpgroup (exchange.cuh). Step j enters with P_j in
+// registers and Q K_j+1^T in flight; it waits for Q K_j+1^T, issues P_j V_j, then runs the softmax
+// of S_j+1 into the other P register set with Q K_j+2^T issued in quarters between its stages,
+// posts P_j+1, waits for P_j V_j and rescales O (every wgmma wait is reached by all four warps of
+// the warpgroup at the same instruction).
 //
 // Fed (row group 1 - c of CTA c): per step it waits for its P_j-1 V_j-1, reads the partner's P_j
 // and rescale factors, rescales O when a factor differs from 1 (the home warpgroup's rescale
@@ -56,10 +56,62 @@ struct Consumer {
 // The operand slabs start at the tile's (or Q's) first slab.
 constexpr int32_t kFirstSlab = 0;
 
+// The home warpgroup issues a score product in this many parts with softmax work between them.
+constexpr int32_t kScoreQuarters = 4;
+
 template <class Traits>
 __device__ __forceinline__ void issue_pv(float (&o)[Traits::kDimNTiles][4],
                                          const uint32_t (&prob)[Traits::kPvSteps][4], uint32_t v) {
     issue_pv_as<Traits, false>(o, prob, v, kFirstSlab);
+}
+
+// Score steps [kFrom, kTo) of Q K^T, the even steps into s[0] and the odd ones into s[1] (two
+// independent accumulation chains; S = s[0] + s[1]), neither fenced nor committed: the caller
+// fences before the first part and commits after the last.
+template <class Traits, int32_t kFrom, int32_t kTo>
+__device__ __forceinline__ void issue_score_steps(uint32_t q_shared, uint32_t k_chunk, float (&s)[2][Traits::kKeyNTiles][4]) {
+#pragma unroll
+    for (int32_t step = kFrom; step < kTo; ++step) {
+        const ScoreDescriptors d = score_step_descriptors<Traits, Traits::kScoreSlabs>(q_shared, k_chunk, kFirstSlab, step);
+        ptx::wgmma_m64n32k16_ss(s[step % 2], d.q, d.k, step > 1 ? 1 : 0);
+    }
+}
+
+// All score steps of Q K^T into the two chains of s, fenced and committed as one wgmma group.
+template <class Traits>
+__device__ __forceinline__ void issue_scores_two_chains(uint32_t q_shared, uint32_t k_chunk,
+                                                        float (&s)[2][Traits::kKeyNTiles][4]) {
+    ptx::wgmma_fence();
+    issue_score_steps<Traits, 0, Traits::kScoreSlabs * Traits::kStepsPerSlab>(q_shared, k_chunk, s);
+    ptx::wgmma_commit();
+}
+
+// P = 2^(s - max) of the score quads [kFrom, kTo) against the running maxima, added to the row sums
+// (exponentiate_from_maxima over part of the tile).
+template <class Traits, int32_t kFrom, int32_t kTo>
+__device__ __forceinline__ void exponentiate_quads(float (&s)[Traits::kKeyNTiles][4], RowState& state) {
+    float base[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r];
+#pragma unroll
+    for (int32_t n = kFrom; n < kTo; ++n)
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) {
+            s[n][e] = fast_exp2(s[n][e] - base[e / 2]);
+            state.sum[e / 2] += s[n][e];
+        }
+}
+
+// P as the bf16 A fragments of the P V wgmmas (softmax_step's packing).
+template <class Traits>
+__device__ __forceinline__ void pack_probs(const float (&s)[Traits::kKeyNTiles][4], uint32_t (&prob)[Traits::kPvSteps][4]) {
+#pragma unroll
+    for (int32_t kk = 0; kk < Traits::kPvSteps; ++kk) {
+        prob[kk][0] = ptx::pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+        prob[kk][1] = ptx::pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+        prob[kk][2] = ptx::pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        prob[kk][3] = ptx::pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
 }
 
 // The last tile j: its V rows past kv_end must not carry a page's unused slots into P V. Both
@@ -76,33 +128,61 @@ __device__ __forceinline__ void zero_last_value_rows(const BlockGeometry& g, con
     }
 }
 
-// The home warpgroup's softmax of tile `tile` from its completed Q K^T `s`: scaled to log2 units,
-// masked, P into `prob`; the rescale factors (1 where O is not rescaled) posted with P to the
-// partner. Returns whether O must be rescaled by alpha.
-template <class Traits>
+// Quarter kQuarter of the score steps of Q K_j+2^T into s_free when kIssue (nothing otherwise).
+template <class Traits, bool kIssue, int32_t kQuarter>
+__device__ __forceinline__ void issue_score_quarter(uint32_t q_shared, uint32_t k_chunk,
+                                                    float (&s_free)[2][Traits::kKeyNTiles][4]) {
+    constexpr int32_t kSteps = Traits::kScoreSlabs * Traits::kStepsPerSlab;
+    static_assert(kSteps % kScoreQuarters == 0, "whole quarters");
+    if constexpr (kIssue)
+        issue_score_steps<Traits, kQuarter * kSteps / kScoreQuarters, (kQuarter + 1) * kSteps / kScoreQuarters>(
+            q_shared, k_chunk, s_free);
+}
+
+// The home warpgroup's softmax of tile `tile` from its completed Q K^T `s` (two partial sums):
+// scaled to log2 units, masked, the online-softmax step (softmax_step's arithmetic), P into `prob`,
+// and P with the rescale factors (1 where O is not rescaled) posted to the partner. kIssue: the
+// score product of the tile after next (K at k_next, into s_free) is issued in quarters between the
+// softmax's stages and committed before the post; without this the warp waits at the issue of its
+// 32 wgmmas until the tensor cores have nearly run them and only then starts the softmax (ncu,
+// 2026-12-06: a third of the home warps' samples on wgmma issue). Returns whether O must be
+// rescaled by alpha.
+template <class Traits, bool kIssue>
 __device__ __forceinline__ bool home_softmax(const wideattn_prefill_params& p, const BlockGeometry& g,
                                              const Consumer<Traits>& c, const SharedMap& map, int32_t tile,
-                                             const float (&s)[Traits::kKeyNTiles][4], RowState& state,
-                                             uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
+                                             const float (&s)[2][Traits::kKeyNTiles][4], RowState& state,
+                                             uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2],
+                                             uint32_t k_next, float (&s_free)[2][Traits::kKeyNTiles][4]) {
+    if constexpr (kIssue) ptx::wgmma_fence();
+    issue_score_quarter<Traits, kIssue, 0>(map.q, k_next, s_free);
     const float scale = p.softmax_scale * kLog2e;
     float scores[Traits::kKeyNTiles][4];
 #pragma unroll
     for (int32_t n = 0; n < Traits::kKeyNTiles; ++n)
 #pragma unroll
-        for (int32_t e = 0; e < 4; ++e) scores[n][e] = __fmul_rn(s[n][e], scale);
+        for (int32_t e = 0; e < 4; ++e) scores[n][e] = __fmul_rn(__fadd_rn(s[0][n][e], s[1][n][e]), scale);
     mask_scores<Traits>(g, tile, c.at.lane, scores);
-    const bool rescale = softmax_step<Traits>(scores, kUnitScale, state, prob, alpha);
+    float tile_max[2];
+    score_row_maxima<Traits, false>(scores, kUnitScale, tile_max);
+    issue_score_quarter<Traits, kIssue, 1>(map.q, k_next, s_free);
+    const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
+    exponentiate_quads<Traits, 0, Traits::kKeyNTiles / 2>(scores, state);
+    issue_score_quarter<Traits, kIssue, 2>(map.q, k_next, s_free);
+    exponentiate_quads<Traits, Traits::kKeyNTiles / 2, Traits::kKeyNTiles>(scores, state);
+    pack_probs<Traits>(scores, prob);
+    issue_score_quarter<Traits, kIssue, 3>(map.q, k_next, s_free);
+    if constexpr (kIssue) ptx::wgmma_commit();
     const float sent[2] = {rescale ? alpha[0] : 1.0f, rescale ? alpha[1] : 1.0f};
     post_probs<Traits>(map, c.partner, tile, c.at.thread, prob, sent);
     return rescale;
 }
 
-// The home warpgroup's loop state: two score accumulators and two P register sets, used
-// alternately (step j reads the scores of tile j + 1 from one set while Q K_j+2^T accumulates into
+// The home warpgroup's loop state: two score accumulator sets (each the two partial sums of
+// issue_score_steps) and two P register sets, used alternately (step j reads the scores of tile j + 1 from one set while Q K_j+2^T accumulates into
 // the other, and P_j from one P set while the softmax writes P_j+1 into the other).
 template <class Traits>
 struct HomeCarry {
-    float s[2][Traits::kKeyNTiles][4];
+    float s[2][2][Traits::kKeyNTiles][4];
     uint32_t prob[2][Traits::kPvSteps][4];
 };
 
@@ -113,8 +193,8 @@ template <class Traits, bool kHasNext, bool kIssueNext>
 __device__ __forceinline__ void home_step(const wideattn_prefill_params& p, const BlockGeometry& g,
                                           const Consumer<Traits>& c, const SharedMap& map,
                                           float (&o)[Traits::kDimNTiles][4], RowState& state, int32_t j,
-                                          float (&s_next)[Traits::kKeyNTiles][4],
-                                          float (&s_free)[Traits::kKeyNTiles][4],
+                                          float (&s_next)[2][Traits::kKeyNTiles][4],
+                                          float (&s_free)[2][Traits::kKeyNTiles][4],
                                           uint32_t (&prob)[Traits::kPvSteps][4],
                                           uint32_t (&prob_next)[Traits::kPvSteps][4]) {
     using B = Barriers<Traits>;
@@ -122,17 +202,17 @@ __device__ __forceinline__ void home_step(const wideattn_prefill_params& p, cons
     const bool k_landed =
         !kIssueNext || ptx::mbarrier_test(B::full_k(map, j + 2), use_parity<Traits::kKSlots>(j + 2));
     ptx::wgmma_wait<0>();  // Q K_j+1^T done (and every older group)
-    ptx::pin_all(s_next);
+    ptx::pin_all(s_next[0]);
+    ptx::pin_all(s_next[1]);
     if (kHasNext) release_slot(B::empty_k(map, j + 1), c.at);
     if (!v_landed) ptx::mbarrier_wait(B::full_v(map, j), use_parity<Traits::kVSlots>(j));
     if (!k_landed) ptx::mbarrier_wait(B::full_k(map, j + 2), use_parity<Traits::kKSlots>(j + 2));
     if (!kHasNext) zero_last_value_rows<Traits>(g, c, map, j);
     issue_pv<Traits>(o, prob, v_tile<Traits>(map, j));
-    if (kIssueNext)
-        issue_scores_over<Traits, Traits::kScoreSlabs, false>(map.q, k_tile<Traits>(map, j + 2), kFirstSlab, s_free);
     if (kHasNext) {
         float alpha[2];
-        const bool rescale = home_softmax<Traits>(p, g, c, map, j + 1, s_next, state, prob_next, alpha);
+        const bool rescale = home_softmax<Traits, kIssueNext>(p, g, c, map, j + 1, s_next, state, prob_next, alpha,
+                                                              kIssueNext ? k_tile<Traits>(map, j + 2) : 0u, s_free);
         if (kIssueNext)
             ptx::wgmma_wait<1>();  // P_j V_j done; Q K_j+2^T may still run
         else
@@ -160,16 +240,17 @@ __device__ __forceinline__ void home_mainloop(const wideattn_prefill_params& p, 
     if (n > 0) {
         group_loads_landed<Traits, 0>(Traits::kHomeGroup);  // Q (cp.async)
         ptx::mbarrier_wait(B::full_k(map, 0), use_parity<Traits::kKSlots>(0));
-        issue_scores_over<Traits, Traits::kScoreSlabs, false>(map.q, k_tile<Traits>(map, 0), kFirstSlab, carry.s[0]);
+        issue_scores_two_chains<Traits>(map.q, k_tile<Traits>(map, 0), carry.s[0]);
         ptx::wgmma_wait<0>();
-        ptx::pin_all(carry.s[0]);
+        ptx::pin_all(carry.s[0][0]);
+        ptx::pin_all(carry.s[0][1]);
         release_slot(B::empty_k(map, 0), c.at);
         float alpha[2];
-        home_softmax<Traits>(p, g, c, map, 0, carry.s[0], state, carry.prob[0], alpha);
+        home_softmax<Traits, false>(p, g, c, map, 0, carry.s[0], state, carry.prob[0], alpha, 0u, carry.s[1]);
     }
     if (n > 1) {
         ptx::mbarrier_wait(B::full_k(map, 1), use_parity<Traits::kKSlots>(1));
-        issue_scores_over<Traits, Traits::kScoreSlabs, false>(map.q, k_tile<Traits>(map, 1), kFirstSlab, carry.s[1]);
+        issue_scores_two_chains<Traits>(map.q, k_tile<Traits>(map, 1), carry.s[1]);
     }
     // Step j reads the scores of tile j + 1 from s[(j + 1) % 2] and issues tile j + 2's into s[j % 2].
     int32_t j = 0;
