@@ -49,15 +49,17 @@ __device__ __forceinline__ void score_row_maxima(const float (&s)[Traits::kKeyNT
 
 // s replaced by P = 2^(s - max + prob_scale_log2) against the running maxima of `state`, added to
 // its row sums; kFoldScale: s is unscaled and each exp2 argument is one fused s * scale - max.
-template <class Traits, bool kFoldScale>
+// Only the 8-column quads [kFrom, kTo) (default: all), so that a caller can run the tile in parts.
+template <class Traits, bool kFoldScale, int32_t kFrom = 0, int32_t kTo = Traits::kKeyNTiles>
 __device__ __forceinline__ void exponentiate_from_maxima(float (&s)[Traits::kKeyNTiles][4], float scale,
                                                          RowState& state, float prob_scale_log2) {
+    static_assert(0 <= kFrom && kFrom <= kTo && kTo <= Traits::kKeyNTiles, "quads of the tile");
     float base[2];
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r)
         base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r] - prob_scale_log2;
 #pragma unroll
-    for (int32_t n = 0; n < Traits::kKeyNTiles; ++n)
+    for (int32_t n = kFrom; n < kTo; ++n)
 #pragma unroll
         for (int32_t e = 0; e < 4; ++e) {
             s[n][e] = fast_exp2(kFoldScale ? fmaf(s[n][e], scale, -base[e / 2]) : s[n][e] - base[e / 2]);
@@ -84,12 +86,10 @@ __device__ __forceinline__ bool exponentiate_scores(float (&s)[Traits::kKeyNTile
     return rescale;
 }
 
-// Online softmax step: exponentiate_scores, then P written as the 16-bit A
-// fragments of the P V wgmmas; returns whether O must be multiplied by alpha before the next P V.
-template <class Traits, class PackPair = PackBf16, bool kFoldScale = false>
-__device__ __forceinline__ bool softmax_step(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
-                                             uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
-    const bool rescale = exponentiate_scores<Traits, kFoldScale>(s, scale, state, alpha);
+// P (s after exponentiation) written as the 16-bit A fragments of the P V wgmmas.
+template <class Traits, class PackPair = PackBf16>
+__device__ __forceinline__ void pack_probs(const float (&s)[Traits::kKeyNTiles][4],
+                                           uint32_t (&prob)[Traits::kPvSteps][4]) {
 #pragma unroll
     for (int32_t kk = 0; kk < Traits::kPvSteps; ++kk) {
         prob[kk][0] = PackPair::pack(s[2 * kk][0], s[2 * kk][1]);
@@ -97,6 +97,15 @@ __device__ __forceinline__ bool softmax_step(float (&s)[Traits::kKeyNTiles][4], 
         prob[kk][2] = PackPair::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
         prob[kk][3] = PackPair::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
+}
+
+// Online softmax step: exponentiate_scores, then P written as the 16-bit A
+// fragments of the P V wgmmas; returns whether O must be multiplied by alpha before the next P V.
+template <class Traits, class PackPair = PackBf16, bool kFoldScale = false>
+__device__ __forceinline__ bool softmax_step(float (&s)[Traits::kKeyNTiles][4], float scale, RowState& state,
+                                             uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2]) {
+    const bool rescale = exponentiate_scores<Traits, kFoldScale>(s, scale, state, alpha);
+    pack_probs<Traits, PackPair>(s, prob);
     return rescale;
 }
 

@@ -86,34 +86,6 @@ __device__ __forceinline__ void issue_scores_two_chains(uint32_t q_shared, uint3
     ptx::wgmma_commit();
 }
 
-// P = 2^(s - max) of the score quads [kFrom, kTo) against the running maxima, added to the row sums
-// (exponentiate_from_maxima over part of the tile).
-template <class Traits, int32_t kFrom, int32_t kTo>
-__device__ __forceinline__ void exponentiate_quads(float (&s)[Traits::kKeyNTiles][4], RowState& state) {
-    float base[2];
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r) base[r] = state.max_log2[r] == -INFINITY ? 0.0f : state.max_log2[r];
-#pragma unroll
-    for (int32_t n = kFrom; n < kTo; ++n)
-#pragma unroll
-        for (int32_t e = 0; e < 4; ++e) {
-            s[n][e] = fast_exp2(s[n][e] - base[e / 2]);
-            state.sum[e / 2] += s[n][e];
-        }
-}
-
-// P as the bf16 A fragments of the P V wgmmas (softmax_step's packing).
-template <class Traits>
-__device__ __forceinline__ void pack_probs(const float (&s)[Traits::kKeyNTiles][4], uint32_t (&prob)[Traits::kPvSteps][4]) {
-#pragma unroll
-    for (int32_t kk = 0; kk < Traits::kPvSteps; ++kk) {
-        prob[kk][0] = ptx::pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
-        prob[kk][1] = ptx::pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
-        prob[kk][2] = ptx::pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        prob[kk][3] = ptx::pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    }
-}
-
 // The last tile j: its V rows past kv_end must not carry a page's unused slots into P V. Both
 // warpgroups read this V tile, so both zero a share and meet before either P V; they reach the
 // barrier from different code (the home and fed loops), hence its unaligned form.
@@ -166,9 +138,9 @@ __device__ __forceinline__ bool home_softmax(const wideattn_prefill_params& p, c
     score_row_maxima<Traits, false>(scores, kUnitScale, tile_max);
     issue_score_quarter<Traits, kIssue, 1>(map.q, k_next, s_free);
     const bool rescale = raise_max_if_grown<Traits>(tile_max, state, alpha);
-    exponentiate_quads<Traits, 0, Traits::kKeyNTiles / 2>(scores, state);
+    exponentiate_from_maxima<Traits, false, 0, Traits::kKeyNTiles / 2>(scores, kUnitScale, state, 0.0f);
     issue_score_quarter<Traits, kIssue, 2>(map.q, k_next, s_free);
-    exponentiate_quads<Traits, Traits::kKeyNTiles / 2, Traits::kKeyNTiles>(scores, state);
+    exponentiate_from_maxima<Traits, false, Traits::kKeyNTiles / 2>(scores, kUnitScale, state, 0.0f);
     pack_probs<Traits>(scores, prob);
     issue_score_quarter<Traits, kIssue, 3>(map.q, k_next, s_free);
     if constexpr (kIssue) ptx::wgmma_commit();
