@@ -9,7 +9,9 @@ one per kernel of the build's bundle manifest, each regex matching exactly that 
 points (unsplit and split) and no other kernel's (but the cluster kernels' where the step runs
 every kernel's checks: its filter is empty), and the selftest filter of each step the kernel's
 own name for a prefill kernel (its cases alone), none for the others. And its --sanitizer-part option: 1 and 2 accepted,
-anything else refused with exit 2 and its message.
+anything else refused with exit 2 and its message. And a failed test step (stand-ins for the CLI and
+the test binary, which prints a doctest failure report and exits 1): the suite exits 1 and its
+console output shows the failed assertion with its test case, not only the log's tail.
 
 usage: python3 gpu_suite_steps_check.py PATH/tools/gpu/gpu_suite.sh PATH/wideattn_gpu_tests PATH/tests/gpu
        PATH/build/bundle/manifest.json
@@ -20,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 
 from check_lines import expect, failures
@@ -134,6 +137,43 @@ for args, shown in ((["3"], "3"), (["x"], "x"), ([], "")):
     message = f"gpu_suite: --sanitizer-part '{shown}' is not 1 or 2"
     expect(f"gpu_suite.sh --sanitizer-part {args} is refused with exit 2 and '{message}'",
            proc.returncode == 2 and proc.stderr.strip() == message, {"rc": proc.returncode, "stderr": proc.stderr})
+
+# A failed test step prints doctest's failed assertions (with their test case) on the console, not
+# only the log's tail: a run with stand-ins for the CLI and the GPU test binary, the second printing
+# a doctest failure report followed by more lines than the tail shows, then exiting 1.
+STAND_IN_FAILURE = """===============================================================================
+../tests/gpu/test_gpu_plan.cpp:65:
+TEST CASE:  gpu plans: a stand-in test case
+
+../tests/gpu/test_gpu_plan.cpp:80: ERROR: CHECK( same_bits ) is NOT correct!
+  values: CHECK( false )
+  logged: kernel := stand_in_kernel
+"""
+with tempfile.TemporaryDirectory() as tmp:
+    build = os.path.join(tmp, "build")
+    for sub in ("tools", "tests", "bundle"):
+        os.makedirs(os.path.join(build, sub))
+    scripts = {
+        os.path.join(build, "tools", "wideattn"): "#!/bin/sh\nexit 0\n",
+        os.path.join(build, "tests", "wideattn_gpu_tests"):
+            "#!/bin/sh\ncat <<'END'\n" + STAND_IN_FAILURE + "END\n"
+            "i=0; while [ $i -lt 40 ]; do echo \"0.5 s: a passing case $i\"; i=$((i + 1)); done\nexit 1\n",
+    }
+    for path, text in scripts.items():
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+    env = dict(os.environ, OUT=os.path.join(tmp, "out"), WIDEATTN_BUILD_DIR=build, WIDEATTN_COMMIT="test")
+    proc = subprocess.run(["bash", SUITE, "--only-tests", "--test-steps", "1"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    expect("gpu_suite.sh with a failing test step exits 1", proc.returncode == 1, {"rc": proc.returncode,
+                                                                                  "stderr": proc.stderr[-300:]})
+    shown = proc.stdout
+    expect("its console output names the failed assertion, its test case and its captured values",
+           "-- failed assertions in gpu_tests_1.txt:" in shown
+           and "TEST CASE:  gpu plans: a stand-in test case" in shown
+           and "test_gpu_plan.cpp:80: ERROR: CHECK( same_bits ) is NOT correct!" in shown
+           and "logged: kernel := stand_in_kernel" in shown, shown[-2000:])
 
 print(f"gpu_suite_steps: {len(failures)} failed")
 sys.exit(1 if failures else 0)

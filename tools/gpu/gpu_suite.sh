@@ -49,7 +49,8 @@
 # --test-steps 1,2,3`, `--only-tests --test-steps 4,5` and `--only-tests --test-steps selftest`.
 # A step is stopped after gpu_test_step_limit seconds,
 # which leaves the call the time to pack the logs. Logs and JSON go to $OUT (or gpu_suite_out/ in
-# the tree), packed in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz. The e2e step
+# the tree), packed in $OUT/suite.tar.gz, the e2e reports in $OUT/e2e_<layout>.tar.gz; the console
+# shows each step's last lines and, for a failed step, doctest's failed assertions. The e2e step
 # needs the CLI's HDF5 libraries: run tools/device_libs.sh here and carry .devlibs. WIDEATTN_COMMIT
 # names the commit (the device copy of the tree has no .git).
 set -uo pipefail
@@ -70,6 +71,10 @@ gpu_test_patterns=(
     "gpu split-KV: decode*,gpu split-KV: mixed*"
 )
 gpu_test_step_limit=420  # seconds: a hung step still leaves the call time to pack the logs
+failure_pattern=': (FATAL )?ERROR: '  # doctest's report of a failed assertion (file:line: ERROR: ...)
+failure_context_before=8  # lines above it: the test case and subcase header
+failure_context_after=10  # lines below it: the values, INFO / CAPTURE output
+failure_lines=200         # at most this many lines of it per step
 racecheck_step_limit=150  # seconds, one kernel instrumented
 # racecheck_kernels: one line per kernel of the bundle (each name once), its name, its entry
 # points as a regex alternation (symbol|split_symbol) and the selftest's --kernels filter of its
@@ -150,6 +155,14 @@ step() {  # step NAME LOGFILE COMMAND...
     "$@" > "$out/$log" 2>&1
     local rc=$?
     tail -n 25 "$out/$log"
+    # A failed step also prints doctest's failed assertions with their test case and subcase, which
+    # the tail can miss (every case prints a header under --duration=true): the console output
+    # names the failure even where the archive does not come back.
+    if ((rc != 0)) && grep -qE "$failure_pattern" "$out/$log"; then
+        echo "-- failed assertions in $log:"
+        grep -E -B "$failure_context_before" -A "$failure_context_after" "$failure_pattern" "$out/$log" |
+            head -n "$failure_lines"
+    fi
     summary+=("$(printf '%-12s rc=%-3s %4ss  %s' "$name" "$rc" "$(( $(date +%s) - start ))" "$log")")
     ((rc == 0)) || failed_steps+=("$name")
     return $rc
