@@ -56,7 +56,8 @@ struct Consumer {
 // The operand slabs start at the tile's (or Q's) first slab.
 constexpr int32_t kFirstSlab = 0;
 
-// The home warpgroup issues a score product in this many parts with softmax work between them.
+// The home warpgroup issues a score product in this many parts with softmax work between them:
+// one part ahead of each of home_softmax's four stages.
 constexpr int32_t kScoreQuarters = 4;
 
 template <class Traits>
@@ -125,6 +126,7 @@ __device__ __forceinline__ bool home_softmax(const wideattn_prefill_params& p, c
                                              const float (&s)[2][Traits::kKeyNTiles][4], RowState& state,
                                              uint32_t (&prob)[Traits::kPvSteps][4], float (&alpha)[2],
                                              uint32_t k_next, float (&s_free)[2][Traits::kKeyNTiles][4]) {
+    static_assert(kScoreQuarters == 4, "one part ahead of each of the four stages below");
     if constexpr (kIssue) ptx::wgmma_fence();
     issue_score_quarter<Traits, kIssue, 0>(map.q, k_next, s_free);
     const float scale = p.softmax_scale * kLog2e;
@@ -150,8 +152,9 @@ __device__ __forceinline__ bool home_softmax(const wideattn_prefill_params& p, c
 }
 
 // The home warpgroup's loop state: two score accumulator sets (each the two partial sums of
-// issue_score_steps) and two P register sets, used alternately (step j reads the scores of tile j + 1 from one set while Q K_j+2^T accumulates into
-// the other, and P_j from one P set while the softmax writes P_j+1 into the other).
+// issue_score_steps) and two P register sets, used alternately (step j reads the scores of tile
+// j + 1 from one set while Q K_j+2^T accumulates into the other, and P_j from one P set while the
+// softmax writes P_j+1 into the other).
 template <class Traits>
 struct HomeCarry {
     float s[2][2][Traits::kKeyNTiles][4];
