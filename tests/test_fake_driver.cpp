@@ -212,11 +212,12 @@ TEST_CASE("fake driver: K/V caches tensor maps cannot describe take the mma kern
     REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
     CHECK(driver.last_launch() == "wideattn_wgmma_bf16_d512");
     CHECK(driver.tensor_maps() == maps + 2);  // K and V
-    if (bundle.kernel("wgmma_bf16c2_d512")) {
-        // With the hint, the shorter of the two sequences has 50 query tokens: the two-CTA kernel.
+    if (bundle.kernel("wgmma_bf16c2p_d512")) {
+        // With the hint, the shorter of the two sequences has 50 query tokens: the two-CTA kernel
+        // (the BF16 prefill default, wgmma_bf16c2p_d512).
         p.max_seqlen_q = 50;
         REQUIRE_MESSAGE(wideattn_prefill(bundle.ctx(), &p, nullptr) == WIDEATTN_OK, last_error());
-        CHECK(driver.last_launch() == "wideattn_wgmma_bf16c2_d512");
+        CHECK(driver.last_launch() == "wideattn_wgmma_bf16c2p_d512");
         p.max_seqlen_q = 0;
     }
     maps = driver.tensor_maps();

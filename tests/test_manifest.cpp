@@ -104,11 +104,13 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
     // Each cubin carries its own priority (the table's, or its arch_priority for that arch): no two
     // kernels share one on an arch; on sm_90a each Hopper-tier kernel outranks the mma-tier kernel
     // of its dtypes, the transposed-V kernels stay below wgmma_e4m3q_d512 with wgmma_e4m3alt64_d512
-    // first among them for e4m3 Q, wgmma_bf16c2_d512 (two CTAs a tile) outranks wgmma_bf16_d512 (one),
-    // decode_bf16w4_d512 outranks both and decode_bf16_d512 (its 8-warp form), merge_splits_bf16_rows outranks merge_splits_bf16 on sm_90a and only
-    // there; the mma-tier
-    // BF16 kernel without ping-pong outranks the one with everywhere but on sm_120a, where ping-pong
-    // (the published design) comes first.
+    // first among them for e4m3 Q, wgmma_bf16c2p_d512 (two CTAs a tile, the BF16 prefill default)
+    // outranks wgmma_bf16_d512 (one), the candidates wgmma_bf16c2_d512 and wgmma_bf16c2pp_d512 (the
+    // former default and its ordered form, where the bundle has them) stay below both,
+    // decode_bf16w4_d512 outranks wgmma_bf16c2p_d512, wgmma_bf16_d512 and decode_bf16_d512 (its
+    // 8-warp form), merge_splits_bf16_rows outranks merge_splits_bf16 on sm_90a and only there; the
+    // mma-tier BF16 kernel without ping-pong outranks the one with everywhere but on sm_120a, where
+    // ping-pong (the published design) comes first.
     std::map<std::pair<std::string, std::string>, int32_t> priority_of;  // (name, arch)
     std::map<std::string, std::set<int32_t>> priorities_on;              // arch -> priorities
     for (const ManifestKernel& k : m.kernels) {
@@ -137,10 +139,14 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
             outranks("wgmma_e4m3alt64_d512", "wgmma_e4m3alt_d512", arch);
             outranks("wgmma_e4m3q_d512", "wgmma_e4m3alt64_d512", arch);
         }
-        if (key.first == "wgmma_bf16c2_d512") outranks("wgmma_bf16c2_d512", "wgmma_bf16_d512", arch);
+        if (key.first == "wgmma_bf16c2p_d512") outranks("wgmma_bf16c2p_d512", "wgmma_bf16_d512", arch);
+        if (key.first == "wgmma_bf16c2_d512" || key.first == "wgmma_bf16c2pp_d512") {  // candidates
+            outranks("wgmma_bf16c2p_d512", key.first, arch);
+            outranks("wgmma_bf16_d512", key.first, arch);
+        }
         if (key.first == "decode_bf16w4_d512") {
             outranks("decode_bf16w4_d512", "wgmma_bf16_d512", arch);
-            outranks("decode_bf16w4_d512", "wgmma_bf16c2_d512", arch);
+            outranks("decode_bf16w4_d512", "wgmma_bf16c2p_d512", arch);
         }
         if (key.first == "decode_bf16_d512") outranks("decode_bf16w4_d512", "decode_bf16_d512", arch);
         if (key.first == "merge_splits_bf16_rows") {  // the sm_90a merge; merge_splits_bf16 elsewhere

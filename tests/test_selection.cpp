@@ -187,7 +187,7 @@ TEST_CASE("selection: the built bundle's mma-tier BF16 kernel per arch (ping-pon
     // BF16 kernel is the two-CTA one, then the one-CTA block.
     const ArchCase cases[] = {{"sm_120a", 12, 0, "mma_bf16_d512_pp@sm_120a"},
                               {"sm_89", 8, 9, "mma_bf16_d512@sm_89"},
-                              {"sm_90a", 9, 0, "wgmma_bf16c2_d512@sm_90a"},
+                              {"sm_90a", 9, 0, "wgmma_bf16c2p_d512@sm_90a"},
                               {"sm_86", 8, 6, "mma_bf16_d512@sm_86"},
                               {"sm_80", 8, 0, "mma_bf16_d512@sm_80"}};
     int checked = 0;
@@ -808,7 +808,7 @@ TEST_CASE("selection: the built bundle's decode_bf16w4_d512 is the BF16 decode d
     }
     wideattn_prefill_params p = test::valid_params();
     p.total_q = p.num_seqs;  // decode: one query token per sequence
-    // Above wgmma_bf16c2_d512 and decode_bf16_d512 (its 8-warp form): one query token per sequence
+    // Above wgmma_bf16c2p_d512 and decode_bf16_d512 (its 8-warp form): one query token per sequence
     // goes to it, more tokens do not (and a few tokens a sequence go to the one-CTA prefill kernel:
     // the two-CTA one is many_tokens).
     CHECK(select_name(m, p, 9, 0, &err) == "decode_bf16w4_d512@sm_90a");
@@ -948,17 +948,24 @@ TEST_CASE("selection: the built bundle's two-CTA kernel serves prompts, the one-
     Manifest m;
     std::string err;
     REQUIRE_MESSAGE(load_manifest(test::built_bundle(), &m, &err), err);
-    const bool built = std::any_of(m.kernels.begin(), m.kernels.end(), [](const ManifestKernel& k) {
-        return k.name == "wgmma_bf16c2_d512" && k.arch == "sm_90a";
-    });
-    if (!built) {
-        MESSAGE("the built bundle has no wgmma_bf16c2_d512 for sm_90a");
+    const auto built = [&](const char* name) {
+        return std::any_of(m.kernels.begin(), m.kernels.end(),
+                           [&](const ManifestKernel& k) { return k.name == name && k.arch == "sm_90a"; });
+    };
+    if (!built("wgmma_bf16c2p_d512")) {
+        MESSAGE("the built bundle has no wgmma_bf16c2p_d512 for sm_90a");
         return;
     }
     wideattn_prefill_params p = test::valid_params();
     p.num_seqs = 1;
     p.total_q = 16384;
-    CHECK(select_name(m, p, 9, 0, &err) == "wgmma_bf16c2_d512@sm_90a");
+    CHECK(select_name(m, p, 9, 0, &err) == "wgmma_bf16c2p_d512@sm_90a");
+    // The former default, a candidate (-Dcandidate_kernels=wgmma_bf16c2_d512), runs when pinned.
+    if (built("wgmma_bf16c2_d512")) {
+        int32_t index = -1;
+        REQUIRE(select_kernel(m.kernels, p, 9, 0, &index, &err, "wgmma_bf16c2_d512") == WIDEATTN_OK);
+        CHECK(m.kernels[index].name == "wgmma_bf16c2_d512");
+    }
     p.total_q = 5;  // a verification step of one sequence
     CHECK(select_name(m, p, 9, 0, &err) == "wgmma_bf16_d512@sm_90a");
     p.num_seqs = 64;  // a 2048-token chunk with 63 decodes

@@ -280,7 +280,7 @@ TEST_CASE("tuning: selection follows a matching file, and ignores a stale or unf
                                   single = params_with(2, 2), verify = params_with(10, 2);
     // The default on that arch, and the mma-tier BF16 kernel it would not pick; single-token calls
     // have a default of their own where a single_token kernel outranks it (decode_bf16w4_d512 on
-    // sm_90), and so may one long sequence where a many_tokens kernel does (wgmma_bf16c2_d512).
+    // sm_90), and so may one long sequence where a many_tokens kernel does (wgmma_bf16c2p_d512).
     std::string automatic, automatic_single, automatic_long;
     {
         const test::ScopedEnv off(kTuningPathEnv, kTuningOff);

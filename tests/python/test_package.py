@@ -138,7 +138,7 @@ def test_invalid_argument_is_a_value_error_with_the_message():
 def test_selection_and_pinning():
     with wideattn.Context() as context:
         assert context.is_supported(fake_params(o_dtype=_capi.DTYPE_F64), (9, 0)).name == "reference_f64"
-        assert context.is_supported(fake_params(), (9, 0)).name == "wgmma_bf16c2_d512"
+        assert context.is_supported(fake_params(), (9, 0)).name == "wgmma_bf16c2p_d512"
         assert context.prefill_kernel is None
         context.set_prefill_kernel("mma_bf16_d512")
         assert context.prefill_kernel == "mma_bf16_d512"
@@ -146,7 +146,7 @@ def test_selection_and_pinning():
         assert context.is_supported(fake_params(o_dtype=_capi.DTYPE_F64), (9, 0)).name == "reference_f64"
         context.set_prefill_kernel(None)
         assert context.prefill_kernel is None
-        assert context.is_supported(fake_params(), (9, 0)).name == "wgmma_bf16c2_d512"
+        assert context.is_supported(fake_params(), (9, 0)).name == "wgmma_bf16c2p_d512"
         harness.expect_raises(wideattn.InvalidArgumentError, ["no_such_kernel", "mma_bf16_d512"],
                               context.set_prefill_kernel, "no_such_kernel")
         assert context.prefill_kernel is None       # a refused name changes nothing
@@ -261,7 +261,7 @@ def test_split_plan_without_a_driver():
     # Four (token tile, KV head) blocks on 132 SMs: the library wants splits but, without a
     # workspace, runs unsplit; given the workspace it asked for, it splits.
     plan = context.plan_launch(decode_params(), (9, 0), PLAN_SMS)
-    assert context.kernels()[plan.kernel_index].name == "wgmma_bf16c2_d512"
+    assert context.kernels()[plan.kernel_index].name == "wgmma_bf16c2p_d512"
     assert plan.num_splits == 1 and plan.merge_kernel_index == -1 and plan.preferred_splits >= 2, plan
     assert plan.preferred_splits <= 4096 // _capi.MIN_SPLIT_KEYS, plan
     assert plan.workspace_bytes == workspace_formula(decode_params(), plan.preferred_splits), plan
@@ -284,7 +284,7 @@ def test_forced_split_counts_plan_exactly():
         assert plan.num_splits == splits, (splits, plan)
         assert (plan.merge_kernel_index == -1) == (splits == 1), (splits, plan)
     p = decode_params(num_splits=7, workspace=FAKE_WORKSPACE, workspace_bytes=workspace_formula(decode_params(), 7))
-    assert context.is_supported(p, (9, 0)).name == "wgmma_bf16c2_d512"
+    assert context.is_supported(p, (9, 0)).name == "wgmma_bf16c2p_d512"
 
 
 def test_workspace_size_needs_the_device():

@@ -16,7 +16,7 @@ trained model's (see `build_model`); the script prints the mean top-1 probabilit
 The same random tokens (a varlen batch, prefill, causal) run through nine variants:
 
     reference  (a)  BF16 weights  + BF16 attention (wideattn's bf16 kernel through ctypes:
-                    wgmma_bf16c2_d512 on sm_90, mma_bf16_d512 elsewhere)
+                    wgmma_bf16c2p_d512 on sm_90, mma_bf16_d512 elsewhere)
     baseline   (b)  e4m3 weights  + BF16 attention
     candidate  (c)  e4m3 weights  + wideattn 8-bit attention (e4m3 K/V cache, per-tensor scales)
     broken     (d)  e4m3 weights  + a deliberately broken 8-bit attention, emulated in PyTorch:

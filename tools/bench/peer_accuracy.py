@@ -373,7 +373,7 @@ def parse_args(argv=None):
     ap.add_argument("--ab-cases", default=",".join(AB_CASES), help="timing-suite cases of the A/B")
     ap.add_argument("--ab-rounds", type=int, default=AB_ROUNDS, help="interleaved A/B rounds (0: accuracy only)")
     ap.add_argument("--ab-dists", default="normal", help="input distributions of the A/B timing")
-    ap.add_argument("--ab-kernels", default="wgmma_bf16c2_d512,wgmma_bf16_d512,mma_bf16_d512", help="BF16 kernels the A/B times")
+    ap.add_argument("--ab-kernels", default="wgmma_bf16c2p_d512,wgmma_bf16_d512,mma_bf16_d512", help="BF16 kernels the A/B times")
     ap.add_argument("--commit", default=os.environ.get("WIDEATTN_COMMIT", ""), help="commit measured")
     ap.add_argument("--json", help="write the JSON report here")
     ap.add_argument("--self-test", action="store_true", help="plain-Python checks, no GPU")

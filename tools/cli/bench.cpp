@@ -370,7 +370,7 @@ void print_help() {
         "  --q-dtype T    bf16 (default) or e4m3 (with --kv-dtype e4m3): Q passed as e4m3 codes with a\n"
         "                 per-tensor scale, for the kernel that takes Q already quantised\n"
         "  --kernel NAME  time this prefill kernel instead of the one the dispatcher picks (e.g.\n"
-        "                 wgmma_bf16_d512 on sm_90, where wgmma_bf16c2_d512 is picked by default); not with\n"
+        "                 wgmma_bf16_d512 on sm_90, where wgmma_bf16c2p_d512 is picked by default); not with\n"
         "                 --reference\n"
         "  --kernels LIST time several prefill kernels side by side in this one process, each case\n"
         "                 running every kernel in turn with inputs of that kernel's dtypes (e.g.\n"

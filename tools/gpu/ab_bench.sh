@@ -6,7 +6,7 @@
 #   tools/gpu/ab_bench.sh [--rounds N] [--kernels LIST|auto] [--cases LIST] [--timing call|queued]
 #                         [--out DIR] LABEL=BUNDLE_DIR ...
 # --rounds N      alternated rounds (default 2)
-# --kernels LIST  passed to `wideattn bench --kernels` (default wgmma_bf16c2_d512, the BF16 prefill default);
+# --kernels LIST  passed to `wideattn bench --kernels` (default wgmma_bf16c2p_d512, the BF16 prefill default);
 #                 auto: no --kernels, each bundle's own choice (a variant bundle that raises a candidate's priority)
 # --cases LIST    passed to `wideattn bench --cases` (default prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k)
 # --timing MODE   passed to `wideattn bench --timing` (default: bench's, call; queued for calls back to back)
@@ -14,7 +14,7 @@
 # The CLI is .devlibs/wideattn when present (tools/device_libs.sh), else build/tools/wideattn.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-rounds=2 kernels=wgmma_bf16c2_d512 cases=prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k timing=
+rounds=2 kernels=wgmma_bf16c2p_d512 cases=prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k timing=
 out=${OUT:-$PWD/ab_bench_out}
 declare -a labels dirs
 while (($#)); do

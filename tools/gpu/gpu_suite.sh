@@ -239,6 +239,8 @@ if ((benches)); then
     # in one process, as the performance bars are stated.
     if bundle_has_prefill name wgmma_bf16_d512; then
         tiers=mma_bf16_d512,wgmma_bf16_d512
+        bundle_has_prefill name wgmma_bf16c2p_d512 && tiers+=,wgmma_bf16c2p_d512
+        # The former default, a candidate since 2026-12-06, beside it where the bundle has it.
         bundle_has_prefill name wgmma_bf16c2_d512 && tiers+=,wgmma_bf16c2_d512
         bundle_has_prefill name wgmma_e4m3q_d512 && tiers+=,mma_e4m3q_d512,wgmma_e4m3q_d512
         step bench-tiers bench_tiers.txt "$cli" bench --kernels "$tiers" \

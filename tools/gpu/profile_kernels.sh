@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # profile_kernels.sh - Nsight Compute profile of the bundle's prefill kernels on one shape, for
 # kernel work on the device machine (build here, carry build/):
-#   tools/gpu/profile_kernels.sh [--case NAME] [--kernels wgmma_bf16c2_d512,mma_bf16_d512,...]
+#   tools/gpu/profile_kernels.sh [--case NAME] [--kernels wgmma_bf16c2p_d512,mma_bf16_d512,...]
 # For each kernel (prefill kernel names; default: every bf16/e4m3 prefill kernel of the mma and
 # Hopper tiers): the SASS of its cubin (cuobjdump), an ncu report of one launch of `wideattn
 # bench --kernel NAME --cases CASE` (scheduler, warp-state, source counters) and that report's per-SASS-line
@@ -12,7 +12,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${WIDEATTN_BUILD_DIR:-$root/build}
 out=${OUT:-$root/profile_out}
 case_name=prompt_4k
-kernels=wgmma_bf16c2_d512,wgmma_bf16_d512,mma_bf16_d512,mma_e4m3_d512
+kernels=wgmma_bf16c2p_d512,wgmma_bf16_d512,mma_bf16_d512,mma_e4m3_d512
 while (($#)); do
     case "$1" in
         --case) case_name="$2"; shift ;;
