@@ -5,11 +5,13 @@ which fails the build on spills (but where the candidate table allows them), on 
 registers and on serialised wgmma; here each cubin must be an ELF image, its resources must name a
 register count for every entry, and it must not spill where the table does not allow it.
 
-  candidates_check.py [--spills-allowed=NAME | --split-spills-allowed=NAME]... [CUBIN RESOURCES]...
+  candidates_check.py [--what=TEXT] [--spills-allowed=NAME | --split-spills-allowed=NAME]... [CUBIN RESOURCES]...
 
 CUBIN RESOURCES: the outputs of the candidate targets, in pairs (NAME.ARCH.candidate.cubin);
 --spills-allowed=NAME accepts spills in any entry of kernel NAME, --split-spills-allowed=NAME in its
-split-KV entry (the table's spills_allowed_sm / split_spills_allowed_sm for the cubin's arch).
+split-KV entry (the table's spills_allowed_sm / split_spills_allowed_sm for the cubin's arch);
+--what=TEXT names the cubins in the summary line (default "candidate cubins"; the
+`split_ranges_other` test checks the bundle's split-KV kernels under the other split_ranges form).
 """
 import os
 import sys
@@ -28,15 +30,17 @@ def spill_bytes(numbers, name, allowed, split_allowed):
 
 
 def main(args):
-    allowed, split_allowed = set(), set()
+    allowed, split_allowed, what = set(), set(), "candidate cubins"
     while args and args[0].startswith("--"):
         option, _, name = args[0].partition("=")
-        if option == "--spills-allowed" and name:
+        if option == "--what" and name:
+            what = name
+        elif option == "--spills-allowed" and name:
             allowed.add(name)
         elif option == "--split-spills-allowed" and name:
             split_allowed.add(name)
         else:
-            print(f"candidates_check: unknown option {args[0]!r} (--spills-allowed=NAME, --split-spills-allowed=NAME)")
+            print(f"candidates_check: unknown option {args[0]!r} (--what=TEXT, --spills-allowed=NAME, --split-spills-allowed=NAME)")
             return 2
         args = args[1:]
     if len(args) % 2:
@@ -53,7 +57,7 @@ def main(args):
         print(f"{'ok' if ok and not spills else 'FAIL'} {cubin}: "
               + ", ".join(f"{k}={numbers[k]}" for k in entries) + f", spill bytes not allowed {spills}")
         failed += 0 if ok and not spills else 1
-    print(f"{len(args) // 2} candidate cubins, {failed} failed" if args else "no candidate left out of this bundle")
+    print(f"{len(args) // 2} {what}, {failed} failed" if args else f"no {what} in this build")
     return 1 if failed else 0
 
 

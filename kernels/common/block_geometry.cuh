@@ -52,14 +52,25 @@ __device__ __forceinline__ ThreadPlace thread_place(const BlockWork& work) {
 // (kv_end, row_key_end and the block-table row shift by it), so the main loops, page walks and
 // masks run unchanged on local key numbers; a split without a key visits none (its rows end with
 // LSE -inf). The boundaries depend on the shape alone.
+// The key range of the block's split (blockIdx.z of gridDim.z) over kv_end visible keys.
 template <class Traits>
-__device__ __forceinline__ void restrict_to_split(const wideattn_prefill_params& p, BlockGeometry* geometry) {
-    const SplitRange range = split_range(geometry->kv_end, split_granule(Traits::kTileKeys, p.block_size),
-                                         blockIdx.z, gridDim.z);
+__device__ __forceinline__ SplitRange block_split_range(const wideattn_prefill_params& p, int32_t kv_end) {
+    return split_range(kv_end, split_granule(Traits::kTileKeys, p.block_size), blockIdx.z, gridDim.z);
+}
+
+// The geometry rebased to the split range `range` (block_split_range of its kv_end).
+template <class Traits>
+__device__ __forceinline__ void restrict_to_range(const wideattn_prefill_params& p, const SplitRange& range,
+                                                  BlockGeometry* geometry) {
     geometry->kv_end = static_cast<int32_t>(range.end - range.begin);
     geometry->num_tiles = (geometry->kv_end + Traits::kTileKeys - 1) / Traits::kTileKeys;
     geometry->row_key_end -= static_cast<int32_t>(range.begin);
     geometry->table_offset += range.begin / p.block_size;
+}
+
+template <class Traits>
+__device__ __forceinline__ void restrict_to_split(const wideattn_prefill_params& p, BlockGeometry* geometry) {
+    restrict_to_range<Traits>(p, block_split_range<Traits>(p, geometry->kv_end), geometry);
 }
 
 template <class Traits>

@@ -63,7 +63,13 @@ __device__ __forceinline__ void cluster_block(const wideattn_prefill_params& p, 
     const int32_t first_dim = static_cast<int32_t>(rank) * Traits::kDimsPerGroup;
     BlockGeometry tile_keys;  // the keys of the whole tile (kv_end, num_tiles: the same for every row)
     block_geometry<Traits>(p, work, 0, &tile_keys);
-    if constexpr (kSplit) restrict_to_split<Traits>(p, &tile_keys);
+    // The split's keys, computed once for the tile's geometry and the consumers' (kv_end is the same
+    // for every row; computed again per warpgroup, the split entry spilled with split_ranges=even).
+    SplitRange split{0, 0};
+    if constexpr (kSplit) {
+        split = block_split_range<Traits>(p, tile_keys.kv_end);
+        restrict_to_range<Traits>(p, split, &tile_keys);
+    }
     if (threadIdx.x == 0) init_barriers<Traits>(map, tile_keys.num_tiles);
     ptx::converge_warp();
     ptx::cluster_sync();
@@ -90,7 +96,7 @@ __device__ __forceinline__ void cluster_block(const wideattn_prefill_params& p, 
                                                                  : static_cast<int32_t>(rank ^ 1u);
         BlockGeometry geometry;
         block_geometry<Traits>(p, work, row_group * Traits::kRowTilesPerGroup + at.row_tile, &geometry);
-        if constexpr (kSplit) restrict_to_split<Traits>(p, &geometry);
+        if constexpr (kSplit) restrict_to_range<Traits>(p, split, &geometry);
         const Consumer<Traits> c{at, static_cast<int32_t>(threadIdx.x), partner_map<Traits>(map, rank ^ 1u)};
 
         float o[Traits::kDimNTiles][4];
