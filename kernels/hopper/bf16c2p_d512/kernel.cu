@@ -1,5 +1,5 @@
 // kernel.cu - entry points of wgmma_bf16c2p_d512, the two-CTA Hopper-tier BF16 prefill kernel for
-// head dim 512, GQA group 8 that exchanges probabilities (sm_90a; a candidate; traits: traits.h;
+// head dim 512, GQA group 8 that exchanges probabilities (sm_90a; the BF16 prefill default; traits: traits.h;
 // one CTA: block.cuh; loads and the producer: loads.cuh; the P messages between the CTAs:
 // exchange.cuh; the key loops: mainloop.cuh; output: kernels/common/epilogue.cuh).
 //

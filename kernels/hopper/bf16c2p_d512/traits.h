@@ -1,6 +1,6 @@
 // traits.h - every compile-time constant of the two-CTA Hopper-tier BF16 prefill kernel that
 // exchanges probabilities instead of partial scores (kernel wideattn_wgmma_bf16c2p_d512, sm_90a
-// only; a candidate). Read by the kernel sources and by the manifest generator.
+// only; the BF16 prefill default on sm_90a). Read by the kernel sources and by the manifest generator.
 //
 // A cluster of two CTAs serves 16 tokens x the 8 query heads of one KV head (128 rows = two row
 // groups of 64, tokens 0-7 and 8-15), as wgmma_bf16c2_d512. What differs is the split of the work:
