@@ -485,6 +485,12 @@ size_t bf16_mismatches(const std::vector<unsigned char>& a, const std::vector<un
     return mismatches;
 }
 
+// The kernel of `kernels` named `name`, or nullptr.
+const RunnableKernel* kernel_named(const std::vector<RunnableKernel>& kernels, const char* name) {
+    const auto it = std::find_if(kernels.begin(), kernels.end(), [&](const RunnableKernel& k) { return k.name == name; });
+    return it == kernels.end() ? nullptr : &*it;
+}
+
 // decode_e4m3kfvb_d512 against decode_e4m3kfv_d512 on one problem: the same output bits.
 void check_same_bits(const RunnableKernel& base, const RunnableKernel& bf16_keys, const HostProblem& h,
                      int32_t rotary_dims, KNormWeights weights, const char* what,
@@ -503,15 +509,14 @@ void check_same_bits(const RunnableKernel& base, const RunnableKernel& bf16_keys
 
 TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, product path and fp32 path") {
     const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
-    const auto find = [&](const char* name) {
-        return std::find_if(kernels.begin(), kernels.end(), [&](const RunnableKernel& k) { return k.name == name; });
-    };
-    if (find(kE4m3KfvBf16KeysKernel) == kernels.end() || find(kE4m3KfvKernel) == kernels.end()) {
+    const RunnableKernel* const base_kernel = kernel_named(kernels, kE4m3KfvKernel);
+    const RunnableKernel* const bf16_keys_kernel = kernel_named(kernels, kE4m3KfvBf16KeysKernel);
+    if (!base_kernel || !bf16_keys_kernel) {
         MESSAGE("decode_e4m3kfvb_d512 or decode_e4m3kfv_d512 is not in this bundle (no sm_90a build) or does not run here");
         return;
     }
-    const RunnableKernel& base = *find(kE4m3KfvKernel);
-    const RunnableKernel& bf16_keys = *find(kE4m3KfvBf16KeysKernel);
+    const RunnableKernel& base = *base_kernel;
+    const RunnableKernel& bf16_keys = *bf16_keys_kernel;
     const auto problem = [](ProblemSpec spec) {
         spec.e4m3_kv = true;
         HostProblem h;
@@ -544,4 +549,67 @@ TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, pro
     nan_codes.v_e4m3[5 * row_bytes + 3] = kE4m3NaNCode;
     nan_codes.v_e4m3[900 * row_bytes + 300] = kE4m3NaNCode | 0x80u;
     check_same_bits(base, bf16_keys, nan_codes, kGemma4GlobalRotaryDims, bf16, "NaN codes in V");
+}
+
+namespace {
+
+constexpr const char* kE4m3KfvFoldedKernel = "decode_e4m3kfvf_d512";  // a candidate (sm_90a)
+// A v_scale factor that puts q w v_scale past f16's largest value for the harness's q and weights.
+constexpr float kOutOfF16RangeFactor = 1073741824.0f;  // 2^30
+
+// Elements (bf16, raw bytes) that are NaN in exactly one of two outputs.
+size_t nan_mismatches(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
+    if (a.size() != b.size()) return std::max(a.size(), b.size());
+    size_t mismatches = 0;
+    for (size_t i = 0; i + 1 < a.size(); i += 2) {
+        const auto nan = [](const std::vector<unsigned char>& v, size_t at) {
+            const uint16_t x = static_cast<uint16_t>(v[at] | (v[at + 1] << 8));
+            return (x & 0x7f80u) == 0x7f80u && (x & 0x007fu) != 0;
+        };
+        if (nan(a, i) != nan(b, i)) ++mismatches;
+    }
+    return mismatches;
+}
+
+}  // namespace
+
+// The folded form rounds Q' = q w v_scale to f16 where decode_e4m3kfvb_d512 rounds x to bf16, so
+// its bits differ (which shows the folded scores ran; the fp64 bound is the V-only test's above,
+// which runs every V-only kernel of the bundle); NaN codes give NaN where they do there; and a
+// block whose Q' would leave f16's range takes decode_e4m3kfvb_d512's loop: its bits.
+TEST_CASE("gpu decode_e4m3kfvf_d512: folded scores, NaN codes, and decode_e4m3kfvb_d512's bits past f16's range") {
+    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
+    const RunnableKernel* const bf16_keys_kernel = kernel_named(kernels, kE4m3KfvBf16KeysKernel);
+    const RunnableKernel* const folded_kernel = kernel_named(kernels, kE4m3KfvFoldedKernel);
+    if (!bf16_keys_kernel || !folded_kernel) {
+        MESSAGE("decode_e4m3kfvf_d512 (a candidate: -Dcandidate_kernels=decode_e4m3kfvf_d512) or "
+                "decode_e4m3kfvb_d512 is not in this bundle or does not run here");
+        return;
+    }
+    const RunnableKernel& bf16_keys = *bf16_keys_kernel;
+    const RunnableKernel& folded = *folded_kernel;
+    ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 50);
+    spec.e4m3_kv = true;
+    HostProblem batch;
+    REQUIRE(make_problem(spec, &batch).empty());
+    const KNormWeights bf16 = KNormWeights::kBf16;
+    for (const KNormWeights weights : {bf16, KNormWeights::kFp32}) {
+        CAPTURE(weights == bf16);
+        const size_t differ = bf16_mismatches(k_from_v_raw_output(bf16_keys, batch, kGemma4GlobalRotaryDims, weights, {}, {}),
+                                              k_from_v_raw_output(folded, batch, kGemma4GlobalRotaryDims, weights, {}, {}));
+        std::printf("  %-20s %-64s folded: %zu outputs differ from %s\n", folded.name.c_str(),
+                    batch.spec.describe().c_str(), differ, bf16_keys.name.c_str());
+        CHECK(differ > 0);
+    }
+    HostProblem nan_codes = batch;
+    const int64_t row_bytes = int64_t{nan_codes.spec.num_kv_heads} * nan_codes.spec.head_dim;
+    nan_codes.v_e4m3[5 * row_bytes + 3] = kE4m3NaNCode;            // a rotated dim
+    nan_codes.v_e4m3[900 * row_bytes + 300] = kE4m3NaNCode | 0x80u;  // an unrotated one
+    const std::vector<unsigned char> nan_base = k_from_v_raw_output(bf16_keys, nan_codes, kGemma4GlobalRotaryDims, bf16, {}, {});
+    const std::vector<unsigned char> nan_folded = k_from_v_raw_output(folded, nan_codes, kGemma4GlobalRotaryDims, bf16, {}, {});
+    CHECK(nan_mismatches(nan_base, nan_folded) == 0);
+    CHECK(nan_mismatches(nan_base, std::vector<unsigned char>(nan_base.size(), 0)) > 0);  // the codes made NaNs
+    HostProblem huge_scale = batch;
+    huge_scale.v_scale *= kOutOfF16RangeFactor;
+    check_same_bits(bf16_keys, folded, huge_scale, kGemma4GlobalRotaryDims, bf16, "q w v_scale past f16's range");
 }

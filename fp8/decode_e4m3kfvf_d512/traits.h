@@ -1,0 +1,42 @@
+// traits.h - compile-time constants of the folded-Q form of the single-token decode kernel that
+// rebuilds K from an e4m3 V-only cache (kernel wideattn_decode_e4m3kfvf_d512, sm_90a; a
+// candidate): decode_e4m3kfvb_d512's traits (fp8/decode_e4m3kfvb_d512/traits.h) with kFoldQ. Where
+// a dim does not rotate, K = x = (v v_scale) w and the score's share of it is q . x = (q w v_scale)
+// . v: the block folds k_norm's weight and v_scale into Q once (Q' = f16(q w v_scale), a second Q
+// tile), and the unrotated pair blocks' scores take the V codes as they are (e4m3 -> f16, exact)
+// against Q' in an f16 mma; no K is built for them. The rotated blocks are decode_e4m3kfvb_d512's.
+// Other roundings than the mode's (Q' rounded to f16 instead of x to bf16), so other output bits:
+// accuracy decides, not a bit comparison (fp8/decode_e4m3kfvf_d512/NOTES.md).
+#pragma once
+
+#include "fp8/decode_e4m3kfvb_d512/traits.h"
+#include "kernels/common/kernel_desc.h"
+
+namespace wideattn {
+
+struct DecodeE4m3KfvFD512Traits : DecodeE4m3KfvBD512Traits {
+    using KfvbTraits = DecodeE4m3KfvBD512Traits;
+    static constexpr bool kFoldQ = true;
+
+    // Q' = f16(q w v_scale): the bf16 Q tile's rows and layout (kQBytes), 16-byte aligned.
+    struct SmemPlan : KfvbTraits::SmemPlan {
+        static constexpr int32_t kQFold = (KfvbTraits::SmemPlan::kEnd + kVecBytes - 1) / kVecBytes * kVecBytes;
+        static constexpr int32_t kEnd = kQFold + kQBytes;
+        static constexpr int32_t kBytes = kEnd;
+    };
+    static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
+
+    static_assert(SmemPlan::kQFold % kVecBytes == 0, "Q' is read and written by 16-byte shared accesses");
+    static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
+
+    static constexpr KernelDesc desc = {
+        "decode_e4m3kfvf_d512", "wideattn_decode_e4m3kfvf_d512",
+        kBF16, kE4M3, kBF16,
+        kHeadDim, kHeadDim, kHeadDim,
+        kGroup, kGroup,
+        kTileTokens, kTileKeys, kGroup, kThreads, kSmemBytes, kMinSm,
+        "varlen,paged,causal,gqa,lse,fp8_kv,split_kv,single_token,k_from_v,k_from_v_only", kKindPrefill,
+        "wideattn_decode_e4m3kfvf_d512_split"};
+};
+
+}  // namespace wideattn
