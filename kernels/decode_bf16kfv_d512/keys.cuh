@@ -19,7 +19,8 @@
 //   holds every key of the sub-tile, else by rope_cos_sin_reduced (a Cody-Waite reduction, not
 //   cosf / sinf's Payne-Hanek path), the cos and the sin of two frequencies rounded by one cvt each.
 // The unrotated k-steps come first: the table's words for the first kCosSinQLoadsAhead rotated Q
-// loads are loaded before them, so their reads are in flight while those run.
+// loads are loaded before them, so their reads are in flight while those run. With Traits::kFoldQ
+// (decode_bf16kfvf_d512) the unrotated k-steps' scores are V against Q folded with the weights.
 #pragma once
 
 #include <cstdint>
@@ -143,6 +144,72 @@ __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chun
     }
 }
 
+// kFoldQ (decode_bf16kfvf_d512, in a block that stage_folded_q allows): K Q^T of Q-load `q` where
+// no dim rotates, without a K. There K = x = bf16(v w), so q . x = (q w) . v up to x's rounding: the
+// chunks' V words as they are are the A fragments, against Q' = bf16(q w) (stage_folded_q, at
+// q_fold, in Q's layout). Q' is rounded where the mode rounds x, so other bits than the mode's:
+// the kernel is gated by accuracy, not compared bit for bit.
+template <class Traits>
+__device__ __forceinline__ void folded_scores_q(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_fold, int32_t lane,
+                                                int32_t q, float (&acc)[2][4]) {
+    constexpr int32_t kStepVecs = Traits::kMmaK * Traits::kElemBytes / Traits::kVecBytes;  // 2
+    constexpr int32_t kChunkQVecs = Traits::kChunkRowBytes / Traits::kVecBytes;            // 32
+    uint32_t b_lo[4], b_hi[4];
+    const int32_t q_vec = 2 * kStepVecs * q + lane / 8;
+    ptx::ldmatrix_x4(b_lo, q_fold + swizzled<Traits::kQRowBytes, Traits>(lane % 8, q_vec));
+    ptx::ldmatrix_x4(b_hi, q_fold + swizzled<Traits::kQRowBytes, Traits>(lane % 8, kChunkQVecs + q_vec));
+#pragma unroll
+    for (int32_t h = 0; h < Traits::kKStepsPerQLoad; ++h) {
+        const int32_t step = Traits::kKStepsPerQLoad * q + h;
+        uint32_t a_lo[4], a_hi[4];
+        ptx::ldmatrix_x4(a_lo, chunk_row_address<Traits>(lo_chunk, lane, step));
+        ptx::ldmatrix_x4(a_hi, chunk_row_address<Traits>(hi_chunk, lane, step));
+        ptx::mma_bf16_16816(acc[0], a_lo, b_lo[2 * h], b_lo[2 * h + 1]);
+        ptx::mma_bf16_16816(acc[1], a_hi, b_hi[2 * h], b_hi[2 * h + 1]);
+    }
+}
+
+// kFoldQ: Q' = bf16(q w) of every row and dim at q_fold, in the layout of Q at q_shared, from that
+// Q and the fp32 weights at `weight` (both visible after load_q's barrier). Returns whether the
+// block may take the folded scores: no product of finite q and w rounds to an infinity (a
+// non-finite q or w makes K or the scores non-finite in the mode too). Ends with a block barrier,
+// after which Q' is readable.
+template <class Traits>
+__device__ __forceinline__ bool stage_folded_q(uint32_t q_shared, uint32_t q_fold, uint32_t weight) {
+    constexpr int32_t kDimsPerVec = Traits::kVecBytes / Traits::kElemBytes;  // 8
+    constexpr int32_t kWordsPerVec = kDimsPerVec / 2;
+    constexpr int32_t kVecs = Traits::kRows * Traits::kQVecsPerRow;
+    static_assert(kVecs % Traits::kThreads == 0, "every thread folds whole vectors");
+    const auto fits = [](float q, float w, float folded) { return isfinite(folded) || !isfinite(q) || !isfinite(w); };
+    bool in_range = true;
+#pragma unroll
+    for (int32_t i = 0; i < kVecs / Traits::kThreads; ++i) {
+        const int32_t v = static_cast<int32_t>(threadIdx.x) + i * Traits::kThreads;
+        const int32_t vec = v % Traits::kQVecsPerRow;
+        const uint32_t offset = swizzled<Traits::kQRowBytes, Traits>(v / Traits::kQVecsPerRow, vec);
+        uint32_t word[kWordsPerVec];
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(word[0]), "=r"(word[1]), "=r"(word[2]), "=r"(word[3])
+                     : "r"(q_shared + offset)
+                     : "memory");
+        const float4 w_low = ptx::load_shared_f32x4(weight + kF32Bytes * (kDimsPerVec * vec));
+        const float4 w_high = ptx::load_shared_f32x4(weight + kF32Bytes * (kDimsPerVec * vec + kDimsPerVec / 2));
+        const float w[kDimsPerVec] = {w_low.x, w_low.y, w_low.z, w_low.w, w_high.x, w_high.y, w_high.z, w_high.w};
+        uint32_t folded[kWordsPerVec];
+#pragma unroll
+        for (int32_t k = 0; k < kWordsPerVec; ++k) {
+            const float q_low = ptx::bf16_low(word[k]), q_high = ptx::bf16_high(word[k]);
+            folded[k] = ptx::pack_bf16x2(q_low * w[2 * k], q_high * w[2 * k + 1]);
+            in_range = in_range && fits(q_low, w[2 * k], ptx::bf16_low(folded[k])) &&
+                       fits(q_high, w[2 * k + 1], ptx::bf16_high(folded[k]));
+        }
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(q_fold + offset), "r"(folded[0]),
+                     "r"(folded[1]), "r"(folded[2]), "r"(folded[3])
+                     : "memory");
+    }
+    return __syncthreads_and(in_range) != 0;
+}
+
 // S^T of one sub-tile with K built from its V chunks (scaled to log2 units, keys past kv_end at
 // -inf), the lane's 4 values. `rotated_q_loads`: the Q loads (pairs of k-steps) that hold a dim
 // below rotary_dims / 2, the same for every block of the launch; kBf16Weights: every k_norm weight
@@ -150,10 +217,10 @@ __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chun
 // rotated ones, with the table's cos / sin when `table` holds the sub-tile's valid keys (their
 // words for the first kCosSinQLoadsAhead rotated Q loads loaded before the unrotated ones), else
 // with the formula's: the same order either way, so a table with the formula's values gives the
-// same bits.
-template <class Traits, bool kBf16Weights>
+// same bits. kFold: the unrotated Q loads by folded_scores_q against the folded Q at q_fold.
+template <class Traits, bool kBf16Weights, bool kFold = false>
 __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
-                                                   uint32_t weight, uint32_t weight_bf16, uint32_t freq,
+                                                   uint32_t q_fold, uint32_t weight, uint32_t weight_bf16, uint32_t freq,
                                                    const CosSinTable& table, int32_t lane, int32_t rotated_q_loads,
                                                    int32_t position0, float score_scale, int32_t keys_valid,
                                                    float (&s)[4]) {
@@ -166,9 +233,13 @@ __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t h
             if (q < rotated_q_loads) load_q_cos_sin<Traits>(table, lane, q, position0, &ahead[q]);
     }
 #pragma unroll 1
-    for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
-        kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq,
-                                                            lane, q, position0, ahead[0], acc);
+    for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q) {
+        if constexpr (kFold)
+            folded_scores_q<Traits>(lo_chunk, hi_chunk, q_fold, lane, q, acc);
+        else
+            kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16,
+                                                                    freq, lane, q, position0, ahead[0], acc);
+    }
     if (from_table) {
 #pragma unroll
         for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)

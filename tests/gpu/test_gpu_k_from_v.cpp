@@ -613,3 +613,44 @@ TEST_CASE("gpu decode_e4m3kfvf_d512: folded scores, NaN codes, and decode_e4m3kf
     huge_scale.v_scale *= kOutOfF16RangeFactor;
     check_same_bits(bf16_keys, folded, huge_scale, kGemma4GlobalRotaryDims, bf16, "q w v_scale past f16's range");
 }
+
+// The BF16 folded form: Q' = bf16(q w) where decode_bf16kfv_d512 rounds x = bf16(v w), so its
+// bits differ (the folded scores ran; the fp64 bound is the V-only test's above), and NaN V
+// elements give NaN where they do there. Its fallback (a product of finite q and w past bf16's
+// range) coincides with scores that overflow in the mode as well, so no output tells it apart.
+TEST_CASE("gpu decode_bf16kfvf_d512: folded scores and NaN V elements against decode_bf16kfv_d512") {
+    constexpr const char* kBf16KfvKernel = "decode_bf16kfv_d512";
+    constexpr const char* kBf16KfvFoldedKernel = "decode_bf16kfvf_d512";  // a candidate (sm_90a)
+    constexpr uint16_t kBf16NaN = 0x7fc0u;
+    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
+    const RunnableKernel* const base_kernel = kernel_named(kernels, kBf16KfvKernel);
+    const RunnableKernel* const folded_kernel = kernel_named(kernels, kBf16KfvFoldedKernel);
+    if (!base_kernel || !folded_kernel) {
+        MESSAGE("decode_bf16kfvf_d512 (a candidate: -Dcandidate_kernels=decode_bf16kfvf_d512) or "
+                "decode_bf16kfv_d512 is not in this bundle or does not run here");
+        return;
+    }
+    ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 60);
+    HostProblem batch;
+    REQUIRE(make_problem(spec, &batch).empty());
+    const KNormWeights bf16 = KNormWeights::kBf16;
+    for (const KNormWeights weights : {bf16, KNormWeights::kFp32}) {
+        CAPTURE(weights == bf16);
+        const size_t differ =
+            bf16_mismatches(k_from_v_raw_output(*base_kernel, batch, kGemma4GlobalRotaryDims, weights, {}, {}),
+                            k_from_v_raw_output(*folded_kernel, batch, kGemma4GlobalRotaryDims, weights, {}, {}));
+        std::printf("  %-20s %-64s folded: %zu outputs differ from %s\n", folded_kernel->name.c_str(),
+                    batch.spec.describe().c_str(), differ, base_kernel->name.c_str());
+        CHECK(differ > 0);
+    }
+    HostProblem nan_values = batch;
+    const int64_t row_elems = int64_t{nan_values.spec.num_kv_heads} * nan_values.spec.head_dim;
+    nan_values.v[5 * row_elems + 3] = kBf16NaN;      // a rotated dim
+    nan_values.v[900 * row_elems + 300] = kBf16NaN;  // an unrotated one
+    const std::vector<unsigned char> nan_base =
+        k_from_v_raw_output(*base_kernel, nan_values, kGemma4GlobalRotaryDims, bf16, {}, {});
+    const std::vector<unsigned char> nan_folded =
+        k_from_v_raw_output(*folded_kernel, nan_values, kGemma4GlobalRotaryDims, bf16, {}, {});
+    CHECK(nan_mismatches(nan_base, nan_folded) == 0);
+    CHECK(nan_mismatches(nan_base, std::vector<unsigned char>(nan_base.size(), 0)) > 0);  // the values made NaNs
+}
