@@ -557,6 +557,13 @@ constexpr const char* kE4m3KfvFoldedKernel = "decode_e4m3kfvf_d512";  // a candi
 // A v_scale factor that puts q w v_scale past f16's largest value for the harness's q and weights.
 constexpr float kOutOfF16RangeFactor = 1073741824.0f;  // 2^30
 
+// The cache element (engine layout: [slot][kv_head][dim]) of key `key` of sequence 0, KV head 0,
+// dim `dim`: through the problem's block table, so the element is one a call reads.
+int64_t first_sequence_element(const HostProblem& h, int32_t key, int32_t dim) {
+    const int64_t slot = int64_t{h.block_table[key / h.spec.block_size]} * h.spec.block_size + key % h.spec.block_size;
+    return slot * h.spec.num_kv_heads * h.spec.head_dim + dim;
+}
+
 // Elements (bf16, raw bytes) that are NaN in exactly one of two outputs.
 size_t nan_mismatches(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
     if (a.size() != b.size()) return std::max(a.size(), b.size());
@@ -601,10 +608,9 @@ TEST_CASE("gpu decode_e4m3kfvf_d512: folded scores, NaN codes, and decode_e4m3kf
                     batch.spec.describe().c_str(), differ, bf16_keys.name.c_str());
         CHECK(differ > 0);
     }
-    HostProblem nan_codes = batch;
-    const int64_t row_bytes = int64_t{nan_codes.spec.num_kv_heads} * nan_codes.spec.head_dim;
-    nan_codes.v_e4m3[5 * row_bytes + 3] = kE4m3NaNCode;            // a rotated dim
-    nan_codes.v_e4m3[900 * row_bytes + 300] = kE4m3NaNCode | 0x80u;  // an unrotated one
+    HostProblem nan_codes = batch;  // keys of sequence 0, KV head 0
+    nan_codes.v_e4m3[first_sequence_element(nan_codes, 3, 3)] = kE4m3NaNCode;              // a rotated dim
+    nan_codes.v_e4m3[first_sequence_element(nan_codes, 500, 300)] = kE4m3NaNCode | 0x80u;  // an unrotated one
     const std::vector<unsigned char> nan_base = k_from_v_raw_output(bf16_keys, nan_codes, kGemma4GlobalRotaryDims, bf16, {}, {});
     const std::vector<unsigned char> nan_folded = k_from_v_raw_output(folded, nan_codes, kGemma4GlobalRotaryDims, bf16, {}, {});
     CHECK(nan_mismatches(nan_base, nan_folded) == 0);
@@ -643,10 +649,9 @@ TEST_CASE("gpu decode_bf16kfvf_d512: folded scores and NaN V elements against de
                     batch.spec.describe().c_str(), differ, base_kernel->name.c_str());
         CHECK(differ > 0);
     }
-    HostProblem nan_values = batch;
-    const int64_t row_elems = int64_t{nan_values.spec.num_kv_heads} * nan_values.spec.head_dim;
-    nan_values.v[5 * row_elems + 3] = kBf16NaN;      // a rotated dim
-    nan_values.v[900 * row_elems + 300] = kBf16NaN;  // an unrotated one
+    HostProblem nan_values = batch;  // keys of sequence 0, KV head 0
+    nan_values.v[first_sequence_element(nan_values, 3, 3)] = kBf16NaN;      // a rotated dim
+    nan_values.v[first_sequence_element(nan_values, 500, 300)] = kBf16NaN;  // an unrotated one
     const std::vector<unsigned char> nan_base =
         k_from_v_raw_output(*base_kernel, nan_values, kGemma4GlobalRotaryDims, bf16, {}, {});
     const std::vector<unsigned char> nan_folded =
