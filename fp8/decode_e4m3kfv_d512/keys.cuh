@@ -138,38 +138,15 @@ __device__ __forceinline__ void load_q_bf16(const wideattn_prefill_params& p, ui
 template <class Traits>
 __device__ __forceinline__ bool stage_folded_q(uint32_t q_shared, uint32_t q_fold, uint32_t weight, float v_scale) {
     constexpr float kF16Max = 65504.0f;
-    constexpr int32_t kDimsPerVec = Traits::kVecBytes / 2;
-    constexpr int32_t kWordsPerVec = 4;
-    constexpr int32_t kVecs = Traits::kRows * kQSourceVecsPerRow<Traits>;
-    static_assert(kVecs % Traits::kThreads == 0, "every thread folds whole vectors");
     const auto fits = [](float x) { return !(fabsf(x) > kF16Max && isfinite(x)); };
-    bool in_range = true;
-#pragma unroll
-    for (int32_t i = 0; i < kVecs / Traits::kThreads; ++i) {
-        const int32_t v = static_cast<int32_t>(threadIdx.x) + i * Traits::kThreads;
-        const int32_t vec = v % kQSourceVecsPerRow<Traits>;
-        const uint32_t offset = swizzled<Traits::kQRowBytes, Traits>(v / kQSourceVecsPerRow<Traits>, vec);
-        uint32_t word[kWordsPerVec];
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(word[0]), "=r"(word[1]), "=r"(word[2]), "=r"(word[3])
-                     : "r"(q_shared + offset)
-                     : "memory");
-        const float4 w_low = ptx::load_shared_f32x4(weight + kF32Bytes * (kDimsPerVec * vec));
-        const float4 w_high = ptx::load_shared_f32x4(weight + kF32Bytes * (kDimsPerVec * vec + kDimsPerVec / 2));
-        const float w[kDimsPerVec] = {w_low.x, w_low.y, w_low.z, w_low.w, w_high.x, w_high.y, w_high.z, w_high.w};
-        uint32_t folded[kWordsPerVec];
-#pragma unroll
-        for (int32_t k = 0; k < kWordsPerVec; ++k) {
-            const float low = ptx::bf16_low(word[k]) * w[2 * k] * v_scale;
-            const float high = ptx::bf16_high(word[k]) * w[2 * k + 1] * v_scale;
-            in_range = in_range && fits(low) && fits(high);
-            folded[k] = pack_f16x2(low, high);
-        }
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(q_fold + offset), "r"(folded[0]),
-                     "r"(folded[1]), "r"(folded[2]), "r"(folded[3])
-                     : "memory");
-    }
-    return __syncthreads_and(in_range) != 0;
+    return stage_folded_q_tile<Traits>(
+        q_shared, q_fold, weight,
+        [](int32_t row, int32_t vec) { return swizzled<Traits::kQRowBytes, Traits>(row, vec); },
+        [&](float q_low, float q_high, float w_low, float w_high, bool* in_range) {
+            const float low = q_low * w_low * v_scale, high = q_high * w_high * v_scale;
+            *in_range = *in_range && fits(low) && fits(high);
+            return pack_f16x2(low, high);
+        });
 }
 
 // The table's words that the rotation of pair block c reads in a lane: [matrix q][pair], the

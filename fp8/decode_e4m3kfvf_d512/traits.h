@@ -10,25 +10,12 @@
 #pragma once
 
 #include "fp8/decode_e4m3kfvb_d512/traits.h"
+#include "kernels/common/folded_q_traits.h"
 #include "kernels/common/kernel_desc.h"
 
 namespace wideattn {
 
-struct DecodeE4m3KfvFD512Traits : DecodeE4m3KfvBD512Traits {
-    using KfvbTraits = DecodeE4m3KfvBD512Traits;
-    static constexpr bool kFoldQ = true;
-
-    // Q' = f16(q w v_scale): the bf16 Q tile's rows and layout (kQBytes), 16-byte aligned.
-    struct SmemPlan : KfvbTraits::SmemPlan {
-        static constexpr int32_t kQFold = (KfvbTraits::SmemPlan::kEnd + kVecBytes - 1) / kVecBytes * kVecBytes;
-        static constexpr int32_t kEnd = kQFold + kQBytes;
-        static constexpr int32_t kBytes = kEnd;
-    };
-    static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
-
-    static_assert(SmemPlan::kQFold % kVecBytes == 0, "Q' is read and written by 16-byte shared accesses");
-    static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
-
+struct DecodeE4m3KfvFD512Traits : FoldedQTraits<DecodeE4m3KfvBD512Traits> {
     static constexpr KernelDesc desc = {
         "decode_e4m3kfvf_d512", "wideattn_decode_e4m3kfvf_d512",
         kBF16, kE4M3, kBF16,

@@ -52,7 +52,7 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // of sub-tile i + 2) do not wait for a table load; the copies and table loads take WarpStream's
 // lean forms (a mask for a power-of-two page, no zero-fill selects on a full sub-tile).
 // `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them).
-// kFold: the unrotated Q loads' scores against the folded Q at q_fold (keys.cuh, folded_scores_q).
+// kFold: the unrotated Q loads' scores against the folded Q at q_fold (keys.cuh, KFromVBuild::kAsStored).
 template <class Traits, bool kFold = false>
 __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                              uint32_t ring, uint32_t q_shared, uint32_t q_fold, uint32_t weight,
@@ -136,19 +136,19 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     float o[Traits::kONTiles][4];
     zero_output(o);
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-    bool fold = false;
-    if constexpr (Traits::kFoldQ) fold = stage_folded_q<Traits>(base + Plan::kQ, base + Plan::kQFold, base + Plan::kWeight);
-    if (fold) {
-        if constexpr (Traits::kFoldQ)
+    bool folded = false;
+    if constexpr (Traits::kFoldQ) {
+        folded = stage_folded_q<Traits>(base + Plan::kQ, base + Plan::kQFold, base + Plan::kWeight);
+        if (folded)
             kfv_key_loop<Traits, true>(p, stream, ring, base + Plan::kQ, base + Plan::kQFold, base + Plan::kWeight,
                                        base + Plan::kWeightBf16, bf16_weights, base + Plan::kFreq, CosSinTable::of(kfv),
                                        warp, lane, geometry.num_tiles, geometry.kv_end, first_position, rotated_q_loads,
                                        score_scale, o, rows);
-    } else {
+    }
+    if (!folded)
         kfv_key_loop<Traits>(p, stream, ring, base + Plan::kQ, 0u, base + Plan::kWeight, base + Plan::kWeightBf16,
                              bf16_weights, base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles,
                              geometry.kv_end, first_position, rotated_q_loads, score_scale, o, rows);
-    }
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                              work.kv_head);
 }

@@ -89,6 +89,7 @@ template <class Traits, KFromVBuild kBuild, bool kBf16Weights>
 __device__ __forceinline__ void build_k_step(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight,
                                              uint32_t weight_bf16, uint32_t freq, const uint2 (&words)[2][2],
                                              int32_t lane, int32_t step, int32_t position0) {
+    static_assert(kBuild != KFromVBuild::kAsStored, "kAsStored builds nothing (kfv_scores_q)");
     const int32_t g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int32_t half = 0; half < 2; ++half) {
@@ -119,7 +120,11 @@ __device__ __forceinline__ void build_k_step(uint32_t (&lo)[4], uint32_t (&hi)[4
 
 // Adds K Q^T of Q-load `q` (k-steps 2q, 2q + 1 of both chunks) to acc[0] (dims 0-255) and acc[1]
 // (dims 256-511), K built from the chunks' V by build_k_step (`cos_sin`: the Q load's table
-// words, read by kRotateTable only).
+// words, read by kRotateTable only). kAsStored (decode_bf16kfvf_d512, where no dim of the Q load
+// rotates, in a block that stage_folded_q allows): no K built; K = x = bf16(v w) there, so
+// q . x = (q w) . v up to x's rounding, and the V words as loaded are the A fragments against
+// q_shared = Q' = bf16(q w). Q' is rounded where the mode rounds x, so other bits than the
+// mode's: the kernel is gated by accuracy, not compared bit for bit.
 template <class Traits, KFromVBuild kBuild, bool kBf16Weights>
 __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
                                              uint32_t weight, uint32_t weight_bf16, uint32_t freq, int32_t lane,
@@ -137,33 +142,9 @@ __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chun
         uint32_t a_lo[4], a_hi[4];
         ptx::ldmatrix_x4(a_lo, chunk_row_address<Traits>(lo_chunk, lane, step));
         ptx::ldmatrix_x4(a_hi, chunk_row_address<Traits>(hi_chunk, lane, step));
-        build_k_step<Traits, kBuild, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, freq, cos_sin.word[h], lane, step,
-                                                   position0);
-        ptx::mma_bf16_16816(acc[0], a_lo, b_lo[2 * h], b_lo[2 * h + 1]);
-        ptx::mma_bf16_16816(acc[1], a_hi, b_hi[2 * h], b_hi[2 * h + 1]);
-    }
-}
-
-// kFoldQ (decode_bf16kfvf_d512, in a block that stage_folded_q allows): K Q^T of Q-load `q` where
-// no dim rotates, without a K. There K = x = bf16(v w), so q . x = (q w) . v up to x's rounding: the
-// chunks' V words as they are are the A fragments, against Q' = bf16(q w) (stage_folded_q, at
-// q_fold, in Q's layout). Q' is rounded where the mode rounds x, so other bits than the mode's:
-// the kernel is gated by accuracy, not compared bit for bit.
-template <class Traits>
-__device__ __forceinline__ void folded_scores_q(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_fold, int32_t lane,
-                                                int32_t q, float (&acc)[2][4]) {
-    constexpr int32_t kStepVecs = Traits::kMmaK * Traits::kElemBytes / Traits::kVecBytes;  // 2
-    constexpr int32_t kChunkQVecs = Traits::kChunkRowBytes / Traits::kVecBytes;            // 32
-    uint32_t b_lo[4], b_hi[4];
-    const int32_t q_vec = 2 * kStepVecs * q + lane / 8;
-    ptx::ldmatrix_x4(b_lo, q_fold + swizzled<Traits::kQRowBytes, Traits>(lane % 8, q_vec));
-    ptx::ldmatrix_x4(b_hi, q_fold + swizzled<Traits::kQRowBytes, Traits>(lane % 8, kChunkQVecs + q_vec));
-#pragma unroll
-    for (int32_t h = 0; h < Traits::kKStepsPerQLoad; ++h) {
-        const int32_t step = Traits::kKStepsPerQLoad * q + h;
-        uint32_t a_lo[4], a_hi[4];
-        ptx::ldmatrix_x4(a_lo, chunk_row_address<Traits>(lo_chunk, lane, step));
-        ptx::ldmatrix_x4(a_hi, chunk_row_address<Traits>(hi_chunk, lane, step));
+        if constexpr (kBuild != KFromVBuild::kAsStored)
+            build_k_step<Traits, kBuild, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, freq, cos_sin.word[h], lane,
+                                                       step, position0);
         ptx::mma_bf16_16816(acc[0], a_lo, b_lo[2 * h], b_lo[2 * h + 1]);
         ptx::mma_bf16_16816(acc[1], a_hi, b_hi[2 * h], b_hi[2 * h + 1]);
     }
@@ -176,38 +157,16 @@ __device__ __forceinline__ void folded_scores_q(uint32_t lo_chunk, uint32_t hi_c
 // after which Q' is readable.
 template <class Traits>
 __device__ __forceinline__ bool stage_folded_q(uint32_t q_shared, uint32_t q_fold, uint32_t weight) {
-    constexpr int32_t kDimsPerVec = Traits::kVecBytes / Traits::kElemBytes;  // 8
-    constexpr int32_t kWordsPerVec = kDimsPerVec / 2;
-    constexpr int32_t kVecs = Traits::kRows * Traits::kQVecsPerRow;
-    static_assert(kVecs % Traits::kThreads == 0, "every thread folds whole vectors");
     const auto fits = [](float q, float w, float folded) { return isfinite(folded) || !isfinite(q) || !isfinite(w); };
-    bool in_range = true;
-#pragma unroll
-    for (int32_t i = 0; i < kVecs / Traits::kThreads; ++i) {
-        const int32_t v = static_cast<int32_t>(threadIdx.x) + i * Traits::kThreads;
-        const int32_t vec = v % Traits::kQVecsPerRow;
-        const uint32_t offset = swizzled<Traits::kQRowBytes, Traits>(v / Traits::kQVecsPerRow, vec);
-        uint32_t word[kWordsPerVec];
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(word[0]), "=r"(word[1]), "=r"(word[2]), "=r"(word[3])
-                     : "r"(q_shared + offset)
-                     : "memory");
-        const float4 w_low = ptx::load_shared_f32x4(weight + kF32Bytes * (kDimsPerVec * vec));
-        const float4 w_high = ptx::load_shared_f32x4(weight + kF32Bytes * (kDimsPerVec * vec + kDimsPerVec / 2));
-        const float w[kDimsPerVec] = {w_low.x, w_low.y, w_low.z, w_low.w, w_high.x, w_high.y, w_high.z, w_high.w};
-        uint32_t folded[kWordsPerVec];
-#pragma unroll
-        for (int32_t k = 0; k < kWordsPerVec; ++k) {
-            const float q_low = ptx::bf16_low(word[k]), q_high = ptx::bf16_high(word[k]);
-            folded[k] = ptx::pack_bf16x2(q_low * w[2 * k], q_high * w[2 * k + 1]);
-            in_range = in_range && fits(q_low, w[2 * k], ptx::bf16_low(folded[k])) &&
-                       fits(q_high, w[2 * k + 1], ptx::bf16_high(folded[k]));
-        }
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(q_fold + offset), "r"(folded[0]),
-                     "r"(folded[1]), "r"(folded[2]), "r"(folded[3])
-                     : "memory");
-    }
-    return __syncthreads_and(in_range) != 0;
+    return stage_folded_q_tile<Traits>(
+        q_shared, q_fold, weight,
+        [](int32_t row, int32_t vec) { return swizzled<Traits::kQRowBytes, Traits>(row, vec); },
+        [&](float q_low, float q_high, float w_low, float w_high, bool* in_range) {
+            const uint32_t folded = ptx::pack_bf16x2(q_low * w_low, q_high * w_high);
+            *in_range = *in_range && fits(q_low, w_low, ptx::bf16_low(folded)) &&
+                        fits(q_high, w_high, ptx::bf16_high(folded));
+            return folded;
+        });
 }
 
 // S^T of one sub-tile with K built from its V chunks (scaled to log2 units, keys past kv_end at
@@ -217,7 +176,7 @@ __device__ __forceinline__ bool stage_folded_q(uint32_t q_shared, uint32_t q_fol
 // rotated ones, with the table's cos / sin when `table` holds the sub-tile's valid keys (their
 // words for the first kCosSinQLoadsAhead rotated Q loads loaded before the unrotated ones), else
 // with the formula's: the same order either way, so a table with the formula's values gives the
-// same bits. kFold: the unrotated Q loads by folded_scores_q against the folded Q at q_fold.
+// same bits. kFold: the unrotated Q loads as stored (kAsStored) against the folded Q at q_fold.
 template <class Traits, bool kBf16Weights, bool kFold = false>
 __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
                                                    uint32_t q_fold, uint32_t weight, uint32_t weight_bf16, uint32_t freq,
@@ -235,7 +194,8 @@ __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t h
 #pragma unroll 1
     for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q) {
         if constexpr (kFold)
-            folded_scores_q<Traits>(lo_chunk, hi_chunk, q_fold, lane, q, acc);
+            kfv_scores_q<Traits, KFromVBuild::kAsStored, kBf16Weights>(lo_chunk, hi_chunk, q_fold, weight, weight_bf16,
+                                                                       freq, lane, q, position0, ahead[0], acc);
         else
             kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16,
                                                                     freq, lane, q, position0, ahead[0], acc);

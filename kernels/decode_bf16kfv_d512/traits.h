@@ -29,7 +29,7 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // load; the ones past them load theirs where used.
     static constexpr int32_t kCosSinQLoadsAhead = 2;
     // The unrotated Q loads' scores as V against Q folded with k_norm's weight, no K built there
-    // (decode_bf16kfvf_d512: keys.cuh, folded_scores_q).
+    // (decode_bf16kfvf_d512: keys.cuh, kfv_scores_q with KFromVBuild::kAsStored).
     static constexpr bool kFoldQ = false;
 
     // Ring: three slots of 8 KB per warp (decode_bf16_d512's). Chunk c of a warp is part c % 2 of

@@ -8,26 +8,13 @@
 // decides, not a bit comparison (kernels/decode_bf16kfvf_d512/NOTES.md).
 #pragma once
 
+#include "kernels/common/folded_q_traits.h"
 #include "kernels/common/kernel_desc.h"
 #include "kernels/decode_bf16kfv_d512/traits.h"
 
 namespace wideattn {
 
-struct DecodeBf16KfvFD512Traits : DecodeBf16KfvD512Traits {
-    using KfvTraits = DecodeBf16KfvD512Traits;
-    static constexpr bool kFoldQ = true;
-
-    // Q' = bf16(q w): the Q tile's rows and layout (kQBytes), 16-byte aligned.
-    struct SmemPlan : KfvTraits::SmemPlan {
-        static constexpr int32_t kQFold = (KfvTraits::SmemPlan::kEnd + kVecBytes - 1) / kVecBytes * kVecBytes;
-        static constexpr int32_t kEnd = kQFold + kQBytes;
-        static constexpr int32_t kBytes = kEnd;
-    };
-    static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
-
-    static_assert(SmemPlan::kQFold % kVecBytes == 0, "Q' is read and written by 16-byte shared accesses");
-    static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
-
+struct DecodeBf16KfvFD512Traits : FoldedQTraits<DecodeBf16KfvD512Traits> {
     static constexpr KernelDesc desc = {
         "decode_bf16kfvf_d512", "wideattn_decode_bf16kfvf_d512",
         kBF16, kBF16, kBF16,
