@@ -358,8 +358,8 @@ TEST_CASE("wgmma layout: wgmma_e4m3alt64_d512's m64n64 score steps, K boxes, P f
     // prob_score_element, i.e. key 8 quad + 2 t + element % 2; the V descriptor of the step must
     // read that key's V row where the transposed V boxes land (the warpgroup's half, 16-key
     // sub-tiles of kVtSubTileBytes, kVtBoxDims-dim boxes of 16 slot positions).
-    const uint32_t v = kBase + A64::SmemPlan::kValueRing + A64::kChunkBytes;
-    const auto landed_value = [v](int32_t key, int32_t dim) {
+    constexpr uint32_t v = kBase + A64::SmemPlan::kValueRing + A64::kChunkBytes;
+    const auto landed_value = [](int32_t key, int32_t dim) {
         const int32_t group = dim / A64::kDimsPerGroup, local = dim % A64::kDimsPerGroup;
         return v + group * A64::kGroupChunkBytes + (key / A64::kPageKeys) * A64::kVtSubTileBytes +
                (local / kVtBoxDims) * A64::kVtBoxBytes + (local % kVtBoxDims) * kVtBoxSlots +
