@@ -1,0 +1,268 @@
+// mainloop.cuh - a warpgroup's key loop in decode_e4m3kfvw_d512, per 64-key tile of its ring:
+// - scores S^T (64 keys x 16 terms): for every 32-dim block that does not rotate one wgmma
+//   m64n16k32 e4m3 of the stage's V codes (A, by descriptor) against Q''s two terms (B), issued
+//   before and running under the rotated dims' part, which is decode_e4m3kfvb_d512's: each warp
+//   builds the bf16 K of its 16 keys from their codes (build_k_pair_from_codes) and multiplies it
+//   with bf16 Q by mma.sync (a native bf16 unit on sm_90; the accumulator layout of a warp's 16
+//   rows is the wgmma accumulator's). s = ((S_hi + S_lo 2^-4) 2^-a + S_rot) softmax_scale log2 e.
+// - softmax: the tile maximum of each head meets across the warpgroup's 4 warps in shared memory
+//   (named barrier of the warpgroup), rows sums stay per-thread partials; P = 2^(s - max + 8) as
+//   two e4m3 terms into the warpgroup's P^T tile (layout.h, p_offset).
+// - P V: O^T (512 dims x 16 terms) += V^T P^T, one wgmma m64n16k32 e4m3 per 64-dim block and 32
+//   keys, V^T in registers by transposed ldmatrix from the stage and byte permutes (the keys of a
+//   register in pv_key_position order, as P^T holds them).
+// Fragment layout of a thread (warp w of the warpgroup, g = lane / 4, t = lane % 4): score element
+// e is key 16w + g + 8 (e / 2) of the tile, head 2t + e % 2; o[D][n][e] is dim pv_row_dim(D, 16w
+// + g + 8 (e / 2)), term n (0 high, 1 low) of head 2t + e % 2.
+#pragma once
+
+#include <cstdint>
+
+#include "fp8/decode_e4m3_d512/mainloop.cuh"
+#include "fp8/decode_e4m3kfv_d512/keys.cuh"
+#include "fp8/decode_e4m3kfvw_d512/layout.h"
+#include "fp8/decode_e4m3kfvw_d512/loads.cuh"
+#include "fp8/decode_e4m3kfvw_d512/traits.h"
+#include "fp8/mma_e4m3_d512/fragments.cuh"
+#include "kernels/common/k_from_v_tables.cuh"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/ptx_mma.cuh"
+#include "kernels/common/ptx_wgmma.cuh"
+
+namespace wideattn::kfvw {
+
+// Named barrier of warpgroup `group` (0 is __syncthreads).
+constexpr uint32_t kGroupBarrierBase = 1;
+
+__device__ __forceinline__ void group_barrier(int32_t group) {
+    ptx::named_barrier_sync(kGroupBarrierBase + group, Traits::kWarpGroupThreads);
+}
+
+// What every tile of a warpgroup's loop reads: its shared memory, the block's tables and scales.
+struct TileContext {
+    uint32_t fold;       // Q' (two e4m3 terms)
+    uint32_t q_shared;   // bf16 Q (the rotated dims)
+    uint32_t weight;     // fp32 weights, or the bf16 w v_scale products (kProduct)
+    uint32_t freq;
+    uint32_t p_tile;     // the warpgroup's P^T tile
+    uint32_t max_slots;  // the warpgroup's tile maxima [warp][head]
+    CosSinTable table;
+    int32_t rotated_blocks;
+    int32_t first_position;
+    float v_scale;
+    float unscale;      // 2^-a
+    float score_scale;  // softmax_scale log2 e
+};
+
+// The online-softmax state of the thread's two heads (2t, 2t + 1) over the warpgroup's keys: the
+// maxima (the same in every thread of the warpgroup with the same t) and the thread's part of the
+// sums of 2^(s - max + kProbScaleLog2).
+struct GroupRows {
+    float max_log2[2];
+    float sum[2];
+};
+
+// The rotated dims' scores of the warp's 16 keys (decode_e4m3kfvb_d512's arithmetic: bf16 K from
+// the codes, rotated with the table's cos / sin where it holds the valid keys, else the formula's,
+// in a bf16 mma.sync against bf16 Q), added to acc ([16-dim half][element]).
+template <bool kProduct>
+__device__ __forceinline__ void rotated_scores(const TileContext& ctx, uint32_t stage, int32_t warp, int32_t lane,
+                                               int32_t position0, int32_t keys_valid, float (&acc)[2][4]) {
+    if (ctx.rotated_blocks == 0 || keys_valid <= 0) return;
+    const int32_t key = warp * Traits::kSubTileKeys + (lane / 8 % 2) * 8 + lane % 8;
+    const auto codes_of = [&](int32_t c, uint32_t (&codes)[2][4]) {
+        ptx::ldmatrix_x4(codes[0], stage + stage_offset(key, 2 * c + lane / 16));
+        ptx::ldmatrix_x4(codes[1], stage + stage_offset(key, 2 * (c + Traits::kPairBlockOffset) + lane / 16));
+    };
+    const auto accumulate = [&](int32_t c, const uint32_t (&lo)[2][4], const uint32_t (&hi)[2][4]) {
+#pragma unroll
+        for (int32_t b = 0; b < 2; ++b)
+            decode_e4m3::accumulate_dim_block<Traits, true>(acc, lo[b], hi[b], ctx.q_shared,
+                                                             c + b * Traits::kPairBlockOffset, lane);
+    };
+    if (ctx.table.holds(position0, min(keys_valid, Traits::kSubTileKeys))) {
+#pragma unroll 1
+        for (int32_t c = 0; c < ctx.rotated_blocks; ++c) {
+            uint32_t codes[2][4], lo[2][4], hi[2][4];
+            decode_e4m3::BlockCosSin words;
+            decode_e4m3::load_block_cos_sin<Traits>(ctx.table, lane, c, position0, &words);
+            codes_of(c, codes);
+            decode_e4m3::build_k_pair_from_codes<Traits, KFromVBuild::kRotateTable, kProduct>(
+                codes, ctx.weight, ctx.freq, lane, c, position0, ctx.v_scale, words, lo, hi);
+            accumulate(c, lo, hi);
+        }
+    } else {
+        const decode_e4m3::BlockCosSin unused{};
+#pragma unroll 1
+        for (int32_t c = 0; c < ctx.rotated_blocks; ++c) {
+            uint32_t codes[2][4], lo[2][4], hi[2][4];
+            codes_of(c, codes);
+            decode_e4m3::build_k_pair_from_codes<Traits, KFromVBuild::kRotate, kProduct>(
+                codes, ctx.weight, ctx.freq, lane, c, position0, ctx.v_scale, unused, lo, hi);
+            accumulate(c, lo, hi);
+        }
+    }
+}
+
+// Issues (and commits, not waited for) the unrotated dims' scores of a stage into s: one k32 wgmma
+// per 32-dim block of the pair blocks rotated_blocks .. 7 and their partners.
+__device__ __forceinline__ void issue_folded_scores(const TileContext& ctx, uint32_t stage, float (&s)[2][4]) {
+    ptx::wgmma_fence();
+#pragma unroll 1
+    for (int32_t c = ctx.rotated_blocks; c < Traits::kPairBlockOffset; ++c) {
+#pragma unroll
+        for (int32_t b = 0; b < 2; ++b) {
+            const ScoreStep step = score_step(stage, ctx.fold, c + b * Traits::kPairBlockOffset);
+            ptx::wgmma_m64n16k32_e4m3_ss(s, step.v, step.q, 1);
+        }
+    }
+    ptx::wgmma_commit();
+}
+
+// The tile's scores in log2 units, keys past kv_end at -inf: the thread's 4 (score element e).
+template <bool kProduct>
+__device__ __forceinline__ void tile_scores(const TileContext& ctx, uint32_t stage, int32_t warp, int32_t lane,
+                                            int32_t tile_key0, int32_t kv_end, float (&s)[4]) {
+    const int32_t g = lane / 4;
+    float folded[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    issue_folded_scores(ctx, stage, folded);
+    float rotated[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    const int32_t warp_key0 = tile_key0 + warp * Traits::kSubTileKeys;
+    rotated_scores<kProduct>(ctx, stage, warp, lane, ctx.first_position + warp_key0, kv_end - warp_key0, rotated);
+    ptx::wgmma_wait<0>();
+    ptx::pin_all(folded);
+#pragma unroll
+    for (int32_t e = 0; e < 4; ++e) {
+        const int32_t key = warp_key0 + g + 8 * (e / 2);
+        const float unrotated = (folded[0][e] + folded[1][e] * Traits::kLowTermWeight) * ctx.unscale;
+        s[e] = key < kv_end ? (unrotated + (rotated[0][e] + rotated[1][e])) * ctx.score_scale : -INFINITY;
+    }
+}
+
+// The softmax step of a tile: the warpgroup's tile maxima (posted by the warps, read after the
+// group barrier), O^T rescaled where a maximum grows, P = 2^(s - max + kProbScaleLog2) as two e4m3
+// terms stored into the P^T tile. Ends with the async-proxy fence and the group barrier, after
+// which the P V wgmma may read the tile.
+__device__ __forceinline__ void tile_softmax(const TileContext& ctx, float (&s)[4], int32_t group, int32_t warp,
+                                             int32_t lane, GroupRows& rows,
+                                             float (&o)[Traits::kPvDimBlocks][2][4]) {
+    const int32_t g = lane / 4, t = lane % 4;
+    float tile_max[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
+#pragma unroll
+    for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r)
+            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], offset));
+    const uint32_t slot = ctx.max_slots + static_cast<uint32_t>(warp * Traits::kGroup * 4);
+    if (g == 0)
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot + 8 * t), "f"(tile_max[0]), "f"(tile_max[1])
+                     : "memory");
+    group_barrier(group);
+#pragma unroll
+    for (int32_t w = 0; w < Traits::kWarpsPerGroup; ++w) {
+        float m0, m1;
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
+                     : "=f"(m0), "=f"(m1)
+                     : "r"(ctx.max_slots + static_cast<uint32_t>(w * Traits::kGroup * 4 + 8 * t))
+                     : "memory");
+        tile_max[0] = fmaxf(tile_max[0], m0);
+        tile_max[1] = fmaxf(tile_max[1], m1);
+    }
+    const bool grows = tile_max[0] > rows.max_log2[0] || tile_max[1] > rows.max_log2[1];
+    if (__any_sync(kFullMask, grows)) {
+        float alpha[2];
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r) {
+            const float updated = fmaxf(rows.max_log2[r], tile_max[r]);
+            alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(rows.max_log2[r] - updated);
+            rows.max_log2[r] = updated;
+            rows.sum[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int32_t d = 0; d < Traits::kPvDimBlocks; ++d)
+#pragma unroll
+            for (int32_t n = 0; n < 2; ++n)
+#pragma unroll
+                for (int32_t e = 0; e < 4; ++e) o[d][n][e] *= alpha[e % 2];
+    }
+    float prob[4];
+#pragma unroll
+    for (int32_t e = 0; e < 4; ++e) {
+        const float m = rows.max_log2[e % 2];
+        const float base = (m == -INFINITY ? 0.0f : m) - Traits::kProbScaleLog2;
+        prob[e] = fast_exp2(s[e] - base);
+        rows.sum[e % 2] += prob[e];
+    }
+    uint32_t hi, lo;
+    split_e4m3x4(prob, hi, lo);
+#pragma unroll
+    for (int32_t e = 0; e < 4; ++e) {
+        constexpr int32_t kBitsPerByte = 8;
+        const int32_t key = warp * Traits::kSubTileKeys + g + 8 * (e / 2);
+        const int32_t head = 2 * t + e % 2;
+        const uint32_t high_code = (hi >> (kBitsPerByte * e)) & 0xffu, low_code = (lo >> (kBitsPerByte * e)) & 0xffu;
+        asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(ctx.p_tile + p_offset(head, key)), "r"(high_code) : "memory");
+        asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(ctx.p_tile + p_offset(Traits::kGroup + head, key)),
+                     "r"(low_code)
+                     : "memory");
+    }
+    ptx::fence_proxy_async_shared();
+    group_barrier(group);
+}
+
+// O^T += V^T P^T over a tile: per 64-dim block D the warp's V^T fragments of its vector 4 D + w
+// (two 32-key steps: one transposed ldmatrix.x4 of 4 x 8 keys each, permuted into the 8-bit A
+// layout) and two wgmma; all 16 in flight, waited for at the end.
+__device__ __forceinline__ void tile_pv(const TileContext& ctx, uint32_t stage, int32_t warp, int32_t lane,
+                                        float (&o)[Traits::kPvDimBlocks][2][4]) {
+    uint32_t a[Traits::kPvDimBlocks][Traits::kPvSteps][4];
+    const int32_t row = 8 * (lane / 8) + lane % 8;  // lane L: row L % 8 of matrix L / 8
+#pragma unroll
+    for (int32_t d = 0; d < Traits::kPvDimBlocks; ++d) {
+        const int32_t vec = d * Traits::kWarpsPerGroup + warp;
+#pragma unroll
+        for (int32_t step = 0; step < Traits::kPvSteps; ++step) {
+            uint32_t r[4];
+            ptx::ldmatrix_x4_trans(r, stage + stage_offset(step * Traits::kPvStepKeys + row, vec));
+            a[d][step][0] = mma_e4m3::merge_even_dim(r[0], r[1]);
+            a[d][step][1] = mma_e4m3::merge_odd_dim(r[0], r[1]);
+            a[d][step][2] = mma_e4m3::merge_even_dim(r[2], r[3]);
+            a[d][step][3] = mma_e4m3::merge_odd_dim(r[2], r[3]);
+        }
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int32_t step = 0; step < Traits::kPvSteps; ++step)
+            ptx::wgmma_m64n16k32_e4m3_rs(o[d], a[d][step], pv_step_descriptor(ctx.p_tile, step));
+        ptx::wgmma_commit();
+    }
+    ptx::wgmma_wait<0>();
+#pragma unroll
+    for (int32_t d = 0; d < Traits::kPvDimBlocks; ++d) {
+        ptx::pin_all(a[d]);
+        ptx::pin_all(o[d]);
+    }
+}
+
+// The warpgroup's key loop over its tiles (the first kStagesInFlight issued by the caller): wait
+// for tile i (every thread's copies, fenced for the async proxy, then the group barrier, after
+// which every thread is also done with tile i - 1), issue tile i + 2 into tile i - 1's stage, the
+// scores, the softmax, P V.
+template <bool kProduct>
+__device__ __forceinline__ void group_key_loop(const wideattn_prefill_params& p, const GroupStream& stream,
+                                               const TileContext& ctx, GroupRows& rows,
+                                               float (&o)[Traits::kPvDimBlocks][2][4]) {
+    for (int32_t i = 0; i < stream.count; ++i) {
+        ptx::cp_async_wait<Traits::kStagesInFlight - 1>();
+        ptx::fence_proxy_async_shared();
+        group_barrier(stream.group);
+        stream.issue(p, i + Traits::kStagesInFlight);
+        const uint32_t stage = stream.stage(i);
+        float s[4];
+        tile_scores<kProduct>(ctx, stage, stream.warp, stream.lane, stream.tile_key0(i), stream.kv_end, s);
+        tile_softmax(ctx, s, stream.group, stream.warp, stream.lane, rows, o);
+        tile_pv(ctx, stage, stream.warp, stream.lane, o);
+    }
+    ptx::cp_async_wait<0>();
+}
+
+}  // namespace wideattn::kfvw
