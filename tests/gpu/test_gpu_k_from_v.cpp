@@ -659,3 +659,65 @@ TEST_CASE("gpu decode_bf16kfvf_d512: folded scores and NaN V elements against de
     CHECK(nan_mismatches(nan_base, nan_folded) == 0);
     CHECK(nan_mismatches(nan_base, std::vector<unsigned char>(nan_base.size(), 0)) > 0);  // the values made NaNs
 }
+
+// The FP8-wgmma form (a candidate): where dims do not rotate it multiplies the V codes by Q' = q w
+// v_scale 2^a in two e4m3 terms and P V runs on P in two e4m3 terms, so its bits differ from
+// decode_e4m3kfvb_d512's (the wgmma paths ran); within the fp64 bound on odd context lengths (no
+// multiple of its 64-key tiles), with every rotary_dims form it handles differently (none rotated:
+// all scores by wgmma; a part of one pair block; Gemma 4's 128; every dim: no score wgmma), one
+// KV head and long sequences (split-KV), bf16 and fp32 weights, a v_scale that is no power of two
+// (the rotated dims' fp32 path); NaN codes on keys of sequence 0 give NaN where they do there.
+TEST_CASE("gpu decode_e4m3kfvw_d512: FP8 wgmma scores and P V, the fp64 bound, odd lengths, split-KV, NaN codes") {
+    constexpr const char* kE4m3KfvWgmmaKernel = "decode_e4m3kfvw_d512";  // a candidate (sm_90a)
+    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
+    const RunnableKernel* const bf16_keys_kernel = kernel_named(kernels, kE4m3KfvBf16KeysKernel);
+    const RunnableKernel* const wgmma_kernel = kernel_named(kernels, kE4m3KfvWgmmaKernel);
+    if (!bf16_keys_kernel || !wgmma_kernel) {
+        MESSAGE("decode_e4m3kfvw_d512 (a candidate: -Dcandidate_kernels=decode_e4m3kfvw_d512) or "
+                "decode_e4m3kfvb_d512 is not in this bundle or does not run here");
+        return;
+    }
+    const RunnableKernel& bf16_keys = *bf16_keys_kernel;
+    const RunnableKernel& wgmma = *wgmma_kernel;
+    ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 70);
+    spec.e4m3_kv = true;
+    HostProblem batch;
+    REQUIRE(make_problem(spec, &batch).empty());
+    const KNormWeights bf16 = KNormWeights::kBf16, fp32 = KNormWeights::kFp32;
+    for (const KNormWeights weights : {bf16, fp32}) {
+        CAPTURE(weights == bf16);
+        const size_t differ = bf16_mismatches(k_from_v_raw_output(bf16_keys, batch, kGemma4GlobalRotaryDims, weights, {}, {}),
+                                              k_from_v_raw_output(wgmma, batch, kGemma4GlobalRotaryDims, weights, {}, {}));
+        std::printf("  %-20s %-64s wgmma: %zu outputs differ from %s\n", wgmma.name.c_str(),
+                    batch.spec.describe().c_str(), differ, bf16_keys.name.c_str());
+        CHECK(differ > 0);
+    }
+    constexpr int32_t kNoRotation = 0, kPartOfOneBlock = 2;
+    for (const int32_t rotary_dims : {kNoRotation, kPartOfOneBlock, kGemma4GlobalRotaryDims, kEveryDim})
+        for (const KNormWeights weights : {bf16, fp32}) {
+            check_k_from_v_decode(wgmma, batch, rotary_dims, true, {}, weights);
+            check_k_from_v_decode_spec(wgmma, problem_spec({1, 1, 1}, {65, 130, 3}, 8, 1, 16, kSeed + 71), rotary_dims,
+                                       true, weights);  // one KV head: split-KV
+        }
+    check_k_from_v_decode_spec(wgmma, problem_spec({1}, {131070}, 32, 4, 64, kSeed + 72), kGemma4GlobalRotaryDims, true,
+                               bf16);
+    check_k_from_v_decode_spec(wgmma, problem_spec({1, 1, 1}, {257, 20000, 3}, 8, 1, 128, kSeed + 73), kEveryDim, true);
+    ProblemSpec gemma_peaked = problem_spec({1, 1}, {5000, 70001}, 32, 4, 32, kSeed + 74);
+    gemma_peaked.gemma.q_rms = 1.0f;
+    check_k_from_v_decode_spec(wgmma, gemma_peaked, kGemma4GlobalRotaryDims, true, bf16);
+    HostProblem odd_scale = batch;
+    odd_scale.v_scale *= 0.7f;
+    check_k_from_v_decode(wgmma, odd_scale, kGemma4GlobalRotaryDims, true, {}, bf16);
+
+    HostProblem nan_codes = batch;  // keys of sequence 0, KV head 0
+    nan_codes.v_e4m3[first_sequence_element(nan_codes, 3, 3)] = kE4m3NaNCode;              // a rotated dim
+    nan_codes.v_e4m3[first_sequence_element(nan_codes, 500, 300)] = kE4m3NaNCode | 0x80u;  // an unrotated one
+    nan_codes.v_e4m3[first_sequence_element(nan_codes, 776, 511)] = kE4m3NaNCode;          // the last key, dim
+    for (const int32_t rotary_dims : {kNoRotation, kGemma4GlobalRotaryDims}) {
+        CAPTURE(rotary_dims);
+        const std::vector<unsigned char> nan_base = k_from_v_raw_output(bf16_keys, nan_codes, rotary_dims, bf16, {}, {});
+        const std::vector<unsigned char> nan_wgmma = k_from_v_raw_output(wgmma, nan_codes, rotary_dims, bf16, {}, {});
+        CHECK(nan_mismatches(nan_base, nan_wgmma) == 0);
+        CHECK(nan_mismatches(nan_base, std::vector<unsigned char>(nan_base.size(), 0)) > 0);  // the codes made NaNs
+    }
+}
