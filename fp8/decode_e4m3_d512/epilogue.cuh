@@ -49,13 +49,14 @@ __device__ __forceinline__ void block_row(uint32_t stats, int32_t row, float& to
     for (int32_t w = 0; w < Traits::kWarps; ++w) sum += l[w] * warp_weight(m[w], top);
 }
 
-// The sum, in part order, of the Traits::kWarps parts' float4 at dims dim .. dim + 3 of row `row`
-// in the merge area (fp32 [part][row][dim], kMergeRowBytes a row).
-template <class Traits>
+// The sum, in part order, of the kParts parts' float4 at dims dim .. dim + 3 of row `row` in the
+// merge area (fp32 [part][row][dim], kMergeRowBytes a row; a part per warp here, per warpgroup in
+// decode_e4m3kfvw_d512).
+template <class Traits, int32_t kParts = Traits::kWarps>
 __device__ __forceinline__ float4 merged_quad(uint32_t merge, int32_t row, int32_t dim) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-    for (int32_t w = 0; w < Traits::kWarps; ++w) {
+    for (int32_t w = 0; w < kParts; ++w) {
         const float4 v = ptx::load_shared_f32x4(
             merge + static_cast<uint32_t>((w * Traits::kRows + row) * Traits::kMergeRowBytes + dim * 4));
         acc.x += v.x;

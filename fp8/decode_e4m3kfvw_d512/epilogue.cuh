@@ -20,22 +20,6 @@
 
 namespace wideattn::kfvw {
 
-// The sum, in warpgroup order, of the warpgroups' float4 at dims dim .. dim + 3 of row `row` in the
-// merge area (fp32 [group][row][dim]).
-__device__ __forceinline__ float4 merged_groups(uint32_t merge, int32_t row, int32_t dim) {
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-    for (int32_t group = 0; group < Traits::kWarpGroups; ++group) {
-        const float4 v = ptx::load_shared_f32x4(
-            merge + static_cast<uint32_t>((group * Traits::kRows + row) * Traits::kMergeRowBytes + dim * 4));
-        acc.x += v.x;
-        acc.y += v.y;
-        acc.z += v.z;
-        acc.w += v.w;
-    }
-    return acc;
-}
-
 template <bool kSplit>
 __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
                                             const float (&o)[Traits::kPvDimBlocks][2][4], GroupRows& rows,
@@ -97,7 +81,8 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
 #pragma unroll
     for (int32_t j = 0; j < kPasses; ++j) {
         const int32_t dim = first_dim + j * kDimsPerPass;
-        decode_e4m3::store_output_quad<kSplit>(p, token, head, part, dim, merged_groups(merge, row, dim), inv);
+        const float4 acc = decode_e4m3::merged_quad<Traits, Traits::kWarpGroups>(merge, row, dim);
+        decode_e4m3::store_output_quad<kSplit>(p, token, head, part, dim, acc, inv);
     }
     if (thread % kThreadsPerRow == 0) decode_e4m3::store_row_lse<kSplit>(p, token, head, part, lse);
 }
