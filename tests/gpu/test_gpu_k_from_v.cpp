@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "accuracy/bf16.h"
 #include "accuracy/error_stats.h"
 #include "accuracy/reference_cpu.h"
 #include "kernels/common/kernel_desc.h"
@@ -705,8 +706,12 @@ TEST_CASE("gpu decode_e4m3kfvw_d512: FP8 wgmma scores and P V, the fp64 bound, o
     ProblemSpec gemma_peaked = problem_spec({1, 1}, {5000, 70001}, 32, 4, 32, kSeed + 74);
     gemma_peaked.gemma.q_rms = 1.0f;
     check_k_from_v_decode_spec(wgmma, gemma_peaked, kGemma4GlobalRotaryDims, true, bf16);
+    // A v_scale of 3/4 a power of two (the rotated dims' fp32 path); the dequantised V the fp64
+    // kernel reads scaled alike (codes of 4 significant bits times 3 stay exact in bf16).
+    constexpr float kThreeQuarters = 0.75f;
     HostProblem odd_scale = batch;
-    odd_scale.v_scale *= 0.7f;
+    odd_scale.v_scale *= kThreeQuarters;
+    for (uint16_t& v : odd_scale.v) v = float_to_bf16(bf16_to_float(v) * kThreeQuarters);
     check_k_from_v_decode(wgmma, odd_scale, kGemma4GlobalRotaryDims, true, {}, bf16);
 
     HostProblem nan_codes = batch;  // keys of sequence 0, KV head 0
