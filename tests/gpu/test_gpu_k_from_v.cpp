@@ -726,3 +726,64 @@ TEST_CASE("gpu decode_e4m3kfvw_d512: FP8 wgmma scores and P V, the fp64 bound, o
         CHECK(nan_mismatches(nan_base, std::vector<unsigned char>(nan_base.size(), 0)) > 0);  // the codes made NaNs
     }
 }
+
+// The bf16-wgmma form (a candidate): where dims do not rotate it multiplies V by Q' = q w in two
+// bf16 terms (the mode rounds x = bf16(v w) there), so its bits differ from decode_bf16kfv_d512's
+// (the wgmma scores ran); within the fp64 bound on odd context lengths (no multiple of its 64-key
+// tiles), with every rotary_dims form it handles differently (none rotated: all scores by wgmma; a
+// part of one Q load; Gemma 4's 128; every dim: no score wgmma, the rotated Q loads of both
+// warpgroups), one KV head and long sequences (split-KV), bf16 and fp32 weights; NaN V elements on
+// keys of sequence 0 give NaN where they do there.
+TEST_CASE("gpu decode_bf16kfvw_d512: bf16 wgmma scores and P V, the fp64 bound, odd lengths, split-KV, NaN V") {
+    constexpr const char* kBf16KfvKernel = "decode_bf16kfv_d512";
+    constexpr const char* kBf16KfvWgmmaKernel = "decode_bf16kfvw_d512";  // a candidate (sm_90a)
+    constexpr uint16_t kBf16NaN = 0x7fc0u;
+    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
+    const RunnableKernel* const base_kernel = kernel_named(kernels, kBf16KfvKernel);
+    const RunnableKernel* const wgmma_kernel = kernel_named(kernels, kBf16KfvWgmmaKernel);
+    if (!base_kernel || !wgmma_kernel) {
+        MESSAGE("decode_bf16kfvw_d512 (a candidate: -Dcandidate_kernels=decode_bf16kfvw_d512) or "
+                "decode_bf16kfv_d512 is not in this bundle or does not run here");
+        return;
+    }
+    const RunnableKernel& base = *base_kernel;
+    const RunnableKernel& wgmma = *wgmma_kernel;
+    ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 80);
+    HostProblem batch;
+    REQUIRE(make_problem(spec, &batch).empty());
+    const KNormWeights bf16 = KNormWeights::kBf16, fp32 = KNormWeights::kFp32;
+    for (const KNormWeights weights : {bf16, fp32}) {
+        CAPTURE(weights == bf16);
+        const size_t differ = bf16_mismatches(k_from_v_raw_output(base, batch, kGemma4GlobalRotaryDims, weights, {}, {}),
+                                              k_from_v_raw_output(wgmma, batch, kGemma4GlobalRotaryDims, weights, {}, {}));
+        std::printf("  %-20s %-64s wgmma: %zu outputs differ from %s\n", wgmma.name.c_str(),
+                    batch.spec.describe().c_str(), differ, base.name.c_str());
+        CHECK(differ > 0);
+    }
+    constexpr int32_t kNoRotation = 0, kPartOfOneQLoad = 2;
+    for (const int32_t rotary_dims : {kNoRotation, kPartOfOneQLoad, kGemma4GlobalRotaryDims, kEveryDim})
+        for (const KNormWeights weights : {bf16, fp32}) {
+            check_k_from_v_decode(wgmma, batch, rotary_dims, true, {}, weights);
+            check_k_from_v_decode_spec(wgmma, problem_spec({1, 1, 1}, {65, 130, 3}, 8, 1, 16, kSeed + 81), rotary_dims,
+                                       true, weights);  // one KV head: split-KV
+        }
+    check_k_from_v_decode_spec(wgmma, problem_spec({1}, {131070}, 32, 4, 64, kSeed + 82), kGemma4GlobalRotaryDims, true,
+                               bf16);
+    check_k_from_v_decode_spec(wgmma, problem_spec({1}, {131070}, 32, 4, 64, kSeed + 83), kEveryDim, true, fp32);
+    check_k_from_v_decode_spec(wgmma, problem_spec({1, 1, 1}, {257, 20000, 3}, 8, 1, 128, kSeed + 84), kEveryDim, true);
+    ProblemSpec gemma_peaked = problem_spec({1, 1}, {5000, 70001}, 32, 4, 32, kSeed + 85);
+    gemma_peaked.gemma.q_rms = 1.0f;
+    check_k_from_v_decode_spec(wgmma, gemma_peaked, kGemma4GlobalRotaryDims, true, bf16);
+
+    HostProblem nan_values = batch;  // keys of sequence 0, KV head 0
+    nan_values.v[first_sequence_element(nan_values, 3, 3)] = kBf16NaN;      // a rotated dim
+    nan_values.v[first_sequence_element(nan_values, 500, 300)] = kBf16NaN;  // an unrotated one
+    nan_values.v[first_sequence_element(nan_values, 776, 511)] = kBf16NaN;  // the last key, dim
+    for (const int32_t rotary_dims : {kNoRotation, kGemma4GlobalRotaryDims}) {
+        CAPTURE(rotary_dims);
+        const std::vector<unsigned char> nan_base = k_from_v_raw_output(base, nan_values, rotary_dims, bf16, {}, {});
+        const std::vector<unsigned char> nan_wgmma = k_from_v_raw_output(wgmma, nan_values, rotary_dims, bf16, {}, {});
+        CHECK(nan_mismatches(nan_base, nan_wgmma) == 0);
+        CHECK(nan_mismatches(nan_base, std::vector<unsigned char>(nan_base.size(), 0)) > 0);  // the values made NaNs
+    }
+}
