@@ -24,6 +24,7 @@
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/ptx_mma.cuh"
 #include "kernels/common/ptx_wgmma.cuh"
+#include "kernels/common/warpgroup_max.cuh"
 #include "kernels/decode_bf16kfv_d512/keys.cuh"
 #include "kernels/decode_bf16kfvw_d512/layout.h"
 #include "kernels/decode_bf16kfvw_d512/loads.cuh"
@@ -33,13 +34,6 @@ namespace wideattn::kfvw_bf16 {
 
 using decode_e4m3::kFullMask;
 using decode_e4m3::WarpRows;
-
-// Named barrier of warpgroup `group` (0 is __syncthreads).
-constexpr uint32_t kGroupBarrierBase = 1;
-
-__device__ __forceinline__ void group_barrier(int32_t group) {
-    ptx::named_barrier_sync(kGroupBarrierBase + group, Traits::kWarpGroupThreads);
-}
 
 // What every tile of the loop reads: shared memory, the block's tables and scales.
 struct TileContext {
@@ -161,27 +155,8 @@ __device__ __forceinline__ void tile_scores(const TileContext& ctx, uint32_t sta
 __device__ __forceinline__ void tile_softmax(const TileContext& ctx, const float (&s)[4], int32_t group, int32_t warp,
                                              int32_t lane, WarpRows& rows, float (&o)[Traits::kPvDimBlocks][4]) {
     const int32_t g = lane / 4, t = lane % 4;
-    float tile_max[2] = {fmaxf(s[0], s[2]), fmaxf(s[1], s[3])};
-#pragma unroll
-    for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r)
-            tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], offset));
-    const uint32_t slot = ctx.max_slots + static_cast<uint32_t>(warp * Traits::kGroup * 4);
-    if (g == 0)
-        asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(slot + 8 * t), "f"(tile_max[0]), "f"(tile_max[1])
-                     : "memory");
-    group_barrier(group);
-#pragma unroll
-    for (int32_t w = 0; w < Traits::kWarpsPerGroup; ++w) {
-        float m0, m1;
-        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n"
-                     : "=f"(m0), "=f"(m1)
-                     : "r"(ctx.max_slots + static_cast<uint32_t>(w * Traits::kGroup * 4 + 8 * t))
-                     : "memory");
-        tile_max[0] = fmaxf(tile_max[0], m0);
-        tile_max[1] = fmaxf(tile_max[1], m1);
-    }
+    float tile_max[2];
+    warpgroup_tile_max<Traits>(s, ctx.max_slots, group, warp, lane, tile_max);
     const bool grows = tile_max[0] > rows.max_log2[0] || tile_max[1] > rows.max_log2[1];
     if (__any_sync(kFullMask, grows)) {
         float alpha[2];
@@ -209,7 +184,7 @@ __device__ __forceinline__ void tile_softmax(const TileContext& ctx, const float
                      : "memory");
     }
     ptx::fence_proxy_async_shared();
-    group_barrier(group);
+    warpgroup_barrier<Traits>(group);
 }
 
 // O^T += V^T P^T over a tile: per 64-dim slab of the warpgroup and 16 keys one m64n8k16, all in
