@@ -82,7 +82,7 @@ TEST_CASE("kfvw bf16 layout: the V stage and Q' are where the score steps read t
     const uint32_t stage = kBase, fold = kBase + Bt::kStageBytes;
     int64_t wrong = 0, checked = 0;
     for (int32_t block = 0; block < Bt::kScoreSteps; ++block) {
-        const kfvw_bf16::ScoreStep step = kfvw_bf16::score_step(stage, fold, block);
+        const FoldScoreStep step = fold_score_step<Bt>(stage, fold, block);
         CHECK((step.v.high >> 30) == 1u);
         CHECK(field(step.v.high, 0) == static_cast<uint32_t>(Bt::kAtomBytes));
         for (int32_t k = 0; k < Bt::kScoreStepDims; ++k) {

@@ -78,7 +78,7 @@ TEST_CASE("kfvw layout: the V stage and Q' are where the score steps read them")
     const uint32_t stage = kBase, fold = kBase + Kt::kStageBytes;
     int64_t wrong = 0, checked = 0;
     for (int32_t block = 0; block < Kt::kDimBlocks; ++block) {
-        const kfvw::ScoreStep step = kfvw::score_step(stage, fold, block);
+        const FoldScoreStep step = fold_score_step<Kt>(stage, fold, block);
         CHECK((step.v.high >> 30) == 1u);
         CHECK(field(step.v.high, 0) == static_cast<uint32_t>(Kt::kAtomBytes));
         for (int32_t k = 0; k < Kt::kScoreStepBytes; ++k) {

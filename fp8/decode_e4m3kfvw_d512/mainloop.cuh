@@ -106,7 +106,7 @@ __device__ __forceinline__ void issue_folded_scores(const TileContext& ctx, uint
     for (int32_t c = ctx.rotated_blocks; c < Traits::kPairBlockOffset; ++c) {
 #pragma unroll
         for (int32_t b = 0; b < 2; ++b) {
-            const ScoreStep step = score_step(stage, ctx.fold, c + b * Traits::kPairBlockOffset);
+            const FoldScoreStep step = fold_score_step<Traits>(stage, ctx.fold, c + b * Traits::kPairBlockOffset);
             ptx::wgmma_m64n16k32_e4m3_ss(s, step.v, step.q, 1);
         }
     }

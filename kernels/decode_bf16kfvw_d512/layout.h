@@ -9,6 +9,7 @@
 
 #include "kernels/common/k_from_v.h"
 #include "kernels/common/kernel_desc.h"
+#include "kernels/common/wgmma_decode_layout.h"
 #include "kernels/common/wgmma_layout.h"
 #include "kernels/decode_bf16kfvw_d512/traits.h"
 
@@ -16,39 +17,14 @@ namespace wideattn::kfvw_bf16 {
 
 using Traits = DecodeBf16KfvWD512Traits;
 
-// Byte offset of 16-byte vector `vec` (0 .. 63) of row `row` in an operand of kRows rows of 512
-// bf16 (eight 128-byte slabs of kRows rows each): kRows = kTileKeysW for a V stage, kTermColumns
-// for Q'.
-template <int32_t kRows>
-WIDEATTN_HOST_DEVICE constexpr uint32_t swizzled_offset(int32_t row, int32_t vec) {
-    return static_cast<uint32_t>((vec / Traits::kVecsPerSlabRow) * kRows * Traits::kSwizzleBytes +
-                                 row * Traits::kSwizzleBytes +
-                                 ((vec % Traits::kVecsPerSlabRow) ^ (row % Traits::kAtomRows)) * Traits::kVecBytes);
-}
-
+// Byte offsets of 16-byte vector `vec` of a row of 512 bf16 in a V stage (row: the key) and in Q' (row:
+// the term row), in the 128-byte-swizzled K-major layout of hopper::operand_offset.
 WIDEATTN_HOST_DEVICE constexpr uint32_t stage_offset(int32_t key, int32_t vec) {
-    return swizzled_offset<Traits::kTileKeysW>(key, vec);
+    return hopper::operand_offset<Traits, Traits::kTileKeysW>(key, vec);
 }
 
 WIDEATTN_HOST_DEVICE constexpr uint32_t fold_offset(int32_t row, int32_t vec) {
-    return swizzled_offset<Traits::kTermColumns>(row, vec);
-}
-
-// The score k-step of 16-dim block `block` (0 .. 31): A = the stage's 64 keys, B = Q''s 16 rows,
-// both at the block's 32 bytes of its slab.
-struct ScoreStep {
-    hopper::SmemDescriptor v;
-    hopper::SmemDescriptor q;
-};
-
-WIDEATTN_HOST_DEVICE inline ScoreStep score_step(uint32_t stage, uint32_t fold, int32_t block) {
-    constexpr int32_t kStepsPerSlab = Traits::kSwizzleBytes / Traits::kScoreStepBytes;  // 4
-    const int32_t slab = block / kStepsPerSlab;
-    const int32_t inside = (block % kStepsPerSlab) * Traits::kScoreStepBytes;
-    return ScoreStep{hopper::swizzle128_descriptor(stage + slab * Traits::kStageSlabBytes + inside, Traits::kVecBytes,
-                                                   Traits::kAtomBytes),
-                     hopper::swizzle128_descriptor(fold + slab * Traits::kFoldSlabBytes + inside, Traits::kVecBytes,
-                                                   Traits::kAtomBytes)};
+    return hopper::operand_offset<Traits, Traits::kTermColumns>(row, vec);
 }
 
 // The A descriptor of P V for warpgroup `group`, dim block `block` (0 .. 3: slab 4 group + block)

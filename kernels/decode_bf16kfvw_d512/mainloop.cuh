@@ -107,7 +107,7 @@ __device__ __forceinline__ void issue_folded_scores(const TileContext& ctx, uint
     ptx::wgmma_fence();
 #pragma unroll 1
     for (int32_t j = Traits::kScoreStepsPerQLoad * ctx.rotated_q_loads; j < Traits::kGroupScoreSteps; ++j) {
-        const ScoreStep step = score_step(stage, ctx.fold, group * Traits::kGroupScoreSteps + j);
+        const FoldScoreStep step = fold_score_step<Traits>(stage, ctx.fold, group * Traits::kGroupScoreSteps + j);
         ptx::wgmma_m64n16k16_bf16_ss(s, step.v, step.q, 1);
     }
     ptx::wgmma_commit();
