@@ -80,7 +80,7 @@ __device__ __forceinline__ void decode_kfvw_block(const wideattn_prefill_params&
         for (int32_t n = 0; n < 2; ++n)
 #pragma unroll
             for (int32_t e = 0; e < 4; ++e) o[d][n][e] = 0.0f;
-    GroupRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
+    WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
     if (product)
         group_key_loop<true>(p, stream, ctx, rows, o);
     else

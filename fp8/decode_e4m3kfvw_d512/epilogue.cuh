@@ -22,17 +22,13 @@ namespace wideattn::kfvw {
 
 template <bool kSplit>
 __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
-                                            const float (&o)[Traits::kPvDimBlocks][2][4], GroupRows& rows,
+                                            const float (&o)[Traits::kPvDimBlocks][2][4], WarpRows& rows,
                                             int32_t group, int32_t warp, int32_t lane, int64_t token,
                                             int32_t kv_head) {
     const int32_t g = lane / 4, t = lane % 4;
     const int32_t block_warp = group * Traits::kWarpsPerGroup + warp;
     if constexpr (kSplit) ptx::allow_dependent_launch();  // the merge may be scheduled (docs/design.md, split-KV)
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r)
-#pragma unroll
-        for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
-            rows.sum[r] += __shfl_xor_sync(kFullMask, rows.sum[r], offset);
+    decode_e4m3::sum_warp_rows<Traits>(rows);
     __syncthreads();  // every warpgroup is past its key loop: the rings are free
     if (g == 0)
 #pragma unroll
@@ -43,12 +39,7 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
                          : "memory");
     __syncthreads();
     float weight[2];
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r) {
-        float top, sum;
-        decode_e4m3::block_row<Traits>(stats, 2 * t + r, top, sum);
-        weight[r] = decode_e4m3::warp_weight(rows.max_log2[r], top);
-    }
+    decode_e4m3::row_weights<Traits>(stats, t, rows, weight);
     const uint32_t group_merge = merge + static_cast<uint32_t>(group * Traits::kRows * Traits::kMergeRowBytes);
 #pragma unroll
     for (int32_t d = 0; d < Traits::kPvDimBlocks; ++d)
@@ -64,27 +55,7 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
         }
     __syncthreads();
 
-    // Thread i: row i / 32, dims 4 (i % 32) + 128 j for j < 4.
-    constexpr int32_t kThreadsPerRow = Traits::kThreads / Traits::kRows;
-    constexpr int32_t kDimsPerPass = 4 * kThreadsPerRow;
-    constexpr int32_t kPasses = Traits::kHeadDim / kDimsPerPass;
-    const int32_t thread = static_cast<int32_t>(threadIdx.x);
-    const int32_t row = thread / kThreadsPerRow;
-    const int32_t first_dim = 4 * (thread % kThreadsPerRow);
-    float top, sum;
-    decode_e4m3::block_row<Traits>(stats, row, top, sum);
-    const float inv = inverse_row_sum(sum, __ldg(p.v_scale));
-    const int32_t head = kv_head * Traits::kGroup + row;
-    const float lse = row_lse(top - Traits::kProbScaleLog2, sum);
-    int64_t part = 0;
-    if constexpr (kSplit) part = split_row(p, token, head);
-#pragma unroll
-    for (int32_t j = 0; j < kPasses; ++j) {
-        const int32_t dim = first_dim + j * kDimsPerPass;
-        const float4 acc = decode_e4m3::merged_quad<Traits, Traits::kWarpGroups>(merge, row, dim);
-        decode_e4m3::store_output_quad<kSplit>(p, token, head, part, dim, acc, inv);
-    }
-    if (thread % kThreadsPerRow == 0) decode_e4m3::store_row_lse<kSplit>(p, token, head, part, lse);
+    decode_e4m3::write_rows<Traits, kSplit, true, Traits::kWarpGroups>(p, merge, stats, token, kv_head);
 }
 
 }  // namespace wideattn::kfvw

@@ -48,13 +48,10 @@ struct TileContext {
     float score_scale;  // softmax_scale log2 e
 };
 
-// The online-softmax state of the thread's two heads (2t, 2t + 1) over the warpgroup's keys: the
-// maxima (the same in every thread of the warpgroup with the same t) and the thread's part of the
-// sums of 2^(s - max + kProbScaleLog2).
-struct GroupRows {
-    float max_log2[2];
-    float sum[2];
-};
+// The online-softmax state of the thread's two heads (2t, 2t + 1) over the warpgroup's keys is
+// decode_e4m3_d512's WarpRows: the maxima (here the same in every thread of the warpgroup with the
+// same t) and the thread's part of the sums of 2^(s - max + kProbScaleLog2).
+using decode_e4m3::WarpRows;
 
 // The rotated dims' scores of the warp's 16 keys (decode_e4m3kfvb_d512's arithmetic: bf16 K from
 // the codes, rotated with the table's cos / sin where it holds the valid keys, else the formula's,
@@ -138,28 +135,12 @@ __device__ __forceinline__ void tile_scores(const TileContext& ctx, uint32_t sta
 // terms stored into the P^T tile. Ends with the async-proxy fence and the group barrier, after
 // which the P V wgmma may read the tile.
 __device__ __forceinline__ void tile_softmax(const TileContext& ctx, float (&s)[4], int32_t group, int32_t warp,
-                                             int32_t lane, GroupRows& rows,
+                                             int32_t lane, WarpRows& rows,
                                              float (&o)[Traits::kPvDimBlocks][2][4]) {
     const int32_t g = lane / 4, t = lane % 4;
     float tile_max[2];
     warpgroup_tile_max<Traits>(s, ctx.max_slots, group, warp, lane, tile_max);
-    const bool grows = tile_max[0] > rows.max_log2[0] || tile_max[1] > rows.max_log2[1];
-    if (__any_sync(kFullMask, grows)) {
-        float alpha[2];
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r) {
-            const float updated = fmaxf(rows.max_log2[r], tile_max[r]);
-            alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(rows.max_log2[r] - updated);
-            rows.max_log2[r] = updated;
-            rows.sum[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int32_t d = 0; d < Traits::kPvDimBlocks; ++d)
-#pragma unroll
-            for (int32_t n = 0; n < 2; ++n)
-#pragma unroll
-                for (int32_t e = 0; e < 4; ++e) o[d][n][e] *= alpha[e % 2];
-    }
+    decode_e4m3::raise_row_max(tile_max, rows, o);
     float prob[4];
 #pragma unroll
     for (int32_t e = 0; e < 4; ++e) {
@@ -224,7 +205,7 @@ __device__ __forceinline__ void tile_pv(const TileContext& ctx, uint32_t stage, 
 // scores, the softmax, P V.
 template <bool kProduct>
 __device__ __forceinline__ void group_key_loop(const wideattn_prefill_params& p, const GroupStream& stream,
-                                               const TileContext& ctx, GroupRows& rows,
+                                               const TileContext& ctx, WarpRows& rows,
                                                float (&o)[Traits::kPvDimBlocks][2][4]) {
     for (int32_t i = 0; i < stream.count; ++i) {
         ptx::cp_async_wait<Traits::kStagesInFlight - 1>();

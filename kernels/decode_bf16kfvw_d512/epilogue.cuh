@@ -49,27 +49,7 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
         }
     __syncthreads();
 
-    // Thread i: row i / 32, dims 4 (i % 32) + 128 j for j < 4.
-    constexpr int32_t kThreadsPerRow = Traits::kThreads / Traits::kRows;
-    constexpr int32_t kDimsPerPass = 4 * kThreadsPerRow;
-    constexpr int32_t kPasses = Traits::kHeadDim / kDimsPerPass;
-    const int32_t thread = static_cast<int32_t>(threadIdx.x);
-    const int32_t row = thread / kThreadsPerRow;
-    const int32_t first_dim = 4 * (thread % kThreadsPerRow);
-    float top, sum;
-    decode_e4m3::block_row<Traits>(stats, row, top, sum);
-    const float inv = inverse_row_sum(sum);
-    const int32_t head = kv_head * Traits::kGroup + row;
-    const float lse = row_lse(top - Traits::kProbScaleLog2, sum);
-    int64_t part = 0;
-    if constexpr (kSplit) part = split_row(p, token, head);
-#pragma unroll
-    for (int32_t j = 0; j < kPasses; ++j) {
-        const int32_t dim = first_dim + j * kDimsPerPass;
-        const float4 acc = decode_e4m3::merged_quad<Traits, 1>(rows_area, row, dim);
-        decode_e4m3::store_output_quad<kSplit>(p, token, head, part, dim, acc, inv);
-    }
-    if (thread % kThreadsPerRow == 0) decode_e4m3::store_row_lse<kSplit>(p, token, head, part, lse);
+    decode_e4m3::write_rows<Traits, kSplit, false, 1>(p, rows_area, stats, token, kv_head);
 }
 
 }  // namespace wideattn::kfvw_bf16

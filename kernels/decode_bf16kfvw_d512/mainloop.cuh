@@ -157,21 +157,7 @@ __device__ __forceinline__ void tile_softmax(const TileContext& ctx, const float
     const int32_t g = lane / 4, t = lane % 4;
     float tile_max[2];
     warpgroup_tile_max<Traits>(s, ctx.max_slots, group, warp, lane, tile_max);
-    const bool grows = tile_max[0] > rows.max_log2[0] || tile_max[1] > rows.max_log2[1];
-    if (__any_sync(kFullMask, grows)) {
-        float alpha[2];
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r) {
-            const float updated = fmaxf(rows.max_log2[r], tile_max[r]);
-            alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(rows.max_log2[r] - updated);
-            rows.max_log2[r] = updated;
-            rows.sum[r] *= alpha[r];
-        }
-#pragma unroll
-        for (int32_t d = 0; d < Traits::kPvDimBlocks; ++d)
-#pragma unroll
-            for (int32_t e = 0; e < 4; ++e) o[d][e] *= alpha[e % 2];
-    }
+    decode_e4m3::raise_row_max(tile_max, rows, o);
 #pragma unroll
     for (int32_t e = 0; e < 4; ++e) {
         const float m = rows.max_log2[e % 2];
