@@ -2,6 +2,8 @@
 // split's under split-KV, whose first key sets the RoPE positions), each warpgroup's first tiles
 // issued, the tables (decode_e4m3kfvb_d512's: k_norm's weight, the frequencies, the w v_scale
 // products where they are exact), bf16 Q and Q' staged, the warpgroups' key loops and the end.
+// Form is the entry's traits: DecodeE4m3KfvWD512Traits, or a form of it whose kPipelined picks the
+// pipelined key loop (decode_e4m3kfvwp_d512); every other constant is Traits'.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@
 
 namespace wideattn::kfvw {
 
-template <bool kSplit>
+template <class Form, bool kSplit>
 __device__ __forceinline__ void decode_kfvw_block(const wideattn_prefill_params& p, const KFromV& kfv,
                                                   unsigned char* smem) {
     using Plan = Traits::SmemPlan;
@@ -81,10 +83,17 @@ __device__ __forceinline__ void decode_kfvw_block(const wideattn_prefill_params&
 #pragma unroll
             for (int32_t e = 0; e < 4; ++e) o[d][n][e] = 0.0f;
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-    if (product)
-        group_key_loop<true>(p, stream, ctx, rows, o);
-    else
-        group_key_loop<false>(p, stream, ctx, rows, o);
+    if constexpr (Form::kPipelined) {
+        if (product)
+            group_key_loop_pipelined<Form, true>(p, stream, ctx, rows, o);
+        else
+            group_key_loop_pipelined<Form, false>(p, stream, ctx, rows, o);
+    } else {
+        if (product)
+            group_key_loop<true>(p, stream, ctx, rows, o);
+        else
+            group_key_loop<false>(p, stream, ctx, rows, o);
+    }
     write_block<kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, group, stream.warp, lane, token,
                         work.kv_head);
 }

@@ -13,7 +13,7 @@ extern "C" __global__ void __launch_bounds__(wideattn::DecodeE4m3KfvWD512Traits:
 wideattn_decode_e4m3kfvw_d512(const __grid_constant__ wideattn_prefill_params p,
                               const __grid_constant__ wideattn::KFromV kfv) {
     extern __shared__ __align__(wideattn::DecodeE4m3KfvWD512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::kfvw::decode_kfvw_block<false>(p, kfv, smem);
+    wideattn::kfvw::decode_kfvw_block<wideattn::DecodeE4m3KfvWD512Traits, false>(p, kfv, smem);
 }
 
 // The split-KV entry (grid.z = key splits; kernels/common/block_geometry.cuh, restrict_to_split).
@@ -21,5 +21,5 @@ extern "C" __global__ void __launch_bounds__(wideattn::DecodeE4m3KfvWD512Traits:
 wideattn_decode_e4m3kfvw_d512_split(const __grid_constant__ wideattn_prefill_params p,
                                     const __grid_constant__ wideattn::KFromV kfv) {
     extern __shared__ __align__(wideattn::DecodeE4m3KfvWD512Traits::kSmemAlign) unsigned char smem[];
-    wideattn::kfvw::decode_kfvw_block<true>(p, kfv, smem);
+    wideattn::kfvw::decode_kfvw_block<wideattn::DecodeE4m3KfvWD512Traits, true>(p, kfv, smem);
 }

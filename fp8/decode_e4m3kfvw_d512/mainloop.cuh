@@ -11,6 +11,8 @@
 // - P V: O^T (512 dims x 16 terms) += V^T P^T, one wgmma m64n16k32 e4m3 per 64-dim block and 32
 //   keys, V^T in registers by transposed ldmatrix from the stage and byte permutes (the keys of a
 //   register in pv_key_position order, as P^T holds them).
+// The pipelined loop (group_key_loop_pipelined, decode_e4m3kfvwp_d512) runs the same steps with a
+// tile's P V wgmma in flight under the next tile's scores.
 // Fragment layout of a thread (warp w of the warpgroup, g = lane / 4, t = lane % 4): score element
 // e is key 16w + g + 8 (e / 2) of the tile, head 2t + e % 2; o[D][n][e] is dim pv_row_dim(D, 16w
 // + g + 8 (e / 2)), term n (0 high, 1 low) of head 2t + e % 2.
@@ -111,15 +113,20 @@ __device__ __forceinline__ void issue_folded_scores(const TileContext& ctx, uint
 }
 
 // The tile's scores in log2 units, keys past kv_end at -inf: the thread's 4 (score element e).
-template <bool kProduct>
+// `folded` is the unrotated dims' score accumulator, zeroed by the caller (before any wgmma it
+// leaves in flight: a register defined under a wgmma in flight makes ptxas serialise the wgmma);
+// before_wait() runs after the rotated dims' part, before the wait for the score wgmma (and for
+// any wgmma the caller left in flight).
+template <bool kProduct, class BeforeWait>
 __device__ __forceinline__ void tile_scores(const TileContext& ctx, uint32_t stage, int32_t warp, int32_t lane,
-                                            int32_t tile_key0, int32_t kv_end, float (&s)[4]) {
+                                            int32_t tile_key0, int32_t kv_end, float (&folded)[2][4],
+                                            float (&s)[4], const BeforeWait& before_wait) {
     const int32_t g = lane / 4;
-    float folded[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     issue_folded_scores(ctx, stage, folded);
     float rotated[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     const int32_t warp_key0 = tile_key0 + warp * Traits::kSubTileKeys;
     rotated_scores<kProduct>(ctx, stage, warp, lane, ctx.first_position + warp_key0, kv_end - warp_key0, rotated);
+    before_wait();
     ptx::wgmma_wait<0>();
     ptx::pin_all(folded);
 #pragma unroll
@@ -128,6 +135,14 @@ __device__ __forceinline__ void tile_scores(const TileContext& ctx, uint32_t sta
         const float unrotated = (folded[0][e] + folded[1][e] * Traits::kLowTermWeight) * ctx.unscale;
         s[e] = key < kv_end ? (unrotated + (rotated[0][e] + rotated[1][e])) * ctx.score_scale : -INFINITY;
     }
+}
+
+// tile_scores with nothing else in flight.
+template <bool kProduct>
+__device__ __forceinline__ void tile_scores(const TileContext& ctx, uint32_t stage, int32_t warp, int32_t lane,
+                                            int32_t tile_key0, int32_t kv_end, float (&s)[4]) {
+    float folded[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    tile_scores<kProduct>(ctx, stage, warp, lane, tile_key0, kv_end, folded, s, [] {});
 }
 
 // The softmax step of a tile: the warpgroup's tile maxima (posted by the warps, read after the
@@ -166,15 +181,19 @@ __device__ __forceinline__ void tile_softmax(const TileContext& ctx, float (&s)[
     warpgroup_barrier<Traits>(group);
 }
 
-// O^T += V^T P^T over a tile: per 64-dim block D the warp's V^T fragments of its vector 4 D + w
-// (two 32-key steps: one transposed ldmatrix.x4 of 4 x 8 keys each, permuted into the 8-bit A
-// layout) and two wgmma; all 16 in flight, waited for at the end.
-__device__ __forceinline__ void tile_pv(const TileContext& ctx, uint32_t stage, int32_t warp, int32_t lane,
-                                        float (&o)[Traits::kPvDimBlocks][2][4]) {
-    uint32_t a[Traits::kPvDimBlocks][Traits::kPvSteps][4];
+// The P V A fragments of a tile: [64-dim block][32-key step][register].
+using PvFragments = uint32_t[Traits::kPvDimBlocks][Traits::kPvSteps][4];
+
+// Issues (and commits, not waited for) O^T += V^T P^T for the 64-dim blocks [kFirst, kEnd) of a
+// tile: per block D the warp's V^T fragments of its vector 4 D + w (two 32-key steps: one
+// transposed ldmatrix.x4 of 4 x 8 keys each, permuted into the 8-bit A layout) into a[D] and two
+// wgmma. a and o stay in use by the wgmma until the caller's wait (then pin_pv).
+template <int32_t kFirst, int32_t kEnd>
+__device__ __forceinline__ void issue_pv(const TileContext& ctx, uint32_t stage, int32_t warp, int32_t lane,
+                                         PvFragments& a, float (&o)[Traits::kPvDimBlocks][2][4]) {
     const int32_t row = 8 * (lane / 8) + lane % 8;  // lane L: row L % 8 of matrix L / 8
 #pragma unroll
-    for (int32_t d = 0; d < Traits::kPvDimBlocks; ++d) {
+    for (int32_t d = kFirst; d < kEnd; ++d) {
         const int32_t vec = d * Traits::kWarpsPerGroup + warp;
 #pragma unroll
         for (int32_t step = 0; step < Traits::kPvSteps; ++step) {
@@ -191,7 +210,10 @@ __device__ __forceinline__ void tile_pv(const TileContext& ctx, uint32_t stage, 
             ptx::wgmma_m64n16k32_e4m3_rs(o[d], a[d][step], pv_step_descriptor(ctx.p_tile, step));
         ptx::wgmma_commit();
     }
-    ptx::wgmma_wait<0>();
+}
+
+// After the wait for a tile's P V wgmma: its A fragments and O^T stay where the wgmma used them.
+__device__ __forceinline__ void pin_pv(PvFragments& a, float (&o)[Traits::kPvDimBlocks][2][4]) {
 #pragma unroll
     for (int32_t d = 0; d < Traits::kPvDimBlocks; ++d) {
         ptx::pin_all(a[d]);
@@ -199,24 +221,88 @@ __device__ __forceinline__ void tile_pv(const TileContext& ctx, uint32_t stage, 
     }
 }
 
+// O^T += V^T P^T over a tile: all 16 wgmma in flight, waited for at the end.
+__device__ __forceinline__ void tile_pv(const TileContext& ctx, uint32_t stage, int32_t warp, int32_t lane,
+                                        float (&o)[Traits::kPvDimBlocks][2][4]) {
+    PvFragments a;
+    issue_pv<0, Traits::kPvDimBlocks>(ctx, stage, warp, lane, a, o);
+    ptx::wgmma_wait<0>();
+    pin_pv(a, o);
+}
+
+// Waits for the warpgroup's tile whose copies are the oldest but kStagesInFlight - 1 of the groups
+// committed: every thread's copies, fenced for the async proxy, then the group barrier.
+__device__ __forceinline__ void wait_group_tile(const GroupStream& stream) {
+    ptx::cp_async_wait<Traits::kStagesInFlight - 1>();
+    ptx::fence_proxy_async_shared();
+    warpgroup_barrier<Traits>(stream.group);
+}
+
 // The warpgroup's key loop over its tiles (the first kStagesInFlight issued by the caller): wait
-// for tile i (every thread's copies, fenced for the async proxy, then the group barrier, after
-// which every thread is also done with tile i - 1), issue tile i + 2 into tile i - 1's stage, the
-// scores, the softmax, P V.
+// for tile i (after the group barrier every thread is also done with tile i - 1), issue tile i + 2
+// into tile i - 1's stage, the scores, the softmax, P V.
 template <bool kProduct>
 __device__ __forceinline__ void group_key_loop(const wideattn_prefill_params& p, const GroupStream& stream,
                                                const TileContext& ctx, WarpRows& rows,
                                                float (&o)[Traits::kPvDimBlocks][2][4]) {
     for (int32_t i = 0; i < stream.count; ++i) {
-        ptx::cp_async_wait<Traits::kStagesInFlight - 1>();
-        ptx::fence_proxy_async_shared();
-        warpgroup_barrier<Traits>(stream.group);
+        wait_group_tile(stream);
         stream.issue(p, i + Traits::kStagesInFlight);
         const uint32_t stage = stream.stage(i);
         float s[4];
         tile_scores<kProduct>(ctx, stage, stream.warp, stream.lane, stream.tile_key0(i), stream.kv_end, s);
         tile_softmax(ctx, s, stream.group, stream.warp, stream.lane, rows, o);
         tile_pv(ctx, stage, stream.warp, stream.lane, o);
+    }
+    ptx::cp_async_wait<0>();
+}
+
+// The pipelined key loop (Form::kPipelined, decode_e4m3kfvwp_d512): the same arithmetic in the
+// same order, tile i's P V wgmma in flight while tile i + 1's score wgmma and rotated build run.
+// Prologue: tile 0's wait (then tile 2 issued into the free third stage), scores and softmax. Tile
+// i: its P V dim blocks below kPvEarlyBlocks issued; where tile i + 1 exists, its wait (the copies
+// of tiles 0 .. i + 2 committed, so kStagesInFlight - 1 may stay pending, as in group_key_loop),
+// its score wgmma and rotated build, the P V dim blocks from kPvEarlyBlocks on, one wait for both
+// products, then its softmax: the rescale sees O after P V of tile i, and P^T is free (every warp
+// waited before the tile-maximum barrier). Tile i + 3 goes into tile i's stage once every warp is
+// past the ldmatrix reads of P V i: after the tile-(i + 1) barrier when all its dim blocks were
+// issued before it, else after softmax i + 1's barriers.
+template <class Form, bool kProduct>
+__device__ __forceinline__ void group_key_loop_pipelined(const wideattn_prefill_params& p, const GroupStream& stream,
+                                                         const TileContext& ctx, WarpRows& rows,
+                                                         float (&o)[Traits::kPvDimBlocks][2][4]) {
+    constexpr int32_t kEarly = Form::kPvEarlyBlocks;
+    constexpr bool kIssueAfterWait = kEarly == Traits::kPvDimBlocks;
+    if (stream.count > 0) {
+        float s[4];
+        wait_group_tile(stream);
+        stream.issue(p, Traits::kStagesInFlight);
+        tile_scores<kProduct>(ctx, stream.stage(0), stream.warp, stream.lane, stream.tile_key0(0), stream.kv_end, s);
+        tile_softmax(ctx, s, stream.group, stream.warp, stream.lane, rows, o);
+    }
+    for (int32_t i = 0; i < stream.count; ++i) {
+        const uint32_t stage = stream.stage(i);
+        float folded[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+        ptx::pin_all(folded);  // zeroed here, not rematerialised under P V
+        PvFragments a;
+        issue_pv<0, kEarly>(ctx, stage, stream.warp, stream.lane, a, o);
+        const auto issue_late_pv = [&] {
+            issue_pv<kEarly, Traits::kPvDimBlocks>(ctx, stage, stream.warp, stream.lane, a, o);
+        };
+        if (i + 1 < stream.count) {
+            float s[4];
+            wait_group_tile(stream);
+            if constexpr (kIssueAfterWait) stream.issue(p, i + Traits::kStages);
+            tile_scores<kProduct>(ctx, stream.stage(i + 1), stream.warp, stream.lane, stream.tile_key0(i + 1),
+                                  stream.kv_end, folded, s, issue_late_pv);
+            pin_pv(a, o);
+            tile_softmax(ctx, s, stream.group, stream.warp, stream.lane, rows, o);
+            if constexpr (!kIssueAfterWait) stream.issue(p, i + Traits::kStages);
+        } else {
+            issue_late_pv();
+            ptx::wgmma_wait<0>();
+            pin_pv(a, o);
+        }
     }
     ptx::cp_async_wait<0>();
 }

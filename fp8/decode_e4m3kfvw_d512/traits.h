@@ -28,6 +28,10 @@ struct DecodeE4m3KfvWD512Traits : DecodeE4m3KfvBD512Traits {
     static constexpr int32_t kGroupTileKeys = kWarpsPerGroup * kSubTileKeys;  // 64: the m of wgmma
     static_assert(kWarpGroups * kWarpsPerGroup == kWarps, "the block's 8 warps form the two warpgroups");
 
+    // The key loop: a tile's P V waited for before the next tile's scores (decode_e4m3kfvwp_d512's
+    // traits set it: the next tile's scores issued while it runs).
+    static constexpr bool kPipelined = false;
+
     // Each warpgroup's ring: three 64-key stages (two in flight while one is read), a stage being
     // [64 keys][512 codes] as four 128-byte slabs [64 rows][128 bytes], the 16-byte vector v of row
     // r at vector (v % 8) ^ (r % 8) of its slab's row (wgmma's 128-byte swizzle, K-major).
