@@ -251,10 +251,11 @@ void check_k_from_v_decode_spec(const RunnableKernel& kernel, ProblemSpec spec, 
 // The raw bf16 output of one K-from-V call of `h` through `kernel` (pinned; the problem's V of its
 // dtype) with Gemma 4's description of `rotary_dims`, the k_norm weights of run_k_from_v_problem
 // (`weights`), the frequency table `inv_freq` (host values, uploaded) when not empty and the cos /
-// sin table `cos_sin` (uploaded) when not empty.
+// sin table `cos_sin` (uploaded) when not empty; the LSE too into *lse when given.
 std::vector<unsigned char> k_from_v_raw_output(const RunnableKernel& kernel, const HostProblem& h, int32_t rotary_dims,
                                                KNormWeights weights, const std::vector<float>& inv_freq,
-                                               const std::vector<uint32_t>& cos_sin) {
+                                               const std::vector<uint32_t>& cos_sin,
+                                               std::vector<double>* lse = nullptr) {
     const std::vector<float> w = random_k_norm_weights(h.spec.head_dim, h.spec.seed + 1, weights);
     DeviceProblem dp;
     REQUIRE(dp.create(*gpu().device, h, WIDEATTN_DTYPE_BF16).empty());
@@ -284,6 +285,7 @@ std::vector<unsigned char> k_from_v_raw_output(const RunnableKernel& kernel, con
     REQUIRE_MESSAGE(err.empty(), err);
     std::vector<unsigned char> raw;
     REQUIRE(dp.download_raw(&raw).empty());
+    if (lse) REQUIRE(dp.download_lse(h, lse).empty());
     return raw;
 }
 
@@ -725,6 +727,75 @@ TEST_CASE("gpu decode_e4m3kfvw_d512: FP8 wgmma scores and P V, the fp64 bound, o
         CHECK(nan_mismatches(nan_base, nan_wgmma) == 0);
         CHECK(nan_mismatches(nan_base, std::vector<unsigned char>(nan_base.size(), 0)) > 0);  // the codes made NaNs
     }
+}
+
+namespace {
+
+// decode_e4m3kfvwp_d512 against decode_e4m3kfvw_d512 on one problem (bf16 weights): every output
+// and LSE the same bits, and every one written (DeviceProblem::run poisons both with NaN first;
+// these problems have no NaN codes, so a NaN left is an unwritten element).
+void check_pipelined_bits(const RunnableKernel& base, const RunnableKernel& pipelined, const HostProblem& h,
+                          int32_t rotary_dims) {
+    CAPTURE(h.spec.describe());
+    CAPTURE(rotary_dims);
+    std::vector<double> base_lse, pipelined_lse;
+    const std::vector<unsigned char> a =
+        k_from_v_raw_output(base, h, rotary_dims, KNormWeights::kBf16, {}, {}, &base_lse);
+    const std::vector<unsigned char> b =
+        k_from_v_raw_output(pipelined, h, rotary_dims, KNormWeights::kBf16, {}, {}, &pipelined_lse);
+    REQUIRE(a.size() == b.size());
+    REQUIRE(base_lse.size() == pipelined_lse.size());
+    size_t differ = 0, lse_differ = 0, lse_nan = 0;
+    for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+    for (size_t i = 0; i < base_lse.size(); ++i) {
+        lse_differ += std::memcmp(&base_lse[i], &pipelined_lse[i], sizeof(double)) != 0;
+        lse_nan += std::isnan(base_lse[i]) + std::isnan(pipelined_lse[i]);
+    }
+    const size_t unwritten = nan_mismatches(a, std::vector<unsigned char>(a.size(), 0));
+    std::printf("  %-20s %-64s rotary %3d: %zu output bytes, %zu LSE values differ from %s\n", pipelined.name.c_str(),
+                h.spec.describe().c_str(), rotary_dims, differ, lse_differ, base.name.c_str());
+    CHECK(differ == 0);
+    CHECK(lse_differ == 0);
+    CHECK(unwritten == 0);
+    CHECK(lse_nan == 0);
+    CHECK(!base_lse.empty());
+}
+
+}  // namespace
+
+// The pipelined form (a candidate) runs decode_e4m3kfvw_d512's arithmetic in the same order, only
+// its key loop's schedule differs (a tile's P V wgmma in flight under the next tile's scores), so
+// it must write the same output and LSE bits: on context lengths no multiple of its 64-key tiles
+// (a warpgroup with no tile, one, a partial last one), split-KV (one KV head and 70001 keys; one
+// 131070-key sequence), and every rotary_dims form the loop treats differently (0: every score by
+// wgmma; 128: both parts; 512: the rotated build alone, no score wgmma).
+TEST_CASE("gpu decode_e4m3kfvwp_d512: the output and LSE bits of decode_e4m3kfvw_d512, odd lengths, split-KV") {
+    constexpr const char* kE4m3KfvWgmmaKernel = "decode_e4m3kfvw_d512";      // a candidate (sm_90a)
+    constexpr const char* kE4m3KfvPipelinedKernel = "decode_e4m3kfvwp_d512";  // a candidate (sm_90a)
+    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
+    const RunnableKernel* const base_kernel = kernel_named(kernels, kE4m3KfvWgmmaKernel);
+    const RunnableKernel* const pipelined_kernel = kernel_named(kernels, kE4m3KfvPipelinedKernel);
+    if (!base_kernel || !pipelined_kernel) {
+        MESSAGE("decode_e4m3kfvwp_d512 or decode_e4m3kfvw_d512 (candidates: "
+                "-Dcandidate_kernels=decode_e4m3kfvw_d512,decode_e4m3kfvwp_d512) is not in this bundle or does not "
+                "run here");
+        return;
+    }
+    const auto problem = [](ProblemSpec spec) {
+        spec.e4m3_kv = true;
+        HostProblem h;
+        REQUIRE(make_problem(spec, &h).empty());
+        return h;
+    };
+    const HostProblem problems[] = {
+        problem(problem_spec({1, 1, 1, 1, 1}, {3, 65, 777, 4109, 70001}, 32, 4, 16, kSeed + 80)),
+        problem(problem_spec({1, 1}, {70001, 3}, 8, 1, 64, kSeed + 81)),  // one KV head: split-KV
+        problem(problem_spec({1}, {131070}, 32, 4, 64, kSeed + 82)),
+    };
+    constexpr int32_t kNoRotation = 0;
+    for (const HostProblem& h : problems)
+        for (const int32_t rotary_dims : {kNoRotation, kGemma4GlobalRotaryDims, kEveryDim})
+            check_pipelined_bits(*base_kernel, *pipelined_kernel, h, rotary_dims);
 }
 
 // The bf16-wgmma form (a candidate): where dims do not rotate it multiplies V by Q' = q w in two
