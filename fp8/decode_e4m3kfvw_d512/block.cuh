@@ -90,9 +90,9 @@ __device__ __forceinline__ void decode_kfvw_block(const wideattn_prefill_params&
             group_key_loop_pipelined<Form, false>(p, stream, ctx, rows, o);
     } else {
         if (product)
-            group_key_loop<true>(p, stream, ctx, rows, o);
+            group_key_loop<Form, true>(p, stream, ctx, rows, o);
         else
-            group_key_loop<false>(p, stream, ctx, rows, o);
+            group_key_loop<Form, false>(p, stream, ctx, rows, o);
     }
     write_block<kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, group, stream.warp, lane, token,
                         work.kv_head);

@@ -11,6 +11,8 @@
 // - P V: O^T (512 dims x 16 terms) += V^T P^T, one wgmma m64n16k32 e4m3 per 64-dim block and 32
 //   keys, V^T in registers by transposed ldmatrix from the stage and byte permutes (the keys of a
 //   register in pv_key_position order, as P^T holds them).
+// The plain loop (group_key_loop) loads the table words of the next tile's first
+// kCosSinAheadBlocks rotated pair blocks right after a tile's scores, before its softmax and P V.
 // The pipelined loop (group_key_loop_pipelined, decode_e4m3kfvwp_d512) runs the same steps with a
 // tile's P V wgmma in flight under the next tile's scores.
 // Fragment layout of a thread (warp w of the warpgroup, g = lane / 4, t = lane % 4): score element
@@ -55,12 +57,45 @@ struct TileContext {
 // same t) and the thread's part of the sums of 2^(s - max + kProbScaleLog2).
 using decode_e4m3::WarpRows;
 
+// The cos / sin table words of a warp's keys for the rotated pair blocks 0 .. kBlocks - 1, loaded a
+// tile ahead (load_cos_sin_ahead); set only where the table holds the warp's valid keys.
+template <int32_t kBlocks>
+struct CosSinAhead {
+    decode_e4m3::BlockCosSin block[kBlocks];
+};
+
+template <>
+struct CosSinAhead<0> {};
+
+using NoCosSinAhead = CosSinAhead<0>;
+
+// Whether rotated_scores takes the table for the warp's keys position0 .. (keys_valid of them).
+__device__ __forceinline__ bool rotated_from_table(const TileContext& ctx, int32_t position0, int32_t keys_valid) {
+    return ctx.table.holds(position0, min(keys_valid, Traits::kSubTileKeys));
+}
+
+// The table words rotated_scores reads for the pair blocks below kBlocks of the warp's keys
+// position0 .. (keys_valid of them), loaded where it takes the table (the same decision), by the
+// same load_block_cos_sin.
+template <int32_t kBlocks>
+__device__ __forceinline__ void load_cos_sin_ahead(const TileContext& ctx, int32_t lane, int32_t position0,
+                                                   int32_t keys_valid, CosSinAhead<kBlocks>& ahead) {
+    if (ctx.rotated_blocks == 0 || keys_valid <= 0 || !rotated_from_table(ctx, position0, keys_valid)) return;
+#pragma unroll
+    for (int32_t c = 0; c < kBlocks; ++c)
+        if (c < ctx.rotated_blocks)
+            decode_e4m3::load_block_cos_sin<Traits>(ctx.table, lane, c, position0, &ahead.block[c]);
+}
+
 // The rotated dims' scores of the warp's 16 keys (decode_e4m3kfvb_d512's arithmetic: bf16 K from
 // the codes, rotated with the table's cos / sin where it holds the valid keys, else the formula's,
-// in a bf16 mma.sync against bf16 Q), added to acc ([16-dim half][element]).
-template <bool kProduct>
+// in a bf16 mma.sync against bf16 Q), added to acc ([16-dim half][element]). The table words of
+// the pair blocks below kAhead come from `ahead` (loaded for these keys by load_cos_sin_ahead),
+// the others' are loaded here.
+template <bool kProduct, int32_t kAhead>
 __device__ __forceinline__ void rotated_scores(const TileContext& ctx, uint32_t stage, int32_t warp, int32_t lane,
-                                               int32_t position0, int32_t keys_valid, float (&acc)[2][4]) {
+                                               int32_t position0, int32_t keys_valid,
+                                               const CosSinAhead<kAhead>& ahead, float (&acc)[2][4]) {
     if (ctx.rotated_blocks == 0 || keys_valid <= 0) return;
     const int32_t key = warp * Traits::kSubTileKeys + (lane / 8 % 2) * 8 + lane % 8;
     const auto codes_of = [&](int32_t c, uint32_t (&codes)[2][4]) {
@@ -73,9 +108,21 @@ __device__ __forceinline__ void rotated_scores(const TileContext& ctx, uint32_t 
             decode_e4m3::accumulate_dim_block<Traits, true>(acc, lo[b], hi[b], ctx.q_shared,
                                                              c + b * Traits::kPairBlockOffset, lane);
     };
-    if (ctx.table.holds(position0, min(keys_valid, Traits::kSubTileKeys))) {
+    if (rotated_from_table(ctx, position0, keys_valid)) {
+        if constexpr (kAhead > 0) {
+#pragma unroll
+            for (int32_t c = 0; c < kAhead; ++c) {
+                if (c < ctx.rotated_blocks) {
+                    uint32_t codes[2][4], lo[2][4], hi[2][4];
+                    codes_of(c, codes);
+                    decode_e4m3::build_k_pair_from_codes<Traits, KFromVBuild::kRotateTable, kProduct>(
+                        codes, ctx.weight, ctx.freq, lane, c, position0, ctx.v_scale, ahead.block[c], lo, hi);
+                    accumulate(c, lo, hi);
+                }
+            }
+        }
 #pragma unroll 1
-        for (int32_t c = 0; c < ctx.rotated_blocks; ++c) {
+        for (int32_t c = kAhead; c < ctx.rotated_blocks; ++c) {
             uint32_t codes[2][4], lo[2][4], hi[2][4];
             decode_e4m3::BlockCosSin words;
             decode_e4m3::load_block_cos_sin<Traits>(ctx.table, lane, c, position0, &words);
@@ -116,16 +163,17 @@ __device__ __forceinline__ void issue_folded_scores(const TileContext& ctx, uint
 // `folded` is the unrotated dims' score accumulator, zeroed by the caller (before any wgmma it
 // leaves in flight: a register defined under a wgmma in flight makes ptxas serialise the wgmma);
 // before_wait() runs after the rotated dims' part, before the wait for the score wgmma (and for
-// any wgmma the caller left in flight).
-template <bool kProduct, class BeforeWait>
+// any wgmma the caller left in flight); `ahead`: rotated_scores' words loaded a tile ahead.
+template <bool kProduct, int32_t kAhead, class BeforeWait>
 __device__ __forceinline__ void tile_scores(const TileContext& ctx, uint32_t stage, int32_t warp, int32_t lane,
-                                            int32_t tile_key0, int32_t kv_end, float (&folded)[2][4],
-                                            float (&s)[4], const BeforeWait& before_wait) {
+                                            int32_t tile_key0, int32_t kv_end, const CosSinAhead<kAhead>& ahead,
+                                            float (&folded)[2][4], float (&s)[4], const BeforeWait& before_wait) {
     const int32_t g = lane / 4;
     issue_folded_scores(ctx, stage, folded);
     float rotated[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     const int32_t warp_key0 = tile_key0 + warp * Traits::kSubTileKeys;
-    rotated_scores<kProduct>(ctx, stage, warp, lane, ctx.first_position + warp_key0, kv_end - warp_key0, rotated);
+    rotated_scores<kProduct>(ctx, stage, warp, lane, ctx.first_position + warp_key0, kv_end - warp_key0, ahead,
+                             rotated);
     before_wait();
     ptx::wgmma_wait<0>();
     ptx::pin_all(folded);
@@ -138,11 +186,12 @@ __device__ __forceinline__ void tile_scores(const TileContext& ctx, uint32_t sta
 }
 
 // tile_scores with nothing else in flight.
-template <bool kProduct>
+template <bool kProduct, int32_t kAhead>
 __device__ __forceinline__ void tile_scores(const TileContext& ctx, uint32_t stage, int32_t warp, int32_t lane,
-                                            int32_t tile_key0, int32_t kv_end, float (&s)[4]) {
+                                            int32_t tile_key0, int32_t kv_end, const CosSinAhead<kAhead>& ahead,
+                                            float (&s)[4]) {
     float folded[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    tile_scores<kProduct>(ctx, stage, warp, lane, tile_key0, kv_end, folded, s, [] {});
+    tile_scores<kProduct>(ctx, stage, warp, lane, tile_key0, kv_end, ahead, folded, s, [] {});
 }
 
 // The softmax step of a tile: the warpgroup's tile maxima (posted by the warps, read after the
@@ -240,17 +289,26 @@ __device__ __forceinline__ void wait_group_tile(const GroupStream& stream) {
 
 // The warpgroup's key loop over its tiles (the first kStagesInFlight issued by the caller): wait
 // for tile i (after the group barrier every thread is also done with tile i - 1), issue tile i + 2
-// into tile i - 1's stage, the scores, the softmax, P V.
-template <bool kProduct>
+// into tile i - 1's stage, the scores, the table words of tile i + 1's first Form::kCosSinAheadBlocks
+// rotated pair blocks (tile 0's before the loop), the softmax, P V.
+template <class Form, bool kProduct>
 __device__ __forceinline__ void group_key_loop(const wideattn_prefill_params& p, const GroupStream& stream,
                                                const TileContext& ctx, WarpRows& rows,
                                                float (&o)[Traits::kPvDimBlocks][2][4]) {
+    constexpr int32_t kAhead = Form::kCosSinAheadBlocks;
+    const auto load_ahead = [&](int32_t i, CosSinAhead<kAhead>& ahead) {
+        const int32_t warp_key0 = stream.tile_key0(i) + stream.warp * Traits::kSubTileKeys;
+        load_cos_sin_ahead(ctx, stream.lane, ctx.first_position + warp_key0, stream.kv_end - warp_key0, ahead);
+    };
+    CosSinAhead<kAhead> ahead{};
+    if (stream.count > 0) load_ahead(0, ahead);
     for (int32_t i = 0; i < stream.count; ++i) {
         wait_group_tile(stream);
         stream.issue(p, i + Traits::kStagesInFlight);
         const uint32_t stage = stream.stage(i);
         float s[4];
-        tile_scores<kProduct>(ctx, stage, stream.warp, stream.lane, stream.tile_key0(i), stream.kv_end, s);
+        tile_scores<kProduct>(ctx, stage, stream.warp, stream.lane, stream.tile_key0(i), stream.kv_end, ahead, s);
+        if (i + 1 < stream.count) load_ahead(i + 1, ahead);
         tile_softmax(ctx, s, stream.group, stream.warp, stream.lane, rows, o);
         tile_pv(ctx, stage, stream.warp, stream.lane, o);
     }
@@ -277,7 +335,8 @@ __device__ __forceinline__ void group_key_loop_pipelined(const wideattn_prefill_
         float s[4];
         wait_group_tile(stream);
         stream.issue(p, Traits::kStagesInFlight);
-        tile_scores<kProduct>(ctx, stream.stage(0), stream.warp, stream.lane, stream.tile_key0(0), stream.kv_end, s);
+        tile_scores<kProduct>(ctx, stream.stage(0), stream.warp, stream.lane, stream.tile_key0(0), stream.kv_end,
+                              NoCosSinAhead{}, s);
         tile_softmax(ctx, s, stream.group, stream.warp, stream.lane, rows, o);
     }
     for (int32_t i = 0; i < stream.count; ++i) {
@@ -294,7 +353,7 @@ __device__ __forceinline__ void group_key_loop_pipelined(const wideattn_prefill_
             wait_group_tile(stream);
             if constexpr (kIssueAfterWait) stream.issue(p, i + Traits::kStages);
             tile_scores<kProduct>(ctx, stream.stage(i + 1), stream.warp, stream.lane, stream.tile_key0(i + 1),
-                                  stream.kv_end, folded, s, issue_late_pv);
+                                  stream.kv_end, NoCosSinAhead{}, folded, s, issue_late_pv);
             pin_pv(a, o);
             tile_softmax(ctx, s, stream.group, stream.warp, stream.lane, rows, o);
             if constexpr (!kIssueAfterWait) stream.issue(p, i + Traits::kStages);

@@ -32,6 +32,11 @@ struct DecodeE4m3KfvWD512Traits : DecodeE4m3KfvBD512Traits {
     // traits set it: the next tile's scores issued while it runs).
     static constexpr bool kPipelined = false;
 
+    // The plain key loop loads the cos / sin table words of the next tile's first
+    // kCosSinAheadBlocks rotated pair blocks (16 registers a block) right after a tile's scores;
+    // the rest are loaded just before their build. The pipelined loop loads none ahead.
+    static constexpr int32_t kCosSinAheadBlocks = 1;
+
     // Each warpgroup's ring: three 64-key stages (two in flight while one is read), a stage being
     // [64 keys][512 codes] as four 128-byte slabs [64 rows][128 bytes], the 16-byte vector v of row
     // r at vector (v % 8) ^ (r % 8) of its slab's row (wgmma's 128-byte swizzle, K-major).
