@@ -105,6 +105,7 @@ def main():
             ((f"a={bundle}", f"b={tmp}"), f"b={tmp} has no manifest.json"),
             (("bundle",), "argument 'bundle' is not LABEL=BUNDLE_DIR"),
             (("--timing", "fast", f"a={bundle}", f"b={bundle}"), "--timing='fast' is not call or queued"),
+            (("--kfv-cos-sin", "lut", f"a={bundle}", f"b={bundle}"), "--kfv-cos-sin='lut' is not formula or table"),
         ]
         for args, message in script_cases:
             r = subprocess.run(["bash", bench_script, *args], capture_output=True, text=True)
