@@ -19,6 +19,7 @@
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/page_bounds.cuh"
 #include "kernels/common/tile_order.cuh"
+#include "kernels/common/wgmma_block.cuh"
 
 namespace wideattn::kfvw {
 
@@ -31,8 +32,7 @@ __device__ __forceinline__ void decode_kfvw_block(const wideattn_prefill_params&
     if (!head_order_block<Traits, kSplit>(p, &work, &geometry)) return;
     const int32_t first_position = first_key_position(p, work, geometry);
 
-    const uint32_t base = (ptx::shared_address(smem) + Traits::kWgmmaAlign - 1) &
-                          ~static_cast<uint32_t>(Traits::kWgmmaAlign - 1);
+    const uint32_t base = hopper::aligned_shared_base<Traits>(smem);
     const int32_t block_warp = static_cast<int32_t>(threadIdx.x) / Traits::kWarpSize;
     const int32_t lane = static_cast<int32_t>(threadIdx.x) % Traits::kWarpSize;
     const int32_t group = block_warp / Traits::kWarpsPerGroup;

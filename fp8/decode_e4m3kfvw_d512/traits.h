@@ -89,7 +89,7 @@ struct DecodeE4m3KfvWD512Traits : DecodeE4m3KfvBD512Traits {
     // The end merge: each warpgroup's O (fp32 [group][row][dim]) over the rings.
     static constexpr int32_t kGroupMergeBytes = kWarpGroups * kRows * kMergeRowBytes;
 
-    static constexpr int32_t kWgmmaAlign = 1024;  // 128-byte swizzle atoms must be 1024-byte aligned
+    static constexpr int32_t kSmemAlign = 1024;  // 128-byte swizzle atoms must be 1024-byte aligned
 
     struct SmemPlan {
         static constexpr int32_t kRings = 0;
@@ -104,12 +104,12 @@ struct DecodeE4m3KfvWD512Traits : DecodeE4m3KfvBD512Traits {
         static constexpr int32_t kStats = kMaxSlots + kMaxSlotBytes;
         static constexpr int32_t kAmax = kStats + kStatsBytes;
         static constexpr int32_t kEnd = kAmax + kAmaxBytes;
-        static constexpr int32_t kBytes = kEnd + kWgmmaAlign;  // the base is aligned up by the block
+        static constexpr int32_t kBytes = kEnd + kSmemAlign;  // the base is aligned up by the block
     };
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
 
     static_assert(kDimBlock == kScoreStepBytes, "one score k-step is one 32-dim block");
-    static_assert(kStageBytes % kWgmmaAlign == 0 && SmemPlan::kFold % kWgmmaAlign == 0,
+    static_assert(kStageBytes % kSmemAlign == 0 && SmemPlan::kFold % kSmemAlign == 0,
                   "stages and Q' start on swizzle atoms");
     static_assert(SmemPlan::kPTiles % kCoreBytes == 0, "P tiles start on core matrices");
     static_assert(SmemPlan::kQ % kVecBytes == 0 && SmemPlan::kWeight % kVecBytes == 0 &&

@@ -81,7 +81,7 @@ struct DecodeBf16KfvWD512Traits : DecodeBf16KfvD512Traits {
     static constexpr int32_t kPvStepBytes = (kPvStepKeys / kCoreKeys) * kCoreBytes;   // next 16 keys
     static constexpr int32_t kPTileBytes = kGroup * kTileKeysW * kElemBytes;          // 1 KB
 
-    static constexpr int32_t kWgmmaAlign = 1024;  // 128-byte swizzle atoms must be 1024-byte aligned
+    static constexpr int32_t kSmemAlign = 1024;  // 128-byte swizzle atoms must be 1024-byte aligned
 
     // The bf16 Q tile (load_q's layout) is staged once in the ring's last stage, which the
     // prologue does not fill, and folded into Q' from there.
@@ -98,12 +98,12 @@ struct DecodeBf16KfvWD512Traits : DecodeBf16KfvD512Traits {
         static constexpr int32_t kMaxSlots = kWeightBf16 + kWeightBf16Bytes;
         static constexpr int32_t kStats = kMaxSlots + kMaxSlotBytes;
         static constexpr int32_t kEnd = kStats + kStatsBytes;
-        static constexpr int32_t kBytes = kEnd + kWgmmaAlign;  // the base is aligned up by the block
+        static constexpr int32_t kBytes = kEnd + kSmemAlign;  // the base is aligned up by the block
     };
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
 
     static_assert(kCopyVecsPerWarp == kWarpSize, "a lane copies one 16-byte vector of each key row");
-    static_assert(kStageBytes % kWgmmaAlign == 0 && SmemPlan::kFold % kWgmmaAlign == 0,
+    static_assert(kStageBytes % kSmemAlign == 0 && SmemPlan::kFold % kSmemAlign == 0,
                   "stages and Q' start on swizzle atoms");
     static_assert(SmemPlan::kPTiles % kCoreBytes == 0 && kPTileBytes % kCoreBytes == 0, "P tiles start on core matrices");
     static_assert(SmemPlan::kExchange % kVecBytes == 0 && SmemPlan::kWeight % kVecBytes == 0 &&
