@@ -58,10 +58,9 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // prologue's chunks (kChunksInFlight, issued by the block) read theirs there. Those copies and
 // loads take WarpStream's lean forms (a mask for a power-of-two page, no zero-fill selects on a
 // full sub-tile).
-template <class Traits, bool kProduct = false, bool kFold = false>
+template <class Traits, bool kProduct = false>
 __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
-                                                  uint32_t ring, uint32_t q_shared, uint32_t q_fold, uint32_t weight,
-                                                  uint32_t freq,
+                                                  uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
                                                   const CosSinTable& table, int32_t warp, int32_t lane, int32_t num_tiles, int32_t kv_end,
                                                   int32_t first_position, int32_t rotated_blocks, float v_scale,
                                                   float score_scale,
@@ -79,8 +78,8 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
         float s[4];
-        subtile_scores_kfv<Traits, kProduct, kFold>(stage, q_shared, q_fold, weight, freq, table, lane, rotated_blocks,
-                                                    first_position + key0, v_scale, score_scale, kv_end - key0, s);
+        subtile_scores_kfv<Traits, kProduct>(stage, q_shared, weight, freq, table, lane, rotated_blocks,
+                                             first_position + key0, v_scale, score_scale, kv_end - key0, s);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         subtile_pv<Traits>(stage, lane, p0, p1, o);
@@ -111,41 +110,16 @@ __device__ __forceinline__ void f16_key_loop(const wideattn_prefill_params& p, c
     const float score_scale = p.softmax_scale * kLog2e * q_factor * k_factor;
     const int32_t rotated_blocks = rotated_pair_blocks<Traits>(kfv);
     zero_output(o);
-    warp_key_loop_kfv<Traits>(p, stream, ring, base + Plan::kQ, 0u, base + Plan::kWeight, base + Plan::kFreq,
+    warp_key_loop_kfv<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq,
                               CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end, first_position,
                               rotated_blocks, v_scale, score_scale, o, rows);
-}
-
-// bf16_key_loop's key loop: the weights as the product table (`product`: stage_weight_products
-// allows it) or fp32, and with kFold the unrotated blocks' scores against the folded Q (Plan::kQFold).
-template <class Traits, bool kFold>
-__device__ __forceinline__ void key_loop_by_weights(const wideattn_prefill_params& p, const KFromV& kfv,
-                                                    const WarpStream<Traits>& stream, uint32_t base, uint32_t ring,
-                                                    int32_t warp, int32_t lane, const BlockGeometry& geometry,
-                                                    int32_t first_position, int32_t rotated_blocks, float v_scale,
-                                                    float score_scale, bool product,
-                                                    float (&o)[Traits::kONTiles][4], WarpRows& rows) {
-    using Plan = typename Traits::SmemPlan;
-    uint32_t q_fold = 0;
-    if constexpr (kFold) q_fold = base + Plan::kQFold;
-    if (product)
-        warp_key_loop_kfv<Traits, true, kFold>(p, stream, ring, base + Plan::kQ, q_fold, base + Plan::kWeightProducts,
-                                               base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles,
-                                               geometry.kv_end, first_position, rotated_blocks, v_scale, score_scale, o,
-                                               rows);
-    else
-        warp_key_loop_kfv<Traits, false, kFold>(p, stream, ring, base + Plan::kQ, q_fold, base + Plan::kWeight,
-                                                base + Plan::kFreq, CosSinTable::of(kfv), warp, lane,
-                                                geometry.num_tiles, geometry.kv_end, first_position, rotated_blocks,
-                                                v_scale, score_scale, o, rows);
 }
 
 // Traits::kBf16Keys: K as the reference's bf16 values (x = bf16((v v_scale) w) with the call's
 // v_scale, no power of two) against bf16 Q as the call gives it, in a bf16 mma; x by one
 // mul.rn.bf16x2 a pair where stage_weight_products allows it (v_scale a power of two, every w
 // v_scale a bf16 value), else by the fp32 steps. The product table's barrier makes the other
-// tables visible, load_q_bf16's Q. Traits::kFoldQ: the unrotated blocks against the folded Q where
-// stage_folded_q allows it.
+// tables visible, load_q_bf16's Q.
 template <class Traits>
 __device__ __forceinline__ void bf16_key_loop(const wideattn_prefill_params& p, const KFromV& kfv,
                                               const WarpStream<Traits>& stream, uint32_t base, uint32_t ring,
@@ -160,15 +134,14 @@ __device__ __forceinline__ void bf16_key_loop(const wideattn_prefill_params& p, 
     const float score_scale = p.softmax_scale * kLog2e;
     const int32_t rotated_blocks = rotated_pair_blocks<Traits>(kfv);
     zero_output(o);
-    if constexpr (Traits::kFoldQ) {
-        if (stage_folded_q<Traits>(base + Plan::kQ, base + Plan::kQFold, base + Plan::kWeight, v_scale)) {
-            key_loop_by_weights<Traits, true>(p, kfv, stream, base, ring, warp, lane, geometry, first_position,
-                                              rotated_blocks, v_scale, score_scale, product, o, rows);
-            return;
-        }
-    }
-    key_loop_by_weights<Traits, false>(p, kfv, stream, base, ring, warp, lane, geometry, first_position,
-                                       rotated_blocks, v_scale, score_scale, product, o, rows);
+    if (product)
+        warp_key_loop_kfv<Traits, true>(p, stream, ring, base + Plan::kQ, base + Plan::kWeightProducts,
+                                        base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles,
+                                        geometry.kv_end, first_position, rotated_blocks, v_scale, score_scale, o, rows);
+    else
+        warp_key_loop_kfv<Traits, false>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq,
+                                         CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
+                                         first_position, rotated_blocks, v_scale, score_scale, o, rows);
 }
 
 // One block of the kernel whose traits are Traits (DecodeE4m3KfvD512Traits or a form of it).

@@ -9,8 +9,7 @@
 // arithmetic, cos / sin from the caller's table (wideattn_k_from_v.cos_sin) where it holds every
 // key of the sub-tile, else by the Cody-Waite reduction of rope_cos_sin_reduced), as
 // decode_bf16kfv_d512's keys.cuh; the unrotated pair blocks first, with the table's words for the
-// first kCosSinBlocksAhead rotated ones in flight. With Traits::kFoldQ (decode_e4m3kfvf_d512) the
-// unrotated blocks' scores are the V codes against Q folded with w v_scale, no K built there.
+// first kCosSinBlocksAhead rotated ones in flight.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -127,26 +126,6 @@ __device__ __forceinline__ void load_q_bf16(const wideattn_prefill_params& p, ui
                      : "memory");
     }
     __syncthreads();
-}
-
-// kFold (Traits::kFoldQ): Q' = f16(q w v_scale) of every row and dim at q_fold, in the layout of the
-// bf16 Q at q_shared (2-byte elements both, so at the same offsets), from that Q and the fp32
-// weights at `weight` (both visible after load_q_bf16's barrier). Returns whether the block may take
-// the folded scores: no product that is finite in fp32 leaves f16's range (one that is not finite
-// comes from a non-finite q, w or v_scale, which make K or the scores non-finite in the mode too).
-// Ends with a block barrier, after which Q' is readable.
-template <class Traits>
-__device__ __forceinline__ bool stage_folded_q(uint32_t q_shared, uint32_t q_fold, uint32_t weight, float v_scale) {
-    constexpr float kF16Max = 65504.0f;
-    const auto fits = [](float x) { return !(fabsf(x) > kF16Max && isfinite(x)); };
-    return stage_folded_q_tile<Traits>(
-        q_shared, q_fold, weight,
-        [](int32_t row, int32_t vec) { return swizzled<Traits::kQRowBytes, Traits>(row, vec); },
-        [&](float q_low, float q_high, float w_low, float w_high, bool* in_range) {
-            const float low = q_low * w_low * v_scale, high = q_high * w_high * v_scale;
-            *in_range = *in_range && fits(low) && fits(high);
-            return pack_f16x2(low, high);
-        });
 }
 
 // The table's words that the rotation of pair block c reads in a lane: [matrix q][pair], the
@@ -272,39 +251,15 @@ __device__ __forceinline__ void kfv_pair_scores(uint32_t v_stage, uint32_t q_sha
                                                         lane);
 }
 
-// kFold (Traits::kFoldQ, decode_e4m3kfvf_d512, in a block that stage_folded_q allows): the scores
-// of the unrotated pair blocks c, c + kPairBlockOffset without a K. There K = x = (v v_scale) w, so
-// q . x = sum_d (q_d w_d v_scale) v_d: the codes' values v (e4m3 -> f16, exact) are the f16 A
-// fragments, as decode_e4m3_d512's K codes, against Q' = f16(q w v_scale) (stage_folded_q) in an
-// f16 mma. The one rounding is Q''s (f16, 2^-11 relative) where the mode rounds x to bf16 (2^-8):
-// other bits than the mode's, so the kernel is gated by accuracy, not compared bit for bit.
-template <class Traits>
-__device__ __forceinline__ void folded_pair_scores(uint32_t v_stage, uint32_t q_fold, int32_t lane, int32_t c,
-                                                   float (&acc)[2][4]) {
-    static_assert(Traits::kBf16Keys, "the folded scores join the bf16-key form's accumulators");
-    uint32_t codes[2][4];
-    ptx::ldmatrix_x4(codes[0], block_row_address<Traits>(v_stage, lane, c));
-    ptx::ldmatrix_x4(codes[1], block_row_address<Traits>(v_stage, lane, c + Traits::kPairBlockOffset));
-#pragma unroll
-    for (int32_t b = 0; b < 2; ++b) {
-        uint32_t lo[4], hi[4];
-#pragma unroll
-        for (int32_t q = 0; q < 4; ++q) e4m3x4_to_f16x2x2(codes[b][q], lo[q], hi[q]);
-        accumulate_dim_block<Traits, false>(acc, lo, hi, q_fold, c + b * Traits::kPairBlockOffset, lane);
-    }
-}
-
 // S^T of one sub-tile with K built from its V chunk (scaled to log2 units, keys past kv_end at
 // -inf), the lane's 4 values: subtile_scores of decode_e4m3_d512 with build_k_pair for the loads.
 // `rotated_blocks`: the pair blocks holding a dim below rotary_dims / 2 (the same for every block
 // of the launch), built with the rotation after the others: with the table's cos / sin when
 // `table` holds the sub-tile's valid keys (the words of the first kCosSinBlocksAhead loaded before
 // the unrotated blocks), else with the formula's; the same order either way, so a table with the
-// formula's values gives the same bits. kFold: the unrotated blocks by folded_pair_scores against
-// the folded Q at q_fold.
-template <class Traits, bool kProduct = false, bool kFold = false>
-__device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_shared, uint32_t q_fold,
-                                                   uint32_t weight, uint32_t freq,
+// formula's values gives the same bits.
+template <class Traits, bool kProduct = false>
+__device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_shared, uint32_t weight, uint32_t freq,
                                                    const CosSinTable& table, int32_t lane, int32_t rotated_blocks,
                                                    int32_t position0, float v_scale, float score_scale,
                                                    int32_t keys_valid, float (&s)[4]) {
@@ -318,13 +273,9 @@ __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_
             if (c < rotated_blocks) load_block_cos_sin<Traits>(table, lane, c, position0, &ahead[c]);
     }
 #pragma unroll 1
-    for (int32_t c = rotated_blocks; c < Traits::kPairBlockOffset; ++c) {
-        if constexpr (kFold)
-            folded_pair_scores<Traits>(v_stage, q_fold, lane, c, acc);
-        else
-            kfv_pair_scores<Traits, KFromVBuild::kScale, kProduct>(v_stage, q_shared, weight, freq, lane, c, position0,
-                                                                   v_scale, ahead[0], acc);
-    }
+    for (int32_t c = rotated_blocks; c < Traits::kPairBlockOffset; ++c)
+        kfv_pair_scores<Traits, KFromVBuild::kScale, kProduct>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale, ahead[0],
+                                                acc);
     if (from_table) {
 #pragma unroll
         for (int32_t c = 0; c < Traits::kCosSinBlocksAhead; ++c)

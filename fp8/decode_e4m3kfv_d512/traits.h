@@ -30,9 +30,6 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     // K as f16 scaled by the block's power of two against f16 Q (this kernel), or as the
     // reference's bf16 values against bf16 Q in a bf16 mma (decode_e4m3kfvb_d512).
     static constexpr bool kBf16Keys = false;
-    // The unrotated pair blocks' scores as V codes against Q folded with w v_scale, no K built there
-    // (decode_e4m3kfvf_d512; bf16 keys only: keys.cuh, folded_pair_scores).
-    static constexpr bool kFoldQ = false;
 
     // The largest finite e4m3 magnitude (code 0x7e, fp8/codec/e4m3.h): bounds |V| / v_scale.
     static constexpr float kE4m3Max = fp8::kE4m3Max;

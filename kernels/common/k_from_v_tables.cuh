@@ -1,5 +1,5 @@
 // k_from_v_tables.cuh - the device pieces shared by the kernels that rebuild K from V
-// (decode_e4m3kfv_d512, decode_bf16kfv_d512, and their folded-Q forms): the shared-memory tables, k_norm's weight (head_dim
+// (decode_e4m3kfv_d512, decode_bf16kfv_d512): the shared-memory tables, k_norm's weight (head_dim
 // fp32) and inv_freq of the head_dim / 2 frequencies (fp32, 0 from rotary_dims / 2 on), staged
 // once per block, one frequency and two weights per thread, and read back as vectors by the K
 // build; the caller's cos / sin table in global memory (CosSinTable), read as 8-byte words of two
@@ -22,9 +22,8 @@ constexpr uint32_t kKFromVBf16EntryBytes = 2;                // one entry of a b
 __device__ __forceinline__ bool is_bf16_value(float x) { return (__float_as_uint(x) & 0xffffu) == 0; }
 
 // How a K-from-V decode kernel builds a piece of K from V: scaled only (no dim of it rotates),
-// rotated with the formula's cos / sin, rotated with the caller's table (CosSinTable), or not at
-// all (kAsStored: V as stored, against a Q that carries the scale: the folded-Q forms).
-enum class KFromVBuild { kScale, kRotate, kRotateTable, kAsStored };
+// rotated with the formula's cos / sin, rotated with the caller's table (CosSinTable).
+enum class KFromVBuild { kScale, kRotate, kRotateTable };
 
 // Stages the two tables at `weight` and `freq` (k_from_v_inv_freq: the caller's entries below
 // rotary_dims / 2, or computed from rope_theta; 0 past them), read within their validated extents
@@ -42,47 +41,6 @@ __device__ __forceinline__ float2 stage_k_from_v_tables(const KFromV& kfv, uint3
                  : "memory");
     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(freq + kKFromVTableEntryBytes * thread), "f"(inv_freq) : "memory");
     return w;
-}
-
-// Q' of the folded-Q kernels (decode_e4m3kfvf_d512, decode_bf16kfvf_d512): for every pair of dims
-// of the block's bf16 Q tile (Traits::kRows rows of kHeadDim, 16-byte vector `vec` of row `row`
-// at offset(row, vec) from q_shared), fold_pair(q, q', w, w', &in_range) packs the folded pair,
-// stored at the same offset from q_fold, with the fp32 weights at `weight` (k_norm's, staged by
-// stage_k_from_v_tables; Q and the weights visible to the block before the call). Returns the
-// block's vote of in_range (every fold_pair leaves it true when its pair may be folded). Ends
-// with a block barrier, after which Q' is readable.
-template <class Traits, class Offset, class FoldPair>
-__device__ __forceinline__ bool stage_folded_q_tile(uint32_t q_shared, uint32_t q_fold, uint32_t weight, Offset offset,
-                                                    FoldPair fold_pair) {
-    constexpr int32_t kDimsPerVec = Traits::kVecBytes / 2;  // bf16 Q
-    constexpr int32_t kWordsPerVec = kDimsPerVec / 2;
-    constexpr int32_t kVecsPerRow = Traits::kHeadDim / kDimsPerVec;
-    constexpr int32_t kVecs = Traits::kRows * kVecsPerRow;
-    static_assert(kVecs % Traits::kThreads == 0, "every thread folds whole vectors");
-    bool in_range = true;
-#pragma unroll
-    for (int32_t i = 0; i < kVecs / Traits::kThreads; ++i) {
-        const int32_t v = static_cast<int32_t>(threadIdx.x) + i * Traits::kThreads;
-        const int32_t vec = v % kVecsPerRow;
-        const uint32_t at = offset(v / kVecsPerRow, vec);
-        uint32_t word[kWordsPerVec];
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(word[0]), "=r"(word[1]), "=r"(word[2]), "=r"(word[3])
-                     : "r"(q_shared + at)
-                     : "memory");
-        const float4 w_low = ptx::load_shared_f32x4(weight + kKFromVTableEntryBytes * (kDimsPerVec * vec));
-        const float4 w_high =
-            ptx::load_shared_f32x4(weight + kKFromVTableEntryBytes * (kDimsPerVec * vec + kDimsPerVec / 2));
-        const float w[kDimsPerVec] = {w_low.x, w_low.y, w_low.z, w_low.w, w_high.x, w_high.y, w_high.z, w_high.w};
-        uint32_t folded[kWordsPerVec];
-#pragma unroll
-        for (int32_t k = 0; k < kWordsPerVec; ++k)
-            folded[k] = fold_pair(ptx::bf16_low(word[k]), ptx::bf16_high(word[k]), w[2 * k], w[2 * k + 1], &in_range);
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(q_fold + at), "r"(folded[0]), "r"(folded[1]),
-                     "r"(folded[2]), "r"(folded[3])
-                     : "memory");
-    }
-    return __syncthreads_and(in_range) != 0;
 }
 
 // The description's cos / sin table (wideattn_k_from_v.cos_sin, kernels/common/k_from_v.h) as

@@ -52,11 +52,9 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // of sub-tile i + 2) do not wait for a table load; the copies and table loads take WarpStream's
 // lean forms (a mask for a power-of-two page, no zero-fill selects on a full sub-tile).
 // `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them).
-// kFold: the unrotated Q loads' scores against the folded Q at q_fold (keys.cuh, KFromVBuild::kAsStored).
-template <class Traits, bool kFold = false>
+template <class Traits>
 __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
-                                             uint32_t ring, uint32_t q_shared, uint32_t q_fold, uint32_t weight,
-                                             uint32_t weight_bf16,
+                                             uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t weight_bf16,
                                              bool bf16_weights, uint32_t freq, const CosSinTable& table,
                                              int32_t warp, int32_t lane,
                                              int32_t num_tiles, int32_t kv_end, int32_t first_position,
@@ -81,13 +79,11 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         float s[4];
         if (bf16_weights)
-            kfv_subtile_scores<Traits, true, kFold>(lo_chunk, hi_chunk, q_shared, q_fold, weight, weight_bf16, freq,
-                                                    table, lane, rotated_q_loads, first_position + key0, score_scale,
-                                                    kv_end - key0, s);
+            kfv_subtile_scores<Traits, true>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, table, lane,
+                                             rotated_q_loads, first_position + key0, score_scale, kv_end - key0, s);
         else
-            kfv_subtile_scores<Traits, false, kFold>(lo_chunk, hi_chunk, q_shared, q_fold, weight, weight_bf16, freq,
-                                                     table, lane, rotated_q_loads, first_position + key0, score_scale,
-                                                     kv_end - key0, s);
+            kfv_subtile_scores<Traits, false>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, table,
+                                              lane, rotated_q_loads, first_position + key0, score_scale, kv_end - key0, s);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         chunk_pv<Traits>(lo_chunk, lane, 0, p0, p1, o);
@@ -103,9 +99,7 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
     ptx::cp_async_wait<0>();
 }
 
-// One block of the kernel whose traits are Traits (DecodeBf16KfvD512Traits or a form of it);
-// Traits::kFoldQ: the unrotated Q loads against Q folded with the weights where stage_folded_q
-// allows it, else the K build everywhere.
+// One block of the kernel whose traits are Traits (DecodeBf16KfvD512Traits or a form of it).
 template <class Traits, bool kSplit>
 __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_params& p, const KFromV& kfv,
                                                      unsigned char* smem) {
@@ -136,19 +130,9 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     float o[Traits::kONTiles][4];
     zero_output(o);
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
-    bool folded = false;
-    if constexpr (Traits::kFoldQ) {
-        folded = stage_folded_q<Traits>(base + Plan::kQ, base + Plan::kQFold, base + Plan::kWeight);
-        if (folded)
-            kfv_key_loop<Traits, true>(p, stream, ring, base + Plan::kQ, base + Plan::kQFold, base + Plan::kWeight,
-                                       base + Plan::kWeightBf16, bf16_weights, base + Plan::kFreq, CosSinTable::of(kfv),
-                                       warp, lane, geometry.num_tiles, geometry.kv_end, first_position, rotated_q_loads,
-                                       score_scale, o, rows);
-    }
-    if (!folded)
-        kfv_key_loop<Traits>(p, stream, ring, base + Plan::kQ, 0u, base + Plan::kWeight, base + Plan::kWeightBf16,
-                             bf16_weights, base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles,
-                             geometry.kv_end, first_position, rotated_q_loads, score_scale, o, rows);
+    kfv_key_loop<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kWeightBf16,
+                         bf16_weights, base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
+                         first_position, rotated_q_loads, score_scale, o, rows);
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                              work.kv_head);
 }

@@ -19,8 +19,7 @@
 //   holds every key of the sub-tile, else by rope_cos_sin_reduced (a Cody-Waite reduction, not
 //   cosf / sinf's Payne-Hanek path), the cos and the sin of two frequencies rounded by one cvt each.
 // The unrotated k-steps come first: the table's words for the first kCosSinQLoadsAhead rotated Q
-// loads are loaded before them, so their reads are in flight while those run. With Traits::kFoldQ
-// (decode_bf16kfvf_d512) the unrotated k-steps' scores are V against Q folded with the weights.
+// loads are loaded before them, so their reads are in flight while those run.
 #pragma once
 
 #include <cstdint>
@@ -89,7 +88,6 @@ template <class Traits, KFromVBuild kBuild, bool kBf16Weights>
 __device__ __forceinline__ void build_k_step(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight,
                                              uint32_t weight_bf16, uint32_t freq, const uint2 (&words)[2][2],
                                              int32_t lane, int32_t step, int32_t position0) {
-    static_assert(kBuild != KFromVBuild::kAsStored, "kAsStored builds nothing (kfv_scores_q)");
     const int32_t g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int32_t half = 0; half < 2; ++half) {
@@ -120,11 +118,7 @@ __device__ __forceinline__ void build_k_step(uint32_t (&lo)[4], uint32_t (&hi)[4
 
 // Adds K Q^T of Q-load `q` (k-steps 2q, 2q + 1 of both chunks) to acc[0] (dims 0-255) and acc[1]
 // (dims 256-511), K built from the chunks' V by build_k_step (`cos_sin`: the Q load's table
-// words, read by kRotateTable only). kAsStored (decode_bf16kfvf_d512, where no dim of the Q load
-// rotates, in a block that stage_folded_q allows): no K built; K = x = bf16(v w) there, so
-// q . x = (q w) . v up to x's rounding, and the V words as loaded are the A fragments against
-// q_shared = Q' = bf16(q w). Q' is rounded where the mode rounds x, so other bits than the
-// mode's: the kernel is gated by accuracy, not compared bit for bit.
+// words, read by kRotateTable only).
 template <class Traits, KFromVBuild kBuild, bool kBf16Weights>
 __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
                                              uint32_t weight, uint32_t weight_bf16, uint32_t freq, int32_t lane,
@@ -142,31 +136,11 @@ __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chun
         uint32_t a_lo[4], a_hi[4];
         ptx::ldmatrix_x4(a_lo, chunk_row_address<Traits>(lo_chunk, lane, step));
         ptx::ldmatrix_x4(a_hi, chunk_row_address<Traits>(hi_chunk, lane, step));
-        if constexpr (kBuild != KFromVBuild::kAsStored)
-            build_k_step<Traits, kBuild, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, freq, cos_sin.word[h], lane,
-                                                       step, position0);
+        build_k_step<Traits, kBuild, kBf16Weights>(a_lo, a_hi, weight, weight_bf16, freq, cos_sin.word[h], lane, step,
+                                                   position0);
         ptx::mma_bf16_16816(acc[0], a_lo, b_lo[2 * h], b_lo[2 * h + 1]);
         ptx::mma_bf16_16816(acc[1], a_hi, b_hi[2 * h], b_hi[2 * h + 1]);
     }
-}
-
-// kFoldQ: Q' = bf16(q w) of every row and dim at q_fold, in the layout of Q at q_shared, from that
-// Q and the fp32 weights at `weight` (both visible after load_q's barrier). Returns whether the
-// block may take the folded scores: no product of finite q and w rounds to an infinity (a
-// non-finite q or w makes K or the scores non-finite in the mode too). Ends with a block barrier,
-// after which Q' is readable.
-template <class Traits>
-__device__ __forceinline__ bool stage_folded_q(uint32_t q_shared, uint32_t q_fold, uint32_t weight) {
-    const auto fits = [](float q, float w, float folded) { return isfinite(folded) || !isfinite(q) || !isfinite(w); };
-    return stage_folded_q_tile<Traits>(
-        q_shared, q_fold, weight,
-        [](int32_t row, int32_t vec) { return swizzled<Traits::kQRowBytes, Traits>(row, vec); },
-        [&](float q_low, float q_high, float w_low, float w_high, bool* in_range) {
-            const uint32_t folded = ptx::pack_bf16x2(q_low * w_low, q_high * w_high);
-            *in_range = *in_range && fits(q_low, w_low, ptx::bf16_low(folded)) &&
-                        fits(q_high, w_high, ptx::bf16_high(folded));
-            return folded;
-        });
 }
 
 // S^T of one sub-tile with K built from its V chunks (scaled to log2 units, keys past kv_end at
@@ -176,10 +150,10 @@ __device__ __forceinline__ bool stage_folded_q(uint32_t q_shared, uint32_t q_fol
 // rotated ones, with the table's cos / sin when `table` holds the sub-tile's valid keys (their
 // words for the first kCosSinQLoadsAhead rotated Q loads loaded before the unrotated ones), else
 // with the formula's: the same order either way, so a table with the formula's values gives the
-// same bits. kFold: the unrotated Q loads as stored (kAsStored) against the folded Q at q_fold.
-template <class Traits, bool kBf16Weights, bool kFold = false>
+// same bits.
+template <class Traits, bool kBf16Weights>
 __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
-                                                   uint32_t q_fold, uint32_t weight, uint32_t weight_bf16, uint32_t freq,
+                                                   uint32_t weight, uint32_t weight_bf16, uint32_t freq,
                                                    const CosSinTable& table, int32_t lane, int32_t rotated_q_loads,
                                                    int32_t position0, float score_scale, int32_t keys_valid,
                                                    float (&s)[4]) {
@@ -192,14 +166,9 @@ __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t h
             if (q < rotated_q_loads) load_q_cos_sin<Traits>(table, lane, q, position0, &ahead[q]);
     }
 #pragma unroll 1
-    for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q) {
-        if constexpr (kFold)
-            kfv_scores_q<Traits, KFromVBuild::kAsStored, kBf16Weights>(lo_chunk, hi_chunk, q_fold, weight, weight_bf16,
-                                                                       freq, lane, q, position0, ahead[0], acc);
-        else
-            kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16,
-                                                                    freq, lane, q, position0, ahead[0], acc);
-    }
+    for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
+        kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq,
+                                                            lane, q, position0, ahead[0], acc);
     if (from_table) {
 #pragma unroll
         for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)

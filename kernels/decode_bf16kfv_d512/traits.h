@@ -28,9 +28,6 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // loads (keys.cuh): Gemma 4's 128 rotated dims (64 frequencies, 32 a Q load), 16 registers a Q
     // load; the ones past them load theirs where used.
     static constexpr int32_t kCosSinQLoadsAhead = 2;
-    // The unrotated Q loads' scores as V against Q folded with k_norm's weight, no K built there
-    // (decode_bf16kfvf_d512: keys.cuh, kfv_scores_q with KFromVBuild::kAsStored).
-    static constexpr bool kFoldQ = false;
 
     // Ring: three slots of 8 KB per warp (decode_bf16_d512's). Chunk c of a warp is part c % 2 of
     // its sub-tile c / 2, in slot c % 3. Sub-tile i reads chunks 2i and 2i + 1 together (the K

@@ -556,10 +556,6 @@ TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, pro
 
 namespace {
 
-constexpr const char* kE4m3KfvFoldedKernel = "decode_e4m3kfvf_d512";  // a candidate (sm_90a)
-// A v_scale factor that puts q w v_scale past f16's largest value for the harness's q and weights.
-constexpr float kOutOfF16RangeFactor = 1073741824.0f;  // 2^30
-
 // The cache element (engine layout: [slot][kv_head][dim]) of key `key` of sequence 0, KV head 0,
 // dim `dim`: through the problem's block table, so the element is one a call reads.
 int64_t first_sequence_element(const HostProblem& h, int32_t key, int32_t dim) {
@@ -582,86 +578,6 @@ size_t nan_mismatches(const std::vector<unsigned char>& a, const std::vector<uns
 }
 
 }  // namespace
-
-// The folded form rounds Q' = q w v_scale to f16 where decode_e4m3kfvb_d512 rounds x to bf16, so
-// its bits differ (which shows the folded scores ran; the fp64 bound is the V-only test's above,
-// which runs every V-only kernel of the bundle); NaN codes give NaN where they do there; and a
-// block whose Q' would leave f16's range takes decode_e4m3kfvb_d512's loop: its bits.
-TEST_CASE("gpu decode_e4m3kfvf_d512: folded scores, NaN codes, and decode_e4m3kfvb_d512's bits past f16's range") {
-    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
-    const RunnableKernel* const bf16_keys_kernel = kernel_named(kernels, kE4m3KfvBf16KeysKernel);
-    const RunnableKernel* const folded_kernel = kernel_named(kernels, kE4m3KfvFoldedKernel);
-    if (!bf16_keys_kernel || !folded_kernel) {
-        MESSAGE("decode_e4m3kfvf_d512 (a candidate: -Dcandidate_kernels=decode_e4m3kfvf_d512) or "
-                "decode_e4m3kfvb_d512 is not in this bundle or does not run here");
-        return;
-    }
-    const RunnableKernel& bf16_keys = *bf16_keys_kernel;
-    const RunnableKernel& folded = *folded_kernel;
-    ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 50);
-    spec.e4m3_kv = true;
-    HostProblem batch;
-    REQUIRE(make_problem(spec, &batch).empty());
-    const KNormWeights bf16 = KNormWeights::kBf16;
-    for (const KNormWeights weights : {bf16, KNormWeights::kFp32}) {
-        CAPTURE(weights == bf16);
-        const size_t differ = bf16_mismatches(k_from_v_raw_output(bf16_keys, batch, kGemma4GlobalRotaryDims, weights, {}, {}),
-                                              k_from_v_raw_output(folded, batch, kGemma4GlobalRotaryDims, weights, {}, {}));
-        std::printf("  %-20s %-64s folded: %zu outputs differ from %s\n", folded.name.c_str(),
-                    batch.spec.describe().c_str(), differ, bf16_keys.name.c_str());
-        CHECK(differ > 0);
-    }
-    HostProblem nan_codes = batch;  // keys of sequence 0, KV head 0
-    nan_codes.v_e4m3[first_sequence_element(nan_codes, 3, 3)] = kE4m3NaNCode;              // a rotated dim
-    nan_codes.v_e4m3[first_sequence_element(nan_codes, 500, 300)] = kE4m3NaNCode | 0x80u;  // an unrotated one
-    const std::vector<unsigned char> nan_base = k_from_v_raw_output(bf16_keys, nan_codes, kGemma4GlobalRotaryDims, bf16, {}, {});
-    const std::vector<unsigned char> nan_folded = k_from_v_raw_output(folded, nan_codes, kGemma4GlobalRotaryDims, bf16, {}, {});
-    CHECK(nan_mismatches(nan_base, nan_folded) == 0);
-    CHECK(nan_mismatches(nan_base, std::vector<unsigned char>(nan_base.size(), 0)) > 0);  // the codes made NaNs
-    HostProblem huge_scale = batch;
-    huge_scale.v_scale *= kOutOfF16RangeFactor;
-    check_same_bits(bf16_keys, folded, huge_scale, kGemma4GlobalRotaryDims, bf16, "q w v_scale past f16's range");
-}
-
-// The BF16 folded form: Q' = bf16(q w) where decode_bf16kfv_d512 rounds x = bf16(v w), so its
-// bits differ (the folded scores ran; the fp64 bound is the V-only test's above), and NaN V
-// elements give NaN where they do there. Its fallback (a product of finite q and w past bf16's
-// range) coincides with scores that overflow in the mode as well, so no output tells it apart.
-TEST_CASE("gpu decode_bf16kfvf_d512: folded scores and NaN V elements against decode_bf16kfv_d512") {
-    constexpr const char* kBf16KfvKernel = "decode_bf16kfv_d512";
-    constexpr const char* kBf16KfvFoldedKernel = "decode_bf16kfvf_d512";  // a candidate (sm_90a)
-    constexpr uint16_t kBf16NaN = 0x7fc0u;
-    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
-    const RunnableKernel* const base_kernel = kernel_named(kernels, kBf16KfvKernel);
-    const RunnableKernel* const folded_kernel = kernel_named(kernels, kBf16KfvFoldedKernel);
-    if (!base_kernel || !folded_kernel) {
-        MESSAGE("decode_bf16kfvf_d512 (a candidate: -Dcandidate_kernels=decode_bf16kfvf_d512) or "
-                "decode_bf16kfv_d512 is not in this bundle or does not run here");
-        return;
-    }
-    ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 60);
-    HostProblem batch;
-    REQUIRE(make_problem(spec, &batch).empty());
-    const KNormWeights bf16 = KNormWeights::kBf16;
-    for (const KNormWeights weights : {bf16, KNormWeights::kFp32}) {
-        CAPTURE(weights == bf16);
-        const size_t differ =
-            bf16_mismatches(k_from_v_raw_output(*base_kernel, batch, kGemma4GlobalRotaryDims, weights, {}, {}),
-                            k_from_v_raw_output(*folded_kernel, batch, kGemma4GlobalRotaryDims, weights, {}, {}));
-        std::printf("  %-20s %-64s folded: %zu outputs differ from %s\n", folded_kernel->name.c_str(),
-                    batch.spec.describe().c_str(), differ, base_kernel->name.c_str());
-        CHECK(differ > 0);
-    }
-    HostProblem nan_values = batch;  // keys of sequence 0, KV head 0
-    nan_values.v[first_sequence_element(nan_values, 3, 3)] = kBf16NaN;      // a rotated dim
-    nan_values.v[first_sequence_element(nan_values, 500, 300)] = kBf16NaN;  // an unrotated one
-    const std::vector<unsigned char> nan_base =
-        k_from_v_raw_output(*base_kernel, nan_values, kGemma4GlobalRotaryDims, bf16, {}, {});
-    const std::vector<unsigned char> nan_folded =
-        k_from_v_raw_output(*folded_kernel, nan_values, kGemma4GlobalRotaryDims, bf16, {}, {});
-    CHECK(nan_mismatches(nan_base, nan_folded) == 0);
-    CHECK(nan_mismatches(nan_base, std::vector<unsigned char>(nan_base.size(), 0)) > 0);  // the values made NaNs
-}
 
 // The FP8-wgmma form (a candidate): where dims do not rotate it multiplies the V codes by Q' = q w
 // v_scale 2^a in two e4m3 terms and P V runs on P in two e4m3 terms, so its bits differ from
