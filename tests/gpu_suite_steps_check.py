@@ -8,8 +8,9 @@ Also its racecheck steps (gpu_suite.sh --list-racecheck-steps, one kernel instru
 one per kernel of the build's bundle manifest, each regex matching exactly that kernel's entry
 points (unsplit and split) and no other kernel's (but the cluster kernels' where the step runs
 every kernel's checks: its filter is empty), and the selftest filter of each step the kernel's
-own name for a prefill kernel (its cases alone), none for the others. And its --sanitizer-part option: 1 and 2 accepted,
-anything else refused with exit 2 and its message. And a failed test step (stand-ins for the CLI and
+own name for a prefill kernel (its cases alone), none for the others. And its --sanitizer-part option: 1, 2 and 3 accepted,
+anything else refused with exit 2 and its message; parts 1 and 3 run the racecheck steps between
+them, each once (stand-ins for the CLI and compute-sanitizer). And a failed test step (stand-ins for the CLI and
 the test binary, which prints a doctest failure report and exits 1): the suite exits 1 and its
 console output shows the failed assertion with its test case, not only the log's tail.
 
@@ -126,17 +127,57 @@ for fields in race_steps:
            f"{'' if kinds[name] == 'prefill' else ' and the cluster kernels'} and no other kernel's",
            matched == wanted, {"matched": sorted(matched), "wanted": sorted(wanted)})
 
-# --sanitizer-part takes 1 or 2 (the two halves of the compute-sanitizer steps, a device call each);
+# --sanitizer-part takes 1, 2 or 3 (a third of the compute-sanitizer steps each, a device call each);
 # anything else is refused before any step runs.
-for value in ("1", "2"):
+for value in ("1", "2", "3"):
     proc = subprocess.run(["bash", SUITE, "--sanitizer-part", value, "--list-test-steps"], capture_output=True,
                           text=True, timeout=60)
     expect(f"gpu_suite.sh --sanitizer-part {value} is accepted", proc.returncode == 0, proc.stderr[-300:])
-for args, shown in ((["3"], "3"), (["x"], "x"), ([], "")):
+for args, shown in ((["4"], "4"), (["x"], "x"), ([], "")):
     proc = subprocess.run(["bash", SUITE, "--sanitizer-part"] + args, capture_output=True, text=True, timeout=60)
-    message = f"gpu_suite: --sanitizer-part '{shown}' is not 1 or 2"
+    message = f"gpu_suite: --sanitizer-part '{shown}' is not 1, 2 or 3"
     expect(f"gpu_suite.sh --sanitizer-part {args} is refused with exit 2 and '{message}'",
            proc.returncode == 2 and proc.stderr.strip() == message, {"rc": proc.returncode, "stderr": proc.stderr})
+
+# The three parts share the sanitizer steps out: run with stand-ins (a CLI and a compute-sanitizer
+# that only exit 0) over this build's manifest, part 1 runs memcheck and the first half (rounded up)
+# of the racecheck steps in --list-racecheck-steps order, part 3 the rest, part 2 synccheck and the
+# split-KV and metadata cases and no per-kernel racecheck step; together every racecheck step once.
+SANITIZER_STEP = re.compile(r"^== (\S+)$", re.M)
+with tempfile.TemporaryDirectory() as tmp:
+    build, fake_bin = os.path.join(tmp, "build"), os.path.join(tmp, "bin")
+    for sub in ("tools", "tests", "bundle"):
+        os.makedirs(os.path.join(build, sub))
+    os.makedirs(fake_bin)
+    with open(MANIFEST) as src, open(os.path.join(build, "bundle", "manifest.json"), "w") as dst:
+        dst.write(src.read())
+    for path in (os.path.join(build, "tools", "wideattn"), os.path.join(build, "tests", "wideattn_gpu_tests"),
+                 os.path.join(fake_bin, "compute-sanitizer")):
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\nexit 0\n")
+        os.chmod(path, 0o755)
+    env = dict(os.environ, WIDEATTN_BUILD_DIR=build, WIDEATTN_COMMIT="test",
+               PATH=fake_bin + os.pathsep + os.environ.get("PATH", ""))
+    listing = subprocess.run(["bash", SUITE, "--list-racecheck-steps"], capture_output=True, text=True, timeout=60,
+                             env=env)
+    race_all = ["racecheck-" + line.split("\t")[0] for line in listing.stdout.splitlines() if line]
+    ran = {}
+    for part in ("1", "2", "3"):
+        proc = subprocess.run(["bash", SUITE, "--only-sanitizer", "--sanitizer-part", part], capture_output=True,
+                              text=True, timeout=120, env=dict(env, OUT=os.path.join(tmp, "out" + part)))
+        ran[part] = SANITIZER_STEP.findall(proc.stdout)
+        expect(f"gpu_suite.sh --only-sanitizer --sanitizer-part {part} with stand-ins exits 0", proc.returncode == 0,
+               {"rc": proc.returncode, "stderr": proc.stderr[-300:]})
+    half = (len(race_all) + 1) // 2
+    per_kernel = {part: [n for n in ran[part] if n in race_all] for part in ran}
+    expect("the bundle has racecheck steps to share out", len(race_all) >= 2, race_all)
+    expect("part 1: memcheck, then the first half of the racecheck steps in order",
+           "memcheck" in ran["1"] and per_kernel["1"] == race_all[:half], {"ran": ran["1"], "half": race_all[:half]})
+    expect("part 3: the other half of the racecheck steps in order, no memcheck",
+           "memcheck" not in ran["3"] and per_kernel["3"] == race_all[half:], {"ran": ran["3"]})
+    expect("part 2: synccheck and the split-KV and metadata cases, no per-kernel racecheck step",
+           per_kernel["2"] == [] and {"synccheck", "memcheck-split", "racecheck-split", "synccheck-split",
+                                      "memcheck-meta", "synccheck-meta"} <= set(ran["2"]), {"ran": ran["2"]})
 
 # A failed test step prints doctest's failed assertions (with their test case) on the console, not
 # only the log's tail: a run with stand-ins for the CLI and the GPU test binary, the second printing

@@ -13,7 +13,7 @@
 #   the gates on transformers' Gemma 4 code, bf16 and 8-bit) - then a summary.
 #   tools/gpu/gpu_suite.sh [--no-peers] [--only-peers] [--no-sanitizer] [--no-tests] [--only-tests]
 #                          [--test-steps LIST] [--list-test-steps] [--list-racecheck-steps]
-#                          [--only-sanitizer] [--sanitizer-part 1|2] [--only-benches]
+#                          [--only-sanitizer] [--sanitizer-part 1|2|3] [--only-benches]
 #                          [--only-e2e] [--no-e2e] [--no-python] [--only-python] [--bench-cases LIST]
 #                          [--tune] [--only-tune]
 # --only-sanitizer, --only-benches and --only-e2e run the compute-sanitizer steps, the bench steps
@@ -27,12 +27,12 @@
 #   the selftest's --kernels filter of the step (tab-separated; the sanitizer step instruments one
 #   kernel per step, and the cluster kernels too where the step runs every kernel's checks:
 #   racecheck_kernels below) and exits.
-# --sanitizer-part 1 runs only the first half of the compute-sanitizer steps (memcheck on the
-#   selftest, racecheck per kernel: 123 s on the H200 on 2026-12-03 since each step runs one
-#   kernel's cases, about 5.5 minutes before), --sanitizer-part 2 the second (synccheck on the
-#   selftest, the split-KV and the corrupted-metadata cases); all of them ran past a call's 10
-#   minutes together when the racecheck steps ran every kernel's cases, so `--only-sanitizer` is
-#   two calls.
+# --sanitizer-part 1|2|3 runs one third of the compute-sanitizer steps: 1 memcheck on the selftest
+#   and the first half of the racecheck steps (one kernel's cases a step, in --list-racecheck-steps
+#   order), 3 the other half of the racecheck steps, 2 synccheck on the selftest and the split-KV
+#   and corrupted-metadata cases. Memcheck with every racecheck step took 123 s on the H200 on
+#   2026-12-03 but ran past 200 s on an H100 on 2026-12-06 (23 of 38 steps done), so the racecheck
+#   steps are shared out over two parts; `--only-sanitizer` is three calls.
 # --tune (opt-in) adds the tuning bar after the benches: `wideattn tune --out $OUT/tuning.json`,
 #   then `wideattn bench` on every case of the prefill and decode suites with that file in force
 #   (WIDEATTN_TUNING; bf16, e4m3 K/V and e4m3 Q/K/V as the bundle has them), the kernels the file
@@ -40,7 +40,7 @@
 #   one query token per sequence, as tune timed it), and tools/bench/check_tuning.py on the three
 #   (check_tuning.txt / .json / .md); --only-tune runs that step alone.
 # Budget: a device call is limited to 10 minutes, so run it as several calls: `--only-tests`,
-# `--only-sanitizer --sanitizer-part 1`, `--only-sanitizer --sanitizer-part 2`, `--only-benches`,
+# `--only-sanitizer --sanitizer-part 1`, `... 2`, `... 3`, `--only-benches`,
 # `--only-e2e`, `--only-peers` (about 5-6 minutes) and `--only-python` (needs torch and transformers
 # on the machine). The whole GPU test binary outgrew a call at eb22d61 (2026-12-02); on the H200 at
 # 378bf33 (2026-12-04) the steps gpu-tests-1 .. 5 took 101, 79, 116, 78 and 205 s and the selftest
@@ -132,7 +132,8 @@ while (($#)); do
         --only-e2e) sanitizer=0; tests=0; benches=0; python=0; peers=0 ;;
         --test-steps) test_steps=",$2,"; shift ;;
         --sanitizer-part)
-            [[ "${2:-}" == 1 || "${2:-}" == 2 ]] || { echo "gpu_suite: --sanitizer-part '${2:-}' is not 1 or 2" >&2; exit 2; }
+            [[ "${2:-}" == 1 || "${2:-}" == 2 || "${2:-}" == 3 ]] ||
+                { echo "gpu_suite: --sanitizer-part '${2:-}' is not 1, 2 or 3" >&2; exit 2; }
             sanitizer_part=$2; shift ;;
         --list-test-steps) gpu_test_steps; exit 0 ;;
         --list-racecheck-steps) racecheck_kernels; exit ;;
@@ -189,14 +190,22 @@ fi
 if ((sanitizer)) && command -v compute-sanitizer >/dev/null; then
     if [[ -z "$sanitizer_part" || "$sanitizer_part" == 1 ]]; then
         step memcheck memcheck.txt compute-sanitizer --tool memcheck --error-exitcode 9 "$cli" selftest --quick
+    fi
+    if [[ -z "$sanitizer_part" || "$sanitizer_part" == 1 || "$sanitizer_part" == 3 ]]; then
         # racecheck slows shared-memory code ~300x: one small case per kernel, and one kernel (its
         # entry points) instrumented per step, so each step is short, bounded, and its report names
-        # the kernel (every kernel instrumented at once ran past 120 s on 2026-12-02).
-        while IFS=$'\t' read -r kernel entries filter; do
+        # the kernel (every kernel instrumented at once ran past 120 s on 2026-12-02). Part 1 runs
+        # the first half of the steps (rounded up), part 3 the rest.
+        mapfile -t race_steps < <(racecheck_kernels)
+        race_half=$(((${#race_steps[@]} + 1) / 2)) race_first=0 race_end=${#race_steps[@]}
+        [[ "$sanitizer_part" == 1 ]] && race_end=$race_half
+        [[ "$sanitizer_part" == 3 ]] && race_first=$race_half
+        for ((r = race_first; r < race_end; ++r)); do
+            IFS=$'\t' read -r kernel entries filter <<< "${race_steps[r]}"
             step "racecheck-$kernel" "racecheck_$kernel.txt" timeout "$racecheck_step_limit" \
                 compute-sanitizer --tool racecheck --kernel-name "regex=^($entries)\$" --error-exitcode 9 \
                 "$cli" selftest --quick 1 ${filter:+--kernels "$filter"}
-        done < <(racecheck_kernels)
+        done
     fi
     if [[ -z "$sanitizer_part" || "$sanitizer_part" == 2 ]]; then
         # synccheck: barrier use (the Hopper bf16 kernel's one-way exchange pairs bar.arrive with bar.sync).
