@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "fp8/decode_e4m3_d512/mainloop.cuh"
 #include "fp8/decode_e4m3kfv_d512/keys.cuh"
@@ -98,49 +99,37 @@ __device__ __forceinline__ void rotated_scores(const TileContext& ctx, uint32_t 
                                                const CosSinAhead<kAhead>& ahead, float (&acc)[2][4]) {
     if (ctx.rotated_blocks == 0 || keys_valid <= 0) return;
     const int32_t key = warp * Traits::kSubTileKeys + (lane / 8 % 2) * 8 + lane % 8;
-    const auto codes_of = [&](int32_t c, uint32_t (&codes)[2][4]) {
+    // Pair block c: its codes (dims of the block and of its partners), K built from them with the
+    // cos / sin of `words` (Build: the table's) or of the formula, its scores added to acc.
+    const auto block_scores = [&](int32_t c, auto build, const decode_e4m3::BlockCosSin& words) {
+        uint32_t codes[2][4], lo[2][4], hi[2][4];
         ptx::ldmatrix_x4(codes[0], stage + stage_offset(key, 2 * c + lane / 16));
         ptx::ldmatrix_x4(codes[1], stage + stage_offset(key, 2 * (c + Traits::kPairBlockOffset) + lane / 16));
-    };
-    const auto accumulate = [&](int32_t c, const uint32_t (&lo)[2][4], const uint32_t (&hi)[2][4]) {
+        decode_e4m3::build_k_pair_from_codes<Traits, decltype(build)::value, kProduct>(
+            codes, ctx.weight, ctx.freq, lane, c, position0, ctx.v_scale, words, lo, hi);
 #pragma unroll
         for (int32_t b = 0; b < 2; ++b)
             decode_e4m3::accumulate_dim_block<Traits, true>(acc, lo[b], hi[b], ctx.q_shared,
                                                              c + b * Traits::kPairBlockOffset, lane);
     };
+    using FromTable = std::integral_constant<KFromVBuild, KFromVBuild::kRotateTable>;
+    using FromFormula = std::integral_constant<KFromVBuild, KFromVBuild::kRotate>;
     if (rotated_from_table(ctx, position0, keys_valid)) {
         if constexpr (kAhead > 0) {
 #pragma unroll
-            for (int32_t c = 0; c < kAhead; ++c) {
-                if (c < ctx.rotated_blocks) {
-                    uint32_t codes[2][4], lo[2][4], hi[2][4];
-                    codes_of(c, codes);
-                    decode_e4m3::build_k_pair_from_codes<Traits, KFromVBuild::kRotateTable, kProduct>(
-                        codes, ctx.weight, ctx.freq, lane, c, position0, ctx.v_scale, ahead.block[c], lo, hi);
-                    accumulate(c, lo, hi);
-                }
-            }
+            for (int32_t c = 0; c < kAhead; ++c)
+                if (c < ctx.rotated_blocks) block_scores(c, FromTable{}, ahead.block[c]);
         }
 #pragma unroll 1
         for (int32_t c = kAhead; c < ctx.rotated_blocks; ++c) {
-            uint32_t codes[2][4], lo[2][4], hi[2][4];
             decode_e4m3::BlockCosSin words;
             decode_e4m3::load_block_cos_sin<Traits>(ctx.table, lane, c, position0, &words);
-            codes_of(c, codes);
-            decode_e4m3::build_k_pair_from_codes<Traits, KFromVBuild::kRotateTable, kProduct>(
-                codes, ctx.weight, ctx.freq, lane, c, position0, ctx.v_scale, words, lo, hi);
-            accumulate(c, lo, hi);
+            block_scores(c, FromTable{}, words);
         }
     } else {
         const decode_e4m3::BlockCosSin unused{};
 #pragma unroll 1
-        for (int32_t c = 0; c < ctx.rotated_blocks; ++c) {
-            uint32_t codes[2][4], lo[2][4], hi[2][4];
-            codes_of(c, codes);
-            decode_e4m3::build_k_pair_from_codes<Traits, KFromVBuild::kRotate, kProduct>(
-                codes, ctx.weight, ctx.freq, lane, c, position0, ctx.v_scale, unused, lo, hi);
-            accumulate(c, lo, hi);
-        }
+        for (int32_t c = 0; c < ctx.rotated_blocks; ++c) block_scores(c, FromFormula{}, unused);
     }
 }
 
