@@ -11,6 +11,7 @@
 
 #include "accuracy/accuracy_error.h"
 #include "accuracy/checked_size.h"
+#include "accuracy/filtered_chunks.h"
 #include "accuracy/isolated_call.h"
 #include "accuracy/output_path.h"
 
@@ -298,6 +299,10 @@ void check_layout_and_filters(hid_t create_props, H5D_layout_t layout, const std
         if (filter < 0 || H5Zfilter_avail(filter) <= 0)
             throw AccuracyError(where + " is compressed with HDF5 filter " + std::to_string(filter) +
                                 ", which this HDF5 library does not have");
+        if (!is_size_checked_filter(filter))
+            throw AccuracyError(where + " is stored with HDF5 filter " + std::to_string(filter) +
+                                ", whose output the reader cannot size (only deflate, shuffle and fletcher32 "
+                                "are read)");
     }
 }
 
@@ -324,12 +329,16 @@ int64_t chunk_bytes_of(hid_t dataset, hid_t create_props, const std::string& whe
                                 std::to_string(d) + " of at most " + std::to_string(max_dims[d]) +
                                 " (corrupt chunk shape?)");
     }
+    if (bytes > kMaxChunkBytes)
+        throw AccuracyError(where + " has chunks of " + std::to_string(bytes) + " bytes (at most " +
+                            std::to_string(kMaxChunkBytes) +
+                            " are read: libhdf5 holds a whole chunk in memory; corrupt chunk shape?)");
     return bytes;
 }
 
 // The stored bytes against what the layout implies.
 void check_stored_bytes(hid_t dataset, hid_t create_props, H5D_layout_t layout, int64_t declared_bytes,
-                        int64_t stored_bytes, const std::string& where) {
+                        int64_t stored_bytes, const std::string& where, FilteredChunks filtered) {
     const std::string stores = where + " stores " + std::to_string(stored_bytes) + " bytes";
     if (layout == H5D_COMPACT && stored_bytes != declared_bytes)
         throw AccuracyError(stores + " of compact data for " + std::to_string(declared_bytes) + " declared (corrupt?)");
@@ -338,7 +347,10 @@ void check_stored_bytes(hid_t dataset, hid_t create_props, H5D_layout_t layout, 
                             " declared (corrupt?)");
     if (layout != H5D_CHUNKED) return;
     const int64_t chunk_bytes = chunk_bytes_of(dataset, create_props, where);
-    if (H5Pget_nfilters(create_props) != 0) return;  // compressed chunks store any number of bytes
+    if (H5Pget_nfilters(create_props) != 0) {  // compressed chunks store any number of bytes: decode them
+        if (filtered == FilteredChunks::kCheckSizes) check_filtered_chunk_sizes(dataset, create_props, chunk_bytes, where);
+        return;
+    }
     hsize_t chunks = 0;
     H5Handle space(H5Dget_space(dataset));
     if (!space.valid() || H5Dget_num_chunks(dataset, space.get(), &chunks) < 0)
@@ -352,7 +364,8 @@ void check_stored_bytes(hid_t dataset, hid_t create_props, H5D_layout_t layout, 
 
 }  // namespace
 
-void check_dataset_storage(hid_t dataset, int64_t declared_bytes, const std::string& where) {
+void check_dataset_storage(hid_t dataset, int64_t declared_bytes, const std::string& where,
+                           FilteredChunks filtered) {
     H5Handle create_props(H5Dget_create_plist(dataset));
     if (!create_props.valid()) throw AccuracyError("cannot read the storage properties of " + where);
     const H5D_layout_t layout = H5Pget_layout(create_props.get());
@@ -370,7 +383,7 @@ void check_dataset_storage(hid_t dataset, int64_t declared_bytes, const std::str
                             std::to_string(stored_bytes) + " (at most " + std::to_string(kMaxDeclaredToStoredRatio) +
                             " x the stored bytes + " + std::to_string(kDeclaredSlackBytes) +
                             " are accepted; the rest would be chunks never written, or a corrupt header)");
-    check_stored_bytes(dataset, create_props.get(), layout, declared_bytes, stored_bytes, where);
+    check_stored_bytes(dataset, create_props.get(), layout, declared_bytes, stored_bytes, where, filtered);
 }
 
 int64_t chunk_rows_of(hid_t dataset, const std::string& where) {

@@ -97,6 +97,17 @@ std::vector<int64_t> dataset_dims(hid_t dataset, const std::string& where = "a d
 inline constexpr int64_t kMaxDeclaredToStoredRatio = 1024;
 inline constexpr int64_t kDeclaredSlackBytes = int64_t{1} << 20;
 
+// A chunk of a dataset stored in chunks may have at most this many bytes: libhdf5 holds a whole
+// chunk in memory to read any part of it, so a corrupt chunk shape in a small file made it
+// allocate and fill gigabytes. 256 MiB is 256 rows of a 262144-entry float32 vocab; the writer
+// makes chunks of about 256 KiB.
+inline constexpr int64_t kMaxChunkBytes = int64_t{256} << 20;
+
+// Whether check_dataset_storage decodes a filtered dataset's chunks to check their sizes
+// (check_filtered_chunk_sizes, filtered_chunks.h): always before the calling process reads the
+// dataset with H5Dread; a caller that will not read its rows may skip it.
+enum class FilteredChunks { kCheckSizes, kSkip };
+
 // Checks a dataset's storage before anything is read from it, throwing AccuracyError naming
 // `where`: the layout must be contiguous, chunked or compact (not virtual), with no external
 // files and only filters this HDF5 library has; `declared_bytes` (the extent times the element
@@ -104,9 +115,11 @@ inline constexpr int64_t kDeclaredSlackBytes = int64_t{1} << 20;
 // kMaxDeclaredToStoredRatio x the stored bytes (H5Dget_storage_size) + kDeclaredSlackBytes, so a
 // 1 KiB file declaring terabytes of never-written chunks is refused; and the stored bytes must be
 // what the layout implies (compact: all of them; contiguous: all or none; chunked without
-// filters: the allocated chunks' count times a chunk's bytes), which HDF5 1.10 does not check
-// before reading past its buffers.
-void check_dataset_storage(hid_t dataset, int64_t declared_bytes, const std::string& where);
+// filters: the allocated chunks' count times a chunk's bytes; with filters, each chunk decodes to
+// a chunk's bytes, which needs the filters to be deflate, shuffle or fletcher32), which HDF5 1.10
+// does not check before reading past its buffers; a chunk must be at most kMaxChunkBytes.
+void check_dataset_storage(hid_t dataset, int64_t declared_bytes, const std::string& where,
+                           FilteredChunks filtered = FilteredChunks::kCheckSizes);
 
 // The most a child process may take to open and check a file (probe_in_child), and the
 // longest message it hands back.

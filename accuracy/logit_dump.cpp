@@ -346,7 +346,8 @@ LogitDumpReader::LogitDumpReader(const std::string& path, OpenMode mode) {
         ElementType element = element_type(probe.get(), path, findings ? &findings->type : nullptr);
         info_.type = element.type;
         memory_type_ = std::move(element.memory_type);
-        check_storage(probe.get());
+        check_storage(probe.get(),
+                      mode == OpenMode::kPrimary ? FilteredChunks::kCheckSizes : FilteredChunks::kSkip);
         if (mode != OpenMode::kAnother) check_rows_written(probe.get(), where(path), info_.tokens);
     }
     open_dataset(true);
@@ -375,11 +376,11 @@ void LogitDumpReader::read_shape(hid_t dataset) {
                             std::to_string(kMaxVocab) + ": token ids are int32)");
 }
 
-void LogitDumpReader::check_storage(hid_t dataset) {
+void LogitDumpReader::check_storage(hid_t dataset, FilteredChunks filtered) {
     const std::string shape = where(info_.path) + " [" + std::to_string(info_.tokens) + ", " +
                               std::to_string(info_.vocab) + "] " + logit_type_name(info_.type);
     const int64_t row_bytes = checked_mul(info_.vocab, logit_type_bytes(info_.type), shape + ": bytes per row");
-    check_dataset_storage(dataset, checked_mul(info_.tokens, row_bytes, shape + ": declared bytes"), shape);
+    check_dataset_storage(dataset, checked_mul(info_.tokens, row_bytes, shape + ": declared bytes"), shape, filtered);
     info_.chunk_rows = chunk_rows_of(dataset, where(info_.path));
 }
 

@@ -144,8 +144,9 @@ private:
     // kPrimary (the public constructor): first checks the file in a child process (probe_in_child,
     // which opens it kInChild), then opens it here, taking the element type's dtype decision and
     // the metadata from the child instead of reading those attributes again; looks for the direct
-    // layout. kInChild: all of it here. kAnother (another_reader()): no direct layout (it shares
-    // the first reader's), no metadata.
+    // layout. kInChild: all of it here but the decode of filtered chunks (the child reads no
+    // rows). kAnother (another_reader()): no direct layout (it shares the first reader's), no
+    // metadata, no decode of filtered chunks (the first reader's open did it).
     enum class OpenMode { kPrimary, kInChild, kAnother };
     // What the child found, as the child hands it back (LogitDumpInfo's type, metadata, warnings).
     struct ChildFindings;
@@ -154,10 +155,11 @@ private:
     static std::optional<ChildFindings> check_in_child(const std::string& path);
     // Parts of the validation at open: the [tokens, vocab] extent; the element type (`known`: the
     // type the child decided, so the dtype attribute is not read again); the layout, filters,
-    // chunk shape and declared size against the stored bytes; the root attributes.
+    // chunk shape and declared size against the stored bytes (`filtered`: whether filtered
+    // chunks are decoded to check their sizes); the root attributes.
     void read_shape(hid_t dataset);
     static ElementType element_type(hid_t dataset, const std::string& path, const LogitType* known);
-    void check_storage(hid_t dataset);
+    void check_storage(hid_t dataset, FilteredChunks filtered);
     void read_metadata();
     void open_dataset(bool chunk_cache);
     // The row layout direct reads need, or null when the dataset has another.

@@ -3,7 +3,10 @@
 # UndefinedBehaviorSanitizer and the libFuzzer targets (build-asan, or $WIDEATTN_ASAN_BUILD_DIR),
 # builds the tree (cubins for sm_90a only) and the three fuzzers, runs the CPU tests `cpu`,
 # `fake_driver` and `metadata_model` under the sanitizers, then runs each fuzzer for $WIDEATTN_FUZZ_SECONDS (default
-# 60) on its committed corpus (tests/fuzz/corpus/logit_dump, tests/fuzz/corpus/manifest; plans: none). Exits non-zero on any failure: a failed test, a sanitizer report,
+# 60) on its committed corpus (tests/fuzz/corpus/logit_dump, tests/fuzz/corpus/manifest; plans: none)
+# from the random seed $WIDEATTN_FUZZ_SEED (default 1, so a run is repeatable: the same inputs in
+# the same order, as far as the time allows; 0 lets libFuzzer pick one, for a search of new
+# inputs). Exits non-zero on any failure: a failed test, a sanitizer report,
 # a fuzzer crash, leak, timeout or out-of-memory (the input is kept under <build>/fuzz-artifacts/).
 # Installs clang and its sanitizer runtimes (Debian packages) when they are missing.
 #   tools/ci_sanitize.sh [extra meson setup options]
@@ -12,6 +15,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${WIDEATTN_ASAN_BUILD_DIR:-$root/build-asan}
 fuzz_seconds=${WIDEATTN_FUZZ_SECONDS:-60}
+fuzz_seed=${WIDEATTN_FUZZ_SEED:-1}
 # Per input: above the reader's 10 s probe of a file (docs/accuracy.md, section 8) times the
 # three opens of one input, so a file that makes libhdf5 loop is refused, not a timeout.
 fuzz_input_timeout_s=60
@@ -62,18 +66,18 @@ echo "ci_sanitize: the cpu, fake_driver and metadata_model tests passed under AS
 # corrupt header are allowed (-malloc_limit_mb), its resident memory is not (-rss_limit_mb).
 mkdir -p "$build/fuzz-corpus" "$build/fuzz-corpus-manifest" "$build/fuzz-artifacts"
 LSAN_OPTIONS=suppressions=$root/tests/fuzz/lsan_hdf5.supp \
-    "$build/accuracy/fuzz_logit_dump" -max_total_time="$fuzz_seconds" -timeout="$fuzz_input_timeout_s" \
+    "$build/accuracy/fuzz_logit_dump" -max_total_time="$fuzz_seconds" -seed="$fuzz_seed" -timeout="$fuzz_input_timeout_s" \
     -rss_limit_mb=2048 -malloc_limit_mb=1048576 -print_final_stats=1 \
     -artifact_prefix="$build/fuzz-artifacts/" "$build/fuzz-corpus" "$corpus"
 echo "ci_sanitize: fuzzed the dump reader for ${fuzz_seconds}s without a finding; total $(( $(date +%s) - start ))s"
 "$build/tests/fuzz/fuzz_manifest" -dict="$root/tests/fuzz/manifest.dict" -max_len=8192 \
-    -max_total_time="$fuzz_seconds" -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/" \
+    -max_total_time="$fuzz_seconds" -seed="$fuzz_seed" -print_final_stats=1 -artifact_prefix="$build/fuzz-artifacts/" \
     "$build/fuzz-corpus-manifest" "$root/tests/fuzz/corpus/manifest"
 echo "ci_sanitize: fuzzed the manifest reader for ${fuzz_seconds}s without a finding; total $(( $(date +%s) - start ))s"
 # Plans: programs of plan calls over fuzzed params, options, run tensors and handles, through the
 # stand-in driver and the tree's bundle (no seed corpus: an empty input is already a valid program).
 mkdir -p "$build/fuzz-corpus-plan"
 WIDEATTN_LIBCUDA="$build/tests/libfake_cuda.so" WIDEATTN_BUNDLE="$build/bundle" \
-    "$build/tests/fuzz/fuzz_plan" -max_len=512 -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+    "$build/tests/fuzz/fuzz_plan" -max_len=512 -max_total_time="$fuzz_seconds" -seed="$fuzz_seed" -print_final_stats=1 \
     -artifact_prefix="$build/fuzz-artifacts/" "$build/fuzz-corpus-plan"
 echo "ci_sanitize: fuzzed plans for ${fuzz_seconds}s without a finding; total $(( $(date +%s) - start ))s"

@@ -44,6 +44,16 @@ std::string open_error(const std::string& path) {
     return "";
 }
 
+// A file of the dump reader's fuzz seed corpus (tests/fuzz/corpus/logit_dump), which must exist;
+// empty where the test data directory is not set (the test binary run outside meson test).
+std::string seed_corpus_file(const std::string& name) {
+    const char* data = std::getenv("WIDEATTN_TEST_DATA");
+    if (data == nullptr) return "";
+    const std::string path = std::string(data) + "/../tests/fuzz/corpus/logit_dump/" + name;
+    REQUIRE(std::filesystem::exists(path));
+    return path;
+}
+
 // A chunked `logits` dataset of the given extent and element type with nothing written: the
 // file is a few KiB whatever it declares.
 void write_declared_only(const std::string& path, int64_t tokens, int64_t vocab, hid_t type, int64_t chunk_cols) {
@@ -411,10 +421,8 @@ TEST_CASE("input limits: a crash or a hang while a child checks a file is an err
 TEST_CASE("input limits: an unfiltered chunk index that does not add up is refused (HDF5 read past its buffer)") {
     // Found by the dump-reader fuzzer on 2026-12-01: a chunk index mutated to hold 6 entries for
     // 4 stored chunks; libhdf5 1.10 copied 64 bytes from an 8-byte buffer in H5Dread.
-    const char* data = std::getenv("WIDEATTN_TEST_DATA");
-    if (data == nullptr) return;
-    const std::string path = std::string(data) + "/../tests/fuzz/corpus/logit_dump/regression_chunk_index.h5";
-    REQUIRE(std::filesystem::exists(path));
+    const std::string path = seed_corpus_file("regression_chunk_index.h5");
+    if (path.empty()) return;
     CHECK(open_error(path).find("dataset 'logits' [6, 40] float32 stores 1024 bytes in 6 unfiltered chunks of 256 "
                                 "bytes (corrupt chunk index?)") != std::string::npos);
 }
@@ -422,12 +430,85 @@ TEST_CASE("input limits: an unfiltered chunk index that does not add up is refus
 TEST_CASE("input limits: a chunk shape larger than a fixed dimension is refused (HDF5 copied past its buffer)") {
     // Found by the dump-reader fuzzer on 2026-12-01: a deflated dataset [6, 40] whose chunk shape
     // was mutated to [3, 2621440]; libhdf5 1.10 copied a chunk's bytes past what deflate returned.
-    const char* data = std::getenv("WIDEATTN_TEST_DATA");
-    if (data == nullptr) return;
-    const std::string path = std::string(data) + "/../tests/fuzz/corpus/logit_dump/regression_chunk_shape.h5";
-    REQUIRE(std::filesystem::exists(path));
+    const std::string path = seed_corpus_file("regression_chunk_shape.h5");
+    if (path.empty()) return;
     CHECK(open_error(path).find("dataset 'logits' [6, 40] float16 has chunks of 2621440 in dimension 1 of at most 40 "
                                 "(corrupt chunk shape?)") != std::string::npos);
+}
+
+TEST_CASE("input limits: a chunk of more than 256 MiB in an extendible dataset is refused at open") {
+    // Found by the dump-reader fuzzer on 2026-12-07: the chunk shape of an extendible (unlimited)
+    // dataset mutated to a chunk of 4 GiB; libhdf5 1.10 allocated and filled it to read a row.
+    const std::string path = seed_corpus_file("regression_chunk_bytes.h5");
+    if (path.empty()) return;
+    CHECK(open_error(path).find("dataset 'logits' [6, 40] float32 has chunks of 536870912 bytes (at most 268435456 "
+                                "are read") != std::string::npos);
+    // The limit itself: [1, 2^26] float32 chunks are 256 MiB, one element more is refused. The
+    // file holds nothing, which is the refusal that follows the chunk check.
+    TempDir dir;
+    for (const int64_t cols : {int64_t{1} << 26, (int64_t{1} << 26) + 1}) {
+        CAPTURE(cols);
+        const std::string declared = dir.file("chunk_" + std::to_string(cols) + ".h5");
+        {
+            H5Handle file = create_hdf5_file(declared);
+            const hsize_t dims[2] = {2, 4}, max_dims[2] = {H5S_UNLIMITED, H5S_UNLIMITED};
+            H5Handle space(H5Screate_simple(2, dims, max_dims));
+            H5Handle props(H5Pcreate(H5P_DATASET_CREATE));
+            const hsize_t chunk[2] = {1, static_cast<hsize_t>(cols)};
+            REQUIRE(H5Pset_chunk(props.get(), 2, chunk) >= 0);
+            H5Handle dataset(H5Dcreate2(file.get(), kLogitsDataset, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                                        props.get(), H5P_DEFAULT));
+            REQUIRE(dataset.valid());
+        }
+        const std::string error = open_error(declared);
+        const bool over = cols * 4 > kMaxChunkBytes;
+        CHECK((error.find("has chunks of " + std::to_string(cols * 4) + " bytes") != std::string::npos) == over);
+        CHECK((error.find("were never written") != std::string::npos) == !over);
+    }
+}
+
+TEST_CASE("input limits: a deflated chunk that decodes to fewer bytes than its shape is refused (HDF5 read past it)") {
+    // Made by hand on 2026-12-07 from the form the fuzzer found that day (regression_chunk_bytes.h5):
+    // the chunk shape of an extendible deflated dataset changed from [2, 40] to [2, 1024]; libhdf5 1.10 copied rows out of the 320 bytes
+    // deflate returned as if they were 8192 (an overflow under ASan, a crash at [2, 65536]).
+    const std::string path = seed_corpus_file("regression_chunk_cols.h5");
+    if (path.empty()) return;
+    CHECK(open_error(path).find("dataset 'logits' [6, 40] float32 chunk at [0, 0] decodes to 320 bytes, not the "
+                                "8192 of its chunk shape (corrupt chunk shape?)") != std::string::npos);
+}
+
+TEST_CASE("input limits: shuffle, deflate and fletcher32 chunks read bit for bit; a filter the reader cannot size is refused") {
+    TempDir dir;
+    const int64_t tokens = 7, vocab = 45;  // neither a multiple of the chunk shape [3, 45]
+    const std::vector<float> logits = random_row(11, tokens * vocab, -8.0, 8.0);
+    const auto write = [&](const std::string& path, bool nbit) {
+        H5Handle file = create_hdf5_file(path);
+        const hsize_t dims[2] = {static_cast<hsize_t>(tokens), static_cast<hsize_t>(vocab)};
+        const hsize_t max_dims[2] = {H5S_UNLIMITED, H5S_UNLIMITED};
+        H5Handle space(H5Screate_simple(2, dims, max_dims));
+        H5Handle props(H5Pcreate(H5P_DATASET_CREATE));
+        const hsize_t chunk[2] = {3, static_cast<hsize_t>(vocab)};
+        REQUIRE(H5Pset_chunk(props.get(), 2, chunk) >= 0);
+        REQUIRE(H5Pset_shuffle(props.get()) >= 0);
+        REQUIRE(H5Pset_deflate(props.get(), 6) >= 0);
+        REQUIRE(H5Pset_fletcher32(props.get()) >= 0);
+        if (nbit) REQUIRE(H5Pset_nbit(props.get()) >= 0);
+        H5Handle dataset(H5Dcreate2(file.get(), kLogitsDataset, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                                    props.get(), H5P_DEFAULT));
+        REQUIRE(dataset.valid());
+        REQUIRE(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, logits.data()) >= 0);
+    };
+    const std::string filtered = dir.file("filtered.h5");
+    write(filtered, false);
+    LogitDumpReader reader(filtered);
+    std::vector<float> rows(static_cast<size_t>(tokens * vocab), std::nanf(""));
+    reader.read_rows(0, tokens, rows.data());
+    CHECK(std::memcmp(rows.data(), logits.data(), rows.size() * sizeof(float)) == 0);
+
+    const std::string nbit = dir.file("nbit.h5");
+    write(nbit, true);
+    CHECK(open_error(nbit).find("is stored with HDF5 filter " + std::to_string(H5Z_FILTER_NBIT) +
+                                ", whose output the reader cannot size") != std::string::npos);
 }
 
 TEST_CASE("input limits: every file of the fuzz seed corpus is read or refused with a message") {
@@ -449,7 +530,7 @@ TEST_CASE("input limits: every file of the fuzz seed corpus is read or refused w
         }
     }
     CHECK(read >= 7);
-    CHECK(refused >= 11);
+    CHECK(refused >= 13);
 }
 
 TEST_CASE("input limits: metadata and warnings pass intact through the findings of the child that checks a file") {
@@ -475,10 +556,8 @@ TEST_CASE("input limits: metadata and warnings pass intact through the findings 
 }
 
 TEST_CASE("input limits: a dump written by h5py (bfloat16 bits as int16, UTF-8 strings) reads as written") {
-    const char* data = std::getenv("WIDEATTN_TEST_DATA");
-    if (data == nullptr) return;
-    const std::string path = std::string(data) + "/../tests/fuzz/corpus/logit_dump/h5py_bfloat16_int16.h5";
-    REQUIRE(std::filesystem::exists(path));
+    const std::string path = seed_corpus_file("h5py_bfloat16_int16.h5");
+    if (path.empty()) return;
     LogitDumpReader reader(path);
     CHECK(reader.info().type == LogitType::kBFloat16);
     CHECK(reader.info().metadata.model == "gemma-4 \xce\x94");
