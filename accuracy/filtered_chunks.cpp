@@ -78,7 +78,15 @@ void check_filtered_chunk_sizes(hid_t dataset, hid_t create_props, int64_t chunk
         throw AccuracyError("cannot read the chunk shape of " + where + " (corrupt file?)");
     for (int64_t d : dims)
         if (d == 0) return;
-    const int64_t max_stored = chunk_bytes + chunk_bytes / kStoredSlackDivisor + kStoredSlackBytes;
+    // A chunk stores at most what it could compress to and what the file holds (the buffer for
+    // it is allocated before libhdf5 reads it).
+    hsize_t file_bytes = 0;
+    H5Handle file(H5Iget_file_id(dataset));
+    if (!file.valid() || H5Fget_filesize(file.get(), &file_bytes) < 0)
+        throw AccuracyError("cannot read the size of the file of " + where);
+    const int64_t max_stored = std::min<int64_t>(chunk_bytes + chunk_bytes / kStoredSlackDivisor + kStoredSlackBytes,
+                                                 static_cast<int64_t>(std::min<hsize_t>(
+                                                     file_bytes, std::numeric_limits<int64_t>::max())));
     const int64_t decoded_limit = chunk_bytes + kFletcherBytes * filter_count;
     std::vector<unsigned char> stored;
     std::vector<int64_t> position(dims.size(), 0);  // chunk coordinates, the last dimension fastest
@@ -94,7 +102,8 @@ void check_filtered_chunk_sizes(hid_t dataset, hid_t create_props, int64_t chunk
         if (address != HADDR_UNDEF && bytes > 0) {
             if (bytes > static_cast<hsize_t>(max_stored))
                 throw AccuracyError(at + " is stored in " + std::to_string(bytes) + " bytes, more than a chunk of " +
-                                    std::to_string(chunk_bytes) + " bytes takes (corrupt chunk index?)");
+                                    std::to_string(chunk_bytes) + " bytes takes or the file's " +
+                                    std::to_string(file_bytes) + " hold (corrupt chunk index?)");
             stored.resize(static_cast<size_t>(bytes));
             uint32_t read_mask = 0;
             if (H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &read_mask, stored.data()) < 0)
