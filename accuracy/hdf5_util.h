@@ -99,7 +99,7 @@ inline constexpr int64_t kDeclaredSlackBytes = int64_t{1} << 20;
 
 // A chunk of a dataset stored in chunks may have at most this many bytes: libhdf5 holds a whole
 // chunk in memory to read any part of it, so a corrupt chunk shape in a small file made it
-// allocate and fill gigabytes. 256 MiB is 256 rows of a 262144-entry float32 vocab; the writer
+// allocate gigabytes. 256 MiB is 256 rows of a 262144-entry float32 vocab; the writer
 // makes chunks of about 256 KiB.
 inline constexpr int64_t kMaxChunkBytes = int64_t{256} << 20;
 
