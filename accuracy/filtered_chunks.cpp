@@ -29,12 +29,12 @@ std::string offset_text(const std::vector<hsize_t>& offset) {
     return text + "]";
 }
 
-// Bytes `stream` inflates to, stopping once they pass `limit`; -1 when it is not a complete
-// zlib stream.
-int64_t inflated_bytes(const std::vector<unsigned char>& stream, int64_t stream_bytes, int64_t limit) {
+// Bytes the first `stream_bytes` of `stream` inflate to, counted through `scratch` (never kept),
+// stopping once they pass `limit`; -1 when they are not a complete zlib stream.
+int64_t inflated_bytes(const std::vector<unsigned char>& stream, int64_t stream_bytes, int64_t limit,
+                       std::vector<unsigned char>& scratch) {
     z_stream z{};
     if (inflateInit(&z) != Z_OK) throw std::bad_alloc();
-    std::vector<unsigned char> scratch(kInflateScratchBytes);
     z.next_in = const_cast<unsigned char*>(stream.data());
     int64_t total = 0;
     int status = Z_OK;
@@ -88,56 +88,47 @@ void check_filtered_chunk_sizes(hid_t dataset, hid_t create_props, int64_t chunk
                                                  static_cast<int64_t>(std::min<hsize_t>(
                                                      file_bytes, std::numeric_limits<int64_t>::max())));
     const int64_t decoded_limit = chunk_bytes + kFletcherBytes * filter_count;
-    std::vector<unsigned char> stored;
-    std::vector<int64_t> position(dims.size(), 0);  // chunk coordinates, the last dimension fastest
-    std::vector<hsize_t> offset(dims.size());
-    for (;;) {
-        for (int d = 0; d < rank; ++d) offset[d] = static_cast<hsize_t>(position[d]) * chunk[d];
+    std::vector<unsigned char> stored, scratch(kInflateScratchBytes);
+    for_each_chunk_offset(dims, chunk, [&](const std::vector<hsize_t>& offset) {
         unsigned mask = 0;
         haddr_t address = HADDR_UNDEF;
         hsize_t bytes = 0;
-        const std::string at = where + " chunk at " + offset_text(offset);
+        const auto at = [&] { return where + " chunk at " + offset_text(offset); };
         if (H5Dget_chunk_info_by_coord(dataset, offset.data(), &mask, &address, &bytes) < 0)
-            throw AccuracyError("cannot look up " + at + " in the chunk index (corrupt file?)");
-        if (address != HADDR_UNDEF && bytes > 0) {
-            if (bytes > static_cast<hsize_t>(max_stored))
-                throw AccuracyError(at + " is stored in " + std::to_string(bytes) + " bytes, more than a chunk of " +
-                                    std::to_string(chunk_bytes) + " bytes takes or the file's " +
-                                    std::to_string(file_bytes) + " hold (corrupt chunk index?)");
-            stored.resize(static_cast<size_t>(bytes));
-            uint32_t read_mask = 0;
-            if (H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &read_mask, stored.data()) < 0)
-                throw AccuracyError("cannot read " + at + " (truncated or corrupt file?)");
-            int64_t size = static_cast<int64_t>(bytes);
-            bool inflated = false;
-            for (int f = filter_count - 1; f >= 0 && size >= 0; --f) {
-                if (mask & (1u << f)) continue;  // this filter was skipped for this chunk
-                switch (filters[static_cast<size_t>(f)]) {
-                    case H5Z_FILTER_FLETCHER32: size = size >= kFletcherBytes ? size - kFletcherBytes : -1; break;
-                    case H5Z_FILTER_DEFLATE:
-                        if (inflated) throw AccuracyError(where + " is deflated twice (not read)");
-                        size = inflated_bytes(stored, size, decoded_limit);
-                        inflated = true;
-                        break;
-                    case H5Z_FILTER_SHUFFLE: break;
-                    default:  // refused with the dataset's filters (check_dataset_storage)
-                        throw AccuracyError(where + " uses HDF5 filter " +
-                                            std::to_string(filters[static_cast<size_t>(f)]) + " (not read)");
-                }
+            throw AccuracyError("cannot look up " + at() + " in the chunk index (corrupt file?)");
+        if (address == HADDR_UNDEF || bytes == 0) return true;  // not stored: check_rows_written names it
+        if (bytes > static_cast<hsize_t>(max_stored))
+            throw AccuracyError(at() + " is stored in " + std::to_string(bytes) + " bytes, more than a chunk of " +
+                                std::to_string(chunk_bytes) + " bytes takes or the file's " +
+                                std::to_string(file_bytes) + " hold (corrupt chunk index?)");
+        stored.resize(static_cast<size_t>(bytes));
+        uint32_t read_mask = 0;
+        if (H5Dread_chunk(dataset, H5P_DEFAULT, offset.data(), &read_mask, stored.data()) < 0)
+            throw AccuracyError("cannot read " + at() + " (truncated or corrupt file?)");
+        int64_t size = static_cast<int64_t>(bytes);
+        bool inflated = false;
+        for (int f = filter_count - 1; f >= 0 && size >= 0; --f) {
+            if (mask & (1u << f)) continue;  // this filter was skipped for this chunk
+            switch (filters[static_cast<size_t>(f)]) {
+                case H5Z_FILTER_FLETCHER32: size = size >= kFletcherBytes ? size - kFletcherBytes : -1; break;
+                case H5Z_FILTER_DEFLATE:
+                    if (inflated) throw AccuracyError(where + " is deflated twice (not read)");
+                    size = inflated_bytes(stored, size, decoded_limit, scratch);
+                    inflated = true;
+                    break;
+                case H5Z_FILTER_SHUFFLE: break;
+                default:  // refused with the dataset's filters (check_dataset_storage)
+                    throw AccuracyError(where + " uses HDF5 filter " + std::to_string(filters[static_cast<size_t>(f)]) +
+                                        " (not read)");
             }
-            if (size < 0)
-                throw AccuracyError(at + " does not decode: its deflate stream or checksum is cut short (corrupt?)");
-            if (size != chunk_bytes)
-                throw AccuracyError(at + " decodes to " + std::to_string(size) + " bytes, not the " +
-                                    std::to_string(chunk_bytes) + " of its chunk shape (corrupt chunk shape?)");
         }
-        int d = rank - 1;
-        for (; d >= 0; --d) {  // the next chunk
-            if (static_cast<int64_t>(++position[d]) * static_cast<int64_t>(chunk[d]) < dims[d]) break;
-            position[d] = 0;
-        }
-        if (d < 0) return;
-    }
+        if (size < 0)
+            throw AccuracyError(at() + " does not decode: its deflate stream or checksum is cut short (corrupt?)");
+        if (size != chunk_bytes)
+            throw AccuracyError(at() + " decodes to " + std::to_string(size) + " bytes, not the " +
+                                std::to_string(chunk_bytes) + " of its chunk shape (corrupt chunk shape?)");
+        return true;
+    });
 }
 
 }  // namespace wideattn::accuracy

@@ -397,6 +397,23 @@ int64_t chunk_rows_of(hid_t dataset, const std::string& where) {
     return static_cast<int64_t>(chunk[0]);
 }
 
+void for_each_chunk_offset(const std::vector<int64_t>& dims, const std::vector<hsize_t>& chunk,
+                           const std::function<bool(const std::vector<hsize_t>& offset)>& visit) {
+    const int rank = static_cast<int>(dims.size());
+    std::vector<int64_t> position(dims.size(), 0);  // chunk coordinates
+    std::vector<hsize_t> offset(dims.size());
+    for (;;) {
+        for (int d = 0; d < rank; ++d) offset[d] = static_cast<hsize_t>(position[d]) * chunk[d];
+        if (!visit(offset)) return;
+        int d = rank - 1;
+        for (; d >= 0; --d) {  // the next chunk
+            if (++position[d] < ceil_div(dims[d], static_cast<int64_t>(chunk[d]))) break;
+            position[d] = 0;
+        }
+        if (d < 0) return;
+    }
+}
+
 namespace {
 
 // The rows of the chunks of a chunked dataset missing from its chunk index (see
@@ -407,14 +424,12 @@ std::vector<RowRange> rows_of_missing_chunks(hid_t dataset, hid_t create_props, 
     std::vector<hsize_t> chunk(dims.size());
     if (H5Pget_chunk(create_props, rank, chunk.data()) != rank)
         throw AccuracyError("cannot read the chunk shape of " + where + " (corrupt file?)");
-    // Chunks along each dimension, and in all (check_dataset_storage checked the chunk shape).
-    std::vector<int64_t> grid(dims.size());
+    // Chunks of the extent (check_dataset_storage checked the chunk shape).
     int64_t chunks = 1;
     for (int d = 0; d < rank; ++d) {
         if (chunk[d] == 0 || chunk[d] > static_cast<hsize_t>(std::numeric_limits<int64_t>::max()))
             throw AccuracyError("cannot read the chunk shape of " + where + " (corrupt file?)");
-        grid[d] = ceil_div(dims[d], static_cast<int64_t>(chunk[d]));
-        chunks = checked_mul(chunks, grid[d], where + ": chunks of the extent");
+        chunks = checked_mul(chunks, ceil_div(dims[d], static_cast<int64_t>(chunk[d])), where + ": chunks of the extent");
     }
     hsize_t stored = 0;
     H5Handle space(H5Dget_space(dataset));
@@ -423,22 +438,16 @@ std::vector<RowRange> rows_of_missing_chunks(hid_t dataset, hid_t create_props, 
     if (stored >= static_cast<hsize_t>(chunks)) return {};
     const int64_t missing = chunks - static_cast<int64_t>(stored);
     std::vector<RowRange> rows;
-    std::vector<int64_t> position(dims.size(), 0);  // chunk coordinates, the last dimension fastest
-    std::vector<hsize_t> offset(dims.size());
     int64_t found = 0;
-    for (int64_t c = 0; c < chunks && found < missing; ++c) {
-        for (int d = 0; d < rank; ++d) offset[d] = static_cast<hsize_t>(position[d]) * chunk[d];
+    for_each_chunk_offset(dims, chunk, [&](const std::vector<hsize_t>& offset) {
         hsize_t bytes = 0;
         if (H5Dget_chunk_storage_size(dataset, offset.data(), &bytes) < 0 || bytes == 0) {
             ++found;
-            const int64_t first = position[0] * static_cast<int64_t>(chunk[0]);
+            const int64_t first = static_cast<int64_t>(offset[0]);
             add_rows(&rows, first, std::min(dims[0], first + static_cast<int64_t>(chunk[0])) - 1);
         }
-        for (int d = rank - 1; d >= 0; --d) {  // the next chunk
-            if (++position[d] < grid[d] || d == 0) break;
-            position[d] = 0;
-        }
-    }
+        return found < missing;
+    });
     return rows;
 }
 

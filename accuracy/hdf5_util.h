@@ -91,6 +91,11 @@ std::optional<double> read_double_attribute(hid_t object, const std::string& nam
 // dataspace cannot be read or a dimension does not fit int64.
 std::vector<int64_t> dataset_dims(hid_t dataset, const std::string& where = "a dataset");
 
+// Calls `visit` with the offset of each chunk of the extent `dims` in chunks of shape `chunk`
+// (both of one rank, every dimension > 0), the last dimension fastest, until it returns false.
+void for_each_chunk_offset(const std::vector<int64_t>& dims, const std::vector<hsize_t>& chunk,
+                           const std::function<bool(const std::vector<hsize_t>& offset)>& visit);
+
 // A dataset may declare at most this many times the bytes it stores, plus kDeclaredSlackBytes
 // (a dataset of fill values, or compressed data, stores fewer bytes than it declares; deflate
 // cannot compress by more than ~1032:1).
