@@ -7,6 +7,7 @@
 
 #include <hdf5.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <csignal>
@@ -475,6 +476,48 @@ TEST_CASE("input limits: a deflated chunk that decodes to fewer bytes than its s
     if (path.empty()) return;
     CHECK(open_error(path).find("dataset 'logits' [6, 40] float32 chunk at [0, 0] decodes to 320 bytes, not the "
                                 "8192 of its chunk shape (corrupt chunk shape?)") != std::string::npos);
+}
+
+TEST_CASE("input limits: a deflated chunk stored in more bytes than it can take, or cut short, is refused") {
+    // One [2, 40] float32 chunk written raw (H5Dwrite_chunk, no filter skipped): 320 bytes decoded.
+    TempDir dir;
+    const std::vector<float> logits = random_row(13, 2 * 40, -8.0, 8.0);
+    std::vector<unsigned char> deflated(compressBound(320));
+    uLongf deflated_bytes = static_cast<uLongf>(deflated.size());
+    REQUIRE(compress2(deflated.data(), &deflated_bytes, reinterpret_cast<const Bytef*>(logits.data()), 320, 6) == Z_OK);
+    deflated.resize(deflated_bytes);
+    const auto write = [&](const std::string& path, const std::vector<unsigned char>& stored) {
+        H5Handle file = create_hdf5_file(path);
+        const hsize_t dims[2] = {2, 40};
+        H5Handle space(H5Screate_simple(2, dims, nullptr));
+        H5Handle props(H5Pcreate(H5P_DATASET_CREATE));
+        REQUIRE(H5Pset_chunk(props.get(), 2, dims) >= 0);
+        REQUIRE(H5Pset_deflate(props.get(), 6) >= 0);
+        H5Handle dataset(H5Dcreate2(file.get(), kLogitsDataset, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                                    props.get(), H5P_DEFAULT));
+        REQUIRE(dataset.valid());
+        const hsize_t offset[2] = {0, 0};
+        REQUIRE(H5Dwrite_chunk(dataset.get(), H5P_DEFAULT, 0, offset, stored.size(), stored.data()) >= 0);
+    };
+    const std::string whole = dir.file("whole.h5");
+    write(whole, deflated);
+    LogitDumpReader reader(whole);
+    std::vector<float> rows(logits.size(), std::nanf(""));
+    reader.read_rows(0, 2, rows.data());
+    CHECK(std::memcmp(rows.data(), logits.data(), rows.size() * sizeof(float)) == 0);
+
+    const std::string cut = dir.file("cut.h5");
+    write(cut, std::vector<unsigned char>(deflated.begin(), deflated.begin() + deflated.size() / 2));
+    CHECK(open_error(cut).find("dataset 'logits' [2, 40] float32 chunk at [0, 0] does not decode: its deflate "
+                               "stream or checksum is cut short (corrupt?)") != std::string::npos);
+
+    // At most a chunk's 320 bytes + 320 / 1024 + 1024 of slack may store it.
+    const std::string oversized = dir.file("oversized.h5");
+    std::vector<unsigned char> padded = deflated;
+    padded.resize(320 + 1024 + 1, 0);
+    write(oversized, padded);
+    CHECK(open_error(oversized).find("chunk at [0, 0] is stored in 1345 bytes, more than a chunk of 320 bytes takes "
+                                     "or the file's ") != std::string::npos);
 }
 
 TEST_CASE("input limits: shuffle, deflate and fletcher32 chunks read bit for bit; a filter the reader cannot size is refused") {
