@@ -49,14 +49,13 @@ __device__ __forceinline__ void block_row(uint32_t stats, int32_t row, float& to
     for (int32_t w = 0; w < Traits::kWarps; ++w) sum += l[w] * warp_weight(m[w], top);
 }
 
-// The sum, in part order, of the kParts parts' float4 at dims dim .. dim + 3 of row `row` in the
-// merge area (fp32 [part][row][dim], kMergeRowBytes a row; a part per warp here, per warpgroup in
-// decode_e4m3kfvw_d512).
-template <class Traits, int32_t kParts = Traits::kWarps>
+// The sum, in part order, of the Traits::kWarps parts' float4 at dims dim .. dim + 3 of row `row`
+// in the merge area (fp32 [part][row][dim], kMergeRowBytes a row).
+template <class Traits>
 __device__ __forceinline__ float4 merged_quad(uint32_t merge, int32_t row, int32_t dim) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-    for (int32_t w = 0; w < kParts; ++w) {
+    for (int32_t w = 0; w < Traits::kWarps; ++w) {
         const float4 v = ptx::load_shared_f32x4(
             merge + static_cast<uint32_t>((w * Traits::kRows + row) * Traits::kMergeRowBytes + dim * 4));
         acc.x += v.x;
@@ -104,51 +103,6 @@ __device__ __forceinline__ void store_row_lse(const wideattn_prefill_params& p, 
         static_cast<float*>(p.lse)[head * p.lse_head_stride + token] = lse;
 }
 
-// The weights 2^(the warp's maximum - the block's) of the thread's rows 2t, 2t + 1 (warp_weight),
-// from the statistics every warp has posted.
-template <class Traits>
-__device__ __forceinline__ void row_weights(uint32_t stats, int32_t t, const WarpRows& rows, float (&weight)[2]) {
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r) {
-        float top, sum;
-        block_row<Traits>(stats, 2 * t + r, top, sum);
-        weight[r] = warp_weight(rows.max_log2[r], top);
-    }
-}
-
-// The block's output rows from the merge area (after the barrier that ends its writes): thread i
-// adds the kParts parts of row i / 32 at dims 4 (i % 32) + 128 j (j < 4), normalises them (O / l,
-// x v_scale when kScaledV) and stores them with the row's LSE: bf16 rows and the natural-log LSE,
-// or, kSplit, the split's fp32 partial row and LSE. Also the end of decode_e4m3kfvw_d512 and
-// decode_bf16kfvw_d512.
-template <class Traits, bool kSplit, bool kScaledV, int32_t kParts>
-__device__ __forceinline__ void write_rows(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
-                                           int64_t token, int32_t kv_head) {
-    constexpr int32_t kThreadsPerRow = Traits::kThreads / Traits::kRows;
-    constexpr int32_t kDimsPerPass = 4 * kThreadsPerRow;
-    constexpr int32_t kPasses = Traits::kHeadDim / kDimsPerPass;
-    const int32_t thread = static_cast<int32_t>(threadIdx.x);
-    const int32_t row = thread / kThreadsPerRow;
-    const int32_t first_dim = 4 * (thread % kThreadsPerRow);
-    float top, sum;
-    block_row<Traits>(stats, row, top, sum);
-    float inv;
-    if constexpr (kScaledV)
-        inv = inverse_row_sum(sum, __ldg(p.v_scale));
-    else
-        inv = inverse_row_sum(sum);
-    const int32_t head = kv_head * Traits::kGroup + row;
-    const float lse = row_lse(top - Traits::kProbScaleLog2, sum);
-    int64_t part = 0;
-    if constexpr (kSplit) part = split_row(p, token, head);
-#pragma unroll
-    for (int32_t j = 0; j < kPasses; ++j) {
-        const int32_t dim = first_dim + j * kDimsPerPass;
-        store_output_quad<kSplit>(p, token, head, part, dim, merged_quad<Traits, kParts>(merge, row, dim), inv);
-    }
-    if (thread % kThreadsPerRow == 0) store_row_lse<kSplit>(p, token, head, part, lse);
-}
-
 template <class Traits, bool kSplit>
 __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
                                             const float (&o)[Traits::kONTiles][4], WarpRows& rows, int32_t warp,
@@ -165,7 +119,12 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
                          : "memory");
     __syncthreads();
     float weight[2];
-    row_weights<Traits>(stats, t, rows, weight);
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        float top, sum;
+        block_row<Traits>(stats, 2 * t + r, top, sum);
+        weight[r] = warp_weight(rows.max_log2[r], top);
+    }
     const uint32_t warp_merge = merge + static_cast<uint32_t>(warp * Traits::kRows * Traits::kMergeRowBytes);
 #pragma unroll
     for (int32_t n = 0; n < Traits::kONTiles; ++n) {
@@ -180,7 +139,30 @@ __device__ __forceinline__ void write_block(const wideattn_prefill_params& p, ui
     }
     __syncthreads();
 
-    write_rows<Traits, kSplit, Traits::kScaledV, Traits::kWarps>(p, merge, stats, token, kv_head);
+    // Thread i: row i / 32, dims 4 (i % 32) + 128 j for j < 4.
+    constexpr int32_t kThreadsPerRow = Traits::kThreads / Traits::kRows;
+    constexpr int32_t kDimsPerPass = 4 * kThreadsPerRow;
+    constexpr int32_t kPasses = Traits::kHeadDim / kDimsPerPass;
+    const int32_t thread = static_cast<int32_t>(threadIdx.x);
+    const int32_t row = thread / kThreadsPerRow;
+    const int32_t first_dim = 4 * (thread % kThreadsPerRow);
+    float top, sum;
+    block_row<Traits>(stats, row, top, sum);
+    float inv;
+    if constexpr (Traits::kScaledV)
+        inv = inverse_row_sum(sum, __ldg(p.v_scale));
+    else
+        inv = inverse_row_sum(sum);
+    const int32_t head = kv_head * Traits::kGroup + row;
+    const float lse = row_lse(top - Traits::kProbScaleLog2, sum);
+    int64_t part = 0;
+    if constexpr (kSplit) part = split_row(p, token, head);
+#pragma unroll
+    for (int32_t j = 0; j < kPasses; ++j) {
+        const int32_t dim = first_dim + j * kDimsPerPass;
+        store_output_quad<kSplit>(p, token, head, part, dim, merged_quad<Traits>(merge, row, dim), inv);
+    }
+    if (thread % kThreadsPerRow == 0) store_row_lse<kSplit>(p, token, head, part, lse);
 }
 
 }  // namespace wideattn::decode_e4m3

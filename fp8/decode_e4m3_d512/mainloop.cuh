@@ -48,38 +48,6 @@ struct WarpRows {
     float sum[2];       // the lane's part of the row sums of 2^(s - max + kProbScaleLog2)
 };
 
-// Multiplies every 4-element O^T accumulator in o (any array of them) by alpha: elements 0, 2
-// (row 2t) by alpha[0], elements 1, 3 (row 2t + 1) by alpha[1].
-__device__ __forceinline__ void rescale_quads(float (&o)[4], const float (&alpha)[2]) {
-#pragma unroll
-    for (int32_t e = 0; e < 4; ++e) o[e] *= alpha[e % 2];
-}
-
-template <class Element, int32_t kCount>
-__device__ __forceinline__ void rescale_quads(Element (&o)[kCount], const float (&alpha)[2]) {
-#pragma unroll
-    for (int32_t n = 0; n < kCount; ++n) rescale_quads(o[n], alpha);
-}
-
-// Raises the row maxima to the tile's where one grows (warp-uniform decision), the sums and O^T
-// (the accumulators of rescale_quads) scaled by 2^(old max - new max); also the warpgroup softmax
-// of decode_e4m3kfvw_d512 and decode_bf16kfvw_d512.
-template <class Accumulators>
-__device__ __forceinline__ void raise_row_max(const float (&tile_max)[2], WarpRows& rows, Accumulators& o) {
-    const bool grows = tile_max[0] > rows.max_log2[0] || tile_max[1] > rows.max_log2[1];
-    if (__any_sync(kFullMask, grows)) {
-        float alpha[2];
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r) {
-            const float updated = fmaxf(rows.max_log2[r], tile_max[r]);
-            alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(rows.max_log2[r] - updated);
-            rows.max_log2[r] = updated;
-            rows.sum[r] *= alpha[r];
-        }
-        rescale_quads(o, alpha);
-    }
-}
-
 // The lane address of the ldmatrix.x4 over keys 0-15 and 16-byte vectors 2c, 2c + 1 of a
 // half-stage: lane L gives the row of matrix L / 8 (keys 8 (L / 8 % 2) + L % 8, vector 2c + L / 16).
 template <class Traits>
@@ -190,7 +158,24 @@ __device__ __forceinline__ void subtile_softmax(float (&s)[4], WarpRows& rows, f
     for (int32_t offset = 4; offset < Traits::kWarpSize; offset *= 2)
 #pragma unroll
         for (int32_t r = 0; r < 2; ++r) tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(kFullMask, tile_max[r], offset));
-    raise_row_max(tile_max, rows, o);
+    const bool grows = tile_max[0] > rows.max_log2[0] || tile_max[1] > rows.max_log2[1];
+    if (__any_sync(kFullMask, grows)) {
+        float alpha[2];
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r) {
+            const float updated = fmaxf(rows.max_log2[r], tile_max[r]);
+            alpha[r] = updated == -INFINITY ? 1.0f : fast_exp2(rows.max_log2[r] - updated);
+            rows.max_log2[r] = updated;
+            rows.sum[r] *= alpha[r];
+        }
+#pragma unroll
+        for (int32_t n = 0; n < Traits::kONTiles; ++n) {
+            o[n][0] *= alpha[0];
+            o[n][1] *= alpha[1];
+            o[n][2] *= alpha[0];
+            o[n][3] *= alpha[1];
+        }
+    }
     float prob[4];
 #pragma unroll
     for (int32_t e = 0; e < 4; ++e) {

@@ -162,17 +162,16 @@ __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int
 // Traits::kBf16Keys: the fragments hold bf16 K unscaled (v_scale is then the call's) for a bf16
 // mma; with kProduct (a block that stage_weight_products allows) `weight` is that table and x one
 // mul.rn.bf16x2 a pair.
-// build_k_pair_from_codes does the arithmetic on the codes of the two blocks as the plain
-// ldmatrix.x4 gives them (codes[0]: block c, codes[1]: block c + kPairBlockOffset), so a kernel
-// with another shared-memory layout (decode_e4m3kfvw_d512) builds the same K.
 template <class Traits, KFromVBuild kBuild, bool kProduct = false>
-__device__ __forceinline__ void build_k_pair_from_codes(const uint32_t (&codes)[2][4], uint32_t weight, uint32_t freq,
-                                                        int32_t lane, int32_t c, int32_t position0, float v_scale,
-                                                        const BlockCosSin& cos_sin, uint32_t (&lo)[2][4],
-                                                        uint32_t (&hi)[2][4]) {
+__device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, uint32_t freq, int32_t lane,
+                                             int32_t c, int32_t position0, float v_scale, const BlockCosSin& cos_sin,
+                                             uint32_t (&lo)[2][4], uint32_t (&hi)[2][4]) {
     static_assert(Traits::kBf16Keys || !kProduct, "the product table serves bf16 keys");
     constexpr int32_t kCodesPerWord = 4;
     const int32_t g = lane / 4, t = lane % 4;
+    uint32_t codes[2][4];
+    ptx::ldmatrix_x4(codes[0], block_row_address<Traits>(v_stage, lane, c));
+    ptx::ldmatrix_x4(codes[1], block_row_address<Traits>(v_stage, lane, c + Traits::kPairBlockOffset));
 #pragma unroll
     for (int32_t q = 0; q < 4; ++q) {
         // Matrix q: key g + 8 (q % 2), 16-byte vector 2c + q / 2, codes 4t .. 4t + 3.
@@ -225,17 +224,6 @@ __device__ __forceinline__ void build_k_pair_from_codes(const uint32_t (&codes)[
             hi[1][q] = bf16x2_to_f16x2(k_second[1]);
         }
     }
-}
-
-template <class Traits, KFromVBuild kBuild, bool kProduct = false>
-__device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, uint32_t freq, int32_t lane,
-                                             int32_t c, int32_t position0, float v_scale, const BlockCosSin& cos_sin,
-                                             uint32_t (&lo)[2][4], uint32_t (&hi)[2][4]) {
-    uint32_t codes[2][4];
-    ptx::ldmatrix_x4(codes[0], block_row_address<Traits>(v_stage, lane, c));
-    ptx::ldmatrix_x4(codes[1], block_row_address<Traits>(v_stage, lane, c + Traits::kPairBlockOffset));
-    build_k_pair_from_codes<Traits, kBuild, kProduct>(codes, weight, freq, lane, c, position0, v_scale, cos_sin, lo,
-                                                      hi);
 }
 
 // K of the pair blocks c, c + kPairBlockOffset (build_k_pair) times Q, added to acc.

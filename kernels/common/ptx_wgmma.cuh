@@ -1,12 +1,9 @@
 // ptx_wgmma.cuh - device wrappers over the sm_90a wgmma PTX of the Hopper tier (descriptors and
 // layout: wgmma_layout.h): the wgmma shapes the kernels issue
 // (scores: m64n32k16 bf16 / m64n32k32 e4m3 with both operands in shared memory, m64n64k32 e4m3
-// for wgmma_e4m3alt64_d512's 64-key tiles, m64n16k32 e4m3 for decode_e4m3kfvw_d512's 64 keys x
-// 16 Q terms, m64n16k16 bf16 for decode_bf16kfvw_d512's 64 keys x 16 Q terms; P V:
+// for wgmma_e4m3alt64_d512's 64-key tiles; P V:
 // m64n256k16 bf16 / fp16 with A in registers and B MN-major in shared memory, m64n256k32 e4m3
-// with A in registers and B K-major in shared memory, m64n16k32 e4m3 with A in registers for
-// decode_e4m3kfvw_d512's 64 dims x 16 P terms, m64n8k16 bf16 with A transposed (MN-major) in
-// shared memory for decode_bf16kfvw_d512's 64 dims x 8 heads), wgmma
+// with A in registers and B K-major in shared memory), wgmma
 // fence/commit/wait, the generic-to-async proxy fence, and operand pins that keep the compiler
 // from moving accumulator reads above a wait.
 #pragma once
@@ -47,12 +44,6 @@ __device__ __forceinline__ void pin_all(T (&values)[kRows][kCols]) {
 #pragma unroll
         for (int32_t c = 0; c < kCols; ++c) pin(values[r][c]);
 }
-
-// The 8-register accumulator (64 x 16, acc[2][4]) of decode_e4m3kfvw_d512's m64n16 shapes.
-#define WIDEATTN_ACC8_REGS "%0, %1, %2, %3, %4, %5, %6, %7"
-#define WIDEATTN_ACC8_OPERANDS(acc) \
-    "+f"(acc[0][0]), "+f"(acc[0][1]), "+f"(acc[0][2]), "+f"(acc[0][3]), \
-    "+f"(acc[1][0]), "+f"(acc[1][1]), "+f"(acc[1][2]), "+f"(acc[1][3])
 
 // Operand lists of the two accumulator shapes: 16 fp32 per thread (64 x 32, s[4][4]) and 128
 // (64 x 256, o[32][4]); a thread holds acc[8-column quad][4] in the m16n8 accumulator layout.
@@ -224,73 +215,6 @@ __device__ __forceinline__ void wgmma_m64n256k32_e4m3_rs(float (&o)[32][4], cons
 __device__ __forceinline__ void wgmma_m64n256k32_e4m3_ss(float (&o)[32][4], hopper::SmemDescriptor a_desc,
                                                          hopper::SmemDescriptor b_desc) {
     WIDEATTN_WGMMA_PV_SS("m64n256k32.f32.e4m3.e4m3", "", o, a_desc, b_desc);
-}
-
-// Scores of decode_e4m3kfvw_d512, e4m3: s (64 x 16 fp32, 8 registers) = a b (+ s when accumulate
-// != 0), a and b K-major in shared memory, k32 per instruction.
-__device__ __forceinline__ void wgmma_m64n16k32_e4m3_ss(float (&s)[2][4], hopper::SmemDescriptor a_desc,
-                                                        hopper::SmemDescriptor b_desc, int32_t accumulate) {
-    asm volatile("{\n"
-                 ".reg .pred accumulate;\n"
-                 ".reg .b64 a_desc, b_desc;\n"
-                 "setp.ne.b32 accumulate, %12, 0;\n"
-                 "mov.b64 a_desc, {%8, %9};\n"
-                 "mov.b64 b_desc, {%10, %11};\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {" WIDEATTN_ACC8_REGS "}, "
-                 "a_desc, b_desc, accumulate, 1, 1;\n"
-                 "}\n"
-                 : WIDEATTN_ACC8_OPERANDS(s)
-                 : "r"(a_desc.low), "r"(a_desc.high), "r"(b_desc.low), "r"(b_desc.high), "r"(accumulate));
-}
-
-// P V of decode_e4m3kfvw_d512, e4m3: o (64 x 16 fp32, 8 registers) += a b, a four e4m3 per
-// register (the m64nNk32 A layout, byte i = element i), b K-major in shared memory.
-__device__ __forceinline__ void wgmma_m64n16k32_e4m3_rs(float (&o)[2][4], const uint32_t (&a)[4],
-                                                        hopper::SmemDescriptor b_desc) {
-    asm volatile("{\n"
-                 ".reg .pred accumulate;\n"
-                 ".reg .b64 b_desc;\n"
-                 "setp.ne.b32 accumulate, %14, 0;\n"
-                 "mov.b64 b_desc, {%12, %13};\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {" WIDEATTN_ACC8_REGS "}, "
-                 "{%8, %9, %10, %11}, b_desc, accumulate, 1, 1;\n"
-                 "}\n"
-                 : WIDEATTN_ACC8_OPERANDS(o)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_desc.low), "r"(b_desc.high), "r"(1));
-}
-
-// Scores of decode_bf16kfvw_d512, bf16: s (64 x 16 fp32, 8 registers) = a b (+ s when accumulate
-// != 0), a and b K-major in shared memory, k16 per instruction.
-__device__ __forceinline__ void wgmma_m64n16k16_bf16_ss(float (&s)[2][4], hopper::SmemDescriptor a_desc,
-                                                        hopper::SmemDescriptor b_desc, int32_t accumulate) {
-    asm volatile("{\n"
-                 ".reg .pred accumulate;\n"
-                 ".reg .b64 a_desc, b_desc;\n"
-                 "setp.ne.b32 accumulate, %12, 0;\n"
-                 "mov.b64 a_desc, {%8, %9};\n"
-                 "mov.b64 b_desc, {%10, %11};\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {" WIDEATTN_ACC8_REGS "}, "
-                 "a_desc, b_desc, accumulate, 1, 1, 0, 0;\n"
-                 "}\n"
-                 : WIDEATTN_ACC8_OPERANDS(s)
-                 : "r"(a_desc.low), "r"(a_desc.high), "r"(b_desc.low), "r"(b_desc.high), "r"(accumulate));
-}
-
-// P V of decode_bf16kfvw_d512, bf16: o (64 x 8 fp32, 4 registers) += a b, a MN-major in shared
-// memory (imm-trans-a 1: V^T read from V's K-major rows), b K-major in shared memory.
-__device__ __forceinline__ void wgmma_m64n8k16_bf16_ss_ta(float (&o)[4], hopper::SmemDescriptor a_desc,
-                                                          hopper::SmemDescriptor b_desc) {
-    asm volatile("{\n"
-                 ".reg .pred accumulate;\n"
-                 ".reg .b64 a_desc, b_desc;\n"
-                 "setp.ne.b32 accumulate, %8, 0;\n"
-                 "mov.b64 a_desc, {%4, %5};\n"
-                 "mov.b64 b_desc, {%6, %7};\n"
-                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, "
-                 "a_desc, b_desc, accumulate, 1, 1, 1, 0;\n"
-                 "}\n"
-                 : "+f"(o[0]), "+f"(o[1]), "+f"(o[2]), "+f"(o[3])
-                 : "r"(a_desc.low), "r"(a_desc.high), "r"(b_desc.low), "r"(b_desc.high), "r"(1));
 }
 
 }  // namespace wideattn::ptx

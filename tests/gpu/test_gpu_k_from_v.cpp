@@ -33,7 +33,6 @@
 #include <string>
 #include <vector>
 
-#include "accuracy/bf16.h"
 #include "accuracy/error_stats.h"
 #include "accuracy/reference_cpu.h"
 #include "kernels/common/kernel_desc.h"
@@ -251,11 +250,10 @@ void check_k_from_v_decode_spec(const RunnableKernel& kernel, ProblemSpec spec, 
 // The raw bf16 output of one K-from-V call of `h` through `kernel` (pinned; the problem's V of its
 // dtype) with Gemma 4's description of `rotary_dims`, the k_norm weights of run_k_from_v_problem
 // (`weights`), the frequency table `inv_freq` (host values, uploaded) when not empty and the cos /
-// sin table `cos_sin` (uploaded) when not empty; the LSE too into *lse when given.
+// sin table `cos_sin` (uploaded) when not empty.
 std::vector<unsigned char> k_from_v_raw_output(const RunnableKernel& kernel, const HostProblem& h, int32_t rotary_dims,
                                                KNormWeights weights, const std::vector<float>& inv_freq,
-                                               const std::vector<uint32_t>& cos_sin,
-                                               std::vector<double>* lse = nullptr) {
+                                               const std::vector<uint32_t>& cos_sin) {
     const std::vector<float> w = random_k_norm_weights(h.spec.head_dim, h.spec.seed + 1, weights);
     DeviceProblem dp;
     REQUIRE(dp.create(*gpu().device, h, WIDEATTN_DTYPE_BF16).empty());
@@ -285,7 +283,6 @@ std::vector<unsigned char> k_from_v_raw_output(const RunnableKernel& kernel, con
     REQUIRE_MESSAGE(err.empty(), err);
     std::vector<unsigned char> raw;
     REQUIRE(dp.download_raw(&raw).empty());
-    if (lse) REQUIRE(dp.download_lse(h, lse).empty());
     return raw;
 }
 
@@ -552,225 +549,4 @@ TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, pro
     nan_codes.v_e4m3[5 * row_bytes + 3] = kE4m3NaNCode;
     nan_codes.v_e4m3[900 * row_bytes + 300] = kE4m3NaNCode | 0x80u;
     check_same_bits(base, bf16_keys, nan_codes, kGemma4GlobalRotaryDims, bf16, "NaN codes in V");
-}
-
-namespace {
-
-// The cache element (engine layout: [slot][kv_head][dim]) of key `key` of sequence 0, KV head 0,
-// dim `dim`: through the problem's block table, so the element is one a call reads.
-int64_t first_sequence_element(const HostProblem& h, int32_t key, int32_t dim) {
-    const int64_t slot = int64_t{h.block_table[key / h.spec.block_size]} * h.spec.block_size + key % h.spec.block_size;
-    return slot * h.spec.num_kv_heads * h.spec.head_dim + dim;
-}
-
-// Elements (bf16, raw bytes) that are NaN in exactly one of two outputs.
-size_t nan_mismatches(const std::vector<unsigned char>& a, const std::vector<unsigned char>& b) {
-    if (a.size() != b.size()) return std::max(a.size(), b.size());
-    size_t mismatches = 0;
-    for (size_t i = 0; i + 1 < a.size(); i += 2) {
-        const auto nan = [](const std::vector<unsigned char>& v, size_t at) {
-            const uint16_t x = static_cast<uint16_t>(v[at] | (v[at + 1] << 8));
-            return (x & 0x7f80u) == 0x7f80u && (x & 0x007fu) != 0;
-        };
-        if (nan(a, i) != nan(b, i)) ++mismatches;
-    }
-    return mismatches;
-}
-
-}  // namespace
-
-// The FP8-wgmma form (a candidate): where dims do not rotate it multiplies the V codes by Q' = q w
-// v_scale 2^a in two e4m3 terms and P V runs on P in two e4m3 terms, so its bits differ from
-// decode_e4m3kfvb_d512's (the wgmma paths ran); within the fp64 bound on odd context lengths (no
-// multiple of its 64-key tiles), with every rotary_dims form it handles differently (none rotated:
-// all scores by wgmma; a part of one pair block; Gemma 4's 128; every dim: no score wgmma), one
-// KV head and long sequences (split-KV), bf16 and fp32 weights, a v_scale that is no power of two
-// (the rotated dims' fp32 path); NaN codes on keys of sequence 0 give NaN where they do there.
-TEST_CASE("gpu decode_e4m3kfvw_d512: FP8 wgmma scores and P V, the fp64 bound, odd lengths, split-KV, NaN codes") {
-    constexpr const char* kE4m3KfvWgmmaKernel = "decode_e4m3kfvw_d512";  // a candidate (sm_90a)
-    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
-    const RunnableKernel* const bf16_keys_kernel = kernel_named(kernels, kE4m3KfvBf16KeysKernel);
-    const RunnableKernel* const wgmma_kernel = kernel_named(kernels, kE4m3KfvWgmmaKernel);
-    if (!bf16_keys_kernel || !wgmma_kernel) {
-        MESSAGE("decode_e4m3kfvw_d512 (a candidate: -Dcandidate_kernels=decode_e4m3kfvw_d512) or "
-                "decode_e4m3kfvb_d512 is not in this bundle or does not run here");
-        return;
-    }
-    const RunnableKernel& bf16_keys = *bf16_keys_kernel;
-    const RunnableKernel& wgmma = *wgmma_kernel;
-    ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 70);
-    spec.e4m3_kv = true;
-    HostProblem batch;
-    REQUIRE(make_problem(spec, &batch).empty());
-    const KNormWeights bf16 = KNormWeights::kBf16, fp32 = KNormWeights::kFp32;
-    for (const KNormWeights weights : {bf16, fp32}) {
-        CAPTURE(weights == bf16);
-        const size_t differ = bf16_mismatches(k_from_v_raw_output(bf16_keys, batch, kGemma4GlobalRotaryDims, weights, {}, {}),
-                                              k_from_v_raw_output(wgmma, batch, kGemma4GlobalRotaryDims, weights, {}, {}));
-        std::printf("  %-20s %-64s wgmma: %zu outputs differ from %s\n", wgmma.name.c_str(),
-                    batch.spec.describe().c_str(), differ, bf16_keys.name.c_str());
-        CHECK(differ > 0);
-    }
-    constexpr int32_t kNoRotation = 0, kPartOfOneBlock = 2;
-    for (const int32_t rotary_dims : {kNoRotation, kPartOfOneBlock, kGemma4GlobalRotaryDims, kEveryDim})
-        for (const KNormWeights weights : {bf16, fp32}) {
-            check_k_from_v_decode(wgmma, batch, rotary_dims, true, {}, weights);
-            check_k_from_v_decode_spec(wgmma, problem_spec({1, 1, 1}, {65, 130, 3}, 8, 1, 16, kSeed + 71), rotary_dims,
-                                       true, weights);  // one KV head: split-KV
-        }
-    check_k_from_v_decode_spec(wgmma, problem_spec({1}, {131070}, 32, 4, 64, kSeed + 72), kGemma4GlobalRotaryDims, true,
-                               bf16);
-    check_k_from_v_decode_spec(wgmma, problem_spec({1, 1, 1}, {257, 20000, 3}, 8, 1, 128, kSeed + 73), kEveryDim, true);
-    ProblemSpec gemma_peaked = problem_spec({1, 1}, {5000, 70001}, 32, 4, 32, kSeed + 74);
-    gemma_peaked.gemma.q_rms = 1.0f;
-    check_k_from_v_decode_spec(wgmma, gemma_peaked, kGemma4GlobalRotaryDims, true, bf16);
-    // A v_scale of 3/4 a power of two (the rotated dims' fp32 path); the dequantised V the fp64
-    // kernel reads scaled alike (codes of 4 significant bits times 3 stay exact in bf16).
-    constexpr float kThreeQuarters = 0.75f;
-    HostProblem odd_scale = batch;
-    odd_scale.v_scale *= kThreeQuarters;
-    for (uint16_t& v : odd_scale.v) v = float_to_bf16(bf16_to_float(v) * kThreeQuarters);
-    check_k_from_v_decode(wgmma, odd_scale, kGemma4GlobalRotaryDims, true, {}, bf16);
-
-    HostProblem nan_codes = batch;  // keys of sequence 0, KV head 0
-    nan_codes.v_e4m3[first_sequence_element(nan_codes, 3, 3)] = kE4m3NaNCode;              // a rotated dim
-    nan_codes.v_e4m3[first_sequence_element(nan_codes, 500, 300)] = kE4m3NaNCode | 0x80u;  // an unrotated one
-    nan_codes.v_e4m3[first_sequence_element(nan_codes, 776, 511)] = kE4m3NaNCode;          // the last key, dim
-    for (const int32_t rotary_dims : {kNoRotation, kGemma4GlobalRotaryDims}) {
-        CAPTURE(rotary_dims);
-        const std::vector<unsigned char> nan_base = k_from_v_raw_output(bf16_keys, nan_codes, rotary_dims, bf16, {}, {});
-        const std::vector<unsigned char> nan_wgmma = k_from_v_raw_output(wgmma, nan_codes, rotary_dims, bf16, {}, {});
-        CHECK(nan_mismatches(nan_base, nan_wgmma) == 0);
-        CHECK(nan_mismatches(nan_base, std::vector<unsigned char>(nan_base.size(), 0)) > 0);  // the codes made NaNs
-    }
-}
-
-namespace {
-
-// decode_e4m3kfvwp_d512 against decode_e4m3kfvw_d512 on one problem (bf16 weights): every output
-// and LSE the same bits, and every one written (DeviceProblem::run poisons both with NaN first;
-// these problems have no NaN codes, so a NaN left is an unwritten element).
-void check_pipelined_bits(const RunnableKernel& base, const RunnableKernel& pipelined, const HostProblem& h,
-                          int32_t rotary_dims) {
-    CAPTURE(h.spec.describe());
-    CAPTURE(rotary_dims);
-    std::vector<double> base_lse, pipelined_lse;
-    const std::vector<unsigned char> a =
-        k_from_v_raw_output(base, h, rotary_dims, KNormWeights::kBf16, {}, {}, &base_lse);
-    const std::vector<unsigned char> b =
-        k_from_v_raw_output(pipelined, h, rotary_dims, KNormWeights::kBf16, {}, {}, &pipelined_lse);
-    REQUIRE(a.size() == b.size());
-    REQUIRE(base_lse.size() == pipelined_lse.size());
-    size_t differ = 0, lse_differ = 0, lse_nan = 0;
-    for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
-    for (size_t i = 0; i < base_lse.size(); ++i) {
-        lse_differ += std::memcmp(&base_lse[i], &pipelined_lse[i], sizeof(double)) != 0;
-        lse_nan += std::isnan(base_lse[i]) + std::isnan(pipelined_lse[i]);
-    }
-    const size_t unwritten = nan_mismatches(a, std::vector<unsigned char>(a.size(), 0));
-    std::printf("  %-20s %-64s rotary %3d: %zu output bytes, %zu LSE values differ from %s\n", pipelined.name.c_str(),
-                h.spec.describe().c_str(), rotary_dims, differ, lse_differ, base.name.c_str());
-    CHECK(differ == 0);
-    CHECK(lse_differ == 0);
-    CHECK(unwritten == 0);
-    CHECK(lse_nan == 0);
-    CHECK(!base_lse.empty());
-}
-
-}  // namespace
-
-// The pipelined form (a candidate) runs decode_e4m3kfvw_d512's arithmetic in the same order, only
-// its key loop's schedule differs (a tile's P V wgmma in flight under the next tile's scores), so
-// it must write the same output and LSE bits: on context lengths no multiple of its 64-key tiles
-// (a warpgroup with no tile, one, a partial last one), split-KV (one KV head and 70001 keys; one
-// 131070-key sequence), and every rotary_dims form the loop treats differently (0: every score by
-// wgmma; 128: both parts; 512: the rotated build alone, no score wgmma).
-TEST_CASE("gpu decode_e4m3kfvwp_d512: the output and LSE bits of decode_e4m3kfvw_d512, odd lengths, split-KV") {
-    constexpr const char* kE4m3KfvWgmmaKernel = "decode_e4m3kfvw_d512";      // a candidate (sm_90a)
-    constexpr const char* kE4m3KfvPipelinedKernel = "decode_e4m3kfvwp_d512";  // a candidate (sm_90a)
-    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
-    const RunnableKernel* const base_kernel = kernel_named(kernels, kE4m3KfvWgmmaKernel);
-    const RunnableKernel* const pipelined_kernel = kernel_named(kernels, kE4m3KfvPipelinedKernel);
-    if (!base_kernel || !pipelined_kernel) {
-        MESSAGE("decode_e4m3kfvwp_d512 or decode_e4m3kfvw_d512 (candidates: "
-                "-Dcandidate_kernels=decode_e4m3kfvw_d512,decode_e4m3kfvwp_d512) is not in this bundle or does not "
-                "run here");
-        return;
-    }
-    const auto problem = [](ProblemSpec spec) {
-        spec.e4m3_kv = true;
-        HostProblem h;
-        REQUIRE(make_problem(spec, &h).empty());
-        return h;
-    };
-    const HostProblem problems[] = {
-        problem(problem_spec({1, 1, 1, 1, 1}, {3, 65, 777, 4109, 70001}, 32, 4, 16, kSeed + 80)),
-        problem(problem_spec({1, 1}, {70001, 3}, 8, 1, 64, kSeed + 81)),  // one KV head: split-KV
-        problem(problem_spec({1}, {131070}, 32, 4, 64, kSeed + 82)),
-    };
-    constexpr int32_t kNoRotation = 0;
-    for (const HostProblem& h : problems)
-        for (const int32_t rotary_dims : {kNoRotation, kGemma4GlobalRotaryDims, kEveryDim})
-            check_pipelined_bits(*base_kernel, *pipelined_kernel, h, rotary_dims);
-}
-
-// The bf16-wgmma form (a candidate): where dims do not rotate it multiplies V by Q' = q w in two
-// bf16 terms (the mode rounds x = bf16(v w) there), so its bits differ from decode_bf16kfv_d512's
-// (the wgmma scores ran); within the fp64 bound on odd context lengths (no multiple of its 64-key
-// tiles), with every rotary_dims form it handles differently (none rotated: all scores by wgmma; a
-// part of one Q load; Gemma 4's 128; every dim: no score wgmma, the rotated Q loads of both
-// warpgroups), one KV head and long sequences (split-KV), bf16 and fp32 weights; NaN V elements on
-// keys of sequence 0 give NaN where they do there.
-TEST_CASE("gpu decode_bf16kfvw_d512: bf16 wgmma scores and P V, the fp64 bound, odd lengths, split-KV, NaN V") {
-    constexpr const char* kBf16KfvKernel = "decode_bf16kfv_d512";
-    constexpr const char* kBf16KfvWgmmaKernel = "decode_bf16kfvw_d512";  // a candidate (sm_90a)
-    constexpr uint16_t kBf16NaN = 0x7fc0u;
-    const std::vector<RunnableKernel> kernels = k_from_v_only_kernels();
-    const RunnableKernel* const base_kernel = kernel_named(kernels, kBf16KfvKernel);
-    const RunnableKernel* const wgmma_kernel = kernel_named(kernels, kBf16KfvWgmmaKernel);
-    if (!base_kernel || !wgmma_kernel) {
-        MESSAGE("decode_bf16kfvw_d512 (a candidate: -Dcandidate_kernels=decode_bf16kfvw_d512) or "
-                "decode_bf16kfv_d512 is not in this bundle or does not run here");
-        return;
-    }
-    const RunnableKernel& base = *base_kernel;
-    const RunnableKernel& wgmma = *wgmma_kernel;
-    ProblemSpec spec = problem_spec({1, 1, 1, 1, 1}, {777, 36, 4109, 0, 1000}, 32, 4, 16, kSeed + 80);
-    HostProblem batch;
-    REQUIRE(make_problem(spec, &batch).empty());
-    const KNormWeights bf16 = KNormWeights::kBf16, fp32 = KNormWeights::kFp32;
-    for (const KNormWeights weights : {bf16, fp32}) {
-        CAPTURE(weights == bf16);
-        const size_t differ = bf16_mismatches(k_from_v_raw_output(base, batch, kGemma4GlobalRotaryDims, weights, {}, {}),
-                                              k_from_v_raw_output(wgmma, batch, kGemma4GlobalRotaryDims, weights, {}, {}));
-        std::printf("  %-20s %-64s wgmma: %zu outputs differ from %s\n", wgmma.name.c_str(),
-                    batch.spec.describe().c_str(), differ, base.name.c_str());
-        CHECK(differ > 0);
-    }
-    constexpr int32_t kNoRotation = 0, kPartOfOneQLoad = 2;
-    for (const int32_t rotary_dims : {kNoRotation, kPartOfOneQLoad, kGemma4GlobalRotaryDims, kEveryDim})
-        for (const KNormWeights weights : {bf16, fp32}) {
-            check_k_from_v_decode(wgmma, batch, rotary_dims, true, {}, weights);
-            check_k_from_v_decode_spec(wgmma, problem_spec({1, 1, 1}, {65, 130, 3}, 8, 1, 16, kSeed + 81), rotary_dims,
-                                       true, weights);  // one KV head: split-KV
-        }
-    check_k_from_v_decode_spec(wgmma, problem_spec({1}, {131070}, 32, 4, 64, kSeed + 82), kGemma4GlobalRotaryDims, true,
-                               bf16);
-    check_k_from_v_decode_spec(wgmma, problem_spec({1}, {131070}, 32, 4, 64, kSeed + 83), kEveryDim, true, fp32);
-    check_k_from_v_decode_spec(wgmma, problem_spec({1, 1, 1}, {257, 20000, 3}, 8, 1, 128, kSeed + 84), kEveryDim, true);
-    ProblemSpec gemma_peaked = problem_spec({1, 1}, {5000, 70001}, 32, 4, 32, kSeed + 85);
-    gemma_peaked.gemma.q_rms = 1.0f;
-    check_k_from_v_decode_spec(wgmma, gemma_peaked, kGemma4GlobalRotaryDims, true, bf16);
-
-    HostProblem nan_values = batch;  // keys of sequence 0, KV head 0
-    nan_values.v[first_sequence_element(nan_values, 3, 3)] = kBf16NaN;      // a rotated dim
-    nan_values.v[first_sequence_element(nan_values, 500, 300)] = kBf16NaN;  // an unrotated one
-    nan_values.v[first_sequence_element(nan_values, 776, 511)] = kBf16NaN;  // the last key, dim
-    for (const int32_t rotary_dims : {kNoRotation, kGemma4GlobalRotaryDims}) {
-        CAPTURE(rotary_dims);
-        const std::vector<unsigned char> nan_base = k_from_v_raw_output(base, nan_values, rotary_dims, bf16, {}, {});
-        const std::vector<unsigned char> nan_wgmma = k_from_v_raw_output(wgmma, nan_values, rotary_dims, bf16, {}, {});
-        CHECK(nan_mismatches(nan_base, nan_wgmma) == 0);
-        CHECK(nan_mismatches(nan_base, std::vector<unsigned char>(nan_base.size(), 0)) > 0);  // the values made NaNs
-    }
 }
