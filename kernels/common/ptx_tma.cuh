@@ -1,7 +1,6 @@
 // ptx_tma.cuh - device wrappers over the sm_90a PTX the Hopper bf16 kernel streams its K/V
 // tiles with: shared-memory mbarriers (init, expected transaction bytes, phase wait) and the 4D
-// TMA tensor copy into shared memory that completes on such a barrier; and the bulk L2 prefetch
-// by which the decode kernels ask for rows ahead of their copies.
+// TMA tensor copy into shared memory that completes on such a barrier.
 #pragma once
 
 #include <cuda.h>
@@ -58,13 +57,6 @@ __device__ __forceinline__ bool mbarrier_test(uint32_t barrier, uint32_t parity)
         : "r"(barrier), "r"(parity)
         : "memory");
     return done != 0;
-}
-
-// Asks the L2 to fetch the `bytes` (a multiple of 16) at global address `src` (16-byte aligned,
-// inside a tensor the kernel was given); nothing is written and no completion is tracked.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* src, uint32_t bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(reinterpret_cast<uint64_t>(src)), "r"(bytes)
-                 : "memory");
 }
 
 // Fetches a tensor map (a __grid_constant__ kernel argument) into the descriptor cache.

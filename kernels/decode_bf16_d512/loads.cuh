@@ -13,7 +13,6 @@
 #include "fp8/decode_e4m3_d512/loads.cuh"
 #include "kernels/common/page_bounds.cuh"
 #include "kernels/common/ptx_mma.cuh"
-#include "kernels/common/ptx_tma.cuh"
 #include "kernels/decode_bf16_d512/traits.h"
 #include "wideattn.h"
 
@@ -150,27 +149,6 @@ struct WarpStream {
         } else {
             copy_keys(chunk, src, v_base, keys, slot_stride);
         }
-    }
-
-    // Asks the L2 for parts `first_part` .. kChunkParts - 1 of sub-tile `sub`'s V rows ahead of
-    // their copies (`page`: its block-table entry; `page_shift`: page_shift_of(block_size)): lane l
-    // prefetches 1 / kLanesPerPrefetchRow of key l / kLanesPerPrefetchRow's row in those parts.
-    // Keys past kv_end and pages outside the cache are not asked for: every address is one the
-    // copies read.
-    __device__ __forceinline__ void prefetch_value_rows(const wideattn_prefill_params& p, int32_t sub,
-                                                        int32_t first_part, int32_t page, int32_t page_shift) const {
-        constexpr int32_t kLanesPerPrefetchRow = Traits::kWarpSize / Traits::kSubTileKeys;
-        static_assert(Traits::kWarpSize % Traits::kSubTileKeys == 0, "whole lanes per key row");
-        const int32_t key0 = sub * Traits::kSubTileKeys;
-        const int32_t key = lane / kLanesPerPrefetchRow;
-        if (!page_in_cache(page, p.num_blocks) || key0 + key >= kv_end) return;
-        const int32_t row_bytes = (Traits::kChunkParts - first_part) * Traits::kChunkRowBytes;
-        const int32_t piece = row_bytes / kLanesPerPrefetchRow;
-        const int32_t slot = page_slot_of(key0, p.block_size, page_shift) + key;
-        const unsigned char* src = v_base + int64_t{page} * (p.v_block_stride * Traits::kElemBytes) +
-                                   int64_t{slot} * (p.v_slot_stride * Traits::kElemBytes) +
-                                   first_part * Traits::kChunkRowBytes + (lane % kLanesPerPrefetchRow) * piece;
-        ptx::prefetch_l2_bulk(src, static_cast<uint32_t>(piece));
     }
 
 };

@@ -50,10 +50,7 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // The block-table entry of sub-tile i + 2 is loaded at the top of step i, so the copies issued at
 // its end (chunk 2i + 3 of sub-tile i + 1, whose entry the previous step loaded, and chunk 2i + 4
 // of sub-tile i + 2) do not wait for a table load; the copies and table loads take WarpStream's
-// lean forms (a mask for a power-of-two page, no zero-fill selects on a full sub-tile). At its end
-// step i asks the L2 for sub-tile i + kL2PrefetchSubTilesAhead's V rows (traits.h); the prologue
-// for the rows before it that no copy has asked for yet (sub-tile 1's second half, and sub-tiles
-// 2 .. on whole where the distance is larger).
+// lean forms (a mask for a power-of-two page, no zero-fill selects on a full sub-tile).
 // `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them).
 template <class Traits>
 __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
@@ -72,17 +69,9 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
     issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 0, page0, page_shift);
     issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 1, page0, page_shift);
     issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 2, page_ahead, page_shift);
-    constexpr int32_t kAhead = Traits::kL2PrefetchSubTilesAhead;
-    constexpr int32_t kFirstPrefetchedPart = kAhead == 2 ? 1 : 0;
-    for (int32_t j = 1; kAhead > 0 && j < kAhead && j < count; ++j)
-        stream.prefetch_value_rows(p, warp + j * Traits::kWarps, j == 1 ? 1 : 0,
-                                   j == 1 ? page_ahead : warp_page<Traits>(p, stream, warp, count, j, page_shift),
-                                   page_shift);
     for (int32_t i = 0; i < count; ++i) {
         const int32_t first = Traits::kVChunksPerSubTile * i;
         const int32_t page_next = warp_page<Traits>(p, stream, warp, count, i + 2, page_shift);
-        const int32_t page_far =
-            kAhead > 2 ? warp_page<Traits>(p, stream, warp, count, i + kAhead, page_shift) : page_next;
         ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
         __syncwarp();  // both chunks of sub-tile i landed for every lane
         const uint32_t lo_chunk = ring + (first % Traits::kRingChunks) * Traits::kChunkBytes;
@@ -105,9 +94,6 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
         __syncwarp();  // every lane is done with chunk 2i + 1
         issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, first + Traits::kPrologueChunks + 1, page_next,
                                         page_shift);
-        if (kAhead > 0 && i + kAhead < count)
-            stream.prefetch_value_rows(p, warp + (i + kAhead) * Traits::kWarps, kFirstPrefetchedPart, page_far,
-                                       page_shift);
         page_ahead = page_next;
     }
     ptx::cp_async_wait<0>();

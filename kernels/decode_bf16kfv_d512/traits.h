@@ -35,13 +35,6 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // is done with chunk 2i, and 2i + 4 once it is done with 2i + 1.
     static constexpr int32_t kPrologueChunks = kRingChunks;
     static constexpr int32_t kChunksPendingAtSubTile = kPrologueChunks - kVChunksPerSubTile;  // 1
-    // Chunk 2i + 3 is issued just before step i + 1 waits for it, so that wait may take a whole
-    // DRAM latency. Where kL2PrefetchSubTilesAhead > 0, step i asks the L2 for the V rows of
-    // sub-tile i + kL2PrefetchSubTilesAhead at its end, a step or more before their copies: with
-    // 2, the second half of sub-tile i + 2 (its first half is copied then); with more, both
-    // halves. 0 here: the candidate decode_bf16kfvpf_d512 (kernels/decode_bf16kfvpf_d512/) is this
-    // kernel with 2, until measured.
-    static constexpr int32_t kL2PrefetchSubTilesAhead = 0;
 
     // k_norm's weight (fp32 [512]) and inv_freq of the 256 frequencies (fp32, 0 from
     // rotary_dims / 2 on), staged once per block.
@@ -67,8 +60,6 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
 
     static_assert(kChunkParts == 2 && kChunkDims == kHalfDim, "a sub-tile's two chunks are the two halves of a pair");
     static_assert(kRingChunks == kVChunksPerSubTile + 1, "two chunks read, one in flight (the schedule above)");
-    static_assert(kL2PrefetchSubTilesAhead == 0 || kL2PrefetchSubTilesAhead >= 2,
-                  "sub-tile i + 1's copies are issued by the end of step i");
     static_assert(kMinBytesInFlightKfv >= kMinBytesInFlight, "enough bytes in flight per SM");
     static_assert(kChunkKSteps % kKStepsPerQLoad == 0, "whole Q loads per chunk");
     static_assert(SmemPlan::kWeight % kVecBytes == 0 && SmemPlan::kFreq % kVecBytes == 0 &&
