@@ -54,7 +54,8 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles: wait for V_i, issue
 // V_i+2 (into V_i-1's slot, read to the end in the previous step), S_i with K built from V_i, the
 // softmax, P_i V_i. The block-table entry of V_i+2 was read in the previous step (in the prologue
-// for V_2), right after that step's issue, so this issue does not wait for a table load; the
+// for V_2), right after that step's issue, so this issue does not wait for a table load (then the
+// cos / sin table rows of sub-tile i + kCosSinRowsAhead are asked of the L2, traits.h); the
 // prologue's chunks (kChunksInFlight, issued by the block) read theirs there. Those copies and
 // loads take WarpStream's lean forms (a mask for a power-of-two page, no zero-fill selects on a
 // full sub-tile).
@@ -75,6 +76,10 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
         issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, i + Traits::kChunksInFlight, page_ahead,
                                         page_shift);
         page_ahead = warp_page<Traits>(p, stream, warp, count, i + Traits::kChunksInFlight + 1, page_shift);
+        if (Traits::kCosSinRowsAhead > 0 && i + Traits::kCosSinRowsAhead < count)
+            table.prefetch_rows(
+                first_position + (warp + (i + Traits::kCosSinRowsAhead) * Traits::kWarps) * Traits::kSubTileKeys,
+                Traits::kSubTileKeys, lane);
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
         float s[4];

@@ -26,6 +26,11 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     // ones (keys.cuh): Gemma 4's 128 rotated dims (64 frequencies, 32 a block), 16 registers a
     // block; the ones past them load theirs where used.
     static constexpr int32_t kCosSinBlocksAhead = 2;
+    // At the top of step i a warp may ask the L2 for the cos / sin table rows of its sub-tile
+    // i + kCosSinRowsAhead (CosSinTable::prefetch_rows, 4 KB with Gemma 4's 128 rotated dims); 0:
+    // no prefetch (compiled out). 1 in decode_e4m3kfvb_d512, where it was measured; this f16-key
+    // kernel keeps the code it was measured with.
+    static constexpr int32_t kCosSinRowsAhead = 0;
     static constexpr int32_t kSubTileKeysPerLane = 2;                      // keys g and g + 8 of the A rows
     // K as f16 scaled by the block's power of two against f16 Q (this kernel), or as the
     // reference's bf16 values against bf16 Q in a bf16 mma (decode_e4m3kfvb_d512).

@@ -20,6 +20,10 @@ struct DecodeE4m3KfvBD512Traits : DecodeE4m3KfvD512Traits {
     // One rotated pair block's cos / sin words loaded ahead of the unrotated ones, not two: 16
     // registers fewer for the bf16 path's split entry, which spilled at the cap with two.
     static constexpr int32_t kCosSinBlocksAhead = 1;
+    // The cos / sin table rows of the warp's sub-tile i + 1 asked of the L2 at the top of step i
+    // (block.cuh): 8-10% faster at 1 x 128k, 8 x 32k and 64 x 8k than without (H100, 2026-12-07,
+    // NOTES.md); two sub-tiles ahead gained less.
+    static constexpr int32_t kCosSinRowsAhead = 1;
 
     // bf16(w v_scale) of the 512 dims, read 8 bytes (4 dims) at a time.
     static constexpr int32_t kWeightProductBytes = kHeadDim * 2;

@@ -3,8 +3,8 @@
 // fp32) and inv_freq of the head_dim / 2 frequencies (fp32, 0 from rotary_dims / 2 on), staged
 // once per block, one frequency and two weights per thread, and read back as vectors by the K
 // build; the caller's cos / sin table in global memory (CosSinTable), read as 8-byte words of two
-// frequencies; and the rotation of a lane's bf16 pairs (rope_rotate_bf16x2, from the formula's
-// cos / sin or from the table's).
+// frequencies, its rows asked of the L2 ahead of their reads; and the rotation of a lane's bf16
+// pairs (rope_rotate_bf16x2, from the formula's cos / sin or from the table's).
 #pragma once
 
 #include <cstdint>
@@ -63,6 +63,22 @@ struct CosSinTable {
     __device__ __forceinline__ bool holds(int32_t position0, int32_t keys) const {
         return base != nullptr && position0 >= 0 &&
                static_cast<int64_t>(position0) + keys <= static_cast<int64_t>(positions);
+    }
+
+    // Asks the L2 for the rows of positions position0 .. position0 + keys - 1 that the table
+    // holds (a 128-byte line a lane, the warp's lanes together), so that pair() finds them there
+    // when the K build reads them: the rows of a sub-tile a step or more ahead. Only addresses
+    // inside the table are named (the first line by the first row's own address); nothing is read
+    // into a register and nothing waits for it.
+    __device__ __forceinline__ void prefetch_rows(int32_t position0, int32_t keys, int32_t lane) const {
+        constexpr int64_t kLineBytes = 128;
+        constexpr int32_t kLanes = 32;
+        if (base == nullptr || position0 < 0 || position0 >= positions) return;
+        const int64_t begin = static_cast<int64_t>(position0) * row_bytes;
+        const int64_t end = begin + static_cast<int64_t>(min(keys, positions - position0)) * row_bytes;
+        const int64_t first_line = (reinterpret_cast<uintptr_t>(base) + begin) % kLineBytes;
+        for (int64_t offset = begin - first_line + lane * kLineBytes; offset < end; offset += kLanes * kLineBytes)
+            ptx::prefetch_l2(base + max(offset, begin));
     }
 
     // The word of frequencies d, d + 1 (d even) at `position`, clamped to the table's last row (a

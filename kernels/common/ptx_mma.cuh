@@ -1,6 +1,6 @@
 // ptx_mma.cuh - thin device wrappers over the PTX the mma tier is built from (and that the
 // Hopper tier reuses for its Q loads, barriers and shared-memory exchange): cp.async (16-byte,
-// zero-fill), ldmatrix (plain and transposed), mma.sync m16n8k16 BF16 and f16 and m16n8k32 e4m3 with
+// zero-fill), the L2 prefetch of a line, ldmatrix (plain and transposed), mma.sync m16n8k16 BF16 and f16 and m16n8k32 e4m3 with
 // fp32 accumulation, named barriers, shared-memory float4 stores and loads, and bf16x2 packing and
 // unpacking.
 // Valid on sm_80 and newer; the e4m3 mma on sm_89 and newer.
@@ -24,6 +24,12 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, uint3
 // cp_async_16 of a whole vector (no zero fill).
 __device__ __forceinline__ void cp_async_16_full(uint32_t dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+
+// Asks the L2 for the 128-byte line holding `address` (prefetch.global.L2): nothing is read into a
+// register and nothing waits for it.
+__device__ __forceinline__ void prefetch_l2(const void* address) {
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(address));
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }

@@ -47,7 +47,8 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles (traits.h, the ring):
 // wait for both chunks of sub-tile i, S_i with K built from them, the softmax, P V over the first
 // chunk, issue chunk 2i + 3 into its slot, P V over the second, issue chunk 2i + 4.
-// The block-table entry of sub-tile i + 2 is loaded at the top of step i, so the copies issued at
+// The block-table entry of sub-tile i + 2 is loaded at the top of step i (and the cos / sin table
+// rows of sub-tile i + kCosSinRowsAhead asked of the L2, traits.h), so the copies issued at
 // its end (chunk 2i + 3 of sub-tile i + 1, whose entry the previous step loaded, and chunk 2i + 4
 // of sub-tile i + 2) do not wait for a table load; the copies and table loads take WarpStream's
 // lean forms (a mask for a power-of-two page, no zero-fill selects on a full sub-tile).
@@ -72,6 +73,10 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
     for (int32_t i = 0; i < count; ++i) {
         const int32_t first = Traits::kVChunksPerSubTile * i;
         const int32_t page_next = warp_page<Traits>(p, stream, warp, count, i + 2, page_shift);
+        if (Traits::kCosSinRowsAhead > 0 && i + Traits::kCosSinRowsAhead < count)
+            table.prefetch_rows(
+                first_position + (warp + (i + Traits::kCosSinRowsAhead) * Traits::kWarps) * Traits::kSubTileKeys,
+                Traits::kSubTileKeys, lane);
         ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
         __syncwarp();  // both chunks of sub-tile i landed for every lane
         const uint32_t lo_chunk = ring + (first % Traits::kRingChunks) * Traits::kChunkBytes;

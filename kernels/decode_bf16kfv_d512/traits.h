@@ -28,6 +28,12 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // loads (keys.cuh): Gemma 4's 128 rotated dims (64 frequencies, 32 a Q load), 16 registers a Q
     // load; the ones past them load theirs where used.
     static constexpr int32_t kCosSinQLoadsAhead = 2;
+    // At the top of step i a warp may ask the L2 for the cos / sin table rows of its sub-tile
+    // i + kCosSinRowsAhead (CosSinTable::prefetch_rows, 4 KB with Gemma 4's 128 rotated dims); 0:
+    // no prefetch (compiled out). Off here: one and two sub-tiles ahead made this kernel 4-5% and
+    // 6-7% slower at 1 x 128k and no faster elsewhere (H100, 2026-12-07, NOTES.md), while
+    // decode_e4m3kfvb_d512 gains 8-10% from it.
+    static constexpr int32_t kCosSinRowsAhead = 0;
 
     // Ring: three slots of 8 KB per warp (decode_bf16_d512's). Chunk c of a warp is part c % 2 of
     // its sub-tile c / 2, in slot c % 3. Sub-tile i reads chunks 2i and 2i + 1 together (the K
