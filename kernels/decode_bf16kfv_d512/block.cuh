@@ -45,9 +45,8 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 }
 
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles (traits.h, the ring):
-// wait for chunk 2i, S_i with K built from both chunks of sub-tile i (waiting for chunk 2i + 1
-// after chunk 2i's unrotated k-steps), the softmax, P V over the first chunk, issue chunk 2i + 3
-// into its slot, P V over the second, issue chunk 2i + 4.
+// wait for both chunks of sub-tile i, S_i with K built from them, the softmax, P V over the first
+// chunk, issue chunk 2i + 3 into its slot, P V over the second, issue chunk 2i + 4.
 // The block-table entry of sub-tile i + 2 is loaded at the top of step i (and the cos / sin table
 // rows of sub-tile i + kCosSinRowsAhead asked of the L2, traits.h), so the copies issued at
 // its end (chunk 2i + 3 of sub-tile i + 1, whose entry the previous step loaded, and chunk 2i + 4
@@ -78,24 +77,18 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
             table.prefetch_rows(
                 first_position + (warp + (i + Traits::kCosSinRowsAhead) * Traits::kWarps) * Traits::kSubTileKeys,
                 Traits::kSubTileKeys, lane);
-        ptx::cp_async_wait<Traits::kChunksPendingAtFirstChunk>();
-        __syncwarp();  // chunk 2i landed for every lane
-        const auto wait_hi = [] {
-            ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
-            __syncwarp();  // chunk 2i + 1 landed for every lane
-        };
+        ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
+        __syncwarp();  // both chunks of sub-tile i landed for every lane
         const uint32_t lo_chunk = ring + (first % Traits::kRingChunks) * Traits::kChunkBytes;
         const uint32_t hi_chunk = ring + ((first + 1) % Traits::kRingChunks) * Traits::kChunkBytes;
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         float s[4];
         if (bf16_weights)
             kfv_subtile_scores<Traits, true>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, table, lane,
-                                             rotated_q_loads, first_position + key0, score_scale, kv_end - key0,
-                                             wait_hi, s);
+                                             rotated_q_loads, first_position + key0, score_scale, kv_end - key0, s);
         else
             kfv_subtile_scores<Traits, false>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq, table,
-                                              lane, rotated_q_loads, first_position + key0, score_scale, kv_end - key0,
-                                              wait_hi, s);
+                                              lane, rotated_q_loads, first_position + key0, score_scale, kv_end - key0, s);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         chunk_pv<Traits>(lo_chunk, lane, 0, p0, p1, o);

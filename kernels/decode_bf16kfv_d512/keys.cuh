@@ -18,10 +18,8 @@
 //   cos / sin per (key, frequency) from the caller's table (wideattn_k_from_v.cos_sin) when it
 //   holds every key of the sub-tile, else by rope_cos_sin_reduced (a Cody-Waite reduction, not
 //   cosf / sinf's Payne-Hanek path), the cos and the sin of two frequencies rounded by one cvt each.
-// The unrotated k-steps come first, those of the first chunk (dims 0-255) before the second's, so
-// that a step waits for its second chunk only after them (block.cuh): the table's words for the
-// first kCosSinQLoadsAhead rotated Q loads are loaded before them, so their reads are in flight
-// while those run.
+// The unrotated k-steps come first: the table's words for the first kCosSinQLoadsAhead rotated Q
+// loads are loaded before them, so their reads are in flight while those run.
 #pragma once
 
 #include <cstdint>
@@ -83,14 +81,13 @@ __device__ __forceinline__ void load_q_cos_sin(const CosSinTable& table, int32_t
 // The K of the A-fragment registers of k-step `step` (0 .. 15 of a chunk) in both chunks, built
 // from the V words in place (lo: dims d, d + 1; hi: d + 256, d + 257; registers 2 half and
 // 2 half + 1 hold keys g and g + 8 of the same dims): x = bf16(V w) (k_from_v_scaled), then by
-// kBuild rope_rotate_bf16x2 with the formula's cos / sin of the keys' positions (position0: the
-// sub-tile's key 0), or with the table's `words` [half][key] (load_q_cos_sin). (The k-steps where
-// no dim rotates take kfv_scaled_scores_q, one chunk at a time.)
+// kBuild nothing (no dim of the k-step rotates), rope_rotate_bf16x2 with the formula's cos / sin of
+// the keys' positions (position0: the sub-tile's key 0), or with the table's `words` [half][key]
+// (load_q_cos_sin).
 template <class Traits, KFromVBuild kBuild, bool kBf16Weights>
 __device__ __forceinline__ void build_k_step(uint32_t (&lo)[4], uint32_t (&hi)[4], uint32_t weight,
                                              uint32_t weight_bf16, uint32_t freq, const uint2 (&words)[2][2],
                                              int32_t lane, int32_t step, int32_t position0) {
-    static_assert(kBuild != KFromVBuild::kScale, "unrotated k-steps: kfv_scaled_scores_q");
     const int32_t g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int32_t half = 0; half < 2; ++half) {
@@ -106,7 +103,10 @@ __device__ __forceinline__ void build_k_step(uint32_t (&lo)[4], uint32_t (&hi)[4
             const int32_t r = 2 * half + key;
             const uint32_t x_lo = scaled_pair<kBf16Weights>(lo[r], w_lo, w_lo_bf16);
             const uint32_t x_hi = scaled_pair<kBf16Weights>(hi[r], w_hi, w_hi_bf16);
-            if constexpr (kBuild == KFromVBuild::kRotate) {
+            if constexpr (kBuild == KFromVBuild::kScale) {
+                lo[r] = x_lo;
+                hi[r] = x_hi;
+            } else if constexpr (kBuild == KFromVBuild::kRotate) {
                 rope_rotate_bf16x2(x_lo, x_hi, position0 + g + Traits::kMmaM / 2 * key, inv_freq.x, inv_freq.y,
                                    &lo[r], &hi[r]);
             } else {
@@ -143,38 +143,6 @@ __device__ __forceinline__ void kfv_scores_q(uint32_t lo_chunk, uint32_t hi_chun
     }
 }
 
-// K Q^T of Q load `q` over one chunk (`part` 0: dims 0-255, `part` 1: 256-511; k-steps 2q, 2q + 1)
-// added to acc, K = x = bf16(V w) (k_from_v_scaled): the Q loads where no dim rotates. The same
-// operations, per chunk, as kfv_scores_q's on both, so the scores of a sub-tile do not depend on
-// which chunk's k-steps run first.
-template <class Traits, bool kBf16Weights>
-__device__ __forceinline__ void kfv_scaled_scores_q(uint32_t chunk, int32_t part, uint32_t q_shared, uint32_t weight,
-                                                    uint32_t weight_bf16, int32_t lane, int32_t q,
-                                                    float (&acc)[Traits::kKStepsPerQLoad][4]) {
-    constexpr int32_t kStepVecs = Traits::kMmaK * Traits::kElemBytes / Traits::kVecBytes;  // 2
-    constexpr int32_t kChunkQVecs = Traits::kChunkRowBytes / Traits::kVecBytes;            // 32
-    const int32_t t = lane % 4;
-    uint32_t b[4];
-    const int32_t q_vec = part * kChunkQVecs + 2 * kStepVecs * q + lane / 8;
-    ptx::ldmatrix_x4(b, q_shared + swizzled<Traits::kQRowBytes, Traits>(lane % 8, q_vec));
-#pragma unroll
-    for (int32_t h = 0; h < Traits::kKStepsPerQLoad; ++h) {
-        const int32_t step = Traits::kKStepsPerQLoad * q + h;
-        uint32_t a[4];
-        ptx::ldmatrix_x4(a, chunk_row_address<Traits>(chunk, lane, step));
-#pragma unroll
-        for (int32_t half = 0; half < 2; ++half) {
-            const int32_t dim = part * Traits::kHalfDim + Traits::kMmaK * step + Traits::kMmaK / 2 * half + 2 * t;
-            float2 w{};
-            uint32_t w_bf16 = 0;
-            load_weight_pair<kBf16Weights>(weight, weight_bf16, dim, &w, &w_bf16);
-#pragma unroll
-            for (int32_t key = 0; key < 2; ++key) a[2 * half + key] = scaled_pair<kBf16Weights>(a[2 * half + key], w, w_bf16);
-        }
-        ptx::mma_bf16_16816(acc[h], a, b[2 * h], b[2 * h + 1]);
-    }
-}
-
 // S^T of one sub-tile with K built from its V chunks (scaled to log2 units, keys past kv_end at
 // -inf), the lane's 4 values. `rotated_q_loads`: the Q loads (pairs of k-steps) that hold a dim
 // below rotary_dims / 2, the same for every block of the launch; kBf16Weights: every k_norm weight
@@ -182,15 +150,13 @@ __device__ __forceinline__ void kfv_scaled_scores_q(uint32_t chunk, int32_t part
 // rotated ones, with the table's cos / sin when `table` holds the sub-tile's valid keys (their
 // words for the first kCosSinQLoadsAhead rotated Q loads loaded before the unrotated ones), else
 // with the formula's: the same order either way, so a table with the formula's values gives the
-// same bits. The unrotated k-steps of the first chunk run before `wait_hi()` returns (the caller's
-// wait for the second chunk, dims 256-511), the rest after it: each accumulator adds its k-steps in
-// the same order either way.
-template <class Traits, bool kBf16Weights, class WaitHi>
+// same bits.
+template <class Traits, bool kBf16Weights>
 __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t hi_chunk, uint32_t q_shared,
                                                    uint32_t weight, uint32_t weight_bf16, uint32_t freq,
                                                    const CosSinTable& table, int32_t lane, int32_t rotated_q_loads,
                                                    int32_t position0, float score_scale, int32_t keys_valid,
-                                                   WaitHi wait_hi, float (&s)[4]) {
+                                                   float (&s)[4]) {
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     const bool from_table = table.holds(position0, min(keys_valid, Traits::kSubTileKeys));
     QLoadCosSin<Traits> ahead[Traits::kCosSinQLoadsAhead];
@@ -199,17 +165,10 @@ __device__ __forceinline__ void kfv_subtile_scores(uint32_t lo_chunk, uint32_t h
         for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)
             if (q < rotated_q_loads) load_q_cos_sin<Traits>(table, lane, q, position0, &ahead[q]);
     }
-#pragma unroll
-    for (int32_t part = 0; part < Traits::kVChunksPerSubTile; ++part) {
-        if (part == 1) wait_hi();
-        float steps[Traits::kKStepsPerQLoad][4] = {};
 #pragma unroll 1
-        for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
-            kfv_scaled_scores_q<Traits, kBf16Weights>(part == 0 ? lo_chunk : hi_chunk, part, q_shared, weight,
-                                                      weight_bf16, lane, q, steps);
-#pragma unroll
-        for (int32_t e = 0; e < 4; ++e) acc[part][e] = steps[0][e] + steps[1][e];
-    }
+    for (int32_t q = rotated_q_loads; q < Traits::kQLoadsPerChunk; ++q)
+        kfv_scores_q<Traits, KFromVBuild::kScale, kBf16Weights>(lo_chunk, hi_chunk, q_shared, weight, weight_bf16, freq,
+                                                            lane, q, position0, ahead[0], acc);
     if (from_table) {
 #pragma unroll
         for (int32_t q = 0; q < Traits::kCosSinQLoadsAhead; ++q)

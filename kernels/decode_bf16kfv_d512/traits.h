@@ -41,10 +41,6 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // is done with chunk 2i, and 2i + 4 once it is done with 2i + 1.
     static constexpr int32_t kPrologueChunks = kRingChunks;
     static constexpr int32_t kChunksPendingAtSubTile = kPrologueChunks - kVChunksPerSubTile;  // 1
-    // A step starts once its first chunk (2i) has landed, with 2i + 1 (issued half a P V before)
-    // and 2i + 2 still in flight, and waits for 2i + 1 after the first chunk's unrotated k-steps
-    // (keys.cuh).
-    static constexpr int32_t kChunksPendingAtFirstChunk = kChunksPendingAtSubTile + 1;  // 2
 
     // k_norm's weight (fp32 [512]) and inv_freq of the 256 frequencies (fp32, 0 from
     // rotary_dims / 2 on), staged once per block.
