@@ -44,6 +44,23 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
     return local < count ? stream.page_of(p, warp + local * Traits::kWarps, page_shift) : 0;
 }
 
+// The warp's first chunks (both of sub-tile 0, the first of sub-tile 1) issued into its ring;
+// returns sub-tile 1's block-table entry, which the key loop's first step issues from.
+template <class Traits>
+__device__ __forceinline__ int32_t kfv_issue_prologue(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
+                                                      uint32_t ring, int32_t warp, int32_t num_tiles) {
+    static_assert(Traits::kPrologueChunks == 3 && Traits::kVChunksPerSubTile == 2,
+                  "step i issues chunk 2i + 3 (sub-tile i + 1) and 2i + 4 (sub-tile i + 2)");
+    const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
+    const int32_t page_shift = page_shift_of(p.block_size);
+    const int32_t page0 = warp_page<Traits>(p, stream, warp, count, 0, page_shift);
+    const int32_t page1 = warp_page<Traits>(p, stream, warp, count, 1, page_shift);
+    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 0, page0, page_shift);
+    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 1, page0, page_shift);
+    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 2, page1, page_shift);
+    return page1;
+}
+
 // The warp's key loop over sub-tiles warp, warp + kWarps, ... < num_tiles (traits.h, the ring):
 // wait for both chunks of sub-tile i, S_i with K built from them, the softmax, P V over the first
 // chunk, issue chunk 2i + 3 into its slot, P V over the second, issue chunk 2i + 4.
@@ -52,24 +69,20 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // its end (chunk 2i + 3 of sub-tile i + 1, whose entry the previous step loaded, and chunk 2i + 4
 // of sub-tile i + 2) do not wait for a table load; the copies and table loads take WarpStream's
 // lean forms (a mask for a power-of-two page, no zero-fill selects on a full sub-tile).
-// `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them).
+// `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them);
+// `page_ahead`: the block-table entry of sub-tile 1 where the block issued the prologue before its
+// tables (Traits::kPrologueBeforeTables), else the loop issues it first.
 template <class Traits>
 __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                              uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t weight_bf16,
                                              bool bf16_weights, uint32_t freq, const CosSinTable& table,
                                              int32_t warp, int32_t lane,
                                              int32_t num_tiles, int32_t kv_end, int32_t first_position,
-                                             int32_t rotated_q_loads, float score_scale,
+                                             int32_t rotated_q_loads, float score_scale, int32_t page_ahead,
                                              float (&o)[Traits::kONTiles][4], WarpRows& rows) {
+    if constexpr (!Traits::kPrologueBeforeTables) page_ahead = kfv_issue_prologue<Traits>(p, stream, ring, warp, num_tiles);
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
-    static_assert(Traits::kPrologueChunks == 3 && Traits::kVChunksPerSubTile == 2,
-                  "step i issues chunk 2i + 3 (sub-tile i + 1) and 2i + 4 (sub-tile i + 2)");
     const int32_t page_shift = page_shift_of(p.block_size);
-    const int32_t page0 = warp_page<Traits>(p, stream, warp, count, 0, page_shift);
-    int32_t page_ahead = warp_page<Traits>(p, stream, warp, count, 1, page_shift);  // sub-tile i + 1's at step i
-    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 0, page0, page_shift);
-    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 1, page0, page_shift);
-    issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, 2, page_ahead, page_shift);
     for (int32_t i = 0; i < count; ++i) {
         const int32_t first = Traits::kVChunksPerSubTile * i;
         const int32_t page_next = warp_page<Traits>(p, stream, warp, count, i + 2, page_shift);
@@ -122,6 +135,9 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     stream.init_v_only(p, work.kv_head, p.block_table + geometry.table_offset, geometry.kv_end, lane);
     const uint32_t ring = base + Plan::kRings + static_cast<uint32_t>(warp * Traits::kWarpRingBytes);
 
+    int32_t page_ahead = 0;
+    if constexpr (Traits::kPrologueBeforeTables)
+        page_ahead = kfv_issue_prologue<Traits>(p, stream, ring, warp, geometry.num_tiles);
     const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
     ptx::store_shared_u32(base + Plan::kWeightBf16 + 2 * kBf16Bytes * threadIdx.x, ptx::pack_bf16x2(w.x, w.y));
     const bool bf16_weights = __syncthreads_and(is_bf16_value(w.x) && is_bf16_value(w.y)) != 0;
@@ -137,7 +153,7 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
     kfv_key_loop<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kWeightBf16,
                          bf16_weights, base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
-                         first_position, rotated_q_loads, score_scale, o, rows);
+                         first_position, rotated_q_loads, score_scale, page_ahead, o, rows);
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                              work.kv_head);
 }
