@@ -76,8 +76,8 @@ struct CosSinTable {
         if (base == nullptr || position0 < 0 || position0 >= positions) return;
         const int64_t begin = static_cast<int64_t>(position0) * row_bytes;
         const int64_t end = begin + static_cast<int64_t>(min(keys, positions - position0)) * row_bytes;
-        const int64_t first_line = (reinterpret_cast<uintptr_t>(base) + begin) % kLineBytes;
-        for (int64_t offset = begin - first_line + lane * kLineBytes; offset < end; offset += kLanes * kLineBytes)
+        const int64_t into_first_line = (reinterpret_cast<uintptr_t>(base) + begin) % kLineBytes;
+        for (int64_t offset = begin - into_first_line + lane * kLineBytes; offset < end; offset += kLanes * kLineBytes)
             ptx::prefetch_l2(base + max(offset, begin));
     }
 

@@ -1,8 +1,8 @@
 // ptx_mma.cuh - thin device wrappers over the PTX the mma tier is built from (and that the
 // Hopper tier reuses for its Q loads, barriers and shared-memory exchange): cp.async (16-byte,
-// zero-fill), the L2 prefetch of a line, ldmatrix (plain and transposed), mma.sync m16n8k16 BF16 and f16 and m16n8k32 e4m3 with
-// fp32 accumulation, named barriers, shared-memory float4 stores and loads, and bf16x2 packing and
-// unpacking.
+// zero-fill), the L2 prefetch of a line, ldmatrix (plain and transposed), mma.sync m16n8k16 BF16
+// and f16 and m16n8k32 e4m3 with fp32 accumulation, named barriers, shared-memory float4 stores
+// and loads, and bf16x2 packing and unpacking.
 // Valid on sm_80 and newer; the e4m3 mma on sm_89 and newer.
 #pragma once
 

@@ -47,8 +47,9 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // The warp's first chunks (both of sub-tile 0, the first of sub-tile 1) issued into its ring;
 // returns sub-tile 1's block-table entry, which the key loop's first step issues from.
 template <class Traits>
-__device__ __forceinline__ int32_t kfv_issue_prologue(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
-                                                      uint32_t ring, int32_t warp, int32_t num_tiles) {
+__device__ __forceinline__ int32_t kfv_issue_prologue(const wideattn_prefill_params& p,
+                                                      const WarpStream<Traits>& stream, uint32_t ring, int32_t warp,
+                                                      int32_t num_tiles) {
     static_assert(Traits::kPrologueChunks == 3 && Traits::kVChunksPerSubTile == 2,
                   "step i issues chunk 2i + 3 (sub-tile i + 1) and 2i + 4 (sub-tile i + 2)");
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
@@ -80,7 +81,8 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
                                              int32_t num_tiles, int32_t kv_end, int32_t first_position,
                                              int32_t rotated_q_loads, float score_scale, int32_t page_ahead,
                                              float (&o)[Traits::kONTiles][4], WarpRows& rows) {
-    if constexpr (!Traits::kPrologueBeforeTables) page_ahead = kfv_issue_prologue<Traits>(p, stream, ring, warp, num_tiles);
+    if constexpr (!Traits::kPrologueBeforeTables)
+        page_ahead = kfv_issue_prologue<Traits>(p, stream, ring, warp, num_tiles);
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
     const int32_t page_shift = page_shift_of(p.block_size);
     for (int32_t i = 0; i < count; ++i) {
