@@ -76,10 +76,7 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
         issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, i + Traits::kChunksInFlight, page_ahead,
                                         page_shift);
         page_ahead = warp_page<Traits>(p, stream, warp, count, i + Traits::kChunksInFlight + 1, page_shift);
-        if (Traits::kCosSinRowsAhead > 0 && i + Traits::kCosSinRowsAhead < count)
-            table.prefetch_rows(
-                first_position + (warp + (i + Traits::kCosSinRowsAhead) * Traits::kWarps) * Traits::kSubTileKeys,
-                Traits::kSubTileKeys, lane);
+        prefetch_cos_sin_ahead<Traits>(table, first_position, warp, i, count, lane);
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
         float s[4];

@@ -93,6 +93,21 @@ struct CosSinTable {
     }
 };
 
+// At step i of a K-from-V decode warp's key loop (its sub-tiles warp, warp + kWarps, ..., `count`
+// of them; position first_position + key), the table rows of its sub-tile i + kCosSinRowsAhead
+// asked of the L2 (CosSinTable::prefetch_rows), when that sub-tile exists; nothing when the
+// kernel's Traits::kCosSinRowsAhead is 0.
+template <class Traits>
+__device__ __forceinline__ void prefetch_cos_sin_ahead(const CosSinTable& table, int32_t first_position, int32_t warp,
+                                                       int32_t i, int32_t count, int32_t lane) {
+    if constexpr (Traits::kCosSinRowsAhead > 0) {
+        const int32_t local = i + Traits::kCosSinRowsAhead;
+        if (local < count)
+            table.prefetch_rows(first_position + (warp + local * Traits::kWarps) * Traits::kSubTileKeys,
+                                Traits::kSubTileKeys, lane);
+    }
+}
+
 // The bf16x2 cos pair (c_d low, c_d+1 high) and sin pair of a CosSinTable word.
 __device__ __forceinline__ void cos_sin_pairs(uint2 word, uint32_t* c, uint32_t* s) {
     constexpr uint32_t kLowHalves = 0x5410u, kHighHalves = 0x7632u;

@@ -88,10 +88,7 @@ __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, c
     for (int32_t i = 0; i < count; ++i) {
         const int32_t first = Traits::kVChunksPerSubTile * i;
         const int32_t page_next = warp_page<Traits>(p, stream, warp, count, i + 2, page_shift);
-        if (Traits::kCosSinRowsAhead > 0 && i + Traits::kCosSinRowsAhead < count)
-            table.prefetch_rows(
-                first_position + (warp + (i + Traits::kCosSinRowsAhead) * Traits::kWarps) * Traits::kSubTileKeys,
-                Traits::kSubTileKeys, lane);
+        prefetch_cos_sin_ahead<Traits>(table, first_position, warp, i, count, lane);
         ptx::cp_async_wait<Traits::kChunksPendingAtSubTile>();
         __syncwarp();  // both chunks of sub-tile i landed for every lane
         const uint32_t lo_chunk = ring + (first % Traits::kRingChunks) * Traits::kChunkBytes;
