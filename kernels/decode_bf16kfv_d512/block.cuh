@@ -70,19 +70,16 @@ __device__ __forceinline__ int32_t kfv_issue_prologue(const wideattn_prefill_par
 // its end (chunk 2i + 3 of sub-tile i + 1, whose entry the previous step loaded, and chunk 2i + 4
 // of sub-tile i + 2) do not wait for a table load; the copies and table loads take WarpStream's
 // lean forms (a mask for a power-of-two page, no zero-fill selects on a full sub-tile).
-// `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them);
-// `page_ahead`: the block-table entry of sub-tile 1 where the block issued the prologue before its
-// tables (Traits::kPrologueBeforeTables), else the loop issues it first.
+// `bf16_weights`: every k_norm weight is a bf16 value (the block's check; `weight_bf16` holds them).
 template <class Traits>
 __device__ __forceinline__ void kfv_key_loop(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                              uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t weight_bf16,
                                              bool bf16_weights, uint32_t freq, const CosSinTable& table,
                                              int32_t warp, int32_t lane,
                                              int32_t num_tiles, int32_t kv_end, int32_t first_position,
-                                             int32_t rotated_q_loads, float score_scale, int32_t page_ahead,
+                                             int32_t rotated_q_loads, float score_scale,
                                              float (&o)[Traits::kONTiles][4], WarpRows& rows) {
-    if constexpr (!Traits::kPrologueBeforeTables)
-        page_ahead = kfv_issue_prologue<Traits>(p, stream, ring, warp, num_tiles);
+    int32_t page_ahead = kfv_issue_prologue<Traits>(p, stream, ring, warp, num_tiles);
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
     const int32_t page_shift = page_shift_of(p.block_size);
     for (int32_t i = 0; i < count; ++i) {
@@ -134,9 +131,6 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     stream.init_v_only(p, work.kv_head, p.block_table + geometry.table_offset, geometry.kv_end, lane);
     const uint32_t ring = base + Plan::kRings + static_cast<uint32_t>(warp * Traits::kWarpRingBytes);
 
-    int32_t page_ahead = 0;
-    if constexpr (Traits::kPrologueBeforeTables)
-        page_ahead = kfv_issue_prologue<Traits>(p, stream, ring, warp, geometry.num_tiles);
     const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
     ptx::store_shared_u32(base + Plan::kWeightBf16 + 2 * kBf16Bytes * threadIdx.x, ptx::pack_bf16x2(w.x, w.y));
     const bool bf16_weights = __syncthreads_and(is_bf16_value(w.x) && is_bf16_value(w.y)) != 0;
@@ -152,7 +146,7 @@ __device__ __forceinline__ void decode_bf16kfv_block(const wideattn_prefill_para
     WarpRows rows{{-INFINITY, -INFINITY}, {0.0f, 0.0f}};
     kfv_key_loop<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kWeightBf16,
                          bf16_weights, base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
-                         first_position, rotated_q_loads, score_scale, page_ahead, o, rows);
+                         first_position, rotated_q_loads, score_scale, o, rows);
     decode_e4m3::write_block<Traits, kSplit>(p, base + Plan::kMerge, base + Plan::kStats, o, rows, warp, lane, token,
                                              work.kv_head);
 }

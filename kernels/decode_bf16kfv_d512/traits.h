@@ -41,11 +41,6 @@ struct DecodeBf16KfvD512Traits : DecodeBf16Block<8> {
     // is done with chunk 2i, and 2i + 4 once it is done with 2i + 1.
     static constexpr int32_t kPrologueChunks = kRingChunks;
     static constexpr int32_t kChunksPendingAtSubTile = kPrologueChunks - kVChunksPerSubTile;  // 1
-    // Whether a warp issues its first chunks before the block stages the tables and reads Q (as
-    // decode_bf16_d512 and decode_e4m3kfv_d512 do, so the copies' latency overlaps those loads and
-    // their barriers) or after them (this kernel as measured). Not yet timed: a variant build
-    // with true is the A/B (NOTES.md).
-    static constexpr bool kPrologueBeforeTables = false;
 
     // k_norm's weight (fp32 [512]) and inv_freq of the 256 frequencies (fp32, 0 from
     // rotary_dims / 2 on), staged once per block.
