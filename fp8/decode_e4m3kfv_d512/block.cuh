@@ -64,9 +64,12 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
                                                   uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
                                                   const CosSinTable& table, int32_t warp, int32_t lane, int32_t num_tiles, int32_t kv_end,
                                                   int32_t first_position, int32_t rotated_blocks, float v_scale,
-                                                  float score_scale,
+                                                  float score_scale, StagedCosSin staged,
                                                   float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
+    // Whether the steps may copy the words of block kCosSinBlocksAhead into the warp's slot.
+    const bool stage_words = Traits::kCosSinSharedBlock && rotated_blocks > Traits::kCosSinBlocksAhead &&
+                             table.entries_copyable(Traits::kDimBlock * Traits::kCosSinBlocksAhead, Traits::kDimBlock);
     const int32_t page_shift = page_shift_of(p.block_size);
     // The entry of sub-tile i + kChunksInFlight at step i.
     int32_t page_ahead = warp_page<Traits>(p, stream, warp, count, Traits::kChunksInFlight, page_shift);
@@ -79,9 +82,14 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
         prefetch_cos_sin_ahead<Traits>(table, first_position, warp, i, count, lane);
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
+        // The copies of a step that stages the words complete on the phase of parity staged.parity,
+        // which the step's K build waits for (subtile_scores_kfv takes the same table branch).
+        staged.staged = stage_words && table.holds(first_position + key0, min(kv_end - key0, Traits::kSubTileKeys));
+        if (staged.staged) stage_block_cos_sin<Traits>(table, staged, first_position + key0, lane);
         float s[4];
-        subtile_scores_kfv<Traits, kProduct>(stage, q_shared, weight, freq, table, lane, rotated_blocks,
+        subtile_scores_kfv<Traits, kProduct>(stage, q_shared, weight, freq, table, staged, lane, rotated_blocks,
                                              first_position + key0, v_scale, score_scale, kv_end - key0, s);
+        if (staged.staged) staged.parity ^= 1u;
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         subtile_pv<Traits>(stage, lane, p0, p1, o);
@@ -114,7 +122,7 @@ __device__ __forceinline__ void f16_key_loop(const wideattn_prefill_params& p, c
     zero_output(o);
     warp_key_loop_kfv<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq,
                               CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end, first_position,
-                              rotated_blocks, v_scale, score_scale, o, rows);
+                              rotated_blocks, v_scale, score_scale, StagedCosSin{}, o, rows);
 }
 
 // Traits::kBf16Keys: K as the reference's bf16 values (x = bf16((v v_scale) w) with the call's
@@ -130,7 +138,17 @@ __device__ __forceinline__ void bf16_key_loop(const wideattn_prefill_params& p, 
                                               float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     using Plan = typename Traits::SmemPlan;
     const float v_scale = __ldg(p.v_scale);
+    StagedCosSin staged{};
+    if constexpr (Traits::kCosSinSharedBlock) {
+        staged.slot = base + Plan::kCosSinStage + static_cast<uint32_t>(warp * Traits::kCosSinStageBytes);
+        staged.barrier = base + Plan::kCosSinBarriers + static_cast<uint32_t>(warp * Traits::kMbarrierBytes);
+        if (lane == 0) {
+            ptx::mbarrier_init(staged.barrier, 1);
+            ptx::fence_mbarrier_init();
+        }
+    }
     const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
+    // stage_weight_products' barrier also makes the mbarriers initialised.
     const bool product = stage_weight_products<Traits>(w, v_scale, base + Plan::kWeightProducts);
     load_q_bf16<Traits>(p, base + Plan::kQ, token, 1, kv_head);
     const float score_scale = p.softmax_scale * kLog2e;
@@ -139,11 +157,12 @@ __device__ __forceinline__ void bf16_key_loop(const wideattn_prefill_params& p, 
     if (product)
         warp_key_loop_kfv<Traits, true>(p, stream, ring, base + Plan::kQ, base + Plan::kWeightProducts,
                                         base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles,
-                                        geometry.kv_end, first_position, rotated_blocks, v_scale, score_scale, o, rows);
+                                        geometry.kv_end, first_position, rotated_blocks, v_scale, score_scale, staged,
+                                        o, rows);
     else
         warp_key_loop_kfv<Traits, false>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq,
                                          CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
-                                         first_position, rotated_blocks, v_scale, score_scale, o, rows);
+                                         first_position, rotated_blocks, v_scale, score_scale, staged, o, rows);
 }
 
 // One block of the kernel whose traits are Traits (DecodeE4m3KfvD512Traits or a form of it).

@@ -23,6 +23,7 @@
 #include "kernels/common/k_from_v.h"
 #include "kernels/common/k_from_v_tables.cuh"
 #include "kernels/common/ptx_mma.cuh"
+#include "kernels/common/ptx_tma.cuh"
 
 namespace wideattn::decode_e4m3 {
 
@@ -149,6 +150,61 @@ __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int
                                                 kCodesPerWord * t + 2 * pair);
 }
 
+// The cos / sin words of rotated pair block Traits::kCosSinBlocksAhead of a warp's sub-tile (the
+// one after the blocks whose words load_block_cos_sin puts in registers ahead), copied into the
+// warp's shared slot by the bulk-copy engine at the top of its step and read back where the block
+// is built (Traits::kCosSinSharedBlock): the loads are in flight from the step's start instead of
+// from the block's, and no register holds them meanwhile. The slot holds the block's 128 bytes of
+// each of the 16 keys' rows, row r at 128 r with its two 64-byte halves swapped where r is odd, so
+// that the 16-byte reads of keys g and g + 1 (the same half) fall in different banks.
+struct StagedCosSin {
+    uint32_t slot;     // the warp's kSubTileKeys x kStagedRowBytes bytes
+    uint32_t barrier;  // the warp's mbarrier (one arrival a phase: lane 0's)
+    uint32_t parity;   // the phase this step's copies complete
+    bool staged;       // this step copied them (the table holds the sub-tile's valid keys)
+};
+
+constexpr int32_t kStagedHalfBytes = 64;
+constexpr int32_t kStagedRowBytes = 2 * kStagedHalfBytes;
+
+// The slot's byte offset of half h of key row r (halves swapped in odd rows).
+__device__ __forceinline__ uint32_t staged_offset(int32_t r, int32_t h) {
+    return static_cast<uint32_t>(kStagedRowBytes * r + kStagedHalfBytes * (h ^ (r & 1)));
+}
+
+// Copies the staged block's words of the sub-tile whose keys are at positions position0 .. (rows
+// clamped to the table's last, as pair()'s): lane l copies half l % 2 of key l / 2's row, after
+// lane 0 has announced the bytes. The table must allow it (CosSinTable::entries_copyable for the
+// block's frequencies) and hold the sub-tile's valid keys.
+template <class Traits>
+__device__ __forceinline__ void stage_block_cos_sin(const CosSinTable& table, const StagedCosSin& staged,
+                                                    int32_t position0, int32_t lane) {
+    static_assert(Traits::kSubTileKeys * 2 == Traits::kWarpSize, "a lane copies one half row");
+    static_assert(Traits::kDimBlock * kCosSinEntryBytes == kStagedRowBytes, "a row of the block is 128 bytes");
+    constexpr int32_t kBlockFrequency = Traits::kDimBlock * Traits::kCosSinBlocksAhead;
+    constexpr int32_t kHalfFrequencies = kStagedHalfBytes / static_cast<int32_t>(kCosSinEntryBytes);
+    if (lane == 0) ptx::mbarrier_arrive_expect_bytes(staged.barrier, Traits::kSubTileKeys * kStagedRowBytes);
+    __syncwarp();
+    const int32_t r = lane / 2, h = lane % 2;
+    ptx::bulk_copy_global_to_shared(staged.slot + staged_offset(r, h),
+                                    table.entry_address(position0 + r, kBlockFrequency + h * kHalfFrequencies),
+                                    kStagedHalfBytes, staged.barrier);
+}
+
+// The staged block's words of a lane in load_block_cos_sin's layout, once the copies completed.
+template <class Traits>
+__device__ __forceinline__ void load_staged_cos_sin(const StagedCosSin& staged, int32_t lane, BlockCosSin* out) {
+    constexpr int32_t kWordBytes = 16;  // a lane's two words of a matrix: frequencies 4t .. 4t + 3
+    const int32_t g = lane / 4, t = lane % 4;
+    ptx::mbarrier_wait(staged.barrier, staged.parity);
+#pragma unroll
+    for (int32_t q = 0; q < 4; ++q) {
+        const float4 v = ptx::load_shared_f32x4(staged.slot + staged_offset(g + 8 * (q % 2), q / 2) + kWordBytes * t);
+        out->word[q][0] = make_uint2(__float_as_uint(v.x), __float_as_uint(v.y));
+        out->word[q][1] = make_uint2(__float_as_uint(v.z), __float_as_uint(v.w));
+    }
+}
+
 // The K of 16 keys x dim blocks c (dims 32c ..) and c + kPairBlockOffset (their partners 256 on)
 // as f16 A fragments, in the layout of load_k_block (fp8/decode_e4m3_d512/mainloop.cuh): lo[b] k
 // 0-7 of each 16-dim half of block b (0: c, 1: c + 8), hi[b] k 8-15. The keys' positions are
@@ -245,12 +301,13 @@ __device__ __forceinline__ void kfv_pair_scores(uint32_t v_stage, uint32_t q_sha
 // of the launch), built with the rotation after the others: with the table's cos / sin when
 // `table` holds the sub-tile's valid keys (the words of the first kCosSinBlocksAhead loaded before
 // the unrotated blocks), else with the formula's; the same order either way, so a table with the
-// formula's values gives the same bits.
+// formula's values gives the same bits. Block kCosSinBlocksAhead's words come from `staged` where
+// the step copied them there (StagedCosSin).
 template <class Traits, bool kProduct = false>
 __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_shared, uint32_t weight, uint32_t freq,
-                                                   const CosSinTable& table, int32_t lane, int32_t rotated_blocks,
-                                                   int32_t position0, float v_scale, float score_scale,
-                                                   int32_t keys_valid, float (&s)[4]) {
+                                                   const CosSinTable& table, const StagedCosSin& staged, int32_t lane,
+                                                   int32_t rotated_blocks, int32_t position0, float v_scale,
+                                                   float score_scale, int32_t keys_valid, float (&s)[4]) {
     const int32_t g = lane / 4;
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     const bool from_table = table.holds(position0, min(keys_valid, Traits::kSubTileKeys));
@@ -273,7 +330,10 @@ __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_
 #pragma unroll 1
         for (int32_t c = Traits::kCosSinBlocksAhead; c < rotated_blocks; ++c) {
             BlockCosSin words;
-            load_block_cos_sin<Traits>(table, lane, c, position0, &words);
+            if (Traits::kCosSinSharedBlock && staged.staged && c == Traits::kCosSinBlocksAhead)
+                load_staged_cos_sin<Traits>(staged, lane, &words);
+            else
+                load_block_cos_sin<Traits>(table, lane, c, position0, &words);
             kfv_pair_scores<Traits, KFromVBuild::kRotateTable, kProduct>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
                                                           words, acc);
         }

@@ -31,6 +31,11 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     // no prefetch (compiled out). 1 in decode_e4m3kfvb_d512, where it was measured; this f16-key
     // kernel keeps the code it was measured with.
     static constexpr int32_t kCosSinRowsAhead = 0;
+    // Whether the words of rotated pair block kCosSinBlocksAhead are copied into a shared slot of
+    // the warp at the top of its step by the bulk-copy engine (keys.cuh, StagedCosSin) instead of
+    // loaded where the block is built; the traits that set it add the slots and the warps'
+    // mbarriers to their SmemPlan (kCosSinStage, kCosSinBarriers). False here.
+    static constexpr bool kCosSinSharedBlock = false;
     static constexpr int32_t kSubTileKeysPerLane = 2;                      // keys g and g + 8 of the A rows
     // K as f16 scaled by the block's power of two against f16 Q (this kernel), or as the
     // reference's bf16 values against bf16 Q in a bf16 mma (decode_e4m3kfvb_d512).

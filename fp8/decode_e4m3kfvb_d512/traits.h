@@ -24,18 +24,27 @@ struct DecodeE4m3KfvBD512Traits : DecodeE4m3KfvD512Traits {
     // (block.cuh): 8-10% faster at 1 x 128k, 8 x 32k and 64 x 8k than without (H100, 2026-12-07,
     // NOTES.md); two sub-tiles ahead gained less.
     static constexpr int32_t kCosSinRowsAhead = 1;
+    // The second rotated pair block's words (the first's are in registers ahead) copied into a
+    // shared slot per warp at the top of each step (keys.cuh, StagedCosSin): 2 KB a warp.
+    static constexpr bool kCosSinSharedBlock = true;
+    static constexpr int32_t kCosSinStageBytes = kSubTileKeys * kDimBlock * 4;
+    static constexpr int32_t kMbarrierBytes = 8;
 
     // bf16(w v_scale) of the 512 dims, read 8 bytes (4 dims) at a time.
     static constexpr int32_t kWeightProductBytes = kHeadDim * 2;
 
     struct SmemPlan : KfvTraits::SmemPlan {
         static constexpr int32_t kWeightProducts = KfvTraits::SmemPlan::kEnd;
-        static constexpr int32_t kEnd = kWeightProducts + kWeightProductBytes;
+        static constexpr int32_t kCosSinBarriers = kWeightProducts + kWeightProductBytes;
+        static constexpr int32_t kCosSinStage = kCosSinBarriers + (kCosSinSharedBlock ? kWarps * kMbarrierBytes : 0);
+        static constexpr int32_t kEnd = kCosSinStage + (kCosSinSharedBlock ? kWarps * kCosSinStageBytes : 0);
         static constexpr int32_t kBytes = kEnd;
     };
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
 
     static_assert(SmemPlan::kWeightProducts % 8 == 0, "the products are read by 8-byte shared loads");
+    static_assert(SmemPlan::kCosSinBarriers % kMbarrierBytes == 0 && SmemPlan::kCosSinStage % 16 == 0,
+                  "mbarriers 8-byte aligned, the bulk copies' slots 16-byte aligned");
     static_assert(kQRowBytes == kHeadDim * 2, "bf16 Q fills the f16 Q tile's rows");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
 

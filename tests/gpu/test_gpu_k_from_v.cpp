@@ -250,10 +250,11 @@ void check_k_from_v_decode_spec(const RunnableKernel& kernel, ProblemSpec spec, 
 // The raw bf16 output of one K-from-V call of `h` through `kernel` (pinned; the problem's V of its
 // dtype) with Gemma 4's description of `rotary_dims`, the k_norm weights of run_k_from_v_problem
 // (`weights`), the frequency table `inv_freq` (host values, uploaded) when not empty and the cos /
-// sin table `cos_sin` (uploaded) when not empty.
+// sin table `cos_sin` (uploaded, `cos_sin_word_offset` 4-byte words into its allocation) when not
+// empty.
 std::vector<unsigned char> k_from_v_raw_output(const RunnableKernel& kernel, const HostProblem& h, int32_t rotary_dims,
                                                KNormWeights weights, const std::vector<float>& inv_freq,
-                                               const std::vector<uint32_t>& cos_sin) {
+                                               const std::vector<uint32_t>& cos_sin, int32_t cos_sin_word_offset = 0) {
     const std::vector<float> w = random_k_norm_weights(h.spec.head_dim, h.spec.seed + 1, weights);
     DeviceProblem dp;
     REQUIRE(dp.create(*gpu().device, h, WIDEATTN_DTYPE_BF16).empty());
@@ -266,7 +267,8 @@ std::vector<unsigned char> k_from_v_raw_output(const RunnableKernel& kernel, con
         REQUIRE(frequencies.upload(inv_freq.data(), inv_freq.size() * sizeof(float)).empty());
         kfv.inv_freq = static_cast<const float*>(frequencies.get());
     }
-    if (!cos_sin.empty()) REQUIRE(attach_device_cos_sin(*gpu().device, cos_sin, &table, &kfv).empty());
+    if (!cos_sin.empty())
+        REQUIRE(attach_device_cos_sin(*gpu().device, cos_sin, &table, &kfv, cos_sin_word_offset).empty());
     dp.params.k_cache = nullptr;
     dp.params.k_scale = nullptr;
     dp.params.flags |= WIDEATTN_FLAG_K_FROM_V;
@@ -494,11 +496,13 @@ const RunnableKernel* kernel_named(const std::vector<RunnableKernel>& kernels, c
 // decode_e4m3kfvb_d512 against decode_e4m3kfv_d512 on one problem: the same output bits.
 void check_same_bits(const RunnableKernel& base, const RunnableKernel& bf16_keys, const HostProblem& h,
                      int32_t rotary_dims, KNormWeights weights, const char* what,
-                     const std::vector<uint32_t>& cos_sin = {}) {
+                     const std::vector<uint32_t>& cos_sin = {}, int32_t cos_sin_word_offset = 0) {
     CAPTURE(h.spec.describe());
     CAPTURE(what);
-    const std::vector<unsigned char> a = k_from_v_raw_output(base, h, rotary_dims, weights, {}, cos_sin);
-    const std::vector<unsigned char> b = k_from_v_raw_output(bf16_keys, h, rotary_dims, weights, {}, cos_sin);
+    const std::vector<unsigned char> a =
+        k_from_v_raw_output(base, h, rotary_dims, weights, {}, cos_sin, cos_sin_word_offset);
+    const std::vector<unsigned char> b =
+        k_from_v_raw_output(bf16_keys, h, rotary_dims, weights, {}, cos_sin, cos_sin_word_offset);
     const size_t mismatches = bf16_mismatches(a, b);
     std::printf("  %-20s %-64s %s: %s\n", bf16_keys.name.c_str(), h.spec.describe().c_str(), what,
                 mismatches ? (std::to_string(mismatches) + " outputs differ").c_str() : "bit-identical");
@@ -536,6 +540,19 @@ TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, pro
     REQUIRE(k_from_v_cos_sin_table(host_kfv, long_one.spec.head_dim, 2021, &table).empty());
     check_same_bits(base, bf16_keys, long_one, kGemma4GlobalRotaryDims, bf16, "bf16 weights, a table of 2021 rows",
                     table);
+    // The same table 8 bytes past a 16-byte boundary: decode_e4m3kfvb_d512 loads the words it
+    // otherwise copies by the bulk-copy engine (which needs 16-byte alignment).
+    constexpr int32_t kEightBytesIn = 2;
+    check_same_bits(base, bf16_keys, long_one, kGemma4GlobalRotaryDims, bf16,
+                    "bf16 weights, the 2021-row table 8 bytes off 16-byte alignment", table, kEightBytesIn);
+    // A table of 44 frequencies (rotary_dims 88): the second rotated pair block is partly past the
+    // table's entries, so its words are loaded (and past the entries (cos 1, sin 0)), not copied.
+    constexpr int32_t kPartialBlockRotaryDims = 88;
+    wideattn_k_from_v partial_kfv = k_from_v_check_description(nullptr, kPartialBlockRotaryDims);
+    std::vector<uint32_t> partial_table;
+    REQUIRE(k_from_v_cos_sin_table(partial_kfv, long_one.spec.head_dim, 5000, &partial_table).empty());
+    check_same_bits(base, bf16_keys, long_one, kPartialBlockRotaryDims, bf16,
+                    "bf16 weights, rotary_dims 88, a table of 5000 rows", partial_table);
     ProblemSpec gemma_spec = problem_spec({1, 1, 1}, {3700, 300, 20000}, 32, 4, 16, kSeed + 42);
     gemma_spec.gemma.q_rms = 1.0f;
     check_same_bits(base, bf16_keys, problem(gemma_spec), kGemma4GlobalRotaryDims, bf16, "Gemma-like, bf16 weights");

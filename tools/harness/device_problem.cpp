@@ -185,13 +185,16 @@ std::string DeviceProblem::download_lse(const HostProblem& h, std::vector<double
 }
 
 std::string attach_device_cos_sin(const GpuDevice& gpu, const std::vector<uint32_t>& table, DeviceBuffer* buffer,
-                                  wideattn_k_from_v* kfv) {
+                                  wideattn_k_from_v* kfv, int32_t word_offset) {
+    if (word_offset < 0) return "attach_device_cos_sin: word_offset=" + std::to_string(word_offset) + " must be >= 0";
     int32_t positions = 0;
     std::string err = cos_sin_table_rows(table.size(), kfv->rotary_dims, &positions);
-    if (err.empty()) err = buffer->allocate(gpu, table.size() * sizeof(uint32_t));
-    if (err.empty()) err = buffer->upload(table.data(), table.size() * sizeof(uint32_t));
+    std::vector<uint32_t> placed(static_cast<size_t>(word_offset), 0u);
+    placed.insert(placed.end(), table.begin(), table.end());
+    if (err.empty()) err = buffer->allocate(gpu, placed.size() * sizeof(uint32_t));
+    if (err.empty()) err = buffer->upload(placed.data(), placed.size() * sizeof(uint32_t));
     if (!err.empty()) return err;
-    kfv->cos_sin = buffer->get();
+    kfv->cos_sin = static_cast<const uint32_t*>(buffer->get()) + word_offset;
     kfv->cos_sin_positions = positions;
     return {};
 }

@@ -62,9 +62,10 @@ private:
 
 // Uploads the cos / sin table `table` (k_from_v_cos_sin_table's entries for kfv->rotary_dims) into
 // *buffer and points kfv->cos_sin at the device copy, cos_sin_positions at its rows (the table must
-// outlive the calls that read it). Returns "" or the error.
+// outlive the calls that read it), `word_offset` 4-byte words past the start of the allocation (a
+// table that is not 16-byte aligned: 2 puts it 8 bytes in). Returns "" or the error.
 std::string attach_device_cos_sin(const GpuDevice& gpu, const std::vector<uint32_t>& table, DeviceBuffer* buffer,
-                                  wideattn_k_from_v* kfv);
+                                  wideattn_k_from_v* kfv, int32_t word_offset = 0);
 
 constexpr unsigned char kPoisonByte = 0xFF;  // NaN in every float format we write
 
