@@ -70,6 +70,16 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
     // Whether the steps may copy the words of block kCosSinBlocksAhead into the warp's slot.
     const bool stage_words = Traits::kCosSinSharedBlock && rotated_blocks > Traits::kCosSinBlocksAhead &&
                              table.entries_copyable(Traits::kDimBlock * Traits::kCosSinBlocksAhead, Traits::kDimBlock);
+    // Copies the words of the warp's sub-tile `local` when it exists and the table holds its valid
+    // keys; returns whether it did (then the K build of that sub-tile waits for them).
+    const auto stage_subtile = [&](int32_t local) {
+        const int32_t key0 = (warp + local * Traits::kWarps) * Traits::kSubTileKeys;
+        const bool staging = stage_words && local < count &&
+                             table.holds(first_position + key0, min(kv_end - key0, Traits::kSubTileKeys));
+        if (staging) stage_block_cos_sin<Traits>(table, staged, first_position + key0, lane);
+        return staging;
+    };
+    bool staged_next = Traits::kCosSinStagedEarly && stage_subtile(0);
     const int32_t page_shift = page_shift_of(p.block_size);
     // The entry of sub-tile i + kChunksInFlight at step i.
     int32_t page_ahead = warp_page<Traits>(p, stream, warp, count, Traits::kChunksInFlight, page_shift);
@@ -82,14 +92,15 @@ __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params&
         prefetch_cos_sin_ahead<Traits>(table, first_position, warp, i, count, lane);
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
-        // The copies of a step that stages the words complete on the phase of parity staged.parity,
-        // which the step's K build waits for (subtile_scores_kfv takes the same table branch).
-        staged.staged = stage_words && table.holds(first_position + key0, min(kv_end - key0, Traits::kSubTileKeys));
-        if (staged.staged) stage_block_cos_sin<Traits>(table, staged, first_position + key0, lane);
+        // The copies of the words of sub-tile i complete on the phase of parity staged.parity, which
+        // its K build waits for (subtile_scores_kfv takes the same table branch): issued here, or
+        // with kCosSinStagedEarly right after the previous sub-tile's K build read the slot.
+        staged.staged = Traits::kCosSinStagedEarly ? staged_next : stage_subtile(i);
         float s[4];
         subtile_scores_kfv<Traits, kProduct>(stage, q_shared, weight, freq, table, staged, lane, rotated_blocks,
                                              first_position + key0, v_scale, score_scale, kv_end - key0, s);
         if (staged.staged) staged.parity ^= 1u;
+        if constexpr (Traits::kCosSinStagedEarly) staged_next = stage_subtile(i + 1);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         subtile_pv<Traits>(stage, lane, p0, p1, o);

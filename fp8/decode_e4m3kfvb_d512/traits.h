@@ -24,9 +24,12 @@ struct DecodeE4m3KfvBD512Traits : DecodeE4m3KfvD512Traits {
     // (block.cuh): 8-10% faster at 1 x 128k, 8 x 32k and 64 x 8k than without (H100, 2026-12-07,
     // NOTES.md); two sub-tiles ahead gained less.
     static constexpr int32_t kCosSinRowsAhead = 1;
-    // The second rotated pair block's words (the first's are in registers ahead) copied into a
-    // shared slot per warp at the top of each step (keys.cuh, StagedCosSin): 2 KB a warp.
-    static constexpr bool kCosSinSharedBlock = true;
+    // Whether the second rotated pair block's words (the first's are in registers ahead) are
+    // copied into a shared slot per warp by the bulk-copy engine (keys.cuh, StagedCosSin; 2 KB a
+    // warp), and whether sub-tile i + 1's right after sub-tile i's K build (kCosSinStagedEarly)
+    // rather than at the top of its step. Off until a GPU run decides (NOTES.md, "To measure").
+    static constexpr bool kCosSinSharedBlock = false;
+    static constexpr bool kCosSinStagedEarly = true;
     static constexpr int32_t kCosSinStageBytes = kSubTileKeys * kDimBlock * 4;
     static constexpr int32_t kMbarrierBytes = 8;
 
@@ -36,8 +39,10 @@ struct DecodeE4m3KfvBD512Traits : DecodeE4m3KfvD512Traits {
     struct SmemPlan : KfvTraits::SmemPlan {
         static constexpr int32_t kWeightProducts = KfvTraits::SmemPlan::kEnd;
         static constexpr int32_t kCosSinBarriers = kWeightProducts + kWeightProductBytes;
-        static constexpr int32_t kCosSinStage = kCosSinBarriers + (kCosSinSharedBlock ? kWarps * kMbarrierBytes : 0);
-        static constexpr int32_t kEnd = kCosSinStage + (kCosSinSharedBlock ? kWarps * kCosSinStageBytes : 0);
+        // Reserved with the switch off too: one block per SM either way, and a variant built with
+        // it on runs under the same manifest (tools/gpu/variant_bundle.py).
+        static constexpr int32_t kCosSinStage = kCosSinBarriers + kWarps * kMbarrierBytes;
+        static constexpr int32_t kEnd = kCosSinStage + kWarps * kCosSinStageBytes;
         static constexpr int32_t kBytes = kEnd;
     };
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
