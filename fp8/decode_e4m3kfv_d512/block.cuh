@@ -58,7 +58,8 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // cos / sin table rows of sub-tile i + kCosSinRowsAhead are asked of the L2, traits.h); the
 // prologue's chunks (kChunksInFlight, issued by the block) read theirs there. Those copies and
 // loads take WarpStream's lean forms (a mask for a power-of-two page, no zero-fill selects on a
-// full sub-tile).
+// full sub-tile). With Traits::kCosSinSharedBlock the words of one rotated pair block are copied
+// into the warp's slot of `staged` (its slot and mbarrier; keys.cuh, StagedCosSin).
 template <class Traits, bool kProduct = false>
 __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                                   uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
