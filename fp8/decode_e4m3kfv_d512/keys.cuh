@@ -23,7 +23,6 @@
 #include "kernels/common/k_from_v.h"
 #include "kernels/common/k_from_v_tables.cuh"
 #include "kernels/common/ptx_mma.cuh"
-#include "kernels/common/ptx_tma.cuh"
 
 namespace wideattn::decode_e4m3 {
 
@@ -151,55 +150,55 @@ __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int
 }
 
 // The cos / sin words of rotated pair block Traits::kCosSinBlocksAhead of a warp's sub-tile (the
-// one after the blocks whose words load_block_cos_sin puts in registers ahead), copied into the
-// warp's shared slot by the bulk-copy engine at the top of its step and read back where the block
-// is built (Traits::kCosSinSharedBlock): the loads are in flight from the step's start instead of
-// from the block's, and no register holds them meanwhile. The slot holds the block's 128 bytes of
-// each of the 16 keys' rows, row r at 128 r with its two 64-byte halves swapped where r is odd, so
-// that the 16-byte reads of keys g and g + 1 (the same half) fall in different banks.
+// one after the blocks whose words load_block_cos_sin puts in registers ahead), copied by each lane
+// with cp.async into its own part of the warp's shared slot a step ahead, right after the previous
+// sub-tile's K build, and read back where the block is built (Traits::kCosSinSharedBlock): the
+// loads are in flight for a step instead of from the block's start, and no register holds them
+// meanwhile. A lane copies exactly the four 16-byte words it reads (word q of lane l at
+// kStagedWordBytes (32 q + l): the reads of a warp are conflict-free), so only the lane's own
+// cp.async wait orders them; each staging is one cp.async group, committed even when empty (the
+// key loop's wait counts stay fixed).
 struct StagedCosSin {
-    uint32_t slot;     // the warp's kSubTileKeys x kStagedRowBytes bytes
-    uint32_t barrier;  // the warp's mbarrier (one arrival a phase: lane 0's)
-    uint32_t parity;   // the phase this step's copies complete
-    bool staged;       // this step copied them (the table holds the sub-tile's valid keys)
+    uint32_t slot;  // the warp's 4 x 32 x kStagedWordBytes bytes
+    bool staged;    // the words of this step's sub-tile are in the slot
 };
 
-constexpr int32_t kStagedHalfBytes = 64;
-constexpr int32_t kStagedRowBytes = 2 * kStagedHalfBytes;
+constexpr int32_t kStagedWordBytes = 16;  // a lane's two words of a matrix: frequencies 4t .. 4t + 3
 
-// The slot's byte offset of half h of key row r (halves swapped in odd rows).
-__device__ __forceinline__ uint32_t staged_offset(int32_t r, int32_t h) {
-    return static_cast<uint32_t>(kStagedRowBytes * r + kStagedHalfBytes * (h ^ (r & 1)));
+// The slot's byte offset of word q of `lane`.
+__device__ __forceinline__ uint32_t staged_offset(int32_t q, int32_t lane) {
+    constexpr int32_t kLanes = 32;
+    return static_cast<uint32_t>(kStagedWordBytes * (kLanes * q + lane));
 }
 
-// Copies the staged block's words of the sub-tile whose keys are at positions position0 .. (rows
-// clamped to the table's last, as pair()'s): lane l copies half l % 2 of key l / 2's row, after
-// lane 0 has announced the bytes. The table must allow it (CosSinTable::entries_copyable for the
-// block's frequencies) and hold the sub-tile's valid keys.
+// Copies the lane's words of the staged block for the sub-tile whose keys are at positions
+// position0 .. (rows clamped to the table's last, as pair()'s) when `copy`, then commits the group
+// either way. With `copy` the table must allow it (CosSinTable::entries_copyable for the block's
+// frequencies) and hold the sub-tile's valid keys.
 template <class Traits>
 __device__ __forceinline__ void stage_block_cos_sin(const CosSinTable& table, const StagedCosSin& staged,
-                                                    int32_t position0, int32_t lane) {
-    static_assert(Traits::kSubTileKeys * 2 == Traits::kWarpSize, "a lane copies one half row");
-    static_assert(Traits::kDimBlock * kCosSinEntryBytes == kStagedRowBytes, "a row of the block is 128 bytes");
-    constexpr int32_t kBlockFrequency = Traits::kDimBlock * Traits::kCosSinBlocksAhead;
-    constexpr int32_t kHalfFrequencies = kStagedHalfBytes / static_cast<int32_t>(kCosSinEntryBytes);
-    if (lane == 0) ptx::mbarrier_arrive_expect_bytes(staged.barrier, Traits::kSubTileKeys * kStagedRowBytes);
-    __syncwarp();
-    const int32_t r = lane / 2, h = lane % 2;
-    ptx::bulk_copy_global_to_shared(staged.slot + staged_offset(r, h),
-                                    table.entry_address(position0 + r, kBlockFrequency + h * kHalfFrequencies),
-                                    kStagedHalfBytes, staged.barrier);
+                                                    int32_t position0, int32_t lane, bool copy) {
+    constexpr int32_t kCodesPerWord = 4;
+    const int32_t g = lane / 4, t = lane % 4;
+    if (copy) {
+#pragma unroll
+        for (int32_t q = 0; q < 4; ++q)
+            ptx::cp_async_16_full(staged.slot + staged_offset(q, lane),
+                                  table.entry_address(position0 + g + 8 * (q % 2),
+                                                      Traits::kDimBlock * Traits::kCosSinBlocksAhead +
+                                                          Traits::kVecBytes * (q / 2) + kCodesPerWord * t));
+    }
+    ptx::cp_async_commit();
 }
 
-// The staged block's words of a lane in load_block_cos_sin's layout, once the copies completed.
+// The staged block's words of a lane in load_block_cos_sin's layout: waits for the lane's copies
+// (every group but the newest, the V chunk issued at the top of this step).
 template <class Traits>
 __device__ __forceinline__ void load_staged_cos_sin(const StagedCosSin& staged, int32_t lane, BlockCosSin* out) {
-    constexpr int32_t kWordBytes = 16;  // a lane's two words of a matrix: frequencies 4t .. 4t + 3
-    const int32_t g = lane / 4, t = lane % 4;
-    ptx::mbarrier_wait(staged.barrier, staged.parity);
+    ptx::cp_async_wait<1>();
 #pragma unroll
     for (int32_t q = 0; q < 4; ++q) {
-        const float4 v = ptx::load_shared_f32x4(staged.slot + staged_offset(g + 8 * (q % 2), q / 2) + kWordBytes * t);
+        const float4 v = ptx::load_shared_f32x4(staged.slot + staged_offset(q, lane));
         out->word[q][0] = make_uint2(__float_as_uint(v.x), __float_as_uint(v.y));
         out->word[q][1] = make_uint2(__float_as_uint(v.z), __float_as_uint(v.w));
     }

@@ -32,13 +32,9 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     // kernel keeps the code it was measured with.
     static constexpr int32_t kCosSinRowsAhead = 0;
     // Whether the words of rotated pair block kCosSinBlocksAhead are copied into a shared slot of
-    // the warp at the top of its step by the bulk-copy engine (keys.cuh, StagedCosSin) instead of
-    // loaded where the block is built; the traits that set it add the slots and the warps'
-    // mbarriers to their SmemPlan (kCosSinStage, kCosSinBarriers). False here.
+    // the warp a step ahead by cp.async (keys.cuh, StagedCosSin) instead of loaded where the block
+    // is built; the traits that set it add the slots to their SmemPlan (kCosSinStage). False here.
     static constexpr bool kCosSinSharedBlock = false;
-    // With kCosSinSharedBlock: the words of sub-tile i + 1 copied right after sub-tile i's K build
-    // (true) or at the top of step i + 1 (false).
-    static constexpr bool kCosSinStagedEarly = false;
     static constexpr int32_t kSubTileKeysPerLane = 2;                      // keys g and g + 8 of the A rows
     // K as f16 scaled by the block's power of two against f16 Q (this kernel), or as the
     // reference's bf16 values against bf16 Q in a bf16 mma (decode_e4m3kfvb_d512).

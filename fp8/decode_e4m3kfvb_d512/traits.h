@@ -25,31 +25,26 @@ struct DecodeE4m3KfvBD512Traits : DecodeE4m3KfvD512Traits {
     // NOTES.md); two sub-tiles ahead gained less.
     static constexpr int32_t kCosSinRowsAhead = 1;
     // Whether the second rotated pair block's words (the first's are in registers ahead) are
-    // copied into a shared slot per warp by the bulk-copy engine (keys.cuh, StagedCosSin; 2 KB a
-    // warp), and whether sub-tile i + 1's right after sub-tile i's K build (kCosSinStagedEarly)
-    // rather than at the top of its step. Off until a GPU run decides (NOTES.md, "To measure").
+    // copied a step ahead into a shared slot per warp by cp.async (keys.cuh, StagedCosSin; 2 KB a
+    // warp). Off until a GPU run decides (NOTES.md).
     static constexpr bool kCosSinSharedBlock = false;
-    static constexpr bool kCosSinStagedEarly = true;
     static constexpr int32_t kCosSinStageBytes = kSubTileKeys * kDimBlock * 4;
-    static constexpr int32_t kMbarrierBytes = 8;
 
     // bf16(w v_scale) of the 512 dims, read 8 bytes (4 dims) at a time.
     static constexpr int32_t kWeightProductBytes = kHeadDim * 2;
 
     struct SmemPlan : KfvTraits::SmemPlan {
         static constexpr int32_t kWeightProducts = KfvTraits::SmemPlan::kEnd;
-        static constexpr int32_t kCosSinBarriers = kWeightProducts + kWeightProductBytes;
         // Reserved with the switch off too: one block per SM either way, and a variant built with
         // it on runs under the same manifest (tools/gpu/variant_bundle.py).
-        static constexpr int32_t kCosSinStage = kCosSinBarriers + kWarps * kMbarrierBytes;
+        static constexpr int32_t kCosSinStage = kWeightProducts + kWeightProductBytes;
         static constexpr int32_t kEnd = kCosSinStage + kWarps * kCosSinStageBytes;
         static constexpr int32_t kBytes = kEnd;
     };
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
 
     static_assert(SmemPlan::kWeightProducts % 8 == 0, "the products are read by 8-byte shared loads");
-    static_assert(SmemPlan::kCosSinBarriers % kMbarrierBytes == 0 && SmemPlan::kCosSinStage % 16 == 0,
-                  "mbarriers 8-byte aligned, the bulk copies' slots 16-byte aligned");
+    static_assert(SmemPlan::kCosSinStage % 16 == 0, "the cp.async slots are 16-byte aligned");
     static_assert(kQRowBytes == kHeadDim * 2, "bf16 Q fills the f16 Q tile's rows");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
 

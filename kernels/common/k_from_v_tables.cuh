@@ -81,9 +81,9 @@ struct CosSinTable {
             ptx::prefetch_l2(base + max(offset, begin));
     }
 
-    // Whether the entries of frequencies d .. d + count - 1 of a row can be copied as contiguous
-    // 16-byte-aligned bytes (bulk copies): all of them in the table, the table and its rows 16-byte
-    // aligned, d a multiple of 4 (a 16-byte word of 4 frequencies).
+    // Whether the entries of frequencies d .. d + count - 1 of a row can be copied as 16-byte words
+    // (cp.async): all of them in the table, the table and its rows 16-byte aligned, d a multiple of
+    // 4 (a 16-byte word of 4 frequencies).
     __device__ __forceinline__ bool entries_copyable(int32_t d, int32_t count) const {
         constexpr int32_t kAlign = 16;
         return base != nullptr && d % (kAlign / static_cast<int32_t>(kCosSinEntryBytes)) == 0 && d + count <= frequencies &&

@@ -1,7 +1,6 @@
 // ptx_tma.cuh - device wrappers over the sm_90a PTX the Hopper bf16 kernel streams its K/V
 // tiles with: shared-memory mbarriers (init, expected transaction bytes, phase wait) and the 4D
-// TMA tensor copy into shared memory that completes on such a barrier; the plain bulk copy of
-// contiguous bytes that completes on one (the e4m3 K-from-V decode's cos / sin words).
+// TMA tensor copy into shared memory that completes on such a barrier.
 #pragma once
 
 #include <cuda.h>
@@ -82,16 +81,6 @@ __device__ __forceinline__ void tma_load_4d(uint32_t destination, const CUtensor
         "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
         "[%6];\n" ::"r"(destination),
         "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(barrier)
-        : "memory");
-}
-
-// Copies `bytes` contiguous bytes (a multiple of 16; both addresses 16-byte aligned) from global
-// `source` to shared `destination` by the bulk-copy engine; the bytes complete on `barrier`.
-__device__ __forceinline__ void bulk_copy_global_to_shared(uint32_t destination, const void* source, uint32_t bytes,
-                                                           uint32_t barrier) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(destination),
-        "l"(reinterpret_cast<uint64_t>(source)), "r"(bytes), "r"(barrier)
         : "memory");
 }
 
