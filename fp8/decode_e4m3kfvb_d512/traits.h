@@ -9,6 +9,7 @@
 #pragma once
 
 #include "fp8/decode_e4m3kfv_d512/traits.h"
+#include "kernels/common/k_from_v.h"
 #include "kernels/common/kernel_desc.h"
 
 namespace wideattn {
@@ -28,7 +29,7 @@ struct DecodeE4m3KfvBD512Traits : DecodeE4m3KfvD512Traits {
     // copied a step ahead into a shared slot per warp by cp.async (keys.cuh, StagedCosSin; 2 KB a
     // warp). Off until a GPU run decides (NOTES.md).
     static constexpr bool kCosSinSharedBlock = false;
-    static constexpr int32_t kCosSinStageBytes = kSubTileKeys * kDimBlock * 4;
+    static constexpr int32_t kCosSinStageBytes = kSubTileKeys * kDimBlock * static_cast<int32_t>(kCosSinEntryBytes);
 
     // bf16(w v_scale) of the 512 dims, read 8 bytes (4 dims) at a time.
     static constexpr int32_t kWeightProductBytes = kHeadDim * 2;

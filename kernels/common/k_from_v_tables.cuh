@@ -90,7 +90,8 @@ struct CosSinTable {
                reinterpret_cast<uintptr_t>(base) % kAlign == 0 && row_bytes % kAlign == 0;
     }
 
-    // The address of frequency d's entry at `position`, the row clamped as pair()'s.
+    // The address of frequency d's entry at `position`, the row clamped to the table's last (pair()'s
+    // address).
     __device__ __forceinline__ const unsigned char* entry_address(int32_t position, int32_t d) const {
         const int64_t row = min(position, positions - 1);
         return base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes);
@@ -103,8 +104,7 @@ struct CosSinTable {
     __device__ __forceinline__ uint2 pair(int32_t position, int32_t d) const {
         constexpr uint32_t kCosOneSinZero = 0x3f80u;  // bf16 1.0 in the low half, +0 in the high
         if (d >= frequencies) return make_uint2(kCosOneSinZero, kCosOneSinZero);
-        const int64_t row = min(position, positions - 1);
-        return __ldg(reinterpret_cast<const uint2*>(base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes)));
+        return __ldg(reinterpret_cast<const uint2*>(entry_address(position, d)));
     }
 };
 
