@@ -88,13 +88,11 @@ __device__ __forceinline__ uint2 load_weight_products(uint32_t products, int32_t
     return w;
 }
 
-// Stages the kProduct table at `products`: bf16(w v_scale) of the thread's two dims (`w`, the
-// weights stage_k_from_v_tables returned), and returns whether the block may take kProduct:
-// v_scale a positive normal power of two and every weight a finite bf16 value whose product with
-// it is zero or a normal float (so the product is exact). Ends with a block barrier, which also
-// makes the other tables visible.
-template <class Traits>
-__device__ __forceinline__ bool stage_weight_products(float2 w, float v_scale, uint32_t products) {
+// Stores bf16(w v_scale) of the thread's two dims (`w`, the weights stage_k_from_v_tables
+// returned) into the kProduct table at `products`, and returns whether they allow kProduct:
+// v_scale a positive normal power of two and both weights finite bf16 values whose products with
+// it are zero or normal floats (so the products are exact).
+__device__ __forceinline__ bool stage_weight_product_pair(float2 w, float v_scale, uint32_t products) {
     constexpr uint32_t kMantissaAndSign = 0x807fffffu, kExponentMask = 0x7f800000u;
     const uint32_t scale_bits = __float_as_uint(v_scale);
     const uint32_t scale_exponent = scale_bits & kExponentMask;
@@ -105,7 +103,15 @@ __device__ __forceinline__ bool stage_weight_products(float2 w, float v_scale, u
                (product == 0.0f ? weight == 0.0f : (isfinite(product) && fabsf(product) >= FLT_MIN));
     };
     ptx::store_shared_u32(products + 2 * kKFromVBf16EntryBytes * threadIdx.x, ptx::pack_bf16x2(p0, p1));
-    return __syncthreads_and(power_of_two && exact(w.x, p0) && exact(w.y, p1)) != 0;
+    return power_of_two && exact(w.x, p0) && exact(w.y, p1);
+}
+
+// Stages the kProduct table at `products` (stage_weight_product_pair, every thread two dims) and
+// returns whether the block may take kProduct (every pair allows it). Ends with a block barrier,
+// which also makes the other tables visible.
+template <class Traits>
+__device__ __forceinline__ bool stage_weight_products(float2 w, float v_scale, uint32_t products) {
+    return __syncthreads_and(stage_weight_product_pair(w, v_scale, products)) != 0;
 }
 
 // The block's Q rows as bf16, as the call gives them, in the layout load_q writes f16 Q in (rows of
@@ -225,8 +231,9 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
     constexpr int32_t kCodesPerWord = 4;
     const int32_t g = lane / 4, t = lane % 4;
     uint32_t codes[2][4];
-    ptx::ldmatrix_x4(codes[0], block_row_address<Traits>(v_stage, lane, c));
-    ptx::ldmatrix_x4(codes[1], block_row_address<Traits>(v_stage, lane, c + Traits::kPairBlockOffset));
+    ptx::ldmatrix_x4(codes[0], block_row_address<Traits>(v_stage, lane, Traits::chunk_block(c)));
+    ptx::ldmatrix_x4(codes[1],
+                     block_row_address<Traits>(v_stage, lane, Traits::chunk_block(c + Traits::kPairBlockOffset)));
 #pragma unroll
     for (int32_t q = 0; q < 4; ++q) {
         // Matrix q: key g + 8 (q % 2), 16-byte vector 2c + q / 2, codes 4t .. 4t + 3.
