@@ -58,51 +58,30 @@ __device__ __forceinline__ int32_t warp_page(const wideattn_prefill_params& p, c
 // cos / sin table rows of sub-tile i + kCosSinRowsAhead are asked of the L2, traits.h); the
 // prologue's chunks (kChunksInFlight, issued by the block) read theirs there. Those copies and
 // loads take WarpStream's lean forms (a mask for a power-of-two page, no zero-fill selects on a
-// full sub-tile). With Traits::kCosSinSharedBlock the words of one rotated pair block are copied
-// into the warp's slot of `staged` a step ahead (keys.cuh, StagedCosSin).
+// full sub-tile).
 template <class Traits, bool kProduct = false>
 __device__ __forceinline__ void warp_key_loop_kfv(const wideattn_prefill_params& p, const WarpStream<Traits>& stream,
                                                   uint32_t ring, uint32_t q_shared, uint32_t weight, uint32_t freq,
                                                   const CosSinTable& table, int32_t warp, int32_t lane, int32_t num_tiles, int32_t kv_end,
                                                   int32_t first_position, int32_t rotated_blocks, float v_scale,
-                                                  float score_scale, StagedCosSin staged,
+                                                  float score_scale,
                                                   float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     const int32_t count = warp_subtiles<Traits>(num_tiles, warp);
-    // Whether the steps may copy the words of block kCosSinBlocksAhead into the warp's slot.
-    const bool stage_words = Traits::kCosSinSharedBlock && rotated_blocks > Traits::kCosSinBlocksAhead &&
-                             table.entries_copyable(Traits::kDimBlock * Traits::kCosSinBlocksAhead, Traits::kDimBlock);
-    // Copies the words of the warp's sub-tile `local` when it exists and the table holds its valid
-    // keys (then its K build reads them from the slot), and commits the group either way.
-    const auto stage_subtile = [&](int32_t local) {
-        const int32_t key0 = (warp + local * Traits::kWarps) * Traits::kSubTileKeys;
-        const bool staging = stage_words && local < count &&
-                             table.holds(first_position + key0, min(kv_end - key0, Traits::kSubTileKeys));
-        stage_block_cos_sin<Traits>(table, staged, first_position + key0, lane, staging);
-        return staging;
-    };
-    bool staged_next = false;
-    if constexpr (Traits::kCosSinSharedBlock) staged_next = stage_subtile(0);
     const int32_t page_shift = page_shift_of(p.block_size);
     // The entry of sub-tile i + kChunksInFlight at step i.
     int32_t page_ahead = warp_page<Traits>(p, stream, warp, count, Traits::kChunksInFlight, page_shift);
     for (int32_t i = 0; i < count; ++i) {
-        // V_i landed for every lane (with the staged words, the group of sub-tile i's words, the
-        // newest, may still be in flight); every lane is done with V_i-1.
-        ptx::cp_async_wait<Traits::kChunksInFlight - 1 + (Traits::kCosSinSharedBlock ? 1 : 0)>();
-        __syncwarp();
+        ptx::cp_async_wait<Traits::kChunksInFlight - 1>();
+        __syncwarp();  // V_i landed for every lane; every lane is done with V_i-1
         issue_v_chunk_from_page<Traits>(p, stream, ring, warp, count, i + Traits::kChunksInFlight, page_ahead,
                                         page_shift);
         page_ahead = warp_page<Traits>(p, stream, warp, count, i + Traits::kChunksInFlight + 1, page_shift);
         prefetch_cos_sin_ahead<Traits>(table, first_position, warp, i, count, lane);
         const int32_t key0 = (warp + i * Traits::kWarps) * Traits::kSubTileKeys;
         const uint32_t stage = ring + (i % Traits::kRingChunks) * Traits::kChunkBytes;
-        // The words of sub-tile i were copied a step ahead (subtile_scores_kfv takes the same table
-        // branch and waits for them); those of sub-tile i + 1 follow its K build.
-        staged.staged = staged_next;
         float s[4];
-        subtile_scores_kfv<Traits, kProduct>(stage, q_shared, weight, freq, table, staged, lane, rotated_blocks,
+        subtile_scores_kfv<Traits, kProduct>(stage, q_shared, weight, freq, table, lane, rotated_blocks,
                                              first_position + key0, v_scale, score_scale, kv_end - key0, s);
-        if constexpr (Traits::kCosSinSharedBlock) staged_next = stage_subtile(i + 1);
         uint32_t p0, p1;
         subtile_softmax<Traits>(s, rows, o, p0, p1);
         subtile_pv<Traits>(stage, lane, p0, p1, o);
@@ -135,7 +114,7 @@ __device__ __forceinline__ void f16_key_loop(const wideattn_prefill_params& p, c
     zero_output(o);
     warp_key_loop_kfv<Traits>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq,
                               CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end, first_position,
-                              rotated_blocks, v_scale, score_scale, StagedCosSin{}, o, rows);
+                              rotated_blocks, v_scale, score_scale, o, rows);
 }
 
 // Traits::kBf16Keys: K as the reference's bf16 values (x = bf16((v v_scale) w) with the call's
@@ -151,9 +130,6 @@ __device__ __forceinline__ void bf16_key_loop(const wideattn_prefill_params& p, 
                                               float (&o)[Traits::kONTiles][4], WarpRows& rows) {
     using Plan = typename Traits::SmemPlan;
     const float v_scale = __ldg(p.v_scale);
-    StagedCosSin staged{};
-    if constexpr (Traits::kCosSinSharedBlock)
-        staged.slot = base + Plan::kCosSinStage + static_cast<uint32_t>(warp * Traits::kCosSinStageBytes);
     const float2 w = stage_k_from_v_tables<Traits>(kfv, base + Plan::kWeight, base + Plan::kFreq);
     const bool product = stage_weight_products<Traits>(w, v_scale, base + Plan::kWeightProducts);
     load_q_bf16<Traits>(p, base + Plan::kQ, token, 1, kv_head);
@@ -163,12 +139,11 @@ __device__ __forceinline__ void bf16_key_loop(const wideattn_prefill_params& p, 
     if (product)
         warp_key_loop_kfv<Traits, true>(p, stream, ring, base + Plan::kQ, base + Plan::kWeightProducts,
                                         base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles,
-                                        geometry.kv_end, first_position, rotated_blocks, v_scale, score_scale, staged,
-                                        o, rows);
+                                        geometry.kv_end, first_position, rotated_blocks, v_scale, score_scale, o, rows);
     else
         warp_key_loop_kfv<Traits, false>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq,
                                          CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
-                                         first_position, rotated_blocks, v_scale, score_scale, staged, o, rows);
+                                         first_position, rotated_blocks, v_scale, score_scale, o, rows);
 }
 
 // One block of the kernel whose traits are Traits (DecodeE4m3KfvD512Traits or a form of it).

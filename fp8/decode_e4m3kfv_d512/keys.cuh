@@ -155,61 +155,6 @@ __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int
                                                 kCodesPerWord * t + 2 * pair);
 }
 
-// The cos / sin words of rotated pair block Traits::kCosSinBlocksAhead of a warp's sub-tile (the
-// one after the blocks whose words load_block_cos_sin puts in registers ahead), copied by each lane
-// with cp.async into its own part of the warp's shared slot a step ahead, right after the previous
-// sub-tile's K build, and read back where the block is built (Traits::kCosSinSharedBlock): the
-// loads are in flight for a step instead of from the block's start, and no register holds them
-// meanwhile. A lane copies exactly the four 16-byte words it reads (word q of lane l at
-// kStagedWordBytes (32 q + l): the reads of a warp are conflict-free), so only the lane's own
-// cp.async wait orders them; each staging is one cp.async group, committed even when empty (the
-// key loop's wait counts stay fixed).
-struct StagedCosSin {
-    uint32_t slot;  // the warp's 4 x 32 x kStagedWordBytes bytes
-    bool staged;    // the words of this step's sub-tile are in the slot
-};
-
-constexpr int32_t kStagedWordBytes = 16;  // a lane's two words of a matrix: frequencies 4t .. 4t + 3
-
-// The slot's byte offset of word q of `lane`.
-__device__ __forceinline__ uint32_t staged_offset(int32_t q, int32_t lane) {
-    constexpr int32_t kLanes = 32;
-    return static_cast<uint32_t>(kStagedWordBytes * (kLanes * q + lane));
-}
-
-// Copies the lane's words of the staged block for the sub-tile whose keys are at positions
-// position0 .. (rows clamped to the table's last, as pair()'s) when `copy`, then commits the group
-// either way. With `copy` the table must allow it (CosSinTable::entries_copyable for the block's
-// frequencies) and hold the sub-tile's valid keys.
-template <class Traits>
-__device__ __forceinline__ void stage_block_cos_sin(const CosSinTable& table, const StagedCosSin& staged,
-                                                    int32_t position0, int32_t lane, bool copy) {
-    constexpr int32_t kCodesPerWord = 4;
-    const int32_t g = lane / 4, t = lane % 4;
-    if (copy) {
-#pragma unroll
-        for (int32_t q = 0; q < 4; ++q)
-            ptx::cp_async_16_full(staged.slot + staged_offset(q, lane),
-                                  table.entry_address(position0 + g + 8 * (q % 2),
-                                                      Traits::kDimBlock * Traits::kCosSinBlocksAhead +
-                                                          Traits::kVecBytes * (q / 2) + kCodesPerWord * t));
-    }
-    ptx::cp_async_commit();
-}
-
-// The staged block's words of a lane in load_block_cos_sin's layout: waits for the lane's copies
-// (every group but the newest, the V chunk issued at the top of this step).
-template <class Traits>
-__device__ __forceinline__ void load_staged_cos_sin(const StagedCosSin& staged, int32_t lane, BlockCosSin* out) {
-    ptx::cp_async_wait<1>();
-#pragma unroll
-    for (int32_t q = 0; q < 4; ++q) {
-        const float4 v = ptx::load_shared_f32x4(staged.slot + staged_offset(q, lane));
-        out->word[q][0] = make_uint2(__float_as_uint(v.x), __float_as_uint(v.y));
-        out->word[q][1] = make_uint2(__float_as_uint(v.z), __float_as_uint(v.w));
-    }
-}
-
 // The K of 16 keys x dim blocks c (dims 32c ..) and c + kPairBlockOffset (their partners 256 on)
 // as f16 A fragments, in the layout of load_k_block (fp8/decode_e4m3_d512/mainloop.cuh): lo[b] k
 // 0-7 of each 16-dim half of block b (0: c, 1: c + 8), hi[b] k 8-15. The keys' positions are
@@ -307,13 +252,12 @@ __device__ __forceinline__ void kfv_pair_scores(uint32_t v_stage, uint32_t q_sha
 // of the launch), built with the rotation after the others: with the table's cos / sin when
 // `table` holds the sub-tile's valid keys (the words of the first kCosSinBlocksAhead loaded before
 // the unrotated blocks), else with the formula's; the same order either way, so a table with the
-// formula's values gives the same bits. Block kCosSinBlocksAhead's words come from `staged` where
-// the step copied them there (StagedCosSin).
+// formula's values gives the same bits.
 template <class Traits, bool kProduct = false>
 __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_shared, uint32_t weight, uint32_t freq,
-                                                   const CosSinTable& table, const StagedCosSin& staged, int32_t lane,
-                                                   int32_t rotated_blocks, int32_t position0, float v_scale,
-                                                   float score_scale, int32_t keys_valid, float (&s)[4]) {
+                                                   const CosSinTable& table, int32_t lane, int32_t rotated_blocks,
+                                                   int32_t position0, float v_scale, float score_scale,
+                                                   int32_t keys_valid, float (&s)[4]) {
     const int32_t g = lane / 4;
     float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     const bool from_table = table.holds(position0, min(keys_valid, Traits::kSubTileKeys));
@@ -336,10 +280,7 @@ __device__ __forceinline__ void subtile_scores_kfv(uint32_t v_stage, uint32_t q_
 #pragma unroll 1
         for (int32_t c = Traits::kCosSinBlocksAhead; c < rotated_blocks; ++c) {
             BlockCosSin words;
-            if (Traits::kCosSinSharedBlock && staged.staged && c == Traits::kCosSinBlocksAhead)
-                load_staged_cos_sin<Traits>(staged, lane, &words);
-            else
-                load_block_cos_sin<Traits>(table, lane, c, position0, &words);
+            load_block_cos_sin<Traits>(table, lane, c, position0, &words);
             kfv_pair_scores<Traits, KFromVBuild::kRotateTable, kProduct>(v_stage, q_shared, weight, freq, lane, c, position0, v_scale,
                                                           words, acc);
         }

@@ -31,10 +31,6 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     // no prefetch (compiled out). 1 in decode_e4m3kfvb_d512, where it was measured; this f16-key
     // kernel keeps the code it was measured with.
     static constexpr int32_t kCosSinRowsAhead = 0;
-    // Whether the words of rotated pair block kCosSinBlocksAhead are copied into a shared slot of
-    // the warp a step ahead by cp.async (keys.cuh, StagedCosSin) instead of loaded where the block
-    // is built; the traits that set it add the slots to their SmemPlan (kCosSinStage). False here.
-    static constexpr bool kCosSinSharedBlock = false;
     static constexpr int32_t kSubTileKeysPerLane = 2;                      // keys g and g + 8 of the A rows
     // The place of dim block c (32 dims) in a V chunk's rows: every block, in order, here; a form
     // whose warps copy part of the dims (decode_e4m3kfvp_d512) packs its blocks.

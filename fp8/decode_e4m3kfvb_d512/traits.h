@@ -9,7 +9,6 @@
 #pragma once
 
 #include "fp8/decode_e4m3kfv_d512/traits.h"
-#include "kernels/common/k_from_v.h"
 #include "kernels/common/kernel_desc.h"
 
 namespace wideattn {
@@ -25,27 +24,18 @@ struct DecodeE4m3KfvBD512Traits : DecodeE4m3KfvD512Traits {
     // (block.cuh): 8-10% faster at 1 x 128k, 8 x 32k and 64 x 8k than without (H100, 2026-12-07,
     // NOTES.md); two sub-tiles ahead gained less.
     static constexpr int32_t kCosSinRowsAhead = 1;
-    // Whether the second rotated pair block's words (the first's are in registers ahead) are
-    // copied a step ahead into a shared slot per warp by cp.async (keys.cuh, StagedCosSin; 2 KB a
-    // warp). Off until a GPU run decides (NOTES.md).
-    static constexpr bool kCosSinSharedBlock = false;
-    static constexpr int32_t kCosSinStageBytes = kSubTileKeys * kDimBlock * static_cast<int32_t>(kCosSinEntryBytes);
 
     // bf16(w v_scale) of the 512 dims, read 8 bytes (4 dims) at a time.
     static constexpr int32_t kWeightProductBytes = kHeadDim * 2;
 
     struct SmemPlan : KfvTraits::SmemPlan {
         static constexpr int32_t kWeightProducts = KfvTraits::SmemPlan::kEnd;
-        // Reserved with the switch off too: one block per SM either way, and a variant built with
-        // it on runs under the same manifest (tools/gpu/variant_bundle.py).
-        static constexpr int32_t kCosSinStage = kWeightProducts + kWeightProductBytes;
-        static constexpr int32_t kEnd = kCosSinStage + kWarps * kCosSinStageBytes;
+        static constexpr int32_t kEnd = kWeightProducts + kWeightProductBytes;
         static constexpr int32_t kBytes = kEnd;
     };
     static constexpr int32_t kSmemBytes = SmemPlan::kBytes;
 
     static_assert(SmemPlan::kWeightProducts % 8 == 0, "the products are read by 8-byte shared loads");
-    static_assert(SmemPlan::kCosSinStage % 16 == 0, "the cp.async slots are 16-byte aligned");
     static_assert(kQRowBytes == kHeadDim * 2, "bf16 Q fills the f16 Q tile's rows");
     static_assert(kSmemBytes <= kSmemLimitSm90, "must fit sm_90 shared memory (227 KB)");
 

@@ -82,22 +82,6 @@ struct CosSinTable {
             ptx::prefetch_l2(base + max(offset, begin));
     }
 
-    // Whether the entries of frequencies d .. d + count - 1 of a row can be copied as 16-byte words
-    // (cp.async): all of them in the table, the table and its rows 16-byte aligned, d a multiple of
-    // 4 (a 16-byte word of 4 frequencies).
-    __device__ __forceinline__ bool entries_copyable(int32_t d, int32_t count) const {
-        constexpr int32_t kAlign = 16;
-        return base != nullptr && d % (kAlign / static_cast<int32_t>(kCosSinEntryBytes)) == 0 && d + count <= frequencies &&
-               reinterpret_cast<uintptr_t>(base) % kAlign == 0 && row_bytes % kAlign == 0;
-    }
-
-    // The address of frequency d's entry at `position`, the row clamped to the table's last (pair()'s
-    // address).
-    __device__ __forceinline__ const unsigned char* entry_address(int32_t position, int32_t d) const {
-        const int64_t row = min(position, positions - 1);
-        return base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes);
-    }
-
     // The word of frequencies d, d + 1 (d even) at `position`, clamped to the table's last row (a
     // key past kv_end in a sub-tile the table holds up to kv_end: its V is zero-filled and its
     // score masked, so the entry it reads does not matter). From rotary_dims / 2 on, (cos 1, sin 0):
@@ -105,7 +89,8 @@ struct CosSinTable {
     __device__ __forceinline__ uint2 pair(int32_t position, int32_t d) const {
         constexpr uint32_t kCosOneSinZero = 0x3f80u;  // bf16 1.0 in the low half, +0 in the high
         if (d >= frequencies) return make_uint2(kCosOneSinZero, kCosOneSinZero);
-        return __ldg(reinterpret_cast<const uint2*>(entry_address(position, d)));
+        const int64_t row = min(position, positions - 1);
+        return __ldg(reinterpret_cast<const uint2*>(base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes)));
     }
 };
 
