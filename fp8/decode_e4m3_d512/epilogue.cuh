@@ -105,7 +105,7 @@ __device__ __forceinline__ void store_row_lse(const wideattn_prefill_params& p, 
 
 // The block's output from the parts in the merge area and their statistics (after a block
 // barrier that follows their stores): thread i takes row i / (kThreads / kRows) and every
-// (kThreads / kRows)-th quad of its dims, adds the Traits::kWarps parts, normalises (O / l x
+// (kThreads / kRows)-th quad of its dims (the last pass partly where they do not divide 512), adds the Traits::kWarps parts, normalises (O / l x
 // v_scale where Traits::kScaledV) and writes bf16 rows and the LSE, or the split's partials.
 template <class Traits, bool kSplit>
 __device__ __forceinline__ void store_merged_rows(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
@@ -113,7 +113,7 @@ __device__ __forceinline__ void store_merged_rows(const wideattn_prefill_params&
     // Thread i: row i / kThreadsPerRow, dims 4 (i % kThreadsPerRow) + kDimsPerPass j.
     constexpr int32_t kThreadsPerRow = Traits::kThreads / Traits::kRows;
     constexpr int32_t kDimsPerPass = 4 * kThreadsPerRow;
-    constexpr int32_t kPasses = Traits::kHeadDim / kDimsPerPass;
+    constexpr int32_t kPasses = (Traits::kHeadDim + kDimsPerPass - 1) / kDimsPerPass;
     const int32_t thread = static_cast<int32_t>(threadIdx.x);
     const int32_t row = thread / kThreadsPerRow;
     const int32_t first_dim = 4 * (thread % kThreadsPerRow);
@@ -131,6 +131,8 @@ __device__ __forceinline__ void store_merged_rows(const wideattn_prefill_params&
 #pragma unroll
     for (int32_t j = 0; j < kPasses; ++j) {
         const int32_t dim = first_dim + j * kDimsPerPass;
+        if constexpr (Traits::kHeadDim % kDimsPerPass != 0)
+            if (dim >= Traits::kHeadDim) break;
         store_output_quad<kSplit>(p, token, head, part, dim, merged_quad<Traits>(merge, row, dim), inv);
     }
     if (thread % kThreadsPerRow == 0) store_row_lse<kSplit>(p, token, head, part, lse);

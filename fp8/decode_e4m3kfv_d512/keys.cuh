@@ -120,10 +120,12 @@ template <class Traits>
 __device__ __forceinline__ void load_q_bf16(const wideattn_prefill_params& p, uint32_t q_shared, int64_t first_token,
                                             int32_t tokens, int32_t kv_head) {
     constexpr int32_t kVecs = Traits::kRows * kQSourceVecsPerRow<Traits>;
-    static_assert(kVecs % Traits::kThreads == 0, "every thread copies whole vectors");
+    constexpr int32_t kRounds = (kVecs + Traits::kThreads - 1) / Traits::kThreads;
 #pragma unroll
-    for (int32_t i = 0; i < kVecs / Traits::kThreads; ++i) {
+    for (int32_t i = 0; i < kRounds; ++i) {
         const int32_t v = static_cast<int32_t>(threadIdx.x) + i * Traits::kThreads;
+        if constexpr (kVecs % Traits::kThreads != 0)
+            if (v >= kVecs) break;
         const uint4 raw = load_q_vector<Traits>(p, first_token, tokens, kv_head, v);
         const uint32_t address =
             q_shared + swizzled<Traits::kQRowBytes, Traits>(v / kQSourceVecsPerRow<Traits>, v % kQSourceVecsPerRow<Traits>);
@@ -141,13 +143,14 @@ struct BlockCosSin {
     uint2 word[4][2];
 };
 
-template <class Traits>
+// Matrices kQBegin .. kQEnd - 1 only where a build takes a 16-dim half at a time.
+template <class Traits, int32_t kQBegin = 0, int32_t kQEnd = 4>
 __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int32_t lane, int32_t c,
                                                    int32_t position0, BlockCosSin* out) {
     constexpr int32_t kCodesPerWord = 4;
     const int32_t g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int32_t q = 0; q < 4; ++q)
+    for (int32_t q = kQBegin; q < kQEnd; ++q)
 #pragma unroll
         for (int32_t pair = 0; pair < 2; ++pair)
             out->word[q][pair] = table.pair(position0 + g + 8 * (q % 2),
@@ -167,8 +170,9 @@ __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int
 // which makes the key's scores non-finite either way).
 // Traits::kBf16Keys: the fragments hold bf16 K unscaled (v_scale is then the call's) for a bf16
 // mma; with kProduct (a block that stage_weight_products allows) `weight` is that table and x one
-// mul.rn.bf16x2 a pair.
-template <class Traits, KFromVBuild kBuild, bool kProduct = false>
+// mul.rn.bf16x2 a pair. Only matrices kQBegin .. kQEnd - 1 are built where the caller takes one
+// 16-dim half of the blocks at a time (q / 2 is the half: lo[b][q], hi[b][q] of the rest unset).
+template <class Traits, KFromVBuild kBuild, bool kProduct = false, int32_t kQBegin = 0, int32_t kQEnd = 4>
 __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, uint32_t freq, int32_t lane,
                                              int32_t c, int32_t position0, float v_scale, const BlockCosSin& cos_sin,
                                              uint32_t (&lo)[2][4], uint32_t (&hi)[2][4]) {
@@ -180,7 +184,7 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
     ptx::ldmatrix_x4(codes[1],
                      block_row_address<Traits>(v_stage, lane, Traits::chunk_block(c + Traits::kPairBlockOffset)));
 #pragma unroll
-    for (int32_t q = 0; q < 4; ++q) {
+    for (int32_t q = kQBegin; q < kQEnd; ++q) {
         // Matrix q: key g + 8 (q % 2), 16-byte vector 2c + q / 2, codes 4t .. 4t + 3.
         const int32_t position = position0 + g + 8 * (q % 2);
         const int32_t dim = Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) + kCodesPerWord * t;
