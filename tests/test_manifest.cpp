@@ -33,11 +33,9 @@ TEST_CASE("manifest: the built bundle lists the fp64, quantise and amax kernels 
         CHECK(k.registers > 0);
         CHECK(k.registers <= 255);
         // The exceptions of the kernel table ('spills_allowed_sm', bundle/meson.build): the e4m3-Q
-        // kernel on sm_90, the ping-pong BF16 kernel on sm_120a (its block-table test) and the candidate
-        // decode_e4m3kfvp_d512.
+        // kernel on sm_90 and the ping-pong BF16 kernel on sm_120a (its block-table test).
         const bool spills_allowed = (k.name == "mma_e4m3q_d512" && (k.arch == "sm_90" || k.arch == "sm_90a")) ||
-                                    (k.name == "mma_bf16_d512_pp" && k.arch == "sm_120a") ||
-                                    (k.name == "decode_e4m3kfvp_d512" && k.arch == "sm_90a");
+                                    (k.name == "mma_bf16_d512_pp" && k.arch == "sm_120a");
         CHECK((spills_allowed || k.spill_stores == 0));
         CHECK((spills_allowed || k.spill_loads == 0));
         // The cubin on disk is the one the manifest describes.

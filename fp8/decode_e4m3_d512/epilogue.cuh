@@ -103,17 +103,46 @@ __device__ __forceinline__ void store_row_lse(const wideattn_prefill_params& p, 
         static_cast<float*>(p.lse)[head * p.lse_head_stride + token] = lse;
 }
 
-// The block's output from the parts in the merge area and their statistics (after a block
-// barrier that follows their stores): thread i takes row i / (kThreads / kRows) and every
-// (kThreads / kRows)-th quad of its dims (the last pass partly where they do not divide 512), adds the Traits::kWarps parts, normalises (O / l x
-// v_scale where Traits::kScaledV) and writes bf16 rows and the LSE, or the split's partials.
 template <class Traits, bool kSplit>
-__device__ __forceinline__ void store_merged_rows(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
-                                                  int64_t token, int32_t kv_head) {
-    // Thread i: row i / kThreadsPerRow, dims 4 (i % kThreadsPerRow) + kDimsPerPass j.
+__device__ __forceinline__ void write_block(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
+                                            const float (&o)[Traits::kONTiles][4], WarpRows& rows, int32_t warp,
+                                            int32_t lane, int64_t token, int32_t kv_head) {
+    const int32_t g = lane / 4, t = lane % 4;
+    if constexpr (kSplit) ptx::allow_dependent_launch();  // the merge may be scheduled (docs/design.md, split-KV)
+    sum_warp_rows<Traits>(rows);
+    __syncthreads();  // every warp is past its key loop: the rings are free
+    if (g == 0)
+#pragma unroll
+        for (int32_t r = 0; r < 2; ++r)
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(stats_address<Traits>(stats, warp, 2 * t + r)),
+                         "f"(rows.max_log2[r]), "f"(rows.sum[r])
+                         : "memory");
+    __syncthreads();
+    float weight[2];
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r) {
+        float top, sum;
+        block_row<Traits>(stats, 2 * t + r, top, sum);
+        weight[r] = warp_weight(rows.max_log2[r], top);
+    }
+    const uint32_t warp_merge = merge + static_cast<uint32_t>(warp * Traits::kRows * Traits::kMergeRowBytes);
+#pragma unroll
+    for (int32_t n = 0; n < Traits::kONTiles; ++n) {
+        const int32_t dim = Traits::o_dim(n, g);
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) {
+            const int32_t row = 2 * t + e % 2;
+            const uint32_t address = warp_merge + static_cast<uint32_t>(row * Traits::kMergeRowBytes +
+                                                                        (dim + Traits::kOHalfDims * (e / 2)) * 4);
+            asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(address), "f"(o[n][e] * weight[e % 2]) : "memory");
+        }
+    }
+    __syncthreads();
+
+    // Thread i: row i / 32, dims 4 (i % 32) + 128 j for j < 4.
     constexpr int32_t kThreadsPerRow = Traits::kThreads / Traits::kRows;
     constexpr int32_t kDimsPerPass = 4 * kThreadsPerRow;
-    constexpr int32_t kPasses = (Traits::kHeadDim + kDimsPerPass - 1) / kDimsPerPass;
+    constexpr int32_t kPasses = Traits::kHeadDim / kDimsPerPass;
     const int32_t thread = static_cast<int32_t>(threadIdx.x);
     const int32_t row = thread / kThreadsPerRow;
     const int32_t first_dim = 4 * (thread % kThreadsPerRow);
@@ -131,63 +160,9 @@ __device__ __forceinline__ void store_merged_rows(const wideattn_prefill_params&
 #pragma unroll
     for (int32_t j = 0; j < kPasses; ++j) {
         const int32_t dim = first_dim + j * kDimsPerPass;
-        if constexpr (Traits::kHeadDim % kDimsPerPass != 0)
-            if (dim >= Traits::kHeadDim) break;
         store_output_quad<kSplit>(p, token, head, part, dim, merged_quad<Traits>(merge, row, dim), inv);
     }
     if (thread % kThreadsPerRow == 0) store_row_lse<kSplit>(p, token, head, part, lse);
-}
-
-// The end of the block: part `part` of the merge (the warp here; a pair of warps that split the
-// dims in decode_e4m3kfvp_d512) stores its row statistics (where `stores_stats`: one warp of a
-// part) and its O^T scaled to the block maximum, O^T tile n's dim at lane group g being
-// o_dim(n, g); then store_merged_rows.
-template <class Traits, bool kSplit, class ODim>
-__device__ __forceinline__ void write_block_part(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
-                                                 const float (&o)[Traits::kONTiles][4], WarpRows& rows, int32_t part,
-                                                 bool stores_stats, ODim o_dim, int32_t lane, int64_t token,
-                                                 int32_t kv_head) {
-    const int32_t g = lane / 4, t = lane % 4;
-    if constexpr (kSplit) ptx::allow_dependent_launch();  // the merge may be scheduled (docs/design.md, split-KV)
-    sum_warp_rows<Traits>(rows);
-    __syncthreads();  // every warp is past its key loop: the rings are free
-    if (g == 0 && stores_stats)
-#pragma unroll
-        for (int32_t r = 0; r < 2; ++r)
-            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(stats_address<Traits>(stats, part, 2 * t + r)),
-                         "f"(rows.max_log2[r]), "f"(rows.sum[r])
-                         : "memory");
-    __syncthreads();
-    float weight[2];
-#pragma unroll
-    for (int32_t r = 0; r < 2; ++r) {
-        float top, sum;
-        block_row<Traits>(stats, 2 * t + r, top, sum);
-        weight[r] = warp_weight(rows.max_log2[r], top);
-    }
-    const uint32_t part_merge = merge + static_cast<uint32_t>(part * Traits::kRows * Traits::kMergeRowBytes);
-#pragma unroll
-    for (int32_t n = 0; n < Traits::kONTiles; ++n) {
-        const int32_t dim = o_dim(n, g);
-#pragma unroll
-        for (int32_t e = 0; e < 4; ++e) {
-            const int32_t row = 2 * t + e % 2;
-            const uint32_t address = part_merge + static_cast<uint32_t>(row * Traits::kMergeRowBytes +
-                                                                        (dim + Traits::kOHalfDims * (e / 2)) * 4);
-            asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(address), "f"(o[n][e] * weight[e % 2]) : "memory");
-        }
-    }
-    __syncthreads();
-    store_merged_rows<Traits, kSplit>(p, merge, stats, token, kv_head);
-}
-
-// The end of a block whose warps each hold O^T of all dims (Traits::o_dim).
-template <class Traits, bool kSplit>
-__device__ __forceinline__ void write_block(const wideattn_prefill_params& p, uint32_t merge, uint32_t stats,
-                                            const float (&o)[Traits::kONTiles][4], WarpRows& rows, int32_t warp,
-                                            int32_t lane, int64_t token, int32_t kv_head) {
-    write_block_part<Traits, kSplit>(p, merge, stats, o, rows, warp, true,
-                                     [](int32_t n, int32_t g) { return Traits::o_dim(n, g); }, lane, token, kv_head);
 }
 
 }  // namespace wideattn::decode_e4m3

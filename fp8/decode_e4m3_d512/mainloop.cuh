@@ -102,32 +102,27 @@ __device__ __forceinline__ void finish_scores(const float (&acc)[2][4], int32_t 
     }
 }
 
-// acc_h += the K A fragments lo / hi of 16-dim half h of dim block `block` (16 keys x 16 dims)
-// times the Q^T fragments of the same dims read from q (the block's Q tile). kBf16: the fragments
-// and the Q tile hold bf16 (a bf16 mma), else f16.
-template <class Traits, bool kBf16 = false>
-__device__ __forceinline__ void accumulate_dim_half(float (&acc_h)[4], const uint32_t (&lo)[4], const uint32_t (&hi)[4],
-                                                    uint32_t q, int32_t block, int32_t h, int32_t lane) {
-    const int32_t g = lane / 4, t = lane % 4;
-    // Q dims 32 block + 16h + 4t .. +3 of row g: vector 4 block + 2h + t / 2, bytes 8 (t % 2).
-    const int32_t vec = 4 * block + 2 * h + t / 2;
-    const uint32_t address = q + swizzled<Traits::kQRowBytes, Traits>(g, vec) + 8 * (t % 2);
-    uint32_t b0, b1;
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(address));
-    const uint32_t a[4] = {lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1]};
-    if constexpr (kBf16)
-        ptx::mma_bf16_16816(acc_h, a, b0, b1);
-    else
-        ptx::mma_f16_16816(acc_h, a, b0, b1);
-}
-
-// acc[h] += accumulate_dim_half of both 16-dim halves of dim block `block` (16 keys x 32 dims);
-// also the score loop of decode_e4m3kfv_d512 (fp8/decode_e4m3kfv_d512/keys.cuh).
+// acc[h] += the K A fragments lo / hi of dim block `block` (16 keys x 32 dims) times the Q^T
+// fragments of the same dims read from q (the block's Q tile), h the 16-dim half; also the score
+// loop of decode_e4m3kfv_d512 (fp8/decode_e4m3kfv_d512/keys.cuh). kBf16: the fragments and the Q
+// tile hold bf16 (a bf16 mma), else f16.
 template <class Traits, bool kBf16 = false>
 __device__ __forceinline__ void accumulate_dim_block(float (&acc)[2][4], const uint32_t (&lo)[4], const uint32_t (&hi)[4],
                                                      uint32_t q, int32_t block, int32_t lane) {
+    const int32_t g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int32_t h = 0; h < 2; ++h) accumulate_dim_half<Traits, kBf16>(acc[h], lo, hi, q, block, h, lane);
+    for (int32_t h = 0; h < 2; ++h) {
+        // Q dims 32 block + 16h + 4t .. +3 of row g: vector 4 block + 2h + t / 2, bytes 8 (t % 2).
+        const int32_t vec = 4 * block + 2 * h + t / 2;
+        const uint32_t address = q + swizzled<Traits::kQRowBytes, Traits>(g, vec) + 8 * (t % 2);
+        uint32_t b0, b1;
+        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(address));
+        const uint32_t a[4] = {lo[2 * h], lo[2 * h + 1], hi[2 * h], hi[2 * h + 1]};
+        if constexpr (kBf16)
+            ptx::mma_bf16_16816(acc[h], a, b0, b1);
+        else
+            ptx::mma_f16_16816(acc[h], a, b0, b1);
+    }
 }
 
 // S^T of one sub-tile (scaled to log2 units, keys past kv_end at -inf), the lane's 4 values.

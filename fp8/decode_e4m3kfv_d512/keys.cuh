@@ -88,11 +88,13 @@ __device__ __forceinline__ uint2 load_weight_products(uint32_t products, int32_t
     return w;
 }
 
-// Stores bf16(w v_scale) of the thread's two dims (`w`, the weights stage_k_from_v_tables
-// returned) into the kProduct table at `products`, and returns whether they allow kProduct:
-// v_scale a positive normal power of two and both weights finite bf16 values whose products with
-// it are zero or normal floats (so the products are exact).
-__device__ __forceinline__ bool stage_weight_product_pair(float2 w, float v_scale, uint32_t products) {
+// Stages the kProduct table at `products`: bf16(w v_scale) of the thread's two dims (`w`, the
+// weights stage_k_from_v_tables returned), and returns whether the block may take kProduct:
+// v_scale a positive normal power of two and every weight a finite bf16 value whose product with
+// it is zero or a normal float (so the product is exact). Ends with a block barrier, which also
+// makes the other tables visible.
+template <class Traits>
+__device__ __forceinline__ bool stage_weight_products(float2 w, float v_scale, uint32_t products) {
     constexpr uint32_t kMantissaAndSign = 0x807fffffu, kExponentMask = 0x7f800000u;
     const uint32_t scale_bits = __float_as_uint(v_scale);
     const uint32_t scale_exponent = scale_bits & kExponentMask;
@@ -103,15 +105,7 @@ __device__ __forceinline__ bool stage_weight_product_pair(float2 w, float v_scal
                (product == 0.0f ? weight == 0.0f : (isfinite(product) && fabsf(product) >= FLT_MIN));
     };
     ptx::store_shared_u32(products + 2 * kKFromVBf16EntryBytes * threadIdx.x, ptx::pack_bf16x2(p0, p1));
-    return power_of_two && exact(w.x, p0) && exact(w.y, p1);
-}
-
-// Stages the kProduct table at `products` (stage_weight_product_pair, every thread two dims) and
-// returns whether the block may take kProduct (every pair allows it). Ends with a block barrier,
-// which also makes the other tables visible.
-template <class Traits>
-__device__ __forceinline__ bool stage_weight_products(float2 w, float v_scale, uint32_t products) {
-    return __syncthreads_and(stage_weight_product_pair(w, v_scale, products)) != 0;
+    return __syncthreads_and(power_of_two && exact(w.x, p0) && exact(w.y, p1)) != 0;
 }
 
 // The block's Q rows as bf16, as the call gives them, in the layout load_q writes f16 Q in (rows of
@@ -120,12 +114,10 @@ template <class Traits>
 __device__ __forceinline__ void load_q_bf16(const wideattn_prefill_params& p, uint32_t q_shared, int64_t first_token,
                                             int32_t tokens, int32_t kv_head) {
     constexpr int32_t kVecs = Traits::kRows * kQSourceVecsPerRow<Traits>;
-    constexpr int32_t kRounds = (kVecs + Traits::kThreads - 1) / Traits::kThreads;
+    static_assert(kVecs % Traits::kThreads == 0, "every thread copies whole vectors");
 #pragma unroll
-    for (int32_t i = 0; i < kRounds; ++i) {
+    for (int32_t i = 0; i < kVecs / Traits::kThreads; ++i) {
         const int32_t v = static_cast<int32_t>(threadIdx.x) + i * Traits::kThreads;
-        if constexpr (kVecs % Traits::kThreads != 0)
-            if (v >= kVecs) break;
         const uint4 raw = load_q_vector<Traits>(p, first_token, tokens, kv_head, v);
         const uint32_t address =
             q_shared + swizzled<Traits::kQRowBytes, Traits>(v / kQSourceVecsPerRow<Traits>, v % kQSourceVecsPerRow<Traits>);
@@ -143,14 +135,13 @@ struct BlockCosSin {
     uint2 word[4][2];
 };
 
-// Matrices kQBegin .. kQEnd - 1 only where a build takes a 16-dim half at a time.
-template <class Traits, int32_t kQBegin = 0, int32_t kQEnd = 4>
+template <class Traits>
 __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int32_t lane, int32_t c,
                                                    int32_t position0, BlockCosSin* out) {
     constexpr int32_t kCodesPerWord = 4;
     const int32_t g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int32_t q = kQBegin; q < kQEnd; ++q)
+    for (int32_t q = 0; q < 4; ++q)
 #pragma unroll
         for (int32_t pair = 0; pair < 2; ++pair)
             out->word[q][pair] = table.pair(position0 + g + 8 * (q % 2),
@@ -170,9 +161,8 @@ __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int
 // which makes the key's scores non-finite either way).
 // Traits::kBf16Keys: the fragments hold bf16 K unscaled (v_scale is then the call's) for a bf16
 // mma; with kProduct (a block that stage_weight_products allows) `weight` is that table and x one
-// mul.rn.bf16x2 a pair. Only matrices kQBegin .. kQEnd - 1 are built where the caller takes one
-// 16-dim half of the blocks at a time (q / 2 is the half: lo[b][q], hi[b][q] of the rest unset).
-template <class Traits, KFromVBuild kBuild, bool kProduct = false, int32_t kQBegin = 0, int32_t kQEnd = 4>
+// mul.rn.bf16x2 a pair.
+template <class Traits, KFromVBuild kBuild, bool kProduct = false>
 __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, uint32_t freq, int32_t lane,
                                              int32_t c, int32_t position0, float v_scale, const BlockCosSin& cos_sin,
                                              uint32_t (&lo)[2][4], uint32_t (&hi)[2][4]) {
@@ -180,11 +170,10 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
     constexpr int32_t kCodesPerWord = 4;
     const int32_t g = lane / 4, t = lane % 4;
     uint32_t codes[2][4];
-    ptx::ldmatrix_x4(codes[0], block_row_address<Traits>(v_stage, lane, Traits::chunk_block(c)));
-    ptx::ldmatrix_x4(codes[1],
-                     block_row_address<Traits>(v_stage, lane, Traits::chunk_block(c + Traits::kPairBlockOffset)));
+    ptx::ldmatrix_x4(codes[0], block_row_address<Traits>(v_stage, lane, c));
+    ptx::ldmatrix_x4(codes[1], block_row_address<Traits>(v_stage, lane, c + Traits::kPairBlockOffset));
 #pragma unroll
-    for (int32_t q = kQBegin; q < kQEnd; ++q) {
+    for (int32_t q = 0; q < 4; ++q) {
         // Matrix q: key g + 8 (q % 2), 16-byte vector 2c + q / 2, codes 4t .. 4t + 3.
         const int32_t position = position0 + g + 8 * (q % 2);
         const int32_t dim = Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) + kCodesPerWord * t;

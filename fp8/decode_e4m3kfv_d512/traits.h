@@ -32,9 +32,6 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     // kernel keeps the code it was measured with.
     static constexpr int32_t kCosSinRowsAhead = 0;
     static constexpr int32_t kSubTileKeysPerLane = 2;                      // keys g and g + 8 of the A rows
-    // The place of dim block c (32 dims) in a V chunk's rows: every block, in order, here; a form
-    // whose warps copy part of the dims (decode_e4m3kfvp_d512) packs its blocks.
-    WIDEATTN_HOST_DEVICE static constexpr int32_t chunk_block(int32_t c) { return c; }
     // K as f16 scaled by the block's power of two against f16 Q (this kernel), or as the
     // reference's bf16 values against bf16 Q in a bf16 mma (decode_e4m3kfvb_d512).
     static constexpr bool kBf16Keys = false;

@@ -27,12 +27,11 @@ enum class KFromVBuild { kScale, kRotate, kRotateTable };
 
 // Stages the two tables at `weight` and `freq` (k_from_v_inv_freq: the caller's entries below
 // rotary_dims / 2, or computed from rope_theta; 0 past them), read within their validated extents
-// (head_dim and rotary_dims / 2 entries). Called by the block's first head_dim / 2 threads (all
-// of them where Traits::kThreads is head_dim / 2). Returns the thread's two weights. Visible to the
-// block after its next barrier.
+// (head_dim and rotary_dims / 2 entries). Needs Traits::kThreads == head_dim / 2. Returns the
+// thread's two weights. Visible to the block after its next barrier.
 template <class Traits>
 __device__ __forceinline__ float2 stage_k_from_v_tables(const KFromV& kfv, uint32_t weight, uint32_t freq) {
-    static_assert(Traits::kHeadDim <= 2 * Traits::kThreads, "one frequency and two weights per thread");
+    static_assert(Traits::kHeadDim == 2 * Traits::kThreads, "one frequency and two weights per thread");
     const int32_t thread = static_cast<int32_t>(threadIdx.x);
     // Two scalar loads: the table is only 4-byte aligned (dispatch/validation.cpp).
     const float2 w = make_float2(__ldg(kfv.k_norm_scale + 2 * thread), __ldg(kfv.k_norm_scale + 2 * thread + 1));
