@@ -3,7 +3,7 @@
 // fp32) and inv_freq of the head_dim / 2 frequencies (fp32, 0 from rotary_dims / 2 on), staged
 // once per block, one frequency and two weights per thread, and read back as vectors by the K
 // build; the caller's cos / sin table in global memory (CosSinTable), read as 8-byte words of two
-// frequencies, its rows asked of the L2 ahead of their reads; and the rotation of a lane's bf16
+// frequencies (or 16 bytes, two words, where it is 16-byte aligned), its rows asked of the L2 ahead of their reads; and the rotation of a lane's bf16
 // pairs (rope_rotate_bf16x2, from the formula's cos / sin or from the table's).
 #pragma once
 
@@ -79,6 +79,22 @@ struct CosSinTable {
         const int64_t into_first_line = (reinterpret_cast<uintptr_t>(base) + begin) % kLineBytes;
         for (int64_t offset = begin - into_first_line + lane * kLineBytes; offset < end; offset += kLanes * kLineBytes)
             ptx::prefetch_l2(base + max(offset, begin));
+    }
+
+    // Whether quad() may read the entries of frequencies d .. d + count - 1 (d a multiple of 4) of
+    // every row: all of them in the table, the table and its rows 16-byte aligned (the validated
+    // alignment is 8 bytes).
+    __device__ __forceinline__ bool quads_readable(int32_t d, int32_t count) const {
+        constexpr int32_t kAlign = 16;
+        return base != nullptr && d + count <= frequencies && reinterpret_cast<uintptr_t>(base) % kAlign == 0 &&
+               row_bytes % kAlign == 0;
+    }
+
+    // pair(position, d) and pair(position, d + 2) (d a multiple of 4) in one 16-byte load: .x / .y
+    // and .z / .w. Only where quads_readable holds for them.
+    __device__ __forceinline__ uint4 quad(int32_t position, int32_t d) const {
+        const int64_t row = min(position, positions - 1);
+        return __ldg(reinterpret_cast<const uint4*>(base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes)));
     }
 
     // The word of frequencies d, d + 1 (d even) at `position`, clamped to the table's last row (a
