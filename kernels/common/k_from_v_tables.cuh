@@ -3,8 +3,9 @@
 // fp32) and inv_freq of the head_dim / 2 frequencies (fp32, 0 from rotary_dims / 2 on), staged
 // once per block, one frequency and two weights per thread, and read back as vectors by the K
 // build; the caller's cos / sin table in global memory (CosSinTable), read as 8-byte words of two
-// frequencies (or 16 bytes, two words, where it is 16-byte aligned), its rows asked of the L2 ahead of their reads; and the rotation of a lane's bf16
-// pairs (rope_rotate_bf16x2, from the formula's cos / sin or from the table's).
+// frequencies (or 16 bytes, two words, where it is 16-byte aligned), its rows asked of the L2
+// ahead of their reads; and the rotation of a lane's bf16 pairs (rope_rotate_bf16x2, from the
+// formula's cos / sin or from the table's).
 #pragma once
 
 #include <cstdint>
@@ -93,8 +94,7 @@ struct CosSinTable {
     // pair(position, d) and pair(position, d + 2) (d a multiple of 4) in one 16-byte load: .x / .y
     // and .z / .w. Only where quads_readable holds for them.
     __device__ __forceinline__ uint4 quad(int32_t position, int32_t d) const {
-        const int64_t row = min(position, positions - 1);
-        return __ldg(reinterpret_cast<const uint4*>(base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes)));
+        return __ldg(reinterpret_cast<const uint4*>(entry(position, d)));
     }
 
     // The word of frequencies d, d + 1 (d even) at `position`, clamped to the table's last row (a
@@ -104,8 +104,14 @@ struct CosSinTable {
     __device__ __forceinline__ uint2 pair(int32_t position, int32_t d) const {
         constexpr uint32_t kCosOneSinZero = 0x3f80u;  // bf16 1.0 in the low half, +0 in the high
         if (d >= frequencies) return make_uint2(kCosOneSinZero, kCosOneSinZero);
+        return __ldg(reinterpret_cast<const uint2*>(entry(position, d)));
+    }
+
+    // The address of frequency d's entry at `position`, the row clamped to the table's last (the
+    // one row clamp and address of pair() and quad()).
+    __device__ __forceinline__ const unsigned char* entry(int32_t position, int32_t d) const {
         const int64_t row = min(position, positions - 1);
-        return __ldg(reinterpret_cast<const uint2*>(base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes)));
+        return base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes);
     }
 };
 
