@@ -135,26 +135,11 @@ struct BlockCosSin {
     uint2 word[4][2];
 };
 
-// With Traits::kCosSinQuadLoads, where the table allows it (CosSinTable::quads_readable for the
-// block's frequencies), the two words of a matrix come from one 16-byte load (CosSinTable::quad):
-// the same words, half the loads.
 template <class Traits>
 __device__ __forceinline__ void load_block_cos_sin(const CosSinTable& table, int32_t lane, int32_t c,
                                                    int32_t position0, BlockCosSin* out) {
     constexpr int32_t kCodesPerWord = 4;
     const int32_t g = lane / 4, t = lane % 4;
-    if constexpr (Traits::kCosSinQuadLoads) {
-        if (table.quads_readable(Traits::kDimBlock * c, Traits::kDimBlock)) {
-#pragma unroll
-            for (int32_t q = 0; q < 4; ++q) {
-                const uint4 w = table.quad(position0 + g + 8 * (q % 2),
-                                           Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) + kCodesPerWord * t);
-                out->word[q][0] = make_uint2(w.x, w.y);
-                out->word[q][1] = make_uint2(w.z, w.w);
-            }
-            return;
-        }
-    }
 #pragma unroll
     for (int32_t q = 0; q < 4; ++q)
 #pragma unroll

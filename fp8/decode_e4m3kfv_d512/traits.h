@@ -31,9 +31,6 @@ struct DecodeE4m3KfvD512Traits : DecodeE4m3D512Traits {
     // no prefetch (compiled out). 1 in decode_e4m3kfvb_d512, where it was measured; this f16-key
     // kernel keeps the code it was measured with.
     static constexpr int32_t kCosSinRowsAhead = 0;
-    // Whether a rotated block's table words are read 16 bytes (two words) at a time where the table
-    // is 16-byte aligned (keys.cuh, load_block_cos_sin); false here.
-    static constexpr bool kCosSinQuadLoads = false;
     static constexpr int32_t kSubTileKeysPerLane = 2;                      // keys g and g + 8 of the A rows
     // K as f16 scaled by the block's power of two against f16 Q (this kernel), or as the
     // reference's bf16 values against bf16 Q in a bf16 mma (decode_e4m3kfvb_d512).

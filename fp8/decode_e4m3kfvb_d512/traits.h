@@ -24,9 +24,6 @@ struct DecodeE4m3KfvBD512Traits : DecodeE4m3KfvD512Traits {
     // (block.cuh): 8-10% faster at 1 x 128k, 8 x 32k and 64 x 8k than without (H100, 2026-12-07,
     // NOTES.md); two sub-tiles ahead gained less.
     static constexpr int32_t kCosSinRowsAhead = 1;
-    // The rotated blocks' table words by 16-byte loads where the table allows them (keys.cuh,
-    // load_block_cos_sin): the same words, half the loads. Off until a GPU run decides (NOTES.md).
-    static constexpr bool kCosSinQuadLoads = false;
 
     // bf16(w v_scale) of the 512 dims, read 8 bytes (4 dims) at a time.
     static constexpr int32_t kWeightProductBytes = kHeadDim * 2;

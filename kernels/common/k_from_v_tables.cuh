@@ -3,9 +3,8 @@
 // fp32) and inv_freq of the head_dim / 2 frequencies (fp32, 0 from rotary_dims / 2 on), staged
 // once per block, one frequency and two weights per thread, and read back as vectors by the K
 // build; the caller's cos / sin table in global memory (CosSinTable), read as 8-byte words of two
-// frequencies (or 16 bytes, two words, where it is 16-byte aligned), its rows asked of the L2
-// ahead of their reads; and the rotation of a lane's bf16 pairs (rope_rotate_bf16x2, from the
-// formula's cos / sin or from the table's).
+// frequencies, its rows asked of the L2 ahead of their reads; and the rotation of a lane's bf16
+// pairs (rope_rotate_bf16x2, from the formula's cos / sin or from the table's).
 #pragma once
 
 #include <cstdint>
@@ -82,21 +81,6 @@ struct CosSinTable {
             ptx::prefetch_l2(base + max(offset, begin));
     }
 
-    // Whether quad() may read the entries of frequencies d .. d + count - 1 (d a multiple of 4) of
-    // every row: all of them in the table, the table and its rows 16-byte aligned (the validated
-    // alignment is 8 bytes).
-    __device__ __forceinline__ bool quads_readable(int32_t d, int32_t count) const {
-        constexpr int32_t kAlign = 16;
-        return base != nullptr && d + count <= frequencies && reinterpret_cast<uintptr_t>(base) % kAlign == 0 &&
-               row_bytes % kAlign == 0;
-    }
-
-    // pair(position, d) and pair(position, d + 2) (d a multiple of 4) in one 16-byte load: .x / .y
-    // and .z / .w. Only where quads_readable holds for them.
-    __device__ __forceinline__ uint4 quad(int32_t position, int32_t d) const {
-        return __ldg(reinterpret_cast<const uint4*>(entry(position, d)));
-    }
-
     // The word of frequencies d, d + 1 (d even) at `position`, clamped to the table's last row (a
     // key past kv_end in a sub-tile the table holds up to kv_end: its V is zero-filled and its
     // score masked, so the entry it reads does not matter). From rotary_dims / 2 on, (cos 1, sin 0):
@@ -107,8 +91,7 @@ struct CosSinTable {
         return __ldg(reinterpret_cast<const uint2*>(entry(position, d)));
     }
 
-    // The address of frequency d's entry at `position`, the row clamped to the table's last (the
-    // one row clamp and address of pair() and quad()).
+    // The address of frequency d's entry at `position`, the row clamped to the table's last.
     __device__ __forceinline__ const unsigned char* entry(int32_t position, int32_t d) const {
         const int64_t row = min(position, positions - 1);
         return base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes);

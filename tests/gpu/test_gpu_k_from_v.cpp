@@ -540,8 +540,7 @@ TEST_CASE("gpu decode_e4m3kfvb_d512: the output bits of decode_e4m3kfv_d512, pro
     REQUIRE(k_from_v_cos_sin_table(host_kfv, long_one.spec.head_dim, 2021, &table).empty());
     check_same_bits(base, bf16_keys, long_one, kGemma4GlobalRotaryDims, bf16, "bf16 weights, a table of 2021 rows",
                     table);
-    // The same table 8 bytes past a 16-byte boundary (the validated alignment is 8 bytes): with
-    // kCosSinQuadLoads decode_e4m3kfvb_d512 reads the words 8 bytes at a time here.
+    // The same table 8 bytes past a 16-byte boundary (the validated alignment is 8 bytes).
     constexpr int32_t kEightBytesIn = 2;
     check_same_bits(base, bf16_keys, long_one, kGemma4GlobalRotaryDims, bf16,
                     "bf16 weights, the 2021-row table 8 bytes off 16-byte alignment", table, kEightBytesIn);
