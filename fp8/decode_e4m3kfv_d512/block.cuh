@@ -117,6 +117,24 @@ __device__ __forceinline__ void f16_key_loop(const wideattn_prefill_params& p, c
                               rotated_blocks, v_scale, score_scale, o, rows);
 }
 
+// The row rule of the kProduct path: its K build reads a NaN code as a finite value
+// (e4m3x4_to_scaled_bf16x2x2), where the reference's K is NaN and so are the scores of that key for
+// every row, its row sums, O and LSE. P V still reads the code as NaN, so every row's O^T holds a
+// NaN at the code's dim (p >= 0 times NaN); a lane whose O^T part of a row holds a NaN makes its
+// part of that row's sum NaN, which the epilogue turns into a NaN O and LSE (epilogue.cuh), as
+// the reference's NaN scores do. Rows of a warp that met no NaN code keep their sums.
+template <class Traits>
+__device__ __forceinline__ void nan_code_rows(const float (&o)[Traits::kONTiles][4], WarpRows& rows) {
+    bool nan_row[2] = {false, false};
+#pragma unroll
+    for (int32_t n = 0; n < Traits::kONTiles; ++n)
+#pragma unroll
+        for (int32_t e = 0; e < 4; ++e) nan_row[e % 2] = nan_row[e % 2] || isnan(o[n][e]);
+#pragma unroll
+    for (int32_t r = 0; r < 2; ++r)
+        if (nan_row[r]) rows.sum[r] = __int_as_float(0x7fffffff);
+}
+
 // Traits::kBf16Keys: K as the reference's bf16 values (x = bf16((v v_scale) w) with the call's
 // v_scale, no power of two) against bf16 Q as the call gives it, in a bf16 mma; x by one
 // mul.rn.bf16x2 a pair where stage_weight_products allows it (v_scale a power of two, every w
@@ -136,11 +154,12 @@ __device__ __forceinline__ void bf16_key_loop(const wideattn_prefill_params& p, 
     const float score_scale = p.softmax_scale * kLog2e;
     const int32_t rotated_blocks = rotated_pair_blocks<Traits>(kfv);
     zero_output(o);
-    if (product)
+    if (product) {
         warp_key_loop_kfv<Traits, true>(p, stream, ring, base + Plan::kQ, base + Plan::kWeightProducts,
                                         base + Plan::kFreq, CosSinTable::of(kfv), warp, lane, geometry.num_tiles,
                                         geometry.kv_end, first_position, rotated_blocks, v_scale, score_scale, o, rows);
-    else
+        nan_code_rows<Traits>(o, rows);
+    } else
         warp_key_loop_kfv<Traits, false>(p, stream, ring, base + Plan::kQ, base + Plan::kWeight, base + Plan::kFreq,
                                          CosSinTable::of(kfv), warp, lane, geometry.num_tiles, geometry.kv_end,
                                          first_position, rotated_blocks, v_scale, score_scale, o, rows);

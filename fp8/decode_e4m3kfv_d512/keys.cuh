@@ -9,7 +9,9 @@
 // arithmetic, cos / sin from the caller's table (wideattn_k_from_v.cos_sin) where it holds every
 // key of the sub-tile, else by the Cody-Waite reduction of rope_cos_sin_reduced), as
 // decode_bf16kfv_d512's keys.cuh; the unrotated pair blocks first, with the table's words for the
-// first kCosSinBlocksAhead rotated ones in flight.
+// first kCosSinBlocksAhead rotated ones in flight. With bf16 keys (decode_e4m3kfvb_d512) the
+// product path turns the codes into bf16 by bit operations (e4m3x4_to_scaled_bf16x2x2) and K's
+// words pair dims (d, d + 2) and (d + 1, d + 3), Q and the product table staged to match.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -80,7 +82,33 @@ __device__ __forceinline__ uint32_t f16x2_to_bf16x2(uint32_t word) {
     return ptx::pack_bf16x2(v.x, v.y);
 }
 
-// The two bf16 products w v_scale of dims d, d + 1 .. d + 3 (two words) from the kProduct table.
+// Traits::kBf16Keys' pair order: a word of K holds dims (d, d + 2) or (d + 1, d + 3) of the four
+// dims d .. d + 3 of a lane's code word, not (d, d + 1) and (d + 2, d + 3); Q (load_q_bf16) and the
+// kProduct table (stage_weight_products) are staged in the same order, so the score mma adds the
+// same products. interleave_pairs: (d, d + 1), (d + 2, d + 3) -> (d, d + 2), (d + 1, d + 3).
+__device__ __forceinline__ void interleave_pairs(uint32_t (&pairs)[2]) {
+    constexpr uint32_t kLowHalves = 0x5410u, kHighHalves = 0x7632u;
+    const uint32_t even = __byte_perm(pairs[0], pairs[1], kLowHalves);
+    pairs[1] = __byte_perm(pairs[0], pairs[1], kHighHalves);
+    pairs[0] = even;
+}
+
+// kProduct's codes as bf16 without an f16 step: an e4m3 code (sign, 4 exponent bits, 3 mantissa
+// bits) put at bit 15 and bits 10..4 of a bf16 half is the bf16 of its value times 2^-kCodeExponentShift
+// (the exponent fields' biases differ by 127 - 7; a subnormal code is the bf16 subnormal of the
+// same scaled value, zero stays zero). A NaN code becomes a finite value: bf16_key_loop's row rule
+// restores the NaN. Of a code word b0 .. b3 (dims d .. d + 3): *even = (b0, b2), *odd = (b1, b3),
+// the pair order above.
+constexpr int32_t kCodeExponentShift = 120;
+__device__ __forceinline__ void e4m3x4_to_scaled_bf16x2x2(uint32_t codes, uint32_t* even, uint32_t* odd) {
+    constexpr uint32_t kMagnitudes = 0x07f007f0u, kSigns = 0x80008000u;
+    constexpr int32_t kMagnitudeShift = 4, kSignShift = 8;
+    *even = ((codes << kMagnitudeShift) & kMagnitudes) | ((codes << kSignShift) & kSigns);
+    *odd = ((codes >> kMagnitudeShift) & kMagnitudes) | (codes & kSigns);
+}
+
+// The kProduct table's two words for dims d .. d + 3 (d a multiple of 4): .x the products
+// w v_scale 2^kCodeExponentShift of dims (d, d + 2), .y of (d + 1, d + 3) (the pair order above).
 __device__ __forceinline__ uint2 load_weight_products(uint32_t products, int32_t dim) {
     uint2 w;
     asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(w.x), "=r"(w.y) : "r"(products + kKFromVBf16EntryBytes * dim)
@@ -88,11 +116,12 @@ __device__ __forceinline__ uint2 load_weight_products(uint32_t products, int32_t
     return w;
 }
 
-// Stages the kProduct table at `products`: bf16(w v_scale) of the thread's two dims (`w`, the
-// weights stage_k_from_v_tables returned), and returns whether the block may take kProduct:
-// v_scale a positive normal power of two and every weight a finite bf16 value whose product with
-// it is zero or a normal float (so the product is exact). Ends with a block barrier, which also
-// makes the other tables visible.
+// Stages the kProduct table at `products`: bf16(w v_scale) 2^kCodeExponentShift of the thread's
+// two dims (`w`, the weights stage_k_from_v_tables returned) in the pair order above, and returns
+// whether the block may take kProduct: v_scale a positive normal power of two and every weight a
+// finite bf16 value whose product with it is zero or a normal float below 2^kProductTopLog2 in
+// magnitude (so the product is exact and its scaled bf16 finite). Ends with a block barrier, which
+// also makes the other tables visible.
 template <class Traits>
 __device__ __forceinline__ bool stage_weight_products(float2 w, float v_scale, uint32_t products) {
     constexpr uint32_t kMantissaAndSign = 0x807fffffu, kExponentMask = 0x7f800000u;
@@ -100,16 +129,26 @@ __device__ __forceinline__ bool stage_weight_products(float2 w, float v_scale, u
     const uint32_t scale_exponent = scale_bits & kExponentMask;
     const bool power_of_two = (scale_bits & kMantissaAndSign) == 0 && scale_exponent != 0 && scale_exponent != kExponentMask;
     const float p0 = w.x * v_scale, p1 = w.y * v_scale;
-    const auto exact = [](float weight, float product) {
+    constexpr int32_t kProductTopLog2 = 127 - kCodeExponentShift + 1;
+    const float top = ldexpf(1.0f, kProductTopLog2);
+    const auto exact = [top](float weight, float product) {
         return is_bf16_value(weight) && isfinite(weight) &&
-               (product == 0.0f ? weight == 0.0f : (isfinite(product) && fabsf(product) >= FLT_MIN));
+               (product == 0.0f ? weight == 0.0f : (fabsf(product) < top && fabsf(product) >= FLT_MIN));
     };
-    ptx::store_shared_u32(products + 2 * kKFromVBf16EntryBytes * threadIdx.x, ptx::pack_bf16x2(p0, p1));
+    // Thread j holds dims 2j, 2j + 1: slots (0, 2) of its group of four for j even, (1, 3) for j odd.
+    const float up = ldexpf(1.0f, kCodeExponentShift);
+    const uint32_t scaled = ptx::pack_bf16x2(p0 * up, p1 * up);
+    const int32_t j = static_cast<int32_t>(threadIdx.x);
+    const uint32_t slot = products + kKFromVBf16EntryBytes * (4 * (j / 2) + j % 2);
+    asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(slot), "h"(static_cast<uint16_t>(scaled & 0xffffu)) : "memory");
+    asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(slot + 2 * kKFromVBf16EntryBytes), "h"(static_cast<uint16_t>(scaled >> 16))
+                 : "memory");
     return __syncthreads_and(power_of_two && exact(w.x, p0) && exact(w.y, p1)) != 0;
 }
 
 // The block's Q rows as bf16, as the call gives them, in the layout load_q writes f16 Q in (rows of
-// tokens past `tokens` zero). Ends with a block barrier after which Q is readable.
+// tokens past `tokens` zero), each group of four dims in the pair order above (d, d + 2, d + 1,
+// d + 3). Ends with a block barrier after which Q is readable.
 template <class Traits>
 __device__ __forceinline__ void load_q_bf16(const wideattn_prefill_params& p, uint32_t q_shared, int64_t first_token,
                                             int32_t tokens, int32_t kv_head) {
@@ -119,10 +158,13 @@ __device__ __forceinline__ void load_q_bf16(const wideattn_prefill_params& p, ui
     for (int32_t i = 0; i < kVecs / Traits::kThreads; ++i) {
         const int32_t v = static_cast<int32_t>(threadIdx.x) + i * Traits::kThreads;
         const uint4 raw = load_q_vector<Traits>(p, first_token, tokens, kv_head, v);
+        uint32_t first[2] = {raw.x, raw.y}, second[2] = {raw.z, raw.w};
+        interleave_pairs(first);
+        interleave_pairs(second);
         const uint32_t address =
             q_shared + swizzled<Traits::kQRowBytes, Traits>(v / kQSourceVecsPerRow<Traits>, v % kQSourceVecsPerRow<Traits>);
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(raw.x), "r"(raw.y), "r"(raw.z),
-                     "r"(raw.w)
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(first[0]), "r"(first[1]),
+                     "r"(second[0]), "r"(second[1])
                      : "memory");
     }
     __syncthreads();
@@ -177,18 +219,21 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
         // Matrix q: key g + 8 (q % 2), 16-byte vector 2c + q / 2, codes 4t .. 4t + 3.
         const int32_t position = position0 + g + 8 * (q % 2);
         const int32_t dim = Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) + kCodesPerWord * t;
-        uint32_t first_h[2], second_h[2];
+        // K's two words of each half: dims (d, d + 1) and (d + 2, d + 3), or for Traits::kBf16Keys
+        // (d, d + 2) and (d + 1, d + 3) (interleave_pairs).
         uint32_t k_first[2], k_second[2];
         if constexpr (kProduct) {
             const uint2 w_first = load_weight_products(weight, dim);
             const uint2 w_second = load_weight_products(weight, dim + Traits::kHalfDim);
-            e4m3x4_to_f16x2x2(codes[0][q], first_h[0], first_h[1]);
-            e4m3x4_to_f16x2x2(codes[1][q], second_h[0], second_h[1]);
-            k_first[0] = ptx::mul_bf16x2(f16x2_to_bf16x2(first_h[0]), w_first.x);
-            k_first[1] = ptx::mul_bf16x2(f16x2_to_bf16x2(first_h[1]), w_first.y);
-            k_second[0] = ptx::mul_bf16x2(f16x2_to_bf16x2(second_h[0]), w_second.x);
-            k_second[1] = ptx::mul_bf16x2(f16x2_to_bf16x2(second_h[1]), w_second.y);
+            uint32_t first[2], second[2];
+            e4m3x4_to_scaled_bf16x2x2(codes[0][q], &first[0], &first[1]);
+            e4m3x4_to_scaled_bf16x2x2(codes[1][q], &second[0], &second[1]);
+            k_first[0] = ptx::mul_bf16x2(first[0], w_first.x);
+            k_first[1] = ptx::mul_bf16x2(first[1], w_first.y);
+            k_second[0] = ptx::mul_bf16x2(second[0], w_second.x);
+            k_second[1] = ptx::mul_bf16x2(second[1], w_second.y);
         } else {
+            uint32_t first_h[2], second_h[2];
             const float4 w_first = ptx::load_shared_f32x4(weight + kF32Bytes * dim);
             const float4 w_second = ptx::load_shared_f32x4(weight + kF32Bytes * (dim + Traits::kHalfDim));
             e4m3x4_to_f16x2x2(codes[0][q], first_h[0], first_h[1]);
@@ -198,19 +243,30 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
             k_first[1] = scaled_pair(first_h[1], v_scale, w_first.z, w_first.w);
             k_second[0] = scaled_pair(second_h[0], v_scale, w_second.x, w_second.y);
             k_second[1] = scaled_pair(second_h[1], v_scale, w_second.z, w_second.w);
+            if constexpr (Traits::kBf16Keys) {
+                interleave_pairs(k_first);
+                interleave_pairs(k_second);
+            }
         }
+        // Frequency f of word `pair`'s element e: d + 2 pair + e, or for kBf16Keys d + pair + 2 e.
         if constexpr (kBuild == KFromVBuild::kRotateTable) {
 #pragma unroll
-            for (int32_t pair = 0; pair < 2; ++pair)
-                rope_rotate_bf16x2(k_first[pair], k_second[pair], cos_sin.word[q][pair], &k_first[pair],
-                                   &k_second[pair]);
+            for (int32_t pair = 0; pair < 2; ++pair) {
+                const uint2 word =
+                    Traits::kBf16Keys
+                        ? (pair == 0 ? make_uint2(cos_sin.word[q][0].x, cos_sin.word[q][1].x)
+                                     : make_uint2(cos_sin.word[q][0].y, cos_sin.word[q][1].y))
+                        : cos_sin.word[q][pair];
+                rope_rotate_bf16x2(k_first[pair], k_second[pair], word, &k_first[pair], &k_second[pair]);
+            }
         } else if constexpr (kBuild == KFromVBuild::kRotate) {
             const float4 inv_freq = ptx::load_shared_f32x4(freq + kF32Bytes * dim);
             const float fr[4] = {inv_freq.x, inv_freq.y, inv_freq.z, inv_freq.w};
+            constexpr int32_t kPairStep = Traits::kBf16Keys ? 1 : 2, kElementStep = Traits::kBf16Keys ? 2 : 1;
 #pragma unroll
             for (int32_t pair = 0; pair < 2; ++pair)
-                rope_rotate_bf16x2(k_first[pair], k_second[pair], position, fr[2 * pair], fr[2 * pair + 1],
-                                   &k_first[pair], &k_second[pair]);
+                rope_rotate_bf16x2(k_first[pair], k_second[pair], position, fr[kPairStep * pair],
+                                   fr[kPairStep * pair + kElementStep], &k_first[pair], &k_second[pair]);
         }
         if constexpr (Traits::kBf16Keys) {
             lo[0][q] = k_first[0];
