@@ -106,6 +106,8 @@ def main():
             (("bundle",), "argument 'bundle' is not LABEL=BUNDLE_DIR"),
             (("--timing", "fast", f"a={bundle}", f"b={bundle}"), "--timing='fast' is not call or queued"),
             (("--kfv-cos-sin", "lut", f"a={bundle}", f"b={bundle}"), "--kfv-cos-sin='lut' is not formula or table"),
+            (("--e4m3-scale", "-1", f"a={bundle}", f"b={bundle}"), "--e4m3-scale='-1' is not a positive decimal number"),
+            (("--e4m3-scale", "1/256", f"a={bundle}", f"b={bundle}"), "--e4m3-scale='1/256' is not a positive decimal number"),
         ]
         for args, message in script_cases:
             r = subprocess.run(["bash", bench_script, *args], capture_output=True, text=True)

@@ -4,7 +4,7 @@
 # only alternated figures compare), then the table of tools/bench/ab_summary.py: every round's TFLOP/s
 # per bundle and each bundle's median change against the first.
 #   tools/gpu/ab_bench.sh [--rounds N] [--kernels LIST|auto] [--cases LIST] [--timing call|queued]
-#                         [--kfv-cos-sin formula|table] [--out DIR] LABEL=BUNDLE_DIR ...
+#                         [--kfv-cos-sin formula|table] [--e4m3-scale X] [--out DIR] LABEL=BUNDLE_DIR ...
 # --rounds N      alternated rounds (default 2)
 # --kernels LIST  passed to `wideattn bench --kernels` (default wgmma_bf16c2p_d512, the BF16 prefill default);
 #                 auto: no --kernels, each bundle's own choice (a variant bundle that raises a candidate's priority)
@@ -12,23 +12,26 @@
 # --timing MODE   passed to `wideattn bench --timing` (default: bench's, call; queued for calls back to back)
 # --kfv-cos-sin S passed to `wideattn bench --kfv-cos-sin` (default: bench's, formula; table for the
 #                 K-from-V calls with the cos / sin table)
+# --e4m3-scale X  passed to `wideattn bench --e4m3-scale` (default: bench's, 2^-8; e.g. 0.0037 for the
+#                 paths the 8-bit kernels take for a scale that is no power of two)
 # --out DIR       where the JSON of every run and summary.md go (default: $OUT, else ./ab_bench_out)
 # The CLI is .devlibs/wideattn when present (tools/device_libs.sh), else build/tools/wideattn.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 rounds=2 kernels=wgmma_bf16c2p_d512 cases=prompt_16k,chunk_8k_ctx_16k,prompt_4k,tp4_prompt_16k timing= kfv_cos_sin=
+e4m3_scale=
 out=${OUT:-$PWD/ab_bench_out}
 declare -a labels dirs
 while (($#)); do
     case $1 in
-        --rounds|--kernels|--cases|--timing|--kfv-cos-sin|--out)
+        --rounds|--kernels|--cases|--timing|--kfv-cos-sin|--e4m3-scale|--out)
             [[ $# -ge 2 && $2 != --* ]] || { echo "ab_bench: option $1 needs a value" >&2; exit 2; }
             case $1 in
                 --rounds) rounds=$2 ;; --kernels) kernels=$2 ;; --cases) cases=$2 ;; --timing) timing=$2 ;;
-                --kfv-cos-sin) kfv_cos_sin=$2 ;; --out) out=$2 ;;
+                --kfv-cos-sin) kfv_cos_sin=$2 ;; --e4m3-scale) e4m3_scale=$2 ;; --out) out=$2 ;;
             esac
             shift ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *=*) labels+=("${1%%=*}"); dirs+=("${1#*=}") ;;
         *) echo "ab_bench: argument '$1' is not LABEL=BUNDLE_DIR (see --help)" >&2; exit 2 ;;
     esac
@@ -39,10 +42,13 @@ done
     { echo "ab_bench: --timing='$timing' is not call or queued" >&2; exit 2; }
 [[ -z $kfv_cos_sin || $kfv_cos_sin == formula || $kfv_cos_sin == table ]] ||
     { echo "ab_bench: --kfv-cos-sin='$kfv_cos_sin' is not formula or table" >&2; exit 2; }
+[[ -z $e4m3_scale || $e4m3_scale =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]] ||
+    { echo "ab_bench: --e4m3-scale='$e4m3_scale' is not a positive decimal number" >&2; exit 2; }
 bench_args=(--cases "$cases")
 [[ $kernels == auto ]] || bench_args+=(--kernels "$kernels")
 [[ -z $timing ]] || bench_args+=(--timing "$timing")
 [[ -z $kfv_cos_sin ]] || bench_args+=(--kfv-cos-sin "$kfv_cos_sin")
+[[ -z $e4m3_scale ]] || bench_args+=(--e4m3-scale "$e4m3_scale")
 ((${#labels[@]} >= 2)) || { echo "ab_bench: give at least two LABEL=BUNDLE_DIR" >&2; exit 2; }
 for i in "${!dirs[@]}"; do
     [[ -f ${dirs[$i]}/manifest.json ]] || { echo "ab_bench: ${labels[$i]}=${dirs[$i]} has no manifest.json" >&2; exit 2; }
