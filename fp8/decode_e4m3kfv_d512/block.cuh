@@ -125,6 +125,7 @@ __device__ __forceinline__ void f16_key_loop(const wideattn_prefill_params& p, c
 // the reference's NaN scores do. Rows of a warp that met no NaN code keep their sums.
 template <class Traits>
 __device__ __forceinline__ void nan_code_rows(const float (&o)[Traits::kONTiles][4], WarpRows& rows) {
+    constexpr int32_t kCanonicalNaN = 0x7fffffff;  // the NaN the GPU's fp32 arithmetic gives
     bool nan_row[2] = {false, false};
 #pragma unroll
     for (int32_t n = 0; n < Traits::kONTiles; ++n)
@@ -132,7 +133,7 @@ __device__ __forceinline__ void nan_code_rows(const float (&o)[Traits::kONTiles]
         for (int32_t e = 0; e < 4; ++e) nan_row[e % 2] = nan_row[e % 2] || isnan(o[n][e]);
 #pragma unroll
     for (int32_t r = 0; r < 2; ++r)
-        if (nan_row[r]) rows.sum[r] = __int_as_float(0x7fffffff);
+        if (nan_row[r]) rows.sum[r] = __int_as_float(kCanonicalNaN);
 }
 
 // Traits::kBf16Keys: K as the reference's bf16 values (x = bf16((v v_scale) w) with the call's

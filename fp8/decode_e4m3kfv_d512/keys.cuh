@@ -71,16 +71,13 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t word) {
     return pack_f16x2(ptx::bf16_low(word), ptx::bf16_high(word));
 }
 
-// kProduct (Traits::kBf16Keys, decode_e4m3kfvb_d512, in a block whose v_scale is a
-// power of two and every w v_scale a bf16 value: stage_weight_products): x = bf16((v v_scale) w)
-// is one mul.rn.bf16x2 of the codes' values (f16 -> bf16, exact) and w v_scale: v v_scale is then
-// exact and v (w v_scale) has at most 4 + 8 significant bits, so the fp32 steps round nothing
-// before the bf16 rounding the product makes once; K then enters a bf16 mma as the reference's
-// bf16 values, unscaled, against bf16 Q as the call gives it.
-__device__ __forceinline__ uint32_t f16x2_to_bf16x2(uint32_t word) {
-    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&word));
-    return ptx::pack_bf16x2(v.x, v.y);
-}
+// kProduct (Traits::kBf16Keys, decode_e4m3kfvb_d512, in a block whose v_scale is a power of two
+// and every w v_scale a bf16 value: stage_weight_products): x = bf16((v v_scale) w) is one
+// mul.rn.bf16x2 of the code's value (e4m3x4_to_scaled_bf16x2x2, exact) and w v_scale (scaled by
+// the inverse power of two): v v_scale is then exact and v (w v_scale) has at most 4 + 8
+// significant bits, so the fp32 steps round nothing before the bf16 rounding the product makes
+// once; K then enters a bf16 mma as the reference's bf16 values, unscaled, against bf16 Q as the
+// call gives it.
 
 // Traits::kBf16Keys' pair order: a word of K holds dims (d, d + 2) or (d + 1, d + 3) of the four
 // dims d .. d + 3 of a lane's code word, not (d, d + 1) and (d + 2, d + 3); Q (load_q_bf16) and the
@@ -96,7 +93,7 @@ __device__ __forceinline__ void interleave_pairs(uint32_t (&pairs)[2]) {
 // kProduct's codes as bf16 without an f16 step: an e4m3 code (sign, 4 exponent bits, 3 mantissa
 // bits) put at bit 15 and bits 10..4 of a bf16 half is the bf16 of its value times 2^-kCodeExponentShift
 // (the exponent fields' biases differ by 127 - 7; a subnormal code is the bf16 subnormal of the
-// same scaled value, zero stays zero). A NaN code becomes a finite value: bf16_key_loop's row rule
+// same scaled value, zero stays zero). A NaN code becomes a finite value: nan_code_rows (block.cuh)
 // restores the NaN. Of a code word b0 .. b3 (dims d .. d + 3): *even = (b0, b2), *odd = (b1, b3),
 // the pair order above.
 constexpr int32_t kCodeExponentShift = 120;
