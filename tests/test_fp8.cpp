@@ -1,7 +1,8 @@
 // test_fp8.cpp - the e4m3 codec against CUDA's own host conversion (cuda_fp8.h) on every
 // code, every rounding midpoint and random floats; quantising with a scale (saturation, the
 // overflow of x / scale); the per-tensor scale convention and its reference; and the
-// quantise-into-cache reference, paged (engine and transposed V layouts) and flat (Q).
+// quantise-into-cache reference, paged (engine and transposed V layouts) and flat (Q); the codes as
+// bf16 by bit operations (e4m3x4_to_scaled_bf16x2x2) on every code at every byte of a word.
 #include <doctest/doctest.h>
 
 #include <cuda_fp8.h>
@@ -102,6 +103,38 @@ TEST_CASE("e4m3: NaN and infinities are flagged, never finite") {
     bool nonfinite = false;
     e4m3_from_float(1.0f, &nonfinite);
     CHECK_FALSE(nonfinite);
+}
+
+TEST_CASE("e4m3 to bf16 by bit operations: every code at every byte is its value times 2^-120, NaN finite") {
+    // e4m3x4_to_scaled_bf16x2x2 (decode_e4m3kfvb_d512's product path): the half of each byte
+    // depends on that byte alone, (b0, b2) in `even`, (b1, b3) in `odd`.
+    constexpr int kBytes = 4;
+    constexpr int kHalfBits = 16;
+    constexpr uint32_t kHalfMask = 0xffffu;
+    std::mt19937 rng(2026);
+    for (int position = 0; position < kBytes; ++position) {
+        for (int code = 0; code < 256; ++code) {
+            CAPTURE(position);
+            CAPTURE(code);
+            uint32_t word = rng();
+            const int shift = 8 * position;
+            word = (word & ~(0xffu << shift)) | (static_cast<uint32_t>(code) << shift);
+            uint32_t even = 0, odd = 0;
+            e4m3x4_to_scaled_bf16x2x2(word, &even, &odd);
+            const uint32_t pair = position % 2 == 0 ? even : odd;
+            const uint16_t half = static_cast<uint16_t>((pair >> (kHalfBits * (position / 2))) & kHalfMask);
+            const float got = bf16_to_float(half);
+            const float value = e4m3_to_float(static_cast<uint8_t>(code));
+            CHECK(std::signbit(got) == ((code & 0x80) != 0));
+            if (std::isnan(value)) {
+                CHECK(std::isfinite(got));
+                CHECK(std::fabs(got) == std::ldexp(1.875f, -112));
+            } else {
+                CHECK(got == std::ldexp(value, -kE4m3ToBf16ExponentShift));
+            }
+        }
+    }
+    CHECK(kE4m3ToBf16ExponentShift == 120);
 }
 
 TEST_CASE("fp8 quantize: scale, amax and the paged cache layout") {

@@ -142,4 +142,18 @@ WIDEATTN_HOST_DEVICE inline float e4m3_power_of_two_scale(float scale) {
     return bits_float((bits & kFloatExponentMask) + kFloatExponentUnit);
 }
 
+// Four e4m3 codes as two bf16 pairs by bit operations (decode_e4m3kfvb_d512's product path): a
+// code's magnitude bits put at bits 10..4 of a bf16 half and its sign at bit 15 are the bf16 of
+// its value times 2^-kE4m3ToBf16ExponentShift (the exponent biases differ by 127 - 7; a subnormal
+// code is the bf16 subnormal of the same scaled value, +-0 stays +-0). A NaN code becomes a finite
+// value (1.875 x 2^-112, signed), which the caller must make up for. Of a code word b0 .. b3 (b0 in
+// the low byte): *even = (b0, b2), *odd = (b1, b3), the lower code in the lower half.
+constexpr int kE4m3ToBf16ExponentShift = kFloatExponentBias - kE4m3ExponentBias;  // 120
+WIDEATTN_HOST_DEVICE inline void e4m3x4_to_scaled_bf16x2x2(uint32_t codes, uint32_t* even, uint32_t* odd) {
+    constexpr uint32_t kMagnitudes = 0x07f007f0u, kSigns = 0x80008000u;
+    constexpr int kMagnitudeShift = 4, kSignShift = 8;
+    *even = ((codes << kMagnitudeShift) & kMagnitudes) | ((codes << kSignShift) & kSigns);
+    *odd = ((codes >> kMagnitudeShift) & kMagnitudes) | (codes & kSigns);
+}
+
 }  // namespace wideattn::fp8

@@ -19,6 +19,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "fp8/codec/e4m3.h"
 #include "fp8/decode_e4m3_d512/loads.cuh"
 #include "fp8/decode_e4m3_d512/mainloop.cuh"
 #include "fp8/decode_e4m3kfv_d512/traits.h"
@@ -90,19 +91,11 @@ __device__ __forceinline__ void interleave_pairs(uint32_t (&pairs)[2]) {
     pairs[0] = even;
 }
 
-// kProduct's codes as bf16 without an f16 step: an e4m3 code (sign, 4 exponent bits, 3 mantissa
-// bits) put at bit 15 and bits 10..4 of a bf16 half is the bf16 of its value times 2^-kCodeExponentShift
-// (the exponent fields' biases differ by 127 - 7; a subnormal code is the bf16 subnormal of the
-// same scaled value, zero stays zero). A NaN code becomes a finite value: nan_code_rows (block.cuh)
-// restores the NaN. Of a code word b0 .. b3 (dims d .. d + 3): *even = (b0, b2), *odd = (b1, b3),
-// the pair order above.
-constexpr int32_t kCodeExponentShift = 120;
-__device__ __forceinline__ void e4m3x4_to_scaled_bf16x2x2(uint32_t codes, uint32_t* even, uint32_t* odd) {
-    constexpr uint32_t kMagnitudes = 0x07f007f0u, kSigns = 0x80008000u;
-    constexpr int32_t kMagnitudeShift = 4, kSignShift = 8;
-    *even = ((codes << kMagnitudeShift) & kMagnitudes) | ((codes << kSignShift) & kSigns);
-    *odd = ((codes >> kMagnitudeShift) & kMagnitudes) | (codes & kSigns);
-}
+// kProduct's codes as bf16 without an f16 step (fp8/codec/e4m3.h, e4m3x4_to_scaled_bf16x2x2): the
+// values times 2^-kCodeExponentShift, (b0, b2) and (b1, b3) of a code word, the pair order above. A
+// NaN code becomes a finite value: nan_code_rows (block.cuh) restores the NaN.
+using fp8::e4m3x4_to_scaled_bf16x2x2;
+constexpr int32_t kCodeExponentShift = fp8::kE4m3ToBf16ExponentShift;
 
 // The kProduct table's two words for dims d .. d + 3 (d a multiple of 4): .x the products
 // w v_scale 2^kCodeExponentShift of dims (d, d + 2), .y of (d + 1, d + 3) (the pair order above).
