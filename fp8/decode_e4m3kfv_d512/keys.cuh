@@ -85,10 +85,7 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t word) {
 // kProduct table (stage_weight_products) are staged in the same order, so the score mma adds the
 // same products. interleave_pairs: (d, d + 1), (d + 2, d + 3) -> (d, d + 2), (d + 1, d + 3).
 __device__ __forceinline__ void interleave_pairs(uint32_t (&pairs)[2]) {
-    constexpr uint32_t kLowHalves = 0x5410u, kHighHalves = 0x7632u;
-    const uint32_t even = __byte_perm(pairs[0], pairs[1], kLowHalves);
-    pairs[1] = __byte_perm(pairs[0], pairs[1], kHighHalves);
-    pairs[0] = even;
+    low_and_high_halves(pairs[0], pairs[1], &pairs[0], &pairs[1]);
 }
 
 // kProduct's codes as bf16 without an f16 step (fp8/codec/e4m3.h, e4m3x4_to_scaled_bf16x2x2): the
@@ -119,7 +116,7 @@ __device__ __forceinline__ bool stage_weight_products(float2 w, float v_scale, u
     const uint32_t scale_exponent = scale_bits & kExponentMask;
     const bool power_of_two = (scale_bits & kMantissaAndSign) == 0 && scale_exponent != 0 && scale_exponent != kExponentMask;
     const float p0 = w.x * v_scale, p1 = w.y * v_scale;
-    constexpr int32_t kProductTopLog2 = 127 - kCodeExponentShift + 1;
+    constexpr int32_t kProductTopLog2 = fp8::kFloatExponentBias + 1 - kCodeExponentShift;  // 2^128: bf16's overflow
     const float top = ldexpf(1.0f, kProductTopLog2);
     const auto exact = [top](float weight, float product) {
         return is_bf16_value(weight) && isfinite(weight) &&

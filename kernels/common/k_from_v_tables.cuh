@@ -88,13 +88,8 @@ struct CosSinTable {
     __device__ __forceinline__ uint2 pair(int32_t position, int32_t d) const {
         constexpr uint32_t kCosOneSinZero = 0x3f80u;  // bf16 1.0 in the low half, +0 in the high
         if (d >= frequencies) return make_uint2(kCosOneSinZero, kCosOneSinZero);
-        return __ldg(reinterpret_cast<const uint2*>(entry(position, d)));
-    }
-
-    // The address of frequency d's entry at `position`, the row clamped to the table's last.
-    __device__ __forceinline__ const unsigned char* entry(int32_t position, int32_t d) const {
         const int64_t row = min(position, positions - 1);
-        return base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes);
+        return __ldg(reinterpret_cast<const uint2*>(base + row * row_bytes + d * static_cast<int64_t>(kCosSinEntryBytes)));
     }
 };
 
@@ -113,11 +108,17 @@ __device__ __forceinline__ void prefetch_cos_sin_ahead(const CosSinTable& table,
     }
 }
 
+// The low halves of words a and b as one word (a's low half in its low half), and their high
+// halves likewise: two PRMTs.
+__device__ __forceinline__ void low_and_high_halves(uint32_t a, uint32_t b, uint32_t* lows, uint32_t* highs) {
+    constexpr uint32_t kLowHalves = 0x5410u, kHighHalves = 0x7632u;
+    *lows = __byte_perm(a, b, kLowHalves);
+    *highs = __byte_perm(a, b, kHighHalves);
+}
+
 // The bf16x2 cos pair (c_d low, c_d+1 high) and sin pair of a CosSinTable word.
 __device__ __forceinline__ void cos_sin_pairs(uint2 word, uint32_t* c, uint32_t* s) {
-    constexpr uint32_t kLowHalves = 0x5410u, kHighHalves = 0x7632u;
-    *c = __byte_perm(word.x, word.y, kLowHalves);
-    *s = __byte_perm(word.x, word.y, kHighHalves);
+    low_and_high_halves(word.x, word.y, c, s);
 }
 
 // k_from_v.h's rope_rotate of two RoPE pairs with their bf16x2 cos pair c and sin pair s: K of the
