@@ -147,9 +147,14 @@ WIDEATTN_HOST_DEVICE constexpr int32_t heads_per_block(int32_t group, int32_t ma
     return best;
 }
 
-// Upper bound of sum over sequences of ceil(q_len_s / tile_tokens).
+// Upper bound of sum over sequences of ceil(q_len_s / tile_tokens), from total_q and num_seqs
+// alone: each term is an integer <= (q_len_s + tile_tokens - 1) / tile_tokens, so the sum is at
+// most the floor of (total_q + num_seqs (tile_tokens - 1)) / tile_tokens, which some split of
+// total_q >= num_seqs tokens reaches (one sequence: exactly its tile count). A ceiling here would
+// launch a row of empty blocks whenever the floor is exact, e.g. two token tiles for one 5-token
+// sequence.
 WIDEATTN_HOST_DEVICE constexpr int64_t token_tile_count(int64_t total_q, int64_t num_seqs, int32_t tile_tokens) {
-    return (total_q + num_seqs * (tile_tokens - 1) + tile_tokens - 1) / tile_tokens;
+    return (total_q + num_seqs * (tile_tokens - 1)) / tile_tokens;
 }
 
 // Split-KV workspace (docs/design.md "Split-KV"; the host sizes it in dispatch/split_plan.h):
