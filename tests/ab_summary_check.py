@@ -3,7 +3,8 @@
 round's figure per label, the median change against the first label, --kernel filtering, rows
 paired by case (--by-case), and
 the usage errors (exit 2, naming the argument or file); and the usage errors of
-tools/gpu/ab_bench.sh, which checks its arguments before it needs a GPU.
+tools/gpu/ab_bench.sh, which checks its arguments before it needs a GPU, and its --cli runs with
+stand-in CLIs (no GPU).
 usage: ab_summary_check.py AB_SUMMARY_PY AB_BENCH_SH
 """
 import json
@@ -108,10 +109,37 @@ def main():
             (("--kfv-cos-sin", "lut", f"a={bundle}", f"b={bundle}"), "--kfv-cos-sin='lut' is not formula or table"),
             (("--e4m3-scale", "-1", f"a={bundle}", f"b={bundle}"), "--e4m3-scale='-1' is not a positive decimal number"),
             (("--e4m3-scale", "1/256", f"a={bundle}", f"b={bundle}"), "--e4m3-scale='1/256' is not a positive decimal number"),
+            (("--cli", "a", f"a={bundle}", f"b={bundle}"), "--cli 'a' is not LABEL=PATH"),
+            (("--cli", "c=/bin/true", f"a={bundle}", f"b={bundle}"), "no LABEL=BUNDLE_DIR has the label 'c'"),
+            (("--cli", f"a={tmp}/no_cli", f"a={bundle}", f"b={bundle}"), f"--cli a={tmp}/no_cli is not an executable file"),
         ]
         for args, message in script_cases:
             r = subprocess.run(["bash", bench_script, *args], capture_output=True, text=True)
             expect(r.returncode == 2 and message in r.stderr, f"ab_bench {args}: exit {r.returncode}, {r.stderr.strip()}")
+
+        # --cli: each label's bench runs through its own CLI (stand-ins that copy a bench JSON), the
+        # labels alternated every round, and the summary pairs their figures.
+        log = path("cli.log")
+        for label, source in (("a", "a1.json"), ("b", "b1.json")):
+            fake = path(f"cli_{label}")
+            with open(fake, "w") as f:
+                f.write("#!/usr/bin/env bash\n"
+                        "while (($#)); do [[ $1 == --json ]] && out=$2; shift; done\n"
+                        f"echo \"{label} $WIDEATTN_BUNDLE\" >> {log}\n"
+                        f"cp {path(source)} \"$out\"\n")
+            os.chmod(fake, 0o755)
+        out_dir = path("ab_out")
+        r = subprocess.run(["bash", bench_script, "--rounds", "2", "--out", out_dir, "--cli", f"a={path('cli_a')}",
+                            "--cli", f"b={path('cli_b')}", f"a={bundle}", f"b={bundle}"], capture_output=True, text=True)
+        expect(r.returncode == 0, f"ab_bench --cli: exit {r.returncode}, {r.stderr.strip()}")
+        calls = []
+        if os.path.isfile(log):
+            with open(log) as f:
+                calls = f.read().split("\n")[:-1]
+        expect(calls == [f"a {bundle}", f"b {bundle}"] * 2, f"ab_bench --cli calls: {calls}")
+        expect("| prompt_16k | wgmma_bf16_d512 | 100.0 / 100.0 | 110.0 / 110.0 | +10.0% |" in r.stdout.splitlines(),
+               f"ab_bench --cli summary: {r.stdout}")
+        expect(os.path.isfile(os.path.join(out_dir, "summary.md")), "ab_bench --cli: no summary.md")
 
     for f in failures:
         print("FAIL", f)
