@@ -67,6 +67,17 @@ __device__ __forceinline__ uint32_t scaled_pair(uint32_t word, float v_scale, fl
     return ptx::pack_bf16x2(v.x * v_scale * w_low, v.y * v_scale * w_high);
 }
 
+// scaled_pair of the two f16x2 words of dims (d, d + 1) and (d + 2, d + 3) with their weights w, packed
+// in Traits::kBf16Keys' pair order (below): (d, d + 2) and (d + 1, d + 3), the same fp32 steps and
+// roundings, the words packed from the four products instead of reordered after.
+__device__ __forceinline__ void scaled_pairs_interleaved(const uint32_t (&words)[2], float v_scale, float4 w,
+                                                         uint32_t (&k)[2]) {
+    const float2 low = __half22float2(*reinterpret_cast<const __half2*>(&words[0]));
+    const float2 high = __half22float2(*reinterpret_cast<const __half2*>(&words[1]));
+    k[0] = ptx::pack_bf16x2(low.x * v_scale * w.x, high.x * v_scale * w.z);
+    k[1] = ptx::pack_bf16x2(low.y * v_scale * w.y, high.y * v_scale * w.w);
+}
+
 // The two bf16 of a word as an f16x2 word (exact: the power of two keeps K in f16's range).
 __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t word) {
     return pack_f16x2(ptx::bf16_low(word), ptx::bf16_high(word));
@@ -207,7 +218,7 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
         const int32_t position = position0 + g + 8 * (q % 2);
         const int32_t dim = Traits::kDimBlock * c + Traits::kVecBytes * (q / 2) + kCodesPerWord * t;
         // K's two words of each half: dims (d, d + 1) and (d + 2, d + 3), or for Traits::kBf16Keys
-        // (d, d + 2) and (d + 1, d + 3) (interleave_pairs).
+        // (d, d + 2) and (d + 1, d + 3).
         uint32_t k_first[2], k_second[2];
         if constexpr (kProduct) {
             const uint2 w_first = load_weight_products(weight, dim);
@@ -225,14 +236,15 @@ __device__ __forceinline__ void build_k_pair(uint32_t v_stage, uint32_t weight, 
             const float4 w_second = ptx::load_shared_f32x4(weight + kF32Bytes * (dim + Traits::kHalfDim));
             e4m3x4_to_f16x2x2(codes[0][q], first_h[0], first_h[1]);
             e4m3x4_to_f16x2x2(codes[1][q], second_h[0], second_h[1]);
-            // Dims (d, d + 1) and (d + 2, d + 3) of the first half, the same of the second.
-            k_first[0] = scaled_pair(first_h[0], v_scale, w_first.x, w_first.y);
-            k_first[1] = scaled_pair(first_h[1], v_scale, w_first.z, w_first.w);
-            k_second[0] = scaled_pair(second_h[0], v_scale, w_second.x, w_second.y);
-            k_second[1] = scaled_pair(second_h[1], v_scale, w_second.z, w_second.w);
             if constexpr (Traits::kBf16Keys) {
-                interleave_pairs(k_first);
-                interleave_pairs(k_second);
+                scaled_pairs_interleaved(first_h, v_scale, w_first, k_first);
+                scaled_pairs_interleaved(second_h, v_scale, w_second, k_second);
+            } else {
+                // Dims (d, d + 1) and (d + 2, d + 3) of the first half, the same of the second.
+                k_first[0] = scaled_pair(first_h[0], v_scale, w_first.x, w_first.y);
+                k_first[1] = scaled_pair(first_h[1], v_scale, w_first.z, w_first.w);
+                k_second[0] = scaled_pair(second_h[0], v_scale, w_second.x, w_second.y);
+                k_second[1] = scaled_pair(second_h[1], v_scale, w_second.z, w_second.w);
             }
         }
         // Frequency f of word `pair`'s element e: d + 2 pair + e, or for kBf16Keys d + pair + 2 e.
