@@ -27,10 +27,11 @@ namespace wideattn {
 // Entry points only some kernels need; a driver without them still loads, and the kernels that
 // need them report it at launch (cuTensorMapEncodeTiled: CUDA 12.0 drivers and later); the launch
 // path takes cuLaunchKernelEx (CUDA 12.0) where the driver has it, cuLaunchKernel otherwise.
-// The graph calls are the GPU tests' (CUDA-graph capture of plans).
+// The graph calls are the GPU tests' (CUDA-graph capture of plans); cuModuleGetGlobal is
+// `wideattn bench --block-timeline`'s (tools/cli/block_timeline.cpp).
 #define WIDEATTN_DRIVER_OPTIONAL_FUNCTIONS(X)                                                              \
     X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx) X(cuStreamBeginCapture) X(cuStreamEndCapture)          \
-    X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
+    X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuModuleGetGlobal)
 
 struct Driver {
 #define WIDEATTN_DRIVER_POINTER(name) decltype(&::name) name = nullptr;

@@ -25,6 +25,7 @@
 #include "tools/bench/probe_shapes.h"
 #include "tools/cli/bench_report.h"
 #include "tools/cli/bench_suite.h"
+#include "tools/cli/block_timeline.h"
 #include "tools/cli/cli_common.h"
 #include "tools/harness/device_problem.h"
 #include "tools/harness/problem.h"
@@ -329,7 +330,8 @@ void print_help() {
         "                      [--reps N] [--warmup N] [--reference] [--kv-dtype bf16|e4m3]\n"
         "                      [--q-dtype bf16|e4m3] [--json FILE] [--kernel NAME | --kernels A,B,...]\n"
         "                      [--pdl on|off|both] [--timing call|queued] [--splits N]\n"
-        "                      [--kfv-cos-sin formula|table] [--e4m3-scale X] [--commit SHA] [--list]\n\n"
+        "                      [--kfv-cos-sin formula|table] [--e4m3-scale X] [--block-timeline]\n"
+        "                      [--commit SHA] [--list]\n\n"
         "Times the bf16 kernel the dispatcher selects on the Gemma 4 31B global-layer suite\n"
         "(Hq 32, Hkv 4, D 512, page 16, shuffled block table; random inputs larger than L2) with\n"
         "CUDA events: warm-up, then the median of N timed runs. Counts causal FLOPs as\n"
@@ -423,6 +425,12 @@ void print_help() {
         "                 2^-8, a power of two; another value, e.g. 0.0037, times the paths the 8-bit\n"
         "                 kernels take for scales that are not one: decode_e4m3kfvb_d512's fp32 steps),\n"
         "                 %g..%g (JSON e4m3_scale)\n"
+        "  --block-timeline  after each case's row, the lines 'wideattn-timeline NAME X Y Z SMID\n"
+        "                 START_NS END_NS' of every block its launches ran (warm-up and timed), for\n"
+        "                 tools/bench/block_timeline.py; only kernels built with\n"
+        "                 -DWIDEATTN_BLOCK_TIMELINE_RECORDS keep them (kernels/common/block_timeline.cuh,\n"
+        "                 a variant bundle), a note says when none of the case's did; the record kept\n"
+        "                 per block costs the kernel a few instructions and registers\n"
         "  --commit SHA   recorded in the JSON\n"
         "  --list         print the case names and exit (decode-suite cases marked '(decode)')\n",
         static_cast<int>(kCopyProbeBytes >> 20), kCopyProbeReps, static_cast<int>(kReadProbeBytes >> 20),
@@ -438,6 +446,7 @@ struct BenchOptions {
     std::string timing = kTimingCall;  // --timing: kTimingCall or kTimingQueued
     std::string kfv_cos_sin = kKfvCosSinFormula;  // --kfv-cos-sin: kKfvCosSinFormula or kKfvCosSinTable
     bool reference = false;
+    bool block_timeline = false;  // --block-timeline
     bool cases_given = false;  // --cases was on the command line (even as an empty list)
     bool e4m3_kv = false, e4m3_q = false;
     long long device = 0, reps = kDefaultReps, warmup = kDefaultWarmup;
@@ -538,6 +547,8 @@ int parse_options(int argc, char** argv, BenchOptions* o) {
             return 0;
         } else if (args.is("--reference")) {
             o->reference = true;
+        } else if (args.is("--block-timeline")) {
+            o->block_timeline = true;
         } else if (args.is("--list")) {
             list_cases();
             return 0;
@@ -739,6 +750,22 @@ std::string side_by_side_skip(const wideattn_context* ctx, const BenchOptions& o
            "num_seqs (here " + std::to_string(h.total_q) + " over " + std::to_string(num_seqs) + ")";
 }
 
+// --block-timeline: the block records of the case's launches (block_timeline.h), or a note that
+// no loaded kernel keeps them; false after printing the driver error as the case's error.
+bool print_block_timeline(wideattn_context* ctx, const GpuDevice& gpu, const std::string& case_name) {
+    int modules = 0;
+    const std::string err = drain_block_timeline(ctx, gpu, stdout, &modules);
+    if (!err.empty()) {
+        std::printf("%-24s error: --block-timeline: %s\n", case_name.c_str(), err.c_str());
+        return false;
+    }
+    if (modules == 0)
+        std::printf("%-24s note: --block-timeline: no kernel of this case keeps block records (built without "
+                    "-DWIDEATTN_BLOCK_TIMELINE_RECORDS)\n",
+                    case_name.c_str());
+    return true;
+}
+
 // Times every selected case with every variant, printing one row each into *records (a note for
 // a variant side_by_side_skip leaves out). Returns the number of cases that failed.
 int run_suite(const BenchContexts& contexts, const GpuDevice& gpu, const BenchOptions& o,
@@ -767,6 +794,7 @@ int run_suite(const BenchContexts& contexts, const GpuDevice& gpu, const BenchOp
             }
             print_row(r, rates);
             records->push_back(r);
+            if (o.block_timeline && !print_block_timeline(ctx, gpu, bc.name)) ++failures;
         }
     }
     return failures;

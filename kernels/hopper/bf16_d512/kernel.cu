@@ -8,17 +8,21 @@
 // block = kThreads, dynamic shared memory kSmemBytes; arguments: the params and the TMA tensor
 // maps of k_cache and v_cache (KvTensorMaps, encoded by the dispatcher). Each block computes 64
 // rows (8 tokens x the 8 query heads of one KV head) over every key they can see.
+#include "kernels/common/block_timeline.cuh"
 #include "kernels/common/ptx_tma.cuh"
 #include "kernels/hopper/bf16_d512/block.cuh"
 #include "kernels/hopper/bf16_d512/traits.h"
 
-// The two entries: unsplit, and split-KV (grid.z = key splits), each its own function.
+// The two entries: unsplit, and split-KV (grid.z = key splits), each its own function; each
+// block's record of the block timeline where its records form is built in (block_timeline.cuh).
 template <bool kSplit>
 __device__ __forceinline__ void wgmma_bf16_entry(const wideattn_prefill_params& p, const wideattn::KvTensorMaps& maps) {
     using Traits = wideattn::WgmmaBf16D512Traits;
     extern __shared__ __align__(Traits::kSmemAlign) unsigned char smem[];
+    const wideattn::BlockTimeline timeline;
     wideattn::ptx::prefetch_kv_tensor_maps(maps);
     wideattn::hopper::bf16::bf16_block<kSplit>(p, maps, smem);
+    timeline.finish(kSplit ? "wgmma_bf16_d512_split" : "wgmma_bf16_d512");
 }
 
 extern "C" __global__ void __launch_bounds__(wideattn::WgmmaBf16D512Traits::kThreads, 1)
