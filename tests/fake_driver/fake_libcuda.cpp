@@ -7,12 +7,16 @@
 // are read back through the fake_cuda_* functions at the end. Device pointers are host pointers: cuMemcpyDtoHAsync is a
 // memcpy (the checked mode's metadata copies), and fake_cuda_set_* make a stream report a capture
 // or a copy fail. Events record the host's steady clock, so `wideattn bench` and `wideattn tune`
-// run end to end on it (timing nothing but the host's side of the calls).
+// run end to end on it (timing nothing but the host's side of the calls). A cubin that holds the
+// block-timeline records (built with -DWIDEATTN_BLOCK_TIMELINE_RECORDS) gets them as module
+// globals (cuModuleGetGlobal), and each launch of its kernels appends one record per block, as
+// the hooked kernels do, so `wideattn bench --block-timeline` runs end to end too.
 #include <cuda.h>
 
 #include "kernels/k_from_v_rebuild/traits.h"
 #include "wideattn.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -25,14 +29,26 @@
 struct CUctx_st {
     int unused;
 };
+struct CUmod_st;
 struct CUfunc_st {
     std::string symbol;
+    CUmod_st* module = nullptr;
 };
 struct CUevent_st {
     std::chrono::steady_clock::time_point recorded;
 };
+// The module globals of the block timeline (kernels/common/block_timeline.cuh).
+struct FakeTimelineRecord {
+    char name[32];
+    uint32_t block_x, block_y, block_z, smid;
+    uint64_t start_ns, end_ns;
+};
+constexpr uint32_t kFakeTimelineRecords = 65536;
 struct CUmod_st {
     std::vector<std::unique_ptr<CUfunc_st>> functions;  // freed with the module
+    bool timeline = false;                              // the cubin holds the records
+    uint32_t timeline_count = 0;
+    std::vector<FakeTimelineRecord> timeline_records;
 };
 
 namespace {
@@ -182,6 +198,32 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
     std::lock_guard<std::mutex> lock(g_mutex);
     ++g_module_loads;
     *module = new CUmod_st{};
+    // The image's size from its ELF64 header (the section headers end it in nvcc's cubins), then
+    // whether the records' symbol name is in it.
+    const auto* bytes = static_cast<const unsigned char*>(image);
+    uint64_t section_headers = 0;
+    uint16_t entry_bytes = 0, entries = 0;
+    std::memcpy(&section_headers, bytes + 0x28, sizeof section_headers);
+    std::memcpy(&entry_bytes, bytes + 0x3a, sizeof entry_bytes);
+    std::memcpy(&entries, bytes + 0x3c, sizeof entries);
+    const std::string text(reinterpret_cast<const char*>(bytes), section_headers + uint64_t{entry_bytes} * entries);
+    if (text.find("wideattn_block_timeline_records") != std::string::npos) {
+        (*module)->timeline = true;
+        (*module)->timeline_records.resize(kFakeTimelineRecords);
+    }
+    return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr* ptr, size_t* bytes, CUmodule module, const char* name) {
+    if (!module->timeline) return CUDA_ERROR_NOT_FOUND;
+    if (std::strcmp(name, "wideattn_block_timeline_count") == 0) {
+        *ptr = reinterpret_cast<CUdeviceptr>(&module->timeline_count);
+        *bytes = sizeof module->timeline_count;
+    } else if (std::strcmp(name, "wideattn_block_timeline_records") == 0) {
+        *ptr = reinterpret_cast<CUdeviceptr>(module->timeline_records.data());
+        *bytes = module->timeline_records.size() * sizeof(FakeTimelineRecord);
+    } else {
+        return CUDA_ERROR_NOT_FOUND;
+    }
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuModuleUnload(CUmodule module) {
@@ -189,7 +231,7 @@ CUresult CUDAAPI cuModuleUnload(CUmodule module) {
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
-    module->functions.push_back(std::make_unique<CUfunc_st>(CUfunc_st{name}));
+    module->functions.push_back(std::make_unique<CUfunc_st>(CUfunc_st{name, module}));
     *function = module->functions.back().get();
     return CUDA_SUCCESS;
 }
@@ -214,6 +256,26 @@ void record_launch(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsig
         std::memcpy(g_last_k_from_v, params[1], sizeof g_last_k_from_v);
     if (params && params[0] && f->symbol == wideattn::KFromVRebuildTraits::kSymbol)
         std::memcpy(g_last_rebuild, params[0], sizeof g_last_rebuild);
+    // A hooked kernel's blocks: one record each, named by the symbol without its "wideattn_",
+    // blocks in x-fastest order on SMs in turn, each block 1 us after the one before.
+    CUmod_st* m = f->module;
+    if (!m || !m->timeline) return;
+    const std::string name = f->symbol.substr(f->symbol.rfind("wideattn_", 0) == 0 ? 9 : 0);
+    for (unsigned int z = 0; z < grid_z; ++z)
+        for (unsigned int y = 0; y < grid_y; ++y)
+            for (unsigned int x = 0; x < grid_x; ++x) {
+                const uint32_t slot = m->timeline_count++;
+                if (slot >= kFakeTimelineRecords) continue;
+                FakeTimelineRecord& r = m->timeline_records[slot];
+                std::memset(r.name, 0, sizeof r.name);
+                std::memcpy(r.name, name.data(), std::min(name.size(), sizeof r.name - 1));
+                r.block_x = x;
+                r.block_y = y;
+                r.block_z = z;
+                r.smid = slot % kMultiprocessors;
+                r.start_ns = 1000ull * slot;
+                r.end_ns = r.start_ns + 500;
+            }
 }
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
