@@ -150,7 +150,9 @@ def main(argv):
             if not usable:
                 print(f"skip {name}: none of {archs} builds it")
                 continue
-            arch = usable[0]
+            # sm_90a where configured: the arch of the end-to-end part's cases (the stand-in driver
+            # reports sm_90, so the bundle's sm_90a cubins are the ones it loads).
+            arch = "sm_90a" if "sm_90a" in usable else usable[0]
             for form in forms:
                 out = os.path.join(tmp, f"{name}.{form.lstrip('-')}.{arch}.cubin")
                 cmd = [sys.executable, compile_cubin, "--nvcc", nvcc, "--include", root, "--include",
