@@ -19,6 +19,7 @@ back as launches; on the bundle itself a note says no kernel keeps records.
 usage: block_timeline_build_check.py COMPILE_CUBIN NVCC SOURCE_ROOT ARCH[,ARCH...] BUNDLE_DIR
                                      [CLI FAKE_LIBCUDA VARIANT_BUNDLE SUMMARY]
 """
+import collections
 import json
 import os
 import shutil
@@ -54,14 +55,15 @@ def arch_number(arch):
 # The end-to-end cases: each case's split kernel and merge (the dispatcher's choice on sm_90a).
 E2E_CASES = {"verify5_1_ctx_20k": {"wgmma_bf16_d512_split", "merge_splits_bf16_rows"},
              "decode_1_ctx_32k": {"decode_bf16w4_d512_split", "merge_splits_bf16_rows"}}
-E2E_LAUNCHES = 3  # --warmup 1 --reps 2
+E2E_WARMUP, E2E_REPS = 1, 2
+E2E_LAUNCHES = E2E_WARMUP + E2E_REPS  # of each case's split kernel and of its merge
 NOTE = "no kernel of this case keeps block records"
 
 
 def run_bench(cli, fake, bundle, cases):
     env = dict(os.environ, WIDEATTN_LIBCUDA=fake, WIDEATTN_TUNING="off")
-    cmd = [cli, "bench", "--bundle", bundle, "--cases", ",".join(cases), "--warmup", "1", "--reps", "2",
-           "--block-timeline"]
+    cmd = [cli, "bench", "--bundle", bundle, "--cases", ",".join(cases), "--warmup", str(E2E_WARMUP),
+           "--reps", str(E2E_REPS), "--block-timeline"]
     return subprocess.run(cmd, capture_output=True, text=True, env=env)
 
 
@@ -116,11 +118,9 @@ def end_to_end(tmp, records_dir, bundle, cli, fake, variant_bundle, summary):
         f.write(r.stdout)
     s = subprocess.run([sys.executable, summary, out, "--json", "-"], capture_output=True, text=True)
     launches = json.loads(s.stdout)["launches"] if s.returncode == 0 else []
-    per_name = {}
-    for launch in launches:
-        per_name[launch.get("name")] = per_name.get(launch.get("name"), 0) + 1
-    expected = {"wgmma_bf16_d512_split": E2E_LAUNCHES, "decode_bf16w4_d512_split": E2E_LAUNCHES,
-                "merge_splits_bf16_rows": 2 * E2E_LAUNCHES}
+    per_name = dict(collections.Counter(launch.get("name") for launch in launches))
+    expected = {name: E2E_LAUNCHES * n
+                for name, n in collections.Counter(n for names in E2E_CASES.values() for n in names).items()}
     check(per_name == expected, f"block_timeline.py reads the launches back: {per_name}", s.stdout + s.stderr)
     r = run_bench(cli, fake, bundle, cases[:1])
     got = lines_by_case(r.stdout, cases[:1]).get(cases[0], {"names": {}, "notes": []})

@@ -14,9 +14,9 @@ using namespace wideattn;
 
 namespace {
 
-HostTimelineRecord record(const char* name, size_t name_bytes, uint32_t x, uint32_t y, uint32_t z, uint32_t sm,
+BlockTimelineRecord record(const char* name, size_t name_bytes, uint32_t x, uint32_t y, uint32_t z, uint32_t sm,
                           uint64_t start, uint64_t end) {
-    HostTimelineRecord r{};
+    BlockTimelineRecord r{};
     std::memcpy(r.name, name, name_bytes);
     r.block_x = x;
     r.block_y = y;
@@ -30,11 +30,11 @@ HostTimelineRecord record(const char* name, size_t name_bytes, uint32_t x, uint3
 }  // namespace
 
 TEST_CASE("block timeline: records as the summary's lines") {
-    static_assert(offsetof(HostTimelineRecord, block_x) == 32 && offsetof(HostTimelineRecord, start_ns) == 48,
-                  "the layout of BlockTimelineRecord (kernels/common/block_timeline.cuh)");
+    static_assert(offsetof(BlockTimelineRecord, block_x) == 32 && offsetof(BlockTimelineRecord, start_ns) == 48,
+                  "the layout the kernels write (kernels/common/block_timeline_record.h)");
     const char split[] = "wgmma_bf16_d512_split";
     const char merge[] = "merge_splits_bf16_rows";
-    const std::vector<HostTimelineRecord> records = {
+    const std::vector<BlockTimelineRecord> records = {
         record(split, sizeof split, 0, 3, 31, 131, 1765000000123456789ull, 1765000000123500000ull),
         record(merge, sizeof merge, 7, 0, 0, 0, 5, 6),
     };
@@ -44,14 +44,14 @@ TEST_CASE("block timeline: records as the summary's lines") {
     CHECK(timeline_lines(records.data(), 0).empty());
 
     // A name that fills the record (no NUL) is read to the record's end, never past it.
-    const std::string full(HostTimelineRecord::kNameBytes, 'a');
-    const HostTimelineRecord whole = record(full.data(), full.size(), 1, 2, 3, 4, 5, 6);
+    const std::string full(BlockTimelineRecord::kNameBytes, 'a');
+    const BlockTimelineRecord whole = record(full.data(), full.size(), 1, 2, 3, 4, 5, 6);
     CHECK(timeline_lines(&whole, 1) == "wideattn-timeline " + full + " 1 2 3 4 5 6\n");
 
     // Names the summary could not split on spaces, or none: "?".
     const char spaced[] = "two words";
     const char empty[] = "";
-    const HostTimelineRecord odd[] = {record(spaced, sizeof spaced, 0, 0, 0, 0, 1, 2),
+    const BlockTimelineRecord odd[] = {record(spaced, sizeof spaced, 0, 0, 0, 0, 1, 2),
                                       record(empty, sizeof empty, 0, 0, 0, 0, 1, 2)};
     CHECK(timeline_lines(odd, 2) == "wideattn-timeline ? 0 0 0 0 1 2\nwideattn-timeline ? 0 0 0 0 1 2\n");
 }

@@ -18,6 +18,8 @@
 
 #include <cstdint>
 
+#include "kernels/common/block_timeline_record.h"
+
 namespace wideattn {
 
 #if defined(WIDEATTN_BLOCK_TIMELINE) && defined(WIDEATTN_BLOCK_TIMELINE_RECORDS)
@@ -25,19 +27,10 @@ namespace wideattn {
 #endif
 
 #if defined(WIDEATTN_BLOCK_TIMELINE_RECORDS)
-// One block's record (the layout `wideattn bench --block-timeline` reads: tools/cli/block_timeline.cpp).
-struct BlockTimelineRecord {
-    static constexpr int kNameBytes = 32;  // the name, NUL-padded (cut to 31 characters)
-    char name[kNameBytes];
-    uint32_t block_x, block_y, block_z, smid;
-    uint64_t start_ns, end_ns;
-};
-static_assert(sizeof(BlockTimelineRecord) == 64, "the record layout the host reads");
-constexpr uint32_t kBlockTimelineRecords = 65536;  // 4 MB of records a module
-
 }  // namespace wideattn
 
-// The module's records and their count (unmangled: the host finds them by these names).
+// The module's records and their count (unmangled: the host finds them by the names
+// kBlockTimelineRecordsSymbol and kBlockTimelineCountSymbol, block_timeline_record.h).
 extern "C" {
 __device__ wideattn::BlockTimelineRecord wideattn_block_timeline_records[wideattn::kBlockTimelineRecords];
 __device__ uint32_t wideattn_block_timeline_count;

@@ -13,6 +13,7 @@
 // the hooked kernels do, so `wideattn bench --block-timeline` runs end to end too.
 #include <cuda.h>
 
+#include "kernels/common/block_timeline_record.h"
 #include "kernels/k_from_v_rebuild/traits.h"
 #include "wideattn.h"
 
@@ -37,18 +38,11 @@ struct CUfunc_st {
 struct CUevent_st {
     std::chrono::steady_clock::time_point recorded;
 };
-// The module globals of the block timeline (kernels/common/block_timeline.cuh).
-struct FakeTimelineRecord {
-    char name[32];
-    uint32_t block_x, block_y, block_z, smid;
-    uint64_t start_ns, end_ns;
-};
-constexpr uint32_t kFakeTimelineRecords = 65536;
 struct CUmod_st {
     std::vector<std::unique_ptr<CUfunc_st>> functions;  // freed with the module
     bool timeline = false;                              // the cubin holds the records
     uint32_t timeline_count = 0;
-    std::vector<FakeTimelineRecord> timeline_records;
+    std::vector<wideattn::BlockTimelineRecord> timeline_records;  // the module globals of block_timeline.cuh
 };
 
 namespace {
@@ -207,20 +201,20 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void* image) {
     std::memcpy(&entry_bytes, bytes + 0x3a, sizeof entry_bytes);
     std::memcpy(&entries, bytes + 0x3c, sizeof entries);
     const std::string text(reinterpret_cast<const char*>(bytes), section_headers + uint64_t{entry_bytes} * entries);
-    if (text.find("wideattn_block_timeline_records") != std::string::npos) {
+    if (text.find(wideattn::kBlockTimelineRecordsSymbol) != std::string::npos) {
         (*module)->timeline = true;
-        (*module)->timeline_records.resize(kFakeTimelineRecords);
+        (*module)->timeline_records.resize(wideattn::kBlockTimelineRecords);
     }
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr* ptr, size_t* bytes, CUmodule module, const char* name) {
     if (!module->timeline) return CUDA_ERROR_NOT_FOUND;
-    if (std::strcmp(name, "wideattn_block_timeline_count") == 0) {
+    if (std::strcmp(name, wideattn::kBlockTimelineCountSymbol) == 0) {
         *ptr = reinterpret_cast<CUdeviceptr>(&module->timeline_count);
         *bytes = sizeof module->timeline_count;
-    } else if (std::strcmp(name, "wideattn_block_timeline_records") == 0) {
+    } else if (std::strcmp(name, wideattn::kBlockTimelineRecordsSymbol) == 0) {
         *ptr = reinterpret_cast<CUdeviceptr>(module->timeline_records.data());
-        *bytes = module->timeline_records.size() * sizeof(FakeTimelineRecord);
+        *bytes = module->timeline_records.size() * sizeof(wideattn::BlockTimelineRecord);
     } else {
         return CUDA_ERROR_NOT_FOUND;
     }
@@ -265,8 +259,8 @@ void record_launch(CUfunction f, unsigned int grid_x, unsigned int grid_y, unsig
         for (unsigned int y = 0; y < grid_y; ++y)
             for (unsigned int x = 0; x < grid_x; ++x) {
                 const uint32_t slot = m->timeline_count++;
-                if (slot >= kFakeTimelineRecords) continue;
-                FakeTimelineRecord& r = m->timeline_records[slot];
+                if (slot >= wideattn::kBlockTimelineRecords) continue;
+                wideattn::BlockTimelineRecord& r = m->timeline_records[slot];
                 std::memset(r.name, 0, sizeof r.name);
                 std::memcpy(r.name, name.data(), std::min(name.size(), sizeof r.name - 1));
                 r.block_x = x;

@@ -22,13 +22,13 @@ bool plain_name(const char* name, size_t length) {
 
 }  // namespace
 
-std::string timeline_lines(const HostTimelineRecord* records, size_t count) {
+std::string timeline_lines(const BlockTimelineRecord* records, size_t count) {
     std::string lines;
     char line[256];
     for (size_t i = 0; i < count; ++i) {
-        const HostTimelineRecord& r = records[i];
+        const BlockTimelineRecord& r = records[i];
         size_t length = 0;
-        while (length < HostTimelineRecord::kNameBytes && r.name[length] != '\0') ++length;
+        while (length < size_t{BlockTimelineRecord::kNameBytes} && r.name[length] != '\0') ++length;
         const std::string name = plain_name(r.name, length) ? std::string(r.name, length) : std::string("?");
         std::snprintf(line, sizeof line, "wideattn-timeline %s %u %u %u %u %llu %llu\n", name.c_str(), r.block_x,
                       r.block_y, r.block_z, r.smid, static_cast<unsigned long long>(r.start_ns),
@@ -48,27 +48,26 @@ std::string drain_block_timeline(wideattn_context* ctx, const GpuDevice& gpu, st
         for (const auto& entry : ctx->loaded) loaded.push_back(entry.second.module);
     }
     std::string err = gpu.check(d.cuCtxSynchronize(), "cuCtxSynchronize");
-    std::vector<HostTimelineRecord> records;
+    std::vector<BlockTimelineRecord> records;
     for (CUmodule module : loaded) {
         if (!err.empty()) break;
         CUdeviceptr count_ptr = 0, records_ptr = 0;
         size_t count_bytes = 0, records_bytes = 0;
-        if (d.cuModuleGetGlobal(&count_ptr, &count_bytes, module, kTimelineCountSymbol) != CUDA_SUCCESS ||
-            d.cuModuleGetGlobal(&records_ptr, &records_bytes, module, kTimelineRecordsSymbol) != CUDA_SUCCESS)
+        if (d.cuModuleGetGlobal(&count_ptr, &count_bytes, module, kBlockTimelineCountSymbol) != CUDA_SUCCESS ||
+            d.cuModuleGetGlobal(&records_ptr, &records_bytes, module, kBlockTimelineRecordsSymbol) != CUDA_SUCCESS)
             continue;  // not built with the records form
-        if (count_bytes != sizeof(uint32_t) ||
-            records_bytes != kTimelineRecordCapacity * sizeof(HostTimelineRecord))
-            return std::string(kTimelineRecordsSymbol) + " of " + std::to_string(records_bytes) + " bytes or " +
-                   kTimelineCountSymbol + " of " + std::to_string(count_bytes) +
-                   " bytes: not the layout of tools/cli/block_timeline.h";
+        if (count_bytes != sizeof(uint32_t) || records_bytes != kBlockTimelineRecords * sizeof(BlockTimelineRecord))
+            return std::string(kBlockTimelineRecordsSymbol) + " of " + std::to_string(records_bytes) + " bytes or " +
+                   kBlockTimelineCountSymbol + " of " + std::to_string(count_bytes) +
+                   " bytes: not the layout of kernels/common/block_timeline_record.h";
         ++*modules;
         uint32_t count = 0;
         err = gpu.check(d.cuMemcpyDtoH(&count, count_ptr, sizeof count), "cuMemcpyDtoH(timeline count)");
         if (!err.empty()) break;
-        const uint32_t kept = std::min(count, kTimelineRecordCapacity);
+        const uint32_t kept = std::min(count, kBlockTimelineRecords);
         records.resize(kept);
         if (kept)
-            err = gpu.check(d.cuMemcpyDtoH(records.data(), records_ptr, kept * sizeof(HostTimelineRecord)),
+            err = gpu.check(d.cuMemcpyDtoH(records.data(), records_ptr, kept * sizeof(BlockTimelineRecord)),
                             "cuMemcpyDtoH(timeline records)");
         if (!err.empty()) break;
         std::fputs(timeline_lines(records.data(), kept).c_str(), out);

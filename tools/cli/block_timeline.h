@@ -8,29 +8,16 @@
 #include <cstdio>
 #include <string>
 
+#include "kernels/common/block_timeline_record.h"
 #include "tools/harness/device_problem.h"
 #include "wideattn.h"
 
 namespace wideattn {
 
-// One block's record as the kernels write it (BlockTimelineRecord, kernels/common/block_timeline.cuh).
-struct HostTimelineRecord {
-    static constexpr size_t kNameBytes = 32;
-    char name[kNameBytes];  // NUL-padded
-    uint32_t block_x, block_y, block_z, smid;
-    uint64_t start_ns, end_ns;
-};
-static_assert(sizeof(HostTimelineRecord) == 64, "the device's record layout");
-
-// The module symbols of the records and their count (unmangled) and the records a module holds.
-constexpr const char* kTimelineRecordsSymbol = "wideattn_block_timeline_records";
-constexpr const char* kTimelineCountSymbol = "wideattn_block_timeline_count";
-constexpr uint32_t kTimelineRecordCapacity = 65536;
-
 // `count` records as lines "wideattn-timeline NAME X Y Z SMID START_NS END_NS"; a name is read to
 // its first NUL or its kNameBytes, and a record whose name is empty or holds a character outside
 // [A-Za-z0-9_] is printed with the name "?" (the line stays parseable).
-std::string timeline_lines(const HostTimelineRecord* records, size_t count);
+std::string timeline_lines(const BlockTimelineRecord* records, size_t count);
 
 // For every module `ctx` has loaded that holds the records: writes its records' lines to `out`
 // (a note line, starting "#", when more blocks finished than the module keeps) and sets its count
